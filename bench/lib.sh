@@ -1,0 +1,215 @@
+# shellcheck shell=bash disable=SC2034 # globals set here are read by the caller
+# Helpers shared by the benchmark scripts in bench/: logging, installing peers
+# from Debian packages, starting and stopping servers, timing a command and
+# summarising runs. Sourced, never run; the caller sets `set -euo pipefail`.
+
+# log prints progress to stderr so that stdout stays clean for the table or,
+# with --json, for NDJSON only.
+log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+
+# die is for the script's own errors (bad arguments, no tmpfs, ...); peers that
+# fail are reported as unavailable instead and never end the run.
+die() {
+	printf 'bench: %s\n' "$*" >&2
+	exit 2
+}
+
+# ---------------------------------------------------------------------------
+# Installing peers
+
+# Why each peer command is unavailable, keyed by command name. Filled by
+# ensure_commands; an absent key means the command is there.
+declare -gA UNAVAILABLE=()
+
+# ensure_commands CMD=PACKAGE... installs, non-interactively, the Debian
+# package of every command that is missing, and only then. A package that
+# cannot be installed leaves UNAVAILABLE[cmd] set to the reason; the caller
+# reports that peer as unavailable rather than stopping.
+ensure_commands() {
+	local pair cmd pkg
+	local -a missing_pkgs=()
+	local -A pkg_of=()
+	for pair in "$@"; do
+		cmd=${pair%%=*} pkg=${pair#*=}
+		pkg_of[$cmd]=$pkg
+		if ! command -v "$cmd" >/dev/null 2>&1; then
+			missing_pkgs+=("$pkg")
+		fi
+	done
+	if ((${#missing_pkgs[@]} > 0)); then
+		if ! command -v apt-get >/dev/null 2>&1; then
+			log "missing ${missing_pkgs[*]} and no apt-get to install them"
+		elif [[ $(id -u) -ne 0 ]]; then
+			log "missing ${missing_pkgs[*]}; not root, so not installing them"
+		else
+			install_packages "${missing_pkgs[@]}"
+		fi
+	fi
+	for cmd in "${!pkg_of[@]}"; do
+		if ! command -v "$cmd" >/dev/null 2>&1; then
+			UNAVAILABLE[$cmd]="command $cmd missing; Debian package ${pkg_of[$cmd]} not installed"
+		fi
+	done
+}
+
+# install_packages tries all packages at once (one apt run is much faster),
+# refreshes the package lists once if that fails (a fresh machine has none),
+# and finally goes one by one so that one broken package does not take the
+# others with it.
+install_packages() {
+	local -a apt=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -q
+		-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold)
+	local pkg
+	log "installing missing peers: $*"
+	if "${apt[@]}" "$@" >>"$APT_LOG" 2>&1; then return 0; fi
+	log "apt-get install failed; running apt-get update once and retrying"
+	apt-get update -q >>"$APT_LOG" 2>&1 || log "apt-get update failed (see $APT_LOG)"
+	if "${apt[@]}" "$@" >>"$APT_LOG" 2>&1; then return 0; fi
+	for pkg in "$@"; do
+		"${apt[@]}" "$pkg" >>"$APT_LOG" 2>&1 || log "could not install $pkg (see $APT_LOG)"
+	done
+}
+
+# ---------------------------------------------------------------------------
+# Servers
+
+declare -ga SERVER_PIDS=()
+
+# next_port prints a TCP port nobody listens on, counting up from NEXT_PORT.
+# The range sits below Linux's ephemeral range (32768-60999) so that a
+# client's own source ports cannot collide with it.
+NEXT_PORT=${PORT_BASE:-29100}
+next_port() {
+	while ss -Hltn "sport = :$NEXT_PORT" | grep -q .; do
+		NEXT_PORT=$((NEXT_PORT + 1))
+	done
+	PORT=$NEXT_PORT
+	NEXT_PORT=$((NEXT_PORT + 1))
+}
+
+# start_server PORT LOG CMD... starts a server in a session of its own (setsid)
+# so that stop_servers can kill it together with every child it forks
+# (globus-gridftp-server forks one per connection), then waits until the port
+# listens. It checks for a listening socket with ss rather than by connecting,
+# because a probe connection would count as a client for iperf3 and gridftp.
+# Returns non-zero, with the log's last line in START_ERROR, if the server
+# dies or does not listen within 20 s.
+start_server() {
+	local port=$1 logf=$2
+	shift 2
+	# In a non-interactive shell the background job is not a process group
+	# leader, so setsid does not fork: $! is the new session's leader and its
+	# pid is also the process group id that stop_servers kills.
+	setsid "$@" >"$logf" 2>&1 </dev/null &
+	local pid=$!
+	SERVER_PIDS+=("$pid")
+	local i
+	for ((i = 0; i < 200; i++)); do
+		if ss -Hltn "sport = :$port" | grep -q .; then return 0; fi
+		if ! kill -0 "$pid" 2>/dev/null; then
+			START_ERROR="exited: $(last_line "$logf")"
+			return 1
+		fi
+		sleep 0.1
+	done
+	START_ERROR="not listening on port $port after 20 s"
+	return 1
+}
+
+# stop_servers kills every server started, with its children: politely
+# first, then for good.
+stop_servers() {
+	local pid
+	((${#SERVER_PIDS[@]} > 0)) || return 0
+	for pid in "${SERVER_PIDS[@]}"; do
+		kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+	done
+	sleep 0.5
+	for pid in "${SERVER_PIDS[@]}"; do
+		kill -KILL -- "-$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	SERVER_PIDS=()
+}
+
+# ---------------------------------------------------------------------------
+# Measuring
+
+# last_line FILE prints the last non-empty line of FILE, shortened, for use
+# in an "unavailable (...)" reason.
+last_line() {
+	local line
+	line=$(grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -n 1 || true)
+	line=${line//$'\r'/}
+	[[ -n $line ]] || line="no output"
+	printf '%s' "${line:0:160}"
+}
+
+# timed LOG TIMEOUT CMD... runs CMD under timeout, its stdout in LOG and its
+# stderr in LOG.err, and sets ELAPSED to the wall-clock seconds of the whole
+# command ($EPOCHREALTIME is `date +%s.%N` without forking a process). On
+# failure it returns non-zero with RUN_ERROR saying why.
+timed() {
+	local logf=$1 limit=$2
+	shift 2
+	local t0 t1 rc=0
+	t0=$EPOCHREALTIME
+	timeout -k 5 "$limit" "$@" >"$logf" 2>"$logf.err" </dev/null || rc=$?
+	t1=$EPOCHREALTIME
+	ELAPSED=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')
+	if ((rc == 124 || rc == 137)); then
+		RUN_ERROR="timed out after ${limit}s"
+		return 1
+	elif ((rc != 0)); then
+		if [[ -s $logf.err ]]; then
+			RUN_ERROR="exit $rc: $(last_line "$logf.err")"
+		else
+			RUN_ERROR="exit $rc: $(last_line "$logf")"
+		fi
+		return 1
+	fi
+}
+
+# median prints the median of its numeric arguments.
+median() {
+	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
+		END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.0f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# gbit BPS prints bits per second as Gbit/s with two decimals.
+gbit() { awk -v b="$1" 'BEGIN { printf "%.2f", b / 1e9 }'; }
+
+# dir_bytes DIR prints the number of bytes in the regular files under DIR,
+# leaving out dot files (a mover's partial or journal files).
+dir_bytes() {
+	find "$1" -type f ! -name '.*' -printf '%s\n' 2>/dev/null | awk '{ s += $1 } END { printf "%.0f\n", s }'
+}
+
+# dir_files DIR prints how many such files there are.
+dir_files() {
+	find "$1" -type f ! -name '.*' 2>/dev/null | wc -l
+}
+
+# empty_dir DIR removes what is inside DIR but keeps DIR, its owner and mode
+# (the servers that drop root need it writable).
+empty_dir() {
+	find "$1" -mindepth 1 -delete
+}
+
+# json_line KEY=VALUE... prints one JSON object. VALUE is a string, except
+# with KEY:=VALUE, where VALUE is raw JSON (a number, array, true/false).
+json_line() {
+	python3 - "$@" <<'PY'
+import json, sys
+out = {}
+for arg in sys.argv[1:]:
+    eq = arg.index("=")
+    if eq > 0 and arg[eq - 1] == ":":
+        k, v = arg[:eq - 1], arg[eq + 1:]
+        out[k] = json.loads(v)
+    else:
+        k, v = arg.split("=", 1)
+        out[k] = v
+print(json.dumps(out))
+PY
+}

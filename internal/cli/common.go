@@ -1,0 +1,171 @@
+package cli
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/spf13/pflag"
+
+	"github.com/lightpath/lightpath/internal/units"
+	"github.com/lightpath/lightpath/internal/wire"
+)
+
+// DefaultPort is used when a lp:// address names no port.
+const DefaultPort = 7070
+
+// remote is a parsed lp://HOST:PORT/PATH.
+type remote struct {
+	Addr string // HOST:PORT, ready to dial
+	Path string // relative to the server's root; "" for the root
+}
+
+// parseRemote parses lp://HOST[:PORT][/PATH]. The path is taken literally:
+// no percent-decoding, so any file name can be written as it is.
+func parseRemote(s string) (remote, bool, error) {
+	const scheme = "lp://"
+	if !strings.HasPrefix(s, scheme) {
+		return remote{}, false, nil
+	}
+	rest := s[len(scheme):]
+	host, p := rest, ""
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		host, p = rest[:i], rest[i+1:]
+	}
+	if strings.HasPrefix(host, "[") {
+		end := strings.IndexByte(host, ']')
+		if end < 0 {
+			return remote{}, true, fmt.Errorf("invalid address %q: unclosed [ in IPv6 host", s)
+		}
+		h, port := host[1:end], strings.TrimPrefix(host[end+1:], ":")
+		if port == "" {
+			port = strconv.Itoa(DefaultPort)
+		}
+		host = net.JoinHostPort(h, port)
+	} else if strings.Count(host, ":") == 0 {
+		host = net.JoinHostPort(host, strconv.Itoa(DefaultPort))
+	} else if strings.Count(host, ":") > 1 {
+		return remote{}, true, fmt.Errorf("invalid address %q: write IPv6 hosts in brackets, like lp://[::1]:7070/path", s)
+	}
+	h, port, err := net.SplitHostPort(host)
+	if err != nil || h == "" {
+		return remote{}, true, fmt.Errorf("invalid address %q: want lp://HOST:PORT/PATH", s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return remote{}, true, fmt.Errorf("invalid address %q: port %q is not a number in 1..65535", s, port)
+	}
+	return remote{Addr: host, Path: p}, true, nil
+}
+
+// readToken reads the mover's token from a file or LIGHTPATH_TOKEN.
+func readToken(file string) ([]byte, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("read token: %w", err)
+		}
+		t := strings.TrimSpace(string(b))
+		if t == "" {
+			return nil, fmt.Errorf("read token: %s is empty", file)
+		}
+		return []byte(t), nil
+	}
+	if t := strings.TrimSpace(os.Getenv("LIGHTPATH_TOKEN")); t != "" {
+		return []byte(t), nil
+	}
+	return nil, nil
+}
+
+func clientTLS(caFile, addr string) (*tls.Config, error) {
+	if caFile == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("read --tls-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("read --tls-ca: %s holds no PEM certificate", caFile)
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	return &tls.Config{RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS13}, nil
+}
+
+// tuningFlags are the socket options cp and bench share.
+type tuningFlags struct {
+	cc, rate, window, tokenFile, tlsCA string
+	dscp                               int
+	streams                            int
+}
+
+func (t *tuningFlags) register(fs *pflag.FlagSet, streamsDefault int, streamsHelp string) {
+	fs.IntVarP(&t.streams, "parallel", "P", streamsDefault, streamsHelp)
+	fs.StringVar(&t.cc, "cc", "", "congestion control per socket: bbr, cubic or reno (default: bbr where the kernel has it)")
+	fs.StringVar(&t.rate, "rate", "", "cap the rate, paced by the kernel, e.g. 500M or 2Gbps (bits per second)")
+	fs.StringVar(&t.window, "window", "", "socket buffer size per stream, e.g. 64MiB (default: kernel autotuning)")
+	fs.IntVar(&t.dscp, "dscp", -1, "DSCP value 0..63 to mark every packet with (IP_TOS)")
+	fs.StringVar(&t.tokenFile, "token-file", "", "file holding the server's token (default: $LIGHTPATH_TOKEN)")
+	fs.StringVar(&t.tlsCA, "tls-ca", "", "CA certificate (PEM) to verify a TLS server with; turns TLS on")
+}
+
+func (t *tuningFlags) tuning() (wire.Tuning, error) {
+	tu := wire.Tuning{CC: t.cc, DSCP: -1}
+	switch t.cc {
+	case "", "bbr", "cubic", "reno":
+	default:
+		return tu, fmt.Errorf("--cc %q: want bbr, cubic or reno", t.cc)
+	}
+	if t.rate != "" {
+		r, err := units.ParseRate(t.rate)
+		if err != nil {
+			return tu, fmt.Errorf("--rate: %w", err)
+		}
+		if r == 0 {
+			return tu, errors.New("--rate must be above zero")
+		}
+		tu.Rate = r
+	}
+	if t.window != "" {
+		w, err := units.ParseSize(t.window)
+		if err != nil {
+			return tu, fmt.Errorf("--window: %w", err)
+		}
+		if w < 4096 || w > 1<<31 {
+			return tu, fmt.Errorf("--window %s out of range 4KiB..2GiB", t.window)
+		}
+		tu.Window = uint32(w)
+	}
+	if t.dscp < -1 || t.dscp > 63 {
+		return tu, fmt.Errorf("--dscp %d out of range 0..63", t.dscp)
+	}
+	tu.DSCP = int8(t.dscp)
+	if t.streams < 0 || t.streams > 256 {
+		return tu, fmt.Errorf("-P %d out of range 1..256", t.streams)
+	}
+	return tu, nil
+}
+
+// ndjson writes one JSON object per line, safely from several goroutines.
+type ndjson struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (n *ndjson) write(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	n.mu.Lock()
+	n.w.Write(append(b, '\n'))
+	n.mu.Unlock()
+}

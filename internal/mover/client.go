@@ -1,0 +1,239 @@
+package mover
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/transport"
+	"github.com/lightpath/lightpath/internal/wire"
+)
+
+// ClientConfig configures a client's connections.
+type ClientConfig struct {
+	Addr   string // HOST:PORT
+	Token  []byte
+	TLS    *tls.Config // nil: plain TCP
+	Tuning wire.Tuning
+	// Streams is the number of data connections; 0 chooses from the
+	// measured round-trip time and the rate.
+	Streams   int
+	BlockSize int64
+	Stall     time.Duration
+}
+
+func (c *ClientConfig) options(streams int) transport.Options {
+	return tuningOptions(c.Tuning, streams)
+}
+
+func (c *ClientConfig) dial(ctx context.Context, kind wire.Kind, streams int) (net.Conn, *wire.Reader, [wire.NonceSize]byte, [wire.NonceSize]byte, error) {
+	var cn, sn [wire.NonceSize]byte
+	tc, err := transport.Dial(ctx, c.Addr, c.options(streams))
+	if err != nil {
+		return nil, nil, cn, sn, fmt.Errorf("connect to %s: %w", c.Addr, err)
+	}
+	var conn net.Conn = tc
+	if c.TLS != nil {
+		tlc := tls.Client(tc, c.TLS)
+		hctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err := tlc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			tc.Close()
+			return nil, nil, cn, sn, fmt.Errorf("%w: TLS handshake with %s: %v", ErrAuth, c.Addr, err)
+		}
+		conn = tlc
+	}
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	r, cn, sn, err := clientHandshake(conn, kind, c.Token)
+	if err != nil {
+		conn.Close()
+		return nil, nil, cn, sn, err
+	}
+	return conn, r, cn, sn, nil
+}
+
+// connect opens a session: the control connection, the request, and the
+// data connections, all to the server's one port.
+func (c *ClientConfig) connect(ctx context.Context, req func(streams int) wire.Msg) (*link, error) {
+	conn, r, cn, sn, err := c.dial(ctx, wire.KindControl, max(c.Streams, 1))
+	if err != nil {
+		return nil, err
+	}
+	streams := c.Streams
+	if streams <= 0 {
+		streams = ChooseStreams(conn, c.Tuning.Rate)
+		if tc := underlyingTCP(conn); tc != nil {
+			transport.Apply(tc, c.options(streams))
+		}
+	}
+	w := wire.NewWriter(conn)
+	if err := w.Send(req(streams)); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("send request: %w", err)
+	}
+	m, err := r.Read()
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("read answer: %w", err)
+	}
+	var acc *wire.Accept
+	switch m := m.(type) {
+	case *wire.Error:
+		conn.Close()
+		return nil, peerError(m)
+	case *wire.Accept:
+		acc = m
+	default:
+		conn.Close()
+		return nil, fmt.Errorf("%w: unexpected %s in answer to the request", wire.ErrMalformed, m.Type())
+	}
+	key := acc.Secret
+	if len(key) == 0 {
+		key = sessionKey(c.Token, cn, sn)
+	}
+	data := make([]*dataConn, acc.Streams)
+	errs := make([]error, acc.Streams)
+	var wg sync.WaitGroup
+	for i := range data {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dc, dr, dcn, dsn, err := c.dial(ctx, wire.KindData, int(acc.Streams))
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			dw := wire.NewWriter(dc)
+			if err := dw.Send(&wire.Join{Session: acc.Session, Stream: uint16(i), MAC: joinMAC(key, acc.Session, uint16(i), dcn, dsn)}); err != nil {
+				dc.Close()
+				errs[i] = fmt.Errorf("join: %w", err)
+				return
+			}
+			jm, err := dr.Read()
+			if err != nil {
+				dc.Close()
+				errs[i] = fmt.Errorf("join: %w", err)
+				return
+			}
+			if e, ok := jm.(*wire.Error); ok {
+				dc.Close()
+				errs[i] = peerError(e)
+				return
+			}
+			dc.SetDeadline(time.Time{})
+			data[i] = newDataConn(dc, dr.Buffered())
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			conn.Close()
+			closeData(data)
+			return nil, fmt.Errorf("open data connection: %w", err)
+		}
+	}
+	conn.SetDeadline(time.Time{})
+	return &link{ctrl: newCtrl(conn, r), data: data, stall: c.Stall, prog: &Progress{}}, nil
+}
+
+// ChooseStreams picks a stream count from the control connection's measured
+// round-trip time and the requested rate: enough streams that each one's
+// share of the bandwidth-delay product fits the window the kernel lets a
+// socket grow to, and never fewer than two, so one stream's loss recovery
+// does not stall the transfer.
+func ChooseStreams(c net.Conn, rate uint64) int {
+	const lowRTT = 2 // a LAN or loopback: the receiver's CPU, not the window, limits
+	tc := underlyingTCP(c)
+	if tc == nil {
+		return 4
+	}
+	info, err := transport.GetInfo(tc)
+	if err != nil || info.RTT <= 0 {
+		return 4
+	}
+	if rate == 0 {
+		rate = 10e9 // assume a 10 Gbit/s path when none is named
+	}
+	bdp := float64(rate) / 8 * info.RTT.Seconds()
+	window := float64(maxWindow())
+	n := int(bdp/(window/2)) + 1
+	if info.RTT < time.Millisecond {
+		n = max(n, lowRTT)
+	}
+	return min(max(n, 2), 16)
+}
+
+// maxWindow reads how far the kernel lets a receive buffer grow.
+func maxWindow() int64 {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_rmem")
+	if err != nil {
+		return 6 << 20
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 3 {
+		return 6 << 20
+	}
+	v, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil || v <= 0 {
+		return 6 << 20
+	}
+	return v
+}
+
+// TransferStats is a finished session's account.
+type TransferStats struct {
+	Sender, Receiver wire.Stats
+	SourceErrors     []string
+}
+
+// Push sends local sources to the server's dest.
+func Push(ctx context.Context, cfg ClientConfig, src Source, dest string, dirSlash bool, opts wire.Transfer, prog *Progress, onFile func(FileResult)) (TransferStats, error) {
+	l, err := cfg.connect(ctx, func(streams int) wire.Msg {
+		o := opts
+		o.Tuning, o.Streams, o.BlockSize = cfg.Tuning, uint16(streams), uint32(cfg.blockSize())
+		return &wire.Put{Transfer: o, Dest: dest, Sources: uint32(len(src.Items)), DirSlash: dirSlash}
+	})
+	if err != nil {
+		return TransferStats{}, err
+	}
+	defer l.close()
+	l.blockSize, l.opts, l.prog, l.onFile = cfg.blockSize(), opts, prog, onFile
+	res, err := runSender(ctx, l, src)
+	if err != nil {
+		return TransferStats{}, err
+	}
+	return TransferStats{Sender: res.Local, Receiver: res.Remote, SourceErrors: res.Errors}, nil
+}
+
+// Pull fetches the server's paths into a local destination.
+func Pull(ctx context.Context, cfg ClientConfig, paths []string, dst Dest, opts wire.Transfer, prog *Progress, onFile func(FileResult)) (TransferStats, error) {
+	l, err := cfg.connect(ctx, func(streams int) wire.Msg {
+		o := opts
+		o.Tuning, o.Streams, o.BlockSize = cfg.Tuning, uint16(streams), uint32(cfg.blockSize())
+		return &wire.Get{Transfer: o, Paths: paths}
+	})
+	if err != nil {
+		return TransferStats{}, err
+	}
+	defer l.close()
+	l.blockSize, l.opts, l.prog, l.onFile = cfg.blockSize(), opts, prog, onFile
+	res, err := runReceiver(ctx, l, dst)
+	if err != nil {
+		return TransferStats{}, err
+	}
+	return TransferStats{Sender: res.Remote, Receiver: res.Local, SourceErrors: res.Errors}, nil
+}
+
+func (c *ClientConfig) blockSize() int64 {
+	if c.BlockSize > 0 {
+		return c.BlockSize
+	}
+	return DefaultBlockSize
+}

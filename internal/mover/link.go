@@ -1,0 +1,145 @@
+// Package mover moves files between a client and a server over one control
+// connection and N parallel data connections: the manifest, resume and
+// verification travel on the control connection, the blocks on the data
+// connections. The same sender and receiver engines run on either end, so a
+// push and a pull are the same code with the roles swapped.
+package mover
+
+import (
+	"crypto/tls"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/transport"
+	"github.com/lightpath/lightpath/internal/wire"
+)
+
+// DefaultBlockSize is the unit in which files are cut, checksummed, spread
+// over streams and journaled for resume.
+const DefaultBlockSize = 4 << 20
+
+// dataConn is one data stream.
+type dataConn struct {
+	conn net.Conn     // what to read and write (TLS or TCP)
+	tcp  *net.TCPConn // the socket under it, for TCP_INFO and sendfile
+	r    io.Reader    // buffered reader holding anything read past the join
+	tls  bool
+	sent atomic.Int64 // payload bytes written
+}
+
+func newDataConn(c net.Conn, r io.Reader) *dataConn {
+	d := &dataConn{conn: c, r: r}
+	switch t := c.(type) {
+	case *net.TCPConn:
+		d.tcp = t
+	case *tls.Conn:
+		d.tls = true
+		if tc, ok := t.NetConn().(*net.TCPConn); ok {
+			d.tcp = tc
+		}
+	}
+	if d.r == nil {
+		d.r = c
+	}
+	return d
+}
+
+func (d *dataConn) stats() wire.StreamStats {
+	s := wire.StreamStats{Bytes: d.sent.Load()}
+	if d.tcp == nil {
+		return s
+	}
+	info, err := transport.GetInfo(d.tcp)
+	if err != nil {
+		return s
+	}
+	s.RTT = int64(info.RTT)
+	s.RTTVar = int64(info.RTTVar)
+	s.Cwnd = info.Cwnd
+	s.Retrans = info.TotalRetrans
+	s.BusyTime = int64(info.BusyTime)
+	s.RwndLimited = int64(info.RwndLimited)
+	s.SndbufLimited = int64(info.SndbufLimited)
+	s.PacingRate = info.PacingRate
+	s.DeliveryRate = info.DeliveryRate
+	return s
+}
+
+// link is an established session seen from one end.
+type link struct {
+	ctrl      *ctrl
+	data      []*dataConn
+	blockSize int64
+	opts      wire.Transfer
+	// stall bounds how long any read or write may make no progress.
+	stall  time.Duration
+	prog   *Progress
+	onFile func(FileResult) // may be nil; called from several goroutines
+
+	closeOnce sync.Once
+}
+
+// close tears the whole session down: every blocked read or write returns.
+func (l *link) close() {
+	l.closeOnce.Do(func() {
+		l.ctrl.conn.Close()
+		for _, d := range l.data {
+			d.conn.Close()
+		}
+	})
+}
+
+func (l *link) fileResult(r FileResult) {
+	switch {
+	case r.Skipped:
+		l.prog.FilesSkipped.Add(1)
+	case r.OK:
+		l.prog.FilesDone.Add(1)
+	default:
+		l.prog.FilesFailed.Add(1)
+	}
+	if l.onFile != nil {
+		l.onFile(r)
+	}
+}
+
+// deadline arms a stall deadline on c for the next operation.
+func (l *link) deadline(c net.Conn, write bool) {
+	if l.stall <= 0 {
+		return
+	}
+	t := time.Now().Add(l.stall)
+	if write {
+		c.SetWriteDeadline(t)
+	} else {
+		c.SetReadDeadline(t)
+	}
+}
+
+// Progress counts a transfer's advance; the engines update it as they go and
+// a reporter reads it at any time.
+type Progress struct {
+	FilesTotal   atomic.Int64 // entries announced (files and symlinks)
+	FilesDone    atomic.Int64 // verified and in place
+	FilesSkipped atomic.Int64 // left alone (already there, up to date)
+	FilesFailed  atomic.Int64
+	BytesTotal   atomic.Int64 // sizes announced
+	BytesMoved   atomic.Int64 // payload bytes carried by this run
+	BytesSkipped atomic.Int64 // bytes already at the destination (resumed or skipped)
+	BytesHoles   atomic.Int64 // holes of sparse files, recreated without sending
+}
+
+// FileResult reports one file's outcome.
+type FileResult struct {
+	Path     string
+	Size     int64
+	OK       bool
+	Skipped  bool
+	Reason   string
+	CRC32C   uint32
+	Adler32  uint32
+	HasAdler bool
+}

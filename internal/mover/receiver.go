@@ -1,0 +1,955 @@
+package mover
+
+import (
+	"context"
+	"fmt"
+	"hash/adler32"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lightpath/lightpath/internal/checksum"
+	"github.com/lightpath/lightpath/internal/wire"
+)
+
+// Dest is where a receiver writes: beneath Root, under Base; with Rename
+// set, the single top-level item takes that name (cp SRC DST, where DST is
+// not an existing directory).
+type Dest struct {
+	Root   *os.Root
+	Base   string
+	Rename string
+	// Done lists manifest paths an earlier attempt of the same command
+	// already delivered: they are skipped, not refused as existing.
+	Done map[string]bool
+}
+
+// target maps a manifest path to a path within the root, refusing anything
+// that is not a clean relative path.
+func (d Dest) target(p string) (string, error) {
+	if p == "" || strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) || strings.Contains(p, "\\") {
+		return "", fmt.Errorf("invalid path %q", p)
+	}
+	parts := strings.Split(p, "/")
+	for _, c := range parts {
+		if c == "" || c == "." || c == ".." {
+			return "", fmt.Errorf("invalid path %q: empty, . or .. component", p)
+		}
+	}
+	if d.Rename != "" {
+		parts[0] = d.Rename
+	}
+	if isWorkFile(parts[len(parts)-1]) {
+		return "", fmt.Errorf("invalid path %q: reserved suffix", p)
+	}
+	return path.Join(append([]string{d.Base}, parts...)...), nil
+}
+
+func workNames(target string) (part, jour string) {
+	dir, name := path.Split(target)
+	return path.Join(dir, "."+name+partSuffix), path.Join(dir, "."+name+journalSuffix)
+}
+
+// rfile states.
+const (
+	rWaitPlan = iota // the receiver offered resumed blocks; the sender decides
+	rReceiving
+	rFinal // finalizing or done
+)
+
+type rfile struct {
+	e       wire.Entry
+	target  string
+	part    string
+	jname   string
+	nblocks int
+
+	mu      sync.Mutex
+	ready   chan struct{} // closed once blocks may be written
+	state   int
+	inPlace bool // checking an existing target for --update
+	f       *os.File
+	jour    *journal
+	have    []bool
+	nhave   int
+	crcs    []uint32
+	adlers  []uint32
+	end     *wire.FileEndItem
+	fresh   bool // the partial file is new: holes need no punching
+	verdict bool // a result has been sent
+}
+
+// receiver runs the receiving end of a session.
+type receiver struct {
+	l   *link
+	dst Dest
+	pol uint8
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	files   map[uint32]*rfile
+	made    map[string]bool // directories known to exist
+	dirs    []dirMeta
+	stopped bool
+
+	final   chan *rfile
+	finalWG sync.WaitGroup
+	ioWait  atomic.Int64
+	netWait atomic.Int64
+	start   time.Time
+	srcErrs []string
+}
+
+type dirMeta struct {
+	path  string
+	mode  fs.FileMode
+	mtime time.Time
+}
+
+// RecvResult is the receiver's account of a session.
+type RecvResult struct {
+	Local  wire.Stats
+	Remote wire.Stats // the sender's account (its streams' TCP_INFO)
+	Errors []string   // sources the sender could not read
+}
+
+func runReceiver(ctx context.Context, l *link, dst Dest) (RecvResult, error) {
+	r := &receiver{l: l, dst: dst, pol: l.opts.Policy, files: map[uint32]*rfile{}, made: map[string]bool{}, final: make(chan *rfile, 1024), start: time.Now()}
+	r.cond = sync.NewCond(&r.mu)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	flushDone := make(chan struct{})
+	defer close(flushDone)
+	go l.ctrl.flusher(flushDone)
+
+	errc := make(chan error, len(l.data)+2)
+	fail := func(err error) {
+		select {
+		case errc <- err:
+		default:
+		}
+		cancel()
+	}
+	go func() {
+		<-ctx.Done()
+		r.mu.Lock()
+		r.stopped = true
+		r.mu.Unlock()
+		r.cond.Broadcast()
+		l.close()
+	}()
+	workers := max(4, len(l.data))
+	for range workers {
+		r.finalWG.Add(1)
+		go func() {
+			defer r.finalWG.Done()
+			for f := range r.final {
+				r.finalize(f)
+			}
+		}()
+	}
+	defer func() {
+		close(r.final)
+		r.finalWG.Wait()
+		r.closeAll()
+	}()
+
+	var streams sync.WaitGroup
+	for i, d := range l.data {
+		streams.Add(1)
+		go func() {
+			defer streams.Done()
+			if err := r.stream(ctx, d); err != nil {
+				fail(fmt.Errorf("data stream %d: %w", i, err))
+			}
+		}()
+	}
+	done := make(chan wire.Stats, 1)
+	go func() {
+		st, err := r.readLoop(ctx)
+		if err != nil {
+			fail(err)
+			return
+		}
+		done <- st
+	}()
+	var remote wire.Stats
+	select {
+	case remote = <-done:
+	case err := <-errc:
+		return RecvResult{}, err
+	}
+	streams.Wait()
+	select {
+	case err := <-errc:
+		return RecvResult{}, err
+	default:
+	}
+	r.applyDirs()
+	local := wire.Stats{Elapsed: int64(time.Since(r.start)), IOWait: r.ioWait.Load(), NetWait: r.netWait.Load()}
+	for _, d := range l.data {
+		local.Bytes += d.sent.Load()
+	}
+	if err := l.ctrl.send(&wire.Done{Stats: local}); err != nil {
+		return RecvResult{}, fmt.Errorf("send done: %w", err)
+	}
+	return RecvResult{Local: local, Remote: remote, Errors: r.srcErrs}, nil
+}
+
+func (r *receiver) closeAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range r.files {
+		f.mu.Lock()
+		if f.f != nil {
+			f.f.Close()
+			f.f = nil
+		}
+		if f.jour != nil {
+			f.jour.close()
+			f.jour = nil
+		}
+		f.mu.Unlock()
+	}
+}
+
+func (r *receiver) readLoop(ctx context.Context) (wire.Stats, error) {
+	for {
+		m, err := r.l.ctrl.read()
+		if err != nil {
+			return wire.Stats{}, fmt.Errorf("control: %w", err)
+		}
+		switch m := m.(type) {
+		case *wire.Files:
+			var needs []wire.NeedItem
+			for _, e := range m.Entries {
+				if it, ok := r.entry(e); ok {
+					needs = append(needs, it)
+				}
+			}
+			if len(needs) > 0 {
+				if err := r.l.ctrl.queue(&wire.Need{Items: needs}); err != nil {
+					return wire.Stats{}, err
+				}
+			}
+		case *wire.ManifestEnd:
+			// Nothing to do: the sender ends the session once every file
+			// has a verdict.
+		case *wire.Plan:
+			if err := r.plan(m); err != nil {
+				return wire.Stats{}, err
+			}
+		case *wire.FileEnd:
+			for _, it := range m.Items {
+				if err := r.fileEnd(it); err != nil {
+					return wire.Stats{}, err
+				}
+			}
+		case *wire.SrcError:
+			r.srcErrs = append(r.srcErrs, m.Path+": "+m.Reason)
+		case *wire.Ping:
+			if err := r.l.ctrl.queue(&wire.Pong{Stamp: m.Stamp}); err != nil {
+				return wire.Stats{}, err
+			}
+		case *wire.Done:
+			return m.Stats, nil
+		default:
+			return wire.Stats{}, fmt.Errorf("%w: unexpected %s from the sender", wire.ErrMalformed, m.Type())
+		}
+	}
+}
+
+func (r *receiver) add(f *rfile) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.files[f.e.ID]; dup {
+		return fmt.Errorf("%w: file id %d announced twice", wire.ErrMalformed, f.e.ID)
+	}
+	r.files[f.e.ID] = f
+	r.cond.Broadcast()
+	return nil
+}
+
+// lookup waits for a file's entry (its blocks may overtake it on another
+// connection) and then for its plan.
+func (r *receiver) lookup(ctx context.Context, id uint32) (*rfile, error) {
+	r.mu.Lock()
+	for {
+		if f, ok := r.files[id]; ok {
+			r.mu.Unlock()
+			select {
+			case <-f.ready:
+				return f, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if r.stopped {
+			r.mu.Unlock()
+			return nil, context.Canceled
+		}
+		r.cond.Wait()
+	}
+}
+
+// entry handles one manifest entry and says what to ask of the sender.
+func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
+	fail := func(err error) (wire.NeedItem, bool) {
+		r.l.fileResult(FileResult{Path: e.Path, Size: e.Size, Reason: err.Error()})
+		return wire.NeedItem{ID: e.ID, Action: wire.NeedFail, Reason: err.Error()}, true
+	}
+	target, err := r.dst.target(e.Path)
+	if err != nil {
+		return fail(err)
+	}
+	f := &rfile{e: e, target: target, ready: make(chan struct{})}
+	f.part, f.jname = workNames(target)
+	if e.Kind == wire.EntryFile {
+		f.nblocks = int((e.Size + r.l.blockSize - 1) / r.l.blockSize)
+		f.have = make([]bool, f.nblocks)
+		f.crcs = make([]uint32, f.nblocks)
+		if r.l.opts.Adler32 {
+			f.adlers = make([]uint32, f.nblocks)
+		}
+	}
+	if err := r.add(f); err != nil {
+		return fail(err)
+	}
+	switch e.Kind {
+	case wire.EntryDir:
+		closeReady(f)
+		if err := r.mkdir(target); err != nil {
+			return fail(err)
+		}
+		r.mu.Lock()
+		r.dirs = append(r.dirs, dirMeta{path: target, mode: fs.FileMode(e.Mode), mtime: time.Unix(0, e.MTime)})
+		r.mu.Unlock()
+		return wire.NeedItem{}, false
+	case wire.EntrySymlink:
+		closeReady(f)
+		if err := r.symlink(e, target); err != nil {
+			r.resultFail(f, err.Error())
+		} else {
+			r.result(f, wire.ResultItem{ID: e.ID, OK: true})
+		}
+		return wire.NeedItem{}, false
+	}
+
+	if r.dst.Done[e.Path] {
+		r.l.prog.BytesSkipped.Add(e.Size)
+		r.l.fileResult(FileResult{Path: e.Path, Size: e.Size, OK: true, Skipped: true, Reason: "delivered by an earlier attempt"})
+		return wire.NeedItem{ID: e.ID, Action: wire.NeedSkip, Reason: "delivered by an earlier attempt"}, true
+	}
+	if err := r.mkdir(path.Dir(target)); err != nil {
+		return fail(err)
+	}
+	// An existing destination: the policy decides.
+	if fi, err := r.dst.Root.Lstat(target); err == nil {
+		if fi.IsDir() {
+			return fail(fmt.Errorf("destination %s is a directory", target))
+		}
+		switch r.pol {
+		case wire.PolicyRefuse:
+			return fail(fmt.Errorf("destination %s exists (use --overwrite, --skip-existing or --update)", target))
+		case wire.PolicySkip:
+			r.l.prog.BytesSkipped.Add(e.Size)
+			r.l.fileResult(FileResult{Path: e.Path, Size: e.Size, OK: true, Skipped: true, Reason: "exists"})
+			return wire.NeedItem{ID: e.ID, Action: wire.NeedSkip, Reason: "exists"}, true
+		case wire.PolicyUpdate:
+			if fi.Mode().IsRegular() && fi.Size() == e.Size && fi.ModTime().UnixNano() == e.MTime {
+				// Same size and time: compare checksums block by block.
+				f.inPlace = true
+				go r.offerExisting(f)
+				return wire.NeedItem{}, false
+			}
+		}
+	}
+	// A partial file from an earlier run: offer what it holds.
+	if f.nblocks > 1 {
+		if j, have, ok := openJournal(r.dst.Root, f.jname, e, r.l.blockSize, f.nblocks); ok && len(have) > 0 {
+			f.jour = j
+			go r.offerPartial(f, have)
+			return wire.NeedItem{}, false
+		} else if ok {
+			j.close()
+		}
+	}
+	if err := r.startFresh(f); err != nil {
+		return fail(err)
+	}
+	return wire.NeedItem{ID: e.ID, Action: wire.NeedAll}, true
+}
+
+func (r *receiver) mkdir(dir string) error {
+	if dir == "" || dir == "." {
+		return nil
+	}
+	r.mu.Lock()
+	done := r.made[dir]
+	r.mu.Unlock()
+	if done {
+		return nil
+	}
+	if err := r.dst.Root.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create directory %s: %w", dir, cleanPathError(err))
+	}
+	r.mu.Lock()
+	r.made[dir] = true
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *receiver) symlink(e wire.Entry, target string) error {
+	t := e.Target
+	// Only links that stay inside the transferred tree are recreated: a link
+	// out of it would point at something the transfer does not carry.
+	if t == "" || path.IsAbs(t) {
+		return fmt.Errorf("symlink %s -> %s: absolute targets are not recreated", e.Path, t)
+	}
+	depth := strings.Count(e.Path, "/")
+	if resolved := path.Join(path.Dir(e.Path), t); strings.HasPrefix(resolved, "../") || resolved == ".." || depth == 0 && strings.HasPrefix(path.Clean(t), "..") {
+		return fmt.Errorf("symlink %s -> %s leads outside the transferred tree: not recreated", e.Path, t)
+	}
+	if err := r.mkdir(path.Dir(target)); err != nil {
+		return err
+	}
+	if fi, err := r.dst.Root.Lstat(target); err == nil {
+		switch r.pol {
+		case wire.PolicyRefuse:
+			return fmt.Errorf("destination %s exists (use --overwrite, --skip-existing or --update)", target)
+		case wire.PolicySkip:
+			return nil
+		}
+		if fi.IsDir() {
+			return fmt.Errorf("destination %s is a directory", target)
+		}
+		if err := r.dst.Root.Remove(target); err != nil {
+			return fmt.Errorf("replace %s: %w", target, cleanPathError(err))
+		}
+	}
+	if err := r.dst.Root.Symlink(t, target); err != nil {
+		return fmt.Errorf("create symlink %s: %w", target, cleanPathError(err))
+	}
+	return nil
+}
+
+// startFresh prepares to receive every block of f into a new partial file.
+func (r *receiver) startFresh(f *rfile) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.have {
+		f.have[i] = false
+	}
+	f.nhave = 0
+	f.fresh = true
+	f.state = rReceiving
+	if f.jour != nil {
+		f.jour.close()
+		f.jour = nil
+	}
+	if f.f != nil {
+		f.f.Close() // it is reopened with O_TRUNC
+		f.f = nil
+	}
+	if f.nblocks > 1 {
+		j, err := createJournal(r.dst.Root, f.jname, f.e, r.l.blockSize)
+		if err != nil {
+			return cleanPathError(err)
+		}
+		f.jour = j
+	}
+	closeReady(f)
+	return nil
+}
+
+func closeReady(f *rfile) {
+	select {
+	case <-f.ready:
+	default:
+		close(f.ready)
+	}
+}
+
+// offerPartial checks the blocks an earlier run left against their recorded
+// sums and offers the good ones to the sender.
+func (r *receiver) offerPartial(f *rfile, have map[uint32]uint32) {
+	sums := r.checkBlocks(f.part, f, have)
+	if len(sums) == 0 {
+		if err := r.startFresh(f); err != nil {
+			r.needFail(f, err)
+			return
+		}
+		r.l.ctrl.queue(&wire.Need{Items: []wire.NeedItem{{ID: f.e.ID, Action: wire.NeedAll}}})
+		return
+	}
+	f.mu.Lock()
+	f.state = rWaitPlan
+	for _, s := range sums {
+		f.have[s.Index] = true
+		f.crcs[s.Index] = s.CRC
+		f.nhave++
+	}
+	f.mu.Unlock()
+	r.l.ctrl.queue(&wire.Need{Items: []wire.NeedItem{{ID: f.e.ID, Action: wire.NeedSome, Have: sums}}})
+}
+
+// offerExisting sums an existing destination (--update with the same size
+// and time) so the sender can tell whether it differs.
+func (r *receiver) offerExisting(f *rfile) {
+	sums := r.checkBlocks(f.target, f, nil)
+	f.mu.Lock()
+	f.state = rWaitPlan
+	f.mu.Unlock()
+	if len(sums) != f.nblocks {
+		// Unreadable: replace it.
+		f.inPlace = false
+		if err := r.startFresh(f); err != nil {
+			r.needFail(f, err)
+			return
+		}
+		r.l.ctrl.queue(&wire.Need{Items: []wire.NeedItem{{ID: f.e.ID, Action: wire.NeedAll}}})
+		return
+	}
+	r.l.ctrl.queue(&wire.Need{Items: []wire.NeedItem{{ID: f.e.ID, Action: wire.NeedSome, Have: sums}}})
+}
+
+// checkBlocks reads blocks of name and returns their sums. With want set,
+// only those blocks are read and only the ones whose sum matches are
+// returned; with want nil, every block is read.
+func (r *receiver) checkBlocks(name string, f *rfile, want map[uint32]uint32) []wire.BlockSum {
+	fd, err := r.dst.Root.Open(name)
+	if err != nil {
+		return nil
+	}
+	defer fd.Close()
+	fi, err := fd.Stat()
+	if err != nil || fi.Size() != f.e.Size {
+		return nil
+	}
+	buf := make([]byte, r.l.blockSize)
+	var sums []wire.BlockSum
+	for i := 0; i < f.nblocks; i++ {
+		crc, wanted := want[uint32(i)]
+		if want != nil && !wanted {
+			continue
+		}
+		off := int64(i) * r.l.blockSize
+		n := min(r.l.blockSize, f.e.Size-off)
+		if _, err := fd.ReadAt(buf[:n], off); err != nil {
+			return nil
+		}
+		c := checksum.CRC32C(buf[:n])
+		if want != nil && c != crc {
+			continue
+		}
+		if f.adlers != nil {
+			f.mu.Lock()
+			f.adlers[i] = adler32.Checksum(buf[:n])
+			f.mu.Unlock()
+		}
+		sums = append(sums, wire.BlockSum{Index: uint32(i), CRC: c})
+	}
+	slices.SortFunc(sums, func(a, b wire.BlockSum) int { return int(a.Index) - int(b.Index) })
+	return sums
+}
+
+func (r *receiver) needFail(f *rfile, err error) {
+	f.mu.Lock()
+	f.verdict, f.state = true, rFinal
+	closeReady(f)
+	f.mu.Unlock()
+	r.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, Reason: err.Error()})
+	r.l.ctrl.queue(&wire.Need{Items: []wire.NeedItem{{ID: f.e.ID, Action: wire.NeedFail, Reason: err.Error()}}})
+}
+
+func (r *receiver) plan(m *wire.Plan) error {
+	r.mu.Lock()
+	f, ok := r.files[m.ID]
+	r.mu.Unlock()
+	if !ok || f.e.Kind != wire.EntryFile {
+		return fmt.Errorf("%w: plan for unknown file %d", wire.ErrMalformed, m.ID)
+	}
+	f.mu.Lock()
+	if f.state != rWaitPlan {
+		f.mu.Unlock()
+		return fmt.Errorf("%w: plan for file %d that offered nothing", wire.ErrMalformed, m.ID)
+	}
+	inPlace := f.inPlace
+	f.mu.Unlock()
+	if m.Fresh {
+		f.inPlace = false
+		if err := r.startFresh(f); err != nil {
+			// The sender will send blocks we cannot place; fail the file.
+			r.resultFail(f, err.Error())
+			closeReady(f)
+		}
+		return nil
+	}
+	if inPlace {
+		// --update and every block matches: the destination is current.
+		f.mu.Lock()
+		f.state = rFinal
+		f.mu.Unlock()
+		r.l.prog.BytesSkipped.Add(f.e.Size)
+		r.result(f, wire.ResultItem{ID: f.e.ID, OK: true, Skipped: true, Reason: "up to date", CRC: r.fileCRC(f)})
+		return nil
+	}
+	f.mu.Lock()
+	f.state = rReceiving
+	closeReady(f)
+	complete := f.nhave == f.nblocks && f.end != nil
+	var held int64
+	for i, h := range f.have {
+		if h {
+			held += min(r.l.blockSize, f.e.Size-int64(i)*r.l.blockSize)
+		}
+	}
+	f.mu.Unlock()
+	r.l.prog.BytesSkipped.Add(held)
+	if complete {
+		r.queueFinal(f)
+	}
+	return nil
+}
+
+func (r *receiver) fileEnd(it wire.FileEndItem) error {
+	r.mu.Lock()
+	f, ok := r.files[it.ID]
+	r.mu.Unlock()
+	if !ok || f.e.Kind != wire.EntryFile {
+		return fmt.Errorf("%w: file end for unknown file %d", wire.ErrMalformed, it.ID)
+	}
+	f.mu.Lock()
+	if f.end != nil {
+		f.mu.Unlock()
+		return nil
+	}
+	f.end = &it
+	complete := f.state == rReceiving && (f.nhave == f.nblocks || it.Abort != "")
+	f.mu.Unlock()
+	if complete {
+		r.queueFinal(f)
+	}
+	return nil
+}
+
+func (r *receiver) queueFinal(f *rfile) {
+	f.mu.Lock()
+	if f.state == rFinal {
+		f.mu.Unlock()
+		return
+	}
+	f.state = rFinal
+	f.mu.Unlock()
+	r.final <- f
+}
+
+// stream receives blocks from one data connection.
+func (r *receiver) stream(ctx context.Context, d *dataConn) error {
+	var hb [wire.BlockHeaderSize]byte
+	buf := make([]byte, 1<<20)
+	for {
+		t0 := time.Now()
+		r.l.deadline(d.conn, false)
+		if _, err := io.ReadFull(d.r, hb[:]); err != nil {
+			return err
+		}
+		r.netWait.Add(int64(time.Since(t0)))
+		h, err := wire.ParseBlockHeader(hb[:])
+		if err != nil {
+			return err
+		}
+		if h.Kind == wire.DataEnd {
+			return nil
+		}
+		f, err := r.lookup(ctx, h.File)
+		if err != nil {
+			return err
+		}
+		if err := r.block(ctx, d, f, h, buf); err != nil {
+			return err
+		}
+	}
+}
+
+func (r *receiver) block(ctx context.Context, d *dataConn, f *rfile, h wire.BlockHeader, buf []byte) error {
+	if f.e.Kind != wire.EntryFile || int(h.Index) >= f.nblocks {
+		return fmt.Errorf("%w: block %d of file %d is out of range", wire.ErrMalformed, h.Index, h.File)
+	}
+	off := int64(h.Index) * r.l.blockSize
+	n := min(r.l.blockSize, f.e.Size-off)
+	if int64(h.Length) != n {
+		return fmt.Errorf("%w: block %d of file %d has %d bytes, want %d", wire.ErrMalformed, h.Index, h.File, h.Length, n)
+	}
+	f.mu.Lock()
+	state, failed := f.state, f.f == nil && f.end != nil && f.end.Abort != ""
+	fd, err := r.openPart(f)
+	f.mu.Unlock()
+	// A block for a file that is already final (a duplicate after a
+	// resend) or could not be opened is read and dropped.
+	discard := state != rReceiving || failed || err != nil
+	if err != nil && state == rReceiving {
+		r.resultFail(f, err.Error())
+	}
+
+	var crc, ad uint32
+	ad = 1
+	if h.Kind == wire.DataHole {
+		r.l.prog.BytesHoles.Add(n)
+		crc = checksum.ZerosCRC32C(n)
+		if !discard && !f.fresh {
+			t := time.Now()
+			if err := punch(fd, off, n); err != nil {
+				r.resultFail(f, err.Error())
+				discard = true
+			}
+			r.ioWait.Add(int64(time.Since(t)))
+		}
+		if f.adlers != nil {
+			ad = adlerZeros(n)
+		}
+	} else {
+		for o := int64(0); o < n; {
+			k := min(int64(len(buf)), n-o)
+			t := time.Now()
+			r.l.deadline(d.conn, false)
+			if _, err := io.ReadFull(d.r, buf[:k]); err != nil {
+				return err
+			}
+			t1 := time.Now()
+			r.netWait.Add(int64(t1.Sub(t)))
+			d.sent.Add(k)
+			r.l.prog.BytesMoved.Add(k)
+			crc = checksum.UpdateCRC32C(crc, buf[:k])
+			if f.adlers != nil {
+				ad = adler32Update(ad, buf[:k])
+			}
+			if !discard {
+				if _, err := fd.WriteAt(buf[:k], off+o); err != nil {
+					r.resultFail(f, fmt.Sprintf("write %s: %v", f.target, cleanPathError(err)))
+					discard = true
+				}
+				r.ioWait.Add(int64(time.Since(t1)))
+			}
+			o += k
+		}
+	}
+	if discard {
+		return nil
+	}
+	if crc != h.CRC {
+		// Damaged in flight: ask for it again.
+		return r.l.ctrl.queue(&wire.Resend{ID: f.e.ID, Index: h.Index})
+	}
+	f.mu.Lock()
+	if !f.have[h.Index] {
+		f.have[h.Index] = true
+		f.nhave++
+	}
+	f.crcs[h.Index] = crc
+	if f.adlers != nil {
+		f.adlers[h.Index] = ad
+	}
+	var jerr error
+	if f.jour != nil {
+		jerr = f.jour.record(h.Index, crc)
+	}
+	complete := f.nhave == f.nblocks && f.end != nil && f.state == rReceiving
+	f.mu.Unlock()
+	if jerr != nil {
+		r.resultFail(f, fmt.Sprintf("journal: %v", jerr))
+		return nil
+	}
+	if complete {
+		r.queueFinal(f)
+	}
+	return nil
+}
+
+// openPart opens (creating when fresh) the partial file; f.mu is held.
+func (r *receiver) openPart(f *rfile) (*os.File, error) {
+	if f.f != nil {
+		return f.f, nil
+	}
+	flags := os.O_WRONLY
+	if f.fresh {
+		flags |= os.O_CREATE | os.O_TRUNC
+	}
+	fd, err := r.dst.Root.OpenFile(f.part, flags, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", f.part, cleanPathError(err))
+	}
+	// Setting the size up front keeps holes as holes and lets blocks land
+	// at their offsets in any order.
+	if err := fd.Truncate(f.e.Size); err != nil {
+		fd.Close()
+		return nil, fmt.Errorf("size %s: %w", f.part, cleanPathError(err))
+	}
+	f.f = fd
+	return fd, nil
+}
+
+func punch(fd *os.File, off, n int64) error {
+	err := unix.Fallocate(int(fd.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+	if err == nil {
+		return nil
+	}
+	// No hole punching here: write the zeros.
+	for n > 0 {
+		k := min(n, int64(len(zeroChunk)))
+		if _, err := fd.WriteAt(zeroChunk[:k], off); err != nil {
+			return err
+		}
+		off += k
+		n -= k
+	}
+	return nil
+}
+
+func (r *receiver) resultFail(f *rfile, reason string) {
+	f.mu.Lock()
+	f.state = rFinal
+	f.mu.Unlock()
+	r.result(f, wire.ResultItem{ID: f.e.ID, Reason: reason})
+}
+
+// result sends a file's verdict, once.
+func (r *receiver) result(f *rfile, it wire.ResultItem) {
+	f.mu.Lock()
+	closeReady(f)
+	already := f.verdict
+	f.verdict = true
+	f.mu.Unlock()
+	if already {
+		return
+	}
+	r.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, OK: it.OK, Skipped: it.Skipped, Reason: it.Reason,
+		CRC32C: it.CRC, Adler32: it.Adler32, HasAdler: f.adlers != nil})
+	r.l.ctrl.queue(&wire.Result{Items: []wire.ResultItem{it}})
+}
+
+// finalize checks a complete file end to end and puts it in place.
+func (r *receiver) finalize(f *rfile) {
+	t := time.Now()
+	defer func() { r.ioWait.Add(int64(time.Since(t))) }()
+	f.mu.Lock()
+	fd, jour, end := f.f, f.jour, f.end
+	f.f, f.jour = nil, nil
+	crc, ad := f.sums(r.l.blockSize)
+	fresh := f.fresh
+	f.mu.Unlock()
+	if jour != nil {
+		jour.close()
+	}
+	fail := func(reason string) {
+		if fd != nil {
+			fd.Close()
+		}
+		r.result(f, wire.ResultItem{ID: f.e.ID, Reason: reason})
+	}
+	if end.Abort != "" {
+		// The sender gave up on this file: drop what we have, it cannot be
+		// resumed against a source that changed.
+		if fd != nil {
+			fd.Close()
+			fd = nil
+		}
+		r.dst.Root.Remove(f.part)
+		r.dst.Root.Remove(f.jname)
+		fail(end.Abort)
+		return
+	}
+	if crc != end.CRC || (f.adlers != nil && ad != end.Adler32) {
+		r.dst.Root.Remove(f.jname)
+		fail(fmt.Sprintf("checksum mismatch: received crc32c %08x, sent %08x", crc, end.CRC))
+		return
+	}
+	if fd == nil {
+		// Every block came from an earlier run, or the file is empty.
+		var err error
+		flags := os.O_WRONLY
+		if fresh {
+			flags |= os.O_CREATE
+		}
+		fd, err = r.dst.Root.OpenFile(f.part, flags, 0o600)
+		if err != nil {
+			fail(fmt.Sprintf("open %s: %v", f.part, cleanPathError(err)))
+			return
+		}
+		if err := fd.Truncate(f.e.Size); err != nil {
+			fail(fmt.Sprintf("size %s: %v", f.part, cleanPathError(err)))
+			return
+		}
+	}
+	if err := fd.Sync(); err != nil {
+		fail(fmt.Sprintf("sync %s: %v", f.part, cleanPathError(err)))
+		return
+	}
+	if err := fd.Chmod(fs.FileMode(f.e.Mode)); err != nil {
+		fail(fmt.Sprintf("chmod %s: %v", f.part, cleanPathError(err)))
+		return
+	}
+	mt := time.Unix(0, f.e.MTime)
+	if err := r.dst.Root.Chtimes(f.part, mt, mt); err != nil {
+		fail(fmt.Sprintf("set times %s: %v", f.part, cleanPathError(err)))
+		return
+	}
+	fd.Close()
+	fd = nil
+	if r.pol == wire.PolicyRefuse {
+		// Someone may have created the destination since we looked.
+		if _, err := r.dst.Root.Lstat(f.target); err == nil {
+			fail(fmt.Sprintf("destination %s exists (use --overwrite, --skip-existing or --update)", f.target))
+			return
+		}
+	}
+	if err := r.dst.Root.Rename(f.part, f.target); err != nil {
+		fail(fmt.Sprintf("rename into place %s: %v", f.target, cleanPathError(err)))
+		return
+	}
+	if f.nblocks > 1 {
+		r.dst.Root.Remove(f.jname)
+	}
+	r.result(f, wire.ResultItem{ID: f.e.ID, OK: true, CRC: crc, Adler32: ad})
+}
+
+// sums joins the block sums into whole-file CRC32C and adler32; f.mu held.
+func (f *rfile) sums(blockSize int64) (crc, ad uint32) {
+	ad = 1
+	for i, c := range f.crcs {
+		n := min(blockSize, f.e.Size-int64(i)*blockSize)
+		crc = checksum.CombineCRC32C(crc, c, n)
+		if f.adlers != nil {
+			ad = checksum.CombineAdler32(ad, f.adlers[i], n)
+		}
+	}
+	return crc, ad
+}
+
+func (r *receiver) fileCRC(f *rfile) uint32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, _ := f.sums(r.l.blockSize)
+	return c
+}
+
+// applyDirs sets directory modes and times last, deepest first, so writing
+// their contents does not disturb them.
+func (r *receiver) applyDirs() {
+	r.mu.Lock()
+	dirs := slices.Clone(r.dirs)
+	r.mu.Unlock()
+	slices.SortFunc(dirs, func(a, b dirMeta) int { return strings.Count(b.path, "/") - strings.Count(a.path, "/") })
+	for _, d := range dirs {
+		r.dst.Root.Chmod(d.path, d.mode)
+		r.dst.Root.Chtimes(d.path, d.mtime, d.mtime)
+	}
+}

@@ -1,0 +1,946 @@
+package mover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/adler32"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lightpath/lightpath/internal/checksum"
+	"github.com/lightpath/lightpath/internal/transport"
+	"github.com/lightpath/lightpath/internal/wire"
+)
+
+// Source is what a sender reads: top-level items, each beneath a root that
+// no path may leave.
+type Source struct {
+	Items []SourceItem
+	// Exclude lists manifest paths not to send (files an earlier attempt of
+	// the same command already delivered).
+	Exclude map[string]bool
+}
+
+// SourceItem is one top-level source.
+type SourceItem struct {
+	Root *os.Root
+	Path string // within Root
+	Name string // its name in the manifest (the first path component)
+}
+
+// partSuffix and journalSuffix name a receiver's work files; a sender never
+// sends them (they are half-received files, not data).
+const (
+	partSuffix    = ".lightpath-part"
+	journalSuffix = ".lightpath-journal"
+)
+
+func isWorkFile(name string) bool {
+	return strings.HasSuffix(name, partSuffix) || strings.HasSuffix(name, journalSuffix)
+}
+
+// maxResends bounds how often one block is sent again before its file is
+// given up.
+const maxResends = 5
+
+// sfile is a file on the sender's side.
+type sfile struct {
+	e       wire.Entry
+	root    *os.Root
+	src     string // path within the source root
+	nblocks int
+
+	mu       sync.Mutex
+	f        *os.File
+	refs     int
+	crcs     []uint32
+	adlers   []uint32
+	left     int // blocks still to send before the file end can go
+	resends  map[uint32]int
+	resolved bool
+	ended    bool
+	failed   string
+}
+
+// job is one block to send.
+type job struct {
+	f     *sfile
+	index uint32
+}
+
+// queue hands blocks to the streams: resends first, then files in the order
+// the receiver asked for them.
+type queue struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	resend  []job
+	ranges  []blockRange
+	closed  bool
+	stopped bool
+}
+
+type blockRange struct {
+	f       *sfile
+	next    uint32
+	end     uint32
+	indexes []uint32 // explicit list (resumed files); nil for a plain range
+}
+
+func newQueue() *queue {
+	q := &queue{}
+	q.cond = sync.NewCond(&q.mu)
+	return q
+}
+
+func (q *queue) push(r blockRange) {
+	q.mu.Lock()
+	q.ranges = append(q.ranges, r)
+	q.mu.Unlock()
+	q.cond.Signal()
+}
+
+func (q *queue) pushResend(j job) {
+	q.mu.Lock()
+	q.resend = append(q.resend, j)
+	q.mu.Unlock()
+	q.cond.Signal()
+}
+
+// close says no more work will come once what is queued is done.
+func (q *queue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+// stop abandons the queue.
+func (q *queue) stop() {
+	q.mu.Lock()
+	q.stopped = true
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+// next returns the next block, or false when the queue is closed and empty
+// or stopped.
+func (q *queue) next() (job, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for {
+		if q.stopped {
+			return job{}, false
+		}
+		if len(q.resend) > 0 {
+			j := q.resend[0]
+			q.resend = q.resend[1:]
+			return j, true
+		}
+		for len(q.ranges) > 0 {
+			r := &q.ranges[0]
+			if r.indexes != nil {
+				if len(r.indexes) > 0 {
+					j := job{f: r.f, index: r.indexes[0]}
+					r.indexes = r.indexes[1:]
+					return j, true
+				}
+			} else if r.next < r.end {
+				j := job{f: r.f, index: r.next}
+				r.next++
+				return j, true
+			}
+			q.ranges = q.ranges[1:]
+		}
+		if q.closed {
+			return job{}, false
+		}
+		q.cond.Wait()
+	}
+}
+
+// reopen re-arms a closed queue for a resend that arrives after the last
+// block was handed out (the streams are still alive until the session ends).
+func (q *queue) hasWork() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.resend) > 0 || len(q.ranges) > 0
+}
+
+// sender runs the sending end of a session.
+type sender struct {
+	l   *link
+	src Source
+
+	mu       sync.Mutex
+	files    []*sfile
+	manifest bool // the whole manifest has been sent
+	open     int  // files without a verdict yet
+	srcErrs  []string
+	allDone  chan struct{}
+	doneOnce sync.Once
+
+	q       *queue
+	ioWait  atomic.Int64
+	netWait atomic.Int64
+	start   time.Time
+}
+
+// SendResult is the sender's account of a session.
+type SendResult struct {
+	Local  wire.Stats // this end (the streams' TCP_INFO)
+	Remote wire.Stats // the receiver's account
+	Errors []string   // sources that could not be read
+}
+
+// runSender drives a session from the sending end until every file has a
+// verdict, then exchanges accounts with the receiver.
+func runSender(ctx context.Context, l *link, src Source) (SendResult, error) {
+	s := &sender{l: l, src: src, q: newQueue(), allDone: make(chan struct{}), start: time.Now()}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	flushDone := make(chan struct{})
+	defer close(flushDone)
+	go l.ctrl.flusher(flushDone)
+
+	var wg sync.WaitGroup
+	errc := make(chan error, len(l.data)+3)
+	fail := func(err error) {
+		select {
+		case errc <- err:
+		default:
+		}
+		cancel()
+	}
+	go func() {
+		<-ctx.Done()
+		s.q.stop()
+		l.close()
+	}()
+
+	for i, d := range l.data {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.stream(ctx, d); err != nil {
+				fail(fmt.Errorf("data stream %d: %w", i, err))
+			}
+		}()
+	}
+	go func() {
+		if err := s.walk(ctx); err != nil {
+			fail(err)
+		}
+	}()
+	readDone := make(chan wire.Stats, 1)
+	go func() {
+		st, err := s.readLoop(ctx)
+		if err != nil {
+			fail(err)
+			return
+		}
+		readDone <- st
+	}()
+
+	select {
+	case <-s.allDone:
+	case err := <-errc:
+		return SendResult{}, err
+	case <-ctx.Done():
+		select {
+		case err := <-errc:
+			return SendResult{}, err
+		default:
+		}
+		return SendResult{}, ctx.Err()
+	}
+	// Every file has a verdict: end the streams and exchange accounts.
+	s.q.close()
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return SendResult{}, err
+	default:
+	}
+	local := s.stats()
+	if err := l.ctrl.send(&wire.Done{Stats: local}); err != nil {
+		return SendResult{}, fmt.Errorf("send done: %w", err)
+	}
+	select {
+	case remote := <-readDone:
+		return SendResult{Local: local, Remote: remote, Errors: s.srcErrs}, nil
+	case err := <-errc:
+		return SendResult{}, err
+	}
+}
+
+func (s *sender) stats() wire.Stats {
+	st := wire.Stats{
+		Elapsed: int64(time.Since(s.start)),
+		IOWait:  s.ioWait.Load(),
+		NetWait: s.netWait.Load(),
+	}
+	for _, d := range s.l.data {
+		ss := d.stats()
+		st.Bytes += ss.Bytes
+		st.Streams = append(st.Streams, ss)
+	}
+	return st
+}
+
+func (s *sender) checkDone() {
+	s.mu.Lock()
+	done := s.manifest && s.open == 0
+	s.mu.Unlock()
+	if done {
+		s.doneOnce.Do(func() { close(s.allDone) })
+	}
+}
+
+// walk enumerates the sources and sends the manifest in batches.
+func (s *sender) walk(ctx context.Context) error {
+	var batch []wire.Entry
+	batchBytes := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := s.l.ctrl.queue(&wire.Files{Entries: batch})
+		batch, batchBytes = nil, 0
+		return err
+	}
+	add := func(root *os.Root, e wire.Entry, src string) error {
+		if e.Kind != wire.EntryDir && s.src.Exclude[e.Path] {
+			return nil
+		}
+		s.mu.Lock()
+		e.ID = uint32(len(s.files))
+		f := &sfile{e: e, root: root, src: src}
+		if e.Kind == wire.EntryFile {
+			f.nblocks = int((e.Size + s.l.blockSize - 1) / s.l.blockSize)
+			f.crcs = make([]uint32, f.nblocks)
+			if s.l.opts.Adler32 {
+				f.adlers = make([]uint32, f.nblocks)
+			}
+		}
+		s.files = append(s.files, f)
+		if e.Kind != wire.EntryDir {
+			s.open++
+		}
+		s.mu.Unlock()
+		if e.Kind != wire.EntryDir {
+			s.l.prog.FilesTotal.Add(1)
+			s.l.prog.BytesTotal.Add(e.Size)
+		}
+		batch = append(batch, e)
+		batchBytes += len(e.Path) + len(e.Target) + 32
+		if batchBytes > 256<<10 || len(batch) >= 1024 {
+			return flush()
+		}
+		return nil
+	}
+	srcError := func(p string, err error) error {
+		s.mu.Lock()
+		s.srcErrs = append(s.srcErrs, fmt.Sprintf("%s: %v", p, err))
+		s.mu.Unlock()
+		return s.l.ctrl.queue(&wire.SrcError{Path: p, Reason: err.Error()})
+	}
+
+	for _, it := range s.src.Items {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// A top-level source that is a symlink is followed, as cp does.
+		fi, err := it.Root.Stat(it.Path)
+		if err != nil {
+			if err := srcError(it.Path, cleanPathError(err)); err != nil {
+				return err
+			}
+			continue
+		}
+		if fi.IsDir() && !s.l.opts.Recursive {
+			if err := srcError(it.Path, errors.New("is a directory (use -r to copy trees)")); err != nil {
+				return err
+			}
+			continue
+		}
+		err = s.walkItem(ctx, it.Root, it.Path, it.Name, fi, true, add, srcError)
+		if err != nil {
+			return err
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	n := len(s.files)
+	s.mu.Unlock()
+	if err := s.l.ctrl.queue(&wire.ManifestEnd{Count: uint32(n)}); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.manifest = true
+	s.mu.Unlock()
+	s.checkDone()
+	return nil
+}
+
+func (s *sender) walkItem(ctx context.Context, root *os.Root, src, name string, fi fs.FileInfo, top bool,
+	add func(*os.Root, wire.Entry, string) error, srcError func(string, error) error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	e := wire.Entry{Path: name, Mode: uint32(fi.Mode().Perm()), MTime: fi.ModTime().UnixNano()}
+	switch {
+	case fi.Mode().IsRegular():
+		e.Kind = wire.EntryFile
+		e.Size = fi.Size()
+		return add(root, e, src)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		t, err := root.Readlink(src)
+		if err != nil {
+			return srcError(src, cleanPathError(err))
+		}
+		e.Kind = wire.EntrySymlink
+		e.Target = t
+		return add(root, e, src)
+	case fi.IsDir():
+		e.Kind = wire.EntryDir
+		if err := add(root, e, src); err != nil {
+			return err
+		}
+		d, err := root.Open(src)
+		if err != nil {
+			return srcError(src, cleanPathError(err))
+		}
+		ents, err := d.ReadDir(-1)
+		d.Close()
+		if err != nil {
+			return srcError(src, cleanPathError(err))
+		}
+		slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+		for _, de := range ents {
+			if isWorkFile(de.Name()) {
+				continue
+			}
+			child := path.Join(src, de.Name())
+			cfi, err := root.Lstat(child)
+			if err != nil {
+				if err := srcError(child, cleanPathError(err)); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := s.walkItem(ctx, root, child, name+"/"+de.Name(), cfi, false, add, srcError); err != nil {
+				return err
+			}
+		}
+		return nil
+	default:
+		if top {
+			return srcError(src, fmt.Errorf("not a regular file, directory or symlink (%s)", fi.Mode().Type()))
+		}
+		return nil // sockets, devices and pipes inside a tree are not data
+	}
+}
+
+// readLoop handles the receiver's messages until its Done.
+func (s *sender) readLoop(ctx context.Context) (wire.Stats, error) {
+	for {
+		m, err := s.l.ctrl.read()
+		if err != nil {
+			return wire.Stats{}, fmt.Errorf("control: %w", err)
+		}
+		switch m := m.(type) {
+		case *wire.Need:
+			for _, it := range m.Items {
+				if err := s.need(ctx, it); err != nil {
+					return wire.Stats{}, err
+				}
+			}
+		case *wire.Result:
+			for _, it := range m.Items {
+				if err := s.result(it); err != nil {
+					return wire.Stats{}, err
+				}
+			}
+		case *wire.Resend:
+			if err := s.resend(m); err != nil {
+				return wire.Stats{}, err
+			}
+		case *wire.Ping:
+			if err := s.l.ctrl.queue(&wire.Pong{Stamp: m.Stamp}); err != nil {
+				return wire.Stats{}, err
+			}
+		case *wire.Done:
+			return m.Stats, nil
+		default:
+			return wire.Stats{}, fmt.Errorf("%w: unexpected %s from the receiver", wire.ErrMalformed, m.Type())
+		}
+	}
+}
+
+func (s *sender) file(id uint32) (*sfile, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if int(id) >= len(s.files) {
+		return nil, fmt.Errorf("%w: unknown file id %d", wire.ErrMalformed, id)
+	}
+	return s.files[id], nil
+}
+
+func (s *sender) resolve(f *sfile) {
+	f.mu.Lock()
+	already := f.resolved
+	f.resolved = true
+	f.mu.Unlock()
+	if already {
+		return
+	}
+	s.mu.Lock()
+	s.open--
+	s.mu.Unlock()
+	s.checkDone()
+}
+
+func (s *sender) need(ctx context.Context, it wire.NeedItem) error {
+	f, err := s.file(it.ID)
+	if err != nil {
+		return err
+	}
+	if f.e.Kind == wire.EntryDir {
+		return nil
+	}
+	switch it.Action {
+	case wire.NeedFail:
+		s.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, Reason: it.Reason})
+		s.resolve(f)
+	case wire.NeedSkip:
+		s.l.prog.BytesSkipped.Add(f.e.Size)
+		s.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, Skipped: true, OK: true, Reason: it.Reason})
+		s.resolve(f)
+	case wire.NeedAll:
+		if f.e.Kind != wire.EntryFile {
+			return nil // symlinks need nothing more; their verdict follows
+		}
+		s.schedule(f, nil)
+	case wire.NeedSome:
+		if f.e.Kind != wire.EntryFile {
+			return fmt.Errorf("%w: partial need for a non-file", wire.ErrMalformed)
+		}
+		// Check the receiver's blocks against the source off the control
+		// path: it reads them from disk.
+		go func() {
+			fresh, err := s.verifyHave(f, it.Have)
+			if err != nil {
+				s.abort(f, err.Error())
+				return
+			}
+			if err := s.l.ctrl.queue(&wire.Plan{ID: f.e.ID, Fresh: fresh}); err != nil {
+				return
+			}
+			if fresh {
+				s.schedule(f, nil)
+				return
+			}
+			have := make(map[uint32]bool, len(it.Have))
+			var held int64
+			for _, h := range it.Have {
+				have[h.Index] = true
+				held += s.blockLen(f, h.Index)
+			}
+			s.l.prog.BytesSkipped.Add(held)
+			var missing []uint32
+			for i := 0; i < f.nblocks; i++ {
+				if !have[uint32(i)] {
+					missing = append(missing, uint32(i))
+				}
+			}
+			s.schedule(f, missing)
+		}()
+	}
+	return nil
+}
+
+func (s *sender) blockLen(f *sfile, index uint32) int64 {
+	off := int64(index) * s.l.blockSize
+	return min(s.l.blockSize, f.e.Size-off)
+}
+
+// schedule queues a file's blocks: all of them (missing nil) or the listed
+// ones. A file with nothing left to send gets its end at once.
+func (s *sender) schedule(f *sfile, missing []uint32) {
+	f.mu.Lock()
+	if missing == nil {
+		f.left = f.nblocks
+	} else {
+		f.left = len(missing)
+	}
+	left := f.left
+	f.mu.Unlock()
+	if left == 0 {
+		s.fileEnd(f)
+		return
+	}
+	if missing == nil {
+		s.q.push(blockRange{f: f, next: 0, end: uint32(f.nblocks)})
+	} else {
+		s.q.push(blockRange{f: f, indexes: missing})
+	}
+}
+
+// verifyHave reads the source blocks the receiver says it holds and reports
+// whether the file must start afresh (any block differs: the source changed).
+func (s *sender) verifyHave(f *sfile, have []wire.BlockSum) (fresh bool, err error) {
+	fd, err := f.root.Open(f.src)
+	if err != nil {
+		return false, cleanPathError(err)
+	}
+	defer fd.Close()
+	if err := sameFile(fd, f.e); err != nil {
+		return false, err
+	}
+	buf := make([]byte, s.l.blockSize)
+	for _, h := range have {
+		if int(h.Index) >= f.nblocks {
+			return true, nil
+		}
+		n := s.blockLen(f, h.Index)
+		b := buf[:n]
+		if _, err := fd.ReadAt(b, int64(h.Index)*s.l.blockSize); err != nil {
+			return false, fmt.Errorf("read %s: %w", f.e.Path, err)
+		}
+		c := checksum.CRC32C(b)
+		if c != h.CRC {
+			return true, nil
+		}
+		f.mu.Lock()
+		f.crcs[h.Index] = c
+		if f.adlers != nil {
+			f.adlers[h.Index] = adler32.Checksum(b)
+		}
+		f.mu.Unlock()
+	}
+	return false, nil
+}
+
+// sameFile checks that an open source still matches its manifest entry.
+func sameFile(fd *os.File, e wire.Entry) error {
+	fi, err := fd.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() != e.Size || fi.ModTime().UnixNano() != e.MTime {
+		return errors.New("source changed during the transfer")
+	}
+	return nil
+}
+
+func (s *sender) abort(f *sfile, reason string) {
+	f.mu.Lock()
+	if f.ended {
+		f.mu.Unlock()
+		return
+	}
+	f.ended = true
+	f.failed = reason
+	f.mu.Unlock()
+	s.l.ctrl.queue(&wire.FileEnd{Items: []wire.FileEndItem{{ID: f.e.ID, Abort: reason}}})
+}
+
+// fileEnd sends the whole-file checksum, joined from the block sums.
+func (s *sender) fileEnd(f *sfile) {
+	f.mu.Lock()
+	if f.ended {
+		f.mu.Unlock()
+		return
+	}
+	f.ended = true
+	var crc, ad uint32
+	ad = 1
+	for i, c := range f.crcs {
+		n := s.blockLen(f, uint32(i))
+		crc = checksum.CombineCRC32C(crc, c, n)
+		if f.adlers != nil {
+			ad = checksum.CombineAdler32(ad, f.adlers[i], n)
+		}
+	}
+	f.mu.Unlock()
+	s.l.ctrl.queue(&wire.FileEnd{Items: []wire.FileEndItem{{ID: f.e.ID, CRC: crc, Adler32: ad}}})
+}
+
+func (s *sender) result(it wire.ResultItem) error {
+	f, err := s.file(it.ID)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	reason := it.Reason
+	if !it.OK && f.failed != "" {
+		reason = f.failed
+	}
+	f.mu.Unlock()
+	s.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, OK: it.OK, Skipped: it.Skipped, Reason: reason,
+		CRC32C: it.CRC, Adler32: it.Adler32, HasAdler: s.l.opts.Adler32})
+	s.resolve(f)
+	return nil
+}
+
+func (s *sender) resend(m *wire.Resend) error {
+	f, err := s.file(m.ID)
+	if err != nil {
+		return err
+	}
+	if int(m.Index) >= f.nblocks {
+		return fmt.Errorf("%w: resend of block %d of a %d-block file", wire.ErrMalformed, m.Index, f.nblocks)
+	}
+	f.mu.Lock()
+	if f.resends == nil {
+		f.resends = map[uint32]int{}
+	}
+	f.resends[m.Index]++
+	n := f.resends[m.Index]
+	f.mu.Unlock()
+	if n > maxResends {
+		s.abort(f, fmt.Sprintf("block %d arrived damaged %d times", m.Index, n))
+		return nil
+	}
+	s.q.pushResend(job{f: f, index: m.Index})
+	return nil
+}
+
+// acquire opens a file for a stream (shared by all streams while any uses it).
+func (s *sender) acquire(f *sfile) (*os.File, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.f == nil {
+		fd, err := f.root.Open(f.src)
+		if err != nil {
+			return nil, cleanPathError(err)
+		}
+		if err := sameFile(fd, f.e); err != nil {
+			fd.Close()
+			return nil, err
+		}
+		f.f = fd
+	}
+	f.refs++
+	return f.f, nil
+}
+
+func (f *sfile) release() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refs--
+	if f.refs == 0 && f.f != nil {
+		f.f.Close()
+		f.f = nil
+	}
+}
+
+// smallBlock is the size up to which a block is read into memory and sent
+// with its header in one write; larger ones go by sendfile.
+const smallBlock = 256 << 10
+
+// stream sends blocks on one data connection until the queue closes.
+func (s *sender) stream(ctx context.Context, d *dataConn) error {
+	buf := make([]byte, wire.BlockHeaderSize+int(max(s.l.blockSize, smallBlock)))
+	for {
+		j, ok := s.q.next()
+		if !ok {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			var h [wire.BlockHeaderSize]byte
+			wire.BlockHeader{Kind: wire.DataEnd}.Put(h[:])
+			s.l.deadline(d.conn, true)
+			_, err := d.conn.Write(h[:])
+			return err
+		}
+		if err := s.sendBlock(d, j, buf); err != nil {
+			if errors.Is(err, errSourceChanged) {
+				continue
+			}
+			return err
+		}
+	}
+}
+
+var errSourceChanged = errors.New("source changed")
+
+func (s *sender) sendBlock(d *dataConn, j job, buf []byte) error {
+	f := j.f
+	f.mu.Lock()
+	gone := f.ended && f.failed != ""
+	f.mu.Unlock()
+	if gone {
+		return nil
+	}
+	fd, err := s.acquire(f)
+	if err != nil {
+		s.abort(f, err.Error())
+		return errSourceChanged
+	}
+	defer f.release()
+	off := int64(j.index) * s.l.blockSize
+	n := s.blockLen(f, j.index)
+
+	h := wire.BlockHeader{Kind: wire.DataBlock, File: f.e.ID, Index: j.index, Length: uint32(n)}
+	var crc, ad uint32
+	hole := isHole(fd, off, n)
+	t0 := time.Now()
+	switch {
+	case hole:
+		h.Kind = wire.DataHole
+		crc = checksum.ZerosCRC32C(n)
+		if f.adlers != nil {
+			ad = adlerZeros(n)
+		}
+	case n <= smallBlock || d.tls || d.tcp == nil:
+		p := buf[wire.BlockHeaderSize : wire.BlockHeaderSize+int(n)]
+		if _, err := fd.ReadAt(p, off); err != nil {
+			s.abort(f, fmt.Sprintf("read: %v", err))
+			return errSourceChanged
+		}
+		crc = checksum.CRC32C(p)
+		if f.adlers != nil {
+			ad = adler32.Checksum(p)
+		}
+	default:
+		// Sum the block through a small buffer that stays in cache, then
+		// let sendfile move the pages themselves.
+		c := buf[wire.BlockHeaderSize : wire.BlockHeaderSize+smallBlock]
+		var a uint32 = 1
+		for o := int64(0); o < n; {
+			k := min(int64(len(c)), n-o)
+			if _, err := fd.ReadAt(c[:k], off+o); err != nil {
+				s.abort(f, fmt.Sprintf("read: %v", err))
+				return errSourceChanged
+			}
+			crc = checksum.UpdateCRC32C(crc, c[:k])
+			if f.adlers != nil {
+				a = adler32Update(a, c[:k])
+			}
+			o += k
+		}
+		ad = a
+	}
+	s.ioWait.Add(int64(time.Since(t0)))
+	h.CRC = crc
+	h.Put(buf[:wire.BlockHeaderSize])
+
+	t1 := time.Now()
+	s.l.deadline(d.conn, true)
+	switch {
+	case hole:
+		_, err = d.conn.Write(buf[:wire.BlockHeaderSize])
+	case n <= smallBlock || d.tls || d.tcp == nil:
+		_, err = d.conn.Write(buf[:wire.BlockHeaderSize+int(n)])
+	default:
+		if _, err = d.conn.Write(buf[:wire.BlockHeaderSize]); err == nil {
+			_, err = sendFileDeadline(s.l, d, fd, off, n)
+		}
+	}
+	s.netWait.Add(int64(time.Since(t1)))
+	if err != nil {
+		return err
+	}
+	if !hole {
+		d.sent.Add(n)
+		s.l.prog.BytesMoved.Add(n)
+	} else {
+		s.l.prog.BytesHoles.Add(n)
+	}
+
+	f.mu.Lock()
+	f.crcs[j.index] = crc
+	if f.adlers != nil {
+		f.adlers[j.index] = ad
+	}
+	isResend := f.resends != nil && f.resends[j.index] > 0
+	if !isResend {
+		f.left--
+	}
+	last := f.left == 0 && !isResend
+	f.mu.Unlock()
+	if last {
+		if err := sameFile(fd, f.e); err != nil {
+			s.abort(f, err.Error())
+			return nil
+		}
+		s.fileEnd(f)
+	}
+	return nil
+}
+
+// sendFileDeadline sends with sendfile in slices, re-arming the stall
+// deadline as each slice goes, so a slow but moving link is not cut off.
+func sendFileDeadline(l *link, d *dataConn, fd *os.File, off, n int64) (int64, error) {
+	const slice = 1 << 20
+	var done int64
+	for done < n {
+		k := min(slice, n-done)
+		l.deadline(d.conn, true)
+		w, err := transport.SendFile(d.tcp, fd, off+done, k)
+		done += w
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// isHole reports whether [off, off+n) lies wholly in a hole of a sparse file.
+func isHole(fd *os.File, off, n int64) bool {
+	next, err := unix.Seek(int(fd.Fd()), off, unix.SEEK_DATA)
+	if err != nil {
+		// ENXIO: no data at or after off. Anything else: assume data.
+		return errors.Is(err, unix.ENXIO)
+	}
+	return next >= off+n
+}
+
+func adler32Update(a uint32, p []byte) uint32 {
+	return checksum.CombineAdler32(a, adler32.Checksum(p), int64(len(p)))
+}
+
+var zeroChunk = make([]byte, 64<<10)
+
+func adlerZeros(n int64) uint32 {
+	a := uint32(1)
+	for n > 0 {
+		k := min(n, int64(len(zeroChunk)))
+		a = adler32Update(a, zeroChunk[:k])
+		n -= k
+	}
+	return a
+}
+
+// cleanPathError strips the Go operation prefix from a path error so the
+// user sees "no such file or directory" with the path they gave.
+func cleanPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		if strings.Contains(pe.Err.Error(), "path escapes") {
+			return errors.New("path leads outside the served directory")
+		}
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}

@@ -1,0 +1,534 @@
+package mover
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/transport"
+	"github.com/lightpath/lightpath/internal/wire"
+)
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	Root     string
+	Token    []byte      // empty: no authentication
+	TLS      *tls.Config // nil: plain TCP
+	ReadOnly bool
+	Logger   *slog.Logger
+	// TransferLog receives one JSON line per file and per session.
+	TransferLog io.Writer
+	// IdleTimeout bounds a handshake and the wait for a session's data
+	// connections.
+	IdleTimeout time.Duration
+	// StallTimeout frees a session whose connections make no progress
+	// (a client that stopped reading or writing).
+	StallTimeout time.Duration
+	MaxSessions  int
+}
+
+// Server serves a directory to Lightpath clients.
+type Server struct {
+	cfg  ServerConfig
+	root *os.Root
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	pending  map[[16]byte]*session
+	active   map[*session]bool
+	logMu    sync.Mutex
+	conns    sync.WaitGroup
+	shutdown bool
+}
+
+type session struct {
+	id      [16]byte
+	key     []byte
+	streams int
+	tuning  wire.Tuning
+	joins   chan joined
+	link    *link
+}
+
+type joined struct {
+	index int
+	conn  *dataConn
+}
+
+// NewServer opens the root and checks the configuration.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	fi, err := os.Stat(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("root %s: %w", cfg.Root, cleanPathError(err))
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("root %s: not a directory", cfg.Root)
+	}
+	root, err := os.OpenRoot(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("open root: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 30 * time.Second
+	}
+	if cfg.StallTimeout <= 0 {
+		cfg.StallTimeout = 60 * time.Second
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = 64
+	}
+	return &Server{cfg: cfg, root: root, log: cfg.Logger.With("component", "server"),
+		pending: map[[16]byte]*session{}, active: map[*session]bool{}}, nil
+}
+
+// Serve accepts connections on ln until ctx ends, then closes every session
+// (receivers keep their partial files and journals for a later resume) and
+// returns once all connection handlers have finished.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+		s.mu.Lock()
+		s.shutdown = true
+		for ss := range s.active {
+			if ss.link != nil {
+				ss.link.close()
+			}
+		}
+		for _, ss := range s.pending {
+			close(ss.joins)
+		}
+		s.pending = map[[16]byte]*session{}
+		s.mu.Unlock()
+	}()
+	var tempDelay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				s.conns.Wait()
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) {
+				tempDelay = min(max(2*tempDelay, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept", "err", err, "retry_in", tempDelay)
+				time.Sleep(tempDelay)
+				continue
+			}
+			s.conns.Wait()
+			return fmt.Errorf("accept: %w", err)
+		}
+		tempDelay = 0
+		s.conns.Add(1)
+		go func() {
+			defer s.conns.Done()
+			s.handle(ctx, c)
+		}()
+	}
+}
+
+// Close releases the root.
+func (s *Server) Close() error { return s.root.Close() }
+
+func (s *Server) handle(ctx context.Context, c net.Conn) {
+	peer := c.RemoteAddr().String()
+	log := s.log.With("peer", peer)
+	c.SetDeadline(time.Now().Add(s.cfg.IdleTimeout))
+	tcp, _ := c.(*net.TCPConn)
+	if s.cfg.TLS != nil {
+		tc := tls.Server(c, s.cfg.TLS)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			log.Info("connection dropped", "reason", fmt.Sprintf("TLS handshake: %v", err))
+			c.Close()
+			return
+		}
+		c = tc
+	}
+	h, r, sn, err := serverHandshake(c, s.cfg.Token)
+	if err != nil {
+		log.Info("connection dropped", "reason", err.Error())
+		c.Close()
+		return
+	}
+	switch h.Kind {
+	case wire.KindData:
+		s.handleJoin(c, r, h, sn, log)
+	case wire.KindControl:
+		s.handleControl(ctx, c, tcp, r, h, sn, log)
+	}
+}
+
+func (s *Server) handleJoin(c net.Conn, r *wire.Reader, h wire.Hello, sn [wire.NonceSize]byte, log *slog.Logger) {
+	m, err := r.Read()
+	if err != nil {
+		log.Info("connection dropped", "reason", fmt.Sprintf("read join: %v", err))
+		c.Close()
+		return
+	}
+	j, ok := m.(*wire.Join)
+	if !ok {
+		sendError(c, wire.CodeProtocol, "expected join")
+		log.Info("connection dropped", "reason", "expected join, got "+m.Type().String())
+		c.Close()
+		return
+	}
+	s.mu.Lock()
+	ss := s.pending[j.Session]
+	s.mu.Unlock()
+	if ss == nil || !hmac.Equal(j.MAC, joinMAC(ss.key, j.Session, j.Stream, h.Nonce, sn)) || int(j.Stream) >= ss.streams {
+		sendError(c, wire.CodeAuth, "unknown session or bad session proof")
+		log.Info("connection dropped", "reason", "join refused: unknown session or bad proof")
+		c.Close()
+		return
+	}
+	if tc := underlyingTCP(c); tc != nil {
+		if err := transport.Apply(tc, tuningOptions(ss.tuning, ss.streams)); err != nil {
+			log.Warn("tune data connection", "err", err)
+		}
+	}
+	if err := wire.NewWriter(c).Send(&wire.Joined{}); err != nil {
+		c.Close()
+		return
+	}
+	c.SetDeadline(time.Time{})
+	defer func() {
+		if recover() != nil { // the session was torn down meanwhile
+			c.Close()
+		}
+	}()
+	ss.joins <- joined{index: int(j.Stream), conn: newDataConn(c, r.Buffered())}
+}
+
+func underlyingTCP(c net.Conn) *net.TCPConn {
+	switch t := c.(type) {
+	case *net.TCPConn:
+		return t
+	case *tls.Conn:
+		tc, _ := t.NetConn().(*net.TCPConn)
+		return tc
+	}
+	return nil
+}
+
+// tuningOptions turns a session's tuning into per-socket options: the rate
+// is shared among the streams.
+func tuningOptions(t wire.Tuning, streams int) transport.Options {
+	o := transport.Options{CC: t.CC, Window: int(t.Window), DSCP: int(t.DSCP), NotSentLowat: transport.DefaultNotSentLowat}
+	if t.Rate > 0 && streams > 0 {
+		o.PacingRate = max(t.Rate/8/uint64(streams), 1)
+	}
+	return o
+}
+
+func (s *Server) handleControl(ctx context.Context, c net.Conn, tcp *net.TCPConn, r *wire.Reader, h wire.Hello, sn [wire.NonceSize]byte, log *slog.Logger) {
+	defer c.Close()
+	m, err := r.Read()
+	if err != nil {
+		if errors.Is(err, wire.ErrMalformed) {
+			sendError(c, wire.CodeProtocol, fmt.Sprintf("bad request: %v", err))
+		}
+		log.Info("connection dropped", "reason", fmt.Sprintf("read request: %v", err))
+		return
+	}
+	var streams int
+	var tuning wire.Tuning
+	var op string
+	switch m := m.(type) {
+	case *wire.Put:
+		streams, tuning, op = int(m.Streams), m.Tuning, "put"
+		if s.cfg.ReadOnly {
+			sendError(c, wire.CodeRefused, "the server is read-only")
+			log.Info("request refused", "op", op, "reason", "read-only")
+			return
+		}
+	case *wire.Get:
+		streams, tuning, op = int(m.Streams), m.Tuning, "get"
+	case *wire.Bench:
+		streams, tuning, op = int(m.Streams), m.Tuning, "bench"
+	default:
+		sendError(c, wire.CodeProtocol, "expected a request")
+		log.Info("connection dropped", "reason", "expected a request, got "+m.Type().String())
+		return
+	}
+	if tcp != nil {
+		if err := transport.Apply(tcp, tuningOptions(tuning, streams)); err != nil {
+			sendError(c, wire.CodeRefused, err.Error())
+			log.Info("request refused", "op", op, "reason", err.Error())
+			return
+		}
+	}
+	ss := &session{streams: streams, tuning: tuning, joins: make(chan joined, streams)}
+	rand.Read(ss.id[:])
+	acc := &wire.Accept{Session: ss.id, Streams: uint16(streams)}
+	if len(s.cfg.Token) > 0 {
+		ss.key = sessionKey(s.cfg.Token, h.Nonce, sn)
+	} else {
+		ss.key = make([]byte, 32)
+		rand.Read(ss.key)
+		acc.Secret = ss.key
+	}
+	s.mu.Lock()
+	if s.shutdown {
+		s.mu.Unlock()
+		sendError(c, wire.CodeBusy, "the server is shutting down")
+		return
+	}
+	if len(s.active)+len(s.pending) >= s.cfg.MaxSessions {
+		s.mu.Unlock()
+		sendError(c, wire.CodeBusy, fmt.Sprintf("too many sessions (%d): try again later", s.cfg.MaxSessions))
+		log.Info("request refused", "op", op, "reason", "too many sessions")
+		return
+	}
+	s.pending[ss.id] = ss
+	s.mu.Unlock()
+	unpend := func() {
+		s.mu.Lock()
+		delete(s.pending, ss.id)
+		s.mu.Unlock()
+	}
+
+	// Check the request before any data connection opens.
+	var src Source
+	var dst Dest
+	var prepErr error
+	switch m := m.(type) {
+	case *wire.Put:
+		dst, prepErr = s.putDest(m)
+	case *wire.Get:
+		src, prepErr = s.getSource(m)
+	}
+	if prepErr != nil {
+		unpend()
+		sendError(c, wire.CodeRefused, prepErr.Error())
+		log.Info("request refused", "op", op, "reason", prepErr.Error())
+		return
+	}
+	w := wire.NewWriter(c)
+	if err := w.Send(acc); err != nil {
+		unpend()
+		return
+	}
+	data := make([]*dataConn, streams)
+	timeout := time.NewTimer(s.cfg.IdleTimeout)
+	defer timeout.Stop()
+	for got := 0; got < streams; {
+		select {
+		case j, ok := <-ss.joins:
+			if !ok {
+				closeData(data)
+				return
+			}
+			if data[j.index] != nil {
+				j.conn.conn.Close()
+				continue
+			}
+			data[j.index] = j.conn
+			got++
+		case <-timeout.C:
+			unpend()
+			closeData(data)
+			log.Info("session dropped", "op", op, "reason", "data connections did not arrive in time")
+			return
+		}
+	}
+	unpend()
+	c.SetDeadline(time.Time{})
+	l := &link{ctrl: newCtrl(c, r), data: data, stall: s.cfg.StallTimeout, prog: &Progress{}}
+	ss.link = l
+	s.mu.Lock()
+	if s.shutdown {
+		s.mu.Unlock()
+		l.close()
+		return
+	}
+	s.active[ss] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.active, ss)
+		s.mu.Unlock()
+		l.close()
+	}()
+
+	sid := fmt.Sprintf("%x", ss.id[:6])
+	peer := c.RemoteAddr().String()
+	l.onFile = func(fr FileResult) { s.logFile(sid, peer, op, fr) }
+	start := time.Now()
+	var runErr error
+	var bytes int64
+	switch m := m.(type) {
+	case *wire.Put:
+		l.blockSize, l.opts = int64(m.BlockSize), m.Transfer
+		var res RecvResult
+		res, runErr = runReceiver(ctx, l, dst)
+		bytes = res.Local.Bytes
+	case *wire.Get:
+		l.blockSize, l.opts = int64(m.BlockSize), m.Transfer
+		var res SendResult
+		res, runErr = runSender(ctx, l, src)
+		bytes = res.Local.Bytes
+	case *wire.Bench:
+		bytes, runErr = serveBench(ctx, l, m)
+	}
+	s.logSession(sid, peer, op, l.prog, bytes, time.Since(start), runErr)
+	if runErr != nil {
+		log.Info("session ended", "session", sid, "op", op, "err", runErr)
+	}
+}
+
+func closeData(d []*dataConn) {
+	for _, c := range d {
+		if c != nil {
+			c.conn.Close()
+		}
+	}
+}
+
+// clientPath turns a path from a client into one relative to the root,
+// refusing what could lead out of it.
+func clientPath(p string) (string, error) {
+	if strings.ContainsRune(p, 0) {
+		return "", fmt.Errorf("invalid path %q", p)
+	}
+	p = strings.TrimLeft(p, "/")
+	if p == "" {
+		return ".", nil
+	}
+	for _, c := range strings.Split(p, "/") {
+		if c == ".." {
+			return "", fmt.Errorf("path %q leads outside the served directory", p)
+		}
+	}
+	return path.Clean(p), nil
+}
+
+// putDest resolves where a push lands, as cp does: into an existing
+// directory (or one named with a trailing slash, or with several sources),
+// or under the destination's own name.
+func (s *Server) putDest(m *wire.Put) (Dest, error) {
+	p, err := clientPath(m.Dest)
+	if err != nil {
+		return Dest{}, err
+	}
+	fi, err := s.root.Stat(p)
+	switch {
+	case err == nil && fi.IsDir():
+		return Dest{Root: s.root, Base: p}, nil
+	case err == nil && (m.Sources > 1 || m.DirSlash):
+		return Dest{}, fmt.Errorf("destination %s is not a directory", m.Dest)
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return Dest{}, fmt.Errorf("destination %s: %w", m.Dest, cleanPathError(err))
+	case m.Sources > 1 || m.DirSlash:
+		if err := s.root.MkdirAll(p, 0o755); err != nil {
+			return Dest{}, fmt.Errorf("create %s: %w", m.Dest, cleanPathError(err))
+		}
+		return Dest{Root: s.root, Base: p}, nil
+	}
+	if p == "." {
+		return Dest{Root: s.root, Base: "."}, nil
+	}
+	dir := path.Dir(p)
+	if err := s.root.MkdirAll(dir, 0o755); err != nil {
+		return Dest{}, fmt.Errorf("create %s: %w", dir, cleanPathError(err))
+	}
+	return Dest{Root: s.root, Base: dir, Rename: path.Base(p)}, nil
+}
+
+func (s *Server) getSource(m *wire.Get) (Source, error) {
+	var src Source
+	for _, raw := range m.Paths {
+		p, err := clientPath(raw)
+		if err != nil {
+			return src, err
+		}
+		if p == "." {
+			// The whole root: its entries become the top-level items.
+			if !m.Recursive {
+				return src, errors.New("the served directory itself is a directory (use -r)")
+			}
+			ents, err := fs.ReadDir(s.root.FS(), ".")
+			if err != nil {
+				return src, fmt.Errorf("list root: %w", err)
+			}
+			for _, e := range ents {
+				if !isWorkFile(e.Name()) {
+					src.Items = append(src.Items, SourceItem{Root: s.root, Path: e.Name(), Name: e.Name()})
+				}
+			}
+			continue
+		}
+		src.Items = append(src.Items, SourceItem{Root: s.root, Path: p, Name: path.Base(p)})
+	}
+	return src, nil
+}
+
+type logLine struct {
+	Time    string  `json:"time"`
+	Session string  `json:"session"`
+	Peer    string  `json:"peer"`
+	Op      string  `json:"op"`
+	Kind    string  `json:"kind"`
+	Path    string  `json:"path,omitempty"`
+	Size    int64   `json:"size,omitempty"`
+	Status  string  `json:"status"`
+	Reason  string  `json:"reason,omitempty"`
+	CRC32C  string  `json:"crc32c,omitempty"`
+	Files   int64   `json:"files,omitempty"`
+	Bytes   int64   `json:"bytes,omitempty"`
+	Seconds float64 `json:"seconds,omitempty"`
+}
+
+func (s *Server) writeLog(l logLine) {
+	if s.cfg.TransferLog == nil {
+		return
+	}
+	l.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	b, _ := json.Marshal(l)
+	s.logMu.Lock()
+	s.cfg.TransferLog.Write(append(b, '\n'))
+	s.logMu.Unlock()
+}
+
+func (s *Server) logFile(sid, peer, op string, fr FileResult) {
+	l := logLine{Session: sid, Peer: peer, Op: op, Kind: "file", Path: fr.Path, Size: fr.Size, Reason: fr.Reason}
+	switch {
+	case fr.Skipped:
+		l.Status = "skipped"
+	case fr.OK:
+		l.Status = "ok"
+		l.CRC32C = fmt.Sprintf("%08x", fr.CRC32C)
+	default:
+		l.Status = "failed"
+	}
+	s.writeLog(l)
+}
+
+func (s *Server) logSession(sid, peer, op string, p *Progress, bytes int64, d time.Duration, err error) {
+	l := logLine{Session: sid, Peer: peer, Op: op, Kind: "session", Status: "ok",
+		Files: p.FilesDone.Load(), Bytes: bytes, Seconds: d.Seconds()}
+	if err != nil {
+		l.Status, l.Reason = "failed", err.Error()
+	} else if p.FilesFailed.Load() > 0 {
+		l.Status = "partial"
+		l.Reason = fmt.Sprintf("%d files failed", p.FilesFailed.Load())
+	}
+	s.writeLog(l)
+}

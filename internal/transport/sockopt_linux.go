@@ -1,0 +1,186 @@
+//go:build linux
+
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// control runs before connect or bind, on the raw socket.
+func control(c syscall.RawConn, network string, o Options) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		s := int(fd)
+		if o.Window > 0 {
+			if serr = wrapOpt("SO_SNDBUF", unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_SNDBUF, o.Window)); serr != nil {
+				return
+			}
+			if serr = wrapOpt("SO_RCVBUF", unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_RCVBUF, o.Window)); serr != nil {
+				return
+			}
+		}
+		if o.DSCP >= 0 {
+			if o.DSCP > 63 {
+				serr = fmt.Errorf("DSCP %d out of range 0..63", o.DSCP)
+				return
+			}
+			tos := o.DSCP << 2
+			if strings.HasSuffix(network, "6") {
+				serr = wrapOpt("IPV6_TCLASS", unix.SetsockoptInt(s, unix.IPPROTO_IPV6, unix.IPV6_TCLASS, tos))
+			} else {
+				serr = wrapOpt("IP_TOS", unix.SetsockoptInt(s, unix.IPPROTO_IP, unix.IP_TOS, tos))
+			}
+			if serr != nil {
+				return
+			}
+		}
+		cc := o.CC
+		if cc == "" && HasCC("bbr") {
+			cc = "bbr"
+		}
+		if cc != "" {
+			if err := unix.SetsockoptString(s, unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc); err != nil {
+				serr = fmt.Errorf("set congestion control %q: %w (the kernel offers: %s)", cc, err, strings.Join(AvailableCC(), ", "))
+				return
+			}
+		}
+		if o.NotSentLowat > 0 {
+			if serr = wrapOpt("TCP_NOTSENT_LOWAT", unix.SetsockoptInt(s, unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, o.NotSentLowat)); serr != nil {
+				return
+			}
+		}
+		if o.PacingRate > 0 {
+			serr = wrapOpt("SO_MAX_PACING_RATE", unix.SetsockoptUint64(s, unix.SOL_SOCKET, unix.SO_MAX_PACING_RATE, o.PacingRate))
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+func applyAfterConnect(c *net.TCPConn, o Options) error { return nil }
+
+var (
+	ccOnce  sync.Once
+	ccAvail []string
+)
+
+// AvailableCC lists the congestion controls this kernel offers.
+func AvailableCC() []string {
+	ccOnce.Do(func() {
+		b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
+		if err == nil {
+			ccAvail = strings.Fields(string(b))
+		}
+	})
+	return ccAvail
+}
+
+// HasCC reports whether the kernel offers the named congestion control.
+func HasCC(name string) bool {
+	for _, n := range AvailableCC() {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// CurrentCC reads the congestion control a connection runs.
+func CurrentCC(c syscall.Conn) (string, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return "", err
+	}
+	var name string
+	var gerr error
+	err = rc.Control(func(fd uintptr) {
+		name, gerr = unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION)
+	})
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimRight(name, "\x00"), gerr
+}
+
+func getInfo(fd int) (Info, error) {
+	ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+	if err != nil {
+		return Info{}, fmt.Errorf("read TCP_INFO: %w", err)
+	}
+	us := func(v uint64) time.Duration { return time.Duration(v) * time.Microsecond }
+	return Info{
+		RTT:           us(uint64(ti.Rtt)),
+		RTTVar:        us(uint64(ti.Rttvar)),
+		MinRTT:        us(uint64(ti.Min_rtt)),
+		Cwnd:          ti.Snd_cwnd,
+		MSS:           ti.Snd_mss,
+		TotalRetrans:  ti.Total_retrans,
+		BytesSent:     ti.Bytes_sent,
+		BytesRetrans:  ti.Bytes_retrans,
+		BytesAcked:    ti.Bytes_acked,
+		BytesReceived: ti.Bytes_received,
+		PacingRate:    ti.Pacing_rate,
+		DeliveryRate:  ti.Delivery_rate,
+		BusyTime:      us(ti.Busy_time),
+		RwndLimited:   us(ti.Rwnd_limited),
+		SndbufLimited: us(ti.Sndbuf_limited),
+		NotSent:       ti.Notsent_bytes,
+	}, nil
+}
+
+// SendFile writes n bytes of f starting at off to c with sendfile(2): the
+// pages go from the page cache to the socket without a copy through user
+// space. It blocks (through the runtime's poller) until all n are written
+// or an error occurs, and honours c's write deadline.
+func SendFile(c *net.TCPConn, f *os.File, off, n int64) (int64, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	src := int(f.Fd())
+	var done int64
+	var serr error
+	for done < n && serr == nil {
+		werr := rc.Write(func(fd uintptr) bool {
+			chunk := n - done
+			if chunk > 1<<30 {
+				chunk = 1 << 30
+			}
+			o := off + done
+			w, err := unix.Sendfile(int(fd), src, &o, int(chunk))
+			if w > 0 {
+				done += int64(w)
+			}
+			switch {
+			case errors.Is(err, unix.EAGAIN):
+				return false // wait until writable
+			case errors.Is(err, unix.EINTR):
+				return true
+			case err != nil:
+				serr = err
+			case w == 0:
+				serr = io.ErrUnexpectedEOF // the file is shorter than promised
+			}
+			return true
+		})
+		if werr != nil {
+			return done, werr
+		}
+	}
+	if serr != nil {
+		return done, fmt.Errorf("sendfile: %w", serr)
+	}
+	return done, nil
+}

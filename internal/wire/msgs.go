@@ -1,0 +1,649 @@
+package wire
+
+import (
+	"encoding/binary"
+	"io"
+	"math"
+)
+
+// Kind says what a new connection is for.
+type Kind uint8
+
+// Connection kinds.
+const (
+	KindControl Kind = 1
+	KindData    Kind = 2
+)
+
+// NonceSize is the length of handshake nonces.
+const NonceSize = 32
+
+// Hello is the fixed-size opening a client sends before any frame.
+type Hello struct {
+	MinVersion, MaxVersion uint16
+	Kind                   Kind
+	Nonce                  [NonceSize]byte
+}
+
+// HelloSize is the encoded size of a Hello.
+const HelloSize = 4 + 2 + 2 + 1 + NonceSize
+
+// AppendHello encodes h.
+func AppendHello(b []byte, h Hello) []byte {
+	b = append(b, Magic[:]...)
+	b = binary.BigEndian.AppendUint16(b, h.MinVersion)
+	b = binary.BigEndian.AppendUint16(b, h.MaxVersion)
+	b = append(b, byte(h.Kind))
+	return append(b, h.Nonce[:]...)
+}
+
+// ReadHello reads and checks a client's opening.
+func ReadHello(r io.Reader) (Hello, error) {
+	var b [HelloSize]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return Hello{}, err
+	}
+	return ParseHello(b[:])
+}
+
+// ParseHello decodes a client's opening.
+func ParseHello(b []byte) (Hello, error) {
+	var h Hello
+	if len(b) != HelloSize {
+		return h, malformed("hello of %d bytes, want %d", len(b), HelloSize)
+	}
+	if [4]byte(b[:4]) != Magic {
+		return h, malformed("not a Lightpath peer (opening bytes %q)", b[:4])
+	}
+	h.MinVersion = binary.BigEndian.Uint16(b[4:])
+	h.MaxVersion = binary.BigEndian.Uint16(b[6:])
+	h.Kind = Kind(b[8])
+	copy(h.Nonce[:], b[9:])
+	if h.MinVersion > h.MaxVersion {
+		return h, malformed("version range %d..%d is empty", h.MinVersion, h.MaxVersion)
+	}
+	if h.Kind != KindControl && h.Kind != KindData {
+		return h, malformed("unknown connection kind %d", h.Kind)
+	}
+	return h, nil
+}
+
+// Error codes.
+const (
+	CodeProtocol = 1 // the peer broke the protocol
+	CodeVersion  = 2 // no common version
+	CodeAuth     = 3 // authentication failed or missing
+	CodeRefused  = 4 // request refused (read-only, bad path...)
+	CodeInternal = 5 // the server failed
+	CodeBusy     = 6 // too many sessions
+)
+
+// Error ends a conversation with a reason.
+type Error struct {
+	Code uint8
+	Msg  string
+}
+
+func (m *Error) Type() Type      { return TError }
+func (m *Error) appendTo(e *enc) { e.u8(m.Code); e.str(m.Msg) }
+func (m *Error) decode(d *dec)   { m.Code = d.u8("code"); m.Msg = d.str("message") }
+func (m *Error) Error() string   { return m.Msg }
+
+// HelloOK is the server's answer to a Hello.
+type HelloOK struct {
+	Version      uint16
+	Nonce        [NonceSize]byte
+	AuthRequired bool
+}
+
+func (m *HelloOK) Type() Type { return THelloOK }
+func (m *HelloOK) appendTo(e *enc) {
+	e.uv(uint64(m.Version))
+	e.b = append(e.b, m.Nonce[:]...)
+	e.boolean(m.AuthRequired)
+}
+func (m *HelloOK) decode(d *dec) {
+	v := d.uv("version")
+	if v > math.MaxUint16 {
+		d.err = malformed("version %d", v)
+	}
+	m.Version = uint16(v)
+	if d.err == nil && len(d.b) < NonceSize {
+		d.fail("nonce")
+	}
+	if d.err == nil {
+		copy(m.Nonce[:], d.b)
+		d.b = d.b[NonceSize:]
+	}
+	m.AuthRequired = d.boolean("auth-required")
+}
+
+// Auth carries the client's proof that it holds the token.
+type Auth struct{ MAC []byte }
+
+func (m *Auth) Type() Type      { return TAuth }
+func (m *Auth) appendTo(e *enc) { e.bytes(m.MAC) }
+func (m *Auth) decode(d *dec)   { m.MAC = d.raw("mac") }
+
+// AuthOK carries the server's proof that it holds the token too.
+type AuthOK struct{ MAC []byte }
+
+func (m *AuthOK) Type() Type      { return TAuthOK }
+func (m *AuthOK) appendTo(e *enc) { e.bytes(m.MAC) }
+func (m *AuthOK) decode(d *dec)   { m.MAC = d.raw("mac") }
+
+// Existing-destination policies.
+const (
+	PolicyRefuse    = 0
+	PolicyOverwrite = 1
+	PolicySkip      = 2
+	PolicyUpdate    = 3
+)
+
+// Tuning asks the server to tune its own sockets of the session as the
+// client tunes its ones: the side that sends data needs the congestion
+// control, pacing and marking, whichever end it is.
+type Tuning struct {
+	CC     string // congestion control; empty for the default
+	Window uint32 // socket buffer bytes; 0 for autotuning
+	DSCP   int8   // -1 for none
+	Rate   uint64 // bits/s for the whole session; 0 for no cap
+}
+
+func (t *Tuning) appendTo(e *enc) {
+	e.str(t.CC)
+	e.uv(uint64(t.Window))
+	e.iv(int64(t.DSCP))
+	e.uv(t.Rate)
+}
+
+func (t *Tuning) decode(d *dec) {
+	t.CC = d.str("cc")
+	w := d.uv("window")
+	dscp := d.iv("dscp")
+	t.Rate = d.uv("rate")
+	if d.err == nil && (len(t.CC) > 16 || w > 1<<31 || dscp < -1 || dscp > 63) {
+		d.err = malformed("tuning out of range (cc %q, window %d, dscp %d)", t.CC, w, dscp)
+	}
+	t.Window, t.DSCP = uint32(w), int8(dscp)
+}
+
+// Transfer options shared by Put and Get.
+type Transfer struct {
+	Tuning
+	Streams   uint16
+	BlockSize uint32
+	Policy    uint8
+	Recursive bool
+	Adler32   bool // also compute adler32 per file
+}
+
+func (t *Transfer) appendTo(e *enc) {
+	t.Tuning.appendTo(e)
+	e.uv(uint64(t.Streams))
+	e.uv(uint64(t.BlockSize))
+	e.u8(t.Policy)
+	e.boolean(t.Recursive)
+	e.boolean(t.Adler32)
+}
+
+func (t *Transfer) decode(d *dec) {
+	t.Tuning.decode(d)
+	s := d.uv("streams")
+	b := d.uv("block size")
+	t.Policy = d.u8("policy")
+	t.Recursive = d.boolean("recursive")
+	t.Adler32 = d.boolean("adler32")
+	if d.err == nil && (s == 0 || s > 256) {
+		d.err = malformed("streams %d out of range 1..256", s)
+	}
+	if d.err == nil && (b < 4096 || b > 1<<30) {
+		d.err = malformed("block size %d out of range 4096..1GiB", b)
+	}
+	if d.err == nil && t.Policy > PolicyUpdate {
+		d.err = malformed("unknown policy %d", t.Policy)
+	}
+	t.Streams, t.BlockSize = uint16(s), uint32(b)
+}
+
+// Put asks the server to receive: the client sends files into Dest.
+type Put struct {
+	Transfer
+	Dest string
+	// Sources is how many top-level sources follow; with one source and a
+	// destination that is not an existing directory, the source takes the
+	// destination's name (as cp does).
+	Sources  uint32
+	DirSlash bool // the destination was written with a trailing slash
+}
+
+func (m *Put) Type() Type { return TPut }
+func (m *Put) appendTo(e *enc) {
+	m.Transfer.appendTo(e)
+	e.str(m.Dest)
+	e.uv(uint64(m.Sources))
+	e.boolean(m.DirSlash)
+}
+func (m *Put) decode(d *dec) {
+	m.Transfer.decode(d)
+	m.Dest = d.str("dest")
+	m.Sources = uint32(d.un("sources", math.MaxUint32))
+	m.DirSlash = d.boolean("dir-slash")
+}
+
+// Get asks the server to send the named paths (relative to its root).
+type Get struct {
+	Transfer
+	Paths []string
+}
+
+func (m *Get) Type() Type { return TGet }
+func (m *Get) appendTo(e *enc) {
+	m.Transfer.appendTo(e)
+	e.uv(uint64(len(m.Paths)))
+	for _, p := range m.Paths {
+		e.str(p)
+	}
+}
+func (m *Get) decode(d *dec) {
+	m.Transfer.decode(d)
+	n := d.count("paths", 1)
+	for i := 0; i < n && d.err == nil; i++ {
+		m.Paths = append(m.Paths, d.str("path"))
+	}
+}
+
+// Bench asks for a memory-to-memory test.
+type Bench struct {
+	Tuning
+	Streams  uint16
+	Duration int64 // nanoseconds
+	Reverse  bool  // the server sends
+}
+
+func (m *Bench) Type() Type { return TBench }
+func (m *Bench) appendTo(e *enc) {
+	m.Tuning.appendTo(e)
+	e.uv(uint64(m.Streams))
+	e.iv(m.Duration)
+	e.boolean(m.Reverse)
+}
+func (m *Bench) decode(d *dec) {
+	m.Tuning.decode(d)
+	s := d.uv("streams")
+	m.Duration = d.int("duration", int64(24*3600)*1e9)
+	m.Reverse = d.boolean("reverse")
+	if d.err == nil && (s == 0 || s > 256) {
+		d.err = malformed("streams %d out of range 1..256", s)
+	}
+	m.Streams = uint16(s)
+}
+
+// Accept opens a session: data connections join it by ID.
+type Accept struct {
+	Session [16]byte
+	// Secret is the key data connections prove they hold; empty when both
+	// ends derive it from the token.
+	Secret  []byte
+	Streams uint16
+}
+
+func (m *Accept) Type() Type { return TAccept }
+func (m *Accept) appendTo(e *enc) {
+	e.b = append(e.b, m.Session[:]...)
+	e.bytes(m.Secret)
+	e.uv(uint64(m.Streams))
+}
+func (m *Accept) decode(d *dec) {
+	if len(d.b) < 16 {
+		d.fail("session")
+		return
+	}
+	copy(m.Session[:], d.b)
+	d.b = d.b[16:]
+	m.Secret = d.raw("secret")
+	m.Streams = uint16(d.un("streams", 256))
+}
+
+// Join attaches a data connection to a session.
+type Join struct {
+	Session [16]byte
+	Stream  uint16
+	MAC     []byte
+}
+
+func (m *Join) Type() Type { return TJoin }
+func (m *Join) appendTo(e *enc) {
+	e.b = append(e.b, m.Session[:]...)
+	e.uv(uint64(m.Stream))
+	e.bytes(m.MAC)
+}
+func (m *Join) decode(d *dec) {
+	if len(d.b) < 16 {
+		d.fail("session")
+		return
+	}
+	copy(m.Session[:], d.b)
+	d.b = d.b[16:]
+	m.Stream = uint16(d.un("stream", 255))
+	m.MAC = d.raw("mac")
+}
+
+// Joined confirms a Join.
+type Joined struct{}
+
+func (m *Joined) Type() Type      { return TJoined }
+func (m *Joined) appendTo(e *enc) {}
+func (m *Joined) decode(d *dec)   {}
+
+// Entry kinds.
+const (
+	EntryFile    = 1
+	EntryDir     = 2
+	EntrySymlink = 3
+)
+
+// Entry describes one item of the manifest. Path is slash-separated and
+// relative to the transfer's top; the receiver validates it.
+type Entry struct {
+	ID     uint32
+	Kind   uint8
+	Path   string
+	Size   int64
+	Mode   uint32 // permission bits
+	MTime  int64  // nanoseconds since the epoch
+	Target string // symlink target
+}
+
+// Files is a batch of manifest entries.
+type Files struct{ Entries []Entry }
+
+func (m *Files) Type() Type { return TFiles }
+func (m *Files) appendTo(e *enc) {
+	e.uv(uint64(len(m.Entries)))
+	for _, x := range m.Entries {
+		e.uv(uint64(x.ID))
+		e.u8(x.Kind)
+		e.str(x.Path)
+		e.iv(x.Size)
+		e.uv(uint64(x.Mode))
+		e.iv(x.MTime)
+		e.str(x.Target)
+	}
+}
+func (m *Files) decode(d *dec) {
+	n := d.count("entries", 7)
+	m.Entries = make([]Entry, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		var x Entry
+		x.ID = uint32(d.un("id", math.MaxUint32))
+		x.Kind = d.u8("kind")
+		x.Path = d.str("path")
+		x.Size = d.int("size", maxInt64)
+		x.Mode = uint32(d.un("mode", 0o7777))
+		x.MTime = d.iv("mtime")
+		x.Target = d.str("target")
+		if d.err == nil && (x.Kind < EntryFile || x.Kind > EntrySymlink) {
+			d.err = malformed("entry %d: unknown kind %d", x.ID, x.Kind)
+		}
+		m.Entries = append(m.Entries, x)
+	}
+}
+
+// ManifestEnd says no more entries follow.
+type ManifestEnd struct{ Count uint32 }
+
+func (m *ManifestEnd) Type() Type      { return TManifest }
+func (m *ManifestEnd) appendTo(e *enc) { e.uv(uint64(m.Count)) }
+func (m *ManifestEnd) decode(d *dec)   { m.Count = uint32(d.un("count", math.MaxUint32)) }
+
+// Need actions.
+const (
+	NeedAll  = 1 // send every block
+	NeedSome = 2 // the receiver holds the blocks listed in Have
+	NeedSkip = 3 // nothing to send (already there); Reason says why
+	NeedFail = 4 // refused; Reason says why
+)
+
+// BlockSum is a block's index and CRC32C.
+type BlockSum struct {
+	Index uint32
+	CRC   uint32
+}
+
+// NeedItem is the receiver's answer for one file.
+type NeedItem struct {
+	ID     uint32
+	Action uint8
+	Reason string
+	Have   []BlockSum
+}
+
+// Need is a batch of answers.
+type Need struct{ Items []NeedItem }
+
+func (m *Need) Type() Type { return TNeed }
+func (m *Need) appendTo(e *enc) {
+	e.uv(uint64(len(m.Items)))
+	for _, x := range m.Items {
+		e.uv(uint64(x.ID))
+		e.u8(x.Action)
+		e.str(x.Reason)
+		e.uv(uint64(len(x.Have)))
+		for _, h := range x.Have {
+			e.uv(uint64(h.Index))
+			e.u32(h.CRC)
+		}
+	}
+}
+func (m *Need) decode(d *dec) {
+	n := d.count("items", 4)
+	for i := 0; i < n && d.err == nil; i++ {
+		var x NeedItem
+		x.ID = uint32(d.un("id", math.MaxUint32))
+		x.Action = d.u8("action")
+		x.Reason = d.str("reason")
+		h := d.count("have", 5)
+		for j := 0; j < h && d.err == nil; j++ {
+			x.Have = append(x.Have, BlockSum{Index: uint32(d.un("index", math.MaxUint32)), CRC: d.u32("crc")})
+		}
+		if d.err == nil && (x.Action < NeedAll || x.Action > NeedFail) {
+			d.err = malformed("need %d: unknown action %d", x.ID, x.Action)
+		}
+		m.Items = append(m.Items, x)
+	}
+}
+
+// Plan tells the receiver, for a file it holds part of, whether those parts
+// still match the source (Fresh false) or must be discarded (Fresh true).
+type Plan struct {
+	ID    uint32
+	Fresh bool
+}
+
+func (m *Plan) Type() Type      { return TPlan }
+func (m *Plan) appendTo(e *enc) { e.uv(uint64(m.ID)); e.boolean(m.Fresh) }
+func (m *Plan) decode(d *dec) {
+	m.ID = uint32(d.un("id", math.MaxUint32))
+	m.Fresh = d.boolean("fresh")
+}
+
+// FileEndItem closes one file from the sender's side: its whole-file CRC32C
+// (combined from the block CRCs) and, when asked, its adler32. A non-empty
+// Abort means the sender gave the file up (the source changed under it).
+type FileEndItem struct {
+	ID      uint32
+	CRC     uint32
+	Adler32 uint32
+	Abort   string
+}
+
+// FileEnd is a batch of file ends.
+type FileEnd struct{ Items []FileEndItem }
+
+func (m *FileEnd) Type() Type { return TFileEnd }
+func (m *FileEnd) appendTo(e *enc) {
+	e.uv(uint64(len(m.Items)))
+	for _, x := range m.Items {
+		e.uv(uint64(x.ID))
+		e.u32(x.CRC)
+		e.u32(x.Adler32)
+		e.str(x.Abort)
+	}
+}
+func (m *FileEnd) decode(d *dec) {
+	n := d.count("items", 10)
+	for i := 0; i < n && d.err == nil; i++ {
+		m.Items = append(m.Items, FileEndItem{
+			ID: uint32(d.un("id", math.MaxUint32)), CRC: d.u32("crc"),
+			Adler32: d.u32("adler32"), Abort: d.str("abort"),
+		})
+	}
+}
+
+// ResultItem is the receiver's verdict on one file.
+type ResultItem struct {
+	ID      uint32
+	OK      bool
+	Skipped bool // OK, and left as it was (already up to date)
+	Reason  string
+	CRC     uint32 // the receiver's whole-file CRC32C
+	Adler32 uint32
+}
+
+// Result is a batch of verdicts.
+type Result struct{ Items []ResultItem }
+
+func (m *Result) Type() Type { return TResult }
+func (m *Result) appendTo(e *enc) {
+	e.uv(uint64(len(m.Items)))
+	for _, x := range m.Items {
+		e.uv(uint64(x.ID))
+		e.boolean(x.OK)
+		e.boolean(x.Skipped)
+		e.str(x.Reason)
+		e.u32(x.CRC)
+		e.u32(x.Adler32)
+	}
+}
+func (m *Result) decode(d *dec) {
+	n := d.count("items", 12)
+	for i := 0; i < n && d.err == nil; i++ {
+		m.Items = append(m.Items, ResultItem{
+			ID: uint32(d.un("id", math.MaxUint32)), OK: d.boolean("ok"), Skipped: d.boolean("skipped"),
+			Reason: d.str("reason"), CRC: d.u32("crc"), Adler32: d.u32("adler32"),
+		})
+	}
+}
+
+// Resend asks for a block again (it arrived damaged).
+type Resend struct {
+	ID    uint32
+	Index uint32
+}
+
+func (m *Resend) Type() Type      { return TResend }
+func (m *Resend) appendTo(e *enc) { e.uv(uint64(m.ID)); e.uv(uint64(m.Index)) }
+func (m *Resend) decode(d *dec) {
+	m.ID = uint32(d.un("id", math.MaxUint32))
+	m.Index = uint32(d.un("index", math.MaxUint32))
+}
+
+// SrcError reports a source the sender could not read (pull).
+type SrcError struct {
+	Path   string
+	Reason string
+}
+
+func (m *SrcError) Type() Type      { return TSrcError }
+func (m *SrcError) appendTo(e *enc) { e.str(m.Path); e.str(m.Reason) }
+func (m *SrcError) decode(d *dec)   { m.Path = d.str("path"); m.Reason = d.str("reason") }
+
+// StreamStats is one data stream's account, taken from TCP_INFO on the side
+// that sent the data.
+type StreamStats struct {
+	Bytes         int64
+	RTT           int64 // ns
+	RTTVar        int64 // ns
+	Cwnd          uint32
+	Retrans       uint32 // total retransmitted segments
+	BusyTime      int64  // ns, TCP_INFO busy time
+	RwndLimited   int64  // ns
+	SndbufLimited int64  // ns
+	PacingRate    uint64 // bytes/s
+	DeliveryRate  uint64 // bytes/s
+}
+
+// Stats is one side's account of a session.
+type Stats struct {
+	Bytes   int64 // payload bytes carried this session
+	Elapsed int64 // ns
+	IOWait  int64 // ns spent in file reads (sender) or writes (receiver)
+	NetWait int64 // ns spent blocked on the network
+	Streams []StreamStats
+}
+
+func (s *Stats) appendTo(e *enc) {
+	e.iv(s.Bytes)
+	e.iv(s.Elapsed)
+	e.iv(s.IOWait)
+	e.iv(s.NetWait)
+	e.uv(uint64(len(s.Streams)))
+	for _, x := range s.Streams {
+		e.iv(x.Bytes)
+		e.iv(x.RTT)
+		e.iv(x.RTTVar)
+		e.uv(uint64(x.Cwnd))
+		e.uv(uint64(x.Retrans))
+		e.iv(x.BusyTime)
+		e.iv(x.RwndLimited)
+		e.iv(x.SndbufLimited)
+		e.uv(x.PacingRate)
+		e.uv(x.DeliveryRate)
+	}
+}
+
+func (s *Stats) decode(d *dec) {
+	s.Bytes = d.int("bytes", maxInt64)
+	s.Elapsed = d.int("elapsed", maxInt64)
+	s.IOWait = d.int("io-wait", maxInt64)
+	s.NetWait = d.int("net-wait", maxInt64)
+	n := d.count("streams", 10)
+	for i := 0; i < n && d.err == nil; i++ {
+		s.Streams = append(s.Streams, StreamStats{
+			Bytes: d.int("bytes", maxInt64), RTT: d.int("rtt", maxInt64), RTTVar: d.int("rttvar", maxInt64),
+			Cwnd: uint32(d.un("cwnd", math.MaxUint32)), Retrans: uint32(d.un("retrans", math.MaxUint32)),
+			BusyTime: d.int("busy", maxInt64), RwndLimited: d.int("rwnd-limited", maxInt64),
+			SndbufLimited: d.int("sndbuf-limited", maxInt64),
+			PacingRate:    d.uv("pacing"), DeliveryRate: d.uv("delivery"),
+		})
+	}
+}
+
+// Done closes a session, each side sending its account.
+type Done struct{ Stats Stats }
+
+func (m *Done) Type() Type      { return TDone }
+func (m *Done) appendTo(e *enc) { m.Stats.appendTo(e) }
+func (m *Done) decode(d *dec)   { m.Stats.decode(d) }
+
+// BenchDone ends a memory-to-memory test with the receiving side's account.
+type BenchDone struct{ Stats Stats }
+
+func (m *BenchDone) Type() Type      { return TBenchDone }
+func (m *BenchDone) appendTo(e *enc) { m.Stats.appendTo(e) }
+func (m *BenchDone) decode(d *dec)   { m.Stats.decode(d) }
+
+// Ping and Pong measure the control connection's round-trip time.
+type Ping struct{ Stamp int64 }
+
+func (m *Ping) Type() Type      { return TPing }
+func (m *Ping) appendTo(e *enc) { e.iv(m.Stamp) }
+func (m *Ping) decode(d *dec)   { m.Stamp = d.iv("stamp") }
+
+// Pong echoes a Ping.
+type Pong struct{ Stamp int64 }
+
+func (m *Pong) Type() Type      { return TPong }
+func (m *Pong) appendTo(e *enc) { e.iv(m.Stamp) }
+func (m *Pong) decode(d *dec)   { m.Stamp = d.iv("stamp") }
