@@ -106,7 +106,7 @@ func (q *queue) push(r blockRange) {
 	q.mu.Lock()
 	q.ranges = append(q.ranges, r)
 	q.mu.Unlock()
-	q.cond.Signal()
+	q.cond.Broadcast() // a range holds work for every stream
 }
 
 func (q *queue) pushResend(j job) {

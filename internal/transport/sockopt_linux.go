@@ -17,7 +17,7 @@ import (
 )
 
 // control runs before connect or bind, on the raw socket.
-func control(c syscall.RawConn, network string, o Options) error {
+func control(c syscall.RawConn, network, peer string, o Options) error {
 	var serr error
 	err := c.Control(func(fd uintptr) {
 		s := int(fd)
@@ -45,8 +45,8 @@ func control(c syscall.RawConn, network string, o Options) error {
 			}
 		}
 		cc := o.CC
-		if cc == "" && HasCC("bbr") {
-			cc = "bbr"
+		if cc == "" {
+			cc = defaultCC(peer)
 		}
 		if cc != "" {
 			if err := unix.SetsockoptString(s, unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc); err != nil {

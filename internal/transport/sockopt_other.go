@@ -8,7 +8,7 @@ import (
 	"syscall"
 )
 
-func control(c syscall.RawConn, network string, o Options) error {
+func control(c syscall.RawConn, network, peer string, o Options) error {
 	if o.CC != "" || o.Window > 0 || o.DSCP >= 0 || o.PacingRate > 0 || o.NotSentLowat > 0 {
 		return ErrNotSupported
 	}

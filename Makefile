@@ -1,0 +1,41 @@
+# Lightpath: the two commands that matter are `make demo` and `make test`.
+GO      ?= go
+BIN     := bin/lightpath
+PKGS    := ./...
+FUZZTIME ?= 10s
+
+.PHONY: all build demo test check unit fuzz bench clean deps
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/lightpath
+
+# Installs what the tests and the demo need on a fresh Debian machine.
+deps:
+	@scripts/deps.sh
+
+demo: deps build
+	@scripts/demo.sh
+
+# The whole test suite: formatting, vet, unit and end-to-end tests (the
+# end-to-end ones run the real binary; those that need root skip elsewhere),
+# with the race detector, then a short pass of every fuzz target.
+test: deps check unit fuzz
+
+check:
+	@fmt=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$fmt" ]; then echo "gofmt would change: $$fmt"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+unit: build
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+fuzz:
+	@scripts/fuzz.sh $(FUZZTIME)
+
+bench: deps build
+	bench/movers.sh
+
+clean:
+	rm -rf bin

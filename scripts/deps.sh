@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the tests and the demo use, only when missing.
+set -euo pipefail
+need=()
+command -v setpriv >/dev/null || need+=(util-linux)
+command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
+if ((${#need[@]})); then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "deps: missing ${need[*]}; run as root or install them" >&2
+		exit 0
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
+fi
