@@ -173,7 +173,9 @@ func runReceiver(ctx context.Context, l *link, dst Dest) (RecvResult, error) {
 		}()
 	}
 	done := make(chan wire.Stats, 1)
+	readerDone := make(chan struct{})
 	go func() {
+		defer close(readerDone)
 		st, err := r.readLoop(ctx)
 		if err != nil {
 			fail(err)
@@ -181,16 +183,25 @@ func runReceiver(ctx context.Context, l *link, dst Dest) (RecvResult, error) {
 		}
 		done <- st
 	}()
+	// On failure, everything that may hand files to the finalizers stops
+	// before they are shut down.
+	abort := func(err error) (RecvResult, error) {
+		cancel()
+		l.close()
+		streams.Wait()
+		<-readerDone
+		return RecvResult{}, err
+	}
 	var remote wire.Stats
 	select {
 	case remote = <-done:
 	case err := <-errc:
-		return RecvResult{}, err
+		return abort(err)
 	}
 	streams.Wait()
 	select {
 	case err := <-errc:
-		return RecvResult{}, err
+		return abort(err)
 	default:
 	}
 	r.applyDirs()

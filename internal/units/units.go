@@ -6,7 +6,8 @@
 // Rates are bits per second with SI (decimal) prefixes: k=1e3, M=1e6, G=1e9,
 // T=1e12, P=1e15, E=1e18. Prefixes and unit words are case-insensitive, so
 // "10g", "10Gbps", "10gbit" and "10 Gbit/s" are all 10e9 bit/s. A trailing
-// "b" or "B" always means bits in a rate, never bytes.
+// "b" means bits; an upper-case "B" (bytes, as in "10GB/s") is refused
+// rather than guessed at.
 //
 // Sizes are bytes. A prefix without "i" is decimal and one with "i" is
 // binary: "4k" and "4KB" are 4000 bytes, "4Ki" and "4KiB" are 4096 bytes.
@@ -82,6 +83,10 @@ func ParseRate(s string) (uint64, error) {
 	num, rest, ok := splitNumber(t)
 	if !ok {
 		return 0, &parseError{"rate", s, rateWant, ErrSyntax}
+	}
+	if suffix := strings.TrimLeft(rest, "kKmMgGtTpPeE"); strings.HasPrefix(suffix, "B") && !strings.HasPrefix(strings.ToLower(suffix), "bit") {
+		// 10GB/s reads as bytes to most people; refuse rather than guess.
+		return 0, &parseError{"rate", s, "rates are bits per second and B means bytes: write 10G, 10Gbps or 10gbit", ErrSyntax}
 	}
 	rest = strings.ToLower(rest)
 	power := 0

@@ -414,3 +414,16 @@ func FuzzParseSize(f *testing.F) {
 		}
 	})
 }
+
+func TestRateRefusesBytes(t *testing.T) {
+	for _, in := range []string{"10GB", "10GB/s", "1MBps", "5B"} {
+		if _, err := ParseRate(in); err == nil {
+			t.Errorf("ParseRate(%q) accepted bytes as bits", in)
+		}
+	}
+	for _, in := range []string{"10GBIT", "10Gbps", "10gb", "5b"} {
+		if _, err := ParseRate(in); err != nil {
+			t.Errorf("ParseRate(%q): %v", in, err)
+		}
+	}
+}
