@@ -408,6 +408,8 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 		printSummary(stdout, sum)
 	}
 	switch {
+	case runErr != nil && ctx.Err() != nil:
+		return errors.New("cp: interrupted: run the same command again to resume")
 	case runErr != nil:
 		return fmt.Errorf("cp: %w", runErr)
 	case len(failures) > 0:

@@ -119,6 +119,53 @@ func (l *link) deadline(c net.Conn, write bool) {
 	}
 }
 
+// keepalive pings the peer on the control connection until done closes, so
+// each side's control reader, which allows the stall timeout between
+// messages, hears from a live peer even while no file event is due.
+func (l *link) keepalive(done <-chan struct{}) {
+	if l.stall <= 0 {
+		return
+	}
+	t := time.NewTicker(l.stall / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			if l.ctrl.queue(&wire.Ping{Stamp: time.Now().UnixNano()}) != nil {
+				return
+			}
+		}
+	}
+}
+
+// readCtrl reads the next control message, allowing the stall timeout.
+func (l *link) readCtrl() (wire.Msg, error) {
+	l.deadline(l.ctrl.conn, false)
+	return l.ctrl.read()
+}
+
+// readFull fills p from a data stream, re-arming the stall deadline on every
+// read that makes progress, so a slow but moving stream is never cut off.
+func (l *link) readFull(d *dataConn, p []byte) error {
+	for n := 0; n < len(p); {
+		l.deadline(d.conn, false)
+		k, err := d.r.Read(p[n:])
+		n += k
+		if err != nil {
+			if err == io.EOF && n > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			if n == len(p) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
 // Progress counts a transfer's advance; the engines update it as they go and
 // a reporter reads it at any time.
 type Progress struct {

@@ -129,6 +129,7 @@ func runReceiver(ctx context.Context, l *link, dst Dest) (RecvResult, error) {
 	flushDone := make(chan struct{})
 	defer close(flushDone)
 	go l.ctrl.flusher(flushDone)
+	go l.keepalive(flushDone)
 
 	errc := make(chan error, len(l.data)+2)
 	fail := func(err error) {
@@ -234,7 +235,7 @@ func (r *receiver) closeAll() {
 
 func (r *receiver) readLoop(ctx context.Context) (wire.Stats, error) {
 	for {
-		m, err := r.l.ctrl.read()
+		m, err := r.l.readCtrl()
 		if err != nil {
 			return wire.Stats{}, fmt.Errorf("control: %w", err)
 		}
@@ -270,6 +271,7 @@ func (r *receiver) readLoop(ctx context.Context) (wire.Stats, error) {
 			if err := r.l.ctrl.queue(&wire.Pong{Stamp: m.Stamp}); err != nil {
 				return wire.Stats{}, err
 			}
+		case *wire.Pong:
 		case *wire.Done:
 			return m.Stats, nil
 		default:
@@ -668,8 +670,11 @@ func (r *receiver) stream(ctx context.Context, d *dataConn) error {
 	var hb [wire.BlockHeaderSize]byte
 	buf := make([]byte, 1<<20)
 	for {
+		// No deadline while waiting for a header: a stream may idle while
+		// the others carry the data; the control connection's keepalive
+		// tells a live peer from a dead one.
 		t0 := time.Now()
-		r.l.deadline(d.conn, false)
+		d.conn.SetReadDeadline(time.Time{})
 		if _, err := io.ReadFull(d.r, hb[:]); err != nil {
 			return err
 		}
@@ -731,8 +736,7 @@ func (r *receiver) block(ctx context.Context, d *dataConn, f *rfile, h wire.Bloc
 		for o := int64(0); o < n; {
 			k := min(int64(len(buf)), n-o)
 			t := time.Now()
-			r.l.deadline(d.conn, false)
-			if _, err := io.ReadFull(d.r, buf[:k]); err != nil {
+			if err := r.l.readFull(d, buf[:k]); err != nil {
 				return err
 			}
 			t1 := time.Now()

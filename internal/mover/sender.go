@@ -211,6 +211,7 @@ func runSender(ctx context.Context, l *link, src Source) (SendResult, error) {
 	flushDone := make(chan struct{})
 	defer close(flushDone)
 	go l.ctrl.flusher(flushDone)
+	go l.keepalive(flushDone)
 
 	var wg sync.WaitGroup
 	errc := make(chan error, len(l.data)+3)
@@ -456,7 +457,7 @@ func (s *sender) walkItem(ctx context.Context, root *os.Root, src, name string, 
 // readLoop handles the receiver's messages until its Done.
 func (s *sender) readLoop(ctx context.Context) (wire.Stats, error) {
 	for {
-		m, err := s.l.ctrl.read()
+		m, err := s.l.readCtrl()
 		if err != nil {
 			return wire.Stats{}, fmt.Errorf("control: %w", err)
 		}
@@ -481,6 +482,7 @@ func (s *sender) readLoop(ctx context.Context) (wire.Stats, error) {
 			if err := s.l.ctrl.queue(&wire.Pong{Stamp: m.Stamp}); err != nil {
 				return wire.Stats{}, err
 			}
+		case *wire.Pong:
 		case *wire.Done:
 			return m.Stats, nil
 		default:
@@ -885,7 +887,7 @@ func (s *sender) sendBlock(d *dataConn, j job, buf []byte) error {
 // sendFileDeadline sends with sendfile in slices, re-arming the stall
 // deadline as each slice goes, so a slow but moving link is not cut off.
 func sendFileDeadline(l *link, d *dataConn, fd *os.File, off, n int64) (int64, error) {
-	const slice = 1 << 20
+	const slice = 256 << 10
 	var done int64
 	for done < n {
 		k := min(slice, n-done)
