@@ -20,8 +20,9 @@
 # Environment: RUNS (3), DURATION (5, seconds, "5s" accepted), SIZE (2G),
 # NFILES (5000), ONLY (mem|file|many), JSON=1 (same as --json), TIMEOUT (300,
 # seconds per file-copy command), VERIFY (1: compare content after the first
-# run of each tool), KEEP=1 (keep the work directory), PORT_BASE (29100),
-# LIGHTPATH (a lightpath binary to use instead of building bin/lightpath).
+# run of each tool), WARMUP (1: one unrecorded round before the file
+# scenarios' runs; 0 to skip), KEEP=1 (keep the work directory), PORT_BASE
+# (29100), LIGHTPATH (a lightpath binary to use instead of building one).
 #
 # Output: a table per scenario on stdout; with --json, one JSON object per
 # line on stdout instead (the table then goes to stderr). A peer that cannot
@@ -47,6 +48,7 @@ ONLY=${ONLY:-}
 JSON=${JSON:-0}
 TIMEOUT=${TIMEOUT:-300}
 VERIFY=${VERIFY:-1}
+WARMUP=${WARMUP:-1}
 KEEP=${KEEP:-0}
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
@@ -142,21 +144,26 @@ tool_reason() {
 	esac
 }
 
-# measure SCEN KIND BYTES TOOL... runs `run_KIND_TOOL RUN` RUNS times for each
-# tool, taking turns. A run function moves BYTES (or, for memory-to-memory,
-# sets BPS itself) and returns non-zero with RUN_ERROR on failure; a tool
-# that fails once is dropped from the scenario, so that no median is ever
-# made of fewer runs than asked.
+# measure SCEN KIND BYTES TOOL... runs `run_KIND_TOOL RUN BYTES` RUNS times
+# for each tool, taking turns, after an unrecorded warm-up round (run 0) if
+# WARMUP=1: the first run of a copy tool was up to 3x slower here (cold
+# pages, cold server).
+# A run function moves BYTES (or, for memory-to-memory, sets BPS itself) and
+# returns non-zero with RUN_ERROR on failure; a tool that fails once is
+# dropped from the scenario, so that no median is ever made of fewer runs
+# than asked.
 measure() {
-	local scen=$1 kind=$2 bytes=$3 tool why run
+	local scen=$1 kind=$2 bytes=$3 tool why run warm=$WARMUP
 	shift 3
+	[[ $kind != mem ]] || warm=0 # a timed stream has no cold start to hide
+	FIRST_RUN=$((warm > 0 ? 0 : 1))
 	for tool in "$@"; do
 		STATUS[$scen|$tool]=ok
 		RESULTS[$scen|$tool]=
 		why=$(tool_reason "$tool")
 		if [[ -n $why ]]; then mark_unavailable "$scen" "$tool" "$why"; fi
 	done
-	for ((run = 1; run <= RUNS; run++)); do
+	for ((run = FIRST_RUN; run <= RUNS; run++)); do
 		for tool in "$@"; do
 			[[ ${STATUS[$scen|$tool]} == ok ]] || continue
 			BPS='' ELAPSED='' RUN_ERROR=''
@@ -164,8 +171,8 @@ measure() {
 				if [[ -z $BPS ]]; then
 					BPS=$(awk -v b="$bytes" -v s="$ELAPSED" 'BEGIN { printf "%.0f", b * 8 / s }')
 				fi
-				RESULTS[$scen|$tool]+="$BPS "
-				log "$scen run $run/$RUNS ${NAME[$tool]}: $(gbit "$BPS") Gbit/s${ELAPSED:+ in ${ELAPSED}s}"
+				if ((run > 0)); then RESULTS[$scen|$tool]+="$BPS "; fi
+				log "$scen run $run/$RUNS$( ((run > 0)) || echo ' (warm-up)') ${NAME[$tool]}: $(gbit "$BPS") Gbit/s${ELAPSED:+ in ${ELAPSED}s}"
 			else
 				mark_unavailable "$scen" "$tool" "run $run: ${RUN_ERROR:-failed}"
 			fi
@@ -192,7 +199,7 @@ report() {
 		if [[ ${STATUS[$scen|$tool]} == ok ]]; then
 			med=$(median_of "$scen" "$tool")
 			runs=
-			for r in ${RESULTS[$scen|$tool]}; do runs+="$(gbit "$r") "; done
+			for r in ${RESULTS[$scen|$tool]}; do runs+="${runs:+ }$(gbit "$r")"; done
 			out "$(printf '  %-16s %10s   %s' "${NAME[$tool]}" "$(gbit "$med")" "$runs")"
 			emit_json scenario="$scen" "${extra[@]}" tool="${NAME[$tool]}" status=ok \
 				median_bps:="$med" runs_bps:="[$(echo "${RESULTS[$scen|$tool]}" | xargs | tr ' ' ',')]"
@@ -385,9 +392,23 @@ make_tree() {
 	{ random_stream || true; } | python3 -c "$MKTREE_PY" "$1" "$2"
 }
 
+# clear_destinations empties every tool's destination right before each timed
+# run, not only the running tool's. This machine is a VM whose guest returns
+# freed memory to the host (free page reporting) and whose first touch of a
+# page the guest has not used lately is slow: writing 2 GiB into such pages
+# ran at 2.5-2.9 Gbit/s against 12-14 into pages freed just before. Freeing
+# the previous copy right before each run gives every tool the same kind of
+# pages; keeping other tools' copies around would hand the slow ones to
+# whoever runs first.
+clear_destinations() {
+	local d
+	for d in "$W/gftp" "$W/xrd/data" "$W/lp" "$W/cat"; do empty_dir "$d"; done
+}
+
 # check_copy RUN SRC DST BYTES checks that DST holds all the bytes and, after
-# a tool's first run (VERIFY=1), the same content, so that a fast but wrong
-# copy never counts. DST is a file or a directory tree.
+# a tool's first run (the warm-up, or run 1 without one) with VERIFY=1, the
+# same content, so that a fast but wrong copy never counts. DST is a file or
+# a directory tree.
 check_copy() {
 	local run=$1 src=$2 dst=$3 bytes=$4 got
 	if [[ -d $src ]]; then
@@ -401,7 +422,7 @@ check_copy() {
 		RUN_ERROR="copied $got of $bytes bytes"
 		return 1
 	fi
-	if [[ $VERIFY == 1 && $run == 1 ]]; then
+	if [[ $VERIFY == 1 && $run == "$FIRST_RUN" ]]; then
 		if [[ -d $src ]]; then
 			if ! diff -rq "$src" "$dst" >"$W/logs/diff.out" 2>&1; then
 				RUN_ERROR="copy differs: $(last_line "$W/logs/diff.out")"
@@ -493,28 +514,28 @@ scenario_mem() {
 SRC_FILE=$W/src/file.bin
 
 run_file_gridftp() {
-	empty_dir "$W/gftp"
+	clear_destinations
 	timed "$W/logs/file-gridftp.out" "$TIMEOUT" globus-url-copy -p 4 -fast \
 		"file://$SRC_FILE" "ftp://127.0.0.1:${SERVER_PORT[gridftp]}$W/gftp/dst.bin" || return 1
 	check_copy "$1" "$SRC_FILE" "$W/gftp/dst.bin" "$2"
 }
 
 run_file_xrdcp() {
-	empty_dir "$W/xrd/data"
+	clear_destinations
 	timed "$W/logs/file-xrdcp.out" "$TIMEOUT" xrdcp -s \
 		"$SRC_FILE" "root://127.0.0.1:${SERVER_PORT[xrootd]}/$W/xrd/data/dst.bin" || return 1
 	check_copy "$1" "$SRC_FILE" "$W/xrd/data/dst.bin" "$2"
 }
 
 run_file_lightpath() {
-	empty_dir "$W/lp"
+	clear_destinations
 	timed "$W/logs/file-lightpath.json" "$TIMEOUT" "$LP" cp --json \
 		"$SRC_FILE" "lp://127.0.0.1:${SERVER_PORT[lightpath]}/dst.bin" || return 1
 	check_copy "$1" "$SRC_FILE" "$W/lp/dst.bin" "$2"
 }
 
 run_file_cat() {
-	empty_dir "$W/cat"
+	clear_destinations
 	# The local limit: one reader, one writer into new tmpfs pages, no
 	# network. Writing new pages is what bounds every mover here.
 	# shellcheck disable=SC2016 # $1 and $2 belong to the inner bash
@@ -536,10 +557,7 @@ scenario_file() {
 	ratio file "lightpath / cat limit" 0.8 cat
 	# Free its memory before the next scenario fills tmpfs again.
 	rm -f "$SRC_FILE"
-	empty_dir "$W/gftp"
-	empty_dir "$W/xrd/data"
-	empty_dir "$W/lp"
-	empty_dir "$W/cat"
+	clear_destinations
 }
 
 # ---------------------------------------------------------------------------
@@ -548,7 +566,7 @@ scenario_file() {
 SRC_TREE=$W/src/many
 
 run_many_gridftp() {
-	empty_dir "$W/gftp"
+	clear_destinations
 	# The trailing slashes tell globus-url-copy both ends are directories;
 	# it creates the subdirectories itself.
 	timed "$W/logs/many-gridftp.out" "$TIMEOUT" globus-url-copy -r -cc 4 -pp -fast \
@@ -557,7 +575,7 @@ run_many_gridftp() {
 }
 
 run_many_xrdcp() {
-	empty_dir "$W/xrd/data"
+	clear_destinations
 	# xrdcp -r copies the directory itself into an existing target directory.
 	timed "$W/logs/many-xrdcp.out" "$TIMEOUT" xrdcp -s -r --parallel 4 \
 		"$SRC_TREE" "root://127.0.0.1:${SERVER_PORT[xrootd]}/$W/xrd/data/" || return 1
@@ -565,7 +583,7 @@ run_many_xrdcp() {
 }
 
 run_many_lightpath() {
-	empty_dir "$W/lp"
+	clear_destinations
 	timed "$W/logs/many-lightpath.json" "$TIMEOUT" "$LP" cp -r --json \
 		"$SRC_TREE" "lp://127.0.0.1:${SERVER_PORT[lightpath]}/many" || return 1
 	check_copy "$1" "$SRC_TREE" "$W/lp/many" "$2"
@@ -583,6 +601,7 @@ scenario_many() {
 		gridftp xrdcp lightpath
 	ratio many "lightpath / faster peer" 2 gridftp xrdcp
 	rm -rf "$SRC_TREE"
+	clear_destinations
 }
 
 # ---------------------------------------------------------------------------
