@@ -403,8 +403,8 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 		sum.Errors = sum.Errors[:20]
 	}
 	if o.jsonOut {
-		out.write(sum)
-	} else {
+		out.write(sum) // the last line is always the summary
+	} else if runErr == nil || sent > 0 || len(failures) > 0 || sum.Files > 0 {
 		printSummary(stdout, sum)
 	}
 	switch {

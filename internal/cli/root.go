@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -34,7 +35,16 @@ func Main(args []string) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	fmt.Fprintf(os.Stderr, "lightpath: %v\n", err)
+	msg := err.Error()
+	if strings.HasPrefix(msg, "unknown command") {
+		// cobra's own wording has no "what: why" shape; give it one.
+		name := ""
+		if len(args) > 0 {
+			name = args[0]
+		}
+		msg = fmt.Sprintf("%s: unknown command (run 'lightpath --help' for the list)", name)
+	}
+	fmt.Fprintf(os.Stderr, "lightpath: %s\n", msg)
 	return 1
 }
 

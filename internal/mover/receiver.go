@@ -2,6 +2,8 @@ package mover
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"hash/adler32"
 	"io"
@@ -30,12 +32,47 @@ type Dest struct {
 	// Done lists manifest paths an earlier attempt of the same command
 	// already delivered: they are skipped, not refused as existing.
 	Done map[string]bool
+	// Locks, when set, keeps two sessions from writing one file at once.
+	Locks *PathLocks
+}
+
+// PathLocks holds the destination paths that sessions are writing. A server
+// shares one among all its sessions: a second push to a file being received
+// is refused instead of mixing blocks in one partial file.
+type PathLocks struct {
+	mu   sync.Mutex
+	held map[string]bool
+}
+
+// NewPathLocks returns an empty set.
+func NewPathLocks() *PathLocks { return &PathLocks{held: map[string]bool{}} }
+
+func (p *PathLocks) lock(name string) bool {
+	if p == nil {
+		return true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held[name] {
+		return false
+	}
+	p.held[name] = true
+	return true
+}
+
+func (p *PathLocks) unlock(name string) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	delete(p.held, name)
+	p.mu.Unlock()
 }
 
 // target maps a manifest path to a path within the root, refusing anything
 // that is not a clean relative path.
 func (d Dest) target(p string) (string, error) {
-	if p == "" || strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) || strings.Contains(p, "\\") {
+	if p == "" || strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
 		return "", fmt.Errorf("invalid path %q", p)
 	}
 	parts := strings.Split(p, "/")
@@ -55,6 +92,12 @@ func (d Dest) target(p string) (string, error) {
 
 func workNames(target string) (part, jour string) {
 	dir, name := path.Split(target)
+	// A name near the 255-byte limit would overflow with the prefix and
+	// suffix: such files work under a digest of their name instead.
+	if len(name)+1+len(journalSuffix) > 255 {
+		sum := sha256.Sum256([]byte(name))
+		name = "lp-" + hex.EncodeToString(sum[:16])
+	}
 	return path.Join(dir, "."+name+partSuffix), path.Join(dir, "."+name+journalSuffix)
 }
 
@@ -85,6 +128,7 @@ type rfile struct {
 	end     *wire.FileEndItem
 	fresh   bool // the partial file is new: holes need no punching
 	verdict bool // a result has been sent
+	locked  bool // holds the destination path in Dest.Locks
 }
 
 // receiver runs the receiving end of a session.
@@ -230,6 +274,18 @@ func (r *receiver) closeAll() {
 			f.jour = nil
 		}
 		f.mu.Unlock()
+		r.release(f)
+	}
+}
+
+// release gives up a file's hold on its destination path.
+func (r *receiver) release(f *rfile) {
+	f.mu.Lock()
+	held := f.locked
+	f.locked = false
+	f.mu.Unlock()
+	if held {
+		r.dst.Locks.unlock(f.target)
 	}
 }
 
@@ -315,7 +371,11 @@ func (r *receiver) lookup(ctx context.Context, id uint32) (*rfile, error) {
 
 // entry handles one manifest entry and says what to ask of the sender.
 func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
+	var f *rfile
 	fail := func(err error) (wire.NeedItem, bool) {
+		if f != nil {
+			r.release(f)
+		}
 		r.l.fileResult(FileResult{Path: e.Path, Size: e.Size, Reason: err.Error()})
 		return wire.NeedItem{ID: e.ID, Action: wire.NeedFail, Reason: err.Error()}, true
 	}
@@ -323,7 +383,7 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 	if err != nil {
 		return fail(err)
 	}
-	f := &rfile{e: e, target: target, ready: make(chan struct{})}
+	f = &rfile{e: e, target: target, ready: make(chan struct{})}
 	f.part, f.jname = workNames(target)
 	if e.Kind == wire.EntryFile {
 		f.nblocks = int((e.Size + r.l.blockSize - 1) / r.l.blockSize)
@@ -364,6 +424,10 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 	if err := r.mkdir(path.Dir(target)); err != nil {
 		return fail(err)
 	}
+	if !r.dst.Locks.lock(target) {
+		return fail(fmt.Errorf("%s: another transfer is writing it now", target))
+	}
+	f.locked = true
 	// An existing destination: the policy decides.
 	if fi, err := r.dst.Root.Lstat(target); err == nil {
 		if fi.IsDir() {
@@ -373,6 +437,7 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 		case wire.PolicyRefuse:
 			return fail(fmt.Errorf("destination %s exists (use --overwrite, --skip-existing or --update)", target))
 		case wire.PolicySkip:
+			r.release(f)
 			r.l.prog.BytesSkipped.Add(e.Size)
 			r.l.fileResult(FileResult{Path: e.Path, Size: e.Size, OK: true, Skipped: true, Reason: "exists"})
 			return wire.NeedItem{ID: e.ID, Action: wire.NeedSkip, Reason: "exists"}, true
@@ -579,6 +644,7 @@ func (r *receiver) needFail(f *rfile, err error) {
 	f.verdict, f.state = true, rFinal
 	closeReady(f)
 	f.mu.Unlock()
+	r.release(f)
 	r.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, Reason: err.Error()})
 	r.l.ctrl.queue(&wire.Need{Items: []wire.NeedItem{{ID: f.e.ID, Action: wire.NeedFail, Reason: err.Error()}}})
 }
@@ -641,9 +707,9 @@ func (r *receiver) fileEnd(it wire.FileEndItem) error {
 		return fmt.Errorf("%w: file end for unknown file %d", wire.ErrMalformed, it.ID)
 	}
 	f.mu.Lock()
-	if f.end != nil {
+	if f.end != nil && (it.Abort == "" || f.end.Abort != "") {
 		f.mu.Unlock()
-		return nil
+		return nil // only an abort may follow a file's end
 	}
 	f.end = &it
 	complete := f.state == rReceiving && (f.nhave == f.nblocks || it.Abort != "")
@@ -846,6 +912,7 @@ func (r *receiver) result(f *rfile, it wire.ResultItem) {
 	if already {
 		return
 	}
+	r.release(f)
 	r.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, OK: it.OK, Skipped: it.Skipped, Reason: it.Reason,
 		CRC32C: it.CRC, Adler32: it.Adler32, HasAdler: f.adlers != nil})
 	r.l.ctrl.queue(&wire.Result{Items: []wire.ResultItem{it}})

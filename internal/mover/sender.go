@@ -561,7 +561,7 @@ func (s *sender) need(ctx context.Context, it wire.NeedItem) error {
 				held += s.blockLen(f, h.Index)
 			}
 			s.l.prog.BytesSkipped.Add(held)
-			var missing []uint32
+			missing := []uint32{} // non-nil: an empty list means nothing to send
 			for i := 0; i < f.nblocks; i++ {
 				if !have[uint32(i)] {
 					missing = append(missing, uint32(i))
@@ -647,9 +647,12 @@ func sameFile(fd *os.File, e wire.Entry) error {
 	return nil
 }
 
+// abort gives a file up. It is sent even after the file's end went out (a
+// block that keeps arriving damaged is found only then), so the receiver
+// always reaches a verdict.
 func (s *sender) abort(f *sfile, reason string) {
 	f.mu.Lock()
-	if f.ended {
+	if f.failed != "" {
 		f.mu.Unlock()
 		return
 	}

@@ -47,6 +47,8 @@ type Server struct {
 	root *os.Root
 	log  *slog.Logger
 
+	locks *PathLocks
+
 	mu       sync.Mutex
 	pending  map[[16]byte]*session
 	active   map[*session]bool
@@ -94,7 +96,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = 64
 	}
-	return &Server{cfg: cfg, root: root, log: cfg.Logger.With("component", "server"),
+	return &Server{cfg: cfg, root: root, log: cfg.Logger.With("component", "server"), locks: NewPathLocks(),
 		pending: map[[16]byte]*session{}, active: map[*session]bool{}}, nil
 }
 
@@ -374,6 +376,7 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, tcp *net.TCPConn
 	start := time.Now()
 	var runErr error
 	var bytes int64
+	var srcErrs int
 	switch m := m.(type) {
 	case *wire.Put:
 		l.blockSize, l.opts = int64(m.BlockSize), m.Transfer
@@ -384,11 +387,11 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, tcp *net.TCPConn
 		l.blockSize, l.opts = int64(m.BlockSize), m.Transfer
 		var res SendResult
 		res, runErr = runSender(ctx, l, src)
-		bytes = res.Local.Bytes
+		bytes, srcErrs = res.Local.Bytes, len(res.Errors)
 	case *wire.Bench:
 		bytes, runErr = serveBench(ctx, l, m)
 	}
-	s.logSession(sid, peer, op, l.prog, bytes, time.Since(start), runErr)
+	s.logSession(sid, peer, op, l.prog, bytes, srcErrs, time.Since(start), runErr)
 	if runErr != nil {
 		log.Info("session ended", "session", sid, "op", op, "err", runErr)
 	}
@@ -431,7 +434,7 @@ func (s *Server) putDest(m *wire.Put) (Dest, error) {
 	fi, err := s.root.Stat(p)
 	switch {
 	case err == nil && fi.IsDir():
-		return Dest{Root: s.root, Base: p}, nil
+		return Dest{Root: s.root, Base: p, Locks: s.locks}, nil
 	case err == nil && (m.Sources > 1 || m.DirSlash):
 		return Dest{}, fmt.Errorf("destination %s is not a directory", m.Dest)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
@@ -440,16 +443,16 @@ func (s *Server) putDest(m *wire.Put) (Dest, error) {
 		if err := s.root.MkdirAll(p, 0o755); err != nil {
 			return Dest{}, fmt.Errorf("create %s: %w", m.Dest, cleanPathError(err))
 		}
-		return Dest{Root: s.root, Base: p}, nil
+		return Dest{Root: s.root, Base: p, Locks: s.locks}, nil
 	}
 	if p == "." {
-		return Dest{Root: s.root, Base: "."}, nil
+		return Dest{Root: s.root, Base: ".", Locks: s.locks}, nil
 	}
 	dir := path.Dir(p)
 	if err := s.root.MkdirAll(dir, 0o755); err != nil {
 		return Dest{}, fmt.Errorf("create %s: %w", dir, cleanPathError(err))
 	}
-	return Dest{Root: s.root, Base: dir, Rename: path.Base(p)}, nil
+	return Dest{Root: s.root, Base: dir, Rename: path.Base(p), Locks: s.locks}, nil
 }
 
 func (s *Server) getSource(m *wire.Get) (Source, error) {
@@ -521,14 +524,14 @@ func (s *Server) logFile(sid, peer, op string, fr FileResult) {
 	s.writeLog(l)
 }
 
-func (s *Server) logSession(sid, peer, op string, p *Progress, bytes int64, d time.Duration, err error) {
+func (s *Server) logSession(sid, peer, op string, p *Progress, bytes int64, srcErrs int, d time.Duration, err error) {
 	l := logLine{Session: sid, Peer: peer, Op: op, Kind: "session", Status: "ok",
 		Files: p.FilesDone.Load(), Bytes: bytes, Seconds: d.Seconds()}
 	if err != nil {
 		l.Status, l.Reason = "failed", err.Error()
-	} else if p.FilesFailed.Load() > 0 {
+	} else if n := p.FilesFailed.Load() + int64(srcErrs); n > 0 {
 		l.Status = "partial"
-		l.Reason = fmt.Sprintf("%d files failed", p.FilesFailed.Load())
+		l.Reason = fmt.Sprintf("%d files or sources failed", n)
 	}
 	s.writeLog(l)
 }
