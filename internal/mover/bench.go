@@ -39,9 +39,12 @@ var benchSource = sync.OnceValues(func() (*os.File, error) {
 // benchSend fills one stream until the deadline, then closes its sending
 // side so the receiver sees the end.
 func benchSend(d *dataConn, until time.Time) error {
-	src, serr := benchSource()
+	var src *os.File
 	var buf []byte
-	if serr != nil || d.tls || d.tcp == nil {
+	if d.sendfile {
+		src, _ = benchSource()
+	}
+	if src == nil {
 		buf = make([]byte, 1<<20)
 		rand.Read(buf)
 	}

@@ -27,7 +27,13 @@ type dataConn struct {
 	tcp  *net.TCPConn // the socket under it, for TCP_INFO and sendfile
 	r    io.Reader    // buffered reader holding anything read past the join
 	tls  bool
-	sent atomic.Int64 // payload bytes written
+	// sendfile says whether large blocks go by sendfile(2). Not under TLS,
+	// and not to a loopback peer: there the receiver's copy out of the
+	// sender's page-cache pages costs more than the sender's copy it saves
+	// (measured: 2 GiB tmpfs to tmpfs at 11 against 12.5 Gbit/s, and
+	// memory to memory at 14 against 31 Gbit/s with BBR).
+	sendfile bool
+	sent     atomic.Int64 // payload bytes written
 }
 
 func newDataConn(c net.Conn, r io.Reader) *dataConn {
@@ -44,7 +50,13 @@ func newDataConn(c net.Conn, r io.Reader) *dataConn {
 	if d.r == nil {
 		d.r = c
 	}
+	d.sendfile = d.tcp != nil && !d.tls && !isLoopback(c.RemoteAddr())
 	return d
+}
+
+func isLoopback(a net.Addr) bool {
+	t, ok := a.(*net.TCPAddr)
+	return ok && t.IP.IsLoopback()
 }
 
 func (d *dataConn) stats() wire.StreamStats {

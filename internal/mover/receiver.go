@@ -126,9 +126,10 @@ type rfile struct {
 	crcs    []uint32
 	adlers  []uint32
 	end     *wire.FileEndItem
-	fresh   bool // the partial file is new: holes need no punching
-	verdict bool // a result has been sent
-	locked  bool // holds the destination path in Dest.Locks
+	fresh   bool       // the partial file is new: holes need no punching
+	verdict bool       // a result has been sent
+	locked  bool       // holds the destination path in Dest.Locks
+	wmu     sync.Mutex // serialises writes into the partial file
 }
 
 // receiver runs the receiving end of a session.
@@ -734,7 +735,9 @@ func (r *receiver) queueFinal(f *rfile) {
 // stream receives blocks from one data connection.
 func (r *receiver) stream(ctx context.Context, d *dataConn) error {
 	var hb [wire.BlockHeaderSize]byte
-	buf := make([]byte, 1<<20)
+	// 256 KiB chunks stay in cache from the socket read through the CRC to
+	// the file write.
+	buf := make([]byte, 256<<10)
 	for {
 		// No deadline while waiting for a header: a stream may idle while
 		// the others carry the data; the control connection's keepalive
@@ -814,7 +817,12 @@ func (r *receiver) block(ctx context.Context, d *dataConn, f *rfile, h wire.Bloc
 				ad = adler32Update(ad, buf[:k])
 			}
 			if !discard {
-				if _, err := fd.WriteAt(buf[:k], off+o); err != nil {
+				// One writer at a time per file: concurrent writes to one
+				// file only contend for the inode lock in the kernel.
+				f.wmu.Lock()
+				_, err := fd.WriteAt(buf[:k], off+o)
+				f.wmu.Unlock()
+				if err != nil {
 					r.resultFail(f, fmt.Sprintf("write %s: %v", f.target, cleanPathError(err)))
 					discard = true
 				}

@@ -810,7 +810,7 @@ func (s *sender) sendBlock(d *dataConn, j job, buf []byte) error {
 		if f.adlers != nil {
 			ad = adlerZeros(n)
 		}
-	case n <= smallBlock || d.tls || d.tcp == nil:
+	case n <= smallBlock || !d.sendfile:
 		p := buf[wire.BlockHeaderSize : wire.BlockHeaderSize+int(n)]
 		if _, err := fd.ReadAt(p, off); err != nil {
 			s.abort(f, fmt.Sprintf("read: %v", err))
@@ -848,7 +848,7 @@ func (s *sender) sendBlock(d *dataConn, j job, buf []byte) error {
 	switch {
 	case hole:
 		_, err = d.conn.Write(buf[:wire.BlockHeaderSize])
-	case n <= smallBlock || d.tls || d.tcp == nil:
+	case n <= smallBlock || !d.sendfile:
 		_, err = d.conn.Write(buf[:wire.BlockHeaderSize+int(n)])
 	default:
 		if _, err = d.conn.Write(buf[:wire.BlockHeaderSize]); err == nil {
