@@ -73,6 +73,8 @@ func benchSend(d *dataConn, until time.Time) error {
 // benchRecv drains one stream into memory until the sender closes it.
 func benchRecv(d *dataConn, stall time.Duration) error {
 	buf := make([]byte, 1<<20)
+	// Wake only for a full buffer (or the end): far fewer wakeups.
+	d.setLowat(len(buf))
 	for {
 		if stall > 0 {
 			d.conn.SetReadDeadline(time.Now().Add(stall))

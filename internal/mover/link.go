@@ -34,6 +34,7 @@ type dataConn struct {
 	// memory to memory at 14 against 31 Gbit/s with BBR).
 	sendfile bool
 	sent     atomic.Int64 // payload bytes written
+	lowat    int          // the SO_RCVLOWAT in force
 }
 
 func newDataConn(c net.Conn, r io.Reader) *dataConn {
@@ -52,6 +53,31 @@ func newDataConn(c net.Conn, r io.Reader) *dataConn {
 	}
 	d.sendfile = d.tcp != nil && !d.tls && !isLoopback(c.RemoteAddr())
 	return d
+}
+
+// setLowat asks the kernel not to wake this stream's reader until n bytes
+// are queued (SO_RCVLOWAT). The reader only ever asks for bytes the sender
+// is bound to send (the rest of a header or of a block), so it never waits
+// for bytes that will not come; and where it waits it wakes once per chunk
+// instead of once per segment: memory to memory, 33 became 50 Gbit/s.
+func (d *dataConn) setLowat(n int) {
+	if d.tcp == nil || d.tls || n == d.lowat {
+		return
+	}
+	if rc, err := d.tcp.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { setRcvLowat(int(fd), n) })
+	}
+	d.lowat = n
+}
+
+// expect sets the low-water mark for a read of n bytes, less what the
+// reader's buffer already holds: the kernel must not wait for bytes that
+// were read ahead.
+func (d *dataConn) expect(n int) {
+	if b, ok := d.r.(interface{ Buffered() int }); ok {
+		n -= b.Buffered()
+	}
+	d.setLowat(max(n, 1))
 }
 
 func isLoopback(a net.Addr) bool {
@@ -163,6 +189,7 @@ func (l *link) readCtrl() (wire.Msg, error) {
 func (l *link) readFull(d *dataConn, p []byte) error {
 	for n := 0; n < len(p); {
 		l.deadline(d.conn, false)
+		d.expect(len(p) - n)
 		k, err := d.r.Read(p[n:])
 		n += k
 		if err != nil {

@@ -732,18 +732,23 @@ func (r *receiver) queueFinal(f *rfile) {
 	r.final <- f
 }
 
+// recvChunk is the unit a receiver reads, checks and writes: small enough
+// to stay in cache from the socket through the CRC to the file.
+const recvChunk = 256 << 10
+
 // stream receives blocks from one data connection.
 func (r *receiver) stream(ctx context.Context, d *dataConn) error {
 	var hb [wire.BlockHeaderSize]byte
 	// 256 KiB chunks stay in cache from the socket read through the CRC to
 	// the file write.
-	buf := make([]byte, 256<<10)
+	buf := make([]byte, recvChunk)
 	for {
 		// No deadline while waiting for a header: a stream may idle while
 		// the others carry the data; the control connection's keepalive
 		// tells a live peer from a dead one.
 		t0 := time.Now()
 		d.conn.SetReadDeadline(time.Time{})
+		d.expect(wire.BlockHeaderSize)
 		if _, err := io.ReadFull(d.r, hb[:]); err != nil {
 			return err
 		}

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package mover
+
+func setRcvLowat(fd, n int) {}
