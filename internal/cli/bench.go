@@ -127,7 +127,8 @@ TCP_INFO on the sending side). Nothing touches a disk.`,
 	}
 	f := cmd.Flags()
 	t.register(f, 1, "parallel streams")
-	f.DurationVarP(&dur, "time", "t", 10*time.Second, "how long to send")
+	dur = 10 * time.Second
+	f.VarP(durationFlag{&dur}, "time", "t", "how long to send: 10s, 1m, or plain seconds")
 	f.BoolVarP(&reverse, "reverse", "R", false, "the server sends, the client receives")
 	f.BoolVar(&jsonOut, "json", false, "print NDJSON: an interval event every second, then the summary")
 	return cmd

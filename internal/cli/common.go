@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -153,6 +154,32 @@ func (t *tuningFlags) tuning() (wire.Tuning, error) {
 	}
 	return tu, nil
 }
+
+// durationFlag is a duration written Go style ("10s", "1m30s") or, as
+// iperf takes it, in plain seconds ("10").
+type durationFlag struct{ d *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return f.d.String()
+}
+
+func (f durationFlag) Set(s string) error {
+	if secs, err := strconv.ParseFloat(s, 64); err == nil {
+		*f.d = time.Duration(secs * float64(time.Second))
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration like 10s or plain seconds like 10")
+	}
+	*f.d = d
+	return nil
+}
+
+func (f durationFlag) Type() string { return "duration" }
 
 // ndjson writes one JSON object per line, safely from several goroutines.
 type ndjson struct {

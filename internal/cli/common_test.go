@@ -1,6 +1,9 @@
 package cli
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestParseRemote(t *testing.T) {
 	for _, tc := range []struct {
@@ -26,6 +29,26 @@ func TestParseRemote(t *testing.T) {
 		r, ok, err := parseRemote(tc.in)
 		if ok != tc.isRemote || (err != nil) != tc.err || (err == nil && (r.Addr != tc.addr || r.Path != tc.path)) {
 			t.Errorf("parseRemote(%q) = %+v, %v, %v", tc.in, r, ok, err)
+		}
+	}
+}
+
+func TestDurationFlag(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		err  bool
+	}{
+		{"10", 10 * time.Second, false},
+		{"2.5", 2500 * time.Millisecond, false},
+		{"1m30s", 90 * time.Second, false},
+		{"5s", 5 * time.Second, false},
+		{"ten", 0, true},
+	} {
+		var d time.Duration
+		err := durationFlag{&d}.Set(tc.in)
+		if (err != nil) != tc.err || d != tc.want {
+			t.Errorf("Set(%q) = %v, %v; want %v, error %v", tc.in, d, err, tc.want, tc.err)
 		}
 	}
 }

@@ -163,22 +163,14 @@ func Bench(ctx context.Context, cfg ClientConfig, dur time.Duration, reverse boo
 	if tick != nil {
 		done := make(chan struct{})
 		defer close(done)
-		go func() {
-			t := time.NewTicker(time.Second)
-			defer t.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case <-t.C:
-					var n int64
-					for _, d := range l.data {
-						n += d.sent.Load()
-					}
-					tick(n)
-				}
+		go every(time.Second, done, func() bool {
+			var n int64
+			for _, d := range l.data {
+				n += d.sent.Load()
 			}
-		}()
+			tick(n)
+			return true
+		})
 	}
 	mine, err := benchRun(l, !reverse, dur)
 	if err != nil {

@@ -164,14 +164,21 @@ func (l *link) keepalive(done <-chan struct{}) {
 	if l.stall <= 0 {
 		return
 	}
-	t := time.NewTicker(l.stall / 3)
+	every(l.stall/3, done, func() bool {
+		return l.ctrl.queue(&wire.Ping{Stamp: time.Now().UnixNano()}) == nil
+	})
+}
+
+// every calls fn each period until done closes or fn returns false.
+func every(period time.Duration, done <-chan struct{}, fn func() bool) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-done:
 			return
 		case <-t.C:
-			if l.ctrl.queue(&wire.Ping{Stamp: time.Now().UnixNano()}) != nil {
+			if !fn() {
 				return
 			}
 		}
