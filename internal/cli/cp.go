@@ -428,6 +428,9 @@ func printSummary(w io.Writer, s cpSummary) {
 		units.FormatDuration(time.Duration(s.Seconds*float64(time.Second))),
 		units.FormatRate(s.ThroughputBps), s.Streams, verdict)
 	fmt.Fprintf(w, "  sent %s, already there %s", units.FormatSize(s.BytesSent), units.FormatSize(s.BytesSkipped))
+	if s.BytesSparse > 0 {
+		fmt.Fprintf(w, ", holes recreated %s", units.FormatSize(s.BytesSparse))
+	}
 	if s.FilesSkipped > 0 {
 		fmt.Fprintf(w, " (%d files skipped)", s.FilesSkipped)
 	}

@@ -335,3 +335,89 @@ func TestOddNames(t *testing.T) {
 		})
 	}
 }
+
+// TestVeryLargeSparseFile pushes and pulls a 64 GiB file that holds three
+// small data regions: the holes must travel as holes (nothing like 64 GiB
+// may cross the wire), and the copies must have the same data at the same
+// offsets and the same size.
+func TestVeryLargeSparseFile(t *testing.T) {
+	src := scratchDir(t)
+	root := scratchDir(t)
+	local := scratchDir(t)
+	const size = 64 << 30
+	name := filepath.Join(src, "huge.img")
+	f, err := os.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	regions := []int64{0, 17<<30 + 12345, size - 4096}
+	for i, off := range regions {
+		if _, err := f.WriteAt([]byte(strings.Repeat(string(rune('a'+i)), 4096)), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	// This kernel may back a small write with a large folio (4 MiB here), so
+	// "sparse" means a tiny fraction of the size, not a few pages.
+	mostlyHoles := func(name string) {
+		t.Helper()
+		var st syscall.Stat_t
+		if err := syscall.Stat(name, &st); err != nil {
+			t.Fatal(err)
+		}
+		if used := st.Blocks * 512; used > 64<<20 {
+			t.Errorf("%s: %d bytes allocated for %d apparent: the holes were filled in", name, used, st.Size)
+		}
+	}
+	mostlyHoles(name)
+	srv := startServer(t, root)
+
+	check := func(what, got string) {
+		t.Helper()
+		fi, err := os.Stat(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() != size {
+			t.Fatalf("%s: size %d, want %d", what, fi.Size(), size)
+		}
+		mostlyHoles(got)
+		g, err := os.Open(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		for i, off := range regions {
+			b := make([]byte, 4096)
+			if _, err := g.ReadAt(b, off); err != nil {
+				t.Fatal(err)
+			}
+			if want := strings.Repeat(string(rune('a'+i)), 4096); string(b) != want {
+				t.Fatalf("%s: data at %d differs", what, off)
+			}
+		}
+		// Between the regions: zeros.
+		b := make([]byte, 1<<20)
+		if _, err := g.ReadAt(b, 40<<30); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range b {
+			if c != 0 {
+				t.Fatalf("%s: non-zero byte inside a hole", what)
+			}
+		}
+	}
+	s := cpOK(t, name, srv.URL("huge.img"))
+	if s.BytesSent > 64<<20 || s.BytesSparse < size-64<<20 {
+		t.Errorf("push: bytes_sent %d, bytes_sparse %d: the holes were sent as data", s.BytesSent, s.BytesSparse)
+	}
+	check("push", filepath.Join(root, "huge.img"))
+	s = cpOK(t, srv.URL("huge.img"), filepath.Join(local, "huge.img"))
+	if s.BytesSent > 64<<20 {
+		t.Errorf("pull: bytes_sent %d: the holes were sent as data", s.BytesSent)
+	}
+	check("pull", filepath.Join(local, "huge.img"))
+}
