@@ -423,8 +423,12 @@ func printSummary(w io.Writer, s cpSummary) {
 	if !s.Verified {
 		verdict = "NOT verified"
 	}
-	fmt.Fprintf(w, "%s %d files, %s in %s: %s over %d streams; %s\n",
-		map[string]string{"push": "pushed", "pull": "pulled"}[s.Direction], s.Files, units.FormatSize(s.Bytes),
+	files := "files"
+	if s.Files == 1 {
+		files = "file"
+	}
+	fmt.Fprintf(w, "%s %d %s, %s in %s: %s over %d streams; %s\n",
+		map[string]string{"push": "pushed", "pull": "pulled"}[s.Direction], s.Files, files, units.FormatSize(s.Bytes),
 		units.FormatDuration(time.Duration(s.Seconds*float64(time.Second))),
 		units.FormatRate(s.ThroughputBps), s.Streams, verdict)
 	fmt.Fprintf(w, "  sent %s, already there %s", units.FormatSize(s.BytesSent), units.FormatSize(s.BytesSkipped))

@@ -3,6 +3,7 @@ package mover
 import (
 	"fmt"
 
+	"github.com/lightpath/lightpath/internal/units"
 	"github.com/lightpath/lightpath/internal/wire"
 )
 
@@ -38,7 +39,7 @@ func Judge(snd, rcv wire.Stats, rate, achieved float64) Bottleneck {
 	pct := func(f float64) string { return fmt.Sprintf("%.0f%%", 100*min(f, 1)) }
 	switch {
 	case rate > 0 && achieved >= 0.9*rate:
-		return Bottleneck{"rate-limit", fmt.Sprintf("the transfer ran at the requested cap of %.3g bit/s", rate)}
+		return Bottleneck{"rate-limit", "the transfer ran at the requested cap of " + units.FormatRate(rate)}
 	case rWrite > 0.5:
 		return Bottleneck{"receiver-disk", "the receiver spent " + pct(rWrite) + " of its time writing to disk"}
 	case sRead > 0.5:
