@@ -216,7 +216,11 @@ func (s *Server) handleJoin(c net.Conn, r *wire.Reader, h wire.Hello, sn [wire.N
 			c.Close()
 		}
 	}()
-	ss.joins <- joined{index: int(j.Stream), conn: newDataConn(c, r.Buffered())}
+	select {
+	case ss.joins <- joined{index: int(j.Stream), conn: newDataConn(c, r.Buffered())}:
+	case <-time.After(s.cfg.IdleTimeout): // more joins than the session has streams
+		c.Close()
+	}
 }
 
 func underlyingTCP(c net.Conn) *net.TCPConn {
