@@ -40,6 +40,9 @@ source "$HERE/lib.sh"
 # Settings
 
 RUNS=${RUNS:-3}
+# The congestion control lightpath runs on loopback; the peers are measured
+# with it too, beside their defaults.
+SAME_CC=${SAME_CC:-cubic}
 DURATION=${DURATION:-5}
 DURATION=${DURATION%s}
 SIZE=${SIZE:-2G}
@@ -114,7 +117,7 @@ trap 'exit 143' TERM
 
 declare -A STATUS=()  # scenario|tool -> ok, or unavailable (why)
 declare -A RESULTS=() # scenario|tool -> bits per second of each run
-declare -A NAME=([iperf3]=iperf3 [iperf2]="iperf (2)" [lightpath]=lightpath
+declare -A NAME=([iperf3]=iperf3 [iperf2]="iperf (2)" [iperf3cc]="iperf3 -C $SAME_CC" [iperf2cc]="iperf -Z $SAME_CC" [lightpath]=lightpath
 	[gridftp]=globus-url-copy [xrdcp]=xrdcp [cat]="cat | cat")
 
 # out prints the human table: on stdout, or on stderr when stdout is NDJSON.
@@ -136,8 +139,8 @@ mark_unavailable() {
 tool_reason() {
 	case $1 in
 	lightpath) printf '%s' "${LP_REASON:-}" ;;
-	iperf3) printf '%s' "${UNAVAILABLE[iperf3]:-${SERVER_ERR[iperf3]:-}}" ;;
-	iperf2) printf '%s' "${UNAVAILABLE[iperf]:-${SERVER_ERR[iperf2]:-}}" ;;
+	iperf3 | iperf3cc) printf '%s' "${UNAVAILABLE[iperf3]:-${SERVER_ERR[iperf3]:-}}" ;;
+	iperf2 | iperf2cc) printf '%s' "${UNAVAILABLE[iperf]:-${SERVER_ERR[iperf2]:-}}" ;;
 	gridftp) printf '%s' "${UNAVAILABLE[globus-url-copy]:-${UNAVAILABLE[globus-gridftp-server]:-${SERVER_ERR[gridftp]:-}}}" ;;
 	xrdcp) printf '%s' "${UNAVAILABLE[xrdcp]:-${UNAVAILABLE[xrootd]:-${SERVER_ERR[xrootd]:-}}}" ;;
 	cat) ;;
@@ -440,10 +443,19 @@ check_copy() {
 
 STREAMS=1
 
+# PEER_CC_ARGS, when set, gives the iperfs a congestion control of their own.
+PEER_CC_ARGS=()
+
+# The *cc variants run the peers with the congestion control lightpath picks
+# on loopback (cubic; BBR's pacing only costs there), so the table shows
+# lightpath against the peers both as they ship and on equal terms.
+run_mem_iperf3cc() { PEER_CC_ARGS=(-C "$SAME_CC") run_mem_iperf3 "$@"; }
+run_mem_iperf2cc() { PEER_CC_ARGS=(-Z "$SAME_CC") run_mem_iperf2 "$@"; }
+
 run_mem_iperf3() {
 	local logf=$W/logs/mem-iperf3.json
 	timed "$logf" $((DURATION + 30)) iperf3 -c 127.0.0.1 -p "${SERVER_PORT[iperf3]}" \
-		-P "$STREAMS" -t "$DURATION" -J || return 1
+		-P "$STREAMS" -t "$DURATION" -J "${PEER_CC_ARGS[@]}" || return 1
 	# What the receiver got, as iperf3 itself reports it.
 	BPS=$(python3 -c 'import json, sys
 d = json.load(open(sys.argv[1]))
@@ -458,7 +470,7 @@ print("%.0f" % d["end"]["sum_received"]["bits_per_second"])' "$logf" 2>&1) || {
 run_mem_iperf2() {
 	local logf=$W/logs/mem-iperf2.csv
 	timed "$logf" $((DURATION + 30)) iperf -c 127.0.0.1 -p "${SERVER_PORT[iperf2]}" \
-		-P "$STREAMS" -t "$DURATION" -y C || return 1
+		-P "$STREAMS" -t "$DURATION" -y C "${PEER_CC_ARGS[@]}" || return 1
 	# CSV: ...,id,interval,bytes,bits_per_second. The sum line has id -1,
 	# but iperf 2.1.8 leaves it out with -y C, so without it the per-stream
 	# lines are added up.
@@ -502,9 +514,10 @@ scenario_mem() {
 	for s in 1 4; do
 		STREAMS=$s
 		log "scenario mem: $s stream(s), ${DURATION}s, $RUNS runs"
-		measure "mem-$s" mem 0 iperf3 iperf2 lightpath
-		report "mem-$s" "memory-to-memory, $s stream(s), ${DURATION} s, median of $RUNS" iperf3 iperf2 lightpath
+		measure "mem-$s" mem 0 iperf3 iperf2 iperf3cc iperf2cc lightpath
+		report "mem-$s" "memory-to-memory, $s stream(s), ${DURATION} s, median of $RUNS" iperf3 iperf2 iperf3cc iperf2cc lightpath
 		ratio "mem-$s" "lightpath / max(iperf3, iperf2)" 0.9 iperf3 iperf2
+		ratio "mem-$s" "lightpath / max(iperfs with $SAME_CC)" 0.9 iperf3cc iperf2cc
 	done
 }
 

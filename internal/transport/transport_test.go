@@ -61,8 +61,11 @@ func TestDefaultCCOnLoopback(t *testing.T) {
 	if !HasCC("bbr") {
 		t.Skip("the kernel has no bbr")
 	}
-	if got := defaultCC("127.0.0.1:1"); got != "" {
-		t.Errorf("loopback default = %q, want the kernel's", got)
+	if got := defaultCC("127.0.0.1:1"); HasCC("cubic") && got != "cubic" {
+		t.Errorf("loopback default = %q, want cubic", got)
+	}
+	if got := defaultCC("[::1]:1"); HasCC("cubic") && got != "cubic" {
+		t.Errorf("IPv6 loopback default = %q, want cubic", got)
 	}
 	if got := defaultCC("198.18.0.1:1"); got != "bbr" {
 		t.Errorf("remote default = %q, want bbr", got)
