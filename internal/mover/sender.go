@@ -168,14 +168,6 @@ func (q *queue) next() (job, bool) {
 	}
 }
 
-// reopen re-arms a closed queue for a resend that arrives after the last
-// block was handed out (the streams are still alive until the session ends).
-func (q *queue) hasWork() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.resend) > 0 || len(q.ranges) > 0
-}
-
 // sender runs the sending end of a session.
 type sender struct {
 	l   *link
