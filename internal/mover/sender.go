@@ -744,12 +744,16 @@ func (f *sfile) release() {
 	}
 }
 
+// writeChunk is the most a stream writes in one system call.
+const writeChunk = 256 << 10
+
 // smallBlock is the size up to which a block is read into memory and sent
 // with its header in one write; larger ones go by sendfile.
 const smallBlock = 256 << 10
 
 // stream sends blocks on one data connection until the queue closes.
 func (s *sender) stream(ctx context.Context, d *dataConn) error {
+	defer d.beginIO(s.l.stall)()
 	buf := make([]byte, wire.BlockHeaderSize+int(max(s.l.blockSize, smallBlock)))
 	for {
 		j, ok := s.q.next()
@@ -759,9 +763,7 @@ func (s *sender) stream(ctx context.Context, d *dataConn) error {
 			}
 			var h [wire.BlockHeaderSize]byte
 			wire.BlockHeader{Kind: wire.DataEnd}.Put(h[:])
-			s.l.deadline(d.conn, true)
-			_, err := d.conn.Write(h[:])
-			return err
+			return d.write(h[:], s.l)
 		}
 		if err := s.sendBlock(d, j, buf); err != nil {
 			if errors.Is(err, errSourceChanged) {
@@ -836,14 +838,20 @@ func (s *sender) sendBlock(d *dataConn, j job, buf []byte) error {
 	h.Put(buf[:wire.BlockHeaderSize])
 
 	t1 := time.Now()
-	s.l.deadline(d.conn, true)
 	switch {
 	case hole:
-		_, err = d.conn.Write(buf[:wire.BlockHeaderSize])
+		err = d.write(buf[:wire.BlockHeaderSize], s.l)
 	case n <= smallBlock || !d.sendfile:
-		_, err = d.conn.Write(buf[:wire.BlockHeaderSize+int(n)])
+		// In cache-sized pieces: a 4 MiB write would push the start of the
+		// buffer out of cache before the kernel copies it.
+		b := buf[:wire.BlockHeaderSize+int(n)]
+		for len(b) > 0 && err == nil {
+			k := min(len(b), writeChunk)
+			err = d.write(b[:k], s.l)
+			b = b[k:]
+		}
 	default:
-		if _, err = d.conn.Write(buf[:wire.BlockHeaderSize]); err == nil {
+		if err = d.write(buf[:wire.BlockHeaderSize], s.l); err == nil {
 			_, err = sendFileDeadline(s.l, d, fd, off, n)
 		}
 	}
