@@ -44,15 +44,20 @@ func control(c syscall.RawConn, network, peer string, o Options) error {
 				return
 			}
 		}
-		cc := o.CC
-		if cc == "" {
-			cc = defaultCC(peer)
-		}
-		if cc != "" {
-			if err := unix.SetsockoptString(s, unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc); err != nil {
-				serr = fmt.Errorf("set congestion control %q: %w (the kernel offers: %s)", cc, err, strings.Join(AvailableCC(), ", "))
+		if o.CC != "" {
+			if err := unix.SetsockoptString(s, unix.IPPROTO_TCP, unix.TCP_CONGESTION, o.CC); err != nil {
+				why := "the kernel offers: " + strings.Join(AvailableCC(), ", ")
+				if errors.Is(err, unix.EPERM) {
+					why = "an unprivileged process may only use those in net.ipv4.tcp_allowed_congestion_control"
+				}
+				serr = fmt.Errorf("set congestion control %q: %w (%s)", o.CC, err, why)
 				return
 			}
+		} else if cc := defaultCC(peer); cc != "" {
+			// A default the process may not use (an unprivileged process is
+			// held to net.ipv4.tcp_allowed_congestion_control) leaves the
+			// kernel's own.
+			unix.SetsockoptString(s, unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc)
 		}
 		if o.NotSentLowat > 0 {
 			if serr = wrapOpt("TCP_NOTSENT_LOWAT", unix.SetsockoptInt(s, unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, o.NotSentLowat)); serr != nil {
