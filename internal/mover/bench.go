@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/lightpath/lightpath/internal/transport"
 	"github.com/lightpath/lightpath/internal/wire"
 )
@@ -20,10 +22,11 @@ const benchBuffer = 16 << 20
 // benchSource is an in-memory file of random bytes: sendfile moves its
 // pages to the sockets without a copy, as the file path of cp does.
 var benchSource = sync.OnceValues(func() (*os.File, error) {
-	f, err := memFile("lightpath-bench")
+	fd, err := unix.MemfdCreate("lightpath-bench", 0)
 	if err != nil {
 		return nil, err
 	}
+	f := os.NewFile(uintptr(fd), "lightpath-bench")
 	buf := make([]byte, benchBuffer)
 	rand.Read(buf)
 	if _, err := f.WriteAt(buf, 0); err != nil {
@@ -35,43 +38,48 @@ var benchSource = sync.OnceValues(func() (*os.File, error) {
 
 // benchSend fills one stream until the deadline, then closes its sending
 // side so the receiver sees the end.
-func benchSend(d *dataConn, until time.Time, l *link) error {
-	defer d.beginIO(l.stall)()
+func benchSend(d *dataConn, until time.Time) error {
 	var src *os.File
 	var buf []byte
 	if d.sendfile {
 		src, _ = benchSource()
 	}
 	if src == nil {
-		buf = make([]byte, writeChunk)
+		buf = make([]byte, 1<<20)
 		rand.Read(buf)
 	}
 	d.conn.SetWriteDeadline(until.Add(30 * time.Second))
 	for time.Now().Before(until) {
+		var n int64
+		var err error
 		if buf == nil {
-			n, err := transport.SendFile(d.tcp, src, 0, benchBuffer)
-			d.sent.Add(n)
-			if err != nil {
-				return err
-			}
-			continue
+			n, err = transport.SendFile(d.tcp, src, 0, benchBuffer)
+		} else {
+			var k int
+			k, err = d.conn.Write(buf)
+			n = int64(k)
 		}
-		if err := d.write(buf, l); err != nil {
+		d.sent.Add(n)
+		if err != nil {
 			return err
 		}
-		d.sent.Add(int64(len(buf)))
 	}
-	return d.closeWrite()
+	if cw, ok := d.conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 // benchRecv drains one stream into memory until the sender closes it.
-func benchRecv(d *dataConn, l *link) error {
-	defer d.beginIO(l.stall)()
-	buf := make([]byte, recvChunk)
+func benchRecv(d *dataConn, stall time.Duration) error {
+	buf := make([]byte, 1<<20)
 	// Wake only for a full buffer (or the end): far fewer wakeups.
 	d.setLowat(len(buf))
 	for {
-		n, err := d.read(buf, false, l)
+		if stall > 0 {
+			d.conn.SetReadDeadline(time.Now().Add(stall))
+		}
+		n, err := d.r.Read(buf)
 		d.sent.Add(int64(n))
 		if errors.Is(err, io.EOF) {
 			return nil
@@ -94,9 +102,9 @@ func benchRun(l *link, send bool, dur time.Duration) (wire.Stats, error) {
 		go func() {
 			defer wg.Done()
 			if send {
-				errs[i] = benchSend(d, until, l)
+				errs[i] = benchSend(d, until)
 			} else {
-				errs[i] = benchRecv(d, l)
+				errs[i] = benchRecv(d, dur+30*time.Second)
 			}
 		}()
 	}

@@ -11,7 +11,6 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/transport"
@@ -36,69 +35,6 @@ type dataConn struct {
 	sendfile bool
 	sent     atomic.Int64 // payload bytes written
 	lowat    int          // the SO_RCVLOWAT in force
-
-	// Blocking I/O on a thread of the stream's own (see beginIO).
-	raw        bool
-	rc         syscall.RawConn
-	stall      time.Duration
-	rcvTimeout time.Duration
-}
-
-// read reads what is there, up to len(p): first anything the handshake's
-// reader holds, then from the socket. idle allows an unbounded wait.
-func (d *dataConn) read(p []byte, idle bool, l *link) (int, error) {
-	if b, ok := d.r.(interface{ Buffered() int }); ok && b.Buffered() > 0 || !d.raw {
-		if idle {
-			d.conn.SetReadDeadline(time.Time{})
-		} else {
-			l.deadline(d.conn, false)
-		}
-		return d.r.Read(p)
-	}
-	return d.rawRead(p, idle)
-}
-
-// readFull fills p, setting the low-water mark to the bytes still owed
-// before each read, so a slow but moving stream is never cut off and a
-// reader never waits for bytes that will not come.
-func (d *dataConn) readFull(p []byte, idle bool, l *link) error {
-	for n := 0; n < len(p); {
-		d.expect(len(p) - n)
-		k, err := d.read(p[n:], idle, l)
-		n += k
-		if err != nil {
-			if n == len(p) {
-				return nil
-			}
-			if err == io.EOF && n > 0 {
-				err = io.ErrUnexpectedEOF
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-// write writes all of p.
-func (d *dataConn) write(p []byte, l *link) error {
-	if d.raw {
-		return d.rawWrite(p)
-	}
-	l.deadline(d.conn, true)
-	_, err := d.conn.Write(p)
-	return err
-}
-
-// closeWrite ends the sending side.
-func (d *dataConn) closeWrite() error {
-	if d.raw {
-		d.shutdown(shutWrite)
-		return nil
-	}
-	if cw, ok := d.conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
 }
 
 func newDataConn(c net.Conn, r io.Reader) *dataConn {
@@ -125,11 +61,7 @@ func newDataConn(c net.Conn, r io.Reader) *dataConn {
 // for bytes that will not come; and where it waits it wakes once per chunk
 // instead of once per segment: memory to memory, 33 became 50 Gbit/s.
 func (d *dataConn) setLowat(n int) {
-	// Not with blocking reads: a blocking recv waits for the low-water
-	// mark even when the receive buffer is full of fewer bytes (the poller
-	// is told "readable" under memory pressure; a blocking reader is not),
-	// and the stream deadlocks.
-	if d.tcp == nil || d.tls || d.raw || n == d.lowat {
+	if d.tcp == nil || d.tls || n == d.lowat {
 		return
 	}
 	if rc, err := d.tcp.SyscallConn(); err == nil {
@@ -193,7 +125,6 @@ func (l *link) close() {
 	l.closeOnce.Do(func() {
 		l.ctrl.conn.Close()
 		for _, d := range l.data {
-			d.shutdown(shutBoth) // wakes a stream blocked in a system call
 			d.conn.Close()
 		}
 	})
@@ -258,6 +189,27 @@ func every(period time.Duration, done <-chan struct{}, fn func() bool) {
 func (l *link) readCtrl() (wire.Msg, error) {
 	l.deadline(l.ctrl.conn, false)
 	return l.ctrl.read()
+}
+
+// readFull fills p from a data stream, re-arming the stall deadline on every
+// read that makes progress, so a slow but moving stream is never cut off.
+func (l *link) readFull(d *dataConn, p []byte) error {
+	for n := 0; n < len(p); {
+		l.deadline(d.conn, false)
+		d.expect(len(p) - n)
+		k, err := d.r.Read(p[n:])
+		n += k
+		if err != nil {
+			if err == io.EOF && n > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			if n == len(p) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // Progress counts a transfer's advance; the engines update it as they go and

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash/adler32"
 	"io"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/lightpath/lightpath/internal/checksum"
 	"github.com/lightpath/lightpath/internal/wire"
@@ -737,7 +738,6 @@ const recvChunk = 256 << 10
 
 // stream receives blocks from one data connection.
 func (r *receiver) stream(ctx context.Context, d *dataConn) error {
-	defer d.beginIO(r.l.stall)()
 	var hb [wire.BlockHeaderSize]byte
 	// 256 KiB chunks stay in cache from the socket read through the CRC to
 	// the file write.
@@ -747,11 +747,10 @@ func (r *receiver) stream(ctx context.Context, d *dataConn) error {
 		// the others carry the data; the control connection's keepalive
 		// tells a live peer from a dead one.
 		t0 := time.Now()
-		if err := d.readFull(hb[:], true, r.l); err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) || !errors.Is(err, io.EOF) {
-				return err
-			}
-			return fmt.Errorf("stream ended without its end marker: %w", io.ErrUnexpectedEOF)
+		d.conn.SetReadDeadline(time.Time{})
+		d.expect(wire.BlockHeaderSize)
+		if _, err := io.ReadFull(d.r, hb[:]); err != nil {
+			return err
 		}
 		r.netWait.Add(int64(time.Since(t0)))
 		h, err := wire.ParseBlockHeader(hb[:])
@@ -811,7 +810,7 @@ func (r *receiver) block(ctx context.Context, d *dataConn, f *rfile, h wire.Bloc
 		for o := int64(0); o < n; {
 			k := min(int64(len(buf)), n-o)
 			t := time.Now()
-			if err := d.readFull(buf[:k], false, r.l); err != nil {
+			if err := r.l.readFull(d, buf[:k]); err != nil {
 				return err
 			}
 			t1 := time.Now()
@@ -893,7 +892,8 @@ func (r *receiver) openPart(f *rfile) (*os.File, error) {
 }
 
 func punch(fd *os.File, off, n int64) error {
-	if punchHole(fd, off, n) == nil {
+	err := unix.Fallocate(int(fd.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+	if err == nil {
 		return nil
 	}
 	// No hole punching here: write the zeros.

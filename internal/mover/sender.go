@@ -744,16 +744,12 @@ func (f *sfile) release() {
 	}
 }
 
-// writeChunk is the most a stream writes in one system call.
-const writeChunk = 256 << 10
-
 // smallBlock is the size up to which a block is read into memory and sent
 // with its header in one write; larger ones go by sendfile.
 const smallBlock = 256 << 10
 
 // stream sends blocks on one data connection until the queue closes.
 func (s *sender) stream(ctx context.Context, d *dataConn) error {
-	defer d.beginIO(s.l.stall)()
 	buf := make([]byte, wire.BlockHeaderSize+int(max(s.l.blockSize, smallBlock)))
 	for {
 		j, ok := s.q.next()
@@ -763,7 +759,9 @@ func (s *sender) stream(ctx context.Context, d *dataConn) error {
 			}
 			var h [wire.BlockHeaderSize]byte
 			wire.BlockHeader{Kind: wire.DataEnd}.Put(h[:])
-			return d.write(h[:], s.l)
+			s.l.deadline(d.conn, true)
+			_, err := d.conn.Write(h[:])
+			return err
 		}
 		if err := s.sendBlock(d, j, buf); err != nil {
 			if errors.Is(err, errSourceChanged) {
@@ -838,20 +836,14 @@ func (s *sender) sendBlock(d *dataConn, j job, buf []byte) error {
 	h.Put(buf[:wire.BlockHeaderSize])
 
 	t1 := time.Now()
+	s.l.deadline(d.conn, true)
 	switch {
 	case hole:
-		err = d.write(buf[:wire.BlockHeaderSize], s.l)
+		_, err = d.conn.Write(buf[:wire.BlockHeaderSize])
 	case n <= smallBlock || !d.sendfile:
-		// In cache-sized pieces: a 4 MiB write would push the start of the
-		// buffer out of cache before the kernel copies it.
-		b := buf[:wire.BlockHeaderSize+int(n)]
-		for len(b) > 0 && err == nil {
-			k := min(len(b), writeChunk)
-			err = d.write(b[:k], s.l)
-			b = b[k:]
-		}
+		_, err = d.conn.Write(buf[:wire.BlockHeaderSize+int(n)])
 	default:
-		if err = d.write(buf[:wire.BlockHeaderSize], s.l); err == nil {
+		if _, err = d.conn.Write(buf[:wire.BlockHeaderSize]); err == nil {
 			_, err = sendFileDeadline(s.l, d, fd, off, n)
 		}
 	}
