@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/lightpath/lightpath/internal/transport"
 	"github.com/lightpath/lightpath/internal/wire"
 )
@@ -22,11 +20,10 @@ const benchBuffer = 16 << 20
 // benchSource is an in-memory file of random bytes: sendfile moves its
 // pages to the sockets without a copy, as the file path of cp does.
 var benchSource = sync.OnceValues(func() (*os.File, error) {
-	fd, err := unix.MemfdCreate("lightpath-bench", 0)
+	f, err := memFile("lightpath-bench")
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), "lightpath-bench")
 	buf := make([]byte, benchBuffer)
 	rand.Read(buf)
 	if _, err := f.WriteAt(buf, 0); err != nil {

@@ -2,6 +2,24 @@
 
 package mover
 
-import "golang.org/x/sys/unix"
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
 
 func setRcvLowat(fd, n int) { unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT, n) }
+
+// punchHole deallocates a range of a file, keeping its size.
+func punchHole(f *os.File, off, n int64) error {
+	return unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+}
+
+// memFile makes an anonymous in-memory file.
+func memFile(name string) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}

@@ -16,8 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/lightpath/lightpath/internal/checksum"
 	"github.com/lightpath/lightpath/internal/wire"
 )
@@ -892,8 +890,7 @@ func (r *receiver) openPart(f *rfile) (*os.File, error) {
 }
 
 func punch(fd *os.File, off, n int64) error {
-	err := unix.Fallocate(int(fd.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
-	if err == nil {
+	if punchHole(fd, off, n) == nil {
 		return nil
 	}
 	// No hole punching here: write the zeros.
