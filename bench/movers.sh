@@ -449,20 +449,16 @@ PEER_CC_ARGS=()
 # The *cc variants run the peers with the congestion control lightpath picks
 # on loopback (cubic; BBR's pacing only costs there), so the table shows
 # lightpath against the peers both as they ship and on equal terms.
-run_mem_iperf3cc() {
-	local rc=0
-	PEER_CC_ARGS=(-C "$SAME_CC")
-	run_mem_iperf3 "$@" || rc=$?
+with_peer_cc() { # OPTION RUN_FUNCTION ARGS...
+	local opt=$1 rc=0
+	shift
+	PEER_CC_ARGS=("$opt" "$SAME_CC")
+	"$@" || rc=$?
 	PEER_CC_ARGS=()
 	return "$rc"
 }
-run_mem_iperf2cc() {
-	local rc=0
-	PEER_CC_ARGS=(-Z "$SAME_CC")
-	run_mem_iperf2 "$@" || rc=$?
-	PEER_CC_ARGS=()
-	return "$rc"
-}
+run_mem_iperf3cc() { with_peer_cc -C run_mem_iperf3 "$@"; }
+run_mem_iperf2cc() { with_peer_cc -Z run_mem_iperf2 "$@"; }
 
 run_mem_iperf3() {
 	local logf=$W/logs/mem-iperf3.json
