@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/wire"
@@ -33,29 +34,23 @@ func PermanentError(err error) bool {
 type ctrl struct {
 	conn net.Conn
 	r    *wire.Reader
-	mu   chanMutex
+	mu   sync.Mutex
 	w    *wire.Writer
 	kick chan struct{}
 	werr error
 }
 
-// chanMutex is a mutex built on a channel so the flusher can try it.
-type chanMutex chan struct{}
-
-func (m chanMutex) lock()   { m <- struct{}{} }
-func (m chanMutex) unlock() { <-m }
-
 func newCtrl(c net.Conn, r *wire.Reader) *ctrl {
 	if r == nil {
 		r = wire.NewReader(c)
 	}
-	return &ctrl{conn: c, r: r, w: wire.NewWriter(c), mu: make(chanMutex, 1), kick: make(chan struct{}, 1)}
+	return &ctrl{conn: c, r: r, w: wire.NewWriter(c), kick: make(chan struct{}, 1)}
 }
 
 // send writes and flushes at once.
 func (c *ctrl) send(m wire.Msg) error {
-	c.mu.lock()
-	defer c.mu.unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.werr != nil {
 		return c.werr
 	}
@@ -69,12 +64,12 @@ func (c *ctrl) send(m wire.Msg) error {
 
 // queue buffers m and asks the flusher to send it soon.
 func (c *ctrl) queue(m wire.Msg) error {
-	c.mu.lock()
+	c.mu.Lock()
 	if c.werr == nil {
 		c.werr = c.w.Write(m)
 	}
 	err := c.werr
-	c.mu.unlock()
+	c.mu.Unlock()
 	select {
 	case c.kick <- struct{}{}:
 	default:
@@ -92,11 +87,11 @@ func (c *ctrl) flusher(done <-chan struct{}) {
 		case <-c.kick:
 		}
 		time.Sleep(200 * time.Microsecond)
-		c.mu.lock()
+		c.mu.Lock()
 		if c.werr == nil && c.w.Buffered() > 0 {
 			c.werr = c.w.Flush()
 		}
-		c.mu.unlock()
+		c.mu.Unlock()
 	}
 }
 
