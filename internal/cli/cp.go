@@ -476,10 +476,13 @@ func startReporter(o cpFlags, p *mover.Progress, start time.Time, sentBefore int
 		state := func() (progress.State, int64) {
 			moved := p.BytesMoved.Load()
 			rate := meter.Observe(time.Now(), sentBefore+moved)
+			done, total := moved+p.BytesSkipped.Load()+p.BytesHoles.Load(), p.BytesTotal.Load()
+			if total > 0 && done > total {
+				done = total // blocks sent again count once
+			}
 			return progress.State{
 				FilesDone: int(p.FilesDone.Load() + p.FilesSkipped.Load()), FilesTotal: int(p.FilesTotal.Load()),
-				Bytes: moved + p.BytesSkipped.Load() + p.BytesHoles.Load(), BytesTotal: p.BytesTotal.Load(),
-				Rate: rate, Elapsed: time.Since(start),
+				Bytes: done, BytesTotal: total, Rate: rate, Elapsed: time.Since(start),
 			}, moved
 		}
 		for {
