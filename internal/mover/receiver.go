@@ -560,11 +560,7 @@ func closeReady(f *rfile) {
 func (r *receiver) offerPartial(f *rfile, have map[uint32]uint32) {
 	sums := r.checkBlocks(f.part, f, have)
 	if len(sums) == 0 {
-		if err := r.startFresh(f); err != nil {
-			r.needFail(f, err)
-			return
-		}
-		r.l.ctrl.queue(&wire.Need{Items: []wire.NeedItem{{ID: f.e.ID, Action: wire.NeedAll}}})
+		r.needAllAfresh(f)
 		return
 	}
 	f.mu.Lock()
@@ -588,11 +584,7 @@ func (r *receiver) offerExisting(f *rfile) {
 	if len(sums) != f.nblocks {
 		// Unreadable: replace it.
 		f.inPlace = false
-		if err := r.startFresh(f); err != nil {
-			r.needFail(f, err)
-			return
-		}
-		r.l.ctrl.queue(&wire.Need{Items: []wire.NeedItem{{ID: f.e.ID, Action: wire.NeedAll}}})
+		r.needAllAfresh(f)
 		return
 	}
 	r.l.ctrl.queue(&wire.Need{Items: []wire.NeedItem{{ID: f.e.ID, Action: wire.NeedSome, Have: sums}}})
@@ -636,6 +628,15 @@ func (r *receiver) checkBlocks(name string, f *rfile, want map[uint32]uint32) []
 	}
 	slices.SortFunc(sums, func(a, b wire.BlockSum) int { return int(a.Index) - int(b.Index) })
 	return sums
+}
+
+// needAllAfresh discards what an earlier run left and asks for every block.
+func (r *receiver) needAllAfresh(f *rfile) {
+	if err := r.startFresh(f); err != nil {
+		r.needFail(f, err)
+		return
+	}
+	r.l.ctrl.queue(&wire.Need{Items: []wire.NeedItem{{ID: f.e.ID, Action: wire.NeedAll}}})
 }
 
 func (r *receiver) needFail(f *rfile, err error) {

@@ -2,11 +2,9 @@ package wire
 
 import (
 	"encoding/binary"
-	"hash/crc32"
-)
 
-// Castagnoli is the CRC32C table used for every checksum in the protocol.
-var Castagnoli = crc32.MakeTable(crc32.Castagnoli)
+	"github.com/lightpath/lightpath/internal/checksum"
+)
 
 // Data stream frame types.
 const (
@@ -39,7 +37,7 @@ func (h BlockHeader) Put(b []byte) {
 	binary.BigEndian.PutUint32(b[8:], h.Index)
 	binary.BigEndian.PutUint32(b[12:], h.Length)
 	binary.BigEndian.PutUint32(b[16:], h.CRC)
-	binary.BigEndian.PutUint32(b[20:], crc32.Checksum(b[:20], Castagnoli))
+	binary.BigEndian.PutUint32(b[20:], checksum.CRC32C(b[:20]))
 }
 
 // ParseBlockHeader decodes and checks a header.
@@ -47,7 +45,7 @@ func ParseBlockHeader(b []byte) (BlockHeader, error) {
 	if len(b) != BlockHeaderSize {
 		return BlockHeader{}, malformed("block header of %d bytes", len(b))
 	}
-	if crc32.Checksum(b[:20], Castagnoli) != binary.BigEndian.Uint32(b[20:]) {
+	if checksum.CRC32C(b[:20]) != binary.BigEndian.Uint32(b[20:]) {
 		return BlockHeader{}, malformed("block header checksum mismatch")
 	}
 	h := BlockHeader{
