@@ -9,8 +9,10 @@
 #   mem   memory to memory, 1 and 4 streams: iperf3, iperf2, lightpath bench.
 #         Ratio lightpath / max(iperf3, iperf2), target >= 0.9.
 #   file  one SIZE file, tmpfs to tmpfs: globus-url-copy -p 4 -fast, xrdcp,
-#         lightpath cp, and the local limit `cat src | cat > dst`.
-#         Ratios lightpath / faster peer (>= 1.5) and lightpath / cat (>= 0.8).
+#         lightpath cp, the local limit `cat src | cat > dst`, and the write
+#         ceiling `dd if=/dev/zero` (new tmpfs pages, nothing read, no network).
+#         Ratios lightpath / faster peer (>= 1.5) and lightpath / cat (>= 0.8);
+#         lightpath / write ceiling is informational.
 #   many  NFILES files of 16 KiB to 2 MiB (log-uniform) in a small tree:
 #         globus-url-copy -r -cc 4 -pp -fast, xrdcp -r --parallel 4,
 #         lightpath cp -r. Ratio lightpath / faster peer, target >= 2.
@@ -118,7 +120,7 @@ trap 'exit 143' TERM
 declare -A STATUS=()  # scenario|tool -> ok, or unavailable (why)
 declare -A RESULTS=() # scenario|tool -> bits per second of each run
 declare -A NAME=([iperf3]=iperf3 [iperf2]="iperf (2)" [iperf3cc]="iperf3 -C $SAME_CC" [iperf2cc]="iperf -Z $SAME_CC" [lightpath]=lightpath
-	[gridftp]=globus-url-copy [xrdcp]=xrdcp [cat]="cat | cat")
+	[gridftp]=globus-url-copy [xrdcp]=xrdcp [cat]="cat | cat" [zero]="dd /dev/zero")
 
 # out prints the human table: on stdout, or on stderr when stdout is NDJSON.
 out() {
@@ -143,7 +145,7 @@ tool_reason() {
 	iperf2 | iperf2cc) printf '%s' "${UNAVAILABLE[iperf]:-${SERVER_ERR[iperf2]:-}}" ;;
 	gridftp) printf '%s' "${UNAVAILABLE[globus-url-copy]:-${UNAVAILABLE[globus-gridftp-server]:-${SERVER_ERR[gridftp]:-}}}" ;;
 	xrdcp) printf '%s' "${UNAVAILABLE[xrdcp]:-${UNAVAILABLE[xrootd]:-${SERVER_ERR[xrootd]:-}}}" ;;
-	cat) ;;
+	cat | zero) ;;
 	esac
 }
 
@@ -215,11 +217,14 @@ report() {
 }
 
 # ratio SCEN LABEL TARGET DENOMINATOR_TOOL... prints lightpath's median over
-# the best of the denominators, against the target. Skipped, never guessed,
+# the best of the denominators, against the target ("-": informational, no
+# target). Skipped, never guessed,
 # when lightpath or every denominator is unavailable.
 ratio() {
-	local scen=$1 label=$2 target=$3 tool m best='' lp value verdict
+	local scen=$1 label=$2 target=$3 tool m best='' lp value verdict tj
 	shift 3
+	tj=$target # "-": informational, no target
+	if [[ $target == - ]]; then tj=null; fi
 	lp=$(median_of "$scen" lightpath)
 	for tool in "$@"; do
 		m=$(median_of "$scen" "$tool")
@@ -227,12 +232,17 @@ ratio() {
 	done
 	if [[ -z $lp ]]; then
 		out "  ratio $label: skipped (lightpath unavailable)"
-		emit_json scenario="$scen" ratio="$label" target:="$target" status=skipped reason="lightpath unavailable"
+		emit_json scenario="$scen" ratio="$label" target:="$tj" status=skipped reason="lightpath unavailable"
 	elif [[ -z $best ]]; then
 		out "  ratio $label: skipped (no peer available)"
-		emit_json scenario="$scen" ratio="$label" target:="$target" status=skipped reason="no peer available"
+		emit_json scenario="$scen" ratio="$label" target:="$tj" status=skipped reason="no peer available"
 	else
 		value=$(awk -v a="$lp" -v b="$best" 'BEGIN { printf "%.3f", a / b }')
+		if [[ $target == - ]]; then
+			out "$(printf '  ratio %-34s %6.2f   (informational)' "$label" "$value")"
+			emit_json scenario="$scen" ratio="$label" value:="$value" status=ok informational:=true
+			return
+		fi
 		if awk -v v="$value" -v t="$target" 'BEGIN { exit !(v >= t) }'; then verdict=PASS; else verdict=FAIL; fi
 		out "$(printf '  ratio %-34s %6.2f   target >= %-4s %s' "$label" "$value" "$target" "$verdict")"
 		emit_json scenario="$scen" ratio="$label" value:="$value" target:="$target" \
@@ -565,17 +575,37 @@ run_file_cat() {
 	check_copy "$1" "$SRC_FILE" "$W/cat/dst.bin" "$2"
 }
 
+run_file_zero() {
+	clear_destinations
+	# The write ceiling: new tmpfs pages filled from /dev/zero by one writer,
+	# with nothing read and no network. No mover that lands the file through
+	# one writer can pass it, so it bounds what "1.5x the faster peer" can
+	# mean on this machine.
+	timed "$W/logs/file-zero.out" "$TIMEOUT" dd if=/dev/zero of="$W/cat/zero.bin" bs=4M \
+		count=$(((SIZE_BYTES + 4194303) / 4194304)) iflag=fullblock status=none || return 1
+	local got
+	got=$(stat -c %s "$W/cat/zero.bin" 2>/dev/null || echo 0)
+	if ((got < SIZE_BYTES)); then
+		RUN_ERROR="wrote $got of $SIZE_BYTES bytes"
+		return 1
+	fi
+}
+
 scenario_file() {
 	need_server gridftp
 	need_server xrootd
 	need_server lightpath
 	make_file "$SRC_FILE" "$SIZE_BYTES"
 	log "scenario file: $(numfmt --to=iec-i "$SIZE_BYTES")B, $RUNS runs"
-	measure file file "$SIZE_BYTES" gridftp xrdcp lightpath cat
+	measure file file "$SIZE_BYTES" gridftp xrdcp lightpath cat zero
 	report file "one $(numfmt --to=iec-i "$SIZE_BYTES")B file, tmpfs to tmpfs, median of $RUNS" \
-		gridftp xrdcp lightpath cat
+		gridftp xrdcp lightpath cat zero
 	ratio file "lightpath / faster peer" 1.5 gridftp xrdcp
 	ratio file "lightpath / cat limit" 0.8 cat
+	# Informational: how close lightpath comes to writing the file with no
+	# network and nothing to read. 1.5x the faster peer is out of reach when
+	# that peer already runs at 2/3 of this ceiling.
+	ratio file "lightpath / write ceiling" - zero
 	# Free its memory before the next scenario fills tmpfs again.
 	rm -f "$SRC_FILE"
 	clear_destinations

@@ -4,6 +4,11 @@ set -euo pipefail
 need=()
 command -v setpriv >/dev/null || need+=(util-linux)
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
+# The testbed's tests: ping (iputils-ping), ip and ss (iproute2), pgrep (procps).
+command -v ping >/dev/null || need+=(iputils-ping)
+command -v ip >/dev/null || need+=(iproute2)
+command -v ss >/dev/null || need+=(iproute2)
+command -v pgrep >/dev/null || need+=(procps)
 if ((${#need[@]})); then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "deps: missing ${need[*]}; run as root or install them" >&2
