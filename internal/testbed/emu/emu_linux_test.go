@@ -1,0 +1,316 @@
+//go:build linux
+
+package emu
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestTunLifecycle(t *testing.T) {
+	skipUnlessRoot(t)
+	ns := newTestNetns(t, "lp-emutest-life")
+	for range 2 { // the second time reuses the device
+		if err := CreateTun(ns, "tun9", 9000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, link, err := linkAt(ns, "tun9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	if a := link.Attrs(); a.MTU != 9000 || a.TxQLen != txQueueLen || link.Type() != "tuntap" || a.Flags&1 != 0 {
+		t.Errorf("device: type %s mtu %d txqueuelen %d flags %v, want a tuntap, 9000, %d, down", link.Type(), a.MTU, a.TxQLen, a.Flags, txQueueLen)
+	}
+	// Attaching the emulator does not create devices by mistake.
+	if _, err := openTun(ns, "tun8"); err == nil {
+		t.Error("openTun of a missing device succeeded")
+	}
+	if _, _, err := linkAt(ns, "tun8"); err == nil {
+		t.Error("openTun created a device")
+	}
+	fd, err := openTun(ns, "tun9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	if err := CreateTun(ns, "a-name-far-too-long", 1500); err == nil || !strings.Contains(err.Error(), "device name") {
+		t.Errorf("long name: %v", err)
+	}
+	if err := DeleteTun(ns, "lo"); err == nil {
+		t.Error("DeleteTun deleted the loopback device")
+	}
+	for range 2 { // the second time there is nothing to delete
+		if err := DeleteTun(ns, "tun9"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := DeleteTun("/run/netns/lp-emutest-no-such-ns", "tun9"); err != nil {
+		t.Errorf("DeleteTun in a missing namespace: %v", err)
+	}
+}
+
+func TestDelay(t *testing.T) {
+	l := newTestLink(t, 1500, Params{})
+	l.udpEcho(t, 7)
+	c := l.dialUDP(t, 7)
+	base := rtts(l.probeRTT(t, c, 50, 64, 2*time.Millisecond, 300*time.Millisecond))
+	if len(base) < 45 || quantile(base, .5) > 2*time.Millisecond {
+		t.Fatalf("no delay: %d of 50 probes back, median %v", len(base), quantile(base, .5))
+	}
+	for _, oneWay := range []time.Duration{time.Millisecond, 10 * time.Millisecond} {
+		if err := l.e.Set("l", "", Params{Delay: oneWay}); err != nil {
+			t.Fatal(err)
+		}
+		r := rtts(l.probeRTT(t, c, 200, 64, 2*time.Millisecond, 300*time.Millisecond))
+		t.Logf("one-way %v: %d of 200 back, RTT min %v median %v p90 %v max %v (no delay: median %v)",
+			oneWay, len(r), r[0], quantile(r, .5), quantile(r, .9), r[len(r)-1], quantile(base, .5))
+		// Loose bounds: this checks the delay line, it does not time the
+		// host. Packets must never leave much before they are due.
+		if len(r) < 190 || r[0] < 2*oneWay-100*time.Microsecond || quantile(r, .5) > 2*oneWay+5*time.Millisecond {
+			t.Errorf("one-way delay %v: RTT min %v median %v, want ≥ %v and about it", oneWay, r[0], quantile(r, .5), 2*oneWay)
+		}
+	}
+}
+
+// TestJitterOrder checks that jitter does not reorder unless asked to.
+func TestJitterOrder(t *testing.T) {
+	l := newTestLink(t, 1500, Params{Delay: 5 * time.Millisecond, Jitter: 4 * time.Millisecond})
+	s := l.udpSink(t, 9)
+	c := l.dialUDP(t, 9)
+	send := func(from, n int) {
+		msg := make([]byte, 100)
+		for i := from; i < from+n; i++ {
+			binary.BigEndian.PutUint64(msg, uint64(i))
+			c.Write(msg)
+			if i%10 == 0 {
+				time.Sleep(100 * time.Microsecond) // spread over a few ms: a burst would share one jitter window
+			}
+		}
+	}
+	send(0, 1000)
+	if !waitFor(2*time.Second, func() bool { return s.count() >= 990 }) {
+		t.Fatalf("%d of 1000 datagrams arrived", s.count())
+	}
+	if n := s.inversions(0); n != 0 {
+		t.Errorf("jitter without reorder: %d datagrams out of order", n)
+	}
+	if err := l.e.Set("l", "", Params{Delay: 5 * time.Millisecond, Jitter: 4 * time.Millisecond, Reorder: true}); err != nil {
+		t.Fatal(err)
+	}
+	send(1000, 1000)
+	if !waitFor(2*time.Second, func() bool { return s.count() >= 1980 }) {
+		t.Fatalf("%d of 2000 datagrams arrived", s.count())
+	}
+	if n := s.inversions(1000); n == 0 {
+		t.Error("jitter with reorder: nothing out of order")
+	}
+	if st := l.settledStats(t, "a"); st.QueuedPackets != 0 || st.PacketsOut != st.PacketsIn {
+		t.Errorf("stats after the queue drained: %+v", st)
+	}
+}
+
+func TestTCP(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		params   Params
+		size     int64
+		min, max float64 // fraction of segments lost
+	}{
+		{"clean", Params{}, 128 << 20, 0, 0},
+		{"random loss 1%", Params{Delay: time.Millisecond, Loss: Loss{Model: LossRandom, Rate: 0.01}}, 8 << 20, 0.003, 0.03},
+		// The chain moves per segment, not per unit of time: with a sticky
+		// bad state (R small, H 1) TCP's lone retransmissions keep being
+		// lost and its timer backs off for tens of seconds. Keep bursts
+		// short so the test stays short.
+		{"gilbert-elliott loss 1%", Params{Delay: time.Millisecond, Loss: Loss{Model: LossGilbertElliott, P: 0.01, R: 0.5, H: 0.5}}, 16 << 20, 0.003, 0.03},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newTestLink(t, 1500, tc.params)
+			start := time.Now()
+			l.tcpTransfer(t, 5001, tc.size, 30*time.Second)
+			elapsed := time.Since(start)
+			st := l.settledStats(t, "a")
+			t.Logf("%d MiB in %v (%.2f Gbit/s); a→b %+v", tc.size>>20, elapsed.Round(time.Millisecond), float64(tc.size)*8/elapsed.Seconds()/1e9, st)
+			if st.SuperPacketsIn == 0 {
+				t.Error("no GSO super-packets: offloads are off")
+			}
+			if st.PacketsIn < uint64(tc.size/1500) {
+				t.Errorf("%d segments in for %d bytes", st.PacketsIn, tc.size)
+			}
+			lost := float64(st.DropsLoss) / float64(st.PacketsIn)
+			if lost < tc.min || lost > tc.max {
+				t.Errorf("lost %.4f of segments, want [%.4f, %.4f]", lost, tc.min, tc.max)
+			}
+			if tc.max > 0 && st.DropsLoss == 0 {
+				t.Error("nothing lost")
+			}
+			if st.PacketsIn != st.PacketsOut+st.DropsLoss || st.DropsDown+st.DropsQueue+st.DropsError != 0 {
+				t.Errorf("counters do not add up: %+v", st)
+			}
+		})
+	}
+}
+
+// TestDownUp cuts a link while datagrams flow and restores it.
+func TestDownUp(t *testing.T) {
+	l := newTestLink(t, 1500, Params{Delay: 2 * time.Millisecond})
+	s := l.udpSink(t, 9)
+	c := l.dialUDP(t, 9)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		msg := make([]byte, 200)
+		for i := uint64(0); ; i++ {
+			binary.BigEndian.PutUint64(msg, i)
+			c.Write(msg) // errors while down are expected
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	defer wg.Wait()
+	defer close(stop)
+
+	if !waitFor(2*time.Second, func() bool { return s.count() >= 50 }) {
+		t.Fatalf("before down: %d datagrams arrived", s.count())
+	}
+	for _, from := range []string{"a", ""} { // one direction down takes the link's carrier down
+		if err := l.e.Set("l", from, Params{Delay: 2 * time.Millisecond, Down: true}); err != nil {
+			t.Fatal(err)
+		}
+		waitCarrier(t, l.nsA, false)
+		waitCarrier(t, l.nsB, false)
+		time.Sleep(20 * time.Millisecond)
+		before := s.count()
+		time.Sleep(300 * time.Millisecond)
+		if got := s.count(); got != before {
+			t.Errorf("down (from %q): %d datagrams arrived", from, got-before)
+		}
+		if st := l.stats(t, "a"); st.QueuedPackets != 0 || !st.Params.Down {
+			t.Errorf("down: %+v", st)
+		}
+		if err := l.e.Set("l", "", Params{Delay: 2 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		waitCarrier(t, l.nsA, true)
+		waitCarrier(t, l.nsB, true)
+		n := s.count()
+		if !waitFor(2*time.Second, func() bool { return s.count() >= n+50 }) {
+			t.Fatalf("up again: %d datagrams arrived in 2 s", s.count()-n)
+		}
+	}
+}
+
+// TestSetWhileFlowing changes the delay under a stream of probes: the new
+// delay applies to packets sent after the change, and a shorter delay
+// does not let new packets overtake old ones.
+func TestSetWhileFlowing(t *testing.T) {
+	l := newTestLink(t, 1500, Params{Delay: 5 * time.Millisecond})
+	l.udpEcho(t, 7)
+	c := l.dialUDP(t, 7)
+	start := time.Now()
+	var up, down time.Time
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		time.Sleep(300 * time.Millisecond)
+		up = time.Now()
+		if err := l.e.Set("l", "", Params{Delay: 30 * time.Millisecond}); err != nil {
+			t.Error(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+		down = time.Now()
+		if err := l.e.Set("l", "", Params{Delay: 2 * time.Millisecond}); err != nil {
+			t.Error(err)
+		}
+	}()
+	probes := l.probeRTT(t, c, 600, 64, 2*time.Millisecond, 300*time.Millisecond)
+	<-done
+	var before, slow, fast []time.Duration
+	var back []probe
+	for _, p := range probes {
+		if p.rtt == 0 {
+			continue
+		}
+		back = append(back, p)
+		switch {
+		case p.sent.Before(up.Add(-10 * time.Millisecond)):
+			before = append(before, p.rtt)
+		case p.sent.After(up.Add(100*time.Millisecond)) && p.sent.Before(down.Add(-40*time.Millisecond)): // back before the next change
+			slow = append(slow, p.rtt)
+		case p.sent.After(down.Add(100 * time.Millisecond)):
+			fast = append(fast, p.rtt)
+		}
+	}
+	slices.Sort(before)
+	slices.Sort(slow)
+	slices.Sort(fast)
+	t.Logf("%d of %d probes back in %v; RTT medians: 5 ms %v, 30 ms %v, 2 ms %v",
+		len(back), len(probes), time.Since(start).Round(time.Millisecond), quantile(before, .5), quantile(slow, .5), quantile(fast, .5))
+	if len(back) < len(probes)*95/100 {
+		t.Errorf("%d of %d probes back", len(back), len(probes))
+	}
+	check := func(name string, r []time.Duration, oneWay time.Duration) {
+		if len(r) < 20 || r[0] < 2*oneWay-100*time.Microsecond || quantile(r, .5) > 2*oneWay+5*time.Millisecond {
+			t.Errorf("%s: %d probes, RTT min %v median %v, want about %v", name, len(r), quantile(r, 0), quantile(r, .5), 2*oneWay)
+		}
+	}
+	check("before", before, 5*time.Millisecond)
+	check("after raising the delay", slow, 30*time.Millisecond)
+	check("after lowering the delay", fast, 2*time.Millisecond)
+	slices.SortFunc(back, func(a, b probe) int { return a.arrival - b.arrival })
+	for i := 1; i < len(back); i++ {
+		if back[i].seq < back[i-1].seq {
+			t.Errorf("probe %d came back after probe %d", back[i-1].seq, back[i].seq)
+			break
+		}
+	}
+}
+
+// TestNoLostWakeups changes the parameters between small bursts of
+// datagrams, again and again: zero delay (written straight through) and
+// short ones (through the delay line and its timer), with and without
+// jitter and reordering. A lost wake-up of the writer would strand
+// packets in the delay line until the next arrival, and the last ones for
+// good.
+func TestNoLostWakeups(t *testing.T) {
+	l := newTestLink(t, 1500, Params{})
+	s := l.udpSink(t, 9)
+	c := l.dialUDP(t, 9)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
+	msg := make([]byte, 100)
+	seq := 0
+	for range 200 {
+		p := Params{Delay: time.Duration(rng.IntN(4)*rng.IntN(300)) * time.Microsecond, Reorder: rng.IntN(2) == 0}
+		if rng.IntN(2) == 0 {
+			p.Jitter = time.Duration(rng.IntN(200)) * time.Microsecond
+		}
+		if err := l.e.Set("l", "", p); err != nil {
+			t.Fatal(err)
+		}
+		for range rng.IntN(20) {
+			binary.BigEndian.PutUint64(msg, uint64(seq))
+			seq++
+			c.Write(msg)
+		}
+		if rng.IntN(3) == 0 {
+			time.Sleep(time.Duration(rng.IntN(500)) * time.Microsecond)
+		}
+	}
+	if !waitFor(2*time.Second, func() bool { return s.count() == seq }) {
+		t.Fatalf("%d of %d datagrams arrived; a→b %+v", s.count(), seq, l.stats(t, "a"))
+	}
+}

@@ -1,0 +1,177 @@
+package emu
+
+import (
+	"encoding/binary"
+	"log/slog"
+	"math"
+	"testing"
+	"time"
+)
+
+func TestLossModels(t *testing.T) {
+	const n = 2_000_000
+	for _, tc := range []struct {
+		name string
+		loss Loss
+		mean float64
+		// burst: P(loss | previous lost) for Gilbert-Elliott, whose losses
+		// come in bursts; for random loss it is the mean again.
+		burst float64
+	}{
+		{"none", Loss{}, 0, 0},
+		{"random 1%", Loss{Model: LossRandom, Rate: 0.01}, 0.01, 0.01},
+		{"random 50%", Loss{Model: LossRandom, Rate: 0.5}, 0.5, 0.5},
+		{"random all", Loss{Model: LossRandom, Rate: 1}, 1, 1},
+		// π_bad = P/(P+R) = 1/11; mean = (P·H + R·K)/(P+R).
+		{"gilbert-elliott", Loss{Model: LossGilbertElliott, P: 0.01, R: 0.1, H: 0.5, K: 0.001}, (0.01*0.5 + 0.1*0.001) / 0.11, 0},
+		// Gilbert: K=0, H=1. A loss means bad; the next is lost if it stays bad.
+		{"gilbert", Loss{Model: LossGilbertElliott, P: 0.002, R: 0.25, H: 1}, 0.002 / 0.252, 0.75},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newLossState(1, 2)
+			lost, pairs, afterLoss := 0, 0, 0
+			prev := false
+			for range n {
+				l := s.lose(&tc.loss)
+				if l {
+					lost++
+				}
+				if prev {
+					afterLoss++
+					if l {
+						pairs++
+					}
+				}
+				prev = l
+			}
+			mean := float64(lost) / n
+			if math.Abs(mean-tc.mean) > 0.05*tc.mean+1e-4 {
+				t.Errorf("mean loss %.5f, want %.5f", mean, tc.mean)
+			}
+			if tc.burst > 0 {
+				if b := float64(pairs) / float64(afterLoss); math.Abs(b-tc.burst) > 0.05*tc.burst {
+					t.Errorf("P(loss | loss) %.4f, want %.4f", b, tc.burst)
+				}
+			}
+			if got := lossy(&tc.loss); got != (tc.mean > 0) {
+				t.Errorf("lossy %v, want %v", got, tc.mean > 0)
+			}
+		})
+	}
+}
+
+func TestLossModelChangeStartsGood(t *testing.T) {
+	s := newLossState(3, 4)
+	stuck := Loss{Model: LossGilbertElliott, P: 1, R: 0, H: 1}
+	if !s.lose(&stuck) || !s.bad {
+		t.Fatal("P=1 H=1 did not lose")
+	}
+	s.lose(&Loss{Model: LossRandom, Rate: 0})
+	if s.lose(&Loss{Model: LossGilbertElliott, P: 0, R: 0, H: 1}) {
+		t.Error("a new Gilbert-Elliott model started in the bad state")
+	}
+}
+
+func TestDelayLine(t *testing.T) {
+	var d delayLine
+	// FIFO: a later packet due earlier waits for the earlier one.
+	for i, due := range []int64{10, 30, 20, 20, 5, 40} {
+		d.push(packet{due: due, n: int32(i)}, true)
+	}
+	var order []int32
+	var dues []int64
+	for d.len() > 0 {
+		p := d.pop()
+		order = append(order, p.n)
+		dues = append(dues, p.due)
+	}
+	if want := []int32{0, 1, 2, 3, 4, 5}; !equal(order, want) {
+		t.Errorf("fifo order %v, want %v", order, want)
+	}
+	if want := []int64{10, 30, 30, 30, 30, 40}; !equal(dues, want) {
+		t.Errorf("fifo due times %v, want %v", dues, want)
+	}
+	// Reorder: by due time, ties by arrival.
+	order = order[:0]
+	for i, due := range []int64{50, 45, 60, 45, 41, 70} {
+		d.push(packet{due: due, n: int32(i)}, false)
+	}
+	// Back to FIFO: the floor is the latest due time seen, not the head.
+	d.push(packet{due: 0, n: 6}, true)
+	for d.len() > 0 {
+		order = append(order, d.pop().n)
+	}
+	if want := []int32{4, 1, 3, 0, 2, 5, 6}; !equal(order, want) {
+		t.Errorf("reorder order %v, want %v", order, want)
+	}
+}
+
+func equal[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestProcessSplitsLossySuperPackets runs the reader's decision on a
+// super-packet without devices: the survivors of a lossy link are valid
+// segments, the counters add up.
+func TestProcessSplitsLossySuperPackets(t *testing.T) {
+	p := newPipe(PipeSpec{Link: "l", From: "a", To: "b"}, nil, nil, slog.New(slog.DiscardHandler))
+	tc := gsoCase{payload: 45*1448 - 100, mss: 1448, tcpOpts: 12, flags: 0x18, seq: 4242}
+	pkt := buildGSO(tc)
+	params := &Params{Delay: time.Millisecond, Loss: Loss{Model: LossRandom, Rate: 0.3}}
+	var out []packet
+	var kill []bool
+	segs := 0
+	for range 20 {
+		b := getBuffer(maxPacket)
+		n := copy(b.b, pkt)
+		out, kill = p.process(out[:0], kill, params, &b, n, 1000)
+		if b == nil {
+			t.Fatal("a split super-packet kept its read buffer")
+		}
+		for _, o := range out {
+			seg := finishChecksum(t, o.data())
+			if o.segs != 1 || int(o.wire) != len(seg) || o.due != 1000+int64(time.Millisecond) {
+				t.Errorf("segment %+v of %d bytes", o, len(seg))
+			}
+			tcp := seg[20:]
+			if c := sum16(tcp, uint32(^sum16(pseudo(seg, false, len(tcp)), 0))); c != 0 {
+				t.Errorf("segment checksum off by %#x", c)
+			}
+			if off := binary.BigEndian.Uint32(tcp[4:]) - tc.seq; off%1448 != 0 {
+				t.Errorf("segment at offset %d", off)
+			}
+			putBuffer(o.buf)
+		}
+		segs += len(out)
+	}
+	st := p.stats()
+	if st.PacketsIn != 20*45 || st.SuperPacketsIn != 20 || st.DropsLoss+uint64(segs) != st.PacketsIn {
+		t.Errorf("in %d (super %d), lost %d, passed %d", st.PacketsIn, st.SuperPacketsIn, st.DropsLoss, segs)
+	}
+	if f := float64(st.DropsLoss) / float64(st.PacketsIn); f < 0.2 || f > 0.4 {
+		t.Errorf("lost %.2f of segments, want about 0.3", f)
+	}
+
+	// No loss: the super-packet goes on whole, in its own buffer.
+	b := getBuffer(maxPacket)
+	n := copy(b.b, pkt)
+	out, _ = p.process(out[:0], kill, &Params{}, &b, n, 0)
+	if len(out) != 1 || out[0].segs != 45 || b != nil {
+		t.Errorf("clean link: %d packets, buffer kept %v", len(out), b == nil)
+	}
+	// Down: nothing, counted.
+	b = getBuffer(maxPacket)
+	n = copy(b.b, pkt)
+	out, _ = p.process(out[:0], kill, &Params{Down: true}, &b, n, 0)
+	if len(out) != 0 || p.stats().DropsDown != 45 {
+		t.Errorf("down: %d packets out, %d drops", len(out), p.stats().DropsDown)
+	}
+}

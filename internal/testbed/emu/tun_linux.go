@@ -1,0 +1,237 @@
+//go:build linux
+
+package emu
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"runtime"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// TUN offload flags (include/uapi/linux/if_tun.h), missing from x/sys.
+// No TUN_F_USO*: UDP then arrives one datagram at a time, which the loss
+// model can judge without splitting.
+const (
+	tunFCsum   = 0x01
+	tunFTSO4   = 0x02
+	tunFTSO6   = 0x04
+	tunFTSOECN = 0x08
+
+	tunOffloads = tunFCsum | tunFTSO4 | tunFTSO6 | tunFTSOECN
+	tunFlags    = unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_VNET_HDR
+
+	// txQueueLen sizes the ring of packets a TUN device holds for its
+	// reader (its tx_queue_len; the default is 500). The kernel drops,
+	// rather than pushes back, when it is full, so it must absorb the
+	// emulator's scheduling hiccups at full rate.
+	txQueueLen = 1000
+)
+
+// InNetns runs fn on an OS thread switched into the network namespace at
+// nsPath (such as /run/netns/lp-two-site-ra). Sockets and TUN file
+// descriptors opened by fn stay in that namespace after it returns.
+//
+// fn runs on a goroutine of its own, locked to its thread: goroutines it
+// starts do not inherit the namespace. If the thread cannot return to
+// its original namespace, it stays locked so that the Go runtime retires
+// it instead of reusing it for other goroutines (the pattern of
+// containernetworking/plugins pkg/ns).
+func InNetns(nsPath string, fn func() error) error {
+	target, err := unix.Open(nsPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open netns %s: %w", nsPath, err)
+	}
+	defer unix.Close(target)
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("open current netns: %w", err)
+			return
+		}
+		defer unix.Close(orig)
+		if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("enter netns %s: %w", nsPath, err)
+			return
+		}
+		ferr := fn()
+		if err := unix.Setns(orig, unix.CLONE_NEWNET); err != nil {
+			// Still locked: the thread dies with this goroutine.
+			errc <- errors.Join(ferr, fmt.Errorf("leave netns %s: %w", nsPath, err))
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+// CreateTun creates a persistent TUN device (layer 3, no packet
+// information, with virtio headers) named name in the network namespace
+// at nsPath, with the given MTU and a transmit queue long enough for the
+// emulator, and leaves it down: the caller gives it addresses and brings
+// it up, and the emulator attaches to it. An existing TUN device of that
+// name is reused.
+func CreateTun(nsPath, name string, mtu int) error {
+	if err := checkDevName(name); err != nil {
+		return fmt.Errorf("create tun %s: %w", name, err)
+	}
+	err := InNetns(nsPath, func() error {
+		fd, err := tunAttach(name)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if err := unix.IoctlSetInt(fd, unix.TUNSETPERSIST, 1); err != nil {
+			return fmt.Errorf("make persistent: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("create tun %s in %s: %w", name, nsPath, err)
+	}
+	h, link, err := linkAt(nsPath, name)
+	if err != nil {
+		return fmt.Errorf("create tun %s in %s: %w", name, nsPath, err)
+	}
+	defer h.Close()
+	if mtu > 0 {
+		if err := h.LinkSetMTU(link, mtu); err != nil {
+			return fmt.Errorf("create tun %s in %s: set mtu %d: %w", name, nsPath, mtu, err)
+		}
+	}
+	if err := h.LinkSetTxQLen(link, txQueueLen); err != nil {
+		return fmt.Errorf("create tun %s in %s: set txqueuelen: %w", name, nsPath, err)
+	}
+	return nil
+}
+
+// DeleteTun deletes the TUN device name in the namespace at nsPath. A
+// missing device, or a missing namespace (which took its devices with
+// it), is not an error; a device of that name that is not a TUN device is.
+func DeleteTun(nsPath, name string) error {
+	h, link, err := linkAt(nsPath, name)
+	var notFound netlink.LinkNotFoundError
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.As(err, &notFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("delete tun %s in %s: %w", name, nsPath, err)
+	}
+	defer h.Close()
+	if t := link.Type(); t != "tuntap" {
+		return fmt.Errorf("delete tun %s in %s: a %s device, not a TUN device", name, nsPath, t)
+	}
+	if err := h.LinkDel(link); err != nil && !errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("delete tun %s in %s: %w", name, nsPath, err)
+	}
+	return nil
+}
+
+// linkAt looks name up in the namespace at nsPath through a netlink
+// handle bound to it, so no thread has to switch. The caller closes the
+// handle.
+func linkAt(nsPath, name string) (*netlink.Handle, netlink.Link, error) {
+	ns, err := netns.GetFromPath(nsPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open netns %s: %w", nsPath, err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return nil, nil, fmt.Errorf("netlink handle in %s: %w", nsPath, err)
+	}
+	link, err := h.LinkByName(name)
+	if err != nil {
+		h.Close()
+		return nil, nil, fmt.Errorf("find device %s: %w", name, err)
+	}
+	return h, link, nil
+}
+
+func checkDevName(name string) error {
+	if name == "" || len(name) >= unix.IFNAMSIZ {
+		return fmt.Errorf("device name %q: want 1 to %d bytes", name, unix.IFNAMSIZ-1)
+	}
+	return nil
+}
+
+// tunAttach opens /dev/net/tun and attaches it to the TUN device name in
+// the calling thread's namespace, creating the device if it does not
+// exist.
+func tunAttach(name string) (int, error) {
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open /dev/net/tun: %w", err)
+	}
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	ifr.SetUint16(tunFlags)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("attach to %s (TUNSETIFF): %w", name, err)
+	}
+	return fd, nil
+}
+
+// openTun attaches to the existing persistent TUN device name in the
+// namespace at nsPath and sets it up for the emulator: virtio headers,
+// checksum and TSO offloads (so that TCP arrives in 64 KiB super-packets,
+// and leaves in them), non-blocking. It returns the file descriptor.
+func openTun(nsPath, name string) (int, error) {
+	// TUNSETIFF would create a missing device, and a non-persistent one at
+	// that: make sure it exists first.
+	h, link, err := linkAt(nsPath, name)
+	if err != nil {
+		return -1, fmt.Errorf("open tun %s in %s: %w", name, nsPath, err)
+	}
+	h.Close()
+	if t := link.Type(); t != "tuntap" {
+		return -1, fmt.Errorf("open tun %s in %s: a %s device, not a TUN device", name, nsPath, t)
+	}
+	fd := -1
+	err = InNetns(nsPath, func() error {
+		var err error
+		fd, err = tunAttach(name)
+		return err
+	})
+	if err != nil {
+		return -1, fmt.Errorf("open tun %s in %s: %w", name, nsPath, err)
+	}
+	if err := setupTun(fd); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("open tun %s in %s: %w", name, nsPath, err)
+	}
+	return fd, nil
+}
+
+func setupTun(fd int) error {
+	if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETHDRSZ, vnetHdrLen); err != nil {
+		return fmt.Errorf("set vnet header size: %w", err)
+	}
+	// The header is in native byte order unless told otherwise; asking for
+	// little-endian makes it the same everywhere. Only a big-endian kernel
+	// without CONFIG_TUN_VNET_CROSS_LE could refuse, and there the native
+	// order is the wrong one for gso.go.
+	if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETLE, 1); err != nil {
+		return fmt.Errorf("set little-endian vnet header: %w", err)
+	}
+	if err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, tunOffloads); err != nil {
+		return fmt.Errorf("set offloads: %w", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return fmt.Errorf("set non-blocking: %w", err)
+	}
+	return nil
+}

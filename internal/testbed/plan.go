@@ -1,0 +1,93 @@
+package testbed
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Handles of the htb tree every link end gets (DESIGN.md): root 1:, class
+// 1:1 at the link rate, default class 1:2 at the unreservable floor, its
+// leaf a byte FIFO 2: holding the link's queue. Agents add classes from
+// 1:100 up under 1:1 and leave these alone.
+const (
+	HTBRoot     = 0x10000 // 1:
+	HTBLink     = 0x10001 // 1:1
+	HTBDefault  = 0x10002 // 1:2
+	HTBLeaf     = 0x20000 // 2:, the FIFO under 1:2
+	HTBFirstRes = 0x10064 // 1:100, the first class an agent may use
+)
+
+// HTB is the shaping of one direction of a link, on its egress device.
+type HTB struct {
+	Node    string
+	Dev     string
+	Rate    uint64 // bits/s: class 1:1's rate and ceil, and 1:2's ceil
+	Floor   uint64 // bits/s: class 1:2's guaranteed rate
+	Quantum uint32 // bytes per round when classes borrow
+	Limit   uint32 // bytes: the FIFO under 1:2
+}
+
+// minFloor keeps class 1:2 valid when a link is entirely reservable: htb
+// refuses a zero rate, and untagged traffic still needs a trickle (routing
+// protocols, probes) before it borrows.
+const minFloor = 1_000_000
+
+// PlanHTB computes the htb tree of one direction of l, leaving from node,
+// at rate (the link's configured rate, or one set at run time).
+func PlanHTB(l *Link, node string, rate uint64) (HTB, error) {
+	e, ok := l.End(node)
+	if !ok {
+		return HTB{}, fmt.Errorf("link %q has no end at node %q", l.Name, node)
+	}
+	floor := uint64(float64(rate) * (1 - l.Reservable))
+	floor = max(floor, min(minFloor, rate))
+	// A millisecond of the class's rate, within htb's sensible range: large
+	// enough for a jumbo frame, small enough to share fairly.
+	q := min(max(floor/8/1000, uint64(2*l.MTU)), 200_000)
+	limit := min(max(l.Queue, int64(2*l.MTU)), 1<<31)
+	return HTB{Node: node, Dev: e.Dev, Rate: rate, Floor: floor, Quantum: uint32(q), Limit: uint32(limit)}, nil
+}
+
+// Sysctl is one setting of a node's namespace, by its dotted name.
+type Sysctl struct {
+	Key, Value string
+}
+
+// Path is the setting's file under /proc/sys.
+func (s Sysctl) Path() string { return "/proc/sys/" + strings.ReplaceAll(s.Key, ".", "/") }
+
+// NodeSysctls are the settings of one node's namespace: forwarding on
+// routers; no reverse-path filter (steered traffic comes back by another
+// link); no duplicate address detection (addresses work at once); TCP
+// buffers large enough for the node's longest bandwidth-delay product; no
+// TCP metrics carried from one connection to the next, so that each test
+// starts alike.
+func NodeSysctls(t *Topology, n *Node) []Sysctl {
+	fwd := "0"
+	if n.Role == RoleRouter {
+		fwd = "1"
+	}
+	maxBuf := fmt.Sprint(t.TCPBufferMax(n.Name))
+	return []Sysctl{
+		{"net.ipv4.ip_forward", fwd},
+		{"net.ipv6.conf.all.forwarding", fwd},
+		{"net.ipv4.conf.all.rp_filter", "0"},
+		{"net.ipv4.conf.default.rp_filter", "0"},
+		{"net.ipv6.conf.all.accept_dad", "0"},
+		{"net.ipv6.conf.default.accept_dad", "0"},
+		{"net.ipv4.tcp_rmem", "4096 131072 " + maxBuf},
+		{"net.ipv4.tcp_wmem", "4096 16384 " + maxBuf},
+		{"net.ipv4.tcp_no_metrics_save", "1"},
+	}
+}
+
+// HostBufferMax is what the host-wide net.core.rmem_max and wmem_max must
+// reach for the namespaces' TCP buffers (and SO_RCVBUF/SO_SNDBUF requests
+// such as cp --window) to take effect.
+func HostBufferMax(t *Topology) int64 {
+	var m int64
+	for i := range t.Nodes {
+		m = max(m, t.TCPBufferMax(t.Nodes[i].Name))
+	}
+	return m
+}

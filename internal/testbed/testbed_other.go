@@ -1,0 +1,29 @@
+//go:build !linux
+
+package testbed
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+)
+
+var errLinux = errors.New("the testbed needs Linux (network namespaces, TUN devices, htb)")
+
+// Up needs Linux.
+func Up(context.Context, UpOptions) (*UpResult, error) { return nil, errLinux }
+
+// Down needs Linux.
+func Down(string, func(string, ...any)) (*DownResult, error) { return nil, errLinux }
+
+// Status needs Linux.
+func Status(string) (*StatusReport, error) { return nil, errLinux }
+
+// LinkSet needs Linux.
+func LinkSet(string, string, LinkChange) error { return errLinux }
+
+// Exec needs Linux.
+func Exec(string, string, []string) error { return errLinux }
+
+// RunEmulator needs Linux.
+func RunEmulator(context.Context, string, *slog.Logger) error { return errLinux }
