@@ -16,12 +16,12 @@
 #            against a bare veth pair between two namespaces, with the
 #            emulator's CPU use. Target: >= 0.5 of bare veth at MTU 9000.
 #   movers   lightpath cp, globus-url-copy -p 4 and xrdcp, each with BBR and
-#            with CUBIC, copying a SIZE (512M) file from a1 to b1 over the
+#            with CUBIC, copying a SIZE (2G) file from a1 to b1 over the
 #            routed path of examples/two-site.yaml (1 Gbit/s, 25 ms one way,
 #            0.01% loss): goodput as a fraction of the link rate, the median
 #            of RUNS (3). Target for lightpath: >= 0.9.
 #
-# Environment: RUNS (3), DURATION (10), SIZE (512M), LOSS_PACKETS (1000000),
+# Environment: RUNS (3), DURATION (10), SIZE (2G), LOSS_PACKETS (1000000),
 # ONLY, JSON=1 (same as --json), KEEP=1 (keep the work directory),
 # LIGHTPATH (a lightpath binary to use instead of building one).
 #
@@ -39,7 +39,7 @@ source "$HERE/lib.sh"
 RUNS=${RUNS:-3}
 DURATION=${DURATION:-10}
 DURATION=${DURATION%s}
-SIZE=${SIZE:-512M}
+SIZE=${SIZE:-2G}
 LOSS_PACKETS=${LOSS_PACKETS:-1000000}
 ONLY=${ONLY:-}
 JSON=${JSON:-0}
@@ -76,11 +76,16 @@ APT_LOG=$W/logs/apt.log
 # Testbeds made by this run, removed at the end whatever happens.
 TESTBEDS=()
 VETH_NS=()
+ETC_NETNS=()
+ALLOWED_CC=$(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control)
 cleanup() {
 	local rc=$? tb ns
 	trap - EXIT INT TERM
+	stop_servers
 	for tb in "${TESTBEDS[@]}"; do "$LP" testbed down --name "$tb" >/dev/null 2>&1 || true; done
 	for ns in "${VETH_NS[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+	for ns in "${ETC_NETNS[@]}"; do rm -rf "/etc/netns/$ns"; done
+	echo "$ALLOWED_CC" >/proc/sys/net/ipv4/tcp_allowed_congestion_control
 	if [[ $KEEP == 1 ]]; then log "kept $W"; else rm -rf -- "$W"; fi
 	exit "$rc"
 }
@@ -216,13 +221,13 @@ scenario_loss() {
 		die "iperf3 server: $START_ERROR"
 	bytes=$((LOSS_PACKETS * len))
 	out ""
-	out "Loss over $LOSS_PACKETS UDP datagrams of $len bytes at 800 Mbit/s"
+	out "Loss over $LOSS_PACKETS UDP datagrams of $len bytes at 800 Mbit/s (16 MB socket buffers)"
 	out "$(printf '  %-10s %14s %14s %14s   %s' configured "end to end" "emulator" "datagrams" "verdict (within 10%)")"
 	for p in 0.1 1; do
 		"$LP" testbed link set --name "$tb" l --loss "${p}%"
 		in0=$(status_field "$tb" l h1 packets_in)
 		drop0=$(status_field "$tb" l h1 drops_loss)
-		ip netns exec "$(ns $tb h1)" iperf3 -c 198.18.1.2 -p 5201 -u -b 800M -l "$len" -n "$bytes" -J \
+		ip netns exec "$(ns $tb h1)" iperf3 -c 198.18.1.2 -p 5201 -u -b 800M -l "$len" -w 16M -n "$bytes" -J \
 			>"$W/logs/loss-$p.json" 2>&1 || die "iperf3 -u: $(last_line "$W/logs/loss-$p.json")"
 		sleep 0.5
 		in1=$(status_field "$tb" l h1 packets_in)
@@ -361,10 +366,24 @@ mover_run() {
 }
 
 scenario_movers() {
-	local tb=lpb-movers tool cc run b1ns port frac med ok
+	local tb=lpb-movers tool cc run b1ns port frac med ok n
 	declare -A PORTS=([lightpath]=7070 [gridftp]=2811 [xrdcp]=1094)
 	up "$tb" "$REPO/examples/two-site.yaml"
 	b1ns=$(ns "$tb" b1)
+	# The peers take the congestion control from the namespace's default,
+	# and a namespace may only choose one the host allows: allow cubic too
+	# (restored at the end).
+	grep -qw cubic /proc/sys/net/ipv4/tcp_allowed_congestion_control ||
+		echo "$ALLOWED_CC cubic" >/proc/sys/net/ipv4/tcp_allowed_congestion_control
+	# globus-gridftp-server resolves its own address and the host's name and
+	# gives up without an answer; namespaces have no DNS, so `ip netns exec`
+	# gets a hosts file of their own (/etc/netns/NS/hosts).
+	for n in a1 b1; do
+		mkdir -p "/etc/netns/$(ns "$tb" $n)"
+		ETC_NETNS+=("$(ns "$tb" $n)")
+	done
+	printf '127.0.0.1 localhost\n198.18.1.1 a1 %s\n198.18.2.1 b1\n' "$(hostname)" >"/etc/netns/$(ns "$tb" a1)/hosts"
+	printf '127.0.0.1 localhost\n198.18.2.1 b1 %s\n198.18.1.1 a1\n' "$(hostname)" >"/etc/netns/$(ns "$tb" b1)/hosts"
 	log "generating $(numfmt --to=iec-i "$SIZE_BYTES")B of random data"
 	{ openssl enc -aes-128-ctr -pass pass:lightpath -nosalt </dev/zero 2>/dev/null || true; } | head -c "$SIZE_BYTES" >"$SRC_FILE"
 	for tool in lightpath gridftp xrdcp; do MOVER_STATUS[$tool]=ok; done
