@@ -34,8 +34,11 @@ unit: build
 fuzz:
 	@scripts/fuzz.sh $(FUZZTIME)
 
+# The movers against their peers on loopback, then (as root) the testbed's
+# fidelity and the movers over an emulated wide-area path.
 bench: deps build
 	bench/movers.sh
+	@if [ "$$(id -u)" -eq 0 ]; then bench/testbed.sh; else echo "bench/testbed.sh skipped: it needs root"; fi
 
 clean:
 	rm -rf bin

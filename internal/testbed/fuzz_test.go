@@ -19,6 +19,9 @@ func FuzzParse(f *testing.F) {
 		base + "    loss: {rate: 1%, burst: 4}\n    queue: 100\n    delay: 5ms\n",
 		base + "    loss: {model: gilbert-elliott, p: 0.001, r: 0.2, h: 1, k: 0}\n",
 		"sites: [{name: a}]\nnodes: [{name: h, site: a}]\n",
+		"sites: [{name: a}, {name: b}]\nnodes: [{name: r, site: a, role: router}, {name: h, site: b}, {name: g, site: b}]\n" +
+			"links: [{name: l1, ends: [r, h]}, {name: l2, ends: [r, g]}, {name: l3, ends: [r, g], role: dedicated}]\n" +
+			"routes: [{node: r, to: b, via: l3}, {node: r, to: h, via: l1}]\n",
 		"x: &a {b: *a}\n",
 		"links:\n  - &l {name: x, ends: [a, b]}\n  - {<<: [*l, *l], name: y}\n",
 		"",

@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -53,11 +55,13 @@ func (p *parser) check() {
 		}
 	}
 	links := map[string]int{}
+	var linkNames []string
 	for i, l := range t.Links {
 		if j, dup := links[l.Name]; dup {
 			p.errorf(l.Line, "duplicate link name %q (first at line %d)", l.Name, t.Links[j].Line)
 		} else {
 			links[l.Name] = i
+			linkNames = append(linkNames, l.Name)
 		}
 		src := p.links[i]
 		known := true
@@ -70,6 +74,102 @@ func (p *parser) check() {
 		if known && src.ends[0] == src.ends[1] {
 			p.errorf(src.endLines[1], "link %q: both ends are node %q: a link joins two different nodes", l.Name, src.ends[0])
 		}
+	}
+	p.checkRoutes(names{sites, siteNames}, names{nodes, nodeNames}, names{links, linkNames})
+}
+
+// names indexes one kind of entry by name; list holds the names in file
+// order, for suggestions.
+type names struct {
+	index map[string]int
+	list  []string
+}
+
+// checkRoutes resolves the routes in the file into the next hops they
+// give (p.given). A route at node N to node D gives N's next hop towards
+// D; a route to site S gives N's next hop towards every node of S but N,
+// and towards the subnets of every link with both ends in S that N is not
+// on. A route to a node wins over a route to its site, as a longer prefix
+// does in the kernel; two routes at one node to the same node or site are
+// an error, even when they agree.
+func (p *parser) checkRoutes(sites, nodes, links names) {
+	t := p.t
+	type key struct{ node, to string }
+	seen := map[key]int{} // → index in p.routes
+	var bySite, byNode []givenRoute
+	for i, r := range p.routes {
+		label := fmt.Sprintf("route #%d", i+1)
+		x, nodeOK := nodes.index[r.node]
+		if !nodeOK {
+			p.errorf(r.nodeLn, "%s: unknown node %q%s", label, r.node, didYouMean(r.node, nodes.list))
+		}
+		d, isNode := nodes.index[r.to]
+		s, isSite := sites.index[r.to]
+		switch {
+		case isNode && isSite:
+			p.errorf(r.toLn, "%s: to: %q is both a node and a site: rename one of them", label, r.to)
+		case !isNode && !isSite:
+			p.errorf(r.toLn, "%s: unknown node or site %q%s", label, r.to, didYouMean(r.to, append(slices.Clone(nodes.list), sites.list...)))
+		case isNode && r.to == r.node:
+			p.errorf(r.toLn, "%s: a route from node %q to itself", label, r.node)
+			isNode = false
+		}
+		k, linkOK := links.index[r.via]
+		if !linkOK {
+			p.errorf(r.viaLn, "%s: unknown link %q%s", label, r.via, didYouMean(r.via, links.list))
+		}
+		if !nodeOK || !linkOK || isNode == isSite {
+			continue
+		}
+		if l := &t.Links[k]; l.A.Node != r.node && l.B.Node != r.node {
+			var mine []string
+			for _, m := range t.Links {
+				if m.A.Node == r.node || m.B.Node == r.node {
+					mine = append(mine, m.Name)
+				}
+			}
+			p.errorf(r.viaLn, "%s: link %q does not touch node %q (it joins %q and %q; %q's links: %s)",
+				label, r.via, r.node, l.A.Node, l.B.Node, r.node, strings.Join(mine, ", "))
+			continue
+		}
+		if j, dup := seen[key{r.node, r.to}]; dup {
+			q := p.routes[j]
+			if q.via == r.via {
+				p.errorf(r.line, "%s: duplicate route at node %q to %q (first at line %d)", label, r.node, r.to, q.line)
+			} else {
+				p.errorf(r.line, "%s: node %q already has a route to %q, via %q at line %d: give one", label, r.node, r.to, q.via, q.line)
+			}
+			continue
+		}
+		seen[key{r.node, r.to}] = i
+		g := givenRoute{node: x, link: k, line: r.line}
+		if isNode {
+			g.to = []int{d}
+			byNode = append(byNode, g)
+			continue
+		}
+		for j, n := range t.Nodes {
+			if n.Site == r.to && j != x {
+				g.to = append(g.to, j)
+			}
+		}
+		if len(g.to) == 0 {
+			p.errorf(r.toLn, "%s: node %q is the only node of site %q: there is nothing to route to", label, r.node, r.to)
+			continue
+		}
+		for j, l := range t.Links {
+			if l.A.Node == r.node || l.B.Node == r.node {
+				continue // on the link: the kernel's connected route covers it
+			}
+			if a, b := nodes.index[l.A.Node], nodes.index[l.B.Node]; t.Nodes[a].Site == t.Nodes[b].Site && t.Nodes[a].Site == t.Sites[s].Name {
+				g.subnets = append(g.subnets, j)
+			}
+		}
+		bySite = append(bySite, g)
+	}
+	// Routes to sites first, so that routes to nodes replace them.
+	for _, g := range append(bySite, byNode...) {
+		p.given.add(g)
 	}
 }
 

@@ -1,8 +1,8 @@
 package testbed
 
-// Route computation. One rule decides every path, so that the static
-// routes installed in the namespaces, Path, and the connectivity check
-// always agree:
+// Route computation. One rule decides every path the file does not give,
+// so that the static routes installed in the namespaces, Path, and the
+// connectivity check always agree:
 //
 //   - only routers forward: a path passes through routers, and starts or
 //     ends at any node;
@@ -16,6 +16,12 @@ package testbed
 // a tree, rather than running Dijkstra per source, keeps hop-by-hop
 // forwarding consistent under ties: the path from a node's next hop is
 // exactly the rest of the node's own path.
+//
+// Routes given in the file (see checkRoutes) replace the next hop of one
+// node towards some destinations. Everything that follows paths (the
+// installed routes, Path, TCPBufferMax, and the check that every node
+// still reaches every other) goes through forwarding, which applies them,
+// so these agree with each other and with the kernels there too.
 
 import (
 	"container/heap"
@@ -24,6 +30,8 @@ import (
 	"math"
 	"net/netip"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -193,18 +201,23 @@ func (g *graph) ends(from, to string) (int, int, error) {
 }
 
 // Path returns the hops that traffic from node from to node to takes
-// under the topology's routes. The path from a node to itself is empty.
+// under the topology's routes, following them from node to node as the
+// kernels do: at each node, the route in t.Routes to the destination's
+// IPv4 address (else its IPv6 address), including the routes the file
+// gives; where t.Routes has none (a Topology built by hand), the computed
+// next hop. The path from a node to itself is empty. Routes that loop, or
+// that would have a host forward, give an error wrapping ErrNoPath.
 func (t *Topology) Path(from, to string) ([]Hop, error) {
 	g := newGraph(t)
 	src, dst, err := g.ends(from, to)
 	if err != nil {
 		return nil, err
 	}
-	tr := g.toward(dst, nil, false)
-	if !tr.reached[src] {
-		return nil, fmt.Errorf("from %q to %q: %w", from, to, ErrNoPath)
+	w := newForwarding(g, routesGiven(g)).toNode(src, dst)
+	if w.end != arrived {
+		return nil, fmt.Errorf("from %q to %q: %s: %w", from, to, w.explain(t), ErrNoPath)
 	}
-	return g.walk(tr, src), nil
+	return w.hops, nil
 }
 
 // WidestPath returns the path from node from to node to with the highest
@@ -258,23 +271,26 @@ const (
 // one-way delays), rounded up to a MiB, at least 6 MiB (Linux's default)
 // and at most 2047 MiB. Twice, because Linux counts its bookkeeping
 // against the buffer and by default offers only half of it as window.
-// Both the routed path and the widest path count, since a reservation may
-// later steer traffic onto a dedicated link. An unknown node gets the
-// minimum.
+// Both the path the routes take (as Path follows them, routes given in the
+// file included) and the widest path count, since a reservation may later
+// steer traffic onto a dedicated link. An unknown node gets the minimum.
 func (t *Topology) TCPBufferMax(node string) int64 {
 	g := newGraph(t)
 	src, ok := g.index[node]
 	if !ok {
 		return minTCPBuffer
 	}
+	f := newForwarding(g, routesGiven(g))
 	var most float64
 	for d := range t.Nodes {
 		if d == src {
 			continue
 		}
-		routed := g.walk(g.toward(d, nil, false), src)
+		if w := f.toNode(src, d); w.end == arrived {
+			most = max(most, t.bdp(w.hops))
+		}
 		widest, _ := t.WidestPath(node, t.Nodes[d].Name)
-		most = max(most, t.bdp(routed), t.bdp(widest))
+		most = max(most, t.bdp(widest))
 	}
 	const mib = 1 << 20
 	b := math.Ceil(2*most/mib) * mib
@@ -344,18 +360,15 @@ func (p *parser) connect() {
 
 // computeRoutes returns the static routes of every node: in node file
 // order, one route to each other node's /32 and /128, then one to each
-// /30 and /64 of a link the node is not on. A link's subnets are routed
-// towards whichever end is nearer (end A on a tie); the rule is the same
-// at every node, so forwarding towards them is consistent too.
-func computeRoutes(t *Topology) []Route {
-	g := newGraph(t)
-	trees := make([]tree, len(t.Nodes))
-	for d := range t.Nodes {
-		trees[d] = g.toward(d, nil, false)
-	}
+// /30 and /64 of a link the node is not on. Each leaves by the next hop
+// given (the routes in the file, see checkRoutes) or else the computed
+// one. A link's subnets are routed towards whichever end is nearer (end A
+// on a tie); the rule is the same at every node, so forwarding towards
+// them is consistent too.
+func computeRoutes(t *Topology, given givenHops) []Route {
+	f := newForwarding(newGraph(t), given)
 	var routes []Route
-	add := func(x int, tr tree, dst4, dst6 netip.Prefix) {
-		a := tr.next[x]
+	add := func(x int, a arc, dst4, dst6 netip.Prefix) {
 		if a.link < 0 {
 			return
 		}
@@ -369,21 +382,319 @@ func computeRoutes(t *Topology) []Route {
 	for x := range t.Nodes {
 		for d := range t.Nodes {
 			if d != x {
-				add(x, trees[d], netip.PrefixFrom(t.Nodes[d].IPv4, 32), netip.PrefixFrom(t.Nodes[d].IPv6, 128))
+				a, _ := f.nextToNode(x, d)
+				add(x, a, netip.PrefixFrom(t.Nodes[d].IPv4, 32), netip.PrefixFrom(t.Nodes[d].IPv6, 128))
 			}
 		}
-		for _, l := range t.Links {
+		for k, l := range t.Links {
 			if l.A.Node == t.Nodes[x].Name || l.B.Node == t.Nodes[x].Name {
 				continue // on the link: the kernel's connected route covers it
 			}
-			a, b := g.index[l.A.Node], g.index[l.B.Node]
-			ta, tb := trees[a], trees[b]
-			tr := ta
-			if !ta.reached[x] || (tb.reached[x] && tb.dist[x].less(ta.dist[x])) {
-				tr = tb
-			}
-			add(x, tr, l.A.IPv4.Masked(), l.A.IPv6.Masked())
+			a, _ := f.nextToLink(x, k)
+			add(x, a, l.A.IPv4.Masked(), l.A.IPv6.Masked())
 		}
 	}
 	return routes
+}
+
+// Routes given in the file.
+//
+// A given route replaces one node's next hop towards some destinations
+// and nothing else: the other nodes keep theirs, so the path from the
+// node's next hop on is whatever that node does. That can loop, or hand
+// traffic to a host, which does not forward; forward refuses such files.
+
+// givenRoute is one route of the file, resolved (checkRoutes): at node,
+// traffic to the nodes to and to the subnets of the links subnets leaves
+// by link.
+type givenRoute struct {
+	node, link int
+	to         []int
+	subnets    []int
+	line       int
+}
+
+// givenHops are next hops that replace computed ones.
+type givenHops struct {
+	toNode map[[2]int]givenHop // {node, destination node}
+	toLink map[[2]int]givenHop // {node, link whose subnets are the destination}
+}
+
+// givenHop is a link to leave by, and the line of the route in the file
+// that gives it (0 when it does not come from the file).
+type givenHop struct{ link, line int }
+
+// add records g, replacing what it covers.
+func (h *givenHops) add(g givenRoute) {
+	if h.toNode == nil {
+		h.toNode, h.toLink = map[[2]int]givenHop{}, map[[2]int]givenHop{}
+	}
+	for _, d := range g.to {
+		h.toNode[[2]int{g.node, d}] = givenHop{g.link, g.line}
+	}
+	for _, k := range g.subnets {
+		h.toLink[[2]int{g.node, k}] = givenHop{g.link, g.line}
+	}
+}
+
+// routesGiven reads t.Routes back into next hops towards nodes: a route
+// to a node's /32 (else its /128) by a link of the node. Routes that do
+// not fit the topology (a Topology changed by hand) are left out.
+func routesGiven(g *graph) givenHops {
+	t := g.t
+	owner := make(map[netip.Prefix]int, 2*len(t.Nodes))
+	for i, n := range t.Nodes {
+		owner[netip.PrefixFrom(n.IPv4, 32)] = i
+		owner[netip.PrefixFrom(n.IPv6, 128)] = i
+	}
+	index := make(map[string]int, len(t.Links))
+	for k, l := range t.Links {
+		if _, dup := index[l.Name]; !dup {
+			index[l.Name] = k
+		}
+	}
+	h := givenHops{toNode: map[[2]int]givenHop{}}
+	for _, r := range t.Routes {
+		d, dok := owner[r.Dst]
+		x, xok := g.index[r.Node]
+		k, kok := index[r.Link]
+		if !dok || !xok || !kok || x == d {
+			continue
+		}
+		if l := &t.Links[k]; l.A.Node != r.Node && l.B.Node != r.Node {
+			continue
+		}
+		key := [2]int{x, d}
+		if _, set := h.toNode[key]; set && !r.Dst.Addr().Is4() {
+			continue // the IPv4 route decides
+		}
+		h.toNode[key] = givenHop{link: k}
+	}
+	return h
+}
+
+// forwarding is every node's next hop towards every destination: the
+// given one where there is one, else the computed one.
+type forwarding struct {
+	g     *graph
+	given givenHops
+	trees []*tree // by destination node, computed when first needed
+}
+
+func newForwarding(g *graph, given givenHops) *forwarding {
+	return &forwarding{g: g, given: given, trees: make([]*tree, len(g.t.Nodes))}
+}
+
+func (f *forwarding) tree(d int) *tree {
+	if f.trees[d] == nil {
+		tr := f.g.toward(d, nil, false)
+		f.trees[d] = &tr
+	}
+	return f.trees[d]
+}
+
+// leave returns the arc by which node x leaves on link k.
+func (f *forwarding) leave(x, k int) arc {
+	l := &f.g.t.Links[k]
+	peer := l.B.Node
+	if l.B.Node == f.g.t.Nodes[x].Name {
+		peer = l.A.Node
+	}
+	return arc{k, f.g.index[peer]}
+}
+
+// nextToNode returns x's next hop towards node d, and the line of the
+// route in the file that gives it when that differs from the computed
+// one (else 0: only such routes can make traffic loop or stray).
+func (f *forwarding) nextToNode(x, d int) (arc, int) {
+	h, ok := f.given.toNode[[2]int{x, d}]
+	if !ok {
+		return f.tree(d).next[x], 0
+	}
+	return f.pick(x, h, func() arc { return f.tree(d).next[x] })
+}
+
+// nextToLink returns x's next hop towards the subnets of link k, as
+// nextToNode does. The computed one leads towards the nearer end of the
+// link (end A on a tie).
+func (f *forwarding) nextToLink(x, k int) (arc, int) {
+	computed := func() arc {
+		l := &f.g.t.Links[k]
+		ta, tb := f.tree(f.g.index[l.A.Node]), f.tree(f.g.index[l.B.Node])
+		if !ta.reached[x] || (tb.reached[x] && tb.dist[x].less(ta.dist[x])) {
+			return tb.next[x]
+		}
+		return ta.next[x]
+	}
+	h, ok := f.given.toLink[[2]int{x, k}]
+	if !ok {
+		return computed(), 0
+	}
+	return f.pick(x, h, computed)
+}
+
+// pick returns the given next hop h of node x and its line, the line
+// only when h differs from the computed next hop.
+func (f *forwarding) pick(x int, h givenHop, computed func() arc) (arc, int) {
+	a := f.leave(x, h.link)
+	if h.line == 0 || a == computed() {
+		return a, 0
+	}
+	return a, h.line
+}
+
+// How a walk along next hops ends.
+type walkEnd int
+
+const (
+	arrived walkEnd = iota
+	looped          // back at a node it passed
+	stuck           // at a node with no next hop
+	hostHop         // at a host that would have to forward
+)
+
+// walk is the way traffic goes from one node, hop by hop.
+type walk struct {
+	nodes []int // from the source to where it ended (a loop repeats a node)
+	hops  []Hop
+	lines []int // the lines of the given routes it used, in order, once each
+	end   walkEnd
+}
+
+// follow walks from src along next until arrive says it is there.
+func (f *forwarding) follow(src int, arrive func(int) bool, next func(int) (arc, int)) walk {
+	t := f.g.t
+	w := walk{nodes: []int{src}}
+	seen := map[int]bool{src: true}
+	for x := src; ; {
+		if arrive(x) {
+			w.end = arrived
+			return w
+		}
+		if x != src && !f.g.forwards(x) {
+			w.end = hostHop
+			return w
+		}
+		a, line := next(x)
+		if a.link < 0 {
+			w.end = stuck
+			return w
+		}
+		if line > 0 && !slices.Contains(w.lines, line) {
+			w.lines = append(w.lines, line)
+		}
+		w.hops = append(w.hops, Hop{Link: t.Links[a.link].Name, From: t.Nodes[x].Name, To: t.Nodes[a.peer].Name})
+		w.nodes = append(w.nodes, a.peer)
+		if seen[a.peer] {
+			w.end = looped
+			return w
+		}
+		seen[a.peer] = true
+		x = a.peer
+	}
+}
+
+// toNode walks from node src towards node d.
+func (f *forwarding) toNode(src, d int) walk {
+	return f.follow(src, func(x int) bool { return x == d }, func(x int) (arc, int) { return f.nextToNode(x, d) })
+}
+
+// toLink walks from node src towards the subnets of link k, until it
+// reaches a node on the link.
+func (f *forwarding) toLink(src, k int) walk {
+	l := &f.g.t.Links[k]
+	a, b := f.g.index[l.A.Node], f.g.index[l.B.Node]
+	return f.follow(src, func(x int) bool { return x == a || x == b }, func(x int) (arc, int) { return f.nextToLink(x, k) })
+}
+
+// explain says why a walk did not arrive: "the routes loop: a1 -> ra ->
+// a1".
+func (w walk) explain(t *Topology) string {
+	names := make([]string, len(w.nodes))
+	for i, x := range w.nodes {
+		names[i] = t.Nodes[x].Name
+	}
+	way := strings.Join(names, " -> ")
+	last := names[len(names)-1]
+	switch w.end {
+	case looped:
+		return "the routes loop: " + way
+	case hostHop:
+		return fmt.Sprintf("the routes pass through host %q, which does not forward: %s", last, way)
+	case stuck:
+		return fmt.Sprintf("the routes end at node %q, which has no route there: %s", last, way)
+	}
+	return "the routes arrive: " + way
+}
+
+// forward checks, when the file gives routes, that following the next
+// hops from node to node, as the kernels will, still takes every node to
+// every other node and to the subnets of every link: without a loop, and
+// forwarding only through routers. Problems that the same routes cause
+// are reported once, at the first of those routes, with the first pair
+// of nodes they fail.
+func (p *parser) forward() {
+	if len(p.given.toNode) == 0 && len(p.given.toLink) == 0 {
+		return
+	}
+	t := p.t
+	f := newForwarding(newGraph(t), p.given)
+	type problem struct {
+		line int
+		msg  string
+		more int
+	}
+	var problems []*problem
+	byLines := map[string]*problem{}
+	check := func(w walk, from int, to string) {
+		if w.end == arrived {
+			return
+		}
+		key := fmt.Sprint(slices.Sorted(slices.Values(w.lines)))
+		if pr := byLines[key]; pr != nil {
+			pr.more++
+			return
+		}
+		// Computed next hops always arrive, so some given route is to
+		// blame; the guard only keeps a mistake here from panicking.
+		line, which := p.routes[0].line, "the routes given"
+		if len(w.lines) > 0 {
+			lines := make([]string, len(w.lines))
+			for i, l := range w.lines {
+				lines[i] = strconv.Itoa(l)
+			}
+			line, which = w.lines[0], "the route at line "+lines[0]
+			if len(lines) > 1 {
+				which = "the routes at lines " + strings.Join(lines, ", ")
+			}
+		}
+		pr := &problem{
+			line: line,
+			msg:  fmt.Sprintf("from node %q to %s %s (%s", t.Nodes[from].Name, to, w.explain(t), which),
+		}
+		byLines[key] = pr
+		problems = append(problems, pr)
+	}
+	for s := range t.Nodes {
+		for d := range t.Nodes {
+			if d != s {
+				check(f.toNode(s, d), s, fmt.Sprintf("node %q", t.Nodes[d].Name))
+			}
+		}
+		for k, l := range t.Links {
+			if l.A.Node != t.Nodes[s].Name && l.B.Node != t.Nodes[s].Name {
+				check(f.toLink(s, k), s, fmt.Sprintf("the subnets of link %q", l.Name))
+			}
+		}
+	}
+	for _, pr := range problems {
+		switch pr.more {
+		case 0:
+		case 1:
+			pr.msg += "; so does 1 more pair of source and destination"
+		default:
+			pr.msg += fmt.Sprintf("; so do %d more pairs of source and destination", pr.more)
+		}
+		p.errorf(pr.line, "%s)", pr.msg)
+	}
 }

@@ -2,7 +2,11 @@ package testbed
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -183,9 +187,23 @@ func TestTwoSiteRoutes(t *testing.T) {
 // TestRoutesConsistent follows the routes hop by hop, as the kernels will,
 // between every pair of nodes and towards every link address, and checks
 // that they arrive and agree with Path.
+// The topologies include routes given in the file.
 func TestRoutesConsistent(t *testing.T) {
-	for _, file := range []string{"two-site.yaml", "triangle.yaml"} {
-		topo := loadExample(t, file)
+	detoured, err := Parse("detour.yaml", []byte(detour+"routes:\n  - {node: r1, to: r2, via: r1-r3}\n  - {node: r2, to: r3, via: r1-r2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, topo := range []*Topology{
+		loadExample(t, "two-site.yaml"),
+		loadExample(t, "triangle.yaml"),
+		parseWithRoutes(t, "two-site.yaml", dedicatedBetweenSites...),
+		parseWithRoutes(t, "two-site.yaml", append(slices.Clone(dedicatedBetweenSites), "{node: ra, to: b2, via: wan}", "{node: b1, to: a2, via: b1-rb}")...),
+		// Chicago's traffic to Geneva round by Amsterdam, and Geneva's to
+		// chi2 over the lambda.
+		parseWithRoutes(t, "triangle.yaml", "{node: chi, to: geneva, via: ams-chi}", "{node: gva, to: chi2, via: gva-chi-lambda}"),
+		detoured,
+	} {
+		file := topo.File
 		table := map[string]map[netip.Prefix]Route{}
 		for _, r := range topo.Routes {
 			if table[r.Node] == nil {
@@ -225,6 +243,9 @@ func TestRoutesConsistent(t *testing.T) {
 					r, ok := lookup(at, dst)
 					if !ok || steps > len(topo.Nodes) {
 						t.Fatalf("%s: from %s to %s: stuck at %s", file, from.Name, dst, at)
+					}
+					if n, _ := topo.Node(at); at != from.Name && n.Role != RoleRouter {
+						t.Errorf("%s: from %s to %s: host %s forwards", file, from.Name, dst, at)
 					}
 					peer, _ := topo.NodeByAddr(r.Via)
 					if (r.Src != from.IPv4 && r.Src != from.IPv6) && at == from.Name {
@@ -296,5 +317,287 @@ func TestTCPBufferMax(t *testing.T) {
 	tri := loadExample(t, "triangle.yaml")
 	if got := tri.TCPBufferMax("gva"); got != 64*mib {
 		t.Errorf("TCPBufferMax(gva) = %d (%.2f MiB), want 64 MiB", got, float64(got)/mib)
+	}
+}
+
+// withRoutes returns examples/name with a routes list of entries appended
+// (each one line), and the line of the first entry.
+func withRoutes(t *testing.T, name string, entries ...string) (string, int) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := string(data)
+	if !strings.HasSuffix(in, "\n") {
+		in += "\n"
+	}
+	first := strings.Count(in, "\n") + 2
+	in += "routes:\n"
+	for _, e := range entries {
+		in += "  - " + e + "\n"
+	}
+	return in, first
+}
+
+// parseWithRoutes parses examples/name with routes appended.
+func parseWithRoutes(t *testing.T, name string, entries ...string) *Topology {
+	t.Helper()
+	in, _ := withRoutes(t, name, entries...)
+	topo, err := Parse(name, []byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
+}
+
+// dedicatedBetweenSites steers all traffic between the two sites of
+// examples/two-site.yaml onto the dedicated link.
+var dedicatedBetweenSites = []string{
+	"{node: ra, to: site-b, via: dedicated}",
+	"{node: rb, to: site-a, via: dedicated}",
+}
+
+func TestGivenRouteErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		entries []string
+		line    int // of the problem, counting entries from 0; −1: valid
+		phrase  string
+	}{
+		{"node route", []string{"{node: a1, to: b2, via: a1-ra}"}, -1, ""},
+		{"site route", dedicatedBetweenSites[:1], -1, ""},
+		{"node route beats site route", []string{"{node: ra, to: site-b, via: dedicated}", "{node: ra, to: b2, via: wan}"}, -1, ""},
+		{"same as computed", []string{"{node: ra, to: b1, via: wan}"}, -1, ""},
+		{"own site", []string{"{node: ra, to: site-a, via: a1-ra}"}, 0, `from node "a1" to node "a2" the routes loop: a1 -> ra -> a1`},
+		{"missing via", []string{"{node: ra, to: b1}"}, 0, `route #1: missing key "via"`},
+		{"unknown key", []string{"{node: ra, to: b1, via: wan, dev: wan}"}, 0, `route #1: unknown key "dev" (allowed: node, to, via)`},
+		{"to a list", []string{"{node: ra, to: [b1, b2], via: wan}"}, 0, "route #1: to: want a single value, not a list"},
+		{"unknown node", []string{"{node: rz, to: b1, via: wan}"}, 0, `route #1: unknown node "rz" (did you mean "ra"?)`},
+		{"unknown destination", []string{"{node: ra, to: site-c, via: wan}"}, 0, `route #1: unknown node or site "site-c" (did you mean "site-a"?)`},
+		{"unknown link", []string{"{node: ra, to: b1, via: wam}"}, 0, `route #1: unknown link "wam" (did you mean "wan"?)`},
+		{"link not at node", []string{"{node: a1, to: b1, via: wan}"}, 0, `route #1: link "wan" does not touch node "a1" (it joins "ra" and "rb"; "a1"'s links: a1-ra)`},
+		{"to itself", []string{"{node: a1, to: a1, via: a1-ra}"}, 0, `route #1: a route from node "a1" to itself`},
+		{"duplicate", []string{"{node: ra, to: site-b, via: wan}", "{node: a1, to: b1, via: a1-ra}", "{node: ra, to: site-b, via: wan}"}, 2,
+			`route #3: duplicate route at node "ra" to "site-b" (first at line +0)`},
+		{"conflict", []string{"{node: ra, to: b1, via: wan}", "{node: ra, to: b1, via: dedicated}"}, 1,
+			`route #2: node "ra" already has a route to "b1", via "wan" at line +0: give one`},
+		// From a1, a2 and ra to b1, b2, rb and the subnets of b1-rb and
+		// b2-rb: 15 pairs, reported once.
+		{"loop", []string{"{node: ra, to: site-b, via: a1-ra}"}, 0,
+			`from node "a1" to node "b1" the routes loop: a1 -> ra -> a1 (the route at line +0; so do 14 more pairs of source and destination)`},
+		// a1's route is the computed one: it causes nothing, and is not
+		// named. The two others send b1's traffic to and fro.
+		{"loop of two routes", []string{"{node: a1, to: b1, via: a1-ra}", "{node: ra, to: b1, via: dedicated}", "{node: rb, to: b1, via: dedicated}"}, 1,
+			`from node "a1" to node "b1" the routes loop: a1 -> ra -> rb -> ra (the routes at lines +1, +2; so do 4 more pairs of source and destination)`},
+		{"through a host", []string{"{node: ra, to: b1, via: a2-ra}"}, 0,
+			`from node "a1" to node "b1" the routes pass through host "a2", which does not forward: a1 -> ra -> a2 (the route at line +0; so do 2 more pairs of source and destination)`},
+		{"only node of its site", []string{"{node: a1, to: b1, via: a1-ra}"}, -1, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, first := withRoutes(t, "two-site.yaml", tc.entries...)
+			_, err := Parse("t.yaml", []byte(in))
+			if tc.line < 0 {
+				if err != nil {
+					t.Fatalf("want no error, got %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("want an error with %q, got none", tc.phrase)
+			}
+			// "+N" in a phrase is the line of entry N.
+			phrase := tc.phrase
+			for i := range tc.entries {
+				phrase = strings.ReplaceAll(phrase, fmt.Sprintf("+%d", i), fmt.Sprint(first+i))
+			}
+			line := fmt.Sprintf("t.yaml:%d: ", first+tc.line)
+			if msg := err.Error(); !strings.Contains(msg, line+phrase) {
+				t.Errorf("error %q\nwant %s%s", msg, line, phrase)
+			} else if strings.Contains(msg, "\n") {
+				t.Errorf("more than one problem reported: %q", msg)
+			}
+			var pe *Error
+			if !errors.As(err, &pe) {
+				t.Errorf("error %T is not an *Error", err)
+			}
+		})
+	}
+}
+
+func TestGivenRouteAmbiguous(t *testing.T) {
+	in := `sites: [{name: a}, {name: b}]
+nodes:
+  - {name: r1, site: a, role: router}
+  - {name: b, site: b, role: router}
+links:
+  - {name: l1, ends: [r1, b]}
+routes:
+  - {node: r1, to: b, via: l1}
+`
+	_, err := Parse("t.yaml", []byte(in))
+	if err == nil || !strings.Contains(err.Error(), `t.yaml:8: route #1: to: "b" is both a node and a site`) {
+		t.Errorf("a name both a node and a site: %v", err)
+	}
+	in = strings.Replace(in, "name: b, site: b", "name: r2, site: b", 1)
+	in = strings.Replace(in, "[r1, b]", "[r1, r2]", 1)
+	in = strings.Replace(in, "{node: r1, to: b", "{node: r2, to: b", 1)
+	_, err = Parse("t.yaml", []byte(in))
+	if err == nil || !strings.Contains(err.Error(), `t.yaml:8: route #1: node "r2" is the only node of site "b"`) {
+		t.Errorf("a route to the node's own one-node site: %v", err)
+	}
+}
+
+// TestGivenRoutesTwoSite steers the traffic between the sites of the
+// two-site example onto the dedicated link at the two routers only.
+func TestGivenRoutesTwoSite(t *testing.T) {
+	plain := loadExample(t, "two-site.yaml")
+	topo := parseWithRoutes(t, "two-site.yaml", dedicatedBetweenSites...)
+	for _, tc := range []struct{ from, to, want string }{
+		{"a1", "b1", "a1-ra dedicated b1-rb"},
+		{"b2", "a2", "b2-rb dedicated a2-ra"},
+		{"ra", "rb", "dedicated"},
+		{"a1", "rb", "a1-ra dedicated"},
+		{"a1", "a2", "a1-ra a2-ra"}, // within the site: as computed
+	} {
+		hops, err := topo.Path(tc.from, tc.to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := links(hops); got != tc.want {
+			t.Errorf("Path(%s, %s) = %q, want %q", tc.from, tc.to, got, tc.want)
+		}
+		// WidestPath does not depend on routes.
+		got, _ := topo.WidestPath(tc.from, tc.to)
+		want, _ := plain.WidestPath(tc.from, tc.to)
+		if links(got) != links(want) {
+			t.Errorf("WidestPath(%s, %s) = %q, want %q as without routes", tc.from, tc.to, links(got), links(want))
+		}
+	}
+	// Only the routers' routes change: the hosts' are those computed.
+	byNode := func(topo *Topology, node string) []Route {
+		var rs []Route
+		for _, r := range topo.Routes {
+			if r.Node == node {
+				rs = append(rs, r)
+			}
+		}
+		return rs
+	}
+	for _, n := range []string{"a1", "a2", "b1", "b2"} {
+		if got, want := byNode(topo, n), byNode(plain, n); !slices.Equal(got, want) {
+			t.Errorf("%s's routes changed:\n got %+v\nwant %+v", n, got, want)
+		}
+	}
+	if len(topo.Routes) != len(plain.Routes) {
+		t.Errorf("%d routes, want %d as without given routes", len(topo.Routes), len(plain.Routes))
+	}
+	// ra: site-b's nodes and the subnets of the links inside site-b go by
+	// the dedicated link (rb's end is 198.19.0.22, 2001:2:0:8006::2); the
+	// rest is as computed.
+	for _, tc := range []struct{ node, dst, link, via string }{
+		{"ra", "198.18.2.1/32", "dedicated", "198.19.0.22"},
+		{"ra", "2001:2:0:2::2/128", "dedicated", "2001:2:0:8006::2"},
+		{"ra", "198.18.2.3/32", "dedicated", "198.19.0.22"},
+		{"ra", "198.19.0.8/30", "dedicated", "198.19.0.22"}, // b1-rb
+		{"ra", "2001:2:0:8004::/64", "dedicated", "2001:2:0:8006::2"},
+		{"ra", "198.18.1.1/32", "a1-ra", "198.19.0.1"},
+		{"rb", "198.18.1.3/32", "dedicated", "198.19.0.21"},
+		{"rb", "198.19.0.4/30", "dedicated", "198.19.0.21"}, // a2-ra
+		{"a1", "198.19.0.8/30", "a1-ra", "198.19.0.2"},
+	} {
+		var r *Route
+		for i := range topo.Routes {
+			if topo.Routes[i].Node == tc.node && topo.Routes[i].Dst == netip.MustParsePrefix(tc.dst) {
+				r = &topo.Routes[i]
+			}
+		}
+		if r == nil {
+			t.Errorf("no route in %s to %s", tc.node, tc.dst)
+			continue
+		}
+		if r.Link != tc.link || r.Dev != tc.link || r.Via.String() != tc.via {
+			t.Errorf("route in %s to %s: %+v; want link %s via %s", tc.node, tc.dst, *r, tc.link, tc.via)
+		}
+	}
+	// A route to a node wins over its site's.
+	topo = parseWithRoutes(t, "two-site.yaml", append(slices.Clone(dedicatedBetweenSites), "{node: ra, to: b2, via: wan}")...)
+	for _, tc := range []struct{ from, to, want string }{
+		{"a1", "b1", "a1-ra dedicated b1-rb"},
+		{"a1", "b2", "a1-ra wan b2-rb"},
+		{"b2", "a1", "b2-rb dedicated a1-ra"},
+	} {
+		hops, err := topo.Path(tc.from, tc.to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := links(hops); got != tc.want {
+			t.Errorf("Path(%s, %s) = %q, want %q", tc.from, tc.to, got, tc.want)
+		}
+	}
+}
+
+// detour is a triangle of routers whose direct link is short; a route
+// round the long way makes the path, and so the socket buffers, longer.
+const detour = `sites: [{name: a}]
+nodes:
+  - {name: r1, site: a, role: router}
+  - {name: r2, site: a, role: router}
+  - {name: r3, site: a, role: router}
+links:
+  - {name: r1-r2, ends: [r1, r2], rate: 1G, delay: 10ms}
+  - {name: r1-r3, ends: [r1, r3], rate: 1G, delay: 100ms}
+  - {name: r3-r2, ends: [r3, r2], rate: 1G, delay: 100ms}
+`
+
+func TestGivenRoutesTCPBuffer(t *testing.T) {
+	const mib = 1 << 20
+	plain, err := Parse("t.yaml", []byte(detour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// r1→r3, 1 Gbit/s × 200 ms: 2 × 25 MB → 48 MiB.
+	if got := plain.TCPBufferMax("r1"); got != 48*mib {
+		t.Errorf("TCPBufferMax(r1) = %.2f MiB, want 48", float64(got)/mib)
+	}
+	topo, err := Parse("t.yaml", []byte(detour+"routes:\n  - {node: r1, to: r2, via: r1-r3}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hops, _ := topo.Path("r1", "r2"); links(hops) != "r1-r3 r3-r2" {
+		t.Errorf("Path(r1, r2) = %q", links(hops))
+	}
+	if hops, _ := topo.Path("r2", "r1"); links(hops) != "r1-r2" {
+		t.Errorf("Path(r2, r1) = %q", links(hops))
+	}
+	// r1→r3→r2, 1 Gbit/s × 400 ms: 2 × 50 MB → 96 MiB.
+	if got := topo.TCPBufferMax("r1"); got != 96*mib {
+		t.Errorf("TCPBufferMax(r1) with the detour = %.2f MiB, want 96", float64(got)/mib)
+	}
+}
+
+func TestPathFollowsRoutes(t *testing.T) {
+	// Path follows t.Routes, as the kernels do, even when they are changed
+	// by hand; a loop is no path.
+	topo := loadExample(t, "two-site.yaml")
+	looped := *topo
+	looped.Routes = slices.Clone(topo.Routes)
+	wan, _ := topo.Link("wan")
+	for i, r := range looped.Routes {
+		if r.Node == "rb" && r.Dst == netip.MustParsePrefix("198.18.2.1/32") {
+			looped.Routes[i].Link, looped.Routes[i].Dev, looped.Routes[i].Via = "wan", "wan", wan.A.IPv4.Addr()
+		}
+	}
+	if _, err := looped.Path("a1", "b1"); !errors.Is(err, ErrNoPath) || !strings.Contains(err.Error(), "loop: a1 -> ra -> rb -> ra") {
+		t.Errorf("Path over looping routes: %v", err)
+	}
+	if hops, err := looped.Path("a1", "b2"); err != nil || links(hops) != "a1-ra wan b2-rb" {
+		t.Errorf("Path(a1, b2) = %q, %v", links(hops), err)
+	}
+	// Without routes, the computed ones.
+	bare := *topo
+	bare.Routes = nil
+	if hops, err := bare.Path("a1", "b1"); err != nil || links(hops) != "a1-ra wan b1-rb" {
+		t.Errorf("Path(a1, b1) without routes = %q, %v", links(hops), err)
 	}
 }

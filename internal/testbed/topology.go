@@ -118,13 +118,14 @@ func Parse(name string, data []byte) (*Topology, error) {
 		p.check,
 		p.resolve,
 		p.connect,
+		p.forward,
 	} {
 		stage()
 		if err := p.err(); err != nil {
 			return nil, err
 		}
 	}
-	p.t.Routes = computeRoutes(p.t)
+	p.t.Routes = computeRoutes(p.t, p.given)
 	return p.t, nil
 }
 
@@ -135,11 +136,21 @@ type parser struct {
 	// Parallel to t.Nodes and t.Links: what only validation needs.
 	nodes []nodeSrc
 	links []linkSrc
+	// The routes in the file, and the next hops they give (checkRoutes).
+	routes []routeSrc
+	given  givenHops
 }
 
 type nodeSrc struct {
 	siteLine       int
 	ipv4Ln, ipv6Ln int // lines of addresses given in the file, else 0
+}
+
+// routeSrc is a route as the file gives it.
+type routeSrc struct {
+	node, to, via       string
+	line                int // the entry
+	nodeLn, toLn, viaLn int
 }
 
 type linkSrc struct {
@@ -402,15 +413,7 @@ func (p *parser) top(root *yaml.Node) {
 	if !ok {
 		return
 	}
-	if f.has("routes") {
-		// Static routes are derived (see routes.go) so that they always
-		// match Path and the reservation system's view of the graph; a
-		// second, hand-written source of truth could disagree with both.
-		p.errorf(f.lines["routes"], "routes are computed, not written: remove this key (to keep ordinary traffic off a link, give it role: dedicated)")
-		delete(f.vals, "routes")
-		f.keys = slices.DeleteFunc(f.keys, func(k string) bool { return k == "routes" })
-	}
-	p.allow(f, "topology", "sites", "nodes", "links")
+	p.allow(f, "topology", "sites", "nodes", "links", "routes")
 	if f.has("sites") {
 		items, _ := p.sequence(f.vals["sites"], "sites")
 		for i, it := range items {
@@ -427,6 +430,12 @@ func (p *parser) top(root *yaml.Node) {
 		items, _ := p.sequence(f.vals["links"], "links")
 		for i, it := range items {
 			p.link(i, it)
+		}
+	}
+	if f.has("routes") {
+		items, _ := p.sequence(f.vals["routes"], "routes")
+		for i, it := range items {
+			p.route(i, it)
 		}
 	}
 	if len(p.t.Sites) == 0 && len(p.errs) == 0 {
@@ -631,6 +640,29 @@ func (p *parser) link(i int, n *yaml.Node) {
 				l.Reservable = v
 			}
 		}
+	}
+}
+
+// route reads one static route: from node, traffic to a node or to every
+// node of a site leaves by link via. References are checked later
+// (checkRoutes), once every name is known.
+func (p *parser) route(i int, n *yaml.Node) {
+	label := fmt.Sprintf("route #%d", i+1)
+	f, ok := p.fields(n, label)
+	if !ok {
+		return
+	}
+	p.allow(f, label, "node", "to", "via")
+	if !p.require(f, label, "node", "to", "via") {
+		return
+	}
+	r := routeSrc{line: f.line, nodeLn: f.lineOf("node"), toLn: f.lineOf("to"), viaLn: f.lineOf("via")}
+	var nok, tok, vok bool
+	r.node, nok = p.scalar(f.vals["node"], label+": node")
+	r.to, tok = p.scalar(f.vals["to"], label+": to")
+	r.via, vok = p.scalar(f.vals["via"], label+": via")
+	if nok && tok && vok {
+		p.routes = append(p.routes, r)
 	}
 }
 

@@ -37,9 +37,10 @@ type Topology struct {
 	Sites []Site
 	Nodes []Node
 	Links []Link
-	// Routes are the static routes of every node, always computed: fewer
-	// dedicated links first (they carry only steered traffic), then fewer
-	// hops, then less delay.
+	// Routes are the static routes of every node: computed (fewer
+	// dedicated links first, as those carry only steered traffic, then
+	// fewer hops, then less delay), except where the file's routes key
+	// gives a node's next hop.
 	Routes []Route
 }
 

@@ -330,7 +330,17 @@ func TestTestbedTwoSite(t *testing.T) {
 func TestTestbedTriangle(t *testing.T) {
 	skipUnlessNetRoot(t)
 	b := upTestbed(t, "examples/triangle.yaml")
+	// A second testbed at the same time, with the same addresses in
+	// namespaces of its own: each works, neither sees the other.
+	other := upTestbed(t, "examples/two-site.yaml")
 	checkAllPairs(t, b, b.status())
+	s := other.status()
+	b1, _ := s.node("b1")
+	if ok, out := other.ping("a1", b1); !ok {
+		t.Errorf("two-site beside triangle: a1 cannot reach b1: %s", out)
+	}
+	r := runLP(t, runOpts{}, "testbed", "status")
+	checkFailure(t, "status with two testbeds up and no --name", r, "several testbeds", b.name, other.name)
 }
 
 func TestTestbedMalformed(t *testing.T) {
