@@ -14,6 +14,24 @@ die() {
 	exit 2
 }
 
+# usage prints the calling script's header comment: its help.
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+
+# parse_args ARG... reads the options every benchmark takes: --json,
+# --only SCENARIO and --help. The caller checks ONLY against its scenarios.
+parse_args() {
+	while (($# > 0)); do
+		case $1 in
+		--json) JSON=1 ;;
+		--only) ONLY=${2:-}; shift ;;
+		--only=*) ONLY=${1#--only=} ;;
+		-h | --help) usage; exit 0 ;;
+		*) die "unknown argument: $1 (see --help)" ;;
+		esac
+		shift
+	done
+}
+
 # ---------------------------------------------------------------------------
 # Installing peers
 
@@ -94,18 +112,24 @@ next_port() {
 # because a probe connection would count as a client for iperf3 and gridftp.
 # Returns non-zero, with the log's last line in START_ERROR, if the server
 # dies or does not listen within 20 s.
-start_server() {
-	local port=$1 logf=$2
-	shift 2
+start_server() { start_server_in "" "$@"; }
+
+# start_server_in NS PORT LOG CMD... is start_server inside the network
+# namespace NS (ip netns exec), or in this one when NS is empty.
+start_server_in() {
+	local nsname=$1 port=$2 logf=$3
+	shift 3
+	local -a in=()
+	if [[ -n $nsname ]]; then in=(ip netns exec "$nsname"); fi
 	# In a non-interactive shell the background job is not a process group
 	# leader, so setsid does not fork: $! is the new session's leader and its
 	# pid is also the process group id that stop_servers kills.
-	setsid "$@" >"$logf" 2>&1 </dev/null &
+	setsid "${in[@]}" "$@" >"$logf" 2>&1 </dev/null &
 	local pid=$!
 	SERVER_PIDS+=("$pid")
 	local i
 	for ((i = 0; i < 200; i++)); do
-		if ss -Hltn "sport = :$port" | grep -q .; then return 0; fi
+		if "${in[@]}" ss -Hltn "sport = :$port" | grep -q .; then return 0; fi
 		if ! kill -0 "$pid" 2>/dev/null; then
 			START_ERROR="exited: $(last_line "$logf")"
 			return 1

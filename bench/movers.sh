@@ -56,18 +56,7 @@ VERIFY=${VERIFY:-1}
 WARMUP=${WARMUP:-1}
 KEEP=${KEEP:-0}
 
-usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
-
-while (($# > 0)); do
-	case $1 in
-	--json) JSON=1 ;;
-	--only) ONLY=${2:-}; shift ;;
-	--only=*) ONLY=${1#--only=} ;;
-	-h | --help) usage; exit 0 ;;
-	*) die "unknown argument: $1 (see --help)" ;;
-	esac
-	shift
-done
+parse_args "$@"
 
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer, not '$RUNS'"
 [[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "DURATION must be whole seconds, not '$DURATION'"

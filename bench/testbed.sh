@@ -22,6 +22,8 @@
 #            of RUNS (3). Target for lightpath: >= 0.9.
 #
 # Environment: RUNS (3), DURATION (10), SIZE (2G), LOSS_PACKETS (1000000),
+# MOVER_TIMEOUT (240: seconds a copy may take; a slower one is reported as
+# "did not finish", not waited for: CUBIC under 0.01% loss can take 10 min),
 # ONLY, JSON=1 (same as --json), KEEP=1 (keep the work directory),
 # LIGHTPATH (a lightpath binary to use instead of building one).
 #
@@ -41,22 +43,12 @@ DURATION=${DURATION:-10}
 DURATION=${DURATION%s}
 SIZE=${SIZE:-2G}
 LOSS_PACKETS=${LOSS_PACKETS:-1000000}
+MOVER_TIMEOUT=${MOVER_TIMEOUT:-240}
 ONLY=${ONLY:-}
 JSON=${JSON:-0}
 KEEP=${KEEP:-0}
 
-usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
-
-while (($# > 0)); do
-	case $1 in
-	--json) JSON=1 ;;
-	--only) ONLY=${2:-}; shift ;;
-	--only=*) ONLY=${1#--only=} ;;
-	-h | --help) usage; exit 0 ;;
-	*) die "unknown argument: $1 (see --help)" ;;
-	esac
-	shift
-done
+parse_args "$@"
 
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer, not '$RUNS'"
 [[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "DURATION must be whole seconds, not '$DURATION'"
@@ -155,25 +147,6 @@ pair_topology() {
 	EOF
 }
 
-# ns_server NS PORT LOG CMD... starts a server inside a namespace in a
-# session of its own and waits until it listens.
-ns_server() {
-	local nsname=$1 port=$2 logf=$3 i
-	shift 3
-	setsid ip netns exec "$nsname" "$@" >"$logf" 2>&1 </dev/null &
-	SERVER_PIDS+=("$!")
-	for ((i = 0; i < 200; i++)); do
-		if ip netns exec "$nsname" ss -Hltn "sport = :$port" | grep -q .; then return 0; fi
-		if ! kill -0 "$!" 2>/dev/null; then
-			START_ERROR="exited: $(last_line "$logf")"
-			return 1
-		fi
-		sleep 0.1
-	done
-	START_ERROR="not listening on port $port after 20 s"
-	return 1
-}
-
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 verdict() { if awk -v ok="$1" 'BEGIN { exit !ok }'; then echo PASS; else echo FAIL; fi; }
@@ -217,7 +190,7 @@ scenario_loss() {
 	local tb=lpb-loss p in0 drop0 in1 drop1 emu_loss e2e_loss rate ok len=1000 bytes
 	pair_topology "$W/topo/loss.yaml" 10G 0s 1500
 	up "$tb" "$W/topo/loss.yaml"
-	ns_server "$(ns $tb h2)" 5201 "$W/logs/iperf3-loss.out" iperf3 -s -B 198.18.1.2 -p 5201 ||
+	start_server_in "$(ns $tb h2)" 5201 "$W/logs/iperf3-loss.out" iperf3 -s -B 198.18.1.2 -p 5201 ||
 		die "iperf3 server: $START_ERROR"
 	bytes=$((LOSS_PACKETS * len))
 	out ""
@@ -255,7 +228,7 @@ scenario_tcp() {
 	local tb=lpb-tcp cc bps frac ok
 	pair_topology "$W/topo/tcp.yaml" 1G 25ms 1500
 	up "$tb" "$W/topo/tcp.yaml"
-	ns_server "$(ns $tb h2)" 5201 "$W/logs/iperf3-tcp.out" iperf3 -s -B 198.18.1.2 -p 5201 ||
+	start_server_in "$(ns $tb h2)" 5201 "$W/logs/iperf3-tcp.out" iperf3 -s -B 198.18.1.2 -p 5201 ||
 		die "iperf3 server: $START_ERROR"
 	out ""
 	out "TCP through a 1 Gbit/s link with 50 ms RTT (iperf3, 1 stream, ${DURATION} s)"
@@ -296,7 +269,7 @@ veth_pair() {
 
 # iperf_between CLIENT_NS SERVER_NS ADDR LOG prints iperf3's bits per second.
 iperf_between() {
-	ns_server "$2" 5202 "$4.server" iperf3 -s -1 -B "$3" -p 5202 || die "iperf3 server: $START_ERROR"
+	start_server_in "$2" 5202 "$4.server" iperf3 -s -1 -B "$3" -p 5202 || die "iperf3 server: $START_ERROR"
 	ip netns exec "$1" iperf3 -c "$3" -p 5202 -t "$DURATION" -J >"$4" 2>&1 || die "iperf3: $(last_line "$4")"
 	iperf3_bps "$4"
 }
@@ -348,17 +321,17 @@ mover_run() {
 	find "$W/lp" "$W/gftp" "$W/xrd/data" -mindepth 1 -delete
 	case $tool in
 	lightpath)
-		timed "$W/logs/mv-$tool-$cc.out" 600 ip netns exec "$a1" "$LP" cp --cc "$cc" --json "$SRC_FILE" \
+		timed "$W/logs/mv-$tool-$cc.out" "$MOVER_TIMEOUT" ip netns exec "$a1" "$LP" cp --cc "$cc" --json "$SRC_FILE" \
 			"lp://198.18.2.1:$port/data.bin" || return 1
 		cmp -s "$SRC_FILE" "$W/lp/data.bin" || { RUN_ERROR="copy differs"; return 1; }
 		;;
 	gridftp)
-		timed "$W/logs/mv-$tool-$cc.out" 600 ip netns exec "$a1" globus-url-copy -p 4 \
+		timed "$W/logs/mv-$tool-$cc.out" "$MOVER_TIMEOUT" ip netns exec "$a1" globus-url-copy -p 4 \
 			"file://$SRC_FILE" "ftp://198.18.2.1:$port$W/gftp/data.bin" || return 1
 		cmp -s "$SRC_FILE" "$W/gftp/data.bin" || { RUN_ERROR="copy differs"; return 1; }
 		;;
 	xrdcp)
-		timed "$W/logs/mv-$tool-$cc.out" 600 ip netns exec "$a1" xrdcp -s -f \
+		timed "$W/logs/mv-$tool-$cc.out" "$MOVER_TIMEOUT" ip netns exec "$a1" xrdcp -s -f \
 			"$SRC_FILE" "root://198.18.2.1:$port/$W/xrd/data/data.bin" || return 1
 		cmp -s "$SRC_FILE" "$W/xrd/data/data.bin" || { RUN_ERROR="copy differs"; return 1; }
 		;;
@@ -391,11 +364,11 @@ scenario_movers() {
 		MOVER_STATUS[gridftp]="unavailable (${UNAVAILABLE[globus-url-copy]:-${UNAVAILABLE[globus-gridftp-server]}})"
 	[[ -z ${UNAVAILABLE[xrdcp]:-}${UNAVAILABLE[xrootd]:-} ]] ||
 		MOVER_STATUS[xrdcp]="unavailable (${UNAVAILABLE[xrdcp]:-${UNAVAILABLE[xrootd]}})"
-	ns_server "$b1ns" 7070 "$W/logs/lp-server.out" "$LP" serve --listen 198.18.2.1:7070 --root "$W/lp" ||
+	start_server_in "$b1ns" 7070 "$W/logs/lp-server.out" "$LP" serve --listen 198.18.2.1:7070 --root "$W/lp" ||
 		die "lightpath serve: $START_ERROR"
 	if [[ ${MOVER_STATUS[gridftp]} == ok ]]; then
 		chmod 1777 "$W/gftp"
-		ns_server "$b1ns" 2811 "$W/logs/gridftp-server.out" globus-gridftp-server -aa -anonymous-user nobody -p 2811 \
+		start_server_in "$b1ns" 2811 "$W/logs/gridftp-server.out" globus-gridftp-server -aa -anonymous-user nobody -p 2811 \
 			-d error -control-interface 198.18.2.1 -data-interface 198.18.2.1 -l "$W/logs/gridftp.log" ||
 			MOVER_STATUS[gridftp]="unavailable (server $START_ERROR)"
 	fi
@@ -407,7 +380,7 @@ scenario_movers() {
 			xrd.network nodnr
 		EOF
 		chown -R nobody "$W/xrd"
-		ns_server "$b1ns" 1094 "$W/logs/xrootd-server.out" xrootd -R nobody -p 1094 -c "$W/xrd/xrootd.cfg" \
+		start_server_in "$b1ns" 1094 "$W/logs/xrootd-server.out" xrootd -R nobody -p 1094 -c "$W/xrd/xrootd.cfg" \
 			-l "$W/xrd/xrootd.log" || MOVER_STATUS[xrdcp]="unavailable (server $START_ERROR)"
 	fi
 	for ((run = 1; run <= RUNS; run++)); do
@@ -420,6 +393,9 @@ scenario_movers() {
 					frac=$(awk -v b="$SIZE_BYTES" -v s="$ELAPSED" 'BEGIN { printf "%.3f", b * 8 / s / 1e9 }')
 					MOVER_RESULTS[$tool|$cc]+="$frac "
 					log "movers run $run/$RUNS $tool $cc: $frac of 1 Gbit/s in ${ELAPSED}s"
+				elif [[ $RUN_ERROR == "timed out"* ]]; then
+					MOVER_STATUS[$tool|$cc]="did not finish in $MOVER_TIMEOUT s: < $(awk -v b="$SIZE_BYTES" -v s="$MOVER_TIMEOUT" 'BEGIN { printf "%.3f", b * 8 / s / 1e9 }') of the rate"
+					log "movers $tool $cc: ${MOVER_STATUS[$tool|$cc]}"
 				else
 					MOVER_STATUS[$tool|$cc]="unavailable (run $run: ${RUN_ERROR:-failed})"
 					log "movers $tool $cc: ${MOVER_STATUS[$tool|$cc]}"
@@ -432,6 +408,7 @@ scenario_movers() {
 	out "Movers over two-site's routed path (1 Gbit/s, 50 ms RTT, 0.01% loss), $(numfmt --to=iec-i "$SIZE_BYTES")B from a1 to b1, median of $RUNS"
 	out "$(printf '  %-28s %-6s %10s   %s' tool cc "of rate" "runs")"
 	declare -A LABEL=([lightpath]="lightpath cp" [gridftp]="globus-url-copy -p 4" [xrdcp]="xrdcp")
+	declare -A MEDIAN=()
 	for tool in lightpath gridftp xrdcp; do
 		for cc in bbr cubic; do
 			local st=${MOVER_STATUS[$tool]}
@@ -440,7 +417,10 @@ scenario_movers() {
 				# shellcheck disable=SC2086 # a space-separated list
 				med=$(printf '%s\n' ${MOVER_RESULTS[$tool|$cc]} | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
 				ok=""
-				if [[ $tool == lightpath ]]; then ok="$(verdict "$(awk -v f="$med" 'BEGIN { print (f >= 0.9) }')") (target >= 0.9)"; fi
+				# The target is for lightpath's default, BBR; under random
+				# loss CUBIC is bound by it (Mathis) whatever the mover.
+				if [[ $tool == lightpath && $cc == bbr ]]; then ok="$(verdict "$(awk -v f="$med" 'BEGIN { print (f >= 0.9) }')") (target >= 0.9)"; fi
+				MEDIAN[$tool|$cc]=$med
 				out "$(printf '  %-28s %-6s %10s   %s   %s' "${LABEL[$tool]}" "$cc" "$med" "${MOVER_RESULTS[$tool|$cc]}" "$ok")"
 				emit_json scenario=movers tool="${LABEL[$tool]}" cc="$cc" fraction:="$med" runs:="[$(echo "${MOVER_RESULTS[$tool|$cc]}" | xargs | tr ' ' ',')]"
 			else
@@ -448,6 +428,18 @@ scenario_movers() {
 				emit_json scenario=movers tool="${LABEL[$tool]}" cc="$cc" status=unavailable reason="$st"
 			fi
 		done
+	done
+	for cc in bbr cubic; do
+		local best=
+		for tool in gridftp xrdcp; do
+			if [[ -n ${MEDIAN[$tool|$cc]:-} ]] && { [[ -z $best ]] || awk -v a="${MEDIAN[$tool|$cc]}" -v b="$best" 'BEGIN { exit !(a > b) }'; }; then
+				best=${MEDIAN[$tool|$cc]}
+			fi
+		done
+		if [[ -n ${MEDIAN[lightpath|$cc]:-} && -n $best ]]; then
+			out "$(printf '  ratio lightpath / faster peer, %-6s %6.2f' "$cc" "$(awk -v a="${MEDIAN[lightpath|$cc]}" -v b="$best" 'BEGIN { print a / b }')")"
+			emit_json scenario=movers ratio="lightpath / faster peer" cc="$cc" value:="$(awk -v a="${MEDIAN[lightpath|$cc]}" -v b="$best" 'BEGIN { printf "%.3f", a / b }')"
+		fi
 	done
 	down "$tb"
 }

@@ -96,20 +96,6 @@ type DirStatus struct {
 	Error        string       `json:"error,omitempty"`
 }
 
-// MeanLoss is a loss model's long-run loss fraction.
-func (l Loss) MeanLoss() float64 {
-	switch l.Model {
-	case LossRandom:
-		return l.Rate
-	case LossGilbertElliott:
-		if l.P+l.R == 0 {
-			return l.K
-		}
-		return (l.P*l.H + l.R*l.K) / (l.P + l.R)
-	}
-	return 0
-}
-
 // LinkChange is what `link set` changes; nil fields stay as they are.
 type LinkChange struct {
 	From   string // only the direction leaving this node; "" for both

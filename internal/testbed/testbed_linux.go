@@ -356,7 +356,7 @@ func RunEmulator(ctx context.Context, name string, log *slog.Logger) error {
 func EmuParams(p Params) emu.Params {
 	return emu.Params{
 		Delay: p.Delay, Jitter: p.Jitter, Reorder: p.Reorder, Down: p.Down,
-		Loss: emu.Loss{Model: p.Loss.Model, Rate: p.Loss.Rate, P: p.Loss.P, R: p.Loss.R, H: p.Loss.H, K: p.Loss.K},
+		Loss: p.Loss,
 	}
 }
 
@@ -495,8 +495,7 @@ func Status(name string) (*StatusReport, error) {
 			if ps, ok := stats[[2]string{l.Name, d[0].Node}]; ok {
 				p := ps.Params
 				ds.DelayNS, ds.JitterNS, ds.Reorder, ds.Down = int64(p.Delay), int64(p.Jitter), p.Reorder, p.Down
-				loss := Loss{Model: p.Loss.Model, Rate: p.Loss.Rate, P: p.Loss.P, R: p.Loss.R, H: p.Loss.H, K: p.Loss.K}
-				ds.LossModel, ds.Loss = loss.Model, loss.MeanLoss()
+				ds.LossModel, ds.Loss = p.Loss.Model, p.Loss.MeanLoss()
 				ds.PacketsIn, ds.BytesIn = ps.PacketsIn, ps.BytesIn
 				ds.Packets, ds.Bytes = ps.PacketsOut, ps.BytesOut
 				ds.DropsLoss, ds.DropsDown = ps.DropsLoss, ps.DropsDown
@@ -582,7 +581,7 @@ func LinkSet(name, link string, c LinkChange) error {
 			return fmt.Errorf("jitter %v is more than the delay %v: packets would have to be reordered, which link %s does not allow", p.Jitter, p.Delay, link)
 		}
 		if c.Loss != nil {
-			p.Loss = emu.Loss{Model: c.Loss.Model, Rate: c.Loss.Rate, P: c.Loss.P, R: c.Loss.R, H: c.Loss.H, K: c.Loss.K}
+			p.Loss = *c.Loss
 		}
 		if c.Down != nil {
 			p.Down = *c.Down

@@ -11,6 +11,8 @@ package testbed
 import (
 	"net/netip"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/testbed/emu"
 )
 
 // Roles of nodes and links.
@@ -22,11 +24,11 @@ const (
 	LinkDedicated = "dedicated"
 )
 
-// Loss models.
+// Loss models: those of the emulator, which applies them.
 const (
-	LossNone           = ""
-	LossRandom         = "random"          // Bernoulli: each packet lost with Rate
-	LossGilbertElliott = "gilbert-elliott" // two-state Markov chain
+	LossNone           = emu.LossNone
+	LossRandom         = emu.LossRandom         // Bernoulli: each segment lost with Rate
+	LossGilbertElliott = emu.LossGilbertElliott // two-state Markov chain, per segment
 )
 
 // Topology is a parsed, validated and resolved topology file: every
@@ -65,15 +67,11 @@ type Node struct {
 	Line int
 }
 
-// Loss is a link direction's loss model.
-type Loss struct {
-	Model string  // LossNone, LossRandom or LossGilbertElliott
-	Rate  float64 // LossRandom: probability that a packet is lost
-	// LossGilbertElliott: P = P(good→bad), R = P(bad→good) per packet,
-	// H = loss probability in the bad state, K = loss probability in the
-	// good state. The mean loss is (P·H + R·K) / (P + R).
-	P, R, H, K float64
-}
+// Loss is a link direction's loss model, the emulator's own: Model is
+// LossNone, LossRandom (each segment lost with probability Rate) or
+// LossGilbertElliott (P = P(good→bad) and R = P(bad→good) per segment, H
+// the loss probability in the bad state, K in the good one).
+type Loss = emu.Loss
 
 // Params are what the emulator applies to one direction of a link, and
 // what `link set` changes.

@@ -60,6 +60,20 @@ type Loss struct {
 	K float64 `json:"k,omitempty"`
 }
 
+// MeanLoss is a loss model's long-run loss fraction.
+func (l Loss) MeanLoss() float64 {
+	switch l.Model {
+	case LossRandom:
+		return l.Rate
+	case LossGilbertElliott:
+		if l.P+l.R == 0 {
+			return l.K
+		}
+		return (l.P*l.H + l.R*l.K) / (l.P + l.R)
+	}
+	return 0
+}
+
 // Validate says whether the model is known and its probabilities are
 // probabilities.
 func (l Loss) Validate() error {
