@@ -289,7 +289,18 @@ func TestTestbedTwoSite(t *testing.T) {
 		if rtt := b.pingRTT("a1", b1, 5); rtt > 20 {
 			t.Errorf("a1->b1 RTT %.1f ms after setting 5 ms one way", rtt)
 		}
+		// A reservation's class, as an agent will add it: a new rate must
+		// leave it alone.
+		ns := "lp-" + b.name + "-ra"
+		if out, err := exec.Command("tc", "-n", ns, "class", "add", "dev", "wan", "parent", "1:1",
+			"classid", "1:100", "htb", "rate", "100mbit", "ceil", "1gbit").CombinedOutput(); err != nil {
+			t.Fatalf("tc class add: %v: %s", err, out)
+		}
 		b.linkSet("wan", "--delay", "25ms", "--rate", "500M")
+		out, _ := exec.Command("tc", "-n", ns, "class", "show", "dev", "wan", "classid", "1:100").CombinedOutput()
+		if !strings.Contains(string(out), "rate 100Mbit") {
+			t.Errorf("class 1:100 after link set --rate: %q", out)
+		}
 		for _, l := range b.status().Links {
 			if l.Name == "wan" {
 				for _, d := range l.Directions {
