@@ -1,0 +1,891 @@
+package reserve
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/units"
+)
+
+// The scheduling algorithms, after the UltraScience Net line of work (Rao,
+// Wu et al.). Notation: V nodes, E link directions, K breakpoints per
+// direction (k of them inside the queried interval), H hops of a path.
+//
+// Every algorithm obeys the same path rules: a path is simple, it starts and
+// ends at any nodes, and every node in between is a router (hosts do not
+// forward). A link direction can carry bw over [s, e) when the bookings
+// plus bw stay within its reservable capacity at every instant of [s, e),
+// the same exact test as Admit, so whatever a query returns, Add accepts.
+//
+// Variable-bandwidth and variable-path variants are NP-complete in general
+// (Lin & Wu 2013); everything here keeps one path and one bandwidth for the
+// whole reservation, which is polynomial, and each Result says which
+// algorithm answered.
+
+// Names of the algorithms, as Result.Algorithm gives them.
+const (
+	AlgFixedSlot              = "fixed-slot-bfs"
+	AlgWidestPath             = "widest-path-maxmin-dijkstra"
+	AlgEarliestStartPath      = "earliest-start-path-intersection"
+	AlgEarliestStart          = "earliest-start-bellman-ford-intervals"
+	AlgAllStartsPath          = "all-starts-path-intersection"
+	AlgAllStarts              = "all-starts-bellman-ford-intervals"
+	AlgEarliestCompletionPath = "earliest-completion-path-slot-extension"
+	AlgEarliestCompletion     = "earliest-completion-slot-extension"
+)
+
+// Errors of the scheduling queries, for errors.Is.
+var (
+	// ErrNoPath: no path can carry the bandwidth over the slot.
+	ErrNoPath = errors.New("no path")
+	// ErrNoSlot: no start time before the horizon works.
+	ErrNoSlot = errors.New("no slot")
+)
+
+// Request asks for Bandwidth bits per second from node From to node To
+// over [Start, End).
+type Request struct {
+	From, To   string
+	Bandwidth  uint64
+	Start, End time.Time
+}
+
+// StartQuery asks when Bandwidth bits per second can be had for Duration,
+// from node From to node To: along Path if it is given (From and To may
+// then be left empty), along any path otherwise. The reservation must start
+// at or after NotBefore and end by Horizon (the zero time: no horizon).
+type StartQuery struct {
+	From, To  string
+	Path      []Hop
+	Bandwidth uint64
+	Duration  time.Duration
+	NotBefore time.Time
+	Horizon   time.Time
+}
+
+// CompletionQuery asks when Size bytes can have been moved from node From
+// to node To at one constant bandwidth of at most MaxRate bits per second
+// (zero: no limit but the network's), along Path if it is given, along any
+// path otherwise, starting at or after NotBefore and ending by Horizon (the
+// zero time: no horizon).
+type CompletionQuery struct {
+	From, To  string
+	Path      []Hop
+	Size      uint64
+	MaxRate   uint64
+	NotBefore time.Time
+	Horizon   time.Time
+}
+
+// Window is a set of start times, from First to Last inclusive. A window
+// that never closes ends at Forever minus the duration.
+type Window struct {
+	First, Last time.Time
+}
+
+// Result is a scheduler's answer. Algorithm names the algorithm that
+// produced it (one of the Alg constants). Path, Bandwidth and [Start, End)
+// are a booking that Admit accepts (for WidestPath, Bandwidth is the
+// path's width). AllStarts fills Windows instead, and Path only when the
+// query gave one.
+type Result struct {
+	Algorithm  string
+	Path       []Hop
+	Bandwidth  uint64
+	Start, End time.Time
+	Windows    []Window
+}
+
+// Alternatives are what the scheduler offers instead of a refused request:
+// Earliest, the earliest slot of the request's bandwidth and duration that
+// starts at or after its start (on any path), and Widest, the widest path
+// over the request's own slot. Either is nil where there is none.
+type Alternatives struct {
+	Earliest *Result
+	Widest   *Result
+}
+
+// endpoints validates a query's ends and optional fixed path.
+func (s *Schedule) endpoints(from, to string, path []Hop) (src, dst int, dirs []int32, err error) {
+	g := s.g
+	if path != nil {
+		if dirs, err = g.pathDirs(from, to, path); err != nil {
+			return 0, 0, nil, err
+		}
+		return int(g.dirs[dirs[0]].from), int(g.dirs[dirs[len(dirs)-1]].to), dirs, nil
+	}
+	if src, err = g.node(from, "source"); err != nil {
+		return 0, 0, nil, err
+	}
+	if dst, err = g.node(to, "destination"); err != nil {
+		return 0, 0, nil, err
+	}
+	if src == dst {
+		return 0, 0, nil, fmt.Errorf("%w: the source and the destination are both %s", ErrInvalidQuery, from)
+	}
+	return src, dst, nil, nil
+}
+
+// FixedSlot finds a path that carries req.Bandwidth from req.From to req.To
+// throughout [req.Start, req.End).
+//
+// Formulation: drop every link direction whose minimum residual over the
+// slot is below the bandwidth, then breadth-first search from the source.
+// Among the paths with the fewest hops it returns the one with the least
+// total delay, then the fewest dedicated links (routed links are preferred,
+// dedicated capacity being kept for whoever needs it), then the first by
+// the sequence of its link names. The BFS runs layer by layer: each node of
+// a layer keeps its best predecessor under that order, and the nodes of a
+// layer are ranked by their paths' name sequences, so that the last key
+// compares in O(1).
+//
+// Cost: O(E·(log K + k) + V log V). A bandwidth above every capacity finds
+// no path (ErrNoPath), it is not an error of the query.
+func (s *Schedule) FixedSlot(req Request) (Result, error) {
+	src, dst, _, err := s.endpoints(req.From, req.To, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	if req.Bandwidth == 0 {
+		return Result{}, fmt.Errorf("%w: the bandwidth is zero", ErrInvalidQuery)
+	}
+	st, en, err := span(req.Start, req.End)
+	if err != nil {
+		return Result{}, err
+	}
+	p := s.bfs(src, dst, req.Bandwidth, st, en)
+	if p == nil {
+		return Result{}, fmt.Errorf("%w from %s to %s with %s free throughout [%s, %s)", ErrNoPath, req.From, req.To,
+			units.FormatRate(float64(req.Bandwidth)), req.Start.Format(time.RFC3339), req.End.Format(time.RFC3339))
+	}
+	return Result{Algorithm: AlgFixedSlot, Path: s.g.hops(p), Bandwidth: req.Bandwidth, Start: timeOf(st), End: timeOf(en)}, nil
+}
+
+// bfs returns the directions of the best path (see FixedSlot) from src to
+// dst with bw free throughout [st, en), or nil.
+func (s *Schedule) bfs(src, dst int, bw uint64, st, en int64) []int32 {
+	g := s.g
+	n := len(g.names)
+	dist := make([]int32, n)
+	for i := range dist {
+		dist[i] = -1
+	}
+	delay := make([]time.Duration, n)
+	ded := make([]int32, n)
+	pred := make([]int32, n) // the direction a node is reached by
+	rank := make([]int32, n) // its path's rank by name sequence within its layer
+	dist[src] = 0
+	layer := []int32{int32(src)}
+	var next []int32
+	for len(layer) > 0 && dist[dst] < 0 {
+		next = next[:0]
+		for _, u := range layer {
+			if int(u) != src && !g.router[u] {
+				continue
+			}
+			for _, e := range g.adj[u] {
+				x := &g.dirs[e]
+				v := x.to
+				if dist[v] >= 0 && dist[v] <= dist[u] || int(v) != dst && !g.router[v] {
+					continue
+				}
+				if !s.tl[e].fits(st, en, bw) {
+					continue
+				}
+				dl, dd := delay[u]+x.delay, ded[u]
+				if x.dedicated {
+					dd++
+				}
+				if dist[v] < 0 {
+					dist[v] = dist[u] + 1
+					next = append(next, v)
+				} else {
+					// A second way into v from this layer: keep the better.
+					p := &g.dirs[pred[v]]
+					switch {
+					case dl != delay[v]:
+						if dl > delay[v] {
+							continue
+						}
+					case dd != ded[v]:
+						if dd > ded[v] {
+							continue
+						}
+					case rank[u] != rank[p.from]:
+						if rank[u] > rank[p.from] {
+							continue
+						}
+					case x.link > p.link:
+						continue
+					}
+				}
+				delay[v], ded[v], pred[v] = dl, dd, e
+			}
+		}
+		// Rank the new layer by name sequence: by the rank of the
+		// predecessor's path, then by the name of the last link.
+		slices.SortFunc(next, func(a, b int32) int {
+			pa, pb := &g.dirs[pred[a]], &g.dirs[pred[b]]
+			if c := int(rank[pa.from]) - int(rank[pb.from]); c != 0 {
+				return c
+			}
+			return int(pa.link) - int(pb.link)
+		})
+		for i, v := range next {
+			rank[v] = int32(i)
+		}
+		layer, next = next, layer
+	}
+	if dist[dst] < 0 {
+		return nil
+	}
+	return s.walkBack(pred, src, dst, int(dist[dst]))
+}
+
+// walkBack returns the path to dst that pred records, h hops long.
+func (s *Schedule) walkBack(pred []int32, src, dst, h int) []int32 {
+	p := make([]int32, h)
+	for v := dst; v != src; {
+		h--
+		p[h] = pred[v]
+		v = int(s.g.dirs[pred[v]].from)
+	}
+	return p
+}
+
+// WidestPath finds the path from one node to another with the most
+// bandwidth free throughout [start, end): its width, the least residual
+// over the slot of any of its hops, is Result.Bandwidth.
+//
+// Formulation: the per-direction minima of FixedSlot as weights, then a
+// max-min (bottleneck) Dijkstra for the largest width W; the path is then
+// FixedSlot's for bandwidth W (fewest hops, least delay, routed before
+// dedicated, names). The second pass is needed for the tie-break: a
+// bottleneck label keeps the widest prefix to each node, which may have
+// more hops than a narrower prefix that is still wide enough, so "widest,
+// then fewest hops" has no optimal substructure. Cost:
+// O(E·(log K + k) + E log V). If nothing is free, the error is ErrNoPath.
+func (s *Schedule) WidestPath(from, to string, start, end time.Time) (Result, error) {
+	src, dst, _, err := s.endpoints(from, to, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	st, en, err := span(start, end)
+	if err != nil {
+		return Result{}, err
+	}
+	w := s.maxWidth(src, dst, st, en)
+	var p []int32
+	if w > 0 {
+		p = s.bfs(src, dst, w, st, en)
+	}
+	if p == nil {
+		return Result{}, fmt.Errorf("%w from %s to %s with any bandwidth free throughout [%s, %s)", ErrNoPath, from, to,
+			start.Format(time.RFC3339), end.Format(time.RFC3339))
+	}
+	return Result{Algorithm: AlgWidestPath, Path: s.g.hops(p), Bandwidth: w, Start: timeOf(st), End: timeOf(en)}, nil
+}
+
+// wItem is an entry of the widest-path heap: a node and the width of a
+// path to it.
+type wItem struct {
+	width uint64
+	node  int32
+}
+
+// wHeap is a binary max-heap of wItems by width.
+type wHeap []wItem
+
+func (h *wHeap) push(x wItem) {
+	*h = append(*h, x)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		p := (i - 1) / 2
+		if q[i].width <= q[p].width {
+			break
+		}
+		q[i], q[p] = q[p], q[i]
+		i = p
+	}
+}
+
+func (h *wHeap) pop() wItem {
+	q := *h
+	top := q[0]
+	last := len(q) - 1
+	q[0] = q[last]
+	q = q[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(q) && q[l].width > q[m].width {
+			m = l
+		}
+		if r < len(q) && q[r].width > q[m].width {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	*h = q
+	return top
+}
+
+// maxWidth returns the width of the widest path from src to dst over
+// [st, en): 0 if there is none or nothing is free on it.
+func (s *Schedule) maxWidth(src, dst int, st, en int64) uint64 {
+	g := s.g
+	n := len(g.names)
+	width := make([]uint64, n)
+	done := make([]bool, n)
+	width[src] = math.MaxUint64
+	h := wHeap{{width[src], int32(src)}}
+	for len(h) > 0 {
+		it := h.pop()
+		u := it.node
+		if done[u] || it.width != width[u] {
+			continue
+		}
+		done[u] = true
+		if int(u) == dst {
+			return width[u]
+		}
+		if int(u) != src && !g.router[u] {
+			continue
+		}
+		for _, e := range g.adj[u] {
+			x := &g.dirs[e]
+			v := x.to
+			if done[v] || int(v) != dst && !g.router[v] || x.capacity <= width[v] {
+				continue // x.capacity bounds what e can add
+			}
+			if w := min(it.width, s.tl[e].residual(st, en)); w > width[v] {
+				width[v] = w
+				h.push(wItem{w, v})
+			}
+		}
+	}
+	return 0
+}
+
+// startBounds validates the bandwidth, duration and times of a StartQuery
+// and returns the range of start times [lo, hi].
+func startBounds(q *StartQuery) (d, lo, hi int64, err error) {
+	if q.Bandwidth == 0 {
+		return 0, 0, 0, fmt.Errorf("%w: the bandwidth is zero", ErrInvalidQuery)
+	}
+	if q.Duration <= 0 {
+		return 0, 0, 0, fmt.Errorf("%w: the duration %s is not positive", ErrInvalidQuery, q.Duration)
+	}
+	d = int64(q.Duration)
+	if lo, err = nanos(q.NotBefore, "not-before time"); err != nil {
+		return 0, 0, 0, err
+	}
+	hz := int64(forever)
+	if !q.Horizon.IsZero() {
+		if hz, err = nanos(q.Horizon, "horizon"); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	hi = hz - d // no overflow: hz ≥ 0 or both small
+	if hz < math.MinInt64+d || hi < lo {
+		return 0, 0, 0, fmt.Errorf("%w: %s from %s does not end by the horizon %s", ErrNoSlot, q.Duration,
+			q.NotBefore.Format(time.RFC3339), q.Horizon.Format(time.RFC3339))
+	}
+	return d, lo, hi, nil
+}
+
+// EarliestStart finds the earliest start at or after q.NotBefore at which
+// q.Bandwidth is free for q.Duration, on q.Path or on any path.
+//
+// Formulation: for each link direction e, S(e) is the set of start times x
+// with the bandwidth free throughout [x, x+D): a sorted list of disjoint
+// intervals computed in one walk over e's steps (a step [a, b) with too
+// little free rules out the starts (a−D, b)). On a fixed path the feasible
+// starts are the intersection of S(e) along it (AlgEarliestStartPath,
+// O(H·K)). On any path, labels L(v), the starts at which v can be reached,
+// propagate Bellman-Ford style from L(src) = [NotBefore, Horizon−D]:
+// L(v) ← L(v) ∪ (L(u) ∩ S(u,v)) until nothing changes, only routers passing
+// labels on (AlgEarliestStart, O(V·E·K)); at a fixed start every edge set
+// is fixed, so reachability through walks is reachability through simple
+// paths, and min L(dst) is the earliest start. The path is then FixedSlot's
+// for that slot.
+//
+// Two refinements keep it fast without changing the answer: only the part
+// of a label that is new is propagated (semi-naive evaluation), and the
+// search runs on a window of start times that grows eightfold until it
+// finds a start (the labels restricted to a window are exactly the labels
+// of the window), stopping early once NotBefore itself is reachable. Past
+// the last breakpoint of the whole schedule nothing changes, so the search
+// ends there. ErrNoSlot says no start works.
+func (s *Schedule) EarliestStart(q StartQuery) (Result, error) {
+	src, dst, dirs, err := s.endpoints(q.From, q.To, q.Path)
+	if err != nil {
+		return Result{}, err
+	}
+	d, lo, hi, err := startBounds(&q)
+	if err != nil {
+		return Result{}, err
+	}
+	if dirs != nil {
+		l := s.pathStarts(dirs, q.Bandwidth, d, lo, hi)
+		if len(l) == 0 {
+			return Result{}, s.noSlot(&q)
+		}
+		return Result{Algorithm: AlgEarliestStartPath, Path: s.g.hops(dirs), Bandwidth: q.Bandwidth, Start: timeOf(l[0].lo), End: timeOf(l[0].lo + d)}, nil
+	}
+	top := min(hi, max(lo, s.lastBreak()))
+	w := max(d, int64(time.Hour))
+	for {
+		wh := min(top, addSat(lo, w))
+		l := s.reach(src, dst, q.Bandwidth, d, lo, wh, true)
+		if len(l) > 0 {
+			x := l[0].lo
+			p := s.bfs(src, dst, q.Bandwidth, x, x+d)
+			if p == nil { // cannot happen: the labels and the BFS apply the same test
+				return Result{}, fmt.Errorf("internal error: a start at %s was found but no path", timeOf(x).Format(time.RFC3339Nano))
+			}
+			return Result{Algorithm: AlgEarliestStart, Path: s.g.hops(p), Bandwidth: q.Bandwidth, Start: timeOf(x), End: timeOf(x + d)}, nil
+		}
+		if wh >= top {
+			return Result{}, s.noSlot(&q)
+		}
+		w = addSat(w, 7*w)
+	}
+}
+
+func (s *Schedule) noSlot(q *StartQuery) error {
+	by := "with no horizon"
+	if !q.Horizon.IsZero() {
+		by = "ending by " + q.Horizon.Format(time.RFC3339)
+	}
+	where := "from " + q.From + " to " + q.To
+	if q.Path != nil {
+		where = "on the path given"
+	}
+	return fmt.Errorf("%w %s with %s free for %s, starting at or after %s %s", ErrNoSlot, where,
+		units.FormatRate(float64(q.Bandwidth)), q.Duration, q.NotBefore.Format(time.RFC3339), by)
+}
+
+// AllStarts returns every start time at or after q.NotBefore at which
+// q.Bandwidth is free for q.Duration, on q.Path or on any path, as windows
+// (Result.Windows); the same labels as EarliestStart, run to the end over
+// the whole range of starts: O(H·K) on a fixed path, O(V·E·K) on any. A
+// start in a window may need a different path from another start in it:
+// ask FixedSlot for the path of the slot chosen. ErrNoSlot says there is
+// none.
+func (s *Schedule) AllStarts(q StartQuery) (Result, error) {
+	src, dst, dirs, err := s.endpoints(q.From, q.To, q.Path)
+	if err != nil {
+		return Result{}, err
+	}
+	d, lo, hi, err := startBounds(&q)
+	if err != nil {
+		return Result{}, err
+	}
+	var l []ival
+	r := Result{Algorithm: AlgAllStarts, Bandwidth: q.Bandwidth}
+	if dirs != nil {
+		l = s.pathStarts(dirs, q.Bandwidth, d, lo, hi)
+		r.Algorithm, r.Path = AlgAllStartsPath, s.g.hops(dirs)
+	} else {
+		// Past the last breakpoint feasibility no longer changes: compute up
+		// to there and extend the last window if it reaches it.
+		top := min(hi, max(lo, s.lastBreak()))
+		l = s.reach(src, dst, q.Bandwidth, d, lo, top, false)
+		if len(l) > 0 && l[len(l)-1].hi == top {
+			l[len(l)-1].hi = hi
+		}
+	}
+	if len(l) == 0 {
+		return Result{}, s.noSlot(&q)
+	}
+	r.Windows = make([]Window, len(l))
+	for i, x := range l {
+		r.Windows[i] = Window{First: timeOf(x.lo), Last: timeOf(x.hi)}
+	}
+	return r, nil
+}
+
+// pathStarts intersects the feasible starts in [lo, hi] along a path.
+func (s *Schedule) pathStarts(dirs []int32, bw uint64, d, lo, hi int64) []ival {
+	l := []ival{{lo, hi}}
+	var set, tmp []ival
+	for _, e := range dirs {
+		set = s.tl[e].starts(set[:0], bw, d, lo, hi)
+		tmp = intersect(tmp[:0], l, set)
+		l, tmp = tmp, l
+		if len(l) == 0 {
+			return nil
+		}
+	}
+	return slices.Clone(l)
+}
+
+// reach returns L(dst) ∩ [lo, hi] (see EarliestStart): the starts x for
+// which some path from src to dst has bw free throughout [x, x+d). With
+// stopAtLo it may return early, once lo is in L(dst).
+func (s *Schedule) reach(src, dst int, bw uint64, d, lo, hi int64, stopAtLo bool) []ival {
+	g := s.g
+	n := len(g.names)
+	label := make([][]ival, n)   // L(v)
+	pending := make([][]ival, n) // what L(v) gained since v was last expanded
+	queued := make([]bool, n)
+	sets := make([][]ival, len(g.dirs)) // S(e), computed when first needed
+	have := make([]bool, len(g.dirs))
+	label[src] = []ival{{lo, hi}}
+	pending[src] = label[src]
+	queue := []int32{int32(src)}
+	var meet, gain []ival
+	for len(queue) > 0 {
+		u := queue[0]
+		queue = queue[1:]
+		queued[u] = false
+		delta := pending[u]
+		pending[u] = nil
+		for _, e := range g.adj[u] {
+			x := &g.dirs[e]
+			v := x.to
+			if int(v) == src || int(v) != dst && !g.router[v] || x.capacity < bw {
+				continue
+			}
+			if !have[e] {
+				sets[e] = s.tl[e].starts(nil, bw, d, lo, hi)
+				have[e] = true
+			}
+			meet = intersect(meet[:0], delta, sets[e])
+			if len(meet) == 0 {
+				continue
+			}
+			gain = minus(gain[:0], meet, label[v])
+			if len(gain) == 0 {
+				continue
+			}
+			label[v] = union(nil, label[v], gain)
+			if int(v) == dst {
+				if stopAtLo && label[v][0].lo == lo {
+					return label[v]
+				}
+				continue // paths do not go on from their destination
+			}
+			pending[v] = union(nil, pending[v], gain)
+			if !queued[v] {
+				queued[v] = true
+				queue = append(queue, v)
+			}
+		}
+	}
+	return label[dst]
+}
+
+// transferTime returns the nanoseconds needed to move size bytes at bw bits
+// per second, rounded up, and false if that is longer than an int64 holds.
+func transferTime(size, bw uint64) (int64, bool) {
+	if bw == 0 {
+		return 0, false
+	}
+	hi, lo := bits.Mul64(size, 8*uint64(time.Second))
+	if hi >= bw {
+		return 0, false
+	}
+	q, r := bits.Div64(hi, lo, bw)
+	if r > 0 {
+		q++
+	}
+	if q > math.MaxInt64 || q == 0 { // q == 0: q++ wrapped around
+		return 0, false
+	}
+	return int64(q), true
+}
+
+// EarliestCompletion finds when q.Size bytes can have been moved at the
+// earliest, at one bandwidth of at most q.MaxRate held from a start to an
+// end on one path: q.Path, or any path.
+//
+// Formulation (slot extension): for a start t and an end x, the most one
+// path can hold throughout [t, x) is W(t, x), the widest path over the span
+// (the least residual along q.Path on a fixed path), and the transfer needs
+// b = min(MaxRate, W(t, x)) to end by t + Size/b. For each start t in
+// order, the end is extended from x = t + Size/MaxRate: if t + Size/b ≤ x,
+// the transfer ends there (W(t, t + Size/b) ≥ W(t, x) ≥ b); otherwise no
+// end before t + Size/b can work (W only shrinks as the span grows), so x
+// jumps there. W changes only at breakpoints, so every jump that does not
+// finish crosses one: at most K+1 widest-path runs per start. Starts stop
+// once t + Size/MaxRate can no longer beat the best end found. Worst case
+// O(K²) widest-path runs, O(K²·E log V) on any path
+// (AlgEarliestCompletion), O(K²·H·K) on a fixed one
+// (AlgEarliestCompletionPath); K here counts the breakpoints of the whole
+// schedule, or of the path's directions.
+//
+// The starts worth trying are q.NotBefore and the breakpoints where some
+// booking ends (where some direction has more free than just before): a
+// reservation starting anywhere else can slide earlier, to the previous
+// breakpoint or to q.NotBefore, over steps with as much free, and end
+// earlier. On any path, a bound prunes most widest-path runs: every path
+// leaves the source by one of its links and reaches the destination by one
+// of its links, so the widest path is no wider than the widest of those
+// over the span, which costs O(degree) to compute.
+//
+// Result.Bandwidth is the rate to hold over [Start, End), which moves at
+// least Size bytes; on any path, Result.Path is FixedSlot's path for that
+// bandwidth and slot. ErrNoSlot says no start works before the horizon.
+func (s *Schedule) EarliestCompletion(q CompletionQuery) (Result, error) {
+	src, dst, dirs, err := s.endpoints(q.From, q.To, q.Path)
+	if err != nil {
+		return Result{}, err
+	}
+	if q.Size == 0 {
+		return Result{}, fmt.Errorf("%w: the size is zero", ErrInvalidQuery)
+	}
+	rate := q.MaxRate
+	if rate == 0 {
+		rate = math.MaxUint64
+	}
+	lo, err := nanos(q.NotBefore, "not-before time")
+	if err != nil {
+		return Result{}, err
+	}
+	hz := int64(forever)
+	if !q.Horizon.IsZero() {
+		if hz, err = nanos(q.Horizon, "horizon"); err != nil {
+			return Result{}, err
+		}
+	}
+	need, ok := transferTime(q.Size, rate)
+	if !ok {
+		return Result{}, fmt.Errorf("%w: moving %s at %s takes longer than this package can count", ErrNoSlot,
+			units.FormatSize(int64(min(q.Size, math.MaxInt64))), units.FormatRate(float64(rate)))
+	}
+	// width returns the width of the widest path over [t, T).
+	width := func(t, T int64) uint64 {
+		if dirs == nil {
+			return s.maxWidth(src, dst, t, T)
+		}
+		w := uint64(math.MaxUint64)
+		for _, e := range dirs {
+			w = min(w, s.tl[e].residual(t, T))
+		}
+		return w
+	}
+	// finish returns when the transfer ends if it starts at t at b.
+	finish := func(t int64, b uint64) (int64, bool) {
+		dur, ok := transferTime(q.Size, b)
+		return addSat(t, dur), ok
+	}
+
+	var bestStart int64
+	var bestBW uint64
+	bestEnd := int64(forever)
+	starts := s.releases(lo, dirs)
+	for t := lo; t < hz; t = starts.next() {
+		minEnd := addSat(t, need)
+		if minEnd >= bestEnd || minEnd > hz {
+			break // later starts end later still, or after the horizon
+		}
+		// x never passes the earliest end from t: stop once it reaches
+		// the best end so far, or the horizon.
+		for x := minEnd; x < bestEnd && x <= hz; {
+			if dirs == nil {
+				// The bound first: no wider than the ends' links.
+				xb, ok := finish(t, min(rate, s.endsWidth(src, dst, t, x)))
+				if !ok {
+					break
+				}
+				if xb > x {
+					x = xb
+					continue
+				}
+			}
+			b := min(rate, width(t, x))
+			end, ok := finish(t, b)
+			if !ok {
+				break // nothing, or too little, free from t on: longer spans only have less
+			}
+			if end <= x {
+				bestStart, bestEnd, bestBW = t, end, b
+				break
+			}
+			x = end
+		}
+	}
+	if bestEnd == forever {
+		where := "from " + q.From + " to " + q.To
+		if q.Path != nil {
+			where = "on the path given"
+		}
+		return Result{}, fmt.Errorf("%w %s to move %s at up to %s, starting at or after %s", ErrNoSlot, where,
+			units.FormatSize(int64(min(q.Size, math.MaxInt64))), units.FormatRate(float64(rate)), q.NotBefore.Format(time.RFC3339))
+	}
+	t := bestStart
+	best := Result{Algorithm: AlgEarliestCompletionPath, Bandwidth: bestBW, Start: timeOf(t), End: timeOf(bestEnd)}
+	if dirs == nil {
+		// FixedSlot's path for that bandwidth: the widest path may be
+		// longer than needed when MaxRate is the limit.
+		p := s.bfs(src, dst, bestBW, t, bestEnd)
+		if p == nil { // cannot happen: the widest path over the span carries bestBW
+			return Result{}, fmt.Errorf("internal error: a completion at %s was found but no path", timeOf(bestEnd).Format(time.RFC3339Nano))
+		}
+		best.Algorithm, best.Path = AlgEarliestCompletion, s.g.hops(p)
+	} else {
+		best.Path = s.g.hops(dirs)
+	}
+	return best, nil
+}
+
+// endsWidth bounds the width of any path from src to dst over [t, T): the
+// widest link direction out of src, or into dst, whichever is narrower.
+func (s *Schedule) endsWidth(src, dst int, t, T int64) uint64 {
+	var out, in uint64
+	for _, e := range s.g.adj[src] {
+		out = max(out, s.tl[e].residual(t, T))
+	}
+	for _, e := range s.g.adj[dst] {
+		in = max(in, s.tl[e^1].residual(t, T)) // e^1: the reverse direction, into dst
+	}
+	return min(out, in)
+}
+
+// releaseIter yields, in order, the instants after a time at which some of
+// a set of directions has less booked than just before: a k-way merge over
+// their timelines, one heap entry per direction.
+type releaseIter struct {
+	s *Schedule
+	h []relItem // min-heap by at
+}
+
+type relItem struct {
+	at  int64
+	dir int32
+	k   int32 // the index of at in the direction's breakpoints
+}
+
+// releases returns the release instants after lo in dirs (every direction
+// if dirs is nil).
+func (s *Schedule) releases(lo int64, dirs []int32) *releaseIter {
+	it := &releaseIter{s: s}
+	add := func(d int32) {
+		t := &s.tl[d]
+		k, found := slices.BinarySearch(t.at, lo)
+		if found {
+			k++
+		}
+		it.advance(d, k)
+	}
+	if dirs == nil {
+		for d := range s.tl {
+			add(int32(d))
+		}
+	} else {
+		for _, d := range dirs {
+			add(d)
+		}
+	}
+	// Heapify.
+	for i := len(it.h)/2 - 1; i >= 0; i-- {
+		it.down(i)
+	}
+	return it
+}
+
+// advance appends direction d's first release at index k or later, if any.
+func (it *releaseIter) advance(d int32, k int) {
+	t := &it.s.tl[d]
+	for ; k < len(t.at); k++ {
+		if t.used[k] < t.usedAt(k-1) {
+			it.h = append(it.h, relItem{t.at[k], d, int32(k)})
+			return
+		}
+	}
+}
+
+func (it *releaseIter) down(i int) {
+	h := it.h
+	for {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(h) && h[l].at < h[m].at {
+			m = l
+		}
+		if r < len(h) && h[r].at < h[m].at {
+			m = r
+		}
+		if m == i {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}
+
+func (it *releaseIter) up(i int) {
+	h := it.h
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].at <= h[i].at {
+			return
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+// next returns the next release instant, or forever when there are no more.
+func (it *releaseIter) next() int64 {
+	if len(it.h) == 0 {
+		return forever
+	}
+	x := it.h[0].at
+	for len(it.h) > 0 && it.h[0].at == x {
+		top := it.h[0]
+		last := len(it.h) - 1
+		it.h[0] = it.h[last]
+		it.h = it.h[:last]
+		it.down(0)
+		n := len(it.h)
+		it.advance(top.dir, int(top.k)+1)
+		if len(it.h) > n {
+			it.up(n)
+		}
+	}
+	return x
+}
+
+// Alternatives returns the nearest alternatives to a request that was
+// refused (or that the caller wants to compare): the earliest slot of the
+// same bandwidth and duration that starts at or after req.Start and ends by
+// horizon (the zero time: no horizon), on any path (EarliestStart); and the
+// widest path over req's own slot (WidestPath). Only an invalid request is
+// an error; where there is no alternative of a kind, its field is nil.
+func (s *Schedule) Alternatives(req Request, horizon time.Time) (Alternatives, error) {
+	var alt Alternatives
+	if _, _, _, err := s.endpoints(req.From, req.To, nil); err != nil {
+		return alt, err
+	}
+	if req.Bandwidth == 0 {
+		return alt, fmt.Errorf("%w: the bandwidth is zero", ErrInvalidQuery)
+	}
+	if _, _, err := span(req.Start, req.End); err != nil {
+		return alt, err
+	}
+	r, err := s.EarliestStart(StartQuery{From: req.From, To: req.To, Bandwidth: req.Bandwidth,
+		Duration: req.End.Sub(req.Start), NotBefore: req.Start, Horizon: horizon})
+	switch {
+	case err == nil:
+		alt.Earliest = &r
+	case !errors.Is(err, ErrNoSlot):
+		return Alternatives{}, err
+	}
+	w, err := s.WidestPath(req.From, req.To, req.Start, req.End)
+	switch {
+	case err == nil:
+		alt.Widest = &w
+	case !errors.Is(err, ErrNoPath):
+		return Alternatives{}, err
+	}
+	return alt, nil
+}
