@@ -175,8 +175,8 @@ func (l *testLink) settledStats(t testing.TB, from string) PipeStats {
 	return st
 }
 
-// udpEcho runs a UDP echo server in B on port, until the test ends.
-func (l *testLink) udpEcho(t testing.TB, port int) {
+// listenUDP opens a UDP socket in B on port.
+func (l *testLink) listenUDP(t testing.TB, port int) *net.UDPConn {
 	t.Helper()
 	var conn *net.UDPConn
 	err := InNetns(l.nsB, func() (err error) {
@@ -186,6 +186,13 @@ func (l *testLink) udpEcho(t testing.TB, port int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return conn
+}
+
+// udpEcho runs a UDP echo server in B on port, until the test ends.
+func (l *testLink) udpEcho(t testing.TB, port int) {
+	t.Helper()
+	conn := l.listenUDP(t, port)
 	t.Cleanup(func() { conn.Close() })
 	go func() {
 		buf := make([]byte, 2048)
@@ -377,14 +384,7 @@ type sink struct {
 
 func (l *testLink) udpSink(t testing.TB, port int) *sink {
 	t.Helper()
-	var conn *net.UDPConn
-	err := InNetns(l.nsB, func() (err error) {
-		conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: l.addrB, Port: port})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := l.listenUDP(t, port)
 	conn.SetReadBuffer(4 << 20)
 	t.Cleanup(func() { conn.Close() })
 	s := &sink{}
