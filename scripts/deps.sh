@@ -9,6 +9,7 @@ command -v ping >/dev/null || need+=(iputils-ping)
 command -v ip >/dev/null || need+=(iproute2)
 command -v ss >/dev/null || need+=(iproute2)
 command -v pgrep >/dev/null || need+=(procps)
+command -v pg_ctlcluster >/dev/null || need+=(postgresql) # the store's PostgreSQL tests (scripts/postgres.sh)
 if ((${#need[@]})); then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "deps: missing ${need[*]}; run as root or install them" >&2
