@@ -35,7 +35,7 @@ func Up(ctx context.Context, o UpOptions) (res *UpResult, err error) {
 		return nil, err
 	}
 	if os.Geteuid() != 0 {
-		return nil, errors.New("testbed up needs root: it creates network namespaces, devices and queueing disciplines")
+		return nil, errors.New("needs root: it creates network namespaces, devices and queueing disciplines")
 	}
 	t, err := Parse(o.File, o.Data)
 	if err != nil {
@@ -198,7 +198,7 @@ func Down(name string, logf func(string, ...any)) (*DownResult, error) {
 	}
 	res.Existed = true
 	if os.Geteuid() != 0 {
-		return nil, errors.New("testbed down needs root: it removes network namespaces and devices")
+		return nil, errors.New("needs root: it removes network namespaces and devices")
 	}
 	var errs []error
 	if pid := emulatorPID(name); pid > 0 {
