@@ -246,6 +246,13 @@ var migrations = [][]string{
 			lease_expires_ns BIGINT NOT NULL
 		)`,
 	},
+	{
+		// Version 2: writing a reservation replaces its node rows by
+		// reservation_id, and deleting one cascades the same way; without
+		// this index both scanned the whole table (creates fell from 870/s
+		// to 140/s between 2,000 and 20,000 stored reservations).
+		`CREATE INDEX reservation_nodes_reservation ON reservation_nodes (reservation_id)`,
+	},
 }
 
 // CodeSchemaVersion returns the schema version this code migrates to.
