@@ -34,10 +34,12 @@ unit: build
 fuzz:
 	@scripts/fuzz.sh $(FUZZTIME)
 
-# The movers against their peers on loopback, then (as root) the testbed's
-# fidelity and the movers over an emulated wide-area path.
+# The movers against their peers on loopback, the scheduler and the store,
+# then (as root) the testbed's fidelity and the movers over an emulated
+# wide-area path.
 bench: deps build
 	bench/movers.sh
+	bench/scheduler.sh
 	@if [ "$$(id -u)" -eq 0 ]; then bench/testbed.sh; else echo "bench/testbed.sh skipped: it needs root"; fi
 
 clean:
