@@ -151,7 +151,7 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 verdict() { if awk -v ok="$1" 'BEGIN { exit !ok }'; then echo PASS; else echo FAIL; fi; }
 
-# iperf3_json FILE FIELD... prints fields of an iperf3 -J result.
+# iperf3_bps FILE prints the received bits per second of an iperf3 -J result.
 iperf3_bps() {
 	python3 -c '
 import json, sys

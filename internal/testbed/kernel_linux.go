@@ -191,7 +191,7 @@ func applyHTB(h *netlink.Handle, nsPath string, ifindex int, p HTB) error {
 	return addBfifo(nsPath, ifindex, HTBDefault, HTBLeaf, p.Limit)
 }
 
-// SetRate rescales classes 1:1 and 1:2 of one direction and leaves every
+// setRate rescales classes 1:1 and 1:2 of one direction and leaves every
 // other class (the agents') alone.
 func setRate(h *netlink.Handle, ifindex int, p HTB) error {
 	if err := h.ClassChange(htbClass(ifindex, HTBRoot, HTBLink, p.Rate, p.Rate, p.Quantum)); err != nil {

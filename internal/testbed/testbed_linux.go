@@ -18,6 +18,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/lightpath/lightpath/internal/testbed/emu"
 )
@@ -407,8 +408,8 @@ func egressStats(name string, e *End) (EgressStats, error) {
 		return s, fmt.Errorf("device %s: %w", e.Dev, err)
 	}
 	a := dev.Attrs()
-	s.Up = a.OperState == netlink.OperUp || a.Flags&net.FlagUp != 0 && a.RawFlags&0x10000 != 0 // IFF_LOWER_UP
-	s.Carrier = a.RawFlags&0x10000 != 0
+	s.Up = a.Flags&net.FlagUp != 0                // administratively up
+	s.Carrier = a.RawFlags&unix.IFF_LOWER_UP != 0 // the emulator holds it and the link is not down
 	qs, err := h.QdiscList(dev)
 	if err != nil {
 		return s, fmt.Errorf("qdiscs of %s: %w", e.Dev, err)
