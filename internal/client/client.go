@@ -1,0 +1,411 @@
+// Package client is a Go client of the controller's REST API (docs/controller.md):
+// one method per route, the request and response bodies of package api, and
+// errors decoded into *APIError. It reaches the controller over TCP
+// (http://HOST:PORT), TLS (https://HOST:PORT, optionally against a private
+// CA) or a unix socket (unix:PATH), which is how processes inside a
+// testbed's network namespaces reach it.
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/reserve"
+)
+
+// DefaultTimeout bounds every request but the event stream.
+const DefaultTimeout = 30 * time.Second
+
+// maxBody bounds what is read of a response: the API's bodies are small,
+// and a list of many reservations with their histories stays well below.
+const maxBody = 64 << 20
+
+// Client talks to one controller. It is safe for concurrent use.
+type Client struct {
+	url     string // what the user gave, for messages
+	base    string // scheme://host[/prefix], without a trailing slash
+	token   string
+	hc      *http.Client // with a timeout
+	stream  *http.Client // without one, for the event stream
+	agent   string
+}
+
+type options struct {
+	caFile  string
+	timeout time.Duration
+	agent   string
+	tls     *tls.Config
+}
+
+// Option configures New.
+type Option func(*options)
+
+// WithCAFile verifies an https controller against the PEM certificates in
+// file instead of the system's roots.
+func WithCAFile(file string) Option { return func(o *options) { o.caFile = file } }
+
+// WithTLSConfig uses cfg for https controllers (tests; WithCAFile is the
+// usual way).
+func WithTLSConfig(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
+
+// WithTimeout bounds each request (not the event stream); zero means no
+// bound. The default is DefaultTimeout.
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithUserAgent sets the User-Agent header.
+func WithUserAgent(s string) Option { return func(o *options) { o.agent = s } }
+
+// New returns a client of the controller at controllerURL: http://HOST:PORT,
+// https://HOST:PORT or unix:PATH. token, when not empty, is sent as a
+// bearer token with every request.
+func New(controllerURL, token string, opts ...Option) (*Client, error) {
+	o := options{timeout: DefaultTimeout, agent: "lightpath-client"}
+	for _, f := range opts {
+		f(&o)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil // the controller is ours to reach directly; HTTP_PROXY would send tokens elsewhere
+	var base string
+	raw := strings.TrimSpace(controllerURL)
+	switch {
+	case strings.HasPrefix(raw, "unix:"):
+		path := strings.TrimPrefix(strings.TrimPrefix(raw, "unix:"), "//")
+		if path == "" {
+			return nil, fmt.Errorf("controller URL %q: want unix:PATH, the path of the controller's socket", controllerURL)
+		}
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		}
+		tr.DialTLSContext = nil
+		base = "http://unix"
+	default:
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("controller URL %q: want http://HOST:PORT, https://HOST:PORT or unix:PATH", controllerURL)
+		}
+		if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return nil, fmt.Errorf("controller URL %q: want no user, query or fragment", controllerURL)
+		}
+		if u.Scheme == "https" {
+			cfg := o.tls
+			if cfg == nil {
+				cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+			} else {
+				cfg = cfg.Clone()
+			}
+			if o.caFile != "" {
+				pem, err := os.ReadFile(o.caFile)
+				if err != nil {
+					return nil, fmt.Errorf("read controller CA: %w", err)
+				}
+				pool := x509.NewCertPool()
+				if !pool.AppendCertsFromPEM(pem) {
+					return nil, fmt.Errorf("read controller CA: %s holds no PEM certificate", o.caFile)
+				}
+				cfg.RootCAs = pool
+			}
+			tr.TLSClientConfig = cfg
+		} else if o.caFile != "" {
+			return nil, fmt.Errorf("controller URL %q: a CA file is for https:// controllers", controllerURL)
+		}
+		base = u.Scheme + "://" + u.Host + strings.TrimRight(u.EscapedPath(), "/")
+	}
+	return &Client{
+		url: raw, base: base, token: token, agent: o.agent,
+		hc:     &http.Client{Transport: tr, Timeout: o.timeout, CheckRedirect: noRedirect},
+		stream: &http.Client{Transport: tr, CheckRedirect: noRedirect},
+	}, nil
+}
+
+// noRedirect keeps the bearer token from following a redirect elsewhere:
+// the API never redirects.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// URL is the controller's address as given to New.
+func (c *Client) URL() string { return c.url }
+
+// HasToken reports whether the client sends a token.
+func (c *Client) HasToken() bool { return c.token != "" }
+
+// APIError is an error the controller answered with: the HTTP status and
+// the body's {"error":{...}}.
+type APIError struct {
+	Status int
+	Detail api.ErrorDetail
+}
+
+// Error is the controller's message; a capacity refusal adds one line per
+// alternative it offered.
+func (e *APIError) Error() string {
+	msg := e.Detail.Message
+	if msg == "" {
+		msg = fmt.Sprintf("the controller answered %d %s", e.Status, http.StatusText(e.Status))
+	}
+	for _, a := range e.Alternatives() {
+		msg += "\n" + a
+	}
+	if len(e.Detail.Stranded) > 0 {
+		msg += "\nstranded: " + strings.Join(e.Detail.Stranded, ", ")
+	}
+	return msg
+}
+
+// Alternatives describes the alternatives a capacity refusal offered, one
+// sentence each, such as "earliest at that bandwidth: 2026-05-01T14:00:00Z
+// → 2026-05-01T16:00:00Z via l1,wan,l2".
+func (e *APIError) Alternatives() []string {
+	if e.Detail.Alternatives == nil {
+		return nil
+	}
+	var out []string
+	if s := e.Detail.Alternatives.Earliest; s != nil {
+		out = append(out, "earliest at that bandwidth: "+describeWindow(*s))
+	}
+	if s := e.Detail.Alternatives.Widest; s != nil {
+		d := "widest in that slot: " + formatBps(s.Bandwidth)
+		if len(s.Path) > 0 {
+			d += " via " + PathString(s.Path)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func describeWindow(s api.Slot) string {
+	d := s.Start.Format(time.RFC3339) + " → " + s.End.Format(time.RFC3339)
+	if len(s.Path) > 0 {
+		d += " via " + PathString(s.Path)
+	}
+	return d
+}
+
+// formatBps prints a rate as the CLI does; the client keeps its own tiny
+// copy so that it depends on package api alone.
+func formatBps(bps uint64) string {
+	units := []string{"bit/s", "kbit/s", "Mbit/s", "Gbit/s", "Tbit/s", "Pbit/s", "Ebit/s"}
+	v, i := float64(bps), 0
+	for i < len(units)-1 && v >= 999.5 {
+		v /= 1000
+		i++
+	}
+	switch {
+	case i == 0:
+		return fmt.Sprintf("%d bit/s", bps)
+	case v < 9.995:
+		return fmt.Sprintf("%.2f %s", v, units[i])
+	case v < 99.95:
+		return fmt.Sprintf("%.1f %s", v, units[i])
+	}
+	return fmt.Sprintf("%.0f %s", v, units[i])
+}
+
+// PathString writes a path as the link names joined by commas, the form
+// --path takes.
+func PathString(p []reserve.PathHop) string {
+	names := make([]string, len(p))
+	for i, h := range p {
+		names[i] = h.Link
+	}
+	return strings.Join(names, ",")
+}
+
+// Code returns the API error code of err ("capacity", "not_found", ...),
+// or "" when err is not an *APIError.
+func Code(err error) string {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Detail.Code
+	}
+	return ""
+}
+
+// UnreachableError is a request that got no answer from the controller:
+// it could not connect, the connection broke, or the request timed out.
+// The request may or may not have been carried out.
+type UnreachableError struct {
+	URL string
+	Err error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("controller %s: %v", e.URL, e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// Retryable reports whether sending the same request again may succeed:
+// the controller could not be reached or was shutting down. Only
+// idempotent requests, or creates with an idempotency key, should be
+// retried.
+func Retryable(err error) bool {
+	var ue *UnreachableError
+	if errors.As(err, &ue) {
+		return !errors.Is(err, context.Canceled)
+	}
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Status == http.StatusServiceUnavailable || ae.Status == http.StatusBadGateway || ae.Status == http.StatusGatewayTimeout
+	}
+	return false
+}
+
+// codeForStatus names the error code of a status the body did not explain
+// (a proxy's answer, or a server that died mid-way).
+func codeForStatus(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return api.CodeInvalid
+	case http.StatusUnauthorized:
+		return api.CodeUnauthorized
+	case http.StatusForbidden:
+		return api.CodeForbidden
+	case http.StatusNotFound:
+		return api.CodeNotFound
+	case http.StatusMethodNotAllowed:
+		return api.CodeMethodNotAllowed
+	case http.StatusConflict:
+		return api.CodeConflict
+	case http.StatusRequestEntityTooLarge:
+		return api.CodeTooLarge
+	case http.StatusUnsupportedMediaType:
+		return api.CodeUnsupportedMedia
+	case http.StatusServiceUnavailable:
+		return api.CodeUnavailable
+	}
+	return api.CodeInternal
+}
+
+// newRequest builds a request for an API path ("/reservations") with an
+// optional JSON body.
+func (c *Client) newRequest(ctx context.Context, method, path string, query url.Values, body any) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("encode request: %w", err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	u := c.base + "/api/v1" + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", c.agent)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return req, nil
+}
+
+// unreachable wraps a transport error, keeping its cause readable: the
+// *url.Error's "Post \"http://...\":" prefix repeats what the message says.
+func (c *Client) unreachable(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		err = fmt.Errorf("connection refused (is the controller running? start it with lightpath controller --listen ...): %w", syscall.ECONNREFUSED)
+	}
+	return &UnreachableError{URL: c.url, Err: err}
+}
+
+// do sends a request and decodes a 2xx answer's JSON body into out (when
+// out is not nil and the body is not empty); any other status becomes an
+// *APIError.
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, body, out any) error {
+	req, err := c.newRequest(ctx, method, path, query, body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return c.unreachable(ctx, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return c.unreachable(ctx, fmt.Errorf("read the answer to %s %s: %w", method, path, err))
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return decodeError(resp.StatusCode, data)
+	}
+	if out == nil || len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("decode the answer to %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// decodeError turns an error answer into an *APIError, whatever its body.
+func decodeError(status int, data []byte) *APIError {
+	var eb api.ErrorBody
+	if err := json.Unmarshal(data, &eb); err == nil && eb.Error.Message != "" {
+		if eb.Error.Code == "" {
+			eb.Error.Code = codeForStatus(status)
+		}
+		return &APIError{Status: status, Detail: eb.Error}
+	}
+	msg := fmt.Sprintf("the controller answered %d %s", status, http.StatusText(status))
+	if s := strings.TrimSpace(string(data)); s != "" {
+		if len(s) > 200 {
+			s = s[:200] + "..."
+		}
+		msg += ": " + strings.Join(strings.Fields(s), " ")
+	}
+	return &APIError{Status: status, Detail: api.ErrorDetail{Code: codeForStatus(status), Message: msg}}
+}
+
+func (c *Client) get(ctx context.Context, path string, query url.Values, out any) error {
+	return c.do(ctx, http.MethodGet, path, query, nil, out)
+}
+
+func (c *Client) post(ctx context.Context, path string, body, out any) error {
+	if body == nil {
+		body = struct{}{}
+	}
+	return c.do(ctx, http.MethodPost, path, nil, body, out)
+}
+
+func escape(s string) string { return url.PathEscape(s) }
+
+// setTime adds a time to a query when it is not zero.
+func setTime(q url.Values, key string, t time.Time) {
+	if !t.IsZero() {
+		q.Set(key, t.Format(time.RFC3339Nano))
+	}
+}
+
+func setString(q url.Values, key, v string) {
+	if v != "" {
+		q.Set(key, v)
+	}
+}

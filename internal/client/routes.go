@@ -1,0 +1,258 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/reserve"
+)
+
+// One method per route of docs/controller.md, in its order.
+
+// Health is GET /api/v1/health (no token needed).
+func (c *Client) Health(ctx context.Context) (api.Health, error) {
+	var h api.Health
+	err := c.get(ctx, "/health", nil, &h)
+	return h, err
+}
+
+// OpenAPI is GET /api/v1/openapi.json: the API's OpenAPI 3.1 document.
+func (c *Client) OpenAPI(ctx context.Context) (json.RawMessage, error) {
+	var doc json.RawMessage
+	err := c.get(ctx, "/openapi.json", nil, &doc)
+	return doc, err
+}
+
+// Whoami is GET /api/v1/whoami: the caller's user, role and projects.
+func (c *Client) Whoami(ctx context.Context) (api.Whoami, error) {
+	var w api.Whoami
+	err := c.get(ctx, "/whoami", nil, &w)
+	return w, err
+}
+
+// Topology is GET /api/v1/topology.
+func (c *Client) Topology(ctx context.Context) (api.Topology, error) {
+	var t api.Topology
+	err := c.get(ctx, "/topology", nil, &t)
+	return t, err
+}
+
+// ReloadTopology is PUT /api/v1/topology (admin): a refusal that would
+// strand reservations is an *APIError with Detail.Stranded.
+func (c *Client) ReloadTopology(ctx context.Context, yaml string) (api.Topology, error) {
+	var t api.Topology
+	err := c.do(ctx, http.MethodPut, "/topology", nil, api.TopologyReload{YAML: yaml}, &t)
+	return t, err
+}
+
+// Timeline is GET /api/v1/timeline: booked steps per link direction over
+// [from, to), of one link when link is not empty.
+func (c *Client) Timeline(ctx context.Context, from, to time.Time, link string) (api.Timeline, error) {
+	q := url.Values{}
+	setTime(q, "from", from)
+	setTime(q, "to", to)
+	setString(q, "link", link)
+	var t api.Timeline
+	err := c.get(ctx, "/timeline", q, &t)
+	return t, err
+}
+
+// Find is POST /api/v1/find: the scheduler's answer without booking. When
+// nothing fits, the error is an *APIError with code "capacity".
+func (c *Client) Find(ctx context.Context, req api.FindRequest) (api.Slot, error) {
+	var s api.Slot
+	err := c.post(ctx, "/find", req, &s)
+	return s, err
+}
+
+// ListOptions filters ListReservations; empty fields do not filter. From
+// and To keep the reservations whose window overlaps [From, To).
+type ListOptions struct {
+	Owner, Project, State, Node string
+	From, To                    time.Time
+}
+
+// ListReservations is GET /api/v1/reservations: the caller's own, or
+// everyone's for an operator.
+func (c *Client) ListReservations(ctx context.Context, o ListOptions) ([]reserve.Reservation, error) {
+	q := url.Values{}
+	setString(q, "owner", o.Owner)
+	setString(q, "project", o.Project)
+	setString(q, "state", o.State)
+	setString(q, "node", o.Node)
+	setTime(q, "from", o.From)
+	setTime(q, "to", o.To)
+	var l api.ReservationList
+	err := c.get(ctx, "/reservations", q, &l)
+	return l.Reservations, err
+}
+
+// CreateReservation is POST /api/v1/reservations. Created is false in the
+// answer when the idempotency key had already booked it. A refusal for
+// capacity is an *APIError with code "capacity" and the alternatives.
+func (c *Client) CreateReservation(ctx context.Context, req api.ReservationRequest) (api.ReservationResponse, error) {
+	var r api.ReservationResponse
+	err := c.post(ctx, "/reservations", req, &r)
+	return r, err
+}
+
+// reservationBody reads an answer that is a reservation, whether the
+// controller wraps it ({"reservation":{...}}, as a create does) or not.
+type reservationBody struct {
+	api.ReservationResponse
+}
+
+func (b *reservationBody) UnmarshalJSON(data []byte) error {
+	var probe struct {
+		Reservation json.RawMessage `json:"reservation"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return err
+	}
+	if len(probe.Reservation) > 0 && string(probe.Reservation) != "null" {
+		return json.Unmarshal(data, &b.ReservationResponse)
+	}
+	return json.Unmarshal(data, &b.Reservation)
+}
+
+// Reservation is GET /api/v1/reservations/{id}: one, with its history.
+func (c *Client) Reservation(ctx context.Context, id string) (reserve.Reservation, error) {
+	var b reservationBody
+	err := c.get(ctx, "/reservations/"+escape(id), nil, &b)
+	return b.Reservation, err
+}
+
+// ModifyReservation is PATCH /api/v1/reservations/{id}: req.Version must be
+// the version read, or the answer is a conflict.
+func (c *Client) ModifyReservation(ctx context.Context, id string, req api.ModifyRequest) (reserve.Reservation, error) {
+	var b reservationBody
+	err := c.do(ctx, http.MethodPatch, "/reservations/"+escape(id), nil, req, &b)
+	return b.Reservation, err
+}
+
+// CommitReservation is POST /api/v1/reservations/{id}/commit.
+func (c *Client) CommitReservation(ctx context.Context, id string, req api.ActionRequest) (reserve.Reservation, error) {
+	var b reservationBody
+	err := c.post(ctx, "/reservations/"+escape(id)+"/commit", req, &b)
+	return b.Reservation, err
+}
+
+// CancelReservation is POST /api/v1/reservations/{id}/cancel.
+func (c *Client) CancelReservation(ctx context.Context, id string, req api.ActionRequest) (reserve.Reservation, error) {
+	var b reservationBody
+	err := c.post(ctx, "/reservations/"+escape(id)+"/cancel", req, &b)
+	return b.Reservation, err
+}
+
+// exclusiveBody reads an answer that is an exclusive hold, wrapped
+// ({"exclusive":{...}}) or not.
+type exclusiveBody struct {
+	reserve.Exclusive
+}
+
+func (b *exclusiveBody) UnmarshalJSON(data []byte) error {
+	var probe struct {
+		Exclusive json.RawMessage `json:"exclusive"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return err
+	}
+	if len(probe.Exclusive) > 0 && string(probe.Exclusive) != "null" {
+		return json.Unmarshal(probe.Exclusive, &b.Exclusive)
+	}
+	return json.Unmarshal(data, &b.Exclusive)
+}
+
+// Exclusives is GET /api/v1/exclusives.
+func (c *Client) Exclusives(ctx context.Context) ([]reserve.Exclusive, error) {
+	var l api.ExclusiveList
+	err := c.get(ctx, "/exclusives", nil, &l)
+	return l.Exclusives, err
+}
+
+// CreateExclusive is POST /api/v1/exclusives: hold a node or a site.
+func (c *Client) CreateExclusive(ctx context.Context, req api.ExclusiveRequest) (reserve.Exclusive, error) {
+	var b exclusiveBody
+	err := c.post(ctx, "/exclusives", req, &b)
+	return b.Exclusive, err
+}
+
+// CancelExclusive is POST /api/v1/exclusives/{id}/cancel.
+func (c *Client) CancelExclusive(ctx context.Context, id string, req api.ActionRequest) (reserve.Exclusive, error) {
+	var b exclusiveBody
+	err := c.post(ctx, "/exclusives/"+escape(id)+"/cancel", req, &b)
+	return b.Exclusive, err
+}
+
+// Users is GET /api/v1/users (admin).
+func (c *Client) Users(ctx context.Context) ([]api.User, error) {
+	var l api.UserList
+	err := c.get(ctx, "/users", nil, &l)
+	return l.Users, err
+}
+
+// AddUser is POST /api/v1/users (admin).
+func (c *Client) AddUser(ctx context.Context, req api.UserRequest) (api.User, error) {
+	var u api.User
+	err := c.post(ctx, "/users", req, &u)
+	return u, err
+}
+
+// CreateToken is POST /api/v1/users/{name}/tokens: the answer's Secret is
+// the token, shown this once.
+func (c *Client) CreateToken(ctx context.Context, user string, req api.TokenRequest) (api.Token, error) {
+	var t api.Token
+	err := c.post(ctx, "/users/"+escape(user)+"/tokens", req, &t)
+	return t, err
+}
+
+// Tokens is GET /api/v1/users/{name}/tokens (never the secrets).
+func (c *Client) Tokens(ctx context.Context, user string) ([]api.Token, error) {
+	var l api.TokenList
+	err := c.get(ctx, "/users/"+escape(user)+"/tokens", nil, &l)
+	return l.Tokens, err
+}
+
+// RevokeToken is DELETE /api/v1/tokens/{id}.
+func (c *Client) RevokeToken(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/tokens/"+escape(id), nil, nil, nil)
+}
+
+// Policy is GET /api/v1/policy.
+func (c *Client) Policy(ctx context.Context) (api.Policy, error) {
+	var p api.Policy
+	err := c.get(ctx, "/policy", nil, &p)
+	return p, err
+}
+
+// SetPolicy is PUT /api/v1/policy (admin).
+func (c *Client) SetPolicy(ctx context.Context, p api.Policy) (api.Policy, error) {
+	var out api.Policy
+	err := c.do(ctx, http.MethodPut, "/policy", nil, p, &out)
+	return out, err
+}
+
+// AuditOptions filters Audit; zero fields do not filter.
+type AuditOptions struct {
+	Who   string
+	Since time.Time
+	Limit int
+}
+
+// Audit is GET /api/v1/audit (operator).
+func (c *Client) Audit(ctx context.Context, o AuditOptions) ([]api.AuditEntry, error) {
+	q := url.Values{}
+	setString(q, "who", o.Who)
+	setTime(q, "since", o.Since)
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	var l api.AuditList
+	err := c.get(ctx, "/audit", q, &l)
+	return l.Entries, err
+}
