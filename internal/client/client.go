@@ -36,12 +36,12 @@ const maxBody = 64 << 20
 
 // Client talks to one controller. It is safe for concurrent use.
 type Client struct {
-	url     string // what the user gave, for messages
-	base    string // scheme://host[/prefix], without a trailing slash
-	token   string
-	hc      *http.Client // with a timeout
-	stream  *http.Client // without one, for the event stream
-	agent   string
+	url    string // what the user gave, for messages
+	base   string // scheme://host[/prefix], without a trailing slash
+	token  string
+	hc     *http.Client // with a timeout
+	stream *http.Client // without one, for the event stream
+	agent  string
 }
 
 type options struct {
