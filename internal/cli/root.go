@@ -68,6 +68,6 @@ Start a server on one end and copy with cp from the other:
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%s: %w (see 'lightpath %s --help')", c.Name(), err, c.Name())
 	})
-	root.AddCommand(newServeCmd(), newCpCmd(), newBenchCmd(), newTestbedCmd())
+	root.AddCommand(newServeCmd(), newCpCmd(), newBenchCmd(), newTestbedCmd(), newControllerCmd())
 	return root
 }

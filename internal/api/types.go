@@ -1,0 +1,379 @@
+package api
+
+import (
+	"time"
+
+	"github.com/lightpath/lightpath/internal/reserve"
+)
+
+// The JSON bodies of the REST API under /api/v1. They are the contract
+// the CLI (package client), the web UI and the OpenAPI document share:
+// bandwidths are integers of bits per second in fields ending _bps, sizes
+// integers of bytes in fields ending _bytes, times RFC 3339 strings and
+// durations Go duration strings ("90m", "2h"). Reservations and exclusive
+// holds are sent as reserve.Reservation and reserve.Exclusive.
+
+// ErrorBody is every error response: {"error":{"code":...,"message":...}}.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// Error codes, one per HTTP status class the API answers with.
+const (
+	CodeInvalid          = "invalid"            // 400: the request is malformed or self-contradictory
+	CodeUnauthorized     = "unauthorized"       // 401: no token, or an unknown, expired or revoked one
+	CodeForbidden        = "forbidden"          // 403: policy or role does not allow it
+	CodeNotFound         = "not_found"          // 404
+	CodeMethodNotAllowed = "method_not_allowed" // 405
+	CodeConflict         = "conflict"           // 409: stale version, wrong state, DSCP pool full, exclusive hold
+	CodeCapacity         = "capacity"           // 409: the bandwidth does not fit; see Alternatives
+	CodeTooLarge         = "too_large"          // 413: a body over MaxBodyBytes
+	CodeUnsupportedMedia = "unsupported_media"  // 415: a body that is not application/json
+	CodeInternal         = "internal"           // 500
+	CodeUnavailable      = "unavailable"        // 503: shutting down
+)
+
+// ErrorDetail says what went wrong. Field names the request field at fault
+// where there is one. A capacity refusal carries the nearest alternatives;
+// a refused topology reload lists the reservations it would strand.
+type ErrorDetail struct {
+	Code         string        `json:"code"`
+	Message      string        `json:"message"`
+	Field        string        `json:"field,omitempty"`
+	Alternatives *Alternatives `json:"alternatives,omitempty"`
+	Stranded     []string      `json:"stranded,omitempty"`
+}
+
+// Alternatives are offered with a refused create: the earliest slot of the
+// same bandwidth and duration at or after the requested start, and the
+// widest bandwidth free over the requested slot. Either may be absent.
+type Alternatives struct {
+	Earliest *Slot `json:"earliest,omitempty"`
+	Widest   *Slot `json:"widest,omitempty"`
+}
+
+// Slot is a scheduler's answer: a path, a bandwidth and a window, with the
+// algorithm that produced it. Windows lists every feasible start window
+// (find --all) instead of one slot.
+type Slot struct {
+	Algorithm string            `json:"algorithm"`
+	Path      []reserve.PathHop `json:"path,omitempty"`
+	Bandwidth uint64            `json:"bandwidth_bps,omitempty"`
+	Start     time.Time         `json:"start,omitzero"`
+	End       time.Time         `json:"end,omitzero"`
+	Windows   []Window          `json:"windows,omitempty"`
+}
+
+// Window is a range of feasible start times, both ends included.
+type Window struct {
+	First time.Time `json:"first"`
+	Last  time.Time `json:"last"`
+}
+
+// ReservationRequest creates a reservation (POST /api/v1/reservations).
+//
+// The window is Start (RFC 3339; absent means now) and End or Duration.
+// With SizeBytes, the controller books the earliest completion instead:
+// Bandwidth is then the highest rate wanted (zero: whatever the network
+// can give), End/Duration are not given, and Deadline, when set, is when
+// the data must have arrived (refused if it cannot).
+type ReservationRequest struct {
+	From      string    `json:"from"`
+	To        string    `json:"to"`
+	Bandwidth uint64    `json:"bandwidth_bps"`
+	Start     time.Time `json:"start,omitzero"`
+	End       time.Time `json:"end,omitzero"`
+	Duration  string    `json:"duration,omitempty"`
+	SizeBytes uint64    `json:"size_bytes,omitempty"`
+	Deadline  time.Time `json:"deadline,omitzero"`
+	Project   string    `json:"project,omitempty"`
+	FlowSpec  string    `json:"flow_spec,omitempty"`
+	// Path, when given, is the list of link names to take from From to To;
+	// otherwise the controller picks the path (fixed-slot BFS).
+	Path []string `json:"path,omitempty"`
+	// Hold, when set, books the reservation HELD for that long: it is
+	// released unless committed (POST .../commit) before then.
+	Hold           string `json:"hold,omitempty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Owner lets an operator or admin book on someone's behalf.
+	Owner string `json:"owner,omitempty"`
+}
+
+// ReservationResponse is a reservation with the scheduler's word on it.
+// Created is false when a retried create (same idempotency key) returned
+// the reservation booked the first time.
+type ReservationResponse struct {
+	Reservation reserve.Reservation `json:"reservation"`
+	Algorithm   string              `json:"algorithm,omitempty"`
+	Created     bool                `json:"created"`
+}
+
+// ReservationList is GET /api/v1/reservations.
+type ReservationList struct {
+	Reservations []reserve.Reservation `json:"reservations"`
+}
+
+// ModifyRequest changes a reservation (PATCH /api/v1/reservations/{id}).
+// Version is required: the version the client read. Absent fields stay.
+// Path moves it to the named links; Reroute lets the controller choose a
+// new path for the (possibly changed) slot and bandwidth.
+type ModifyRequest struct {
+	Version   uint64    `json:"version"`
+	Start     time.Time `json:"start,omitzero"`
+	End       time.Time `json:"end,omitzero"`
+	Bandwidth uint64    `json:"bandwidth_bps,omitempty"`
+	Path      []string  `json:"path,omitempty"`
+	Reroute   bool      `json:"reroute,omitempty"`
+}
+
+// ActionRequest is the body of commit and cancel. Version, when not zero,
+// must match; Reason is recorded in the history.
+type ActionRequest struct {
+	Version uint64 `json:"version,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// FindRequest asks the scheduler without booking (POST /api/v1/find).
+// Mode is one of FindFixed (a path for the slot), FindWidest (the widest
+// path in the slot), FindEarliest (the earliest start for the bandwidth
+// and duration), FindAll (every feasible start window) and FindCompletion
+// (the earliest completion of SizeBytes at up to Bandwidth). Path, when
+// given, fixes the links. Horizon bounds how late the slot may end
+// (default: the booking horizon of the caller's policy).
+type FindRequest struct {
+	Mode      string    `json:"mode"`
+	From      string    `json:"from"`
+	To        string    `json:"to"`
+	Bandwidth uint64    `json:"bandwidth_bps,omitempty"`
+	Start     time.Time `json:"start,omitzero"`
+	End       time.Time `json:"end,omitzero"`
+	Duration  string    `json:"duration,omitempty"`
+	SizeBytes uint64    `json:"size_bytes,omitempty"`
+	Path      []string  `json:"path,omitempty"`
+	Horizon   time.Time `json:"horizon,omitzero"`
+	Project   string    `json:"project,omitempty"`
+}
+
+// The find modes.
+const (
+	FindFixed      = "fixed"
+	FindWidest     = "widest"
+	FindEarliest   = "earliest"
+	FindAll        = "all"
+	FindCompletion = "completion"
+)
+
+// ExclusiveRequest holds a node or a whole site exclusively
+// (POST /api/v1/exclusives): exactly one of Node and Site.
+type ExclusiveRequest struct {
+	Node     string    `json:"node,omitempty"`
+	Site     string    `json:"site,omitempty"`
+	Start    time.Time `json:"start,omitzero"`
+	End      time.Time `json:"end,omitzero"`
+	Duration string    `json:"duration,omitempty"`
+	Project  string    `json:"project,omitempty"`
+}
+
+// ExclusiveList is GET /api/v1/exclusives.
+type ExclusiveList struct {
+	Exclusives []reserve.Exclusive `json:"exclusives"`
+}
+
+// Topology is GET /api/v1/topology: what the controller schedules on.
+type Topology struct {
+	Name  string         `json:"name"`
+	Sites []TopoSite     `json:"sites"`
+	Nodes []TopoNode     `json:"nodes"`
+	Links []TopoLink     `json:"links"`
+	YAML  string         `json:"yaml,omitempty"`
+	Stats TopologyCounts `json:"counts"`
+}
+
+// TopologyCounts sums up a topology.
+type TopologyCounts struct {
+	Sites int `json:"sites"`
+	Nodes int `json:"nodes"`
+	Links int `json:"links"`
+}
+
+// TopoSite is one site and its nodes.
+type TopoSite struct {
+	Name  string   `json:"name"`
+	Nodes []string `json:"nodes"`
+}
+
+// TopoNode is one node with the addresses it owns.
+type TopoNode struct {
+	Name      string   `json:"name"`
+	Site      string   `json:"site"`
+	Role      string   `json:"role"`
+	Addresses []string `json:"addresses"`
+	Managed   bool     `json:"managed"`
+}
+
+// TopoLink is one link: its ends, its rate in each direction and the part
+// of it that may be reserved.
+type TopoLink struct {
+	Name          string  `json:"name"`
+	A             string  `json:"a"`
+	B             string  `json:"b"`
+	Role          string  `json:"role"`
+	Capacity      uint64  `json:"capacity_bps"`
+	Reservable    float64 `json:"reservable"`
+	ReservableBps uint64  `json:"reservable_bps"`
+	Delay         string  `json:"delay"`
+}
+
+// TopologyReload replaces the topology (PUT /api/v1/topology, admin):
+// YAML is a testbed topology file's text. Refused (409, with Stranded)
+// when a live reservation would lose a node or link it uses, or the
+// bandwidth it holds.
+type TopologyReload struct {
+	YAML string `json:"yaml"`
+}
+
+// Timeline is GET /api/v1/timeline?from=T&to=T[&link=NAME]: for every link
+// direction, what is booked when and by whom, over [From, To).
+type Timeline struct {
+	From  time.Time      `json:"from"`
+	To    time.Time      `json:"to"`
+	Links []LinkTimeline `json:"links"`
+}
+
+// LinkTimeline is one link's two directions.
+type LinkTimeline struct {
+	Link       string              `json:"link"`
+	Directions []DirectionTimeline `json:"directions"`
+}
+
+// DirectionTimeline is one direction of a link: its reservable capacity,
+// the booked bandwidth as steps, and the live reservations crossing it.
+type DirectionTimeline struct {
+	From          string        `json:"from"`
+	To            string        `json:"to"`
+	ReservableBps uint64        `json:"reservable_bps"`
+	Steps         []Step        `json:"steps"`
+	Bookings      []BookingInfo `json:"bookings"`
+}
+
+// Step is the booked and free bandwidth over [Start, End).
+type Step struct {
+	Start    time.Time `json:"start"`
+	End      time.Time `json:"end"`
+	Used     uint64    `json:"used_bps"`
+	Residual uint64    `json:"residual_bps"`
+}
+
+// BookingInfo is a live reservation as the timeline shows it.
+type BookingInfo struct {
+	ID        string        `json:"id"`
+	Owner     string        `json:"owner"`
+	Project   string        `json:"project,omitempty"`
+	Bandwidth uint64        `json:"bandwidth_bps"`
+	Start     time.Time     `json:"start"`
+	End       time.Time     `json:"end"`
+	State     reserve.State `json:"state"`
+}
+
+// UserRequest adds a user (POST /api/v1/users, admin).
+type UserRequest struct {
+	Name     string   `json:"name"`
+	Role     string   `json:"role"`
+	Projects []string `json:"projects,omitempty"`
+}
+
+// User is a user as the API shows it.
+type User struct {
+	Name      string    `json:"name"`
+	Role      string    `json:"role"`
+	Projects  []string  `json:"projects"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// UserList is GET /api/v1/users.
+type UserList struct {
+	Users []User `json:"users"`
+}
+
+// TokenRequest creates a token for a user (POST /api/v1/users/{name}/tokens):
+// ExpiresIn is a duration ("720h"); absent means the token never expires.
+type TokenRequest struct {
+	ExpiresIn string `json:"expires_in,omitempty"`
+}
+
+// Token describes a token. Secret is the token itself, present only in the
+// answer that created it: the controller keeps its hash alone.
+type Token struct {
+	ID        string    `json:"id"`
+	User      string    `json:"user"`
+	Secret    string    `json:"token,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	RevokedAt time.Time `json:"revoked_at,omitzero"`
+}
+
+// TokenList is GET /api/v1/users/{name}/tokens.
+type TokenList struct {
+	Tokens []Token `json:"tokens"`
+}
+
+// Whoami is GET /api/v1/whoami.
+type Whoami struct {
+	User     string   `json:"user"`
+	Role     string   `json:"role"`
+	Projects []string `json:"projects"`
+}
+
+// Health is GET /api/v1/health, which needs no token.
+type Health struct {
+	Status        string    `json:"status"`
+	Version       string    `json:"version"`
+	SchemaVersion int       `json:"schema_version"`
+	Store         string    `json:"store"`
+	Now           time.Time `json:"now"`
+	Reservations  int       `json:"live_reservations"`
+}
+
+// AuditEntry is one line of the audit log (GET /api/v1/audit, operator).
+type AuditEntry struct {
+	Seq    int64     `json:"seq"`
+	At     time.Time `json:"at"`
+	Who    string    `json:"who"`
+	What   string    `json:"what"`
+	Detail string    `json:"detail,omitempty"`
+}
+
+// AuditList is GET /api/v1/audit.
+type AuditList struct {
+	Entries []AuditEntry `json:"entries"`
+}
+
+// Event is one message of the event stream (GET /api/v1/events, SSE with
+// "event: reservation" or "event: exclusive"): the object after the
+// change and the transition that made it.
+type Event struct {
+	Seq         uint64               `json:"seq"`
+	Kind        string               `json:"kind"`
+	Reservation *reserve.Reservation `json:"reservation,omitempty"`
+	Exclusive   *reserve.Exclusive   `json:"exclusive,omitempty"`
+	Transition  *reserve.Transition  `json:"transition,omitempty"`
+}
+
+// Policy is GET/PUT /api/v1/policy: the limits per role and per project
+// (admins change it). Each field of the effective limits comes from the
+// most specific level that sets it: the project, then the role, then
+// Default, then the built-in defaults (8h, 4416h, the rest unlimited).
+type Policy struct {
+	Default  Limits            `json:"default"`
+	Roles    map[string]Limits `json:"roles,omitempty"`
+	Projects map[string]Limits `json:"projects,omitempty"`
+}
+
+// Limits bounds what may be booked; an absent field inherits.
+type Limits struct {
+	MaxDuration         string `json:"max_duration,omitempty"`
+	MinDuration         string `json:"min_duration,omitempty"`
+	Horizon             string `json:"horizon,omitempty"`
+	MaxBandwidth        uint64 `json:"max_bandwidth_bps,omitempty"`
+	MaxProjectBandwidth uint64 `json:"max_project_bandwidth_bps,omitempty"`
+}

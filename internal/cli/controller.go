@@ -1,0 +1,239 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/store"
+	"github.com/lightpath/lightpath/web"
+)
+
+// Version is the program's version as the controller reports it.
+var Version = "dev"
+
+func newControllerCmd() *cobra.Command {
+	var (
+		listens                    []string
+		dbURL, topoFile, adminFile string
+		cert, key, pool            string
+		holdTimeout                time.Duration
+		debug                      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "controller --listen HOST:PORT [--listen unix:PATH] [--db URL] [--topology FILE]",
+		Short: "Run the reservation service: topology, advance reservations, REST API and web UI",
+		Long: `Run Lightpath's controller: it books directed bandwidth on a topology in
+advance, with exact admission control, answers scheduling questions (the
+earliest slot, the widest path, the earliest completion of a transfer), and
+serves the REST API under /api/v1 (described at /api/v1/openapi.json), an
+event stream of state changes and the web UI at /.
+
+The database is SQLite (--db sqlite:PATH, the default) or PostgreSQL
+(--db postgres://...); its schema is migrated forward on start, and every
+timed transition missed while the controller was down (a hold expiring, a
+start, an end) is caught up before it serves anything.
+
+The topology is a testbed topology file. It is kept in the database: a
+restart without --topology keeps the last one, and a different file is a
+reload, refused if it would strand live reservations.
+
+A fresh controller creates the user "admin" and writes its token to
+--admin-token-file (mode 0600); a token already there is kept. Clients send
+it as "Authorization: Bearer TOKEN" (the CLI reads --controller-token-file or
+LIGHTPATH_CONTROLLER_TOKEN).
+
+--listen may be given several times; unix:PATH serves on a unix socket,
+which processes inside a testbed's namespaces can reach.`,
+		Example: `  lightpath controller --listen 127.0.0.1:8080 --topology examples/two-site.yaml \
+      --admin-token-file ./admin.token
+  lightpath controller --listen 127.0.0.1:8080 --listen unix:/run/lightpath/two-site/controller.sock \
+      --db postgres://lightpath@localhost/lightpath --admin-token-file /etc/lightpath/admin.token
+  lightpath controller --listen 0.0.0.0:8443 --tls-cert cert.pem --tls-key key.pem --db sqlite:/var/lib/lightpath/db`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			lvl := slog.LevelInfo
+			if debug {
+				lvl = slog.LevelDebug
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl})).With("component", "controller")
+			return runController(cmd.Context(), log, controllerOptions{listens: listens, db: dbURL, topology: topoFile,
+				adminFile: adminFile, cert: cert, key: key, pool: pool, hold: holdTimeout})
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&listens, "listen", []string{"127.0.0.1:8080"}, "where to serve: HOST:PORT or unix:PATH (repeatable)")
+	f.StringVar(&dbURL, "db", "sqlite:lightpath.db", "database: sqlite:PATH or postgres://...")
+	f.StringVar(&topoFile, "topology", "", "topology file to schedule on (kept in the database)")
+	f.StringVar(&adminFile, "admin-token-file", "", "where a fresh controller writes the admin token (kept if valid)")
+	f.StringVar(&cert, "tls-cert", "", "TLS certificate (PEM) for the TCP listeners")
+	f.StringVar(&key, "tls-key", "", "TLS private key (PEM)")
+	f.StringVar(&pool, "dscp-pool", "", "DSCP values for reservations that steer flows (default af11-af43,cs1-cs5)")
+	f.DurationVar(&holdTimeout, "hold-timeout", controller.DefaultMaxHold, "the longest hold a client may ask for")
+	f.BoolVar(&debug, "debug", false, "log every request that fails, not only server errors")
+	return cmd
+}
+
+type controllerOptions struct {
+	listens                 []string
+	db, topology, adminFile string
+	cert, key, pool         string
+	hold                    time.Duration
+}
+
+func runController(ctx context.Context, log *slog.Logger, o controllerOptions) error {
+	var tlsCfg *tls.Config
+	if o.cert != "" || o.key != "" {
+		if o.cert == "" || o.key == "" {
+			return errors.New("controller: --tls-cert and --tls-key go together")
+		}
+		pair, err := tls.LoadX509KeyPair(o.cert, o.key)
+		if err != nil {
+			return fmt.Errorf("controller: load TLS certificate: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	}
+	var dscp reserve.DSCPPool
+	if o.pool != "" {
+		var err error
+		if dscp, err = reserve.ParseDSCPPool(o.pool); err != nil {
+			return fmt.Errorf("controller: --dscp-pool: %w", err)
+		}
+	}
+	var topo *controller.Topo
+	if o.topology != "" {
+		b, err := os.ReadFile(o.topology)
+		if err != nil {
+			return fmt.Errorf("controller: read topology: %w", err)
+		}
+		if topo, err = controller.ParseTopology(filepath.Base(o.topology), b); err != nil {
+			return fmt.Errorf("controller: %w", err)
+		}
+	}
+	st, err := store.Open(ctx, o.db)
+	if err != nil {
+		return fmt.Errorf("controller: open database: %w", err)
+	}
+	defer st.Close()
+	kind := "sqlite"
+	if strings.HasPrefix(o.db, "postgres") {
+		kind = "postgres"
+	}
+	c, err := controller.Open(ctx, controller.Config{Store: st, StoreKind: kind, Topology: topo, DSCPPool: dscp, MaxHold: o.hold, Log: log})
+	if err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+	defer c.Close()
+	if o.adminFile != "" {
+		wrote, err := c.BootstrapAdmin(ctx, o.adminFile)
+		if err != nil {
+			return fmt.Errorf("controller: %w", err)
+		}
+		if wrote {
+			log.Info("wrote a new admin token", "file", o.adminFile)
+		}
+	} else if us, err := st.ListUsers(ctx); err != nil {
+		return fmt.Errorf("controller: %w", err)
+	} else if len(us) == 0 {
+		return errors.New("controller: the database has no users yet: give --admin-token-file F and the admin's token is written there")
+	}
+
+	handler := api.NewServer(c, web.FS, Version, log)
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for _, l := range o.listens {
+		ln, err := listen(l, tlsCfg)
+		if err != nil {
+			return fmt.Errorf("controller: listen on %s: %w", l, err)
+		}
+		lns = append(lns, ln)
+		scheme := "http"
+		if tlsCfg != nil && !strings.HasPrefix(l, "unix:") {
+			scheme = "https"
+		}
+		addr := ln.Addr().String()
+		if ln.Addr().Network() == "unix" {
+			scheme, addr = "unix", strings.TrimPrefix(l, "unix:")
+		}
+		log.Info("listening", "addr", addr, "url", scheme+"://"+addr)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { c.Run(ctx) })
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	errc := make(chan error, len(lns))
+	for _, ln := range lns {
+		go func() { errc <- srv.Serve(ln) }()
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	log.Info("shutting down")
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	c.Close() // ends the event streams, so Shutdown need not wait for them
+	srv.Shutdown(sctx)
+	cancel()
+	wg.Wait()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("controller: serve: %w", err)
+	}
+	return nil
+}
+
+// listen opens a TCP listener (with TLS when configured) or a unix socket,
+// replacing a stale socket file left by a controller that died.
+func listen(addr string, tlsCfg *tls.Config) (net.Listener, error) {
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		if path == "" {
+			return nil, errors.New("unix: needs a path")
+		}
+		if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			if conn, err := net.Dial("unix", path); err == nil {
+				conn.Close()
+				return nil, fmt.Errorf("%s is in use by a running server", path)
+			}
+			os.Remove(path)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, err
+		}
+		ln, err := net.Listen("unix", path)
+		if err != nil {
+			return nil, err
+		}
+		// Access is by token, so the socket itself may be open to all,
+		// which lets agents running as other users reach it.
+		os.Chmod(path, 0o666)
+		return ln, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
+	}
+	return ln, nil
+}

@@ -1,0 +1,164 @@
+package controller
+
+import (
+	"container/heap"
+	"context"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/store"
+)
+
+// The clock: timed transitions (a hold expiring, a start, an end) are
+// applied by one loop that sleeps until the earliest instant any live
+// reservation has something due. A min-heap keeps those instants; an entry
+// is stale, and skipped, when its reservation has changed since it was
+// pushed, so changes only push and never search the heap.
+
+type dueEntry struct {
+	at      time.Time
+	id      string
+	version uint64
+}
+
+type dueHeap []dueEntry
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *dueHeap) Push(x any)        { *h = append(*h, x.(dueEntry)) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// pushDue records when r next has something due; the caller holds mu.
+func (c *Controller) pushDue(r reserve.Reservation) {
+	if at, ok := reserve.NextDue(r); ok {
+		heap.Push(&c.due, dueEntry{at: at, id: r.ID, version: r.Version})
+	}
+}
+
+// nextDue returns the earliest instant of a current heap entry, dropping
+// stale ones; the caller holds mu.
+func (c *Controller) nextDue() (time.Time, bool) {
+	for c.due.Len() > 0 {
+		e := c.due[0]
+		if r, ok := c.live[e.id]; ok && r.Version == e.version {
+			return e.at, true
+		}
+		heap.Pop(&c.due)
+	}
+	return time.Time{}, false
+}
+
+// Run applies timed transitions as they fall due until ctx ends.
+func (c *Controller) Run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		c.Tick(ctx)
+		c.mu.Lock()
+		at, ok := c.nextDue()
+		c.mu.Unlock()
+		wait := time.Hour
+		if ok {
+			wait = max(at.Sub(c.now()), time.Millisecond)
+			wait = min(wait, time.Hour)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-c.wake:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		}
+	}
+}
+
+// Tick applies every timed transition due now. Run calls it; tests call it
+// with a fake clock.
+func (c *Controller) Tick(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	for c.due.Len() > 0 {
+		e := c.due[0]
+		r, ok := c.live[e.id]
+		if !ok || r.Version != e.version {
+			heap.Pop(&c.due)
+			continue
+		}
+		if e.at.After(now) {
+			break
+		}
+		heap.Pop(&c.due)
+		n, trs, err := reserve.CatchUp(r, now)
+		if err != nil {
+			c.log.Error("timed transition", "id", r.ID, "err", err)
+			continue
+		}
+		if len(trs) == 0 {
+			c.pushDue(r)
+			continue
+		}
+		if err := c.commit(ctx, func(tx store.Store) error {
+			return tx.UpdateReservation(ctx, n, r.Version)
+		}, store.AuditEntry{At: now, Who: reserve.ActorController, What: "timed " + n.ID, Detail: describeTransitions(trs)}); err != nil {
+			// Try again later rather than lose the transition: the
+			// store may be back by then.
+			c.log.Error("store timed transition", "id", r.ID, "err", err)
+			heap.Push(&c.due, dueEntry{at: now.Add(time.Second), id: r.ID, version: r.Version})
+			continue
+		}
+		c.apply(n)
+		for _, t := range trs {
+			c.publishReservation(n, t)
+		}
+	}
+}
+
+// apply updates the in-memory state after r's new version committed: the
+// booking follows the reservation, and a terminal one leaves the schedule.
+// The caller holds mu.
+func (c *Controller) apply(r reserve.Reservation) {
+	old, had := c.live[r.ID]
+	if had {
+		if !r.State.Live() || !sameBooking(old, r) {
+			if _, err := c.sched.Remove(r.ID); err != nil {
+				c.log.Error("release booking", "id", r.ID, "err", err)
+			}
+		}
+	}
+	if !r.State.Live() {
+		delete(c.live, r.ID)
+		return
+	}
+	if !had || !sameBooking(old, r) {
+		if err := c.sched.Add(booking(r)); err != nil {
+			c.log.Error("book", "id", r.ID, "err", err)
+		}
+	}
+	c.live[r.ID] = r
+	c.pushDue(r)
+}
+
+func sameBooking(a, b reserve.Reservation) bool {
+	if a.Bandwidth != b.Bandwidth || !a.Start.Equal(b.Start) || !a.End.Equal(b.End) || len(a.Path) != len(b.Path) {
+		return false
+	}
+	for i := range a.Path {
+		if a.Path[i] != b.Path[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,229 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/store"
+)
+
+// ErrUnauthorized is a request without a usable token (401).
+var ErrUnauthorized = errors.New("unauthorized")
+
+// AdminUser is the user a fresh controller creates for its admin token.
+const AdminUser = "admin"
+
+var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+// authCache keeps recently used tokens' users so that a request costs no
+// database round trip; a revocation in this controller drops the entry at
+// once, and an entry is re-read after authTTL so a change made by another
+// process is seen soon.
+type authCache struct {
+	mu sync.Mutex
+	m  map[store.TokenHash]authEntry
+}
+
+type authEntry struct {
+	tok     store.Token
+	actor   Actor
+	fetched time.Time
+}
+
+const authTTL = 5 * time.Second
+
+func (a *authCache) init() { a.m = map[store.TokenHash]authEntry{} }
+
+// Authenticate returns the actor a token belongs to, or an error matching
+// ErrUnauthorized that says why (unknown, expired, revoked).
+func (c *Controller) Authenticate(ctx context.Context, token string) (Actor, error) {
+	if token == "" {
+		return Actor{}, fmt.Errorf("%w: no token: send Authorization: Bearer TOKEN", ErrUnauthorized)
+	}
+	h := store.HashToken(token)
+	now := c.now()
+	c.auth.mu.Lock()
+	e, ok := c.auth.m[h]
+	c.auth.mu.Unlock()
+	if !ok || now.Sub(e.fetched) > authTTL {
+		t, err := c.st.TokenByHash(ctx, h)
+		if errors.Is(err, reserve.ErrNotFound) {
+			return Actor{}, fmt.Errorf("%w: unknown token", ErrUnauthorized)
+		} else if err != nil {
+			return Actor{}, fmt.Errorf("look up token: %w", err)
+		}
+		u, err := c.st.GetUser(ctx, t.User)
+		if err != nil {
+			return Actor{}, fmt.Errorf("look up token's user: %w", err)
+		}
+		e = authEntry{tok: t, actor: Actor{Name: u.Name, Role: u.Role, Projects: u.Projects}, fetched: now}
+		c.auth.mu.Lock()
+		if len(c.auth.m) > 10000 {
+			clear(c.auth.m)
+		}
+		c.auth.m[h] = e
+		c.auth.mu.Unlock()
+	}
+	switch {
+	case !e.tok.RevokedAt.IsZero():
+		return Actor{}, fmt.Errorf("%w: token %s was revoked at %s", ErrUnauthorized, e.tok.ID, e.tok.RevokedAt.Format(time.RFC3339))
+	case !e.tok.ExpiresAt.IsZero() && !now.Before(e.tok.ExpiresAt):
+		return Actor{}, fmt.Errorf("%w: token %s expired at %s", ErrUnauthorized, e.tok.ID, e.tok.ExpiresAt.Format(time.RFC3339))
+	}
+	return e.actor, nil
+}
+
+// BootstrapAdmin makes sure an admin can log in: if file holds a token the
+// database knows and that works, it is kept; otherwise the user "admin" is
+// created when missing and a new token is written to file (mode 0600).
+// It reports whether it wrote a token.
+func (c *Controller) BootstrapAdmin(ctx context.Context, file string) (bool, error) {
+	if b, err := os.ReadFile(file); err == nil {
+		tok := strings.TrimSpace(string(b))
+		if tok != "" {
+			if a, err := c.Authenticate(ctx, tok); err == nil && a.Role == reserve.RoleAdmin {
+				return false, nil
+			}
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return false, fmt.Errorf("read admin token: %w", err)
+	}
+	now := c.now()
+	secret, h, err := store.NewToken()
+	if err != nil {
+		return false, err
+	}
+	err = c.st.Tx(ctx, func(tx store.Store) error {
+		if _, err := tx.GetUser(ctx, AdminUser); errors.Is(err, reserve.ErrNotFound) {
+			if err := tx.CreateUser(ctx, store.User{Name: AdminUser, Role: reserve.RoleAdmin, CreatedAt: now}); err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
+		if err := tx.CreateToken(ctx, store.Token{ID: newID("t-"), User: AdminUser, Hash: h, CreatedAt: now}); err != nil {
+			return err
+		}
+		return tx.AppendAudit(ctx, store.AuditEntry{At: now, Who: reserve.ActorController, What: "bootstrap admin token", Detail: file})
+	})
+	if err != nil {
+		return false, fmt.Errorf("create admin token: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return false, fmt.Errorf("write admin token: %w", err)
+	}
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, []byte(secret+"\n"), 0o600); err != nil {
+		return false, fmt.Errorf("write admin token: %w", err)
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		return false, fmt.Errorf("write admin token: %w", err)
+	}
+	return true, nil
+}
+
+// AddUser creates a user (admins only).
+func (c *Controller) AddUser(ctx context.Context, a Actor, name string, role reserve.Role, projects []string) (store.User, error) {
+	if a.Role != reserve.RoleAdmin {
+		return store.User{}, forbidden("only an admin may add users")
+	}
+	if !namePattern.MatchString(name) || name == reserve.ActorController {
+		return store.User{}, &reserve.RequestError{Field: "name", Message: fmt.Sprintf("user name %q: use 1 to 64 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit (and not %q)", name, reserve.ActorController)}
+	}
+	if !slices.Contains(reserve.Roles, role) {
+		return store.User{}, &reserve.RequestError{Field: "role", Message: fmt.Sprintf("role %q: want one of user, operator, admin, agent", role)}
+	}
+	for _, p := range projects {
+		if !namePattern.MatchString(p) {
+			return store.User{}, &reserve.RequestError{Field: "projects", Message: fmt.Sprintf("project name %q: use lower-case letters, digits, '.', '_' or '-'", p)}
+		}
+	}
+	projects = slices.Compact(slices.Sorted(slices.Values(projects)))
+	u := store.User{Name: name, Role: role, Projects: projects, CreatedAt: c.now()}
+	err := c.commit(ctx, func(tx store.Store) error { return tx.CreateUser(ctx, u) },
+		store.AuditEntry{At: u.CreatedAt, Who: a.Name, What: "add user " + name, Detail: fmt.Sprintf("role %s, projects %s", role, strings.Join(projects, ","))})
+	if errors.Is(err, reserve.ErrConflict) {
+		return store.User{}, fmt.Errorf("%w: user %q already exists", reserve.ErrConflict, name)
+	}
+	return u, err
+}
+
+// ListUsers lists users (admins only).
+func (c *Controller) ListUsers(ctx context.Context, a Actor) ([]store.User, error) {
+	if a.Role != reserve.RoleAdmin {
+		return nil, forbidden("only an admin may list users")
+	}
+	return c.st.ListUsers(ctx)
+}
+
+// CreateToken makes a token for user (an admin for anyone, a user for
+// themself), returning the secret, which is never stored.
+func (c *Controller) CreateToken(ctx context.Context, a Actor, user string, expiresIn time.Duration) (string, store.Token, error) {
+	if a.Role != reserve.RoleAdmin && a.Name != user {
+		return "", store.Token{}, forbidden("only an admin may create tokens for another user")
+	}
+	if expiresIn < 0 {
+		return "", store.Token{}, &reserve.RequestError{Field: "expires_in", Message: "expires_in must not be negative"}
+	}
+	secret, h, err := store.NewToken()
+	if err != nil {
+		return "", store.Token{}, err
+	}
+	now := c.now()
+	t := store.Token{ID: newID("t-"), User: user, Hash: h, CreatedAt: now}
+	if expiresIn > 0 {
+		t.ExpiresAt = now.Add(expiresIn)
+	}
+	err = c.commit(ctx, func(tx store.Store) error { return tx.CreateToken(ctx, t) },
+		store.AuditEntry{At: now, Who: a.Name, What: "create token " + t.ID, Detail: "for " + user})
+	if errors.Is(err, reserve.ErrNotFound) {
+		return "", store.Token{}, notFound("user", user)
+	}
+	if err != nil {
+		return "", store.Token{}, err
+	}
+	return secret, t, nil
+}
+
+// ListTokens lists a user's tokens (an admin's or the user's own).
+func (c *Controller) ListTokens(ctx context.Context, a Actor, user string) ([]store.Token, error) {
+	if a.Role != reserve.RoleAdmin && a.Name != user {
+		return nil, forbidden("only an admin may list another user's tokens")
+	}
+	if _, err := c.st.GetUser(ctx, user); err != nil {
+		return nil, err
+	}
+	return c.st.ListTokens(ctx, user)
+}
+
+// RevokeToken revokes a token (an admin's or its user's own). It stops
+// working at once.
+func (c *Controller) RevokeToken(ctx context.Context, a Actor, id string) error {
+	if a.Role != reserve.RoleAdmin {
+		mine, err := c.st.ListTokens(ctx, a.Name)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(mine, func(t store.Token) bool { return t.ID == id }) {
+			return notFound("token", id)
+		}
+	}
+	now := c.now()
+	if err := c.commit(ctx, func(tx store.Store) error { return tx.RevokeToken(ctx, id, now) },
+		store.AuditEntry{At: now, Who: a.Name, What: "revoke token " + id}); err != nil {
+		return err
+	}
+	c.auth.mu.Lock()
+	clear(c.auth.m)
+	c.auth.mu.Unlock()
+	return nil
+}
