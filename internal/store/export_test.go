@@ -1,10 +1,27 @@
 package store
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // SetSchemaVersion records version v as applied, for the test of a
 // database newer than the code.
 func SetSchemaVersion(ctx context.Context, s Store, v int) error {
 	_, err := s.(*sqlStore).q.exec(ctx, `INSERT INTO schema_version (version, applied_ns) VALUES (?, 0)`, v)
 	return err
+}
+
+// OpenAt opens the database at url migrated to version v and no further,
+// as code of that version left it, for the upgrade tests.
+func OpenAt(ctx context.Context, url string, v int) (Store, error) {
+	s, err := openURL(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if err := s.migrateTo(ctx, v); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	return s, nil
 }

@@ -39,7 +39,7 @@ type pgBackend struct {
 // the tests', do not block each other.
 const pgWriterLock int64 = 0x6c69676874707468
 
-func openPostgres(ctx context.Context, url string) (Store, error) {
+func openPostgres(ctx context.Context, url string) (*sqlStore, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres %s: %w", redact(url), err)

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lightpath/lightpath/internal/reserve"
 )
@@ -253,12 +255,55 @@ var migrations = [][]string{
 		// to 140/s between 2,000 and 20,000 stored reservations).
 		`CREATE INDEX reservation_nodes_reservation ON reservation_nodes (reservation_id)`,
 	},
+	{
+		// Version 3: settings, and exclusive holds. A hold's nodes are rows
+		// of their own, as a reservation's are, so "the holds covering
+		// node N" is one lookup on the primary key (node first) rather
+		// than a scan of every hold; the index by hold serves rewriting
+		// and reading one hold's nodes. Holds are looked up by owner (a
+		// user's list) and by end (the live ones: end after now).
+		`CREATE TABLE settings (
+			key TEXT PRIMARY KEY,
+			value TEXT NOT NULL,
+			updated_ns BIGINT NOT NULL
+		)`,
+		`CREATE TABLE exclusives (
+			id TEXT PRIMARY KEY,
+			owner TEXT NOT NULL,
+			project TEXT NOT NULL,
+			node TEXT NOT NULL,
+			site TEXT NOT NULL,
+			start_ns BIGINT NOT NULL,
+			end_ns BIGINT NOT NULL,
+			state TEXT NOT NULL,
+			version BIGINT NOT NULL,
+			created_ns BIGINT NOT NULL,
+			cancelled_ns BIGINT NOT NULL,
+			cancelled_by TEXT NOT NULL,
+			why TEXT NOT NULL
+		)`,
+		`CREATE INDEX exclusives_owner ON exclusives (owner, start_ns)`,
+		`CREATE INDEX exclusives_end ON exclusives (end_ns)`,
+		`CREATE TABLE exclusive_nodes (
+			exclusive_id TEXT NOT NULL REFERENCES exclusives (id) ON DELETE CASCADE,
+			node TEXT NOT NULL,
+			PRIMARY KEY (node, exclusive_id)
+		)`,
+		`CREATE INDEX exclusive_nodes_exclusive ON exclusive_nodes (exclusive_id)`,
+	},
 }
 
 // CodeSchemaVersion returns the schema version this code migrates to.
 func CodeSchemaVersion() int { return len(migrations) }
 
 func (s *sqlStore) Migrate(ctx context.Context) error {
+	return s.migrateTo(ctx, len(migrations))
+}
+
+// migrateTo applies the missing migrations up to version target (at most
+// len(migrations)); the upgrade tests stop short of the latest to build
+// the database an older controller left.
+func (s *sqlStore) migrateTo(ctx context.Context, target int) error {
 	return s.write(ctx, func(s *sqlStore) error {
 		if _, err := s.q.exec(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version BIGINT PRIMARY KEY, applied_ns BIGINT NOT NULL)`); err != nil {
 			return fmt.Errorf("migrate: create schema_version: %w", err)
@@ -270,7 +315,7 @@ func (s *sqlStore) Migrate(ctx context.Context) error {
 		if have > len(migrations) {
 			return fmt.Errorf("migrate: %w: the %s database is at version %d, this program knows up to %d", ErrSchemaTooNew, s.b.name(), have, len(migrations))
 		}
-		for v := have; v < len(migrations); v++ {
+		for v := have; v < min(target, len(migrations)); v++ {
 			for _, stmt := range migrations[v] {
 				stmt = strings.ReplaceAll(stmt, "{{serial}}", s.b.serial())
 				if _, err := s.q.exec(ctx, stmt); err != nil {
@@ -508,17 +553,21 @@ func (s *sqlStore) UpdateReservation(ctx context.Context, r reserve.Reservation,
 	})
 }
 
-func (s *sqlStore) ListReservations(ctx context.Context, f Filter) ([]reserve.Reservation, error) {
+// filterCond turns f into a condition on the table aliased a (reservations
+// or exclusives, which share the columns filtered on) and its arguments;
+// byNode selects the IDs of the rows touching the node given as its one
+// argument.
+func filterCond(f Filter, a, byNode string) (string, []any) {
 	var (
 		where []string
 		args  []any
 	)
-	add := func(cond string, a ...any) { where = append(where, cond); args = append(args, a...) }
+	add := func(cond string, v ...any) { where = append(where, cond); args = append(args, v...) }
 	if f.Owner != "" {
-		add(`r.owner = ?`, f.Owner)
+		add(a+`.owner = ?`, f.Owner)
 	}
 	if f.Project != "" {
-		add(`r.project = ?`, f.Project)
+		add(a+`.project = ?`, f.Project)
 	}
 	if len(f.States) > 0 {
 		marks := make([]string, len(f.States))
@@ -526,21 +575,25 @@ func (s *sqlStore) ListReservations(ctx context.Context, f Filter) ([]reserve.Re
 			marks[i] = "?"
 			args = append(args, string(st))
 		}
-		where = append(where, `r.state IN (`+strings.Join(marks, ", ")+`)`)
+		where = append(where, a+`.state IN (`+strings.Join(marks, ", ")+`)`)
 	}
 	if !f.From.IsZero() {
-		add(`r.end_ns > ?`, encTime(f.From))
+		add(a+`.end_ns > ?`, encTime(f.From))
 	}
 	if !f.To.IsZero() {
-		add(`r.start_ns < ?`, encTime(f.To))
+		add(a+`.start_ns < ?`, encTime(f.To))
 	}
 	if f.Node != "" {
-		add(`r.id IN (SELECT reservation_id FROM reservation_nodes WHERE node = ?)`, f.Node)
+		add(a+`.id IN (`+byNode+`)`, f.Node)
 	}
-	cond := "1 = 1"
-	if len(where) > 0 {
-		cond = strings.Join(where, " AND ")
+	if len(where) == 0 {
+		return "1 = 1", nil
 	}
+	return strings.Join(where, " AND "), args
+}
+
+func (s *sqlStore) ListReservations(ctx context.Context, f Filter) ([]reserve.Reservation, error) {
+	cond, args := filterCond(f, "r", `SELECT reservation_id FROM reservation_nodes WHERE node = ?`)
 	list, err := s.listWhere(ctx, cond, args)
 	if err != nil {
 		return nil, fmt.Errorf("list reservations: %w", err)
@@ -888,6 +941,262 @@ func (s *sqlStore) ListAgents(ctx context.Context) ([]Agent, error) {
 	}
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	return out, nil
+}
+
+// ---- settings ----
+
+// checkText refuses what PostgreSQL's text cannot hold (a NUL byte,
+// invalid UTF-8) and SQLite would take, so both backends answer alike.
+func checkText(field, v string) error {
+	switch {
+	case strings.ContainsRune(v, 0):
+		return fmt.Errorf("%w: the %s holds a NUL byte", reserve.ErrInvalid, field)
+	case !utf8.ValidString(v):
+		return fmt.Errorf("%w: the %s is not valid UTF-8", reserve.ErrInvalid, field)
+	}
+	return nil
+}
+
+func (s *sqlStore) GetSetting(ctx context.Context, key string) (string, error) {
+	if err := checkText("key", key); err != nil {
+		return "", fmt.Errorf("get setting: %w", err)
+	}
+	var v string
+	found, err := s.queryRow(ctx, `SELECT value FROM settings WHERE key = ?`, []any{key}, &v)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("get setting %q: %w", key, err)
+	case !found:
+		return "", fmt.Errorf("setting %q: %w", key, reserve.ErrNotFound)
+	}
+	return v, nil
+}
+
+func (s *sqlStore) PutSetting(ctx context.Context, key, value string) error {
+	if key == "" {
+		return fmt.Errorf("put setting: %w: no key", reserve.ErrInvalid)
+	}
+	if err := checkText("key", key); err != nil {
+		return fmt.Errorf("put setting: %w", err)
+	}
+	if err := checkText("value", value); err != nil {
+		return fmt.Errorf("put setting %q: %w", key, err)
+	}
+	return s.write(ctx, func(s *sqlStore) error {
+		if _, err := s.q.exec(ctx, `INSERT INTO settings (key, value, updated_ns) VALUES (?, ?, ?)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_ns = excluded.updated_ns`,
+			key, value, time.Now().UnixNano()); err != nil {
+			return fmt.Errorf("put setting %q: %w", key, err)
+		}
+		return nil
+	})
+}
+
+// ---- exclusive holds ----
+
+const exclColumns = `x.id, x.owner, x.project, x.node, x.site, x.start_ns, x.end_ns, x.state,
+	x.version, x.created_ns, x.cancelled_ns, x.cancelled_by, x.why`
+
+// exclArgs encodes x in the order of the exclusives table's columns, from
+// owner on (id is first in inserts and last in updates).
+func exclArgs(x reserve.Exclusive) ([]any, error) {
+	ver, err := encUint("version", x.Version)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range []struct {
+		f string
+		t time.Time
+	}{{"start", x.Start}, {"end", x.End}, {"created_at", x.CreatedAt}, {"cancelled_at", x.CancelledAt}} {
+		if err := checkTime(c.f, c.t); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range []struct{ f, v string }{{"owner", x.Owner}, {"project", x.Project}, {"node", x.Node},
+		{"site", x.Site}, {"state", string(x.State)}, {"cancelled_by", x.CancelledBy}, {"why", x.Why}} {
+		if err := checkText(c.f, c.v); err != nil {
+			return nil, err
+		}
+	}
+	// Nodes are read back in sorted order: anything else would not come
+	// back as it was given.
+	for i, n := range x.Nodes {
+		if err := checkText("node name", n); err != nil {
+			return nil, err
+		}
+		switch {
+		case n == "":
+			return nil, fmt.Errorf("%w: node %d of those covered has no name", reserve.ErrInvalid, i+1)
+		case i > 0 && n <= x.Nodes[i-1]:
+			return nil, fmt.Errorf("%w: the nodes covered are not a sorted set (%q after %q)", reserve.ErrInvalid, n, x.Nodes[i-1])
+		}
+	}
+	return []any{x.Owner, x.Project, x.Node, x.Site, encTime(x.Start), encTime(x.End), string(x.State),
+		ver, encTime(x.CreatedAt), encTime(x.CancelledAt), x.CancelledBy, x.Why}, nil
+}
+
+func scanExcl(rs rows) (reserve.Exclusive, error) {
+	var (
+		x                                     reserve.Exclusive
+		start, end, ver, created, cancelledAt int64
+		state                                 string
+	)
+	if err := rs.Scan(&x.ID, &x.Owner, &x.Project, &x.Node, &x.Site, &start, &end, &state,
+		&ver, &created, &cancelledAt, &x.CancelledBy, &x.Why); err != nil {
+		return x, err
+	}
+	x.Start, x.End, x.State, x.Version = decTime(start), decTime(end), reserve.State(state), uint64(ver)
+	x.CreatedAt, x.CancelledAt = decTime(created), decTime(cancelledAt)
+	return x, nil
+}
+
+func (s *sqlStore) CreateExclusive(ctx context.Context, x reserve.Exclusive) error {
+	if x.ID == "" {
+		return fmt.Errorf("create exclusive hold: %w: no id", reserve.ErrInvalid)
+	}
+	if err := checkText("id", x.ID); err != nil {
+		return fmt.Errorf("create exclusive hold: %w", err)
+	}
+	args, err := exclArgs(x)
+	if err != nil {
+		return fmt.Errorf("create exclusive hold %s: %w", x.ID, err)
+	}
+	return s.write(ctx, func(s *sqlStore) error {
+		_, err := s.q.exec(ctx, `INSERT INTO exclusives (id, owner, project, node, site, start_ns, end_ns,
+			state, version, created_ns, cancelled_ns, cancelled_by, why)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append([]any{x.ID}, args...)...)
+		if s.b.isUnique(err) {
+			return fmt.Errorf("create exclusive hold %s: %w: the id is taken", x.ID, reserve.ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("create exclusive hold %s: %w", x.ID, err)
+		}
+		if err := s.putExclNodes(ctx, x); err != nil {
+			return fmt.Errorf("create exclusive hold %s: %w", x.ID, err)
+		}
+		return nil
+	})
+}
+
+func (s *sqlStore) putExclNodes(ctx context.Context, x reserve.Exclusive) error {
+	if _, err := s.q.exec(ctx, `DELETE FROM exclusive_nodes WHERE exclusive_id = ?`, x.ID); err != nil {
+		return fmt.Errorf("clear nodes: %w", err)
+	}
+	for _, n := range x.Nodes {
+		if _, err := s.q.exec(ctx, `INSERT INTO exclusive_nodes (exclusive_id, node) VALUES (?, ?)`, x.ID, n); err != nil {
+			return fmt.Errorf("store node %s: %w", n, err)
+		}
+	}
+	return nil
+}
+
+func (s *sqlStore) GetExclusive(ctx context.Context, id string) (reserve.Exclusive, error) {
+	list, err := s.listExcl(ctx, `x.id = ?`, []any{id})
+	if err != nil {
+		return reserve.Exclusive{}, fmt.Errorf("get exclusive hold %s: %w", id, err)
+	}
+	if len(list) == 0 {
+		return reserve.Exclusive{}, fmt.Errorf("exclusive hold %s: %w", id, reserve.ErrNotFound)
+	}
+	return list[0], nil
+}
+
+func (s *sqlStore) UpdateExclusive(ctx context.Context, x reserve.Exclusive, expected uint64) error {
+	if x.Version <= expected {
+		return fmt.Errorf("update exclusive hold %s: %w: new version %d is not after %d", x.ID, reserve.ErrInvalid, x.Version, expected)
+	}
+	args, err := exclArgs(x)
+	if err != nil {
+		return fmt.Errorf("update exclusive hold %s: %w", x.ID, err)
+	}
+	exp, err := encUint("version", expected)
+	if err != nil {
+		return fmt.Errorf("update exclusive hold %s: %w", x.ID, err)
+	}
+	return s.write(ctx, func(s *sqlStore) error {
+		// The owner (args[0]) is fixed at creation.
+		n, err := s.q.exec(ctx, `UPDATE exclusives SET project = ?, node = ?, site = ?, start_ns = ?, end_ns = ?,
+			state = ?, version = ?, created_ns = ?, cancelled_ns = ?, cancelled_by = ?, why = ?
+			WHERE id = ? AND version = ?`, append(args[1:len(args):len(args)], x.ID, exp)...)
+		if err != nil {
+			return fmt.Errorf("update exclusive hold %s: %w", x.ID, err)
+		}
+		if n == 0 {
+			var cur int64
+			found, err := s.queryRow(ctx, `SELECT version FROM exclusives WHERE id = ?`, []any{x.ID}, &cur)
+			switch {
+			case err != nil:
+				return fmt.Errorf("update exclusive hold %s: %w", x.ID, err)
+			case !found:
+				return fmt.Errorf("update exclusive hold %s: %w", x.ID, reserve.ErrNotFound)
+			}
+			return &reserve.StaleVersionError{ID: x.ID, Current: uint64(cur), Given: expected}
+		}
+		if err := s.putExclNodes(ctx, x); err != nil {
+			return fmt.Errorf("update exclusive hold %s: %w", x.ID, err)
+		}
+		return nil
+	})
+}
+
+func (s *sqlStore) ListExclusives(ctx context.Context, f Filter) ([]reserve.Exclusive, error) {
+	cond, args := filterCond(f, "x", `SELECT exclusive_id FROM exclusive_nodes WHERE node = ?`)
+	list, err := s.listExcl(ctx, cond, args)
+	if err != nil {
+		return nil, fmt.Errorf("list exclusive holds: %w", err)
+	}
+	return list, nil
+}
+
+// listExcl returns the holds matching cond (on alias x) with their nodes:
+// two queries, however many holds match.
+func (s *sqlStore) listExcl(ctx context.Context, cond string, args []any) ([]reserve.Exclusive, error) {
+	rs, err := s.q.query(ctx, `SELECT `+exclColumns+` FROM exclusives x WHERE `+cond+` ORDER BY x.start_ns, x.id`, args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []reserve.Exclusive
+	index := map[string]int{}
+	for rs.Next() {
+		x, err := scanExcl(rs)
+		if err != nil {
+			rs.Close()
+			return nil, err
+		}
+		index[x.ID] = len(out)
+		out = append(out, x)
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	ns, err := s.q.query(ctx, `SELECT n.exclusive_id, n.node FROM exclusive_nodes n
+		JOIN exclusives x ON x.id = n.exclusive_id WHERE `+cond, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read nodes: %w", err)
+	}
+	defer ns.Close()
+	for ns.Next() {
+		var id, node string
+		if err := ns.Scan(&id, &node); err != nil {
+			return nil, fmt.Errorf("read nodes: %w", err)
+		}
+		if i, ok := index[id]; ok {
+			out[i].Nodes = append(out[i].Nodes, node)
+		}
+	}
+	if err := ns.Err(); err != nil {
+		return nil, fmt.Errorf("read nodes: %w", err)
+	}
+	// Sorted here, not by ORDER BY: PostgreSQL would sort by the
+	// database's collation, which need not be Go's byte order.
+	for i := range out {
+		slices.Sort(out[i].Nodes)
 	}
 	return out, nil
 }

@@ -31,7 +31,7 @@ type sqliteBackend struct {
 	writer chan struct{}
 }
 
-func openSQLite(path string) (Store, error) {
+func openSQLite(path string) (*sqlStore, error) {
 	if path == "" {
 		return nil, fmt.Errorf("sqlite: no path: want sqlite:PATH or sqlite::memory:")
 	}

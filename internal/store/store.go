@@ -1,9 +1,9 @@
 // Package store persists the controller's state: reservations with their
-// history, users and their API tokens, the audit log and the agents'
-// registrations. One interface, Store, has two implementations, SQLite
-// (the default, embedded, pure Go) and PostgreSQL, and one conformance
-// suite (package storetest) that both run, so the controller cannot tell
-// them apart.
+// history, exclusive holds, users and their API tokens, the audit log, the
+// agents' registrations and the controller's settings. One interface,
+// Store, has two implementations, SQLite (the default, embedded, pure Go)
+// and PostgreSQL, and one conformance suite (package storetest) that both
+// run, so the controller cannot tell them apart.
 //
 // Times are stored as int64 nanoseconds since the Unix epoch, in UTC, on
 // both backends: it keeps the nanosecond precision of time.Time (PostgreSQL's
@@ -118,6 +118,40 @@ type Store interface {
 	// leases included (the caller compares LeaseExpires with its clock).
 	ListAgents(ctx context.Context) ([]Agent, error)
 
+	// GetSetting returns a named setting, or an error wrapping
+	// reserve.ErrNotFound. Settings are what the controller configures at
+	// run time and must find again after a restart (its topology YAML and
+	// its policy JSON), kept here so a controller on PostgreSQL has no
+	// state on its own disk.
+	GetSetting(ctx context.Context, key string) (string, error)
+	// PutSetting creates or replaces a setting. The key must not be empty,
+	// and neither key nor value may hold a NUL byte or invalid UTF-8
+	// (reserve.ErrInvalid), which PostgreSQL's text cannot store: both
+	// backends refuse them alike.
+	PutSetting(ctx context.Context, key, value string) error
+
+	// CreateExclusive stores a new exclusive hold. The ID must be new
+	// (reserve.ErrConflict otherwise), and Nodes a sorted set without empty
+	// names (reserve.ErrInvalid), since they come back sorted; an empty
+	// Nodes comes back nil. The store does not check holds against each
+	// other or against reservations: the controller does, in the same Tx.
+	CreateExclusive(ctx context.Context, x reserve.Exclusive) error
+	// GetExclusive returns a hold, or an error wrapping reserve.ErrNotFound.
+	GetExclusive(ctx context.Context, id string) (reserve.Exclusive, error)
+	// UpdateExclusive replaces the stored hold x.ID with x if the stored
+	// version is still expectedVersion (a compare-and-swap); otherwise it
+	// changes nothing and returns a *reserve.StaleVersionError (matching
+	// reserve.ErrConflict) naming the current version, or an error wrapping
+	// reserve.ErrNotFound when there is no such hold. x.Version must be
+	// greater than expectedVersion (reserve.ErrInvalid). Owner is fixed at
+	// creation and not changed.
+	UpdateExclusive(ctx context.Context, x reserve.Exclusive, expectedVersion uint64) error
+	// ListExclusives returns the holds matching every set field of f
+	// (Owner, Project, States, From and To, and Node among the nodes
+	// covered), ordered by start then ID. The live holds that may conflict
+	// with a window from now on are Filter{States: RESERVED, From: now}.
+	ListExclusives(ctx context.Context, f Filter) ([]reserve.Exclusive, error)
+
 	// Tx runs fn in one write transaction: fn's Store sees its own writes,
 	// and they are committed together when fn returns nil or all discarded
 	// when it returns an error (returned as is) or panics. Write
@@ -131,17 +165,19 @@ type Store interface {
 	Close() error
 }
 
-// Filter selects reservations; zero fields match everything.
+// Filter selects reservations, or exclusive holds; zero fields match
+// everything.
 type Filter struct {
 	Owner   string
 	Project string
-	// States, when not empty, keeps reservations in one of them.
+	// States, when not empty, keeps those in one of them.
 	States []reserve.State
-	// From and To keep reservations whose window [Start, End) overlaps
-	// [From, To); a zero bound is open.
+	// From and To keep those whose window [Start, End) overlaps [From,
+	// To); a zero bound is open.
 	From, To time.Time
-	// Node keeps reservations that touch the node: an end or a hop of the
-	// path (reserve.Reservation.Nodes).
+	// Node keeps reservations that touch the node, an end or a hop of the
+	// path (reserve.Reservation.Nodes), and holds that cover it
+	// (reserve.Exclusive.Nodes).
 	Node string
 }
 
@@ -244,18 +280,7 @@ func (e *DuplicateKeyError) Unwrap() error { return ErrDuplicateKey }
 // private in-memory database, gone on Close) or "postgres://..." /
 // "postgresql://..." (a pgx connection string).
 func Open(ctx context.Context, url string) (Store, error) {
-	var (
-		s   Store
-		err error
-	)
-	switch {
-	case strings.HasPrefix(url, "sqlite:"):
-		s, err = openSQLite(strings.TrimPrefix(url, "sqlite:"))
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		s, err = openPostgres(ctx, url)
-	default:
-		return nil, fmt.Errorf("open store: %w: database URL %q: want sqlite:PATH or postgres://...", reserve.ErrInvalid, redact(url))
-	}
+	s, err := openURL(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -264,6 +289,17 @@ func Open(ctx context.Context, url string) (Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	return s, nil
+}
+
+// openURL opens the database named by url without migrating it.
+func openURL(ctx context.Context, url string) (*sqlStore, error) {
+	switch {
+	case strings.HasPrefix(url, "sqlite:"):
+		return openSQLite(strings.TrimPrefix(url, "sqlite:"))
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		return openPostgres(ctx, url)
+	}
+	return nil, fmt.Errorf("%w: database URL %q: want sqlite:PATH or postgres://...", reserve.ErrInvalid, redact(url))
 }
 
 // redact hides a password in a URL so it never lands in an error message.

@@ -119,6 +119,9 @@ func postgresURL(t *testing.T) string {
 func TestSQLite(t *testing.T)   { storetest.Run(t, sqliteURL) }
 func TestPostgres(t *testing.T) { storetest.Run(t, postgresURL) }
 
+func TestUpgradeSQLite(t *testing.T)   { storetest.RunUpgrade(t, sqliteURL, store.OpenAt) }
+func TestUpgradePostgres(t *testing.T) { storetest.RunUpgrade(t, postgresURL, store.OpenAt) }
+
 func TestSchemaTooNew(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -31,6 +31,10 @@ func Run(t *testing.T, newURL func(t *testing.T) string) {
 		{"UsersAndTokens", testTokens},
 		{"Audit", testAudit},
 		{"Agents", testAgents},
+		{"Settings", testSettings},
+		{"ExclusiveRoundTrip", testExclusiveRoundTrip},
+		{"ExclusiveCompareAndSwap", testExclusiveCAS},
+		{"ExclusiveFilters", testExclusiveFilters},
 		{"TxRollback", testTxRollback},
 		{"TxSeesOwnWrites", testTxOwnWrites},
 		{"NoOverbooking", testNoOverbooking},
@@ -496,6 +500,12 @@ func testTxRollback(t *testing.T, url string) {
 		if err := tx.Tx(ctx, func(in store.Store) error { return in.PutAgent(ctx, store.Agent{Node: "r1", LeaseExpires: base}) }); err != nil {
 			return err
 		}
+		if err := tx.CreateExclusive(ctx, sampleExclusive("x1", "alice")); err != nil {
+			return err
+		}
+		if err := tx.PutSetting(ctx, "topology", "nodes: []"); err != nil {
+			return err
+		}
 		return fmt.Errorf("then: %w", boom)
 	})
 	if !errors.Is(err, boom) {
@@ -509,6 +519,12 @@ func testTxRollback(t *testing.T, url string) {
 		}()
 		s.Tx(ctx, func(tx store.Store) error {
 			if err := tx.CreateUser(ctx, store.User{Name: "bob", Role: reserve.RoleUser}); err != nil {
+				return err
+			}
+			if err := tx.CreateExclusive(ctx, sampleExclusive("x2", "bob")); err != nil {
+				return err
+			}
+			if err := tx.PutSetting(ctx, "topology", "links: []"); err != nil {
 				return err
 			}
 			panic("boom")
@@ -532,6 +548,7 @@ func checkEmpty(t *testing.T, s store.Store) {
 	if as, err := s.ListAgents(ctx); err != nil || len(as) != 0 {
 		t.Errorf("agents after rollback: %v, %v", as, err)
 	}
+	exclusivesEmpty(ctx, t, s)
 	// The store still works.
 	if err := s.CreateUser(ctx, store.User{Name: "carol", Role: reserve.RoleUser}); err != nil {
 		t.Errorf("create after rollback: %v", err)
@@ -552,6 +569,18 @@ func testTxOwnWrites(t *testing.T, url string) {
 		if len(got.History) != 2 {
 			return fmt.Errorf("history %d", len(got.History))
 		}
+		if err := tx.CreateExclusive(ctx, sampleExclusive("x1", "alice")); err != nil {
+			return err
+		}
+		if l, err := tx.ListExclusives(ctx, store.Filter{Node: "r1"}); err != nil || len(l) != 1 {
+			return fmt.Errorf("holds within the transaction: %d, %v", len(l), err)
+		}
+		if err := tx.PutSetting(ctx, "policy", "{}"); err != nil {
+			return err
+		}
+		if v, err := tx.GetSetting(ctx, "policy"); err != nil || v != "{}" {
+			return fmt.Errorf("setting within the transaction: %q, %v", v, err)
+		}
 		return nil
 	})
 	if err != nil {
@@ -559,6 +588,12 @@ func testTxOwnWrites(t *testing.T, url string) {
 	}
 	if _, err := s.GetReservation(ctx, "r1"); err != nil {
 		t.Errorf("after commit: %v", err)
+	}
+	if _, err := s.GetExclusive(ctx, "x1"); err != nil {
+		t.Errorf("hold after commit: %v", err)
+	}
+	if _, err := s.GetSetting(ctx, "policy"); err != nil {
+		t.Errorf("setting after commit: %v", err)
 	}
 }
 
@@ -643,6 +678,8 @@ func testRestart(t *testing.T, url string) {
 		s.CreateToken(ctx, store.Token{ID: "t1", User: "alice", Hash: hash, CreatedAt: base}),
 		s.AppendAudit(ctx, store.AuditEntry{At: base, Who: "alice", What: "create", Detail: "r1"}),
 		s.PutAgent(ctx, store.Agent{Node: "r1", RegisteredAt: base, LeaseExpires: base.Add(time.Minute)}),
+		s.CreateExclusive(ctx, sampleExclusive("x1", "alice")),
+		s.PutSetting(ctx, "topology", "nodes: []\n"),
 	}
 	if err := errors.Join(steps...); err != nil {
 		t.Fatal(err)
@@ -670,5 +707,13 @@ func testRestart(t *testing.T, url string) {
 	}
 	if a, err := s.ListAgents(ctx); err != nil || len(a) != 1 {
 		t.Errorf("agents after restart: %v, %v", a, err)
+	}
+	if x, err := s.GetExclusive(ctx, "x1"); err != nil {
+		t.Errorf("hold after restart: %v", err)
+	} else {
+		sameExclusive(t, x, sampleExclusive("x1", "alice"))
+	}
+	if v, err := s.GetSetting(ctx, "topology"); err != nil || v != "nodes: []\n" {
+		t.Errorf("setting after restart: %q, %v", v, err)
 	}
 }
