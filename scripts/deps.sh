@@ -10,6 +10,9 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v ss >/dev/null || need+=(iproute2)
 command -v pgrep >/dev/null || need+=(procps)
 command -v pg_ctlcluster >/dev/null || need+=(postgresql) # the store's PostgreSQL tests (scripts/postgres.sh)
+# The web UI's end-to-end test drives a headless Chromium (test/e2e/webui_test.go).
+command -v chromium >/dev/null || command -v chromium-browser >/dev/null ||
+	command -v google-chrome >/dev/null || need+=(chromium)
 if ((${#need[@]})); then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "deps: missing ${need[*]}; run as root or install them" >&2

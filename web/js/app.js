@@ -1,0 +1,140 @@
+// The controller's web UI: sign in with a token, then book bandwidth, watch
+// every link's timeline and manage your reservations, kept current by the
+// event stream. See docs/controller.md for the API it speaks.
+
+import { api, clearToken, errorText, getToken, onUnauthorized, setToken } from './api.js';
+import { show } from './dom.js';
+import { Events } from './events.js';
+import { ReserveForm } from './reserve.js';
+import { Reservations } from './reservations.js';
+import { Timeline } from './timeline.js';
+
+const $ = (id) => document.getElementById(id);
+
+// Timed changes (a reservation starting or ending) and the moving "now"
+// are picked up at least this often even without events.
+const POLL_MS = 60000;
+
+const ui = {
+  auth: $('auth'),
+  token: $('token'),
+  signOut: $('sign-out'),
+  whoami: $('whoami'),
+  message: $('auth-message'),
+  app: $('app'),
+};
+
+const timeline = new Timeline({
+  root: $('timeline'), range: $('range'), showIdle: $('show-idle'),
+  refreshButton: $('timeline-refresh'), status: $('timeline-status'),
+});
+const reservations = new Reservations({
+  table: $('my-reservations'), stateFilter: $('state-filter'), everyone: $('everyone'),
+  everyoneLabel: $('everyone-label'), status: $('reservations-status'), onChange: refreshSoon,
+});
+const form = new ReserveForm({ form: $('reserve-form'), onBooked: refreshSoon });
+const events = new Events({
+  status: $('live-status'),
+  onEvent: (kind) => {
+    if (kind === 'reservation' || kind === 'message') refreshSoon();
+  },
+  // The stream was refused: go on retrying only while the token is good.
+  onClosed: async () => {
+    try {
+      await api('GET', 'api/v1/whoami');
+      return true;
+    } catch {
+      return false; // a 401 has signed out; anything else: the poll carries on
+    }
+  },
+});
+
+let pollTimer = 0;
+let soonTimer = 0;
+
+// refreshSoon refreshes the timeline and the list once for a burst of
+// changes (one booking sends several events).
+function refreshSoon() {
+  clearTimeout(soonTimer);
+  soonTimer = setTimeout(refreshAll, 150);
+}
+
+function refreshAll() {
+  clearTimeout(pollTimer);
+  pollTimer = setTimeout(refreshAll, POLL_MS);
+  return Promise.all([timeline.refresh(), reservations.refresh()]);
+}
+
+async function signIn(token) {
+  show(ui.message, '');
+  let who;
+  try {
+    who = await api('GET', 'api/v1/whoami', undefined, { token });
+  } catch (err) {
+    signOut();
+    if (err.status === 401) {
+      show(ui.message, `The controller refused this token (${err.message}). Check that you pasted all of it, ` +
+        'or ask an admin for a new one (lightpath user token NAME).', 'error');
+    } else {
+      show(ui.message, `Cannot sign in: ${errorText(err)}`, 'error');
+    }
+    ui.token.focus();
+    return;
+  }
+  setToken(token);
+  ui.token.value = '';
+  ui.token.placeholder = 'signed in';
+  ui.signOut.hidden = false;
+  const projects = who.projects?.length ? ` · projects ${who.projects.join(', ')}` : '';
+  ui.whoami.textContent = `${who.user} (${who.role})${projects}`;
+  ui.whoami.title = `signed in as ${who.user}`;
+  reservations.setUser(who);
+  ui.app.hidden = false;
+  try {
+    const topo = await api('GET', 'api/v1/topology');
+    form.setNodes(topo, who.projects);
+    timeline.setContext(topo, who.user);
+  } catch (err) {
+    show(ui.message, `Cannot load the topology: ${errorText(err)}`, 'error');
+  }
+  events.start(token);
+  await refreshAll();
+}
+
+function signOut() {
+  clearToken();
+  events.stop();
+  clearTimeout(pollTimer);
+  timeline.clear();
+  ui.app.hidden = true;
+  ui.signOut.hidden = true;
+  ui.whoami.textContent = '';
+  ui.token.placeholder = 'paste your token';
+}
+
+onUnauthorized((err) => {
+  if (!getToken()) return;
+  signOut();
+  show(ui.message, `Your token is no longer accepted (${err.message}): enter a valid one to go on.`, 'error');
+  ui.token.focus();
+});
+
+ui.auth.addEventListener('submit', (e) => {
+  e.preventDefault();
+  const token = ui.token.value.trim();
+  if (!token) {
+    show(ui.message, 'Paste an API token first: the admin token is in the file given to --admin-token-file.', 'error');
+    ui.token.focus();
+    return;
+  }
+  signIn(token);
+});
+
+ui.signOut.addEventListener('click', () => {
+  signOut();
+  show(ui.message, 'Signed out.', 'info');
+});
+
+const saved = getToken();
+if (saved) signIn(saved);
+else ui.token.focus();
