@@ -157,8 +157,8 @@ func TestRoutes(t *testing.T) {
 		}, "POST", "/api/v1/find", "", map[string]any{"mode": "earliest", "from": "a1", "to": "b1", "bandwidth_bps": 5e8, "duration": "1h0m0s"},
 			api.Slot{Algorithm: "earliest", Bandwidth: 500e6, Start: t0, End: t0.Add(time.Hour), Path: resv.Path}},
 		{"list", func() (any, error) {
-			return c.ListReservations(ctx, ListOptions{Owner: "alice", State: "ACTIVE", Node: "a1", Project: "cms"})
-		}, "GET", "/api/v1/reservations", "node=a1&owner=alice&project=cms&state=ACTIVE", nil, []reserve.Reservation{resv, resv}},
+			return c.ListReservations(ctx, ListOptions{Owner: "alice", States: []string{"HELD", "ACTIVE"}, Node: "a1", Project: "cms"})
+		}, "GET", "/api/v1/reservations", "node=a1&owner=alice&project=cms&state=HELD&state=ACTIVE", nil, []reserve.Reservation{resv, resv}},
 		{"create", func() (any, error) {
 			return c.CreateReservation(ctx, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 500e6, Start: t0, Duration: "2h0m0s", IdempotencyKey: "k"})
 		}, "POST", "/api/v1/reservations", "", map[string]any{"from": "a1", "to": "b1", "bandwidth_bps": 5e8, "start": "2026-05-01T14:00:00Z", "duration": "2h0m0s", "idempotency_key": "k"},
@@ -171,7 +171,7 @@ func TestRoutes(t *testing.T) {
 		{"cancel", func() (any, error) {
 			return c.CancelReservation(ctx, "r-1", api.ActionRequest{Reason: "done early"})
 		}, "POST", "/api/v1/reservations/r-1/cancel", "", map[string]any{"reason": "done early"}, resv},
-		{"exclusives", func() (any, error) { return c.Exclusives(ctx) }, "GET", "/api/v1/exclusives", "", nil, []reserve.Exclusive{excl}},
+		{"exclusives", func() (any, error) { return c.Exclusives(ctx, ListOptions{Node: "a1"}) }, "GET", "/api/v1/exclusives", "node=a1", nil, []reserve.Exclusive{excl}},
 		{"exclusive create", func() (any, error) {
 			return c.CreateExclusive(ctx, api.ExclusiveRequest{Site: "site-a", Start: t0, Duration: "1h0m0s"})
 		}, "POST", "/api/v1/exclusives", "", map[string]any{"site": "site-a", "start": "2026-05-01T14:00:00Z", "duration": "1h0m0s"}, excl},

@@ -70,25 +70,33 @@ func (c *Client) Find(ctx context.Context, req api.FindRequest) (api.Slot, error
 	return s, err
 }
 
-// ListOptions filters ListReservations; empty fields do not filter. From
-// and To keep the reservations whose window overlaps [From, To).
+// ListOptions filters ListReservations (and Exclusives, which take Owner,
+// Node and States); empty fields do not filter. States keeps those in any
+// of them; From and To keep those whose window overlaps [From, To).
 type ListOptions struct {
-	Owner, Project, State, Node string
-	From, To                    time.Time
+	Owner, Project, Node string
+	States               []string
+	From, To             time.Time
+}
+
+func (o ListOptions) query() url.Values {
+	q := url.Values{}
+	setString(q, "owner", o.Owner)
+	setString(q, "project", o.Project)
+	setString(q, "node", o.Node)
+	for _, s := range o.States {
+		q.Add("state", s)
+	}
+	setTime(q, "from", o.From)
+	setTime(q, "to", o.To)
+	return q
 }
 
 // ListReservations is GET /api/v1/reservations: the caller's own, or
 // everyone's for an operator.
 func (c *Client) ListReservations(ctx context.Context, o ListOptions) ([]reserve.Reservation, error) {
-	q := url.Values{}
-	setString(q, "owner", o.Owner)
-	setString(q, "project", o.Project)
-	setString(q, "state", o.State)
-	setString(q, "node", o.Node)
-	setTime(q, "from", o.From)
-	setTime(q, "to", o.To)
 	var l api.ReservationList
-	err := c.get(ctx, "/reservations", q, &l)
+	err := c.get(ctx, "/reservations", o.query(), &l)
 	return l.Reservations, err
 }
 
@@ -168,10 +176,11 @@ func (b *exclusiveBody) UnmarshalJSON(data []byte) error {
 	return json.Unmarshal(data, &b.Exclusive)
 }
 
-// Exclusives is GET /api/v1/exclusives.
-func (c *Client) Exclusives(ctx context.Context) ([]reserve.Exclusive, error) {
+// Exclusives is GET /api/v1/exclusives, filtered by o's Owner, Node and
+// States.
+func (c *Client) Exclusives(ctx context.Context, o ListOptions) ([]reserve.Exclusive, error) {
 	var l api.ExclusiveList
-	err := c.get(ctx, "/exclusives", nil, &l)
+	err := c.get(ctx, "/exclusives", o.query(), &l)
 	return l.Exclusives, err
 }
 

@@ -1,0 +1,350 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lightpath/lightpath/internal/api"
+)
+
+// roles are the roles a user may have, least privileged first.
+var roles = []string{"user", "operator", "admin", "agent"}
+
+func newUserCmd() *cobra.Command {
+	var o ctlFlags
+	cmd := &cobra.Command{
+		Use:   "user",
+		Short: "Manage the controller's users and their tokens",
+		Long: `Add users to the controller and manage their tokens.
+
+Roles: user (books and sees its own reservations), operator (sees and acts
+on everyone's), admin (also manages users, the topology and the policy) and
+agent (a node's agent). A fresh controller has one user, admin, whose token
+it writes to its --admin-token-file.
+
+Admins may do everything here; users may create, list and revoke their own
+tokens. Every verb takes --controller, --controller-token-file and --json
+as lightpath reserve does.`,
+		Example: `  export LIGHTPATH_CONTROLLER_TOKEN=$(cat /var/lib/lightpath/admin.token)
+  lightpath user add alice --role user --project cms
+  lightpath user token create alice --expires-in 720h --out alice.token
+  lightpath user list
+  lightpath user token list alice
+  lightpath user token revoke t-5d2f`,
+	}
+	o.register(cmd.PersistentFlags())
+	cmd.AddCommand(newUserAddCmd(&o), newUserListCmd(&o), newUserWhoamiCmd(&o), newUserTokenCmd(&o))
+	return cmd
+}
+
+func newUserAddCmd(o *ctlFlags) *cobra.Command {
+	var role string
+	var projects []string
+	cmd := &cobra.Command{
+		Use:   "add NAME --role user|operator|admin|agent [--project P]...",
+		Short: "Add a user (admins)",
+		Long: `Add a user with a role and the projects it may book under (--project,
+repeated or comma-separated). The user has no token yet: create one with
+lightpath user token create NAME.`,
+		Example: `  lightpath user add alice --role user --project cms --project atlas
+  lightpath user add ops1 --role operator
+  lightpath user add agent-r1 --role agent`,
+		Args: exactArgs("user add", "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			const what = "user add"
+			if !slices.Contains(roles, role) {
+				return fmt.Errorf("%s: --role %q: want one of %s", what, role, strings.Join(roles, ", "))
+			}
+			c, err := o.client()
+			if err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			u, err := c.AddUser(cmd.Context(), api.UserRequest{Name: args[0], Role: role, Projects: projects})
+			if err != nil {
+				return ctlError(what, c, err)
+			}
+			if o.json {
+				(&ndjson{w: cmd.OutOrStdout()}).write(u)
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "added %s (%s%s); give them a token: lightpath user token create %s\n",
+				u.Name, u.Role, projectsNote(u.Projects), u.Name)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&role, "role", "", "the user's role: "+strings.Join(roles, ", "))
+	cmd.Flags().StringSliceVar(&projects, "project", nil, "a project the user may book under (repeatable)")
+	return cmd
+}
+
+func projectsNote(ps []string) string {
+	if len(ps) == 0 {
+		return ""
+	}
+	return ", projects " + strings.Join(ps, ", ")
+}
+
+func newUserListCmd(o *ctlFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List users (admins)",
+		Example: `  lightpath user list
+  lightpath user list --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			const what = "user list"
+			c, err := o.client()
+			if err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			us, err := c.Users(cmd.Context())
+			if err != nil {
+				return ctlError(what, c, err)
+			}
+			out := cmd.OutOrStdout()
+			if o.json {
+				nd := &ndjson{w: out}
+				for _, u := range us {
+					nd.write(u)
+				}
+				nd.write(listSummary{Summary: true, Count: len(us)})
+				return nil
+			}
+			printUsers(out, us)
+			return nil
+		},
+	}
+}
+
+func printUsers(w io.Writer, us []api.User) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tROLE\tPROJECTS\tCREATED")
+	for _, u := range us {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", u.Name, u.Role, orDash(strings.Join(u.Projects, ",")), fmtTime(u.CreatedAt))
+	}
+	tw.Flush()
+}
+
+func newUserWhoamiCmd(o *ctlFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:     "whoami",
+		Short:   "Show whose token this is: the user, role and projects",
+		Example: `  lightpath user whoami --controller-token-file alice.token`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			const what = "user whoami"
+			c, err := o.client()
+			if err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			w, err := c.Whoami(cmd.Context())
+			if err != nil {
+				return ctlError(what, c, err)
+			}
+			if o.json {
+				(&ndjson{w: cmd.OutOrStdout()}).write(w)
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s (%s%s) at %s\n", w.User, w.Role, projectsNote(w.Projects), c.URL())
+			return nil
+		},
+	}
+}
+
+func newUserTokenCmd(o *ctlFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "token",
+		Short: "Create, list and revoke users' tokens",
+		Long: `A token is the secret a client sends to the controller as its user. The
+controller keeps only its hash, so the secret is shown once, when it is
+created.`,
+		Example: `  lightpath user token create alice --expires-in 720h --out alice.token
+  lightpath user token list alice
+  lightpath user token revoke t-5d2f`,
+	}
+	cmd.AddCommand(newTokenCreateCmd(o), newTokenListCmd(o), newTokenRevokeCmd(o))
+	return cmd
+}
+
+func newTokenCreateCmd(o *ctlFlags) *cobra.Command {
+	var expires, outFile string
+	cmd := &cobra.Command{
+		Use:   "create NAME [--expires-in D] [--out FILE]",
+		Short: "Create a token for a user; the secret is shown this once",
+		Long: `Create a token for user NAME (admins for anyone, users for themselves).
+The secret is printed alone on stdout (so that > FILE captures it), or with
+--out written to FILE with mode 0600; it cannot be shown again. Without
+--expires-in the token never expires; revoke it when it is no longer
+needed.`,
+		Example: `  lightpath user token create alice --out alice.token
+  lightpath user token create alice --expires-in 30d
+  LIGHTPATH_CONTROLLER_TOKEN=$(lightpath user token create alice --expires-in 1h) lightpath reserve list`,
+		Args: exactArgs("user token create", "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			const what = "user token create"
+			var req api.TokenRequest
+			if expires != "" {
+				d, err := parseSpan(expires)
+				if err != nil {
+					return fmt.Errorf("%s: --expires-in: %w", what, err)
+				}
+				req.ExpiresIn = d.String()
+			}
+			if outFile != "" {
+				// Fail before the token exists rather than after.
+				if fi, err := os.Stat(filepath.Dir(outFile)); err != nil || !fi.IsDir() {
+					return fmt.Errorf("%s: --out %s: its directory does not exist", what, outFile)
+				}
+			}
+			c, err := o.client()
+			if err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			t, err := c.CreateToken(cmd.Context(), args[0], req)
+			if err != nil {
+				return ctlError(what, c, err)
+			}
+			if t.Secret == "" {
+				return fmt.Errorf("%s: the controller created token %s but sent no secret", what, t.ID)
+			}
+			out := cmd.OutOrStdout()
+			if outFile != "" {
+				if err := writeSecret(outFile, t.Secret); err != nil {
+					return fmt.Errorf("%s: token %s was created but not saved (revoke it: lightpath user token revoke %s): %w", what, t.ID, t.ID, err)
+				}
+			}
+			switch {
+			case o.json:
+				if outFile != "" {
+					t.Secret = ""
+				}
+				(&ndjson{w: out}).write(t)
+			case outFile != "":
+				fmt.Fprintf(out, "token %s for %s (%s) written to %s\n", t.ID, t.User, expiry(t), outFile)
+			default:
+				fmt.Fprintln(out, t.Secret)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&expires, "expires-in", "", "how long the token is valid, e.g. 720h or 30d (default: until revoked)")
+	cmd.Flags().StringVar(&outFile, "out", "", "write the secret to this file (mode 0600) instead of stdout")
+	return cmd
+}
+
+func expiry(t api.Token) string {
+	if t.ExpiresAt.IsZero() {
+		return "never expires"
+	}
+	return "expires " + fmtTime(t.ExpiresAt)
+}
+
+// writeSecret writes a token to file with mode 0600, whole or not at all:
+// a temporary file beside it, synced, then renamed over it.
+func writeSecret(file, secret string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.WriteString(secret + "\n"); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), file)
+}
+
+func newTokenListCmd(o *ctlFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:     "list NAME",
+		Aliases: []string{"ls"},
+		Short:   "List a user's tokens (never their secrets)",
+		Example: `  lightpath user token list alice`,
+		Args:    exactArgs("user token list", "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			const what = "user token list"
+			c, err := o.client()
+			if err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			ts, err := c.Tokens(cmd.Context(), args[0])
+			if err != nil {
+				return ctlError(what, c, err)
+			}
+			out := cmd.OutOrStdout()
+			if o.json {
+				nd := &ndjson{w: out}
+				for _, t := range ts {
+					nd.write(t)
+				}
+				nd.write(listSummary{Summary: true, Count: len(ts)})
+				return nil
+			}
+			printTokens(out, ts)
+			return nil
+		},
+	}
+}
+
+func printTokens(w io.Writer, ts []api.Token) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tUSER\tCREATED\tEXPIRES\tREVOKED")
+	for _, t := range ts {
+		exp := "never"
+		if !t.ExpiresAt.IsZero() {
+			exp = fmtTime(t.ExpiresAt)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, t.User, fmtTime(t.CreatedAt), exp, fmtTime(t.RevokedAt))
+	}
+	tw.Flush()
+}
+
+// revokeSummary is token revoke's --json line.
+type revokeSummary struct {
+	Summary bool   `json:"summary"`
+	Revoked string `json:"revoked"`
+}
+
+func newTokenRevokeCmd(o *ctlFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:     "revoke ID",
+		Short:   "Revoke a token: it stops working at once",
+		Example: `  lightpath user token revoke t-5d2f`,
+		Args:    exactArgs("user token revoke", "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			const what = "user token revoke"
+			c, err := o.client()
+			if err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			if err := c.RevokeToken(cmd.Context(), args[0]); err != nil {
+				return ctlError(what, c, err)
+			}
+			if o.json {
+				(&ndjson{w: cmd.OutOrStdout()}).write(revokeSummary{Summary: true, Revoked: args[0]})
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "revoked token %s\n", args[0])
+			return nil
+		},
+	}
+}
