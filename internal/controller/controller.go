@@ -166,7 +166,7 @@ func Open(ctx context.Context, cfg Config) (*Controller, error) {
 	for _, a := range agents {
 		c.agents[a.Node] = a.LeaseExpires
 	}
-	xs, err := c.st.ListExclusives(ctx, store.Filter{States: []reserve.State{reserve.StateReserved}})
+	xs, err := c.st.ListExclusives(ctx, store.Filter{States: []reserve.State{reserve.StateReserved}, From: c.now()})
 	if err != nil {
 		return nil, fmt.Errorf("load exclusive holds: %w", err)
 	}

@@ -205,7 +205,7 @@ func polValidate(req Reservation, now time.Time, startKept bool) error {
 	case req.From == req.To:
 		return &RequestError{Field: "to", Message: fmt.Sprintf("from and to are the same node %q: a reservation joins two nodes", req.From)}
 	case req.Bandwidth == 0:
-		return &RequestError{Field: "bandwidth", Message: "bandwidth must be greater than zero"}
+		return &RequestError{Field: "bandwidth_bps", Message: "bandwidth must be greater than zero"}
 	case req.Start.IsZero():
 		return &RequestError{Field: "start", Message: "start: a time is required"}
 	case req.End.IsZero():

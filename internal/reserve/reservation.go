@@ -261,7 +261,7 @@ func (r Reservation) checkShape() error {
 	case r.From == r.To:
 		return &RequestError{Field: "to", Message: fmt.Sprintf("from and to are the same node %q", r.From)}
 	case r.Bandwidth == 0:
-		return &RequestError{Field: "bandwidth", Message: "bandwidth must be greater than zero"}
+		return &RequestError{Field: "bandwidth_bps", Message: "bandwidth must be greater than zero"}
 	case r.Start.IsZero() || r.End.IsZero():
 		return &RequestError{Field: "start", Message: "reservation needs a start and an end"}
 	case !r.End.After(r.Start):

@@ -3,118 +3,27 @@ package store_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
+	"github.com/lightpath/lightpath/internal/store/pgtest"
 	"github.com/lightpath/lightpath/internal/store/storetest"
 )
 
-// PostgreSQL for the tests: LIGHTPATH_TEST_POSTGRES names a database, or,
-// when it is unset and the tests run as root, TestMain starts a throwaway
-// server with scripts/postgres.sh and stops it afterwards. Otherwise the
-// PostgreSQL half skips, saying why.
-var (
-	pgURL  string
-	pgSkip string // why the PostgreSQL tests skip, when pgURL is empty
-	pgErr  error  // the throwaway server failed to start
-)
-
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	pgURL = os.Getenv("LIGHTPATH_TEST_POSTGRES")
-	if pgURL == "" {
-		switch {
-		case os.Geteuid() != 0:
-			pgSkip = "set LIGHTPATH_TEST_POSTGRES=postgres://... or run as root to start a throwaway PostgreSQL"
-		default:
-			if matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb"); len(matches) == 0 {
-				pgSkip = "PostgreSQL is not installed (run make deps) and LIGHTPATH_TEST_POSTGRES is unset"
-				break
-			}
-			dir, err := os.MkdirTemp("", "lightpath-pg-")
-			if err != nil {
-				pgErr = err
-				break
-			}
-			script := filepath.Join("..", "..", "scripts", "postgres.sh")
-			out, err := exec.Command(script, "start", dir).Output()
-			if err != nil {
-				var ee *exec.ExitError
-				if errors.As(err, &ee) {
-					err = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
-				}
-				pgErr = fmt.Errorf("scripts/postgres.sh start: %w", err)
-				os.RemoveAll(dir)
-				break
-			}
-			pgURL = strings.TrimSpace(string(out))
-			defer func() {
-				if out, err := exec.Command(script, "stop", dir).CombinedOutput(); err != nil {
-					fmt.Fprintf(os.Stderr, "scripts/postgres.sh stop: %v: %s\n", err, out)
-				}
-			}()
-		}
-	}
-	return m.Run()
-}
+// PostgreSQL for the tests comes from pgtest: LIGHTPATH_TEST_POSTGRES, or
+// a throwaway server when the tests run as root; otherwise the PostgreSQL
+// half skips, saying why.
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, filepath.Join("..", ".."))) }
 
 func sqliteURL(t *testing.T) string {
 	return "sqlite:" + filepath.Join(t.TempDir(), "lightpath.db")
 }
 
-var pgSchemas atomic.Int64
-
-// postgresURL gives each test a schema of its own in the test database,
-// which needs only the right to create schemas there, not databases.
-func postgresURL(t *testing.T) string {
-	t.Helper()
-	if pgErr != nil {
-		t.Fatal(pgErr)
-	}
-	if pgURL == "" {
-		t.Skip(pgSkip)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, pgURL)
-	if err != nil {
-		t.Fatalf("connect to %s: %v", pgURL, err)
-	}
-	defer conn.Close(ctx)
-	schema := fmt.Sprintf("lightpath_test_%d_%d", os.Getpid(), pgSchemas.Add(1))
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, pgURL)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	sep := "?"
-	if strings.Contains(pgURL, "?") {
-		sep = "&"
-	}
-	return pgURL + sep + "search_path=" + schema
-}
+func postgresURL(t *testing.T) string { return pgtest.URL(t) }
 
 func TestSQLite(t *testing.T)   { storetest.Run(t, sqliteURL) }
 func TestPostgres(t *testing.T) { storetest.Run(t, postgresURL) }
