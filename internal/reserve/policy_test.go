@@ -35,7 +35,7 @@ func TestValidateRequest(t *testing.T) {
 		{"no from", func(r *Reservation) { r.From = "" }, "from"},
 		{"no to", func(r *Reservation) { r.To = "" }, "to"},
 		{"from = to", func(r *Reservation) { r.To = r.From }, "to"},
-		{"zero bandwidth", func(r *Reservation) { r.Bandwidth = 0 }, "bandwidth"},
+		{"zero bandwidth", func(r *Reservation) { r.Bandwidth = 0 }, "bandwidth_bps"},
 		{"no start", func(r *Reservation) { r.Start = time.Time{} }, "start"},
 		{"no end", func(r *Reservation) { r.End = time.Time{} }, "end"},
 		{"end = start", func(r *Reservation) { r.End = r.Start }, "end"},
