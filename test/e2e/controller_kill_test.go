@@ -1,0 +1,244 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// killCtl is a controller process started from the real binary.
+type killCtl struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	url   string
+	token string
+	log   *bytes.Buffer
+}
+
+const killTopology = `
+sites: [{name: s1}, {name: s2}]
+nodes:
+  - {name: h1, site: s1}
+  - {name: h2, site: s2}
+links:
+  - {name: l, ends: [h1, h2], rate: 1G, delay: 5ms}
+`
+
+func startKillCtl(t *testing.T, dir string, port int) *killCtl {
+	t.Helper()
+	topo := filepath.Join(dir, "topo.yaml")
+	if err := os.WriteFile(topo, []byte(killTopology), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := &killCtl{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", port), log: &bytes.Buffer{}}
+	c.cmd = exec.Command(lpBin, "controller", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--db", "sqlite:"+filepath.Join(dir, "db"), "--topology", topo, "--admin-token-file", filepath.Join(dir, "admin.token"))
+	c.cmd.Stderr = c.log
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if c.cmd.ProcessState == nil {
+			c.cmd.Process.Kill()
+			c.cmd.Wait()
+		}
+	})
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get(c.url + "/api/v1/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("controller did not come up: %v\n%s", err, c.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.token = strings.TrimSpace(string(b))
+	return c
+}
+
+func (c *killCtl) call(method, path string, body any, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		j, _ := json.Marshal(body)
+		rd = bytes.NewReader(j)
+	}
+	req, _ := http.NewRequest(method, c.url+path, rd)
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	cl := &http.Client{Timeout: 10 * time.Second}
+	resp, err := cl.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return resp.StatusCode, err
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+type killResv struct {
+	ID             string    `json:"id"`
+	Bandwidth      uint64    `json:"bandwidth_bps"`
+	Start          time.Time `json:"start"`
+	End            time.Time `json:"end"`
+	State          string    `json:"state"`
+	IdempotencyKey string    `json:"idempotency_key"`
+}
+
+// TestControllerSIGKILLMidLoad kills the controller with SIGKILL while
+// clients are creating reservations, restarts it on the same database, and
+// checks that the database is consistent: every create that was answered
+// is there, none overbooks, and a client's retry of a request the kill cut
+// off (same idempotency key) books at most once.
+func TestControllerSIGKILLMidLoad(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t, "127.0.0.1")
+	c := startKillCtl(t, dir, port)
+	base := time.Now().UTC().Add(time.Hour).Truncate(time.Minute)
+	type req struct {
+		From      string    `json:"from"`
+		To        string    `json:"to"`
+		Bandwidth uint64    `json:"bandwidth_bps"`
+		Start     time.Time `json:"start"`
+		Duration  string    `json:"duration"`
+		Key       string    `json:"idempotency_key"`
+	}
+	mk := func(i int) req {
+		return req{From: "h1", To: "h2", Bandwidth: uint64(1+i%7) * 10_000_000, Start: base.Add(time.Duration(i%500) * time.Minute),
+			Duration: fmt.Sprintf("%dm", 5+i%40), Key: fmt.Sprintf("k%d", i)}
+	}
+	var (
+		mu       sync.Mutex
+		answered = map[int]string{} // request → reservation ID, for 201s
+		cutOff   []int              // requests sent that got no answer
+		next     atomic.Int64
+		stop     atomic.Bool
+		wg       sync.WaitGroup
+	)
+	const limit = 5000 // a bound on the load, whatever happens
+	for range 8 {
+		wg.Go(func() {
+			for !stop.Load() {
+				i := int(next.Add(1))
+				if i > limit {
+					return
+				}
+				var out struct {
+					Reservation killResv `json:"reservation"`
+				}
+				st, err := c.call("POST", "/api/v1/reservations", mk(i), &out)
+				mu.Lock()
+				switch {
+				case err != nil:
+					cutOff = append(cutOff, i)
+				case st == 201:
+					answered[i] = out.Reservation.ID
+				case st != 409:
+					t.Errorf("request %d: status %d", i, st)
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	// Let the load run, then kill the controller in the middle of it.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		mu.Lock()
+		n := len(answered)
+		mu.Unlock()
+		if n >= 150 {
+			break
+		}
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c.cmd.Wait()
+	stop.Store(true)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(answered) == 0 {
+		t.Fatalf("no create was answered before the kill:\n%s", c.log)
+	}
+
+	c2 := startKillCtl(t, dir, port)
+	for i, id := range answered {
+		var got struct {
+			Reservation killResv `json:"reservation"`
+		}
+		if st, err := c2.call("GET", "/api/v1/reservations/"+id, nil, &got); err != nil || st != 200 {
+			t.Fatalf("request %d's reservation %s after the restart: %d %v", i, id, st, err)
+		}
+	}
+	// Retry what the kill cut off, with the same keys.
+	for _, i := range cutOff {
+		if st, err := c2.call("POST", "/api/v1/reservations", mk(i), nil); err != nil || (st != 200 && st != 201 && st != 409) {
+			t.Errorf("retry of request %d: %d %v", i, st, err)
+		}
+	}
+	var list struct {
+		Reservations []killResv `json:"reservations"`
+	}
+	if st, err := c2.call("GET", "/api/v1/reservations", nil, &list); err != nil || st != 200 {
+		t.Fatalf("list: %d %v", st, err)
+	}
+	keys := map[string]int{}
+	for _, r := range list.Reservations {
+		keys[r.IdempotencyKey]++
+		if keys[r.IdempotencyKey] > 1 {
+			t.Errorf("key %s booked twice", r.IdempotencyKey)
+		}
+	}
+	if len(list.Reservations) < len(answered) {
+		t.Errorf("%d reservations stored, %d were answered 201", len(list.Reservations), len(answered))
+	}
+	// No instant overbooks the link's 900 Mbit/s.
+	for _, p := range list.Reservations {
+		var sum uint64
+		for _, r := range list.Reservations {
+			if !p.Start.Before(r.Start) && p.Start.Before(r.End) {
+				sum += r.Bandwidth
+			}
+		}
+		if sum > 900_000_000 {
+			t.Fatalf("overbooked after the restart: %d bit/s at %s", sum, p.Start)
+		}
+	}
+	// And it still books.
+	if st, err := c2.call("POST", "/api/v1/reservations", req{From: "h1", To: "h2", Bandwidth: 1000, Start: base.Add(-30 * time.Minute), Duration: "10m"}, nil); err != nil || st != 201 {
+		t.Errorf("create after the restart: %d %v\n%s", st, err, c2.log)
+	}
+	t.Logf("%d answered before the kill, %d cut off, %d stored", len(answered), len(cutOff), len(list.Reservations))
+}
