@@ -307,6 +307,20 @@ func (f *fakeController) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// bodiesSeen returns the bodies received so far.
+func (f *fakeController) bodiesSeen() []map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]map[string]any(nil), f.bodies...)
+}
+
+// pathsSeen returns the "METHOD /path" of each request received so far.
+func (f *fakeController) pathsSeen() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.paths...)
+}
+
 // runCLI runs the command line against a controller, returning stdout and
 // the error.
 func runCLI(t *testing.T, url string, args ...string) (string, error) {
@@ -339,18 +353,18 @@ func TestCreateRetriesOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.bodies) != 2 {
-		t.Fatalf("%d requests, want 2", len(f.bodies))
+	if len(f.bodiesSeen()) != 2 {
+		t.Fatalf("%d requests, want 2", len(f.bodiesSeen()))
 	}
-	k1, k2 := f.bodies[0]["idempotency_key"], f.bodies[1]["idempotency_key"]
+	k1, k2 := f.bodiesSeen()[0]["idempotency_key"], f.bodiesSeen()[1]["idempotency_key"]
 	if k1 == nil || k1 == "" || k1 != k2 {
 		t.Errorf("idempotency keys %v and %v, want the same one", k1, k2)
 	}
-	if f.bodies[0]["start"] != f.bodies[1]["start"] || f.bodies[0]["start"] == nil {
-		t.Errorf("starts %v and %v: a retry must send the same request", f.bodies[0]["start"], f.bodies[1]["start"])
+	if f.bodiesSeen()[0]["start"] != f.bodiesSeen()[1]["start"] || f.bodiesSeen()[0]["start"] == nil {
+		t.Errorf("starts %v and %v: a retry must send the same request", f.bodiesSeen()[0]["start"], f.bodiesSeen()[1]["start"])
 	}
-	if f.bodies[0]["bandwidth_bps"] != 5e8 || f.bodies[0]["duration"] != "2h0m0s" {
-		t.Errorf("body %v", f.bodies[0])
+	if f.bodiesSeen()[0]["bandwidth_bps"] != 5e8 || f.bodiesSeen()[0]["duration"] != "2h0m0s" {
+		t.Errorf("body %v", f.bodiesSeen()[0])
 	}
 	var line map[string]any
 	if err := json.Unmarshal([]byte(out), &line); err != nil || line["id"] != "r-1" || line["created"] != true || line["bandwidth_bps"] != 5e8 {
@@ -366,8 +380,8 @@ func TestCreateRetriesOnce(t *testing.T) {
 	srv2 := httptest.NewServer(f2)
 	defer srv2.Close()
 	_, err = runCLI(t, srv2.URL, "reserve", "create", "--from", "a1", "--to", "b1", "--bandwidth", "500M", "--duration", "2h", "--idempotency-key", "mine")
-	if err == nil || len(f2.bodies) != 2 || f2.bodies[1]["idempotency_key"] != "mine" {
-		t.Errorf("error %v after %d requests (%v)", err, len(f2.bodies), f2.bodies)
+	if err == nil || len(f2.bodiesSeen()) != 2 || f2.bodiesSeen()[1]["idempotency_key"] != "mine" {
+		t.Errorf("error %v after %d requests (%v)", err, len(f2.bodiesSeen()), f2.bodiesSeen())
 	}
 
 	// A refusal is not retried.
@@ -380,8 +394,8 @@ func TestCreateRetriesOnce(t *testing.T) {
 	srv3 := httptest.NewServer(f3)
 	defer srv3.Close()
 	out, err = runCLI(t, srv3.URL, "reserve", "create", "--from", "a1", "--to", "b1", "--bandwidth", "500M", "--duration", "2h", "--json")
-	if err == nil || err.Error() != "reserve create: does not fit; widest in that slot: 400 Mbit/s" || len(f3.bodies) != 1 {
-		t.Errorf("refusal: %v after %d requests", err, len(f3.bodies))
+	if err == nil || err.Error() != "reserve create: does not fit; widest in that slot: 400 Mbit/s" || len(f3.bodiesSeen()) != 1 {
+		t.Errorf("refusal: %v after %d requests", err, len(f3.bodiesSeen()))
 	}
 	var eb api.ErrorBody
 	if json.Unmarshal([]byte(out), &eb) != nil || eb.Error.Alternatives == nil || eb.Error.Alternatives.Widest.Bandwidth != 400e6 {
@@ -424,8 +438,8 @@ func TestCreateRequests(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.HasPrefix(err.Error(), "reserve create: ") {
 					t.Errorf("error %v, want one mentioning %q", err, tc.err)
 				}
-				if len(f.bodies) != 0 {
-					t.Errorf("a request was sent: %v", f.bodies)
+				if len(f.bodiesSeen()) != 0 {
+					t.Errorf("a request was sent: %v", f.bodiesSeen())
 				}
 				return
 			}
@@ -433,10 +447,10 @@ func TestCreateRequests(t *testing.T) {
 				t.Fatal(err)
 			}
 			for k, v := range tc.want {
-				got, _ := json.Marshal(f.bodies[0][k])
+				got, _ := json.Marshal(f.bodiesSeen()[0][k])
 				want, _ := json.Marshal(v)
 				if string(got) != string(want) {
-					t.Errorf("%s = %s, want %s (body %v)", k, got, want, f.bodies[0])
+					t.Errorf("%s = %s, want %s (body %v)", k, got, want, f.bodiesSeen()[0])
 				}
 			}
 		})
@@ -452,10 +466,10 @@ func TestModifySendsVersion(t *testing.T) {
 	if _, err := runCLI(t, srv.URL, "reserve", "modify", "r-1", "--duration", "3h", "--bandwidth", "600M"); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(f.paths, ",") != "GET /api/v1/reservations/r-1,PATCH /api/v1/reservations/r-1" {
-		t.Fatalf("requests %v", f.paths)
+	if strings.Join(f.pathsSeen(), ",") != "GET /api/v1/reservations/r-1,PATCH /api/v1/reservations/r-1" {
+		t.Fatalf("requests %v", f.pathsSeen())
 	}
-	b := f.bodies[1]
+	b := f.bodiesSeen()[1]
 	if b["version"] != 3.0 || b["end"] != "2026-05-01T17:00:00Z" || b["bandwidth_bps"] != 6e8 || b["start"] != nil {
 		t.Errorf("PATCH body %v", b)
 	}
