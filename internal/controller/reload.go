@@ -72,6 +72,9 @@ func (c *Controller) ReloadTopology(ctx context.Context, a Actor, t *Topo) ([]st
 	}
 	now := c.now()
 	if err := c.commit(ctx, func(tx store.Store) error {
+		if t.YAML == "" {
+			return nil // a generated graph (NewTopo): nothing to keep
+		}
 		if err := tx.PutSetting(ctx, settingTopology, t.YAML); err != nil {
 			return err
 		}

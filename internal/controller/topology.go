@@ -200,3 +200,10 @@ func toHops(ps []reserve.PathHop) []reserve.Hop {
 func booking(r reserve.Reservation) reserve.Booking {
 	return reserve.Booking{ID: r.ID, Path: toHops(r.Path), Bandwidth: r.Bandwidth, Start: r.Start, End: r.End}
 }
+
+// NewTopo wraps a graph built elsewhere (a generated benchmark topology)
+// as a Topo: with no sites and no addresses, so flow specs cannot be
+// checked against it and holds of sites are unavailable.
+func NewTopo(name string, g *reserve.Graph) *Topo {
+	return &Topo{Name: name, Graph: g, Sites: map[string][]string{}, Site: map[string]string{}, Addrs: map[string][]netip.Prefix{}}
+}
