@@ -172,6 +172,9 @@ func (e *env) do(method, path, token string, body any, out any) (int, []byte) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	if !strings.HasPrefix(path, "/api/v1/events") {
+		checkResponse(e.t, method, path, resp.StatusCode, raw)
+	}
 	if out != nil && resp.StatusCode < 300 && len(raw) > 0 {
 		if err := json.Unmarshal(raw, out); err != nil {
 			e.t.Fatalf("%s %s: decode %s: %v", method, path, raw, err)
@@ -865,4 +868,57 @@ func peak(rs []reserve.Reservation, from, to time.Time) (time.Time, uint64) {
 		}
 	}
 	return at, best
+}
+
+func TestPolicy(t *testing.T) {
+	e := newEnv(t, sqliteURL(t), oneLink)
+	alice := e.user("alice", "user", "cms")
+	pol := api.Policy{
+		Default:  api.Limits{MaxDuration: "2h"},
+		Roles:    map[string]api.Limits{"operator": {MaxDuration: "24h"}},
+		Projects: map[string]api.Limits{"cms": {MaxBandwidth: 300 * mbps, MaxProjectBandwidth: 500 * mbps}},
+	}
+	if st, raw := e.do("PUT", "/api/v1/policy", alice, pol, nil); st != 403 {
+		t.Errorf("a user sets the policy: %d %s", st, raw)
+	}
+	if st, raw := e.do("PUT", "/api/v1/policy", e.admin, api.Policy{Default: api.Limits{MaxDuration: "soon"}}, nil); st != 400 {
+		t.Errorf("a bad duration: %d %s", st, raw)
+	}
+	if st, raw := e.do("PUT", "/api/v1/policy", e.admin, pol, nil); st != 200 {
+		t.Fatalf("set policy: %d %s", st, raw)
+	}
+	start := t0.Add(time.Hour)
+	for _, tc := range []struct {
+		name   string
+		req    api.ReservationRequest
+		status int
+		want   string
+	}{
+		{"over the default duration", api.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Start: start, Duration: "3h"}, 403, "2h"},
+		{"over the project's per-reservation bandwidth", api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 400 * mbps, Start: start, Duration: "1h", Project: "cms"}, 403, "cms"},
+		{"within", api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 300 * mbps, Start: start, Duration: "1h", Project: "cms"}, 201, ""},
+		{"over the project's total", api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 300 * mbps, Start: start.Add(30 * time.Minute), Duration: "1h", Project: "cms"}, 403, "project"},
+		{"the project's total after the first ends", api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 300 * mbps, Start: start.Add(time.Hour), Duration: "1h", Project: "cms"}, 201, ""},
+	} {
+		st, _, raw := e.create(alice, tc.req)
+		if st != tc.status || !strings.Contains(string(raw), tc.want) {
+			t.Errorf("%s: %d %s", tc.name, st, raw)
+		}
+	}
+	op := e.user("olga", "operator")
+	if st, _, raw := e.create(op, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Start: start, Duration: "3h"}); st != 201 {
+		t.Errorf("an operator's 3h: %d %s", st, raw)
+	}
+	var got api.Policy
+	e.do("GET", "/api/v1/policy", alice, nil, &got)
+	if got.Default.MaxDuration != "2h0m0s" || got.Projects["cms"].MaxProjectBandwidth != 500*mbps {
+		t.Errorf("policy read back %+v", got)
+	}
+	// It survives a restart.
+	e.stopFn()
+	e.start("")
+	e.do("GET", "/api/v1/policy", e.admin, nil, &got)
+	if got.Default.MaxDuration != "2h0m0s" {
+		t.Errorf("policy after a restart %+v", got)
+	}
 }

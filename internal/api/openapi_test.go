@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -62,4 +63,135 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 			t.Errorf("schema %s is referred to but not defined", m[1])
 		}
 	}
+}
+
+// schemaDoc is the OpenAPI document, parsed once, for checkResponse.
+var schemaDoc = func() map[string]any {
+	var d map[string]any
+	if err := json.Unmarshal(api.OpenAPI(), &d); err != nil {
+		panic(err)
+	}
+	return d
+}()
+
+var pathParam = regexp.MustCompile(`\{[a-z]+\}`)
+
+// checkResponse checks a JSON answer against the schema the document
+// gives for its route and status: every field it sends is documented,
+// every required field is there, and types match. The API tests call it on
+// every answer, so the document cannot drift from what the server does.
+func checkResponse(t *testing.T, method, path string, status int, body []byte) {
+	t.Helper()
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	var op map[string]any
+	for p, ops := range schemaDoc["paths"].(map[string]any) {
+		re := regexp.MustCompile("^" + pathParam.ReplaceAllString(p, "[^/]+") + "$")
+		if re.MatchString(path) {
+			if o, ok := ops.(map[string]any)[strings.ToLower(method)]; ok {
+				op = o.(map[string]any)
+			}
+		}
+	}
+	if op == nil && status == 405 {
+		op = map[string]any{"responses": map[string]any{"405": map[string]any{"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Error"}}}}}}
+	}
+	if op == nil {
+		t.Errorf("%s %s: no operation in the document", method, path)
+		return
+	}
+	resps := op["responses"].(map[string]any)
+	r, ok := resps[fmt.Sprint(status)]
+	if !ok {
+		if status < 500 {
+			t.Errorf("%s %s: status %d is not documented", method, path, status)
+			return
+		}
+		r = resps["default"]
+	}
+	content, ok := r.(map[string]any)["content"].(map[string]any)
+	if !ok {
+		if len(body) > 0 {
+			t.Errorf("%s %s %d: documented without a body, sent %s", method, path, status, body)
+		}
+		return
+	}
+	mt, ok := content["application/json"].(map[string]any)
+	if !ok {
+		return
+	}
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Errorf("%s %s %d: not JSON: %s", method, path, status, body)
+		return
+	}
+	if err := validate(mt["schema"].(map[string]any), v, "$"); err != nil {
+		t.Errorf("%s %s %d: %v\n%s", method, path, status, err, body)
+	}
+}
+
+func validate(s map[string]any, v any, at string) error {
+	if ref, ok := s["$ref"].(string); ok {
+		name := strings.TrimPrefix(ref, "#/components/schemas/")
+		return validate(schemaDoc["components"].(map[string]any)["schemas"].(map[string]any)[name].(map[string]any), v, at)
+	}
+	switch s["type"] {
+	case "object":
+		o, ok := v.(map[string]any)
+		if !ok {
+			return fmt.Errorf("%s: want an object, got %T", at, v)
+		}
+		props, _ := s["properties"].(map[string]any)
+		for k, fv := range o {
+			ps, ok := props[k].(map[string]any)
+			if !ok {
+				if ap, ok := s["additionalProperties"].(map[string]any); ok {
+					ps = ap
+				} else {
+					return fmt.Errorf("%s: field %q is not in the document", at, k)
+				}
+			}
+			if err := validate(ps, fv, at+"."+k); err != nil {
+				return err
+			}
+		}
+		if req, ok := s["required"].([]any); ok {
+			for _, k := range req {
+				if _, ok := o[k.(string)]; !ok {
+					return fmt.Errorf("%s: required field %q is missing", at, k)
+				}
+			}
+		}
+	case "array":
+		a, ok := v.([]any)
+		if !ok {
+			return fmt.Errorf("%s: want an array, got %T", at, v)
+		}
+		for i, e := range a {
+			if err := validate(s["items"].(map[string]any), e, fmt.Sprintf("%s[%d]", at, i)); err != nil {
+				return err
+			}
+		}
+	case "string":
+		if _, ok := v.(string); !ok {
+			return fmt.Errorf("%s: want a string, got %T", at, v)
+		}
+		if enum, ok := s["enum"].([]any); ok && !slices.Contains(enum, v) {
+			return fmt.Errorf("%s: %v is not one of %v", at, v, enum)
+		}
+	case "integer", "number":
+		f, ok := v.(float64)
+		if !ok {
+			return fmt.Errorf("%s: want a number, got %T", at, v)
+		}
+		if s["type"] == "integer" && f != float64(int64(f)) && f < 1e18 {
+			return fmt.Errorf("%s: want an integer, got %v", at, f)
+		}
+	case "boolean":
+		if _, ok := v.(bool); !ok {
+			return fmt.Errorf("%s: want a boolean, got %T", at, v)
+		}
+	}
+	return nil
 }
