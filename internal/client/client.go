@@ -330,8 +330,8 @@ func (c *Client) unreachable(ctx context.Context, err error) error {
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	if errors.Is(err, syscall.ECONNREFUSED) {
-		err = fmt.Errorf("connection refused (is the controller running? start it with lightpath controller --listen ...): %w", syscall.ECONNREFUSED)
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+		err = fmt.Errorf("%w (is a controller running there?)", err)
 	}
 	return &UnreachableError{URL: c.url, Err: err}
 }
