@@ -569,6 +569,16 @@ func runReserveCreate(cmd *cobra.Command, o *ctlFlags, f createFlags, hold strin
 		if ctx.Err() == nil {
 			resp, err = c.CreateReservation(ctx, req)
 		}
+		// A start of "now" may have passed while the first try hung. The
+		// controller answers a known key before it checks the start, so
+		// this refusal proves nothing was booked: ask again from now.
+		var ae *client.APIError
+		if errors.As(err, &ae) && ae.Detail.Code == api.CodeInvalid && ae.Detail.Field == "start" && startsNow(f.start) && ctx.Err() == nil {
+			if fresh := resolveNow(); req.End.IsZero() || req.End.After(fresh) {
+				req.Start = fresh
+				resp, err = c.CreateReservation(ctx, req)
+			}
+		}
 	}
 	out := cmd.OutOrStdout()
 	if err != nil {
@@ -595,6 +605,11 @@ func runReserveCreate(cmd *cobra.Command, o *ctlFlags, f createFlags, hold strin
 		fmt.Fprintf(out, "  commit before %s, or it is released: lightpath reserve commit %s\n", fmtTime(r.HoldExpires), r.ID)
 	}
 	return nil
+}
+
+// startsNow reports whether a --start means the moment the command runs.
+func startsNow(s string) bool {
+	return strings.TrimSpace(s) == "" || strings.EqualFold(strings.TrimSpace(s), "now")
 }
 
 // createdLine is create's --json line: the reservation object, plus

@@ -371,6 +371,38 @@ func TestCreateRetriesOnce(t *testing.T) {
 		t.Errorf("--json line %q (%v)", out, err)
 	}
 
+	// The first try hung until its start had passed: the second is refused
+	// for its start (so nothing was booked), and a third asks from now.
+	f4 := &fakeController{handle: func(w http.ResponseWriter, r *http.Request, n int) bool {
+		switch n {
+		case 1:
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			conn.Close()
+			return true
+		case 2:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(400)
+			io.WriteString(w, `{"error":{"code":"invalid","field":"start","message":"start is in the past"}}`)
+			return true
+		}
+		return false
+	}}
+	srv4 := httptest.NewServer(f4)
+	defer srv4.Close()
+	if _, err := runCLI(t, srv4.URL, "reserve", "create", "--from", "a1", "--to", "b1", "--bandwidth", "500M", "--duration", "2h"); err != nil {
+		t.Errorf("create after a start went by: %v", err)
+	}
+	if bs := f4.bodiesSeen(); len(bs) != 3 || bs[2]["idempotency_key"] != bs[0]["idempotency_key"] || bs[2]["start"].(string) < bs[0]["start"].(string) {
+		t.Errorf("requests after a start went by: %v", bs)
+	}
+	// Not so for a start the user gave.
+	f4.mu.Lock()
+	f4.bodies, f4.paths = nil, nil
+	f4.mu.Unlock()
+	if _, err := runCLI(t, srv4.URL, "reserve", "create", "--from", "a1", "--to", "b1", "--bandwidth", "500M", "--start", "+1h", "--duration", "2h"); err == nil {
+		t.Error("a refused start was sent again")
+	}
+
 	// Two lost answers: the second failure is reported.
 	f2 := &fakeController{handle: func(w http.ResponseWriter, r *http.Request, n int) bool {
 		conn, _, _ := w.(http.Hijacker).Hijack()
