@@ -425,6 +425,7 @@ token from --controller-token-file F or $LIGHTPATH_CONTROLLER_TOKEN, and
   lightpath reserve cancel r-7c1e --reason "run postponed"`,
 	}
 	o.register(cmd.PersistentFlags())
+	verbGroup(cmd)
 	cmd.AddCommand(newReserveCreateCmd(&o), newReserveFindCmd(&o), newReserveListCmd(&o), newReserveShowCmd(&o),
 		newReserveModifyCmd(&o), newReserveCancelCmd(&o), newReserveCommitCmd(&o), newReserveWatchCmd(&o),
 		newReserveExclusiveCmd(&o))
@@ -470,7 +471,7 @@ and the controller books it once.`,
   lightpath reserve create --from a1 --to b1 --bandwidth 2G --duration 30m --hold
   lightpath reserve create --from a1 --to b1 --size 2TB --deadline +12h --bandwidth 5G
   lightpath reserve create --from a1 --to b1 --bandwidth 500M --duration 1h --json | jq -r .id`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			hold := f.hold
 			if hold == "default" {
@@ -650,7 +651,7 @@ fails and names the alternatives.`,
   lightpath reserve find --from a1 --to b1 --bandwidth 500M --duration 2h --all --horizon +2d
   lightpath reserve find --from a1 --to b1 --start +1h --duration 2h --widest
   lightpath reserve find --from a1 --to b1 --size 2TB --bandwidth 5G`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runReserveFind(cmd, o, f) },
 	}
 	fs := cmd.Flags()
@@ -802,7 +803,7 @@ or everyone's when your role is operator or admin. The filters combine;
   lightpath reserve list --state HELD,RESERVED --node ra
   lightpath reserve list --owner alice --project cms --after now --before +1d
   lightpath reserve list --json | jq -r 'select(.id) | .id'`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			const what = "reserve list"
 			now := resolveNow()
@@ -888,6 +889,34 @@ did what, when and why).`,
 			return nil
 		},
 	}
+}
+
+// noArgs refuses positional arguments with the project's error wording
+// (cobra's "unknown command" would read as a missing verb).
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		what := strings.TrimPrefix(cmd.CommandPath(), "lightpath ")
+		return fmt.Errorf("%s: unexpected argument %q: it takes flags only (see 'lightpath %s --help')", what, args[0], what)
+	}
+	return nil
+}
+
+// verbGroup makes cmd, a command that only groups verbs, print its help
+// when run alone and refuse an unknown verb, and words its children's
+// flag errors with their full path ("reserve create: unknown flag").
+func verbGroup(cmd *cobra.Command) *cobra.Command {
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return c.Help()
+		}
+		what := strings.TrimPrefix(c.CommandPath(), "lightpath ")
+		return fmt.Errorf("%s: unknown verb %q (see 'lightpath %s --help')", what, args[0], what)
+	}
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		what := strings.TrimPrefix(c.CommandPath(), "lightpath ")
+		return fmt.Errorf("%s: %w (see 'lightpath %s --help')", what, err, what)
+	})
+	return cmd
 }
 
 // exactArgs is cobra.ExactArgs with the project's error wording.
@@ -1117,7 +1146,12 @@ runs until interrupted. A lost connection is resumed where it stopped.`,
 		Example: `  lightpath reserve watch
   lightpath reserve watch r-7c1e --until ACTIVE --timeout 10m && lightpath cp ...
   lightpath reserve watch --json`,
-		Args: cobra.MaximumNArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return fmt.Errorf("reserve watch: want at most one ID, got %d arguments", len(args))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := ""
 			if len(args) == 1 {
@@ -1323,7 +1357,7 @@ bandwidth.`,
   lightpath reserve exclusive cancel x-42aa`,
 	}
 	cmd.AddCommand(newExclusiveCreateCmd(o), newExclusiveListCmd(o), newExclusiveCancelCmd(o))
-	return cmd
+	return verbGroup(cmd)
 }
 
 func newExclusiveCreateCmd(o *ctlFlags) *cobra.Command {
@@ -1337,7 +1371,7 @@ func newExclusiveCreateCmd(o *ctlFlags) *cobra.Command {
 someone else's reservation or hold already touches those nodes then.`,
 		Example: `  lightpath reserve exclusive create --node b1 --start 2026-05-01T08:00:00Z --end 2026-05-01T16:00:00Z
   lightpath reserve exclusive create --site site-b --duration 2h`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			const what = "reserve exclusive create"
 			if (node == "") == (site == "") {
@@ -1384,7 +1418,7 @@ func newExclusiveListCmd(o *ctlFlags) *cobra.Command {
 		Short:   "List exclusive holds of nodes and sites",
 		Example: `  lightpath reserve exclusive list
   lightpath reserve exclusive list --json`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			const what = "reserve exclusive list"
 			c, err := o.client()

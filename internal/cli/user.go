@@ -40,6 +40,7 @@ as lightpath reserve does.`,
   lightpath user token revoke t-5d2f`,
 	}
 	o.register(cmd.PersistentFlags())
+	verbGroup(cmd)
 	cmd.AddCommand(newUserAddCmd(&o), newUserListCmd(&o), newUserWhoamiCmd(&o), newUserTokenCmd(&o))
 	return cmd
 }
@@ -98,7 +99,7 @@ func newUserListCmd(o *ctlFlags) *cobra.Command {
 		Short:   "List users (admins)",
 		Example: `  lightpath user list
   lightpath user list --json`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			const what = "user list"
 			c, err := o.client()
@@ -138,7 +139,7 @@ func newUserWhoamiCmd(o *ctlFlags) *cobra.Command {
 		Use:     "whoami",
 		Short:   "Show whose token this is: the user, role and projects",
 		Example: `  lightpath user whoami --controller-token-file alice.token`,
-		Args:    cobra.NoArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			const what = "user whoami"
 			c, err := o.client()
@@ -171,7 +172,7 @@ created.`,
   lightpath user token revoke t-5d2f`,
 	}
 	cmd.AddCommand(newTokenCreateCmd(o), newTokenListCmd(o), newTokenRevokeCmd(o))
-	return cmd
+	return verbGroup(cmd)
 }
 
 func newTokenCreateCmd(o *ctlFlags) *cobra.Command {

@@ -306,6 +306,11 @@ func TestControllerCLILifecycle(t *testing.T) {
 		{"no window", []string{"reserve", "create", "--from", "a1", "--to", "b1", "--bandwidth", "1G"}, []string{"--duration"}},
 		{"a bad state", []string{"reserve", "list", "--state", "RUNNING"}, []string{"--state", "RUNNING"}},
 		{"watch --until without an ID", []string{"reserve", "watch", "--until", "ACTIVE"}, []string{"ID"}},
+		{"an unknown verb", []string{"reserve", "book"}, []string{"reserve", "book"}},
+		{"an unknown flag", []string{"reserve", "create", "--frobnicate"}, []string{"reserve create", "--frobnicate"}},
+		{"an argument create does not take", []string{"reserve", "create", "a1"}, []string{"reserve create", "a1"}},
+		{"show without an ID", []string{"reserve", "show"}, []string{"reserve show", "ID"}},
+		{"token create without a name", []string{"user", "token", "create"}, []string{"user token create", "NAME"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkFailure(t, "lightpath "+strings.Join(tc.args, " "), c.lp(adm, tc.args...), tc.want...)
