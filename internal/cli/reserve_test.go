@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -606,5 +607,61 @@ func TestControllerFlags(t *testing.T) {
 	ln.Close()
 	if _, err := runCLI(t, "http://"+addr, "reserve", "list"); err == nil || !strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "\n") {
 		t.Errorf("no controller: %v", err)
+	}
+}
+
+// TestWatchResumes checks watch resumes a broken event stream after the
+// last event it read, and ends when the reservation reaches the state.
+func TestWatchResumes(t *testing.T) {
+	withUTC(t)
+	reserved := tableResv[0]
+	reserved.State, reserved.Degraded = reserve.StateReserved, false
+	active := reserved
+	active.State = reserve.StateActive
+	var mu sync.Mutex
+	var lastIDs []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/v1/reservations/r-1":
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(api.ReservationResponse{Reservation: reserved})
+		case "/api/v1/events":
+			mu.Lock()
+			lastIDs = append(lastIDs, r.Header.Get("Last-Event-ID"))
+			n := len(lastIDs)
+			mu.Unlock()
+			w.Header().Set("Content-Type", "text/event-stream")
+			ev := api.Event{Seq: uint64(n), Kind: "reservation", Reservation: &reserved,
+				Transition: &reserve.Transition{From: reserve.StateReserved, To: reserve.StateReserved, Event: reserve.EventModify, At: cliT0, By: "alice", Version: 2}}
+			if n == 2 {
+				ev.Reservation = &active
+				ev.Transition = &reserve.Transition{From: reserve.StateReserved, To: reserve.StateActive, Event: reserve.EventStartReached, At: cliT0, By: "controller", Version: 3}
+			}
+			b, _ := json.Marshal(ev)
+			// An event for someone else's reservation is skipped.
+			io.WriteString(w, "id: 0\nevent: reservation\ndata: {\"seq\":0,\"kind\":\"reservation\",\"reservation\":{\"id\":\"r-other\"}}\n\n")
+			io.WriteString(w, "id: "+strconv.Itoa(n)+"\nevent: reservation\ndata: "+string(b)+"\n\n")
+			// The first stream then breaks; the second stays open.
+			if n == 2 {
+				w.(http.Flusher).Flush()
+				<-r.Context().Done()
+			}
+		default:
+			w.WriteHeader(404)
+		}
+	}))
+	defer srv.Close()
+	out, err := runCLI(t, srv.URL, "reserve", "watch", "r-1", "--until", "ACTIVE", "--timeout", "20s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "r-1  RESERVED  modify by alice") || !strings.Contains(lines[1], "r-1  RESERVED → ACTIVE  start-reached by controller") {
+		t.Errorf("watch printed:\n%s", out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lastIDs) != 2 || lastIDs[0] != "" || lastIDs[1] != "1" {
+		t.Errorf("Last-Event-ID sent: %q", lastIDs)
 	}
 }
