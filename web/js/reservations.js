@@ -83,10 +83,10 @@ export class Reservations {
     return h('tr', { id: `res-${r.id}`, dataset: { id: r.id, state: r.state } },
       h('td', { className: 'id' }, h('code', {}, r.id), r.project ? h('div', { className: 'hint' }, r.project) : ''),
       h('td', { className: 'owner-col' }, r.owner),
-      h('td', {}, `${r.from} → ${r.to}`),
+      h('td', { className: 'nodes' }, `${r.from} → ${r.to}`),
       h('td', { className: 'num' }, formatRate(r.bandwidth_bps)),
       h('td', {}, windowEl(r.start, r.end)),
-      h('td', { className: 'path' }, pathText(r.path)),
+      h('td', { className: 'path', title: pathText(r.path) }, (r.path || []).map((hop) => hop.link).join(' · ')),
       state,
       actions);
   }

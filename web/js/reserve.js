@@ -132,12 +132,21 @@ export class ReserveForm {
     const body = { from, to, bandwidth_bps: bandwidth, duration: durText };
     const startEl = this.el('start');
     if (startEl.value) {
+      // A slot found by the scheduler is sent back exactly as it came: the
+      // controller's instants have nanoseconds, a Date only milliseconds,
+      // and a start a fraction early can overlap the booking before it.
       let start;
-      if (startEl.dataset.iso && startEl.value === startEl.dataset.shown) start = new Date(startEl.dataset.iso);
-      else start = fromLocalInput(startEl.value);
+      let iso;
+      if (startEl.dataset.iso && startEl.value === startEl.dataset.shown) {
+        iso = startEl.dataset.iso;
+        start = new Date(iso);
+      } else {
+        start = fromLocalInput(startEl.value);
+        iso = start && start.toISOString();
+      }
       if (!start || Number.isNaN(start.getTime())) throw invalid('start', 'the start is not a valid date and time');
       if (start.getTime() < Date.now() - 60000) throw invalid('start', `the start (${start.toLocaleString()}) is in the past: clear it to start now`);
-      if (start.getTime() > Date.now() + NOW_SLACK_MS) body.start = start.toISOString();
+      if (start.getTime() > Date.now() + NOW_SLACK_MS) body.start = iso;
     }
     const project = this.el('project').value;
     if (project) body.project = project;
@@ -260,26 +269,20 @@ export class ReserveForm {
   }
 
   // take books an alternative the controller offered: its bandwidth and
-  // window (starting now if its start has passed) on its path. The form
-  // shows what was taken.
+  // window (from now if its start has passed) on its path, with the
+  // instants sent back as they came. The form shows what was taken.
   take(slot, body) {
     const start = Date.parse(slot.start);
     const end = Date.parse(slot.end);
-    const req = { ...body, bandwidth_bps: slot.bandwidth_bps || body.bandwidth_bps };
+    const req = { ...body, bandwidth_bps: slot.bandwidth_bps || body.bandwidth_bps, end: slot.end };
     delete req.start;
     delete req.duration;
-    if (start > Date.now() + NOW_SLACK_MS) {
-      req.start = new Date(start).toISOString();
-      req.end = new Date(end).toISOString();
-    } else {
-      req.duration = goDuration(end - Math.max(start, Date.now()));
-    }
+    if (start > Date.now() + NOW_SLACK_MS) req.start = slot.start;
     if (slot.path?.length) req.path = slot.path.map((hop) => hop.link);
     this.el('bandwidth').value = formatRate(req.bandwidth_bps);
     this.hintBandwidth();
-    if (req.start) this.setStart(req.start);
-    else this.setStart(null);
-    this.el('duration').value = req.duration || goDuration(end - start);
+    this.setStart(req.start || null);
+    this.el('duration').value = goDuration(end - Math.max(start, Date.now()));
     for (const b of this.result.querySelectorAll('button.take')) b.disabled = true;
     return this.book(req);
   }

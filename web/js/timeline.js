@@ -7,7 +7,7 @@ import { api } from './api.js';
 import { h, show } from './dom.js';
 import { formatRate, formatRateShort, formatWindow, parseDuration, utc } from './units.js';
 
-const CHART_HEIGHT = 150;
+const CHART_HEIGHT = 120;
 const LANE_HEIGHT = 24;
 
 export class Timeline {
@@ -141,7 +141,7 @@ export class Timeline {
       },
       axes: [
         {},
-        { size: 64, values: (u, splits) => splits.map(formatRateShort) },
+        { size: 64, space: 24, values: (u, splits) => splits.map(formatRateShort) },
       ],
       series: [
         { label: 'time', value: (u, v) => (v == null ? '—' : new Date(v * 1000).toLocaleString()) },
@@ -150,6 +150,7 @@ export class Timeline {
           stroke: '#1f5fbf',
           width: 2,
           fill: 'rgba(31, 95, 191, 0.18)',
+          points: { show: false },
           paths: window.uPlot.paths.stepped({ align: 1 }),
           value: (u, v) => (v == null ? '—' : formatRate(v)),
         },

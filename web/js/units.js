@@ -140,10 +140,10 @@ export function formatDuration(ms) {
   return out;
 }
 
-// goDuration writes milliseconds as a Go duration string in whole seconds
-// ("1h30m", "45m", "90s" reads as "1m30s").
+// goDuration writes milliseconds as a Go duration string in whole seconds,
+// rounded down: "1h30m", "45m", "1m30s".
 export function goDuration(ms) {
-  let s = Math.max(1, Math.round(ms / 1000));
+  let s = Math.max(1, Math.floor(ms / 1000));
   const h = Math.floor(s / 3600);
   s -= h * 3600;
   const m = Math.floor(s / 60);
