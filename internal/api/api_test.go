@@ -922,3 +922,55 @@ func TestPolicy(t *testing.T) {
 		t.Errorf("policy after a restart %+v", got)
 	}
 }
+
+// TestRetryWithoutStart retries a create that left the start to the
+// controller ("now"): the retry, later, is the same request.
+func TestRetryWithoutStart(t *testing.T) {
+	e := newEnv(t, sqliteURL(t), oneLink)
+	req := api.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Duration: "1h", IdempotencyKey: "k", Hold: "max"}
+	st, first, raw := e.create(e.admin, req)
+	if st != 201 || !first.Reservation.HoldExpires.Equal(t0.Add(controller.DefaultMaxHold)) {
+		t.Fatalf("first: %d %s", st, raw)
+	}
+	e.clk.Add(30 * time.Second)
+	st, again, raw := e.create(e.admin, req)
+	if st != 200 || again.Reservation.ID != first.Reservation.ID {
+		t.Fatalf("retry 30 s later: %d %s", st, raw)
+	}
+}
+
+// TestEventReplay reconnects to the event stream with Last-Event-ID and
+// gets what was sent meanwhile.
+func TestEventReplay(t *testing.T) {
+	e := newEnv(t, sqliteURL(t), oneLink)
+	for i := range 3 {
+		e.create(e.admin, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Start: t0.Add(time.Duration(i+1) * time.Hour), Duration: "1h"})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/api/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+e.admin)
+	req.Header.Set("Last-Event-ID", "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	var ids []string
+	for len(ids) < 2 {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id, ok := strings.CutPrefix(line, "id: "); ok {
+			ids = append(ids, strings.TrimSpace(id))
+		}
+		if strings.HasPrefix(line, "event: missed") {
+			t.Fatal("events reported missed although all are kept")
+		}
+	}
+	if ids[0] != "2" || ids[1] != "3" {
+		t.Errorf("replayed %v, want [2 3]", ids)
+	}
+}

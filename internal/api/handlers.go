@@ -181,8 +181,10 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request, a con
 	if dur > 0 && !in.End.IsZero() {
 		return invalid("duration", "give an end or a duration, not both")
 	}
-	hold, err := parseDuration("hold", in.Hold)
-	if err != nil {
+	var hold time.Duration
+	if in.Hold == "max" {
+		hold = s.c.MaxHold()
+	} else if hold, err = parseDuration("hold", in.Hold); err != nil {
 		return err
 	}
 	if in.SizeBytes == 0 && in.End.IsZero() && dur == 0 {
@@ -334,12 +336,25 @@ func (s *Server) eventStream(w http.ResponseWriter, r *http.Request, a controlle
 	if !ok {
 		return fmt.Errorf("the connection cannot stream")
 	}
-	ch, cancel := s.c.Subscribe(a, r.URL.Query().Get("id"))
+	var after uint64
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return invalid("Last-Event-ID", "Last-Event-ID %q: want the id of an event", v)
+		}
+		after = n
+	}
+	ch, cancel, missed := s.c.Subscribe(a, r.URL.Query().Get("id"), after)
 	defer cancel()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprintf(w, ": lightpath events for %s\n\n", a.Name)
+	if missed {
+		// Say so in the stream, so a client knows to re-read what it
+		// follows rather than trust the replay.
+		fmt.Fprint(w, "event: missed\ndata: {}\n\n")
+	}
 	fl.Flush()
 	tick := time.NewTicker(15 * time.Second)
 	defer tick.Stop()

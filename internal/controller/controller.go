@@ -242,6 +242,9 @@ func describeTransitions(trs []reserve.Transition) string {
 // Close stops the event stream's subscribers. The store is the caller's.
 func (c *Controller) Close() { c.events.close() }
 
+// MaxHold returns the longest hold a client may ask for.
+func (c *Controller) MaxHold() time.Duration { return c.maxHold }
+
 // StoreKind names the backend.
 func (c *Controller) StoreKind() string { return c.kind }
 

@@ -27,10 +27,20 @@ type subscriber struct {
 	ch    chan Event
 }
 
+// replayLen is how many recent events the broker keeps for clients that
+// reconnect with the last event they saw (SSE's Last-Event-ID).
+const replayLen = 4096
+
+type published struct {
+	ev        Event
+	owner, id string
+}
+
 type broker struct {
 	mu     sync.Mutex
 	seq    uint64
 	subs   map[*subscriber]struct{}
+	recent []published // the last replayLen events, oldest first
 	closed bool
 }
 
@@ -38,16 +48,29 @@ func newBroker() *broker { return &broker{subs: map[*subscriber]struct{}{}} }
 
 // Subscribe returns a channel of the events a may see (about reservation
 // id only, when id is not empty), and a function that ends the
-// subscription. The channel is closed when the subscriber falls too far
-// behind or the controller closes.
-func (c *Controller) Subscribe(a Actor, id string) (<-chan Event, func()) {
+// subscription. With after > 0 it first replays the kept events after
+// that sequence number, and reports whether some it should have replayed
+// are no longer kept. The channel is closed when the subscriber falls too
+// far behind or the controller closes.
+func (c *Controller) Subscribe(a Actor, id string, after uint64) (<-chan Event, func(), bool) {
 	b := c.events
-	s := &subscriber{actor: a, id: id, ch: make(chan Event, subBuffer)}
+	s := &subscriber{actor: a, id: id, ch: make(chan Event, subBuffer+replayLen)}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		close(s.ch)
-		return s.ch, func() {}
+		return s.ch, func() {}, false
+	}
+	missed := false
+	if after > 0 {
+		if len(b.recent) > 0 && b.recent[0].ev.Seq > after+1 {
+			missed = true
+		}
+		for _, p := range b.recent {
+			if p.ev.Seq > after && s.wants(p.owner, p.id) {
+				s.ch <- p.ev
+			}
+		}
 	}
 	b.subs[s] = struct{}{}
 	return s.ch, func() {
@@ -57,7 +80,11 @@ func (c *Controller) Subscribe(a Actor, id string) (<-chan Event, func()) {
 			delete(b.subs, s)
 			close(s.ch)
 		}
-	}
+	}, missed
+}
+
+func (s *subscriber) wants(owner, id string) bool {
+	return s.actor.sees(owner) && (s.id == "" || s.id == id)
 }
 
 func (b *broker) publish(ev Event, owner, id string) {
@@ -65,8 +92,13 @@ func (b *broker) publish(ev Event, owner, id string) {
 	defer b.mu.Unlock()
 	b.seq++
 	ev.Seq = b.seq
+	if len(b.recent) == replayLen {
+		copy(b.recent, b.recent[1:])
+		b.recent = b.recent[:replayLen-1]
+	}
+	b.recent = append(b.recent, published{ev: ev, owner: owner, id: id})
 	for s := range b.subs {
-		if !s.actor.sees(owner) || (s.id != "" && s.id != id) {
+		if !s.wants(owner, id) {
 			continue
 		}
 		select {

@@ -52,15 +52,11 @@ func (c *Controller) CreateExclusive(ctx context.Context, a Actor, in ExclusiveI
 		return reserve.Exclusive{}, err
 	}
 	if xs := reserve.ExclusiveConflicts(a.Name, nodes, x.Start, x.End, c.exclusives(), now); len(xs) > 0 {
-		return reserve.Exclusive{}, &reserve.ExclusiveConflictError{Holds: xs, Message: exclusiveMessage(xs)}
+		return reserve.Exclusive{}, &reserve.ExclusiveConflictError{Holds: xs, Message: "others hold some of these nodes exclusively then"}
 	}
 	if rs := reserve.ReservationsBlocking(a.Name, nodes, x.Start, x.End, c.liveList()); len(rs) > 0 {
 		sort.Slice(rs, func(i, j int) bool { return rs[i].ID < rs[j].ID })
-		msg := fmt.Sprintf("%d reservations of other users use these nodes in that window, the first %s by %s (%s)", len(rs), rs[0].ID, rs[0].Owner, describe(rs[0]))
-		if len(rs) == 1 {
-			msg = fmt.Sprintf("reservation %s by %s uses these nodes in that window (%s)", rs[0].ID, rs[0].Owner, describe(rs[0]))
-		}
-		return reserve.Exclusive{}, &reserve.ExclusiveConflictError{Reservations: rs, Message: msg}
+		return reserve.Exclusive{}, &reserve.ExclusiveConflictError{Reservations: rs, Message: "other users' reservations use these nodes then"}
 	}
 	where := "node " + x.Node
 	if x.Site != "" {

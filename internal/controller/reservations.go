@@ -107,6 +107,14 @@ func (c *Controller) Create(ctx context.Context, a Actor, in CreateInput) (Creat
 	if in.Key != "" {
 		stored, err := c.st.GetReservationByKey(ctx, owner, in.Key)
 		if err == nil {
+			if in.Start.IsZero() {
+				// "Now" was the controller's choice, made on the first
+				// try: a retry's now is later.
+				req.Start = stored.Start
+				if in.End.IsZero() && in.Duration > 0 {
+					req.End = stored.Start.Add(in.Duration)
+				}
+			}
 			if in.SizeBytes > 0 {
 				// The window was the scheduler's choice: compare only
 				// what the client chose.
@@ -178,7 +186,7 @@ func (c *Controller) Create(ctx context.Context, a Actor, in CreateInput) (Creat
 		return Created{}, err
 	}
 	if xs := reserve.ExclusiveConflicts(owner, req.Nodes(), req.Start, req.End, c.exclusives(), now); len(xs) > 0 {
-		return Created{}, &reserve.ExclusiveConflictError{Holds: xs, Message: exclusiveMessage(xs)}
+		return Created{}, &reserve.ExclusiveConflictError{Holds: xs, Message: "the path crosses nodes held exclusively by others then"}
 	}
 	req.ManagedNodes = c.managedOn(req.From, req.To, req.Path, now)
 	if !req.FlowSpec.IsZero() {
@@ -256,19 +264,6 @@ func describe(r reserve.Reservation) string {
 	}
 	return fmt.Sprintf("%s %s>%s %s %s..%s via %s", r.State, r.From, r.To, units.FormatRate(float64(r.Bandwidth)),
 		r.Start.Format(time.RFC3339), r.End.Format(time.RFC3339), p)
-}
-
-func exclusiveMessage(xs []reserve.Exclusive) string {
-	x := xs[0]
-	what := "node " + x.Node
-	if x.Site != "" {
-		what = "site " + x.Site
-	}
-	msg := fmt.Sprintf("%s is held exclusively by %s from %s to %s (hold %s)", what, x.Owner, x.Start.Format(time.RFC3339), x.End.Format(time.RFC3339), x.ID)
-	if len(xs) > 1 {
-		msg += fmt.Sprintf(" and %d more holds", len(xs)-1)
-	}
-	return msg
 }
 
 // FindInput is a scheduling question.
@@ -387,6 +382,9 @@ func (c *Controller) Find(ctx context.Context, a Actor, in FindInput) (reserve.R
 		return res, &reserve.RequestError{Field: "mode", Message: fmt.Sprintf("mode %q: want fixed, widest, earliest, all or completion", in.Mode)}
 	}
 	if err != nil {
+		if in.Mode == FindFixed || in.Mode == "" {
+			return res, c.refuse(err, reserve.Reservation{From: in.From, To: in.To, Bandwidth: in.Bandwidth, Start: start, End: end}, horizon)
+		}
 		if errors.Is(err, reserve.ErrCapacity) || errors.Is(err, reserve.ErrNoPath) || errors.Is(err, reserve.ErrNoSlot) {
 			return res, &Refusal{Err: fmt.Errorf("%w: %v", reserve.ErrCapacity, err)}
 		}
@@ -514,7 +512,7 @@ func (c *Controller) Modify(ctx context.Context, a Actor, id string, in ModifyIn
 	restore()
 	upd.Path = toPathHops(hops)
 	if xs := reserve.ExclusiveConflicts(old.Owner, upd.Nodes(), upd.Start, upd.End, c.exclusives(), now); len(xs) > 0 {
-		return Created{}, &reserve.ExclusiveConflictError{Holds: xs, Message: exclusiveMessage(xs)}
+		return Created{}, &reserve.ExclusiveConflictError{Holds: xs, Message: "the new path or window crosses nodes held exclusively by others"}
 	}
 	ch := reserve.Modification{}
 	if !upd.Start.Equal(old.Start) {

@@ -19,6 +19,16 @@ import (
 // ErrUnauthorized is a request without a usable token (401).
 var ErrUnauthorized = errors.New("unauthorized")
 
+// authError says why a token is not usable; it matches ErrUnauthorized.
+type authError struct{ msg string }
+
+func (e *authError) Error() string        { return e.msg }
+func (e *authError) Is(target error) bool { return target == ErrUnauthorized }
+
+func unauthorized(format string, args ...any) error {
+	return &authError{msg: fmt.Sprintf(format, args...)}
+}
+
 // AdminUser is the user a fresh controller creates for its admin token.
 const AdminUser = "admin"
 
@@ -47,7 +57,7 @@ func (a *authCache) init() { a.m = map[store.TokenHash]authEntry{} }
 // ErrUnauthorized that says why (unknown, expired, revoked).
 func (c *Controller) Authenticate(ctx context.Context, token string) (Actor, error) {
 	if token == "" {
-		return Actor{}, fmt.Errorf("%w: no token: send Authorization: Bearer TOKEN", ErrUnauthorized)
+		return Actor{}, unauthorized("no token: send Authorization: Bearer TOKEN")
 	}
 	h := store.HashToken(token)
 	now := c.now()
@@ -57,7 +67,7 @@ func (c *Controller) Authenticate(ctx context.Context, token string) (Actor, err
 	if !ok || now.Sub(e.fetched) > authTTL {
 		t, err := c.st.TokenByHash(ctx, h)
 		if errors.Is(err, reserve.ErrNotFound) {
-			return Actor{}, fmt.Errorf("%w: unknown token", ErrUnauthorized)
+			return Actor{}, unauthorized("unknown token")
 		} else if err != nil {
 			return Actor{}, fmt.Errorf("look up token: %w", err)
 		}
@@ -75,9 +85,9 @@ func (c *Controller) Authenticate(ctx context.Context, token string) (Actor, err
 	}
 	switch {
 	case !e.tok.RevokedAt.IsZero():
-		return Actor{}, fmt.Errorf("%w: token %s was revoked at %s", ErrUnauthorized, e.tok.ID, e.tok.RevokedAt.Format(time.RFC3339))
+		return Actor{}, unauthorized("token %s was revoked at %s", e.tok.ID, e.tok.RevokedAt.Format(time.RFC3339))
 	case !e.tok.ExpiresAt.IsZero() && !now.Before(e.tok.ExpiresAt):
-		return Actor{}, fmt.Errorf("%w: token %s expired at %s", ErrUnauthorized, e.tok.ID, e.tok.ExpiresAt.Format(time.RFC3339))
+		return Actor{}, unauthorized("token %s expired at %s", e.tok.ID, e.tok.ExpiresAt.Format(time.RFC3339))
 	}
 	return e.actor, nil
 }
