@@ -1,32 +1,40 @@
 #!/usr/bin/env bash
-# scheduler.sh: the scheduler and the store, measured directly on the
-# workload of issue 4: a generated topology of 1,000 nodes and 3,000 links
-# with 100,000 existing bookings (reserve.GenerateWorkload). It does NOT go
-# through the controller's HTTP API, which does not exist yet; the
-# controller issue will extend this script to measure through it.
+# scheduler.sh: the scheduler of issue 4 on its workload, a generated
+# topology of 1,000 nodes and 3,000 links with 100,000 existing bookings
+# (reserve.GenerateWorkload), measured through the controller's real HTTP
+# API and, for comparison, directly on the layers under it.
 #
 #   bench/scheduler.sh [--json]
 #
-# It builds bench/schedbench and runs it twice:
-#   SQLite      a database file on /dev/shm: every query kind QUERIES times
-#               (p50, p99, max latency, share that found nothing), then LOAD
-#               existing bookings stored (1,000 per transaction) and CREATES
-#               creates from 8 goroutines, each one store.Tx running
-#               admission on the in-memory schedule (FixedSlot, or Admit on
-#               a given path), inserting the reservation and adding it to
-#               the schedule.
-#   PostgreSQL  the same load and creates against a throwaway cluster
-#               (scripts/postgres.sh, fsync off); "unavailable (why)" when
-#               not root or PostgreSQL is not installed.
-# The in-memory schedule always holds all 100,000 bookings; LOAD only says
-# how many of them are also rows in the database the creates write to.
+# It builds bench/schedbench and runs it four times, each on a fresh
+# database (a file on /dev/shm for SQLite; for PostgreSQL a throwaway
+# cluster, scripts/postgres.sh, fsync off, with one database per run;
+# "unavailable (why)" when not root or PostgreSQL is not installed):
+#   api     (SQLite, PostgreSQL) the 100,000 bookings stored as RESERVED
+#           reservations (1,000 per transaction); controller.Open on them,
+#           timed (start-up: every live reservation restored and booked);
+#           api.NewServer served on 127.0.0.1 and, from a plain net/http
+#           client with keep-alive and a user's bearer token, QUERIES
+#           POST /api/v1/find per mode one after the other (p50, p99, max of
+#           the round trip, and the share answered 409: nothing fits), then
+#           CREATES POST /api/v1/reservations from 8 concurrent clients,
+#           each with its own idempotency key (creates/s, accepted and
+#           refused). Any answer but 2xx or 409 fails the run.
+#   direct  (SQLite, PostgreSQL; informational) every query kind of
+#           internal/reserve QUERIES times on the in-memory schedule (SQLite
+#           run only), LOAD bookings stored, and CREATES creates from 8
+#           goroutines, each one store.Tx running admission on the schedule,
+#           inserting the reservation and adding it to the schedule: what
+#           the controller costs on top shows against these.
 #
-# Targets (issue 4): fixed-slot p99 < 10 ms, earliest-start p99 < 100 ms
-# (fixed path and any path), >= 500 creates/s on SQLite; each PASS or FAIL.
+# Targets (issue 4), judged on the api rows: fixed-slot p99 < 10 ms and
+# earliest-start p99 < 100 ms (fixed path and any path), on every store
+# measured; >= 500 creates/s on SQLite. Each PASS or FAIL.
 #
 # Environment: QUERIES (1000 per kind), CREATES (2000), LOAD (100000, at
-# most 100000; fewer makes a quicker run), SEED
-# (1), JSON=1 (same as --json: NDJSON on stdout, the table on stderr).
+# most 100000; direct runs only, the api runs always store all 100,000),
+# SEED (1), JSON=1 (same as --json: NDJSON of every run on stdout, the
+# table on stderr).
 # Exit 0 when the measurements completed (whatever the targets), 2 on the
 # script's own errors.
 set -euo pipefail
@@ -70,13 +78,25 @@ trap 'exit 143' TERM
 log "building schedbench"
 (cd "$REPO" && go build -o "$W/schedbench" ./bench/schedbench) || die "go build ./bench/schedbench failed"
 
-args=(-creates "$CREATES" -load "$LOAD" -seed "$SEED" -json)
+args=(-creates "$CREATES" -seed "$SEED" -json)
 
-SQLITE_ERR=
-log "SQLite: $QUERIES queries per kind, $LOAD bookings loaded, $CREATES creates"
-timed "$W/sqlite.json" 1800 "$W/schedbench" -queries "$QUERIES" -db "sqlite:$W/bench.db" "${args[@]}" ||
-	SQLITE_ERR=$RUN_ERROR
-cat "$W/sqlite.json.err" >&2 || true
+# bench NAME ARG... runs schedbench with its NDJSON in $W/NAME.json and its
+# progress passed on to stderr; ERR[NAME] is empty, or why it failed.
+declare -A ERR=()
+bench() {
+	local name=$1
+	shift
+	ERR[$name]=
+	timed "$W/$name.json" 1800 "$W/schedbench" "$@" "${args[@]}" || ERR[$name]=$RUN_ERROR
+	cat "$W/$name.json.err" >&2 || true
+}
+
+log "SQLite, api: 100000 reservations, controller start-up, $QUERIES finds per mode, $CREATES creates"
+bench sqlite-api -api -queries "$QUERIES" -db "sqlite:$W/api.db"
+rm -f -- "$W"/api.db*
+log "SQLite, direct: $QUERIES queries per kind, $LOAD bookings loaded, $CREATES creates"
+bench sqlite-direct -queries "$QUERIES" -load "$LOAD" -db "sqlite:$W/direct.db"
+rm -f -- "$W"/direct.db*
 
 PG_ERR=
 if [[ $(id -u) -ne 0 ]]; then
@@ -86,73 +106,142 @@ elif ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
 else
 	PGDIR=$W/pg
 	if PGURL=$("$REPO/scripts/postgres.sh" start "$PGDIR" 2>"$W/pg-start.err"); then
-		log "PostgreSQL: $LOAD bookings loaded, $CREATES creates"
-		timed "$W/pg.json" 1800 "$W/schedbench" -queries 0 -db "$PGURL" "${args[@]}" || PG_ERR=$RUN_ERROR
-		cat "$W/pg.json.err" >&2 || true
+		# A second database for the api run: both runs store the same
+		# bookings under the same IDs, each wants an empty database.
+		pgbins=(/usr/lib/postgresql/*/bin)
+		PGBIN=$(printf '%s\n' "${pgbins[@]}" | sort -V | tail -n 1)
+		[[ $PGURL =~ port=([0-9]+) ]] || die "no port in the URL postgres.sh printed: $PGURL"
+		if runuser -u postgres -- "$PGBIN/psql" -h "$PGDIR" -p "${BASH_REMATCH[1]}" -U postgres -d postgres -qAt \
+			-c 'CREATE DATABASE lpapi' >"$W/pg-createdb.err" 2>&1; then
+			log "PostgreSQL, api: 100000 reservations, controller start-up, $QUERIES finds per mode, $CREATES creates"
+			bench pg-api -api -queries "$QUERIES" -db "${PGURL/\/lightpath\?//lpapi?}"
+		else
+			ERR[pg-api]="create database failed: $(last_line "$W/pg-createdb.err")"
+		fi
+		log "PostgreSQL, direct: $LOAD bookings loaded, $CREATES creates"
+		bench pg-direct -queries 0 -load "$LOAD" -db "$PGURL"
 	else
 		PG_ERR="start failed: $(last_line "$W/pg-start.err")"
 	fi
 fi
+if [[ -n $PG_ERR ]]; then ERR[pg-api]=$PG_ERR ERR[pg-direct]=$PG_ERR; fi
 
-# The table, with the targets judged; NDJSON of both runs first with --json.
+# The table, with the targets judged; NDJSON of every run first with --json.
+runs=(sqlite-api pg-api sqlite-direct pg-direct)
 if [[ $JSON == 1 ]]; then
-	[[ -z $SQLITE_ERR ]] && cat "$W/sqlite.json"
-	[[ -z $PG_ERR ]] && cat "$W/pg.json"
+	for r in "${runs[@]}"; do
+		if [[ -z ${ERR[$r]} ]]; then cat "$W/$r.json"; fi
+	done
 fi
-python3 - "$W/sqlite.json" "$SQLITE_ERR" "$W/pg.json" "$PG_ERR" "$JSON" <<'PY' >&"$([[ $JSON == 1 ]] && echo 2 || echo 1)"
+targs=()
+for r in "${runs[@]}"; do targs+=("$W/$r.json" "${ERR[$r]}"); done
+python3 - "${targs[@]}" <<'PY' >&"$([[ $JSON == 1 ]] && echo 2 || echo 1)"
 import json, sys
-sq_file, sq_err, pg_file, pg_err, as_json = sys.argv[1:6]
+a = sys.argv[1:]
 def rows(f, err):
     if err:
         return None
     return [json.loads(l) for l in open(f) if l.strip()]
-sq, pg = rows(sq_file, sq_err), rows(pg_file, pg_err)
+sq_api, pg_api, sq_dir, pg_dir = [rows(a[i], a[i + 1]) for i in range(0, 8, 2)]
+err = {name: a[i + 1] for name, i in (("sq_api", 0), ("pg_api", 2), ("sq_dir", 4), ("pg_dir", 6))}
 def fmt(v, f="%.3f"):
     return "-" if v is None else f % v
-summ = (sq or [{}])[-1]
-print("scheduler benchmark: %s nodes, %s links, %s bookings in the schedule (seed %s); "
-      "scheduler and store measured directly, not through the controller's HTTP API"
-      % (summ.get("nodes", 1000), summ.get("links", 3000), summ.get("bookings", 100000), summ.get("seed", "?")))
-print()
-if sq is None:
-    print("queries: unavailable (%s)" % sq_err)
-else:
-    gen = [r for r in sq if r["row"] == "generate"][0]
+def summ(rs):
+    return rs[-1] if rs else {}
+first = next((r for r in (sq_api, sq_dir, pg_api, pg_dir) if r), None)
+s0 = summ(first)
+print("scheduler benchmark: %s nodes, %s links, %s bookings (seed %s); "
+      "\"api\" rows through the controller's HTTP API, \"direct\" rows on the scheduler and the store alone"
+      % (s0.get("nodes", 1000), s0.get("links", 3000), s0.get("bookings", 100000), s0.get("seed", "?")))
+if first:
+    gen = [r for r in first if r["row"] == "generate"][0]
     print("workload generated in %.1f s" % gen["seconds"])
-    print()
-    print("%-26s %6s %9s %9s %9s %7s  %s" % ("query", "n", "p50 ms", "p99 ms", "max ms", "none %", "algorithm"))
-    for r in sq:
+print()
+
+def find_rows(rs, store):
+    return [(store, r) for r in (rs or []) if r["row"] == "api-find"]
+print("api find: POST /api/v1/find, one request at a time on one keep-alive connection, round trip timed")
+print("%-32s %-10s %6s %9s %9s %9s %7s  %s" % ("mode", "store", "n", "p50 ms", "p99 ms", "max ms", "409 %", "algorithm"))
+fr = find_rows(sq_api, "sqlite") + find_rows(pg_api, "postgres")
+order = []
+for _, r in fr:
+    if r["kind"] not in order:
+        order.append(r["kind"])
+for k in order:
+    for store, r in fr:
+        if r["kind"] == k:
+            print("%-32s %-10s %6d %9s %9s %9s %7s  %s" % ("api " + k, store, r["n"], fmt(r.get("p50_ms")), fmt(r.get("p99_ms")),
+                  fmt(r.get("max_ms")), fmt(r.get("none_pct"), "%.1f"), r.get("algorithm", "")))
+for name, store in (("sq_api", "sqlite"), ("pg_api", "postgres")):
+    if err[name]:
+        print("%-32s %-10s unavailable (%s)" % ("api find", store, err[name]))
+print()
+
+print("direct queries: the same questions asked of internal/reserve in process (informational)")
+if sq_dir is None:
+    print("direct queries: unavailable (%s)" % err["sq_dir"])
+else:
+    print("%-32s %-10s %6s %9s %9s %9s %7s  %s" % ("query", "", "n", "p50 ms", "p99 ms", "max ms", "none %", "algorithm"))
+    for r in sq_dir:
         if r["row"] == "query":
-            print("%-26s %6d %9s %9s %9s %7s  %s" % (r["kind"], r["n"], fmt(r.get("p50_ms")), fmt(r.get("p99_ms")),
+            print("%-32s %-10s %6d %9s %9s %9s %7s  %s" % ("direct " + r["kind"], "", r["n"], fmt(r.get("p50_ms")), fmt(r.get("p99_ms")),
                   fmt(r.get("max_ms")), fmt(r.get("none_pct"), "%.1f"), r.get("algorithm", "")))
 print()
-print("%-12s %-44s %-44s" % ("store", "SQLite (/dev/shm)", "PostgreSQL (fsync off)"))
-def col(rs, err, key):
+
+print("%-16s %-46s %-46s" % ("store", "SQLite (/dev/shm)", "PostgreSQL (fsync off)"))
+def one(rs, kind):
+    x = [r for r in (rs or []) if r["row"] == kind]
+    return x[0] if x else None
+def col(rs, e, key):
     if rs is None:
-        return "unavailable (%s)" % err
-    load = [r for r in rs if r["row"] == "load"]
-    cr = [r for r in rs if r["row"] == "creates"]
-    if key == "load":
-        return ("%d rows in %.1f s (%.0f/s)" % (load[0]["n"], load[0]["seconds"], load[0]["per_s"])) if load else "-"
-    if not cr:
+        return "unavailable (%s)" % e
+    if key in ("api-load", "load"):
+        r = one(rs, key)
+        return ("%d rows in %.1f s (%.0f/s)" % (r["n"], r["seconds"], r["per_s"])) if r else "-"
+    if key == "api-startup":
+        r = one(rs, key)
+        return ("%.1f s (%d live reservations)" % (r["seconds"], r["n"])) if r else "-"
+    r = one(rs, key.split(":")[0])
+    if r is None:
         return "-"
-    c = cr[0]
-    if key == "creates":
-        return "%.0f/s (%d accepted, %d rejected)" % (c["per_s"], c.get("accepted", 0), c.get("rejected", 0))
-    return "p50 %.1f ms, p99 %.1f ms, max %.1f ms" % (c["p50_ms"], c["p99_ms"], c["max_ms"])
-for key, label in (("load", "load"), ("creates", "creates"), ("latency", "create lat.")):
-    print("%-12s %-44s %-44s" % (label, col(sq, sq_err, key), col(pg, pg_err, key)))
-print("(creates from %s goroutines, each one store.Tx: admission on the schedule, insert, add)" %
-      next((r.get("workers") for r in (sq or pg or []) if r["row"] == "creates"), "?"))
+    if key.endswith(":lat"):
+        return "p50 %.1f ms, p99 %.1f ms, max %.1f ms" % (r["p50_ms"], r["p99_ms"], r["max_ms"])
+    refused = "refused" if key.startswith("api") else "rejected"
+    return "%.0f/s (%d accepted, %d %s)" % (r["per_s"], r.get("accepted", 0), r.get("rejected", 0), refused)
+for key, label, a_, b_ in (
+        ("api-load", "api load", sq_api, pg_api), ("api-startup", "api start-up", sq_api, pg_api),
+        ("api-creates", "api creates", sq_api, pg_api), ("api-creates:lat", "api create lat.", sq_api, pg_api),
+        ("load", "direct load", sq_dir, pg_dir), ("creates", "direct creates", sq_dir, pg_dir),
+        ("creates:lat", "direct cr. lat.", sq_dir, pg_dir)):
+    ea = err["sq_api"] if a_ is sq_api else err["sq_dir"]
+    eb = err["pg_api"] if b_ is pg_api else err["pg_dir"]
+    print("%-16s %-46s %-46s" % (label, col(a_, ea, key), col(b_, eb, key)))
+notes = ["%s %s" % (store, r["note"]) for store, rs in (("sqlite", sq_api), ("postgres", pg_api))
+         for r in (rs or []) if r["row"] == "api-creates" and r.get("note")]
+workers = next((r.get("workers") for r in (sq_api or pg_api or sq_dir or pg_dir or []) if r["row"] in ("api-creates", "creates")), "?")
+print("(api creates: POST /api/v1/reservations from %s HTTP clients, each request with its own idempotency key;"
+      % workers)
+print(" refused = answered 409%s;" % ((" (" + "; ".join(notes) + ")") if notes else ""))
+print(" api start-up: controller.Open restoring every live reservation; direct creates: %s goroutines, each one store.Tx)" % workers)
 print()
-print("targets")
-def target(name, value, ok, unit):
-    if value is None:
-        print("  %-40s %-14s UNAVAILABLE" % (name, "-"))
-    else:
-        print("  %-40s %-14s %s" % (name, unit % value, "PASS" if ok(value) else "FAIL"))
-target("fixed-slot p99 < 10 ms", summ.get("fixed_slot_p99_ms"), lambda v: v < 10, "%.3f ms")
-target("earliest-start (fixed path) p99 < 100 ms", summ.get("earliest_start_path_p99_ms"), lambda v: v < 100, "%.3f ms")
-target("earliest-start (any path) p99 < 100 ms", summ.get("earliest_start_any_p99_ms"), lambda v: v < 100, "%.3f ms")
-target("creates on SQLite >= 500/s", summ.get("creates_per_s"), lambda v: v >= 500, "%.0f/s")
+
+print("targets (judged on the api rows)")
+def target(name, vals, ok, unit):
+    avail = [(s, v) for s, v in vals if v is not None]
+    if not avail:
+        print("  %-44s %-38s UNAVAILABLE" % (name, "-"))
+        return
+    shown = ", ".join("%s %s" % (s, unit % v) for s, v in avail)
+    print("  %-44s %-38s %s" % (name, shown, "PASS" if all(ok(v) for _, v in avail) else "FAIL"))
+def both(key):
+    return [("sqlite", summ(sq_api).get(key)), ("postgres", summ(pg_api).get(key))]
+target("fixed-slot p99 < 10 ms", both("fixed_slot_p99_ms"), lambda v: v < 10, "%.3f ms")
+target("earliest-start (fixed path) p99 < 100 ms", both("earliest_start_path_p99_ms"), lambda v: v < 100, "%.3f ms")
+target("earliest-start (any path) p99 < 100 ms", both("earliest_start_any_p99_ms"), lambda v: v < 100, "%.3f ms")
+target("creates on SQLite >= 500/s", [("sqlite", summ(sq_api).get("creates_per_s"))], lambda v: v >= 500, "%.0f/s")
+d = summ(sq_dir)
+if d:
+    print("  direct, informational: fixed-slot p99 %s ms, earliest-start p99 %s ms (fixed path), %s ms (any path), creates on SQLite %s/s"
+          % (fmt(d.get("fixed_slot_p99_ms")), fmt(d.get("earliest_start_path_p99_ms")), fmt(d.get("earliest_start_any_p99_ms")),
+             fmt(d.get("creates_per_s"), "%.0f")))
 PY

@@ -1,35 +1,39 @@
-// Command schedbench measures the layers under the controller's API on the
-// workload of issue 4: a generated topology of 1,000 nodes and 3,000 links
-// with 100,000 existing bookings (reserve.GenerateWorkload). It times
-// every scheduling query kind of internal/reserve, then, with -db, loads
-// the bookings into a store and measures creates: each one store.Tx that
-// runs admission on the in-memory schedule, inserts the reservation and
-// adds it to the schedule, the way the controller will. It does not go
-// through an HTTP API; bench/scheduler.sh runs it.
+// Command schedbench measures the scheduler of issue 4 on its workload: a
+// generated topology of 1,000 nodes and 3,000 links with 100,000 existing
+// bookings (reserve.GenerateWorkload). bench/scheduler.sh runs it. It has
+// two modes.
 //
-//	schedbench [-queries N] [-creates N] [-workers N] [-db URL] [-seed S] [-json]
+// Direct (the default) times the layers under the controller: every
+// scheduling query kind of internal/reserve on the in-memory schedule,
+// then, with -db, loads the bookings into a store and measures creates,
+// each one store.Tx that runs admission on the schedule, inserts the
+// reservation and adds it to the schedule.
+//
+// API (-api) measures the real controller through its HTTP API: it loads
+// the bookings into the store given by -db as RESERVED reservations, opens
+// controller.Open on it (timed: restoring every live reservation), serves
+// api.NewServer on a loopback port and, as a plain HTTP client, times
+// POST /api/v1/find for each find mode (sequential, one keep-alive
+// connection), then POST /api/v1/reservations from -workers concurrent
+// clients. Every answer must be 2xx or 409; anything else fails the run.
+//
+//	schedbench [-api] [-queries N] [-creates N] [-workers N] [-load N] [-db URL] [-seed S] [-json] [-cpuprofile F]
 //
 // Output: a table on stdout, or with -json one JSON object per row and a
 // summary object last. Progress goes to stderr.
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"os"
-	"slices"
+	"runtime/pprof"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/reserve"
-	"github.com/lightpath/lightpath/internal/store"
 )
 
 const (
@@ -42,9 +46,11 @@ const (
 	loadBatch = 1000
 )
 
-// row is one line of output; fields that do not apply are left out.
+// row is one line of output; fields that do not apply are left out. The
+// direct mode's rows are generate, query, load and creates; the API mode's
+// are generate, api-load, api-startup, api-find and api-creates.
 type row struct {
-	Row       string   `json:"row"` // generate, query, load, creates, summary
+	Row       string   `json:"row"`
 	Kind      string   `json:"kind,omitempty"`
 	Algorithm string   `json:"algorithm,omitempty"`
 	DB        string   `json:"db,omitempty"`
@@ -53,10 +59,10 @@ type row struct {
 	P50ms     *float64 `json:"p50_ms,omitempty"`
 	P99ms     *float64 `json:"p99_ms,omitempty"`
 	Maxms     *float64 `json:"max_ms,omitempty"`
-	NonePct   *float64 `json:"none_pct,omitempty"`
+	NonePct   *float64 `json:"none_pct,omitempty"` // direct: found nothing; api: answered 409
 	PerSecond *float64 `json:"per_s,omitempty"`
 	Accepted  *int     `json:"accepted,omitempty"`
-	Rejected  *int     `json:"rejected,omitempty"`
+	Rejected  *int     `json:"rejected,omitempty"` // direct: no capacity; api: answered 409
 	Workers   int      `json:"workers,omitempty"`
 	Note      string   `json:"note,omitempty"`
 }
@@ -64,6 +70,7 @@ type row struct {
 // summary is the last JSON line: the figures the targets are judged on.
 type summary struct {
 	Row                    string   `json:"row"`
+	Mode                   string   `json:"mode"` // direct or api
 	Seed                   int64    `json:"seed"`
 	Nodes                  int      `json:"nodes"`
 	Links                  int      `json:"links"`
@@ -77,6 +84,7 @@ type summary struct {
 	EarliestStartPathP99ms *float64 `json:"earliest_start_path_p99_ms,omitempty"`
 	EarliestStartAnyP99ms  *float64 `json:"earliest_start_any_p99_ms,omitempty"`
 	LoadSeconds            *float64 `json:"load_s,omitempty"`
+	StartupSeconds         *float64 `json:"startup_s,omitempty"` // api: controller.Open
 	CreatesPerSecond       *float64 `json:"creates_per_s,omitempty"`
 	CreateP50ms            *float64 `json:"create_p50_ms,omitempty"`
 	CreateP99ms            *float64 `json:"create_p99_ms,omitempty"`
@@ -99,32 +107,61 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "[%s] schedbench: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }
 
+// storeKind names the backend of a database URL as the controller does.
+func storeKind(dbURL string) string {
+	if strings.HasPrefix(dbURL, "sqlite:") {
+		return "sqlite"
+	}
+	return "postgres"
+}
+
+// config is what one run does.
+type config struct {
+	api        bool
+	queries    int
+	creates    int
+	workers    int
+	load       int
+	dbURL      string
+	seed       int64
+	json       bool
+	cpuprofile string
+}
+
 func main() {
-	queries := flag.Int("queries", 1000, "queries of each kind (0 skips the queries)")
-	creates := flag.Int("creates", 2000, "creates to run against the store given by -db")
-	loadN := flag.Int("load", bookings, "existing bookings to load into the store (all are in the schedule whatever this says)")
-	workers := flag.Int("workers", 8, "goroutines issuing creates concurrently")
-	dbURL := flag.String("db", "", "store: sqlite:PATH or postgres://... (empty skips the store)")
-	seed := flag.Int64("seed", 1, "seed of the workload and of the queries")
-	asJSON := flag.Bool("json", false, "print NDJSON, one object per row, a summary last")
+	var cfg config
+	flag.BoolVar(&cfg.api, "api", false, "measure through the controller's HTTP API (needs -db; loads all bookings)")
+	flag.IntVar(&cfg.queries, "queries", 1000, "queries of each kind (0 skips the queries)")
+	flag.IntVar(&cfg.creates, "creates", 2000, "creates to run against the store given by -db")
+	flag.IntVar(&cfg.load, "load", bookings, "direct mode: existing bookings to load into the store (all are in the schedule whatever this says)")
+	flag.IntVar(&cfg.workers, "workers", 8, "goroutines (API: HTTP clients) issuing creates concurrently")
+	flag.StringVar(&cfg.dbURL, "db", "", "store: sqlite:PATH or postgres://... (empty skips the store; -api needs one)")
+	flag.Int64Var(&cfg.seed, "seed", 1, "seed of the workload and of the queries")
+	flag.BoolVar(&cfg.json, "json", false, "print NDJSON, one object per row, a summary last")
+	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "API mode: write a CPU profile of the whole process over the finds and creates to this file")
 	flag.Parse()
-	if flag.NArg() > 0 || *queries < 0 || *creates < 0 || *workers < 1 || *loadN < 0 || *loadN > bookings {
+	if flag.NArg() > 0 || cfg.queries < 0 || cfg.creates < 0 || cfg.workers < 1 || cfg.load < 0 || cfg.load > bookings ||
+		(cfg.api && cfg.dbURL == "") || (cfg.cpuprofile != "" && !cfg.api) {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(*queries, *creates, *workers, *loadN, *dbURL, *seed, *asJSON); err != nil {
+	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "schedbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(nq, nc, workers, nl int, dbURL string, seed int64, asJSON bool) error {
+func run(cfg config) error {
 	var rows []row
-	sum := summary{Row: "summary", Seed: seed, Nodes: nodes, Links: links, Bookings: bookings, Queries: nq, Creates: nc, Loaded: nl}
+	sum := summary{Row: "summary", Mode: "direct", Seed: cfg.seed, Nodes: nodes, Links: links, Bookings: bookings,
+		Queries: cfg.queries, Creates: cfg.creates, Loaded: cfg.load}
+	if cfg.api {
+		sum.Mode, sum.Loaded = "api", bookings
+	}
 
-	logf("generating %d nodes, %d links, %d bookings (seed %d)", nodes, links, bookings, seed)
+	logf("generating %d nodes, %d links, %d bookings (seed %d)", nodes, links, bookings, cfg.seed)
 	t0 := time.Now()
-	w, err := reserve.GenerateWorkload(seed, nodes, links, bookings)
+	w, err := reserve.GenerateWorkload(cfg.seed, nodes, links, bookings)
 	if err != nil {
 		return fmt.Errorf("generate workload: %w", err)
 	}
@@ -133,57 +170,28 @@ func run(nq, nc, workers, nl int, dbURL string, seed int64, asJSON bool) error {
 	rows = append(rows, row{Row: "generate", N: bookings, Seconds: ptr(gen)})
 	logf("generated in %.1f s", gen)
 
-	b := newBench(w, seed)
-	if nq > 0 {
-		for _, k := range b.kinds() {
-			logf("query %s: %d runs", k.name, nq)
-			r := b.time(k, nq)
-			rows = append(rows, r)
-			switch k.name {
-			case "fixed-slot":
-				sum.FixedSlotP99ms = r.P99ms
-			case "earliest-start-path":
-				sum.EarliestStartPathP99ms = r.P99ms
-			case "earliest-start-any":
-				sum.EarliestStartAnyP99ms = r.P99ms
+	if cfg.api {
+		var prof *os.File
+		if cfg.cpuprofile != "" {
+			if prof, err = os.Create(cfg.cpuprofile); err != nil {
+				return err
 			}
+			defer prof.Close()
 		}
-	}
-
-	if dbURL != "" {
-		kind := "sqlite"
-		if !strings.HasPrefix(dbURL, "sqlite:") {
-			kind = "postgres"
-		}
-		sum.DB = kind
-		ctx := context.Background()
-		st, err := store.Open(ctx, dbURL)
+		rs, err := runAPI(w, cfg, &sum, prof)
 		if err != nil {
 			return err
 		}
-		defer st.Close()
-		logf("%s: loading %d of the %d existing bookings, %d per transaction", kind, nl, len(w.Bookings), loadBatch)
-		t0 := time.Now()
-		if err := load(ctx, st, w.Bookings[:nl]); err != nil {
+		rows = append(rows, rs...)
+	} else {
+		rs, err := runDirect(w, cfg, &sum)
+		if err != nil {
 			return err
 		}
-		secs := time.Since(t0).Seconds()
-		sum.LoadSeconds = ptr(secs)
-		rows = append(rows, row{Row: "load", DB: kind, N: nl, Seconds: ptr(secs), PerSecond: ptr(float64(nl) / secs)})
-		logf("%s: loaded in %.1f s", kind, secs)
-		if nc > 0 {
-			logf("%s: %d creates from %d goroutines", kind, nc, workers)
-			r, err := b.creates(ctx, st, nc, workers)
-			if err != nil {
-				return err
-			}
-			r.DB = kind
-			rows = append(rows, r)
-			sum.CreatesPerSecond, sum.CreateP50ms, sum.CreateP99ms = r.PerSecond, r.P50ms, r.P99ms
-		}
+		rows = append(rows, rs...)
 	}
 
-	if asJSON {
+	if cfg.json {
 		enc := json.NewEncoder(os.Stdout)
 		for _, r := range rows {
 			if err := enc.Encode(r); err != nil {
@@ -194,6 +202,18 @@ func run(nq, nc, workers, nl int, dbURL string, seed int64, asJSON bool) error {
 	}
 	printTable(rows)
 	return nil
+}
+
+// startProfile starts a CPU profile into f when f is not nil and returns
+// what stops it.
+func startProfile(f *os.File) (func(), error) {
+	if f == nil {
+		return func() {}, nil
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return nil, err
+	}
+	return pprof.StopCPUProfile, nil
 }
 
 func f1(p *float64, format string) string {
@@ -209,7 +229,7 @@ func printTable(rows []row) {
 	for _, r := range rows {
 		kind := r.Kind
 		if r.DB != "" {
-			kind = r.DB
+			kind = strings.TrimSpace(r.DB + " " + r.Kind)
 		}
 		if r.Accepted != nil {
 			kind += fmt.Sprintf(" (%d ok, %d rejected, %d workers)", *r.Accepted, *r.Rejected, r.Workers)
@@ -219,321 +239,4 @@ func printTable(rows []row) {
 			f1(r.PerSecond, "%.0f"), f1(r.Seconds, "%.1f"))
 	}
 	tw.Flush()
-}
-
-// bench holds the workload and what the queries are drawn from.
-type bench struct {
-	w     *reserve.Workload
-	s     *reserve.Schedule
-	mu    sync.RWMutex // guards s: creates take it to change s
-	hosts []string
-	rng   *rand.Rand
-	seed  int64
-}
-
-func newBench(w *reserve.Workload, seed int64) *bench {
-	b := &bench{w: w, s: w.Schedule, seed: seed, rng: rand.New(rand.NewPCG(uint64(seed), 0x7363686564))} // "sched"
-	for _, n := range w.Graph.Nodes() {
-		if r, _ := w.Graph.Role(n); r == reserve.NodeHost {
-			b.hosts = append(b.hosts, n)
-		}
-	}
-	return b
-}
-
-// query is one random query's inputs.
-type query struct {
-	from, to string
-	start    time.Time
-	path     []reserve.Hop // the path of a random existing booking
-}
-
-func (b *bench) draw() query {
-	var q query
-	for q.from == q.to {
-		q.from, q.to = b.hosts[b.rng.IntN(len(b.hosts))], b.hosts[b.rng.IntN(len(b.hosts))]
-	}
-	q.start = b.w.Start.Add(time.Duration(b.rng.Int64N(int64(b.w.End.Sub(b.w.Start)))))
-	q.path = b.w.Bookings[b.rng.IntN(len(b.w.Bookings))].Path
-	return q
-}
-
-// kind is one query kind: prep draws a query (untimed), do runs it (timed)
-// and says whether it found nothing and which algorithm answered.
-type kind struct {
-	name string
-	prep func() query
-	do   func(q query) (none bool, alg string, err error)
-}
-
-// nothing turns "found nothing" into a miss rather than an error.
-func nothing(err error) (bool, error) {
-	if errors.Is(err, reserve.ErrNoPath) || errors.Is(err, reserve.ErrNoSlot) {
-		return true, nil
-	}
-	return false, err
-}
-
-const month = 30 * 24 * time.Hour
-
-// startQuery asks for 5 Gbit/s for 4 hours within 30 days, as the
-// package's own benchmarks do: host uplinks have 9 Gbit/s reservable, so
-// many must wait.
-func startQuery(q query, fixed bool) reserve.StartQuery {
-	sq := reserve.StartQuery{From: q.from, To: q.to, Bandwidth: 5 * gbps, Duration: 4 * time.Hour, NotBefore: q.start, Horizon: q.start.Add(month)}
-	if fixed {
-		sq.From, sq.To, sq.Path = "", "", q.path
-	}
-	return sq
-}
-
-// completionQuery moves 2 TB at up to 10 Gbit/s within 30 days.
-func completionQuery(q query, fixed bool) reserve.CompletionQuery {
-	cq := reserve.CompletionQuery{From: q.from, To: q.to, Size: 2_000_000_000_000, MaxRate: 10 * gbps, NotBefore: q.start, Horizon: q.start.Add(month)}
-	if fixed {
-		cq.From, cq.To, cq.Path = "", "", q.path
-	}
-	return cq
-}
-
-// rejectedBandwidth is the bandwidth of the requests whose alternatives are
-// asked for: 8 of the 9 Gbit/s a host uplink can carry, so that many are
-// refused.
-const rejectedBandwidth = 8 * gbps
-
-func (b *bench) rejected() query {
-	var q query
-	for range 1000 {
-		q = b.draw()
-		_, err := b.s.FixedSlot(reserve.Request{From: q.from, To: q.to, Bandwidth: rejectedBandwidth, Start: q.start, End: q.start.Add(4 * time.Hour)})
-		if errors.Is(err, reserve.ErrNoPath) {
-			return q
-		}
-	}
-	return q // rarely refused: time an accepted one rather than loop forever
-}
-
-func (b *bench) kinds() []kind {
-	res := func(r reserve.Result, err error) (bool, string, error) {
-		none, err := nothing(err)
-		return none, r.Algorithm, err
-	}
-	return []kind{
-		{"fixed-slot", b.draw, func(q query) (bool, string, error) {
-			return res(b.s.FixedSlot(reserve.Request{From: q.from, To: q.to, Bandwidth: 2 * gbps, Start: q.start, End: q.start.Add(4 * time.Hour)}))
-		}},
-		{"widest-path", b.draw, func(q query) (bool, string, error) {
-			return res(b.s.WidestPath(q.from, q.to, q.start, q.start.Add(4*time.Hour)))
-		}},
-		{"earliest-start-path", b.draw, func(q query) (bool, string, error) { return res(b.s.EarliestStart(startQuery(q, true))) }},
-		{"earliest-start-any", b.draw, func(q query) (bool, string, error) { return res(b.s.EarliestStart(startQuery(q, false))) }},
-		{"all-starts-path", b.draw, func(q query) (bool, string, error) { return res(b.s.AllStarts(startQuery(q, true))) }},
-		{"all-starts-any", b.draw, func(q query) (bool, string, error) { return res(b.s.AllStarts(startQuery(q, false))) }},
-		{"earliest-completion-path", b.draw, func(q query) (bool, string, error) {
-			return res(b.s.EarliestCompletion(completionQuery(q, true)))
-		}},
-		{"earliest-completion-any", b.draw, func(q query) (bool, string, error) {
-			return res(b.s.EarliestCompletion(completionQuery(q, false)))
-		}},
-		{"alternatives", b.rejected, func(q query) (bool, string, error) {
-			alt, err := b.s.Alternatives(reserve.Request{From: q.from, To: q.to, Bandwidth: rejectedBandwidth, Start: q.start, End: q.start.Add(4 * time.Hour)}, q.start.Add(month))
-			return alt.Earliest == nil && alt.Widest == nil, "earliest-start + widest-path", err
-		}},
-	}
-}
-
-// time runs k n times, each on a freshly drawn query, and summarises.
-func (b *bench) time(k kind, n int) row {
-	lat := make([]time.Duration, 0, n)
-	none := 0
-	algs := map[string]bool{}
-	for range n {
-		q := k.prep()
-		t := time.Now()
-		miss, alg, err := k.do(q)
-		lat = append(lat, time.Since(t))
-		if err != nil {
-			// A query the scheduler refuses as invalid is a bug in the
-			// benchmark or the scheduler: say so loudly.
-			logf("%s: %v", k.name, err)
-			os.Exit(1)
-		}
-		if miss {
-			none++
-		}
-		if alg != "" {
-			algs[alg] = true
-		}
-	}
-	slices.Sort(lat)
-	names := make([]string, 0, len(algs))
-	for a := range algs {
-		names = append(names, a)
-	}
-	slices.Sort(names)
-	return row{Row: "query", Kind: k.name, Algorithm: strings.Join(names, ","), N: n,
-		P50ms: ptr(ms(pct(lat, 0.50))), P99ms: ptr(ms(pct(lat, 0.99))), Maxms: ptr(ms(lat[len(lat)-1])),
-		NonePct: ptr(100 * float64(none) / float64(n))}
-}
-
-// reservation makes the RESERVED reservation a create of bk stores, through
-// the state machine as the controller will.
-func reservation(bk reserve.Booking, now time.Time) (reserve.Reservation, error) {
-	path := make([]reserve.PathHop, len(bk.Path))
-	for i, h := range bk.Path {
-		path[i] = reserve.PathHop{Link: h.Link, From: h.From, To: h.To}
-	}
-	r := reserve.Reservation{ID: bk.ID, Owner: "bench", Project: "bench", From: path[0].From, To: path[len(path)-1].To,
-		Bandwidth: bk.Bandwidth, Start: bk.Start, End: bk.End, Path: path}
-	r, _, err := reserve.Next(r, reserve.Event{Kind: reserve.EventCreate, By: "bench"}, now)
-	return r, err
-}
-
-// load stores the existing bookings, loadBatch per transaction.
-func load(ctx context.Context, st store.Store, bks []reserve.Booking) error {
-	now := time.Now()
-	for i := 0; i < len(bks); i += loadBatch {
-		batch := bks[i:min(i+loadBatch, len(bks))]
-		err := st.Tx(ctx, func(tx store.Store) error {
-			for _, bk := range batch {
-				r, err := reservation(bk, now)
-				if err != nil {
-					return err
-				}
-				if err := tx.CreateReservation(ctx, r); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("load bookings: %w", err)
-		}
-		if done := i + len(batch); done%10000 == 0 {
-			logf("loaded %d in %.1f s", done, time.Since(now).Seconds())
-		}
-	}
-	return nil
-}
-
-// createReq is one create request: on any path (FixedSlot picks it) or, if
-// path is set, on that path (Admit).
-type createReq struct {
-	id       string
-	from, to string
-	path     []reserve.Hop
-	bw       uint64
-	start    time.Time
-	end      time.Time
-}
-
-var errNoCapacity = errors.New("no capacity")
-
-// creates runs n creates from workers goroutines. Each is one store.Tx
-// that takes the schedule's lock, runs admission (FixedSlot for even
-// requests, Admit on an existing booking's path for odd ones), inserts
-// the reservation and adds it to the schedule; a refusal rolls back.
-func (b *bench) creates(ctx context.Context, st store.Store, n, workers int) (row, error) {
-	bws := []uint64{100 * mbps, 500 * mbps, gbps, 2 * gbps}
-	durs := []time.Duration{30 * time.Minute, time.Hour, 2 * time.Hour, 4 * time.Hour}
-	reqs := make([]createReq, n)
-	for i := range reqs {
-		q := b.draw()
-		r := createReq{id: fmt.Sprintf("c%06d", i+1), from: q.from, to: q.to, bw: bws[b.rng.IntN(len(bws))], start: q.start}
-		r.end = r.start.Add(durs[b.rng.IntN(len(durs))])
-		if i%2 == 1 {
-			r.path, r.from, r.to = q.path, q.path[0].From, q.path[len(q.path)-1].To
-		}
-		reqs[i] = r
-	}
-	var (
-		next               atomic.Int64
-		accepted, rejected atomic.Int64
-		lat                = make([]time.Duration, n)
-		wg                 sync.WaitGroup
-		errMu              sync.Mutex
-		firstErr           error
-	)
-	t0 := time.Now()
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				t := time.Now()
-				err := b.create(ctx, st, reqs[i])
-				lat[i] = time.Since(t)
-				switch {
-				case err == nil:
-					accepted.Add(1)
-				case errors.Is(err, errNoCapacity):
-					rejected.Add(1)
-				default:
-					errMu.Lock()
-					if firstErr == nil {
-						firstErr = fmt.Errorf("create %s: %w", reqs[i].id, err)
-					}
-					errMu.Unlock()
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	wall := time.Since(t0)
-	if firstErr != nil {
-		return row{}, firstErr
-	}
-	slices.Sort(lat)
-	acc, rej := int(accepted.Load()), int(rejected.Load())
-	return row{Row: "creates", N: n, Accepted: &acc, Rejected: &rej, Workers: workers,
-		PerSecond: ptr(float64(acc+rej) / wall.Seconds()), Seconds: ptr(wall.Seconds()),
-		P50ms: ptr(ms(pct(lat, 0.50))), P99ms: ptr(ms(pct(lat, 0.99))), Maxms: ptr(ms(lat[len(lat)-1]))}, nil
-}
-
-func (b *bench) create(ctx context.Context, st store.Store, req createReq) error {
-	var added bool
-	err := st.Tx(ctx, func(tx store.Store) error {
-		// The Tx holds the database's write lock; the mutex keeps
-		// concurrent readers of the schedule off it while it changes.
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		path := req.path
-		if path == nil {
-			r, err := b.s.FixedSlot(reserve.Request{From: req.from, To: req.to, Bandwidth: req.bw, Start: req.start, End: req.end})
-			if errors.Is(err, reserve.ErrNoPath) {
-				return errNoCapacity
-			}
-			if err != nil {
-				return err
-			}
-			path = r.Path
-		} else if err := b.s.Admit(path, req.bw, req.start, req.end); errors.Is(err, reserve.ErrCapacity) {
-			return errNoCapacity
-		} else if err != nil {
-			return err
-		}
-		bk := reserve.Booking{ID: req.id, Path: path, Bandwidth: req.bw, Start: req.start, End: req.end}
-		r, err := reservation(bk, time.Now())
-		if err != nil {
-			return err
-		}
-		if err := tx.CreateReservation(ctx, r); err != nil {
-			return err
-		}
-		if err := b.s.Add(bk); err != nil {
-			return err
-		}
-		added = true
-		return nil
-	})
-	if err != nil && added {
-		// The commit failed after the booking went into the schedule.
-		b.mu.Lock()
-		_, _ = b.s.Remove(req.id)
-		b.mu.Unlock()
-	}
-	return err
 }
