@@ -215,11 +215,11 @@ func (b *browserProblems) listen(ev any) {
 
 // expectFailedLoad allows one kind of failed request the test provokes on
 // purpose (a refused token, a capacity refusal): the browser logs those.
-func (b *browserProblems) expectFailedLoad(pathSuffix string, status int) {
+func (b *browserProblems) expectFailedLoad(path string, status int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.allow = append(b.allow, func(e *cdplog.Entry) bool {
-		return e.Source == cdplog.EntrySourceNetwork && strings.HasSuffix(e.URL, pathSuffix) &&
+		return e.Source == cdplog.EntrySourceNetwork && strings.Contains(e.URL, path) &&
 			strings.Contains(e.Text, fmt.Sprintf("status of %d", status))
 	})
 }
@@ -394,6 +394,15 @@ func TestWebUI(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#my-reservations tr[data-id=%q]`, other.Reservation.ID))),
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#timeline li.booking[data-id=%q]`, other.Reservation.ID))))
 
+	// The range selector reloads the timeline over the next 7 days.
+	b.do("show the next 7 days", chromedp.SetValue(chromedp.ID("range"), "168h"))
+	webuiRun(b, "the timeline spans 7 days", chromedp.Poll[bool](`(() => {
+		const d = document.getElementById('timeline').dataset;
+		return Date.parse(d.to) - Date.parse(d.from) === 7 * 24 * 3600 * 1000;
+	})()`, chromedp.WithPollingTimeout(15*time.Second)))
+	b.do("the alternative taken shows over 7 days",
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#timeline li.booking[data-id=%q]`, third))))
+
 	if *webuiScreenshot != "" {
 		png := webuiRun(b, "screenshot", chromedp.FullScreenshot(100))
 		if err := os.WriteFile(*webuiScreenshot, png, 0o644); err != nil {
@@ -420,6 +429,37 @@ func TestWebUI(t *testing.T) {
 		}
 	}
 	b.do("the list is empty", chromedp.WaitVisible(chromedp.CSS("#my-reservations tr.empty")))
+
+	// A user signs in and sees no operator controls; when their token is
+	// revoked, the next call says so and the page asks for a new one.
+	ctl.call(t, "POST", "/api/v1/users", map[string]any{"name": "alice", "role": "user"}, nil)
+	var tok struct {
+		ID     string `json:"id"`
+		Secret string `json:"token"`
+	}
+	ctl.call(t, "POST", "/api/v1/users/alice/tokens", map[string]any{}, &tok)
+	b.do("sign in as alice",
+		chromedp.Click(chromedp.ID("sign-out")),
+		chromedp.WaitNotVisible(chromedp.ID("app")),
+		chromedp.SendKeys(chromedp.ID("token"), tok.Secret),
+		chromedp.Click(chromedp.ID("sign-in")),
+		chromedp.WaitVisible(chromedp.ID("app")),
+		chromedp.WaitNotVisible(chromedp.ID("everyone-label")),
+		chromedp.WaitVisible(chromedp.CSS("#my-reservations tr.empty")))
+	if who := b.text("#whoami"); !strings.Contains(who, "alice (user)") {
+		t.Errorf("whoami shows %q, want alice (user)", who)
+	}
+	ctl.call(t, "DELETE", "/api/v1/tokens/"+tok.ID, nil, nil)
+	problems.expectFailedLoad("/api/v1/timeline", http.StatusUnauthorized)
+	problems.expectFailedLoad("/api/v1/whoami", http.StatusUnauthorized)
+	problems.expectFailedLoad("/api/v1/events", http.StatusUnauthorized)
+	b.do("a revoked token is told",
+		chromedp.Click(chromedp.ID("timeline-refresh")),
+		chromedp.WaitVisible(chromedp.ID("auth-message")),
+		chromedp.WaitNotVisible(chromedp.ID("app")))
+	if msg := b.text("#auth-message"); !strings.Contains(msg, "no longer accepted") {
+		t.Errorf("after the token was revoked the page says %q", msg)
+	}
 
 	// Let late events and refreshes land before judging the console.
 	b.do("settle", chromedp.Sleep(500*time.Millisecond))

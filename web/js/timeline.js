@@ -62,6 +62,8 @@ export class Timeline {
 
   render(tl) {
     this.clear();
+    this.root.dataset.from = tl.from;
+    this.root.dataset.to = tl.to;
     const from = Date.parse(tl.from);
     const to = Date.parse(tl.to);
     const links = new Map((this.topology?.links || []).map((l) => [l.name, l]));
@@ -69,7 +71,8 @@ export class Timeline {
       const info = links.get(lt.link);
       const section = h('section', { className: 'link', dataset: { link: lt.link } },
         h('h3', {}, lt.link, info && h('span', { className: 'link-info' },
-          ` ${info.role || 'routed'} · ${formatRate(info.capacity_bps)}` + (info.delay ? ` · ${info.delay}` : ''))));
+          ` ${info.role || 'routed'} · ${formatRate(info.capacity_bps)}` +
+            (info.delay && info.delay !== '0s' ? ` · ${info.delay} delay` : ''))));
       for (const d of lt.directions || []) section.append(this.direction(lt.link, d, from, to));
       this.root.append(section);
     }
