@@ -36,7 +36,7 @@ const form = new ReserveForm({ form: $('reserve-form'), onBooked: refreshSoon })
 const events = new Events({
   status: $('live-status'),
   onEvent: (kind) => {
-    if (kind === 'reservation' || kind === 'message') refreshSoon();
+    if (kind !== 'exclusive') refreshSoon();
   },
   // The stream was refused: go on retrying only while the token is good.
   onClosed: async () => {

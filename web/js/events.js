@@ -1,7 +1,8 @@
 // Live updates: the server-sent event stream GET /api/v1/events. An
 // EventSource cannot send headers, so the token goes as ?access_token=,
 // which the controller accepts on this route only. The browser reconnects
-// by itself after a dropped stream; when the controller refuses the stream
+// by itself after a dropped stream (sending Last-Event-ID, so the controller
+// replays what was missed); when the controller refuses the stream
 // outright (the EventSource is closed), this reconnects with a backoff and
 // asks onClosed whether to go on (the token may have been revoked).
 
@@ -35,6 +36,10 @@ export class Events {
     this.es = es;
     this.setStatus('connecting', 'live updates: connecting…');
     es.addEventListener('open', () => {
+      // The browser resumes a dropped stream with Last-Event-ID and the
+      // controller replays what it kept; a fresh stream after a refusal
+      // starts from now, so what happened meanwhile is fetched anew.
+      if (this.backoff > 1000) this.onEvent('reconnected', null);
       this.backoff = 1000;
       this.setStatus('on', 'live updates: on');
     });
@@ -50,6 +55,9 @@ export class Events {
     es.addEventListener('reservation', handle('reservation'));
     es.addEventListener('exclusive', handle('exclusive'));
     es.addEventListener('message', handle('message'));
+    // "missed": the controller no longer holds every event since the last
+    // one this page saw, so the page reloads what it shows.
+    es.addEventListener('missed', () => this.onEvent('missed', null));
     es.addEventListener('error', async () => {
       if (es !== this.es) return;
       if (es.readyState !== EventSource.CLOSED) {
