@@ -231,11 +231,15 @@ func (b *browserProblems) list() []string {
 }
 
 // TestWebUI drives the controller's web UI in headless Chromium against the
-// real controller: sign in (after a refused token), book through the form
-// (finding the earliest slot first), see the booking in the timeline and in
-// "My reservations", take an alternative after a capacity refusal, see a
-// booking made by another client arrive over the event stream, cancel from
-// the list, and never a console error or an uncaught exception.
+// real controller, as a person would: a refused token, then the admin's; a
+// rate in bytes refused at the field; the earliest slot found and booked,
+// then seen in the timeline (on each of its three link directions) and in
+// "My reservations"; a capacity refusal whose earliest alternative is taken
+// with one click; a booking made by another client arriving over the event
+// stream; the timeline over 7 days; everything cancelled from the list; a
+// user without operator controls whose revoked token is told. Through all
+// of it the page writes no console error and throws nothing (the failed
+// loads the test provokes on purpose aside).
 func TestWebUI(t *testing.T) {
 	chrome := chromiumPath()
 	if chrome == "" {
@@ -306,10 +310,20 @@ func TestWebUI(t *testing.T) {
 		}
 	})
 
+	// A rate in bytes is refused in the page, at the field, before any call.
+	b.do("reserve 10GB/s",
+		chromedp.SendKeys(chromedp.ID("bandwidth"), "10GB/s"),
+		chromedp.Click(chromedp.ID("reserve")),
+		chromedp.WaitReady(chromedp.CSS(`#bandwidth[aria-invalid="true"]`)))
+	if msg := b.text("#form-result"); !strings.Contains(msg, "B means bytes") {
+		t.Errorf("a rate in bytes: the form says %q", msg)
+	}
+
 	// Find the earliest slot for 500 Mbit/s a1 → b1 for an hour, then book it.
 	b.do("find the earliest slot",
 		chromedp.SetValue(chromedp.ID("from"), "a1"),
 		chromedp.SetValue(chromedp.ID("to"), "b1"),
+		clearInput("bandwidth"),
 		chromedp.SendKeys(chromedp.ID("bandwidth"), "500M"),
 		chromedp.SetValue(chromedp.ID("duration"), "1h"),
 		chromedp.Click(chromedp.ID("find-earliest")),
