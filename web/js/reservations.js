@@ -37,7 +37,8 @@ export class Reservations {
     const filter = this.stateFilter.value;
     if (filter && filter !== 'live') q.set('state', filter);
     try {
-      const ans = await api('GET', `api/v1/reservations${q.size ? `?${q}` : ''}`);
+      const qs = q.toString();
+      const ans = await api('GET', `api/v1/reservations${qs ? `?${qs}` : ''}`);
       if (seq !== this.seq) return;
       let list = ans.reservations || [];
       if (filter === 'live') list = list.filter((r) => LIVE.has(r.state));
