@@ -79,6 +79,8 @@ log "building schedbench"
 (cd "$REPO" && go build -o "$W/schedbench" ./bench/schedbench) || die "go build ./bench/schedbench failed"
 
 args=(-creates "$CREATES" -seed "$SEED" -json)
+# What else the host was doing shows in latencies: say so in the table.
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # bench NAME ARG... runs schedbench with its NDJSON in $W/NAME.json and its
 # progress passed on to stderr; ERR[NAME] is empty, or why it failed.
@@ -135,6 +137,7 @@ if [[ $JSON == 1 ]]; then
 fi
 targs=()
 for r in "${runs[@]}"; do targs+=("$W/$r.json" "${ERR[$r]}"); done
+targs+=("$(nproc) CPUs, $(go version | cut -d' ' -f3); load average $LOAD_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end")
 python3 - "${targs[@]}" <<'PY' >&"$([[ $JSON == 1 ]] && echo 2 || echo 1)"
 import json, sys
 a = sys.argv[1:]
@@ -153,6 +156,7 @@ s0 = summ(first)
 print("scheduler benchmark: %s nodes, %s links, %s bookings (seed %s); "
       "\"api\" rows through the controller's HTTP API, \"direct\" rows on the scheduler and the store alone"
       % (s0.get("nodes", 1000), s0.get("links", 3000), s0.get("bookings", 100000), s0.get("seed", "?")))
+print("host: %s" % a[8])
 if first:
     gen = [r for r in first if r["row"] == "generate"][0]
     print("workload generated in %.1f s" % gen["seconds"])

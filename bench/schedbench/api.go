@@ -147,6 +147,10 @@ func (c *client) do(ctx context.Context, method, path string, in, out any) error
 func runAPI(w *reserve.Workload, cfg config, sum *summary, prof *os.File) ([]row, error) {
 	var rows []row
 	ctx := context.Background()
+	// The controller builds its own schedule from the stored reservations:
+	// the workload's copy would only give the collector a second one to
+	// scan, which a real controller does not have.
+	w.Schedule = nil
 	kind := storeKind(cfg.dbURL)
 	sum.DB = kind
 	st, err := store.Open(ctx, cfg.dbURL)
@@ -266,6 +270,10 @@ func runAPI(w *reserve.Workload, cfg config, sum *summary, prof *os.File) ([]row
 		if n := c.LiveCount(); n != len(w.Bookings)+*r.Accepted {
 			return nil, fmt.Errorf("after the creates the controller has %d live reservations, want %d + %d accepted", n, len(w.Bookings), *r.Accepted)
 		}
+	}
+	stopProfile()
+	if err := writeHeapProfile(cfg.memprofile); err != nil {
+		return nil, err
 	}
 	return rows, nil
 }

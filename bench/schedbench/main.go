@@ -28,6 +28,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
@@ -126,6 +127,7 @@ type config struct {
 	seed       int64
 	json       bool
 	cpuprofile string
+	memprofile string
 }
 
 func main() {
@@ -139,9 +141,10 @@ func main() {
 	flag.Int64Var(&cfg.seed, "seed", 1, "seed of the workload and of the queries")
 	flag.BoolVar(&cfg.json, "json", false, "print NDJSON, one object per row, a summary last")
 	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "API mode: write a CPU profile of the whole process over the finds and creates to this file")
+	flag.StringVar(&cfg.memprofile, "memprofile", "", "API mode: write a heap profile to this file once the creates are done")
 	flag.Parse()
 	if flag.NArg() > 0 || cfg.queries < 0 || cfg.creates < 0 || cfg.workers < 1 || cfg.load < 0 || cfg.load > bookings ||
-		(cfg.api && cfg.dbURL == "") || (cfg.cpuprofile != "" && !cfg.api) {
+		(cfg.api && cfg.dbURL == "") || ((cfg.cpuprofile != "" || cfg.memprofile != "") && !cfg.api) {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -214,6 +217,24 @@ func startProfile(f *os.File) (func(), error) {
 		return nil, err
 	}
 	return pprof.StopCPUProfile, nil
+}
+
+// writeHeapProfile writes a heap profile, after a collection, to file
+// when file is not empty.
+func writeHeapProfile(file string) error {
+	if file == "" {
+		return nil
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func f1(p *float64, format string) string {
