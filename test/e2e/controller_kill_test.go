@@ -23,7 +23,7 @@ type killCtl struct {
 	cmd   *exec.Cmd
 	url   string
 	token string
-	log   *bytes.Buffer
+	log   *lockedBuffer
 }
 
 const killTopology = `
@@ -41,7 +41,7 @@ func startKillCtl(t *testing.T, dir string, port int) *killCtl {
 	if err := os.WriteFile(topo, []byte(killTopology), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := &killCtl{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", port), log: &bytes.Buffer{}}
+	c := &killCtl{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", port), log: &lockedBuffer{}}
 	c.cmd = exec.Command(lpBin, "controller", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--db", "sqlite:"+filepath.Join(dir, "db"), "--topology", topo, "--admin-token-file", filepath.Join(dir, "admin.token"))
 	c.cmd.Stderr = c.log
@@ -241,4 +241,23 @@ func TestControllerSIGKILLMidLoad(t *testing.T) {
 		t.Errorf("create after the restart: %d %v\n%s", st, err, c2.log)
 	}
 	t.Logf("%d answered before the kill, %d cut off, %d stored", len(answered), len(cutOff), len(list.Reservations))
+}
+
+// lockedBuffer is a bytes.Buffer a child process writes while the test
+// reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -33,7 +32,7 @@ func TestControllerTLSAndUnixSocket(t *testing.T) {
 	os.WriteFile(topo, []byte(killTopology), 0o644)
 	port := freePort(t, "127.0.0.1")
 	sock := filepath.Join(dir, "controller.sock")
-	var log bytes.Buffer
+	var log lockedBuffer
 	cmd := exec.Command(lpBin, "controller", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--listen", "unix:"+sock,
 		"--db", "sqlite:"+filepath.Join(dir, "db"), "--topology", topo, "--admin-token-file", filepath.Join(dir, "admin.token"),
 		"--tls-cert", filepath.Join(dir, "cert.pem"), "--tls-key", filepath.Join(dir, "key.pem"))

@@ -333,7 +333,7 @@ type proc struct {
 	t        *testing.T
 	args     []string
 	cmd      *exec.Cmd
-	out, err bytes.Buffer
+	out, err lockedBuffer
 	done     chan struct{}
 	timeout  time.Duration
 }
