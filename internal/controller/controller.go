@@ -127,6 +127,12 @@ func Open(ctx context.Context, cfg Config) (*Controller, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	// The controller's instants are whole milliseconds: a start it picks
+	// ("now", an alternative, an earliest slot) then survives a round trip
+	// through a JavaScript Date unchanged, and a client that sends it back
+	// gets what it was offered.
+	clock := c.now
+	c.now = func() time.Time { return clock().Truncate(time.Millisecond) }
 	if len(c.pool.Values()) == 0 {
 		c.pool = reserve.DefaultDSCPPool()
 	}
