@@ -17,7 +17,7 @@
 // connection), then POST /api/v1/reservations from -workers concurrent
 // clients. Every answer must be 2xx or 409; anything else fails the run.
 //
-//	schedbench [-api] [-queries N] [-creates N] [-workers N] [-load N] [-db URL] [-seed S] [-json] [-cpuprofile F]
+//	schedbench [-api] [-queries N] [-creates N] [-workers N] [-load N] [-db URL] [-seed S] [-json] [-cpuprofile F] [-memprofile F]
 //
 // Output: a table on stdout, or with -json one JSON object per row and a
 // summary object last. Progress goes to stderr.
