@@ -24,27 +24,6 @@ import (
 	"github.com/lightpath/lightpath/internal/store"
 )
 
-// placeholderTopology is a tiny testbed topology stored as the database's
-// topology before the controller first opens it. It works around
-// controller.Open restoring the live reservations BEFORE it applies
-// Config.Topology: on a database with live reservations and no stored
-// topology, Open fails ("reservation ... is live but the database holds no
-// topology"), and a generated graph (controller.NewTopo) is never stored.
-// With the placeholder, restore keeps every reservation live (their
-// bookings do not fit the placeholder's graph, which restore logs and
-// passes over), then Open reloads the generated topology, which re-admits
-// every live booking on the generated graph. So the start-up timed here is
-// reading and restoring the 100,000 reservations plus one full
-// re-admission, a little more than a plain restart would cost.
-const placeholderTopology = `sites:
-  - name: placeholder
-nodes:
-  - {name: p1, site: placeholder}
-  - {name: p2, site: placeholder}
-links:
-  - {name: p1-p2, ends: [p1, p2]}
-`
-
 // settingTopology is the settings key under which the controller keeps its
 // topology (internal/controller's settingTopology).
 const settingTopology = "topology"
@@ -160,9 +139,6 @@ func runAPI(w *reserve.Workload, cfg config, sum *summary, prof *os.File) ([]row
 	defer st.Close()
 	if _, err := st.GetSetting(ctx, settingTopology); !errors.Is(err, reserve.ErrNotFound) {
 		return nil, fmt.Errorf("%s: the API mode wants an empty database (it has a topology already, or: %v)", kind, err)
-	}
-	if err := st.PutSetting(ctx, settingTopology, placeholderTopology); err != nil {
-		return nil, fmt.Errorf("store the placeholder topology: %w", err)
 	}
 
 	logf("api %s: loading the %d existing bookings as RESERVED reservations, %d per transaction", kind, len(w.Bookings), loadBatch)

@@ -974,3 +974,38 @@ func TestEventReplay(t *testing.T) {
 		t.Errorf("replayed %v, want [2 3]", ids)
 	}
 }
+
+// TestStartWithStrandingTopology restarts the controller with a topology
+// file that would strand a live reservation: it refuses to start, saying
+// which, and the stored topology is kept.
+func TestStartWithStrandingTopology(t *testing.T) {
+	e := newEnv(t, sqliteURL(t), twoSite)
+	_, res, _ := e.create(e.admin, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 800 * mbps, Start: t0.Add(time.Hour), Duration: "1h", Path: []string{"a1-ra", "wan", "b1-rb"}})
+	e.stopFn()
+	st, err := store.Open(context.Background(), e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	noWan, err := controller.ParseTopology("nowan.yaml", []byte(strings.Replace(twoSite, "  - {name: wan, ends: [ra, rb], rate: 1G, delay: 25ms}\n", "", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = controller.Open(context.Background(), controller.Config{Store: st, Topology: noWan, Now: e.clk.Now})
+	if err == nil || !strings.Contains(err.Error(), res.Reservation.ID) || !strings.Contains(err.Error(), "strand") {
+		t.Fatalf("start with a stranding topology: %v", err)
+	}
+	// A generated graph (no file) takes them all.
+	g, err := controller.ParseTopology("again.yaml", []byte(twoSite))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := controller.Open(context.Background(), controller.Config{Store: st, Topology: controller.NewTopo("generated", g.Graph), Now: e.clk.Now})
+	if err != nil {
+		t.Fatalf("start with a generated graph: %v", err)
+	}
+	if c.LiveCount() != 1 {
+		t.Errorf("%d live after the start, want 1", c.LiveCount())
+	}
+	c.Close()
+}

@@ -161,9 +161,6 @@ func Open(ctx context.Context, cfg Config) (*Controller, error) {
 	} else if !errors.Is(err, reserve.ErrNotFound) {
 		return nil, fmt.Errorf("load topology: %w", err)
 	}
-	if c.topo != nil {
-		c.sched = reserve.NewSchedule(c.topo.Graph)
-	}
 
 	agents, err := c.st.ListAgents(ctx)
 	if err != nil {
@@ -182,16 +179,35 @@ func Open(ctx context.Context, cfg Config) (*Controller, error) {
 	if err := c.restore(ctx); err != nil {
 		return nil, err
 	}
-	if cfg.Topology != nil && (c.topo == nil || c.topo.YAML != cfg.Topology.YAML) {
-		if _, err := c.ReloadTopology(ctx, Actor{Name: reserve.ActorController, Role: reserve.RoleAdmin}, cfg.Topology); err != nil {
-			return nil, err
+	// Book the live reservations on the topology: the stored one, or the
+	// one given, which must take every one of them (a reload).
+	stored := c.topo
+	if cfg.Topology != nil && (stored == nil || stored.YAML == "" || stored.YAML != cfg.Topology.YAML) {
+		c.topo = nil
+		if _, err := c.reload(ctx, Actor{Name: reserve.ActorController, Role: reserve.RoleAdmin}, cfg.Topology); err != nil {
+			return nil, fmt.Errorf("load topology %s: %w", cfg.Topology.Name, err)
 		}
+		return c, nil
 	}
+	if stored == nil {
+		if len(c.live) > 0 {
+			return nil, fmt.Errorf("the database holds %d live reservations but no topology: give --topology", len(c.live))
+		}
+		return c, nil
+	}
+	sched, stranded := c.admitAll(stored)
+	for _, s := range stranded {
+		// The database holds more than its own topology admits: edited
+		// behind the controller's back. Serve anyway so an operator can
+		// see and fix it, but say so.
+		c.log.Error("stored reservation does not fit the stored topology", "what", s)
+	}
+	c.sched = sched
 	return c, nil
 }
 
-// restore loads the live reservations, replays what they missed, and books
-// the ones still live.
+// restore loads the live reservations and replays what they missed; Open
+// then books the ones still live on the topology.
 func (c *Controller) restore(ctx context.Context) error {
 	rs, err := c.st.ListLive(ctx)
 	if err != nil {
@@ -217,15 +233,6 @@ func (c *Controller) restore(ctx context.Context) error {
 		}
 		if !n.State.Live() {
 			continue
-		}
-		if c.sched == nil {
-			return fmt.Errorf("reservation %s is live but the database holds no topology", n.ID)
-		}
-		if err := c.sched.Add(booking(n)); err != nil {
-			// The database holds more than the topology admits: a
-			// topology edited behind the controller's back. Keep going
-			// so the operator can see and fix it, but say so.
-			c.log.Error("stored reservation does not fit the topology", "id", n.ID, "err", err)
 		}
 		c.live[n.ID] = n
 		c.pushDue(n)

@@ -40,6 +40,37 @@ func (c *Controller) ReloadTopology(ctx context.Context, a Actor, t *Topo) ([]st
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.reload(ctx, a, t)
+}
+
+// reload is ReloadTopology with mu held.
+func (c *Controller) reload(ctx context.Context, a Actor, t *Topo) ([]string, error) {
+	sched, stranded := c.admitAll(t)
+	if len(stranded) > 0 {
+		return stranded, &StrandError{Stranded: stranded}
+	}
+	now := c.now()
+	if err := c.commit(ctx, func(tx store.Store) error {
+		if t.YAML == "" {
+			return nil // a generated graph (NewTopo): nothing to keep
+		}
+		if err := tx.PutSetting(ctx, settingTopology, t.YAML); err != nil {
+			return err
+		}
+		return tx.PutSetting(ctx, settingTopologyName, t.Name)
+	}, store.AuditEntry{At: now, Who: a.Name, What: "load topology " + t.Name,
+		Detail: fmt.Sprintf("%d nodes, %d links", len(t.Graph.Nodes()), len(t.Graph.Links()))}); err != nil {
+		return nil, fmt.Errorf("store topology: %w", err)
+	}
+	c.topo, c.sched = t, sched
+	c.log.Info("topology loaded", "name", t.Name, "nodes", len(t.Graph.Nodes()), "links", len(t.Graph.Links()))
+	return nil, nil
+}
+
+// admitAll books every live reservation on a new schedule of t's graph,
+// in order of start, and lists those that do not fit (a node or link gone,
+// or not enough capacity) and the holds that lose a node.
+func (c *Controller) admitAll(t *Topo) (*reserve.Schedule, []string) {
 	sched := reserve.NewSchedule(t.Graph)
 	var stranded []string
 	rs := c.liveList()
@@ -67,25 +98,7 @@ func (c *Controller) ReloadTopology(ctx context.Context, a Actor, t *Topo) ([]st
 			}
 		}
 	}
-	if len(stranded) > 0 {
-		return stranded, &StrandError{Stranded: stranded}
-	}
-	now := c.now()
-	if err := c.commit(ctx, func(tx store.Store) error {
-		if t.YAML == "" {
-			return nil // a generated graph (NewTopo): nothing to keep
-		}
-		if err := tx.PutSetting(ctx, settingTopology, t.YAML); err != nil {
-			return err
-		}
-		return tx.PutSetting(ctx, settingTopologyName, t.Name)
-	}, store.AuditEntry{At: now, Who: a.Name, What: "load topology " + t.Name,
-		Detail: fmt.Sprintf("%d nodes, %d links", len(t.Graph.Nodes()), len(t.Graph.Links()))}); err != nil {
-		return nil, fmt.Errorf("store topology: %w", err)
-	}
-	c.topo, c.sched = t, sched
-	c.log.Info("topology loaded", "name", t.Name, "nodes", len(t.Graph.Nodes()), "links", len(t.Graph.Links()))
-	return nil, nil
+	return sched, stranded
 }
 
 // DirectionTimeline is one direction of a link over a window.
