@@ -35,6 +35,13 @@ type CreateInput struct {
 type Refusal struct {
 	Err          error
 	Alternatives reserve.Alternatives
+
+	// pending, when set, is the request whose alternatives are still to
+	// be found: Create looks for them after releasing its write lock, so
+	// a refusal does not hold up other creates for the milliseconds the
+	// search takes.
+	pending *reserve.Request
+	horizon time.Time
 }
 
 func (e *Refusal) Error() string { return e.Err.Error() }
@@ -52,6 +59,21 @@ type Created struct {
 // reservation steers flows, and stores it with its audit entry, all under
 // the controller's lock, so concurrent creates can never overbook.
 func (c *Controller) Create(ctx context.Context, a Actor, in CreateInput) (Created, error) {
+	res, err := c.create(ctx, a, in)
+	var ref *Refusal
+	if errors.As(err, &ref) && ref.pending != nil {
+		c.mu.RLock()
+		alt, aerr := c.sched.Alternatives(*ref.pending, ref.horizon)
+		c.mu.RUnlock()
+		if aerr == nil {
+			ref.Alternatives = alt
+		}
+		ref.pending = nil
+	}
+	return res, err
+}
+
+func (c *Controller) create(ctx context.Context, a Actor, in CreateInput) (Created, error) {
 	if a.Role == reserve.RoleAgent {
 		return Created{}, forbidden("agents do not book reservations")
 	}
@@ -172,11 +194,11 @@ func (c *Controller) Create(ctx context.Context, a Actor, in CreateInput) (Creat
 	if hops == nil {
 		res, err := c.sched.FixedSlot(reserve.Request{From: req.From, To: req.To, Bandwidth: req.Bandwidth, Start: req.Start, End: req.End})
 		if err != nil {
-			return Created{}, c.refuse(err, req, horizon)
+			return Created{}, c.refuseLater(err, req, horizon)
 		}
 		hops, algorithm = res.Path, res.Algorithm
 	} else if err := c.sched.Admit(hops, req.Bandwidth, req.Start, req.End); err != nil {
-		return Created{}, c.refuse(err, req, horizon)
+		return Created{}, c.refuseLater(err, req, horizon)
 	}
 	if algorithm == "" {
 		algorithm = "admission-given-path"
@@ -220,12 +242,21 @@ func (c *Controller) Create(ctx context.Context, a Actor, in CreateInput) (Creat
 
 // refuse turns a failed admission into a Refusal with alternatives.
 func (c *Controller) refuse(err error, req reserve.Reservation, horizon time.Time) error {
+	r := c.refuseLater(err, req, horizon)
+	if ref, ok := r.(*Refusal); ok {
+		if alt, aerr := c.sched.Alternatives(*ref.pending, horizon); aerr == nil {
+			ref.Alternatives = alt
+		}
+		ref.pending = nil
+	}
+	return r
+}
+
+// refuseLater is refuse leaving the alternatives to be found (see
+// Refusal.pending).
+func (c *Controller) refuseLater(err error, req reserve.Reservation, horizon time.Time) error {
 	if !errors.Is(err, reserve.ErrCapacity) && !errors.Is(err, reserve.ErrNoPath) {
 		return queryError(err)
-	}
-	alt, aerr := c.sched.Alternatives(reserve.Request{From: req.From, To: req.To, Bandwidth: req.Bandwidth, Start: req.Start, End: req.End}, horizon)
-	if aerr != nil {
-		alt = reserve.Alternatives{}
 	}
 	msg := fmt.Sprintf("%s from %s to %s over %s to %s does not fit: %v",
 		units.FormatRate(float64(req.Bandwidth)), req.From, req.To, req.Start.Format(time.RFC3339), req.End.Format(time.RFC3339), err)
@@ -233,7 +264,8 @@ func (c *Controller) refuse(err error, req reserve.Reservation, horizon time.Tim
 		msg = fmt.Sprintf("no path carries %s from %s to %s over %s to %s",
 			units.FormatRate(float64(req.Bandwidth)), req.From, req.To, req.Start.Format(time.RFC3339), req.End.Format(time.RFC3339))
 	}
-	return &Refusal{Err: fmt.Errorf("%w: %s", reserve.ErrCapacity, msg), Alternatives: alt}
+	return &Refusal{Err: fmt.Errorf("%w: %s", reserve.ErrCapacity, msg),
+		pending: &reserve.Request{From: req.From, To: req.To, Bandwidth: req.Bandwidth, Start: req.Start, End: req.End}, horizon: horizon}
 }
 
 // queryError classes the scheduler's argument errors as invalid requests.
