@@ -35,6 +35,14 @@ func Main(m *testing.M, repoRoot string) int {
 	if pgURL != "" {
 		return m.Run()
 	}
+	for _, a := range os.Args[1:] {
+		// A fuzzing run (and each of its workers) runs no test that needs
+		// the database: starting a server per process would be waste.
+		if strings.HasPrefix(a, "-test.fuzz") {
+			skipWhy = "fuzzing: no PostgreSQL started"
+			return m.Run()
+		}
+	}
 	if os.Geteuid() != 0 {
 		skipWhy = "set LIGHTPATH_TEST_POSTGRES=postgres://... or run as root to start a throwaway PostgreSQL"
 		return m.Run()
