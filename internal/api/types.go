@@ -3,6 +3,7 @@ package api
 import (
 	"time"
 
+	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/reserve"
 )
 
@@ -156,11 +157,11 @@ type FindRequest struct {
 
 // The find modes.
 const (
-	FindFixed      = "fixed"
-	FindWidest     = "widest"
-	FindEarliest   = "earliest"
-	FindAll        = "all"
-	FindCompletion = "completion"
+	FindFixed      = controller.FindFixed
+	FindWidest     = controller.FindWidest
+	FindEarliest   = controller.FindEarliest
+	FindAll        = controller.FindAll
+	FindCompletion = controller.FindCompletion
 )
 
 // ExclusiveRequest holds a node or a whole site exclusively

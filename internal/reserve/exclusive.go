@@ -132,24 +132,8 @@ func CheckExclusivePolicy(p Policy, role Role, x Exclusive, now time.Time) error
 	if err := ValidateExclusive(x, now); err != nil {
 		return err
 	}
-	switch role {
-	case RoleUser, RoleOperator, RoleAdmin:
-	case RoleAgent:
-		return &PolicyError{Rule: RuleRole, Message: "role agent cannot hold nodes exclusively: agents only report on their nodes"}
-	default:
-		return &PolicyError{Rule: RuleRole, Message: fmt.Sprintf("unknown role %q cannot hold nodes exclusively", role)}
-	}
-	lim, src := p.Resolve(role, x.Project)
-	d := x.End.Sub(x.Start)
-	switch {
-	case d > lim.MaxDuration:
-		return &PolicyError{Rule: RuleMaxDuration, Message: fmt.Sprintf("duration %s exceeds the %s maximum for %s", stFormatDuration(d), stFormatDuration(lim.MaxDuration), polFor(src.MaxDuration))}
-	case d < lim.MinDuration:
-		return &PolicyError{Rule: RuleMinDuration, Message: fmt.Sprintf("duration %s is below the %s minimum for %s", stFormatDuration(d), stFormatDuration(lim.MinDuration), polFor(src.MinDuration))}
-	case x.End.Sub(now) > lim.Horizon:
-		return &PolicyError{Rule: RuleHorizon, Message: fmt.Sprintf("end %s is beyond the booking horizon of %s for %s: book to end by %s", stFormatTime(x.End), stFormatDuration(lim.Horizon), polFor(src.Horizon), stFormatTime(now.Add(lim.Horizon)))}
-	}
-	return nil
+	_, _, err := polTime(p, role, x.Project, x.Start, x.End, now, "hold nodes exclusively")
+	return err
 }
 
 // ExclusiveConflicts returns the holds in xs, in their order, of owners

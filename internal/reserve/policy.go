@@ -246,23 +246,9 @@ func CheckModify(p Policy, role Role, old, updated Reservation, existing []Reser
 }
 
 func polCheck(p Policy, role Role, req Reservation, existing []Reservation, now time.Time) error {
-	switch role {
-	case RoleUser, RoleOperator, RoleAdmin:
-	case RoleAgent:
-		return &PolicyError{Rule: RuleRole, Message: "role agent cannot book reservations: agents only report on their nodes"}
-	default:
-		return &PolicyError{Rule: RuleRole, Message: fmt.Sprintf("unknown role %q cannot book reservations", role)}
-	}
-	lim, src := p.Resolve(role, req.Project)
-	d := req.End.Sub(req.Start)
-	if d > lim.MaxDuration {
-		return &PolicyError{Rule: RuleMaxDuration, Message: fmt.Sprintf("duration %s exceeds the %s maximum for %s", stFormatDuration(d), stFormatDuration(lim.MaxDuration), polFor(src.MaxDuration))}
-	}
-	if d < lim.MinDuration {
-		return &PolicyError{Rule: RuleMinDuration, Message: fmt.Sprintf("duration %s is below the %s minimum for %s", stFormatDuration(d), stFormatDuration(lim.MinDuration), polFor(src.MinDuration))}
-	}
-	if req.End.Sub(now) > lim.Horizon {
-		return &PolicyError{Rule: RuleHorizon, Message: fmt.Sprintf("end %s is beyond the booking horizon of %s for %s: book to end by %s", stFormatTime(req.End), stFormatDuration(lim.Horizon), polFor(src.Horizon), stFormatTime(now.Add(lim.Horizon)))}
+	lim, src, err := polTime(p, role, req.Project, req.Start, req.End, now, "book reservations")
+	if err != nil {
+		return err
 	}
 	if lim.MaxBandwidth != 0 && req.Bandwidth > lim.MaxBandwidth {
 		got, limit := polRates(req.Bandwidth, lim.MaxBandwidth)
@@ -279,6 +265,31 @@ func polCheck(p Policy, role Role, req Reservation, existing []Reservation, now 
 		}
 	}
 	return nil
+}
+
+// polTime checks what every booking, reservation or exclusive hold, must
+// keep: a role that may book (what names what it would do), and a window
+// within the duration limits and the horizon resolved for role and
+// project, which it returns for the checks that follow.
+func polTime(p Policy, role Role, project string, start, end, now time.Time, what string) (Limits, LimitSources, error) {
+	switch role {
+	case RoleUser, RoleOperator, RoleAdmin:
+	case RoleAgent:
+		return Limits{}, LimitSources{}, &PolicyError{Rule: RuleRole, Message: fmt.Sprintf("role agent cannot %s: agents only report on their nodes", what)}
+	default:
+		return Limits{}, LimitSources{}, &PolicyError{Rule: RuleRole, Message: fmt.Sprintf("unknown role %q cannot %s", role, what)}
+	}
+	lim, src := p.Resolve(role, project)
+	d := end.Sub(start)
+	switch {
+	case d > lim.MaxDuration:
+		return lim, src, &PolicyError{Rule: RuleMaxDuration, Message: fmt.Sprintf("duration %s exceeds the %s maximum for %s", stFormatDuration(d), stFormatDuration(lim.MaxDuration), polFor(src.MaxDuration))}
+	case d < lim.MinDuration:
+		return lim, src, &PolicyError{Rule: RuleMinDuration, Message: fmt.Sprintf("duration %s is below the %s minimum for %s", stFormatDuration(d), stFormatDuration(lim.MinDuration), polFor(src.MinDuration))}
+	case end.Sub(now) > lim.Horizon:
+		return lim, src, &PolicyError{Rule: RuleHorizon, Message: fmt.Sprintf("end %s is beyond the booking horizon of %s for %s: book to end by %s", stFormatTime(end), stFormatDuration(lim.Horizon), polFor(src.Horizon), stFormatTime(now.Add(lim.Horizon)))}
+	}
+	return lim, src, nil
 }
 
 // polFor names a limit's source for a message: "role user", "project cms",
