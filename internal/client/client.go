@@ -264,28 +264,25 @@ func Retryable(err error) bool {
 	return false
 }
 
-// codeForStatus names the error code of a status the body did not explain
-// (a proxy's answer, or a server that died mid-way).
+// statusCodes are the error codes of the statuses the API answers with,
+// for an answer whose body did not say (a proxy's answer, or a server that
+// died mid-way).
+var statusCodes = map[int]string{
+	http.StatusBadRequest:            api.CodeInvalid,
+	http.StatusUnauthorized:          api.CodeUnauthorized,
+	http.StatusForbidden:             api.CodeForbidden,
+	http.StatusNotFound:              api.CodeNotFound,
+	http.StatusMethodNotAllowed:      api.CodeMethodNotAllowed,
+	http.StatusConflict:              api.CodeConflict,
+	http.StatusRequestEntityTooLarge: api.CodeTooLarge,
+	http.StatusUnsupportedMediaType:  api.CodeUnsupportedMedia,
+	http.StatusServiceUnavailable:    api.CodeUnavailable,
+}
+
+// codeForStatus names the error code of a status the body did not explain.
 func codeForStatus(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return api.CodeInvalid
-	case http.StatusUnauthorized:
-		return api.CodeUnauthorized
-	case http.StatusForbidden:
-		return api.CodeForbidden
-	case http.StatusNotFound:
-		return api.CodeNotFound
-	case http.StatusMethodNotAllowed:
-		return api.CodeMethodNotAllowed
-	case http.StatusConflict:
-		return api.CodeConflict
-	case http.StatusRequestEntityTooLarge:
-		return api.CodeTooLarge
-	case http.StatusUnsupportedMediaType:
-		return api.CodeUnsupportedMedia
-	case http.StatusServiceUnavailable:
-		return api.CodeUnavailable
+	if code, ok := statusCodes[status]; ok {
+		return code
 	}
 	return api.CodeInternal
 }
@@ -384,15 +381,24 @@ func decodeError(status int, data []byte) *APIError {
 	return &APIError{Status: status, Detail: api.ErrorDetail{Code: codeForStatus(status), Message: msg}}
 }
 
-func (c *Client) get(ctx context.Context, path string, query url.Values, out any) error {
-	return c.do(ctx, http.MethodGet, path, query, nil, out)
+// call sends a request and returns its answer decoded as a T: the one
+// shape of every route that answers with a body.
+func call[T any](ctx context.Context, c *Client, method, path string, query url.Values, body any) (T, error) {
+	var v T
+	err := c.do(ctx, method, path, query, body, &v)
+	return v, err
 }
 
-func (c *Client) post(ctx context.Context, path string, body, out any) error {
+func get[T any](ctx context.Context, c *Client, path string, query url.Values) (T, error) {
+	return call[T](ctx, c, http.MethodGet, path, query, nil)
+}
+
+// post sends body as JSON, an empty object when it is nil.
+func post[T any](ctx context.Context, c *Client, path string, body any) (T, error) {
 	if body == nil {
 		body = struct{}{}
 	}
-	return c.do(ctx, http.MethodPost, path, nil, body, out)
+	return call[T](ctx, c, http.MethodPost, path, nil, body)
 }
 
 func escape(s string) string { return url.PathEscape(s) }

@@ -16,38 +16,28 @@ import (
 
 // Health is GET /api/v1/health (no token needed).
 func (c *Client) Health(ctx context.Context) (api.Health, error) {
-	var h api.Health
-	err := c.get(ctx, "/health", nil, &h)
-	return h, err
+	return get[api.Health](ctx, c, "/health", nil)
 }
 
 // OpenAPI is GET /api/v1/openapi.json: the API's OpenAPI 3.1 document.
 func (c *Client) OpenAPI(ctx context.Context) (json.RawMessage, error) {
-	var doc json.RawMessage
-	err := c.get(ctx, "/openapi.json", nil, &doc)
-	return doc, err
+	return get[json.RawMessage](ctx, c, "/openapi.json", nil)
 }
 
 // Whoami is GET /api/v1/whoami: the caller's user, role and projects.
 func (c *Client) Whoami(ctx context.Context) (api.Whoami, error) {
-	var w api.Whoami
-	err := c.get(ctx, "/whoami", nil, &w)
-	return w, err
+	return get[api.Whoami](ctx, c, "/whoami", nil)
 }
 
 // Topology is GET /api/v1/topology.
 func (c *Client) Topology(ctx context.Context) (api.Topology, error) {
-	var t api.Topology
-	err := c.get(ctx, "/topology", nil, &t)
-	return t, err
+	return get[api.Topology](ctx, c, "/topology", nil)
 }
 
 // ReloadTopology is PUT /api/v1/topology (admin): a refusal that would
 // strand reservations is an *APIError with Detail.Stranded.
 func (c *Client) ReloadTopology(ctx context.Context, yaml string) (api.Topology, error) {
-	var t api.Topology
-	err := c.do(ctx, http.MethodPut, "/topology", nil, api.TopologyReload{YAML: yaml}, &t)
-	return t, err
+	return call[api.Topology](ctx, c, http.MethodPut, "/topology", nil, api.TopologyReload{YAML: yaml})
 }
 
 // Timeline is GET /api/v1/timeline: booked steps per link direction over
@@ -57,17 +47,13 @@ func (c *Client) Timeline(ctx context.Context, from, to time.Time, link string) 
 	setTime(q, "from", from)
 	setTime(q, "to", to)
 	setString(q, "link", link)
-	var t api.Timeline
-	err := c.get(ctx, "/timeline", q, &t)
-	return t, err
+	return get[api.Timeline](ctx, c, "/timeline", q)
 }
 
 // Find is POST /api/v1/find: the scheduler's answer without booking. When
 // nothing fits, the error is an *APIError with code "capacity".
 func (c *Client) Find(ctx context.Context, req api.FindRequest) (api.Slot, error) {
-	var s api.Slot
-	err := c.post(ctx, "/find", req, &s)
-	return s, err
+	return post[api.Slot](ctx, c, "/find", req)
 }
 
 // ListOptions filters ListReservations (and Exclusives, which take Owner,
@@ -95,8 +81,7 @@ func (o ListOptions) query() url.Values {
 // ListReservations is GET /api/v1/reservations: the caller's own, or
 // everyone's for an operator.
 func (c *Client) ListReservations(ctx context.Context, o ListOptions) ([]reserve.Reservation, error) {
-	var l api.ReservationList
-	err := c.get(ctx, "/reservations", o.query(), &l)
+	l, err := get[api.ReservationList](ctx, c, "/reservations", o.query())
 	return l.Reservations, err
 }
 
@@ -104,9 +89,7 @@ func (c *Client) ListReservations(ctx context.Context, o ListOptions) ([]reserve
 // answer when the idempotency key had already booked it. A refusal for
 // capacity is an *APIError with code "capacity" and the alternatives.
 func (c *Client) CreateReservation(ctx context.Context, req api.ReservationRequest) (api.ReservationResponse, error) {
-	var r api.ReservationResponse
-	err := c.post(ctx, "/reservations", req, &r)
-	return r, err
+	return post[api.ReservationResponse](ctx, c, "/reservations", req)
 }
 
 // reservationBody reads an answer that is a reservation, whether the
@@ -130,30 +113,26 @@ func (b *reservationBody) UnmarshalJSON(data []byte) error {
 
 // Reservation is GET /api/v1/reservations/{id}: one, with its history.
 func (c *Client) Reservation(ctx context.Context, id string) (reserve.Reservation, error) {
-	var b reservationBody
-	err := c.get(ctx, "/reservations/"+escape(id), nil, &b)
+	b, err := get[reservationBody](ctx, c, "/reservations/"+escape(id), nil)
 	return b.Reservation, err
 }
 
 // ModifyReservation is PATCH /api/v1/reservations/{id}: req.Version must be
 // the version read, or the answer is a conflict.
 func (c *Client) ModifyReservation(ctx context.Context, id string, req api.ModifyRequest) (reserve.Reservation, error) {
-	var b reservationBody
-	err := c.do(ctx, http.MethodPatch, "/reservations/"+escape(id), nil, req, &b)
+	b, err := call[reservationBody](ctx, c, http.MethodPatch, "/reservations/"+escape(id), nil, req)
 	return b.Reservation, err
 }
 
 // CommitReservation is POST /api/v1/reservations/{id}/commit.
 func (c *Client) CommitReservation(ctx context.Context, id string, req api.ActionRequest) (reserve.Reservation, error) {
-	var b reservationBody
-	err := c.post(ctx, "/reservations/"+escape(id)+"/commit", req, &b)
+	b, err := post[reservationBody](ctx, c, "/reservations/"+escape(id)+"/commit", req)
 	return b.Reservation, err
 }
 
 // CancelReservation is POST /api/v1/reservations/{id}/cancel.
 func (c *Client) CancelReservation(ctx context.Context, id string, req api.ActionRequest) (reserve.Reservation, error) {
-	var b reservationBody
-	err := c.post(ctx, "/reservations/"+escape(id)+"/cancel", req, &b)
+	b, err := post[reservationBody](ctx, c, "/reservations/"+escape(id)+"/cancel", req)
 	return b.Reservation, err
 }
 
@@ -179,51 +158,42 @@ func (b *exclusiveBody) UnmarshalJSON(data []byte) error {
 // Exclusives is GET /api/v1/exclusives, filtered by o's Owner, Node and
 // States.
 func (c *Client) Exclusives(ctx context.Context, o ListOptions) ([]reserve.Exclusive, error) {
-	var l api.ExclusiveList
-	err := c.get(ctx, "/exclusives", o.query(), &l)
+	l, err := get[api.ExclusiveList](ctx, c, "/exclusives", o.query())
 	return l.Exclusives, err
 }
 
 // CreateExclusive is POST /api/v1/exclusives: hold a node or a site.
 func (c *Client) CreateExclusive(ctx context.Context, req api.ExclusiveRequest) (reserve.Exclusive, error) {
-	var b exclusiveBody
-	err := c.post(ctx, "/exclusives", req, &b)
+	b, err := post[exclusiveBody](ctx, c, "/exclusives", req)
 	return b.Exclusive, err
 }
 
 // CancelExclusive is POST /api/v1/exclusives/{id}/cancel.
 func (c *Client) CancelExclusive(ctx context.Context, id string, req api.ActionRequest) (reserve.Exclusive, error) {
-	var b exclusiveBody
-	err := c.post(ctx, "/exclusives/"+escape(id)+"/cancel", req, &b)
+	b, err := post[exclusiveBody](ctx, c, "/exclusives/"+escape(id)+"/cancel", req)
 	return b.Exclusive, err
 }
 
 // Users is GET /api/v1/users (admin).
 func (c *Client) Users(ctx context.Context) ([]api.User, error) {
-	var l api.UserList
-	err := c.get(ctx, "/users", nil, &l)
+	l, err := get[api.UserList](ctx, c, "/users", nil)
 	return l.Users, err
 }
 
 // AddUser is POST /api/v1/users (admin).
 func (c *Client) AddUser(ctx context.Context, req api.UserRequest) (api.User, error) {
-	var u api.User
-	err := c.post(ctx, "/users", req, &u)
-	return u, err
+	return post[api.User](ctx, c, "/users", req)
 }
 
 // CreateToken is POST /api/v1/users/{name}/tokens: the answer's Secret is
 // the token, shown this once.
 func (c *Client) CreateToken(ctx context.Context, user string, req api.TokenRequest) (api.Token, error) {
-	var t api.Token
-	err := c.post(ctx, "/users/"+escape(user)+"/tokens", req, &t)
-	return t, err
+	return post[api.Token](ctx, c, "/users/"+escape(user)+"/tokens", req)
 }
 
 // Tokens is GET /api/v1/users/{name}/tokens (never the secrets).
 func (c *Client) Tokens(ctx context.Context, user string) ([]api.Token, error) {
-	var l api.TokenList
-	err := c.get(ctx, "/users/"+escape(user)+"/tokens", nil, &l)
+	l, err := get[api.TokenList](ctx, c, "/users/"+escape(user)+"/tokens", nil)
 	return l.Tokens, err
 }
 
@@ -234,16 +204,12 @@ func (c *Client) RevokeToken(ctx context.Context, id string) error {
 
 // Policy is GET /api/v1/policy.
 func (c *Client) Policy(ctx context.Context) (api.Policy, error) {
-	var p api.Policy
-	err := c.get(ctx, "/policy", nil, &p)
-	return p, err
+	return get[api.Policy](ctx, c, "/policy", nil)
 }
 
 // SetPolicy is PUT /api/v1/policy (admin).
 func (c *Client) SetPolicy(ctx context.Context, p api.Policy) (api.Policy, error) {
-	var out api.Policy
-	err := c.do(ctx, http.MethodPut, "/policy", nil, p, &out)
-	return out, err
+	return call[api.Policy](ctx, c, http.MethodPut, "/policy", nil, p)
 }
 
 // AuditOptions filters Audit; zero fields do not filter.
@@ -261,7 +227,6 @@ func (c *Client) Audit(ctx context.Context, o AuditOptions) ([]api.AuditEntry, e
 	if o.Limit > 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
 	}
-	var l api.AuditList
-	err := c.get(ctx, "/audit", q, &l)
+	l, err := get[api.AuditList](ctx, c, "/audit", q)
 	return l.Entries, err
 }
