@@ -105,6 +105,40 @@ func (e *apiFailure) Unwrap() error { return e.err }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
+// request connects to the controller and runs fn, the command's request,
+// with the client: a failure of either is the command's one error line
+// ("<what>: <why>", worded by ctlError when the request failed).
+func (o *ctlFlags) request(what string, fn func(*client.Client) error) error {
+	c, err := o.client()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if err := fn(c); err != nil {
+		return ctlError(what, c, err)
+	}
+	return nil
+}
+
+// fetch is o.request for a call that answers with a value.
+func fetch[T any](o *ctlFlags, what string, fn func(*client.Client) (T, error)) (T, error) {
+	var v T
+	err := o.request(what, func(c *client.Client) (err error) {
+		v, err = fn(c)
+		return err
+	})
+	return v, err
+}
+
+// writeRefusal puts the controller's error object on stdout with --json
+// (besides the error line on stderr), so that a script reading stdout
+// learns why nothing was booked or found, alternatives included.
+func (o *ctlFlags) writeRefusal(w io.Writer, err error) {
+	var ae *client.APIError
+	if o.json && errors.As(err, &ae) {
+		(&ndjson{w: w}).write(api.ErrorBody{Error: ae.Detail})
+	}
+}
+
 // ---------------------------------------------------------------------------
 // Times, durations and the other values users type.
 
@@ -229,6 +263,20 @@ func parseSizeFlag(flag, s string) (uint64, error) {
 	return uint64(v), nil
 }
 
+// parseCompletion reads the flags of an earliest completion, which create
+// and find take alike: --size, --bandwidth (the highest rate wanted, any
+// when not given) and --start (the earliest, default now).
+func parseCompletion(size, bandwidth string, w window, now time.Time) (sizeBytes, bps uint64, start time.Time, err error) {
+	if sizeBytes, err = parseSizeFlag("--size", size); err != nil {
+		return 0, 0, start, err
+	}
+	if bps, err = parseBandwidth("--bandwidth", bandwidth, false); err != nil {
+		return 0, 0, start, err
+	}
+	start, _, _, err = w.resolve(now, false)
+	return sizeBytes, bps, start, err
+}
+
 // newIdempotencyKey makes the key that lets a create be sent twice and
 // booked once.
 func newIdempotencyKey() string {
@@ -273,15 +321,56 @@ type listSummary struct {
 	Count   int  `json:"count"`
 }
 
-// printReservations writes the table of list.
-func printReservations(w io.Writer, rs []reserve.Reservation) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tFROM\tTO\tBANDWIDTH\tSTART\tEND\tPATH\tOWNER\tPROJECT")
-	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, fmtState(r), r.From, r.To, fmtRate(r.Bandwidth),
-			fmtTime(r.Start), fmtTime(r.End), orDash(client.PathString(r.Path)), r.Owner, orDash(r.Project))
+// printOne writes the answer of a command about one object: v as one
+// NDJSON line with --json (asJSON), else the line format and args make.
+func printOne(w io.Writer, asJSON bool, v any, format string, args ...any) {
+	if asJSON {
+		(&ndjson{w: w}).write(v)
+		return
+	}
+	fmt.Fprintf(w, format, args...)
+}
+
+// printList writes the answer of a list command: with --json (asJSON) each
+// item as a line and then the summary counting them; else the table, or
+// the line none alone when the list is empty and none is not "".
+func printList[T any](w io.Writer, asJSON bool, items []T, none string, table func(io.Writer, []T)) {
+	if asJSON {
+		nd := &ndjson{w: w}
+		for _, it := range items {
+			nd.write(it)
+		}
+		nd.write(listSummary{Summary: true, Count: len(items)})
+		return
+	}
+	if len(items) == 0 && none != "" {
+		fmt.Fprintln(w, none)
+		return
+	}
+	table(w, items)
+}
+
+// newTable is the tabwriter every table of the clients is aligned with.
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
+
+// printTable writes a table: the header's columns, then the cells row
+// makes of each item.
+func printTable[T any](w io.Writer, header []string, items []T, row func(T) []string) {
+	tw := newTable(w)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, it := range items {
+		fmt.Fprintln(tw, strings.Join(row(it), "\t"))
 	}
 	tw.Flush()
+}
+
+// printReservations writes the table of list.
+func printReservations(w io.Writer, rs []reserve.Reservation) {
+	printTable(w, []string{"ID", "STATE", "FROM", "TO", "BANDWIDTH", "START", "END", "PATH", "OWNER", "PROJECT"}, rs,
+		func(r reserve.Reservation) []string {
+			return []string{r.ID, fmtState(r), r.From, r.To, fmtRate(r.Bandwidth),
+				fmtTime(r.Start), fmtTime(r.End), orDash(client.PathString(r.Path)), r.Owner, orDash(r.Project)}
+		})
 }
 
 // describeReservation is one line about a reservation, for create, modify
@@ -297,7 +386,7 @@ func describeReservation(r reserve.Reservation) string {
 
 // printReservation writes one reservation in full, with its history.
 func printReservation(w io.Writer, r reserve.Reservation) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := newTable(w)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("id", fmt.Sprintf("%s (version %d)", r.ID, r.Version))
 	row("state", fmtState(r))
@@ -344,16 +433,13 @@ func printReservation(w io.Writer, r reserve.Reservation) {
 		return
 	}
 	fmt.Fprintln(w, "\nhistory:")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  AT\tEVENT\tSTATE\tBY\tVERSION\tWHY")
-	for _, t := range r.History {
+	printTable(w, []string{"  AT", "EVENT", "STATE", "BY", "VERSION", "WHY"}, r.History, func(t reserve.Transition) []string {
 		st := string(t.To)
 		if t.From != "" && t.From != t.To {
 			st = string(t.From) + " → " + string(t.To)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\n", fmtTime(t.At), t.Event, st, t.By, t.Version, t.Why)
-	}
-	tw.Flush()
+		return []string{"  " + fmtTime(t.At), string(t.Event), st, t.By, strconv.FormatUint(t.Version, 10), t.Why}
+	})
 }
 
 func describeSlot(s api.Slot) string {
@@ -380,13 +466,10 @@ func describeSlot(s api.Slot) string {
 }
 
 func printExclusives(w io.Writer, xs []reserve.Exclusive) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tHOLDS\tNODES\tSTART\tEND\tOWNER\tPROJECT")
-	for _, x := range xs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.State, exclusiveWhat(x), orDash(strings.Join(x.Nodes, ",")),
-			fmtTime(x.Start), fmtTime(x.End), x.Owner, orDash(x.Project))
-	}
-	tw.Flush()
+	printTable(w, []string{"ID", "STATE", "HOLDS", "NODES", "START", "END", "OWNER", "PROJECT"}, xs, func(x reserve.Exclusive) []string {
+		return []string{x.ID, string(x.State), exclusiveWhat(x), orDash(strings.Join(x.Nodes, ",")),
+			fmtTime(x.Start), fmtTime(x.End), x.Owner, orDash(x.Project)}
+	})
 }
 
 func exclusiveWhat(x reserve.Exclusive) string {
@@ -522,13 +605,7 @@ func runReserveCreate(cmd *cobra.Command, o *ctlFlags, f createFlags, hold strin
 		if f.duration != "" || f.end != "" {
 			return fmt.Errorf("%s: --size books the earliest completion: give --deadline, not --duration or --end", what)
 		}
-		if req.SizeBytes, err = parseSizeFlag("--size", f.size); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if req.Bandwidth, err = parseBandwidth("--bandwidth", f.bandwidth, false); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if req.Start, _, _, err = f.window.resolve(now, false); err != nil {
+		if req.SizeBytes, req.Bandwidth, req.Start, err = parseCompletion(f.size, f.bandwidth, f.window, now); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		if f.deadline != "" {
@@ -554,40 +631,13 @@ func runReserveCreate(cmd *cobra.Command, o *ctlFlags, f createFlags, hold strin
 	if req.IdempotencyKey == "" {
 		req.IdempotencyKey = newIdempotencyKey()
 	}
-	c, err := o.client()
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	ctx := cmd.Context()
-	resp, err := c.CreateReservation(ctx, req)
-	if err != nil && client.Retryable(err) && ctx.Err() == nil {
-		// The controller may have booked it before the answer was lost:
-		// the same idempotency key makes the second try return that one.
-		select {
-		case <-time.After(time.Second):
-		case <-ctx.Done():
-		}
-		if ctx.Err() == nil {
-			resp, err = c.CreateReservation(ctx, req)
-		}
-		// A start of "now" may have passed while the first try hung. The
-		// controller answers a known key before it checks the start, so
-		// this refusal proves nothing was booked: ask again from now.
-		var ae *client.APIError
-		if errors.As(err, &ae) && ae.Detail.Code == api.CodeInvalid && ae.Detail.Field == "start" && startsNow(f.start) && ctx.Err() == nil {
-			if fresh := resolveNow(); req.End.IsZero() || req.End.After(fresh) {
-				req.Start = fresh
-				resp, err = c.CreateReservation(ctx, req)
-			}
-		}
-	}
+	resp, err := fetch(o, what, func(c *client.Client) (api.ReservationResponse, error) {
+		return createRetrying(cmd.Context(), c, req, startsNow(f.start))
+	})
 	out := cmd.OutOrStdout()
 	if err != nil {
-		var ae *client.APIError
-		if o.json && errors.As(err, &ae) {
-			(&ndjson{w: out}).write(api.ErrorBody{Error: ae.Detail})
-		}
-		return ctlError(what, c, err)
+		o.writeRefusal(out, err)
+		return err
 	}
 	if o.json {
 		(&ndjson{w: out}).write(createdLine{Reservation: resp.Reservation, Created: resp.Created, Algorithm: resp.Algorithm})
@@ -606,6 +656,36 @@ func runReserveCreate(cmd *cobra.Command, o *ctlFlags, f createFlags, hold strin
 		fmt.Fprintf(out, "  commit before %s, or it is released: lightpath reserve commit %s\n", fmtTime(r.HoldExpires), r.ID)
 	}
 	return nil
+}
+
+// createRetrying sends a create, and sends it again when the answer was
+// lost (the controller could not be reached or was shutting down).
+// fromNow says the start was "now" when the command began.
+func createRetrying(ctx context.Context, c *client.Client, req api.ReservationRequest, fromNow bool) (api.ReservationResponse, error) {
+	resp, err := c.CreateReservation(ctx, req)
+	if err == nil || !client.Retryable(err) || ctx.Err() != nil {
+		return resp, err
+	}
+	// The controller may have booked it before the answer was lost: the
+	// same idempotency key makes the second try return that one.
+	select {
+	case <-time.After(time.Second):
+	case <-ctx.Done():
+	}
+	if ctx.Err() == nil {
+		resp, err = c.CreateReservation(ctx, req)
+	}
+	// A start of "now" may have passed while the first try hung. The
+	// controller answers a known key before it checks the start, so this
+	// refusal proves nothing was booked: ask again from now.
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.Detail.Code == api.CodeInvalid && ae.Detail.Field == "start" && fromNow && ctx.Err() == nil {
+		if fresh := resolveNow(); req.End.IsZero() || req.End.After(fresh) {
+			req.Start = fresh
+			resp, err = c.CreateReservation(ctx, req)
+		}
+	}
+	return resp, err
 }
 
 // startsNow reports whether a --start means the moment the command runs.
@@ -718,31 +798,18 @@ func runReserveFind(cmd *cobra.Command, o *ctlFlags, f findFlags) error {
 		if f.duration != "" || f.end != "" {
 			return fmt.Errorf("%s: --size finds the earliest completion: give --horizon, not --duration or --end", what)
 		}
-		if req.SizeBytes, err = parseSizeFlag("--size", f.size); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if req.Bandwidth, err = parseBandwidth("--bandwidth", f.bandwidth, false); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if req.Start, _, _, err = f.window.resolve(now, false); err != nil {
+		if req.SizeBytes, req.Bandwidth, req.Start, err = parseCompletion(f.size, f.bandwidth, f.window, now); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 	}
 	if d > 0 {
 		req.Duration = d.String()
 	}
-	c, err := o.client()
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	slot, err := c.Find(cmd.Context(), req)
+	slot, err := fetch(o, what, func(c *client.Client) (api.Slot, error) { return c.Find(cmd.Context(), req) })
 	out := cmd.OutOrStdout()
 	if err != nil {
-		var ae *client.APIError
-		if o.json && errors.As(err, &ae) {
-			(&ndjson{w: out}).write(api.ErrorBody{Error: ae.Detail})
-		}
-		return ctlError(what, c, err)
+		o.writeRefusal(out, err)
+		return err
 	}
 	if o.json {
 		(&ndjson{w: out}).write(slot)
@@ -775,12 +842,9 @@ func printSlot(w io.Writer, req api.FindRequest, s api.Slot) {
 			return
 		}
 		fmt.Fprintf(w, "starts that fit %s → %s at %s:\n", req.From, req.To, desc)
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  FIRST START\tLAST START")
-		for _, win := range s.Windows {
-			fmt.Fprintf(tw, "  %s\t%s\n", fmtTime(win.First), fmtTime(win.Last))
-		}
-		tw.Flush()
+		printTable(w, []string{"  FIRST START", "LAST START"}, s.Windows, func(win api.Window) []string {
+			return []string{"  " + fmtTime(win.First), fmtTime(win.Last)}
+		})
 	}
 }
 
@@ -826,28 +890,11 @@ or everyone's when your role is operator or admin. The filters combine;
 					return fmt.Errorf("%s: --before: %w", what, err)
 				}
 			}
-			c, err := o.client()
+			rs, err := fetch(o, what, func(c *client.Client) ([]reserve.Reservation, error) { return c.ListReservations(cmd.Context(), lo) })
 			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
+				return err
 			}
-			rs, err := c.ListReservations(cmd.Context(), lo)
-			if err != nil {
-				return ctlError(what, c, err)
-			}
-			out := cmd.OutOrStdout()
-			if o.json {
-				nd := &ndjson{w: out}
-				for _, r := range rs {
-					nd.write(r)
-				}
-				nd.write(listSummary{Summary: true, Count: len(rs)})
-				return nil
-			}
-			if len(rs) == 0 {
-				fmt.Fprintln(out, "no reservations")
-				return nil
-			}
-			printReservations(out, rs)
+			printList(cmd.OutOrStdout(), o.json, rs, "no reservations", printReservations)
 			return nil
 		},
 	}
@@ -872,14 +919,9 @@ did what, when and why).`,
   lightpath reserve show r-7c1e --json | jq '.history[] | .event'`,
 		Args: exactArgs("reserve show", "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			const what = "reserve show"
-			c, err := o.client()
+			r, err := fetch(o, "reserve show", func(c *client.Client) (reserve.Reservation, error) { return c.Reservation(cmd.Context(), args[0]) })
 			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
-			}
-			r, err := c.Reservation(cmd.Context(), args[0])
-			if err != nil {
-				return ctlError(what, c, err)
+				return err
 			}
 			if o.json {
 				(&ndjson{w: cmd.OutOrStdout()}).write(r)
@@ -1020,11 +1062,7 @@ func runReserveModify(cmd *cobra.Command, o *ctlFlags, f modifyFlags, id string)
 	if err != nil {
 		return ctlError(what, c, err)
 	}
-	if o.json {
-		(&ndjson{w: cmd.OutOrStdout()}).write(r)
-		return nil
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "modified %s (version %d)\n", describeReservation(r), r.Version)
+	printOne(cmd.OutOrStdout(), o.json, r, "modified %s (version %d)\n", describeReservation(r), r.Version)
 	return nil
 }
 
@@ -1040,20 +1078,13 @@ its history. Cancelling a cancelled reservation again is harmless.`,
   lightpath reserve cancel r-7c1e --reason "detector down"`,
 		Args: exactArgs("reserve cancel", "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			const what = "reserve cancel"
-			c, err := o.client()
+			r, err := fetch(o, "reserve cancel", func(c *client.Client) (reserve.Reservation, error) {
+				return c.CancelReservation(cmd.Context(), args[0], api.ActionRequest{Reason: reason})
+			})
 			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
+				return err
 			}
-			r, err := c.CancelReservation(cmd.Context(), args[0], api.ActionRequest{Reason: reason})
-			if err != nil {
-				return ctlError(what, c, err)
-			}
-			if o.json {
-				(&ndjson{w: cmd.OutOrStdout()}).write(r)
-				return nil
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "cancelled %s\n", describeReservation(r))
+			printOne(cmd.OutOrStdout(), o.json, r, "cancelled %s\n", describeReservation(r))
 			return nil
 		},
 	}
@@ -1071,20 +1102,13 @@ bandwidth. After the hold expired it is CANCELLED and cannot be committed.`,
   lightpath reserve commit r-7c1e`,
 		Args: exactArgs("reserve commit", "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			const what = "reserve commit"
-			c, err := o.client()
+			r, err := fetch(o, "reserve commit", func(c *client.Client) (reserve.Reservation, error) {
+				return c.CommitReservation(cmd.Context(), args[0], api.ActionRequest{})
+			})
 			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
+				return err
 			}
-			r, err := c.CommitReservation(cmd.Context(), args[0], api.ActionRequest{})
-			if err != nil {
-				return ctlError(what, c, err)
-			}
-			if o.json {
-				(&ndjson{w: cmd.OutOrStdout()}).write(r)
-				return nil
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "committed %s\n", describeReservation(r))
+			printOne(cmd.OutOrStdout(), o.json, r, "committed %s\n", describeReservation(r))
 			return nil
 		},
 	}
@@ -1386,19 +1410,11 @@ someone else's reservation or hold already touches those nodes then.`,
 			if d > 0 {
 				req.Duration = d.String()
 			}
-			c, err := o.client()
+			x, err := fetch(o, what, func(c *client.Client) (reserve.Exclusive, error) { return c.CreateExclusive(cmd.Context(), req) })
 			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
+				return err
 			}
-			x, err := c.CreateExclusive(cmd.Context(), req)
-			if err != nil {
-				return ctlError(what, c, err)
-			}
-			if o.json {
-				(&ndjson{w: cmd.OutOrStdout()}).write(x)
-				return nil
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "held %s exclusively as %s: %s (%s), %s → %s\n", exclusiveWhat(x), x.ID,
+			printOne(cmd.OutOrStdout(), o.json, x, "held %s exclusively as %s: %s (%s), %s → %s\n", exclusiveWhat(x), x.ID,
 				strings.Join(x.Nodes, ", "), x.State, fmtTime(x.Start), fmtTime(x.End))
 			return nil
 		},
@@ -1420,29 +1436,13 @@ func newExclusiveListCmd(o *ctlFlags) *cobra.Command {
   lightpath reserve exclusive list --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			const what = "reserve exclusive list"
-			c, err := o.client()
+			xs, err := fetch(o, "reserve exclusive list", func(c *client.Client) ([]reserve.Exclusive, error) {
+				return c.Exclusives(cmd.Context(), client.ListOptions{})
+			})
 			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
+				return err
 			}
-			xs, err := c.Exclusives(cmd.Context(), client.ListOptions{})
-			if err != nil {
-				return ctlError(what, c, err)
-			}
-			out := cmd.OutOrStdout()
-			if o.json {
-				nd := &ndjson{w: out}
-				for _, x := range xs {
-					nd.write(x)
-				}
-				nd.write(listSummary{Summary: true, Count: len(xs)})
-				return nil
-			}
-			if len(xs) == 0 {
-				fmt.Fprintln(out, "no exclusive holds")
-				return nil
-			}
-			printExclusives(out, xs)
+			printList(cmd.OutOrStdout(), o.json, xs, "no exclusive holds", printExclusives)
 			return nil
 		},
 	}
@@ -1457,20 +1457,13 @@ func newExclusiveCancelCmd(o *ctlFlags) *cobra.Command {
 		Example: `  lightpath reserve exclusive cancel x-42aa --reason "experiment done"`,
 		Args:    exactArgs("reserve exclusive cancel", "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			const what = "reserve exclusive cancel"
-			c, err := o.client()
+			x, err := fetch(o, "reserve exclusive cancel", func(c *client.Client) (reserve.Exclusive, error) {
+				return c.CancelExclusive(cmd.Context(), args[0], api.ActionRequest{Reason: reason})
+			})
 			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
+				return err
 			}
-			x, err := c.CancelExclusive(cmd.Context(), args[0], api.ActionRequest{Reason: reason})
-			if err != nil {
-				return ctlError(what, c, err)
-			}
-			if o.json {
-				(&ndjson{w: cmd.OutOrStdout()}).write(x)
-				return nil
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "released %s: %s of %s (%s)\n", x.ID, exclusiveWhat(x), strings.Join(x.Nodes, ", "), x.State)
+			printOne(cmd.OutOrStdout(), o.json, x, "released %s: %s of %s (%s)\n", x.ID, exclusiveWhat(x), strings.Join(x.Nodes, ", "), x.State)
 			return nil
 		},
 	}

@@ -196,6 +196,36 @@ r-22  HELD               a2    b2  10.0 Gbit/s 2026-05-01T14:00:00Z  2026-05-01T
 	}
 }
 
+// TestPrintList checks the three forms of a list's answer: NDJSON ending
+// in the summary, the none line for an empty list, and the table (the
+// header alone when a list has no none line).
+func TestPrintList(t *testing.T) {
+	table := func(w io.Writer, xs []string) {
+		printTable(w, []string{"NAME", "LEN"}, xs, func(x string) []string { return []string{x, strconv.Itoa(len(x))} })
+	}
+	for _, tc := range []struct {
+		name  string
+		json  bool
+		items []string
+		none  string
+		want  string
+	}{
+		{"json", true, []string{"a", "bc"}, "no things", "\"a\"\n\"bc\"\n{\"summary\":true,\"count\":2}\n"},
+		{"empty json", true, nil, "no things", "{\"summary\":true,\"count\":0}\n"},
+		{"table", false, []string{"a", "bcd"}, "no things", "NAME  LEN\na     1\nbcd   3\n"},
+		{"empty", false, nil, "no things", "no things\n"},
+		{"empty without a none line", false, nil, "", "NAME  LEN\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			printList(&b, tc.json, tc.items, tc.none, table)
+			if b.String() != tc.want {
+				t.Errorf("got %q, want %q", b.String(), tc.want)
+			}
+		})
+	}
+}
+
 func TestPrintReservation(t *testing.T) {
 	withUTC(t)
 	var b bytes.Buffer

@@ -7,11 +7,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/client"
 )
 
 // roles are the roles a user may have, least privileged first.
@@ -63,19 +63,13 @@ lightpath user token create NAME.`,
 			if !slices.Contains(roles, role) {
 				return fmt.Errorf("%s: --role %q: want one of %s", what, role, strings.Join(roles, ", "))
 			}
-			c, err := o.client()
+			u, err := fetch(o, what, func(c *client.Client) (api.User, error) {
+				return c.AddUser(cmd.Context(), api.UserRequest{Name: args[0], Role: role, Projects: projects})
+			})
 			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
+				return err
 			}
-			u, err := c.AddUser(cmd.Context(), api.UserRequest{Name: args[0], Role: role, Projects: projects})
-			if err != nil {
-				return ctlError(what, c, err)
-			}
-			if o.json {
-				(&ndjson{w: cmd.OutOrStdout()}).write(u)
-				return nil
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "added %s (%s%s); give them a token: lightpath user token create %s\n",
+			printOne(cmd.OutOrStdout(), o.json, u, "added %s (%s%s); give them a token: lightpath user token create %s\n",
 				u.Name, u.Role, projectsNote(u.Projects), u.Name)
 			return nil
 		},
@@ -101,37 +95,20 @@ func newUserListCmd(o *ctlFlags) *cobra.Command {
   lightpath user list --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			const what = "user list"
-			c, err := o.client()
+			us, err := fetch(o, "user list", func(c *client.Client) ([]api.User, error) { return c.Users(cmd.Context()) })
 			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
+				return err
 			}
-			us, err := c.Users(cmd.Context())
-			if err != nil {
-				return ctlError(what, c, err)
-			}
-			out := cmd.OutOrStdout()
-			if o.json {
-				nd := &ndjson{w: out}
-				for _, u := range us {
-					nd.write(u)
-				}
-				nd.write(listSummary{Summary: true, Count: len(us)})
-				return nil
-			}
-			printUsers(out, us)
+			printList(cmd.OutOrStdout(), o.json, us, "", printUsers) // the header alone says there are none
 			return nil
 		},
 	}
 }
 
 func printUsers(w io.Writer, us []api.User) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tROLE\tPROJECTS\tCREATED")
-	for _, u := range us {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", u.Name, u.Role, orDash(strings.Join(u.Projects, ",")), fmtTime(u.CreatedAt))
-	}
-	tw.Flush()
+	printTable(w, []string{"NAME", "ROLE", "PROJECTS", "CREATED"}, us, func(u api.User) []string {
+		return []string{u.Name, u.Role, orDash(strings.Join(u.Projects, ",")), fmtTime(u.CreatedAt)}
+	})
 }
 
 func newUserWhoamiCmd(o *ctlFlags) *cobra.Command {
@@ -141,20 +118,15 @@ func newUserWhoamiCmd(o *ctlFlags) *cobra.Command {
 		Example: `  lightpath user whoami --controller-token-file alice.token`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			const what = "user whoami"
-			c, err := o.client()
+			var at string // the controller, as the flags or the environment named it
+			w, err := fetch(o, "user whoami", func(c *client.Client) (api.Whoami, error) {
+				at = c.URL()
+				return c.Whoami(cmd.Context())
+			})
 			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
+				return err
 			}
-			w, err := c.Whoami(cmd.Context())
-			if err != nil {
-				return ctlError(what, c, err)
-			}
-			if o.json {
-				(&ndjson{w: cmd.OutOrStdout()}).write(w)
-				return nil
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s (%s%s) at %s\n", w.User, w.Role, projectsNote(w.Projects), c.URL())
+			printOne(cmd.OutOrStdout(), o.json, w, "%s (%s%s) at %s\n", w.User, w.Role, projectsNote(w.Projects), at)
 			return nil
 		},
 	}
@@ -205,13 +177,9 @@ needed.`,
 					return fmt.Errorf("%s: --out %s: its directory does not exist", what, outFile)
 				}
 			}
-			c, err := o.client()
+			t, err := fetch(o, what, func(c *client.Client) (api.Token, error) { return c.CreateToken(cmd.Context(), args[0], req) })
 			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
-			}
-			t, err := c.CreateToken(cmd.Context(), args[0], req)
-			if err != nil {
-				return ctlError(what, c, err)
+				return err
 			}
 			if t.Secret == "" {
 				return fmt.Errorf("%s: the controller created token %s but sent no secret", what, t.ID)
@@ -282,41 +250,24 @@ func newTokenListCmd(o *ctlFlags) *cobra.Command {
 		Example: `  lightpath user token list alice`,
 		Args:    exactArgs("user token list", "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			const what = "user token list"
-			c, err := o.client()
+			ts, err := fetch(o, "user token list", func(c *client.Client) ([]api.Token, error) { return c.Tokens(cmd.Context(), args[0]) })
 			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
+				return err
 			}
-			ts, err := c.Tokens(cmd.Context(), args[0])
-			if err != nil {
-				return ctlError(what, c, err)
-			}
-			out := cmd.OutOrStdout()
-			if o.json {
-				nd := &ndjson{w: out}
-				for _, t := range ts {
-					nd.write(t)
-				}
-				nd.write(listSummary{Summary: true, Count: len(ts)})
-				return nil
-			}
-			printTokens(out, ts)
+			printList(cmd.OutOrStdout(), o.json, ts, "", printTokens)
 			return nil
 		},
 	}
 }
 
 func printTokens(w io.Writer, ts []api.Token) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tUSER\tCREATED\tEXPIRES\tREVOKED")
-	for _, t := range ts {
+	printTable(w, []string{"ID", "USER", "CREATED", "EXPIRES", "REVOKED"}, ts, func(t api.Token) []string {
 		exp := "never"
 		if !t.ExpiresAt.IsZero() {
 			exp = fmtTime(t.ExpiresAt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, t.User, fmtTime(t.CreatedAt), exp, fmtTime(t.RevokedAt))
-	}
-	tw.Flush()
+		return []string{t.ID, t.User, fmtTime(t.CreatedAt), exp, fmtTime(t.RevokedAt)}
+	})
 }
 
 // revokeSummary is token revoke's --json line.
@@ -332,19 +283,10 @@ func newTokenRevokeCmd(o *ctlFlags) *cobra.Command {
 		Example: `  lightpath user token revoke t-5d2f`,
 		Args:    exactArgs("user token revoke", "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			const what = "user token revoke"
-			c, err := o.client()
-			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
+			if err := o.request("user token revoke", func(c *client.Client) error { return c.RevokeToken(cmd.Context(), args[0]) }); err != nil {
+				return err
 			}
-			if err := c.RevokeToken(cmd.Context(), args[0]); err != nil {
-				return ctlError(what, c, err)
-			}
-			if o.json {
-				(&ndjson{w: cmd.OutOrStdout()}).write(revokeSummary{Summary: true, Revoked: args[0]})
-				return nil
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "revoked token %s\n", args[0])
+			printOne(cmd.OutOrStdout(), o.json, revokeSummary{Summary: true, Revoked: args[0]}, "revoked token %s\n", args[0])
 			return nil
 		},
 	}
