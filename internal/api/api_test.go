@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -1008,4 +1009,71 @@ func TestStartWithStrandingTopology(t *testing.T) {
 		t.Errorf("%d live after the start, want 1", c.LiveCount())
 	}
 	c.Close()
+}
+
+func TestAgents(t *testing.T) {
+	e := newEnv(t, sqliteURL(t), twoSite)
+	agent := e.user("agent-ra", "agent")
+	alice := e.user("alice", "user")
+	var work api.AgentWork
+	if st, raw := e.do("POST", "/api/v1/agents/ra/heartbeat", alice, api.HeartbeatRequest{}, nil); st != 403 {
+		t.Errorf("a user's heartbeat: %d %s", st, raw)
+	}
+	if st, raw := e.do("POST", "/api/v1/agents/nope/heartbeat", agent, api.HeartbeatRequest{}, nil); st != 400 {
+		t.Errorf("heartbeat of an unknown node: %d %s", st, raw)
+	}
+	if st, raw := e.do("POST", "/api/v1/agents/ra/heartbeat", agent, api.HeartbeatRequest{Lease: "10s"}, &work); st != 200 || len(work.Reservations) != 0 || work.TopologySHA256 == "" {
+		t.Fatalf("heartbeat: %d %s", st, raw)
+	}
+	_, res, raw := e.create(alice, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 100 * mbps, Start: t0.Add(time.Minute), Duration: "1h"})
+	r := res.Reservation
+	if !slices.Equal(r.ManagedNodes, []string{"ra"}) {
+		t.Fatalf("managed nodes %v: %s", r.ManagedNodes, raw)
+	}
+	e.do("POST", "/api/v1/agents/ra/heartbeat", agent, api.HeartbeatRequest{Lease: "10s"}, &work)
+	if len(work.Reservations) != 1 || work.Reservations[0].ID != r.ID {
+		t.Fatalf("work %+v", work)
+	}
+	// Past its start it waits for ra.
+	e.clk.Add(time.Minute + time.Second)
+	e.do("POST", "/api/v1/agents/ra/heartbeat", agent, api.HeartbeatRequest{Lease: "10s"}, nil)
+	e.c.Tick(context.Background())
+	get := func() reserve.Reservation {
+		var got api.ReservationResponse
+		e.do("GET", "/api/v1/reservations/"+r.ID, alice, nil, &got)
+		return got.Reservation
+	}
+	if s := get().State; s != reserve.StateReserved {
+		t.Fatalf("past the start, before the report: %s", s)
+	}
+	if st, raw := e.do("POST", "/api/v1/reservations/"+r.ID+"/nodes/ra", agent, api.NodeReport{Status: "failed"}, nil); st != 400 {
+		t.Errorf("a failure without a reason: %d %s", st, raw)
+	}
+	if st, raw := e.do("POST", "/api/v1/reservations/"+r.ID+"/nodes/rb", agent, api.NodeReport{Status: "provisioned"}, nil); st != 404 {
+		t.Errorf("a report from an unmanaged node: %d %s", st, raw)
+	}
+	var rep api.ReservationResponse
+	if st, raw := e.do("POST", "/api/v1/reservations/"+r.ID+"/nodes/ra", agent, api.NodeReport{Status: "provisioned"}, &rep); st != 200 || rep.Reservation.State != reserve.StateActive {
+		t.Fatalf("report: %d %s", st, raw)
+	}
+	// The lease lapses: degraded, naming ra; back: recovered.
+	e.clk.Add(11 * time.Second)
+	e.c.Tick(context.Background())
+	if g := get(); !g.Degraded || !strings.Contains(g.DegradedReason, "ra") {
+		t.Fatalf("after the lease lapsed: %+v", g)
+	}
+	var agents api.AgentList
+	e.do("GET", "/api/v1/agents", alice, nil, &agents)
+	if len(agents.Agents) != 1 || agents.Agents[0].Alive {
+		t.Errorf("agents %+v", agents)
+	}
+	e.do("POST", "/api/v1/agents/ra/heartbeat", agent, api.HeartbeatRequest{Lease: "10s"}, nil)
+	if g := get(); g.Degraded {
+		t.Fatalf("after the agent came back: %+v", g)
+	}
+	// A failure fails the reservation, with the reason.
+	_, res2, _ := e.create(alice, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 100 * mbps, Start: e.clk.Now(), Duration: "1h"})
+	if st, raw := e.do("POST", "/api/v1/reservations/"+res2.Reservation.ID+"/nodes/ra", agent, api.NodeReport{Status: "failed", Reason: "no such device"}, &rep); st != 200 || rep.Reservation.State != reserve.StateFailed || !strings.Contains(rep.Reservation.FailureReason, "no such device") {
+		t.Errorf("failure report: %d %s", st, raw)
+	}
 }

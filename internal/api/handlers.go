@@ -44,7 +44,7 @@ func (s *Server) getTopology(w http.ResponseWriter, r *http.Request, _ controlle
 	if t == nil {
 		return controller.ErrNoTopology
 	}
-	out := Topology{Name: t.Name, YAML: t.YAML}
+	out := Topology{Name: t.Name, YAML: t.YAML, SHA256: t.TopologyHash()}
 	for _, name := range t.SiteNames() {
 		out.Sites = append(out.Sites, TopoSite{Name: name, Nodes: nonNil(t.Sites[name])})
 	}
@@ -588,5 +588,61 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request, a controller.Acto
 		out.Entries = append(out.Entries, AuditEntry{Seq: e.Seq, At: e.At.UTC(), Who: e.Who, What: e.What, Detail: e.Detail})
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) listAgents(w http.ResponseWriter, _ *http.Request, _ controller.Actor) error {
+	out := AgentList{Agents: []Agent{}}
+	for _, a := range s.c.Agents() {
+		out.Agents = append(out.Agents, Agent{Node: a.Node, RegisteredAt: a.RegisteredAt.UTC(), LeaseExpires: a.LeaseExpires.UTC(), Alive: a.Alive})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
+	var in HeartbeatRequest
+	if r.ContentLength != 0 {
+		if err := decode(w, r, &in); err != nil {
+			return err
+		}
+	}
+	lease, err := parseDuration("lease", in.Lease)
+	if err != nil {
+		return err
+	}
+	work, err := s.c.Heartbeat(r.Context(), a, r.PathValue("node"), lease)
+	if err != nil {
+		return err
+	}
+	rs := work.Reservations
+	if rs == nil {
+		rs = []reserve.Reservation{}
+	}
+	writeJSON(w, http.StatusOK, AgentWork{Node: work.Node, LeaseExpires: work.LeaseExpires.UTC(), TopologySHA256: work.TopologySHA256, Reservations: rs})
+	return nil
+}
+
+func (s *Server) nodeReport(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
+	var in NodeReport
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	var ok bool
+	switch in.Status {
+	case "provisioned":
+		ok = true
+	case "failed":
+		if in.Reason == "" {
+			return invalid("reason", "a failure needs a reason")
+		}
+	default:
+		return invalid("status", "status %q: want provisioned or failed", in.Status)
+	}
+	res, err := s.c.Report(r.Context(), a, r.PathValue("id"), r.PathValue("node"), ok, in.Reason)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ReservationResponse{Reservation: res})
 	return nil
 }

@@ -113,6 +113,9 @@ func (s *Server) Routes() []Route {
 		{Method: "GET", Path: "/api/v1/policy", h: s.getPolicy},
 		{Method: "PUT", Path: "/api/v1/policy", h: s.putPolicy},
 		{Method: "GET", Path: "/api/v1/audit", h: s.audit},
+		{Method: "GET", Path: "/api/v1/agents", h: s.listAgents},
+		{Method: "POST", Path: "/api/v1/agents/{node}/heartbeat", h: s.heartbeat},
+		{Method: "POST", Path: "/api/v1/reservations/{id}/nodes/{node}", h: s.nodeReport},
 	}
 }
 

@@ -182,12 +182,15 @@ type ExclusiveList struct {
 
 // Topology is GET /api/v1/topology: what the controller schedules on.
 type Topology struct {
-	Name  string         `json:"name"`
-	Sites []TopoSite     `json:"sites"`
-	Nodes []TopoNode     `json:"nodes"`
-	Links []TopoLink     `json:"links"`
-	YAML  string         `json:"yaml,omitempty"`
-	Stats TopologyCounts `json:"counts"`
+	Name  string     `json:"name"`
+	Sites []TopoSite `json:"sites"`
+	Nodes []TopoNode `json:"nodes"`
+	Links []TopoLink `json:"links"`
+	YAML  string     `json:"yaml,omitempty"`
+	// SHA256 is the hash of YAML: agents read the topology again when the
+	// hash in their heartbeat's answer changes.
+	SHA256 string         `json:"sha256"`
+	Stats  TopologyCounts `json:"counts"`
 }
 
 // TopologyCounts sums up a topology.
@@ -377,4 +380,41 @@ type Limits struct {
 	Horizon             string `json:"horizon,omitempty"`
 	MaxBandwidth        uint64 `json:"max_bandwidth_bps,omitempty"`
 	MaxProjectBandwidth uint64 `json:"max_project_bandwidth_bps,omitempty"`
+}
+
+// Agent is a node agent as the controller sees it (GET /api/v1/agents).
+type Agent struct {
+	Node         string    `json:"node"`
+	RegisteredAt time.Time `json:"registered_at"`
+	LeaseExpires time.Time `json:"lease_expires"`
+	Alive        bool      `json:"alive"`
+}
+
+// AgentList is GET /api/v1/agents.
+type AgentList struct {
+	Agents []Agent `json:"agents"`
+}
+
+// HeartbeatRequest registers a node's agent or renews its lease
+// (POST /api/v1/agents/{node}/heartbeat, role agent): Lease is how long
+// the heartbeat keeps it alive (default 15s, at most 5m).
+type HeartbeatRequest struct {
+	Lease string `json:"lease,omitempty"`
+}
+
+// AgentWork answers a heartbeat: the lease, the topology's hash, and the
+// live reservations that touch the node.
+type AgentWork struct {
+	Node           string                `json:"node"`
+	LeaseExpires   time.Time             `json:"lease_expires"`
+	TopologySHA256 string                `json:"topology_sha256"`
+	Reservations   []reserve.Reservation `json:"reservations"`
+}
+
+// NodeReport is an agent's word on its part of a reservation
+// (POST /api/v1/reservations/{id}/nodes/{node}): Status "provisioned" or
+// "failed"; Reason is required for a failure.
+type NodeReport struct {
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
 }

@@ -61,11 +61,15 @@ func (c *Controller) Run(ctx context.Context) {
 	for {
 		c.Tick(ctx)
 		c.mu.Lock()
+		now := c.now()
 		at, ok := c.nextDue()
+		if l, lok := c.nextLease(now); lok && (!ok || l.Before(at)) {
+			at, ok = l, true
+		}
 		c.mu.Unlock()
 		wait := time.Hour
 		if ok {
-			wait = max(at.Sub(c.now()), time.Millisecond)
+			wait = max(at.Sub(now), time.Millisecond)
 			wait = min(wait, time.Hour)
 		}
 		timer.Reset(wait)
@@ -90,6 +94,9 @@ func (c *Controller) Tick(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
+	if c.checkLeases(ctx, now) {
+		c.rejudge(ctx, now)
+	}
 	for c.due.Len() > 0 {
 		e := c.due[0]
 		r, ok := c.live[e.id]
@@ -161,4 +168,23 @@ func sameBooking(a, b reserve.Reservation) bool {
 		}
 	}
 	return true
+}
+
+// checkLeases marks the agents whose leases have lapsed since it last
+// looked, and reports whether there were any; the caller holds mu.
+func (c *Controller) checkLeases(ctx context.Context, now time.Time) bool {
+	any := false
+	for n, exp := range c.agents {
+		if now.Before(exp) || c.lapsed[n] {
+			continue
+		}
+		c.lapsed[n] = true
+		any = true
+		c.log.Warn("agent gone", "node", n, "lease_expired", exp)
+		if err := c.st.AppendAudit(ctx, store.AuditEntry{At: now, Who: reserve.ActorController, What: "agent gone " + n,
+			Detail: "lease expired at " + exp.Format(time.RFC3339)}); err != nil {
+			c.log.Error("audit", "err", err)
+		}
+	}
+	return any
 }

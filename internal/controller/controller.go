@@ -92,7 +92,11 @@ type Controller struct {
 	excl   map[string]reserve.Exclusive   // standing exclusive holds by ID
 	policy reserve.Policy
 	agents map[string]time.Time // node → lease expiry
-	due    dueHeap
+	// agentSince is when each agent's current run of heartbeats began, and
+	// lapsed which agents' leases the clock has found lapsed.
+	agentSince map[string]time.Time
+	lapsed     map[string]bool
+	due        dueHeap
 
 	auth authCache
 
@@ -108,18 +112,34 @@ var ErrNoTopology = fmt.Errorf("%w: the controller has no topology yet: start it
 // they missed while no controller ran, so nothing is served from a stale
 // state.
 func Open(ctx context.Context, cfg Config) (*Controller, error) {
+	c, err := open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	// Agents whose leases lapsed while no controller ran leave their
+	// reservations degraded; those back since recover.
+	c.mu.Lock()
+	c.checkLeases(ctx, c.now())
+	c.rejudge(ctx, c.now())
+	c.mu.Unlock()
+	return c, nil
+}
+
+func open(ctx context.Context, cfg Config) (*Controller, error) {
 	c := &Controller{
-		st:      cfg.Store,
-		kind:    cfg.StoreKind,
-		log:     cfg.Log,
-		now:     cfg.Now,
-		pool:    cfg.DSCPPool,
-		maxHold: cfg.MaxHold,
-		live:    map[string]reserve.Reservation{},
-		excl:    map[string]reserve.Exclusive{},
-		agents:  map[string]time.Time{},
-		wake:    make(chan struct{}, 1),
-		events:  newBroker(),
+		st:         cfg.Store,
+		kind:       cfg.StoreKind,
+		log:        cfg.Log,
+		now:        cfg.Now,
+		pool:       cfg.DSCPPool,
+		maxHold:    cfg.MaxHold,
+		live:       map[string]reserve.Reservation{},
+		excl:       map[string]reserve.Exclusive{},
+		agents:     map[string]time.Time{},
+		agentSince: map[string]time.Time{},
+		lapsed:     map[string]bool{},
+		wake:       make(chan struct{}, 1),
+		events:     newBroker(),
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -168,6 +188,8 @@ func Open(ctx context.Context, cfg Config) (*Controller, error) {
 	}
 	for _, a := range agents {
 		c.agents[a.Node] = a.LeaseExpires
+		c.agentSince[a.Node] = a.RegisteredAt
+		c.lapsed[a.Node] = !c.now().Before(a.LeaseExpires)
 	}
 	xs, err := c.st.ListExclusives(ctx, store.Filter{States: []reserve.State{reserve.StateReserved}, From: c.now()})
 	if err != nil {

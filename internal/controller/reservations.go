@@ -473,6 +473,9 @@ func (c *Controller) Modify(ctx context.Context, a Actor, id string, in ModifyIn
 	if in.Version == 0 {
 		return Created{}, &reserve.RequestError{Field: "version", Message: "version is required: send the version you read, so a change made since is not overwritten"}
 	}
+	if a.Role == reserve.RoleAgent {
+		return Created{}, forbidden("agents do not modify reservations")
+	}
 	if len(in.Path) > 0 && in.Reroute {
 		return Created{}, &reserve.RequestError{Field: "reroute", Message: "give a path or ask to reroute, not both"}
 	}
@@ -598,7 +601,9 @@ func (c *Controller) current(ctx context.Context, a Actor, id string) (reserve.R
 			return r, err
 		}
 	}
-	if !a.sees(r.Owner) {
+	// Agents report on any reservation; Commit, Cancel and Modify turn
+	// them away before this.
+	if !a.sees(r.Owner) && a.Role != reserve.RoleAgent {
 		return reserve.Reservation{}, notFound("reservation", id)
 	}
 	if !ok {
@@ -622,11 +627,17 @@ func (c *Controller) current(ctx context.Context, a Actor, id string) (reserve.R
 
 // Commit commits a HELD reservation.
 func (c *Controller) Commit(ctx context.Context, a Actor, id string, version uint64) (reserve.Reservation, error) {
+	if a.Role == reserve.RoleAgent {
+		return reserve.Reservation{}, forbidden("agents do not commit reservations")
+	}
 	return c.event(ctx, a, id, reserve.Event{Kind: reserve.EventCommit, By: a.Name, Version: version})
 }
 
 // Cancel cancels a reservation, recording why.
 func (c *Controller) Cancel(ctx context.Context, a Actor, id string, version uint64, why string) (reserve.Reservation, error) {
+	if a.Role == reserve.RoleAgent {
+		return reserve.Reservation{}, forbidden("agents do not cancel reservations")
+	}
 	return c.event(ctx, a, id, reserve.Event{Kind: reserve.EventCancel, By: a.Name, Version: version, Why: why})
 }
 

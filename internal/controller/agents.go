@@ -1,0 +1,221 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/store"
+)
+
+// Agents: one per node that provisions reservations into its kernel. An
+// agent holds a lease that its heartbeats renew; while the lease holds,
+// the node is managed: reservations created across it wait for its report
+// before they become ACTIVE. When a lease lapses, every live reservation
+// that counts on the node is flagged degraded, and recovers when the agent
+// is back.
+
+// DefaultLease is how long an agent's heartbeat keeps it alive, and
+// MaxLease the longest an agent may ask for.
+const (
+	DefaultLease = 15 * time.Second
+	MaxLease     = 5 * time.Minute
+)
+
+// AgentInfo is an agent as the controller sees it.
+type AgentInfo struct {
+	Node         string
+	RegisteredAt time.Time
+	LeaseExpires time.Time
+	Alive        bool
+}
+
+// AgentWork is what a heartbeat answers: the agent's lease, the topology's
+// hash (to know when to read it again), and the live reservations that
+// touch its node, which is everything it must provision or remove.
+type AgentWork struct {
+	Node           string
+	LeaseExpires   time.Time
+	TopologySHA256 string
+	Reservations   []reserve.Reservation
+}
+
+// TopologyHash returns the SHA-256 of the topology's text.
+func (t *Topo) TopologyHash() string {
+	h := sha256.Sum256([]byte(t.YAML))
+	return hex.EncodeToString(h[:])
+}
+
+func (a Actor) isAgent() bool { return a.Role == reserve.RoleAgent || a.Role == reserve.RoleAdmin }
+
+// Heartbeat registers the agent of node, or renews its lease, and returns
+// its work. An agent that was gone is alive again: the reservations it had
+// degraded recover (unless another of their nodes is still gone).
+func (c *Controller) Heartbeat(ctx context.Context, a Actor, node string, lease time.Duration) (AgentWork, error) {
+	if !a.isAgent() {
+		return AgentWork{}, forbidden("only agents send heartbeats")
+	}
+	if lease == 0 {
+		lease = DefaultLease
+	}
+	if lease < time.Second || lease > MaxLease {
+		return AgentWork{}, &reserve.RequestError{Field: "lease", Message: fmt.Sprintf("lease %s: want 1s to %s", lease, MaxLease)}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.topo == nil {
+		return AgentWork{}, ErrNoTopology
+	}
+	if err := c.topo.checkNode("node", node); err != nil {
+		return AgentWork{}, err
+	}
+	now := c.now()
+	exp, known := c.agents[node]
+	wasAlive := known && now.Before(exp)
+	reg := c.agentSince[node]
+	if !wasAlive || reg.IsZero() {
+		reg = now
+	}
+	ag := store.Agent{Node: node, RegisteredAt: reg, LeaseExpires: now.Add(lease)}
+	what := "heartbeat"
+	if !wasAlive {
+		what = "agent up"
+	}
+	put := func(tx store.Store) error { return tx.PutAgent(ctx, ag) }
+	if wasAlive {
+		// Renewals are frequent and say nothing new: no audit entry.
+		if err := c.st.Tx(ctx, put); err != nil {
+			return AgentWork{}, fmt.Errorf("store agent: %w", err)
+		}
+	} else if err := c.commit(ctx, put, store.AuditEntry{At: now, Who: a.Name, What: what + " " + node,
+		Detail: fmt.Sprintf("lease %s", lease)}); err != nil {
+		return AgentWork{}, fmt.Errorf("store agent: %w", err)
+	}
+	c.agents[node] = ag.LeaseExpires
+	c.agentSince[node] = reg
+	c.lapsed[node] = false
+	if !wasAlive {
+		c.log.Info("agent up", "node", node, "lease", lease)
+		c.rejudge(ctx, now)
+	}
+	c.kick()
+	return AgentWork{Node: node, LeaseExpires: ag.LeaseExpires, TopologySHA256: c.topo.TopologyHash(), Reservations: c.touching(node)}, nil
+}
+
+// touching returns the live reservations whose path or ends include node,
+// by start.
+func (c *Controller) touching(node string) []reserve.Reservation {
+	var out []reserve.Reservation
+	for _, r := range c.live {
+		if slices.Contains(r.Nodes(), node) {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Start.Equal(out[j].Start) {
+			return out[i].Start.Before(out[j].Start)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// Agents lists every agent that ever registered, alive or gone.
+func (c *Controller) Agents() []AgentInfo {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	now := c.now()
+	out := make([]AgentInfo, 0, len(c.agents))
+	for n, exp := range c.agents {
+		out = append(out, AgentInfo{Node: n, RegisteredAt: c.agentSince[n], LeaseExpires: exp, Alive: now.Before(exp)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
+	return out
+}
+
+// Report records an agent's word on its part of a reservation:
+// provisioned (in place) or failed, with the reason.
+func (c *Controller) Report(ctx context.Context, a Actor, id, node string, ok bool, why string) (reserve.Reservation, error) {
+	if !a.isAgent() {
+		return reserve.Reservation{}, forbidden("only agents report on nodes")
+	}
+	kind := reserve.EventNodeProvisioned
+	if !ok {
+		kind = reserve.EventNodeFailed
+	}
+	return c.event(ctx, a, id, reserve.Event{Kind: kind, By: "agent:" + node, Node: node, Why: why})
+}
+
+// nextLease returns when the earliest live lease lapses; the caller
+// holds mu.
+func (c *Controller) nextLease(now time.Time) (time.Time, bool) {
+	var first time.Time
+	for _, exp := range c.agents {
+		if now.Before(exp) && (first.IsZero() || exp.Before(first)) {
+			first = exp
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// rejudge brings every live reservation's degraded flag in line with its
+// managed nodes' agents: degraded, naming the gone ones, or recovered. The
+// clock calls it when a lease lapses, a heartbeat when an agent is back.
+// The caller holds mu.
+func (c *Controller) rejudge(ctx context.Context, now time.Time) {
+	for _, r := range c.liveList() {
+		var gone []string
+		for _, n := range r.ManagedNodes {
+			if exp, ok := c.agents[n]; !ok || !now.Before(exp) {
+				gone = append(gone, n)
+			}
+		}
+		ev := reserve.Event{Kind: reserve.EventRecover, By: reserve.ActorController}
+		if len(gone) > 0 {
+			ev = reserve.Event{Kind: reserve.EventDegrade, By: reserve.ActorController,
+				Why: fmt.Sprintf("the agent of %s is gone: its part may not be in place", joinNodes(gone))}
+		}
+		n, tr, err := reserve.Next(r, ev, now)
+		if err != nil {
+			// A timed event is due first: the clock's next tick applies
+			// it and the one after judges again.
+			if !errors.Is(err, reserve.ErrConflict) {
+				c.log.Error("judge reservation", "id", r.ID, "err", err)
+			}
+			continue
+		}
+		if tr.IsZero() {
+			continue
+		}
+		if err := c.commit(ctx, func(tx store.Store) error { return tx.UpdateReservation(ctx, n, r.Version) },
+			store.AuditEntry{At: now, Who: reserve.ActorController, What: string(ev.Kind) + " " + r.ID, Detail: tr.Why}); err != nil {
+			c.log.Error("store degraded flag", "id", r.ID, "err", err)
+			continue
+		}
+		c.apply(n)
+		c.publishReservation(n, tr)
+	}
+}
+
+func joinNodes(ns []string) string {
+	switch len(ns) {
+	case 1:
+		return ns[0]
+	case 2:
+		return ns[0] + " and " + ns[1]
+	}
+	s := ""
+	for i, n := range ns[:len(ns)-1] {
+		if i > 0 {
+			s += ", "
+		}
+		s += n
+	}
+	return s + " and " + ns[len(ns)-1]
+}
