@@ -230,3 +230,31 @@ func (c *Client) Audit(ctx context.Context, o AuditOptions) ([]api.AuditEntry, e
 	l, err := get[api.AuditList](ctx, c, "/audit", q)
 	return l.Entries, err
 }
+
+// Agents is GET /api/v1/agents.
+func (c *Client) Agents(ctx context.Context) ([]api.Agent, error) {
+	l, err := get[api.AgentList](ctx, c, "/agents", nil)
+	return l.Agents, err
+}
+
+// Heartbeat is POST /api/v1/agents/{node}/heartbeat (role agent): it
+// registers the node's agent or renews its lease (zero: the controller's
+// default) and returns its work.
+func (c *Client) Heartbeat(ctx context.Context, node string, lease time.Duration) (api.AgentWork, error) {
+	req := api.HeartbeatRequest{}
+	if lease > 0 {
+		req.Lease = lease.String()
+	}
+	return post[api.AgentWork](ctx, c, "/agents/"+escape(node)+"/heartbeat", req)
+}
+
+// ReportNode is POST /api/v1/reservations/{id}/nodes/{node}: the agent's
+// word on its node's part, provisioned (failure "") or failed.
+func (c *Client) ReportNode(ctx context.Context, id, node, failure string) (reserve.Reservation, error) {
+	rep := api.NodeReport{Status: "provisioned"}
+	if failure != "" {
+		rep = api.NodeReport{Status: "failed", Reason: failure}
+	}
+	b, err := post[reservationBody](ctx, c, "/reservations/"+escape(id)+"/nodes/"+escape(node), rep)
+	return b.Reservation, err
+}
