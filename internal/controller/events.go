@@ -84,7 +84,8 @@ func (c *Controller) Subscribe(a Actor, id string, after uint64) (<-chan Event, 
 }
 
 func (s *subscriber) wants(owner, id string) bool {
-	return s.actor.sees(owner) && (s.id == "" || s.id == id)
+	// Agents follow every reservation: any may cross their node.
+	return (s.actor.sees(owner) || s.actor.Role == reserve.RoleAgent) && (s.id == "" || s.id == id)
 }
 
 func (b *broker) publish(ev Event, owner, id string) {
