@@ -1,0 +1,442 @@
+//go:build linux
+
+package agent
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/testbed"
+)
+
+// u32Handle is the handle of every agent filter: the first node of the
+// root hash table of its own priority, so that adding it again replaces it.
+const u32Handle = 0x80000800 // 800::800
+
+var nftTable = &nftables.Table{Name: NftTable, Family: nftables.TableFamilyINet}
+
+// nftChains are the agent's chains. Marking and steering of local packets
+// are route chains, so the kernel routes a packet again once its DSCP or
+// mark changed.
+var nftChains = map[string]*nftables.Chain{
+	ChainMark:     {Name: ChainMark, Table: nftTable, Type: nftables.ChainTypeRoute, Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityRef(-150)},
+	ChainSteerOut: {Name: ChainSteerOut, Table: nftTable, Type: nftables.ChainTypeRoute, Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityRef(-140)},
+	ChainSteerIn:  {Name: ChainSteerIn, Table: nftTable, Type: nftables.ChainTypeFilter, Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityRef(-150)},
+	ChainClamp:    {Name: ChainClamp, Table: nftTable, Type: nftables.ChainTypeFilter, Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityRef(-130)},
+}
+
+// Fetch reads the agent-owned objects from the kernel of the namespace
+// behind nsFd: htb classes from 1:100 up and their filters on devs, the
+// "lightpath" nftables table, the ip rules in the agent's priority range
+// and the routes of its tables.
+func Fetch(nsFd int, devs []string) (Plan, error) {
+	h, err := netlink.NewHandleAt(netns.NsHandle(nsFd))
+	if err != nil {
+		return Plan{}, fmt.Errorf("netlink: %w", err)
+	}
+	defer h.Close()
+	var p Plan
+	for _, dev := range devs {
+		link, err := h.LinkByName(dev)
+		if err != nil {
+			return Plan{}, fmt.Errorf("device %s: %w", dev, err)
+		}
+		cs, err := h.ClassList(link, 0)
+		if err != nil {
+			return Plan{}, fmt.Errorf("classes of %s: %w", dev, err)
+		}
+		for _, c := range cs {
+			hc, ok := c.(*netlink.HtbClass)
+			if maj, minor := netlink.MajorMinor(c.Attrs().Handle); ok && maj == 1 && minor >= ClassBase {
+				p.Classes = append(p.Classes, Class{Dev: dev, Minor: minor, Rate: hc.Rate * 8, Ceil: hc.Ceil * 8})
+			}
+		}
+		fs, err := h.FilterList(link, testbed.HTBRoot)
+		if err != nil {
+			return Plan{}, fmt.Errorf("filters of %s: %w", dev, err)
+		}
+		for _, f := range fs {
+			u, ok := f.(*netlink.U32)
+			a := f.Attrs()
+			maj, minor := netlink.MajorMinor(u.ClassId)
+			if !ok || !(maj == 1 && minor >= ClassBase || a.Priority >= FilterPrio4 && a.Priority < FilterPrio6+64) {
+				continue
+			}
+			x := Filter{Dev: dev, IPv6: a.Protocol == unix.ETH_P_IPV6, Prio: a.Priority, Minor: minor}
+			if u.Sel != nil && len(u.Sel.Keys) == 1 && u.Sel.Keys[0].Off == 0 {
+				x.Val, x.Mask = u.Sel.Keys[0].Val, u.Sel.Keys[0].Mask
+			}
+			p.Filters = append(p.Filters, x)
+		}
+	}
+	links, err := h.LinkList()
+	if err != nil {
+		return Plan{}, fmt.Errorf("devices: %w", err)
+	}
+	names := map[int]string{}
+	for _, l := range links {
+		names[l.Attrs().Index] = l.Attrs().Name
+	}
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		rules, err := h.RuleList(fam)
+		if err != nil {
+			return Plan{}, fmt.Errorf("ip rules: %w", err)
+		}
+		for _, r := range rules {
+			if r.Priority >= RulePrio && r.Priority < RulePrio+64 {
+				p.Rules = append(p.Rules, IPRule{IPv6: fam == netlink.FAMILY_V6, Priority: r.Priority, Mark: r.Mark, Table: r.Table})
+			}
+		}
+		routes, err := h.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+		if err != nil {
+			return Plan{}, fmt.Errorf("routes: %w", err)
+		}
+		for _, r := range routes {
+			if r.Table < TableBase || r.Table >= TableBase+64 || r.Dst == nil {
+				continue
+			}
+			x := Route{Table: r.Table, Dev: names[r.LinkIndex]}
+			if a, ok := netip.AddrFromSlice(r.Dst.IP); ok {
+				ones, _ := r.Dst.Mask.Size()
+				x.Dst = netip.PrefixFrom(a.Unmap(), ones)
+			}
+			if a, ok := netip.AddrFromSlice(r.Gw); ok {
+				x.Via = a.Unmap()
+			}
+			p.Routes = append(p.Routes, x)
+		}
+	}
+	c, err := nftables.New(nftables.WithNetNSFd(nsFd))
+	if err != nil {
+		return Plan{}, fmt.Errorf("nftables: %w", err)
+	}
+	if p.NftTable, p.Nft, err = fetchNft(c); err != nil {
+		return Plan{}, err
+	}
+	p.normalize()
+	return p, nil
+}
+
+// fetchNft reads the agent's table. A rule whose comment is not the
+// agent's, or whose expressions differ from what its comment describes
+// (edited by hand), comes back Stale, so that Diff removes it.
+func fetchNft(c *nftables.Conn) (bool, []NftRule, error) {
+	tables, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return false, nil, fmt.Errorf("nftables tables: %w", err)
+	}
+	found := false
+	for _, t := range tables {
+		found = found || t.Name == NftTable
+	}
+	if !found {
+		return false, nil, nil
+	}
+	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return false, nil, fmt.Errorf("nftables chains: %w", err)
+	}
+	var out []NftRule
+	for _, ch := range chains {
+		if ch.Table.Name != NftTable {
+			continue
+		}
+		rules, err := c.GetRules(nftTable, ch)
+		if err != nil {
+			return false, nil, fmt.Errorf("nftables rules of %s: %w", ch.Name, err)
+		}
+		for _, r := range rules {
+			comment, _ := userdata.GetString(r.UserData, userdata.TypeComment)
+			x, err := parseTag(comment)
+			if err != nil || x.Chain != ch.Name || !bytes.Equal(marshalExprs(r.Exprs), marshalExprs(ruleExprs(x))) {
+				x = NftRule{Chain: ch.Name, Stale: true}
+			}
+			x.Handle = r.Handle
+			out = append(out, x)
+		}
+	}
+	return true, out, nil
+}
+
+func marshalExprs(es []expr.Any) []byte {
+	var b []byte
+	for _, e := range es {
+		m, err := expr.Marshal(byte(nftables.TableFamilyINet), e)
+		if err != nil {
+			return nil
+		}
+		b = append(b, m...)
+	}
+	return b
+}
+
+// Apply makes the changes: first what steers is removed (nftables, ip
+// rules, routes) and then what shapes (filters before their classes, which
+// the kernel keeps while filters point at them); then classes, filters,
+// routes, rules and nftables are added, so a packet is steered only onto a
+// path that is ready. Adding what is there already, or removing what is
+// gone, is not an error, and nothing outside the agent's ranges is touched.
+func Apply(nsFd int, c Changes) error {
+	h, err := netlink.NewHandleAt(netns.NsHandle(nsFd))
+	if err != nil {
+		return fmt.Errorf("netlink: %w", err)
+	}
+	defer h.Close()
+	nc, err := nftables.New(nftables.WithNetNSFd(nsFd))
+	if err != nil {
+		return fmt.Errorf("nftables: %w", err)
+	}
+	var errs []error
+	check := func(err error, what string, x any, ignore ...error) {
+		for _, e := range ignore {
+			if errors.Is(err, e) {
+				return
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %+v: %w", what, x, err))
+		}
+	}
+	ifindex := map[string]int{}
+	dev := func(name string) int {
+		if i, ok := ifindex[name]; ok {
+			return i
+		}
+		l, err := h.LinkByName(name)
+		if err != nil {
+			check(err, "device", name)
+			return 0
+		}
+		ifindex[name] = l.Attrs().Index
+		return ifindex[name]
+	}
+
+	check(removeNft(nc, c.Remove), "remove nftables rules", len(c.Remove.Nft))
+	for _, r := range c.Remove.Rules {
+		check(h.RuleDel(nlRule(r)), "remove ip rule", r, unix.ENOENT)
+	}
+	for _, r := range c.Remove.Routes {
+		if i := dev(r.Dev); i != 0 || r.Dev == "" {
+			check(h.RouteDel(nlRoute(r, i)), "remove route", r, unix.ESRCH, unix.ENOENT)
+		}
+	}
+	for _, f := range c.Remove.Filters {
+		if i := dev(f.Dev); i != 0 {
+			u := nlFilter(f, i)
+			u.Handle, u.Sel, u.ClassId = 0, nil, 0 // the whole priority: it is the agent's
+			check(h.FilterDel(u), "remove filter", f, unix.ENOENT)
+		}
+	}
+	for _, cl := range c.Remove.Classes {
+		if i := dev(cl.Dev); i != 0 {
+			check(h.ClassDel(nlClass(cl, i)), "remove class", cl, unix.ENOENT)
+		}
+	}
+
+	for _, cl := range c.Add.Classes {
+		if i := dev(cl.Dev); i != 0 {
+			check(h.ClassReplace(nlClass(cl, i)), "add class", cl)
+		}
+	}
+	for _, f := range c.Add.Filters {
+		if i := dev(f.Dev); i != 0 {
+			check(h.FilterReplace(nlFilter(f, i)), "add filter", f)
+		}
+	}
+	for _, r := range c.Add.Routes {
+		if i := dev(r.Dev); i != 0 {
+			check(h.RouteReplace(nlRoute(r, i)), "add route", r)
+		}
+	}
+	for _, r := range c.Add.Rules {
+		check(h.RuleAdd(nlRule(r)), "add ip rule", r, unix.EEXIST)
+	}
+	check(addNft(nc, c.Add), "add nftables rules", len(c.Add.Nft))
+	return errors.Join(errs...)
+}
+
+func removeNft(c *nftables.Conn, p Plan) error {
+	if p.NftTable {
+		c.DelTable(nftTable)
+		return c.Flush()
+	}
+	if len(p.Nft) == 0 {
+		return nil
+	}
+	for _, r := range p.Nft {
+		ch := &nftables.Chain{Name: r.Chain, Table: nftTable}
+		if err := c.DelRule(&nftables.Rule{Table: nftTable, Chain: ch, Handle: r.Handle}); err != nil {
+			return fmt.Errorf("rule %s: %w", r.tag(), err)
+		}
+	}
+	return c.Flush()
+}
+
+// addNft adds the rules not there yet, with the table and chains they
+// need, in one transaction.
+func addNft(c *nftables.Conn, p Plan) error {
+	if len(p.Nft) == 0 && !p.NftTable {
+		return nil
+	}
+	_, have, err := fetchNft(c)
+	if err != nil {
+		return err
+	}
+	there := map[NftRule]bool{}
+	for _, r := range have {
+		r.Handle = 0
+		there[r] = true
+	}
+	c.AddTable(nftTable)
+	for _, name := range []string{ChainMark, ChainSteerOut, ChainSteerIn, ChainClamp} {
+		c.AddChain(nftChains[name])
+	}
+	for _, r := range p.Nft {
+		ch, ok := nftChains[r.Chain]
+		if !ok {
+			return fmt.Errorf("no chain %q", r.Chain)
+		}
+		r.Handle = 0
+		if !there[r] {
+			c.AddRule(&nftables.Rule{Table: nftTable, Chain: ch, Exprs: ruleExprs(r),
+				UserData: userdata.AppendString(nil, userdata.TypeComment, r.tag())})
+		}
+	}
+	return c.Flush()
+}
+
+func nlClass(c Class, ifindex int) *netlink.HtbClass {
+	// Bursts and quantum as the testbed's own classes: 5 ms at the rate
+	// (at least 128 KiB) and a millisecond of it per round.
+	burst := func(r uint64) uint32 { return uint32(min(max(r/8/200, 128<<10), 64<<20)) }
+	quantum := uint32(min(max(c.Rate/8/1000, 18000), 200_000))
+	return netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: ifindex, Parent: testbed.HTBLink, Handle: netlink.MakeHandle(1, c.Minor)},
+		netlink.HtbClassAttrs{Rate: c.Rate, Ceil: c.Ceil, Quantum: quantum, Buffer: burst(c.Rate), Cbuffer: burst(c.Ceil)})
+}
+
+func nlFilter(f Filter, ifindex int) *netlink.U32 {
+	proto := uint16(unix.ETH_P_IP)
+	if f.IPv6 {
+		proto = unix.ETH_P_IPV6
+	}
+	return &netlink.U32{
+		FilterAttrs: netlink.FilterAttrs{LinkIndex: ifindex, Parent: testbed.HTBRoot, Priority: f.Prio, Protocol: proto, Handle: u32Handle},
+		ClassId:     netlink.MakeHandle(1, f.Minor),
+		Sel:         &netlink.TcU32Sel{Flags: netlink.TC_U32_TERMINAL, Keys: []netlink.TcU32Key{{Val: f.Val, Mask: f.Mask}}},
+	}
+}
+
+func nlRoute(r Route, ifindex int) *netlink.Route {
+	return &netlink.Route{Table: r.Table, LinkIndex: ifindex, Gw: r.Via.AsSlice(),
+		Dst: &net.IPNet{IP: r.Dst.Addr().AsSlice(), Mask: net.CIDRMask(r.Dst.Bits(), r.Dst.Addr().BitLen())}}
+}
+
+func nlRule(r IPRule) *netlink.Rule {
+	x := netlink.NewRule()
+	x.Family, x.Priority, x.Mark, x.Table = netlink.FAMILY_V4, r.Priority, r.Mark, r.Table
+	if r.IPv6 {
+		x.Family = netlink.FAMILY_V6
+	}
+	return x
+}
+
+// ruleExprs is the nftables program of a rule, as nft(8) would compile it.
+func ruleExprs(r NftRule) []expr.Any {
+	nh, th := expr.PayloadBaseNetworkHeader, expr.PayloadBaseTransportHeader
+	load := func(base expr.PayloadBase, off, n uint32) expr.Any {
+		return &expr.Payload{DestRegister: 1, Base: base, Offset: off, Len: n}
+	}
+	eq := func(b []byte) expr.Any { return &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b} }
+	and := func(mask []byte) expr.Any {
+		return &expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: uint32(len(mask)), Mask: mask, Xor: make([]byte, len(mask))}
+	}
+	fam, addrOff, addrLen := byte(unix.NFPROTO_IPV4), uint32(12), uint32(4)
+	if r.IPv6 {
+		fam, addrOff, addrLen = unix.NFPROTO_IPV6, 8, 16
+	}
+	e := []expr.Any{&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, eq([]byte{fam})}
+	switch r.Flow.Proto {
+	case reserve.ProtoTCP:
+		e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, eq([]byte{unix.IPPROTO_TCP}))
+	case reserve.ProtoUDP:
+		e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, eq([]byte{unix.IPPROTO_UDP}))
+	}
+	for i, pfx := range []netip.Prefix{r.Flow.Src.Prefix, r.Flow.Dst.Prefix} {
+		if !pfx.IsValid() {
+			continue
+		}
+		e = append(e, load(nh, addrOff+uint32(i)*addrLen, addrLen))
+		if pfx.Bits() < pfx.Addr().BitLen() {
+			e = append(e, and(net.CIDRMask(pfx.Bits(), pfx.Addr().BitLen())))
+		}
+		e = append(e, eq(pfx.Masked().Addr().AsSlice()))
+	}
+	for i, pr := range []reserve.PortRange{r.Flow.Src.Ports, r.Flow.Dst.Ports} {
+		switch {
+		case pr.IsZero():
+		case pr.Lo == pr.Hi:
+			e = append(e, load(th, uint32(i)*2, 2), eq(binaryutil.BigEndian.PutUint16(pr.Lo)))
+		default:
+			e = append(e, load(th, uint32(i)*2, 2), &expr.Range{Op: expr.CmpOpEq, Register: 1,
+				FromData: binaryutil.BigEndian.PutUint16(pr.Lo), ToData: binaryutil.BigEndian.PutUint16(pr.Hi)})
+		}
+	}
+	// DSCP: the top six bits of IPv4's second byte, or bits 4-9 of IPv6's
+	// first two bytes.
+	dscpOf := func(d uint8) []byte {
+		if r.IPv6 {
+			return []byte{d >> 2, (d & 3) << 6}
+		}
+		return []byte{d << 2}
+	}
+	dscpLoad := func() expr.Any {
+		if r.IPv6 {
+			return load(nh, 0, 2)
+		}
+		return load(nh, 1, 1)
+	}
+	dscpMask := []byte{0xfc}
+	if r.IPv6 {
+		dscpMask = []byte{0x0f, 0xc0}
+	}
+	if r.DSCP != 0 {
+		e = append(e, dscpLoad(), and(dscpMask), eq(dscpOf(r.DSCP)))
+	}
+	if r.SYN {
+		e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, eq([]byte{unix.IPPROTO_TCP}),
+			load(th, 13, 1), and([]byte{0x02}), &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{0}})
+	}
+	switch {
+	case r.SetDSCP != 0:
+		keep := make([]byte, len(dscpMask))
+		for i := range keep {
+			keep[i] = ^dscpMask[i]
+		}
+		w := &expr.Payload{OperationType: expr.PayloadWrite, SourceRegister: 1, Base: nh, Offset: 1, Len: 1,
+			CsumType: expr.CsumTypeInet, CsumOffset: 10}
+		if r.IPv6 {
+			w = &expr.Payload{OperationType: expr.PayloadWrite, SourceRegister: 1, Base: nh, Offset: 0, Len: 2}
+		}
+		e = append(e, dscpLoad(),
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: uint32(len(keep)), Mask: keep, Xor: dscpOf(r.SetDSCP)}, w)
+	case r.SetMark != 0:
+		e = append(e, &expr.Immediate{Register: 1, Data: binaryutil.NativeEndian.PutUint32(r.SetMark)},
+			&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1})
+	case r.SetMSS != 0:
+		e = append(e, &expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(r.SetMSS)},
+			&expr.Exthdr{Op: expr.ExthdrOpTcpopt, Type: 2, Offset: 2, Len: 2, SourceRegister: 1})
+	}
+	return e
+}

@@ -1,0 +1,436 @@
+package agent
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/testbed"
+)
+
+// What marks an object as the agent's. Everything is numbered from the
+// reservation's DSCP (1-63, unique per node among overlapping
+// reservations), so two reservations never share a class, a filter, a
+// firewall mark, an ip rule or a routing table, and nothing outside these
+// ranges is ever touched.
+const (
+	// NftTable is the nftables table (family inet) that only the agent owns.
+	NftTable = "lightpath"
+	// ClassBase + DSCP is the minor of the reservation's htb class under
+	// 1:1 ("1:1xx" in tc's hexadecimal); the testbed uses only 1:1 and 1:2.
+	ClassBase = 0x100
+	// FilterPrio4 + DSCP and FilterPrio6 + DSCP are the priorities of the
+	// u32 filters (IPv4, IPv6) that send the DSCP to the class. A priority
+	// holds one protocol only, hence two ranges.
+	FilterPrio4 = 0x100
+	FilterPrio6 = 0x200
+	// MarkBase + DSCP is the firewall mark the steering rules set.
+	MarkBase = 0x100
+	// TableBase + DSCP is the routing table that mark looks up.
+	TableBase = 100
+	// RulePrio + DSCP is the priority of that ip rule (both families).
+	RulePrio = 10000
+)
+
+// The agent's nftables chains, one per job, so the order of rules inside
+// a chain never matters and the hooks run in a fixed order: marking (which
+// sets the DSCP) before steering (which reads it).
+const (
+	ChainMark     = "mark"      // route, output, -150: set the DSCP of a flow's packets
+	ChainSteerOut = "steer-out" // route, output, -140: DSCP → firewall mark, local packets
+	ChainSteerIn  = "steer-in"  // filter, prerouting, -150: DSCP → firewall mark, forwarded packets
+	ChainClamp    = "clamp"     // filter, output, -130: MSS of SYNs
+)
+
+// Plan is what one node's kernel holds of the agent's: a plain value that
+// Desired computes, Fetch reads back and Diff compares. Every list is
+// sorted and free of duplicates.
+type Plan struct {
+	Classes []Class
+	Filters []Filter
+	Routes  []Route
+	Rules   []IPRule
+	// NftTable says the table exists; Nft are its rules.
+	NftTable bool
+	Nft      []NftRule
+}
+
+// Class is an htb class of a reservation under 1:1 on an egress device.
+type Class struct {
+	Dev   string
+	Minor uint16 // ClassBase + DSCP
+	Rate  uint64 // bits/s guaranteed (a multiple of 8: the kernel keeps bytes)
+	Ceil  uint64 // bits/s it may borrow up to: the link rate
+}
+
+// Filter is a u32 filter on root 1: that sends packets whose DSCP matches
+// to a class: "match ip tos (dscp<<2) 0xfc" for IPv4, the traffic class
+// in the first word of the IPv6 header for IPv6.
+type Filter struct {
+	Dev   string
+	IPv6  bool
+	Prio  uint16
+	Minor uint16 // the class
+	Val   uint32 // the key on the header's first 32-bit word (offset 0)
+	Mask  uint32
+}
+
+// Route is a route in a reservation's routing table.
+type Route struct {
+	Table int
+	Dst   netip.Prefix
+	Via   netip.Addr
+	Dev   string
+}
+
+// IPRule sends packets with the reservation's firewall mark to its table.
+type IPRule struct {
+	IPv6     bool
+	Priority int
+	Mark     uint32
+	Table    int
+}
+
+// NftRule is one rule of the agent's table: a match and one action.
+type NftRule struct {
+	Chain string
+	IPv6  bool
+	// Flow matches protocol, addresses and ports (zero: any packet).
+	Flow reserve.Flow
+	DSCP uint8 // match this DSCP (0: any)
+	SYN  bool  // match TCP SYNs only
+	// The action: exactly one is set.
+	SetDSCP uint8
+	SetMark uint32
+	SetMSS  uint16
+	// Stale marks a rule Fetch found in the agent's table but could not
+	// recognise (no tag of the agent's, or expressions that differ from
+	// what the tag describes): never desired, so Diff removes it.
+	Stale bool
+	// Handle is the kernel's, on rules Fetch read; never compared.
+	Handle uint64
+}
+
+// Changes turn one plan into another: Remove what is there and should
+// not be, Add (or replace in place) what should be and is not.
+type Changes struct {
+	Add, Remove Plan
+}
+
+// Empty reports whether nothing needs doing.
+func (c Changes) Empty() bool { return c.Add.empty() && c.Remove.empty() }
+
+func (p Plan) empty() bool {
+	return len(p.Classes)+len(p.Filters)+len(p.Routes)+len(p.Rules)+len(p.Nft) == 0 && !p.NftTable
+}
+
+// String counts the changes, for logs.
+func (c Changes) String() string {
+	count := func(p Plan) string {
+		s := fmt.Sprintf("%d classes, %d filters, %d routes, %d rules, %d nft rules",
+			len(p.Classes), len(p.Filters), len(p.Routes), len(p.Rules), len(p.Nft))
+		if p.NftTable {
+			s += ", the nft table"
+		}
+		return s
+	}
+	return "add " + count(c.Add) + "; remove " + count(c.Remove)
+}
+
+// Desired computes what node's kernel must hold for the live reservations
+// rs that it is part of, on topology t, at time now: only reservations
+// whose window contains now and whose state is RESERVED or ACTIVE are
+// provisioned (HELD ones are not), and only those with a DSCP, since it is
+// what every hop matches.
+func Desired(t *testbed.Topology, node string, rs []reserve.Reservation, now time.Time) (Plan, error) {
+	if _, ok := t.Node(node); !ok {
+		return Plan{}, fmt.Errorf("topology has no node %q", node)
+	}
+	var p Plan
+	byDSCP := map[uint8]string{}
+	for _, r := range rs {
+		if r.State != reserve.StateReserved && r.State != reserve.StateActive ||
+			now.Before(r.Start) || !now.Before(r.End) || r.DSCP == 0 || !slices.Contains(r.Nodes(), node) {
+			continue
+		}
+		if r.DSCP > 63 {
+			return Plan{}, fmt.Errorf("reservation %s: DSCP %d is out of range", r.ID, r.DSCP)
+		}
+		if other, dup := byDSCP[r.DSCP]; dup {
+			return Plan{}, fmt.Errorf("reservations %s and %s both hold DSCP %d at node %s", other, r.ID, r.DSCP, node)
+		}
+		byDSCP[r.DSCP] = r.ID
+		if err := p.addReservation(t, node, r); err != nil {
+			return Plan{}, fmt.Errorf("reservation %s: %w", r.ID, err)
+		}
+	}
+	p.NftTable = len(p.Nft) > 0
+	p.normalize()
+	return p, nil
+}
+
+// hop is a path hop resolved on the topology.
+type hop struct {
+	reserve.PathHop
+	link *testbed.Link
+}
+
+func resolvePath(t *testbed.Topology, path []reserve.PathHop) ([]hop, error) {
+	out := make([]hop, len(path))
+	for i, h := range path {
+		l, ok := t.Link(h.Link)
+		if !ok {
+			return nil, fmt.Errorf("hop %d: topology has no link %q", i+1, h.Link)
+		}
+		if _, ok := l.End(h.From); !ok {
+			return nil, fmt.Errorf("hop %d: link %s has no end at %q", i+1, h.Link, h.From)
+		}
+		if p, ok := l.Peer(h.From); !ok || p.Node != h.To {
+			return nil, fmt.Errorf("hop %d: link %s does not join %s to %s", i+1, h.Link, h.From, h.To)
+		}
+		out[i] = hop{h, l}
+	}
+	return out, nil
+}
+
+func (p *Plan) addReservation(t *testbed.Topology, node string, r reserve.Reservation) error {
+	fwd, err := resolvePath(t, r.Path)
+	if err != nil {
+		return err
+	}
+	rev := make([]hop, len(fwd))
+	for i, h := range fwd {
+		rev[len(fwd)-1-i] = hop{reserve.PathHop{Link: h.Link, From: h.To, To: h.From}, h.link}
+	}
+	minor := uint16(ClassBase + int(r.DSCP))
+	// The guarantee: a class on every egress of the reservation's
+	// direction; the reverse traffic is steered but not guaranteed.
+	for _, h := range fwd {
+		if h.From != node {
+			continue
+		}
+		end, _ := h.link.End(node)
+		ceil := h.link.Params.Rate / 8 * 8
+		rate := min(r.Bandwidth/8*8, ceil)
+		p.Classes = append(p.Classes, Class{Dev: end.Dev, Minor: minor, Rate: rate, Ceil: ceil})
+		p.Filters = append(p.Filters,
+			Filter{Dev: end.Dev, Prio: FilterPrio4 + uint16(r.DSCP), Minor: minor, Val: uint32(r.DSCP) << 18, Mask: 0x00fc0000},
+			Filter{Dev: end.Dev, IPv6: true, Prio: FilterPrio6 + uint16(r.DSCP), Minor: minor, Val: uint32(r.DSCP) << 22, Mask: 0x0fc00000})
+	}
+	if err := p.addSteer(t, node, r.DSCP, fwd, r.From, r.To); err != nil {
+		return err
+	}
+	if err := p.addSteer(t, node, r.DSCP, rev, r.To, r.From); err != nil {
+		return err
+	}
+	if node != r.From && node != r.To {
+		return nil
+	}
+	mss4, mss6 := clampMSS(t, r, fwd)
+	for _, f := range r.FlowSpec.Flows {
+		m := f
+		if node == r.To {
+			m = reserve.Flow{Proto: f.Proto, Src: f.Dst, Dst: f.Src}
+		}
+		v6 := m.Src.Prefix.Addr().Is6()
+		p.Nft = append(p.Nft, NftRule{Chain: ChainMark, IPv6: v6, Flow: m, SetDSCP: r.DSCP})
+		if f.Proto == reserve.ProtoUDP {
+			continue
+		}
+		c := NftRule{Chain: ChainClamp, IPv6: v6, Flow: m, SYN: true, SetMSS: mss4}
+		c.Flow.Proto = reserve.ProtoTCP
+		if v6 {
+			c.SetMSS = mss6
+		}
+		p.Nft = append(p.Nft, c)
+	}
+	return nil
+}
+
+// addSteer adds the policy routing of one direction (path from origin to
+// dst) at node: on routers always, and at the origin when the path leaves
+// it by another link than its routes would.
+func (p *Plan) addSteer(t *testbed.Topology, node string, dscp uint8, path []hop, origin, dst string) error {
+	n, _ := t.Node(node)
+	far, ok := t.Node(dst)
+	if !ok {
+		return fmt.Errorf("topology has no node %q", dst)
+	}
+	for _, h := range path {
+		if h.From != node {
+			continue
+		}
+		local := node == origin
+		if n.Role != testbed.RoleRouter {
+			routed, err := t.Path(node, dst)
+			if !local || err == nil && len(routed) > 0 && routed[0].Link == h.Link {
+				continue
+			}
+		}
+		end, _ := h.link.End(node)
+		peer, _ := h.link.Peer(node)
+		table, mark := TableBase+int(dscp), uint32(MarkBase)+uint32(dscp)
+		for _, v6 := range []bool{false, true} {
+			dstAddr, via := far.IPv4, peer.IPv4.Addr()
+			if v6 {
+				dstAddr, via = far.IPv6, peer.IPv6.Addr()
+			}
+			if !dstAddr.IsValid() || !via.IsValid() {
+				continue
+			}
+			p.Routes = append(p.Routes, Route{Table: table, Dst: netip.PrefixFrom(dstAddr, dstAddr.BitLen()), Via: via, Dev: end.Dev})
+			p.Rules = append(p.Rules, IPRule{IPv6: v6, Priority: RulePrio + int(dscp), Mark: mark, Table: table})
+			if n.Role == testbed.RoleRouter {
+				p.Nft = append(p.Nft, NftRule{Chain: ChainSteerIn, IPv6: v6, DSCP: dscp, SetMark: mark})
+			}
+			if local {
+				p.Nft = append(p.Nft, NftRule{Chain: ChainSteerOut, IPv6: v6, DSCP: dscp, SetMark: mark})
+			}
+		}
+	}
+	return nil
+}
+
+// clampMSS is the MSS (IPv4, IPv6) that fits both the reserved path and
+// the routed one in each direction, so a connection moved between them
+// never waits on path-MTU discovery.
+func clampMSS(t *testbed.Topology, r reserve.Reservation, fwd []hop) (uint16, uint16) {
+	mtu := 65535
+	for _, h := range fwd {
+		mtu = min(mtu, h.link.MTU)
+	}
+	for _, ends := range [][2]string{{r.From, r.To}, {r.To, r.From}} {
+		routed, err := t.Path(ends[0], ends[1])
+		if err != nil {
+			continue
+		}
+		for _, h := range routed {
+			if l, ok := t.Link(h.Link); ok {
+				mtu = min(mtu, l.MTU)
+			}
+		}
+	}
+	return uint16(mtu - 40), uint16(mtu - 60)
+}
+
+// normalize sorts every list and drops duplicates, so equal plans are
+// equal values.
+func (p *Plan) normalize() {
+	p.Classes = sortUniq(p.Classes)
+	p.Filters = sortUniq(p.Filters)
+	p.Routes = sortUniq(p.Routes)
+	p.Rules = sortUniq(p.Rules)
+	p.Nft = sortUniq(p.Nft)
+}
+
+func sortUniq[T comparable](s []T) []T {
+	slices.SortFunc(s, func(a, b T) int { return cmp.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+	return slices.Compact(s)
+}
+
+// Diff says what to add and remove to turn have into want. Classes and
+// routes are keyed (a class by device and id, a route by table and
+// destination) and replaced in place when they differ, since a class in
+// use cannot be deleted; everything else is removed and added whole.
+func Diff(have, want Plan) Changes {
+	var c Changes
+	type classKey struct {
+		dev   string
+		minor uint16
+	}
+	type routeKey struct {
+		table int
+		dst   netip.Prefix
+	}
+	c.Add.Classes, c.Remove.Classes = diff(have.Classes, want.Classes, func(x Class) classKey { return classKey{x.Dev, x.Minor} }, true)
+	c.Add.Routes, c.Remove.Routes = diff(have.Routes, want.Routes, func(x Route) routeKey { return routeKey{x.Table, x.Dst} }, true)
+	c.Add.Filters, c.Remove.Filters = diff(have.Filters, want.Filters, func(x Filter) Filter { return x }, false)
+	c.Add.Rules, c.Remove.Rules = diff(have.Rules, want.Rules, func(x IPRule) IPRule { return x }, false)
+	c.Add.Nft, c.Remove.Nft = diff(have.Nft, want.Nft, func(x NftRule) NftRule { x.Handle = 0; return x }, false)
+	c.Add.NftTable = want.NftTable && !have.NftTable
+	c.Remove.NftTable = have.NftTable && !want.NftTable
+	if c.Remove.NftTable {
+		c.Remove.Nft = nil // they go with the table
+	}
+	return c
+}
+
+// diff returns the items of want that have lacks (by key, or with
+// replace by value too: a changed item is replaced in place), and the
+// items of have whose key want lacks or that repeat one (a rule added
+// twice by hand).
+func diff[T comparable, K comparable](have, want []T, key func(T) K, replace bool) (add, remove []T) {
+	haveVal, wantKey, kept := map[K]T{}, map[K]bool{}, map[K]bool{}
+	for _, x := range have {
+		if _, ok := haveVal[key(x)]; !ok {
+			haveVal[key(x)] = x
+		}
+	}
+	for _, x := range want {
+		wantKey[key(x)] = true
+		if v, ok := haveVal[key(x)]; !ok || replace && v != x {
+			add = append(add, x)
+		}
+	}
+	for _, x := range have {
+		if k := key(x); !wantKey[k] || kept[k] {
+			remove = append(remove, x)
+		} else {
+			kept[k] = true
+		}
+	}
+	return add, remove
+}
+
+// nftTag is how a rule is recorded in its comment (nft userdata, at most
+// 256 bytes), which Fetch reads back: the kernel's expressions are then
+// checked against the ones the tag describes.
+type nftTag struct {
+	Chain   string `json:"c"`
+	IPv6    bool   `json:"6,omitempty"`
+	Flow    string `json:"f,omitempty"`
+	DSCP    uint8  `json:"d,omitempty"`
+	SYN     bool   `json:"syn,omitempty"`
+	SetDSCP uint8  `json:"sd,omitempty"`
+	SetMark uint32 `json:"sm,omitempty"`
+	SetMSS  uint16 `json:"mss,omitempty"`
+}
+
+const tagPrefix = "lightpath "
+
+func (r NftRule) tag() string {
+	t := nftTag{Chain: r.Chain, IPv6: r.IPv6, DSCP: r.DSCP, SYN: r.SYN, SetDSCP: r.SetDSCP, SetMark: r.SetMark, SetMSS: r.SetMSS}
+	if r.Flow.Proto != "" {
+		t.Flow = r.Flow.String()
+	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // keep the flow's ">" readable in nft list
+	enc.Encode(t)
+	return tagPrefix + strings.TrimSpace(b.String())
+}
+
+func parseTag(s string) (NftRule, error) {
+	rest, ok := strings.CutPrefix(s, tagPrefix)
+	if !ok {
+		return NftRule{}, fmt.Errorf("not a lightpath rule comment: %q", s)
+	}
+	var t nftTag
+	if err := json.Unmarshal([]byte(rest), &t); err != nil {
+		return NftRule{}, fmt.Errorf("rule comment %q: %w", s, err)
+	}
+	r := NftRule{Chain: t.Chain, IPv6: t.IPv6, DSCP: t.DSCP, SYN: t.SYN, SetDSCP: t.SetDSCP, SetMark: t.SetMark, SetMSS: t.SetMSS}
+	if t.Flow != "" {
+		fs, err := reserve.ParseFlowSpec(t.Flow)
+		if err != nil || len(fs.Flows) != 1 {
+			return NftRule{}, fmt.Errorf("rule comment %q: bad flow", s)
+		}
+		r.Flow = fs.Flows[0]
+	}
+	return r, nil
+}
