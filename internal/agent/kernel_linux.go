@@ -21,10 +21,6 @@ import (
 	"github.com/lightpath/lightpath/internal/testbed"
 )
 
-// u32Handle is the handle of every agent filter: the first node of the
-// root hash table of its own priority, so that adding it again replaces it.
-const u32Handle = 0x80000800 // 800::800
-
 var nftTable = &nftables.Table{Name: NftTable, Family: nftables.TableFamilyINet}
 
 // nftChains are the agent's chains. Marking and steering of local packets
@@ -234,9 +230,7 @@ func Apply(nsFd int, c Changes) error {
 	}
 	for _, f := range c.Remove.Filters {
 		if i := dev(f.Dev); i != 0 {
-			u := nlFilter(f, i)
-			u.Handle, u.Sel, u.ClassId = 0, nil, 0 // the whole priority: it is the agent's
-			check(h.FilterDel(u), "remove filter", f, unix.ENOENT)
+			check(delFilter(h, f, i), "remove filter", f, unix.ENOENT)
 		}
 	}
 	for _, cl := range c.Remove.Classes {
@@ -252,7 +246,14 @@ func Apply(nsFd int, c Changes) error {
 	}
 	for _, f := range c.Add.Filters {
 		if i := dev(f.Dev); i != 0 {
-			check(h.FilterReplace(nlFilter(f, i)), "add filter", f)
+			// u32 numbers its hash tables across priorities, so a filter has
+			// no handle of its own to replace: its priority (the agent's, and
+			// holding this filter alone) is emptied first.
+			if err := delFilter(h, f, i); err != nil && !errors.Is(err, unix.ENOENT) {
+				check(err, "replace filter", f)
+				continue
+			}
+			check(h.FilterAdd(nlFilter(f, i)), "add filter", f)
 		}
 	}
 	for _, r := range c.Add.Routes {
@@ -326,13 +327,20 @@ func nlClass(c Class, ifindex int) *netlink.HtbClass {
 		netlink.HtbClassAttrs{Rate: c.Rate, Ceil: c.Ceil, Quantum: quantum, Buffer: burst(c.Rate), Cbuffer: burst(c.Ceil)})
 }
 
+// delFilter removes the whole priority of f, which only the agent uses.
+func delFilter(h *netlink.Handle, f Filter, ifindex int) error {
+	u := nlFilter(f, ifindex)
+	u.Sel, u.ClassId = nil, 0
+	return h.FilterDel(u)
+}
+
 func nlFilter(f Filter, ifindex int) *netlink.U32 {
 	proto := uint16(unix.ETH_P_IP)
 	if f.IPv6 {
 		proto = unix.ETH_P_IPV6
 	}
 	return &netlink.U32{
-		FilterAttrs: netlink.FilterAttrs{LinkIndex: ifindex, Parent: testbed.HTBRoot, Priority: f.Prio, Protocol: proto, Handle: u32Handle},
+		FilterAttrs: netlink.FilterAttrs{LinkIndex: ifindex, Parent: testbed.HTBRoot, Priority: f.Prio, Protocol: proto},
 		ClassId:     netlink.MakeHandle(1, f.Minor),
 		Sel:         &netlink.TcU32Sel{Flags: netlink.TC_U32_TERMINAL, Keys: []netlink.TcU32Key{{Val: f.Val, Mask: f.Mask}}},
 	}
@@ -420,17 +428,16 @@ func ruleExprs(r NftRule) []expr.Any {
 	}
 	switch {
 	case r.SetDSCP != 0:
-		keep := make([]byte, len(dscpMask))
-		for i := range keep {
-			keep[i] = ^dscpMask[i]
-		}
-		w := &expr.Payload{OperationType: expr.PayloadWrite, SourceRegister: 1, Base: nh, Offset: 1, Len: 1,
+		// Rewritten as a whole 16-bit word, as nft(8) does: the kernel
+		// updates IPv4's header checksum word by word.
+		keep, set := []byte{0xff, 0x03}, []byte{0, r.SetDSCP << 2}
+		w := &expr.Payload{OperationType: expr.PayloadWrite, SourceRegister: 1, Base: nh, Offset: 0, Len: 2,
 			CsumType: expr.CsumTypeInet, CsumOffset: 10}
 		if r.IPv6 {
-			w = &expr.Payload{OperationType: expr.PayloadWrite, SourceRegister: 1, Base: nh, Offset: 0, Len: 2}
+			keep, set = []byte{0xf0, 0x3f}, dscpOf(r.SetDSCP)
+			w.CsumType, w.CsumOffset = expr.CsumTypeNone, 0
 		}
-		e = append(e, dscpLoad(),
-			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: uint32(len(keep)), Mask: keep, Xor: dscpOf(r.SetDSCP)}, w)
+		e = append(e, load(nh, 0, 2), &expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 2, Mask: keep, Xor: set}, w)
 	case r.SetMark != 0:
 		e = append(e, &expr.Immediate{Register: 1, Data: binaryutil.NativeEndian.PutUint32(r.SetMark)},
 			&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1})

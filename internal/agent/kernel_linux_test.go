@@ -1,0 +1,484 @@
+//go:build linux
+
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"reflect"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/testbed"
+	"github.com/lightpath/lightpath/internal/testbed/emu"
+)
+
+// TestMain lets this test binary be the testbed's emulator daemon, which
+// testbed.Up starts as `<its own binary> testbed emulator --name N`.
+func TestMain(m *testing.M) {
+	if len(os.Args) == 5 && os.Args[1] == "testbed" && os.Args[2] == "emulator" && os.Args[3] == "--name" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		err := testbed.RunEmulator(ctx, os.Args[4], slog.New(slog.NewTextHandler(os.Stderr, nil)))
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func skipUnlessRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: builds a testbed of network namespaces and changes their kernels")
+	}
+}
+
+// kbed is a testbed brought up for one test, with every node's namespace
+// open.
+type kbed struct {
+	name string
+	topo *testbed.Topology
+	fd   map[string]int
+}
+
+func upTestbed(t *testing.T, file string) *kbed {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &kbed{name: fmt.Sprintf("ag%04x", rand.IntN(1<<16)), fd: map[string]int{}}
+	if b.topo, err = testbed.Parse(filepath.Base(file), data); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	t.Cleanup(func() {
+		if _, err := testbed.Down(b.name, nil); err != nil {
+			t.Errorf("testbed down: %v", err)
+		}
+	})
+	if _, err := testbed.Up(ctx, testbed.UpOptions{Name: b.name, File: file, Data: data}); err != nil {
+		t.Fatalf("testbed up: %v", err)
+	}
+	for _, n := range b.topo.Nodes {
+		f, err := os.Open(testbed.NamespacePath(b.name, n.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		b.fd[n.Name] = int(f.Fd())
+	}
+	return b
+}
+
+func (b *kbed) ns(node string) string { return testbed.NamespacePath(b.name, node) }
+
+func (b *kbed) devs(node string) []string {
+	var out []string
+	for _, l := range b.topo.Links {
+		for _, e := range []testbed.End{l.A, l.B} {
+			if e.Node == node {
+				out = append(out, e.Dev)
+			}
+		}
+	}
+	return out
+}
+
+// reconcile makes every node hold its part of rs, as an agent would, and
+// checks that a second round finds nothing to do.
+func (b *kbed) reconcile(t *testing.T, rs []reserve.Reservation, now time.Time) map[string]Plan {
+	t.Helper()
+	want := map[string]Plan{}
+	for _, n := range b.topo.Nodes {
+		p, err := Desired(b.topo, n.Name, rs, now)
+		if err != nil {
+			t.Fatalf("%s: desired: %v", n.Name, err)
+		}
+		want[n.Name] = p
+		have := b.fetch(t, n.Name)
+		if err := Apply(b.fd[n.Name], Diff(have, p)); err != nil {
+			t.Fatalf("%s: apply: %v", n.Name, err)
+		}
+		if c := Diff(b.fetch(t, n.Name), p); !c.Empty() {
+			t.Fatalf("%s: after apply still to do: %s\nadd %+v\nremove %+v\nhave %+v", n.Name, c, c.Add, c.Remove, b.fetch(t, n.Name))
+		}
+	}
+	return want
+}
+
+func (b *kbed) fetch(t *testing.T, node string) Plan {
+	t.Helper()
+	p, err := Fetch(b.fd[node], b.devs(node))
+	if err != nil {
+		t.Fatalf("%s: fetch: %v", node, err)
+	}
+	return p
+}
+
+// bytes is what the emulator delivered over link in the direction leaving
+// from.
+func (b *kbed) bytes(t *testing.T, link, from string) uint64 {
+	t.Helper()
+	st, err := testbed.Status(b.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range st.Links {
+		for _, d := range l.Directions {
+			if l.Name == link && d.From == from {
+				return d.Bytes
+			}
+		}
+	}
+	t.Fatalf("no link %s from %s", link, from)
+	return 0
+}
+
+type counters map[string]uint64
+
+func (b *kbed) counters(t *testing.T) counters {
+	return counters{
+		"dedicated ra>rb": b.bytes(t, "dedicated", "ra"), "dedicated rb>ra": b.bytes(t, "dedicated", "rb"),
+		"wan ra>rb": b.bytes(t, "wan", "ra"), "wan rb>ra": b.bytes(t, "wan", "rb"),
+	}
+}
+
+func (c counters) since(before counters) counters {
+	d := counters{}
+	for k, v := range c {
+		d[k] = v - before[k]
+	}
+	return d
+}
+
+// listen accepts connections in node's namespace on addr and reads each to
+// the end, reporting the MSS the kernel uses on it.
+func listen(t *testing.T, nsPath, network, addr string) (mss <-chan int) {
+	t.Helper()
+	var ln net.Listener
+	if err := emu.InNetns(nsPath, func() (err error) { ln, err = net.Listen(network, addr); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	ch := make(chan int, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			ch <- tcpMSS(c)
+			io.Copy(io.Discard, c)
+			c.Close()
+		}
+	}()
+	return ch
+}
+
+func tcpMSS(c net.Conn) int {
+	raw, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		return -1
+	}
+	mss := -1
+	raw.Control(func(fd uintptr) { mss, _ = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG) })
+	return mss
+}
+
+// send connects from node's namespace to addr, writes n bytes and waits
+// for the peer to have read them all; it returns the MSS of both ends.
+func send(t *testing.T, nsPath, network, addr string, n int, peerMSS <-chan int) (int, int) {
+	t.Helper()
+	var c net.Conn
+	if err := emu.InNetns(nsPath, func() (err error) {
+		c, err = net.DialTimeout(network, addr, 5*time.Second)
+		return err
+	}); err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Write(make([]byte, n)); err != nil {
+		t.Fatalf("write to %s: %v", addr, err)
+	}
+	c.(*net.TCPConn).CloseWrite()
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF { // the peer closes once it has read all
+		t.Fatalf("from %s: want EOF, got %v", addr, err)
+	}
+	return tcpMSS(c), <-peerMSS
+}
+
+func TestKernelApply(t *testing.T) {
+	skipUnlessRoot(t)
+	b := upTestbed(t, "../../examples/two-site.yaml")
+	a1, b1 := b.topo.Nodes[0], b.topo.Nodes[3]
+	if a1.Name != "a1" || b1.Name != "b1" || a1.IPv4.String() != "198.18.1.1" || b1.IPv4.String() != "198.18.2.1" {
+		t.Fatalf("two-site.yaml changed: nodes %+v, %+v", a1, b1)
+	}
+	fs, err := reserve.ParseFlowSpec("tcp 198.18.1.1 > 198.18.2.1:7070, tcp [2001:2:0:1::1] > [2001:2:0:2::1]:7070")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	r := reserve.Reservation{ID: "r1", From: "a1", To: "b1", Bandwidth: 500_000_000, DSCP: 10, FlowSpec: fs,
+		State: reserve.StateActive, Start: now.Add(-time.Minute), End: now.Add(time.Hour),
+		Path: []reserve.PathHop{{Link: "a1-ra", From: "a1", To: "ra"}, {Link: "dedicated", From: "ra", To: "rb"}, {Link: "b1-rb", From: "rb", To: "b1"}}}
+
+	mss4 := listen(t, b.ns("b1"), "tcp4", "198.18.2.1:7070")
+	mss6 := listen(t, b.ns("b1"), "tcp6", "[2001:2:0:2::1]:7070")
+	other := listen(t, b.ns("b1"), "tcp4", "198.18.2.1:7071")
+	const size = 4 << 20
+
+	// crosses sends size bytes and says which way they went.
+	crosses := func(t *testing.T, network, addr string, peer <-chan int) (counters, int, int) {
+		t.Helper()
+		before := b.counters(t)
+		m1, m2 := send(t, b.ns("a1"), network, addr, size, peer)
+		d := b.counters(t).since(before)
+		t.Logf("%s to %s: MSS %d at a1, %d at b1; bytes delivered %v", network, addr, m1, m2, d)
+		return d, m1, m2
+	}
+	onDedicated := func(t *testing.T, what string, d counters) {
+		t.Helper()
+		if d["dedicated ra>rb"] < size || d["dedicated rb>ra"] == 0 || d["wan ra>rb"] > size/100 || d["wan rb>ra"] > size/100 {
+			t.Errorf("%s: want it on the dedicated link both ways and not on wan, got %v", what, d)
+		}
+	}
+	onWan := func(t *testing.T, what string, d counters) {
+		t.Helper()
+		if d["wan ra>rb"] < size || d["wan rb>ra"] == 0 || d["dedicated ra>rb"] > size/100 || d["dedicated rb>ra"] > size/100 {
+			t.Errorf("%s: want it on wan both ways and not on the dedicated link, got %v", what, d)
+		}
+	}
+
+	// No traffic to b1 before the reservation: a1 would learn the wan's
+	// MTU by path-MTU discovery and hide whether b1's SYN-ACK was clamped.
+
+	want := b.reconcile(t, []reserve.Reservation{r}, now)
+	t.Run("applying again changes nothing", func(t *testing.T) {
+		for _, n := range []string{"a1", "ra", "rb", "b1"} {
+			if err := Apply(b.fd[n], Diff(Plan{}, want[n])); err != nil {
+				t.Errorf("%s: applying the whole plan again: %v", n, err)
+			}
+			if c := Diff(b.fetch(t, n), want[n]); !c.Empty() {
+				t.Errorf("%s: after applying the whole plan twice: %s", n, c)
+			}
+		}
+	})
+
+	t.Run("steered", func(t *testing.T) {
+		classBefore := classBytes(t, b.fd["ra"], "dedicated", ClassBase+10)
+		d, m1, m2 := crosses(t, "tcp4", "198.18.2.1:7070", mss4)
+		onDedicated(t, "IPv4 flow", d)
+		if m1 > 1460 || m2 > 1460 {
+			t.Errorf("IPv4 MSS at a1 %d, at b1 %d: want both clamped to at most 1460 (the wan's 1500 MTU)", m1, m2)
+		}
+		if got := classBytes(t, b.fd["ra"], "dedicated", ClassBase+10) - classBefore; got < size {
+			t.Errorf("IPv4: ra's class 1:10a on dedicated sent %d bytes, want at least %d", got, size)
+		}
+		classBefore = classBytes(t, b.fd["ra"], "dedicated", ClassBase+10)
+		d, m1, m2 = crosses(t, "tcp6", "[2001:2:0:2::1]:7070", mss6)
+		onDedicated(t, "IPv6 flow", d)
+		if m1 > 1440 || m2 > 1440 {
+			t.Errorf("IPv6 MSS at a1 %d, at b1 %d: want both clamped to at most 1440", m1, m2)
+		}
+		if got := classBytes(t, b.fd["ra"], "dedicated", ClassBase+10) - classBefore; got < size {
+			t.Errorf("IPv6: ra's class 1:10a on dedicated sent %d bytes, want at least %d", got, size)
+		}
+		d, _, _ = crosses(t, "tcp4", "198.18.2.1:7071", other)
+		onWan(t, "a flow outside the spec", d)
+		if _, err := exec.LookPath("ping"); err == nil {
+			before := b.counters(t)
+			out, err := exec.Command("ip", "netns", "exec", testbed.NamespaceName(b.name, "a1"),
+				"ping", "-n", "-q", "-c", "3", "-i", "0.2", "-W", "2", "198.18.2.1").CombinedOutput()
+			if err != nil {
+				t.Fatalf("ping: %v\n%s", err, out)
+			}
+			if d := b.counters(t).since(before); d["wan ra>rb"] < 3*84 || d["dedicated ra>rb"] != 0 {
+				t.Errorf("untagged ping: want it on wan, got %v", d)
+			}
+		} else {
+			t.Log("ping is not installed (iputils-ping): the untagged TCP flow above stands for it")
+		}
+	})
+
+	t.Run("drift is mended", func(t *testing.T) {
+		h := handle(t, b.fd["ra"])
+		if err := h.RuleDel(nlRule(want["ra"].Rules[0])); err != nil {
+			t.Fatal(err)
+		}
+		link, _ := h.LinkByName("dedicated")
+		if err := h.FilterDel(&netlink.U32{FilterAttrs: netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: testbed.HTBRoot,
+			Priority: FilterPrio4 + 10, Protocol: unix.ETH_P_IP}}); err != nil {
+			t.Fatal(err)
+		}
+		nc := nft(t, b.fd["a1"])
+		have := b.fetch(t, "a1")
+		if err := nc.DelRule(&nftables.Rule{Table: nftTable, Chain: nftChains[have.Nft[0].Chain], Handle: have.Nft[0].Handle}); err != nil {
+			t.Fatal(err)
+		}
+		// A rule slipped into the agent's chain by hand is not the agent's.
+		nc.AddRule(&nftables.Rule{Table: nftTable, Chain: nftChains[ChainMark], Exprs: []expr.Any{&expr.Counter{}}})
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for node, n := range map[string]int{"ra": 2, "a1": 2} {
+			c := Diff(b.fetch(t, node), want[node])
+			if got := len(c.Add.Rules) + len(c.Add.Filters) + len(c.Add.Nft) + len(c.Remove.Nft); got != n {
+				t.Errorf("%s: want %d changes to mend, got %s", node, n, c)
+			}
+		}
+		b.reconcile(t, []reserve.Reservation{r}, now)
+		d, _, _ := crosses(t, "tcp4", "198.18.2.1:7070", mss4)
+		onDedicated(t, "after mending", d)
+	})
+
+	// Objects of others: a table, a class, a filter, a rule and a route
+	// outside the agent's ranges.
+	foreign := func(t *testing.T, node string) {
+		t.Helper()
+		h := handle(t, b.fd[node])
+		link, _ := h.LinkByName("dedicated")
+		cls := netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: link.Attrs().Index, Parent: testbed.HTBLink, Handle: netlink.MakeHandle(1, 3)},
+			netlink.HtbClassAttrs{Rate: 1e6, Ceil: 1e9, Buffer: 1 << 17, Cbuffer: 1 << 17})
+		if err := h.ClassAdd(cls); err != nil {
+			t.Fatal(err)
+		}
+		f := &netlink.U32{FilterAttrs: netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: testbed.HTBRoot, Priority: 5, Protocol: unix.ETH_P_IP},
+			ClassId: netlink.MakeHandle(1, 3), Sel: &netlink.TcU32Sel{Flags: netlink.TC_U32_TERMINAL, Keys: []netlink.TcU32Key{{Val: 0x00200000, Mask: 0x00fc0000}}}}
+		if err := h.FilterAdd(f); err != nil {
+			t.Fatal(err)
+		}
+		rule := netlink.NewRule()
+		rule.Priority, rule.Mark, rule.Table = 500, 0x7, 50
+		if err := h.RuleAdd(rule); err != nil {
+			t.Fatal(err)
+		}
+		_, dst, _ := net.ParseCIDR("198.18.9.0/24")
+		if err := h.RouteAdd(&netlink.Route{Table: 50, Dst: dst, LinkIndex: link.Attrs().Index}); err != nil {
+			t.Fatal(err)
+		}
+		nc := nft(t, b.fd[node])
+		ft := nc.AddTable(&nftables.Table{Name: "foreign", Family: nftables.TableFamilyINet})
+		ch := nc.AddChain(&nftables.Chain{Name: "out", Table: ft, Type: nftables.ChainTypeFilter, Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter})
+		nc.AddRule(&nftables.Rule{Table: ft, Chain: ch, Exprs: []expr.Any{&expr.Counter{}}})
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	foreignThere := func(t *testing.T, node string) {
+		t.Helper()
+		h := handle(t, b.fd[node])
+		link, _ := h.LinkByName("dedicated")
+		cs, _ := h.ClassList(link, 0)
+		found := 0
+		for _, c := range cs {
+			if c.Attrs().Handle == netlink.MakeHandle(1, 3) {
+				found++
+			}
+		}
+		fs, _ := h.FilterList(link, testbed.HTBRoot)
+		for _, f := range fs {
+			if f.Attrs().Priority == 5 {
+				found++
+			}
+		}
+		rules, _ := h.RuleList(netlink.FAMILY_V4)
+		for _, r := range rules {
+			if r.Priority == 500 && r.Table == 50 {
+				found++
+			}
+		}
+		routes, _ := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: 50}, netlink.RT_FILTER_TABLE)
+		found += len(routes)
+		if tb, err := nft(t, b.fd[node]).ListTableOfFamily("foreign", nftables.TableFamilyINet); err == nil && tb != nil {
+			found++
+		}
+		if found != 5 {
+			t.Errorf("%s: %d of the 5 foreign objects are left", node, found)
+		}
+	}
+	foreign(t, "ra")
+	b.reconcile(t, []reserve.Reservation{r}, now)
+	foreignThere(t, "ra")
+
+	t.Run("removed", func(t *testing.T) {
+		for _, rs := range [][]reserve.Reservation{nil, {withState(r, reserve.StateHeld)}, {withState(r, reserve.StateFinished)}} {
+			b.reconcile(t, rs, now)
+			for _, n := range b.topo.Nodes {
+				if p := b.fetch(t, n.Name); !reflect.DeepEqual(p, Plan{}) {
+					t.Errorf("%s: the agent's objects left after the reservation ended: %+v", n.Name, p)
+				}
+			}
+		}
+		d, _, _ := crosses(t, "tcp4", "198.18.2.1:7070", mss4)
+		onWan(t, "after the reservation", d)
+		foreignThere(t, "ra")
+	})
+}
+
+func withState(r reserve.Reservation, s reserve.State) reserve.Reservation {
+	r.State = s
+	return r
+}
+
+func handle(t *testing.T, fd int) *netlink.Handle {
+	t.Helper()
+	h, err := netlink.NewHandleAt(netns.NsHandle(fd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return h
+}
+
+func nft(t *testing.T, fd int) *nftables.Conn {
+	t.Helper()
+	c, err := nftables.New(nftables.WithNetNSFd(fd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// classBytes is what an htb class has sent.
+func classBytes(t *testing.T, fd int, dev string, minor uint16) uint64 {
+	t.Helper()
+	h := handle(t, fd)
+	link, err := h.LinkByName(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := h.ClassList(link, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if c.Attrs().Handle == netlink.MakeHandle(1, minor) && c.Attrs().Statistics != nil && c.Attrs().Statistics.Basic != nil {
+			return c.Attrs().Statistics.Basic.Bytes
+		}
+	}
+	t.Fatalf("no class 1:%x on %s", minor, dev)
+	return 0
+}
