@@ -46,7 +46,10 @@ func Fetch(nsFd int, devs []string) (Plan, error) {
 	var p Plan
 	for _, dev := range devs {
 		link, err := h.LinkByName(dev)
-		if err != nil {
+		var gone netlink.LinkNotFoundError
+		if errors.As(err, &gone) {
+			continue // nothing of the agent's can be on it; Apply will say
+		} else if err != nil {
 			return Plan{}, fmt.Errorf("device %s: %w", dev, err)
 		}
 		cs, err := h.ClassList(link, 0)
@@ -65,9 +68,12 @@ func Fetch(nsFd int, devs []string) (Plan, error) {
 		}
 		for _, f := range fs {
 			u, ok := f.(*netlink.U32)
+			if !ok {
+				continue
+			}
 			a := f.Attrs()
 			maj, minor := netlink.MajorMinor(u.ClassId)
-			if !ok || !(maj == 1 && minor >= ClassBase || a.Priority >= FilterPrio4 && a.Priority < FilterPrio6+64) {
+			if !(maj == 1 && minor >= ClassBase || a.Priority >= FilterPrio4 && a.Priority < FilterPrio6+64) {
 				continue
 			}
 			x := Filter{Dev: dev, IPv6: a.Protocol == unix.ETH_P_IPV6, Prio: a.Priority, Minor: minor}
@@ -224,9 +230,13 @@ func Apply(nsFd int, c Changes) error {
 		check(h.RuleDel(nlRule(r)), "remove ip rule", r, unix.ENOENT)
 	}
 	for _, r := range c.Remove.Routes {
-		if i := dev(r.Dev); i != 0 || r.Dev == "" {
-			check(h.RouteDel(nlRoute(r, i)), "remove route", r, unix.ESRCH, unix.ENOENT)
+		i := 0
+		if r.Dev != "" {
+			if i = dev(r.Dev); i == 0 {
+				continue
+			}
 		}
+		check(h.RouteDel(nlRoute(r, i)), "remove route", r, unix.ESRCH, unix.ENOENT)
 	}
 	for _, f := range c.Remove.Filters {
 		if i := dev(f.Dev); i != 0 {

@@ -419,6 +419,9 @@ func TestKernelApply(t *testing.T) {
 			t.Errorf("%s: %d of the 5 foreign objects are left", node, found)
 		}
 	}
+	if p, err := Fetch(b.fd["a2"], []string{"no-such-dev"}); err != nil || !reflect.DeepEqual(p, Plan{}) {
+		t.Errorf("fetch on a missing device: %+v, %v; want nothing and no error", p, err)
+	}
 	foreign(t, "ra")
 	b.reconcile(t, []reserve.Reservation{r}, now)
 	foreignThere(t, "ra")
