@@ -162,7 +162,7 @@ func fetchNft(c *nftables.Conn) (bool, []NftRule, error) {
 		for _, r := range rules {
 			comment, _ := userdata.GetString(r.UserData, userdata.TypeComment)
 			x, err := parseTag(comment)
-			if err != nil || x.Chain != ch.Name || !bytes.Equal(marshalExprs(r.Exprs), marshalExprs(ruleExprs(x))) {
+			if k := marshalExprs(r.Exprs); err != nil || x.Chain != ch.Name || k == nil || !bytes.Equal(k, marshalExprs(ruleExprs(x))) {
 				x = NftRule{Chain: ch.Name, Stale: true}
 			}
 			x.Handle = r.Handle

@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -338,8 +339,10 @@ func TestKernelApply(t *testing.T) {
 		if err := nc.DelRule(&nftables.Rule{Table: nftTable, Chain: nftChains[have.Nft[0].Chain], Handle: have.Nft[0].Handle}); err != nil {
 			t.Fatal(err)
 		}
-		// A rule slipped into the agent's chain by hand is not the agent's.
-		nc.AddRule(&nftables.Rule{Table: nftTable, Chain: nftChains[ChainMark], Exprs: []expr.Any{&expr.Counter{}}})
+		// A rule slipped into the agent's chain by hand is not the agent's,
+		// even with the comment of one of its rules.
+		nc.AddRule(&nftables.Rule{Table: nftTable, Chain: nftChains[ChainMark], Exprs: []expr.Any{&expr.Counter{}},
+			UserData: userdata.AppendString(nil, userdata.TypeComment, have.Nft[len(have.Nft)-1].tag())})
 		if err := nc.Flush(); err != nil {
 			t.Fatal(err)
 		}
