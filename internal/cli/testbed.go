@@ -65,8 +65,8 @@ func testbedName(name string, args []string) (string, error) {
 }
 
 func newTestbedUpCmd() *cobra.Command {
-	var name string
-	var asJSON bool
+	var name, controller, tokenFile string
+	var asJSON, agents bool
 	cmd := &cobra.Command{
 		Use:   "up FILE [--name N]",
 		Short: "Build a testbed from a topology file",
@@ -82,7 +82,9 @@ building fails half-way, what was made is removed again.
 The host-wide net.core.rmem_max and wmem_max are raised (never lowered) to
 what the longest path's bandwidth-delay product needs; down leaves them.`,
 		Example: `  lightpath testbed up examples/two-site.yaml
-  lightpath testbed up examples/triangle.yaml --name ring`,
+  lightpath testbed up examples/triangle.yaml --name ring
+  lightpath testbed up examples/two-site.yaml --agents \
+      --controller unix:/run/lightpath/two-site/controller.sock --controller-token-file agent.token`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			file := args[0]
@@ -99,9 +101,19 @@ what the longest path's bandwidth-delay product needs; down leaves them.`,
 					fmt.Fprintf(cmd.ErrOrStderr(), "testbed %s: %s\n", name, fmt.Sprintf(format, a...))
 				}
 			}
+			if agents && (controller == "" || tokenFile == "") {
+				return errors.New("testbed up: --agents needs --controller URL and --controller-token-file F (a token of role agent)")
+			}
 			res, err := testbed.Up(cmd.Context(), testbed.UpOptions{Name: name, File: file, Data: data, Logf: logf})
 			if err != nil {
 				return fmt.Errorf("testbed up: %w", err)
+			}
+			if agents {
+				started, err := startAgents(name, controller, tokenFile)
+				if err != nil {
+					return fmt.Errorf("testbed up: %w (the testbed is up; lightpath testbed down --name %s removes it)", err, name)
+				}
+				logf("agents started on %s (logs: %s)", strings.Join(started, ", "), agentLog(name, "NODE"))
 			}
 			if asJSON {
 				(&ndjson{w: out}).write(struct {
@@ -117,6 +129,9 @@ what the longest path's bandwidth-delay product needs; down leaves them.`,
 	}
 	cmd.Flags().StringVar(&name, "name", "", "testbed name (default: the file's base name)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.Flags().BoolVar(&agents, "agents", false, "start a node agent (lightpath agent) in every node, talking to --controller")
+	cmd.Flags().StringVar(&controller, "controller", "", "with --agents: the controller the agents talk to (unix:PATH reaches it from inside the namespaces)")
+	cmd.Flags().StringVar(&tokenFile, "controller-token-file", "", "with --agents: a token of role agent")
 	return cmd
 }
 

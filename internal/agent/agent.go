@@ -1,0 +1,229 @@
+// Package agent is Lightpath's node agent: it runs in one node's network
+// namespace, registers with the controller and keeps a lease, and makes
+// the node's kernel hold exactly its part of the live reservations that
+// cross it (rate classes, DSCP marking, policy routing, MSS clamping):
+// computed as a plan (plan.go, pure), compared with what the kernel holds
+// (Fetch) and mended (Apply), then reported to the controller.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/client"
+	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/testbed"
+)
+
+// Config is what an agent runs with.
+type Config struct {
+	Client *client.Client
+	// Node is the node whose kernel this agent owns.
+	Node string
+	// Lease is how long a heartbeat keeps the agent alive at the
+	// controller; Interval how often it reconciles and heartbeats (at
+	// most a third of the lease).
+	Lease, Interval time.Duration
+	// NetNS is the network namespace to manage (a path such as
+	// /run/netns/NAME); empty means the agent's own.
+	NetNS string
+	Log   *slog.Logger
+	Now   func() time.Time
+}
+
+// Defaults.
+const (
+	DefaultLease    = 15 * time.Second
+	DefaultInterval = 2 * time.Second
+)
+
+type agent struct {
+	cfg      Config
+	nsFd     int
+	topo     *testbed.Topology
+	topoHash string
+	devs     []string
+	// reported remembers the reports sent, by reservation and version of
+	// its path, so each is sent once.
+	reported map[string]string
+}
+
+// Run reconciles until ctx ends: at every interval, at every start and
+// end of a reservation it serves, and whenever the event stream says a
+// reservation changed. On the way out it leaves the kernel as it is: a
+// restarted agent takes over what it finds, and the controller's lease
+// tells everyone the agent is gone.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Node == "" || cfg.Client == nil {
+		return errors.New("agent: a node and a controller are required")
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = DefaultLease
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	cfg.Interval = min(cfg.Interval, cfg.Lease/3)
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	ns := cfg.NetNS
+	if ns == "" {
+		ns = "/proc/self/ns/net"
+	}
+	f, err := os.Open(ns)
+	if err != nil {
+		return fmt.Errorf("agent: open network namespace: %w", err)
+	}
+	defer f.Close()
+	a := &agent{cfg: cfg, nsFd: int(f.Fd()), reported: map[string]string{}}
+
+	changed := make(chan struct{}, 1)
+	go a.watch(ctx, changed)
+	for {
+		next, err := a.reconcile(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			cfg.Log.Warn("reconcile", "err", err)
+		}
+		wait := cfg.Interval
+		if !next.IsZero() {
+			wait = min(wait, max(next.Sub(cfg.Now()), 10*time.Millisecond))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-changed:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// watch follows the event stream and signals changed on every event, so a
+// reservation created or cancelled in the window is acted on at once;
+// the interval covers a broken stream.
+func (a *agent) watch(ctx context.Context, changed chan<- struct{}) {
+	last := ""
+	for ctx.Err() == nil {
+		s, err := a.cfg.Client.EventsAfter(ctx, "", last)
+		if err != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		for range s.C {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
+		last = s.LastEventID()
+		s.Close()
+	}
+}
+
+// reconcile runs one round: heartbeat, plan, compare, mend, report. It
+// returns the next instant at which the plan changes by itself (a start
+// or an end), or the zero time.
+func (a *agent) reconcile(ctx context.Context) (time.Time, error) {
+	work, err := a.cfg.Client.Heartbeat(ctx, a.cfg.Node, a.cfg.Lease)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("heartbeat: %w", err)
+	}
+	if work.TopologySHA256 != a.topoHash || a.topo == nil {
+		tp, err := a.cfg.Client.Topology(ctx)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("read topology: %w", err)
+		}
+		t, err := testbed.Parse(tp.Name, []byte(tp.YAML))
+		if err != nil {
+			return time.Time{}, fmt.Errorf("parse topology: %w", err)
+		}
+		a.topo, a.topoHash, a.devs = t, work.TopologySHA256, nodeDevs(t, a.cfg.Node)
+		a.cfg.Log.Info("topology", "name", tp.Name, "devices", a.devs)
+	}
+	now := a.cfg.Now()
+	want, err := Desired(a.topo, a.cfg.Node, work.Reservations, now)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("plan: %w", err)
+	}
+	have, err := Fetch(a.nsFd, a.devs)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the kernel: %w", err)
+	}
+	ch := Diff(have, want)
+	applyErr := error(nil)
+	if !ch.Empty() {
+		a.cfg.Log.Info("mend", "changes", ch.String())
+		applyErr = Apply(a.nsFd, ch)
+		if applyErr != nil {
+			a.cfg.Log.Error("apply", "err", applyErr)
+		}
+	}
+	var next time.Time
+	for _, r := range work.Reservations {
+		for _, t := range []time.Time{r.Start, r.End} {
+			if t.After(now) && (next.IsZero() || t.Before(next)) {
+				next = t
+			}
+		}
+		a.report(ctx, r, now, applyErr)
+	}
+	return next, nil
+}
+
+// report tells the controller this node's part of r is in place (or
+// failed), once per path of r, when r is in its window and waits for this
+// node.
+func (a *agent) report(ctx context.Context, r reserve.Reservation, now time.Time, applyErr error) {
+	node := a.cfg.Node
+	if !slices.Contains(r.ManagedNodes, node) || slices.Contains(r.Provisioned, node) {
+		return
+	}
+	if (r.State != reserve.StateReserved && r.State != reserve.StateActive) || now.Before(r.Start) || !now.Before(r.End) {
+		return
+	}
+	key := fmt.Sprint(r.Path)
+	if a.reported[r.ID] == key {
+		return
+	}
+	failure := ""
+	if applyErr != nil {
+		failure = applyErr.Error()
+	}
+	if _, err := a.cfg.Client.ReportNode(ctx, r.ID, node, failure); err != nil {
+		a.cfg.Log.Warn("report", "id", r.ID, "err", err)
+		return
+	}
+	a.reported[r.ID] = key
+	a.cfg.Log.Info("reported", "id", r.ID, "provisioned", failure == "")
+}
+
+// nodeDevs lists the node's link-end devices: where its classes go.
+func nodeDevs(t *testbed.Topology, node string) []string {
+	var out []string
+	for _, l := range t.Links {
+		for _, e := range []testbed.End{l.A, l.B} {
+			if e.Node == node {
+				out = append(out, e.Dev)
+			}
+		}
+	}
+	return out
+}

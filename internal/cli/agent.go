@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lightpath/lightpath/internal/agent"
+)
+
+func newAgentCmd() *cobra.Command {
+	var (
+		o               ctlFlags
+		node, netns     string
+		lease, interval time.Duration
+		debug           bool
+	)
+	cmd := &cobra.Command{
+		Use:   "agent --node NAME --controller URL --controller-token-file F",
+		Short: "Provision this node's part of the reservations that cross it into its kernel",
+		Long: `Run the node agent of NAME: it registers with the controller and keeps a
+lease alive with heartbeats, and makes this node's kernel hold exactly its
+part of the live reservations that cross it, from their start to their
+end: an htb class per reservation on the egress device of each link it
+leaves by, DSCP marking of its flows on the end hosts, policy routing of
+that DSCP onto the reserved path on routers, and MSS clamping. It reports
+each part in place (or failed, with why) to the controller, which makes a
+reservation ACTIVE once every managed node on its path has it.
+
+It touches only what it created (an nftables table named lightpath, htb
+classes from 1:100, ip rules in its own priority range), mends drift at
+every round, and after a restart takes over or removes what it finds.
+
+Run one per node, inside the node's network namespace (in a testbed:
+lightpath testbed exec NODE -- lightpath agent ..., with the controller's
+unix socket as --controller). The token must belong to a user of role
+agent (lightpath user add NAME --role agent).`,
+		Example: `  lightpath testbed exec ra -- lightpath agent --node ra \
+      --controller unix:/run/lightpath/two-site/controller.sock --controller-token-file agent.token`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if node == "" {
+				return fmt.Errorf("agent: --node is required")
+			}
+			c, err := o.client()
+			if err != nil {
+				return fmt.Errorf("agent: %w", err)
+			}
+			lvl := slog.LevelInfo
+			if debug {
+				lvl = slog.LevelDebug
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl})).With("component", "agent", "node", node)
+			log.Info("starting", "controller", c.URL())
+			if err := agent.Run(cmd.Context(), agent.Config{Client: c, Node: node, Lease: lease, Interval: interval, NetNS: netns, Log: log}); err != nil {
+				return fmt.Errorf("agent %s: %w", node, err)
+			}
+			return nil
+		},
+	}
+	o.register(cmd.Flags())
+	f := cmd.Flags()
+	f.StringVar(&node, "node", "", "the node this agent provisions (its name in the topology)")
+	f.StringVar(&netns, "netns", "", "network namespace to manage, as a path (default: the agent's own)")
+	f.DurationVar(&lease, "lease", agent.DefaultLease, "how long a heartbeat keeps the agent alive at the controller")
+	f.DurationVar(&interval, "interval", agent.DefaultInterval, "how often to reconcile and heartbeat")
+	f.BoolVar(&debug, "debug", false, "log every round")
+	return cmd
+}
