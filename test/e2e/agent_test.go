@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// getJSON reads a controller route with a token file's token.
+func (c *cliCtl) getJSON(tokenFile, path string, out any) error {
+	req, _ := http.NewRequest("GET", c.url+path, nil)
+	req.Header.Set("Authorization", "Bearer "+readTok(c.t, tokenFile))
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// bytesOn sums what one direction of a link delivered.
+func (s testbedStatus) bytesOn(link, from string) uint64 {
+	for _, l := range s.Links {
+		if l.Name == link {
+			for _, d := range l.Directions {
+				if d.From == from {
+					return d.Bytes
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestAgentsSteerReservation runs the whole control loop for real: a
+// controller, the two-site testbed with an agent in every node, and a
+// reservation with a flow spec over the dedicated link. The agents make it
+// ACTIVE at once; the flow's bytes then cross the dedicated link and not
+// wan; cancelled, it is removed and the flow is back on wan.
+func TestAgentsSteerReservation(t *testing.T) {
+	skipUnlessNetRoot(t)
+	c := startCLICtl(t)
+	agentTok := filepath.Join(c.dir, "agent.token")
+	c.ok(c.adminTok, "user", "add", "agents", "--role", "agent")
+	c.ok(c.adminTok, "user", "token", "create", "agents", "--out", agentTok)
+
+	b := &tb{t: t, name: fmt.Sprintf("e2a%04x", rand.IntN(1<<16))}
+	r := runLP(t, runOpts{timeout: 60 * time.Second}, "testbed", "up", repoFile("examples/two-site.yaml"), "--name", b.name,
+		"--agents", "--controller", c.sock, "--controller-token-file", agentTok)
+	t.Cleanup(func() { b.down() })
+	mustSucceed(t, "testbed up --agents", r)
+
+	var agents struct {
+		Agents []struct {
+			Node  string `json:"node"`
+			Alive bool   `json:"alive"`
+		} `json:"agents"`
+	}
+	if !waitFor(20*time.Second, func() bool {
+		if err := c.getJSON(c.adminTok, "/api/v1/agents", &agents); err != nil {
+			return false
+		}
+		alive := 0
+		for _, a := range agents.Agents {
+			if a.Alive {
+				alive++
+			}
+		}
+		return alive == 6
+	}) {
+		t.Fatalf("agents alive: %+v", agents)
+	}
+
+	b.serveIn("b1", "198.18.2.1:7070", t.TempDir())
+	bench := func() {
+		t.Helper()
+		r := b.exec("a1", lpBin, "bench", "lp://198.18.2.1:7070", "-t", "2s")
+		mustSucceed(t, "bench a1 -> b1", r)
+	}
+
+	start := time.Now()
+	res := oneJSON[cliResv](t, c.ok(c.adminTok, "reserve", "create", "--from", "a1", "--to", "b1", "--bandwidth", "300M",
+		"--duration", "10m", "--flow", "tcp 198.18.1.1 > 198.18.2.1:7070", "--path", "a1-ra,dedicated,b1-rb", "--json").stdout)
+	var got struct {
+		Reservation struct {
+			State        string   `json:"state"`
+			ManagedNodes []string `json:"managed_nodes"`
+			Provisioned  []string `json:"provisioned"`
+			DSCP         int      `json:"dscp"`
+		} `json:"reservation"`
+	}
+	if !waitFor(15*time.Second, func() bool {
+		return c.getJSON(c.adminTok, "/api/v1/reservations/"+res.ID, &got) == nil && got.Reservation.State == "ACTIVE"
+	}) {
+		t.Fatalf("not ACTIVE after 15 s: %+v\n%s", got, c.Log())
+	}
+	t.Logf("ACTIVE %.2f s after the create; managed %v, provisioned %v, DSCP %d", time.Since(start).Seconds(),
+		got.Reservation.ManagedNodes, got.Reservation.Provisioned, got.Reservation.DSCP)
+	if len(got.Reservation.ManagedNodes) != 4 {
+		t.Errorf("managed nodes %v: want a1, ra, rb, b1", got.Reservation.ManagedNodes)
+	}
+
+	s0 := b.status()
+	bench()
+	s1 := b.status()
+	ded, wan := s1.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra"), s1.bytesOn("wan", "ra")-s0.bytesOn("wan", "ra")
+	t.Logf("steered: dedicated ra>rb %d bytes, wan ra>rb %d bytes", ded, wan)
+	if ded < 10<<20 || wan > 1<<20 {
+		t.Errorf("with the reservation ACTIVE: dedicated carried %d bytes and wan %d: want the flow on dedicated", ded, wan)
+	}
+
+	c.ok(c.adminTok, "reserve", "cancel", res.ID)
+	time.Sleep(3 * time.Second) // the agents act on the event at once; give them a margin
+	s2 := b.status()
+	bench()
+	s3 := b.status()
+	ded, wan = s3.bytesOn("dedicated", "ra")-s2.bytesOn("dedicated", "ra"), s3.bytesOn("wan", "ra")-s2.bytesOn("wan", "ra")
+	t.Logf("after the cancel: dedicated ra>rb %d bytes, wan ra>rb %d bytes", ded, wan)
+	if ded > 1<<20 || wan < 10<<20 {
+		t.Errorf("after the cancel: dedicated carried %d bytes and wan %d: want the flow back on wan", ded, wan)
+	}
+	for _, n := range []string{"a1", "ra", "rb", "b1"} {
+		if log := b.exec(n, "sh", "-c", "cat /run/lightpath/"+b.name+"/agent-"+n+".log"); strings.Contains(log.stdout, "level=ERROR") {
+			t.Errorf("agent %s logged errors:\n%s", n, log.stdout)
+		}
+	}
+}
