@@ -2,266 +2,20 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/lightpath/lightpath/internal/api"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/units"
 )
-
-// defaultController is where the clients look for the controller when
-// neither --controller nor LIGHTPATH_CONTROLLER says.
-const defaultController = "http://127.0.0.1:8080"
-
-// ctlFlags are the flags every client of the controller takes.
-type ctlFlags struct {
-	url, tokenFile, caFile string
-	timeout                time.Duration
-	json                   bool
-}
-
-func (o *ctlFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&o.url, "controller", "", "the controller: http://HOST:PORT, https://HOST:PORT or unix:PATH (default: $LIGHTPATH_CONTROLLER, else "+defaultController+")")
-	fs.StringVar(&o.tokenFile, "controller-token-file", "", "file holding your controller token (default: $LIGHTPATH_CONTROLLER_TOKEN)")
-	fs.StringVar(&o.caFile, "controller-ca", "", "CA certificate (PEM) to verify an https controller with")
-	fs.DurationVar(&o.timeout, "controller-timeout", client.DefaultTimeout, "give up on a request the controller has not answered in this long")
-	fs.BoolVar(&o.json, "json", false, "print NDJSON: the API's objects, one per line; lists end with a summary line")
-}
-
-// client connects to the controller the flags name, with the token from
-// --controller-token-file or LIGHTPATH_CONTROLLER_TOKEN.
-func (o *ctlFlags) client() (*client.Client, error) {
-	token := ""
-	if o.tokenFile != "" {
-		b, err := os.ReadFile(o.tokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("read --controller-token-file: %w", unwrapPath(err))
-		}
-		if token = strings.TrimSpace(string(b)); token == "" {
-			return nil, fmt.Errorf("read --controller-token-file: %s is empty", o.tokenFile)
-		}
-	} else {
-		token = strings.TrimSpace(os.Getenv("LIGHTPATH_CONTROLLER_TOKEN"))
-	}
-	url := o.url
-	if url == "" {
-		url = strings.TrimSpace(os.Getenv("LIGHTPATH_CONTROLLER"))
-	}
-	if url == "" {
-		url = defaultController
-	}
-	var opts []client.Option
-	if o.caFile != "" {
-		opts = append(opts, client.WithCAFile(o.caFile))
-	}
-	opts = append(opts, client.WithTimeout(o.timeout), client.WithUserAgent("lightpath-cli"))
-	return client.New(url, token, opts...)
-}
-
-// ctlError words a failed request as the "<what failed>: <why>" of one
-// error line: a capacity refusal with its alternatives after semicolons,
-// a 401 without a token with the way to give one.
-func ctlError(what string, c *client.Client, err error) error {
-	var ae *client.APIError
-	if !errors.As(err, &ae) {
-		return fmt.Errorf("%s: %s", what, oneLine(err.Error()))
-	}
-	msg := ae.Detail.Message
-	if msg == "" {
-		msg = ae.Error()
-	}
-	parts := []string{oneLine(msg)}
-	parts = append(parts, ae.Alternatives()...)
-	if len(ae.Detail.Stranded) > 0 {
-		parts = append(parts, "stranded: "+strings.Join(ae.Detail.Stranded, ", "))
-	}
-	if ae.Detail.Code == api.CodeUnauthorized && c != nil && !c.HasToken() {
-		parts = append(parts, "give yours with --controller-token-file F or LIGHTPATH_CONTROLLER_TOKEN")
-	}
-	return &apiFailure{msg: what + ": " + strings.Join(parts, "; "), err: err}
-}
-
-// apiFailure keeps the *client.APIError under the one-line message.
-type apiFailure struct {
-	msg string
-	err error
-}
-
-func (e *apiFailure) Error() string { return e.msg }
-func (e *apiFailure) Unwrap() error { return e.err }
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-// request connects to the controller and runs fn, the command's request,
-// with the client: a failure of either is the command's one error line
-// ("<what>: <why>", worded by ctlError when the request failed).
-func (o *ctlFlags) request(what string, fn func(*client.Client) error) error {
-	c, err := o.client()
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if err := fn(c); err != nil {
-		return ctlError(what, c, err)
-	}
-	return nil
-}
-
-// fetch is o.request for a call that answers with a value.
-func fetch[T any](o *ctlFlags, what string, fn func(*client.Client) (T, error)) (T, error) {
-	var v T
-	err := o.request(what, func(c *client.Client) (err error) {
-		v, err = fn(c)
-		return err
-	})
-	return v, err
-}
-
-// writeRefusal puts the controller's error object on stdout with --json
-// (besides the error line on stderr), so that a script reading stdout
-// learns why nothing was booked or found, alternatives included.
-func (o *ctlFlags) writeRefusal(w io.Writer, err error) {
-	var ae *client.APIError
-	if o.json && errors.As(err, &ae) {
-		(&ndjson{w: w}).write(api.ErrorBody{Error: ae.Detail})
-	}
-}
-
-// ---------------------------------------------------------------------------
-// Times, durations and the other values users type.
-
-// parseWhen reads a time as the clients take it: RFC 3339, "now", or
-// "+DURATION" after now (a duration as parseSpan reads it).
-func parseWhen(s string, now time.Time) (time.Time, error) {
-	t := strings.TrimSpace(s)
-	switch {
-	case strings.EqualFold(t, "now"):
-		return now, nil
-	case strings.HasPrefix(t, "+"):
-		d, err := parseSpan(t[1:])
-		if err == nil {
-			return now.Add(d), nil
-		}
-	default:
-		if v, err := time.Parse(time.RFC3339Nano, t); err == nil {
-			return v, nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("invalid time %q: want RFC 3339 (2026-05-01T14:00:00Z), now, or +DURATION (+2h, +1d)", s)
-}
-
-// parseSpan reads a positive duration: Go style ("90m", "2h30m") with
-// whole days allowed in front ("1d", "2d12h"), since reservations are
-// booked days ahead.
-func parseSpan(s string) (time.Duration, error) {
-	t := strings.TrimSpace(s)
-	var days time.Duration
-	if i := strings.IndexByte(t, 'd'); i > 0 {
-		n, err := strconv.Atoi(t[:i])
-		if err != nil || n < 0 || n > 100000 {
-			return 0, fmt.Errorf("invalid duration %q: want a duration like 90m, 2h or 1d", s)
-		}
-		days, t = time.Duration(n)*24*time.Hour, t[i+1:]
-	}
-	var d time.Duration
-	if t != "" {
-		var err error
-		if d, err = time.ParseDuration(t); err != nil || strings.HasPrefix(t, "-") || strings.HasPrefix(t, "+") {
-			return 0, fmt.Errorf("invalid duration %q: want a duration like 90m, 2h or 1d", s)
-		}
-	}
-	if d+days <= 0 {
-		return 0, fmt.Errorf("invalid duration %q: want a duration above zero", s)
-	}
-	return d + days, nil
-}
-
-// resolveNow is the instant a command takes as "now": whole seconds, so
-// the same request sent twice (a retry with the same idempotency key)
-// carries the same times whatever precision the controller stores.
-func resolveNow() time.Time { return time.Now().UTC().Truncate(time.Second) }
-
-// window reads --start and --duration or --end: the start (now when not
-// given), and the end or the duration (exactly one, unless optional).
-type window struct {
-	start, end, duration string
-}
-
-func (w *window) register(fs *pflag.FlagSet, startHelp string) {
-	fs.StringVar(&w.start, "start", "", startHelp)
-	fs.StringVar(&w.duration, "duration", "", "how long, e.g. 2h, 90m or 1d")
-	fs.StringVar(&w.end, "end", "", "when it ends instead of --duration: RFC 3339, now or +DURATION")
-}
-
-// resolve returns the start, the end and the duration given (zero when
-// absent). need says whether one of --duration and --end is required.
-func (w window) resolve(now time.Time, need bool) (start, end time.Time, d time.Duration, err error) {
-	start = now
-	if w.start != "" {
-		if start, err = parseWhen(w.start, now); err != nil {
-			return start, end, d, fmt.Errorf("--start: %w", err)
-		}
-	}
-	switch {
-	case w.end != "" && w.duration != "":
-		return start, end, d, errors.New("--end and --duration exclude each other: give one")
-	case w.end != "":
-		if end, err = parseWhen(w.end, now); err != nil {
-			return start, end, d, fmt.Errorf("--end: %w", err)
-		}
-		if !end.After(start) {
-			return start, end, d, fmt.Errorf("--end %s is not after --start %s", fmtTime(end), fmtTime(start))
-		}
-	case w.duration != "":
-		if d, err = parseSpan(w.duration); err != nil {
-			return start, end, d, fmt.Errorf("--duration: %w", err)
-		}
-	case need:
-		return start, end, d, errors.New("say how long: --duration D or --end TIME")
-	}
-	return start, end, d, nil
-}
-
-// parseBandwidth reads a rate flag; zero is refused when required.
-func parseBandwidth(flag, s string, required bool) (uint64, error) {
-	if s == "" {
-		if required {
-			return 0, fmt.Errorf("%s is required, e.g. %s 500M or %s 10G", flag, flag, flag)
-		}
-		return 0, nil
-	}
-	r, err := units.ParseRate(s)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", flag, err)
-	}
-	if r == 0 {
-		return 0, fmt.Errorf("%s must be above zero", flag)
-	}
-	return r, nil
-}
-
-func parseSizeFlag(flag, s string) (uint64, error) {
-	v, err := units.ParseSize(s)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", flag, err)
-	}
-	if v == 0 {
-		return 0, fmt.Errorf("%s must be above zero", flag)
-	}
-	return uint64(v), nil
-}
 
 // parseCompletion reads the flags of an earliest completion, which create
 // and find take alike: --size, --bandwidth (the highest rate wanted, any
@@ -275,93 +29,6 @@ func parseCompletion(size, bandwidth string, w window, now time.Time) (sizeBytes
 	}
 	start, _, _, err = w.resolve(now, false)
 	return sizeBytes, bps, start, err
-}
-
-// newIdempotencyKey makes the key that lets a create be sent twice and
-// booked once.
-func newIdempotencyKey() string {
-	b := make([]byte, 16)
-	rand.Read(b)
-	return "cli-" + hex.EncodeToString(b)
-}
-
-// ---------------------------------------------------------------------------
-// Output.
-
-// displayZone is the zone times are printed in on a terminal (tests fix it).
-var displayZone = time.Local
-
-func fmtTime(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.In(displayZone).Format(time.RFC3339)
-}
-
-func fmtRate(bps uint64) string { return units.FormatRate(float64(bps)) }
-
-func fmtState(r reserve.Reservation) string {
-	s := string(r.State)
-	if r.Degraded {
-		s += " (degraded)"
-	}
-	return s
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// listSummary ends the NDJSON of every list.
-type listSummary struct {
-	Summary bool `json:"summary"`
-	Count   int  `json:"count"`
-}
-
-// printOne writes the answer of a command about one object: v as one
-// NDJSON line with --json (asJSON), else the line format and args make.
-func printOne(w io.Writer, asJSON bool, v any, format string, args ...any) {
-	if asJSON {
-		(&ndjson{w: w}).write(v)
-		return
-	}
-	fmt.Fprintf(w, format, args...)
-}
-
-// printList writes the answer of a list command: with --json (asJSON) each
-// item as a line and then the summary counting them; else the table, or
-// the line none alone when the list is empty and none is not "".
-func printList[T any](w io.Writer, asJSON bool, items []T, none string, table func(io.Writer, []T)) {
-	if asJSON {
-		nd := &ndjson{w: w}
-		for _, it := range items {
-			nd.write(it)
-		}
-		nd.write(listSummary{Summary: true, Count: len(items)})
-		return
-	}
-	if len(items) == 0 && none != "" {
-		fmt.Fprintln(w, none)
-		return
-	}
-	table(w, items)
-}
-
-// newTable is the tabwriter every table of the clients is aligned with.
-func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
-
-// printTable writes a table: the header's columns, then the cells row
-// makes of each item.
-func printTable[T any](w io.Writer, header []string, items []T, row func(T) []string) {
-	tw := newTable(w)
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
-	for _, it := range items {
-		fmt.Fprintln(tw, strings.Join(row(it), "\t"))
-	}
-	tw.Flush()
 }
 
 // printReservations writes the table of list.
@@ -405,11 +72,7 @@ func printReservation(w io.Writer, r reserve.Reservation) {
 	row("bandwidth", fmtRate(r.Bandwidth))
 	row("window", fmt.Sprintf("%s → %s (%s)", fmtTime(r.Start), fmtTime(r.End), units.FormatDuration(r.End.Sub(r.Start))))
 	if len(r.Path) > 0 {
-		hops := r.Path[0].From
-		for _, h := range r.Path {
-			hops += " -" + h.Link + "-> " + h.To
-		}
-		row("path", hops)
+		row("path", pathHops(r.Path))
 	}
 	if !r.HoldExpires.IsZero() {
 		row("hold expires", fmtTime(r.HoldExpires)+" (commit before then: lightpath reserve commit "+r.ID+")")
@@ -433,7 +96,24 @@ func printReservation(w io.Writer, r reserve.Reservation) {
 		return
 	}
 	fmt.Fprintln(w, "\nhistory:")
-	printTable(w, []string{"  AT", "EVENT", "STATE", "BY", "VERSION", "WHY"}, r.History, func(t reserve.Transition) []string {
+	printHistory(w, r.History)
+}
+
+// pathHops writes a path hop by hop: "a1 -a1-ra-> ra -wan-> rb".
+func pathHops(p []reserve.PathHop) string {
+	if len(p) == 0 {
+		return ""
+	}
+	hops := p[0].From
+	for _, h := range p {
+		hops += " -" + h.Link + "-> " + h.To
+	}
+	return hops
+}
+
+// printHistory writes transitions as an indented table.
+func printHistory(w io.Writer, ts []reserve.Transition) {
+	printTable(w, []string{"  AT", "EVENT", "STATE", "BY", "VERSION", "WHY"}, ts, func(t reserve.Transition) []string {
 		st := string(t.To)
 		if t.From != "" && t.From != t.To {
 			st = string(t.From) + " → " + string(t.To)
@@ -587,7 +267,6 @@ func runReserveCreate(cmd *cobra.Command, o *ctlFlags, f createFlags, hold strin
 	if f.from == "" || f.to == "" {
 		return fmt.Errorf("%s: --from and --to are required", what)
 	}
-	var err error
 	if f.flow != "" {
 		if _, err := reserve.ParseFlowSpec(f.flow); err != nil {
 			return fmt.Errorf("%s: --flow: %w", what, err)
@@ -601,32 +280,8 @@ func runReserveCreate(cmd *cobra.Command, o *ctlFlags, f createFlags, hold strin
 		}
 		req.Hold = d.String()
 	}
-	if f.size != "" {
-		if f.duration != "" || f.end != "" {
-			return fmt.Errorf("%s: --size books the earliest completion: give --deadline, not --duration or --end", what)
-		}
-		if req.SizeBytes, req.Bandwidth, req.Start, err = parseCompletion(f.size, f.bandwidth, f.window, now); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if f.deadline != "" {
-			if req.Deadline, err = parseWhen(f.deadline, now); err != nil {
-				return fmt.Errorf("%s: --deadline: %w", what, err)
-			}
-		}
-	} else {
-		if f.deadline != "" {
-			return fmt.Errorf("%s: --deadline goes with --size (the earliest completion of a transfer)", what)
-		}
-		if req.Bandwidth, err = parseBandwidth("--bandwidth", f.bandwidth, true); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		var d time.Duration
-		if req.Start, req.End, d, err = f.window.resolve(now, true); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if d > 0 {
-			req.Duration = d.String()
-		}
+	if err := f.when(&req, now); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if req.IdempotencyKey == "" {
 		req.IdempotencyKey = newIdempotencyKey()
@@ -654,6 +309,42 @@ func runReserveCreate(cmd *cobra.Command, o *ctlFlags, f createFlags, hold strin
 	}
 	if r.State == reserve.StateHeld && !r.HoldExpires.IsZero() {
 		fmt.Fprintf(out, "  commit before %s, or it is released: lightpath reserve commit %s\n", fmtTime(r.HoldExpires), r.ID)
+	}
+	return nil
+}
+
+// when fills in req's rate and time from the flags create and ticket open
+// share: --bandwidth over --start (default now) with --duration or --end,
+// or with --size the earliest completion at up to --bandwidth, by
+// --deadline when given. Its errors name the flag at fault.
+func (f createFlags) when(req *api.ReservationRequest, now time.Time) error {
+	var err error
+	if f.size != "" {
+		if f.duration != "" || f.end != "" {
+			return errors.New("--size books the earliest completion: give --deadline, not --duration or --end")
+		}
+		if req.SizeBytes, req.Bandwidth, req.Start, err = parseCompletion(f.size, f.bandwidth, f.window, now); err != nil {
+			return err
+		}
+		if f.deadline != "" {
+			if req.Deadline, err = parseWhen(f.deadline, now); err != nil {
+				return fmt.Errorf("--deadline: %w", err)
+			}
+		}
+		return nil
+	}
+	if f.deadline != "" {
+		return errors.New("--deadline goes with --size (the earliest completion of a transfer)")
+	}
+	if req.Bandwidth, err = parseBandwidth("--bandwidth", f.bandwidth, true); err != nil {
+		return err
+	}
+	var d time.Duration
+	if req.Start, req.End, d, err = f.window.resolve(now, true); err != nil {
+		return err
+	}
+	if d > 0 {
+		req.Duration = d.String()
 	}
 	return nil
 }
@@ -933,49 +624,6 @@ did what, when and why).`,
 	}
 }
 
-// noArgs refuses positional arguments with the project's error wording
-// (cobra's "unknown command" would read as a missing verb).
-func noArgs(cmd *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		what := strings.TrimPrefix(cmd.CommandPath(), "lightpath ")
-		return fmt.Errorf("%s: unexpected argument %q: it takes flags only (see 'lightpath %s --help')", what, args[0], what)
-	}
-	return nil
-}
-
-// verbGroup makes cmd, a command that only groups verbs, print its help
-// when run alone and refuse an unknown verb, and words its children's
-// flag errors with their full path ("reserve create: unknown flag").
-func verbGroup(cmd *cobra.Command) *cobra.Command {
-	cmd.RunE = func(c *cobra.Command, args []string) error {
-		if len(args) == 0 {
-			return c.Help()
-		}
-		what := strings.TrimPrefix(c.CommandPath(), "lightpath ")
-		return fmt.Errorf("%s: unknown verb %q (see 'lightpath %s --help')", what, args[0], what)
-	}
-	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		what := strings.TrimPrefix(c.CommandPath(), "lightpath ")
-		return fmt.Errorf("%s: %w (see 'lightpath %s --help')", what, err, what)
-	})
-	return cmd
-}
-
-// exactArgs is cobra.ExactArgs with the project's error wording.
-func exactArgs(what string, names ...string) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != len(names) {
-			return fmt.Errorf("%s: want %s, got %d argument(s) (see 'lightpath %s --help')", what, strings.Join(names, " "), len(args), what)
-		}
-		for i, a := range args {
-			if strings.TrimSpace(a) == "" {
-				return fmt.Errorf("%s: %s is empty", what, names[i])
-			}
-		}
-		return nil
-	}
-}
-
 type modifyFlags struct {
 	window
 	bandwidth string
@@ -1235,78 +883,28 @@ func runReserveWatch(cmd *cobra.Command, o *ctlFlags, id string, want reserve.St
 		sum.Reached = done
 		return done, nil
 	}
-	// check reads the reservation's state: at the start, and after the
-	// stream was lost, in case the controller forgot what was missed.
-	check := func() (bool, error) {
-		if id == "" {
+	done, err := follow(ctx, c, what, id, cmd.ErrOrStderr(),
+		func(r reserve.Reservation) (bool, error) {
+			done, err := verdict(r)
+			if done && err == nil && !o.json {
+				fmt.Fprintf(out, "%s is %s\n", r.ID, fmtState(r))
+			}
+			return done, err
+		},
+		func(ev api.Event) (bool, error) {
+			sum.Events++
+			if o.json {
+				nd.write(ev)
+			} else {
+				fmt.Fprintln(out, describeEvent(ev))
+			}
+			if ev.Reservation != nil && id != "" {
+				return verdict(*ev.Reservation)
+			}
 			return false, nil
-		}
-		r, err := c.Reservation(ctx, id)
-		if err != nil {
-			return true, ctlError(what, c, err)
-		}
-		done, err := verdict(r)
-		if done && err == nil && !o.json {
-			fmt.Fprintf(out, "%s is %s\n", r.ID, fmtState(r))
-		}
-		return done, err
-	}
-	// Subscribe first, then read the state: a change in between is then
-	// seen as an event rather than missed.
-	stream, err := c.Events(ctx, id)
-	if err != nil {
-		return ctlError(what, c, err)
-	}
-	defer func() { stream.Close() }()
-	if done, err := check(); done {
+		})
+	if done || err != nil {
 		return finish(err)
-	}
-	for {
-		ev, ok := <-stream.C
-		if !ok {
-			if ctx.Err() != nil {
-				break
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "lightpath: %s: %s; resuming\n", what, oneLine(fmt.Sprint(stream.Err())))
-			for ctx.Err() == nil {
-				select {
-				case <-time.After(time.Second):
-				case <-ctx.Done():
-				}
-				if ctx.Err() != nil {
-					break
-				}
-				next, err := c.EventsAfter(ctx, id, stream.LastEventID())
-				if err == nil {
-					stream = next
-					break
-				}
-				if !client.Retryable(err) {
-					return finish(ctlError(what, c, err))
-				}
-			}
-			if ctx.Err() != nil {
-				break
-			}
-			if done, err := check(); done {
-				return finish(err)
-			}
-			continue
-		}
-		if id != "" && (ev.Reservation == nil || ev.Reservation.ID != id) {
-			continue
-		}
-		sum.Events++
-		if o.json {
-			nd.write(ev)
-		} else {
-			fmt.Fprintln(out, describeEvent(ev))
-		}
-		if ev.Reservation != nil && id != "" {
-			if done, err := verdict(*ev.Reservation); done {
-				return finish(err)
-			}
-		}
 	}
 	// The context ended: interrupted, or --timeout ran out.
 	if want != "" {
