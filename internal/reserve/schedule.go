@@ -146,6 +146,13 @@ func (s *Schedule) endpoints(from, to string, path []Hop) (src, dst int, dirs []
 // Cost: O(E·(log K + k) + V log V). A bandwidth above every capacity finds
 // no path (ErrNoPath), it is not an error of the query.
 func (s *Schedule) FixedSlot(req Request) (Result, error) {
+	return s.FixedSlotAvoiding(req, nil)
+}
+
+// FixedSlotAvoiding is FixedSlot on the graph without the links named in
+// avoid (links known to be down), so a reservation can be moved off a
+// broken path.
+func (s *Schedule) FixedSlotAvoiding(req Request, avoid []string) (Result, error) {
 	src, dst, _, err := s.endpoints(req.From, req.To, nil)
 	if err != nil {
 		return Result{}, err
@@ -157,7 +164,18 @@ func (s *Schedule) FixedSlot(req Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	p := s.bfs(src, dst, req.Bandwidth, st, en)
+	var skip []bool
+	for _, name := range avoid {
+		i, ok := s.g.linkIndex[name]
+		if !ok {
+			return Result{}, fmt.Errorf("%w: avoid: %q", ErrUnknownLink, name)
+		}
+		if skip == nil {
+			skip = make([]bool, len(s.g.links))
+		}
+		skip[i] = true
+	}
+	p := s.bfs(src, dst, req.Bandwidth, st, en, skip)
 	if p == nil {
 		return Result{}, fmt.Errorf("%w from %s to %s with %s free throughout [%s, %s)", ErrNoPath, req.From, req.To,
 			units.FormatRate(float64(req.Bandwidth)), req.Start.Format(time.RFC3339), req.End.Format(time.RFC3339))
@@ -167,7 +185,7 @@ func (s *Schedule) FixedSlot(req Request) (Result, error) {
 
 // bfs returns the directions of the best path (see FixedSlot) from src to
 // dst with bw free throughout [st, en), or nil.
-func (s *Schedule) bfs(src, dst int, bw uint64, st, en int64) []int32 {
+func (s *Schedule) bfs(src, dst int, bw uint64, st, en int64, avoid []bool) []int32 {
 	g := s.g
 	n := len(g.names)
 	dist := make([]int32, n)
@@ -193,7 +211,7 @@ func (s *Schedule) bfs(src, dst int, bw uint64, st, en int64) []int32 {
 				if dist[v] >= 0 && dist[v] <= dist[u] || int(v) != dst && !g.router[v] {
 					continue
 				}
-				if !s.tl[e].fits(st, en, bw) {
+				if avoid != nil && avoid[x.link] || !s.tl[e].fits(st, en, bw) {
 					continue
 				}
 				dl, dd := delay[u]+x.delay, ded[u]
@@ -281,7 +299,7 @@ func (s *Schedule) WidestPath(from, to string, start, end time.Time) (Result, er
 	w := s.maxWidth(src, dst, st, en)
 	var p []int32
 	if w > 0 {
-		p = s.bfs(src, dst, w, st, en)
+		p = s.bfs(src, dst, w, st, en, nil)
 	}
 	if p == nil {
 		return Result{}, fmt.Errorf("%w from %s to %s with any bandwidth free throughout [%s, %s)", ErrNoPath, from, to,
@@ -447,7 +465,7 @@ func (s *Schedule) EarliestStart(q StartQuery) (Result, error) {
 		l := s.reach(src, dst, q.Bandwidth, d, lo, wh, true)
 		if len(l) > 0 {
 			x := l[0].lo
-			p := s.bfs(src, dst, q.Bandwidth, x, x+d)
+			p := s.bfs(src, dst, q.Bandwidth, x, x+d, nil)
 			if p == nil { // cannot happen: the labels and the BFS apply the same test
 				return Result{}, fmt.Errorf("internal error: a start at %s was found but no path", timeOf(x).Format(time.RFC3339Nano))
 			}
@@ -727,7 +745,7 @@ func (s *Schedule) EarliestCompletion(q CompletionQuery) (Result, error) {
 	if dirs == nil {
 		// FixedSlot's path for that bandwidth: the widest path may be
 		// longer than needed when MaxRate is the limit.
-		p := s.bfs(src, dst, bestBW, t, bestEnd)
+		p := s.bfs(src, dst, bestBW, t, bestEnd, nil)
 		if p == nil { // cannot happen: the widest path over the span carries bestBW
 			return Result{}, fmt.Errorf("internal error: a completion at %s was found but no path", timeOf(bestEnd).Format(time.RFC3339Nano))
 		}

@@ -624,3 +624,32 @@ func TestTransferTime(t *testing.T) {
 		})
 	}
 }
+
+// TestFixedSlotAvoid moves a request off a link known to be down.
+func TestFixedSlotAvoid(t *testing.T) {
+	g, err := NewGraph(map[string]string{"a": NodeHost, "r1": NodeRouter, "r2": NodeRouter, "b": NodeHost}, []Link{
+		{Name: "a-r1", A: "a", B: "r1", Capacity: 10e9, Reservable: 1},
+		{Name: "fast", A: "r1", B: "r2", Capacity: 1e9, Reservable: 1, Role: LinkDedicated},
+		{Name: "slow", A: "r1", B: "r2", Capacity: 1e9, Reservable: 1, Delay: time.Millisecond},
+		{Name: "r2-b", A: "r2", B: "b", Capacity: 10e9, Reservable: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSchedule(g)
+	t0 := WorkloadEpoch
+	req := Request{From: "a", To: "b", Bandwidth: 1e8, Start: t0, End: t0.Add(time.Hour)}
+	res, err := s.FixedSlot(req)
+	if err != nil || res.Path[1].Link != "fast" {
+		t.Fatalf("without avoid: %v %v", res.Path, err)
+	}
+	if res, err = s.FixedSlotAvoiding(req, []string{"fast"}); err != nil || res.Path[1].Link != "slow" {
+		t.Fatalf("avoiding fast: %v %v", res.Path, err)
+	}
+	if _, err = s.FixedSlotAvoiding(req, []string{"fast", "slow"}); !errors.Is(err, ErrNoPath) {
+		t.Fatalf("avoiding both: %v", err)
+	}
+	if _, err = s.FixedSlotAvoiding(req, []string{"nope"}); !errors.Is(err, ErrUnknownLink) {
+		t.Fatalf("avoiding an unknown link: %v", err)
+	}
+}
