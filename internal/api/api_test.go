@@ -1077,3 +1077,41 @@ func TestAgents(t *testing.T) {
 		t.Errorf("failure report: %d %s", st, raw)
 	}
 }
+
+func TestLinkDownMovesReservations(t *testing.T) {
+	e := newEnv(t, sqliteURL(t), twoSite)
+	agent := e.user("agent", "agent")
+	start := t0.Add(time.Hour)
+	_, a, _ := e.create(e.admin, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 500 * mbps, Start: start, Duration: "1h", Path: []string{"a1-ra", "dedicated", "b1-rb"}})
+	_, b, _ := e.create(e.admin, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 1000 * mbps, Start: start, Duration: "1h", Path: []string{"a1-ra", "dedicated", "b1-rb"}})
+	var out api.LinkReportResult
+	if st, raw := e.do("POST", "/api/v1/agents/ra/links/dedicated", e.admin, api.LinkReport{Status: "sideways"}, nil); st != 400 {
+		t.Errorf("a bad status: %d %s", st, raw)
+	}
+	if st, raw := e.do("POST", "/api/v1/agents/ra/links/dedicated", agent, api.LinkReport{Status: "down", Reason: "no carrier"}, &out); st != 200 || len(out.Reservations) != 2 {
+		t.Fatalf("link down: %d %s", st, raw)
+	}
+	get := func(id string) reserve.Reservation {
+		var got api.ReservationResponse
+		e.do("GET", "/api/v1/reservations/"+id, e.admin, nil, &got)
+		return got.Reservation
+	}
+	// The 500M one fits on wan (900M reservable) and moves; the 1G one
+	// does not and is degraded.
+	if r := get(a.Reservation.ID); r.Path[1].Link != "wan" || r.Degraded || !strings.Contains(r.History[len(r.History)-1].Why, "moved off") {
+		t.Errorf("the 500M reservation after the link went down: %+v", r)
+	}
+	if r := get(b.Reservation.ID); r.Path[1].Link != "dedicated" || !r.Degraded || !strings.Contains(r.DegradedReason, "dedicated down") {
+		t.Errorf("the 1G reservation after the link went down: %+v", r)
+	}
+	// New bookings avoid it.
+	if st, res, raw := e.create(e.admin, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 300 * mbps, Start: start.Add(2 * time.Hour), Duration: "1h"}); st != 201 || res.Reservation.Path[1].Link != "wan" {
+		t.Errorf("a create while dedicated is down: %d %s", st, raw)
+	}
+	if st, raw := e.do("POST", "/api/v1/agents/ra/links/dedicated", agent, api.LinkReport{Status: "up"}, nil); st != 200 {
+		t.Fatalf("link up: %d %s", st, raw)
+	}
+	if r := get(b.Reservation.ID); r.Degraded {
+		t.Errorf("the 1G reservation after the link came back: %+v", r)
+	}
+}

@@ -646,3 +646,30 @@ func (s *Server) nodeReport(w http.ResponseWriter, r *http.Request, a controller
 	writeJSON(w, http.StatusOK, ReservationResponse{Reservation: res})
 	return nil
 }
+
+func (s *Server) linkReport(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
+	var in LinkReport
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	node, link := r.PathValue("node"), r.PathValue("link")
+	out := LinkReportResult{Link: link, Status: in.Status, Reservations: []reserve.Reservation{}}
+	switch in.Status {
+	case "down":
+		rs, err := s.c.LinkDown(r.Context(), a, node, link, in.Reason)
+		if err != nil {
+			return err
+		}
+		if rs != nil {
+			out.Reservations = rs
+		}
+	case "up":
+		if err := s.c.LinkUp(r.Context(), a, node, link); err != nil {
+			return err
+		}
+	default:
+		return invalid("status", "status %q: want down or up", in.Status)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}

@@ -115,6 +115,7 @@ func (s *Server) Routes() []Route {
 		{Method: "GET", Path: "/api/v1/audit", h: s.audit},
 		{Method: "GET", Path: "/api/v1/agents", h: s.listAgents},
 		{Method: "POST", Path: "/api/v1/agents/{node}/heartbeat", h: s.heartbeat},
+		{Method: "POST", Path: "/api/v1/agents/{node}/links/{link}", h: s.linkReport},
 		{Method: "POST", Path: "/api/v1/reservations/{id}/nodes/{node}", h: s.nodeReport},
 	}
 }

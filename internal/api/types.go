@@ -418,3 +418,20 @@ type NodeReport struct {
 	Status string `json:"status"`
 	Reason string `json:"reason,omitempty"`
 }
+
+// LinkReport is an agent's word on a link at its node
+// (POST /api/v1/agents/{node}/links/{link}): Status "down" (its carrier is
+// gone) or "up". A link down moves the reservations crossing it to another
+// admissible path, or flags them degraded until it is up again.
+type LinkReport struct {
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// LinkReportResult says what a link report changed: the reservations that
+// were moved or degraded.
+type LinkReportResult struct {
+	Link         string                `json:"link"`
+	Status       string                `json:"status"`
+	Reservations []reserve.Reservation `json:"reservations"`
+}

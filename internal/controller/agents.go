@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/reserve"
@@ -179,7 +180,9 @@ func (c *Controller) rejudge(ctx context.Context, now time.Time) {
 		ev := reserve.Event{Kind: reserve.EventRecover, By: reserve.ActorController}
 		if len(gone) > 0 {
 			ev = reserve.Event{Kind: reserve.EventDegrade, By: reserve.ActorController,
-				Why: fmt.Sprintf("the agent of %s is gone: its part may not be in place", joinNodes(gone))}
+				Why: fmt.Sprintf("%s%s is gone: its part may not be in place", agentGone, joinNodes(gone))}
+		} else if !strings.HasPrefix(r.DegradedReason, agentGone) {
+			continue // degraded for another reason (a link down), or not at all
 		}
 		n, tr, err := reserve.Next(r, ev, now)
 		if err != nil {
@@ -203,6 +206,10 @@ func (c *Controller) rejudge(ctx context.Context, now time.Time) {
 	}
 }
 
+// agentGone begins the degraded reason rejudge gives, so it recovers only
+// what it degraded.
+const agentGone = "the agent of "
+
 func joinNodes(ns []string) string {
 	switch len(ns) {
 	case 1:
@@ -218,4 +225,140 @@ func joinNodes(ns []string) string {
 		s += n
 	}
 	return s + " and " + ns[len(ns)-1]
+}
+
+// LinkDown records that an agent found link down (its carrier gone on
+// node's end) and moves every live reservation off it: to the path the
+// fixed-slot search finds without the links known to be down, if one has
+// the bandwidth over the reservation's window, or, if none does, flags it
+// degraded until the link returns. Agents withdraw their steering from a
+// dead hop by themselves, so the flows fall back to the routed path in the
+// meantime.
+func (c *Controller) LinkDown(ctx context.Context, a Actor, node, link, why string) ([]reserve.Reservation, error) {
+	if !a.isAgent() {
+		return nil, forbidden("only agents report links")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.topo == nil {
+		return nil, ErrNoTopology
+	}
+	if _, ok := c.topo.Graph.Link(link); !ok {
+		return nil, notFound("link", link)
+	}
+	now := c.now()
+	if _, known := c.linkDown[link]; !known {
+		c.linkDown[link] = fmt.Sprintf("link %s down at %s since %s", link, node, now.Format(time.RFC3339))
+		if why != "" {
+			c.linkDown[link] += " (" + why + ")"
+		}
+		c.log.Warn("link down", "link", link, "node", node, "why", why)
+		if err := c.st.AppendAudit(ctx, store.AuditEntry{At: now, Who: "agent:" + node, What: "link down " + link, Detail: why}); err != nil {
+			c.log.Error("audit", "err", err)
+		}
+	}
+	var moved []reserve.Reservation
+	for _, r := range c.liveList() {
+		if !slices.ContainsFunc(r.Path, func(h reserve.PathHop) bool { return h.Link == link }) {
+			continue
+		}
+		n, err := c.moveOff(ctx, r, now)
+		if err != nil {
+			c.log.Error("move off a dead link", "id", r.ID, "err", err)
+			continue
+		}
+		moved = append(moved, n)
+	}
+	return moved, nil
+}
+
+// LinkUp records that link is back; reservations degraded for it recover.
+func (c *Controller) LinkUp(ctx context.Context, a Actor, node, link string) error {
+	if !a.isAgent() {
+		return forbidden("only agents report links")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	reason, known := c.linkDown[link]
+	if !known {
+		return nil
+	}
+	delete(c.linkDown, link)
+	now := c.now()
+	c.log.Info("link up", "link", link, "node", node)
+	if err := c.st.AppendAudit(ctx, store.AuditEntry{At: now, Who: "agent:" + node, What: "link up " + link}); err != nil {
+		c.log.Error("audit", "err", err)
+	}
+	for _, r := range c.liveList() {
+		if !r.Degraded || !strings.Contains(r.DegradedReason, reason) {
+			continue
+		}
+		c.change(ctx, r, reserve.Event{Kind: reserve.EventRecover, By: reserve.ActorController}, now)
+	}
+	c.rejudge(ctx, now)
+	return nil
+}
+
+// downLinks lists the links known to be down; the caller holds mu.
+func (c *Controller) downLinks() []string {
+	out := make([]string, 0, len(c.linkDown))
+	for l := range c.linkDown {
+		out = append(out, l)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// moveOff reroutes r around the links known to be down, or degrades it;
+// the caller holds mu.
+func (c *Controller) moveOff(ctx context.Context, r reserve.Reservation, now time.Time) (reserve.Reservation, error) {
+	if _, err := c.sched.Remove(r.ID); err != nil {
+		return r, err
+	}
+	res, err := c.sched.FixedSlotAvoiding(reserve.Request{From: r.From, To: r.To, Bandwidth: r.Bandwidth, Start: r.Start, End: r.End}, c.downLinks())
+	if err := c.sched.Add(booking(r)); err != nil {
+		return r, err
+	}
+	var reasons []string
+	for _, h := range r.Path {
+		if why, ok := c.linkDown[h.Link]; ok {
+			reasons = append(reasons, why)
+		}
+	}
+	reason := strings.Join(reasons, "; ")
+	if err != nil {
+		return c.change(ctx, r, reserve.Event{Kind: reserve.EventDegrade, By: reserve.ActorController,
+			Why: reason + ": no other path has the bandwidth; the flows take the routed path until it returns"}, now)
+	}
+	path := toPathHops(res.Path)
+	ch := reserve.Modification{Path: path, ManagedNodes: c.managedOn(r.From, r.To, path, now)}
+	if !r.FlowSpec.IsZero() {
+		moved := r
+		moved.Path = path
+		v, err := reserve.AllocateDSCP(c.pool, moved, c.overlapping(moved.Nodes(), r.Start, r.End))
+		if err != nil {
+			return c.change(ctx, r, reserve.Event{Kind: reserve.EventDegrade, By: reserve.ActorController, Why: reason + ": " + err.Error()}, now)
+		}
+		if v != r.DSCP {
+			ch.DSCP = v
+		}
+	}
+	return c.change(ctx, r, reserve.Event{Kind: reserve.EventModify, By: reserve.ActorController, Why: "moved off: " + reason, Change: ch}, now)
+}
+
+// change applies one event the controller raises itself, stores it and
+// publishes it; the caller holds mu.
+func (c *Controller) change(ctx context.Context, r reserve.Reservation, ev reserve.Event, now time.Time) (reserve.Reservation, error) {
+	n, tr, err := reserve.Next(r, ev, now)
+	if err != nil || tr.IsZero() {
+		return n, err
+	}
+	if err := c.commit(ctx, func(tx store.Store) error { return tx.UpdateReservation(ctx, n, r.Version) },
+		store.AuditEntry{At: now, Who: ev.By, What: string(ev.Kind) + " " + r.ID, Detail: tr.Why}); err != nil {
+		return r, fmt.Errorf("store reservation: %w", err)
+	}
+	c.apply(n)
+	c.publishReservation(n, tr)
+	c.kick()
+	return n, nil
 }

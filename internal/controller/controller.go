@@ -96,7 +96,10 @@ type Controller struct {
 	// lapsed which agents' leases the clock has found lapsed.
 	agentSince map[string]time.Time
 	lapsed     map[string]bool
-	due        dueHeap
+	// linkDown holds the links agents found down, with why, until they
+	// report them up: new paths avoid them.
+	linkDown map[string]string
+	due      dueHeap
 
 	auth authCache
 
@@ -138,6 +141,7 @@ func open(ctx context.Context, cfg Config) (*Controller, error) {
 		agents:     map[string]time.Time{},
 		agentSince: map[string]time.Time{},
 		lapsed:     map[string]bool{},
+		linkDown:   map[string]string{},
 		wake:       make(chan struct{}, 1),
 		events:     newBroker(),
 	}

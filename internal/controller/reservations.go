@@ -192,7 +192,7 @@ func (c *Controller) create(ctx context.Context, a Actor, in CreateInput) (Creat
 		return Created{}, err
 	}
 	if hops == nil {
-		res, err := c.sched.FixedSlot(reserve.Request{From: req.From, To: req.To, Bandwidth: req.Bandwidth, Start: req.Start, End: req.End})
+		res, err := c.sched.FixedSlotAvoiding(reserve.Request{From: req.From, To: req.To, Bandwidth: req.Bandwidth, Start: req.Start, End: req.End}, c.downLinks())
 		if err != nil {
 			return Created{}, c.refuseLater(err, req, horizon)
 		}
@@ -532,7 +532,7 @@ func (c *Controller) Modify(ctx context.Context, a Actor, id string, in ModifyIn
 		algorithm = "admission-given-path"
 	}
 	if in.Reroute {
-		res, err := c.sched.FixedSlot(reserve.Request{From: upd.From, To: upd.To, Bandwidth: upd.Bandwidth, Start: upd.Start, End: upd.End})
+		res, err := c.sched.FixedSlotAvoiding(reserve.Request{From: upd.From, To: upd.To, Bandwidth: upd.Bandwidth, Start: upd.Start, End: upd.End}, c.downLinks())
 		if err != nil {
 			rerr := c.refuse(err, upd, horizon)
 			restore()
