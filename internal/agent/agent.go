@@ -48,6 +48,9 @@ type agent struct {
 	topo     *testbed.Topology
 	topoHash string
 	devs     []string
+	devLink  map[string]string // device → its link
+	// linkDown is what the controller was last told of each link here.
+	linkDown map[string]bool
 	// reported remembers the reports sent, by reservation and version of
 	// its path, so each is sent once.
 	reported map[string]string
@@ -84,10 +87,13 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("agent: open network namespace: %w", err)
 	}
 	defer f.Close()
-	a := &agent{cfg: cfg, nsFd: int(f.Fd()), reported: map[string]string{}}
+	a := &agent{cfg: cfg, nsFd: int(f.Fd()), reported: map[string]string{}, linkDown: map[string]bool{}}
 
 	changed := make(chan struct{}, 1)
 	go a.watch(ctx, changed)
+	if err := watchLinks(ctx, a.nsFd, changed); err != nil {
+		cfg.Log.Warn("links are checked at every round only", "err", err)
+	}
 	for {
 		next, err := a.reconcile(ctx)
 		if err != nil {
@@ -155,7 +161,8 @@ func (a *agent) reconcile(ctx context.Context) (time.Time, error) {
 		if err != nil {
 			return time.Time{}, fmt.Errorf("parse topology: %w", err)
 		}
-		a.topo, a.topoHash, a.devs = t, work.TopologySHA256, nodeDevs(t, a.cfg.Node)
+		a.topo, a.topoHash = t, work.TopologySHA256
+		a.devs, a.devLink = nodeDevs(t, a.cfg.Node)
 		a.cfg.Log.Info("topology", "name", tp.Name, "devices", a.devs)
 	}
 	now := a.cfg.Now()
@@ -163,6 +170,12 @@ func (a *agent) reconcile(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, fmt.Errorf("plan: %w", err)
 	}
+	down, err := carrierDown(a.nsFd, a.devs)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the links: %w", err)
+	}
+	want = WithoutDown(want, down)
+	a.reportLinks(ctx, down)
 	have, err := Fetch(a.nsFd, a.devs)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("read the kernel: %w", err)
@@ -215,15 +228,40 @@ func (a *agent) report(ctx context.Context, r reserve.Reservation, now time.Time
 	a.cfg.Log.Info("reported", "id", r.ID, "provisioned", failure == "")
 }
 
-// nodeDevs lists the node's link-end devices: where its classes go.
-func nodeDevs(t *testbed.Topology, node string) []string {
+// reportLinks tells the controller of every link at this node whose state
+// changed since it last did: down (the controller moves the reservations
+// off it) or up again.
+func (a *agent) reportLinks(ctx context.Context, down []string) {
+	for dev, link := range a.devLink {
+		isDown := slices.Contains(down, dev)
+		if was, known := a.linkDown[link]; known && was == isDown || !known && !isDown {
+			continue
+		}
+		why := ""
+		if isDown {
+			why = "no carrier on " + dev + " at " + a.cfg.Node
+		}
+		if _, err := a.cfg.Client.ReportLink(ctx, a.cfg.Node, link, !isDown, why); err != nil {
+			a.cfg.Log.Warn("report link", "link", link, "down", isDown, "err", err)
+			continue
+		}
+		a.linkDown[link] = isDown
+		a.cfg.Log.Info("link", "link", link, "down", isDown)
+	}
+}
+
+// nodeDevs lists the node's link-end devices (where its classes go) and
+// the link of each.
+func nodeDevs(t *testbed.Topology, node string) ([]string, map[string]string) {
 	var out []string
+	links := map[string]string{}
 	for _, l := range t.Links {
 		for _, e := range []testbed.End{l.A, l.B} {
 			if e.Node == node {
 				out = append(out, e.Dev)
+				links[e.Dev] = l.Name
 			}
 		}
 	}
-	return out
+	return out, links
 }

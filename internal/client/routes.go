@@ -258,3 +258,13 @@ func (c *Client) ReportNode(ctx context.Context, id, node, failure string) (rese
 	b, err := post[reservationBody](ctx, c, "/reservations/"+escape(id)+"/nodes/"+escape(node), rep)
 	return b.Reservation, err
 }
+
+// ReportLink is POST /api/v1/agents/{node}/links/{link}: the agent's word
+// that a link at its node is down (carrier gone) or up again.
+func (c *Client) ReportLink(ctx context.Context, node, link string, up bool, reason string) (api.LinkReportResult, error) {
+	rep := api.LinkReport{Status: "down", Reason: reason}
+	if up {
+		rep = api.LinkReport{Status: "up"}
+	}
+	return post[api.LinkReportResult](ctx, c, "/agents/"+escape(node)+"/links/"+escape(link), rep)
+}

@@ -117,6 +117,34 @@ func TestAgentsSteerReservation(t *testing.T) {
 		t.Errorf("with the reservation ACTIVE: dedicated carried %d bytes and wan %d: want the flow on dedicated", ded, wan)
 	}
 
+	// The dedicated link dies: the agents withdraw their steering from the
+	// dead hop and report it; the controller moves the reservation to wan,
+	// where it fits, and the flow goes on there.
+	cut := time.Now()
+	b.linkSet("dedicated", "--down")
+	var moved struct {
+		Reservation struct {
+			State string `json:"state"`
+			Path  []struct {
+				Link string `json:"link"`
+			} `json:"path"`
+			Degraded bool `json:"degraded"`
+		} `json:"reservation"`
+	}
+	if !waitFor(10*time.Second, func() bool {
+		return c.getJSON(c.adminTok, "/api/v1/reservations/"+res.ID, &moved) == nil && len(moved.Reservation.Path) == 3 && moved.Reservation.Path[1].Link == "wan"
+	}) {
+		t.Fatalf("not moved to wan 10 s after dedicated went down: %+v", moved)
+	}
+	t.Logf("moved to wan %.2f s after the link went down (state %s, degraded %v)", time.Since(cut).Seconds(), moved.Reservation.State, moved.Reservation.Degraded)
+	s4 := b.status()
+	bench()
+	s5 := b.status()
+	if wan := s5.bytesOn("wan", "ra") - s4.bytesOn("wan", "ra"); wan < 10<<20 {
+		t.Errorf("with dedicated down, wan carried %d bytes: the flow did not go on", wan)
+	}
+	b.linkSet("dedicated", "--up")
+
 	c.ok(c.adminTok, "reserve", "cancel", res.ID)
 	time.Sleep(3 * time.Second) // the agents act on the event at once; give them a margin
 	s2 := b.status()
