@@ -1,23 +1,94 @@
 #!/usr/bin/env bash
-# The demo, for now: a controller on the two-site topology booking, finding
-# and refusing reservations (with the alternatives it offers); then a mover
-# server on loopback with a temporary root, a mixed dataset pushed to it
-# with cp and pulled back, both copies verified byte for byte against the
-# original, the summaries printed, everything removed. (The agents that
-# provision reservations into a testbed's kernels come with the next issue.)
+# The demo: the whole system on its embedded default.
+#
+# As root: the two-site testbed (examples/two-site.yaml) with an agent in
+# every node, a controller on SQLite in a temporary directory, a server in
+# b1, and a generated dataset copied from a1 over a reserved channel on the
+# dedicated link (a ticket: the agents mark the flow, classify it and
+# policy-route it there); then a summary (throughput against the reserved
+# rate, bytes per link, verified) and the web UI's address, kept up until
+# Ctrl-C when standard output is a terminal. Everything is torn down at the
+# end, also when interrupted half-way.
+#
+# Otherwise (not root): what runs on loopback: the controller booking,
+# refusing with alternatives and finding slots, and the mover pushing and
+# pulling a mixed dataset, verified; it says what it skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$PWD/bin/lightpath
 work=$(mktemp -d /dev/shm/lightpath-demo.XXXXXX 2>/dev/null || mktemp -d)
 pid=
 cpid=
+tbname=
 cleanup() {
+	[ -n "$tbname" ] && "$bin" testbed down --name "$tbname" >/dev/null 2>&1 || true
 	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
 	[ -n "$cpid" ] && kill "$cpid" 2>/dev/null && wait "$cpid" 2>/dev/null || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
 
+
+waitport() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+
+if [ "$(id -u)" -eq 0 ]; then
+	cport=$(( 20000 + RANDOM % 20000 ))
+	sock="$work/controller.sock"
+	echo "== controller on SQLite in $work, topology examples/two-site.yaml"
+	"$bin" controller --listen "127.0.0.1:$cport" --listen "unix:$sock" --db "sqlite:$work/controller.db" \
+		--topology examples/two-site.yaml --admin-token-file "$work/admin.token" 2>"$work/controller.log" &
+	cpid=$!
+	waitport 127.0.0.1 "$cport" || { cat "$work/controller.log"; exit 1; }
+	export LIGHTPATH_CONTROLLER="unix:$sock" LIGHTPATH_CONTROLLER_TOKEN="$(cat "$work/admin.token")"
+	"$bin" user add agents --role agent >/dev/null
+	"$bin" user token create agents --out "$work/agent.token" >/dev/null
+	tbname=demo$$
+	echo "== testbed $tbname with an agent in every node"
+	"$bin" testbed up examples/two-site.yaml --name "$tbname" --agents --controller "unix:$sock" --controller-token-file "$work/agent.token"
+	echo "== dataset: 1 GiB of random data and 500 small files"
+	mkdir -p "$work/data/run" "$work/recv"
+	head -c 1G /dev/urandom >"$work/data/run/events.bin"
+	for i in $(seq 1 500); do head -c $(( (RANDOM % 64 + 1) * 1024 )) /dev/urandom >"$work/data/run/calib-$i.dat"; done
+	"$bin" testbed exec --name "$tbname" b1 -- "$bin" serve --listen 198.18.2.1:7070 --root "$work/recv" >"$work/serve.log" 2>&1 &
+	for _ in $(seq 100); do "$bin" testbed exec --name "$tbname" b1 -- sh -c "ss -Hltn 'sport = :7070' | grep -q LISTEN" && break; sleep 0.1; done
+	echo "== ticket: 1.2 Gbit/s from a1 to b1 for the copy's flows (only the dedicated link has that much)"
+	"$bin" ticket open --from a1 --to b1 --flows "tcp 198.18.1.1 > 198.18.2.1:7070" --bandwidth 1.2G --duration 30m --json >"$work/ticket.json"
+	tid=$(sed -n 's/.*"id":"\([^"]*\)".*/\1/p' "$work/ticket.json" | head -1)
+	"$bin" ticket status "$tid"
+	before=$("$bin" testbed status --name "$tbname" --json)
+	echo "== copy: lightpath cp -r data lp://198.18.2.1:7070/ from a1"
+	"$bin" testbed exec --name "$tbname" a1 -- "$bin" cp -r --json "$work/data" lp://198.18.2.1:7070/ | tail -1 >"$work/cp.json"
+	after=$("$bin" testbed status --name "$tbname" --json)
+	"$bin" ticket close "$tid" --reason "demo copy done" >/dev/null
+	diff -r "$work/data" "$work/recv/data" && verified=yes || verified=NO
+	python3 - "$work/cp.json" <<PY "$before" "$after" 1200000000 "$verified"
+import json, sys
+s = json.load(open(sys.argv[1]))
+before, after = json.loads(sys.argv[2]), json.loads(sys.argv[3])
+reserved, verified = int(sys.argv[4]), sys.argv[5]
+def moved(st, link, frm):
+    for l in st["links"]:
+        if l["name"] == link:
+            for d in l["directions"]:
+                if d["from"] == frm:
+                    return d["bytes"]
+    return 0
+print("== summary")
+print(f"  copied {s['bytes']/2**30:.2f} GiB in {s['files']} files in {s['seconds']:.1f} s: "
+      f"{s['throughput_bps']/1e9:.2f} Gbit/s against {reserved/1e9:.1f} Gbit/s reserved ({s['throughput_bps']/reserved:.0%})")
+for link in ("dedicated", "wan"):
+    print(f"  {link:10s} ra > rb carried {(moved(after, link, 'ra') - moved(before, link, 'ra'))/2**20:9.1f} MiB")
+print(f"  verified: by the mover {'yes' if s['verified'] else 'NO'}, by diff -r {verified}")
+PY
+	echo "== web UI: http://127.0.0.1:$cport/ (token in $work/admin.token)"
+	if [ -t 1 ]; then
+		echo "(everything stays up until Ctrl-C)"
+		trap 'exit 0' INT
+		while :; do sleep 3600; done
+	fi
+	exit 0
+fi
+echo "(not root: the testbed, the agents and the reserved copy across them are skipped; what runs on loopback follows)"
 cport=$(( 20000 + RANDOM % 20000 ))
 echo "== controller: lightpath controller --listen 127.0.0.1:$cport --topology examples/two-site.yaml"
 "$bin" controller --listen "127.0.0.1:$cport" --db "sqlite:$work/controller.db" --topology examples/two-site.yaml \

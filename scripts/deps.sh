@@ -13,6 +13,7 @@ command -v pg_ctlcluster >/dev/null || need+=(postgresql) # the store's PostgreS
 # The web UI's end-to-end test drives a headless Chromium (test/e2e/webui_test.go).
 command -v chromium >/dev/null || command -v chromium-browser >/dev/null ||
 	command -v google-chrome >/dev/null || need+=(chromium)
+command -v python3 >/dev/null || need+=(python3) # the demo's summary
 if ((${#need[@]})); then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "deps: missing ${need[*]}; run as root or install them" >&2
