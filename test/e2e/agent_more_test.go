@@ -1,0 +1,797 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// More of the agents on a real testbed (issue 5's tests): concurrent
+// reservations on one link, cross traffic, an agent killed and restarted,
+// the dedicated link cut under a transfer, and requests that must change
+// nothing. Each builds the setup of TestAgentsSteerReservation: a
+// controller on examples/two-site.yaml and the testbed with an agent in
+// every node. a1 is 198.18.1.1, a2 198.18.1.2, ra 198.18.1.3; b1
+// 198.18.2.1, b2 198.18.2.2, rb 198.18.2.3.
+
+// agentBed is a controller and a two-site testbed whose six agents are
+// alive.
+type agentBed struct {
+	*tb
+	c        *cliCtl
+	agentTok string // the agents' token file
+	st       testbedStatus
+}
+
+func upAgentBed(t *testing.T) *agentBed {
+	t.Helper()
+	c := startCLICtl(t)
+	a := &agentBed{c: c, agentTok: filepath.Join(c.dir, "agent.token")}
+	c.ok(c.adminTok, "user", "add", "agents", "--role", "agent")
+	c.ok(c.adminTok, "user", "token", "create", "agents", "--out", a.agentTok)
+	a.tb = &tb{t: t, name: fmt.Sprintf("e2m%04x", rand.IntN(1<<16))}
+	r := runLP(t, runOpts{timeout: 60 * time.Second}, "testbed", "up", repoFile("examples/two-site.yaml"), "--name", a.name,
+		"--agents", "--controller", c.sock, "--controller-token-file", a.agentTok)
+	t.Cleanup(func() { a.down() })
+	mustSucceed(t, "testbed up --agents", r)
+	var agents struct {
+		Agents []struct {
+			Node  string `json:"node"`
+			Alive bool   `json:"alive"`
+		} `json:"agents"`
+	}
+	if !waitFor(20*time.Second, func() bool {
+		if err := c.getJSON(c.adminTok, "/api/v1/agents", &agents); err != nil {
+			return false
+		}
+		alive := 0
+		for _, a := range agents.Agents {
+			if a.Alive {
+				alive++
+			}
+		}
+		return alive == 6
+	}) {
+		t.Fatalf("agents alive: %+v", agents)
+	}
+	a.st = a.status()
+	return a
+}
+
+// liveResv is what the tests read of a reservation from the controller.
+type liveResv struct {
+	ID             string   `json:"id"`
+	Owner          string   `json:"owner"`
+	State          string   `json:"state"`
+	Version        uint64   `json:"version"`
+	DSCP           int      `json:"dscp"`
+	Degraded       bool     `json:"degraded"`
+	DegradedReason string   `json:"degraded_reason"`
+	ManagedNodes   []string `json:"managed_nodes"`
+	Provisioned    []string `json:"provisioned"`
+	Path           []struct {
+		Link string `json:"link"`
+	} `json:"path"`
+}
+
+func (a *agentBed) resv(id string) liveResv {
+	a.t.Helper()
+	var got struct {
+		Reservation liveResv `json:"reservation"`
+	}
+	if err := a.c.getJSON(a.c.adminTok, "/api/v1/reservations/"+id, &got); err != nil {
+		a.t.Fatalf("read reservation %s: %v", id, err)
+	}
+	return got.Reservation
+}
+
+// reserveActive books from→to at bw over path for flow as the holder of
+// tok and waits until the agents have made it ACTIVE.
+func (a *agentBed) reserveActive(tok, from, to, bw, flow, path string) liveResv {
+	a.t.Helper()
+	res := oneJSON[cliResv](a.t, a.c.ok(tok, "reserve", "create", "--from", from, "--to", to, "--bandwidth", bw,
+		"--duration", "10m", "--flow", flow, "--path", path, "--json").stdout)
+	var got liveResv
+	if !waitFor(15*time.Second, func() bool {
+		got = a.resv(res.ID)
+		return got.State == "ACTIVE"
+	}) {
+		a.t.Fatalf("reservation %s %s>%s not ACTIVE after 15 s: %+v\n%s", res.ID, from, to, got, a.c.Log())
+	}
+	return got
+}
+
+// devsOf lists the node's link-end devices.
+func (s testbedStatus) devsOf(node string) []string {
+	var out []string
+	for _, l := range s.Links {
+		for _, e := range l.Ends {
+			if e.Node == node {
+				out = append(out, e.Device)
+			}
+		}
+	}
+	return out
+}
+
+// sh runs a shell script in a node and returns its standard output.
+func (a *agentBed) sh(node, script string) string {
+	a.t.Helper()
+	r := a.exec(node, "sh", "-c", script)
+	mustSucceed(a.t, node+": "+script, r)
+	return r.stdout
+}
+
+var (
+	ruleRE  = regexp.MustCompile(`^(\d+):`)
+	classRE = regexp.MustCompile(`^class htb 1:([0-9a-f]+) `)
+	tableRE = regexp.MustCompile(`\btable (\d+)\b`)
+	countRE = regexp.MustCompile(`counter packets \d+ bytes \d+`)
+)
+
+// agentObjects lists what node's kernel holds of the agents': ip rules
+// in 10000-10063 (both families), htb classes from 1:100 and the filters
+// of root 1: on its devices, routes in tables 100-163, and the nftables
+// table lightpath (when nft is installed). The lines are sorted and free
+// of counters, so two calls compare equal when nothing changed.
+func (a *agentBed) agentObjects(node string) []string {
+	a.t.Helper()
+	var script strings.Builder
+	script.WriteString("echo '#rules ip'; ip -4 rule show; echo '#rules ip6'; ip -6 rule show\n")
+	script.WriteString("echo '#routes ip'; ip -4 route show table all; echo '#routes ip6'; ip -6 route show table all\n")
+	for _, d := range a.st.devsOf(node) {
+		fmt.Fprintf(&script, "echo '#classes %[1]s'; tc class show dev %[1]s; echo '#filters %[1]s'; tc filter show dev %[1]s parent 1:\n", d)
+	}
+	script.WriteString("echo '#nft'; if command -v nft >/dev/null; then nft list table inet lightpath 2>/dev/null || true; fi\n")
+	var out []string
+	section, dev := "", ""
+	for _, line := range strings.Split(a.sh(node, script.String()), "\n") {
+		if s, ok := strings.CutPrefix(line, "#"); ok {
+			// "#section" or "#section DEVICE" (or family)
+			section, dev, _ = strings.Cut(s, " ")
+			continue
+		}
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		switch section {
+		case "rules":
+			if m := ruleRE.FindStringSubmatch(line); m != nil {
+				if p, _ := strconv.Atoi(m[1]); p >= 10000 && p <= 10063 {
+					out = append(out, "rule "+line+" ("+dev+")")
+				}
+			}
+		case "routes":
+			if m := tableRE.FindStringSubmatch(line); m != nil {
+				if n, _ := strconv.Atoi(m[1]); n >= 100 && n <= 163 {
+					out = append(out, "route "+strings.TrimSpace(line))
+				}
+			}
+		case "classes":
+			if m := classRE.FindStringSubmatch(line); m != nil {
+				if minor, _ := strconv.ParseUint(m[1], 16, 32); minor >= 0x100 {
+					out = append(out, "class "+dev+" "+line)
+				}
+			}
+		case "filters":
+			out = append(out, "filter "+dev+" "+strings.TrimSpace(line))
+		case "nft":
+			out = append(out, "nft "+countRE.ReplaceAllString(strings.TrimSpace(line), "counter"))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// kernels snapshots agentObjects on every node.
+func (a *agentBed) kernels() map[string][]string {
+	m := map[string][]string{}
+	for _, n := range a.st.Nodes {
+		m[n.Name] = a.agentObjects(n.Name)
+	}
+	return m
+}
+
+// kernelDiff says how two snapshots differ ("" when they do not).
+func kernelDiff(before, after map[string][]string) string {
+	var b strings.Builder
+	for node, was := range before {
+		now := after[node]
+		for _, l := range was {
+			if !slices.Contains(now, l) {
+				fmt.Fprintf(&b, "%s: gone: %s\n", node, l)
+			}
+		}
+		for _, l := range now {
+			if !slices.Contains(was, l) {
+				fmt.Fprintf(&b, "%s: new:  %s\n", node, l)
+			}
+		}
+	}
+	return b.String()
+}
+
+// benchRate is what a lightpath bench --json run measured: its summary's
+// throughput (ramp-up included: what the tests hold to the guarantee),
+// and for the log the rate between its first and last interval events
+// (counted by the sender as it writes, so a little above what arrives).
+type benchRate struct {
+	summary, steady float64
+}
+
+func parseBench(t *testing.T, what string, r result) benchRate {
+	t.Helper()
+	mustSucceed(t, what, r)
+	sum, lines := parseNDJSON(t, r.stdout)
+	var first, last map[string]any
+	for _, l := range lines {
+		if l["type"] == "interval" {
+			if first == nil {
+				first = l
+			}
+			last = l
+		}
+	}
+	br := benchRate{summary: sum.ThroughputBps, steady: sum.ThroughputBps}
+	if first != nil && last != nil {
+		dt := last["seconds"].(float64) - first["seconds"].(float64)
+		if dt > 0.5 {
+			br.steady = (last["bytes"].(float64) - first["bytes"].(float64)) * 8 / dt
+		}
+	}
+	return br
+}
+
+// benchIn starts lightpath bench --json in a node.
+func (a *agentBed) benchIn(node, url string, args ...string) *proc {
+	a.t.Helper()
+	return startLP(a.t, runOpts{timeout: 60 * time.Second}, append([]string{"testbed", "exec", "--name", a.name, node, "--",
+		lpBin, "bench", url, "--json"}, args...)...)
+}
+
+// post sends a JSON body to a controller route as the holder of tokenFile
+// and returns the status and body.
+func (a *agentBed) post(tokenFile, path string, body any) (int, string) {
+	a.t.Helper()
+	data, err := json.Marshal(body)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", a.c.url+path, bytes.NewReader(data))
+	req.Header.Set("Authorization", "Bearer "+readTok(a.t, tokenFile))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		a.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
+}
+
+func mbps(bps float64) string { return fmt.Sprintf("%.0f Mbit/s", bps/1e6) }
+
+// TestAgentMoreConcurrentReservations: two reservations on the dedicated
+// link (set to 1 Gbit/s: 400 + 200 Mbit/s fit its 900 reservable), each
+// steering its own flow, run at once beside an unreserved bulk flow on
+// the same link (ra to rb's end of it, 4 streams): each reserved flow
+// keeps at least 90% of its rate.
+func TestAgentMoreConcurrentReservations(t *testing.T) {
+	skipUnlessNetRoot(t)
+	a := upAgentBed(t)
+	a.linkSet("dedicated", "--rate", "1G")
+	rbDed := a.st.endAddr("dedicated", "rb")
+	a.serveIn("b1", "198.18.2.1:7070", t.TempDir())
+	a.serveIn("b2", "198.18.2.2:7070", t.TempDir())
+	a.serveIn("rb", rbDed+":7071", t.TempDir())
+
+	r1 := a.reserveActive(a.c.adminTok, "a1", "b1", "400M", "tcp 198.18.1.1 > 198.18.2.1:7070", "a1-ra,dedicated,b1-rb")
+	r2 := a.reserveActive(a.c.adminTok, "a2", "b2", "200M", "tcp 198.18.1.2 > 198.18.2.2:7070", "a2-ra,dedicated,b2-rb")
+	t.Logf("%s a1>b1 400M DSCP %d, %s a2>b2 200M DSCP %d: both ACTIVE", r1.ID, r1.DSCP, r2.ID, r2.DSCP)
+	if r1.DSCP == r2.DSCP || r1.DSCP == 0 {
+		t.Fatalf("DSCPs %d and %d: want two distinct ones", r1.DSCP, r2.DSCP)
+	}
+	s0 := a.status()
+	// The unreserved flow first, so the reserved ones start against a
+	// full link.
+	other := a.benchIn("ra", "lp://"+rbDed+":7071", "-t", "6s", "-P", "4")
+	time.Sleep(500 * time.Millisecond)
+	p1 := a.benchIn("a1", "lp://198.18.2.1:7070", "-t", "5s")
+	p2 := a.benchIn("a2", "lp://198.18.2.2:7070", "-t", "5s")
+	m1 := parseBench(t, "bench a1 -> b1", p1.Wait())
+	m2 := parseBench(t, "bench a2 -> b2", p2.Wait())
+	mo := parseBench(t, "bench ra -> rb (unreserved)", other.Wait())
+	s1 := a.status()
+	ded := s1.bytesOn("dedicated", "ra") - s0.bytesOn("dedicated", "ra")
+	wan := s1.bytesOn("wan", "ra") - s0.bytesOn("wan", "ra")
+	t.Logf("a1>b1 reserved 400M: %s (intervals %s); a2>b2 reserved 200M: %s (intervals %s); unreserved ra>rb x4: %s (intervals %s)",
+		mbps(m1.summary), mbps(m1.steady), mbps(m2.summary), mbps(m2.steady), mbps(mo.summary), mbps(mo.steady))
+	t.Logf("dedicated ra>rb carried %d MB, wan ra>rb %d MB", ded/1e6, wan/1e6)
+	if wan > 4<<20 {
+		t.Errorf("wan carried %d bytes: the reserved flows should all be on dedicated", wan)
+	}
+	if m1.summary < 0.9*400e6 {
+		t.Errorf("a1>b1 got %s of its reserved 400 Mbit/s (want at least 90%%)", mbps(m1.summary))
+	}
+	if m2.summary < 0.9*200e6 {
+		t.Errorf("a2>b2 got %s of its reserved 200 Mbit/s (want at least 90%%)", mbps(m2.summary))
+	}
+	if mo.steady < 50e6 {
+		t.Errorf("the unreserved flow got %s: it should keep at least its floor and borrow what is left", mbps(mo.steady))
+	}
+}
+
+// inNetns runs f on a thread moved into the network namespace ns (a path
+// such as /run/netns/NAME), so sockets f makes belong to ns, and moves the
+// thread back before handing it to the scheduler again. A thread that
+// cannot move back stays locked and ends with its goroutine.
+//
+// Never let such a thread end otherwise: children started with Pdeathsig
+// from it (the controller, servers) would be killed with it.
+func inNetns(ns string, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		self, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer self.Close()
+		target, err := os.Open(ns)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("setns %s: %w", ns, err)
+			return
+		}
+		ferr := f()
+		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- errors.Join(ferr, fmt.Errorf("setns back: %w", err)) // the thread stays locked
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+// udpBlast sends UDP datagrams of size bytes from inside namespace ns to
+// dst at rate bits/s for d and returns the bytes sent. Datagrams the
+// kernel's queues refuse are not retried: it is load, not data.
+func udpBlast(ns, dst string, rate float64, size int, d time.Duration) (int64, error) {
+	var c net.Conn
+	if err := inNetns(ns, func() (err error) { c, err = net.Dial("udp", dst); return err }); err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	c.(*net.UDPConn).SetWriteBuffer(4 << 20)
+	buf := make([]byte, size)
+	start := time.Now()
+	var sent int64
+	for el := time.Since(start); el < d; el = time.Since(start) {
+		due := int64(el.Seconds() * rate / 8)
+		// Never catch up more than 2 ms of lag in one burst.
+		sent = max(sent, due-int64(0.002*rate/8))
+		for sent < due {
+			c.Write(buf) // refusals (ENOBUFS, ECONNREFUSED after an ICMP error) are load shed
+			sent += int64(size)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	return sent, nil
+}
+
+// udpSink receives UDP on addr inside namespace ns until stop is called,
+// counting bytes (so the blast meets a socket, not ICMP errors).
+func udpSink(t *testing.T, ns, addr string) (got *atomic.Int64, stop func()) {
+	t.Helper()
+	got = new(atomic.Int64)
+	var conn net.PacketConn
+	if err := inNetns(ns, func() (err error) { conn, err = net.ListenPacket("udp", addr); return err }); err != nil {
+		t.Fatalf("UDP sink in %s on %s: %v", ns, addr, err)
+	}
+	conn.(*net.UDPConn).SetReadBuffer(16 << 20)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		buf := make([]byte, 65536)
+		for {
+			n, _, err := conn.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			got.Add(int64(n))
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { conn.Close(); wg.Wait() }) }
+	t.Cleanup(stop)
+	return got, stop
+}
+
+// TestAgentMoreCrossTraffic: with the dedicated link at 500 Mbit/s and UDP
+// blasted across it at 500 Mbit/s (ra to rb's end of the link, in the
+// unreserved class), the flow a1>b1 steered onto it by a 300 Mbit/s
+// reservation keeps at least 90% of that; the same flow put on the link
+// by a plain route, without a reservation, gets much less.
+func TestAgentMoreCrossTraffic(t *testing.T) {
+	skipUnlessNetRoot(t)
+	a := upAgentBed(t)
+	const linkRate, reserved = 500e6, 300e6
+	a.linkSet("dedicated", "--rate", "500M")
+	rbDed := a.st.endAddr("dedicated", "rb")
+	a.serveIn("b1", "198.18.2.1:7070", t.TempDir())
+	nsRA, nsRB := "/run/netns/lp-"+a.name+"-ra", "/run/netns/lp-"+a.name+"-rb"
+	got, stop := udpSink(t, nsRB, rbDed+":9999")
+	defer stop()
+
+	// One run: the blast starts first and outlasts the bench.
+	run := func(label string) (benchRate, float64) {
+		t.Helper()
+		s0 := a.status()
+		got0 := got.Load()
+		type blastRes struct {
+			n   int64
+			err error
+		}
+		blast := make(chan blastRes, 1)
+		go func() {
+			n, err := udpBlast(nsRA, rbDed+":9999", linkRate, 8900, 7*time.Second)
+			blast <- blastRes{n, err}
+		}()
+		time.Sleep(time.Second)
+		m := parseBench(t, "bench a1 -> b1 "+label, a.exec("a1", lpBin, "bench", "lp://198.18.2.1:7070", "--json", "-t", "5s"))
+		br := <-blast
+		if br.err != nil {
+			t.Fatalf("UDP blast: %v", br.err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		s1 := a.status()
+		udp := float64(got.Load()-got0) * 8 / 7
+		ded := s1.bytesOn("dedicated", "ra") - s0.bytesOn("dedicated", "ra")
+		wan := s1.bytesOn("wan", "ra") - s0.bytesOn("wan", "ra")
+		t.Logf("%s: a1>b1 TCP %s (intervals %s); UDP offered %s, received %s over the 7 s blast; dedicated ra>rb %d MB, wan ra>rb %d MB",
+			label, mbps(m.summary), mbps(m.steady), mbps(float64(br.n)*8/7), mbps(udp), ded/1e6, wan/1e6)
+		if wan > 4<<20 {
+			t.Errorf("%s: wan carried %d bytes: the flow should be on dedicated", label, wan)
+		}
+		return m, udp
+	}
+
+	// Without a reservation: ra routes b1 over the dedicated link by a
+	// plain route (the reverse path stays on wan), so the flow shares the
+	// unreserved class with the blast.
+	route := strings.TrimSpace(a.sh("ra", "ip route show 198.18.2.1/32"))
+	if route == "" {
+		t.Fatal("ra has no route to b1")
+	}
+	a.sh("ra", "ip route replace 198.18.2.1/32 via "+rbDed+" dev dedicated src 198.18.1.3")
+	without, _ := run("without a reservation")
+	a.sh("ra", "ip route replace "+route)
+
+	r := a.reserveActive(a.c.adminTok, "a1", "b1", "300M", "tcp 198.18.1.1 > 198.18.2.1:7070", "a1-ra,dedicated,b1-rb")
+	with, udp := run(fmt.Sprintf("with reservation %s (300M, DSCP %d)", r.ID, r.DSCP))
+
+	if with.summary < 0.9*reserved {
+		t.Errorf("with the reservation the flow got %s under the UDP blast: want at least 90%% of 300 Mbit/s", mbps(with.summary))
+	}
+	// BBR ignores loss, so in the shared class it still takes a share of
+	// its own against the blast; but not what the reservation guarantees.
+	if without.summary > 0.9*reserved || without.summary > 0.75*with.summary {
+		t.Errorf("without the reservation the flow got %s, with it %s: the reservation should make the difference", mbps(without.summary), mbps(with.summary))
+	}
+	if udp < 0.05*linkRate {
+		t.Errorf("the blast delivered %s beside the reservation: it should keep its floor", mbps(udp))
+	}
+}
+
+// agentPid finds the pid of the agent of node among the testbed's
+// processes (in the node's namespace, talking to this controller).
+func (a *agentBed) agentPid(node string) int {
+	a.t.Helper()
+	out, _ := exec.Command("pgrep", "-f", "agent --node "+node+" --controller "+a.c.sock).Output()
+	var pids []int
+	for _, f := range strings.Fields(string(out)) {
+		pid, _ := strconv.Atoi(f)
+		ns, err := exec.Command("ip", "netns", "identify", f).Output()
+		if err == nil && strings.TrimSpace(string(ns)) == "lp-"+a.name+"-"+node {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) != 1 {
+		a.t.Fatalf("agents of %s in lp-%s-%s: pids %v, want one", node, a.name, node, pids)
+	}
+	return pids[0]
+}
+
+// killAgent SIGKILLs the agent of node and waits until it is gone.
+func (a *agentBed) killAgent(node string) {
+	a.t.Helper()
+	pid := a.agentPid(node)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		a.t.Fatalf("kill agent %d: %v", pid, err)
+	}
+	if !waitFor(5*time.Second, func() bool {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		// Gone, or a zombie waiting for its parent.
+		return err != nil || strings.Contains(string(st), ") Z ")
+	}) {
+		a.t.Fatalf("agent %d still running after SIGKILL", pid)
+	}
+	a.t.Logf("killed the agent of %s (pid %d)", node, pid)
+}
+
+// startAgent starts an agent for node as testbed up --agents does, in the
+// background (the test's cleanup and testbed down both end it).
+func (a *agentBed) startAgent(node string) *proc {
+	a.t.Helper()
+	return startLP(a.t, runOpts{timeout: 5 * time.Minute}, "testbed", "exec", "--name", a.name, node, "--",
+		lpBin, "agent", "--node", node, "--controller", a.c.sock, "--controller-token-file", a.agentTok)
+}
+
+// TestAgentMoreRestart kills ra's agent (SIGKILL) with a reservation
+// ACTIVE, removes some of its objects by hand, and restarts it: with the
+// reservation still live the objects come back; with the reservation
+// cancelled while the agent was down, nothing of the agent's is left.
+func TestAgentMoreRestart(t *testing.T) {
+	skipUnlessNetRoot(t)
+	a := upAgentBed(t)
+	a.serveIn("b1", "198.18.2.1:7070", t.TempDir())
+	_, hasNft := exec.LookPath("nft")
+
+	r := a.reserveActive(a.c.adminTok, "a1", "b1", "300M", "tcp 198.18.1.1 > 198.18.2.1:7070", "a1-ra,dedicated,b1-rb")
+	rule := strconv.Itoa(10000 + r.DSCP)
+	table := strconv.Itoa(100 + r.DSCP)
+	want := a.agentObjects("ra")
+	t.Logf("%s ACTIVE, DSCP %d; ra holds %d objects of the agent's:\n%s", r.ID, r.DSCP, len(want), strings.Join(want, "\n"))
+	for _, w := range []string{"rule " + rule + ":", "class dedicated class htb 1:" + strconv.FormatInt(int64(0x100+r.DSCP), 16) + " "} {
+		if !slices.ContainsFunc(want, func(l string) bool { return strings.HasPrefix(l, w) }) {
+			t.Fatalf("ra lacks %q with the reservation ACTIVE", w)
+		}
+	}
+
+	// With the reservation live: what was deleted comes back.
+	{
+		a.killAgent("ra")
+		script := "ip rule del priority " + rule + " && ip route flush table " + table
+		if hasNft == nil {
+			script += " && nft delete table inet lightpath"
+		}
+		a.sh("ra", script)
+		if now := a.agentObjects("ra"); slices.Equal(now, want) {
+			t.Fatalf("deleting by hand changed nothing: %v", now)
+		}
+		start := time.Now()
+		a.startAgent("ra")
+		var now []string
+		if !waitFor(5*time.Second, func() bool { now = a.agentObjects("ra"); return slices.Equal(now, want) }) {
+			t.Fatalf("5 s after the restart ra holds\n%s\nwant\n%s", strings.Join(now, "\n"), strings.Join(want, "\n"))
+		}
+		t.Logf("repaired %.2f s after the restart (%s)", time.Since(start).Seconds(), script)
+		if got := a.resv(r.ID); got.State != "ACTIVE" {
+			t.Errorf("reservation after the restart: %+v", got)
+		}
+		s0 := a.status()
+		mustSucceed(t, "bench a1 -> b1", a.exec("a1", lpBin, "bench", "lp://198.18.2.1:7070", "-t", "2s"))
+		s1 := a.status()
+		ded, wan := s1.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra"), s1.bytesOn("wan", "ra")-s0.bytesOn("wan", "ra")
+		t.Logf("after the repair: dedicated ra>rb %d bytes, wan ra>rb %d bytes", ded, wan)
+		if ded < 10<<20 || wan > 1<<20 {
+			t.Errorf("after the repair the flow is not steered: dedicated %d bytes, wan %d", ded, wan)
+		}
+	}
+
+	// Cancelled while the agent is down: nothing is left once it is back.
+	{
+		a.killAgent("ra")
+		a.sh("ra", "ip rule del priority "+rule)
+		a.c.ok(a.c.adminTok, "reserve", "cancel", r.ID)
+		// The other agents clean up at once; ra's objects stay until its
+		// agent is back.
+		if !waitFor(5*time.Second, func() bool { return len(a.agentObjects("a1")) == 0 && len(a.agentObjects("rb")) == 0 }) {
+			t.Errorf("a1 or rb still hold the cancelled reservation: %v %v", a.agentObjects("a1"), a.agentObjects("rb"))
+		}
+		left := a.agentObjects("ra")
+		if len(left) == 0 {
+			t.Fatal("ra holds nothing with its agent down: the test removes nothing")
+		}
+		start := time.Now()
+		a.startAgent("ra")
+		if !waitFor(5*time.Second, func() bool { left = a.agentObjects("ra"); return len(left) == 0 }) {
+			t.Fatalf("5 s after the restart ra still holds:\n%s", strings.Join(left, "\n"))
+		}
+		t.Logf("ra clean %.2f s after the restart", time.Since(start).Seconds())
+		if hasNft != nil {
+			t.Log("nft is not installed: the nftables table was not checked")
+		}
+	}
+}
+
+// TestAgentMoreLinkCut cuts the dedicated link under a reserved copy of
+// 300 MiB (a1 to b1, --retries 5): the agents withdraw the steering from
+// the dead hop (the controller moves the reservation to wan) and the copy
+// finishes, verified, on the routed path.
+func TestAgentMoreLinkCut(t *testing.T) {
+	skipUnlessNetRoot(t)
+	a := upAgentBed(t)
+	// 500 Mbit/s makes the copy last long enough to be cut in the middle.
+	a.linkSet("dedicated", "--rate", "500M")
+	srcDir, dstDir := scratchDir(t), scratchDir(t)
+	src := filepath.Join(srcDir, "data.bin")
+	const size = 300 << 20
+	writeRandom(t, src, size, 41)
+	a.serveIn("b1", "198.18.2.1:7070", dstDir, "--stall-timeout", "3s")
+	r := a.reserveActive(a.c.adminTok, "a1", "b1", "400M", "tcp 198.18.1.1 > 198.18.2.1:7070", "a1-ra,dedicated,b1-rb")
+
+	s0 := a.status()
+	cp := startLP(t, runOpts{timeout: 2 * time.Minute}, "testbed", "exec", "--name", a.name, "a1", "--",
+		lpBin, "cp", "--json", "--retries", "5", "--stall-timeout", "3s", src, "lp://198.18.2.1:7070/data.bin")
+	var s1 testbedStatus
+	if !waitFor(20*time.Second, func() bool {
+		s1 = a.status()
+		return s1.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra") > 60<<20 || cp.Exited()
+	}) || cp.Exited() {
+		t.Fatalf("the copy did not get under way on dedicated: %s", cp.err.String())
+	}
+	cut := time.Now()
+	a.linkSet("dedicated", "--down")
+	t.Logf("cut dedicated after %d MB crossed it", (s1.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra"))/1e6)
+
+	if !waitFor(30*time.Second, cp.Exited) {
+		// What the kernels say: is the flow still steered onto the dead
+		// link?
+		ra, rb := a.agentObjects("ra"), a.agentObjects("rb")
+		onDead := func(l string) bool { return strings.HasPrefix(l, "route ") && strings.Contains(l, " dev dedicated ") }
+		steered := slices.ContainsFunc(ra, onDead) || slices.ContainsFunc(rb, onDead)
+		got := a.resv(r.ID)
+		s2 := a.status()
+		var path []string
+		for _, h := range got.Path {
+			path = append(path, h.Link)
+		}
+		msg := fmt.Sprintf("30 s after the cut the copy has not finished; the reservation is %s on %v (degraded %v %q); "+
+			"ra or rb still route its flows onto dedicated: %v; wan ra>rb carried %d bytes since the start; cp says: %s",
+			got.State, path, got.Degraded, got.DegradedReason, steered,
+			s2.bytesOn("wan", "ra")-s0.bytesOn("wan", "ra"), lastLine(cp.err.String()))
+		if steered {
+			msg = "the agents' path liveness did not withdraw the policy routing from the dead link: " + msg
+		}
+		t.Fatal(msg)
+	}
+	res := cp.Wait()
+	mustSucceed(t, "cp across the cut of the dedicated link", res)
+	sum := parseSummary(t, res.stdout)
+	if !sum.Verified {
+		t.Errorf("summary not verified: %+v", sum)
+	}
+	sameFile(t, src, filepath.Join(dstDir, "data.bin"))
+	s2 := a.status()
+	got := a.resv(r.ID)
+	var path []string
+	for _, h := range got.Path {
+		path = append(path, h.Link)
+	}
+	t.Logf("finished %.1f s after the cut in %d attempts, %s overall; dedicated ra>rb carried %d MB, wan ra>rb %d MB; reservation %s on %v, degraded %v %q",
+		time.Since(cut).Seconds(), sum.Attempts, mbps(sum.ThroughputBps), (s2.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra"))/1e6,
+		(s2.bytesOn("wan", "ra")-s0.bytesOn("wan", "ra"))/1e6, got.State, path, got.Degraded, got.DegradedReason)
+	if s2.bytesOn("wan", "ra")-s0.bytesOn("wan", "ra") < 10<<20 {
+		t.Errorf("wan carried little after the cut: the rest should have gone over the routed path")
+	}
+}
+
+// TestAgentMoreRefusals: malformed flow specs, flows that are not the
+// reservation's nodes', and another user's requests on a live reservation
+// (cancel, modify, booking on its owner's behalf) each get a clear error
+// and change nothing: not the reservation, not the agents' kernels.
+func TestAgentMoreRefusals(t *testing.T) {
+	skipUnlessNetRoot(t)
+	a := upAgentBed(t)
+	c := a.c
+	alice, bob := filepath.Join(c.dir, "alice.token"), filepath.Join(c.dir, "bob.token")
+	c.ok(c.adminTok, "user", "add", "alice", "--role", "user")
+	c.ok(c.adminTok, "user", "add", "bob", "--role", "user")
+	c.ok(c.adminTok, "user", "token", "create", "alice", "--out", alice)
+	c.ok(c.adminTok, "user", "token", "create", "bob", "--out", bob)
+
+	r := a.reserveActive(alice, "a1", "b1", "200M", "tcp 198.18.1.1 > 198.18.2.1:7070", "a1-ra,dedicated,b1-rb")
+	before := a.kernels()
+	if len(before["ra"]) == 0 || len(before["a1"]) == 0 {
+		t.Fatalf("the ACTIVE reservation left nothing in ra or a1: %v", before)
+	}
+	count := len(c.listOf(c.adminTok))
+
+	create := func(tok, flow string, extra ...string) result {
+		return c.lp(tok, append([]string{"reserve", "create", "--from", "a1", "--to", "b1", "--bandwidth", "100M",
+			"--duration", "10m", "--path", "a1-ra,dedicated,b1-rb", "--flow", flow}, extra...)...)
+	}
+	for _, tc := range []struct{ flow, why string }{
+		{"tcp 198.18.1.1 >", "no destination"},
+		{"tcp 198.18.1.1 198.18.2.1:7070", "no >"},
+		{"icmp 198.18.1.1 > 198.18.2.1", "unknown protocol"},
+		{"tcp 198.18.1.1 > 198.18.2.1:99999", "port out of range"},
+		{"tcp 198.18.1.1:7070-7060 > 198.18.2.1", "backward port range"},
+		{"tcp 198.18.1.999 > 198.18.2.1:7070", "bad address"},
+		{"tcp 198.18.1.1 > 198.18.2.1:7070,", "empty flow after a comma"},
+		{"tcp 198.18.1.2 > 198.18.2.1:7070", "a source that is a2's, not a1's"},
+		{"tcp 198.18.1.1 > 198.18.2.2:7070", "a destination that is b2's, not b1's"},
+	} {
+		res := create(alice, tc.flow)
+		checkFailure(t, "flow "+strconv.Quote(tc.flow)+" ("+tc.why+")", res, "flow")
+		t.Logf("%-40q %s", tc.flow, lastLine(res.stderr))
+	}
+
+	// The controller itself refuses them too, not only the client.
+	for _, flow := range []string{"tcp 198.18.1.1 >", "tcp 198.18.1.2 > 198.18.2.1:7070"} {
+		code, body := a.post(alice, "/api/v1/reservations", map[string]any{"from": "a1", "to": "b1", "bandwidth_bps": 100e6,
+			"duration": "10m", "path": []string{"a1-ra", "dedicated", "b1-rb"}, "flow_spec": flow})
+		if code != http.StatusBadRequest || !strings.Contains(strings.ToLower(body), "flow") {
+			t.Errorf("POST a reservation with flow spec %q: %d %s, want 400 naming the flow", flow, code, body)
+		}
+		t.Logf("POST flow_spec %q: %d %s", flow, code, strings.TrimSpace(body))
+	}
+
+	// Bob on alice's reservation.
+	for _, tc := range []struct {
+		what string
+		res  result
+	}{
+		{"bob cancels alice's reservation", c.lp(bob, "reserve", "cancel", r.ID)},
+		{"bob modifies alice's reservation", c.lp(bob, "reserve", "modify", r.ID, "--bandwidth", "100M")},
+		{"bob books on alice's behalf", create(bob, "tcp 198.18.1.1 > 198.18.2.1:7070", "--owner", "alice")},
+	} {
+		checkFailure(t, tc.what, tc.res)
+		t.Logf("%s: %s", tc.what, lastLine(tc.res.stderr))
+	}
+	// lightpath ticket, where it exists, on alice's ticket.
+	if runLP(t, runOpts{}, "ticket", "--help").code == 0 {
+		for _, args := range [][]string{{"ticket", "close", r.ID}, {"ticket", "extend", r.ID, "--by", "10m"}} {
+			res := c.lp(bob, args...)
+			checkFailure(t, "bob: "+strings.Join(args, " "), res)
+			t.Logf("bob: %s: %s", strings.Join(args, " "), lastLine(res.stderr))
+		}
+	}
+
+	got := a.resv(r.ID)
+	if got.State != "ACTIVE" || got.Version != r.Version || got.Owner != "alice" {
+		t.Errorf("alice's reservation after the refusals: %+v, was %+v", got, r)
+	}
+	if n := len(c.listOf(c.adminTok)); n != count {
+		t.Errorf("%d reservations after the refusals, %d before", n, count)
+	}
+	// The agents act on events at once and reconcile every 2 s: give them
+	// a round to do anything they would.
+	time.Sleep(3 * time.Second)
+	if d := kernelDiff(before, a.kernels()); d != "" {
+		t.Errorf("the refusals changed the agents' kernels:\n%s", d)
+	}
+}
