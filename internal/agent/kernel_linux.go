@@ -411,6 +411,11 @@ func ruleExprs(r NftRule) []expr.Any {
 				FromData: binaryutil.BigEndian.PutUint16(pr.Lo), ToData: binaryutil.BigEndian.PutUint16(pr.Hi)})
 		}
 	}
+	if r.Flow.ByUID {
+		// The sending socket's owner: only meaningful for packets this node
+		// sends, which is where marks by user are put (the output hook).
+		e = append(e, &expr.Meta{Key: expr.MetaKeySKUID, Register: 1}, eq(binaryutil.NativeEndian.PutUint32(r.Flow.UID)))
+	}
 	// DSCP: the top six bits of IPv4's second byte, or bits 4-9 of IPv6's
 	// first two bytes.
 	dscpOf := func(d uint8) []byte {

@@ -244,6 +244,9 @@ func (p *Plan) addReservation(t *testbed.Topology, node string, r reserve.Reserv
 		}
 		c := NftRule{Chain: ChainClamp, IPv6: v6, Flow: m, SYN: true, SetMSS: mss4}
 		c.Flow.Proto = reserve.ProtoTCP
+		// The clamp is for every SYN of these connections, both ways:
+		// whoever sends it.
+		c.Flow.ByUID, c.Flow.UID = false, 0
 		if v6 {
 			c.SetMSS = mss6
 		}

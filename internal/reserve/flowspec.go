@@ -2,6 +2,7 @@ package reserve
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -86,16 +87,29 @@ type Flow struct {
 	Proto Protocol
 	Src   FlowEndpoint
 	Dst   FlowEndpoint
+	// ByUID, when set, narrows the flow to the packets that local user UID
+	// sends from the from node (Lambda Station marked by UID): other users'
+	// connections between the same addresses and ports are not steered.
+	ByUID bool
+	UID   uint32
 }
 
-// String prints f in canonical form, such as "tcp 198.18.1.2 > 198.18.2.2:7070".
+// String prints f in canonical form, such as "tcp 198.18.1.2 > 198.18.2.2:7070"
+// or "tcp 198.18.1.2 > 198.18.2.2:7070 uid 1000".
 func (f Flow) String() string {
-	return string(f.Proto) + " " + f.Src.String() + " > " + f.Dst.String()
+	s := string(f.Proto) + " " + f.Src.String() + " > " + f.Dst.String()
+	if f.ByUID {
+		s += " uid " + strconv.FormatUint(uint64(f.UID), 10)
+	}
+	return s
 }
 
 // overlaps reports whether a packet could match both f and o.
 func (f Flow) overlaps(o Flow) bool {
 	if f.Proto != ProtoAny && o.Proto != ProtoAny && f.Proto != o.Proto {
+		return false
+	}
+	if f.ByUID && o.ByUID && f.UID != o.UID {
 		return false
 	}
 	return f.Src.Prefix.Overlaps(o.Src.Prefix) && f.Dst.Prefix.Overlaps(o.Dst.Prefix) &&
@@ -113,13 +127,14 @@ type FlowSpec struct {
 // ParseFlowSpec parses a flow spec:
 //
 //	spec     = flow { "," flow }
-//	flow     = proto SP endpoint ">" endpoint
+//	flow     = proto SP endpoint ">" endpoint [ SP "uid" SP number ]
 //	proto    = "tcp" | "udp" | "any"            (any case; "any" takes no ports)
 //	endpoint = addr [ ":" ports ]               (IPv4)
 //	         | addr6                            (IPv6 without ports)
 //	         | "[" addr6 "]" [ ":" ports ]      (IPv6, with ports)
 //	addr     = an address, or a prefix with no host bits set (198.18.1.0/24)
 //	ports    = port [ "-" port ]                (1-65535, low to high)
+//	number   = a local user id, 0 to 4294967294 (the sender's, on the from node)
 //
 // Spaces may surround every token. Source and destination must be of the
 // same address family, and a flow may not be listed twice. Errors are
@@ -391,7 +406,23 @@ func (p *fsParser) flow(start, end int) (Flow, error) {
 		return Flow{}, p.fail(m, "the destination address after '>'", s[m:fsToken(s, m+1, end, 0)])
 	}
 	if rest := fsSkipSpace(s, dstEnd, end); rest != end {
-		return Flow{}, p.fail(rest, "',' or the end of the spec after the destination", s[rest:fsToken(s, rest+1, end, 0)])
+		kw := fsToken(s, rest, end, 0)
+		if !strings.EqualFold(s[rest:kw], "uid") {
+			return Flow{}, p.fail(rest, "',', \"uid N\" or the end of the spec after the destination", s[rest:fsToken(s, rest+1, end, 0)])
+		}
+		n := fsSkipSpace(s, kw, end)
+		if n == kw || n == end {
+			return Flow{}, p.fail(n, "a space and a user id after \"uid\"", "")
+		}
+		ne := fsToken(s, n, end, 0)
+		uid, err := strconv.ParseUint(s[n:ne], 10, 32)
+		if err != nil || uid == math.MaxUint32 {
+			return Flow{}, p.fail(n, "a user id from 0 to 4294967294", s[n:ne])
+		}
+		if after := fsSkipSpace(s, ne, end); after != end {
+			return Flow{}, p.fail(after, "',' or the end of the spec after the user id", s[after:fsToken(s, after+1, end, 0)])
+		}
+		f.ByUID, f.UID = true, uint32(uid)
 	}
 	if f.Dst, err = p.endpoint(m, dstEnd, f.Proto); err != nil {
 		return Flow{}, err

@@ -14,6 +14,8 @@ func TestParseFlowSpec(t *testing.T) {
 		in, want string // want is the canonical form
 	}{
 		{"tcp 198.18.1.2 > 198.18.2.2:7070", "tcp 198.18.1.2 > 198.18.2.2:7070"},
+		{"tcp 198.18.1.2 > 198.18.2.2:7070 uid 1000", "tcp 198.18.1.2 > 198.18.2.2:7070 uid 1000"},
+		{"tcp 198.18.1.2 > 198.18.2.2:7070  UID\t0 , udp 198.18.1.2 > 198.18.2.2", "tcp 198.18.1.2 > 198.18.2.2:7070 uid 0, udp 198.18.1.2 > 198.18.2.2"},
 		{"TCP   198.18.1.2>198.18.2.2:7070", "tcp 198.18.1.2 > 198.18.2.2:7070"},
 		{"\ttcp\t198.18.1.2\t>\t198.18.2.2:7070\t", "tcp 198.18.1.2 > 198.18.2.2:7070"},
 		{"udp 198.18.1.0/24:7000-7010 > 198.18.2.0/24", "udp 198.18.1.0/24:7000-7010 > 198.18.2.0/24"},
@@ -85,8 +87,12 @@ func TestParseFlowSpecErrors(t *testing.T) {
 		{"tcp 198.18.1.2 >", 17, "destination"},
 		{"tcp 198.18.1.2 >   ", 20, "destination"},
 		{"tcp 198.18.1.2 > > 198.18.2.2", 18, "destination"},
-		{"tcp 198.18.1.2 > 198.18.2.2 extra", 29, "',' or the end"},
-		{"tcp 198.18.1.2 > 198.18.2.2 > 198.18.3.3", 29, "',' or the end"},
+		{"tcp 198.18.1.2 > 198.18.2.2 extra", 29, "\"uid N\" or the end"},
+		{"tcp 198.18.1.2 > 198.18.2.2 uid", 32, "a user id after"},
+		{"tcp 198.18.1.2 > 198.18.2.2 uid x", 33, "a user id from 0"},
+		{"tcp 198.18.1.2 > 198.18.2.2 uid 4294967295", 33, "a user id from 0"},
+		{"tcp 198.18.1.2 > 198.18.2.2 uid 5 6", 35, "after the user id"},
+		{"tcp 198.18.1.2 > 198.18.2.2 > 198.18.3.3", 29, "\"uid N\" or the end"},
 		{"tcp 198.18.1.2 > 198.18.2.2,", 29, "a flow"},
 		{"tcp 198.18.1.2 > 198.18.2.2,, tcp 198.18.1.2 > 198.18.2.3", 29, "a flow"},
 		{"tcp 198.18.1 > 198.18.2.2", 5, "address or prefix"},
@@ -118,7 +124,7 @@ func TestParseFlowSpecErrors(t *testing.T) {
 		{"tcp ::ffff:198.18.1.0/120 > 198.18.2.2", 5, "IPv4-mapped"},
 		{"tcp 198.18.1.2 > 198.18.2.2, tcp 198.18.1.2  >  198.18.2.2", 30, "each flow once (this repeats flow 1)"},
 		{tooMany, len(tooMany) - len("tcp 198.18.1.2 > 198.18.2.2:65") + 1, "at most 64 flows"},
-		{"tcp 198.18.1.2 > 198.18.2.2 \x00", 29, "',' or the end"},
+		{"tcp 198.18.1.2 > 198.18.2.2 \x00", 29, "\"uid N\" or the end"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			fs, err := ParseFlowSpec(tc.in)

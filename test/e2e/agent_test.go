@@ -40,12 +40,9 @@ func (s testbedStatus) bytesOn(link, from string) uint64 {
 	return 0
 }
 
-// TestAgentsSteerReservation runs the whole control loop for real: a
-// controller, the two-site testbed with an agent in every node, and a
-// reservation with a flow spec over the dedicated link. The agents make it
-// ACTIVE at once; the flow's bytes then cross the dedicated link and not
-// wan; cancelled, it is removed and the flow is back on wan.
-func TestAgentsSteerReservation(t *testing.T) {
+// agentTestbed starts a controller and the two-site testbed with an agent
+// in every node, and waits until all six are alive.
+func agentTestbed(t *testing.T) (*cliCtl, *tb) {
 	skipUnlessNetRoot(t)
 	c := startCLICtl(t)
 	agentTok := filepath.Join(c.dir, "agent.token")
@@ -79,6 +76,16 @@ func TestAgentsSteerReservation(t *testing.T) {
 		t.Fatalf("agents alive: %+v", agents)
 	}
 
+	return c, b
+}
+
+// TestAgentsSteerReservation runs the whole control loop for real: a
+// controller, the two-site testbed with an agent in every node, and a
+// reservation with a flow spec over the dedicated link. The agents make it
+// ACTIVE at once; the flow's bytes then cross the dedicated link and not
+// wan; cancelled, it is removed and the flow is back on wan.
+func TestAgentsSteerReservation(t *testing.T) {
+	c, b := agentTestbed(t)
 	b.serveIn("b1", "198.18.2.1:7070", t.TempDir())
 	bench := func() {
 		t.Helper()
@@ -158,6 +165,43 @@ func TestAgentsSteerReservation(t *testing.T) {
 	for _, n := range []string{"a1", "ra", "rb", "b1"} {
 		if log := b.exec(n, "sh", "-c", "cat /run/lightpath/"+b.name+"/agent-"+n+".log"); strings.Contains(log.stdout, "level=ERROR") {
 			t.Errorf("agent %s logged errors:\n%s", n, log.stdout)
+		}
+	}
+}
+
+// TestAgentsMarkByUser steers only the connections of one local user:
+// the same flow sent by another user stays on the routed path.
+func TestAgentsMarkByUser(t *testing.T) {
+	c, b := agentTestbed(t)
+	b.serveIn("b1", "198.18.2.1:7070", t.TempDir())
+	res := oneJSON[cliResv](t, c.ok(c.adminTok, "reserve", "create", "--from", "a1", "--to", "b1", "--bandwidth", "300M",
+		"--duration", "10m", "--flow", "tcp 198.18.1.1 > 198.18.2.1:7070 uid 65534", "--path", "a1-ra,dedicated,b1-rb", "--json").stdout)
+	var got struct {
+		Reservation struct {
+			State string `json:"state"`
+		} `json:"reservation"`
+	}
+	if !waitFor(15*time.Second, func() bool {
+		return c.getJSON(c.adminTok, "/api/v1/reservations/"+res.ID, &got) == nil && got.Reservation.State == "ACTIVE"
+	}) {
+		t.Fatalf("not ACTIVE: %+v", got)
+	}
+	for _, tc := range []struct {
+		who    string
+		prefix []string
+		steer  bool
+	}{
+		{"root", nil, false},
+		{"nobody (uid 65534)", []string{"setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"}, true},
+	} {
+		s0 := b.status()
+		r := b.exec("a1", append(tc.prefix, lpBin, "bench", "lp://198.18.2.1:7070", "-t", "2s")...)
+		mustSucceed(t, "bench as "+tc.who, r)
+		s1 := b.status()
+		ded, wan := s1.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra"), s1.bytesOn("wan", "ra")-s0.bytesOn("wan", "ra")
+		t.Logf("as %s: dedicated %d bytes, wan %d bytes", tc.who, ded, wan)
+		if tc.steer && (ded < 10<<20 || wan > 1<<20) || !tc.steer && (wan < 10<<20 || ded > 1<<20) {
+			t.Errorf("as %s: dedicated carried %d bytes and wan %d: want it steered: %v", tc.who, ded, wan, tc.steer)
 		}
 	}
 }
