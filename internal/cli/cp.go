@@ -27,6 +27,7 @@ type cpFlags struct {
 	retries                                                           int
 	blockSize                                                         string
 	stall                                                             time.Duration
+	reserve                                                           reserveFlags
 }
 
 func newCpCmd() *cobra.Command {
@@ -55,11 +56,41 @@ An existing destination file is refused unless --overwrite, --skip-existing
 or --update (skip when size, time and checksum match) says otherwise.
 
 Output: a progress bar on a terminal; with --json, one JSON object per line:
-progress every second, one per file, and a final summary.`,
+progress every second, one per file, and a final summary.
+
+Reserved bandwidth (--reserve RATE|auto, with --controller URL and
+--controller-token-file F): before the copy, cp books a reservation with the
+controller for its own connections: the flow "tcp CLIENT > SERVER:PORT" for
+a push, "tcp SERVER:PORT > CLIENT" for a pull (a reservation guarantees the
+direction the data flows: a pull books from the server's node to this
+one's). The nodes are those of the controller's topology that own this
+host's address toward the server and the server's address. RATE is the
+bandwidth to guarantee (300M, 2G); auto asks the controller for the widest
+bandwidth free from now over the copy's expected duration (POST /find, mode
+widest; capped at --rate when given). The window starts now and lasts the
+size at the reserved rate, half as long again, plus 30 s (at least a
+minute); a pull, which does not know its size before it starts, books 1h;
+--reserve-duration sets it. --reserve-path names the links to take.
+
+The copy does not wait: it starts at once on the routed path, and the
+controller's node agents steer its packets onto the reserved path when the
+reservation is ACTIVE, without the connections noticing; if the reservation
+ends, fails or degrades mid-copy, the packets go back to the routed path and
+the copy finishes there. When the copy ends (done, failed or interrupted),
+cp cancels the reservation to release it. The summary says which path
+carried how many bytes (bytes_by_path: routed and reserved, split at the
+moments cp learned the reservation became ACTIVE and stopped being so).
+When no reservation can be booked (no controller, an address no node owns,
+a refusal: its message and alternatives are printed), cp warns and copies
+on the routed path; with --reserve-required it fails instead, copying
+nothing.`,
 		Example: `  lightpath cp big.h5 lp://dtn2:7070/incoming/
   lightpath cp -r -P 8 --rate 5G ./run42 lp://dtn2:7070/runs/run42
   lightpath cp -r lp://dtn2:7070/runs/run42 /scratch/
-  lightpath cp --json --retries 5 lp://[2001:db8::2]:7070/d.tar .`,
+  lightpath cp --json --retries 5 lp://[2001:db8::2]:7070/d.tar .
+  lightpath cp --reserve 2G --controller unix:/run/lightpath/two-site/controller.sock \
+      --controller-token-file alice.token big.h5 lp://198.18.2.1:7070/
+  lightpath cp --reserve auto --reserve-required big.h5 lp://dtn2:7070/`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
 				return fmt.Errorf("cp: want at least one SRC and a DST, got %d argument(s) (see 'lightpath cp --help')", len(args))
@@ -82,6 +113,7 @@ progress every second, one per file, and a final summary.`,
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar")
 	f.StringVar(&o.blockSize, "block-size", "4MiB", "unit in which files are cut, checked and resumed")
 	f.DurationVar(&o.stall, "stall-timeout", 60*time.Second, "give up on a connection that makes no progress for this long")
+	o.reserve.register(f)
 	return cmd
 }
 
@@ -109,6 +141,17 @@ type cpSummary struct {
 	SenderIOWait   float64        `json:"sender_io_wait_seconds"`
 	ReceiverIOWait float64        `json:"receiver_io_wait_seconds"`
 	Errors         []string       `json:"errors,omitempty"`
+	// With --reserve: the reservation, its rate, path and state after cp
+	// released it, how long it steered the copy, and the bytes each path
+	// carried (see cp_reserve.go); ReservationError says why there is no
+	// reservation, or why it could not be released.
+	Reservation      string           `json:"reservation,omitempty"`
+	ReservedBps      uint64           `json:"reserved_bps,omitempty"`
+	ReservationPath  string           `json:"reservation_path,omitempty"`
+	ReservationState string           `json:"reservation_state,omitempty"`
+	ReservedSeconds  float64          `json:"reserved_seconds,omitempty"`
+	ReservationError string           `json:"reservation_error,omitempty"`
+	BytesByPath      map[string]int64 `json:"bytes_by_path,omitempty"`
 }
 
 type streamReport struct {
@@ -197,6 +240,9 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 	}
 	if o.retries < 0 {
 		return errors.New("cp: --retries must not be negative")
+	}
+	if err := o.reserve.check(); err != nil {
+		return fmt.Errorf("cp: %w", err)
 	}
 
 	dstRemote, dstIsRemote, err := parseRemote(dstArg)
@@ -296,6 +342,20 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 		}
 	}
 
+	// Book the reservation; the copy starts at once, without waiting for it.
+	var counter byteCounter
+	var booking *cpReserve
+	if o.reserve.rate != "" {
+		booking = &cpReserve{f: &o.reserve, jsonOut: o.jsonOut, quiet: o.quiet, out: out, stderr: stderr}
+		var size int64
+		if push {
+			size = localSize(src.Items)
+		}
+		if err := booking.start(ctx, addr, push, size, tuning.Rate, counter.load); err != nil {
+			return fmt.Errorf("cp: %w", err)
+		}
+	}
+
 	start := time.Now()
 	var sent, holes int64
 	var last mover.TransferStats
@@ -307,6 +367,7 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 		attempts++
 		prog := &mover.Progress{}
 		lastProg = prog
+		counter.begin(prog)
 		stopReport := startReporter(o, prog, start, sent, stderr, out)
 		var ts mover.TransferStats
 		if push {
@@ -321,6 +382,7 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 			ts, runErr = mover.Pull(ctx, cfg, paths, dst, opts, prog, onFile)
 		}
 		stopReport()
+		counter.end()
 		sent += prog.BytesMoved.Load()
 		holes += prog.BytesHoles.Load()
 		last = ts
@@ -402,6 +464,9 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 	if len(sum.Errors) > 20 {
 		sum.Errors = sum.Errors[:20]
 	}
+	if booking != nil {
+		booking.finish(&sum, sent, ctx.Err() != nil)
+	}
 	if o.jsonOut {
 		out.write(sum) // the last line is always the summary
 	} else if runErr == nil || sent > 0 || len(failures) > 0 || sum.Files > 0 {
@@ -445,6 +510,7 @@ func printSummary(w io.Writer, s cpSummary) {
 	if s.Bottleneck != "" {
 		fmt.Fprintf(w, "  bottleneck: %s: %s\n", s.Bottleneck, s.BottleneckWhy)
 	}
+	printReservationSummary(w, s)
 }
 
 // startReporter shows progress until the returned function is called: a

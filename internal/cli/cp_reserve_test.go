@@ -1,0 +1,380 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/mover"
+	"github.com/lightpath/lightpath/internal/reserve"
+)
+
+func TestFlowSpecOfCopy(t *testing.T) {
+	for _, c := range []struct {
+		push     bool
+		cl, srv  string
+		want     string
+		from, to string
+	}{
+		{true, "198.18.1.1", "198.18.2.1:7070", "tcp 198.18.1.1 > 198.18.2.1:7070", "a1", "b1"},
+		{false, "198.18.1.1", "198.18.2.1:7070", "tcp 198.18.2.1:7070 > 198.18.1.1", "b1", "a1"},
+		{true, "2001:2:0:1::1", "[2001:2:0:2::1]:7070", "tcp 2001:2:0:1::1 > [2001:2:0:2::1]:7070", "a1", "b1"},
+		{false, "2001:2:0:1::1", "[2001:2:0:2::1]:7070", "tcp [2001:2:0:2::1]:7070 > 2001:2:0:1::1", "b1", "a1"},
+	} {
+		topo := api.Topology{Name: "two-site", Nodes: []api.TopoNode{
+			{Name: "a1", Addresses: []string{"198.18.1.1", "2001:2:0:1::1"}},
+			{Name: "b1", Addresses: []string{"198.18.2.1", "2001:2:0:2::1"}},
+		}}
+		b, err := planBooking(topo, c.push, netip.MustParseAddr(c.cl), netip.MustParseAddrPort(c.srv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.flow != c.want || b.from != c.from || b.to != c.to {
+			t.Errorf("push %v %s → %s: flow %q from %s to %s; want %q from %s to %s", c.push, c.cl, c.srv, b.flow, b.from, b.to, c.want, c.from, c.to)
+		}
+		fs, err := reserve.ParseFlowSpec(b.flow)
+		if err != nil || fs.String() != b.flow {
+			t.Errorf("flow %q does not parse back to itself: %v %q", b.flow, err, fs.String())
+		}
+	}
+}
+
+func TestPlanBookingRefuses(t *testing.T) {
+	topo := api.Topology{Name: "two-site", Nodes: []api.TopoNode{
+		{Name: "a1", Addresses: []string{"198.18.1.1"}},
+		{Name: "b1", Addresses: []string{"198.18.2.1", "198.18.2.9"}},
+	}}
+	for _, c := range []struct{ cl, srv, want string }{
+		{"127.0.0.1", "198.18.2.1:7070", "this host's address toward the server, 127.0.0.1, belongs to no node of topology two-site"},
+		{"198.18.1.1", "10.0.0.1:7070", "the server's address 10.0.0.1 belongs to no node of topology two-site"},
+		{"127.0.0.1", "10.0.0.1:7070", "neither this host's address 127.0.0.1 nor the server's 10.0.0.1"},
+		{"198.18.2.1", "198.18.2.9:7070", "both node b1"},
+	} {
+		_, err := planBooking(topo, true, netip.MustParseAddr(c.cl), netip.MustParseAddrPort(c.srv))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s → %s: %v; want %q", c.cl, c.srv, err, c.want)
+		}
+	}
+}
+
+func TestReserveWindow(t *testing.T) {
+	for _, c := range []struct {
+		size int64
+		bps  uint64
+		want time.Duration
+	}{
+		{200 << 20, 300e6, time.Minute},                     // 5.6 s × 1.5 + 30 s = 38.4 s: the minimum
+		{10e9, 1e9, 150 * time.Second},                      // 80 s × 1.5 + 30 s
+		{1e12, 10e9, 1230 * time.Second},                    // 800 s × 1.5 + 30 s
+		{1e9, 3e9, time.Minute},                             // tiny
+		{0, 1e9, time.Minute},                               // nothing to send
+		{1 << 62, 1, 24 * 365 * time.Hour},                  // bounded
+		{7e9, 1e9, time.Duration(7*8*1.5+30) * time.Second}, // 114 s
+	} {
+		if got := reserveWindow(c.size, c.bps); got != c.want {
+			t.Errorf("reserveWindow(%d, %d) = %s, want %s", c.size, c.bps, got, c.want)
+		}
+	}
+}
+
+func TestReserveFlagsCheck(t *testing.T) {
+	for _, c := range []struct {
+		f    reserveFlags
+		want string
+	}{
+		{reserveFlags{}, ""},
+		{reserveFlags{rate: "300M"}, ""},
+		{reserveFlags{rate: "AUTO"}, ""},
+		{reserveFlags{rate: "0"}, "--reserve must be above zero"},
+		{reserveFlags{rate: "fast"}, "--reserve: "},
+		{reserveFlags{rate: "300MB"}, "--reserve: "},
+		{reserveFlags{required: true}, "--reserve-required needs --reserve"},
+		{reserveFlags{path: []string{"wan"}}, "--reserve-path needs --reserve"},
+		{reserveFlags{duration: time.Hour}, "--reserve-duration needs --reserve"},
+		{reserveFlags{rate: "1G", duration: -time.Second}, "--reserve-duration must be above zero"},
+	} {
+		err := c.f.check()
+		if (c.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.f, err, c.want)
+		}
+	}
+}
+
+// TestTrackerSplitsBytes checks the accounting: bytes carried while the
+// reservation was ACTIVE and not degraded count as reserved.
+func TestTrackerSplitsBytes(t *testing.T) {
+	var n atomic.Int64
+	var notes []string
+	tr := newTracker(n.Load, func(r reserve.Reservation, at int64, _ time.Duration) {
+		notes = append(notes, fmt.Sprintf("%s/%v@%d", r.State, r.Degraded, at))
+	})
+	r := reserve.Reservation{ID: "r-1", State: reserve.StateReserved, Version: 1}
+	step := func(add int64, st reserve.State, degraded bool) bool {
+		n.Add(add)
+		r.State, r.Degraded = st, degraded
+		r.Version++
+		return tr.observe(r)
+	}
+	step(0, reserve.StateReserved, false)
+	step(10, reserve.StateActive, false)          // 10 routed
+	step(100, reserve.StateActive, false)         // no change
+	step(5, reserve.StateActive, true)            // 105 reserved
+	step(7, reserve.StateActive, false)           // 7 routed (degraded)
+	if !step(20, reserve.StateCancelled, false) { // 20 reserved
+		t.Error("CANCELLED is not the end")
+	}
+	stale := r
+	stale.Version, stale.State = 2, reserve.StateActive
+	tr.observe(stale) // older than what was seen: ignored
+	n.Add(3)          // after the end: routed
+	reserved, _, last := tr.finish()
+	if reserved != 125 || last.State != reserve.StateCancelled {
+		t.Errorf("reserved %d, last %s; want 125, CANCELLED", reserved, last.State)
+	}
+	want := "RESERVED/false@0 ACTIVE/false@10 ACTIVE/true@115 ACTIVE/false@122 CANCELLED/false@142"
+	if got := strings.Join(notes, " "); got != want {
+		t.Errorf("notes %s\nwant  %s", got, want)
+	}
+
+	// Still ACTIVE when the copy ends: counted up to the end.
+	n.Store(0)
+	tr = newTracker(n.Load, nil)
+	tr.observe(reserve.Reservation{ID: "r-2", State: reserve.StateActive, Version: 1})
+	n.Store(1000)
+	if reserved, _, _ := tr.finish(); reserved != 1000 {
+		t.Errorf("reserved %d, want 1000", reserved)
+	}
+	n.Store(2000)
+	tr.observe(reserve.Reservation{ID: "r-2", State: reserve.StateFinished, Version: 2})
+	if reserved, _, _ := tr.finish(); reserved != 1000 {
+		t.Errorf("after finish: reserved %d, want 1000", reserved)
+	}
+}
+
+// cpController is a fake controller for cp --reserve: a topology where
+// 127.0.0.1 is node a1 and 127.0.0.2 node b1, a create answered with
+// created (or refused with refusal), an event stream that stays open, and
+// a cancel.
+type cpController struct {
+	mu        sync.Mutex
+	created   reserve.Reservation
+	refusal   string
+	bodies    []map[string]any
+	paths     []string
+	cancelled atomic.Bool
+}
+
+func (fc *cpController) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body map[string]any
+	if b, _ := io.ReadAll(r.Body); len(b) > 0 {
+		json.Unmarshal(b, &body)
+	}
+	fc.mu.Lock()
+	fc.bodies = append(fc.bodies, body)
+	fc.paths = append(fc.paths, r.Method+" "+r.URL.Path)
+	cur := fc.created
+	fc.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	switch r.Method + " " + r.URL.Path {
+	case "GET /api/v1/topology":
+		json.NewEncoder(w).Encode(api.Topology{Name: "lo", Nodes: []api.TopoNode{
+			{Name: "a1", Addresses: []string{"127.0.0.1"}}, {Name: "b1", Addresses: []string{"127.0.0.2"}}}})
+	case "POST /api/v1/find":
+		json.NewEncoder(w).Encode(api.Slot{Algorithm: "widest", Bandwidth: 1.8e9,
+			Path: []reserve.PathHop{{Link: "dedicated", From: body["from"].(string), To: body["to"].(string)}}})
+	case "POST /api/v1/reservations":
+		if fc.refusal != "" {
+			w.WriteHeader(409)
+			io.WriteString(w, fc.refusal)
+			return
+		}
+		cur.From, cur.To, cur.Bandwidth = body["from"].(string), body["to"].(string), uint64(body["bandwidth_bps"].(float64))
+		fc.mu.Lock()
+		fc.created = cur
+		fc.mu.Unlock()
+		w.WriteHeader(201)
+		json.NewEncoder(w).Encode(api.ReservationResponse{Reservation: cur, Created: true})
+	case "GET /api/v1/reservations/" + cur.ID:
+		json.NewEncoder(w).Encode(cur)
+	case "POST /api/v1/reservations/" + cur.ID + "/cancel":
+		fc.cancelled.Store(true)
+		cur.State, cur.Version = reserve.StateCancelled, cur.Version+1
+		json.NewEncoder(w).Encode(cur)
+	case "GET /api/v1/events":
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	default:
+		w.WriteHeader(404)
+		io.WriteString(w, `{"error":{"code":"not_found","message":"no such thing"}}`)
+	}
+}
+
+func (fc *cpController) seen() ([]string, []map[string]any) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	return append([]string(nil), fc.paths...), append([]map[string]any(nil), fc.bodies...)
+}
+
+// startMover serves root on 127.0.0.2 until the test ends.
+func startMover(t *testing.T, root string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no 127.0.0.2 to listen on: %v", err)
+	}
+	srv, err := mover.NewServer(mover.ServerConfig{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.Serve(ctx, ln); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; srv.Close() })
+	return ln.Addr().String()
+}
+
+// runCpCLI runs cp with args and returns stdout, stderr and the error.
+func runCpCLI(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	t.Setenv("LIGHTPATH_CONTROLLER_TOKEN", "tok")
+	var out, errb bytes.Buffer
+	root := newRoot(&out, &errb)
+	root.SetArgs(append([]string{"cp"}, args...))
+	err := root.Execute()
+	return out.String(), errb.String(), err
+}
+
+// TestCpReserve copies over loopback with a fake controller: the create
+// carries the copy's flow in the direction its data flows, the copy's
+// bytes count as reserved (the reservation is ACTIVE from its creation),
+// and the reservation is cancelled at the end.
+func TestCpReserve(t *testing.T) {
+	srvRoot, local := t.TempDir(), t.TempDir()
+	addr := startMover(t, srvRoot)
+	port := addr[strings.LastIndex(addr, ":")+1:]
+	data := bytes.Repeat([]byte("lightpath "), 300000)
+	if err := os.WriteFile(filepath.Join(local, "f"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fc := &cpController{created: reserve.Reservation{ID: "r-7", State: reserve.StateActive, Version: 2,
+		Path: []reserve.PathHop{{Link: "dedicated", From: "a1", To: "b1"}}}}
+	ctl := httptest.NewServer(fc)
+	t.Cleanup(ctl.Close)
+
+	check := func(what, out string, wantFrom, wantFlow, wantDur string, wantBps float64) {
+		t.Helper()
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		var sum map[string]any
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil {
+			t.Fatalf("%s: summary: %v\n%s", what, err, out)
+		}
+		byPath, _ := sum["bytes_by_path"].(map[string]any)
+		if sum["reservation"] != "r-7" || sum["reserved_bps"] != wantBps || sum["reservation_state"] != "CANCELLED" ||
+			sum["reservation_path"] != "dedicated" || byPath == nil || byPath["reserved"] != float64(len(data)) || byPath["routed"] != 0.0 {
+			t.Errorf("%s: summary %s", what, lines[len(lines)-1])
+		}
+		if !strings.Contains(out, `{"type":"reservation","id":"r-7","state":"ACTIVE"`) {
+			t.Errorf("%s: no reservation event:\n%s", what, out)
+		}
+		paths, bodies := fc.seen()
+		var create map[string]any
+		for i, p := range paths {
+			if p == "POST /api/v1/reservations" {
+				create = bodies[i]
+			}
+		}
+		if create["from"] != wantFrom || create["flow_spec"] != wantFlow || create["duration"] != wantDur ||
+			create["bandwidth_bps"] != wantBps || !strings.HasPrefix(fmt.Sprint(create["idempotency_key"]), "cp-") {
+			t.Errorf("%s: create %v", what, create)
+		}
+		if !fc.cancelled.Load() {
+			t.Errorf("%s: not cancelled; requests %v", what, paths)
+		}
+		fc.cancelled.Store(false)
+	}
+
+	out, stderr, err := runCpCLI(t, "--json", "--reserve", "300M", "--controller", ctl.URL, filepath.Join(local, "f"), "lp://"+addr+"/f")
+	if err != nil {
+		t.Fatalf("push: %v\n%s", err, stderr)
+	}
+	check("push", out, "a1", "tcp 127.0.0.1 > 127.0.0.2:"+port, "1m0s", 3e8)
+
+	out, stderr, err = runCpCLI(t, "--json", "--reserve", "auto", "--controller", ctl.URL, "lp://"+addr+"/f", filepath.Join(local, "g"))
+	if err != nil {
+		t.Fatalf("pull: %v\n%s", err, stderr)
+	}
+	check("pull", out, "b1", "tcp 127.0.0.2:"+port+" > 127.0.0.1", "1h0m0s", 1.8e9)
+	if got, _ := os.ReadFile(filepath.Join(local, "g")); !bytes.Equal(got, data) {
+		t.Error("pulled file differs")
+	}
+
+	// Human output: the lines about the reservation, and the summary's.
+	out, stderr, err = runCpCLI(t, "--overwrite", "--reserve", "300M", "--controller", ctl.URL, filepath.Join(local, "f"), "lp://"+addr+"/f")
+	if err != nil {
+		t.Fatalf("push: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "cp: reservation r-7 is ACTIVE: the flows move onto dedicated") ||
+		!strings.Contains(out, "  reservation r-7, 300 Mbit/s via dedicated: reserved path 2.86 MiB, routed 0 B; released\n") {
+		t.Errorf("human output:\nstdout:\n%s\nstderr:\n%s", out, stderr)
+	}
+}
+
+// TestCpReserveRefused checks a refusal: a warning with the controller's
+// message and alternatives and the copy goes on; with --reserve-required,
+// an error and nothing copied.
+func TestCpReserveRefused(t *testing.T) {
+	srvRoot, local := t.TempDir(), t.TempDir()
+	addr := startMover(t, srvRoot)
+	if err := os.WriteFile(filepath.Join(local, "f"), []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fc := &cpController{refusal: `{"error":{"code":"capacity","message":"not enough reservable capacity: no path carries 3 Gbit/s from a1 to b1",` +
+		`"alternatives":{"widest":{"algorithm":"widest","bandwidth_bps":1800000000,"path":[{"link":"dedicated","from":"a1","to":"b1"}]}}}}`}
+	ctl := httptest.NewServer(fc)
+	t.Cleanup(ctl.Close)
+
+	_, stderr, err := runCpCLI(t, "--reserve", "3G", "--reserve-required", "--controller", ctl.URL, filepath.Join(local, "f"), "lp://"+addr+"/f")
+	if err == nil || !strings.Contains(err.Error(), "--reserve-required: reserve 3.00 Gbit/s from a1 to b1") ||
+		!strings.Contains(err.Error(), "no path carries 3 Gbit/s from a1 to b1; widest in that slot: 1.80 Gbit/s via dedicated") {
+		t.Errorf("--reserve-required: %v\n%s", err, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(srvRoot, "f")); err == nil {
+		t.Error("--reserve-required copied all the same")
+	}
+
+	out, stderr, err := runCpCLI(t, "--json", "--reserve", "3G", "--controller", ctl.URL, filepath.Join(local, "f"), "lp://"+addr+"/f")
+	if err != nil {
+		t.Fatalf("without --reserve-required: %v\n%s", err, stderr)
+	}
+	if !strings.HasPrefix(stderr, "lightpath: cp: no reservation: reserve 3.00 Gbit/s from a1 to b1") ||
+		!strings.Contains(stderr, "widest in that slot: 1.80 Gbit/s via dedicated; copying on the routed path\n") {
+		t.Errorf("warning: %q", stderr)
+	}
+	if !strings.Contains(out, `"reservation_error":"reserve 3.00 Gbit/s`) || !strings.Contains(out, `"bytes_by_path":{"reserved":0,"routed":4}`) {
+		t.Errorf("summary: %s", out)
+	}
+
+	// No controller there at all.
+	out, stderr, err = runCpCLI(t, "--json", "--overwrite", "--reserve", "3G", "--controller", "unix:"+filepath.Join(t.TempDir(), "none.sock"),
+		filepath.Join(local, "f"), "lp://"+addr+"/f")
+	if err != nil || !strings.Contains(stderr, "lightpath: cp: no reservation: read the controller's topology: controller unix:") ||
+		!strings.Contains(out, `"bytes_by_path":{"reserved":0,"routed":4}`) {
+		t.Errorf("no controller: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
+	}
+}
