@@ -3,9 +3,11 @@
 #
 # As root: the two-site testbed (examples/two-site.yaml) with an agent in
 # every node, a controller on SQLite in a temporary directory, a server in
-# b1, and a generated dataset copied from a1 over a reserved channel on the
-# dedicated link (a ticket: the agents mark the flow, classify it and
-# policy-route it there); then a summary (throughput against the reserved
+# b1, and a generated dataset copied from a1 with cp --reserve: it books a
+# channel for its own flow on the dedicated link, starts at once, moves onto
+# the channel when the agents have it in place (they mark the flow,
+# classify it and policy-route it there), and releases it at the end; then
+# a summary (throughput against the reserved
 # rate, bytes per link, verified) and the web UI's address, kept up until
 # Ctrl-C when standard output is a terminal. Everything is torn down at the
 # end, also when interrupted half-way.
@@ -51,21 +53,20 @@ if [ "$(id -u)" -eq 0 ]; then
 	for i in $(seq 1 500); do head -c $(( (RANDOM % 64 + 1) * 1024 )) /dev/urandom >"$work/data/run/calib-$i.dat"; done
 	"$bin" testbed exec --name "$tbname" b1 -- "$bin" serve --listen 198.18.2.1:7070 --root "$work/recv" >"$work/serve.log" 2>&1 &
 	for _ in $(seq 100); do "$bin" testbed exec --name "$tbname" b1 -- sh -c "ss -Hltn 'sport = :7070' | grep -q LISTEN" && break; sleep 0.1; done
-	echo "== ticket: 1.2 Gbit/s from a1 to b1 for the copy's flows (only the dedicated link has that much)"
-	"$bin" ticket open --from a1 --to b1 --flows "tcp 198.18.1.1 > 198.18.2.1:7070" --bandwidth 1.2G --duration 30m --json >"$work/ticket.json"
-	tid=$(sed -n 's/.*"id":"\([^"]*\)".*/\1/p' "$work/ticket.json" | head -1)
-	"$bin" ticket status "$tid"
 	before=$("$bin" testbed status --name "$tbname" --json)
-	echo "== copy: lightpath cp -r data lp://198.18.2.1:7070/ from a1"
-	"$bin" testbed exec --name "$tbname" a1 -- "$bin" cp -r --json "$work/data" lp://198.18.2.1:7070/ | tail -1 >"$work/cp.json"
+	echo "== copy from a1: lightpath cp --reserve 1.2G -r data lp://198.18.2.1:7070/ (only the dedicated link has 1.2 Gbit/s free)"
+	"$bin" testbed exec --name "$tbname" a1 -- "$bin" cp -r --json --reserve 1.2G --controller "unix:$sock" \
+		--controller-token-file "$work/admin.token" "$work/data" lp://198.18.2.1:7070/ >"$work/cp.ndjson"
+	sed -n 's/.*"type":"reservation","id":"\([^"]*\)","state":"\([A-Z]*\)".*"path":"\([^"]*\)".*/  reservation \1 \2 via \3/p' "$work/cp.ndjson"
+	tail -1 "$work/cp.ndjson" >"$work/cp.json"
 	after=$("$bin" testbed status --name "$tbname" --json)
-	"$bin" ticket close "$tid" --reason "demo copy done" >/dev/null
 	diff -r "$work/data" "$work/recv/data" && verified=yes || verified=NO
-	python3 - "$work/cp.json" <<PY "$before" "$after" 1200000000 "$verified"
+	python3 - "$work/cp.json" <<PY "$before" "$after" "$verified"
 import json, sys
 s = json.load(open(sys.argv[1]))
 before, after = json.loads(sys.argv[2]), json.loads(sys.argv[3])
-reserved, verified = int(sys.argv[4]), sys.argv[5]
+verified = sys.argv[4]
+reserved = s.get("reserved_bps") or 0
 def moved(st, link, frm):
     for l in st["links"]:
         if l["name"] == link:
@@ -74,8 +75,14 @@ def moved(st, link, frm):
                     return d["bytes"]
     return 0
 print("== summary")
-print(f"  copied {s['bytes']/2**30:.2f} GiB in {s['files']} files in {s['seconds']:.1f} s: "
-      f"{s['throughput_bps']/1e9:.2f} Gbit/s against {reserved/1e9:.1f} Gbit/s reserved ({s['throughput_bps']/reserved:.0%})")
+if reserved:
+    print(f"  copied {s['bytes']/2**30:.2f} GiB in {s['files']} files in {s['seconds']:.1f} s: "
+          f"{s['throughput_bps']/1e9:.2f} Gbit/s against {reserved/1e9:.1f} Gbit/s reserved ({s['throughput_bps']/reserved:.0%}), "
+          f"reservation {s.get('reservation')} {s.get('reservation_state', '')}")
+else:
+    print(f"  copied {s['bytes']/2**30:.2f} GiB in {s['seconds']:.1f} s without a reservation: {s.get('reservation_error', '')}")
+by = s.get("bytes_by_path") or {}
+print(f"  bytes by path (the mover's count): reserved {by.get('reserved', 0)/2**20:.1f} MiB, routed {by.get('routed', 0)/2**20:.1f} MiB")
 for link in ("dedicated", "wan"):
     print(f"  {link:10s} ra > rb carried {(moved(after, link, 'ra') - moved(before, link, 'ra'))/2**20:9.1f} MiB")
 print(f"  verified: by the mover {'yes' if s['verified'] else 'NO'}, by diff -r {verified}")
