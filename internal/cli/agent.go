@@ -2,12 +2,15 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lightpath/lightpath/internal/agent"
+	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/client"
 )
 
 func newAgentCmd() *cobra.Command {
@@ -61,11 +64,44 @@ agent (lightpath user add NAME --role agent).`,
 		},
 	}
 	o.register(cmd.Flags())
+	cmd.AddCommand(newAgentListCmd())
 	f := cmd.Flags()
 	f.StringVar(&node, "node", "", "the node this agent provisions (its name in the topology)")
 	f.StringVar(&netns, "netns", "", "network namespace to manage, as a path (default: the agent's own)")
 	f.DurationVar(&lease, "lease", agent.DefaultLease, "how long a heartbeat keeps the agent alive at the controller")
 	f.DurationVar(&interval, "interval", agent.DefaultInterval, "how often to reconcile and heartbeat")
 	f.BoolVar(&debug, "debug", false, "log every round")
+	return cmd
+}
+
+func newAgentListCmd() *cobra.Command {
+	var o ctlFlags
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the node agents the controller knows: alive (lease held) or gone",
+		Long: `List every node agent that registered with the controller: when its
+current run of heartbeats began, when its lease runs out, and whether it is
+alive. A reservation crossing a node whose agent is gone is flagged
+degraded.`,
+		Example: `  lightpath agent list --controller http://127.0.0.1:8080 --controller-token-file admin.token`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			as, err := fetch(&o, "agent list", func(c *client.Client) ([]api.Agent, error) { return c.Agents(cmd.Context()) })
+			if err != nil {
+				return err
+			}
+			printList(cmd.OutOrStdout(), o.json, as, "no agents have registered", func(w io.Writer, as []api.Agent) {
+				printTable(w, []string{"NODE", "STATE", "LEASE EXPIRES", "SINCE"}, as, func(a api.Agent) []string {
+					state := "alive"
+					if !a.Alive {
+						state = "gone"
+					}
+					return []string{a.Node, state, a.LeaseExpires.Format(time.RFC3339), a.RegisteredAt.Format(time.RFC3339)}
+				})
+			})
+			return nil
+		},
+	}
+	o.register(cmd.Flags())
 	return cmd
 }

@@ -75,7 +75,9 @@ func agentTestbed(t *testing.T) (*cliCtl, *tb) {
 	}) {
 		t.Fatalf("agents alive: %+v", agents)
 	}
-
+	if out := c.ok(c.adminTok, "agent", "list").stdout; strings.Count(out, " alive ") != 6 {
+		t.Errorf("agent list does not show six agents alive:\n%s", out)
+	}
 	return c, b
 }
 
