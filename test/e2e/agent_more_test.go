@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -47,35 +46,8 @@ type agentBed struct {
 
 func upAgentBed(t *testing.T) *agentBed {
 	t.Helper()
-	c := startCLICtl(t)
-	a := &agentBed{c: c, agentTok: filepath.Join(c.dir, "agent.token")}
-	c.ok(c.adminTok, "user", "add", "agents", "--role", "agent")
-	c.ok(c.adminTok, "user", "token", "create", "agents", "--out", a.agentTok)
-	a.tb = &tb{t: t, name: fmt.Sprintf("e2m%04x", rand.IntN(1<<16))}
-	r := runLP(t, runOpts{timeout: 60 * time.Second}, "testbed", "up", repoFile("examples/two-site.yaml"), "--name", a.name,
-		"--agents", "--controller", c.sock, "--controller-token-file", a.agentTok)
-	t.Cleanup(func() { a.down() })
-	mustSucceed(t, "testbed up --agents", r)
-	var agents struct {
-		Agents []struct {
-			Node  string `json:"node"`
-			Alive bool   `json:"alive"`
-		} `json:"agents"`
-	}
-	if !waitFor(20*time.Second, func() bool {
-		if err := c.getJSON(c.adminTok, "/api/v1/agents", &agents); err != nil {
-			return false
-		}
-		alive := 0
-		for _, a := range agents.Agents {
-			if a.Alive {
-				alive++
-			}
-		}
-		return alive == 6
-	}) {
-		t.Fatalf("agents alive: %+v", agents)
-	}
+	c, b := agentTestbed(t)
+	a := &agentBed{tb: b, c: c, agentTok: filepath.Join(c.dir, "agent.token")}
 	a.st = a.status()
 	return a
 }

@@ -5,7 +5,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,38 +89,10 @@ func (c *cliCtl) reservation(tokenFile, id string) cliResv {
 }
 
 func TestCpReserve(t *testing.T) {
-	skipUnlessNetRoot(t)
-	c := startCLICtl(t)
-	agentTok, userTok := filepath.Join(c.dir, "agent.token"), filepath.Join(c.dir, "alice.token")
-	c.ok(c.adminTok, "user", "add", "agents", "--role", "agent")
-	c.ok(c.adminTok, "user", "token", "create", "agents", "--out", agentTok)
+	c, b := agentTestbed(t)
+	userTok := filepath.Join(c.dir, "alice.token")
 	c.ok(c.adminTok, "user", "add", "alice", "--role", "user")
 	c.ok(c.adminTok, "user", "token", "create", "alice", "--out", userTok)
-
-	b := &tb{t: t, name: fmt.Sprintf("e2r%04x", rand.IntN(1<<16))}
-	r := runLP(t, runOpts{timeout: 60 * time.Second}, "testbed", "up", repoFile("examples/two-site.yaml"), "--name", b.name,
-		"--agents", "--controller", c.sock, "--controller-token-file", agentTok)
-	t.Cleanup(func() { b.down() })
-	mustSucceed(t, "testbed up --agents", r)
-	var agents struct {
-		Agents []struct {
-			Alive bool `json:"alive"`
-		} `json:"agents"`
-	}
-	if !waitFor(20*time.Second, func() bool {
-		if err := c.getJSON(c.adminTok, "/api/v1/agents", &agents); err != nil {
-			return false
-		}
-		alive := 0
-		for _, a := range agents.Agents {
-			if a.Alive {
-				alive++
-			}
-		}
-		return alive == 6
-	}) {
-		t.Fatalf("agents alive: %+v", agents)
-	}
 
 	srcDir, dstDir := scratchDir(t), scratchDir(t)
 	const size = 200 << 20
