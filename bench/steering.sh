@@ -1,0 +1,584 @@
+#!/usr/bin/env bash
+# steering.sh: what steering a flow onto a reservation costs and what it
+# gives, measured with the real binary: a controller, a testbed with an agent
+# in every node (testbed up --agents), and tickets (lightpath ticket open,
+# close) whose flows the agents mark, classify and policy-route.
+#
+#   bench/steering.sh [--json] [--only mark|activation|cross]
+#
+# Scenarios (run as root; each starts its own controller and testbed and
+# removes both):
+#   mark        the cost of the marking rules: one TCP stream a1 -> b1
+#               (lightpath bench, DURATION s) on a path whose links are not
+#               the bottleneck (one 10 Gbit/s inter-site link, no delay: the
+#               host's CPU and the emulator are the limit), with a ticket for
+#               the flow ACTIVE (DSCP marking on a1, DSCP -> firewall mark and
+#               policy routing on ra, an htb class and u32 filter on the link,
+#               MSS clamping) and with it closed, MARK_RUNS alternating runs
+#               each (ABBA order; the host-bound throughput varies by several
+#               percent from run to run, so it takes many runs to resolve a
+#               2% difference). Target: median with / median without >= 0.98
+#               (cost < 2%; Lambda Station measured 5-20%).
+#   activation  the time from `ticket open` with an immediate start to the
+#               path carrying the flow: on examples/two-site.yaml a bench
+#               a1 -> b1 runs on wan; a 1 Gbit/s ticket (more than wan may
+#               reserve, so it goes over dedicated) is opened, and testbed
+#               status --json is polled every POLL_MS (50) ms until the
+#               dedicated link's ra>rb counter has taken STEER_BYTES (256 KiB)
+#               more. Also the ticket's own "ACTIVE after" (waited_seconds).
+#               RUNS runs. Target: median and max < 1 s.
+#   cross       UltraScience Net's cross-traffic experiment: one inter-site
+#               link of CROSS_RATE (500M), 25 ms one way; the measured flow
+#               a1 -> b1 (lightpath bench, DURATION s) with and without a
+#               ticket of CROSS_BW (300M); competing unreserved UDP a2 -> b2
+#               (iperf3 -u) over the same link at 0, 25, 50 and 100% of the
+#               link rate; the median of CROSS_RUNS (3). Target: with the
+#               ticket the flow keeps >= 0.9 of CROSS_BW at every load.
+#
+# Environment: MARK_RUNS (15), RUNS (7), DURATION (8), CROSS_RUNS (3), CROSS_RATE (500M),
+# CROSS_BW (300M), POLL_MS (50), STEER_BYTES (262144), ONLY, JSON=1 (same as
+# --json), KEEP=1 (keep the work directory and its logs), LIGHTPATH (a
+# lightpath binary to use instead of building one into the work directory).
+#
+# Output: a table per scenario on stdout, with the command lines and the
+# targets; with --json one JSON object per row on stdout instead (the tables
+# then go to stderr), the last line the summary. Exit 0 when the
+# measurements completed (whatever the verdicts), 2 on the script's own
+# errors (not root, a run that failed or timed out, ...).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/.." && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$HERE/lib.sh"
+
+RUNS=${RUNS:-7}
+MARK_RUNS=${MARK_RUNS:-15}
+DURATION=${DURATION:-8}
+DURATION=${DURATION%s}
+CROSS_RUNS=${CROSS_RUNS:-3}
+CROSS_RATE=${CROSS_RATE:-500M}
+CROSS_BW=${CROSS_BW:-300M}
+POLL_MS=${POLL_MS:-50}
+STEER_BYTES=${STEER_BYTES:-262144}
+ONLY=${ONLY:-}
+JSON=${JSON:-0}
+KEEP=${KEEP:-0}
+
+parse_args "$@"
+
+[[ $(id -u) -eq 0 ]] || die "needs root: it builds testbeds (network namespaces, TUN devices, htb) and the agents write nftables rules; run it with sudo"
+[[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer, not '$RUNS'"
+((RUNS >= 5)) || log "RUNS=$RUNS: fewer than 5 runs make the medians rough"
+[[ $MARK_RUNS =~ ^[1-9][0-9]*$ ]] || die "MARK_RUNS must be a positive integer, not '$MARK_RUNS'"
+((MARK_RUNS >= 5)) || log "MARK_RUNS=$MARK_RUNS: fewer than 5 runs make the medians rough"
+[[ $CROSS_RUNS =~ ^[1-9][0-9]*$ ]] || die "CROSS_RUNS must be a positive integer, not '$CROSS_RUNS'"
+[[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "DURATION must be whole seconds, not '$DURATION'"
+[[ $POLL_MS =~ ^[1-9][0-9]*$ ]] || die "POLL_MS must be a positive integer, not '$POLL_MS'"
+[[ $STEER_BYTES =~ ^[1-9][0-9]*$ ]] || die "STEER_BYTES must be a positive integer, not '$STEER_BYTES'"
+case $ONLY in '' | mark | activation | cross) ;; *) die "ONLY must be mark, activation or cross, not '$ONLY'" ;; esac
+CROSS_RATE_BPS=$(numfmt --from=si "${CROSS_RATE%[bB]ps}" 2>/dev/null) || die "CROSS_RATE must be like 500M, not '$CROSS_RATE'"
+CROSS_BW_BPS=$(numfmt --from=si "${CROSS_BW%[bB]ps}" 2>/dev/null) || die "CROSS_BW must be like 300M, not '$CROSS_BW'"
+((CROSS_BW_BPS * 10 <= CROSS_RATE_BPS * 9)) || die "CROSS_BW ($CROSS_BW) must fit in the 90% of CROSS_RATE ($CROSS_RATE) reservations may take"
+wanted() { [[ -z $ONLY || $ONLY == "$1" ]]; }
+PATH=$PATH:/usr/sbin:/sbin:/usr/local/go/bin
+
+[[ $(stat -f -c %T /dev/shm 2>/dev/null) == tmpfs ]] || die "/dev/shm is not a tmpfs"
+W=$(mktemp -d /dev/shm/lpsteer.XXXXXX) || die "cannot create a work directory in /dev/shm"
+chmod 755 "$W"
+mkdir -p "$W/logs" "$W/topo" "$W/root"
+APT_LOG=$W/logs/apt.log
+
+# Testbeds made by this run, removed at the end whatever happens; the
+# controllers and servers are killed by stop_servers (each in its session).
+TESTBEDS=()
+cleanup() {
+	local rc=$? tb
+	trap - EXIT INT TERM
+	for tb in "${TESTBEDS[@]}"; do "$LP" testbed down --name "$tb" >/dev/null 2>&1 || true; done
+	stop_servers
+	if [[ $KEEP == 1 ]]; then log "kept $W"; else rm -rf -- "$W"; fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+out() { if [[ $JSON == 1 ]]; then printf '%s\n' "$*" >&2; else printf '%s\n' "$*"; fi; }
+emit_json() { if [[ $JSON == 1 ]]; then json_line "$@"; fi; }
+verdict() { if awk -v ok="$1" 'BEGIN { exit !ok }'; then echo PASS; else echo FAIL; fi; }
+jbool() { if [[ $1 == 1 ]]; then echo true; else echo false; fi; }
+declare -A VERDICTS=()
+
+# ---------------------------------------------------------------------------
+# Tools
+
+install_peers() {
+	command -v python3 >/dev/null || die "python3 is needed to parse results"
+	ensure_commands iperf3=iperf3 ss=iproute2 tc=iproute2 nft=nftables
+	[[ -z ${UNAVAILABLE[iperf3]:-} ]] || die "iperf3 is needed for the cross traffic: ${UNAVAILABLE[iperf3]}"
+	[[ -z ${UNAVAILABLE[tc]:-} ]] || die "tc is needed to read the htb classes: ${UNAVAILABLE[tc]}"
+}
+
+LP=${LIGHTPATH:-$W/lightpath}
+build_lightpath() {
+	if [[ -n ${LIGHTPATH:-} ]]; then
+		[[ -x $LP ]] || die "LIGHTPATH=$LP is not an executable"
+		return 0
+	fi
+	log "building $W/lightpath"
+	(cd "$REPO" && go build -o "$W/lightpath" ./cmd/lightpath) >"$W/logs/build.log" 2>&1 ||
+		die "build failed: $(last_line "$W/logs/build.log")"
+}
+
+ns() { printf 'lp-%s-%s' "$1" "$2"; }
+
+# one_link_topology FILE RATE DELAY writes two sites of two hosts and a
+# router each (the addresses of examples/two-site.yaml: a1 198.18.1.1, a2
+# .1.2, b1 198.18.2.1, b2 .2.2) on 10 Gbit/s LANs, joined by one link,
+# "dedicated", of RATE and DELAY. With no other way between the sites, all
+# traffic crosses it: the measured flow with and without a ticket, and the
+# cross traffic, so the ticket changes nothing but its own rules.
+one_link_topology() {
+	cat >"$1" <<-EOF
+		sites:
+		  - name: site-a
+		  - name: site-b
+		nodes:
+		  - {name: a1, site: site-a}
+		  - {name: a2, site: site-a}
+		  - {name: ra, site: site-a, role: router}
+		  - {name: b1, site: site-b}
+		  - {name: b2, site: site-b}
+		  - {name: rb, site: site-b, role: router}
+		links:
+		  - &lan {name: a1-ra, ends: [a1, ra], mtu: 9000}
+		  - {<<: *lan, name: a2-ra, ends: [a2, ra]}
+		  - {<<: *lan, name: b1-rb, ends: [b1, rb]}
+		  - {<<: *lan, name: b2-rb, ends: [b2, rb]}
+		  - {name: dedicated, ends: [ra, rb], role: dedicated, rate: $2, delay: $3, mtu: 9000}
+	EOF
+}
+
+# setup TB TOPOLOGY starts a controller on TOPOLOGY (SQLite in the work
+# directory, reached over a unix socket), an agent user, and the testbed TB
+# with an agent in every node; it returns once all six agents are alive.
+# The ticket commands then talk to it as admin through LIGHTPATH_CONTROLLER
+# and LIGHTPATH_CONTROLLER_TOKEN.
+setup() {
+	local tb=$1 topo=$2 d=$W/ctl-$1 i alive
+	mkdir -p "$d"
+	next_port
+	start_server "$PORT" "$W/logs/controller-$tb.log" "$LP" controller --listen "127.0.0.1:$PORT" \
+		--listen "unix:$d/ctl.sock" --db "sqlite:$d/db" --topology "$topo" --admin-token-file "$d/admin.token" ||
+		die "lightpath controller: $START_ERROR"
+	for ((i = 0; i < 100; i++)); do [[ -S $d/ctl.sock && -s $d/admin.token ]] && break; sleep 0.1; done
+	export LIGHTPATH_CONTROLLER=unix:$d/ctl.sock
+	LIGHTPATH_CONTROLLER_TOKEN=$(cat "$d/admin.token")
+	export LIGHTPATH_CONTROLLER_TOKEN
+	timeout 30 "$LP" user add agents --role agent >"$W/logs/user-$tb.out" 2>&1 || die "user add: $(last_line "$W/logs/user-$tb.out")"
+	timeout 30 "$LP" user token create agents --out "$d/agent.token" >>"$W/logs/user-$tb.out" 2>&1 ||
+		die "user token create: $(last_line "$W/logs/user-$tb.out")"
+	"$LP" testbed down --name "$tb" >/dev/null 2>&1 || true
+	TESTBEDS+=("$tb")
+	timeout 60 "$LP" testbed up "$topo" --name "$tb" --agents --controller "$LIGHTPATH_CONTROLLER" \
+		--controller-token-file "$d/agent.token" >"$W/logs/up-$tb.out" 2>&1 ||
+		die "testbed up $topo --agents: $(last_line "$W/logs/up-$tb.out")"
+	for ((i = 0; i < 200; i++)); do
+		alive=$(timeout 10 "$LP" agent list --json 2>/dev/null | python3 -c '
+import json, sys
+print(sum(1 for l in sys.stdin if json.loads(l).get("alive")))' || echo 0)
+		[[ $alive == 6 ]] && return 0
+		sleep 0.1
+	done
+	die "testbed $tb: $alive of 6 agents alive after 20 s (see /run/lightpath/$tb/agent-*.log)"
+}
+
+# teardown TB removes the testbed (its agents with it) and stops the
+# controller and the servers.
+teardown() {
+	"$LP" testbed down --name "$1" >/dev/null 2>&1 || true
+	stop_servers
+	unset LIGHTPATH_CONTROLLER LIGHTPATH_CONTROLLER_TOKEN
+}
+
+# serve TB starts lightpath serve on b1:7070, the measured flow's server.
+serve() {
+	start_server_in "$(ns "$1" b1)" 7070 "$W/logs/serve-$1.log" "$LP" serve --listen 198.18.2.1:7070 --root "$W/root" ||
+		die "lightpath serve in b1: $START_ERROR"
+}
+
+FLOW='tcp 198.18.1.1 > 198.18.2.1:7070'
+
+# open_ticket TB BANDWIDTH LOG opens a one-hour ticket for FLOW and waits
+# until it is ACTIVE; it sets TICKET (its id), TICKET_PATH (its links) and
+# TICKET_WAITED (the ticket's own "ACTIVE after", in seconds).
+open_ticket() {
+	local logf=$3
+	timed "$logf" 40 "$LP" ticket open --from a1 --to b1 --flows "$FLOW" --bandwidth "$2" --duration 1h \
+		--wait 30s --json || die "ticket open: $RUN_ERROR"
+	read -r TICKET TICKET_PATH TICKET_WAITED < <(python3 -c '
+import json, sys
+t = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+if t.get("state") != "ACTIVE":
+    sys.exit("ticket %s is %s" % (t.get("id"), t.get("state")))
+print(t["id"], ",".join(h["link"] for h in t["path"]), t.get("waited_seconds", -1))' "$logf") ||
+		die "ticket open: not ACTIVE (see $logf)"
+	log "ticket $TICKET ACTIVE after ${TICKET_WAITED}s over $TICKET_PATH"
+}
+
+# close_ticket TB ID closes a ticket and waits until the agents have taken
+# its class off the dedicated link and its marking rule off a1.
+close_ticket() {
+	local tb=$1 i
+	timeout 30 "$LP" ticket close "$2" --reason "bench done" >"$W/logs/close.out" 2>&1 ||
+		die "ticket close $2: $(last_line "$W/logs/close.out")"
+	for ((i = 0; i < 100; i++)); do
+		if [[ $(res_classes "$tb") == 0 ]] &&
+			! ip netns exec "$(ns "$tb" a1)" nft list ruleset 2>/dev/null | grep -q 'dscp set'; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	die "ticket $2 closed, but its rules are still there after 10 s"
+}
+
+# res_classes TB prints how many reservation classes (1:100 and up) the
+# dedicated link's ra>rb egress has.
+res_classes() {
+	ip netns exec "$(ns "$1" ra)" tc class show dev dedicated | awk '$2 == "htb" { split($3, a, ":"); if (length(a[2]) >= 3) n++ } END { print n + 0 }'
+}
+
+# class_bytes TB prints the bytes sent so far through the reservation
+# classes of the dedicated link's ra>rb egress: how much was steered into
+# them (a class's counters start at zero when an agent makes it).
+class_bytes() {
+	ip netns exec "$(ns "$1" ra)" tc -s class show dev dedicated | awk '
+		$1 == "class" { split($3, a, ":"); want = (length(a[2]) >= 3) }
+		$1 == "Sent" && want { s += $2; want = 0 }
+		END { printf "%.0f\n", s }'
+}
+
+# bench_run TB LOG [ARGS...] runs lightpath bench a1 -> b1:7070 for
+# DURATION s and sets BPS and BYTES from its summary.
+bench_run() {
+	local tb=$1 logf=$2
+	shift 2
+	timed "$logf" $((DURATION + 30)) ip netns exec "$(ns "$tb" a1)" "$LP" bench lp://198.18.2.1:7070 -t "${DURATION}s" --json "$@" ||
+		die "lightpath bench a1 -> b1: $RUN_ERROR"
+	read -r BPS BYTES < <(python3 -c '
+import json, sys
+s = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+print("%.0f %d" % (s["throughput_bps"], s["bytes"]))' "$logf") || die "lightpath bench: no summary in $logf"
+}
+
+# stats V... prints the median, min, max and (max - min) / median of its
+# arguments.
+stats() {
+	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END {
+		m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+		printf "%.0f %.0f %.0f %.4f\n", m, v[1], v[NR], (v[NR] - v[1]) / m }'
+}
+
+# fmed V... and fmax V... print the median and the largest of their
+# arguments with three decimals.
+fmed() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { printf "%.3f\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+fmax() { printf '%s\n' "$@" | sort -g | tail -n 1 | awk '{ printf "%.3f\n", $1 }'; }
+
+mbit() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e6 }'; }
+jlist() { local IFS=,; printf '[%s]' "$*"; }
+
+# ---------------------------------------------------------------------------
+# The cost of the marking rules
+
+scenario_mark() {
+	local tb=lpst-mark run order c frac i
+	local -a with=() without=() steer_with=() steer_without=() pairs=()
+	one_link_topology "$W/topo/mark.yaml" 10G 0s
+	setup "$tb" "$W/topo/mark.yaml"
+	serve "$tb"
+	TICKET=
+	# One run of case c (with or without): the ticket is opened or closed
+	# first if needed, so the order ABBA BAAB ... changes it only every
+	# other run.
+	measure() {
+		local c=$1 b0 b1
+		if [[ $c == with && -z $TICKET ]]; then
+			open_ticket "$tb" 1G "$W/logs/mark-open-$run.json"
+			[[ $TICKET_PATH == a1-ra,dedicated,b1-rb ]] || die "ticket path $TICKET_PATH: want a1-ra,dedicated,b1-rb"
+		elif [[ $c == without && -n $TICKET ]]; then
+			close_ticket "$tb" "$TICKET"
+			TICKET=
+		fi
+		b0=$(class_bytes "$tb")
+		bench_run "$tb" "$W/logs/mark-$c-$run.json"
+		b1=$(class_bytes "$tb")
+		frac=$(awk -v a="$b0" -v b="$b1" -v n="$BYTES" 'BEGIN { printf "%.3f", (b - a) / n }')
+		if [[ $c == with ]]; then with+=("$BPS") steer_with+=("$frac"); else without+=("$BPS") steer_without+=("$frac"); fi
+		log "mark run $run/$MARK_RUNS $c: $(gbit "$BPS") Gbit/s, steered $frac"
+	}
+	for ((run = 1; run <= MARK_RUNS; run++)); do
+		if ((run % 2)); then order="without with"; else order="with without"; fi
+		for c in $order; do measure "$c"; done
+		pairs+=("$(awk -v a="${with[-1]}" -v b="${without[-1]}" 'BEGIN { printf "%.4f", a / b }')")
+	done
+	[[ -z $TICKET ]] || close_ticket "$tb" "$TICKET"
+	teardown "$tb"
+
+	local sw so ratio paired pmean pci cost ok
+	read -r -a sw < <(stats "${with[@]}")
+	read -r -a so < <(stats "${without[@]}")
+	ratio=$(awk -v a="${sw[0]}" -v b="${so[0]}" 'BEGIN { printf "%.3f", a / b }')
+	paired=$(fmed "${pairs[@]}")
+	# The paired ratios' mean and its 95% interval (t for n - 1 degrees of
+	# freedom, about 2.1 for 15 runs): the resolution of this run.
+	read -r pmean pci < <(printf '%s\n' "${pairs[@]}" | awk '{ v[NR] = $1; s += $1 } END {
+		m = s / NR; for (i = 1; i <= NR; i++) q += (v[i] - m) ^ 2
+		t = (NR <= 5) ? 2.78 : (NR <= 10) ? 2.26 : (NR <= 20) ? 2.1 : 2.0
+		printf "%.3f %.3f\n", m, (NR > 1) ? t * sqrt(q / (NR - 1) / NR) : 0 }')
+	cost=$(awk -v r="$ratio" 'BEGIN { printf "%.1f", 100 * (1 - r) }')
+	ok=$(awk -v r="$ratio" 'BEGIN { print (r >= 0.98) }')
+	VERDICTS[mark]=$(verdict "$ok")
+	out ""
+	out "The cost of the marking rules: one TCP stream a1 -> b1 on one 10 Gbit/s link without delay (the host is the limit)"
+	out "  ip netns exec lp-$tb-a1 lightpath bench lp://198.18.2.1:7070 -t ${DURATION}s   ($MARK_RUNS runs per case, alternating ABBA)"
+	out "  with: lightpath ticket open --from a1 --to b1 --flows '$FLOW' --bandwidth 1G --duration 1h   (ACTIVE; closed for without)"
+	out "$(printf '  %-30s %9s %9s %9s %8s %9s   %s' case "median" min max spread steered "runs (Gbit/s)")"
+	local -a gw=() go=()
+	for i in "${with[@]}"; do gw+=("$(gbit "$i")"); done
+	for i in "${without[@]}"; do go+=("$(gbit "$i")"); done
+	out "$(printf '  %-30s %9s %9s %9s %7.1f%% %9s   %s' "without (ticket closed)" "$(gbit "${so[0]}")" "$(gbit "${so[1]}")" \
+		"$(gbit "${so[2]}")" "$(awk -v s="${so[3]}" 'BEGIN { print 100 * s }')" "$(fmed "${steer_without[@]}")" "${go[*]}")"
+	out "$(printf '  %-30s %9s %9s %9s %7.1f%% %9s   %s' "with (ticket ACTIVE, marked)" "$(gbit "${sw[0]}")" "$(gbit "${sw[1]}")" \
+		"$(gbit "${sw[2]}")" "$(awk -v s="${sw[3]}" 'BEGIN { print 100 * s }')" \
+		"$(fmed "${steer_with[@]}")" "${gw[*]}")"
+	out "$(printf '  %-30s %9s   (cost %s%%; the %d paired ratios: median %s, mean %s +- %s)   %s' "ratio with / without" "$ratio" "$cost" \
+		"$MARK_RUNS" "$paired" "$pmean" "$pci" \
+		"${VERDICTS[mark]} (target cost < 2%; Lambda Station measured 5-20%)")"
+	out "  (Gbit/s; spread = (max - min) / median; steered = bytes through the ticket's htb class on ra / the bench's payload bytes: ~1.006 with headers)"
+	emit_json scenario=mark case=without median_bps:="${so[0]}" min_bps:="${so[1]}" max_bps:="${so[2]}" spread:="${so[3]}" \
+		runs_bps:="$(jlist "${without[@]}")" steered:="$(jlist "${steer_without[@]}")"
+	emit_json scenario=mark case=with median_bps:="${sw[0]}" min_bps:="${sw[1]}" max_bps:="${sw[2]}" spread:="${sw[3]}" \
+		runs_bps:="$(jlist "${with[@]}")" steered:="$(jlist "${steer_with[@]}")"
+	emit_json scenario=mark ratio:="$ratio" paired_ratio_median:="$paired" paired_ratio_mean:="$pmean" paired_ratio_ci95:="$pci" cost_percent:="$cost" target="cost < 2%" pass:="$(jbool "$ok")"
+}
+
+# ---------------------------------------------------------------------------
+# From ticket open to the flow on the path
+
+# poll.py LP TB LINK FROM STEER_BYTES POLL_MS LIMIT_S -- CMD...: takes the
+# counter of one direction of a link from testbed status --json, checks that
+# it is still, runs CMD (ticket open) and polls the counter every POLL_MS ms
+# until it has taken STEER_BYTES more. Prints one JSON object: path_s (from
+# starting CMD to the end of the first read showing the bytes: an upper
+# bound), before_s (the start of the read before it, which did not show
+# them: a lower bound), open_s (CMD's wall time), the
+# mean time one read of testbed status took, and CMD's last output line
+# (the ticket).
+write_poller() {
+	cat >"$W/poll.py" <<-'PY'
+		import json, subprocess, sys, threading, time
+		lp, tb, link, frm, thresh, poll_ms, limit = sys.argv[1:8]
+		cmd = sys.argv[9:]
+		thresh, poll, limit = int(thresh), int(poll_ms) / 1000, float(limit)
+		def counter():
+		    out = subprocess.run([lp, "testbed", "status", "--name", tb, "--json"], capture_output=True,
+		                         text=True, timeout=5, check=True).stdout
+		    for l in json.loads(out)["links"]:
+		        if l["name"] == link:
+		            for d in l["directions"]:
+		                if d["from"] == frm:
+		                    return d["bytes_in"]
+		    sys.exit("no direction %s of link %s" % (frm, link))
+		a = counter(); time.sleep(0.3); base = counter()
+		if base - a >= thresh:
+		    sys.exit("%s took %d bytes in 0.3 s before the ticket: the flow is there already" % (link, base - a))
+		t0 = time.monotonic()
+		p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+		ended = {}
+		def reap():
+		    o, e = p.communicate()
+		    ended.update(t=time.monotonic() - t0, out=o, err=e)
+		waiter = threading.Thread(target=reap, daemon=True)
+		waiter.start()
+		path_s = None
+		samples = []  # (start, end) of each read, seconds after starting CMD
+		while time.monotonic() - t0 < limit:
+		    s0 = time.monotonic()
+		    c = counter()
+		    now = time.monotonic() - t0
+		    samples.append((s0 - t0, now))
+		    if c - base >= thresh:
+		        path_s = now
+		        break
+		    time.sleep(max(0.0, poll - (time.monotonic() - s0)))
+		waiter.join(max(1.0, limit - (time.monotonic() - t0)))
+		if waiter.is_alive():
+		    p.kill(); waiter.join()
+		open_s, out, err = ended["t"], ended["out"], ended["err"]
+		# The bytes were not there at some moment of the read before the
+		# last: from its start on, they may have been.
+		before_s = samples[-2][0] if path_s is not None and len(samples) > 1 else 0.0
+		reads = [b - a for a, b in samples]
+		read_s = sum(reads) / len(reads) if reads else 0.0
+		lines = out.strip().splitlines()
+		print(json.dumps({"path_s": path_s, "before_s": before_s, "open_s": open_s, "open_rc": p.returncode, "read_s": read_s,
+		                  "samples": len(samples), "ticket": json.loads(lines[-1]) if lines else None,
+		                  "stderr": err.strip()[-300:]}))
+	PY
+}
+
+scenario_activation() {
+	local tb=lpst-act run bpid res path_s before_s active_s open_s read_s id links ok_max
+	local -a paths=() befores=() actives=() opens=() reads=()
+	setup "$tb" "$REPO/examples/two-site.yaml"
+	serve "$tb"
+	write_poller
+	for ((run = 1; run <= RUNS; run++)); do
+		# The flow: a bench that outlasts the measurement, on wan until the
+		# ticket moves it.
+		timeout -k 5 40 ip netns exec "$(ns "$tb" a1)" "$LP" bench lp://198.18.2.1:7070 -t 12s --json \
+			>"$W/logs/act-bench-$run.json" 2>&1 </dev/null &
+		bpid=$!
+		sleep 3
+		res=$(timeout -k 5 60 python3 "$W/poll.py" "$LP" "$tb" dedicated ra "$STEER_BYTES" "$POLL_MS" 10 -- \
+			"$LP" ticket open --from a1 --to b1 --flows "$FLOW" --bandwidth 1G --duration 1h --wait 10s --json 2>"$W/logs/act-poll-$run.err") ||
+			die "activation run $run: $(last_line "$W/logs/act-poll-$run.err")"
+		printf '%s\n' "$res" >"$W/logs/act-poll-$run.json"
+		read -r path_s before_s active_s open_s read_s id links < <(python3 -c '
+import json, sys
+r = json.loads(sys.argv[1])
+t = r["ticket"] or {}
+if r["open_rc"] != 0 or t.get("state") != "ACTIVE":
+    sys.exit("ticket open exit %s, state %s: %s" % (r["open_rc"], t.get("state"), r["stderr"]))
+if r["path_s"] is None:
+    sys.exit("the flow was not on the dedicated link within 10 s of ticket open")
+print("%.3f %.3f %.3f %.3f %.3f %s %s" % (r["path_s"], r["before_s"], t.get("waited_seconds", -1), r["open_s"], r["read_s"], t["id"],
+      ",".join(h["link"] for h in t["path"])))' "$res") || die "activation run $run: see $W/logs/act-poll-$run.json"
+		[[ $links == a1-ra,dedicated,b1-rb ]] || die "activation run $run: ticket path $links, want a1-ra,dedicated,b1-rb"
+		paths+=("$path_s") befores+=("$before_s") actives+=("$active_s") opens+=("$open_s") reads+=("$read_s")
+		log "activation run $run/$RUNS: on dedicated ${before_s}-${path_s}s after open (ACTIVE after ${active_s}s, open returned by ${open_s}s)"
+		close_ticket "$tb" "$id"
+		wait "$bpid" || die "activation run $run: the flow's bench failed: $(last_line "$W/logs/act-bench-$run.json")"
+	done
+	teardown "$tb"
+
+	local -a sp sa so
+	local read_ms
+	sp=("$(fmed "${paths[@]}")" "$(fmax "${paths[@]}")")
+	sa=("$(fmed "${actives[@]}")" "$(fmax "${actives[@]}")")
+	so=("$(fmed "${opens[@]}")" "$(fmax "${opens[@]}")")
+	read_ms=$(printf '%s\n' "${reads[@]}" | awk '{ s += $1 } END { printf "%.0f", 1000 * s / NR }')
+	ok_max=$(awk -v m="${sp[1]}" 'BEGIN { print (m < 1) }')
+	VERDICTS[activation]=$(verdict "$ok_max")
+	out ""
+	out "From ticket open (immediate start) to the flow on the path: examples/two-site.yaml, a bench a1 -> b1 running on wan"
+	out "  lightpath ticket open --from a1 --to b1 --flows '$FLOW' --bandwidth 1G --duration 1h --json"
+	out "  (1G is more than wan may reserve, so the ticket goes a1-ra,dedicated,b1-rb; testbed status --json read every $POLL_MS ms"
+	out "   (one read takes ${read_ms} ms); on the path = dedicated ra>rb has taken $STEER_BYTES bytes more; $RUNS runs)"
+	out "$(printf '  %-44s %8s %8s   %s' measure median max "runs (s)")"
+	out "$(printf '  %-44s %7ss %7ss   %s   %s' "open -> the flow's bytes on dedicated" "${sp[0]}" "${sp[1]}" "${paths[*]}" "${VERDICTS[activation]} (target < 1 s)")"
+	out "$(printf '  %-44s %7ss %7ss   %s   %s' "  the read before it (did not show them yet)" "$(fmed "${befores[@]}")" "$(fmax "${befores[@]}")" "${befores[*]}" "(lower bound)")"
+	out "$(printf '  %-44s %7ss %7ss   %s   %s' "the ticket's own \"ACTIVE after\"" "${sa[0]}" "${sa[1]}" "${actives[*]}" "(informational)")"
+	out "$(printf '  %-44s %7ss %7ss   %s   %s' "ticket open's wall time (book, wait, print)" "${so[0]}" "${so[1]}" "${opens[*]}" "(informational)")"
+	emit_json scenario=activation measure=path median_s:="${sp[0]}" max_s:="${sp[1]}" runs_s:="$(jlist "${paths[@]}")" \
+		lower_bounds_s:="$(jlist "${befores[@]}")" poll_ms:="$POLL_MS" read_ms:="$read_ms" target="< 1 s" pass:="$(jbool "$ok_max")"
+	emit_json scenario=activation measure=active_after median_s:="${sa[0]}" max_s:="${sa[1]}" runs_s:="$(jlist "${actives[@]}")"
+	emit_json scenario=activation measure=open_wall median_s:="${so[0]}" max_s:="${so[1]}" runs_s:="$(jlist "${opens[@]}")"
+}
+
+# ---------------------------------------------------------------------------
+# Cross traffic
+
+# cross_run TB LOAD_BPS CASE RUN measures the flow under LOAD_BPS of UDP
+# from a2 to b2, which starts a second before the flow and ends after it.
+cross_run() {
+	local tb=$1 load=$2 c=$3 run=$4 upid='' b0 b1
+	if ((load > 0)); then
+		timeout -k 5 $((DURATION + 30)) ip netns exec "$(ns "$tb" a2)" iperf3 -c 198.18.2.2 -p 5201 -u -b "$load" -l 8000 \
+			-t $((DURATION + 2)) -J >"$W/logs/cross-udp-$load-$c-$run.json" 2>&1 </dev/null &
+		upid=$!
+		sleep 1
+	fi
+	b0=$(class_bytes "$tb")
+	bench_run "$tb" "$W/logs/cross-$load-$c-$run.json"
+	b1=$(class_bytes "$tb")
+	STEERED=$(awk -v a="$b0" -v b="$b1" -v n="$BYTES" 'BEGIN { printf "%.3f", (b - a) / n }')
+	if [[ -n $upid ]]; then
+		wait "$upid" || die "iperf3 -u -b $load: $(last_line "$W/logs/cross-udp-$load-$c-$run.json")"
+	fi
+}
+
+scenario_cross() {
+	local tb=lpst-cross run pct load ok all_ok=1 frac
+	local -a pcts=(0 25 50 100)
+	declare -A R=() S=()
+	one_link_topology "$W/topo/cross.yaml" "$CROSS_RATE" 25ms
+	setup "$tb" "$W/topo/cross.yaml"
+	serve "$tb"
+	start_server_in "$(ns "$tb" b2)" 5201 "$W/logs/iperf3-server.log" iperf3 -s -B 198.18.2.2 -p 5201 ||
+		die "iperf3 server in b2: $START_ERROR"
+	for ((run = 1; run <= CROSS_RUNS; run++)); do
+		for pct in "${pcts[@]}"; do
+			load=$((CROSS_RATE_BPS * pct / 100))
+			cross_run "$tb" "$load" without "$run"
+			R[$pct|without]+="$BPS " S[$pct|without]+="$STEERED "
+			log "cross run $run/$CROSS_RUNS load $pct%: without $(mbit "$BPS") Mbit/s"
+			open_ticket "$tb" "$CROSS_BW" "$W/logs/cross-open-$pct-$run.json"
+			[[ $TICKET_PATH == a1-ra,dedicated,b1-rb ]] || die "ticket path $TICKET_PATH: want a1-ra,dedicated,b1-rb"
+			cross_run "$tb" "$load" with "$run"
+			R[$pct|with]+="$BPS " S[$pct|with]+="$STEERED "
+			log "cross run $run/$CROSS_RUNS load $pct%: with $(mbit "$BPS") Mbit/s, steered $STEERED"
+			close_ticket "$tb" "$TICKET"
+		done
+	done
+	teardown "$tb"
+
+	out ""
+	out "Cross traffic (UltraScience Net's experiment): one $(mbit "$CROSS_RATE_BPS") Mbit/s link, 25 ms one way; the median of $CROSS_RUNS runs"
+	out "  flow:  ip netns exec lp-$tb-a1 lightpath bench lp://198.18.2.1:7070 -t ${DURATION}s"
+	out "  load:  ip netns exec lp-$tb-a2 iperf3 -c 198.18.2.2 -u -b LOAD -l 8000 -t $((DURATION + 2))   (unreserved, same link, from 1 s before the flow)"
+	out "  with:  lightpath ticket open --from a1 --to b1 --flows '$FLOW' --bandwidth $CROSS_BW --duration 1h"
+	out "$(printf '  %-6s %12s %16s %16s %14s %9s   %s' load "UDP offered" "without Mbit/s" "with Mbit/s" "with/reserved" steered "verdict (with >= 0.9 of $CROSS_BW)")"
+	for pct in "${pcts[@]}"; do
+		load=$((CROSS_RATE_BPS * pct / 100))
+		local mw mo st
+		# shellcheck disable=SC2086 # space-separated lists
+		mo=$(median ${R[$pct|without]})
+		# shellcheck disable=SC2086
+		mw=$(median ${R[$pct|with]})
+		# shellcheck disable=SC2086
+		st=$(fmed ${S[$pct|with]})
+		frac=$(awk -v a="$mw" -v b="$CROSS_BW_BPS" 'BEGIN { printf "%.2f", a / b }')
+		ok=$(awk -v f="$mw" -v b="$CROSS_BW_BPS" 'BEGIN { print (f >= 0.9 * b) }')
+		[[ $ok == 1 ]] || all_ok=0
+		out "$(printf '  %5s%% %7s Mbit/s %16s %16s %14s %9s   %s' "$pct" "$(mbit "$load")" "$(mbit "$mo")" "$(mbit "$mw")" "$frac" "$st" "$(verdict "$ok")")"
+		# shellcheck disable=SC2086
+		emit_json scenario=cross load_percent:="$pct" load_bps:="$load" link_bps:="$CROSS_RATE_BPS" reserved_bps:="$CROSS_BW_BPS" \
+			without_bps:="$mo" with_bps:="$mw" with_fraction_of_reserved:="$frac" steered:="$st" \
+			runs_without_bps:="$(jlist ${R[$pct|without]})" runs_with_bps:="$(jlist ${R[$pct|with]})" pass:="$(jbool "$ok")"
+	done
+	out "  (throughput of the measured flow; steered = bytes through the ticket's htb class on ra / the flow's payload bytes: ~1.006 with headers)"
+	VERDICTS[cross]=$(verdict "$all_ok")
+}
+
+main() {
+	local t0=$SECONDS s pass=true
+	install_peers
+	build_lightpath
+	emit_json bench=steering mark_runs:="$MARK_RUNS" runs:="$RUNS" duration_s:="$DURATION" cross_runs:="$CROSS_RUNS" cross_rate_bps:="$CROSS_RATE_BPS" \
+		cross_bw_bps:="$CROSS_BW_BPS" cores:="$(nproc)" kernel="$(uname -r)" loadavg="$(cut -d' ' -f1-3 /proc/loadavg)"
+	out "bench/steering.sh on $(nproc) cores, kernel $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
+	if wanted mark; then scenario_mark; fi
+	if wanted activation; then scenario_activation; fi
+	if wanted cross; then scenario_cross; fi
+	out ""
+	out "Targets: $(for s in mark activation cross; do [[ -n ${VERDICTS[$s]:-} ]] && printf '%s %s  ' "$s" "${VERDICTS[$s]}"; done)"
+	out "Done in $((SECONDS - t0)) s; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+	for s in "${!VERDICTS[@]}"; do [[ ${VERDICTS[$s]} == PASS ]] || pass=false; done
+	emit_json summary:=true bench=steering seconds:="$((SECONDS - t0))" \
+		mark="${VERDICTS[mark]:-skipped}" activation="${VERDICTS[activation]:-skipped}" cross="${VERDICTS[cross]:-skipped}" pass:="$pass"
+	log "done in $((SECONDS - t0)) s"
+}
+
+main
