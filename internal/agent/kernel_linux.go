@@ -27,7 +27,9 @@ var nftTable = &nftables.Table{Name: NftTable, Family: nftables.TableFamilyINet}
 // are route chains, so the kernel routes a packet again once its DSCP or
 // mark changed.
 var nftChains = map[string]*nftables.Chain{
-	ChainMark:     {Name: ChainMark, Table: nftTable, Type: nftables.ChainTypeRoute, Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityRef(-150)},
+	// Marking needs no new route lookup of its own: what routing looks
+	// at, the firewall mark, is set by steer-out, a route chain, after it.
+	ChainMark:     {Name: ChainMark, Table: nftTable, Type: nftables.ChainTypeFilter, Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityRef(-150)},
 	ChainSteerOut: {Name: ChainSteerOut, Table: nftTable, Type: nftables.ChainTypeRoute, Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityRef(-140)},
 	ChainSteerIn:  {Name: ChainSteerIn, Table: nftTable, Type: nftables.ChainTypeFilter, Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityRef(-150)},
 	ChainClamp:    {Name: ChainClamp, Table: nftTable, Type: nftables.ChainTypeFilter, Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityRef(-130)},
@@ -275,7 +277,38 @@ func Apply(nsFd int, c Changes) error {
 		check(h.RuleAdd(nlRule(r)), "add ip rule", r, unix.EEXIST)
 	}
 	check(addNft(nc, c.Add), "add nftables rules", len(c.Add.Nft))
+	check(pruneChains(nc), "remove empty chains", NftTable)
 	return errors.Join(errs...)
+}
+
+// pruneChains deletes the agent's chains that hold no rule, so a node
+// pays for no hook it does not use (a host has nothing to steer in).
+func pruneChains(c *nftables.Conn) error {
+	found, rules, err := fetchNft(c)
+	if err != nil || !found {
+		return err
+	}
+	used := map[string]bool{}
+	for _, r := range rules {
+		used[r.Chain] = true
+	}
+	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return fmt.Errorf("nftables chains: %w", err)
+	}
+	n := 0
+	for _, ch := range chains {
+		if ch.Table.Name == NftTable && !used[ch.Name] {
+			if _, ours := nftChains[ch.Name]; ours {
+				c.DelChain(ch)
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return c.Flush()
 }
 
 func removeNft(c *nftables.Conn, p Plan) error {
@@ -311,8 +344,15 @@ func addNft(c *nftables.Conn, p Plan) error {
 		there[r] = true
 	}
 	c.AddTable(nftTable)
-	for _, name := range []string{ChainMark, ChainSteerOut, ChainSteerIn, ChainClamp} {
-		c.AddChain(nftChains[name])
+	// Only the chains the rules use: every base chain costs every packet
+	// through its hook an evaluation, rules or not (pruneChains removes
+	// those left empty).
+	added := map[string]bool{}
+	for _, r := range p.Nft {
+		if ch, ok := nftChains[r.Chain]; ok && !added[r.Chain] {
+			c.AddChain(ch)
+			added[r.Chain] = true
+		}
 	}
 	for _, r := range p.Nft {
 		ch, ok := nftChains[r.Chain]
