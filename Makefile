@@ -36,11 +36,11 @@ fuzz:
 
 # The movers against their peers on loopback, the scheduler and the store,
 # then (as root) the testbed's fidelity and the movers over an emulated
-# wide-area path.
+# wide-area path, and what steering flows onto reservations costs and gives.
 bench: deps build
 	bench/movers.sh
 	bench/scheduler.sh
-	@if [ "$$(id -u)" -eq 0 ]; then bench/testbed.sh; else echo "bench/testbed.sh skipped: it needs root"; fi
+	@if [ "$$(id -u)" -eq 0 ]; then bench/testbed.sh && bench/steering.sh; else echo "bench/testbed.sh and bench/steering.sh skipped: they need root"; fi
 
 clean:
 	rm -rf bin
