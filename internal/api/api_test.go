@@ -1115,3 +1115,35 @@ func TestLinkDownMovesReservations(t *testing.T) {
 		t.Errorf("the 1G reservation after the link came back: %+v", r)
 	}
 }
+
+// TestMetrics scrapes /metrics without a token: the controller's own
+// series, by route pattern (no IDs), with the reservation gauges.
+func TestMetrics(t *testing.T) {
+	e := newEnv(t, sqliteURL(t), oneLink)
+	_, res, _ := e.create(e.admin, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Start: t0.Add(time.Hour), Duration: "1h"})
+	e.do("GET", "/api/v1/reservations/"+res.Reservation.ID, e.admin, nil, nil)
+	resp, err := http.Get(e.srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/metrics: %d %s", resp.StatusCode, body)
+	}
+	for _, want := range []string{
+		`lightpath_controller_http_requests_total{code="201",method="POST",route="/api/v1/reservations"} 1`,
+		`lightpath_controller_http_requests_total{code="200",method="GET",route="/api/v1/reservations/{id}"} 1`,
+		`lightpath_controller_reservations{state="RESERVED"} 1`,
+		`lightpath_controller_agents{state="alive"} 0`,
+		`lightpath_controller_http_request_duration_seconds_bucket{route="/api/v1/reservations",le=`,
+		`go_goroutines `,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(string(body), res.Reservation.ID) {
+		t.Errorf("/metrics names a reservation ID")
+	}
+}

@@ -40,6 +40,7 @@ type Server struct {
 	mux     *http.ServeMux
 	ui      fs.FS
 	version string
+	metrics *metrics
 }
 
 // Route is one route of the API: what the OpenAPI document must describe.
@@ -56,10 +57,13 @@ func NewServer(c *controller.Controller, ui fs.FS, version string, log *slog.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{c: c, log: log, mux: http.NewServeMux(), ui: ui, version: version}
+	s := &Server{c: c, log: log, mux: http.NewServeMux(), ui: ui, version: version, metrics: newMetrics(c)}
 	for _, rt := range s.Routes() {
 		s.mux.HandleFunc(rt.Method+" "+rt.Path, s.wrap(rt))
 	}
+	// Prometheus scrapes without a token: the series are counts, no
+	// names or IDs.
+	s.mux.Handle("GET /metrics", s.metrics.handler())
 	if ui != nil {
 		s.mux.Handle("GET /", http.FileServerFS(ui))
 	}
@@ -132,8 +136,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) wrap(rt Route) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return func(hw http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		w := &statusWriter{ResponseWriter: hw}
+		defer func() { s.metrics.observe(rt, r.Method, w.code, time.Since(start)) }()
 		var a controller.Actor
 		err := func() error {
 			if !rt.open {

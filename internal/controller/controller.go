@@ -466,3 +466,23 @@ func (c *Controller) kick() {
 	default:
 	}
 }
+
+// Counts returns how many live reservations are in each state, and how
+// many agents are alive and gone: the controller's gauges.
+func (c *Controller) Counts() (states map[reserve.State]int, alive, gone int) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	states = map[reserve.State]int{}
+	for _, r := range c.live {
+		states[r.State]++
+	}
+	now := c.now()
+	for _, exp := range c.agents {
+		if now.Before(exp) {
+			alive++
+		} else {
+			gone++
+		}
+	}
+	return states, alive, gone
+}

@@ -1,0 +1,106 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/reserve"
+)
+
+// metrics are the controller's own Prometheus series, served at /metrics:
+// requests by route (the pattern, never an ID: STYLE.md), their durations,
+// and gauges of the reservations by state and the agents alive or gone.
+type metrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newMetrics(c *controller.Controller) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lightpath_controller_http_requests_total",
+			Help: "HTTP requests answered by the controller's API, by route pattern, method and status code.",
+		}, []string{"route", "method", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "lightpath_controller_http_request_duration_seconds",
+			Help:    "Time to answer an API request, by route pattern (the event stream excluded).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"route"}),
+	}
+	m.reg.MustRegister(m.requests, m.duration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if c != nil {
+		m.reg.MustRegister(gauges{c})
+	}
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+func (m *metrics) observe(rt Route, method string, code int, took time.Duration) {
+	m.requests.WithLabelValues(rt.Path, method, strconv.Itoa(code)).Inc()
+	if rt.Path != "/api/v1/events" {
+		m.duration.WithLabelValues(rt.Path).Observe(took.Seconds())
+	}
+}
+
+// gauges reads the controller's counts at every scrape.
+type gauges struct{ c *controller.Controller }
+
+var (
+	reservationsDesc = prometheus.NewDesc("lightpath_controller_reservations",
+		"Live reservations (holding capacity) by state.", []string{"state"}, nil)
+	agentsDesc = prometheus.NewDesc("lightpath_controller_agents",
+		"Node agents known to the controller, alive (lease held) or gone.", []string{"state"}, nil)
+)
+
+func (g gauges) Describe(ch chan<- *prometheus.Desc) {
+	ch <- reservationsDesc
+	ch <- agentsDesc
+}
+
+func (g gauges) Collect(ch chan<- prometheus.Metric) {
+	states, alive, gone := g.c.Counts()
+	for _, s := range []reserve.State{reserve.StateHeld, reserve.StateReserved, reserve.StateActive} {
+		ch <- prometheus.MustNewConstMetric(reservationsDesc, prometheus.GaugeValue, float64(states[s]), string(s))
+	}
+	ch <- prometheus.MustNewConstMetric(agentsDesc, prometheus.GaugeValue, float64(alive), "alive")
+	ch <- prometheus.MustNewConstMetric(agentsDesc, prometheus.GaugeValue, float64(gone), "gone")
+}
+
+// statusWriter remembers the status code a handler wrote, and passes
+// Flush through so the event stream still streams.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
