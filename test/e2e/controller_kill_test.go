@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/store/pgtest"
 )
 
 // killCtl is a controller process started from the real binary.
@@ -35,7 +37,7 @@ links:
   - {name: l, ends: [h1, h2], rate: 1G, delay: 5ms}
 `
 
-func startKillCtl(t *testing.T, dir string, port int) *killCtl {
+func startKillCtl(t *testing.T, dir, db string, port int) *killCtl {
 	t.Helper()
 	topo := filepath.Join(dir, "topo.yaml")
 	if err := os.WriteFile(topo, []byte(killTopology), 0o644); err != nil {
@@ -43,7 +45,7 @@ func startKillCtl(t *testing.T, dir string, port int) *killCtl {
 	}
 	c := &killCtl{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", port), log: &lockedBuffer{}}
 	c.cmd = exec.Command(lpBin, "controller", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--db", "sqlite:"+filepath.Join(dir, "db"), "--topology", topo, "--admin-token-file", filepath.Join(dir, "admin.token"))
+		"--db", db, "--topology", topo, "--admin-token-file", filepath.Join(dir, "admin.token"))
 	c.cmd.Stderr = c.log
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -120,9 +122,19 @@ type killResv struct {
 // is there, none overbooks, and a client's retry of a request the kill cut
 // off (same idempotency key) books at most once.
 func TestControllerSIGKILLMidLoad(t *testing.T) {
+	for name, db := range map[string]func(t *testing.T, dir string) string{
+		"sqlite":   func(_ *testing.T, dir string) string { return "sqlite:" + filepath.Join(dir, "db") },
+		"postgres": func(t *testing.T, _ string) string { return pgtest.URL(t) },
+	} {
+		t.Run(name, func(t *testing.T) { killMidLoad(t, db) })
+	}
+}
+
+func killMidLoad(t *testing.T, dbOf func(t *testing.T, dir string) string) {
 	dir := t.TempDir()
+	db := dbOf(t, dir)
 	port := freePort(t, "127.0.0.1")
-	c := startKillCtl(t, dir, port)
+	c := startKillCtl(t, dir, db, port)
 	base := time.Now().UTC().Add(time.Hour).Truncate(time.Minute)
 	type req struct {
 		From      string    `json:"from"`
@@ -193,7 +205,7 @@ func TestControllerSIGKILLMidLoad(t *testing.T) {
 		t.Fatalf("no create was answered before the kill:\n%s", c.log)
 	}
 
-	c2 := startKillCtl(t, dir, port)
+	c2 := startKillCtl(t, dir, db, port)
 	for i, id := range answered {
 		var got struct {
 			Reservation killResv `json:"reservation"`

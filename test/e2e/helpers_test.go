@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/store/pgtest"
 )
 
 // lpBin is the lightpath binary built once for the whole package.
@@ -51,7 +53,8 @@ func runMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: build lightpath: %v\n", err)
 		return 1
 	}
-	return m.Run()
+	// A PostgreSQL for the controller tests that run on both stores.
+	return pgtest.Main(m, filepath.Join("..", ".."))
 }
 
 // skipUnlessRoot skips tests that need root (mounts, switching users).
