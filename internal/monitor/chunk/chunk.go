@@ -21,9 +21,11 @@
 // Layout: a 2-byte big-endian sample count, then a bit stream. The first
 // sample is a zig-zag varint timestamp and 64 raw value bits; the second
 // stores its timestamp delta as a varint; later ones store the
-// delta-of-delta in a prefix-coded bucket ('0' for zero, then 9, 12, 20 or 64
-// bits). Each value after the first starts with a prefix: '0' same bits as
-// the previous; '10' decimal difference at the last scale; '110' a new scale
+// delta-of-delta with an adaptive Golomb-Rice code (rather than Gorilla's
+// fixed buckets, which spend 9 bits or more on any jitter). Each value after
+// the first starts with a prefix: '0' same bits as the previous; '10'
+// decimal difference at the last scale (Rice-coded, against a prediction
+// that learns whether the series moves at a steady rate); '110' a new scale
 // (4 bits) and the difference; '111' Gorilla XOR, reusing the previous
 // leading/trailing zero window ('0') or giving a new one ('1', 5 bits of
 // leading zeros and 6 of meaningful bits).
@@ -81,28 +83,30 @@ type state struct {
 	trailing int
 	window   bool // leading/trailing are set
 
-	// lastDiff is the last decimal difference at the current scale and
-	// score how much better (negative) predicting the next difference to be
-	// lastDiff has done than predicting zero: counters move at a steady
-	// rate, gauges wander. Encoder and decoder update both from decoded
-	// values, so choosing costs no bits.
-	lastDiff int64
-	score    int
+	// rate is a running mean of the decimal differences at the current
+	// scale and score how much better (negative) predicting the next
+	// difference to be rate has done than predicting zero: counters move at
+	// a steady rate, gauges wander. Encoder and decoder update both from
+	// decoded values, so choosing costs no bits.
+	rate  int64
+	score int
+
+	tc, vc rice // timestamps' and decimal values' residual coders
 }
 
 // prediction returns the predicted scaled integer after p.
 func (s *state) prediction(p int64) int64 {
 	if s.score < 0 {
-		return p + s.lastDiff
+		return p + s.rate
 	}
 	return p
 }
 
 // learn updates the predictor with the difference just stored.
 func (s *state) learn(diff int64) {
-	s.score += bits.Len64(zigzag(diff-s.lastDiff)) - bits.Len64(zigzag(diff))
+	s.score += bits.Len64(zigzag(diff-s.rate)) - bits.Len64(zigzag(diff))
 	s.score = max(-8, min(8, s.score))
-	s.lastDiff = diff
+	s.rate += (diff - s.rate) >> 2
 }
 
 // NewChunk returns an empty chunk.
@@ -138,7 +142,7 @@ func (c *Chunk) Append(t int64, v float64) error {
 		c.appendValue(v)
 	default:
 		d := uint64(t) - uint64(s.t)
-		writeDod(w, int64(d-s.delta))
+		s.tc.write(w, zigzag(int64(d-s.delta)))
 		s.delta = d
 		c.appendValue(v)
 	}
@@ -152,12 +156,12 @@ func (c *Chunk) appendValue(v float64) {
 	w, s := &c.w, &c.st
 	if math.Float64bits(v) == math.Float64bits(s.v) {
 		w.writeBits(0b0, 1)
-		s.lastDiff = 0
+		s.learn(0)
 		return
 	}
 	if p, n, ok := decimalPair(s.v, v, s.scale); ok {
 		w.writeBits(0b10, 2)
-		writeVarbit(w, n-s.prediction(p))
+		s.vc.write(w, zigzag(n-s.prediction(p)))
 		s.learn(n - p)
 		return
 	}
@@ -168,13 +172,13 @@ func (c *Chunk) appendValue(v float64) {
 		if p, n, ok := decimalPair(s.v, v, k); ok {
 			w.writeBits(0b110, 3)
 			w.writeBits(uint64(k), 4)
-			s.scale, s.lastDiff = k, 0
-			writeVarbit(w, n-s.prediction(p))
+			s.scale, s.rate = k, 0
+			s.vc.write(w, zigzag(n-s.prediction(p)))
 			s.learn(n - p)
 			return
 		}
 	}
-	s.lastDiff = 0
+	s.rate = 0
 	w.writeBits(0b111, 3)
 	x := math.Float64bits(v) ^ math.Float64bits(s.v)
 	lead, trail := bits.LeadingZeros64(x), bits.TrailingZeros64(x)
@@ -220,61 +224,84 @@ func decimalPair(prev, v float64, k int) (p, n int64, ok bool) {
 	return p, n, true
 }
 
-// dodBuckets are the bit widths of the delta-of-delta after a prefix of
-// i+1 ones ('10', '110', ... and all ones for 64 bits); '0' means zero.
-// 7 and 9 bits hold the ±5 and ±50 ms jitter of a 10 s interval.
-var dodBuckets = [...]int{7, 9, 12, 20, 64}
+// rice is an adaptive Golomb-Rice coder (as in JPEG-LS) for zig-zagged
+// residuals: a sample costs about the bits of the residuals' recent mean
+// magnitude plus two, so a timestamp jitter of ±5 ms costs fewer bits than
+// one of ±50 ms, and a repeated residual of zero costs one bit, as in
+// Gorilla. Encoder and decoder adapt it alike from the coded values.
+type rice struct {
+	sum, n uint64
+}
 
-func writeDod(w *bitWriter, dod int64) {
-	if dod == 0 {
-		w.writeBits(0b0, 1)
-		return
+const (
+	riceReset  = 32 // halve the statistics after this many values
+	riceEscape = 24 // a quotient this long is written as a length and bits
+)
+
+func (r *rice) k() int {
+	n := r.n
+	if n == 0 {
+		n = 1
 	}
-	for i, n := range dodBuckets {
-		if n == 64 || fits(dod, n) {
-			if i < len(dodBuckets)-1 {
-				w.writeBits(1<<uint(i+2)-2, i+2) // i+1 ones, a zero
-			} else {
-				w.writeBits(1<<uint(i+1)-1, i+1) // all ones
-			}
-			w.writeBits(uint64(dod), n)
-			return
-		}
+	k := 0
+	for k < 62 && n<<uint(k) < r.sum {
+		k++
+	}
+	return k
+}
+
+func (r *rice) update(u uint64) {
+	r.sum += min(u, 1<<48)
+	r.n++
+	if r.n >= riceReset {
+		r.sum >>= 1
+		r.n >>= 1
 	}
 }
 
-// varbitBuckets are the bit widths of a decimal difference, as dodBuckets.
-var varbitBuckets = [...]int{4, 7, 10, 14, 22, 34, 64}
-
-func writeVarbit(w *bitWriter, d int64) {
-	if d == 0 {
-		w.writeBits(0b0, 1)
-		return
+func (r *rice) write(w *bitWriter, u uint64) {
+	k := r.k()
+	if q := u >> uint(k); q < riceEscape {
+		w.writeBits(1<<(q+1)-2, int(q)+1) // q ones and a zero
+		w.writeBits(u&(1<<uint(k)-1), k)
+	} else {
+		w.writeBits(1<<riceEscape-1, riceEscape)
+		l := bits.Len64(u) // u > 0 here
+		w.writeBits(uint64(l-1), 6)
+		w.writeBits(u, l-1) // the top bit is implied
 	}
-	for i, n := range varbitBuckets {
-		if n == 64 || fits(d, n) {
-			if i < len(varbitBuckets)-1 {
-				w.writeBits(1<<uint(i+2)-2, i+2)
-			} else {
-				w.writeBits(1<<uint(i+1)-1, i+1)
-			}
-			w.writeBits(uint64(d), n)
-			return
-		}
-	}
+	r.update(u)
 }
 
-func readBucketed(r *bitReader, buckets []int) (int64, error) {
-	ones, err := r.countOnes(len(buckets))
-	if err != nil || ones == 0 {
-		return 0, err
-	}
-	n := buckets[ones-1]
-	v, err := r.readBits(n)
+func (r *rice) read(br *bitReader) (uint64, error) {
+	k := r.k()
+	q, err := br.countOnes(riceEscape)
 	if err != nil {
 		return 0, err
 	}
-	return signExtend(v, n), nil
+	var u uint64
+	if q < riceEscape {
+		low, err := br.readBits(k)
+		if err != nil {
+			return 0, err
+		}
+		if k > 0 && uint64(q) > math.MaxUint64>>uint(k) {
+			return 0, ErrCorrupt
+		}
+		u = uint64(q)<<uint(k) | low
+	} else {
+		l, err := br.readBits(6)
+		if err != nil {
+			return 0, err
+		}
+		low, err := br.readBits(int(l))
+		if err != nil {
+			return 0, err
+		}
+		u = 1<<l | low
+	}
+	r.update(u)
+	return u, nil
 }
 
 // fits reports whether v is representable in n bits, two's complement.
@@ -403,11 +430,11 @@ func (it *Iterator) next() error {
 		}
 		d = u
 	} else {
-		dod, err := readBucketed(r, dodBuckets[:])
+		u, err := s.tc.read(r)
 		if err != nil {
 			return err
 		}
-		d = s.delta + uint64(dod)
+		d = s.delta + uint64(unzigzag(u))
 	}
 	t := int64(uint64(s.t) + d)
 	if t <= s.t {
@@ -429,7 +456,7 @@ func (it *Iterator) readValue() (float64, error) {
 	}
 	switch ones {
 	case 0:
-		s.lastDiff = 0
+		s.learn(0)
 		return s.v, nil
 	case 1, 2:
 		k := s.scale
@@ -442,12 +469,13 @@ func (it *Iterator) readValue() (float64, error) {
 			if k > maxScale || k == s.scale {
 				return 0, ErrCorrupt
 			}
-			s.scale, s.lastDiff = k, 0
+			s.scale, s.rate = k, 0
 		}
-		d, err := readBucketed(r, varbitBuckets[:])
+		u, err := s.vc.read(r)
 		if err != nil {
 			return 0, err
 		}
+		d := unzigzag(u)
 		p, ok := decimalInt(s.v, k)
 		if !ok {
 			return 0, ErrCorrupt
@@ -460,7 +488,7 @@ func (it *Iterator) readValue() (float64, error) {
 		s.learn(n - p)
 		return float64(n) / pow10[k], nil
 	}
-	s.lastDiff = 0
+	s.rate = 0
 	ctl, err := r.readBit()
 	if err != nil {
 		return 0, err
