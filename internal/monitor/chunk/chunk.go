@@ -20,9 +20,11 @@
 //
 // Layout: a 2-byte big-endian sample count, then a bit stream. The first
 // sample is a zig-zag varint timestamp and 64 raw value bits; the second
-// stores its timestamp delta as a varint; later ones store the
-// delta-of-delta with an adaptive Golomb-Rice code (rather than Gorilla's
-// fixed buckets, which spend 9 bits or more on any jitter). Each value after
+// stores its timestamp delta as a varint; later ones store the delta's
+// difference from a prediction (the last delta, Gorilla's delta-of-delta, or
+// the deltas' running mean, whichever has done better) with an adaptive
+// Golomb-Rice code (rather than Gorilla's fixed buckets, which spend 9 bits
+// or more on any jitter). Each value after
 // the first starts with a prefix: '0' same bits as the previous; '10'
 // decimal difference at the last scale (Rice-coded, against a prediction
 // that learns whether the series moves at a steady rate); '110' a new scale
@@ -92,6 +94,29 @@ type state struct {
 	score int
 
 	tc, vc rice // timestamps' and decimal values' residual coders
+
+	// dq is a running mean of the timestamp deltas (×16) and tscore how
+	// much better (negative) it has predicted the next delta than the last
+	// delta did (Gorilla's delta-of-delta). A scrape's jitter is
+	// independent from one sample to the next, so against the mean it costs
+	// about a bit less than against the last delta; a missed scrape, though,
+	// upsets the mean for a while, and then the last delta wins.
+	dq     int64
+	tscore int
+}
+
+func (s *state) predictDelta() uint64 {
+	if s.tscore < 0 {
+		return uint64((s.dq + 8) >> 4)
+	}
+	return s.delta
+}
+
+func (s *state) learnDelta(d uint64) {
+	s.tscore += bits.Len64(zigzag(int64(d-uint64((s.dq+8)>>4)))) - bits.Len64(zigzag(int64(d-s.delta)))
+	s.tscore = max(-8, min(8, s.tscore))
+	s.dq += (int64(d<<4) - s.dq) >> 3
+	s.delta = d
 }
 
 // prediction returns the predicted scaled integer after p.
@@ -138,12 +163,12 @@ func (c *Chunk) Append(t int64, v float64) error {
 	case 1:
 		d := uint64(t) - uint64(s.t)
 		writeUvarint(w, d)
-		s.delta = d
+		s.delta, s.dq = d, int64(d<<4)
 		c.appendValue(v)
 	default:
 		d := uint64(t) - uint64(s.t)
-		s.tc.write(w, zigzag(int64(d-s.delta)))
-		s.delta = d
+		s.tc.write(w, zigzag(int64(d-s.predictDelta())))
+		s.learnDelta(d)
 		c.appendValue(v)
 	}
 	s.t, s.v = t, v
@@ -250,8 +275,11 @@ func (r *rice) k() int {
 	return k
 }
 
+// update learns u. An outlier (a missed scrape, a counter reset) counts
+// as at most a few times the mean, so that it does not make the next
+// dozens of ordinary values pay for wide codes.
 func (r *rice) update(u uint64) {
-	r.sum += min(u, 1<<48)
+	r.sum += min(u, 4*(r.sum/max(r.n, 1))+8)
 	r.n++
 	if r.n >= riceReset {
 		r.sum >>= 1
@@ -429,12 +457,14 @@ func (it *Iterator) next() error {
 			return err
 		}
 		d = u
+		s.delta, s.dq = d, int64(d<<4)
 	} else {
 		u, err := s.tc.read(r)
 		if err != nil {
 			return err
 		}
-		d = s.delta + uint64(unzigzag(u))
+		d = s.predictDelta() + uint64(unzigzag(u))
+		s.learnDelta(d)
 	}
 	t := int64(uint64(s.t) + d)
 	if t <= s.t {
@@ -444,7 +474,7 @@ func (it *Iterator) next() error {
 	if err != nil {
 		return err
 	}
-	s.t, s.delta, s.v = t, d, v
+	s.t, s.v = t, v
 	return nil
 }
 

@@ -97,6 +97,20 @@ func TestRoundTrip(t *testing.T) {
 			maxBytesPerSample: 1,
 		},
 		{
+			// Every 37th scrape missed: the delta doubles once.
+			name: "regular 10s with missed scrapes",
+			in: func() []sample {
+				var ss []sample
+				for i := range 400 {
+					if i%37 != 36 {
+						ss = append(ss, sample{1700000000000 + int64(i)*10000, float64(i / 50)})
+					}
+				}
+				return ss
+			}(),
+			maxBytesPerSample: 1,
+		},
+		{
 			name: "random values",
 			in:   regular(500, 0, 15000, func(int) float64 { return rng.NormFloat64() * 1e6 }),
 		},
