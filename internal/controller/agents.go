@@ -184,25 +184,11 @@ func (c *Controller) rejudge(ctx context.Context, now time.Time) {
 		} else if !strings.HasPrefix(r.DegradedReason, agentGone) {
 			continue // degraded for another reason (a link down), or not at all
 		}
-		n, tr, err := reserve.Next(r, ev, now)
-		if err != nil {
-			// A timed event is due first: the clock's next tick applies
-			// it and the one after judges again.
-			if !errors.Is(err, reserve.ErrConflict) {
-				c.log.Error("judge reservation", "id", r.ID, "err", err)
-			}
-			continue
+		// A conflict is a timed event due first: the clock's next tick
+		// applies it and the one after judges again.
+		if _, err := c.change(ctx, r, ev, now); err != nil && !errors.Is(err, reserve.ErrConflict) {
+			c.log.Error("judge reservation", "id", r.ID, "err", err)
 		}
-		if tr.IsZero() {
-			continue
-		}
-		if err := c.commit(ctx, func(tx store.Store) error { return tx.UpdateReservation(ctx, n, r.Version) },
-			store.AuditEntry{At: now, Who: reserve.ActorController, What: string(ev.Kind) + " " + r.ID, Detail: tr.Why}); err != nil {
-			c.log.Error("store degraded flag", "id", r.ID, "err", err)
-			continue
-		}
-		c.apply(n)
-		c.publishReservation(n, tr)
 	}
 }
 
@@ -353,12 +339,8 @@ func (c *Controller) change(ctx context.Context, r reserve.Reservation, ev reser
 	if err != nil || tr.IsZero() {
 		return n, err
 	}
-	if err := c.commit(ctx, func(tx store.Store) error { return tx.UpdateReservation(ctx, n, r.Version) },
-		store.AuditEntry{At: now, Who: ev.By, What: string(ev.Kind) + " " + r.ID, Detail: tr.Why}); err != nil {
-		return r, fmt.Errorf("store reservation: %w", err)
+	if err := c.record(ctx, r, n, store.AuditEntry{At: now, Who: ev.By, What: string(ev.Kind) + " " + r.ID, Detail: tr.Why}, tr); err != nil {
+		return r, err
 	}
-	c.apply(n)
-	c.publishReservation(n, tr)
-	c.kick()
 	return n, nil
 }

@@ -117,18 +117,12 @@ func (c *Controller) Tick(ctx context.Context) {
 			c.pushDue(r)
 			continue
 		}
-		if err := c.commit(ctx, func(tx store.Store) error {
-			return tx.UpdateReservation(ctx, n, r.Version)
-		}, store.AuditEntry{At: now, Who: reserve.ActorController, What: "timed " + n.ID, Detail: describeTransitions(trs)}); err != nil {
+		if err := c.record(ctx, r, n, store.AuditEntry{At: now, Who: reserve.ActorController, What: "timed " + n.ID, Detail: describeTransitions(trs)}, trs...); err != nil {
 			// Try again later rather than lose the transition: the
 			// store may be back by then.
 			c.log.Error("store timed transition", "id", r.ID, "err", err)
 			heap.Push(&c.due, dueEntry{at: now.Add(time.Second), id: r.ID, version: r.Version})
 			continue
-		}
-		c.apply(n)
-		for _, t := range trs {
-			c.publishReservation(n, t)
 		}
 	}
 }

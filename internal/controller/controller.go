@@ -459,6 +459,22 @@ func (c *Controller) commit(ctx context.Context, fn func(tx store.Store) error, 
 	})
 }
 
+// record stores n, the new version of old (a compare-and-swap on old's
+// version), in one transaction with its audit entry, then applies it in
+// memory and publishes its transitions: every change to a reservation ends
+// here. The caller holds mu.
+func (c *Controller) record(ctx context.Context, old, n reserve.Reservation, audit store.AuditEntry, trs ...reserve.Transition) error {
+	if err := c.commit(ctx, func(tx store.Store) error { return tx.UpdateReservation(ctx, n, old.Version) }, audit); err != nil {
+		return fmt.Errorf("store reservation: %w", err)
+	}
+	c.apply(n)
+	for _, t := range trs {
+		c.publishReservation(n, t)
+	}
+	c.kick()
+	return nil
+}
+
 // kick wakes the clock loop: the next due instant may have changed.
 func (c *Controller) kick() {
 	select {

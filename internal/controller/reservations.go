@@ -580,13 +580,9 @@ func (c *Controller) Modify(ctx context.Context, a Actor, id string, in ModifyIn
 	if tr.IsZero() {
 		return Created{Reservation: old, Algorithm: algorithm}, nil
 	}
-	if err := c.commit(ctx, func(tx store.Store) error { return tx.UpdateReservation(ctx, n, old.Version) },
-		store.AuditEntry{At: now, Who: a.Name, What: "modify " + id, Detail: tr.Why}); err != nil {
-		return Created{}, fmt.Errorf("store reservation: %w", err)
+	if err := c.record(ctx, old, n, store.AuditEntry{At: now, Who: a.Name, What: "modify " + id, Detail: tr.Why}, tr); err != nil {
+		return Created{}, err
 	}
-	c.apply(n)
-	c.publishReservation(n, tr)
-	c.kick()
 	return Created{Reservation: n, Algorithm: algorithm}, nil
 }
 
@@ -614,13 +610,8 @@ func (c *Controller) current(ctx context.Context, a Actor, id string) (reserve.R
 	if err != nil || len(trs) == 0 {
 		return r, err
 	}
-	if err := c.commit(ctx, func(tx store.Store) error { return tx.UpdateReservation(ctx, n, r.Version) },
-		store.AuditEntry{At: now, Who: reserve.ActorController, What: "timed " + id, Detail: describeTransitions(trs)}); err != nil {
-		return r, fmt.Errorf("store reservation: %w", err)
-	}
-	c.apply(n)
-	for _, t := range trs {
-		c.publishReservation(n, t)
+	if err := c.record(ctx, r, n, store.AuditEntry{At: now, Who: reserve.ActorController, What: "timed " + id, Detail: describeTransitions(trs)}, trs...); err != nil {
+		return r, err
 	}
 	return n, nil
 }
@@ -648,17 +639,5 @@ func (c *Controller) event(ctx context.Context, a Actor, id string, ev reserve.E
 	if err != nil {
 		return r, err
 	}
-	now := c.now()
-	n, tr, err := reserve.Next(r, ev, now)
-	if err != nil || tr.IsZero() {
-		return n, err
-	}
-	if err := c.commit(ctx, func(tx store.Store) error { return tx.UpdateReservation(ctx, n, r.Version) },
-		store.AuditEntry{At: now, Who: a.Name, What: string(ev.Kind) + " " + id, Detail: tr.Why}); err != nil {
-		return r, fmt.Errorf("store reservation: %w", err)
-	}
-	c.apply(n)
-	c.publishReservation(n, tr)
-	c.kick()
-	return n, nil
+	return c.change(ctx, r, ev, c.now())
 }
