@@ -1,0 +1,161 @@
+//go:build linux
+
+package collect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/lightpath/lightpath/internal/monitor"
+)
+
+// nlHandle opens a netlink handle bound to the namespace at path ("" is
+// the caller's own) for the given netlink families. The families must be
+// named: a handle without a socket for a family falls back to a socket
+// of the calling thread's namespace, which is the wrong one.
+func nlHandle(path string, families ...int) (*netlink.Handle, error) {
+	if path == "" {
+		return netlink.NewHandle(families...)
+	}
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		return nil, fmt.Errorf("open network namespace %s: %w", path, err)
+	}
+	defer ns.Close()
+	return netlink.NewHandleAt(ns, families...)
+}
+
+func (c *interfacesCollector) Collect(_ context.Context, emit func(monitor.Point)) error {
+	h, err := nlHandle(c.env.NetNS, unix.NETLINK_ROUTE)
+	if err != nil {
+		return fmt.Errorf("netlink: %w", err)
+	}
+	defer h.Close()
+	links, err := h.LinkList()
+	if err != nil {
+		return fmt.Errorf("list devices: %w", err)
+	}
+	devLink := linkOfDev(c.env.Topo, c.env.Node)
+	for _, l := range links {
+		a := l.Attrs()
+		if a.Name == "lo" {
+			continue
+		}
+		d := DevStats{
+			Name:    a.Name,
+			MTU:     a.MTU,
+			Carrier: a.RawFlags&unix.IFF_LOWER_UP != 0,
+		}
+		d.Up = a.OperState == netlink.OperUp || a.OperState == netlink.OperUnknown && a.Flags&net.FlagUp != 0 && d.Carrier
+		if s := a.Statistics; s != nil {
+			d.RxBytes, d.RxPackets, d.RxErrors, d.RxDropped = s.RxBytes, s.RxPackets, s.RxErrors, s.RxDropped
+			d.TxBytes, d.TxPackets, d.TxErrors, d.TxDropped = s.TxBytes, s.TxPackets, s.TxErrors, s.TxDropped
+		}
+		devPoints(d, devLink[a.Name], emit)
+	}
+	return nil
+}
+
+func (c *htbCollector) Collect(_ context.Context, emit func(monitor.Point)) error {
+	h, err := nlHandle(c.env.NetNS, unix.NETLINK_ROUTE)
+	if err != nil {
+		return fmt.Errorf("netlink: %w", err)
+	}
+	defer h.Close()
+	links, err := h.LinkList()
+	if err != nil {
+		return fmt.Errorf("list devices: %w", err)
+	}
+	devLink := linkOfDev(c.env.Topo, c.env.Node)
+	for _, l := range links {
+		a := l.Attrs()
+		if a.Name == "lo" {
+			continue
+		}
+		cs, err := h.ClassList(l, 0)
+		var gone netlink.LinkNotFoundError
+		if errors.As(err, &gone) || errors.Is(err, unix.ENODEV) {
+			continue // removed since the listing
+		} else if err != nil {
+			return fmt.Errorf("classes of %s: %w", a.Name, err)
+		}
+		for _, cl := range cs {
+			hc, ok := cl.(*netlink.HtbClass)
+			if !ok {
+				continue
+			}
+			maj, minor := netlink.MajorMinor(hc.Handle)
+			s := ClassStats{Major: maj, Minor: minor, Rate: hc.Rate * 8, Ceil: hc.Ceil * 8}
+			if st := hc.Statistics; st != nil {
+				if st.Basic != nil {
+					s.Bytes, s.Packets = st.Basic.Bytes, uint64(st.Basic.Packets)
+				}
+				if st.Queue != nil {
+					s.Drops, s.Overlimits = uint64(st.Queue.Drops), uint64(st.Queue.Overlimits)
+					s.BacklogBytes, s.Qlen = uint64(st.Queue.Backlog), uint64(st.Queue.Qlen)
+				}
+			}
+			classPoints(a.Name, devLink[a.Name], s, emit)
+		}
+	}
+	return nil
+}
+
+func (c *tcpCollector) Collect(_ context.Context, emit func(monitor.Point)) error {
+	if c.env.Flows == nil {
+		return nil
+	}
+	flows := c.env.Flows()
+	ports := flowPorts(flows)
+	if len(ports) == 0 {
+		return nil
+	}
+	h, err := nlHandle(c.env.NetNS, unix.NETLINK_INET_DIAG)
+	if err != nil {
+		return fmt.Errorf("netlink: %w", err)
+	}
+	defer h.Close()
+	var socks []TCPSock
+	for _, fam := range []uint8{unix.AF_INET, unix.AF_INET6} {
+		rs, err := h.SocketDiagTCPInfo(fam)
+		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return fmt.Errorf("inet_diag: %w", err)
+		}
+		for _, r := range rs {
+			if r.InetDiagMsg == nil || r.TCPInfo == nil {
+				continue
+			}
+			id := r.InetDiagMsg.ID
+			if !ports[id.SourcePort] && !ports[id.DestinationPort] {
+				continue
+			}
+			if r.InetDiagMsg.State == netlink.TCP_LISTEN {
+				continue
+			}
+			src, _ := netip.AddrFromSlice(id.Source)
+			dst, _ := netip.AddrFromSlice(id.Destination)
+			ti := r.TCPInfo
+			socks = append(socks, TCPSock{
+				Local:         netip.AddrPortFrom(src.Unmap(), id.SourcePort),
+				Remote:        netip.AddrPortFrom(dst.Unmap(), id.DestinationPort),
+				RTT:           float64(ti.Rtt) / 1e6,
+				MinRTT:        float64(ti.Min_rtt) / 1e6,
+				Cwnd:          ti.Snd_cwnd,
+				TotalRetrans:  ti.Total_retrans,
+				PacingRate:    ti.Pacing_rate,
+				DeliveryRate:  ti.Delivery_rate,
+				BytesAcked:    ti.Bytes_acked,
+				BytesReceived: ti.Bytes_received,
+			})
+		}
+	}
+	tcpPoints(flows, socks, emit)
+	return nil
+}
