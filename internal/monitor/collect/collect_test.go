@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -451,7 +452,22 @@ func TestBuiltinRegistry(t *testing.T) {
 			t.Errorf("no flag for %s", n)
 		}
 	}
-	// host reads the real /proc (where there is one).
+	// host reads the real /proc (where there is one); tcp without flows
+	// reports nothing and succeeds.
 	g := r.Collect(context.Background(), time.Now())
 	checkGroup(t, r, g)
+	if runtime.GOOS == "linux" {
+		got := map[string]float64{}
+		for _, p := range g.Points {
+			got[monitor.Key(p.Name, p.Labels)] = p.V
+		}
+		for _, c := range []string{"host", "tcp"} {
+			if got[`lightpath_agent_collector_success{collector="`+c+`"}`] != 1 {
+				t.Errorf("%s failed", c)
+			}
+		}
+		if got[`lightpath_node_cpus{}`] < 1 || got[`lightpath_node_memory_bytes{kind="total"}`] <= 0 {
+			t.Errorf("host: %v", got)
+		}
+	}
 }
