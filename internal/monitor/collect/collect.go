@@ -128,11 +128,7 @@ func builtins(env Env) []definition {
 // to its enablement.
 func (r *Registry) Flags(fs *pflag.FlagSet) {
 	for _, e := range r.entries {
-		def := "disabled"
-		if e.enabled {
-			def = "enabled"
-		}
-		fs.BoolVar(&e.enabled, "collector."+e.c.Name(), e.enabled, fmt.Sprintf("%s (default %s)", e.help, def))
+		fs.BoolVar(&e.enabled, "collector."+e.c.Name(), e.enabled, "collector "+e.c.Name()+": "+e.help)
 	}
 }
 

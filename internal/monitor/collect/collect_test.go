@@ -184,11 +184,11 @@ func TestTCPPoints(t *testing.T) {
 	got := map[string]float64{}
 	tcpPoints(flows, socks, func(p monitor.Point) { got[monitor.Key(p.Name, p.Labels)] = p.V })
 	for k, v := range map[string]float64{
-		`lightpath_tcp_rtt_seconds{dscp="12",flow="198.18.1.2:40000>198.18.2.2:7070",side="client"}`:                 0.02,
-		`lightpath_tcp_rtt_seconds{dscp="12",flow="198.18.1.2:40000>198.18.2.2:7070",side="server"}`:                 0.03,
-		`lightpath_tcp_cwnd_segments{dscp="12",flow="198.18.1.2:40000>198.18.2.2:7070",side="server"}`:               20,
-		`lightpath_tcp_pacing_rate_bits_per_second{dscp="12",flow="198.18.1.2:40000>198.18.2.2:7070",side="client"}`: 8000,
-		`lightpath_tcp_pacing_rate_bits_per_second{dscp="12",flow="198.18.1.2:40000>198.18.2.2:7070",side="server"}`: math.Inf(1),
+		`lightpath_tcp_rtt_seconds{dscp="12",flow="198.18.1.2:40000>198.18.2.2:7070",side="client"}`:                   0.02,
+		`lightpath_tcp_rtt_seconds{dscp="12",flow="198.18.1.2:40000>198.18.2.2:7070",side="server"}`:                   0.03,
+		`lightpath_tcp_cwnd_segments{dscp="12",flow="198.18.1.2:40000>198.18.2.2:7070",side="server"}`:                 20,
+		`lightpath_tcp_pacing_rate_bits_per_second{dscp="12",flow="198.18.1.2:40000>198.18.2.2:7070",side="client"}`:   8000,
+		`lightpath_tcp_pacing_rate_bits_per_second{dscp="12",flow="198.18.1.2:40000>198.18.2.2:7070",side="server"}`:   math.Inf(1),
 		`lightpath_tcp_delivery_rate_bits_per_second{dscp="12",flow="198.18.1.2:40000>198.18.2.2:7070",side="client"}`: 4000,
 	} {
 		if got[k] != v {
@@ -209,14 +209,14 @@ func TestPipePoints(t *testing.T) {
 	got := map[string]float64{}
 	pipePoints("ra", pipes, func(p monitor.Point) { got[monitor.Key(p.Name, p.Labels)] = p.V })
 	for k, v := range map[string]float64{
-		`lightpath_emulator_in_bytes_total{link="wan",to="rb"}`:             100,
-		`lightpath_emulator_drops_total{cause="loss",link="wan",to="rb"}`:   3,
-		`lightpath_emulator_drops_total{cause="down",link="wan",to="rb"}`:   4,
-		`lightpath_emulator_drops_total{cause="queue",link="wan",to="rb"}`:  0,
-		`lightpath_emulator_queued_bytes{link="wan",to="rb"}`:               50,
-		`lightpath_emulator_delay_seconds{link="wan",to="rb"}`:              0.02,
-		`lightpath_emulator_loss_ratio{link="wan",to="rb"}`:                 0.01,
-		`lightpath_emulator_down{link="wan",to="rb"}`:                       1,
+		`lightpath_emulator_in_bytes_total{link="wan",to="rb"}`:            100,
+		`lightpath_emulator_drops_total{cause="loss",link="wan",to="rb"}`:  3,
+		`lightpath_emulator_drops_total{cause="down",link="wan",to="rb"}`:  4,
+		`lightpath_emulator_drops_total{cause="queue",link="wan",to="rb"}`: 0,
+		`lightpath_emulator_queued_bytes{link="wan",to="rb"}`:              50,
+		`lightpath_emulator_delay_seconds{link="wan",to="rb"}`:             0.02,
+		`lightpath_emulator_loss_ratio{link="wan",to="rb"}`:                0.01,
+		`lightpath_emulator_down{link="wan",to="rb"}`:                      1,
 	} {
 		if g, ok := got[k]; !ok || g != v {
 			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
