@@ -493,7 +493,7 @@ func (r *Repo) WriteHistory(ctx context.Context, tier int, name string, ls monit
 	var cur sealedChunk
 	for _, p := range pts {
 		win := floorDiv(p.T, ti.window)
-		if c != nil && (win != cur.win || c.Len() >= ti.maxN) {
+		if c != nil && (win != cur.win || c.Len() >= ti.maxN || len(c.Bytes()) >= maxBytes) {
 			cur.n, cur.data = c.Len(), c.Bytes()
 			cs = append(cs, cur)
 			c = nil

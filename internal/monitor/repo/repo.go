@@ -143,6 +143,10 @@ const (
 	rawMaxN    = 720
 	tierSteps  = 240 // a downsampled tier's window, in steps
 	tierMaxN   = 240
+	// maxBytes seals a chunk whatever its count: SQLite keeps a row of up
+	// to about 4 KB in its 16 KB page; a larger one spills to overflow pages
+	// (a whole page for the remainder).
+	maxBytes = 3072
 	pageSize   = 16384
 	latestSpan = 5 * time.Minute
 )
@@ -256,9 +260,7 @@ func Open(ctx context.Context, o Options) (*Repo, error) {
 		return nil, err
 	}
 	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("page_size(%d)", pageSize))
 	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "journal_mode(WAL)")
 	// FULL: a checkpoint's commit is on disk before the log segments it
 	// covers are deleted (NORMAL could lose it to a power cut).
 	q.Add("_pragma", "synchronous(FULL)")
@@ -270,6 +272,13 @@ func Open(ctx context.Context, o Options) (*Repo, error) {
 	}
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(8)
+	// The driver runs _pragma in lexicographic order, journal_mode before
+	// page_size, and a new file's page size is fixed by its first write:
+	// set both here, in order (WAL mode then persists in the file).
+	if _, err := db.ExecContext(ctx, fmt.Sprintf("PRAGMA page_size = %d; PRAGMA journal_mode = WAL", pageSize)); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open repository %s: %w", o.Path, err)
+	}
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open repository %s: schema: %w", o.Path, err)

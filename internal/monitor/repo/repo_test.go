@@ -120,7 +120,7 @@ func TestInvalidBatchStoresNothing(t *testing.T) {
 	}{
 		{"bad name", batch("n1", 1000, pt("ok", 1), pt("1bad", 2))},
 		{"bad label", batch("n1", 1000, pt("ok", 1), pt("ok2", 2, "__x", "1"))},
-		{"unsorted", batch("n1", 1000, pt("ok", 1), monitor.Point{Name: "ok3", Labels: monitor.Labels{{"b", "1"}, {"a", "2"}}})},
+		{"unsorted", batch("n1", 1000, pt("ok", 1), monitor.Point{Name: "ok3", Labels: monitor.Labels{{Name: "b", Value: "1"}, {Name: "a", Value: "2"}}})},
 		{"no node", batch("", 1000, pt("ok", 1))},
 		{"bad meta", &monitor.Batch{Node: "n", Meta: map[string]monitor.Meta{"x": {Type: "histogram"}}}},
 	} {

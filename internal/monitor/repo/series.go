@@ -385,7 +385,7 @@ func (r *Repo) addTier(s *series, i int, t int64, v float64) {
 	}
 	ti := &r.tiers[i]
 	win := floorDiv(t, ti.window)
-	if ts.head != nil && (win != ts.headWin || ts.head.Len() >= ti.maxN) {
+	if ts.head != nil && (win != ts.headWin || ts.head.Len() >= ti.maxN || len(ts.head.Bytes()) >= maxBytes) {
 		r.seal(ts)
 	}
 	if ts.head == nil {

@@ -1,0 +1,488 @@
+// Command monbench measures the monitoring repository (internal/monitor/repo)
+// on SQLite with its real code. bench/monitoring.sh runs it.
+//
+//  1. History: -hist series (default 10,000) get 7 days of synthetic
+//     history written straight into the 1-minute and 10-minute tiers
+//     (Repo.WriteHistory), ending where ingest starts.
+//  2. Ingest: -series distinct series (default 250,000) from 50 nodes, one
+//     sample of every series per 10 s of synthetic time (each node's batch
+//     stamped with its collection time plus a few ms of jitter), appended as
+//     fast as the repository accepts them for -duration of wall time, in
+//     pushes of -per-append series (5,000: one node's push), from -workers
+//     goroutines. Reported: samples/s, CPU seconds of the process
+//     (getrusage user+sys, which includes generating the samples), CPU per
+//     million samples, peak RSS and heap, and bytes on disk.
+//  3. Close (final checkpoint), then bytes per raw sample from SQLite's
+//     dbstat: the leaf pages of the chunks table that hold tier-0 rows (the
+//     key leads with the tier, so they come first in key order), plus the
+//     interior pages pro rata, divided by the raw samples stored.
+//  4. Reopen (timed), then dashboard queries on random history series: 1 h
+//     at a step of 12 s and 7 d at 2016 s (7d/300), one series by name and
+//     labels, and a second row matching 10 series (one node's card).
+//
+// Targets: ingest >= 100,000 samples/s, <= 2 bytes per raw sample on disk,
+// query p99 < 100 ms.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/monitor"
+	"github.com/lightpath/lightpath/internal/monitor/repo"
+)
+
+const (
+	nodes    = 50
+	interval = 10 * time.Second
+	perCard  = 10
+)
+
+// metric kinds: counters grow by jittery amounts, utilisation gauges move
+// like 0.734, constants stay.
+type kind int
+
+const (
+	counter kind = iota
+	gauge
+	constant
+)
+
+var metrics = []struct {
+	name string
+	k    kind
+}{
+	{"node_network_receive_bytes_total", counter}, {"node_network_transmit_bytes_total", counter},
+	{"node_network_receive_packets_total", counter}, {"node_network_transmit_packets_total", counter},
+	{"node_network_receive_errs_total", counter}, {"node_network_transmit_drop_total", counter},
+	{"lightpath_class_sent_bytes_total", counter}, {"lightpath_class_dropped_packets_total", counter},
+	{"lightpath_flow_bytes_total", counter}, {"lightpath_tcp_retransmits_total", counter},
+	{"lightpath_link_utilisation_ratio", gauge}, {"lightpath_queue_occupancy_ratio", gauge},
+	{"lightpath_rtt_seconds", gauge}, {"node_cpu_busy_ratio", gauge}, {"lightpath_class_rate_ratio", gauge},
+	{"node_memory_used_ratio", gauge}, {"lightpath_loss_ratio", gauge},
+	{"node_network_speed_bytes", constant}, {"node_network_mtu_bytes", constant}, {"lightpath_link_up", constant},
+}
+
+type serie struct {
+	k    kind
+	v    float64
+	rate float64
+}
+
+// node is one agent: its points (reused for every push) and their state.
+type node struct {
+	name string
+	pts  []monitor.Point
+	st   []serie
+	rng  *rand.Rand
+}
+
+func (n *node) step() {
+	for i := range n.st {
+		s := &n.st[i]
+		switch s.k {
+		case counter:
+			// packets at a drifting mean rate, Poisson-like noise (as in
+			// the chunk package's bytes-per-sample test)
+			s.rate = math.Max(1, s.rate*(1+n.rng.NormFloat64()*0.002))
+			mean := s.rate * interval.Seconds()
+			s.v += math.Max(0, math.Round(mean+n.rng.NormFloat64()*math.Sqrt(mean)))
+		case gauge:
+			s.v = math.Min(0.999, math.Max(0.1, s.v+n.rng.NormFloat64()*0.002))
+			s.v = math.Round(s.v*1000) / 1000
+		}
+		n.pts[i].V = s.v
+	}
+}
+
+func main() {
+	var (
+		dir       = flag.String("dir", "", "work directory (required)")
+		nSeries   = flag.Int("series", 250_000, "distinct series")
+		duration  = flag.Duration("duration", 5*time.Minute, "wall time of the ingest")
+		perAppend = flag.Int("per-append", 5000, "series per Append (one node's push)")
+		workers   = flag.Int("workers", 2, "goroutines appending")
+		hist      = flag.Int("hist", 10_000, "series with 7 days of history")
+		queries   = flag.Int("queries", 200, "queries per kind")
+		seed      = flag.Uint64("seed", 1, "random seed")
+	)
+	flag.Parse()
+	if *dir == "" {
+		fmt.Fprintln(os.Stderr, "monbench: -dir is required")
+		os.Exit(2)
+	}
+	if err := run(*dir, *nSeries, *duration, *perAppend, *workers, *hist, *queries, *seed); err != nil {
+		fmt.Fprintln(os.Stderr, "monbench:", err)
+		os.Exit(1)
+	}
+}
+
+func progress(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "[%s] "+format+"\n", append([]any{time.Now().Format("15:04:05")}, a...)...)
+}
+
+func cpu() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func maxRSS() int64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Maxrss * 1024
+}
+
+func run(dir string, nSeries int, duration time.Duration, perAppend, workers, hist, queries int, seed uint64) error {
+	ctx := context.Background()
+	path := filepath.Join(dir, "mon.db")
+	perNode := nSeries / nodes
+	if perNode*nodes != nSeries || perNode%len(metrics) != 0 || (perNode/len(metrics))%perCard != 0 {
+		return fmt.Errorf("-series must be a multiple of %d", nodes*len(metrics)*perCard)
+	}
+	if perAppend <= 0 || perNode%perAppend != 0 {
+		return fmt.Errorf("-per-append must divide %d (the series per node)", perNode)
+	}
+	ifs := perNode / len(metrics)
+	// Synthetic time: ingest starts at t0; the history ends before it.
+	t0 := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+	var synth atomic.Int64
+	synth.Store(t0.UnixMilli())
+	now := func() time.Time { return time.UnixMilli(synth.Load()) }
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	opts := repo.Options{Path: path, Now: now, Log: log}
+
+	r, err := repo.Open(ctx, opts)
+	if err != nil {
+		return err
+	}
+	nodesList := make([]*node, nodes)
+	for ni := range nodes {
+		n := &node{name: fmt.Sprintf("n%03d", ni), rng: rand.New(rand.NewPCG(seed, uint64(ni)))}
+		for _, m := range metrics {
+			for i := range ifs {
+				ls := monitor.L("if", fmt.Sprintf("eth%d", i), "card", fmt.Sprintf("c%d", i/perCard))
+				s := serie{k: m.k}
+				switch m.k {
+				case counter:
+					s.v = float64(n.rng.IntN(1 << 32))
+					s.rate = math.Pow(10, 1+3*n.rng.Float64()) // 10 to 10,000 packets/s
+				case gauge:
+					s.v = math.Round((0.1+0.8*n.rng.Float64())*1000) / 1000
+				case constant:
+					s.v = float64(1 + n.rng.IntN(10000))
+				}
+				n.pts = append(n.pts, monitor.Point{Name: m.name, Labels: ls})
+				n.st = append(n.st, s)
+			}
+		}
+		nodesList[ni] = n
+	}
+	fmt.Printf("monitoring repository benchmark: SQLite file in %s, %d CPUs, %s\n", dir, runtime.NumCPU(), runtime.Version())
+	fmt.Printf("workload: %d series (%d nodes x %d metrics x %d interfaces; gauges like 0.734, constants), one sample each per %v of synthetic time\n",
+		nSeries, nodes, len(metrics), ifs, interval)
+
+	// 1. History.
+	type hs struct {
+		name string
+		ls   monitor.Labels
+	}
+	var histSeries []hs
+	hStart := time.Now()
+	{
+		rng := rand.New(rand.NewPCG(seed, 999))
+		for _, n := range nodesList {
+			for _, p := range n.pts {
+				if len(histSeries) == hist {
+					break
+				}
+				histSeries = append(histSeries, hs{p.Name, p.Labels.With("node", n.name)})
+			}
+		}
+		from := t0.Add(-7 * 24 * time.Hour).UnixMilli()
+		var hpts int
+		for _, h := range histSeries {
+			for tier, step := range []int64{60_000, 600_000} {
+				pts := make([]repo.PointTV, 0, 7*24*3600_000/step)
+				v := rng.Float64()
+				for t := from + step; t < t0.UnixMilli(); t += step {
+					v = math.Min(1, math.Max(0, v+rng.NormFloat64()*0.01))
+					pts = append(pts, repo.PointTV{T: t, V: v})
+				}
+				if err := r.WriteHistory(ctx, tier+1, h.name, h.ls, pts); err != nil {
+					return fmt.Errorf("history: %w", err)
+				}
+				hpts += len(pts)
+			}
+		}
+		progress("history: %d series, %d points into the 1m and 10m tiers in %.1f s", len(histSeries), hpts, time.Since(hStart).Seconds())
+		fmt.Printf("history: %d series x 7 days in the 1m and 10m tiers (%d points), written in %.1f s\n", len(histSeries), hpts, time.Since(hStart).Seconds())
+	}
+
+	// 2. Ingest.
+	var stored, appends atomic.Int64
+	var peakHeap atomic.Uint64
+	stopMon := make(chan struct{})
+	var monWG sync.WaitGroup
+	monWG.Add(1)
+	go func() {
+		defer monWG.Done()
+		var ms runtime.MemStats
+		tk := time.NewTicker(time.Second)
+		defer tk.Stop()
+		last := time.Now()
+		var lastN int64
+		for {
+			select {
+			case <-stopMon:
+				return
+			case <-tk.C:
+				runtime.ReadMemStats(&ms)
+				if ms.HeapInuse > peakHeap.Load() {
+					peakHeap.Store(ms.HeapInuse)
+				}
+				if time.Since(last) >= 30*time.Second {
+					n := stored.Load()
+					progress("ingest: %d samples, %.0f/s over the last %.0f s, synthetic time %s", n,
+						float64(n-lastN)/time.Since(last).Seconds(), time.Since(last).Seconds(), now().Format(time.DateTime))
+					last, lastN = time.Now(), n
+				}
+			}
+		}
+	}()
+	runtime.GC()
+	cpu0, wall0 := cpu(), time.Now()
+	deadline := wall0.Add(duration)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	steps := make([]int64, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			jr := rand.New(rand.NewPCG(seed, 5000+uint64(w)))
+			for step := int64(0); time.Now().Before(deadline); step++ {
+				base := t0.UnixMilli() + step*interval.Milliseconds()
+				for ni := w; ni < nodes; ni += workers {
+					n := nodesList[ni]
+					n.step()
+					ts := base + int64(jr.IntN(11)) - 5 // a few ms of jitter
+					for off := 0; off < len(n.pts); off += perAppend {
+						b := &monitor.Batch{Node: n.name, Seq: uint64(step),
+							Groups: []monitor.Group{{T: ts, Points: n.pts[off : off+perAppend]}}}
+						if step == 0 {
+							b.Meta = map[string]monitor.Meta{}
+							for _, m := range metrics {
+								t := monitor.Gauge
+								if m.k == counter {
+									t = monitor.Counter
+								}
+								b.Meta[m.name] = monitor.Meta{Type: t}
+							}
+						}
+						res, err := r.Append(ctx, b)
+						if err != nil {
+							errs <- err
+							return
+						}
+						if res.Duplicate != 0 {
+							errs <- fmt.Errorf("unexpected duplicates: %+v", res)
+							return
+						}
+						stored.Add(int64(res.Stored))
+						appends.Add(1)
+					}
+				}
+				for {
+					cur := synth.Load()
+					if base <= cur || synth.CompareAndSwap(cur, base) {
+						break
+					}
+				}
+				steps[w] = step + 1
+			}
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(wall0)
+	cpuUsed := cpu() - cpu0
+	close(stopMon)
+	monWG.Wait()
+	select {
+	case err := <-errs:
+		return fmt.Errorf("ingest: %w", err)
+	default:
+	}
+	n := stored.Load()
+	rate := float64(n) / wall.Seconds()
+	st := r.Stats()
+	fmt.Printf("\ningest: pushes of %d series (one node's push; %d nodes), %d goroutines appending, each Append fsyncs the repository's log\n", perAppend, nodes, workers)
+	fmt.Printf("  %-38s %d samples in %d Appends over %.1f s wall; synthetic time covered %v\n", "stored", n, appends.Load(), wall.Seconds(), time.Duration(minSteps(steps))*interval)
+	fmt.Printf("  %-38s %.0f samples/s\n", "sustained rate", rate)
+	fmt.Printf("  %-38s %.1f s user+sys (%.2f cores), %.2f CPU s per million samples (includes generating them)\n", "CPU", cpuUsed.Seconds(), cpuUsed.Seconds()/wall.Seconds(), cpuUsed.Seconds()/float64(n)*1e6)
+	fmt.Printf("  %-38s %.0f MiB peak RSS, %.0f MiB peak heap in use\n", "memory", float64(maxRSS())/(1<<20), float64(peakHeap.Load())/(1<<20))
+	fmt.Printf("  %-38s %d checkpoints, the last took %.1f s; %.0f MiB on disk before the final checkpoint\n", "checkpoints", st.Checkpoints, st.LastCheckpoint.Seconds(), float64(st.DiskBytes)/(1<<20))
+
+	// 3. Close and measure the raw tier.
+	c0 := time.Now()
+	if err := r.Close(); err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	closeT := time.Since(c0)
+	rawBytes, rawSamples, rawData, chunksBytes, total, err := rawTier(path)
+	if err != nil {
+		return fmt.Errorf("raw tier: %w", err)
+	}
+	bps := float64(rawBytes) / float64(rawSamples)
+	fmt.Printf("  %-38s %.1f s (the final checkpoint)\n", "close", closeT.Seconds())
+	fmt.Printf("  %-38s %.3f bytes/sample (%d raw samples in %.1f MiB of pages; chunk data alone %.3f bytes/sample)\n", "raw tier on disk (dbstat)", bps, rawSamples, float64(rawBytes)/(1<<20), float64(rawData)/float64(rawSamples))
+	fmt.Printf("  %-38s %.1f MiB chunks table (all tiers, history included), %.1f MiB file in use\n", "", float64(chunksBytes)/(1<<20), float64(total)/(1<<20))
+
+	// 4. Reopen and query.
+	o0 := time.Now()
+	r, err = repo.Open(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("reopen: %w", err)
+	}
+	defer r.Close()
+	fmt.Printf("  %-38s %.1f s (%d series loaded)\n", "reopen", time.Since(o0).Seconds(), r.Stats().Series)
+	end := now()
+	qrng := rand.New(rand.NewPCG(seed, 77))
+	type qkind struct {
+		name  string
+		span  time.Duration
+		multi bool
+	}
+	fmt.Printf("\nqueries: %d per row, one at a time, random history series; the range ends at the last ingested sample\n", queries)
+	fmt.Printf("  %-44s %8s %8s %8s %10s %6s\n", "query", "p50 ms", "p99 ms", "max ms", "points", "tier")
+	var worstP99 float64
+	for _, k := range []qkind{{"1h, step 12s, 1 series", time.Hour, false}, {"1h, step 12s, 10 series (a node's card)", time.Hour, true},
+		{"7d, step 2016s, 1 series", 7 * 24 * time.Hour, false}, {"7d, step 2016s, 10 series (a node's card)", 7 * 24 * time.Hour, true}} {
+		var lat []float64
+		var pts, ser int
+		for range queries {
+			h := histSeries[qrng.IntN(len(histSeries))]
+			m := map[string]string{"node": h.ls.Get("node"), "card": h.ls.Get("card")}
+			if !k.multi {
+				m["if"] = h.ls.Get("if")
+			}
+			q := repo.Query{Name: h.name, Match: m, Start: end.Add(-k.span), End: end, Step: k.span / 300, Tier: -1}
+			s0 := time.Now()
+			ss, err := r.Query(ctx, q)
+			if err != nil {
+				return fmt.Errorf("query %s: %w", k.name, err)
+			}
+			lat = append(lat, float64(time.Since(s0).Microseconds())/1000)
+			for _, s := range ss {
+				pts += len(s.Points)
+			}
+			ser += len(ss)
+		}
+		sort.Float64s(lat)
+		p99 := pct(lat, 0.99)
+		worstP99 = math.Max(worstP99, p99)
+		fmt.Printf("  %-44s %8.2f %8.2f %8.2f %10s %6s\n", k.name, pct(lat, 0.5), p99, lat[len(lat)-1],
+			fmt.Sprintf("%.0f/q", float64(pts)/float64(queries)), tierOf(k.span))
+		_ = ser
+	}
+
+	fmt.Printf("\ntargets\n")
+	verdict := func(ok bool) string {
+		if ok {
+			return "PASS"
+		}
+		return "FAIL"
+	}
+	fmt.Printf("  %-44s %-28s %s\n", "ingest >= 100,000 samples/s", fmt.Sprintf("%.0f samples/s", rate), verdict(rate >= 100_000))
+	fmt.Printf("  %-44s %-28s %s\n", "raw tier <= 2 bytes/sample on disk", fmt.Sprintf("%.3f bytes/sample", bps), verdict(bps <= 2))
+	fmt.Printf("  %-44s %-28s %s\n", "query p99 < 100 ms (worst row)", fmt.Sprintf("%.2f ms", worstP99), verdict(worstP99 < 100))
+	return nil
+}
+
+func tierOf(span time.Duration) string {
+	if span <= 3*time.Hour {
+		return "raw"
+	}
+	return "1m"
+}
+
+func minSteps(s []int64) int64 {
+	m := s[0]
+	for _, x := range s {
+		m = min(m, x)
+	}
+	return m
+}
+
+func pct(sorted []float64, p float64) float64 {
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// rawTier measures tier 0 in the closed file with dbstat: the chunks
+// table's leaf pages in key order (tier leads the key, so tier-0 rows come
+// first) until the tier-0 rows are counted, plus interior pages pro rata.
+func rawTier(path string) (rawBytes, rawSamples, rawData, chunksBytes, total int64, err error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		return
+	}
+	defer db.Close()
+	var rawRows, allRows int64
+	if err = db.QueryRow(`SELECT count(*), coalesce(sum(n), 0), coalesce(sum(length(data)), 0) FROM chunks WHERE tier = 0`).Scan(&rawRows, &rawSamples, &rawData); err != nil {
+		return
+	}
+	if err = db.QueryRow(`SELECT count(*) FROM chunks`).Scan(&allRows); err != nil {
+		return
+	}
+	rows, err := db.Query(`SELECT path, pagetype, ncell, pgsize FROM dbstat WHERE name = 'chunks' ORDER BY path`)
+	if err != nil {
+		return
+	}
+	defer rows.Close()
+	var seen, leafRaw, interior int64
+	for rows.Next() {
+		var p, typ string
+		var ncell, size int64
+		if err = rows.Scan(&p, &typ, &ncell, &size); err != nil {
+			return
+		}
+		chunksBytes += size
+		switch typ {
+		case "leaf":
+			if seen < rawRows {
+				take := min(ncell, rawRows-seen)
+				leafRaw += size * take / max(ncell, 1)
+			}
+			seen += ncell
+		case "overflow":
+			err = fmt.Errorf("a chunk row spilled to an overflow page (%s)", p)
+			return
+		default:
+			interior += size
+		}
+	}
+	if err = rows.Err(); err != nil {
+		return
+	}
+	rawBytes = leafRaw + interior*rawRows/max(allRows, 1)
+	var pages, free, ps int64
+	_ = db.QueryRow(`PRAGMA page_count`).Scan(&pages)
+	_ = db.QueryRow(`PRAGMA freelist_count`).Scan(&free)
+	_ = db.QueryRow(`PRAGMA page_size`).Scan(&ps)
+	total = (pages - free) * ps
+	return
+}
