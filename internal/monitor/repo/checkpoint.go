@@ -286,6 +286,9 @@ func (r *Repo) enforce(ctx context.Context) error {
 	}
 	target := r.o.Budget * 9 / 10
 	for range 10000 {
+		// Fold SQLite's WAL into the file first, so that deletions show
+		// (a reader in the way only delays this to the next checkpoint).
+		_, _ = r.db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 		used := r.diskBytes(ctx)
 		if used <= r.o.Budget && !r.budgetActive {
 			return nil
