@@ -139,14 +139,14 @@ type Options struct {
 // holds at most maxN samples (so rows stay well under SQLite's in-page
 // limit and never spill to overflow pages).
 const (
-	rawWindow  = 2 * time.Hour
-	rawMaxN    = 720
-	tierSteps  = 240 // a downsampled tier's window, in steps
-	tierMaxN   = 240
+	rawWindow = 2 * time.Hour
+	rawMaxN   = 720
+	tierSteps = 240 // a downsampled tier's window, in steps
+	tierMaxN  = 240
 	// maxBytes seals a chunk whatever its count: SQLite keeps a row of up
 	// to about 4 KB in its 16 KB page; a larger one spills to overflow pages
 	// (a whole page for the remainder).
-	maxBytes = 3072
+	maxBytes   = 3072
 	pageSize   = 16384
 	latestSpan = 5 * time.Minute
 )
