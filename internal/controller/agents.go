@@ -298,13 +298,6 @@ func (c *Controller) downLinks() []string {
 // moveOff reroutes r around the links known to be down, or degrades it;
 // the caller holds mu.
 func (c *Controller) moveOff(ctx context.Context, r reserve.Reservation, now time.Time) (reserve.Reservation, error) {
-	if _, err := c.sched.Remove(r.ID); err != nil {
-		return r, err
-	}
-	res, err := c.sched.FixedSlotAvoiding(reserve.Request{From: r.From, To: r.To, Bandwidth: r.Bandwidth, Start: r.Start, End: r.End}, c.downLinks())
-	if err := c.sched.Add(booking(r)); err != nil {
-		return r, err
-	}
 	var reasons []string
 	for _, h := range r.Path {
 		if why, ok := c.linkDown[h.Link]; ok {
@@ -312,9 +305,48 @@ func (c *Controller) moveOff(ctx context.Context, r reserve.Reservation, now tim
 		}
 	}
 	reason := strings.Join(reasons, "; ")
-	if err != nil {
+	ch, err := c.alternatePath(r, c.downLinks(), now)
+	var noPath *noAlternate
+	var noCode *noDSCP
+	switch {
+	case errors.As(err, &noPath):
 		return c.change(ctx, r, reserve.Event{Kind: reserve.EventDegrade, By: reserve.ActorController,
 			Why: reason + ": no other path has the bandwidth; the flows take the routed path until it returns"}, now)
+	case errors.As(err, &noCode):
+		return c.change(ctx, r, reserve.Event{Kind: reserve.EventDegrade, By: reserve.ActorController, Why: reason + ": " + err.Error()}, now)
+	case err != nil:
+		return r, err
+	}
+	return c.change(ctx, r, reserve.Event{Kind: reserve.EventModify, By: reserve.ActorController, Why: "moved off: " + reason, Change: ch}, now)
+}
+
+// noAlternate says no path avoiding the given links has the bandwidth.
+type noAlternate struct{ err error }
+
+func (e *noAlternate) Error() string { return "no other path has the bandwidth: " + e.err.Error() }
+func (e *noAlternate) Unwrap() error { return e.err }
+
+// noDSCP says no DSCP value is free on the alternate path.
+type noDSCP struct{ err error }
+
+func (e *noDSCP) Error() string { return e.err.Error() }
+func (e *noDSCP) Unwrap() error { return e.err }
+
+// alternatePath finds r a path over its window that avoids the links in
+// avoid, with the bandwidth, and the modification that moves it there (a
+// new DSCP when the new path's nodes need one); the caller holds mu. It
+// fails with *noAlternate when there is no such path, and with *noDSCP
+// when no DSCP value is free on it.
+func (c *Controller) alternatePath(r reserve.Reservation, avoid []string, now time.Time) (reserve.Modification, error) {
+	if _, err := c.sched.Remove(r.ID); err != nil {
+		return reserve.Modification{}, err
+	}
+	res, err := c.sched.FixedSlotAvoiding(reserve.Request{From: r.From, To: r.To, Bandwidth: r.Bandwidth, Start: r.Start, End: r.End}, avoid)
+	if err := c.sched.Add(booking(r)); err != nil {
+		return reserve.Modification{}, err
+	}
+	if err != nil {
+		return reserve.Modification{}, &noAlternate{err}
 	}
 	path := toPathHops(res.Path)
 	ch := reserve.Modification{Path: path, ManagedNodes: c.managedOn(r.From, r.To, path, now)}
@@ -323,13 +355,13 @@ func (c *Controller) moveOff(ctx context.Context, r reserve.Reservation, now tim
 		moved.Path = path
 		v, err := reserve.AllocateDSCP(c.pool, moved, c.overlapping(moved.Nodes(), r.Start, r.End))
 		if err != nil {
-			return c.change(ctx, r, reserve.Event{Kind: reserve.EventDegrade, By: reserve.ActorController, Why: reason + ": " + err.Error()}, now)
+			return reserve.Modification{}, &noDSCP{err}
 		}
 		if v != r.DSCP {
 			ch.DSCP = v
 		}
 	}
-	return c.change(ctx, r, reserve.Event{Kind: reserve.EventModify, By: reserve.ActorController, Why: "moved off: " + reason, Change: ch}, now)
+	return ch, nil
 }
 
 // change applies one event the controller raises itself, stores it and

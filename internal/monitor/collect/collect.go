@@ -31,10 +31,21 @@ type Env struct {
 	// /run/netns/lp-two-site-ra); "" is the caller's own.
 	NetNS string
 	Topo  *testbed.Topology // may be nil
+	// Topology, when set, is read at every round instead of Topo: an
+	// agent learns its topology from the controller after it starts.
+	Topology func() *testbed.Topology
 	// Flows returns the flows of the live reservations on this node (set
 	// by the agent); it may be nil.
 	Flows func() []FlowMatch
 	Log   *slog.Logger
+}
+
+// topo returns the topology in force, or nil.
+func (e Env) topo() *testbed.Topology {
+	if e.Topology != nil {
+		return e.Topology()
+	}
+	return e.Topo
 }
 
 // FlowMatch is one flow of a live reservation, as the tcp collector needs
@@ -88,7 +99,7 @@ type Registry struct {
 
 // NewRegistry returns a registry of every known collector, each enabled
 // by its default: host, interfaces, htb and tcp always; emulator when
-// env.Testbed is set; probe when env.Topo is given.
+// env.Testbed is set; probe when env.Topo or env.Topology is given.
 func NewRegistry(env Env) *Registry {
 	if env.Log == nil {
 		env.Log = slog.New(slog.DiscardHandler)

@@ -42,7 +42,7 @@ func (c *interfacesCollector) Collect(_ context.Context, emit func(monitor.Point
 	if err != nil {
 		return fmt.Errorf("list devices: %w", err)
 	}
-	devLink := linkOfDev(c.env.Topo, c.env.Node)
+	devLink := linkOfDev(c.env.topo(), c.env.Node)
 	for _, l := range links {
 		a := l.Attrs()
 		if a.Name == "lo" {
@@ -73,7 +73,7 @@ func (c *htbCollector) Collect(_ context.Context, emit func(monitor.Point)) erro
 	if err != nil {
 		return fmt.Errorf("list devices: %w", err)
 	}
-	devLink := linkOfDev(c.env.Topo, c.env.Node)
+	devLink := linkOfDev(c.env.topo(), c.env.Node)
 	for _, l := range links {
 		a := l.Attrs()
 		if a.Name == "lo" {

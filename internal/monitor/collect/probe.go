@@ -285,7 +285,7 @@ func newProbe(env Env) definition {
 	return definition{
 		c:       c,
 		help:    "RTT and loss to each neighbour across each link (UDP echo on port 7301; also serves the peers' probes and throughput tests)",
-		enabled: env.Topo != nil,
+		enabled: env.Topo != nil || env.Topology != nil,
 		close:   c.close,
 		meta: map[string]monitor.Meta{
 			"lightpath_probe_rtt_seconds": gauge("Median round-trip time of this round's echo probes to the neighbour across the link; absent when none came back."),
@@ -308,7 +308,7 @@ func (c *probeCollector) close() error {
 }
 
 func (c *probeCollector) Collect(ctx context.Context, emit func(monitor.Point)) error {
-	nbs := neighbours(c.env.Topo, c.env.Node)
+	nbs := neighbours(c.env.topo(), c.env.Node)
 	var respErr error
 	c.mu.Lock()
 	if c.resp == nil && len(nbs) > 0 {
