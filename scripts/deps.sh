@@ -22,3 +22,22 @@ if ((${#need[@]})); then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
 fi
+
+# promtool checks the controller's /metrics (internal/api's TestPromtool).
+# Only the binary is taken from Debian's prometheus package: installing the
+# package would also start a Prometheus server.
+if ! command -v promtool >/dev/null && [ ! -x /usr/local/lib/lightpath/promtool ]; then
+	if [ "$(id -u)" -eq 0 ]; then
+		tmp=$(mktemp -d)
+		if (cd "$tmp" && { apt-get download -qq prometheus >/dev/null 2>&1 ||
+			{ apt-get update -qq && apt-get download -qq prometheus >/dev/null 2>&1; }; } &&
+			dpkg-deb -x prometheus_*.deb x && install -D -m 0755 x/usr/bin/promtool /usr/local/lib/lightpath/promtool); then
+			:
+		else
+			echo "deps: could not fetch promtool (Debian package prometheus); its test will skip" >&2
+		fi
+		rm -rf "$tmp"
+	else
+		echo "deps: promtool missing; run as root to fetch it" >&2
+	fi
+fi

@@ -34,6 +34,9 @@ type Config struct {
 	NetNS string
 	Log   *slog.Logger
 	Now   func() time.Time
+	// Monitor, when set, collects metrics and pushes them to the
+	// controller's repository.
+	Monitor *Monitoring
 }
 
 // Defaults.
@@ -54,6 +57,7 @@ type agent struct {
 	// reported remembers the reports sent, by reservation and version of
 	// its path, so each is sent once.
 	reported map[string]string
+	watched  *Watched
 }
 
 // Run reconciles until ctx ends: at every interval, at every start and
@@ -91,6 +95,15 @@ func Run(ctx context.Context, cfg Config) error {
 
 	changed := make(chan struct{}, 1)
 	go a.watch(ctx, changed)
+	a.watched = &Watched{}
+	if cfg.Monitor != nil {
+		if cfg.Monitor.Watched != nil {
+			a.watched = cfg.Monitor.Watched
+		}
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() { defer close(done); a.monitor(ctx) }()
+	}
 	if err := watchLinks(ctx, a.nsFd, changed); err != nil {
 		cfg.Log.Warn("links are checked at every round only", "err", err)
 	}
@@ -165,6 +178,7 @@ func (a *agent) reconcile(ctx context.Context) (time.Time, error) {
 		a.devs, a.devLink = nodeDevs(t, a.cfg.Node)
 		a.cfg.Log.Info("topology", "name", tp.Name, "devices", a.devs)
 	}
+	a.watched.set(a.topo, work.Reservations)
 	now := a.cfg.Now()
 	want, err := Desired(a.topo, a.cfg.Node, work.Reservations, now)
 	if err != nil {

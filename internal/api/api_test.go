@@ -82,6 +82,9 @@ type env struct {
 	// stopFn stops the controller as a crash would not: cleanly, so the
 	// test can start another on the same database.
 	stopFn func()
+	// mon, when set before start, gives the server a monitoring
+	// repository, transfers and a rules evaluator (monitoring_test.go).
+	mon *monitoring
 }
 
 func sqliteURL(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "c.db") }
@@ -123,12 +126,18 @@ func (e *env) start(topo string) {
 	}
 	e.admin = strings.TrimSpace(string(b))
 	e.c = c
-	srv := httptest.NewServer(api.NewServer(c, nil, "test", nil))
+	h := api.NewServer(c, nil, "test", nil)
+	closeMon := func() {}
+	if e.mon != nil {
+		closeMon = e.mon.attach(t, h, c, e.dir)
+	}
+	srv := httptest.NewServer(h)
 	e.srv = srv
 	var once sync.Once
 	e.stopFn = func() {
 		once.Do(func() {
 			srv.Close()
+			closeMon()
 			c.Close()
 			st.Close()
 		})

@@ -20,6 +20,8 @@ type metrics struct {
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// extra, when set, gathers series from elsewhere (the agents').
+	extra prometheus.Gatherer
 }
 
 func newMetrics(c *controller.Controller) *metrics {
@@ -44,7 +46,15 @@ func newMetrics(c *controller.Controller) *metrics {
 }
 
 func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	own := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if m.extra == nil {
+			own.ServeHTTP(w, r)
+			return
+		}
+		promhttp.HandlerFor(prometheus.Gatherers{m.reg, m.extra}, promhttp.HandlerOpts{
+			Registry: m.reg, ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
+	})
 }
 
 func (m *metrics) observe(rt Route, method string, code int, took time.Duration) {

@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -136,6 +137,25 @@ func validate(s map[string]any, v any, at string) error {
 		name := strings.TrimPrefix(ref, "#/components/schemas/")
 		return validate(schemaDoc["components"].(map[string]any)["schemas"].(map[string]any)[name].(map[string]any), v, at)
 	}
+	if types, ok := s["type"].([]any); ok {
+		// One of several types ("number" or "null"): the first that fits.
+		var first error
+		for _, ty := range types {
+			if ty == "null" && v == nil {
+				return nil
+			}
+			one := maps.Clone(s)
+			one["type"] = ty
+			err := validate(one, v, at)
+			if err == nil {
+				return nil
+			}
+			if first == nil {
+				first = err
+			}
+		}
+		return first
+	}
 	switch s["type"] {
 	case "object":
 		o, ok := v.(map[string]any)
@@ -168,8 +188,16 @@ func validate(s map[string]any, v any, at string) error {
 		if !ok {
 			return fmt.Errorf("%s: want an array, got %T", at, v)
 		}
+		prefix, _ := s["prefixItems"].([]any)
 		for i, e := range a {
-			if err := validate(s["items"].(map[string]any), e, fmt.Sprintf("%s[%d]", at, i)); err != nil {
+			item, _ := s["items"].(map[string]any)
+			if i < len(prefix) {
+				item = prefix[i].(map[string]any)
+			}
+			if item == nil {
+				continue
+			}
+			if err := validate(item, e, fmt.Sprintf("%s[%d]", at, i)); err != nil {
 				return err
 			}
 		}

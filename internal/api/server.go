@@ -20,7 +20,11 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/monitor/alert"
+	"github.com/lightpath/lightpath/internal/monitor/derive"
+	"github.com/lightpath/lightpath/internal/monitor/repo"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/transfer"
 )
 
 // MaxBodyBytes bounds a request body: the largest legitimate one, a
@@ -41,6 +45,12 @@ type Server struct {
 	ui      fs.FS
 	version string
 	metrics *metrics
+	repo    *repo.Repo
+	derive  *derive.Deriver
+
+	transfers *transfer.Registry
+	alerts    *alert.Evaluator
+	history   *alert.History
 }
 
 // Route is one route of the API: what the OpenAPI document must describe.
@@ -57,7 +67,7 @@ func NewServer(c *controller.Controller, ui fs.FS, version string, log *slog.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{c: c, log: log, mux: http.NewServeMux(), ui: ui, version: version, metrics: newMetrics(c)}
+	s := &Server{c: c, log: log, mux: http.NewServeMux(), ui: ui, version: version, metrics: newMetrics(c), derive: derive.New()}
 	for _, rt := range s.Routes() {
 		s.mux.HandleFunc(rt.Method+" "+rt.Path, s.wrap(rt))
 	}
@@ -121,6 +131,15 @@ func (s *Server) Routes() []Route {
 		{Method: "POST", Path: "/api/v1/agents/{node}/heartbeat", h: s.heartbeat},
 		{Method: "POST", Path: "/api/v1/agents/{node}/links/{link}", h: s.linkReport},
 		{Method: "POST", Path: "/api/v1/reservations/{id}/nodes/{node}", h: s.nodeReport},
+		{Method: "POST", Path: "/api/v1/metrics/push", h: s.pushMetrics},
+		{Method: "GET", Path: "/api/v1/metrics/query", h: s.queryMetrics},
+		{Method: "GET", Path: "/api/v1/metrics/names", h: s.metricNames},
+		{Method: "GET", Path: "/api/v1/metrics/live", h: s.liveStream},
+		{Method: "GET", Path: "/api/v1/transfers", h: s.listTransfers},
+		{Method: "POST", Path: "/api/v1/transfers", h: s.createTransfer},
+		{Method: "GET", Path: "/api/v1/transfers/{id}", h: s.getTransfer},
+		{Method: "POST", Path: "/api/v1/transfers/{id}/progress", h: s.reportTransfer},
+		{Method: "GET", Path: "/api/v1/alerts", h: s.getAlerts},
 	}
 }
 
@@ -144,7 +163,7 @@ func (s *Server) wrap(rt Route) http.HandlerFunc {
 		err := func() error {
 			if !rt.open {
 				tok := bearer(r)
-				if tok == "" && rt.Path == "/api/v1/events" {
+				if tok == "" && (rt.Path == "/api/v1/events" || rt.Path == "/api/v1/metrics/live") {
 					// EventSource cannot send headers.
 					tok = r.URL.Query().Get("access_token")
 				}
@@ -291,13 +310,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // MaxBodyBytes, no unknown fields, exactly one value, types checked. Each
 // failure says which field and what was wrong.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	return decodeLimit(w, r, v, MaxBodyBytes)
+}
+
+// decodeLimit is decode with another bound on the body.
+func decodeLimit(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" {
 			return &httpError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMedia, msg: fmt.Sprintf("send the body as application/json, not %q", ct)}
 		}
 	}
-	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	body := http.MaxBytesReader(w, r.Body, limit)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -307,7 +331,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 		var tpe *time.ParseError
 		switch {
 		case errors.As(err, &mbe):
-			return &httpError{status: http.StatusRequestEntityTooLarge, code: CodeTooLarge, msg: fmt.Sprintf("the body is over %d bytes", MaxBodyBytes)}
+			return &httpError{status: http.StatusRequestEntityTooLarge, code: CodeTooLarge, msg: fmt.Sprintf("the body is over %d bytes", limit)}
 		case errors.Is(err, io.EOF):
 			return invalid("", "the body is empty: send a JSON object")
 		case errors.As(err, &se):
@@ -330,7 +354,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return &httpError{status: http.StatusRequestEntityTooLarge, code: CodeTooLarge, msg: fmt.Sprintf("the body is over %d bytes", MaxBodyBytes)}
+			return &httpError{status: http.StatusRequestEntityTooLarge, code: CodeTooLarge, msg: fmt.Sprintf("the body is over %d bytes", limit)}
 		}
 		return invalid("", "the body holds more than one JSON value")
 	}

@@ -1,10 +1,13 @@
 package api
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/monitor/alert"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/transfer"
 )
 
 // The JSON bodies of the REST API under /api/v1. They are the contract
@@ -434,4 +437,94 @@ type LinkReportResult struct {
 	Link         string                `json:"link"`
 	Status       string                `json:"status"`
 	Reservations []reserve.Reservation `json:"reservations"`
+}
+
+// PushResult answers an agent's push (POST /api/v1/metrics/push, body a
+// monitor.Batch): samples stored, and samples skipped because the
+// repository already held them (a batch sent again).
+type PushResult struct {
+	Stored    int `json:"stored"`
+	Duplicate int `json:"duplicate"`
+}
+
+// QueryResult answers GET /api/v1/metrics/query: every matching series with
+// its points as [milliseconds since the epoch, value] (null for a value JSON
+// cannot hold).
+type QueryResult struct {
+	Series []QuerySeries `json:"series"`
+}
+
+// QuerySeries is one series of a query's answer.
+type QuerySeries struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels"`
+	Points [][2]any          `json:"points"`
+}
+
+// MetricNames answers GET /api/v1/metrics/names.
+type MetricNames struct {
+	Names []MetricName `json:"names"`
+}
+
+// MetricName is one metric name the repository holds, with its type and
+// help as the agents declared them.
+type MetricName struct {
+	Name string `json:"name"`
+	Type string `json:"type,omitempty"`
+	Help string `json:"help,omitempty"`
+}
+
+// TransferList answers GET /api/v1/transfers.
+type TransferList struct {
+	Transfers []transfer.Transfer `json:"transfers"`
+}
+
+// TransferPage answers GET /api/v1/transfers/{id}: the transfer, its
+// reservation, the links and nodes of its path, and the alert state
+// changes on them (or on the transfer itself) while it ran, newest first.
+type TransferPage struct {
+	Transfer    transfer.Transfer    `json:"transfer"`
+	Reservation *reserve.Reservation `json:"reservation,omitempty"`
+	Links       []string             `json:"links"`
+	Nodes       []string             `json:"nodes"`
+	Alerts      []json.RawMessage    `json:"alerts"`
+}
+
+// AlertsResult answers GET /api/v1/alerts.
+type AlertsResult struct {
+	Status  alert.Status   `json:"status"`
+	History []alert.Record `json:"history"`
+}
+
+// Live is one frame of GET /api/v1/metrics/live (an event stream).
+type Live struct {
+	T         int64          `json:"t"`
+	Links     []LiveLink     `json:"links"`
+	Transfers []LiveTransfer `json:"transfers"`
+}
+
+// LiveLink is one link direction in a live frame.
+type LiveLink struct {
+	Link        string  `json:"link"`
+	From        string  `json:"from"`
+	To          string  `json:"to"`
+	T           int64   `json:"t,omitempty"`
+	Bps         float64 `json:"bps"`
+	Utilisation float64 `json:"utilisation"`
+	CapacityBps uint64  `json:"capacity_bps"`
+	ReservedBps uint64  `json:"reserved_bps"`
+}
+
+// LiveTransfer is one running transfer in a live frame.
+type LiveTransfer struct {
+	ID          string  `json:"id"`
+	Owner       string  `json:"owner"`
+	T           int64   `json:"t"`
+	Bps         float64 `json:"bps"`
+	BytesDone   int64   `json:"bytes_done"`
+	BytesTotal  int64   `json:"bytes_total"`
+	Reservation string  `json:"reservation,omitempty"`
+	From        string  `json:"from,omitempty"`
+	To          string  `json:"to,omitempty"`
+	Streams     int     `json:"streams"`
 }

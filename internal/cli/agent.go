@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,6 +13,9 @@ import (
 	"github.com/lightpath/lightpath/internal/agent"
 	"github.com/lightpath/lightpath/internal/api"
 	"github.com/lightpath/lightpath/internal/client"
+	"github.com/lightpath/lightpath/internal/monitor/collect"
+	"github.com/lightpath/lightpath/internal/monitor/push"
+	"github.com/lightpath/lightpath/internal/units"
 )
 
 func newAgentCmd() *cobra.Command {
@@ -19,7 +24,18 @@ func newAgentCmd() *cobra.Command {
 		node, netns     string
 		lease, interval time.Duration
 		debug           bool
+		collectEvery    time.Duration
+		spool, tb       string
+		spoolMax        string
+		noMetrics       bool
 	)
+	watched := &agent.Watched{}
+	// The collectors' flags must exist before the flags are parsed, the
+	// node and testbed they work for only after.
+	env := &collect.Env{Topology: watched.Topology, Flows: watched.Flows}
+	// This registry only carries the flags; its env turns every default
+	// on, as the real one does inside a testbed.
+	reg := collect.NewRegistry(collect.Env{Testbed: "-", Topology: watched.Topology})
 	cmd := &cobra.Command{
 		Use:   "agent --node NAME --controller URL --controller-token-file F",
 		Short: "Provision this node's part of the reservations that cross it into its kernel",
@@ -39,7 +55,15 @@ every round, and after a restart takes over or removes what it finds.
 Run one per node, inside the node's network namespace (in a testbed:
 lightpath testbed exec NODE -- lightpath agent ..., with the controller's
 unix socket as --controller). The token must belong to a user of role
-agent (lightpath user add NAME --role agent).`,
+agent (lightpath user add NAME --role agent).
+
+It also collects metrics every --collect-interval (1s) with the collectors
+enabled by their --collector.NAME flags: host, interfaces, htb classes,
+TCP state of the reserved flows, the testbed emulator's pipes (with
+--testbed), and RTT/loss probes to its neighbours. It pushes them to the
+controller's repository in batches; while the controller is unreachable
+they wait in --spool on disk (at most --spool-max, oldest dropped first)
+and go out when it is back.`,
 		Example: `  lightpath testbed exec ra -- lightpath agent --node ra \
       --controller unix:/run/lightpath/two-site/controller.sock --controller-token-file agent.token`,
 		Args: cobra.NoArgs,
@@ -57,7 +81,28 @@ agent (lightpath user add NAME --role agent).`,
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl})).With("component", "agent", "node", node)
 			log.Info("starting", "controller", c.URL())
-			if err := agent.Run(cmd.Context(), agent.Config{Client: c, Node: node, Lease: lease, Interval: interval, NetNS: netns, Log: log}); err != nil {
+			cfg := agent.Config{Client: c, Node: node, Lease: lease, Interval: interval, NetNS: netns, Log: log}
+			if !noMetrics {
+				env.Node, env.Testbed, env.NetNS, env.Log = node, tb, netns, log
+				full := collect.NewRegistry(*env)
+				full.Timeout = min(collect.DefaultTimeout, max(collectEvery, time.Second))
+				full.EnableFrom(reg, cmd.Flags())
+				defer full.Close()
+				max, err := units.ParseSize(spoolMax)
+				if err != nil {
+					return fmt.Errorf("agent: --spool-max: %w", err)
+				}
+				if spool == "" {
+					spool = filepath.Join("/var/lib/lightpath/spool", node)
+				}
+				p, err := push.New(push.Options{Node: node, Dir: spool, MaxBytes: max, Log: log}, c)
+				if err != nil {
+					return fmt.Errorf("agent: %w", err)
+				}
+				cfg.Monitor = &agent.Monitoring{Registry: full, Watched: watched, Pusher: p, Interval: collectEvery}
+				log.Info("collecting", "collectors", strings.Join(full.Enabled(), ","), "every", collectEvery, "spool", spool)
+			}
+			if err := agent.Run(cmd.Context(), cfg); err != nil {
 				return fmt.Errorf("agent %s: %w", node, err)
 			}
 			return nil
@@ -71,6 +116,12 @@ agent (lightpath user add NAME --role agent).`,
 	f.DurationVar(&lease, "lease", agent.DefaultLease, "how long a heartbeat keeps the agent alive at the controller")
 	f.DurationVar(&interval, "interval", agent.DefaultInterval, "how often to reconcile and heartbeat")
 	f.BoolVar(&debug, "debug", false, "log every round")
+	f.DurationVar(&collectEvery, "collect-interval", agent.DefaultCollectInterval, "how often to collect metrics")
+	f.StringVar(&spool, "spool", "", "where metrics wait while the controller is unreachable (default /var/lib/lightpath/spool/NODE)")
+	f.StringVar(&spoolMax, "spool-max", "64MiB", "the most the spool may hold; past it the oldest samples are dropped")
+	f.StringVar(&tb, "testbed", "", "the testbed this node belongs to, for the emulator collector")
+	f.BoolVar(&noMetrics, "no-metrics", false, "provision only: collect and push no metrics")
+	reg.Flags(f)
 	return cmd
 }
 

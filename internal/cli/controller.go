@@ -17,9 +17,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/monitor/alert"
+	"github.com/lightpath/lightpath/internal/monitor/repo"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
+	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/units"
 	"github.com/lightpath/lightpath/web"
 )
 
@@ -33,6 +38,8 @@ func newControllerCmd() *cobra.Command {
 		cert, key, pool            string
 		holdTimeout                time.Duration
 		debug                      bool
+		metricsDB, tiers, rulesF   string
+		budget                     string
 	)
 	cmd := &cobra.Command{
 		Use:   "controller --listen HOST:PORT [--listen unix:PATH] [--db URL] [--topology FILE]",
@@ -58,7 +65,27 @@ it as "Authorization: Bearer TOKEN" (the CLI reads --controller-token-file or
 LIGHTPATH_CONTROLLER_TOKEN).
 
 --listen may be given several times; unix:PATH serves on a unix socket,
-which processes inside a testbed's namespaces can reach.`,
+which processes inside a testbed's namespaces can reach.
+
+The monitoring repository keeps what the agents push (and what transfers
+report) in compressed chunks, in its own SQLite file (--metrics-db; by
+default beside an SQLite database, named *-metrics.db, or
+./lightpath-metrics.db with PostgreSQL), so it never slows reservations. Its
+tiers keep raw samples 3 hours, 1-minute averages 7 days and 10-minute
+averages 180 days (--metrics-tiers), and it stays within --metrics-budget,
+dropping the oldest data first. The agents' series appear on /metrics
+labelled by node, and are queried at /api/v1/metrics/query. Transfers that
+cp registers (cp --controller, implied by --reserve) are kept there too.
+
+--rules FILE runs alerting rules (see docs/monitoring.md): every few
+seconds each rule's expression is evaluated on the repository's series;
+a series whose condition holds for the rule's "for" duration fires, and
+the rule's actions run: log, webhook, command, or reroute (move the
+reservations crossing the series' link to another admissible path). Every
+state change is kept with its reason and shown on the pages of the
+transfers whose path it touches. The file is re-read when it changes; a
+file that does not parse is refused with its line, and the rules in force
+stay.`,
 		Example: `  lightpath controller --listen 127.0.0.1:8080 --topology examples/two-site.yaml \
       --admin-token-file ./admin.token
   lightpath controller --listen 127.0.0.1:8080 --listen unix:/run/lightpath/two-site/controller.sock \
@@ -72,7 +99,8 @@ which processes inside a testbed's namespaces can reach.`,
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl})).With("component", "controller")
 			return runController(cmd.Context(), log, controllerOptions{listens: listens, db: dbURL, topology: topoFile,
-				adminFile: adminFile, cert: cert, key: key, pool: pool, hold: holdTimeout})
+				adminFile: adminFile, cert: cert, key: key, pool: pool, hold: holdTimeout,
+				metricsDB: metricsDB, tiers: tiers, budget: budget, rules: rulesF})
 		},
 	}
 	f := cmd.Flags()
@@ -85,6 +113,10 @@ which processes inside a testbed's namespaces can reach.`,
 	f.StringVar(&pool, "dscp-pool", "", "DSCP values for reservations that steer flows (default af11-af43,cs1-cs5)")
 	f.DurationVar(&holdTimeout, "hold-timeout", controller.DefaultMaxHold, "the longest hold a client may ask for")
 	f.BoolVar(&debug, "debug", false, "log every request that fails, not only server errors")
+	f.StringVar(&metricsDB, "metrics-db", "", "the monitoring repository's SQLite file (default beside --db), or \"none\" to keep no metrics")
+	f.StringVar(&tiers, "metrics-tiers", "raw:3h,1m:7d,10m:180d", "the repository's tiers: STEP:RETENTION,... (raw first)")
+	f.StringVar(&budget, "metrics-budget", "4GiB", "the most disk the repository may use; past it the oldest data is dropped")
+	f.StringVar(&rulesF, "rules", "", "alerting rules file (YAML); re-read when it changes")
 	return cmd
 }
 
@@ -93,6 +125,39 @@ type controllerOptions struct {
 	db, topology, adminFile string
 	cert, key, pool         string
 	hold                    time.Duration
+	metricsDB, tiers        string
+	budget, rules           string
+}
+
+// rerouter lets the rules move reservations through the controller.
+func rerouter(c *controller.Controller) alert.Rerouter {
+	return func(ctx context.Context, rule string, links []string, from, why string) ([]string, error) {
+		rs, err := c.RerouteAround(ctx, rule, links, from, why)
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, r := range rs {
+			if r.Moved {
+				out = append(out, fmt.Sprintf("%s moved to %s", r.ID, client.PathString(r.Path)))
+			} else {
+				out = append(out, fmt.Sprintf("%s stays: %s", r.ID, r.Reason))
+			}
+		}
+		return out, nil
+	}
+}
+
+// metricsPath is where the repository lives: --metrics-db, or beside an
+// SQLite database (x.db → x-metrics.db), or in the working directory.
+func metricsPath(o controllerOptions) string {
+	if o.metricsDB != "" {
+		return o.metricsDB
+	}
+	if p, ok := strings.CutPrefix(o.db, "sqlite:"); ok && p != "" && !strings.HasPrefix(p, ":memory:") {
+		return strings.TrimSuffix(p, filepath.Ext(p)) + "-metrics.db"
+	}
+	return "lightpath-metrics.db"
 }
 
 func runController(ctx context.Context, log *slog.Logger, o controllerOptions) error {
@@ -153,6 +218,51 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	}
 
 	handler := api.NewServer(c, web.FS, Version, log)
+	if mp := metricsPath(o); mp != "none" {
+		tiers, err := repo.ParseTiers(o.tiers)
+		if err != nil {
+			return fmt.Errorf("controller: --metrics-tiers: %w", err)
+		}
+		budget, err := units.ParseSize(o.budget)
+		if err != nil {
+			return fmt.Errorf("controller: --metrics-budget: %w", err)
+		}
+		rp, err := repo.Open(ctx, repo.Options{Path: mp, Tiers: tiers, Budget: int64(budget), Log: log.With("component", "repository")})
+		if err != nil {
+			return fmt.Errorf("controller: open the monitoring repository: %w", err)
+		}
+		defer func() {
+			if err := rp.Close(); err != nil {
+				log.Error("close the monitoring repository", "err", err)
+			}
+		}()
+		handler.WithRepository(rp)
+		log.Info("monitoring repository", "path", mp, "tiers", o.tiers, "budget", o.budget)
+		tr, err := transfer.Open(ctx, mp, nil)
+		if err != nil {
+			return fmt.Errorf("controller: %w", err)
+		}
+		defer tr.Close()
+		handler.WithTransfers(tr)
+		hist, err := alert.OpenHistory(ctx, mp)
+		if err != nil {
+			return fmt.Errorf("controller: %w", err)
+		}
+		defer hist.Close()
+		ev := alert.New(alert.Options{Source: alert.RepoSource(rp), History: hist, Reroute: rerouter(c), Log: log.With("component", "rules")})
+		if o.rules != "" {
+			if err := ev.Load(o.rules); err != nil {
+				return fmt.Errorf("controller: --rules: %w", err)
+			}
+		}
+		handler.WithAlerts(ev, hist)
+		evalCtx, stopEval := context.WithCancel(ctx)
+		evalDone := make(chan struct{})
+		go func() { ev.Run(evalCtx); close(evalDone) }()
+		defer func() { stopEval(); <-evalDone }()
+	} else if o.rules != "" {
+		return errors.New("controller: --rules needs the monitoring repository (not --metrics-db none)")
+	}
 	var lns []net.Listener
 	defer func() {
 		for _, ln := range lns {

@@ -47,7 +47,8 @@ func startAgents(name, controller, tokenFile string) ([]string, error) {
 			return started, fmt.Errorf("agent of %s: %w", n.Name, err)
 		}
 		cmd := exec.Command(self, "testbed", "exec", "--name", name, n.Name, "--",
-			self, "agent", "--node", n.Name, "--controller", controller, "--controller-token-file", tokenFile)
+			self, "agent", "--node", n.Name, "--controller", controller, "--controller-token-file", tokenFile,
+			"--testbed", name, "--spool", filepath.Join(testbed.Dir(name), "spool", n.Name))
 		cmd.Stdout, cmd.Stderr = log, log
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		err = cmd.Start()

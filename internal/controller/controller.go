@@ -66,6 +66,9 @@ type Actor struct {
 	Projects []string
 }
 
+// Sees reports whether a may see and act on what owner owns.
+func (a Actor) Sees(owner string) bool { return a.sees(owner) }
+
 // sees reports whether a may see and act on what owner owns.
 func (a Actor) sees(owner string) bool {
 	return a.Name == owner || a.Role == reserve.RoleOperator || a.Role == reserve.RoleAdmin

@@ -61,3 +61,21 @@ func (c *Controller) RerouteAround(ctx context.Context, rule string, links []str
 	}
 	return out, nil
 }
+
+// ReservedNow returns, per link direction ("link from"), the bandwidth of
+// the ACTIVE reservations crossing it now: what the dashboard shows as
+// reserved beside what is used.
+func (c *Controller) ReservedNow() map[[2]string]uint64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := map[[2]string]uint64{}
+	for _, r := range c.live {
+		if r.State != reserve.StateActive {
+			continue
+		}
+		for _, h := range r.Path {
+			out[[2]string{h.Link, h.From}] += r.Bandwidth
+		}
+	}
+	return out
+}

@@ -205,6 +205,7 @@ func Push(ctx context.Context, cfg ClientConfig, src Source, dest string, dirSla
 	}
 	defer l.close()
 	l.blockSize, l.opts, l.prog, l.onFile = cfg.blockSize(), opts, prog, onFile
+	prog.setStreams(l)
 	res, err := runSender(ctx, l, src)
 	if err != nil {
 		return TransferStats{}, err
@@ -224,6 +225,7 @@ func Pull(ctx context.Context, cfg ClientConfig, paths []string, dst Dest, opts 
 	}
 	defer l.close()
 	l.blockSize, l.opts, l.prog, l.onFile = cfg.blockSize(), opts, prog, onFile
+	prog.setStreams(l)
 	res, err := runReceiver(ctx, l, dst)
 	if err != nil {
 		return TransferStats{}, err

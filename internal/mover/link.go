@@ -240,6 +240,40 @@ type Progress struct {
 	BytesMoved   atomic.Int64 // payload bytes carried by this run
 	BytesSkipped atomic.Int64 // bytes already at the destination (resumed or skipped)
 	BytesHoles   atomic.Int64 // holes of sparse files, recreated without sending
+
+	// tcps are the session's data sockets, for Streams.
+	tcps atomic.Pointer[[]*net.TCPConn]
+}
+
+// setStreams records the session's data sockets.
+func (p *Progress) setStreams(l *link) {
+	if p == nil {
+		return
+	}
+	var tcps []*net.TCPConn
+	for _, d := range l.data {
+		if d.tcp != nil {
+			tcps = append(tcps, d.tcp)
+		}
+	}
+	p.tcps.Store(&tcps)
+}
+
+// Streams reads the TCP state (TCP_INFO) of each data connection of the
+// session under way: nil before it connects, or where the kernel cannot
+// say. A connection already closed is left out.
+func (p *Progress) Streams() []transport.Info {
+	tcps := p.tcps.Load()
+	if tcps == nil {
+		return nil
+	}
+	out := make([]transport.Info, 0, len(*tcps))
+	for _, c := range *tcps {
+		if in, err := transport.GetInfo(c); err == nil {
+			out = append(out, in)
+		}
+	}
+	return out
 }
 
 // FileResult reports one file's outcome.

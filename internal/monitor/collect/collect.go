@@ -143,6 +143,23 @@ func (r *Registry) Flags(fs *pflag.FlagSet) {
 	}
 }
 
+// EnableFrom takes from flags, a registry whose Flags were registered on
+// fs and parsed, the setting of every --collector.NAME flag given on the
+// command line; the others keep this registry's defaults (which depend on
+// its Env: the emulator collector needs a testbed).
+func (r *Registry) EnableFrom(flags *Registry, fs *pflag.FlagSet) {
+	for _, fe := range flags.entries {
+		if !fs.Changed("collector." + fe.c.Name()) {
+			continue
+		}
+		for _, e := range r.entries {
+			if e.c.Name() == fe.c.Name() {
+				e.enabled = fe.enabled
+			}
+		}
+	}
+}
+
 // Enabled lists the names of the enabled collectors.
 func (r *Registry) Enabled() []string {
 	var out []string

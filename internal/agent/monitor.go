@@ -1,0 +1,116 @@
+package agent
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/monitor/collect"
+	"github.com/lightpath/lightpath/internal/monitor/push"
+	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/testbed"
+)
+
+// Monitoring is an agent's collection of metrics and their push to the
+// controller's repository.
+type Monitoring struct {
+	// Registry's Env should read Topology and Flows from Watched.
+	Registry *collect.Registry
+	Watched  *Watched
+	Pusher   *push.Pusher
+	// Interval is how often the collectors run; default 1s, so the
+	// dashboard's charts move every second.
+	Interval time.Duration
+}
+
+// DefaultCollectInterval is how often an agent collects by default.
+const DefaultCollectInterval = time.Second
+
+// Watched is what the collectors need from the reconciling loop: the
+// topology and the flows of the live reservations at this node. The zero
+// value is ready to use.
+type Watched struct {
+	mu    sync.Mutex
+	topo  *testbed.Topology
+	flows []collect.FlowMatch
+}
+
+func (w *Watched) set(t *testbed.Topology, rs []reserve.Reservation) {
+	var fl []collect.FlowMatch
+	for _, r := range rs {
+		if len(r.FlowSpec.Flows) == 0 {
+			continue
+		}
+		fm := collect.FlowMatch{Reservation: r.ID, DSCP: int(r.DSCP), Spec: r.FlowSpec.String()}
+		for _, f := range r.FlowSpec.Flows {
+			for _, pr := range []reserve.PortRange{f.Dst.Ports, f.Src.Ports} {
+				// Only ranges narrow enough to name a service: a flow
+				// spec with no ports would match every socket.
+				if !pr.IsZero() && int(pr.Hi)-int(pr.Lo) < 64 {
+					for p := int(pr.Lo); p <= int(pr.Hi); p++ {
+						fm.Ports = append(fm.Ports, p)
+					}
+				}
+			}
+		}
+		fl = append(fl, fm)
+	}
+	w.mu.Lock()
+	w.topo, w.flows = t, fl
+	w.mu.Unlock()
+}
+
+// Topology returns the topology the agent works on, or nil before the
+// first round.
+func (w *Watched) Topology() *testbed.Topology {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.topo
+}
+
+// Flows returns the flows of the live reservations at the node.
+func (w *Watched) Flows() []collect.FlowMatch {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.flows
+}
+
+// monitor collects every interval and pushes. A push that fails leaves the
+// samples in the spool for the next round; the failure is logged when it
+// starts and when it ends, not every second.
+func (a *agent) monitor(ctx context.Context) {
+	m := a.cfg.Monitor
+	iv := m.Interval
+	if iv <= 0 {
+		iv = DefaultCollectInterval
+	}
+	tick := time.NewTicker(iv)
+	defer tick.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			// One last try, so a clean stop sends what it holds.
+			fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = m.Pusher.Flush(fctx)
+			cancel()
+			return
+		case <-tick.C:
+		}
+		g := m.Registry.Collect(ctx, a.cfg.Now())
+		if err := m.Pusher.Add(g, m.Registry.Meta()); err != nil {
+			a.cfg.Log.Error("spool", "err", err)
+		}
+		err := m.Pusher.Flush(ctx)
+		switch {
+		case err != nil && !failing && ctx.Err() == nil:
+			groups, bytes, _ := m.Pusher.Stats()
+			a.cfg.Log.Warn("push failed: spooling until the controller is back", "err", err, "groups", groups, "bytes", bytes)
+			failing = true
+		case err == nil && failing:
+			_, _, dropped := m.Pusher.Stats()
+			a.cfg.Log.Info("push resumed: spool sent", "dropped_samples", dropped)
+			failing = false
+		}
+	}
+}

@@ -1,0 +1,273 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/monitor"
+	"github.com/lightpath/lightpath/internal/monitor/repo"
+	"github.com/lightpath/lightpath/internal/reserve"
+)
+
+// MaxPushBytes bounds one push: 50,000 samples of a few labels each, with
+// room to spare. The agents' pusher sends at most that many per batch.
+const MaxPushBytes = 32 << 20
+
+// WithRepository makes the server take agents' pushes into r, answer
+// metric queries from it and expose its latest samples on /metrics.
+func (s *Server) WithRepository(r *repo.Repo) *Server {
+	s.repo = r
+	s.metrics.reg.MustRegister(pushedCount{r})
+	s.metrics.extra = pushed{r}
+	return s
+}
+
+func (s *Server) needRepo() (*repo.Repo, error) {
+	if s.repo == nil {
+		return nil, &httpError{status: http.StatusNotFound, code: CodeNotFound, msg: "this controller keeps no metrics (started without a repository)"}
+	}
+	return s.repo, nil
+}
+
+// pushMetrics takes one batch from an agent.
+func (s *Server) pushMetrics(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
+	rp, err := s.needRepo()
+	if err != nil {
+		return err
+	}
+	if a.Role != reserve.RoleAgent && a.Role != reserve.RoleAdmin {
+		return fmt.Errorf("%w: only agents push metrics", reserve.ErrForbidden)
+	}
+	var b monitor.Batch
+	if err := decodeLimit(w, r, &b, MaxPushBytes); err != nil {
+		return err
+	}
+	if t := s.c.Topology(); t == nil || t.Site[b.Node] == "" {
+		return invalid("node", "node %q is not in the topology", b.Node)
+	}
+	res, err := rp.Append(r.Context(), &b)
+	if errors.Is(err, monitor.ErrInvalid) {
+		return invalid("groups", "%v", err)
+	}
+	if err != nil {
+		return fmt.Errorf("store samples: %w", err)
+	}
+	s.observe(r, &b)
+	writeJSON(w, http.StatusOK, PushResult{Stored: res.Stored, Duplicate: res.Duplicate})
+	return nil
+}
+
+// queryMetrics answers GET /api/v1/metrics/query.
+func (s *Server) queryMetrics(w http.ResponseWriter, r *http.Request, _ controller.Actor) error {
+	rp, err := s.needRepo()
+	if err != nil {
+		return err
+	}
+	q, err := parseQuery(r, s.c.Now())
+	if err != nil {
+		return err
+	}
+	series, err := rp.Query(r.Context(), q)
+	if errors.Is(err, monitor.ErrInvalid) {
+		return invalid("", "%v", err)
+	}
+	if err != nil {
+		return fmt.Errorf("query: %w", err)
+	}
+	out := QueryResult{Series: make([]QuerySeries, 0, len(series))}
+	for _, sr := range series {
+		qs := QuerySeries{Name: sr.Name, Labels: sr.Labels.Map(), Points: make([][2]any, len(sr.Points))}
+		for i, p := range sr.Points {
+			var v any = p.V
+			if math.IsNaN(p.V) || math.IsInf(p.V, 0) {
+				v = nil
+			}
+			qs.Points[i] = [2]any{p.T, v}
+		}
+		out.Series = append(out.Series, qs)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// parseQuery reads name, match (repeatable LABEL=VALUE), start, end (RFC
+// 3339, or a duration before now such as 1h), step (a duration) and tier.
+func parseQuery(r *http.Request, now time.Time) (repo.Query, error) {
+	v := r.URL.Query()
+	q := repo.Query{Name: v.Get("name"), Match: map[string]string{}, Tier: -1}
+	if q.Name == "" {
+		return q, invalid("name", "query parameter name is required (a metric name, see /api/v1/metrics/names)")
+	}
+	for _, m := range v["match"] {
+		k, val, ok := strings.Cut(m, "=")
+		if !ok || k == "" {
+			return q, invalid("match", "match=%q: want LABEL=VALUE", m)
+		}
+		q.Match[k] = val
+	}
+	var err error
+	if q.End, err = timeParam(v.Get("end"), "end", now, now); err != nil {
+		return q, err
+	}
+	if q.Start, err = timeParam(v.Get("start"), "start", now, q.End.Add(-time.Hour)); err != nil {
+		return q, err
+	}
+	if s := v.Get("step"); s != "" {
+		if q.Step, err = time.ParseDuration(s); err != nil || q.Step < 0 {
+			return q, invalid("step", "step=%q: want a duration like 10s or 5m", s)
+		}
+	}
+	if s := v.Get("tier"); s != "" {
+		if q.Tier, err = strconv.Atoi(s); err != nil || q.Tier < 0 {
+			return q, invalid("tier", "tier=%q: want a tier index (0 is raw)", s)
+		}
+	}
+	return q, nil
+}
+
+func timeParam(s, name string, now, def time.Time) (time.Time, error) {
+	if s == "" {
+		return def, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, invalid(name, "%s=%q: want an RFC 3339 time or a duration before now (like 1h)", name, s)
+}
+
+// metricNames lists the metric names the repository holds.
+func (s *Server) metricNames(w http.ResponseWriter, _ *http.Request, _ controller.Actor) error {
+	rp, err := s.needRepo()
+	if err != nil {
+		return err
+	}
+	out := MetricNames{Names: []MetricName{}}
+	for _, n := range rp.Names() {
+		m, _ := rp.Meta(n)
+		out.Names = append(out.Names, MetricName{Name: n, Type: string(m.Type), Help: m.Help})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// pushed exposes the latest sample of every series the agents pushed, as
+// Prometheus metric families labelled by node. A family's series may carry
+// different label names (a device mapped to a link has a link label); the
+// exposition fills the missing ones with "", which Prometheus reads as
+// absent.
+type pushed struct{ r *repo.Repo }
+
+type famBuild struct {
+	meta   monitor.Meta
+	labels map[string]bool
+	rows   []row
+}
+
+type row struct {
+	ls monitor.Labels
+	t  int64
+	v  float64
+}
+
+func (p pushed) Gather() ([]*dto.MetricFamily, error) {
+	fams := map[string]*famBuild{}
+	p.r.Latest(func(name string, ls monitor.Labels, meta monitor.Meta, t int64, v float64) {
+		f := fams[name]
+		if f == nil {
+			f = &famBuild{meta: meta, labels: map[string]bool{}}
+			fams[name] = f
+		}
+		for _, l := range ls {
+			f.labels[l.Name] = true
+		}
+		f.rows = append(f.rows, row{ls, t, v})
+	})
+	names := make([]string, 0, len(fams))
+	for n := range fams {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	out := make([]*dto.MetricFamily, 0, len(names))
+	for _, n := range names {
+		f := fams[n]
+		lnames := make([]string, 0, len(f.labels))
+		for l := range f.labels {
+			lnames = append(lnames, l)
+		}
+		slices.Sort(lnames)
+		mf := &dto.MetricFamily{Name: proto.String(n)}
+		help := f.meta.Help
+		if help == "" {
+			help = "Pushed by the agents."
+		}
+		mf.Help = proto.String(help)
+		typ := dto.MetricType_UNTYPED
+		switch f.meta.Type {
+		case monitor.Counter:
+			typ = dto.MetricType_COUNTER
+		case monitor.Gauge:
+			typ = dto.MetricType_GAUGE
+		}
+		mf.Type = typ.Enum()
+		for _, rw := range f.rows {
+			m := &dto.Metric{TimestampMs: proto.Int64(rw.t)}
+			for _, l := range lnames {
+				m.Label = append(m.Label, &dto.LabelPair{Name: proto.String(l), Value: proto.String(rw.ls.Get(l))})
+			}
+			switch typ {
+			case dto.MetricType_COUNTER:
+				m.Counter = &dto.Counter{Value: proto.Float64(rw.v)}
+			case dto.MetricType_GAUGE:
+				m.Gauge = &dto.Gauge{Value: proto.Float64(rw.v)}
+			default:
+				m.Untyped = &dto.Untyped{Value: proto.Float64(rw.v)}
+			}
+			mf.Metric = append(mf.Metric, m)
+		}
+		out = append(out, mf)
+	}
+	return out, nil
+}
+
+// pushedCount is the repository's own state as controller series.
+type pushedCount struct{ r *repo.Repo }
+
+var (
+	repoSeriesDesc = prometheus.NewDesc("lightpath_controller_repository_series",
+		"Series held by the monitoring repository.", nil, nil)
+	repoSamplesDesc = prometheus.NewDesc("lightpath_controller_repository_samples_total",
+		"Samples the monitoring repository has stored since the controller started.", nil, nil)
+	repoDupDesc = prometheus.NewDesc("lightpath_controller_repository_duplicate_samples_total",
+		"Samples pushed again after they were stored (skipped), since the controller started.", nil, nil)
+	repoDiskDesc = prometheus.NewDesc("lightpath_controller_repository_disk_bytes",
+		"Bytes the monitoring repository uses on disk.", nil, nil)
+)
+
+func (p pushedCount) Describe(ch chan<- *prometheus.Desc) {
+	ch <- repoSeriesDesc
+	ch <- repoSamplesDesc
+	ch <- repoDupDesc
+	ch <- repoDiskDesc
+}
+
+func (p pushedCount) Collect(ch chan<- prometheus.Metric) {
+	st := p.r.Stats()
+	ch <- prometheus.MustNewConstMetric(repoSeriesDesc, prometheus.GaugeValue, float64(st.Series))
+	ch <- prometheus.MustNewConstMetric(repoSamplesDesc, prometheus.CounterValue, float64(st.Stored))
+	ch <- prometheus.MustNewConstMetric(repoDupDesc, prometheus.CounterValue, float64(st.Duplicates))
+	ch <- prometheus.MustNewConstMetric(repoDiskDesc, prometheus.GaugeValue, float64(st.DiskBytes))
+}

@@ -1,0 +1,396 @@
+// Package transfer keeps the controller's record of data transfers: a
+// `lightpath cp` that talks to a controller registers its transfer,
+// reports its progress every second (bytes, bytes per path, the TCP state
+// of each stream) and its outcome. The record is kept in SQLite beside the
+// monitoring repository; the progress becomes series in the repository
+// (labelled by transfer), so a transfer's page can chart it and its
+// alerts can be found by the links and nodes of its path.
+package transfer
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/monitor"
+
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+)
+
+// States of a transfer.
+const (
+	Running   = "running"
+	Succeeded = "succeeded"
+	Failed    = "failed"
+	// Stalled is how a running transfer that has not reported for
+	// StallAfter is shown: its cp was killed, or hangs.
+	Stalled = "stalled"
+)
+
+// StallAfter is how long a running transfer may go without a report
+// before it is shown stalled.
+const StallAfter = 30 * time.Second
+
+// ErrNotFound is a transfer that does not exist (or is not the caller's).
+var ErrNotFound = errors.New("no such transfer")
+
+// ErrInvalid is a registration or report that is wrong in itself.
+var ErrInvalid = errors.New("invalid")
+
+// Transfer is one transfer's record.
+type Transfer struct {
+	ID            string           `json:"id"`
+	Owner         string           `json:"owner"`
+	State         string           `json:"state"`
+	Direction     string           `json:"direction"` // push or pull
+	Source        string           `json:"source"`
+	Destination   string           `json:"destination"`
+	From          string           `json:"from,omitempty"` // the node the data leaves
+	To            string           `json:"to,omitempty"`   // the node it reaches
+	Flow          string           `json:"flow,omitempty"` // its flow spec
+	Reservation   string           `json:"reservation,omitempty"`
+	Streams       int              `json:"streams"`
+	BytesTotal    int64            `json:"bytes_total"`
+	BytesDone     int64            `json:"bytes_done"`
+	BytesByPath   map[string]int64 `json:"bytes_by_path,omitempty"`
+	ThroughputBps float64          `json:"throughput_bps"`
+	StartedAt     time.Time        `json:"started_at"`
+	UpdatedAt     time.Time        `json:"updated_at"`
+	EndedAt       time.Time        `json:"ended_at,omitzero"`
+	Verified      bool             `json:"verified"`
+	Bottleneck    string           `json:"bottleneck,omitempty"`
+	BottleneckWhy string           `json:"bottleneck_why,omitempty"`
+	Error         string           `json:"error,omitempty"`
+}
+
+// Registration is what cp says of a transfer as it starts.
+type Registration struct {
+	Direction   string `json:"direction"`
+	Source      string `json:"source"`
+	Destination string `json:"destination"`
+	From        string `json:"from,omitempty"`
+	To          string `json:"to,omitempty"`
+	Flow        string `json:"flow,omitempty"`
+	Reservation string `json:"reservation,omitempty"`
+	BytesTotal  int64  `json:"bytes_total,omitempty"`
+}
+
+// Stream is one data connection's TCP state.
+type Stream struct {
+	RTTSeconds    float64 `json:"rtt_s"`
+	MinRTTSeconds float64 `json:"min_rtt_s,omitempty"`
+	Cwnd          uint32  `json:"cwnd"`
+	Retransmits   uint32  `json:"retransmits"`
+	PacingBps     float64 `json:"pacing_bps,omitempty"`
+	DeliveryBps   float64 `json:"delivery_bps,omitempty"`
+	BytesAcked    uint64  `json:"bytes_acked,omitempty"`
+}
+
+// Report is one progress report; State other than running ends the
+// transfer.
+type Report struct {
+	State         string           `json:"state,omitempty"`
+	BytesDone     int64            `json:"bytes_done"`
+	BytesTotal    int64            `json:"bytes_total,omitempty"`
+	BytesByPath   map[string]int64 `json:"bytes_by_path,omitempty"`
+	Streams       []Stream         `json:"streams,omitempty"`
+	Reservation   string           `json:"reservation,omitempty"`
+	Verified      bool             `json:"verified,omitempty"`
+	Bottleneck    string           `json:"bottleneck,omitempty"`
+	BottleneckWhy string           `json:"bottleneck_why,omitempty"`
+	Error         string           `json:"error,omitempty"`
+	// ThroughputBps, when given with a final report, is cp's own figure
+	// for the whole run.
+	ThroughputBps float64 `json:"throughput_bps,omitempty"`
+}
+
+// Registry keeps transfers.
+type Registry struct {
+	db  *sql.DB
+	now func() time.Time
+
+	mu   sync.Mutex
+	last map[string]mark // the previous report of each running transfer
+}
+
+type mark struct {
+	t     time.Time
+	bytes int64
+}
+
+// Open opens (or creates) the registry in the SQLite file at path.
+func Open(ctx context.Context, path string, now func() time.Time) (*Registry, error) {
+	if now == nil {
+		now = time.Now
+	}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open transfers: %w", err)
+	}
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS transfers (
+		id TEXT PRIMARY KEY,
+		owner TEXT NOT NULL,
+		started_ms INTEGER NOT NULL,
+		state TEXT NOT NULL,
+		doc TEXT NOT NULL)`); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open transfers: %w", err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE INDEX IF NOT EXISTS transfers_started ON transfers(started_ms)`); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open transfers: %w", err)
+	}
+	return &Registry{db: db, now: now, last: map[string]mark{}}, nil
+}
+
+// Close closes the registry.
+func (r *Registry) Close() error { return r.db.Close() }
+
+func newID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "t-" + hex.EncodeToString(b[:])
+}
+
+// Create registers a transfer for owner.
+func (r *Registry) Create(ctx context.Context, owner string, in Registration) (Transfer, error) {
+	if in.Direction != "push" && in.Direction != "pull" {
+		return Transfer{}, fmt.Errorf("%w: direction %q: want push or pull", ErrInvalid, in.Direction)
+	}
+	if in.Source == "" || in.Destination == "" {
+		return Transfer{}, fmt.Errorf("%w: source and destination are required", ErrInvalid)
+	}
+	if in.BytesTotal < 0 {
+		return Transfer{}, fmt.Errorf("%w: bytes_total must not be negative", ErrInvalid)
+	}
+	now := r.now().UTC()
+	t := Transfer{ID: newID(), Owner: owner, State: Running, Direction: in.Direction, Source: in.Source, Destination: in.Destination,
+		From: in.From, To: in.To, Flow: in.Flow, Reservation: in.Reservation, BytesTotal: in.BytesTotal, StartedAt: now, UpdatedAt: now}
+	if err := r.put(ctx, t, true); err != nil {
+		return Transfer{}, err
+	}
+	r.mu.Lock()
+	r.last[t.ID] = mark{now, 0}
+	r.mu.Unlock()
+	return t, nil
+}
+
+func (r *Registry) put(ctx context.Context, t Transfer, insert bool) error {
+	doc, _ := json.Marshal(t)
+	q := `UPDATE transfers SET state = ?, doc = ? WHERE id = ?`
+	args := []any{t.State, string(doc), t.ID}
+	if insert {
+		q = `INSERT INTO transfers (state, doc, id, owner, started_ms) VALUES (?, ?, ?, ?, ?)`
+		args = append(args, t.Owner, t.StartedAt.UnixMilli())
+	}
+	if _, err := r.db.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("store transfer: %w", err)
+	}
+	return nil
+}
+
+// Get returns a transfer; sees says whether the caller may see a
+// transfer of that owner.
+func (r *Registry) Get(ctx context.Context, id string, sees func(owner string) bool) (Transfer, error) {
+	var doc string
+	err := r.db.QueryRowContext(ctx, `SELECT doc FROM transfers WHERE id = ?`, id).Scan(&doc)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Transfer{}, fmt.Errorf("%w %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return Transfer{}, fmt.Errorf("read transfer: %w", err)
+	}
+	var t Transfer
+	if err := json.Unmarshal([]byte(doc), &t); err != nil {
+		return Transfer{}, fmt.Errorf("read transfer %s: %w", id, err)
+	}
+	if sees != nil && !sees(t.Owner) {
+		return Transfer{}, fmt.Errorf("%w %s", ErrNotFound, id)
+	}
+	return r.shown(t), nil
+}
+
+// shown marks a running transfer that stopped reporting as stalled.
+func (r *Registry) shown(t Transfer) Transfer {
+	if t.State == Running && r.now().Sub(t.UpdatedAt) > StallAfter {
+		t.State = Stalled
+		t.ThroughputBps = 0
+	}
+	return t
+}
+
+// List returns the transfers the caller may see, newest first: those
+// started since since (zero: all), at most limit (default 100, at most
+// 1,000).
+func (r *Registry) List(ctx context.Context, since time.Time, limit int, sees func(owner string) bool) ([]Transfer, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, 1000)
+	rows, err := r.db.QueryContext(ctx, `SELECT doc FROM transfers WHERE started_ms >= ? ORDER BY started_ms DESC, id`, since.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("list transfers: %w", err)
+	}
+	defer rows.Close()
+	out := []Transfer{}
+	for rows.Next() && len(out) < limit {
+		var doc string
+		if err := rows.Scan(&doc); err != nil {
+			return nil, fmt.Errorf("list transfers: %w", err)
+		}
+		var t Transfer
+		if err := json.Unmarshal([]byte(doc), &t); err != nil {
+			continue
+		}
+		if sees == nil || sees(t.Owner) {
+			out = append(out, r.shown(t))
+		}
+	}
+	return out, rows.Err()
+}
+
+// Report records one progress report from the transfer's owner and
+// returns the transfer after it and the samples to store: bytes, bytes per
+// path, throughput since the last report, and each stream's TCP state.
+func (r *Registry) Report(ctx context.Context, id, who string, rep Report) (Transfer, monitor.Group, error) {
+	t, err := r.Get(ctx, id, func(owner string) bool { return owner == who })
+	if err != nil {
+		return Transfer{}, monitor.Group{}, err
+	}
+	if t.State != Running && t.State != Stalled {
+		return t, monitor.Group{}, fmt.Errorf("%w: transfer %s is %s already", ErrInvalid, id, t.State)
+	}
+	switch rep.State {
+	case "", Running, Succeeded, Failed:
+	default:
+		return t, monitor.Group{}, fmt.Errorf("%w: state %q: want running, succeeded or failed", ErrInvalid, rep.State)
+	}
+	if rep.BytesDone < 0 || len(rep.Streams) > 256 || len(rep.BytesByPath) > 8 {
+		return t, monitor.Group{}, fmt.Errorf("%w: a report has bytes_done >= 0, at most 256 streams and 8 paths", ErrInvalid)
+	}
+	now := r.now().UTC()
+	r.mu.Lock()
+	prev, ok := r.last[id]
+	if !ok {
+		prev = mark{t.UpdatedAt, t.BytesDone}
+	}
+	r.last[id] = mark{now, rep.BytesDone}
+	r.mu.Unlock()
+	if dt := now.Sub(prev.t).Seconds(); dt > 0 && rep.BytesDone >= prev.bytes {
+		t.ThroughputBps = float64(rep.BytesDone-prev.bytes) * 8 / dt
+	}
+	t.State, t.UpdatedAt, t.BytesDone = Running, now, rep.BytesDone
+	if rep.BytesTotal > 0 {
+		t.BytesTotal = rep.BytesTotal
+	}
+	if rep.BytesByPath != nil {
+		t.BytesByPath = rep.BytesByPath
+	}
+	if rep.Reservation != "" {
+		t.Reservation = rep.Reservation
+	}
+	if len(rep.Streams) > 0 {
+		t.Streams = len(rep.Streams)
+	}
+	if rep.State == Succeeded || rep.State == Failed {
+		t.State, t.EndedAt = rep.State, now
+		t.Verified, t.Bottleneck, t.BottleneckWhy, t.Error = rep.Verified, rep.Bottleneck, rep.BottleneckWhy, rep.Error
+		if rep.ThroughputBps > 0 {
+			t.ThroughputBps = rep.ThroughputBps
+		}
+		r.mu.Lock()
+		delete(r.last, id)
+		r.mu.Unlock()
+	} else if rep.Bottleneck != "" {
+		t.Bottleneck, t.BottleneckWhy = rep.Bottleneck, rep.BottleneckWhy
+	}
+	if err := r.put(ctx, t, false); err != nil {
+		return t, monitor.Group{}, err
+	}
+	return t, samples(t, rep, now), nil
+}
+
+// The transfer series.
+const (
+	SeriesBytes      = "lightpath_transfer_bytes_total"
+	SeriesPathBytes  = "lightpath_transfer_path_bytes_total"
+	SeriesThroughput = "lightpath_transfer_throughput_bits_per_second"
+	SeriesRTT        = "lightpath_transfer_stream_rtt_seconds"
+	SeriesCwnd       = "lightpath_transfer_stream_cwnd_segments"
+	SeriesRetrans    = "lightpath_transfer_stream_retransmits_total"
+	SeriesPacing     = "lightpath_transfer_stream_pacing_rate_bits_per_second"
+	SeriesDelivery   = "lightpath_transfer_stream_delivery_rate_bits_per_second"
+)
+
+// Meta describes the transfer series. They carry the transfer's ID as a
+// label: a transfer's series are its own by nature, and end with it.
+var Meta = map[string]monitor.Meta{
+	SeriesBytes:      {Type: monitor.Counter, Help: "Payload bytes a transfer has carried."},
+	SeriesPathBytes:  {Type: monitor.Counter, Help: "Payload bytes a transfer carried on each path (routed or reserved)."},
+	SeriesThroughput: {Type: monitor.Gauge, Help: "A transfer's goodput since its previous report."},
+	SeriesRTT:        {Type: monitor.Gauge, Help: "Smoothed RTT of one of a transfer's TCP streams."},
+	SeriesCwnd:       {Type: monitor.Gauge, Help: "Congestion window of one of a transfer's TCP streams, in segments."},
+	SeriesRetrans:    {Type: monitor.Counter, Help: "Segments one of a transfer's TCP streams retransmitted."},
+	SeriesPacing:     {Type: monitor.Gauge, Help: "Pacing rate of one of a transfer's TCP streams."},
+	SeriesDelivery:   {Type: monitor.Gauge, Help: "Delivery rate the kernel measured on one of a transfer's TCP streams."},
+}
+
+func samples(t Transfer, rep Report, now time.Time) monitor.Group {
+	g := monitor.Group{T: now.UnixMilli()}
+	ls := monitor.L("transfer", t.ID)
+	g.Points = append(g.Points,
+		monitor.Point{Name: SeriesBytes, Labels: ls, V: float64(t.BytesDone)},
+		monitor.Point{Name: SeriesThroughput, Labels: ls, V: t.ThroughputBps})
+	for p, n := range rep.BytesByPath {
+		if p == "" || len(p) > 64 || strings.ContainsAny(p, "\x00\n") {
+			continue
+		}
+		g.Points = append(g.Points, monitor.Point{Name: SeriesPathBytes, Labels: monitor.L("transfer", t.ID, "path", p), V: float64(n)})
+	}
+	for i, s := range rep.Streams {
+		sl := monitor.L("transfer", t.ID, "stream", fmt.Sprint(i))
+		g.Points = append(g.Points,
+			monitor.Point{Name: SeriesRTT, Labels: sl, V: s.RTTSeconds},
+			monitor.Point{Name: SeriesCwnd, Labels: sl, V: float64(s.Cwnd)},
+			monitor.Point{Name: SeriesRetrans, Labels: sl, V: float64(s.Retransmits)},
+			monitor.Point{Name: SeriesPacing, Labels: sl, V: s.PacingBps},
+			monitor.Point{Name: SeriesDelivery, Labels: sl, V: s.DeliveryBps})
+	}
+	return g
+}
+
+// Running returns the transfers under way (reported within StallAfter).
+func (r *Registry) Running(ctx context.Context) ([]Transfer, error) {
+	rows, err := r.db.QueryContext(ctx, `SELECT doc FROM transfers WHERE state = ?`, Running)
+	if err != nil {
+		return nil, fmt.Errorf("list transfers: %w", err)
+	}
+	defer rows.Close()
+	var out []Transfer
+	for rows.Next() {
+		var doc string
+		if err := rows.Scan(&doc); err != nil {
+			return nil, err
+		}
+		var t Transfer
+		if json.Unmarshal([]byte(doc), &t) == nil {
+			if t = r.shown(t); t.State == Running {
+				out = append(out, t)
+			}
+		}
+	}
+	return out, rows.Err()
+}
