@@ -15,8 +15,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/mover"
 	"github.com/lightpath/lightpath/internal/progress"
+	"github.com/lightpath/lightpath/internal/transfer"
 	"github.com/lightpath/lightpath/internal/units"
 	"github.com/lightpath/lightpath/internal/wire"
 )
@@ -83,7 +85,15 @@ moments cp learned the reservation became ACTIVE and stopped being so).
 When no reservation can be booked (no controller, an address no node owns,
 a refusal: its message and alternatives are printed), cp warns and copies
 on the routed path; with --reserve-required it fails instead, copying
-nothing.`,
+nothing.
+
+Recorded transfers (--controller URL, implied by --reserve): cp registers
+the copy with the controller and reports its progress every second (bytes,
+bytes per path, and each stream's RTT, congestion window, retransmits,
+pacing and delivery rate), then its outcome. The controller's dashboard
+shows it live, and its page (lightpath transfer show ID, or the web UI)
+lists the alerts that fired on its path while it ran. A controller that
+cannot be reached never stops the copy.`,
 		Example: `  lightpath cp big.h5 lp://dtn2:7070/incoming/
   lightpath cp -r -P 8 --rate 5G ./run42 lp://dtn2:7070/runs/run42
   lightpath cp -r lp://dtn2:7070/runs/run42 /scratch/
@@ -356,6 +366,26 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 		}
 	}
 
+	// With a controller (--controller, or implied by --reserve) the copy
+	// is registered there and reports its progress every second.
+	var report *cpReport
+	if o.reserve.rate != "" || o.reserve.ctl.url != "" {
+		report = o.registerTransfer(ctx, booking, push, srcArgs, dstArg, addr, src, stderr)
+		report.run(ctx, func() transfer.Report {
+			n := counter.load()
+			rep := transfer.Report{BytesDone: n, BytesByPath: map[string]int64{"routed": n}}
+			if p := counter.current(); p != nil {
+				rep.BytesTotal = p.BytesTotal.Load()
+				rep.Streams = streamStates(p)
+			}
+			if booking != nil && booking.res != nil {
+				r := min(max(booking.res.tracker.split(), 0), n)
+				rep.BytesByPath = map[string]int64{"routed": n - r, "reserved": r}
+			}
+			return rep
+		})
+	}
+
 	start := time.Now()
 	var sent, holes int64
 	var last mover.TransferStats
@@ -467,6 +497,7 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 	if booking != nil {
 		booking.finish(&sum, sent, ctx.Err() != nil)
 	}
+	report.finish(sum)
 	if o.jsonOut {
 		out.write(sum) // the last line is always the summary
 	} else if runErr == nil || sent > 0 || len(failures) > 0 || sum.Files > 0 {
@@ -481,6 +512,40 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 		return fmt.Errorf("cp: %d of %d files failed; first: %s", len(failures), sum.Files+len(failures), failures[0])
 	}
 	return nil
+}
+
+// registerTransfer registers the copy with the controller: its ends as
+// the topology's nodes and its flow, and its reservation when it booked
+// one. It returns nil when the controller cannot take it.
+func (o cpFlags) registerTransfer(ctx context.Context, booking *cpReserve, push bool, srcArgs []string, dstArg, addr string, src mover.Source, stderr io.Writer) *cpReport {
+	reg := transfer.Registration{Direction: map[bool]string{true: "push", false: "pull"}[push],
+		Source: strings.Join(srcArgs, " "), Destination: dstArg}
+	if push {
+		reg.BytesTotal = localSize(src.Items)
+	}
+	var c *client.Client
+	if booking != nil && booking.res != nil {
+		c = booking.res.c
+		r := booking.res.booked
+		reg.From, reg.To, reg.Flow, reg.Reservation = r.From, r.To, booking.flow, r.ID
+	} else {
+		var err error
+		if c, err = o.reserve.ctl.client(); err != nil {
+			fmt.Fprintf(stderr, "lightpath: cp: the controller does not record this transfer: %v\n", err)
+			return nil
+		}
+		// The ends as the topology's nodes, when they are in it.
+		if cl, srv, err := localAddrToward(addr); err == nil {
+			tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if topo, err := c.Topology(tctx); err == nil {
+				if b, err := planBooking(topo, push, cl, srv); err == nil {
+					reg.From, reg.To, reg.Flow = b.from, b.to, b.flow
+				}
+			}
+			cancel()
+		}
+	}
+	return registerTransfer(ctx, c, reg, stderr)
 }
 
 func printSummary(w io.Writer, s cpSummary) {

@@ -67,7 +67,7 @@ func (f *reserveFlags) register(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&f.path, "reserve-path", nil, "the links to reserve, in the direction the data flows (default: the controller's choice)")
 	fs.DurationVar(&f.duration, "reserve-duration", 0, "the window to book (default: from the size at the reserved rate for a push, 1h for a pull)")
 	fs.StringVar(&f.project, "reserve-project", "", "the project to book under (its quota and policy apply)")
-	fs.StringVar(&f.ctl.url, "controller", "", "with --reserve: the controller, http://HOST:PORT, https://HOST:PORT or unix:PATH (default: $LIGHTPATH_CONTROLLER, else "+defaultController+")")
+	fs.StringVar(&f.ctl.url, "controller", "", "the controller to book with (--reserve) and to record the transfer at: http://HOST:PORT, https://HOST:PORT or unix:PATH (default: $LIGHTPATH_CONTROLLER, else "+defaultController+")")
 	fs.StringVar(&f.ctl.tokenFile, "controller-token-file", "", "with --reserve: file holding your controller token (default: $LIGHTPATH_CONTROLLER_TOKEN)")
 	fs.StringVar(&f.ctl.caFile, "controller-ca", "", "with --reserve: CA certificate (PEM) to verify an https controller with")
 	fs.DurationVar(&f.ctl.timeout, "controller-timeout", cpCtlTimeout, "with --reserve: give up on a request the controller has not answered in this long")
@@ -605,4 +605,23 @@ func releasedWord(s cpSummary) string {
 		return s.ReservationState + ", NOT released: " + s.ReservationError
 	}
 	return "it ended " + s.ReservationState
+}
+
+// split returns the bytes carried while reserved so far, the copy still
+// under way.
+func (t *cpTracker) split() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := t.reserved
+	if t.on && !t.stopped {
+		n += t.count() - t.since
+	}
+	return n
+}
+
+// current returns the running attempt's progress, or nil between attempts.
+func (b *byteCounter) current() *mover.Progress {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.prog
 }

@@ -69,6 +69,6 @@ Start a server on one end and copy with cp from the other:
 		return fmt.Errorf("%s: %w (see 'lightpath %s --help')", c.Name(), err, c.Name())
 	})
 	root.AddCommand(newServeCmd(), newCpCmd(), newBenchCmd(), newTestbedCmd(), newControllerCmd())
-	root.AddCommand(newReserveCmd(), newTicketCmd(), newUserCmd(), newAgentCmd())
+	root.AddCommand(newReserveCmd(), newTicketCmd(), newUserCmd(), newAgentCmd(), newTransferCmd())
 	return root
 }

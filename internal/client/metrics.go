@@ -10,6 +10,7 @@ import (
 	"github.com/lightpath/lightpath/internal/api"
 	"github.com/lightpath/lightpath/internal/monitor"
 	"github.com/lightpath/lightpath/internal/monitor/push"
+	"github.com/lightpath/lightpath/internal/transfer"
 )
 
 // PushMetrics is POST /api/v1/metrics/push: one batch of an agent's
@@ -56,4 +57,30 @@ func (c *Client) QueryMetrics(ctx context.Context, q MetricQuery) (api.QueryResu
 // MetricNames is GET /api/v1/metrics/names.
 func (c *Client) MetricNames(ctx context.Context) (api.MetricNames, error) {
 	return get[api.MetricNames](ctx, c, "/metrics/names", nil)
+}
+
+// CreateTransfer is POST /api/v1/transfers: register a transfer.
+func (c *Client) CreateTransfer(ctx context.Context, r transfer.Registration) (transfer.Transfer, error) {
+	return post[transfer.Transfer](ctx, c, "/transfers", r)
+}
+
+// ReportTransfer is POST /api/v1/transfers/{id}/progress.
+func (c *Client) ReportTransfer(ctx context.Context, id string, r transfer.Report) (transfer.Transfer, error) {
+	return post[transfer.Transfer](ctx, c, "/transfers/"+escape(id)+"/progress", r)
+}
+
+// Transfer is GET /api/v1/transfers/{id}: the transfer's page.
+func (c *Client) Transfer(ctx context.Context, id string) (api.TransferPage, error) {
+	return get[api.TransferPage](ctx, c, "/transfers/"+escape(id), nil)
+}
+
+// Transfers is GET /api/v1/transfers.
+func (c *Client) Transfers(ctx context.Context) ([]transfer.Transfer, error) {
+	l, err := get[api.TransferList](ctx, c, "/transfers", nil)
+	return l.Transfers, err
+}
+
+// Alerts is GET /api/v1/alerts.
+func (c *Client) Alerts(ctx context.Context) (api.AlertsResult, error) {
+	return get[api.AlertsResult](ctx, c, "/alerts", nil)
 }
