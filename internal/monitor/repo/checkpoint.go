@@ -18,9 +18,10 @@ import (
 const cpBatch = 5000
 
 type cpChunk struct {
-	tier int
-	sc   sealedChunk
-	head bool
+	tier   int
+	sc     sealedChunk
+	head   bool // the open chunk: goes to heads
+	noHead bool // no open chunk: the tier's heads row, if any, goes
 }
 
 type cpSeries struct {
@@ -56,6 +57,9 @@ func (r *Repo) checkpoint(ctx context.Context) error {
 		s.inDirty = false
 	}
 	r.ingestMu.Unlock()
+	// Series in id order: each batch's chunks go in key order, and the
+	// index chunks_key grows more at its right edge.
+	slices.SortFunc(dirty, func(a, b *series) int { return cmp64(a.id, b.id) })
 
 	// Everything in segments before newSeg is in memory now; write it.
 	var failed []*series
@@ -115,6 +119,8 @@ func (r *Repo) snapshot(s *series) cpSeries {
 				win: ts.headWin, start: ts.headStart, end: ts.headEnd, n: ts.head.Len(),
 				data: slices.Clone(ts.head.Bytes()),
 			}})
+		} else {
+			c.chunks = append(c.chunks, cpChunk{tier: i, noHead: true})
 		}
 	}
 	return c
@@ -143,12 +149,26 @@ func (r *Repo) writeSeries(ctx context.Context, part []*series) error {
 		return fmt.Errorf("prepare: %w", err)
 	}
 	defer stS.Close()
-	upC, err := tx.PrepareContext(ctx, `INSERT INTO chunks(tier, win, series_id, start_ms, end_ms, n, data) VALUES(?, ?, ?, ?, ?, ?, ?)
+	// A chunk is inserted once; the conflict clause only matters if a
+	// chunk is written again after a failure between commit and log
+	// cleanup, and then the copies are the same chunk.
+	insC, err := tx.PrepareContext(ctx, `INSERT INTO chunks(tier, win, series_id, start_ms, end_ms, n, data) VALUES(?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(tier, win, series_id, start_ms) DO UPDATE SET end_ms = excluded.end_ms, n = excluded.n, data = excluded.data`)
 	if err != nil {
 		return fmt.Errorf("prepare: %w", err)
 	}
-	defer upC.Close()
+	defer insC.Close()
+	upH, err := tx.PrepareContext(ctx, `INSERT INTO heads(tier, series_id, win, start_ms, end_ms, n, data) VALUES(?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT(tier, series_id) DO UPDATE SET win = excluded.win, start_ms = excluded.start_ms, end_ms = excluded.end_ms, n = excluded.n, data = excluded.data`)
+	if err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	defer upH.Close()
+	delH, err := tx.PrepareContext(ctx, `DELETE FROM heads WHERE tier = ? AND series_id = ?`)
+	if err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	defer delH.Close()
 	// Key order: the tree grows at its right edge.
 	type ref struct {
 		s *cpSeries
@@ -168,9 +188,21 @@ func (r *Repo) writeSeries(ctx context.Context, part []*series) error {
 			all = append(all, ref{c, &c.chunks[j]})
 		}
 	}
+	// Sealed chunks in key order (chunks_key then grows at its right
+	// edge), then the heads in theirs (tier, series).
 	slices.SortFunc(all, func(a, b ref) int {
+		ah, bh := a.c.head || a.c.noHead, b.c.head || b.c.noHead
+		if ah != bh {
+			if ah {
+				return 1
+			}
+			return -1
+		}
 		if a.c.tier != b.c.tier {
 			return a.c.tier - b.c.tier
+		}
+		if ah {
+			return cmp64(a.s.s.id, b.s.s.id)
 		}
 		if a.c.sc.win != b.c.sc.win {
 			return cmp64(a.c.sc.win, b.c.sc.win)
@@ -182,7 +214,16 @@ func (r *Repo) writeSeries(ctx context.Context, part []*series) error {
 	})
 	for _, x := range all {
 		sc := x.c.sc
-		if _, err := upC.ExecContext(ctx, x.c.tier, sc.win, x.s.s.id, sc.start, sc.end, sc.n, sc.data); err != nil {
+		var err error
+		switch {
+		case x.c.noHead:
+			_, err = delH.ExecContext(ctx, x.c.tier, x.s.s.id)
+		case x.c.head:
+			_, err = upH.ExecContext(ctx, x.c.tier, x.s.s.id, sc.win, sc.start, sc.end, sc.n, sc.data)
+		default:
+			_, err = insC.ExecContext(ctx, x.c.tier, sc.win, x.s.s.id, sc.start, sc.end, sc.n, sc.data)
+		}
+		if err != nil {
 			return fmt.Errorf("write chunk: %w", err)
 		}
 	}
@@ -274,6 +315,12 @@ func (r *Repo) enforce(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("retention: %w", err)
 		}
+		// Heads of series that stopped in a window now past retention.
+		hc, hs, err := r.deleteChunks(ctx, `DELETE FROM heads WHERE tier = ? AND win <= ? RETURNING n`, i, lastWin)
+		if err != nil {
+			return fmt.Errorf("retention: %w", err)
+		}
+		chunks, samples = chunks+hc, samples+hs
 		if chunks > 0 {
 			r.statMu.Lock()
 			r.stats.RetentionChunks += chunks
@@ -405,7 +452,7 @@ type Stats struct {
 }
 
 // Stats reports the repository's figures. The per-tier figures scan the
-// chunks table and count what the last checkpoint stored.
+// chunks and heads tables and count what the last checkpoint stored.
 func (r *Repo) Stats() Stats {
 	ctx := context.Background()
 	r.statMu.Lock()
@@ -419,7 +466,8 @@ func (r *Repo) Stats() Stats {
 	for i, t := range r.tiers {
 		st.Tiers[i].Step = t.Step
 	}
-	rows, err := r.db.QueryContext(ctx, `SELECT tier, count(*), sum(n), sum(length(data)) FROM chunks GROUP BY tier`)
+	rows, err := r.db.QueryContext(ctx, `SELECT tier, count(*), sum(n), sum(length(data)) FROM
+		(SELECT tier, n, data FROM chunks UNION ALL SELECT tier, n, data FROM heads) GROUP BY tier`)
 	if err == nil {
 		for rows.Next() {
 			var tier int

@@ -260,24 +260,29 @@ func (r *Repo) read(ctx context.Context, ss []*series, tier int, start, end int6
 				args = append(args, s.id)
 			}
 			sb.WriteByte(')')
-			rows, err := r.db.QueryContext(ctx, sb.String(), args...)
-			if err != nil {
-				return nil, fmt.Errorf("query: %w", err)
+			if err := r.readRows(ctx, sb.String(), args, pos, disk); err != nil {
+				return nil, err
 			}
-			for rows.Next() {
-				var id, st int64
-				var data []byte
-				if err := rows.Scan(&id, &st, &data); err != nil {
-					rows.Close()
-					return nil, fmt.Errorf("query: %w", err)
-				}
-				i := pos[id]
-				disk[i] = append(disk[i], rawChunk{st, data})
+		}
+	}
+	// The open chunks as the last checkpoint stored them (memory has them
+	// too, newer, unless the series has not been written to since Open).
+	for g := 0; g < len(ss); g += group {
+		part := ss[g:min(g+group, len(ss))]
+		var sb strings.Builder
+		args := make([]any, 0, len(part)+3)
+		args = append(args, tier, end, start)
+		sb.WriteString(`SELECT series_id, start_ms, data FROM heads WHERE tier = ? AND start_ms <= ? AND end_ms >= ? AND series_id IN (`)
+		for i, s := range part {
+			if i > 0 {
+				sb.WriteByte(',')
 			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return nil, fmt.Errorf("query: %w", err)
-			}
+			sb.WriteByte('?')
+			args = append(args, s.id)
+		}
+		sb.WriteByte(')')
+		if err := r.readRows(ctx, sb.String(), args, pos, disk); err != nil {
+			return nil, err
 		}
 	}
 	out := make([][]PointTV, len(ss))
@@ -318,6 +323,28 @@ func (r *Repo) read(ctx context.Context, ss []*series, tier int, start, end int6
 		out[i] = pts
 	}
 	return out, nil
+}
+
+// readRows adds the (series_id, start_ms, data) rows of q to disk.
+func (r *Repo) readRows(ctx context.Context, q string, args []any, pos map[int64]int, disk [][]rawChunk) error {
+	rows, err := r.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("query: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, st int64
+		var data []byte
+		if err := rows.Scan(&id, &st, &data); err != nil {
+			return fmt.Errorf("query: %w", err)
+		}
+		i := pos[id]
+		disk[i] = append(disk[i], rawChunk{st, data})
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("query: %w", err)
+	}
+	return nil
 }
 
 func isSortedPts(p []PointTV) bool {

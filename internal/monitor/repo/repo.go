@@ -11,16 +11,21 @@
 // heads, sealed chunks and series state to SQLite and deletes the log
 // segments it covers. Open loads the series and replays the log.
 //
-// Storage. chunks(tier, win, series_id, start_ms, ...) WITHOUT ROWID: a
-// chunk never crosses a window of its tier (2 h raw, 240 steps otherwise),
-// and the key leads with the window rather than the series. Chunks are
-// then written in key order at the tree's right edge, so pages stay full
-// (a series-first key scatters every wave of sealed chunks across the
-// whole tree and leaves pages about two thirds full, which the raw tier's
-// 2 bytes a sample cannot afford); retention and the budget delete whole
-// leading ranges; and a read of one series is one seek per window it
-// spans. After a restart, heads start afresh: the chunk stored at the last
-// checkpoint stays as it is (a few bytes of extra header per series).
+// Storage. A chunk is written to SQLite's chunks table once, when it is
+// sealed (it never crosses a window of its tier: 2 h raw, 240 steps
+// otherwise), and never changed after. chunks is a rowid table whose rowid
+// grows with every insert, so SQLite appends to the right edge of its tree
+// and leaves the pages behind full: a keyed (WITHOUT ROWID) table is an
+// index b-tree, whose splits balance the siblings and leave pages about
+// three quarters full under any insertion order, which the raw tier's
+// 2 bytes a sample cannot afford. The index chunks_key (tier, win,
+// series_id, start_ms) finds a series' chunks, one seek per window; its
+// rows are about 30 bytes per chunk. The open (head) chunks, which grow
+// between checkpoints, live in heads(tier, series_id), one row per series
+// and tier, rewritten at each checkpoint; a sealed chunk leaves heads and
+// enters chunks in the same transaction. Open loads the heads back, so a
+// restart goes on appending to them. Retention and the budget delete whole
+// leading windows.
 package repo
 
 import (
@@ -233,14 +238,25 @@ CREATE TABLE IF NOT EXISTS series (
 	state  BLOB
 );
 CREATE TABLE IF NOT EXISTS chunks (
+	id        INTEGER PRIMARY KEY,
 	tier      INTEGER NOT NULL,
 	win       INTEGER NOT NULL,
 	series_id INTEGER NOT NULL,
 	start_ms  INTEGER NOT NULL,
 	end_ms    INTEGER NOT NULL,
 	n         INTEGER NOT NULL,
+	data      BLOB NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS chunks_key ON chunks(tier, win, series_id, start_ms);
+CREATE TABLE IF NOT EXISTS heads (
+	tier      INTEGER NOT NULL,
+	series_id INTEGER NOT NULL,
+	win       INTEGER NOT NULL,
+	start_ms  INTEGER NOT NULL,
+	end_ms    INTEGER NOT NULL,
+	n         INTEGER NOT NULL,
 	data      BLOB NOT NULL,
-	PRIMARY KEY (tier, win, series_id, start_ms)
+	PRIMARY KEY (tier, series_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (
 	name TEXT PRIMARY KEY,

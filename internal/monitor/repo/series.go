@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/lightpath/lightpath/internal/monitor"
@@ -405,7 +406,9 @@ func (r *Repo) seal(ts *tierState) {
 	}
 	ts.sealed = append(ts.sealed, sealedChunk{
 		win: ts.headWin, start: ts.headStart, end: ts.headEnd, n: ts.head.Len(),
-		data: ts.head.Bytes(),
+		// A copy of exactly its length: the head's buffer has grown by
+		// doubling and may be twice as large.
+		data: slices.Clone(ts.head.Bytes()),
 	})
 	ts.head = nil
 }
@@ -494,6 +497,39 @@ func (r *Repo) load(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load series: %w", err)
+	}
+	rows.Close()
+	return r.loadHeads(ctx)
+}
+
+// loadHeads makes the heads stored at the last checkpoint the series' open
+// chunks again: appends and the log's replay go on filling them.
+func (r *Repo) loadHeads(ctx context.Context) error {
+	rows, err := r.db.QueryContext(ctx, `SELECT tier, series_id, win, start_ms, end_ms, data FROM heads`)
+	if err != nil {
+		return fmt.Errorf("load heads: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var tier int
+		var id, win, start, end int64
+		var data []byte
+		if err := rows.Scan(&tier, &id, &win, &start, &end, &data); err != nil {
+			return fmt.Errorf("load heads: %w", err)
+		}
+		s := r.byID[id]
+		if s == nil || tier < 0 || tier >= len(s.tiers) {
+			continue // a series or tier the repository no longer has
+		}
+		c, err := chunk.FromBytes(data)
+		if err != nil {
+			return fmt.Errorf("load head of series %d tier %d: %w", id, tier, err)
+		}
+		ts := &s.tiers[tier]
+		ts.head, ts.headWin, ts.headStart, ts.headEnd = c, win, start, end
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load heads: %w", err)
 	}
 	return nil
 }
