@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -253,69 +252,94 @@ func replaySegment(path string, v walVisitor) (torn bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("read wal segment: %w", err)
 	}
-	var ss []walSample
-	for len(b) > 0 {
-		if len(b) < 8 {
+	if err := parseRecords(b, v); err != nil {
+		if errors.Is(err, errCorruptRecord) {
 			return true, nil
 		}
-		n := binary.LittleEndian.Uint32(b)
-		sum := binary.LittleEndian.Uint32(b[4:])
-		if uint64(n) > uint64(len(b)-8) {
-			return true, nil
-		}
-		p := b[8 : 8+n]
-		if crc32.Checksum(p, crcTable) != sum || len(p) == 0 {
-			return true, nil
-		}
-		b = b[8+n:]
-		d := &decoder{b: p[1:]}
-		switch p[0] {
-		case recSeries:
-			id := int64(d.uvarint())
-			name := d.str()
-			nl := d.uvarint()
-			if nl > monitor.MaxLabels+1 {
-				return true, nil
-			}
-			ls := make(monitor.Labels, 0, nl)
-			for range nl {
-				ln := d.str()
-				lv := d.str()
-				ls = append(ls, monitor.Label{Name: ln, Value: lv})
-			}
-			if d.err != nil {
-				return true, nil
-			}
-			v.series(id, name, ls)
-		case recMeta:
-			name, typ, help := d.str(), d.str(), d.str()
-			if d.err != nil {
-				return true, nil
-			}
-			v.meta(name, monitor.Meta{Type: monitor.Type(typ), Help: help})
-		case recData:
-			cnt := d.uvarint()
-			if cnt > uint64(len(p)) {
-				return true, nil
-			}
-			ss = ss[:0]
-			var prev int64
-			for range cnt {
-				id := int64(d.uvarint())
-				t := prev + d.varint()
-				prev = t
-				val := math.Float64frombits(d.u64())
-				ss = append(ss, walSample{id, t, val})
-			}
-			if d.err != nil {
-				return true, nil
-			}
-			v.data(ss)
-		default:
-			return true, nil
-		}
+		return false, err
 	}
 	return false, nil
 }
 
-var _ = io.EOF
+// parseRecords hands the records of one segment's bytes to v, in order.
+// The first record that is torn, fails its checksum or does not decode
+// exactly ends the parse with an error wrapping errCorruptRecord; the
+// records before it have been handed over.
+func parseRecords(b []byte, v walVisitor) error {
+	var ss []walSample
+	for off := 0; len(b) > 0; {
+		if len(b) < 8 {
+			return fmt.Errorf("%w: %d bytes of a header at offset %d", errCorruptRecord, len(b), off)
+		}
+		n := binary.LittleEndian.Uint32(b)
+		sum := binary.LittleEndian.Uint32(b[4:])
+		if uint64(n) > uint64(len(b)-8) {
+			return fmt.Errorf("%w: record of %d bytes at offset %d, %d left", errCorruptRecord, n, off, len(b)-8)
+		}
+		p := b[8 : 8+n]
+		if len(p) == 0 || crc32.Checksum(p, crcTable) != sum {
+			return fmt.Errorf("%w: bad checksum at offset %d", errCorruptRecord, off)
+		}
+		b = b[8+n:]
+		if err := parseRecord(p, v, &ss); err != nil {
+			return fmt.Errorf("%w at offset %d", err, off)
+		}
+		off += 8 + int(n)
+	}
+	return nil
+}
+
+// parseRecord decodes one checksummed payload; ss is scratch space.
+func parseRecord(p []byte, v walVisitor, ss *[]walSample) error {
+	d := &decoder{b: p[1:]}
+	switch p[0] {
+	case recSeries:
+		u := d.uvarint()
+		name := d.str()
+		nl := d.uvarint()
+		if d.err != nil || u > math.MaxInt64 || nl > monitor.MaxLabels+1 {
+			return errCorruptRecord
+		}
+		ls := make(monitor.Labels, 0, nl)
+		for range nl {
+			ln := d.str()
+			lv := d.str()
+			ls = append(ls, monitor.Label{Name: ln, Value: lv})
+		}
+		if d.err != nil || len(d.b) != 0 {
+			return errCorruptRecord
+		}
+		v.series(int64(u), name, ls)
+	case recMeta:
+		name, typ, help := d.str(), d.str(), d.str()
+		if d.err != nil || len(d.b) != 0 {
+			return errCorruptRecord
+		}
+		v.meta(name, monitor.Meta{Type: monitor.Type(typ), Help: help})
+	case recData:
+		cnt := d.uvarint()
+		// A sample takes at least 10 bytes (id, delta, 8 of value).
+		if d.err != nil || cnt > uint64(len(d.b)/10) {
+			return errCorruptRecord
+		}
+		*ss = (*ss)[:0]
+		var prev int64
+		for range cnt {
+			u := d.uvarint()
+			t := prev + d.varint()
+			prev = t
+			val := math.Float64frombits(d.u64())
+			if u > math.MaxInt64 {
+				return errCorruptRecord
+			}
+			*ss = append(*ss, walSample{int64(u), t, val})
+		}
+		if d.err != nil || len(d.b) != 0 {
+			return errCorruptRecord
+		}
+		v.data(*ss)
+	default:
+		return fmt.Errorf("%w: unknown record type %q", errCorruptRecord, p[0])
+	}
+	return nil
+}
