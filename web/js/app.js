@@ -1,8 +1,10 @@
-// The controller's web UI: sign in with a token, then book bandwidth, watch
-// every link's timeline and manage your reservations, kept current by the
-// event stream. See docs/controller.md for the API it speaks.
+// The controller's web UI: sign in with a token, then watch the network
+// live (topology map, link and transfer throughput, alerts), book
+// bandwidth, watch every link's timeline and manage your reservations,
+// kept current by the event streams. See docs/controller.md for the API it speaks.
 
 import { api, clearToken, errorText, getToken, onUnauthorized, setToken } from './api.js';
+import { Dashboard } from './dashboard.js';
 import { show } from './dom.js';
 import { Events } from './events.js';
 import { ReserveForm } from './reserve.js';
@@ -33,20 +35,29 @@ const reservations = new Reservations({
   everyoneLabel: $('everyone-label'), status: $('reservations-status'), onChange: refreshSoon,
 });
 const form = new ReserveForm({ form: $('reserve-form'), onBooked: refreshSoon });
+// The token may have been revoked when a stream is refused: go on retrying
+// only while it is good.
+async function tokenStillGood() {
+  try {
+    await api('GET', 'api/v1/whoami');
+    return true;
+  } catch {
+    return false; // a 401 has signed out; anything else: the poll carries on
+  }
+}
+
+const dashboard = new Dashboard({
+  map: $('topomap'), charts: $('link-charts'), liveStatus: $('metrics-status'),
+  transfersTable: $('transfers'), transferPage: $('transfer-page'), transfersStatus: $('transfers-status'),
+  alertsPanel: $('alerts-panel'), alerts: $('alerts'), alertsStatus: $('alerts-status'),
+  onClosed: tokenStillGood,
+});
 const events = new Events({
   status: $('live-status'),
   onEvent: (kind) => {
     if (kind !== 'exclusive') refreshSoon();
   },
-  // The stream was refused: go on retrying only while the token is good.
-  onClosed: async () => {
-    try {
-      await api('GET', 'api/v1/whoami');
-      return true;
-    } catch {
-      return false; // a 401 has signed out; anything else: the poll carries on
-    }
-  },
+  onClosed: tokenStillGood,
 });
 
 let pollTimer = 0;
@@ -90,20 +101,23 @@ async function signIn(token) {
   ui.whoami.title = `signed in as ${who.user}`;
   reservations.setUser(who);
   ui.app.hidden = false;
+  let topo = null;
   try {
-    const topo = await api('GET', 'api/v1/topology');
+    topo = await api('GET', 'api/v1/topology');
     form.setNodes(topo, who.projects);
     timeline.setContext(topo, who.user);
   } catch (err) {
     show(ui.message, `Cannot load the topology: ${errorText(err)}`, 'error');
   }
   events.start(token);
+  dashboard.start(token, topo);
   await refreshAll();
 }
 
 function signOut() {
   clearToken();
   events.stop();
+  dashboard.stop();
   clearTimeout(pollTimer);
   timeline.clear();
   ui.app.hidden = true;

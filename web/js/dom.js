@@ -51,3 +51,21 @@ export function show(el, text, kind = 'info') {
   el.textContent = text || '';
   el.dataset.kind = kind;
 }
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+
+// s creates an SVG element: every attribute is set with setAttribute
+// (SVG has few reflected properties), dataset works as in h(), and
+// children are nodes or strings.
+export function s(tag, attrs = {}, ...children) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v == null || v === false) continue;
+    if (k === 'dataset') Object.assign(el.dataset, v);
+    else if (k === 'className') el.setAttribute('class', v);
+    else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, String(v));
+  }
+  append(el, children);
+  return el;
+}
