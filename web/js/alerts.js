@@ -1,9 +1,8 @@
 // The alerts panel (GET /api/v1/alerts): the rules in force, every series
 // that is pending or firing, and the latest state changes with their
-// reasons and action results. It loads when opened and refreshes while
-// open; a controller started without --rules answers 404, shown as "no
-// rules" (the panel stays closed until asked, so that 404 is only ever
-// fetched by someone who wants to see the rules).
+// reasons and action results. It refreshes while open (open unless the
+// user closed it; the choice is remembered). A controller that keeps no
+// metrics (--metrics-db none) answers 404, shown as "no rules".
 
 import { api, errorText } from './api.js';
 import { h, show, timeEl } from './dom.js';
@@ -21,9 +20,9 @@ export class Alerts {
     this.seq = 0;
     this.running = false;
     try {
-      panel.open = localStorage.getItem(OPEN_KEY) === '1';
+      panel.open = localStorage.getItem(OPEN_KEY) !== '0';
     } catch {
-      // storage refused: start closed
+      // storage refused: start open
     }
     panel.addEventListener('toggle', () => {
       try {
@@ -61,7 +60,7 @@ export class Alerts {
       if (err.status === 404) {
         this.root.dataset.rules = '0';
         this.root.replaceChildren(h('p', { className: 'empty', id: 'no-rules' },
-          'No rules: this controller evaluates none (start it with --rules FILE).'));
+          'No rules: this controller keeps no metrics, so it evaluates none.'));
         show(this.status, '');
         return;
       }
@@ -89,7 +88,7 @@ export class Alerts {
           i.since ? [' since ', timeEl(i.since)] : '', i.value != null ? ` · value ${Number(i.value.toPrecision(4))}` : '', ' ',
           h('span', { className: 'labels' }, Object.entries(i.labels || {}).map(([k, v]) => `${k}=${v}`).join(' '))))),
       h('h4', {}, `Rules (${rules.length})`),
-      rules.length === 0 ? h('p', { className: 'empty' }, 'No rules in force.')
+      rules.length === 0 ? h('p', { className: 'empty', id: 'no-rules' }, 'No rules in force (start the controller with --rules FILE).')
         : h('table', { className: 'rules' },
           h('thead', {}, h('tr', {}, ...['rule', 'condition', 'for', 'severity', 'actions'].map((x) => h('th', { scope: 'col' }, x)))),
           h('tbody', {}, rules.map((r) => h('tr', { dataset: { rule: r.name } },

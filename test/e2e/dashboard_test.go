@@ -1,0 +1,254 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+var dashboardScreenshot = flag.String("dashboard.screenshot", "", "write the screenshot TestDashboard takes mid-transfer to this PNG file (default: into the test's temporary directory; also to $LIGHTPATH_ARTIFACTS/dashboard.png when that is set)")
+
+// dashboardBrowser starts headless Chromium as TestWebUI does and returns
+// its tab, with the page's problems collected.
+func dashboardBrowser(t *testing.T, chrome string, timeout time.Duration) *webuiBrowser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome),
+		chromedp.WindowSize(1500, 1200),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	if os.Geteuid() == 0 {
+		opts = append(opts, chromedp.NoSandbox) // Chromium refuses to run as root with its sandbox
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
+	t.Cleanup(cancelBrowser)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	t.Cleanup(cancel)
+	problems := &browserProblems{}
+	if err := chromedp.Listen(ctx, problems.listen); err != nil {
+		t.Fatalf("start Chromium (%s): %v", chrome, err)
+	}
+	return &webuiBrowser{t: t, ctx: ctx, problems: problems}
+}
+
+// pollPage waits until the expression gives a non-empty string (a JSON
+// object the test reads) and returns it.
+func pollPage(b *webuiBrowser, what, expr string, d time.Duration) string {
+	b.t.Helper()
+	return webuiRun(b, what, chromedp.Poll[string](expr, chromedp.WithPollingTimeout(d), chromedp.WithPollingInterval(200*time.Millisecond)))
+}
+
+// TestDashboard watches a real transfer on the dashboard: the two-site
+// testbed with an agent in every node pushing metrics every second, a
+// server in b1 and `cp --reserve 300M` from a1 (rate-limited so that it
+// lasts long enough to be watched). While it runs, the map's line for the
+// direction ra → rb of the link its reservation crosses reports a measured
+// rate and a colour other than idle, that direction's chart has received
+// live points, the transfer is listed and its throughput chart grows, and
+// its page shows each TCP stream's state. The alerts panel says there are
+// no rules (the controller runs without --rules). Once the copy ends the
+// transfer is listed as succeeded. Through all of it the
+// page writes no console error and throws nothing.
+func TestDashboard(t *testing.T) {
+	chrome := chromiumPath()
+	if chrome == "" {
+		t.Skip("no Chromium binary (chromium, chromium-browser or google-chrome) on PATH: scripts/deps.sh installs Debian's chromium")
+	}
+	c, tb := agentTestbed(t)
+	userTok := filepath.Join(c.dir, "alice.token")
+	c.ok(c.adminTok, "user", "add", "alice", "--role", "user")
+	c.ok(c.adminTok, "user", "token", "create", "alice", "--out", userTok)
+
+	srcDir, dstDir := scratchDir(t), scratchDir(t)
+	const size = 400 << 20
+	src := filepath.Join(srcDir, "data.bin")
+	writeRandom(t, src, size, 41)
+	tb.serveIn("b1", "198.18.2.1:7070", dstDir)
+
+	b := dashboardBrowser(t, chrome, 3*time.Minute)
+	b.do("load the page and sign in as admin",
+		chromedp.Navigate(c.url+"/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), readTok(t, c.adminTok)),
+		chromedp.Click(chromedp.ID("sign-in")),
+		chromedp.WaitVisible(chromedp.ID("app")),
+		chromedp.WaitReady(chromedp.CSS(`#topomap line.dir[data-link="wan"][data-from="ra"]`)))
+	b.within(15*time.Second, "the metrics stream delivers frames",
+		chromedp.WaitReady(chromedp.CSS(`#metrics-status[data-state="on"][data-frames]`)))
+	// Before the copy the agents' lease state shows on the map.
+	pollPage(b, "the map marks the six agents alive", `(() => {
+		const n = document.querySelectorAll('#topomap g.node[data-agent="alive"]').length;
+		return n === 6 ? String(n) : '';
+	})()`, 15*time.Second)
+
+	// 400 MiB at 250 Mbit/s: about 13 s on the wire, long enough to watch.
+	cp := startLP(t, runOpts{timeout: 2 * time.Minute}, "testbed", "exec", "--name", tb.name, "a1", "--",
+		lpBin, "cp", "--json", "--rate", "250M", "--reserve", "300M", "--controller", c.sock, "--controller-token-file", userTok,
+		src, "lp://198.18.2.1:7070/data.bin")
+	started := time.Now()
+
+	// The transfer as the API has it: its id and its reservation's path.
+	var tr struct {
+		ID          string `json:"id"`
+		Reservation string `json:"reservation"`
+	}
+	if !waitFor(20*time.Second, func() bool {
+		var list struct {
+			Transfers []struct {
+				ID          string `json:"id"`
+				Reservation string `json:"reservation"`
+				State       string `json:"state"`
+			} `json:"transfers"`
+		}
+		if c.getJSON(c.adminTok, "/api/v1/transfers", &list) != nil {
+			return false
+		}
+		for _, x := range list.Transfers {
+			if x.State == "running" && x.Reservation != "" {
+				tr.ID, tr.Reservation = x.ID, x.Reservation
+				return true
+			}
+		}
+		return cp.Exited()
+	}) || tr.ID == "" {
+		t.Fatalf("no running transfer with a reservation registered:\n%s%s", cp.out.String(), cp.err.String())
+	}
+	var resv struct {
+		Reservation struct {
+			ID   string `json:"id"`
+			Path []struct {
+				Link string `json:"link"`
+				From string `json:"from"`
+				To   string `json:"to"`
+			} `json:"path"`
+		} `json:"reservation"`
+	}
+	if err := c.getJSON(c.adminTok, "/api/v1/reservations/"+tr.Reservation, &resv); err != nil {
+		t.Fatalf("read reservation %s: %v", tr.Reservation, err)
+	}
+	res := resv.Reservation
+	link := ""
+	for _, h := range res.Path {
+		if h.From == "ra" && h.To == "rb" {
+			link = h.Link
+		}
+	}
+	if link != "wan" && link != "dedicated" {
+		t.Fatalf("reservation %s's path %+v does not cross ra → rb on wan or dedicated", res.ID, res.Path)
+	}
+	t.Logf("transfer %s, reservation %s via %s (registered %.1f s after cp started)", tr.ID, res.ID, link, time.Since(started).Seconds())
+
+	// The map's line for ra → rb on that link shows the measured rate (at
+	// least 10 Mbit/s: the copy's, not the odd control packet).
+	lineSel := fmt.Sprintf(`#topomap line.dir[data-link=%q][data-from="ra"]`, link)
+	var line struct {
+		Bps, Reserved, Level, Colour, Title string
+	}
+	got := pollPage(b, "the map shows "+link+" ra → rb in use", fmt.Sprintf(`(() => {
+		const l = document.querySelector(%q);
+		if (!l || !(Number(l.dataset.bps) > 10e6) || l.dataset.level === 'idle') return '';
+		return JSON.stringify({bps: l.dataset.bps, reserved: l.dataset.reservedBps, level: l.dataset.level,
+			colour: l.getAttribute('stroke'), title: l.querySelector('title').textContent});
+	})()`, lineSel), 40*time.Second)
+	if err := json.Unmarshal([]byte(got), &line); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("map: %s", line.Title)
+	if line.Colour == "" || line.Colour == "#8c959f" {
+		t.Errorf("the line for %s ra → rb is coloured %q while it carries %s bit/s: want a colour other than idle", link, line.Colour, line.Bps)
+	}
+
+	// That direction's chart receives a live point every second.
+	chartSel := fmt.Sprintf(`#link-charts figure.link-chart[data-link=%q][data-from="ra"] .plot`, link)
+	pts := pollPage(b, "the "+link+" ra → rb chart receives live points", fmt.Sprintf(`(() => {
+		const p = document.querySelector(%q);
+		return p && Number(p.dataset.livePoints) >= 4 ? p.dataset.livePoints + '/' + p.dataset.points : '';
+	})()`, chartSel), 30*time.Second)
+	t.Logf("link chart: %s live/total points", pts)
+
+	// Clicking the line selects its chart.
+	b.do("click the map's line", chromedp.Click(chromedp.CSS(lineSel)),
+		chromedp.WaitReady(chromedp.CSS(fmt.Sprintf(`#link-charts figure.link-chart.selected[data-link=%q][data-from="ra"]`, link))))
+
+	// The transfer is listed, its page open with a throughput chart that
+	// grows, and its streams' TCP state.
+	b.within(15*time.Second, "the transfer is listed and its page open",
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#transfers tr[data-id=%q]`, tr.ID))),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#transfer-page[data-id=%q] #transfer-chart`, tr.ID))))
+	count := func() int {
+		return webuiRun(b, "count the transfer chart's points", chromedp.Evaluate[int](
+			`Number(document.getElementById('transfer-chart').dataset.livePoints)`))
+	}
+	n0 := count()
+	pollPage(b, "the transfer's chart grows", fmt.Sprintf(`(() => {
+		const n = Number(document.getElementById('transfer-chart').dataset.livePoints);
+		return n >= %d && n >= 3 ? String(n) : '';
+	})()`, n0+2), 20*time.Second)
+	streams := pollPage(b, "the transfer's streams show their TCP state", `(() => {
+		const t = document.getElementById('transfer-streams');
+		const row = t && t.querySelector('tbody tr[data-stream]');
+		return row && /ms/.test(row.cells[1].textContent) ? row.textContent : '';
+	})()`, 20*time.Second)
+	t.Logf("first stream: %s", streams)
+	if p := b.attr("#transfer-reservation", "data-path"); !strings.Contains(p, link) {
+		t.Errorf("the transfer page's reservation path is %q, want it through %s", p, link)
+	}
+
+	// The alerts panel: this controller runs without --rules, and says so.
+	b.do("the alerts panel says there are no rules",
+		chromedp.WaitVisible(chromedp.CSS(`#alerts[data-rules="0"] #no-rules`)))
+
+	shot := *dashboardScreenshot
+	if shot == "" {
+		shot = filepath.Join(t.TempDir(), "dashboard.png")
+	}
+	png := webuiRun(b, "screenshot", chromedp.FullScreenshot(100))
+	for _, f := range []string{shot, artifactPath("dashboard.png")} {
+		if f == "" {
+			continue
+		}
+		if err := os.WriteFile(f, png, 0o644); err != nil {
+			t.Errorf("write the screenshot: %v", err)
+		} else {
+			t.Logf("screenshot: %s", f)
+		}
+	}
+
+	r := cp.Wait()
+	mustSucceed(t, "cp --reserve 300M", r)
+	sum := parseReserveSummary(t, r.stdout)
+	t.Logf("cp: %.0f Mbit/s, %.1f s, bytes by path %v, reservation %s via %s", sum.ThroughputBps/1e6, sum.Seconds, sum.BytesByPath,
+		sum.Reservation, sum.ReservationPath)
+	b.within(20*time.Second, "the transfer is listed as succeeded once it ends",
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#transfers tr[data-id=%q][data-state="succeeded"]`, tr.ID))))
+
+	b.do("settle", chromedp.Sleep(500*time.Millisecond))
+	for _, p := range b.problems.list() {
+		t.Errorf("browser: %s", p)
+	}
+}
+
+// artifactPath is FILE in $LIGHTPATH_ARTIFACTS, or "" when that is not set.
+func artifactPath(file string) string {
+	dir := os.Getenv("LIGHTPATH_ARTIFACTS")
+	if dir == "" {
+		return ""
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return ""
+	}
+	return filepath.Join(dir, file)
+}
