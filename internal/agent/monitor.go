@@ -75,21 +75,29 @@ func (w *Watched) Flows() []collect.FlowMatch {
 	return w.flows
 }
 
-// monitor collects every interval and pushes. A push that fails leaves the
-// samples in the spool for the next round; the failure is logged when it
-// starts and when it ends, not every second.
+// monitor collects every interval and, apart, pushes: a push that is slow
+// (a backlog going out after the controller was away) never delays a
+// collection. A push that fails leaves the samples in the spool for the
+// next try; the failure is logged when it starts and when it ends, not
+// every second.
 func (a *agent) monitor(ctx context.Context) {
 	m := a.cfg.Monitor
 	iv := m.Interval
 	if iv <= 0 {
 		iv = DefaultCollectInterval
 	}
+	kick := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.pushLoop(ctx, kick)
+	}()
 	tick := time.NewTicker(iv)
 	defer tick.Stop()
-	failing := false
 	for {
 		select {
 		case <-ctx.Done():
+			<-done
 			// One last try, so a clean stop sends what it holds.
 			fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			_ = m.Pusher.Flush(fctx)
@@ -100,6 +108,23 @@ func (a *agent) monitor(ctx context.Context) {
 		g := m.Registry.Collect(ctx, a.cfg.Now())
 		if err := m.Pusher.Add(g, m.Registry.Meta()); err != nil {
 			a.cfg.Log.Error("spool", "err", err)
+		}
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// pushLoop sends the spool each time it is kicked.
+func (a *agent) pushLoop(ctx context.Context, kick <-chan struct{}) {
+	m := a.cfg.Monitor
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-kick:
 		}
 		err := m.Pusher.Flush(ctx)
 		switch {

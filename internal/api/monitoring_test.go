@@ -112,7 +112,7 @@ func TestPushQueryAndMetrics(t *testing.T) {
 		t.Errorf("labels %v", l)
 	}
 	// The controller derived the link direction's throughput.
-	if st, raw := e.do("GET", "/api/v1/metrics/query?name=lightpath_link_throughput_bits_per_second&match=link%3Dl&match=from%3Dh1", user, nil, &q); st != 200 || len(q.Series) != 1 || len(q.Series[0].Points) != 1 || q.Series[0].Points[0][1].(float64) != 500e6 {
+	if st, raw := e.do("GET", "/api/v1/metrics/query?name=lightpath_link_throughput_bytes_per_second&match=link%3Dl&match=from%3Dh1", user, nil, &q); st != 200 || len(q.Series) != 1 || len(q.Series[0].Points) != 1 || q.Series[0].Points[0][1].(float64) != 62.5e6 {
 		t.Fatalf("derived throughput: %d %s", st, raw)
 	}
 	var names api.MetricNames

@@ -327,12 +327,12 @@ func (r *Registry) Report(ctx context.Context, id, who string, rep Report) (Tran
 const (
 	SeriesBytes      = "lightpath_transfer_bytes_total"
 	SeriesPathBytes  = "lightpath_transfer_path_bytes_total"
-	SeriesThroughput = "lightpath_transfer_throughput_bits_per_second"
+	SeriesThroughput = "lightpath_transfer_throughput_bytes_per_second"
 	SeriesRTT        = "lightpath_transfer_stream_rtt_seconds"
 	SeriesCwnd       = "lightpath_transfer_stream_cwnd_segments"
 	SeriesRetrans    = "lightpath_transfer_stream_retransmits_total"
-	SeriesPacing     = "lightpath_transfer_stream_pacing_rate_bits_per_second"
-	SeriesDelivery   = "lightpath_transfer_stream_delivery_rate_bits_per_second"
+	SeriesPacing     = "lightpath_transfer_stream_pacing_rate_bytes_per_second"
+	SeriesDelivery   = "lightpath_transfer_stream_delivery_rate_bytes_per_second"
 )
 
 // Meta describes the transfer series. They carry the transfer's ID as a
@@ -353,7 +353,7 @@ func samples(t Transfer, rep Report, now time.Time) monitor.Group {
 	ls := monitor.L("transfer", t.ID)
 	g.Points = append(g.Points,
 		monitor.Point{Name: SeriesBytes, Labels: ls, V: float64(t.BytesDone)},
-		monitor.Point{Name: SeriesThroughput, Labels: ls, V: t.ThroughputBps})
+		monitor.Point{Name: SeriesThroughput, Labels: ls, V: t.ThroughputBps / 8})
 	for p, n := range rep.BytesByPath {
 		if p == "" || len(p) > 64 || strings.ContainsAny(p, "\x00\n") {
 			continue
@@ -366,8 +366,8 @@ func samples(t Transfer, rep Report, now time.Time) monitor.Group {
 			monitor.Point{Name: SeriesRTT, Labels: sl, V: s.RTTSeconds},
 			monitor.Point{Name: SeriesCwnd, Labels: sl, V: float64(s.Cwnd)},
 			monitor.Point{Name: SeriesRetrans, Labels: sl, V: float64(s.Retransmits)},
-			monitor.Point{Name: SeriesPacing, Labels: sl, V: s.PacingBps},
-			monitor.Point{Name: SeriesDelivery, Labels: sl, V: s.DeliveryBps})
+			monitor.Point{Name: SeriesPacing, Labels: sl, V: s.PacingBps / 8},
+			monitor.Point{Name: SeriesDelivery, Labels: sl, V: s.DeliveryBps / 8})
 	}
 	return g
 }

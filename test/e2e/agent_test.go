@@ -40,11 +40,12 @@ func (s testbedStatus) bytesOn(link, from string) uint64 {
 	return 0
 }
 
-// agentTestbed starts a controller and the two-site testbed with an agent
-// in every node, and waits until all six are alive.
-func agentTestbed(t *testing.T) (*cliCtl, *tb) {
+// agentTestbed starts a controller (with the extra flags given) and the
+// two-site testbed with an agent in every node, and waits until all six
+// are alive.
+func agentTestbed(t *testing.T, ctlFlags ...string) (*cliCtl, *tb) {
 	skipUnlessNetRoot(t)
-	c := startCLICtl(t)
+	c := startCLICtl(t, ctlFlags...)
 	agentTok := filepath.Join(c.dir, "agent.token")
 	c.ok(c.adminTok, "user", "add", "agents", "--role", "agent")
 	c.ok(c.adminTok, "user", "token", "create", "agents", "--out", agentTok)

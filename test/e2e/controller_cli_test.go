@@ -32,18 +32,32 @@ type cliCtl struct {
 	dir      string
 	adminTok string // file
 
+	extra    []string // more controller flags
+	stopFn   func()
+
 	mu  sync.Mutex
 	log strings.Builder
 }
 
-func startCLICtl(t *testing.T) *cliCtl {
+func startCLICtl(t *testing.T, extra ...string) *cliCtl {
 	t.Helper()
 	dir := t.TempDir()
-	c := &cliCtl{t: t, dir: dir, adminTok: filepath.Join(dir, "admin.token")}
+	c := &cliCtl{t: t, dir: dir, adminTok: filepath.Join(dir, "admin.token"), extra: extra}
+	c.launch()
+	return c
+}
+
+// launch starts the controller process on c's database (again, after
+// stop: a restart), and waits for its listening addresses.
+func (c *cliCtl) launch() {
+	t := c.t
+	t.Helper()
+	dir := c.dir
 	sock := filepath.Join(dir, "controller.sock")
-	cmd := exec.Command(lpBin, "controller", "--listen", "127.0.0.1:0", "--listen", "unix:"+sock,
-		"--db", "sqlite:"+filepath.Join(dir, "db"), "--topology", repoFile("examples/two-site.yaml"),
-		"--admin-token-file", c.adminTok)
+	args := append([]string{"controller", "--listen", "127.0.0.1:0", "--listen", "unix:" + sock,
+		"--db", "sqlite:" + filepath.Join(dir, "db"), "--topology", repoFile("examples/two-site.yaml"),
+		"--admin-token-file", c.adminTok}, c.extra...)
+	cmd := exec.Command(lpBin, args...)
 	cmd.Env = cleanEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
@@ -75,20 +89,27 @@ func startCLICtl(t *testing.T) *cliCtl {
 			}
 		}
 	}()
+	var once sync.Once
+	c.stopFn = func() {
+		once.Do(func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Errorf("lightpath controller did not exit within 10s of SIGTERM")
+				cmd.Process.Kill()
+				<-done
+			}
+			cmd.Wait()
+		})
+	}
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Errorf("lightpath controller did not exit within 10s of SIGTERM")
-			cmd.Process.Kill()
-			<-done
-		}
-		cmd.Wait()
+		c.stopFn()
 		if t.Failed() {
 			t.Logf("controller log:\n%s", c.Log())
 		}
 	})
+	c.url, c.sock = "", ""
 	deadline := time.After(15 * time.Second)
 	for c.url == "" || c.sock == "" {
 		select {
@@ -104,8 +125,10 @@ func startCLICtl(t *testing.T) *cliCtl {
 			t.Fatalf("lightpath controller logged no listening address after 15s:\n%s", c.Log())
 		}
 	}
-	return c
 }
+
+// stop stops the controller (SIGTERM, as an operator would) and waits.
+func (c *cliCtl) stop() { c.stopFn() }
 
 func (c *cliCtl) Log() string {
 	c.mu.Lock()

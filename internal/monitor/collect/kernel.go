@@ -125,8 +125,8 @@ func newHTB(env Env) definition {
 			"lightpath_htb_overlimits_total":     counter("Times the htb class was over its rate and had to wait or borrow."),
 			"lightpath_htb_backlog_bytes":        gauge("Bytes queued in the htb class."),
 			"lightpath_htb_backlog_packets":      gauge("Packets queued in the htb class."),
-			"lightpath_htb_rate_bits_per_second": gauge("Guaranteed rate of the htb class, as configured."),
-			"lightpath_htb_ceil_bits_per_second": gauge("Ceiling rate of the htb class, as configured."),
+			"lightpath_htb_rate_bytes_per_second": gauge("Guaranteed rate of the htb class, as configured (bytes per second, as promtool wants; ×8 for bit/s)."),
+			"lightpath_htb_ceil_bytes_per_second": gauge("Ceiling rate of the htb class, as configured (bytes per second)."),
 		},
 	}
 }
@@ -164,8 +164,8 @@ func classPoints(dev, link string, c ClassStats, emit func(monitor.Point)) {
 		{"lightpath_htb_overlimits_total", c.Overlimits},
 		{"lightpath_htb_backlog_bytes", c.BacklogBytes},
 		{"lightpath_htb_backlog_packets", c.Qlen},
-		{"lightpath_htb_rate_bits_per_second", c.Rate},
-		{"lightpath_htb_ceil_bits_per_second", c.Ceil},
+		{"lightpath_htb_rate_bytes_per_second", c.Rate / 8},
+		{"lightpath_htb_ceil_bytes_per_second", c.Ceil / 8},
 	} {
 		emit(monitor.Point{Name: s.name, Labels: ls, V: float64(s.v)})
 	}
@@ -198,8 +198,8 @@ func newTCP(env Env) definition {
 			"lightpath_tcp_min_rtt_seconds":               gauge("Least round-trip time the connection has seen (per flow)."),
 			"lightpath_tcp_cwnd_segments":                 gauge("Congestion window of the connection, in segments (per flow)."),
 			"lightpath_tcp_retransmits_total":             counter("Segments the connection retransmitted over its life (per flow)."),
-			"lightpath_tcp_pacing_rate_bits_per_second":   gauge("Pacing rate of the connection (per flow)."),
-			"lightpath_tcp_delivery_rate_bits_per_second": gauge("Most recent delivery rate the connection measured (per flow)."),
+			"lightpath_tcp_pacing_rate_bytes_per_second":   gauge("Pacing rate of the connection (per flow)."),
+			"lightpath_tcp_delivery_rate_bytes_per_second": gauge("Most recent delivery rate the connection measured (per flow)."),
 			"lightpath_tcp_acked_bytes_total":             counter("Bytes the peer acknowledged on the connection (per flow)."),
 			"lightpath_tcp_received_bytes_total":          counter("Bytes the connection received (per flow)."),
 		},
@@ -244,7 +244,7 @@ func tcpPoints(flows []FlowMatch, socks []TCPSock, emit func(monitor.Point)) {
 			side = "server"
 		}
 		ls := monitor.L("flow", flowLabel(s, server), "side", side, "dscp", strconv.Itoa(f.DSCP))
-		pacing := float64(s.PacingRate) * 8
+		pacing := float64(s.PacingRate)
 		if s.PacingRate == ^uint64(0) {
 			pacing = math.Inf(1) // the kernel's "no pacing"
 		}
@@ -256,8 +256,8 @@ func tcpPoints(flows []FlowMatch, socks []TCPSock, emit func(monitor.Point)) {
 			{"lightpath_tcp_min_rtt_seconds", s.MinRTT},
 			{"lightpath_tcp_cwnd_segments", float64(s.Cwnd)},
 			{"lightpath_tcp_retransmits_total", float64(s.TotalRetrans)},
-			{"lightpath_tcp_pacing_rate_bits_per_second", pacing},
-			{"lightpath_tcp_delivery_rate_bits_per_second", float64(s.DeliveryRate) * 8},
+			{"lightpath_tcp_pacing_rate_bytes_per_second", pacing},
+			{"lightpath_tcp_delivery_rate_bytes_per_second", float64(s.DeliveryRate)},
 			{"lightpath_tcp_acked_bytes_total", float64(s.BytesAcked)},
 			{"lightpath_tcp_received_bytes_total", float64(s.BytesReceived)},
 		} {

@@ -231,11 +231,11 @@ func TestHTBRoot(t *testing.T) {
 	if got["lightpath_htb_sent_packets_total"+res] < 30 || got["lightpath_htb_sent_bytes_total"+res] < 30000 {
 		t.Errorf("class 1:105 counters: %v", got)
 	}
-	if got["lightpath_htb_rate_bits_per_second"+res] != 10e6 || got["lightpath_htb_ceil_bits_per_second"+res] != 100e6 {
-		t.Errorf("class 1:105 rates: rate %v ceil %v", got["lightpath_htb_rate_bits_per_second"+res], got["lightpath_htb_ceil_bits_per_second"+res])
+	if got["lightpath_htb_rate_bytes_per_second"+res] != 10e6/8 || got["lightpath_htb_ceil_bytes_per_second"+res] != 100e6/8 {
+		t.Errorf("class 1:105 rates: rate %v ceil %v", got["lightpath_htb_rate_bytes_per_second"+res], got["lightpath_htb_ceil_bytes_per_second"+res])
 	}
 	link := `{class="1:1",device="a0",kind="link",link="wan"}`
-	if got["lightpath_htb_rate_bits_per_second"+link] != 100e6 || got["lightpath_htb_sent_packets_total"+link] < 30 {
+	if got["lightpath_htb_rate_bytes_per_second"+link] != 100e6/8 || got["lightpath_htb_sent_packets_total"+link] < 30 {
 		t.Errorf("class 1:1: %v", got)
 	}
 }

@@ -19,7 +19,7 @@ import (
 
 // The derived series.
 const (
-	Throughput  = "lightpath_link_throughput_bits_per_second"
+	Throughput  = "lightpath_link_throughput_bytes_per_second"
 	Utilisation = "lightpath_link_utilisation_ratio"
 	// txBytes is the interface collector's transmit counter.
 	txBytes = "lightpath_interface_transmit_bytes_total"
@@ -27,7 +27,7 @@ const (
 
 // Meta describes the derived series.
 var Meta = map[string]monitor.Meta{
-	Throughput:  {Type: monitor.Gauge, Help: "Bits per second sent into a link direction (link, from, to), from the transmit counter of the from node's device on the link, over the last push interval."},
+	Throughput:  {Type: monitor.Gauge, Help: "Bytes per second sent into a link direction (link, from, to), from the transmit counter of the from node's device on the link, over the last push interval (×8 for bit/s)."},
 	Utilisation: {Type: monitor.Gauge, Help: "A link direction's throughput as a fraction of the link's capacity."},
 }
 
@@ -109,7 +109,7 @@ func (d *Deriver) Observe(links []reserve.Link, b *monitor.Batch) []monitor.Grou
 				d.latest[dk] = r
 			}
 			ls := monitor.L("link", ln, "from", b.Node, "to", to)
-			pts = append(pts, monitor.Point{Name: Throughput, Labels: ls, V: bps})
+			pts = append(pts, monitor.Point{Name: Throughput, Labels: ls, V: bps / 8})
 			if l.Capacity > 0 {
 				pts = append(pts, monitor.Point{Name: Utilisation, Labels: ls, V: r.Utilisation()})
 			}

@@ -54,9 +54,9 @@ func TestObserve(t *testing.T) {
 					if p.Labels.Get("to") != tc.want.to || p.Labels.Get("from") != tc.node {
 						t.Errorf("labels %v, want from %s to %s", p.Labels, tc.node, tc.want.to)
 					}
-					want := tc.want.bps
+					want := tc.want.bps / 8
 					if p.Name == Utilisation {
-						want /= 1e9
+						want = tc.want.bps / 1e9
 					}
 					if math.Abs(p.V-want) > 1e-6*want {
 						t.Errorf("%s = %g, want %g", p.Name, p.V, want)

@@ -106,6 +106,9 @@ func Step(rule Rule, prev Status, value float64, ok bool, now time.Time) (Status
 // reason words a transition; held is how long the condition has held
 // (before this evaluation, for a transition to ok).
 func reason(rule Rule, t *Transition, held time.Duration) string {
+	// Evaluations fall a little off whole seconds; a reason reads better
+	// at a tenth of a second.
+	held = held.Round(100 * time.Millisecond)
 	head := fmt.Sprintf("%s = %s", rule.Expr, formatValue(t.Value, rule.Unit))
 	cond := fmt.Sprintf("%s %s", rule.Op, formatValue(rule.Threshold, rule.Unit))
 	switch {

@@ -1,0 +1,327 @@
+//go:build linux
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Monitoring for real: the controller's repository fed by the six agents
+// of the two-site testbed (every collector on, a push every second), rules
+// that act on what they see, and the faults the issue names: the
+// controller down for a minute while the agents push, an agent that
+// vanishes.
+
+type querySeries struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels"`
+	Points [][2]*float64     `json:"points"`
+}
+
+// query reads a metric's series from the controller; a failure is an
+// empty answer, logged.
+func (c *cliCtl) query(t *testing.T, name string, match map[string]string, start, end time.Time, step time.Duration) []querySeries {
+	t.Helper()
+	v := url.Values{"name": {name}, "start": {start.UTC().Format(time.RFC3339Nano)}, "end": {end.UTC().Format(time.RFC3339Nano)}}
+	for k, val := range match {
+		v.Add("match", k+"="+val)
+	}
+	if step > 0 {
+		v.Set("step", step.String())
+	}
+	var out struct {
+		Series []querySeries `json:"series"`
+	}
+	if err := c.getJSON(c.adminTok, "/api/v1/metrics/query?"+v.Encode(), &out); err != nil {
+		t.Logf("query %s: %v", name, err)
+		return nil
+	}
+	return out.Series
+}
+
+// latest is the last value of the first series, and whether there is one.
+func latest(ss []querySeries) (float64, bool) {
+	if len(ss) == 0 || len(ss[0].Points) == 0 {
+		return 0, false
+	}
+	p := ss[0].Points[len(ss[0].Points)-1]
+	if p[1] == nil {
+		return 0, false
+	}
+	return *p[1], true
+}
+
+// hook is a webhook receiver on loopback: the controller runs in the host's
+// namespace, so the rules' webhooks reach it there.
+type hook struct {
+	url  string
+	mu   sync.Mutex
+	docs []map[string]any
+}
+
+func startHook(t *testing.T) *hook {
+	h := &hook{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var d map[string]any
+		b, _ := io.ReadAll(r.Body)
+		if json.Unmarshal(b, &d) == nil {
+			h.mu.Lock()
+			h.docs = append(h.docs, d)
+			h.mu.Unlock()
+		}
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	h.url = "http://" + ln.Addr().String() + "/hook"
+	return h
+}
+
+func (h *hook) states(rule string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, d := range h.docs {
+		if d["rule"] == rule {
+			out = append(out, fmt.Sprint(d["state"]))
+		}
+	}
+	return out
+}
+
+func TestMonitoringOnTestbed(t *testing.T) {
+	skipUnlessNetRoot(t)
+	wh := startHook(t)
+	rules := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rules, []byte(`rules:
+  # The probes across wan stop coming back when its direction ra → rb is down.
+  - name: wan-unreachable
+    expr: {series: lightpath_probe_loss_ratio, labels: {link: wan, node: ra}, fn: min, window: 4s}
+    op: ">="
+    threshold: 1
+    for: 2s
+    severity: critical
+    actions:
+      - log: {}
+      - webhook: {url: "`+wh.url+`", timeout: 2s}
+  # wan busy in the direction ra → rb: move what is reserved there away.
+  - name: wan-busy
+    expr: {series: lightpath_link_utilisation_ratio, labels: {link: wan, from: ra}, fn: avg, window: 3s}
+    op: ">"
+    threshold: 10%
+    for: 1s
+    actions:
+      - log: {}
+      - reroute: {}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, b := agentTestbed(t, "--rules", rules)
+	nodes := []string{"a1", "a2", "b1", "b2", "ra", "rb"}
+
+	t.Run("every node's series on one scrape", func(t *testing.T) {
+		if !waitFor(20*time.Second, func() bool {
+			v, ok := latest(c.query(t, "lightpath_probe_rtt_seconds", map[string]string{"node": "ra", "link": "wan"}, time.Now().Add(-time.Minute), time.Now(), 0))
+			return ok && v > 0
+		}) {
+			t.Fatal("no probe RTT from ra across wan within 20s")
+		}
+		rtt, _ := latest(c.query(t, "lightpath_probe_rtt_seconds", map[string]string{"node": "ra", "link": "wan"}, time.Now().Add(-time.Minute), time.Now(), 0))
+		if rtt < 0.045 || rtt > 0.2 {
+			t.Errorf("probe RTT ra → rb across wan = %.1f ms, want about 50 (25 ms each way)", rtt*1000)
+		}
+		var body []byte
+		missing := func() []string {
+			resp, err := http.Get(c.url + "/metrics")
+			if err != nil {
+				return []string{err.Error()}
+			}
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var out []string
+			for _, n := range nodes {
+				for _, series := range []string{"lightpath_interface_transmit_bytes_total{", "lightpath_agent_collector_success{collector=\"host\""} {
+					found := false
+					for _, l := range strings.Split(string(body), "\n") {
+						if strings.HasPrefix(l, series) && strings.Contains(l, `node="`+n+`"`) {
+							found = true
+							break
+						}
+					}
+					if !found {
+						out = append(out, series+"... of "+n)
+					}
+				}
+			}
+			return out
+		}
+		if !waitFor(20*time.Second, func() bool { return len(missing()) == 0 }) {
+			t.Errorf("one scrape of /metrics lacks %v", missing())
+		}
+		if pt := promtoolPath(); pt != "" {
+			cmd := exec.Command(pt, "check", "metrics")
+			cmd.Stdin = strings.NewReader(string(body))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("promtool check metrics: %v\n%s", err, out)
+			}
+		}
+		t.Logf("probe RTT ra → rb across wan: %.1f ms; /metrics: %d bytes", rtt*1000, len(body))
+	})
+
+	t.Run("a rule fires when wan goes down and resolves when it is back", func(t *testing.T) {
+		b.linkSet("wan", "--down")
+		if !waitFor(30*time.Second, func() bool { return slices.Contains(wh.states("wan-unreachable"), "firing") }) {
+			t.Fatalf("wan-unreachable did not fire within 30s; webhooks %v", wh.states("wan-unreachable"))
+		}
+		b.linkSet("wan", "--up")
+		if !waitFor(30*time.Second, func() bool { return slices.Contains(wh.states("wan-unreachable"), "ok") }) {
+			t.Fatalf("wan-unreachable did not resolve within 30s; webhooks %v", wh.states("wan-unreachable"))
+		}
+	})
+
+	t.Run("a busy wan moves a reservation and the transfer's page says why", func(t *testing.T) {
+		userTok := filepath.Join(c.dir, "alice.token")
+		c.ok(c.adminTok, "user", "add", "alice", "--role", "user")
+		c.ok(c.adminTok, "user", "token", "create", "alice", "--out", userTok)
+		srcDir, dstDir := scratchDir(t), scratchDir(t)
+		src := filepath.Join(srcDir, "data.bin")
+		writeRandom(t, src, 384<<20, 41)
+		b.serveIn("b1", "198.18.2.1:7070", dstDir)
+		// 200 Mbit/s for about 16 s: long enough for the rules (evaluated
+		// every 5 s) to see wan busy and move the reservation.
+		r := b.exec("a1", lpBin, "cp", "--json", "--rate", "200M", "--reserve", "300M", "--reserve-path", "a1-ra,wan,b1-rb",
+			"--controller", c.sock, "--controller-token-file", userTok, src, "lp://198.18.2.1:7070/data.bin")
+		mustSucceed(t, "cp --reserve over wan", r)
+		sum := parseReserveSummary(t, r.stdout)
+		var list struct {
+			Transfers []struct {
+				ID          string           `json:"id"`
+				State       string           `json:"state"`
+				Reservation string           `json:"reservation"`
+				BytesDone   int64            `json:"bytes_done"`
+				BytesByPath map[string]int64 `json:"bytes_by_path"`
+				Verified    bool             `json:"verified"`
+			} `json:"transfers"`
+		}
+		if err := c.getJSON(userTok, "/api/v1/transfers", &list); err != nil || len(list.Transfers) != 1 {
+			t.Fatalf("transfers: %v %+v", err, list)
+		}
+		tr := list.Transfers[0]
+		if tr.State != "succeeded" || !tr.Verified || tr.Reservation != sum.Reservation || tr.BytesDone != sum.BytesSent {
+			t.Errorf("the recorded transfer %+v does not match cp's summary %s", tr, lastLine(r.stdout))
+		}
+		res := c.reservation(c.adminTok, sum.Reservation)
+		moved := false
+		for _, h := range res.History {
+			moved = moved || strings.Contains(h.Why, "rerouted by rule wan-busy")
+		}
+		if !moved {
+			t.Errorf("the reservation was not rerouted by wan-busy: %+v", res.History)
+		}
+		out := c.ok(userTok, "transfer", "show", tr.ID).stdout
+		if !strings.Contains(out, "wan-busy firing") || !strings.Contains(out, "reroute ok") {
+			t.Errorf("transfer show lacks the rule that moved it:\n%s", out)
+		}
+		t.Logf("transfer %s: %.0f Mbit/s, bytes by path %v; its page:\n%s", tr.ID, sum.ThroughputBps/1e6, sum.BytesByPath, out)
+		// The transfer's own series: its throughput and each stream's TCP state.
+		if ss := c.query(t, "lightpath_transfer_stream_rtt_seconds", map[string]string{"transfer": tr.ID}, time.Now().Add(-10*time.Minute), time.Now(), 0); len(ss) == 0 {
+			t.Errorf("no per-stream RTT of transfer %s", tr.ID)
+		}
+	})
+
+	t.Run("the controller down for a minute loses no sample", func(t *testing.T) {
+		down := time.Now()
+		c.stop()
+		time.Sleep(60 * time.Second)
+		c.launch()
+		up := time.Now()
+		// The agents' spools drain at the next pushes; wait for the
+		// samples of 5 s after the restart.
+		if !waitFor(30*time.Second, func() bool {
+			for _, n := range nodes {
+				ss := c.query(t, "lightpath_agent_collector_success", map[string]string{"node": n, "collector": "host"}, up, time.Now(), 0)
+				if len(ss) == 0 || len(ss[0].Points) == 0 || *ss[0].Points[len(ss[0].Points)-1][0] < float64(up.Add(5*time.Second).UnixMilli()) {
+					return false
+				}
+			}
+			return true
+		}) {
+			t.Fatal("the agents did not push after the controller came back")
+		}
+		for _, n := range nodes {
+			ss := c.query(t, "lightpath_agent_collector_success", map[string]string{"node": n, "collector": "host"}, down.Add(-5*time.Second), up.Add(5*time.Second), 0)
+			if len(ss) != 1 {
+				t.Fatalf("%s: %d series", n, len(ss))
+			}
+			pts := ss[0].Points
+			var worst time.Duration
+			for i := 1; i < len(pts); i++ {
+				worst = max(worst, time.Duration(*pts[i][0]-*pts[i-1][0])*time.Millisecond)
+			}
+			// One collection a second: every second of the outage is there.
+			want := int((up.Sub(down) + 10*time.Second) / time.Second)
+			if len(pts) < want-3 || worst > 2500*time.Millisecond {
+				t.Errorf("%s: %d samples over the %v outage and its 10 s around it (want about %d), longest gap %v",
+					n, len(pts), up.Sub(down).Round(time.Second), want, worst)
+			} else {
+				t.Logf("%s: %d samples, longest gap %v", n, len(pts), worst)
+			}
+		}
+	})
+
+	t.Run("an agent that vanishes is shown gone", func(t *testing.T) {
+		for _, pid := range agentPIDs(t, b, c.sock, "b2") {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		var agents struct {
+			Agents []struct {
+				Node  string `json:"node"`
+				Alive bool   `json:"alive"`
+			} `json:"agents"`
+		}
+		if !waitFor(30*time.Second, func() bool {
+			if err := c.getJSON(c.adminTok, "/api/v1/agents", &agents); err != nil {
+				return false
+			}
+			for _, a := range agents.Agents {
+				if a.Node == "b2" {
+					return !a.Alive
+				}
+			}
+			return false
+		}) {
+			t.Fatalf("b2's agent is not shown gone: %+v", agents)
+		}
+		if out := c.ok(c.adminTok, "agent", "list").stdout; !strings.Contains(out, "b2") || !strings.Contains(out, "gone") {
+			t.Errorf("agent list does not show b2 gone:\n%s", out)
+		}
+	})
+}
+
+// promtoolPath finds promtool (scripts/deps.sh fetches it), or "".
+func promtoolPath() string {
+	if p, err := exec.LookPath("promtool"); err == nil {
+		return p
+	}
+	if _, err := os.Stat("/usr/local/lib/lightpath/promtool"); err == nil {
+		return "/usr/local/lib/lightpath/promtool"
+	}
+	return ""
+}
