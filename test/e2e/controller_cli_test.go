@@ -32,8 +32,8 @@ type cliCtl struct {
 	dir      string
 	adminTok string // file
 
-	extra    []string // more controller flags
-	stopFn   func()
+	extra  []string // more controller flags
+	stopFn func()
 
 	mu  sync.Mutex
 	log strings.Builder

@@ -184,9 +184,9 @@ func TestTCPPoints(t *testing.T) {
 	got := map[string]float64{}
 	tcpPoints(flows, socks, func(p monitor.Point) { got[monitor.Key(p.Name, p.Labels)] = p.V })
 	for k, v := range map[string]float64{
-		`lightpath_tcp_rtt_seconds{dscp="12",flow="198.18.1.2:40000>198.18.2.2:7070",side="client"}`:                   0.02,
-		`lightpath_tcp_rtt_seconds{dscp="12",flow="198.18.1.2:40000>198.18.2.2:7070",side="server"}`:                   0.03,
-		`lightpath_tcp_cwnd_segments{dscp="12",flow="198.18.1.2:40000>198.18.2.2:7070",side="server"}`:                 20,
+		`lightpath_tcp_rtt_seconds{dscp="12",flow="198.18.1.2:40000>198.18.2.2:7070",side="client"}`:                    0.02,
+		`lightpath_tcp_rtt_seconds{dscp="12",flow="198.18.1.2:40000>198.18.2.2:7070",side="server"}`:                    0.03,
+		`lightpath_tcp_cwnd_segments{dscp="12",flow="198.18.1.2:40000>198.18.2.2:7070",side="server"}`:                  20,
 		`lightpath_tcp_pacing_rate_bytes_per_second{dscp="12",flow="198.18.1.2:40000>198.18.2.2:7070",side="client"}`:   1000,
 		`lightpath_tcp_pacing_rate_bytes_per_second{dscp="12",flow="198.18.1.2:40000>198.18.2.2:7070",side="server"}`:   math.Inf(1),
 		`lightpath_tcp_delivery_rate_bytes_per_second{dscp="12",flow="198.18.1.2:40000>198.18.2.2:7070",side="client"}`: 500,
