@@ -11,9 +11,9 @@ import { s } from './dom.js';
 import { formatRate, formatRateShort } from './units.js';
 
 const W = 760;
-const ROW = 86;
+const ROW = 110;
 const PAD = 50;
-const GAP = 16; // between links joining the same two nodes
+const GAP = 26; // between links joining the same two nodes
 const TWIN = 4; // between a link's two directions
 
 export const IDLE = '#8c959f';
