@@ -109,7 +109,7 @@ and go out when it is back.`,
 		},
 	}
 	o.register(cmd.Flags())
-	cmd.AddCommand(newAgentListCmd())
+	cmd.AddCommand(newAgentListCmd(), newAgentThroughputCmd())
 	f := cmd.Flags()
 	f.StringVar(&node, "node", "", "the node this agent provisions (its name in the topology)")
 	f.StringVar(&netns, "netns", "", "network namespace to manage, as a path (default: the agent's own)")
@@ -154,5 +154,47 @@ degraded.`,
 		},
 	}
 	o.register(cmd.Flags())
+	return cmd
+}
+
+func newAgentThroughputCmd() *cobra.Command {
+	var (
+		d       time.Duration
+		jsonOut bool
+	)
+	cmd := &cobra.Command{
+		Use:   "throughput PEER",
+		Short: "Measure the throughput to a neighbour's agent (its probe sink), on demand",
+		Long: fmt.Sprintf(`Send to the throughput sink of the agent at PEER (an address of one of its
+link ends, port %d unless given) for -t and print the rate the sink received.
+It runs in the caller's network namespace: in a testbed, run it inside a node
+with lightpath testbed exec NODE -- lightpath agent throughput PEER. The
+agents' probe collector serves the sink (and answers the RTT probes).`, collect.ProbePort),
+		Example: `  lightpath testbed exec ra -- lightpath agent throughput 198.19.0.2 -t 5s`,
+		Args:    exactArgs("agent throughput", "PEER"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if d <= 0 || d > 5*time.Minute {
+				return fmt.Errorf("agent throughput: -t %v: want 1s to 5m", d)
+			}
+			bps, err := collect.Throughput(cmd.Context(), args[0], d)
+			if err != nil {
+				return fmt.Errorf("agent throughput: %w", err)
+			}
+			out := cmd.OutOrStdout()
+			if jsonOut {
+				(&ndjson{w: out}).write(struct {
+					Type          string  `json:"type"`
+					Peer          string  `json:"peer"`
+					Seconds       float64 `json:"seconds"`
+					ThroughputBps float64 `json:"throughput_bps"`
+				}{"summary", args[0], d.Seconds(), bps})
+				return nil
+			}
+			fmt.Fprintf(out, "%s to %s over %s\n", units.FormatRate(bps), args[0], units.FormatDuration(d))
+			return nil
+		},
+	}
+	cmd.Flags().DurationVarP(&d, "time", "t", 5*time.Second, "how long to send")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print one JSON summary line")
 	return cmd
 }

@@ -1,6 +1,6 @@
 // Throughput per link direction: one rolling chart for every direction
 // that has a measurement or a reservation, filled from the repository
-// (lightpath_link_throughput_bits_per_second over the last five minutes)
+// (lightpath_link_throughput_bytes_per_second, ×8, over the last five minutes)
 // when it first appears, then one point a second from the live frames:
 // the measured rate, and the reserved bandwidth as a step line.
 
@@ -9,7 +9,7 @@ import { h } from './dom.js';
 import { LiveChart, queryPath } from './livechart.js';
 import { formatRate } from './units.js';
 
-const SERIES = 'lightpath_link_throughput_bits_per_second';
+const SERIES = 'lightpath_link_throughput_bytes_per_second'; // ×8: the charts are in bit/s
 
 export class LinkCharts {
   constructor({ root }) {
@@ -42,7 +42,7 @@ export class LinkCharts {
       const { link, from, to } = sr.labels || {};
       if (!link || !from) continue;
       const c = this.ensure(link, from, to);
-      c.chart.backfill(sr.points.map(([t, v]) => [t, v, null]));
+      c.chart.backfill(sr.points.map(([t, v]) => [t, v == null ? null : v * 8, null]));
     }
   }
 

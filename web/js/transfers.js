@@ -2,7 +2,7 @@
 // their progress and throughput kept current by the live frames, and the
 // page of one transfer (GET /api/v1/transfers/{id}): its path and
 // reservation, bytes per path, bottleneck, a throughput chart (filled from
-// lightpath_transfer_throughput_bits_per_second, then live), each TCP
+// lightpath_transfer_throughput_bytes_per_second ×8, then live), each TCP
 // stream's latest state (the lightpath_transfer_stream_* series) and the
 // alerts that changed state on its path with their reasons and actions.
 
@@ -18,8 +18,8 @@ const STREAM_SERIES = [
   ['rtt', 'lightpath_transfer_stream_rtt_seconds'],
   ['cwnd', 'lightpath_transfer_stream_cwnd_segments'],
   ['retrans', 'lightpath_transfer_stream_retransmits_total'],
-  ['pacing', 'lightpath_transfer_stream_pacing_rate_bits_per_second'],
-  ['delivery', 'lightpath_transfer_stream_delivery_rate_bits_per_second'],
+  ['pacing', 'lightpath_transfer_stream_pacing_rate_bytes_per_second'],
+  ['delivery', 'lightpath_transfer_stream_delivery_rate_bytes_per_second'],
 ];
 
 export function formatBytes(n) {
@@ -188,10 +188,10 @@ export class Transfers {
   async backfillChart(id) {
     const chart = this.chart;
     try {
-      const res = await api('GET', queryPath('lightpath_transfer_throughput_bits_per_second', { transfer: id }));
+      const res = await api('GET', queryPath('lightpath_transfer_throughput_bytes_per_second', { transfer: id }));
       if (chart !== this.chart) return;
       const sr = (res.series || [])[0];
-      if (sr) chart.backfill(sr.points.map(([t, v]) => [t, v]));
+      if (sr) chart.backfill(sr.points.map(([t, v]) => [t, v == null ? null : v * 8]));
     } catch {
       // the live frames still draw
     }
@@ -254,6 +254,8 @@ export class Transfers {
         for (let k = sr.points.length - 1; k >= 0; k--) {
           if (sr.points[k][1] != null) {
             v = sr.points[k][1];
+            // Rates are stored in bytes per second; the table shows bit/s.
+            if (key === 'pacing' || key === 'delivery') v *= 8;
             break;
           }
         }
