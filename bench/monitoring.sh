@@ -8,27 +8,35 @@
 # host's disk (fsync is real: every Append fsyncs the repository's log):
 #   history  10,000 series get 7 days of synthetic history written straight
 #            into the 1-minute and 10-minute tiers (Repo.WriteHistory).
-#   ingest   250,000 distinct series from 50 nodes (counters of 10 to 10,000
-#            packets/s with Poisson-like noise, utilisation gauges like 0.734,
-#            constants), one sample of every series per 10 s of synthetic
-#            time, timestamps jittered by a few ms, pushed as 5,000 series
-#            per Append (one node's push) from 2 goroutines as fast as the
-#            repository accepts them, for DURATION of wall time. Reported:
-#            samples/s, CPU (getrusage user+sys; it includes generating the
-#            samples), CPU per million samples, peak RSS and heap.
-#   raw tier after Close, from SQLite's dbstat: the chunks table's pages
-#            holding tier-0 rows (the key leads with the tier) plus interior
-#            pages pro rata, per raw sample stored.
+#   ingest   250,000 distinct series from 50 nodes: per node 20 metrics x
+#            250 interfaces, of which 10 counters (10 to 10,000 packets/s,
+#            drifting, with Poisson-like noise), 7 utilisation gauges (3
+#            decimals, such as 0.734, random walk) and 3 constants; one
+#            sample of every series per 10 s of synthetic time, each node's
+#            push stamped with its collection time plus uniform jitter of
+#            -5..+5 ms, pushed as 5,000 series per Append (one node's push)
+#            from 2 goroutines as fast as the repository accepts them, for
+#            DURATION of wall time. Reported: samples/s, CPU (getrusage
+#            user+sys; it includes generating the samples), CPU per million
+#            samples, peak RSS and heap.
+#   raw tier after Close, from SQLite's dbstat: the chunks table (sealed
+#            chunks, written once) with its index chunks_key, per raw sample
+#            in it: leaf pages shared among their rows by size, interior
+#            and index pages by row count. The heads table (the open chunks
+#            the final checkpoint stored) is measured the same way and
+#            printed on its own line, and both together on a third.
 #   queries  after a reopen (timed), 200 dashboard queries per row on random
 #            history series: 1 h at step 12 s and 7 d at step 2016 s (7d/300),
 #            selecting one series by name and labels, and 10 series (one
 #            node's card); p50, p99, max.
 #
 # Targets (issue 6): ingest >= 100,000 samples/s, <= 2 bytes per sample on
-# disk in the raw tier, query p99 < 100 ms. Each PASS or FAIL.
+# disk in the raw tier (its sealed chunks), query p99 < 100 ms. Each PASS
+# or FAIL.
 #
 # Environment: DURATION (5m; a shorter value such as 30s for a quick
-# check), SERIES (250000, a multiple of 10000), HIST (10000), QUERIES (200),
+# check), SERIES (250000, a multiple of 250000: 5,000 series per push),
+# HIST (10000), QUERIES (200),
 # WORKDIR (a directory on the disk to work in; default a new one under
 # /var/tmp, removed at the end).
 # Exit 0 when the measurements completed (whatever the targets), 1 when the

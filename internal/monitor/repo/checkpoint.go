@@ -119,9 +119,9 @@ func (r *Repo) snapshot(s *series) cpSeries {
 				win: ts.headWin, start: ts.headStart, end: ts.headEnd, n: ts.head.Len(),
 				data: slices.Clone(ts.head.Bytes()),
 			}})
-		} else {
+		} else if ts.stored == nil {
 			c.chunks = append(c.chunks, cpChunk{tier: i, noHead: true})
-		}
+		} // else heads holds the head as it is
 	}
 	return c
 }

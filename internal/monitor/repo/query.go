@@ -238,6 +238,9 @@ func (r *Repo) read(ctx context.Context, ss []*series, tier int, start, end int6
 		if ts.head != nil && ts.headEnd >= start && ts.headStart <= end {
 			mem[i] = append(mem[i], rawChunk{ts.headStart, slices.Clone(ts.head.Bytes())})
 		}
+		if ts.stored != nil && ts.headEnd >= start && ts.headStart <= end {
+			mem[i] = append(mem[i], rawChunk{ts.headStart, ts.stored}) // never changed
+		}
 		s.mu.Unlock()
 	}
 	disk := make([][]rawChunk, len(ss))

@@ -36,8 +36,15 @@ type tierState struct {
 	headWin   int64
 	headStart int64
 	headEnd   int64
-	sealed    []sealedChunk // sealed since the last checkpoint, not yet in SQLite
-	lastT     int64         // last timestamp in this tier, memory or SQLite
+	// stored is the head as the last checkpoint stored it in heads, not
+	// yet decoded (Open loads it so; decoding every head would make Open
+	// take tens of seconds): the next append to the tier decodes it, or
+	// seals it as it is if the sample belongs in a new chunk. At most one
+	// of head and stored is set.
+	stored  []byte
+	storedN int
+	sealed  []sealedChunk // sealed since the last checkpoint, not yet in SQLite
+	lastT   int64         // last timestamp in this tier, memory or SQLite
 	// The bucket being averaged (downsampled tiers): it ends at bucket.
 	bucket int64
 	sum    float64
@@ -386,6 +393,16 @@ func (r *Repo) addTier(s *series, i int, t int64, v float64) {
 	}
 	ti := &r.tiers[i]
 	win := floorDiv(t, ti.window)
+	if ts.stored != nil {
+		if win != ts.headWin || ts.storedN >= ti.maxN || len(ts.stored) >= maxBytes {
+			r.seal(ts)
+		} else if c, err := chunk.FromBytes(ts.stored); err != nil {
+			r.log.Error("stored head chunk does not decode; kept as it is, a new one started", "series", monitor.Key(s.name, s.labels), "tier", i, "err", err)
+			r.seal(ts)
+		} else {
+			ts.head, ts.stored = c, nil
+		}
+	}
 	if ts.head != nil && (win != ts.headWin || ts.head.Len() >= ti.maxN || len(ts.head.Bytes()) >= maxBytes) {
 		r.seal(ts)
 	}
@@ -401,6 +418,13 @@ func (r *Repo) addTier(s *series, i int, t int64, v float64) {
 }
 
 func (r *Repo) seal(ts *tierState) {
+	if ts.stored != nil {
+		ts.sealed = append(ts.sealed, sealedChunk{
+			win: ts.headWin, start: ts.headStart, end: ts.headEnd, n: ts.storedN, data: ts.stored,
+		})
+		ts.stored = nil
+		return
+	}
 	if ts.head == nil {
 		return
 	}
@@ -503,30 +527,27 @@ func (r *Repo) load(ctx context.Context) error {
 }
 
 // loadHeads makes the heads stored at the last checkpoint the series' open
-// chunks again: appends and the log's replay go on filling them.
+// chunks again, undecoded (tierState.stored): appends and the log's replay
+// go on filling them.
 func (r *Repo) loadHeads(ctx context.Context) error {
-	rows, err := r.db.QueryContext(ctx, `SELECT tier, series_id, win, start_ms, end_ms, data FROM heads`)
+	rows, err := r.db.QueryContext(ctx, `SELECT tier, series_id, win, start_ms, end_ms, n, data FROM heads`)
 	if err != nil {
 		return fmt.Errorf("load heads: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var tier int
+		var tier, n int
 		var id, win, start, end int64
 		var data []byte
-		if err := rows.Scan(&tier, &id, &win, &start, &end, &data); err != nil {
+		if err := rows.Scan(&tier, &id, &win, &start, &end, &n, &data); err != nil {
 			return fmt.Errorf("load heads: %w", err)
 		}
 		s := r.byID[id]
-		if s == nil || tier < 0 || tier >= len(s.tiers) {
+		if s == nil || tier < 0 || tier >= len(s.tiers) || len(data) == 0 {
 			continue // a series or tier the repository no longer has
 		}
-		c, err := chunk.FromBytes(data)
-		if err != nil {
-			return fmt.Errorf("load head of series %d tier %d: %w", id, tier, err)
-		}
 		ts := &s.tiers[tier]
-		ts.head, ts.headWin, ts.headStart, ts.headEnd = c, win, start, end
+		ts.stored, ts.storedN, ts.headWin, ts.headStart, ts.headEnd = data, n, win, start, end
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load heads: %w", err)

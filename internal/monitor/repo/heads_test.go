@@ -1,0 +1,63 @@
+package repo
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestHeadsAcrossRestart: a checkpoint stores open chunks in heads, not in
+// chunks; after a reopen the next appends go on in the same chunk; a
+// sealed chunk leaves heads for chunks.
+func TestHeadsAcrossRestart(t *testing.T) {
+	c := &clock{t: t0.Add(3 * time.Hour)}
+	path := filepath.Join(t.TempDir(), "m.db")
+	ctx := context.Background()
+	count := func(r *Repo, table string) (rows, samples int) {
+		t.Helper()
+		if err := r.db.QueryRow(`SELECT count(*), coalesce(sum(n), 0) FROM `+table+` WHERE tier = 0`).Scan(&rows, &samples); err != nil {
+			t.Fatal(err)
+		}
+		return rows, samples
+	}
+	r := open(t, path, c, nil)
+	feedMinutes(t, r, 0, 100) // 100 samples, all in the first 2 h window
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r = open(t, path, c, nil)
+	if n, _ := count(r, "chunks"); n != 0 {
+		t.Fatalf("%d raw chunks in chunks before any was sealed", n)
+	}
+	if n, s := count(r, "heads"); n != 1 || s != 100 {
+		t.Fatalf("heads: %d rows, %d samples; want 1, 100", n, s)
+	}
+	// Read before any append: the undecoded head answers.
+	if ss := query(t, r, Query{Name: "m", Start: t0, End: t0.Add(3 * time.Hour), Tier: 0}); len(ss) != 1 || len(ss[0].Points) != 100 {
+		t.Fatalf("after reopen: %+v", ss)
+	}
+	feedMinutes(t, r, 100, 200)
+	if err := r.checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, s := count(r, "heads"); n != 1 || s != 200 {
+		t.Fatalf("heads after more appends: %d rows, %d samples; want one chunk of 200", n, s)
+	}
+	feedMinutes(t, r, 200, 800) // past the first window (720 samples)
+	if err := r.checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cn, cs := count(r, "chunks")
+	hn, hs := count(r, "heads")
+	if cn != 1 || cs != 719 || hn != 1 || hs != 81 {
+		t.Fatalf("chunks %d rows %d samples, heads %d rows %d samples; want 1/719 and 1/81", cn, cs, hn, hs)
+	}
+	ss := query(t, r, Query{Name: "m", Start: t0, End: t0.Add(3 * time.Hour), Tier: 0})
+	if len(ss) != 1 || len(ss[0].Points) != 800 {
+		t.Fatalf("got %d series, %d points; want 800", len(ss), len(ss[0].Points))
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
