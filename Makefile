@@ -16,6 +16,7 @@ deps:
 	@scripts/deps.sh
 
 demo: deps build
+	$(GO) build -o bin/dashshot ./scripts/dashshot
 	@scripts/demo.sh
 
 # The whole test suite: formatting, vet, unit and end-to-end tests (the
@@ -35,11 +36,13 @@ fuzz:
 	@scripts/fuzz.sh $(FUZZTIME)
 
 # The movers against their peers on loopback, the scheduler and the store,
+# the monitoring repository,
 # then (as root) the testbed's fidelity and the movers over an emulated
 # wide-area path, and what steering flows onto reservations costs and gives.
 bench: deps build
 	bench/movers.sh
 	bench/scheduler.sh
+	bench/monitoring.sh
 	@if [ "$$(id -u)" -eq 0 ]; then bench/testbed.sh && bench/steering.sh; else echo "bench/testbed.sh and bench/steering.sh skipped: they need root"; fi
 
 clean:

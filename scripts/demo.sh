@@ -8,8 +8,11 @@
 # the channel when the agents have it in place (they mark the flow,
 # classify it and policy-route it there), and releases it at the end; then
 # a summary (throughput against the reserved
-# rate, bytes per link, verified) and the web UI's address, kept up until
-# Ctrl-C when standard output is a terminal. Everything is torn down at the
+# rate, bytes per link, verified), the transfer's page as the controller
+# recorded it (its path, bytes per path, the alerts on its path), a
+# screenshot of the live dashboard taken during the copy (headless
+# Chromium), and the web UI's address, kept up until Ctrl-C when standard
+# output is a terminal. Everything is torn down at the
 # end, also when interrupted half-way.
 #
 # Otherwise (not root): what runs on loopback: the controller booking,
@@ -36,9 +39,9 @@ waitport() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null && r
 if [ "$(id -u)" -eq 0 ]; then
 	cport=$(( 20000 + RANDOM % 20000 ))
 	sock="$work/controller.sock"
-	echo "== controller on SQLite in $work, topology examples/two-site.yaml"
+	echo "== controller on SQLite in $work, topology examples/two-site.yaml, rules examples/rules.yaml"
 	"$bin" controller --listen "127.0.0.1:$cport" --listen "unix:$sock" --db "sqlite:$work/controller.db" \
-		--topology examples/two-site.yaml --admin-token-file "$work/admin.token" 2>"$work/controller.log" &
+		--topology examples/two-site.yaml --admin-token-file "$work/admin.token" --rules examples/rules.yaml 2>"$work/controller.log" &
 	cpid=$!
 	waitport 127.0.0.1 "$cport" || { cat "$work/controller.log"; exit 1; }
 	export LIGHTPATH_CONTROLLER="unix:$sock" LIGHTPATH_CONTROLLER_TOKEN="$(cat "$work/admin.token")"
@@ -54,6 +57,13 @@ if [ "$(id -u)" -eq 0 ]; then
 	"$bin" testbed exec --name "$tbname" b1 -- "$bin" serve --listen 198.18.2.1:7070 --root "$work/recv" >"$work/serve.log" 2>&1 &
 	for _ in $(seq 100); do "$bin" testbed exec --name "$tbname" b1 -- sh -c "ss -Hltn 'sport = :7070' | grep -q LISTEN" && break; sleep 0.1; done
 	before=$("$bin" testbed status --name "$tbname" --json)
+	# The dashboard, photographed while the copy runs.
+	shot=${LIGHTPATH_ARTIFACTS:-/tmp}/lightpath-demo-dashboard.png
+	shotpid=
+	if [ -x "$PWD/bin/dashshot" ]; then
+		"$PWD/bin/dashshot" -url "http://127.0.0.1:$cport" -token-file "$work/admin.token" -out "$shot" -wait 3s 2>"$work/dashshot.log" &
+		shotpid=$!
+	fi
 	echo "== copy from a1: lightpath cp --reserve 1.2G -r data lp://198.18.2.1:7070/ (only the dedicated link has 1.2 Gbit/s free)"
 	"$bin" testbed exec --name "$tbname" a1 -- "$bin" cp -r --json --reserve 1.2G --controller "unix:$sock" \
 		--controller-token-file "$work/admin.token" "$work/data" lp://198.18.2.1:7070/ >"$work/cp.ndjson"
@@ -61,6 +71,7 @@ if [ "$(id -u)" -eq 0 ]; then
 	tail -1 "$work/cp.ndjson" >"$work/cp.json"
 	after=$("$bin" testbed status --name "$tbname" --json)
 	diff -r "$work/data" "$work/recv/data" && verified=yes || verified=NO
+	tid=$("$bin" transfer list --json | sed -n 's/.*"id":"\(t-[0-9a-f]*\)".*/\1/p' | head -1)
 	python3 - "$work/cp.json" <<PY "$before" "$after" "$verified"
 import json, sys
 s = json.load(open(sys.argv[1]))
@@ -87,7 +98,20 @@ for link in ("dedicated", "wan"):
     print(f"  {link:10s} ra > rb carried {(moved(after, link, 'ra') - moved(before, link, 'ra'))/2**20:9.1f} MiB")
 print(f"  verified: by the mover {'yes' if s['verified'] else 'NO'}, by diff -r {verified}")
 PY
-	echo "== web UI: http://127.0.0.1:$cport/ (token in $work/admin.token)"
+	if [ -n "$tid" ]; then
+		echo "== the transfer as the controller recorded it: lightpath transfer show $tid"
+		"$bin" transfer show "$tid" | sed 's/^/  /'
+	fi
+	n=$(python3 -c 'import sys, urllib.request; print(sum(l.startswith(b"lightpath_") for l in urllib.request.urlopen(sys.argv[1]).read().splitlines()))' "http://127.0.0.1:$cport/metrics" || echo "?")
+	echo "== monitoring: $n lightpath series from the controller and the six agents on one scrape of http://127.0.0.1:$cport/metrics"
+	if [ -n "$shotpid" ]; then
+		if wait "$shotpid"; then
+			echo "== the dashboard during the copy: $shot"
+		else
+			echo "== no dashboard screenshot: $(tail -1 "$work/dashshot.log")"
+		fi
+	fi
+	echo "== web UI (live dashboard): http://127.0.0.1:$cport/ (token in $work/admin.token)"
 	if [ -t 1 ]; then
 		echo "(everything stays up until Ctrl-C)"
 		trap 'exit 0' INT

@@ -170,7 +170,7 @@ link ends, port %d unless given) for -t and print the rate the sink received.
 It runs in the caller's network namespace: in a testbed, run it inside a node
 with lightpath testbed exec NODE -- lightpath agent throughput PEER. The
 agents' probe collector serves the sink (and answers the RTT probes).`, collect.ProbePort),
-		Example: `  lightpath testbed exec ra -- lightpath agent throughput 198.19.0.2 -t 5s`,
+		Example: `  lightpath testbed exec ra -- lightpath agent throughput 198.19.0.18 -t 5s   # rb, across wan in two-site.yaml`,
 		Args:    exactArgs("agent throughput", "PEER"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if d <= 0 || d > 5*time.Minute {

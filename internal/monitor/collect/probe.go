@@ -311,7 +311,9 @@ func (c *probeCollector) Collect(ctx context.Context, emit func(monitor.Point)) 
 	nbs := neighbours(c.env.topo(), c.env.Node)
 	var respErr error
 	c.mu.Lock()
+	started := false
 	if c.resp == nil && len(nbs) > 0 {
+		started = true
 		var addrs []netip.Addr
 		for _, n := range nbs {
 			if !slices.Contains(addrs, n.local) {
@@ -324,6 +326,12 @@ func (c *probeCollector) Collect(ctx context.Context, emit func(monitor.Point)) 
 		}
 	}
 	c.mu.Unlock()
+	if started && respErr == nil {
+		// The first round only starts the responder: the neighbours'
+		// agents, started about now too, may not answer yet, and a probe
+		// sent before they do would read as loss.
+		return nil
+	}
 
 	type result struct {
 		rtts []time.Duration
