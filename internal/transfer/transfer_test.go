@@ -1,0 +1,85 @@
+package transfer
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func TestLifecycle(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
+	path := filepath.Join(t.TempDir(), "m.db")
+	r, err := Open(ctx, path, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, bad := range []Registration{{Direction: "sideways", Source: "a", Destination: "b"}, {Direction: "push"}, {Direction: "pull", Source: "a", Destination: "b", BytesTotal: -1}} {
+		if _, err := r.Create(ctx, "alice", bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("create %+v: %v, want ErrInvalid", bad, err)
+		}
+	}
+	tr, err := r.Create(ctx, "alice", Registration{Direction: "push", Source: "f", Destination: "lp://b1:7070/", From: "a1", To: "b1", BytesTotal: 1000})
+	if err != nil || tr.State != Running {
+		t.Fatalf("create: %+v %v", tr, err)
+	}
+	clk.add(2 * time.Second)
+	got, g, err := r.Report(ctx, tr.ID, "alice", Report{BytesDone: 500, BytesByPath: map[string]int64{"reserved": 500},
+		Streams: []Stream{{RTTSeconds: 0.05, Cwnd: 10}, {RTTSeconds: 0.06, Cwnd: 12}}})
+	if err != nil || got.ThroughputBps != 2000 || got.Streams != 2 {
+		t.Fatalf("report: %+v %v", got, err)
+	}
+	// bytes, throughput, one path, two streams of five series.
+	if len(g.Points) != 2+1+10 || g.T != clk.now().UnixMilli() {
+		t.Errorf("samples: %d at %d", len(g.Points), g.T)
+	}
+	if _, _, err := r.Report(ctx, tr.ID, "bob", Report{BytesDone: 1}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("bob's report: %v, want ErrNotFound", err)
+	}
+	if _, err := r.Get(ctx, tr.ID, func(o string) bool { return o == "bob" }); !errors.Is(err, ErrNotFound) {
+		t.Errorf("bob's get: %v, want ErrNotFound", err)
+	}
+	// Silent past StallAfter: shown stalled, not running.
+	clk.add(StallAfter + time.Second)
+	if got, _ := r.Get(ctx, tr.ID, nil); got.State != Stalled {
+		t.Errorf("after %v of silence: %s, want stalled", StallAfter, got.State)
+	}
+	if run, _ := r.Running(ctx); len(run) != 0 {
+		t.Errorf("running: %+v", run)
+	}
+	// A report revives it; the final one ends it.
+	got, _, err = r.Report(ctx, tr.ID, "alice", Report{State: Succeeded, BytesDone: 1000, Verified: true, ThroughputBps: 4000, Bottleneck: "network"})
+	if err != nil || got.State != Succeeded || got.EndedAt.IsZero() || got.ThroughputBps != 4000 || !got.Verified {
+		t.Fatalf("final: %+v %v", got, err)
+	}
+	if _, _, err := r.Report(ctx, tr.ID, "alice", Report{BytesDone: 1}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a report after the end: %v", err)
+	}
+	// Kept across a reopen.
+	r.Close()
+	r2, err := Open(ctx, path, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	l, err := r2.List(ctx, time.Time{}, 0, func(o string) bool { return o == "alice" })
+	if err != nil || len(l) != 1 || l[0].State != Succeeded || l[0].Bottleneck != "network" {
+		t.Fatalf("list after reopen: %+v %v", l, err)
+	}
+}
