@@ -33,6 +33,8 @@ type Record struct {
 	Threshold float64        `json:"threshold"`
 	Reason    string         `json:"reason"`
 	Actions   []ActionResult `json:"actions,omitempty"`
+
+	key string // the rule and series: its actions run in order
 }
 
 // MarshalJSON adds the labels as an object (and a value JSON cannot hold
@@ -110,7 +112,25 @@ func (e *Evaluator) act(ctx context.Context, f *rules.File, r *Record) {
 		return
 	}
 	rec := *r
+	// The actions of one series' transitions run in the order of the
+	// transitions: a receiver never hears "resolved" before "firing".
+	e.mu.Lock()
+	prev := e.chain[r.key]
+	done := make(chan struct{})
+	e.chain[r.key] = done
+	e.mu.Unlock()
 	e.actions.Go(func() {
+		defer func() {
+			close(done)
+			e.mu.Lock()
+			if e.chain[rec.key] == done {
+				delete(e.chain, rec.key)
+			}
+			e.mu.Unlock()
+		}()
+		if prev != nil {
+			<-prev
+		}
 		// Each action on its own, bounded by its timeout: one that hangs
 		// does not hold up the others.
 		results := make([]ActionResult, len(rule.Actions))

@@ -67,7 +67,8 @@ type Evaluator struct {
 	stamp   string // size and mtime of the file last read
 	loadErr error
 	loaded  time.Time
-	inst    map[string]*instance // rule + "\x00" + series key
+	inst    map[string]*instance     // rule + "\x00" + series key
+	chain   map[string]chan struct{} // per instance: done when its last actions are
 	actions sync.WaitGroup
 }
 
@@ -91,7 +92,7 @@ func New(o Options) *Evaluator {
 	if o.Client == nil {
 		o.Client = defaultClient
 	}
-	return &Evaluator{o: o, file: &rules.File{}, inst: map[string]*instance{}}
+	return &Evaluator{o: o, file: &rules.File{}, inst: map[string]*instance{}, chain: map[string]chan struct{}{}}
 }
 
 // Load reads the rules file at path and puts it in force. On error the
@@ -228,7 +229,7 @@ func (e *Evaluator) step(r rules.Rule, key string, ls monitor.Labels, v float64,
 	if tr == nil {
 		return nil
 	}
-	return &Record{At: tr.At, Rule: r.Name, Severity: string(r.Severity), Series: r.Expr.Series, Labels: ls,
+	return &Record{key: key, At: tr.At, Rule: r.Name, Severity: string(r.Severity), Series: r.Expr.Series, Labels: ls,
 		From: string(tr.From), To: string(tr.To), Resolved: tr.Resolved, Value: tr.Value, Threshold: tr.Threshold, Reason: tr.Reason}
 }
 
