@@ -53,21 +53,43 @@ func pollPage(b *webuiBrowser, what, expr string, d time.Duration) string {
 
 // TestDashboard watches a real transfer on the dashboard: the two-site
 // testbed with an agent in every node pushing metrics every second, a
-// server in b1 and `cp --reserve 300M` from a1 (rate-limited so that it
-// lasts long enough to be watched). While it runs, the map's line for the
-// direction ra → rb of the link its reservation crosses reports a measured
-// rate and a colour other than idle, that direction's chart has received
-// live points, the transfer is listed and its throughput chart grows, and
-// its page shows each TCP stream's state. The alerts panel says there are
-// no rules (the controller runs without --rules). Once the copy ends the
-// transfer is listed as succeeded. Through all of it the
-// page writes no console error and throws nothing.
+// controller with one rule (ra → rb busy: utilisation over 2 %), a server
+// in b1 and `cp --reserve 300M` from a1 (rate-limited so that it lasts long
+// enough to be watched). While it runs, the map's line for the direction
+// ra → rb of the link its reservation crosses reports a measured rate and
+// a colour other than idle, that direction's chart is in use, shown first
+// and has received live points while idle directions' charts are
+// collapsed, the transfer is listed and its throughput chart grows, and its
+// page shows each TCP stream's state and charts its RTT and cwnd. The rule
+// fires for real: the map marks that direction (and not its twin), the
+// alerts panel lists it firing, and the transfer's page lists it among the
+// alerts on its path. Once the copy ends the transfer is listed as
+// succeeded. Through all of it the page writes no console error and
+// throws nothing.
 func TestDashboard(t *testing.T) {
 	chrome := chromiumPath()
 	if chrome == "" {
 		t.Skip("no Chromium binary (chromium, chromium-browser or google-chrome) on PATH: scripts/deps.sh installs Debian's chromium")
 	}
-	c, tb := agentTestbed(t)
+	// The rule sees ra → rb on wan and on dedicated (each its own series):
+	// the copy's 150 Mbit/s is 15 % of wan and 7.5 % of dedicated; the
+	// agents' own traffic is a few kbit/s. It fires at the first
+	// evaluation (every 5 s) that sees the copy.
+	const rule = "ra-rb-busy"
+	rules := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rules, []byte(`rules:
+  - name: `+rule+`
+    expr: {series: lightpath_link_utilisation_ratio, labels: {from: ra, to: rb}, fn: max, window: 5s}
+    op: ">"
+    threshold: 2%
+    for: 0s
+    severity: warning
+    actions:
+      - log: {}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, tb := agentTestbed(t, "--rules", rules)
 	userTok := filepath.Join(c.dir, "alice.token")
 	c.ok(c.adminTok, "user", "add", "alice", "--role", "user")
 	c.ok(c.adminTok, "user", "token", "create", "alice", "--out", userTok)
@@ -94,9 +116,14 @@ func TestDashboard(t *testing.T) {
 		return n === 6 ? String(n) : '';
 	})()`, 15*time.Second)
 
-	// 400 MiB at 250 Mbit/s: about 13 s on the wire, long enough to watch.
+	// The rule is in force and nothing fires yet.
+	b.within(15*time.Second, "the alerts panel shows the rule, nothing firing",
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#alerts[data-rules="1"][data-firing="0"] tr[data-rule=%q]`, rule))))
+
+	// 400 MiB at 150 Mbit/s: about 22 s on the wire, long enough to watch
+	// the rule fire.
 	cp := startLP(t, runOpts{timeout: 2 * time.Minute}, "testbed", "exec", "--name", tb.name, "a1", "--",
-		lpBin, "cp", "--json", "--rate", "250M", "--reserve", "300M", "--controller", c.sock, "--controller-token-file", userTok,
+		lpBin, "cp", "--json", "--rate", "150M", "--reserve", "300M", "--controller", c.sock, "--controller-token-file", userTok,
 		src, "lp://198.18.2.1:7070/data.bin")
 	started := time.Now()
 
@@ -179,6 +206,18 @@ func TestDashboard(t *testing.T) {
 	})()`, chartSel), 30*time.Second)
 	t.Logf("link chart: %s live/total points", pts)
 
+	// The charts in use come first; the idle ones are collapsed.
+	charts := pollPage(b, "the "+link+" ra → rb chart is in use and first, idle ones collapsed", fmt.Sprintf(`(() => {
+		const figs = [...document.querySelectorAll('#link-charts figure.link-chart')];
+		const f = document.querySelector(%q).closest('figure');
+		const busy = figs.filter((x) => x.dataset.busy === 'true');
+		const shownIdle = figs.filter((x) => x.dataset.busy !== 'true' && x.offsetParent !== null);
+		if (f.dataset.busy !== 'true' || f.offsetParent === null || figs.indexOf(f) >= busy.length || shownIdle.length > 0) return '';
+		if (figs.length === busy.length) return '';
+		return busy.length + ' in use, ' + (figs.length - busy.length) + ' idle collapsed';
+	})()`, chartSel), 20*time.Second)
+	t.Logf("link charts: %s", charts)
+
 	// Clicking the line selects its chart.
 	b.do("click the map's line", chromedp.Click(chromedp.CSS(lineSel)),
 		chromedp.WaitReady(chromedp.CSS(fmt.Sprintf(`#link-charts figure.link-chart.selected[data-link=%q][data-from="ra"]`, link))))
@@ -203,18 +242,46 @@ func TestDashboard(t *testing.T) {
 		return row && /ms/.test(row.cells[1].textContent) ? row.textContent : '';
 	})()`, 20*time.Second)
 	t.Logf("first stream: %s", streams)
+	streamCharts := pollPage(b, "the transfer's streams' RTT and cwnd are charted", `(() => {
+		const r = document.getElementById('stream-rtt-chart');
+		const c = document.getElementById('stream-cwnd-chart');
+		if (!r || !c || !(Number(r.dataset.streams) >= 1) || !(Number(r.dataset.points) >= 2) || !(Number(c.dataset.points) >= 2)) return '';
+		return r.dataset.streams + ' streams, ' + r.dataset.points + ' RTT and ' + c.dataset.points + ' cwnd instants';
+	})()`, 20*time.Second)
+	t.Logf("stream charts: %s", streamCharts)
 	if p := b.attr("#transfer-reservation", "data-path"); !strings.Contains(p, link) {
 		t.Errorf("the transfer page's reservation path is %q, want it through %s", p, link)
 	}
 
-	// The alerts panel: this controller runs without --rules, and says so.
-	b.do("the alerts panel says there are no rules",
-		chromedp.WaitVisible(chromedp.CSS(`#alerts[data-rules="0"] #no-rules`)))
+	// The rule fires: the map marks the direction the copy crosses (and not
+	// its twin), the panel lists it firing, the transfer's page among the
+	// alerts on its path.
+	marked := pollPage(b, "the map marks "+link+" ra → rb with the firing rule", fmt.Sprintf(`(() => {
+		const l = document.querySelector(%q);
+		const twin = document.querySelector(%q);
+		if (!l || !(l.dataset.alerts || '').split(' ').includes(%q)) return '';
+		return JSON.stringify({title: l.querySelector('title').textContent, twin: twin.dataset.alerts,
+			halo: getComputedStyle(l.previousElementSibling).display});
+	})()`, lineSel, fmt.Sprintf(`#topomap line.dir[data-link=%q][data-from="rb"]`, link), rule), 30*time.Second)
+	var mark struct{ Title, Twin, Halo string }
+	if err := json.Unmarshal([]byte(marked), &mark); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("map, firing: %s (%.1f s after cp started)", mark.Title, time.Since(started).Seconds())
+	if !strings.Contains(mark.Title, "firing: "+rule) || mark.Halo == "none" || mark.Twin != "" {
+		t.Errorf("the map's mark of the firing rule: tooltip %q, outline display %q, the twin rb → ra marked %q: want the rule named, an outline, the twin unmarked",
+			mark.Title, mark.Halo, mark.Twin)
+	}
+	b.within(15*time.Second, "the alerts panel lists the rule firing",
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#alerts li.to-firing[data-rule=%q]`, rule))))
+	b.within(15*time.Second, "the transfer's page lists the rule among the alerts on its path",
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#transfer-alerts li[data-rule=%q][data-to="firing"]`, rule))))
 
 	shot := *dashboardScreenshot
 	if shot == "" {
 		shot = filepath.Join(t.TempDir(), "dashboard.png")
 	}
+	t.Logf("screenshot %.1f s after cp started (cp running: %v)", time.Since(started).Seconds(), !cp.Exited())
 	png := webuiRun(b, "screenshot", chromedp.FullScreenshot(100))
 	for _, f := range []string{shot, artifactPath("dashboard.png")} {
 		if f == "" {

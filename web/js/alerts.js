@@ -1,19 +1,22 @@
 // The alerts panel (GET /api/v1/alerts): the rules in force, every series
 // that is pending or firing, and the latest state changes with their
-// reasons and action results. It refreshes while open (open unless the
-// user closed it; the choice is remembered). A controller that keeps no
-// metrics (--metrics-db none) answers 404, shown as "no rules".
+// reasons and action results. It refreshes every 5 s, open or closed (it
+// is open unless the user closed it; the choice is remembered), and hands
+// every series' state to onStatus (the map marks what is firing). A
+// controller that keeps no metrics (--metrics-db none) answers 404, shown
+// as "no rules".
 
 import { api, errorText } from './api.js';
 import { h, show, timeEl } from './dom.js';
 import { alertList } from './transfers.js';
 
-const REFRESH_MS = 10000;
+const REFRESH_MS = 5000;
 const OPEN_KEY = 'lightpath.alerts-open';
 
 export class Alerts {
-  constructor({ panel, root, status }) {
+  constructor({ panel, root, status, onStatus = () => {} }) {
     this.panel = panel;
+    this.onStatus = onStatus;
     this.root = root;
     this.status = status;
     this.timer = 0;
@@ -30,14 +33,12 @@ export class Alerts {
       } catch {
         // not remembered
       }
-      if (panel.open && this.running) this.refresh();
-      else clearTimeout(this.timer);
     });
   }
 
   start() {
     this.running = true;
-    if (this.panel.open) this.refresh();
+    this.refresh();
   }
 
   stop() {
@@ -45,11 +46,12 @@ export class Alerts {
     clearTimeout(this.timer);
     this.seq++;
     this.root.replaceChildren();
+    this.onStatus([]);
   }
 
   async refresh() {
     clearTimeout(this.timer);
-    if (!this.running || !this.panel.open) return;
+    if (!this.running) return;
     this.timer = setTimeout(() => this.refresh(), REFRESH_MS);
     const seq = ++this.seq;
     let res;
@@ -58,6 +60,7 @@ export class Alerts {
     } catch (err) {
       if (seq !== this.seq) return;
       if (err.status === 404) {
+        this.onStatus([]);
         this.root.dataset.rules = '0';
         this.root.replaceChildren(h('p', { className: 'empty', id: 'no-rules' },
           'No rules: this controller keeps no metrics, so it evaluates none.'));
@@ -68,7 +71,9 @@ export class Alerts {
       return;
     }
     if (seq !== this.seq) return;
-    show(this.status, `updated ${new Date().toLocaleTimeString()}`);
+    const firing = (res.status?.instances || []).filter((i) => i.state === 'firing').length;
+    show(this.status, `${firing ? `${firing} firing · ` : ''}updated ${new Date().toLocaleTimeString()}`, firing ? 'error' : 'info');
+    this.onStatus(res.status?.instances || []);
     this.render(res);
   }
 

@@ -47,7 +47,8 @@ async function tokenStillGood() {
 }
 
 const dashboard = new Dashboard({
-  map: $('topomap'), charts: $('link-charts'), liveStatus: $('metrics-status'),
+  map: $('topomap'), charts: $('link-charts'), showIdleCharts: $('show-idle-charts'), idleChartsCount: $('idle-charts-count'),
+  liveStatus: $('metrics-status'),
   transfersTable: $('transfers'), transferPage: $('transfer-page'), transfersStatus: $('transfers-status'),
   alertsPanel: $('alerts-panel'), alerts: $('alerts'), alertsStatus: $('alerts-status'),
   onClosed: tokenStillGood,

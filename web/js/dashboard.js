@@ -1,6 +1,7 @@
 // The live dashboard: the topology map, throughput per link direction and
 // the transfers, all following one live metrics stream; the agents'
-// leases polled for the map; the alerts panel on demand.
+// leases polled for the map; the alerts polled for their panel and for
+// the map, which marks the links and nodes with a firing alert.
 
 import { api } from './api.js';
 import { Alerts } from './alerts.js';
@@ -12,8 +13,8 @@ import { Transfers } from './transfers.js';
 const AGENTS_MS = 10000;
 
 export class Dashboard {
-  constructor({ map, charts, liveStatus, transfersTable, transferPage, transfersStatus, alertsPanel, alerts, alertsStatus, onClosed }) {
-    this.charts = new LinkCharts({ root: charts });
+  constructor({ map, charts, showIdleCharts, idleChartsCount, liveStatus, transfersTable, transferPage, transfersStatus, alertsPanel, alerts, alertsStatus, onClosed }) {
+    this.charts = new LinkCharts({ root: charts, showIdle: showIdleCharts, idleCount: idleChartsCount });
     this.map = new TopoMap({
       root: map,
       onSelect: (link, from) => {
@@ -22,7 +23,7 @@ export class Dashboard {
       },
     });
     this.transfers = new Transfers({ table: transfersTable, page: transferPage, status: transfersStatus });
-    this.alerts = new Alerts({ panel: alertsPanel, root: alerts, status: alertsStatus });
+    this.alerts = new Alerts({ panel: alertsPanel, root: alerts, status: alertsStatus, onStatus: (instances) => this.map.setAlerts(instances) });
     this.live = new LiveStream({
       status: liveStatus,
       onFrame: (frame) => {

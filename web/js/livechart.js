@@ -8,6 +8,16 @@ import { formatRate, formatRateShort } from './units.js';
 
 export const WINDOW_MS = 5 * 60 * 1000;
 
+// TIME_INCRS are the x axis' tick spacings in seconds: whole seconds and
+// up, never fractions, however short the span shown.
+export const TIME_INCRS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
+
+// timeAxis is the x axis of every rolling chart: ticks on whole seconds
+// or minutes (uPlot's default for a short span is milliseconds).
+export function timeAxis() {
+  return { space: 55, incrs: TIME_INCRS };
+}
+
 export class LiveChart {
   // el receives the chart; series is [{label, stroke, fill, step, dash}];
   // every value is a rate in bits per second unless fmt says otherwise.
@@ -24,7 +34,7 @@ export class LiveChart {
       legend: { show: true, live: true },
       cursor: { drag: { x: false, y: false }, points: { show: false } },
       scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(max || 0, 1) * 1.1] } },
-      axes: [{}, { size: 60, space: 22, values: (u, splits) => splits.map(axis) }],
+      axes: [timeAxis(), { size: 60, space: 22, values: (u, splits) => splits.map(axis) }],
       series: [
         { label: 'time', value: (u, v) => (v == null ? '—' : new Date(v * 1000).toLocaleTimeString()) },
         ...series.map((sr) => ({

@@ -3,12 +3,14 @@
 // page of one transfer (GET /api/v1/transfers/{id}): its path and
 // reservation, bytes per path, bottleneck, a throughput chart (filled from
 // lightpath_transfer_throughput_bytes_per_second ×8, then live), each TCP
-// stream's latest state (the lightpath_transfer_stream_* series) and the
-// alerts that changed state on its path with their reasons and actions.
+// stream's latest state (the lightpath_transfer_stream_* series) with its
+// RTT and cwnd charted over the transfer, and the alerts that changed
+// state on its path with their reasons and actions.
 
 import { api, errorText } from './api.js';
 import { h, pathText, show, timeEl } from './dom.js';
 import { LiveChart, queryPath } from './livechart.js';
+import { StreamCharts } from './streamcharts.js';
 import { formatRate } from './units.js';
 
 const DETAIL_MS = 3000;
@@ -21,6 +23,19 @@ const STREAM_SERIES = [
   ['pacing', 'lightpath_transfer_stream_pacing_rate_bytes_per_second'],
   ['delivery', 'lightpath_transfer_stream_delivery_rate_bytes_per_second'],
 ];
+
+// streamQuery is the URL that reads one stream series of a transfer over
+// its run (from a few seconds before it started until it ended, or now),
+// at most about 600 points a stream.
+function streamQuery(name, t) {
+  const start = Date.parse(t.started_at) - 5000;
+  const end = t.ended_at ? Date.parse(t.ended_at) + 5000 : Date.now();
+  const q = new URLSearchParams({ name, start: new Date(start).toISOString() });
+  if (t.ended_at) q.set('end', new Date(end).toISOString());
+  const span = (end - start) / 1000;
+  if (span > 600) q.set('step', `${Math.ceil(span / 600)}s`);
+  return `api/v1/metrics/query?${q}&match=${encodeURIComponent(`transfer=${t.id}`)}`;
+}
 
 export function formatBytes(n) {
   if (n == null || !Number.isFinite(n)) return '—';
@@ -50,6 +65,7 @@ export class Transfers {
     this.selected = '';
     this.picked = false; // the user chose one: do not follow new ones
     this.chart = null;
+    this.streamCharts = null;
     this.detailTimer = 0;
     this.listTimer = 0;
     this.seq = 0;
@@ -151,6 +167,8 @@ export class Transfers {
   closePage() {
     if (this.chart) this.chart.destroy();
     this.chart = null;
+    if (this.streamCharts) this.streamCharts.destroy();
+    this.streamCharts = null;
     this.page.replaceChildren();
     this.page.hidden = true;
     delete this.page.dataset.id;
@@ -172,11 +190,13 @@ export class Transfers {
         h('thead', {}, h('tr', {}, ...['stream', 'RTT', 'cwnd', 'retransmits', 'pacing', 'delivery'].map((x) => h('th', { scope: 'col' }, x)))),
         h('tbody', {})),
       alerts: h('div', { id: 'transfer-alerts', className: 'transfer-alerts' }),
+      streamCharts: new StreamCharts(),
       status: h('span', { className: 'status', 'aria-live': 'polite' }),
     };
     this.page.append(this.els.title, this.els.status, this.els.facts,
       h('div', { className: 'chart-head' }, h('strong', {}, 'Throughput')), this.els.plot,
-      this.els.streams, h('h4', {}, 'Alerts on its path'), this.els.alerts);
+      h('div', { className: 'streams-row' }, this.els.streams, this.els.streamCharts.el), h('h4', {}, 'Alerts on its path'), this.els.alerts);
+    this.streamCharts = this.els.streamCharts;
     this.chart = new LiveChart(this.els.plot, {
       series: [{ label: 'throughput', stroke: '#1a7f37', fill: 'rgba(26, 127, 55, 0.15)', width: 2 }],
       height: 140,
@@ -210,7 +230,7 @@ export class Transfers {
     if (seq !== this.detailSeq || id !== this.selected) return;
     show(this.els.status, '');
     this.renderDetail(page);
-    await this.loadStreams(id, seq);
+    await this.loadStreams(page.transfer, seq);
     if (page.transfer.state === 'running' && seq === this.detailSeq) {
       this.detailTimer = setTimeout(() => this.loadDetail(id), DETAIL_MS);
     }
@@ -242,11 +262,14 @@ export class Transfers {
       : alertList(alerts));
   }
 
-  async loadStreams(id, seq) {
+  // loadStreams reads each stream's series over the transfer: the latest
+  // values go in the table, RTT and cwnd to the charts.
+  async loadStreams(t, seq) {
     const latest = new Map(); // stream → {rtt, cwnd, …}
     const answers = await Promise.all(STREAM_SERIES.map(([, name]) =>
-      api('GET', queryPath(name, { transfer: id }, 2 * 60 * 1000)).catch(() => null)));
-    if (seq !== this.detailSeq) return;
+      api('GET', streamQuery(name, t)).catch(() => null)));
+    if (seq !== this.detailSeq || !this.streamCharts) return;
+    this.streamCharts.set(answers[0], answers[1]);
     STREAM_SERIES.forEach(([key], i) => {
       for (const sr of answers[i]?.series || []) {
         const st = sr.labels?.stream ?? '?';
