@@ -281,6 +281,11 @@ func TestDashboard(t *testing.T) {
 	if shot == "" {
 		shot = filepath.Join(t.TempDir(), "dashboard.png")
 	}
+	// A few more seconds of the copy make a screenshot worth looking at.
+	pollPage(b, "ten points on the transfer's chart, or the copy over", `(() => {
+		const n = Number(document.getElementById('transfer-chart').dataset.livePoints);
+		return n >= 10 || document.getElementById('transfer-page').dataset.state !== 'running' ? String(n) : '';
+	})()`, 20*time.Second)
 	t.Logf("screenshot %.1f s after cp started (cp running: %v)", time.Since(started).Seconds(), !cp.Exited())
 	png := webuiRun(b, "screenshot", chromedp.FullScreenshot(100))
 	for _, f := range []string{shot, artifactPath("dashboard.png")} {
