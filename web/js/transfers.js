@@ -28,10 +28,12 @@ const STREAM_SERIES = [
 // its run (from a few seconds before it started until it ended, or now),
 // at most about 600 points a stream.
 function streamQuery(name, t) {
-  const start = Date.parse(t.started_at) - 5000;
-  const end = t.ended_at ? Date.parse(t.ended_at) + 5000 : Date.now();
+  const ended = Date.parse(t.ended_at || '');
+  const end = Number.isFinite(ended) ? ended + 5000 : Date.now();
+  let start = Date.parse(t.started_at || '') - 5000;
+  if (!Number.isFinite(start)) start = end - 2 * 60 * 1000; // no start: the last two minutes
   const q = new URLSearchParams({ name, start: new Date(start).toISOString() });
-  if (t.ended_at) q.set('end', new Date(end).toISOString());
+  if (Number.isFinite(ended)) q.set('end', new Date(end).toISOString());
   const span = (end - start) / 1000;
   if (span > 600) q.set('step', `${Math.ceil(span / 600)}s`);
   return `api/v1/metrics/query?${q}&match=${encodeURIComponent(`transfer=${t.id}`)}`;
