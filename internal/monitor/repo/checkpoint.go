@@ -315,12 +315,24 @@ func (r *Repo) enforce(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("retention: %w", err)
 		}
-		// Heads of series that stopped in a window now past retention.
-		hc, hs, err := r.deleteChunks(ctx, `DELETE FROM heads WHERE tier = ? AND win <= ? RETURNING n`, i, lastWin)
-		if err != nil {
-			return fmt.Errorf("retention: %w", err)
+		// Heads of series that stopped in a window now past retention. heads
+		// has no index on win, so this scans the table: only when the
+		// cutoff has moved on by a window, not at every checkpoint (and not
+		// at Open: what it would find, the next move finds too).
+		if r.headsCut == nil {
+			r.headsCut = make([]int64, len(r.tiers))
+			for j := range r.headsCut {
+				r.headsCut[j] = floorDiv(now-r.tiers[j].Retention.Milliseconds(), r.tiers[j].window) - 1
+			}
 		}
-		chunks, samples = chunks+hc, samples+hs
+		if lastWin > r.headsCut[i] {
+			r.headsCut[i] = lastWin
+			hc, hs, err := r.deleteChunks(ctx, `DELETE FROM heads WHERE tier = ? AND win <= ? RETURNING n`, i, lastWin)
+			if err != nil {
+				return fmt.Errorf("retention: %w", err)
+			}
+			chunks, samples = chunks+hc, samples+hs
+		}
 		if chunks > 0 {
 			r.statMu.Lock()
 			r.stats.RetentionChunks += chunks

@@ -61,3 +61,34 @@ func TestHeadsAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestHeadsRetention: the head of a series that stopped goes once its
+// window is past the tier's retention.
+func TestHeadsRetention(t *testing.T) {
+	c := &clock{t: t0.Add(time.Hour)}
+	path := filepath.Join(t.TempDir(), "m.db")
+	r := open(t, path, c, nil)
+	defer r.Close()
+	feedMinutes(t, r, 0, 100)
+	ctx := context.Background()
+	if err := r.checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	heads := func() (n int) {
+		t.Helper()
+		if err := r.db.QueryRow(`SELECT count(*) FROM heads WHERE tier = 0`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := heads(); n != 1 {
+		t.Fatalf("%d raw heads, want 1", n)
+	}
+	c.Set(t0.Add(6 * time.Hour)) // the 0-2h window is past 3h of retention
+	if err := r.checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := heads(); n != 0 {
+		t.Fatalf("%d raw heads after retention, want 0", n)
+	}
+}

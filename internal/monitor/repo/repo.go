@@ -186,6 +186,7 @@ type Repo struct {
 
 	cpMu         sync.Mutex // one checkpoint at a time
 	budgetActive bool       // under cpMu: dropping until under 90% of the budget
+	headsCut     []int64    // under cpMu: per tier, the last window heads retention covered
 	dbw          sync.Mutex // one SQLite writer at a time
 
 	statMu   sync.Mutex
