@@ -44,72 +44,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lightpath/lightpath/bench/monbench/workload"
 	"github.com/lightpath/lightpath/internal/monitor"
 	"github.com/lightpath/lightpath/internal/monitor/repo"
 )
 
 const (
-	nodes    = 50
-	interval = 10 * time.Second
-	perCard  = 10
+	nodes    = workload.Nodes
+	interval = workload.Interval
 )
-
-// metric kinds: counters grow by jittery amounts, utilisation gauges move
-// like 0.734, constants stay.
-type kind int
-
-const (
-	counter kind = iota
-	gauge
-	constant
-)
-
-var metrics = []struct {
-	name string
-	k    kind
-}{
-	{"node_network_receive_bytes_total", counter}, {"node_network_transmit_bytes_total", counter},
-	{"node_network_receive_packets_total", counter}, {"node_network_transmit_packets_total", counter},
-	{"node_network_receive_errs_total", counter}, {"node_network_transmit_drop_total", counter},
-	{"lightpath_class_sent_bytes_total", counter}, {"lightpath_class_dropped_packets_total", counter},
-	{"lightpath_flow_bytes_total", counter}, {"lightpath_tcp_retransmits_total", counter},
-	{"lightpath_link_utilisation_ratio", gauge}, {"lightpath_queue_occupancy_ratio", gauge},
-	{"lightpath_rtt_seconds", gauge}, {"node_cpu_busy_ratio", gauge}, {"lightpath_class_rate_ratio", gauge},
-	{"node_memory_used_ratio", gauge}, {"lightpath_loss_ratio", gauge},
-	{"node_network_speed_bytes", constant}, {"node_network_mtu_bytes", constant}, {"lightpath_link_up", constant},
-}
-
-type serie struct {
-	k    kind
-	v    float64
-	rate float64
-}
-
-// node is one agent: its points (reused for every push) and their state.
-type node struct {
-	name string
-	pts  []monitor.Point
-	st   []serie
-	rng  *rand.Rand
-}
-
-func (n *node) step() {
-	for i := range n.st {
-		s := &n.st[i]
-		switch s.k {
-		case counter:
-			// packets at a drifting mean rate, Poisson-like noise (as in
-			// the chunk package's bytes-per-sample test)
-			s.rate = math.Max(1, s.rate*(1+n.rng.NormFloat64()*0.002))
-			mean := s.rate * interval.Seconds()
-			s.v += math.Max(0, math.Round(mean+n.rng.NormFloat64()*math.Sqrt(mean)))
-		case gauge:
-			s.v = math.Min(0.999, math.Max(0.1, s.v+n.rng.NormFloat64()*0.002))
-			s.v = math.Round(s.v*1000) / 1000
-		}
-		n.pts[i].V = s.v
-	}
-}
 
 func main() {
 	var (
@@ -153,15 +96,15 @@ func run(dir string, nSeries int, duration time.Duration, perAppend, workers, hi
 	ctx := context.Background()
 	path := filepath.Join(dir, "mon.db")
 	perNode := nSeries / nodes
-	if perNode*nodes != nSeries || perNode%len(metrics) != 0 || (perNode/len(metrics))%perCard != 0 {
-		return fmt.Errorf("-series must be a multiple of %d", nodes*len(metrics)*perCard)
+	if err := workload.Check(nSeries); err != nil {
+		return fmt.Errorf("-series: %w", err)
 	}
 	if perAppend <= 0 || perNode%perAppend != 0 {
 		return fmt.Errorf("-per-append must divide %d (the series per node)", perNode)
 	}
-	ifs := perNode / len(metrics)
+	ifs := perNode / len(workload.Metrics)
 	// Synthetic time: ingest starts at t0; the history ends before it.
-	t0 := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+	t0 := workload.Start
 	var synth atomic.Int64
 	synth.Store(t0.UnixMilli())
 	now := func() time.Time { return time.UnixMilli(synth.Load()) }
@@ -172,37 +115,19 @@ func run(dir string, nSeries int, duration time.Duration, perAppend, workers, hi
 	if err != nil {
 		return err
 	}
-	nodesList := make([]*node, nodes)
-	for ni := range nodes {
-		n := &node{name: fmt.Sprintf("n%03d", ni), rng: rand.New(rand.NewPCG(seed, uint64(ni)))}
-		for _, m := range metrics {
-			for i := range ifs {
-				ls := monitor.L("if", fmt.Sprintf("eth%d", i), "card", fmt.Sprintf("c%d", i/perCard))
-				s := serie{k: m.k}
-				switch m.k {
-				case counter:
-					s.v = float64(n.rng.IntN(1 << 32))
-					s.rate = math.Pow(10, 1+3*n.rng.Float64()) // 10 to 10,000 packets/s
-				case gauge:
-					s.v = math.Round((0.1+0.8*n.rng.Float64())*1000) / 1000
-				case constant:
-					s.v = float64(1 + n.rng.IntN(10000))
-				}
-				n.pts = append(n.pts, monitor.Point{Name: m.name, Labels: ls})
-				n.st = append(n.st, s)
-			}
-		}
-		nodesList[ni] = n
+	wl, err := workload.New(nSeries, seed)
+	if err != nil {
+		return err
 	}
 	fmt.Printf("monitoring repository benchmark: SQLite file in %s, %d CPUs, %s\n", dir, runtime.NumCPU(), runtime.Version())
-	nk := map[kind]int{}
-	for _, m := range metrics {
-		nk[m.k]++
+	nk := map[workload.Kind]int{}
+	for _, m := range workload.Metrics {
+		nk[m.Kind]++
 	}
 	fmt.Printf("workload: %d series (%d nodes x %d metrics x %d interfaces): %d counters (10 to 10,000 packets/s, drifting, with Poisson-like noise),\n"+
 		"  %d gauges (utilisation-like, 3 decimals such as 0.734, random walk), %d constants; one sample of each per %v of synthetic time,\n"+
 		"  each node's push stamped with its collection time plus uniform jitter of +-5 ms\n",
-		nSeries, nodes, len(metrics), ifs, nk[counter], nk[gauge], nk[constant], interval)
+		nSeries, nodes, len(workload.Metrics), ifs, nk[workload.Counter], nk[workload.Gauge], nk[workload.Constant], interval)
 
 	// 1. History.
 	type hs struct {
@@ -213,12 +138,12 @@ func run(dir string, nSeries int, duration time.Duration, perAppend, workers, hi
 	hStart := time.Now()
 	{
 		rng := rand.New(rand.NewPCG(seed, 999))
-		for _, n := range nodesList {
-			for _, p := range n.pts {
+		for ni := range wl.Nodes() {
+			for _, p := range wl.Series(ni) {
 				if len(histSeries) == hist {
 					break
 				}
-				histSeries = append(histSeries, hs{p.Name, p.Labels.With("node", n.name)})
+				histSeries = append(histSeries, hs{p.Name, p.Labels.With("node", wl.NodeName(ni))})
 			}
 		}
 		from := t0.Add(-7 * 24 * time.Hour).UnixMilli()
@@ -282,26 +207,16 @@ func run(dir string, nSeries int, duration time.Duration, perAppend, workers, hi
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			jr := rand.New(rand.NewPCG(seed, 5000+uint64(w)))
 			for step := int64(0); time.Now().Before(deadline); step++ {
 				base := t0.UnixMilli() + step*interval.Milliseconds()
 				for ni := w; ni < nodes; ni += workers {
-					n := nodesList[ni]
-					n.step()
-					ts := base + int64(jr.IntN(11)) - 5 // jitter of -5..+5 ms
-					for off := 0; off < len(n.pts); off += perAppend {
-						b := &monitor.Batch{Node: n.name, Seq: uint64(step),
-							Groups: []monitor.Group{{T: ts, Points: n.pts[off : off+perAppend]}}}
-						if step == 0 {
-							b.Meta = map[string]monitor.Meta{}
-							for _, m := range metrics {
-								t := monitor.Gauge
-								if m.k == counter {
-									t = monitor.Counter
-								}
-								b.Meta[m.name] = monitor.Meta{Type: t}
-							}
-						}
+					// push number step of node ni: its timestamp (with
+					// jitter) and its points, from the shared workload
+					nb := wl.NextBatch(ni)
+					pts := nb.Groups[0].Points
+					for off := 0; off < len(pts); off += perAppend {
+						b := &monitor.Batch{Node: nb.Node, Seq: nb.Seq, Meta: nb.Meta,
+							Groups: []monitor.Group{{T: nb.Groups[0].T, Points: pts[off : off+perAppend]}}}
 						res, err := r.Append(ctx, b)
 						if err != nil {
 							errs <- err
