@@ -18,16 +18,13 @@ import (
 const cpBatch = 5000
 
 type cpChunk struct {
-	tier   int
-	sc     sealedChunk
-	head   bool // the open chunk: goes to heads
-	noHead bool // no open chunk: the tier's heads row, if any, goes
+	tier int
+	sc   sealedChunk
 }
 
 type cpSeries struct {
 	s      *series
 	insert bool // the series row is new
-	state  []byte
 	chunks []cpChunk
 	sealed []int // per tier, how many sealed chunks were taken
 }
@@ -61,15 +58,28 @@ func (r *Repo) checkpoint(ctx context.Context) error {
 	// index chunks_key grows more at its right edge.
 	slices.SortFunc(dirty, func(a, b *series) int { return cmp64(a.id, b.id) })
 
-	// Everything in segments before newSeg is in memory now; write it.
+	// Everything in segments before newSeg is in memory now. (1) The sealed
+	// chunks go to SQLite, after the generation is raised; (2) the heads
+	// file (every series' open chunks and state) is written; (3) the log
+	// segments before newSeg go. See heads.go for a crash between 1 and 2.
 	var failed []*series
 	var firstErr error
-	for i := 0; i < len(dirty); i += cpBatch {
+	chunks := 0
+	if len(dirty) > 0 {
+		r.needHeads = true
+		if err := r.setting(ctx, "heads_gen", fmt.Sprint(r.gen+1)); err != nil {
+			failed, firstErr = dirty, err
+		} else {
+			r.gen++
+		}
+	}
+	for i := 0; i < len(dirty) && firstErr == nil; i += cpBatch {
 		part := dirty[i:min(i+cpBatch, len(dirty))]
-		if err := r.writeSeries(ctx, part); err != nil {
+		n, err := r.writeSeries(ctx, part)
+		chunks += n
+		if err != nil {
 			failed = append(failed, dirty[i:]...)
 			firstErr = err
-			break
 		}
 	}
 	if err := r.writeMeta(ctx); err != nil && firstErr == nil {
@@ -87,6 +97,36 @@ func (r *Repo) checkpoint(ctx context.Context) error {
 		r.ingestMu.Unlock()
 		return fmt.Errorf("checkpoint: %w", firstErr)
 	}
+	if r.headsRetention() {
+		r.needHeads = true
+	}
+	if r.needHeads {
+		if testHookBeforeHeads != nil {
+			testHookBeforeHeads(chunks)
+		}
+		size, err := r.writeHeads(r.gen)
+		if err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+		r.headsSize.Store(size)
+		r.needHeads = false
+		if !r.headsMarked {
+			if err := r.setting(ctx, "heads_file", "1"); err != nil {
+				return fmt.Errorf("checkpoint: %w", err)
+			}
+			r.headsMarked = true
+		}
+		if r.legacyHeads {
+			r.dbw.Lock()
+			_, err := r.db.ExecContext(ctx, `DROP TABLE IF EXISTS heads`)
+			r.dbw.Unlock()
+			if err != nil {
+				return fmt.Errorf("checkpoint: drop the old heads table: %w", err)
+			}
+			r.legacyHeads = false
+			r.log.Info("moved the open chunks from the old heads table to the heads file", "file", headsPath(r.o.Path))
+		}
+	}
 	if err := r.w.removeBefore(newSeg); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
@@ -103,30 +143,76 @@ func (r *Repo) checkpoint(ctx context.Context) error {
 	return nil
 }
 
-// snapshot copies what a checkpoint writes of s.
+// snapshot copies what a checkpoint writes of s to SQLite: its sealed
+// chunks (the open ones go to the heads file).
 func (r *Repo) snapshot(s *series) cpSeries {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := cpSeries{s: s, insert: !s.persisted, state: encState(s), sealed: make([]int, len(s.tiers))}
+	c := cpSeries{s: s, insert: !s.persisted, sealed: make([]int, len(s.tiers))}
 	for i := range s.tiers {
 		ts := &s.tiers[i]
 		for _, sc := range ts.sealed {
 			c.chunks = append(c.chunks, cpChunk{tier: i, sc: sc}) // sealed data is never changed again
 		}
 		c.sealed[i] = len(ts.sealed)
-		if ts.head != nil {
-			c.chunks = append(c.chunks, cpChunk{tier: i, head: true, sc: sealedChunk{
-				win: ts.headWin, start: ts.headStart, end: ts.headEnd, n: ts.head.Len(),
-				data: slices.Clone(ts.head.Bytes()),
-			}})
-		} else if ts.stored == nil {
-			c.chunks = append(c.chunks, cpChunk{tier: i, noHead: true})
-		} // else heads holds the head as it is
 	}
 	return c
 }
 
-func (r *Repo) writeSeries(ctx context.Context, part []*series) error {
+// testHookBeforeHeads, if set, runs in a checkpoint between the commit of
+// its sealed chunks (how many) and the heads file (a crash test).
+var testHookBeforeHeads func(chunks int)
+
+// setting writes one row of settings.
+func (r *Repo) setting(ctx context.Context, k, v string) error {
+	r.dbw.Lock()
+	defer r.dbw.Unlock()
+	_, err := r.db.ExecContext(ctx, `INSERT INTO settings(k, v) VALUES(?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v`, k, v)
+	if err != nil {
+		return fmt.Errorf("settings %s: %w", k, err)
+	}
+	return nil
+}
+
+// headsRetention drops the open chunks of series that stopped in a window
+// now past their tier's retention; it reports whether it dropped any.
+func (r *Repo) headsRetention() bool {
+	now := r.o.Now().UnixMilli()
+	lastWin := make([]int64, len(r.tiers))
+	for i, t := range r.tiers {
+		lastWin[i] = floorDiv(now-t.Retention.Milliseconds(), t.window) - 1
+	}
+	var chunks, samples int64
+	r.idx.RLock()
+	for _, s := range r.byID {
+		s.mu.Lock()
+		for i := range s.tiers {
+			ts := &s.tiers[i]
+			if (ts.head != nil || ts.stored != nil) && ts.headWin <= lastWin[i] {
+				chunks++
+				if ts.head != nil {
+					samples += int64(ts.head.Len())
+				} else {
+					samples += int64(ts.storedN)
+				}
+				ts.head, ts.stored = nil, nil
+			}
+		}
+		s.mu.Unlock()
+	}
+	r.idx.RUnlock()
+	if chunks > 0 {
+		r.statMu.Lock()
+		r.stats.RetentionChunks += chunks
+		r.stats.RetentionSamples += samples
+		r.statMu.Unlock()
+	}
+	return chunks > 0
+}
+
+// writeSeries commits the rows of new series and the sealed chunks of part
+// to SQLite; it returns how many chunks.
+func (r *Repo) writeSeries(ctx context.Context, part []*series) (int, error) {
 	snaps := make([]cpSeries, len(part))
 	for i, s := range part {
 		snaps[i] = r.snapshot(s)
@@ -135,41 +221,25 @@ func (r *Repo) writeSeries(ctx context.Context, part []*series) error {
 	defer r.dbw.Unlock()
 	tx, err := r.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return 0, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
-	upS, err := tx.PrepareContext(ctx, `INSERT INTO series(id, name, labels, state) VALUES(?, ?, ?, ?)
-		ON CONFLICT(id) DO UPDATE SET state = excluded.state`)
+	// The series' state is in the heads file: a new row has none.
+	insS, err := tx.PrepareContext(ctx, `INSERT INTO series(id, name, labels, state) VALUES(?, ?, ?, NULL)
+		ON CONFLICT(id) DO NOTHING`)
 	if err != nil {
-		return fmt.Errorf("prepare: %w", err)
+		return 0, fmt.Errorf("prepare: %w", err)
 	}
-	defer upS.Close()
-	stS, err := tx.PrepareContext(ctx, `UPDATE series SET state = ? WHERE id = ?`)
-	if err != nil {
-		return fmt.Errorf("prepare: %w", err)
-	}
-	defer stS.Close()
+	defer insS.Close()
 	// A chunk is inserted once; the conflict clause only matters if a
-	// chunk is written again after a failure between commit and log
-	// cleanup, and then the copies are the same chunk.
+	// chunk is written again (after a failure between commit and log
+	// cleanup), and then the copies are the same chunk.
 	insC, err := tx.PrepareContext(ctx, `INSERT INTO chunks(tier, win, series_id, start_ms, end_ms, n, data) VALUES(?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(tier, win, series_id, start_ms) DO UPDATE SET end_ms = excluded.end_ms, n = excluded.n, data = excluded.data`)
 	if err != nil {
-		return fmt.Errorf("prepare: %w", err)
+		return 0, fmt.Errorf("prepare: %w", err)
 	}
 	defer insC.Close()
-	upH, err := tx.PrepareContext(ctx, `INSERT INTO heads(tier, series_id, win, start_ms, end_ms, n, data) VALUES(?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT(tier, series_id) DO UPDATE SET win = excluded.win, start_ms = excluded.start_ms, end_ms = excluded.end_ms, n = excluded.n, data = excluded.data`)
-	if err != nil {
-		return fmt.Errorf("prepare: %w", err)
-	}
-	defer upH.Close()
-	delH, err := tx.PrepareContext(ctx, `DELETE FROM heads WHERE tier = ? AND series_id = ?`)
-	if err != nil {
-		return fmt.Errorf("prepare: %w", err)
-	}
-	defer delH.Close()
-	// Key order: the tree grows at its right edge.
 	type ref struct {
 		s *cpSeries
 		c *cpChunk
@@ -178,31 +248,18 @@ func (r *Repo) writeSeries(ctx context.Context, part []*series) error {
 	for i := range snaps {
 		c := &snaps[i]
 		if c.insert {
-			if _, err := upS.ExecContext(ctx, c.s.id, c.s.name, encLabels(c.s.labels), c.state); err != nil {
-				return fmt.Errorf("write series: %w", err)
+			if _, err := insS.ExecContext(ctx, c.s.id, c.s.name, encLabels(c.s.labels)); err != nil {
+				return 0, fmt.Errorf("write series: %w", err)
 			}
-		} else if _, err := stS.ExecContext(ctx, c.state, c.s.id); err != nil {
-			return fmt.Errorf("write series state: %w", err)
 		}
 		for j := range c.chunks {
 			all = append(all, ref{c, &c.chunks[j]})
 		}
 	}
-	// Sealed chunks in key order (chunks_key then grows at its right
-	// edge), then the heads in theirs (tier, series).
+	// Key order: chunks_key then grows at its right edge.
 	slices.SortFunc(all, func(a, b ref) int {
-		ah, bh := a.c.head || a.c.noHead, b.c.head || b.c.noHead
-		if ah != bh {
-			if ah {
-				return 1
-			}
-			return -1
-		}
 		if a.c.tier != b.c.tier {
 			return a.c.tier - b.c.tier
-		}
-		if ah {
-			return cmp64(a.s.s.id, b.s.s.id)
 		}
 		if a.c.sc.win != b.c.sc.win {
 			return cmp64(a.c.sc.win, b.c.sc.win)
@@ -214,21 +271,12 @@ func (r *Repo) writeSeries(ctx context.Context, part []*series) error {
 	})
 	for _, x := range all {
 		sc := x.c.sc
-		var err error
-		switch {
-		case x.c.noHead:
-			_, err = delH.ExecContext(ctx, x.c.tier, x.s.s.id)
-		case x.c.head:
-			_, err = upH.ExecContext(ctx, x.c.tier, x.s.s.id, sc.win, sc.start, sc.end, sc.n, sc.data)
-		default:
-			_, err = insC.ExecContext(ctx, x.c.tier, sc.win, x.s.s.id, sc.start, sc.end, sc.n, sc.data)
-		}
-		if err != nil {
-			return fmt.Errorf("write chunk: %w", err)
+		if _, err := insC.ExecContext(ctx, x.c.tier, sc.win, x.s.s.id, sc.start, sc.end, sc.n, sc.data); err != nil {
+			return 0, fmt.Errorf("write chunk: %w", err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return 0, fmt.Errorf("commit: %w", err)
 	}
 	// Only now may the sealed chunks leave memory: a query reads memory
 	// first and SQLite second, so a chunk is always in one of them.
@@ -245,7 +293,7 @@ func (r *Repo) writeSeries(ctx context.Context, part []*series) error {
 		}
 		s.mu.Unlock()
 	}
-	return nil
+	return len(all), nil
 }
 
 func cmp64(a, b int64) int {
@@ -314,24 +362,6 @@ func (r *Repo) enforce(ctx context.Context) error {
 		chunks, samples, err := r.deleteChunks(ctx, `DELETE FROM chunks WHERE tier = ? AND win <= ? RETURNING n`, i, lastWin)
 		if err != nil {
 			return fmt.Errorf("retention: %w", err)
-		}
-		// Heads of series that stopped in a window now past retention. heads
-		// has no index on win, so this scans the table: only when the
-		// cutoff has moved on by a window, not at every checkpoint (and not
-		// at Open: what it would find, the next move finds too).
-		if r.headsCut == nil {
-			r.headsCut = make([]int64, len(r.tiers))
-			for j := range r.headsCut {
-				r.headsCut[j] = floorDiv(now-r.tiers[j].Retention.Milliseconds(), r.tiers[j].window) - 1
-			}
-		}
-		if lastWin > r.headsCut[i] {
-			r.headsCut[i] = lastWin
-			hc, hs, err := r.deleteChunks(ctx, `DELETE FROM heads WHERE tier = ? AND win <= ? RETURNING n`, i, lastWin)
-			if err != nil {
-				return fmt.Errorf("retention: %w", err)
-			}
-			chunks, samples = chunks+hc, samples+hs
 		}
 		if chunks > 0 {
 			r.statMu.Lock()
@@ -453,7 +483,8 @@ type Stats struct {
 	Series           int
 	Stored           int64 // samples accepted by Append since Open
 	Duplicates       int64 // samples Append skipped as already stored, since Open
-	DiskBytes        int64 // SQLite pages in use + its WAL + the repository's log
+	DiskBytes        int64 // SQLite pages in use + its WAL + the heads file + the repository's log
+	HeadsBytes       int64 // the heads file as the last checkpoint wrote it
 	Tiers            []TierStats
 	BudgetChunks     int64 // chunks dropped to stay within the budget, since Open
 	BudgetSamples    int64
@@ -464,7 +495,8 @@ type Stats struct {
 }
 
 // Stats reports the repository's figures. The per-tier figures scan the
-// chunks and heads tables and count what the last checkpoint stored.
+// chunks table (what checkpoints stored) and add the open chunks in
+// memory (not the chunks sealed since the last checkpoint).
 func (r *Repo) Stats() Stats {
 	ctx := context.Background()
 	r.statMu.Lock()
@@ -478,8 +510,7 @@ func (r *Repo) Stats() Stats {
 	for i, t := range r.tiers {
 		st.Tiers[i].Step = t.Step
 	}
-	rows, err := r.db.QueryContext(ctx, `SELECT tier, count(*), sum(n), sum(length(data)) FROM
-		(SELECT tier, n, data FROM chunks UNION ALL SELECT tier, n, data FROM heads) GROUP BY tier`)
+	rows, err := r.db.QueryContext(ctx, `SELECT tier, count(*), sum(n), sum(length(data)) FROM chunks GROUP BY tier`)
 	if err == nil {
 		for rows.Next() {
 			var tier int
@@ -490,6 +521,23 @@ func (r *Repo) Stats() Stats {
 		}
 		rows.Close()
 	}
+	// The open chunks, from memory.
+	r.idx.RLock()
+	for _, s := range r.byID {
+		s.mu.Lock()
+		for i := range s.tiers {
+			ts, x := &s.tiers[i], &st.Tiers[i]
+			switch {
+			case ts.head != nil:
+				x.Chunks, x.Samples, x.DataBytes = x.Chunks+1, x.Samples+int64(ts.head.Len()), x.DataBytes+int64(len(ts.head.Bytes()))
+			case ts.stored != nil:
+				x.Chunks, x.Samples, x.DataBytes = x.Chunks+1, x.Samples+int64(ts.storedN), x.DataBytes+int64(len(ts.stored))
+			}
+		}
+		s.mu.Unlock()
+	}
+	r.idx.RUnlock()
+	st.HeadsBytes = r.headsSize.Load()
 	return st
 }
 

@@ -7,31 +7,39 @@ import (
 	"time"
 )
 
-// TestHeadsAcrossRestart: a checkpoint stores open chunks in heads, not in
-// chunks; after a reopen the next appends go on in the same chunk; a
-// sealed chunk leaves heads for chunks.
+// rawCounts: tier 0's sealed chunks in SQLite, and its open chunks in the
+// heads file (as the last checkpoint wrote it).
+func rawCounts(t *testing.T, r *Repo) (chunkRows, chunkSamples, headChunks, headSamples int64) {
+	t.Helper()
+	if err := r.db.QueryRow(`SELECT count(*), coalesce(sum(n), 0) FROM chunks WHERE tier = 0`).Scan(&chunkRows, &chunkSamples); err != nil {
+		t.Fatal(err)
+	}
+	hf, err := ReadHeadsFile(r.o.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return chunkRows, chunkSamples, hf.Tiers[0].Chunks, hf.Tiers[0].Samples
+}
+
+// TestHeadsAcrossRestart: a checkpoint stores open chunks in the heads
+// file, not in chunks; after a reopen the next appends go on in the same
+// chunk; a sealed chunk leaves the heads file for chunks.
 func TestHeadsAcrossRestart(t *testing.T) {
 	c := &clock{t: t0.Add(3 * time.Hour)}
 	path := filepath.Join(t.TempDir(), "m.db")
 	ctx := context.Background()
-	count := func(r *Repo, table string) (rows, samples int) {
-		t.Helper()
-		if err := r.db.QueryRow(`SELECT count(*), coalesce(sum(n), 0) FROM `+table+` WHERE tier = 0`).Scan(&rows, &samples); err != nil {
-			t.Fatal(err)
-		}
-		return rows, samples
-	}
 	r := open(t, path, c, nil)
 	feedMinutes(t, r, 0, 100) // 100 samples, all in the first 2 h window
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
 	r = open(t, path, c, nil)
-	if n, _ := count(r, "chunks"); n != 0 {
-		t.Fatalf("%d raw chunks in chunks before any was sealed", n)
+	if n, _, hn, hs := rawCounts(t, r); n != 0 || hn != 1 || hs != 100 {
+		t.Fatalf("%d raw chunks in chunks, heads %d chunks %d samples; want 0, 1, 100", n, hn, hs)
 	}
-	if n, s := count(r, "heads"); n != 1 || s != 100 {
-		t.Fatalf("heads: %d rows, %d samples; want 1, 100", n, s)
+	var tables int
+	if err := r.db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE name = 'heads'`).Scan(&tables); err != nil || tables != 0 {
+		t.Fatalf("a heads table in a new file (%d, %v)", tables, err)
 	}
 	// Read before any append: the undecoded head answers.
 	if ss := query(t, r, Query{Name: "m", Start: t0, End: t0.Add(3 * time.Hour), Tier: 0}); len(ss) != 1 || len(ss[0].Points) != 100 {
@@ -41,21 +49,23 @@ func TestHeadsAcrossRestart(t *testing.T) {
 	if err := r.checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n, s := count(r, "heads"); n != 1 || s != 200 {
-		t.Fatalf("heads after more appends: %d rows, %d samples; want one chunk of 200", n, s)
+	if _, _, hn, hs := rawCounts(t, r); hn != 1 || hs != 200 {
+		t.Fatalf("heads after more appends: %d chunks, %d samples; want one chunk of 200", hn, hs)
 	}
 	feedMinutes(t, r, 200, 800) // past the first window (720 samples)
 	if err := r.checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cn, cs := count(r, "chunks")
-	hn, hs := count(r, "heads")
-	if cn != 1 || cs != 719 || hn != 1 || hs != 81 {
-		t.Fatalf("chunks %d rows %d samples, heads %d rows %d samples; want 1/719 and 1/81", cn, cs, hn, hs)
+	if cn, cs, hn, hs := rawCounts(t, r); cn != 1 || cs != 719 || hn != 1 || hs != 81 {
+		t.Fatalf("chunks %d rows %d samples, heads %d chunks %d samples; want 1/719 and 1/81", cn, cs, hn, hs)
 	}
 	ss := query(t, r, Query{Name: "m", Start: t0, End: t0.Add(3 * time.Hour), Tier: 0})
 	if len(ss) != 1 || len(ss[0].Points) != 800 {
 		t.Fatalf("got %d series, %d points; want 800", len(ss), len(ss[0].Points))
+	}
+	st := r.Stats()
+	if st.HeadsBytes <= 0 || st.Tiers[0].Samples != 800 {
+		t.Fatalf("stats: heads file %d bytes, raw samples %d (want 800)", st.HeadsBytes, st.Tiers[0].Samples)
 	}
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
@@ -74,21 +84,17 @@ func TestHeadsRetention(t *testing.T) {
 	if err := r.checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
-	heads := func() (n int) {
-		t.Helper()
-		if err := r.db.QueryRow(`SELECT count(*) FROM heads WHERE tier = 0`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	if n := heads(); n != 1 {
+	if _, _, n, _ := rawCounts(t, r); n != 1 {
 		t.Fatalf("%d raw heads, want 1", n)
 	}
 	c.Set(t0.Add(6 * time.Hour)) // the 0-2h window is past 3h of retention
 	if err := r.checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := heads(); n != 0 {
+	if _, _, n, _ := rawCounts(t, r); n != 0 {
 		t.Fatalf("%d raw heads after retention, want 0", n)
+	}
+	if st := r.Stats(); st.RetentionChunks == 0 {
+		t.Fatalf("retention not counted: %+v", st)
 	}
 }

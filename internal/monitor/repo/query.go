@@ -221,8 +221,9 @@ type rawChunk struct {
 }
 
 // read returns the points of each series in [start, end] in one tier:
-// memory first (heads and chunks not yet checkpointed), then SQLite, so a
-// chunk moving from one to the other is seen in at least one.
+// memory first (the open chunks, which only memory and the heads file
+// hold, and chunks not yet checkpointed), then SQLite, so a chunk moving
+// from one to the other is seen in at least one.
 func (r *Repo) read(ctx context.Context, ss []*series, tier int, start, end int64, limit bool) ([][]PointTV, error) {
 	mem := make([][]rawChunk, len(ss))
 	pos := make(map[int64]int, len(ss))
@@ -266,26 +267,6 @@ func (r *Repo) read(ctx context.Context, ss []*series, tier int, start, end int6
 			if err := r.readRows(ctx, sb.String(), args, pos, disk); err != nil {
 				return nil, err
 			}
-		}
-	}
-	// The open chunks as the last checkpoint stored them (memory has them
-	// too, newer, unless the series has not been written to since Open).
-	for g := 0; g < len(ss); g += group {
-		part := ss[g:min(g+group, len(ss))]
-		var sb strings.Builder
-		args := make([]any, 0, len(part)+3)
-		args = append(args, tier, end, start)
-		sb.WriteString(`SELECT series_id, start_ms, data FROM heads WHERE tier = ? AND start_ms <= ? AND end_ms >= ? AND series_id IN (`)
-		for i, s := range part {
-			if i > 0 {
-				sb.WriteByte(',')
-			}
-			sb.WriteByte('?')
-			args = append(args, s.id)
-		}
-		sb.WriteByte(')')
-		if err := r.readRows(ctx, sb.String(), args, pos, disk); err != nil {
-			return nil, err
 		}
 	}
 	out := make([][]PointTV, len(ss))

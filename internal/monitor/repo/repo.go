@@ -8,8 +8,9 @@
 // and for downsampled tiers the bucket being averaged. Append writes the
 // accepted samples to the repository's own log (PATH.wal.d/) and fsyncs it
 // before returning; a checkpoint (Options.Checkpoint, and at Close) writes
-// heads, sealed chunks and series state to SQLite and deletes the log
-// segments it covers. Open loads the series and replays the log.
+// the sealed chunks and new series to SQLite, then the open chunks and the
+// series' state to the heads file, and deletes the log segments they
+// cover. Open loads the series and the heads file and replays the log.
 //
 // Storage. A chunk is written to SQLite's chunks table once, when it is
 // sealed (it never crosses a window of its tier: 2 h raw, 240 steps
@@ -21,11 +22,13 @@
 // 2 bytes a sample cannot afford. The index chunks_key (tier, win,
 // series_id, start_ms) finds a series' chunks, one seek per window; its
 // rows are about 30 bytes per chunk. The open (head) chunks, which grow
-// between checkpoints, live in heads(tier, series_id), one row per series
-// and tier, rewritten at each checkpoint; a sealed chunk leaves heads and
-// enters chunks in the same transaction. Open loads the heads back, so a
-// restart goes on appending to them. Retention and the budget delete whole
-// leading windows.
+// between checkpoints, and the series' state are not in SQLite but in the
+// heads file beside it (PATH.heads, heads.go), rewritten whole and packed
+// at each checkpoint after the sealed chunks are committed; Open loads it,
+// so a restart goes on appending to the same chunks. (A file of an older
+// version kept them in a heads table: Open reads it, and the first
+// checkpoint moves it to the heads file and drops the table.) Retention
+// and the budget delete whole leading windows.
 package repo
 
 import (
@@ -38,6 +41,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" driver
@@ -186,7 +190,11 @@ type Repo struct {
 
 	cpMu         sync.Mutex // one checkpoint at a time
 	budgetActive bool       // under cpMu: dropping until under 90% of the budget
-	headsCut     []int64    // under cpMu: per tier, the last window heads retention covered
+	gen          int64      // under cpMu: settings.heads_gen, the last checkpoint's generation
+	needHeads    bool       // under cpMu: the heads file must be written even with nothing dirty
+	headsMarked  bool       // under cpMu: settings.heads_file is set (a heads file was written)
+	legacyHeads  bool       // under cpMu: the file has an old heads table, dropped once the heads file is written
+	headsSize    atomic.Int64
 	dbw          sync.Mutex // one SQLite writer at a time
 
 	statMu   sync.Mutex
@@ -249,16 +257,6 @@ CREATE TABLE IF NOT EXISTS chunks (
 	data      BLOB NOT NULL
 );
 CREATE UNIQUE INDEX IF NOT EXISTS chunks_key ON chunks(tier, win, series_id, start_ms);
-CREATE TABLE IF NOT EXISTS heads (
-	tier      INTEGER NOT NULL,
-	series_id INTEGER NOT NULL,
-	win       INTEGER NOT NULL,
-	start_ms  INTEGER NOT NULL,
-	end_ms    INTEGER NOT NULL,
-	n         INTEGER NOT NULL,
-	data      BLOB NOT NULL,
-	PRIMARY KEY (tier, series_id)
-) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (
 	name TEXT PRIMARY KEY,
 	type TEXT NOT NULL,
@@ -320,6 +318,10 @@ func Open(ctx context.Context, o Options) (*Repo, error) {
 		return nil, err
 	}
 	if err := r.load(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := r.loadAllHeads(ctx); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -413,7 +415,7 @@ func (r *Repo) Close() error {
 }
 
 // diskBytes is what the repository uses on disk: the SQLite file's pages
-// in use, its WAL, and the repository's own log.
+// in use, its WAL, the heads file and the repository's own log.
 func (r *Repo) diskBytes(ctx context.Context) int64 {
 	var pages, free, size int64
 	_ = r.db.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&pages)
@@ -421,6 +423,9 @@ func (r *Repo) diskBytes(ctx context.Context) int64 {
 	_ = r.db.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&size)
 	n := (pages - free) * size
 	if fi, err := os.Stat(r.o.Path + "-wal"); err == nil {
+		n += fi.Size()
+	}
+	if fi, err := os.Stat(headsPath(r.o.Path)); err == nil {
 		n += fi.Size()
 	}
 	w := &wal{dir: r.o.Path + ".wal.d"}

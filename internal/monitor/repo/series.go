@@ -36,7 +36,7 @@ type tierState struct {
 	headWin   int64
 	headStart int64
 	headEnd   int64
-	// stored is the head as the last checkpoint stored it in heads, not
+	// stored is the head as the last checkpoint stored it (heads file), not
 	// yet decoded (Open loads it so; decoding every head would make Open
 	// take tens of seconds): the next append to the tier decodes it, or
 	// seals it as it is if the sample belongs in a new chunk. At most one
@@ -523,13 +523,14 @@ func (r *Repo) load(ctx context.Context) error {
 		return fmt.Errorf("load series: %w", err)
 	}
 	rows.Close()
-	return r.loadHeads(ctx)
+	return nil
 }
 
-// loadHeads makes the heads stored at the last checkpoint the series' open
-// chunks again, undecoded (tierState.stored): appends and the log's replay
-// go on filling them.
-func (r *Repo) loadHeads(ctx context.Context) error {
+// loadHeadsTable reads the heads table of a file of an older version (the
+// open chunks as its last checkpoint stored them, with the series' state
+// in the series table) into the series' open chunks, undecoded
+// (tierState.stored).
+func (r *Repo) loadHeadsTable(ctx context.Context) error {
 	rows, err := r.db.QueryContext(ctx, `SELECT tier, series_id, win, start_ms, end_ms, n, data FROM heads`)
 	if err != nil {
 		return fmt.Errorf("load heads: %w", err)
