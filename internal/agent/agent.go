@@ -100,6 +100,11 @@ func Run(ctx context.Context, cfg Config) error {
 		if cfg.Monitor.Watched != nil {
 			a.watched = cfg.Monitor.Watched
 		}
+		if cfg.Monitor.Listen != "" {
+			if err := cfg.Monitor.serve(ctx, cfg.Log); err != nil {
+				return fmt.Errorf("agent: %w", err)
+			}
+		}
 		done := make(chan struct{})
 		defer func() { <-done }()
 		go func() { defer close(done); a.monitor(ctx) }()

@@ -2,8 +2,15 @@ package agent
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
 	"sync"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/monitor"
+	"github.com/lightpath/lightpath/internal/monitor/expose"
 
 	"github.com/lightpath/lightpath/internal/monitor/collect"
 	"github.com/lightpath/lightpath/internal/monitor/push"
@@ -21,6 +28,45 @@ type Monitoring struct {
 	// Interval is how often the collectors run; default 1s, so the
 	// dashboard's charts move every second.
 	Interval time.Duration
+	// Listen, when set, is where the agent serves its own /metrics: the
+	// latest collection, for a Prometheus that scrapes agents directly.
+	Listen string
+
+	mu   sync.Mutex
+	last monitor.Group
+}
+
+// Handler serves the latest collection in the Prometheus text format.
+func (m *Monitoring) Handler() http.Handler {
+	return expose.Handler(expose.Gatherer(func() []expose.Sample {
+		m.mu.Lock()
+		g := m.last
+		m.mu.Unlock()
+		meta := m.Registry.Meta()
+		out := make([]expose.Sample, 0, len(g.Points))
+		for _, p := range g.Points {
+			out = append(out, expose.Sample{Name: p.Name, Labels: p.Labels, Meta: meta[p.Name], T: g.T, V: p.V})
+		}
+		return out
+	}))
+}
+
+// serve serves Handler at Listen until ctx ends.
+func (m *Monitoring) serve(ctx context.Context, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", m.Listen)
+	if err != nil {
+		return fmt.Errorf("metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	log.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	go srv.Serve(ln)
+	return nil
 }
 
 // DefaultCollectInterval is how often an agent collects by default.
@@ -106,6 +152,9 @@ func (a *agent) monitor(ctx context.Context) {
 		case <-tick.C:
 		}
 		g := m.Registry.Collect(ctx, a.cfg.Now())
+		m.mu.Lock()
+		m.last = g
+		m.mu.Unlock()
 		if err := m.Pusher.Add(g, m.Registry.Meta()); err != nil {
 			a.cfg.Log.Error("spool", "err", err)
 		}

@@ -5,17 +5,15 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/monitor"
+	"github.com/lightpath/lightpath/internal/monitor/expose"
 	"github.com/lightpath/lightpath/internal/monitor/repo"
 	"github.com/lightpath/lightpath/internal/reserve"
 )
@@ -29,7 +27,7 @@ const MaxPushBytes = 32 << 20
 func (s *Server) WithRepository(r *repo.Repo) *Server {
 	s.repo = r
 	s.metrics.reg.MustRegister(pushedCount{r})
-	s.metrics.extra = pushed{r}
+	s.metrics.extra = pushed(r)
 	return s
 }
 
@@ -165,82 +163,15 @@ func (s *Server) metricNames(w http.ResponseWriter, _ *http.Request, _ controlle
 }
 
 // pushed exposes the latest sample of every series the agents pushed, as
-// Prometheus metric families labelled by node. A family's series may carry
-// different label names (a device mapped to a link has a link label); the
-// exposition fills the missing ones with "", which Prometheus reads as
-// absent.
-type pushed struct{ r *repo.Repo }
-
-type famBuild struct {
-	meta   monitor.Meta
-	labels map[string]bool
-	rows   []row
-}
-
-type row struct {
-	ls monitor.Labels
-	t  int64
-	v  float64
-}
-
-func (p pushed) Gather() ([]*dto.MetricFamily, error) {
-	fams := map[string]*famBuild{}
-	p.r.Latest(func(name string, ls monitor.Labels, meta monitor.Meta, t int64, v float64) {
-		f := fams[name]
-		if f == nil {
-			f = &famBuild{meta: meta, labels: map[string]bool{}}
-			fams[name] = f
-		}
-		for _, l := range ls {
-			f.labels[l.Name] = true
-		}
-		f.rows = append(f.rows, row{ls, t, v})
-	})
-	names := make([]string, 0, len(fams))
-	for n := range fams {
-		names = append(names, n)
+// Prometheus metric families labelled by node (package expose).
+func pushed(r *repo.Repo) expose.Gatherer {
+	return func() []expose.Sample {
+		var out []expose.Sample
+		r.Latest(func(name string, ls monitor.Labels, meta monitor.Meta, t int64, v float64) {
+			out = append(out, expose.Sample{Name: name, Labels: ls, Meta: meta, T: t, V: v})
+		})
+		return out
 	}
-	slices.Sort(names)
-	out := make([]*dto.MetricFamily, 0, len(names))
-	for _, n := range names {
-		f := fams[n]
-		lnames := make([]string, 0, len(f.labels))
-		for l := range f.labels {
-			lnames = append(lnames, l)
-		}
-		slices.Sort(lnames)
-		mf := &dto.MetricFamily{Name: proto.String(n)}
-		help := f.meta.Help
-		if help == "" {
-			help = "Pushed by the agents."
-		}
-		mf.Help = proto.String(help)
-		typ := dto.MetricType_UNTYPED
-		switch f.meta.Type {
-		case monitor.Counter:
-			typ = dto.MetricType_COUNTER
-		case monitor.Gauge:
-			typ = dto.MetricType_GAUGE
-		}
-		mf.Type = typ.Enum()
-		for _, rw := range f.rows {
-			m := &dto.Metric{TimestampMs: proto.Int64(rw.t)}
-			for _, l := range lnames {
-				m.Label = append(m.Label, &dto.LabelPair{Name: proto.String(l), Value: proto.String(rw.ls.Get(l))})
-			}
-			switch typ {
-			case dto.MetricType_COUNTER:
-				m.Counter = &dto.Counter{Value: proto.Float64(rw.v)}
-			case dto.MetricType_GAUGE:
-				m.Gauge = &dto.Gauge{Value: proto.Float64(rw.v)}
-			default:
-				m.Untyped = &dto.Untyped{Value: proto.Float64(rw.v)}
-			}
-			mf.Metric = append(mf.Metric, m)
-		}
-		out = append(out, mf)
-	}
-	return out, nil
 }
 
 // pushedCount is the repository's own state as controller series.

@@ -28,6 +28,7 @@ func newAgentCmd() *cobra.Command {
 		spool, tb       string
 		spoolMax        string
 		noMetrics       bool
+		metricsListen   string
 	)
 	watched := &agent.Watched{}
 	// The collectors' flags must exist before the flags are parsed, the
@@ -63,7 +64,9 @@ TCP state of the reserved flows, the testbed emulator's pipes (with
 --testbed), and RTT/loss probes to its neighbours. It pushes them to the
 controller's repository in batches; while the controller is unreachable
 they wait in --spool on disk (at most --spool-max, oldest dropped first)
-and go out when it is back.`,
+and go out when it is back. --metrics-listen HOST:PORT also serves the
+latest collection on /metrics, for a Prometheus that scrapes the agents
+themselves (the controller's /metrics has every agent's series anyway).`,
 		Example: `  lightpath testbed exec ra -- lightpath agent --node ra \
       --controller unix:/run/lightpath/two-site/controller.sock --controller-token-file agent.token`,
 		Args: cobra.NoArgs,
@@ -99,7 +102,7 @@ and go out when it is back.`,
 				if err != nil {
 					return fmt.Errorf("agent: %w", err)
 				}
-				cfg.Monitor = &agent.Monitoring{Registry: full, Watched: watched, Pusher: p, Interval: collectEvery}
+				cfg.Monitor = &agent.Monitoring{Registry: full, Watched: watched, Pusher: p, Interval: collectEvery, Listen: metricsListen}
 				log.Info("collecting", "collectors", strings.Join(full.Enabled(), ","), "every", collectEvery, "spool", spool)
 			}
 			if err := agent.Run(cmd.Context(), cfg); err != nil {
@@ -121,6 +124,7 @@ and go out when it is back.`,
 	f.StringVar(&spoolMax, "spool-max", "64MiB", "the most the spool may hold; past it the oldest samples are dropped")
 	f.StringVar(&tb, "testbed", "", "the testbed this node belongs to, for the emulator collector")
 	f.BoolVar(&noMetrics, "no-metrics", false, "provision only: collect and push no metrics")
+	f.StringVar(&metricsListen, "metrics-listen", "", "also serve the latest collection at http://HOST:PORT/metrics (for a Prometheus that scrapes agents)")
 	reg.Flags(f)
 	return cmd
 }

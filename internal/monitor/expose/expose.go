@@ -1,0 +1,108 @@
+// Package expose renders samples as Prometheus metric families, for the
+// controller's /metrics (the agents' pushed series) and an agent's own
+// /metrics. A family's series may carry different label names (a device
+// mapped to a link has a link label, another not); the exposition fills
+// the missing ones with "", which Prometheus reads as absent, so every
+// family is consistent as client_golang and promtool require.
+package expose
+
+import (
+	"net/http"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lightpath/lightpath/internal/monitor"
+)
+
+// Sample is one series' latest value, with its metric's metadata. T, when
+// not 0, is sent as the sample's timestamp (milliseconds).
+type Sample struct {
+	Name   string
+	Labels monitor.Labels
+	Meta   monitor.Meta
+	T      int64
+	V      float64
+}
+
+type family struct {
+	meta   monitor.Meta
+	labels map[string]bool
+	rows   []Sample
+}
+
+// Families groups samples into metric families, sorted by name.
+func Families(samples []Sample) []*dto.MetricFamily {
+	fams := map[string]*family{}
+	for _, s := range samples {
+		f := fams[s.Name]
+		if f == nil {
+			f = &family{meta: s.Meta, labels: map[string]bool{}}
+			fams[s.Name] = f
+		}
+		for _, l := range s.Labels {
+			f.labels[l.Name] = true
+		}
+		f.rows = append(f.rows, s)
+	}
+	names := make([]string, 0, len(fams))
+	for n := range fams {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	out := make([]*dto.MetricFamily, 0, len(names))
+	for _, n := range names {
+		f := fams[n]
+		lnames := make([]string, 0, len(f.labels))
+		for l := range f.labels {
+			lnames = append(lnames, l)
+		}
+		slices.Sort(lnames)
+		help := f.meta.Help
+		if help == "" {
+			help = "Collected by the agents."
+		}
+		typ := dto.MetricType_UNTYPED
+		switch f.meta.Type {
+		case monitor.Counter:
+			typ = dto.MetricType_COUNTER
+		case monitor.Gauge:
+			typ = dto.MetricType_GAUGE
+		}
+		mf := &dto.MetricFamily{Name: proto.String(n), Help: proto.String(help), Type: typ.Enum()}
+		for _, s := range f.rows {
+			m := &dto.Metric{}
+			if s.T != 0 {
+				m.TimestampMs = proto.Int64(s.T)
+			}
+			for _, l := range lnames {
+				m.Label = append(m.Label, &dto.LabelPair{Name: proto.String(l), Value: proto.String(s.Labels.Get(l))})
+			}
+			switch typ {
+			case dto.MetricType_COUNTER:
+				m.Counter = &dto.Counter{Value: proto.Float64(s.V)}
+			case dto.MetricType_GAUGE:
+				m.Gauge = &dto.Gauge{Value: proto.Float64(s.V)}
+			default:
+				m.Untyped = &dto.Untyped{Value: proto.Float64(s.V)}
+			}
+			mf.Metric = append(mf.Metric, m)
+		}
+		out = append(out, mf)
+	}
+	return out
+}
+
+// Gatherer makes a prometheus.Gatherer of a function returning samples.
+type Gatherer func() []Sample
+
+// Gather implements prometheus.Gatherer.
+func (g Gatherer) Gather() ([]*dto.MetricFamily, error) { return Families(g()), nil }
+
+// Handler serves what g gathers in the Prometheus text format.
+func Handler(g prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
