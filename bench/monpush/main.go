@@ -24,10 +24,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/lightpath/lightpath/bench/monbench/workload"
+	"github.com/lightpath/lightpath/bench/rusage"
 	"github.com/lightpath/lightpath/internal/api"
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/monitor/repo"
@@ -45,12 +45,6 @@ func main() {
 		fmt.Fprintf(os.Stderr, "monpush: %v\n", err)
 		os.Exit(1)
 	}
-}
-
-func cpu() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // topology is one site with the workload's nodes as hosts around a router:
@@ -115,7 +109,7 @@ func run(dir string, nSeries int, duration time.Duration, workers int, seed uint
 
 	fmt.Printf("\nthrough the API: POST /api/v1/metrics/push of each node's push as JSON (%d series a batch, %d clients), to a controller on loopback; 200 once durable\n",
 		wl.SeriesPerNode(), workers)
-	cpu0, start := cpu(), time.Now()
+	cpu0, start := rusage.CPU(), time.Now()
 	deadline := start.Add(duration)
 	var stored, bodyBytes atomic.Int64
 	var encode atomic.Int64 // nanoseconds the clients spent encoding
@@ -159,7 +153,7 @@ func run(dir string, nSeries int, duration time.Duration, workers int, seed uint
 	if err := <-errs; err != nil {
 		return err
 	}
-	wall, used := time.Since(start), cpu()-cpu0
+	wall, used := time.Since(start), rusage.CPU()-cpu0
 	n := stored.Load()
 	fmt.Printf("  stored                                 %d samples over %.1f s wall (%.1f MiB of JSON, %.1f bytes a sample)\n",
 		n, wall.Seconds(), float64(bodyBytes.Load())/(1<<20), float64(bodyBytes.Load())/float64(max(n, 1)))

@@ -24,7 +24,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -32,6 +31,7 @@ import (
 	"github.com/prometheus/prometheus/tsdb"
 
 	"github.com/lightpath/lightpath/bench/monbench/workload"
+	"github.com/lightpath/lightpath/bench/rusage"
 )
 
 func main() {
@@ -45,18 +45,6 @@ func main() {
 		fmt.Fprintf(os.Stderr, "tsdbpeer: %v\n", err)
 		os.Exit(1)
 	}
-}
-
-func cpu() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func maxRSS() int64 {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return ru.Maxrss << 10
 }
 
 func run(dir string, nSeries int, duration time.Duration, workers int, seed uint64) error {
@@ -92,7 +80,7 @@ func run(dir string, nSeries int, duration time.Duration, workers int, seed uint
 	}
 	fmt.Printf("peer: Prometheus TSDB (github.com/prometheus/prometheus/tsdb, default options but no retention) in %s\n", dir)
 	ctx := context.Background()
-	cpu0, start := cpu(), time.Now()
+	cpu0, start := rusage.CPU(), time.Now()
 	deadline := start.Add(duration)
 	var stored atomic.Int64
 	var wg sync.WaitGroup
@@ -132,7 +120,7 @@ func run(dir string, nSeries int, duration time.Duration, workers int, seed uint
 	if err := <-errs; err != nil {
 		return err
 	}
-	wall, used := time.Since(start), cpu()-cpu0
+	wall, used := time.Since(start), rusage.CPU()-cpu0
 	n := stored.Load()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -141,7 +129,7 @@ func run(dir string, nSeries int, duration time.Duration, workers int, seed uint
 	fmt.Printf("  sustained rate                         %.0f samples/s (WAL written per commit, fsynced per segment, as Prometheus does)\n", float64(n)/wall.Seconds())
 	fmt.Printf("  CPU                                    %.1f s user+sys (%.2f cores), %.2f CPU s per million samples (includes generating them)\n",
 		used.Seconds(), used.Seconds()/wall.Seconds(), used.Seconds()/(float64(n)/1e6))
-	fmt.Printf("  memory                                 %d MiB peak RSS\n", maxRSS()>>20)
+	fmt.Printf("  memory                                 %d MiB peak RSS\n", rusage.MaxRSS()>>20)
 
 	// Everything into blocks, as Prometheus does once data is 2 h old;
 	// then the blocks' bytes per sample.
@@ -187,6 +175,6 @@ func run(dir string, nSeries int, duration time.Duration, workers int, seed uint
 	fmt.Printf("  blocks on disk                         %.3f bytes/sample (%d samples in %.1f MiB: chunks and index; chunk files alone %.3f bytes/sample)\n",
 		float64(blockBytes)/float64(blockSamples), blockSamples, float64(blockBytes)/(1<<20), float64(chunkBytes)/float64(blockSamples))
 	fmt.Printf("RESULT samples_per_second=%.0f bytes_per_sample=%.4f cpu_per_million=%.4f rss_mib=%d\n",
-		float64(n)/wall.Seconds(), float64(blockBytes)/float64(blockSamples), used.Seconds()/(float64(n)/1e6), maxRSS()>>20)
+		float64(n)/wall.Seconds(), float64(blockBytes)/float64(blockSamples), used.Seconds()/(float64(n)/1e6), rusage.MaxRSS()>>20)
 	return nil
 }

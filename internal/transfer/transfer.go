@@ -15,14 +15,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/monitor"
-
-	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+	"github.com/lightpath/lightpath/internal/sqlitefile"
 )
 
 // States of a transfer.
@@ -131,26 +129,14 @@ func Open(ctx context.Context, path string, now func() time.Time) (*Registry, er
 	if now == nil {
 		now = time.Now
 	}
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(NORMAL)")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
-	if err != nil {
-		return nil, fmt.Errorf("open transfers: %w", err)
-	}
-	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS transfers (
+	db, err := sqlitefile.Open(ctx, path, `CREATE TABLE IF NOT EXISTS transfers (
 		id TEXT PRIMARY KEY,
 		owner TEXT NOT NULL,
 		started_ms INTEGER NOT NULL,
 		state TEXT NOT NULL,
-		doc TEXT NOT NULL)`); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open transfers: %w", err)
-	}
-	if _, err := db.ExecContext(ctx, `CREATE INDEX IF NOT EXISTS transfers_started ON transfers(started_ms)`); err != nil {
-		db.Close()
+		doc TEXT NOT NULL)`,
+		`CREATE INDEX IF NOT EXISTS transfers_started ON transfers(started_ms)`)
+	if err != nil {
 		return nil, fmt.Errorf("open transfers: %w", err)
 	}
 	return &Registry{db: db, now: now, last: map[string]mark{}}, nil

@@ -13,6 +13,7 @@
 package alert
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -300,19 +301,9 @@ func (e *Evaluator) Status() Status {
 	}
 	slices.SortFunc(st.Instances, func(a, b InstanceStatus) int {
 		if a.Rule != b.Rule {
-			return cmpStr(a.Rule, b.Rule)
+			return cmp.Compare(a.Rule, b.Rule)
 		}
-		return cmpStr(fmt.Sprint(a.Labels), fmt.Sprint(b.Labels))
+		return cmp.Compare(fmt.Sprint(a.Labels), fmt.Sprint(b.Labels))
 	})
 	return st
-}
-
-func cmpStr(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

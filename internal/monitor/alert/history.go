@@ -6,13 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/monitor"
-
-	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+	"github.com/lightpath/lightpath/internal/sqlitefile"
 )
 
 // History keeps every state change of every rule, in an SQLite file (by
@@ -23,16 +21,7 @@ type History struct {
 
 // OpenHistory opens (or creates) the history in the SQLite file at path.
 func OpenHistory(ctx context.Context, path string) (*History, error) {
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(NORMAL)")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
-	if err != nil {
-		return nil, fmt.Errorf("open alert history: %w", err)
-	}
-	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS alert_history (
+	db, err := sqlitefile.Open(ctx, path, `CREATE TABLE IF NOT EXISTS alert_history (
 		id INTEGER PRIMARY KEY AUTOINCREMENT,
 		at_ms INTEGER NOT NULL,
 		rule TEXT NOT NULL,
@@ -45,12 +34,9 @@ func OpenHistory(ctx context.Context, path string) (*History, error) {
 		value REAL,
 		threshold REAL NOT NULL,
 		reason TEXT NOT NULL,
-		actions TEXT NOT NULL DEFAULT '[]')`); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open alert history: %w", err)
-	}
-	if _, err := db.ExecContext(ctx, `CREATE INDEX IF NOT EXISTS alert_history_at ON alert_history(at_ms)`); err != nil {
-		db.Close()
+		actions TEXT NOT NULL DEFAULT '[]')`,
+		`CREATE INDEX IF NOT EXISTS alert_history_at ON alert_history(at_ms)`)
+	if err != nil {
 		return nil, fmt.Errorf("open alert history: %w", err)
 	}
 	return &History{db: db}, nil

@@ -10,6 +10,7 @@
 package push
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -140,21 +141,11 @@ func New(o Options, s Sender) (*Pusher, error) {
 		p.bytes += info.Size()
 		p.next = max(p.next, n+1)
 	}
-	slices.SortFunc(p.queue, func(a, b entry) int { return cmpU(a.n, b.n) })
+	slices.SortFunc(p.queue, func(a, b entry) int { return cmp.Compare(a.n, b.n) })
 	if len(p.queue) > 0 {
 		o.Log.Info("spool resumed", "groups", len(p.queue), "bytes", p.bytes)
 	}
 	return p, nil
-}
-
-func cmpU(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (p *Pusher) path(n uint64) string {
