@@ -266,7 +266,11 @@ func run(dir string, nSeries int, duration time.Duration, perAppend, workers, hi
 		return fmt.Errorf("close: %w", err)
 	}
 	closeT := time.Since(c0)
-	ch, hd, total, err := onDisk(path)
+	ch, total, err := onDisk(path)
+	if err != nil {
+		return fmt.Errorf("raw tier: %w", err)
+	}
+	hd, hf, err := headsFile(path)
 	if err != nil {
 		return fmt.Errorf("raw tier: %w", err)
 	}
@@ -277,11 +281,13 @@ func run(dir string, nSeries int, duration time.Duration, perAppend, workers, hi
 	fmt.Printf("  %-38s %.3f bytes/sample (%d raw samples in sealed chunks, %.1f MiB of pages; chunk data alone %.3f bytes/sample)\n",
 		"raw tier on disk (dbstat), chunks", bps, ch.samples, mib(ch.bytes), float64(ch.data)/float64(ch.samples))
 	fmt.Printf("  %-38s   counted: the chunks table's leaf pages shared among their rows by size, its interior pages and\n", "")
-	fmt.Printf("  %-38s   its index chunks_key's pages by row count; not counted: heads, the next line\n", "")
-	fmt.Printf("  %-38s %.3f bytes/sample (%d raw samples in open chunks, %.1f MiB of pages; chunk data alone %.3f bytes/sample)\n",
-		"raw tier on disk (dbstat), heads", float64(hd.bytes)/float64(max(hd.samples, 1)), hd.samples, mib(hd.bytes), float64(hd.data)/float64(max(hd.samples, 1)))
-	fmt.Printf("  %-38s %.3f bytes/sample (chunks and heads together)\n", "raw tier on disk (dbstat), all", both)
-	fmt.Printf("  %-38s %.1f MiB chunks table and index, %.1f MiB heads (all tiers, history included), %.1f MiB file in use\n", "", mib(ch.table), mib(hd.table), mib(total))
+	fmt.Printf("  %-38s   its index chunks_key's pages by row count; not counted: the open chunks, the next line\n", "")
+	fmt.Printf("  %-38s %.3f bytes/sample (%d raw samples in open chunks, %.1f MiB of the heads file; chunk data alone %.3f bytes/sample)\n",
+		"raw tier on disk, heads file", float64(hd.bytes)/float64(max(hd.samples, 1)), hd.samples, mib(hd.bytes), float64(hd.data)/float64(max(hd.samples, 1)))
+	fmt.Printf("  %-38s   counted: the heads file's bytes (open chunks, series state, framing) shared among the tiers by\n", "")
+	fmt.Printf("  %-38s   their share of its chunk data\n", "")
+	fmt.Printf("  %-38s %.3f bytes/sample (sealed chunks and open chunks together)\n", "raw tier on disk, all", both)
+	fmt.Printf("  %-38s %.1f MiB chunks table and index, %.1f MiB heads file (all tiers, %d series), %.1f MiB SQLite file in use\n", "", mib(ch.table), mib(hf), st.Series, mib(total))
 
 	// 4. Reopen and query.
 	o0 := time.Now()
@@ -339,7 +345,7 @@ func run(dir string, nSeries int, duration time.Duration, perAppend, workers, hi
 		return "FAIL"
 	}
 	fmt.Printf("  %-44s %-28s %s\n", "ingest >= 100,000 samples/s", fmt.Sprintf("%.0f samples/s", rate), verdict(rate >= 100_000))
-	fmt.Printf("  %-44s %-28s %s\n", "raw tier <= 2 bytes/sample on disk (chunks)", fmt.Sprintf("%.3f bytes/sample", bps), verdict(bps <= 2))
+	fmt.Printf("  %-44s %-28s %s\n", "raw tier <= 2 bytes/sample on disk (all)", fmt.Sprintf("%.3f bytes/sample", both), verdict(both <= 2))
 	fmt.Printf("  %-44s %-28s %s\n", "query p99 < 100 ms (worst row)", fmt.Sprintf("%.2f ms", worstP99), verdict(worstP99 < 100))
 	return nil
 }
@@ -450,9 +456,9 @@ func rawTier(db *sql.DB, table, index, rowsQ string) (tb tierBytes, err error) {
 	return tb, nil
 }
 
-// onDisk measures the raw tier in chunks (sealed chunks) and in heads (the
-// open chunks the final checkpoint stored), and the file in use.
-func onDisk(path string) (chunks, heads tierBytes, total int64, err error) {
+// onDisk measures the raw tier in chunks (sealed chunks), and the file in
+// use.
+func onDisk(path string) (chunks tierBytes, total int64, err error) {
 	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
 	if err != nil {
 		return
@@ -461,13 +467,30 @@ func onDisk(path string) (chunks, heads tierBytes, total int64, err error) {
 	if chunks, err = rawTier(db, "chunks", "chunks_key", `SELECT tier, length(data), n FROM chunks ORDER BY id`); err != nil {
 		return
 	}
-	if heads, err = rawTier(db, "heads", "", `SELECT tier, length(data), n FROM heads ORDER BY tier, series_id`); err != nil {
-		return
-	}
 	var pages, free, ps int64
 	_ = db.QueryRow(`PRAGMA page_count`).Scan(&pages)
 	_ = db.QueryRow(`PRAGMA freelist_count`).Scan(&free)
 	_ = db.QueryRow(`PRAGMA page_size`).Scan(&ps)
 	total = (pages - free) * ps
 	return
+}
+
+// headsFile measures the raw tier in the heads file (the open chunks the
+// final checkpoint wrote, with every series' state): the file's bytes
+// shared among the tiers by their share of its chunk data.
+func headsFile(path string) (raw tierBytes, size int64, err error) {
+	hf, err := repo.ReadHeadsFile(path)
+	if err != nil {
+		return raw, 0, err
+	}
+	var all int64
+	for _, t := range hf.Tiers {
+		all += t.DataBytes
+	}
+	t := hf.Tiers[0]
+	raw = tierBytes{table: hf.Bytes, rows: t.Chunks, samples: t.Samples, data: t.DataBytes}
+	if all > 0 {
+		raw.bytes = int64(math.Round(float64(hf.Bytes) * float64(t.DataBytes) / float64(all)))
+	}
+	return raw, hf.Bytes, nil
 }

@@ -333,7 +333,6 @@ func readHeads(b []byte, tiers []tierInfo, fn func(*snapSeries)) (gen int64, sta
 	return gen, stat, nil
 }
 
-
 // HeadsTier is one tier's open chunks in a heads file.
 type HeadsTier struct {
 	Chunks, Samples int64
