@@ -8,6 +8,7 @@
 package monitor
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Label is one name=value pair of a series.
@@ -186,8 +188,121 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, q...)
 }
 
-// UnmarshalJSON decodes ["name", {labels}, value].
+// UnmarshalJSON decodes ["name", {labels}, value]. Agents send hundreds of
+// thousands of points a push, so the common shape (strings without escapes,
+// a plain number) is read by hand; anything else goes through
+// encoding/json, which says what is wrong.
 func (p *Point) UnmarshalJSON(data []byte) error {
+	if p.fastDecode(data) {
+		return nil
+	}
+	return p.slowDecode(data)
+}
+
+// fastDecode reads the common shape; it reports false, leaving p to be
+// overwritten, when the input is anything else.
+func (p *Point) fastDecode(data []byte) bool {
+	d := scan{b: data}
+	if !d.byte('[') {
+		return false
+	}
+	name, ok := d.str()
+	if !ok || !d.byte(',') || !d.byte('{') {
+		return false
+	}
+	var ls Labels
+	if !d.peek('}') {
+		for {
+			k, ok := d.str()
+			if !ok || !d.byte(':') {
+				return false
+			}
+			v, ok := d.str()
+			if !ok {
+				return false
+			}
+			if v != "" {
+				ls = append(ls, Label{k, v})
+			}
+			if d.byte(',') {
+				continue
+			}
+			break
+		}
+	}
+	if !d.byte('}') || !d.byte(',') {
+		return false
+	}
+	start := d.i
+	for d.i < len(d.b) && strings.IndexByte("+-.0123456789eE", d.b[d.i]) >= 0 {
+		d.i++
+	}
+	if d.i == start {
+		return false
+	}
+	v, err := strconv.ParseFloat(string(d.b[start:d.i]), 64)
+	if err != nil || !d.byte(']') {
+		return false
+	}
+	d.space()
+	if d.i != len(d.b) {
+		return false
+	}
+	if !slices.IsSortedFunc(ls, func(a, b Label) int { return strings.Compare(a.Name, b.Name) }) {
+		slices.SortFunc(ls, func(a, b Label) int { return strings.Compare(a.Name, b.Name) })
+	}
+	for i := 1; i < len(ls); i++ {
+		if ls[i].Name == ls[i-1].Name {
+			return false // a repeated key: encoding/json's rule (the last wins) applies
+		}
+	}
+	p.Name, p.Labels, p.V = name, ls, v
+	return true
+}
+
+// scan walks JSON the outer decoder has already checked.
+type scan struct {
+	b []byte
+	i int
+}
+
+func (s *scan) space() {
+	for s.i < len(s.b) && (s.b[s.i] == ' ' || s.b[s.i] == '\n' || s.b[s.i] == '\t' || s.b[s.i] == '\r') {
+		s.i++
+	}
+}
+
+func (s *scan) peek(c byte) bool {
+	s.space()
+	return s.i < len(s.b) && s.b[s.i] == c
+}
+
+func (s *scan) byte(c byte) bool {
+	if s.peek(c) {
+		s.i++
+		return true
+	}
+	return false
+}
+
+// str reads a string without escapes.
+func (s *scan) str() (string, bool) {
+	if !s.byte('"') {
+		return "", false
+	}
+	end := bytes.IndexByte(s.b[s.i:], '"')
+	if end < 0 {
+		return "", false
+	}
+	raw := s.b[s.i : s.i+end]
+	if bytes.IndexByte(raw, '\\') >= 0 || !utf8.Valid(raw) {
+		return "", false
+	}
+	s.i += end + 1
+	return string(raw), true
+}
+
+func (p *Point) slowDecode(data []byte) error {
 	var raw []json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return fmt.Errorf("a point is [name, {labels}, value]: %w", err)

@@ -84,3 +84,28 @@ func FuzzBatch(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPointDecode: the hand-written path reads what encoding/json reads,
+// the same way, or leaves the point to it.
+func FuzzPointDecode(f *testing.F) {
+	for _, s := range []string{`["x",{"a":"1","b":""},1.5]`, ` [ "x" , { } , -0 ] `, `["x",{"b":"2","a":"1"},1e-7]`,
+		`["x",{"a":"1","a":"2"},1]`, `["x\u00e9",{},1]`, `["x",{},"NaN"]`, `["x",{},1e400]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return // the outer decoder never hands over invalid JSON
+		}
+		var fast Point
+		if !fast.fastDecode(data) {
+			return
+		}
+		var slow Point
+		if err := slow.slowDecode(data); err != nil {
+			t.Fatalf("%s: the fast path took it, encoding/json says %v", data, err)
+		}
+		if fast.Name != slow.Name || fast.Labels.String() != slow.Labels.String() || math.Float64bits(fast.V) != math.Float64bits(slow.V) {
+			t.Fatalf("%s: fast %+v, slow %+v", data, fast, slow)
+		}
+	})
+}
