@@ -19,20 +19,21 @@
 #            DURATION of wall time. Reported: samples/s, CPU (getrusage
 #            user+sys; it includes generating the samples), CPU per million
 #            samples, peak RSS and heap.
-#   raw tier after Close, from SQLite's dbstat: the chunks table (sealed
-#            chunks, written once) with its index chunks_key, per raw sample
-#            in it: leaf pages shared among their rows by size, interior
-#            and index pages by row count. The heads table (the open chunks
-#            the final checkpoint stored) is measured the same way and
-#            printed on its own line, and both together on a third.
+#   raw tier after Close: the sealed chunks from SQLite's dbstat (the
+#            chunks table with its index chunks_key, per raw sample in it:
+#            leaf pages shared among their rows by size, interior and index
+#            pages by row count); the open chunks from the heads file beside
+#            the SQLite file (its bytes shared among the tiers by their share
+#            of its chunk data, per raw sample in it); and both together.
 #   queries  after a reopen (timed), 200 dashboard queries per row on random
 #            history series: 1 h at step 12 s and 7 d at step 2016 s (7d/300),
 #            selecting one series by name and labels, and 10 series (one
 #            node's card); p50, p99, max.
 #
 # Targets (issue 6): ingest >= 100,000 samples/s, <= 2 bytes per sample on
-# disk in the raw tier (its sealed chunks), query p99 < 100 ms. Each PASS
-# or FAIL.
+# disk in the raw tier (sealed and open chunks together), query p99 <
+# 100 ms. Each PASS or FAIL. The workload's generator is the package
+# bench/monbench/workload, for peer benchmarks on the same samples.
 #
 # Environment: DURATION (5m; a shorter value such as 30s for a quick
 # check), SERIES (250000, a multiple of 250000: 5,000 series per push),
