@@ -32,8 +32,11 @@ func nlHandle(path string, families ...int) (*netlink.Handle, error) {
 	return netlink.NewHandleAt(ns, families...)
 }
 
-func (c *interfacesCollector) Collect(_ context.Context, emit func(monitor.Point)) error {
-	h, err := nlHandle(c.env.NetNS, unix.NETLINK_ROUTE)
+// eachDevice calls fn for every device in env's namespace but lo, with a
+// netlink handle bound there and the topology's link of the device ("" when
+// it names none).
+func eachDevice(env Env, fn func(h *netlink.Handle, l netlink.Link, link string) error) error {
+	h, err := nlHandle(env.NetNS, unix.NETLINK_ROUTE)
 	if err != nil {
 		return fmt.Errorf("netlink: %w", err)
 	}
@@ -42,12 +45,21 @@ func (c *interfacesCollector) Collect(_ context.Context, emit func(monitor.Point
 	if err != nil {
 		return fmt.Errorf("list devices: %w", err)
 	}
-	devLink := linkOfDev(c.env.topo(), c.env.Node)
+	devLink := linkOfDev(env.topo(), env.Node)
 	for _, l := range links {
-		a := l.Attrs()
-		if a.Name == "lo" {
+		if l.Attrs().Name == "lo" {
 			continue
 		}
+		if err := fn(h, l, devLink[l.Attrs().Name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *interfacesCollector) Collect(_ context.Context, emit func(monitor.Point)) error {
+	return eachDevice(c.env, func(_ *netlink.Handle, l netlink.Link, link string) error {
+		a := l.Attrs()
 		d := DevStats{
 			Name:    a.Name,
 			MTU:     a.MTU,
@@ -58,31 +70,18 @@ func (c *interfacesCollector) Collect(_ context.Context, emit func(monitor.Point
 			d.RxBytes, d.RxPackets, d.RxErrors, d.RxDropped = s.RxBytes, s.RxPackets, s.RxErrors, s.RxDropped
 			d.TxBytes, d.TxPackets, d.TxErrors, d.TxDropped = s.TxBytes, s.TxPackets, s.TxErrors, s.TxDropped
 		}
-		devPoints(d, devLink[a.Name], emit)
-	}
-	return nil
+		devPoints(d, link, emit)
+		return nil
+	})
 }
 
 func (c *htbCollector) Collect(_ context.Context, emit func(monitor.Point)) error {
-	h, err := nlHandle(c.env.NetNS, unix.NETLINK_ROUTE)
-	if err != nil {
-		return fmt.Errorf("netlink: %w", err)
-	}
-	defer h.Close()
-	links, err := h.LinkList()
-	if err != nil {
-		return fmt.Errorf("list devices: %w", err)
-	}
-	devLink := linkOfDev(c.env.topo(), c.env.Node)
-	for _, l := range links {
+	return eachDevice(c.env, func(h *netlink.Handle, l netlink.Link, link string) error {
 		a := l.Attrs()
-		if a.Name == "lo" {
-			continue
-		}
 		cs, err := h.ClassList(l, 0)
 		var gone netlink.LinkNotFoundError
 		if errors.As(err, &gone) || errors.Is(err, unix.ENODEV) {
-			continue // removed since the listing
+			return nil // removed since the listing
 		} else if err != nil {
 			return fmt.Errorf("classes of %s: %w", a.Name, err)
 		}
@@ -102,10 +101,10 @@ func (c *htbCollector) Collect(_ context.Context, emit func(monitor.Point)) erro
 					s.BacklogBytes, s.Qlen = uint64(st.Queue.Backlog), uint64(st.Queue.Qlen)
 				}
 			}
-			classPoints(a.Name, devLink[a.Name], s, emit)
+			classPoints(a.Name, link, s, emit)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func (c *tcpCollector) Collect(_ context.Context, emit func(monitor.Point)) error {
