@@ -37,14 +37,19 @@ func (r *Repo) checkpoint(ctx context.Context) error {
 	defer r.cpMu.Unlock()
 	start := time.Now()
 
+	// Both locks: every batch in the segments before the new one is
+	// applied to memory.
 	r.ingestMu.Lock()
+	r.applyMu.Lock()
 	if r.w == nil || r.w.f == nil {
+		r.applyMu.Unlock()
 		r.ingestMu.Unlock()
 		return nil
 	}
 	newSeg, err := r.w.rotate()
 	if err != nil {
 		r.broken = err
+		r.applyMu.Unlock()
 		r.ingestMu.Unlock()
 		return fmt.Errorf("checkpoint: %w", err)
 	}
@@ -53,6 +58,7 @@ func (r *Repo) checkpoint(ctx context.Context) error {
 	for _, s := range dirty {
 		s.inDirty = false
 	}
+	r.applyMu.Unlock()
 	r.ingestMu.Unlock()
 	// Series in id order: each batch's chunks go in key order, and the
 	// index chunks_key grows more at its right edge.
@@ -87,14 +93,14 @@ func (r *Repo) checkpoint(ctx context.Context) error {
 		failed = append(failed, nil) // keep the segments
 	}
 	if firstErr != nil {
-		r.ingestMu.Lock()
+		r.applyMu.Lock()
 		for _, s := range failed {
 			if s != nil && !s.inDirty {
 				s.inDirty = true
 				r.dirty = append(r.dirty, s)
 			}
 		}
-		r.ingestMu.Unlock()
+		r.applyMu.Unlock()
 		return fmt.Errorf("checkpoint: %w", firstErr)
 	}
 	if r.headsRetention() {
@@ -567,6 +573,8 @@ func (r *Repo) WriteHistory(ctx context.Context, tier int, name string, ls monit
 		r.ingestMu.Unlock()
 		return fmt.Errorf("write history: %w", err)
 	}
+	// Every logged batch is applied before the history goes in.
+	r.applyMu.Lock()
 	r.keyBuf = seriesKeyNoNode(r.keyBuf, name, ls)
 	r.idx.Lock()
 	s := r.byKey[string(r.keyBuf)]
@@ -579,6 +587,7 @@ func (r *Repo) WriteHistory(ctx context.Context, tier int, name string, ls monit
 	ts := &s.tiers[tier]
 	if pts[0].T <= ts.lastT {
 		s.mu.Unlock()
+		r.applyMu.Unlock()
 		r.ingestMu.Unlock()
 		return fmt.Errorf("%w: history for %s starts at %d, not after the tier's last point %d", monitor.ErrInvalid, monitor.Key(name, ls), pts[0].T, ts.lastT)
 	}
@@ -596,6 +605,7 @@ func (r *Repo) WriteHistory(ctx context.Context, tier int, name string, ls monit
 	state := encState(s)
 	id, persisted := s.id, s.persisted
 	s.mu.Unlock()
+	r.applyMu.Unlock()
 	r.ingestMu.Unlock()
 
 	ti := r.tiers[tier]

@@ -169,15 +169,25 @@ type Repo struct {
 
 	// ingestMu orders appends: the log and the in-memory state see the
 	// samples of one series in the same order, so a replay skips exactly
-	// what the first pass skipped. Lock order: ingestMu, idx, series.mu.
-	ingestMu sync.Mutex
-	w        *wal
-	walBuf   []byte
-	walSS    []walSample
-	keyBuf   []byte
-	nextID   int64
-	dirty    []*series // series changed since the last checkpoint
-	broken   error     // a failed log write: appends are refused
+	// what the first pass skipped. An Append resolves and logs its batch
+	// under ingestMu, then takes applyMu before it lets ingestMu go and
+	// applies the samples under applyMu alone: the next Append resolves
+	// and logs while this one applies (two stages, two cores), and the
+	// samples reach memory in the log's order. Whoever needs memory to
+	// match the log (checkpoint, WriteHistory) holds both. Lock order:
+	// ingestMu, applyMu, idx, series.mu.
+	ingestMu  sync.Mutex
+	applyMu   sync.Mutex
+	w         *wal
+	walBuf    []byte
+	keyBuf    []byte
+	pcKeys    []byte                // Append's scratch: the push's keys
+	pcEnds    []int                 // and where each ends
+	pushes    map[string]*pushCache // by its first series' key
+	pushBytes int
+	nextID    int64
+	dirty     []*series // under applyMu: series changed since the last checkpoint
+	broken    error     // a failed log write: appends are refused
 
 	idx    sync.RWMutex
 	byKey  map[string]*series

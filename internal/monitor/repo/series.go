@@ -20,9 +20,8 @@ type series struct {
 	name   string
 	labels monitor.Labels
 
-	// Touched only under Repo.ingestMu.
-	ingT    int64 // last raw timestamp accepted
-	inDirty bool  // on Repo.dirty
+	ingT    int64 // under Repo.ingestMu: last raw timestamp accepted
+	inDirty bool  // under Repo.applyMu: on Repo.dirty
 
 	mu        sync.Mutex
 	persisted bool // its row is in SQLite
@@ -187,12 +186,34 @@ func (r *Repo) Append(ctx context.Context, b *monitor.Batch) (AppendResult, erro
 	var created []newS
 	var pending map[string]*series
 	refs := make([][]*series, len(b.Groups))
+	// A node pushes the same series in the same order push after push: the
+	// previous push's keys, compared in order, find the series without a
+	// probe of byKey for each (a cache miss or two in a large map).
+	var pc *pushCache
+	var pcKey string
+	if len(b.Groups) > 0 && len(b.Groups[0].Points) > 0 {
+		p0 := b.Groups[0].Points[0]
+		r.keyBuf = seriesKey(r.keyBuf, p0.Name, p0.Labels, b.Node)
+		pcKey = string(r.keyBuf)
+		pc = r.pushes[pcKey]
+	}
+	pcHits := 0
+	keys, ends := r.pcKeys[:0], r.pcEnds[:0]
 	r.idx.RLock()
 	for gi, g := range b.Groups {
 		refs[gi] = make([]*series, len(g.Points))
 		for pi, p := range g.Points {
 			r.keyBuf = seriesKey(r.keyBuf, p.Name, p.Labels, b.Node)
-			s := r.byKey[string(r.keyBuf)]
+			i := len(ends)
+			keys = append(keys, r.keyBuf...)
+			ends = append(ends, len(keys))
+			var s *series
+			if pc != nil && i < len(pc.ss) && string(pc.key(i)) == string(r.keyBuf) {
+				s = pc.ss[i]
+				pcHits++
+			} else {
+				s = r.byKey[string(r.keyBuf)]
+			}
 			if s == nil {
 				s = pending[string(r.keyBuf)]
 			}
@@ -220,6 +241,7 @@ func (r *Repo) Append(ctx context.Context, b *monitor.Batch) (AppendResult, erro
 		}
 	}
 	r.idx.RUnlock()
+	r.pcKeys, r.pcEnds = keys, ends
 
 	// The log record: new series, changed meta, accepted samples.
 	buf := r.walBuf[:0]
@@ -238,7 +260,14 @@ func (r *Repo) Append(ctx context.Context, b *monitor.Batch) (AppendResult, erro
 		}
 	}
 	r.metaMu.RUnlock()
-	ss := r.walSS[:0]
+	// ss and sp are the apply stage's, after ingestMu is let go: per
+	// Append, not reused.
+	npts := 0
+	for _, g := range b.Groups {
+		npts += len(g.Points)
+	}
+	ss := make([]walSample, 0, npts)
+	sp := make([]*series, 0, npts)
 	for gi, g := range b.Groups {
 		for pi, p := range g.Points {
 			s := refs[gi][pi]
@@ -248,6 +277,7 @@ func (r *Repo) Append(ctx context.Context, b *monitor.Batch) (AppendResult, erro
 			}
 			s.ingT = g.T
 			ss = append(ss, walSample{s.id, g.T, p.V})
+			sp = append(sp, s)
 		}
 	}
 	if len(ss) > 0 {
@@ -261,7 +291,7 @@ func (r *Repo) Append(ctx context.Context, b *monitor.Batch) (AppendResult, erro
 			return AppendResult{}, fmt.Errorf("append: %w", r.broken)
 		}
 	}
-	r.walBuf, r.walSS = buf, ss
+	r.walBuf = buf
 	// Now memory: the index, the meta, the samples.
 	if len(created) > 0 {
 		r.idx.Lock()
@@ -269,6 +299,9 @@ func (r *Repo) Append(ctx context.Context, b *monitor.Batch) (AppendResult, erro
 			r.addIndex(c.key, c.s)
 		}
 		r.idx.Unlock()
+	}
+	if pcKey != "" && (pc == nil || pcHits != len(ends) || len(pc.ss) != len(ends)) {
+		r.cachePush(pcKey, keys, ends, refs)
 	}
 	if len(metaNew) > 0 {
 		r.metaMu.Lock()
@@ -278,9 +311,13 @@ func (r *Repo) Append(ctx context.Context, b *monitor.Batch) (AppendResult, erro
 		}
 		r.metaMu.Unlock()
 	}
-	r.applyLocked(ss)
 	f := r.w.f
+	// The apply stage: applyMu is taken before ingestMu goes, so batches
+	// reach memory in the order they reached the log.
+	r.applyMu.Lock()
 	r.ingestMu.Unlock()
+	r.applyLocked(ss, sp)
+	r.applyMu.Unlock()
 
 	if len(buf) > 0 {
 		if err := f.Sync(); err != nil {
@@ -300,22 +337,61 @@ func (r *Repo) Append(ctx context.Context, b *monitor.Batch) (AppendResult, erro
 	return res, nil
 }
 
+// pushCache is the series of one node's last push (the one whose first
+// series' key it is filed under), in the push's order: point i's key is
+// keys[ends[i-1]:ends[i]], its series ss[i]. A key names the same series
+// for good (byKey only grows), so an entry never goes stale.
+type pushCache struct {
+	keys []byte
+	ends []int
+	ss   []*series
+}
+
+func (pc *pushCache) key(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = pc.ends[i-1]
+	}
+	return pc.keys[start:pc.ends[i]]
+}
+
+func (pc *pushCache) size() int { return len(pc.keys) + 16*len(pc.ss) }
+
+// maxPushCache bounds the push caches' memory; past it they start over.
+const maxPushCache = 64 << 20
+
+// cachePush files a push's keys and series; the caller holds ingestMu and
+// every series in refs is in the index.
+func (r *Repo) cachePush(pcKey string, keys []byte, ends []int, refs [][]*series) {
+	pc := &pushCache{keys: slices.Clone(keys), ends: slices.Clone(ends), ss: make([]*series, 0, len(ends))}
+	for _, g := range refs {
+		pc.ss = append(pc.ss, g...)
+	}
+	if old := r.pushes[pcKey]; old != nil {
+		r.pushBytes -= old.size()
+	}
+	if r.pushes == nil || r.pushBytes+pc.size() > maxPushCache {
+		r.pushes, r.pushBytes = map[string]*pushCache{}, 0
+	}
+	r.pushes[pcKey] = pc
+	r.pushBytes += pc.size()
+}
+
 func isClosed(err error) bool {
 	pe, ok := err.(*os.PathError)
 	return ok && pe.Err == os.ErrClosed
 }
 
-// applyLocked adds accepted samples to their series' chunks; the caller
-// holds ingestMu (and the series exist in byID).
-func (r *Repo) applyLocked(ss []walSample) {
+// applyLocked adds accepted samples to their series' chunks (sp[i] is
+// ss[i]'s series); the caller holds applyMu.
+func (r *Repo) applyLocked(ss []walSample, sp []*series) {
 	var cur *series
-	r.idx.RLock()
-	for _, x := range ss {
-		if cur == nil || cur.id != x.id {
+	for i, x := range ss {
+		if cur != sp[i] {
 			if cur != nil {
 				cur.mu.Unlock()
 			}
-			cur = r.byID[x.id]
+			cur = sp[i]
 			cur.mu.Lock()
 			if !cur.inDirty {
 				cur.inDirty = true
@@ -327,7 +403,6 @@ func (r *Repo) applyLocked(ss []walSample) {
 	if cur != nil {
 		cur.mu.Unlock()
 	}
-	r.idx.RUnlock()
 }
 
 // addRaw appends a raw sample and feeds the downsampled tiers; s.mu held.
