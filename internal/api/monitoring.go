@@ -13,6 +13,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/monitor"
+	"github.com/lightpath/lightpath/internal/monitor/derive"
 	"github.com/lightpath/lightpath/internal/monitor/expose"
 	"github.com/lightpath/lightpath/internal/monitor/repo"
 	"github.com/lightpath/lightpath/internal/reserve"
@@ -201,4 +202,19 @@ func (p pushedCount) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(repoSamplesDesc, prometheus.CounterValue, float64(st.Stored))
 	ch <- prometheus.MustNewConstMetric(repoDupDesc, prometheus.CounterValue, float64(st.Duplicates))
 	ch <- prometheus.MustNewConstMetric(repoDiskDesc, prometheus.GaugeValue, float64(st.DiskBytes))
+}
+
+// observe derives link rates from a push and stores them.
+func (s *Server) observe(r *http.Request, b *monitor.Batch) {
+	t := s.c.Topology()
+	if t == nil {
+		return
+	}
+	gs := s.derive.Observe(t.Graph.Link, b)
+	if len(gs) == 0 {
+		return
+	}
+	if _, err := s.repo.Append(r.Context(), &monitor.Batch{Node: b.Node, Meta: derive.Meta, Groups: gs}); err != nil {
+		s.log.Warn("store derived link rates", "node", b.Node, "err", err)
+	}
 }

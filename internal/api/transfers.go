@@ -12,7 +12,6 @@ import (
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/monitor"
 	"github.com/lightpath/lightpath/internal/monitor/alert"
-	"github.com/lightpath/lightpath/internal/monitor/derive"
 	"github.com/lightpath/lightpath/internal/transfer"
 )
 
@@ -272,20 +271,5 @@ func (s *Server) liveStream(w http.ResponseWriter, r *http.Request, a controller
 			return nil
 		case <-t.C:
 		}
-	}
-}
-
-// observe derives link rates from a push and stores them.
-func (s *Server) observe(r *http.Request, b *monitor.Batch) {
-	t := s.c.Topology()
-	if t == nil {
-		return
-	}
-	gs := s.derive.Observe(t.Graph.Links(), b)
-	if len(gs) == 0 {
-		return
-	}
-	if _, err := s.repo.Append(r.Context(), &monitor.Batch{Node: b.Node, Meta: derive.Meta, Groups: gs}); err != nil {
-		s.log.Warn("store derived link rates", "node", b.Node, "err", err)
 	}
 }

@@ -111,14 +111,6 @@ type Meta struct {
 	Help string `json:"help,omitempty"`
 }
 
-// Sample is one value of one series.
-type Sample struct {
-	Name   string
-	Labels Labels
-	T      int64 // milliseconds since the Unix epoch
-	V      float64
-}
-
 // Point is a sample inside a Group, which carries its timestamp. It is
 // encoded in JSON as ["name", {"label": "value"}, value] where a value that
 // JSON cannot hold (NaN, ±Inf) is the string "NaN", "+Inf" or "-Inf".

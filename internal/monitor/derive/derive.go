@@ -68,13 +68,10 @@ func New() *Deriver {
 
 // Observe reads the transmit counters in a batch pushed by node and
 // returns the derived series, one group per group of the batch that gave
-// any (same timestamps). links is the topology's links; a device whose
-// link is not among them, or whose link does not end at node, is skipped.
-func (d *Deriver) Observe(links []reserve.Link, b *monitor.Batch) []monitor.Group {
-	byName := make(map[string]reserve.Link, len(links))
-	for _, l := range links {
-		byName[l.Name] = l
-	}
+// any (same timestamps). link looks a link up by name in the topology
+// (reserve.Graph.Link); a device whose link it does not know, or whose
+// link does not end at node, is skipped.
+func (d *Deriver) Observe(link func(name string) (reserve.Link, bool), b *monitor.Batch) []monitor.Group {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var out []monitor.Group
@@ -85,7 +82,7 @@ func (d *Deriver) Observe(links []reserve.Link, b *monitor.Batch) []monitor.Grou
 				continue
 			}
 			ln := p.Labels.Get("link")
-			l, ok := byName[ln]
+			l, ok := link(ln)
 			if !ok || (l.A != b.Node && l.B != b.Node) {
 				continue
 			}

@@ -14,6 +14,11 @@ func tx(link, dev string, v float64) monitor.Point {
 
 func TestObserve(t *testing.T) {
 	links := []reserve.Link{{Name: "wan", A: "ra", B: "rb", Capacity: 1e9}, {Name: "lan-a", A: "a1", B: "ra", Capacity: 10e9}}
+	byName := map[string]reserve.Link{}
+	for _, l := range links {
+		byName[l.Name] = l
+	}
+	link := func(n string) (reserve.Link, bool) { l, ok := byName[n]; return l, ok }
 	d := New()
 	type want struct {
 		bps float64
@@ -40,7 +45,7 @@ func TestObserve(t *testing.T) {
 		{"the B end measures B to A (rate)", "rb", 2000, []monitor.Point{tx("wan", "wan1", 12.5e6)}, want{100e6, "ra"}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			gs := d.Observe(links, &monitor.Batch{Node: tc.node, Groups: []monitor.Group{{T: tc.t, Points: tc.pts}}})
+			gs := d.Observe(link, &monitor.Batch{Node: tc.node, Groups: []monitor.Group{{T: tc.t, Points: tc.pts}}})
 			n := 0
 			for _, g := range gs {
 				if g.T != tc.t {
