@@ -134,6 +134,9 @@ func TestPushQueryAndMetrics(t *testing.T) {
 		{"an unknown node", "POST", "/api/v1/metrics/push", agent, txBatch("nowhere", "eth0", "l", t0, 1), 400, `is not in the topology`},
 		{"a user may not push", "POST", "/api/v1/metrics/push", user, txBatch("h1", "eth0", "l", t0, 1), 403, "only agents"},
 		{"a malformed point", "POST", "/api/v1/metrics/push", agent, `{"node":"h1","groups":[{"t":1,"points":[["x",{}]]}]}`, 400, "a point is [name, {labels}, value]"},
+		// The whole push is refused: the first point, valid, is not stored
+		// either (the series count on /metrics below stays 3).
+		{"a repeated label key", "POST", "/api/v1/metrics/push", agent, `{"node":"h1","groups":[{"t":1,"points":[["lightpath_ok",{"a":"1"},1],["lightpath_dup",{"0":"0","0":""},0]]}]}`, 400, `label \"0\" is given twice`},
 		{"a bad metric name", "POST", "/api/v1/metrics/push", agent, `{"node":"h1","groups":[{"t":1,"points":[["no-dash",{},1]]}]}`, 400, "not a valid"},
 		{"no name", "GET", "/api/v1/metrics/query", user, nil, 400, "name is required"},
 		{"a step too fine for the range", "GET", "/api/v1/metrics/query?name=x&start=2000h&step=1s", user, nil, 400, "points"},

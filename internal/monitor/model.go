@@ -202,7 +202,7 @@ func (p *Point) fastDecode(data []byte) bool {
 	if !ok || !d.byte(',') || !d.byte('{') {
 		return false
 	}
-	var ls Labels
+	var ls Labels // empty values too, until the check for repeated keys
 	if !d.peek('}') {
 		for {
 			k, ok := d.str()
@@ -213,9 +213,7 @@ func (p *Point) fastDecode(data []byte) bool {
 			if !ok {
 				return false
 			}
-			if v != "" {
-				ls = append(ls, Label{k, v})
-			}
+			ls = append(ls, Label{k, v})
 			if d.byte(',') {
 				continue
 			}
@@ -245,9 +243,10 @@ func (p *Point) fastDecode(data []byte) bool {
 	}
 	for i := 1; i < len(ls); i++ {
 		if ls[i].Name == ls[i-1].Name {
-			return false // a repeated key: encoding/json's rule (the last wins) applies
+			return false // a repeated key: slowDecode refuses it, naming the key
 		}
 	}
+	ls = slices.DeleteFunc(ls, func(l Label) bool { return l.Value == "" })
 	p.Name, p.Labels, p.V = name, ls, v
 	return true
 }
@@ -305,9 +304,9 @@ func (p *Point) slowDecode(data []byte) error {
 	if err := json.Unmarshal(raw[0], &p.Name); err != nil {
 		return fmt.Errorf("a point's name must be a string")
 	}
-	var m map[string]string
-	if err := json.Unmarshal(raw[1], &m); err != nil {
-		return fmt.Errorf("point %s: labels must be an object of strings", p.Name)
+	m, err := decodeLabels(raw[1])
+	if err != nil {
+		return fmt.Errorf("point %s: %w", p.Name, err)
 	}
 	p.Labels = FromMap(m)
 	if len(raw[2]) > 0 && raw[2][0] == '"' {
@@ -329,6 +328,34 @@ func (p *Point) slowDecode(data []byte) error {
 		return fmt.Errorf("point %s: value must be a number", p.Name)
 	}
 	return nil
+}
+
+// decodeLabels reads a JSON object of strings, refusing a repeated key:
+// encoding/json would keep the last silently, and which of two values an
+// agent meant is not ours to guess.
+func decodeLabels(data []byte) (map[string]string, error) {
+	const shape = "labels must be an object of strings"
+	d := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+		return nil, errors.New(shape)
+	}
+	m := map[string]string{}
+	for d.More() {
+		tok, err := d.Token()
+		if err != nil {
+			return nil, errors.New(shape)
+		}
+		k := tok.(string) // object keys are always strings
+		var v string
+		if err := d.Decode(&v); err != nil {
+			return nil, errors.New(shape)
+		}
+		if _, dup := m[k]; dup {
+			return nil, fmt.Errorf("label %q is given twice", k)
+		}
+		m[k] = v
+	}
+	return m, nil
 }
 
 var (

@@ -3,6 +3,7 @@ package monitor
 import (
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -38,6 +39,16 @@ func TestPointJSON(t *testing.T) {
 		var p Point
 		if err := json.Unmarshal([]byte(bad), &p); err == nil {
 			t.Errorf("%s decoded to %+v, want an error", bad, p)
+		}
+	}
+	// A repeated label key is refused by both decoders, naming the key,
+	// whether its values differ, are empty, or are written with escapes.
+	for _, dup := range []string{`["x",{"a":"1","a":"2"},1]`, `["0",{"0":"0","0":""},0]`, `["x",{"a":"","a":""},1]`,
+		`["x",{"a":"1","\u0061":"1"},1]`, `["x",{"b":"1","a":"1","b":"1"},"NaN"]`} {
+		var p Point
+		err := json.Unmarshal([]byte(dup), &p)
+		if err == nil || !strings.Contains(err.Error(), "is given twice") {
+			t.Errorf("%s: %v, want a repeated label refused", dup, err)
 		}
 	}
 }

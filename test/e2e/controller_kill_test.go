@@ -47,6 +47,7 @@ func startKillCtl(t *testing.T, dir, db string, port int) *killCtl {
 	c.cmd = exec.Command(lpBin, "controller", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--db", db, "--topology", topo, "--admin-token-file", filepath.Join(dir, "admin.token"))
 	c.cmd.Stderr = c.log
+	c.cmd.Dir = dir // with PostgreSQL, the metrics repository defaults to the working directory
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -53,8 +53,29 @@ func runMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: build lightpath: %v\n", err)
 		return 1
 	}
+	// Tests write only under their temporary directories: anything new in
+	// this package's directory afterwards fails the run, named.
+	before := dirEntries(".")
 	// A PostgreSQL for the controller tests that run on both stores.
-	return pgtest.Main(m, filepath.Join("..", ".."))
+	code := pgtest.Main(m, filepath.Join("..", ".."))
+	wd, _ := os.Getwd()
+	for name := range dirEntries(".") {
+		if !before[name] {
+			fmt.Fprintf(os.Stderr, "e2e: a test left %s in %s: write under t.TempDir()\n", name, wd)
+			code = 1
+		}
+	}
+	return code
+}
+
+// dirEntries names what dir holds.
+func dirEntries(dir string) map[string]bool {
+	es, _ := os.ReadDir(dir)
+	names := make(map[string]bool, len(es))
+	for _, e := range es {
+		names[e.Name()] = true
+	}
+	return names
 }
 
 // skipUnlessRoot skips tests that need root (mounts, switching users).
