@@ -13,14 +13,16 @@ import (
 
 	"github.com/lightpath/lightpath/internal/mover"
 	"github.com/lightpath/lightpath/internal/transport"
+	"github.com/lightpath/lightpath/internal/units"
 )
 
 func newServeCmd() *cobra.Command {
 	var (
 		listen, root, tokenFile, cert, key, logFile string
 		readOnly                                    bool
-		idle, stall                                 time.Duration
-		maxSessions                                 int
+		idle, stall, partialTTL                     time.Duration
+		maxSessions, maxPerClient                   int
+		maxFileSize                                 string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --listen HOST:PORT --root DIR",
@@ -38,7 +40,13 @@ every connection is TLS (clients give --tls-ca).
 
 A transfer log, one JSON line per file and per session, goes to stdout or
 to --transfer-log. SIGTERM and SIGINT shut down cleanly: partial files and
-their journals stay for a later cp to resume.`,
+their journals stay for a later cp to resume.
+
+A pushed file is accepted only if it fits: its size within --max-file-size
+and its data within the filesystem's free space; otherwise the client is
+told how much room it needs. Partial files nobody has written for
+--partial-ttl are removed as abandoned, at start and periodically. One
+client address holds at most --max-sessions-per-client sessions at once.`,
 		Example: `  lightpath serve --listen 0.0.0.0:7070 --root /data
   lightpath serve --listen [::]:7070 --root /data --token-file /etc/lightpath/token
   lightpath serve --listen 127.0.0.1:7070 --root /srv/pub --read-only`,
@@ -71,10 +79,18 @@ their journals stay for a later cp to resume.`,
 				defer f.Close()
 				tlog = f
 			}
+			maxSize, err := units.ParseSize(maxFileSize)
+			if err != nil || maxSize <= 0 {
+				return fmt.Errorf("serve: --max-file-size %q: want a size such as 16TiB", maxFileSize)
+			}
+			if partialTTL <= 0 {
+				partialTTL = -1 // never: the server takes 0 as its default
+			}
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			srv, err := mover.NewServer(mover.ServerConfig{
 				Root: root, Token: token, TLS: tlsCfg, ReadOnly: readOnly, Logger: logger,
 				TransferLog: tlog, IdleTimeout: idle, StallTimeout: stall, MaxSessions: maxSessions,
+				MaxSessionsPerClient: maxPerClient, MaxFileSize: maxSize, PartialTTL: partialTTL,
 			})
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
@@ -102,8 +118,11 @@ their journals stay for a later cp to resume.`,
 	f.StringVar(&key, "tls-key", "", "TLS private key (PEM)")
 	f.BoolVar(&readOnly, "read-only", false, "refuse every write (serve downloads only)")
 	f.StringVar(&logFile, "transfer-log", "", "append the transfer log here instead of stdout")
-	f.DurationVar(&idle, "idle-timeout", 30*time.Second, "drop connections that do not finish their handshake or join in time")
-	f.DurationVar(&stall, "stall-timeout", 60*time.Second, "free a session whose connections make no progress for this long")
+	f.DurationVar(&idle, "idle-timeout", 10*time.Second, "drop connections that do not finish their handshake or join in time")
+	f.DurationVar(&stall, "stall-timeout", 30*time.Second, "free a session whose connections make no progress (or stay idle) for this long")
 	f.IntVar(&maxSessions, "max-sessions", 64, "concurrent sessions before new ones are told to come back later")
+	f.IntVar(&maxPerClient, "max-sessions-per-client", 16, "concurrent sessions one client address may hold")
+	f.StringVar(&maxFileSize, "max-file-size", "16TiB", "largest file a client may push")
+	f.DurationVar(&partialTTL, "partial-ttl", mover.DefaultPartialTTL, "remove partial files nobody has written for this long (0: never)")
 	return cmd
 }

@@ -38,13 +38,15 @@ type ctrl struct {
 	w    *wire.Writer
 	kick chan struct{}
 	werr error
+	// version is the protocol version the handshake agreed on.
+	version uint16
 }
 
 func newCtrl(c net.Conn, r *wire.Reader) *ctrl {
 	if r == nil {
 		r = wire.NewReader(c)
 	}
-	return &ctrl{conn: c, r: r, w: wire.NewWriter(c), kick: make(chan struct{}, 1)}
+	return &ctrl{conn: c, r: r, w: wire.NewWriter(c), kick: make(chan struct{}, 1), version: r.Version}
 }
 
 // send writes and flushes at once.
@@ -170,6 +172,10 @@ func clientHandshake(c net.Conn, kind wire.Kind, token []byte) (*wire.Reader, [w
 		return nil, cn, sn, peerError(m)
 	case *wire.HelloOK:
 		sn = m.Nonce
+		if m.Version < wire.MinVersion || m.Version > wire.MaxVersion {
+			return nil, cn, sn, fmt.Errorf("%w: the server chose protocol version %d, this client speaks %d..%d", wire.ErrMalformed, m.Version, wire.MinVersion, wire.MaxVersion)
+		}
+		r.Version = m.Version
 		if !m.AuthRequired {
 			return r, cn, sn, nil
 		}
@@ -223,6 +229,7 @@ func serverHandshake(c net.Conn, token []byte) (wire.Hello, *wire.Reader, [wire.
 		return h, nil, sn, fmt.Errorf("send hello: %w", err)
 	}
 	r := wire.NewReader(br)
+	r.Version = v
 	if len(token) == 0 {
 		return h, r, sn, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/adler32"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/checksum"
+	"github.com/lightpath/lightpath/internal/units"
 	"github.com/lightpath/lightpath/internal/wire"
 )
 
@@ -32,6 +34,15 @@ type Dest struct {
 	Done map[string]bool
 	// Locks, when set, keeps two sessions from writing one file at once.
 	Locks *PathLocks
+	// MaxFileSize bounds the size of one file the peer may announce
+	// (DefaultMaxFileSize when 0); LimitHint is added to the refusal, to
+	// say how to change it.
+	MaxFileSize int64
+	LimitHint   string
+	// Space, when set, is the ledger of room promised to files being
+	// received, shared with other sessions into the same filesystem; one
+	// for this session alone otherwise.
+	Space *Space
 }
 
 // PathLocks holds the destination paths that sessions are writing. A server
@@ -56,6 +67,15 @@ func (p *PathLocks) lock(name string) bool {
 	}
 	p.held[name] = true
 	return true
+}
+
+func (p *PathLocks) isHeld(name string) bool {
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held[name]
 }
 
 func (p *PathLocks) unlock(name string) {
@@ -119,11 +139,12 @@ type rfile struct {
 	inPlace bool // checking an existing target for --update
 	f       *os.File
 	jour    *journal
-	have    []bool
-	nhave   int
-	crcs    []uint32
-	adlers  []uint32
+	blocks  *blockSet // the blocks held and their sums
+	adler   bool      // adler32 is computed too
 	end     *wire.FileEndItem
+	// reserved is the space still set aside for this file's data in the
+	// destination's ledger.
+	reserved int64
 	fresh   bool       // the partial file is new: holes need no punching
 	verdict bool       // a result has been sent
 	locked  bool       // holds the destination path in Dest.Locks
@@ -140,6 +161,7 @@ type receiver struct {
 	cond    *sync.Cond
 	files   map[uint32]*rfile
 	made    map[string]bool // directories known to exist
+	links   map[string]bool // symlinks this session created
 	dirs    []dirMeta
 	stopped bool
 
@@ -165,7 +187,10 @@ type RecvResult struct {
 }
 
 func runReceiver(ctx context.Context, l *link, dst Dest) (RecvResult, error) {
-	r := &receiver{l: l, dst: dst, pol: l.opts.Policy, files: map[uint32]*rfile{}, made: map[string]bool{}, final: make(chan *rfile, 1024), start: time.Now()}
+	if dst.Space == nil {
+		dst.Space = NewSpace()
+	}
+	r := &receiver{l: l, dst: dst, pol: l.opts.Policy, files: map[uint32]*rfile{}, made: map[string]bool{}, links: map[string]bool{}, final: make(chan *rfile, 1024), start: time.Now()}
 	r.cond = sync.NewCond(&r.mu)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -277,15 +302,47 @@ func (r *receiver) closeAll() {
 	}
 }
 
-// release gives up a file's hold on its destination path.
+// release gives up a file's hold on its destination path and the space set
+// aside for it.
 func (r *receiver) release(f *rfile) {
 	f.mu.Lock()
 	held := f.locked
 	f.locked = false
+	reserved := f.reserved
+	f.reserved = 0
 	f.mu.Unlock()
 	if held {
 		r.dst.Locks.unlock(f.target)
 	}
+	r.dst.Space.release(reserved)
+}
+
+// reserveSpace sets room aside for what f has yet to write (its data less
+// what a partial file from an earlier run holds), or says how much is
+// missing.
+func (r *receiver) reserveSpace(f *rfile) error {
+	need := min(max(f.e.Alloc, 0), f.e.Size)
+	if fi, err := r.dst.Root.Lstat(f.part); err == nil && fi.Mode().IsRegular() {
+		need -= allocated(fi)
+	}
+	n, err := r.dst.reserve(r.dst.Space, path.Dir(f.target), f.target, need)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.reserved = n
+	f.mu.Unlock()
+	return nil
+}
+
+// wrote counts n bytes written into f's partial file against its
+// reservation: the filesystem's free space now shows them.
+func (r *receiver) wrote(f *rfile, n int64) {
+	f.mu.Lock()
+	k := min(n, f.reserved)
+	f.reserved -= k
+	f.mu.Unlock()
+	r.dst.Space.release(k)
 }
 
 func (r *receiver) readLoop(ctx context.Context) (wire.Stats, error) {
@@ -298,6 +355,9 @@ func (r *receiver) readLoop(ctx context.Context) (wire.Stats, error) {
 		case *wire.Files:
 			var needs []wire.NeedItem
 			for _, e := range m.Entries {
+				if !m.HasAlloc {
+					e.Alloc = e.Size // a version 1 sender: assume no holes
+				}
 				if it, ok := r.entry(e); ok {
 					needs = append(needs, it)
 				}
@@ -385,12 +445,14 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 	f = &rfile{e: e, target: target, ready: make(chan struct{})}
 	f.part, f.jname = workNames(target)
 	if e.Kind == wire.EntryFile {
-		f.nblocks = int((e.Size + r.l.blockSize - 1) / r.l.blockSize)
-		f.have = make([]bool, f.nblocks)
-		f.crcs = make([]uint32, f.nblocks)
-		if r.l.opts.Adler32 {
-			f.adlers = make([]uint32, f.nblocks)
+		// No size a peer announces drives an allocation: the block state
+		// grows with the blocks that arrive.
+		if err := r.dst.checkSize(e.Size, r.l.blockSize); err != nil {
+			return fail(err)
 		}
+		f.nblocks = int((e.Size + r.l.blockSize - 1) / r.l.blockSize)
+		f.blocks = newBlockSet(r.l.opts.Adler32)
+		f.adler = r.l.opts.Adler32
 	}
 	if err := r.add(f); err != nil {
 		return fail(err)
@@ -449,6 +511,10 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 			}
 		}
 	}
+	// Room for what is still to come, before any block travels.
+	if err := r.reserveSpace(f); err != nil {
+		return fail(err)
+	}
 	// A partial file from an earlier run: offer what it holds.
 	if f.nblocks > 1 {
 		if j, have, ok := openJournal(r.dst.Root, f.jname, e, r.l.blockSize, f.nblocks); ok && len(have) > 0 {
@@ -486,17 +552,25 @@ func (r *receiver) mkdir(dir string) error {
 
 func (r *receiver) symlink(e wire.Entry, target string) error {
 	t := e.Target
-	// Only links that stay inside the transferred tree are recreated: a link
-	// out of it would point at something the transfer does not carry.
-	if t == "" || path.IsAbs(t) {
-		return fmt.Errorf("symlink %s -> %s: absolute targets are not recreated", e.Path, t)
-	}
-	depth := strings.Count(e.Path, "/")
-	if resolved := path.Join(path.Dir(e.Path), t); strings.HasPrefix(resolved, "../") || resolved == ".." || depth == 0 && strings.HasPrefix(path.Clean(t), "..") {
-		return fmt.Errorf("symlink %s -> %s leads outside the transferred tree: not recreated", e.Path, t)
-	}
+	// Only links that stay inside the destination are recreated: a link out
+	// of it would point at something the transfer does not carry. The target
+	// is resolved through the links already there, not read as text.
 	if err := r.mkdir(path.Dir(target)); err != nil {
 		return err
+	}
+	r.mu.Lock()
+	again := r.links[target]
+	r.mu.Unlock()
+	if again {
+		// A second link at one path could change what an earlier link,
+		// checked through the first, resolves to.
+		return fmt.Errorf("symlink %s announced twice: not recreated", e.Path)
+	}
+	if err := checkLink(r.dst.Root, target, t, r.dst.linkBound(target)); err != nil {
+		if errors.Is(err, errLinkOutside) {
+			return fmt.Errorf("symlink %s -> %s %w: not recreated", e.Path, t, errLinkOutside)
+		}
+		return fmt.Errorf("symlink %s -> %s: %w", e.Path, t, err)
 	}
 	if fi, err := r.dst.Root.Lstat(target); err == nil {
 		switch r.pol {
@@ -515,6 +589,9 @@ func (r *receiver) symlink(e wire.Entry, target string) error {
 	if err := r.dst.Root.Symlink(t, target); err != nil {
 		return fmt.Errorf("create symlink %s: %w", target, cleanPathError(err))
 	}
+	r.mu.Lock()
+	r.links[target] = true
+	r.mu.Unlock()
 	return nil
 }
 
@@ -522,10 +599,7 @@ func (r *receiver) symlink(e wire.Entry, target string) error {
 func (r *receiver) startFresh(f *rfile) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for i := range f.have {
-		f.have[i] = false
-	}
-	f.nhave = 0
+	f.blocks.reset()
 	f.fresh = true
 	f.state = rReceiving
 	if f.jour != nil {
@@ -566,12 +640,23 @@ func (r *receiver) offerPartial(f *rfile, have map[uint32]uint32) {
 	f.mu.Lock()
 	f.state = rWaitPlan
 	for _, s := range sums {
-		f.have[s.Index] = true
-		f.crcs[s.Index] = s.CRC
-		f.nhave++
+		f.blocks.set(s.Index, s.CRC, s.adler)
 	}
 	f.mu.Unlock()
-	r.l.ctrl.queue(&wire.Need{Items: []wire.NeedItem{{ID: f.e.ID, Action: wire.NeedSome, Have: sums}}})
+	r.l.ctrl.queue(&wire.Need{Items: []wire.NeedItem{{ID: f.e.ID, Action: wire.NeedSome, Have: wireSums(sums)}}})
+}
+
+// blockSum is a checked block's sums.
+type blockSum struct {
+	Index, CRC, adler uint32
+}
+
+func wireSums(s []blockSum) []wire.BlockSum {
+	out := make([]wire.BlockSum, len(s))
+	for i, b := range s {
+		out[i] = wire.BlockSum{Index: b.Index, CRC: b.CRC}
+	}
+	return out
 }
 
 // offerExisting sums an existing destination (--update with the same size
@@ -580,6 +665,12 @@ func (r *receiver) offerExisting(f *rfile) {
 	sums := r.checkBlocks(f.target, f, nil)
 	f.mu.Lock()
 	f.state = rWaitPlan
+	if len(sums) == f.nblocks {
+		// Kept for the verdict's whole-file sums if nothing differs.
+		for _, s := range sums {
+			f.blocks.set(s.Index, s.CRC, s.adler)
+		}
+	}
 	f.mu.Unlock()
 	if len(sums) != f.nblocks {
 		// Unreadable: replace it.
@@ -587,13 +678,13 @@ func (r *receiver) offerExisting(f *rfile) {
 		r.needAllAfresh(f)
 		return
 	}
-	r.l.ctrl.queue(&wire.Need{Items: []wire.NeedItem{{ID: f.e.ID, Action: wire.NeedSome, Have: sums}}})
+	r.l.ctrl.queue(&wire.Need{Items: []wire.NeedItem{{ID: f.e.ID, Action: wire.NeedSome, Have: wireSums(sums)}}})
 }
 
 // checkBlocks reads blocks of name and returns their sums. With want set,
 // only those blocks are read and only the ones whose sum matches are
 // returned; with want nil, every block is read.
-func (r *receiver) checkBlocks(name string, f *rfile, want map[uint32]uint32) []wire.BlockSum {
+func (r *receiver) checkBlocks(name string, f *rfile, want map[uint32]uint32) []blockSum {
 	fd, err := r.dst.Root.Open(name)
 	if err != nil {
 		return nil
@@ -603,30 +694,49 @@ func (r *receiver) checkBlocks(name string, f *rfile, want map[uint32]uint32) []
 	if err != nil || fi.Size() != f.e.Size {
 		return nil
 	}
-	buf := make([]byte, r.l.blockSize)
-	var sums []wire.BlockSum
-	for i := 0; i < f.nblocks; i++ {
-		crc, wanted := want[uint32(i)]
-		if want != nil && !wanted {
-			continue
+	// Only the blocks asked for are visited: a file's block count may be
+	// far larger than what its journal holds.
+	var idx []uint32
+	if want != nil {
+		for i := range want {
+			if int64(i) < int64(f.nblocks) {
+				idx = append(idx, i)
+			}
 		}
+		slices.Sort(idx)
+	}
+	buf := make([]byte, r.l.blockSize)
+	var sums []blockSum
+	check := func(i uint32) bool {
 		off := int64(i) * r.l.blockSize
 		n := min(r.l.blockSize, f.e.Size-off)
 		if _, err := fd.ReadAt(buf[:n], off); err != nil {
-			return nil
+			return false
 		}
 		c := checksum.CRC32C(buf[:n])
-		if want != nil && c != crc {
-			continue
+		if crc, wanted := want[i]; want != nil && (!wanted || c != crc) {
+			return true
 		}
-		if f.adlers != nil {
-			f.mu.Lock()
-			f.adlers[i] = adler32.Checksum(buf[:n])
-			f.mu.Unlock()
+		var ad uint32
+		if f.adler {
+			ad = adler32.Checksum(buf[:n])
 		}
-		sums = append(sums, wire.BlockSum{Index: uint32(i), CRC: c})
+		sums = append(sums, blockSum{Index: i, CRC: c, adler: ad})
+		return true
 	}
-	slices.SortFunc(sums, func(a, b wire.BlockSum) int { return int(a.Index) - int(b.Index) })
+	if want != nil {
+		for _, i := range idx {
+			if !check(i) {
+				return nil
+			}
+		}
+		return sums
+	}
+	for i := 0; i < f.nblocks; i++ {
+		if !check(uint32(i)) {
+			return nil
+		}
+	}
 	return sums
 }
 
@@ -684,13 +794,11 @@ func (r *receiver) plan(m *wire.Plan) error {
 	f.mu.Lock()
 	f.state = rReceiving
 	closeReady(f)
-	complete := f.nhave == f.nblocks && f.end != nil
+	complete := f.blocks.count() == f.nblocks && f.end != nil
 	var held int64
-	for i, h := range f.have {
-		if h {
-			held += min(r.l.blockSize, f.e.Size-int64(i)*r.l.blockSize)
-		}
-	}
+	f.blocks.each(func(i, _, _ uint32) {
+		held += min(r.l.blockSize, f.e.Size-int64(i)*r.l.blockSize)
+	})
 	f.mu.Unlock()
 	r.l.prog.BytesSkipped.Add(held)
 	if complete {
@@ -712,7 +820,7 @@ func (r *receiver) fileEnd(it wire.FileEndItem) error {
 		return nil // only an abort may follow a file's end
 	}
 	f.end = &it
-	complete := f.state == rReceiving && (f.nhave == f.nblocks || it.Abort != "")
+	complete := f.state == rReceiving && (f.blocks.count() == f.nblocks || it.Abort != "")
 	f.mu.Unlock()
 	if complete {
 		r.queueFinal(f)
@@ -780,7 +888,13 @@ func (r *receiver) block(ctx context.Context, d *dataConn, f *rfile, h wire.Bloc
 	}
 	f.mu.Lock()
 	state, failed := f.state, f.f == nil && f.end != nil && f.end.Abort != ""
-	fd, err := r.openPart(f)
+	var fd *os.File
+	var err error
+	if state == rReceiving && !failed {
+		// Never for a file already given up: that would bring back a
+		// partial file removed for lack of space.
+		fd, err = r.openPart(f)
+	}
 	f.mu.Unlock()
 	// A block for a file that is already final (a duplicate after a
 	// resend) or could not be opened is read and dropped.
@@ -797,12 +911,12 @@ func (r *receiver) block(ctx context.Context, d *dataConn, f *rfile, h wire.Bloc
 		if !discard && !f.fresh {
 			t := time.Now()
 			if err := punch(fd, off, n); err != nil {
-				r.resultFail(f, err.Error())
+				r.writeFailed(f, err)
 				discard = true
 			}
 			r.ioWait.Add(int64(time.Since(t)))
 		}
-		if f.adlers != nil {
+		if f.adler {
 			ad = adlerZeros(n)
 		}
 	} else {
@@ -817,7 +931,7 @@ func (r *receiver) block(ctx context.Context, d *dataConn, f *rfile, h wire.Bloc
 			d.sent.Add(k)
 			r.l.prog.BytesMoved.Add(k)
 			crc = checksum.UpdateCRC32C(crc, buf[:k])
-			if f.adlers != nil {
+			if f.adler {
 				ad = adler32Update(ad, buf[:k])
 			}
 			if !discard {
@@ -827,8 +941,10 @@ func (r *receiver) block(ctx context.Context, d *dataConn, f *rfile, h wire.Bloc
 				_, err := fd.WriteAt(buf[:k], off+o)
 				f.wmu.Unlock()
 				if err != nil {
-					r.resultFail(f, fmt.Sprintf("write %s: %v", f.target, cleanPathError(err)))
+					r.writeFailed(f, err)
 					discard = true
+				} else {
+					r.wrote(f, k)
 				}
 				r.ioWait.Add(int64(time.Since(t1)))
 			}
@@ -843,28 +959,62 @@ func (r *receiver) block(ctx context.Context, d *dataConn, f *rfile, h wire.Bloc
 		return r.l.ctrl.queue(&wire.Resend{ID: f.e.ID, Index: h.Index})
 	}
 	f.mu.Lock()
-	if !f.have[h.Index] {
-		f.have[h.Index] = true
-		f.nhave++
-	}
-	f.crcs[h.Index] = crc
-	if f.adlers != nil {
-		f.adlers[h.Index] = ad
-	}
+	f.blocks.set(h.Index, crc, ad)
 	var jerr error
 	if f.jour != nil {
 		jerr = f.jour.record(h.Index, crc)
 	}
-	complete := f.nhave == f.nblocks && f.end != nil && f.state == rReceiving
+	complete := f.blocks.count() == f.nblocks && f.end != nil && f.state == rReceiving
 	f.mu.Unlock()
 	if jerr != nil {
-		r.resultFail(f, fmt.Sprintf("journal: %v", jerr))
+		if isNoSpace(jerr) {
+			r.writeFailed(f, jerr)
+		} else {
+			r.resultFail(f, fmt.Sprintf("journal: %v", jerr))
+		}
 		return nil
 	}
 	if complete {
 		r.queueFinal(f)
 	}
 	return nil
+}
+
+// writeFailed fails a file whose partial file could not be written. A full
+// filesystem also costs the partial file and its journal: left behind, they
+// would keep the disk full and fail every later copy, and the error says
+// how much room the file needs to be sent again.
+func (r *receiver) writeFailed(f *rfile, err error) {
+	if !isNoSpace(err) {
+		r.resultFail(f, fmt.Sprintf("write %s: %v", f.target, cleanPathError(err)))
+		return
+	}
+	f.mu.Lock()
+	fd, jour := f.f, f.jour
+	f.f, f.jour = nil, nil
+	f.state = rFinal
+	f.mu.Unlock()
+	f.wmu.Lock() // let writes in flight on fd finish
+	if fd != nil {
+		fd.Close()
+	}
+	f.wmu.Unlock()
+	if jour != nil {
+		jour.close()
+	}
+	r.dst.Root.Remove(f.part)
+	r.dst.Root.Remove(f.jname)
+	r.resultFail(f, r.noSpaceReason(f))
+}
+
+func (r *receiver) noSpaceReason(f *rfile) string {
+	need := units.FormatSize(min(max(f.e.Alloc, 0), f.e.Size))
+	if free, err := freeSpace(r.dst.Root, path.Dir(f.target)); err == nil {
+		return fmt.Sprintf("%v: the destination filled up (%s free, %s needs %s; its partial file was removed): free space there and run the same command again",
+			errNoSpace, units.FormatSize(free), path.Base(f.target), need)
+	}
+	return fmt.Sprintf("%v: the destination filled up (%s needs %s; its partial file was removed): free space there and run the same command again",
+		errNoSpace, path.Base(f.target), need)
 }
 
 // openPart opens (creating when fresh) the partial file; f.mu is held.
@@ -925,7 +1075,7 @@ func (r *receiver) result(f *rfile, it wire.ResultItem) {
 	}
 	r.release(f)
 	r.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, OK: it.OK, Skipped: it.Skipped, Reason: it.Reason,
-		CRC32C: it.CRC, Adler32: it.Adler32, HasAdler: f.adlers != nil})
+		CRC32C: it.CRC, Adler32: it.Adler32, HasAdler: f.adler})
 	r.l.ctrl.queue(&wire.Result{Items: []wire.ResultItem{it}})
 }
 
@@ -960,7 +1110,7 @@ func (r *receiver) finalize(f *rfile) {
 		fail(end.Abort)
 		return
 	}
-	if crc != end.CRC || (f.adlers != nil && ad != end.Adler32) {
+	if crc != end.CRC || (f.adler && ad != end.Adler32) {
 		r.dst.Root.Remove(f.jname)
 		fail(fmt.Sprintf("checksum mismatch: received crc32c %08x, sent %08x", crc, end.CRC))
 		return
@@ -983,6 +1133,14 @@ func (r *receiver) finalize(f *rfile) {
 		}
 	}
 	if err := fd.Sync(); err != nil {
+		if isNoSpace(err) {
+			fd.Close()
+			fd = nil
+			r.dst.Root.Remove(f.part)
+			r.dst.Root.Remove(f.jname)
+			fail(r.noSpaceReason(f))
+			return
+		}
 		fail(fmt.Sprintf("sync %s: %v", f.part, cleanPathError(err)))
 		return
 	}
@@ -1015,15 +1173,19 @@ func (r *receiver) finalize(f *rfile) {
 }
 
 // sums joins the block sums into whole-file CRC32C and adler32; f.mu held.
+// It is asked only of a file whose blocks are all held.
 func (f *rfile) sums(blockSize int64) (crc, ad uint32) {
 	ad = 1
-	for i, c := range f.crcs {
+	if f.blocks == nil {
+		return 0, ad
+	}
+	f.blocks.each(func(i, c, a uint32) {
 		n := min(blockSize, f.e.Size-int64(i)*blockSize)
 		crc = checksum.CombineCRC32C(crc, c, n)
-		if f.adlers != nil {
-			ad = checksum.CombineAdler32(ad, f.adlers[i], n)
+		if f.adler {
+			ad = checksum.CombineAdler32(ad, a, n)
 		}
-	}
+	})
 	return crc, ad
 }
 

@@ -307,7 +307,7 @@ func (s *sender) walk(ctx context.Context) error {
 		if len(batch) == 0 {
 			return nil
 		}
-		err := s.l.ctrl.queue(&wire.Files{Entries: batch})
+		err := s.l.ctrl.queue(&wire.Files{Entries: batch, HasAlloc: s.l.ctrl.version >= wire.VersionAlloc})
 		batch, batchBytes = nil, 0
 		return err
 	}
@@ -396,7 +396,7 @@ func (s *sender) walkItem(ctx context.Context, root *os.Root, src, name string, 
 	switch {
 	case fi.Mode().IsRegular():
 		e.Kind = wire.EntryFile
-		e.Size = fi.Size()
+		e.Size, e.Alloc = fi.Size(), allocated(fi)
 		return add(root, e, src)
 	case fi.Mode()&fs.ModeSymlink != 0:
 		t, err := root.Readlink(src)

@@ -33,13 +33,29 @@ type ServerConfig struct {
 	// TransferLog receives one JSON line per file and per session.
 	TransferLog io.Writer
 	// IdleTimeout bounds a handshake and the wait for a session's data
-	// connections.
+	// connections (10 s when 0).
 	IdleTimeout time.Duration
 	// StallTimeout frees a session whose connections make no progress
-	// (a client that stopped reading or writing).
+	// (a client that stopped reading or writing, or an idle one; 30 s when
+	// 0).
 	StallTimeout time.Duration
 	MaxSessions  int
+	// MaxSessionsPerClient caps the sessions one client address holds at
+	// once (pending or running; 16 when 0), so one client cannot take every
+	// slot.
+	MaxSessionsPerClient int
+	// MaxFileSize bounds the size of one file a client may push
+	// (DefaultMaxFileSize when 0).
+	MaxFileSize int64
+	// PartialTTL is how long a partial file and its journal may lie
+	// untouched before the server removes them as abandoned (at start and
+	// then periodically); 0 means DefaultPartialTTL, negative never.
+	PartialTTL time.Duration
 }
+
+// DefaultPartialTTL is how long an untouched partial file is kept for a
+// resume.
+const DefaultPartialTTL = 24 * time.Hour
 
 // Server serves a directory to Lightpath clients.
 type Server struct {
@@ -48,6 +64,7 @@ type Server struct {
 	log  *slog.Logger
 
 	locks *PathLocks
+	space *Space
 
 	mu       sync.Mutex
 	pending  map[[16]byte]*session
@@ -58,6 +75,7 @@ type Server struct {
 }
 
 type session struct {
+	client  string // the peer's address, without the port
 	id      [16]byte
 	key     []byte
 	streams int
@@ -88,15 +106,24 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.IdleTimeout <= 0 {
-		cfg.IdleTimeout = 30 * time.Second
+		cfg.IdleTimeout = 10 * time.Second
 	}
 	if cfg.StallTimeout <= 0 {
-		cfg.StallTimeout = 60 * time.Second
+		cfg.StallTimeout = 30 * time.Second
 	}
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = 64
 	}
-	return &Server{cfg: cfg, root: root, log: cfg.Logger.With("component", "server"), locks: NewPathLocks(),
+	if cfg.MaxSessionsPerClient <= 0 {
+		cfg.MaxSessionsPerClient = 16
+	}
+	if cfg.MaxFileSize <= 0 {
+		cfg.MaxFileSize = DefaultMaxFileSize
+	}
+	if cfg.PartialTTL == 0 {
+		cfg.PartialTTL = DefaultPartialTTL
+	}
+	return &Server{cfg: cfg, root: root, log: cfg.Logger.With("component", "server"), locks: NewPathLocks(), space: NewSpace(),
 		pending: map[[16]byte]*session{}, active: map[*session]bool{}}, nil
 }
 
@@ -104,6 +131,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 // (receivers keep their partial files and journals for a later resume) and
 // returns once all connection handlers have finished.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if s.cfg.PartialTTL > 0 {
+		go s.sweepPartials(ctx)
+	}
 	go func() {
 		<-ctx.Done()
 		ln.Close()
@@ -281,7 +311,7 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, tcp *net.TCPConn
 			return
 		}
 	}
-	ss := &session{streams: streams, tuning: tuning, joins: make(chan joined, streams)}
+	ss := &session{client: clientHost(c.RemoteAddr()), streams: streams, tuning: tuning, joins: make(chan joined, streams)}
 	rand.Read(ss.id[:])
 	acc := &wire.Accept{Session: ss.id, Streams: uint16(streams)}
 	if len(s.cfg.Token) > 0 {
@@ -301,6 +331,12 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, tcp *net.TCPConn
 		s.mu.Unlock()
 		sendError(c, wire.CodeBusy, fmt.Sprintf("too many sessions (%d): try again later", s.cfg.MaxSessions))
 		log.Info("request refused", "op", op, "reason", "too many sessions")
+		return
+	}
+	if n := s.sessionsOf(ss.client); n >= s.cfg.MaxSessionsPerClient {
+		s.mu.Unlock()
+		sendError(c, wire.CodeBusy, fmt.Sprintf("too many sessions from %s (%d at once): wait for one to end", ss.client, s.cfg.MaxSessionsPerClient))
+		log.Info("request refused", "op", op, "reason", "too many sessions from this client", "sessions", n)
 		return
 	}
 	s.pending[ss.id] = ss
@@ -401,6 +437,36 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, tcp *net.TCPConn
 	}
 }
 
+// sessionsOf counts the sessions, pending or running, of one client; s.mu
+// is held.
+func (s *Server) sessionsOf(client string) int {
+	n := 0
+	for _, ss := range s.pending {
+		if ss.client == client {
+			n++
+		}
+	}
+	for ss := range s.active {
+		if ss.client == client {
+			n++
+		}
+	}
+	return n
+}
+
+// clientHost is who a connection comes from, for the per-client cap: its
+// address without the port.
+func clientHost(a net.Addr) string {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return t.IP.String()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
+}
+
 func closeData(d []*dataConn) {
 	for _, c := range d {
 		if c != nil {
@@ -427,6 +493,9 @@ func clientPath(p string) (string, error) {
 	return path.Clean(p), nil
 }
 
+// maxSizeHint tells a client that pushed too large a file which limit it met.
+const maxSizeHint = " (serve --max-file-size)"
+
 // putDest resolves where a push lands, as cp does: into an existing
 // directory (or one named with a trailing slash, or with several sources),
 // or under the destination's own name.
@@ -438,7 +507,7 @@ func (s *Server) putDest(m *wire.Put) (Dest, error) {
 	fi, err := s.root.Stat(p)
 	switch {
 	case err == nil && fi.IsDir():
-		return Dest{Root: s.root, Base: p, Locks: s.locks}, nil
+		return Dest{Root: s.root, Base: p, Locks: s.locks, MaxFileSize: s.cfg.MaxFileSize, LimitHint: maxSizeHint, Space: s.space}, nil
 	case err == nil && (m.Sources > 1 || m.DirSlash):
 		return Dest{}, fmt.Errorf("destination %s is not a directory", m.Dest)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
@@ -447,16 +516,16 @@ func (s *Server) putDest(m *wire.Put) (Dest, error) {
 		if err := s.root.MkdirAll(p, 0o755); err != nil {
 			return Dest{}, fmt.Errorf("create %s: %w", m.Dest, cleanPathError(err))
 		}
-		return Dest{Root: s.root, Base: p, Locks: s.locks}, nil
+		return Dest{Root: s.root, Base: p, Locks: s.locks, MaxFileSize: s.cfg.MaxFileSize, LimitHint: maxSizeHint, Space: s.space}, nil
 	}
 	if p == "." {
-		return Dest{Root: s.root, Base: ".", Locks: s.locks}, nil
+		return Dest{Root: s.root, Base: ".", Locks: s.locks, MaxFileSize: s.cfg.MaxFileSize, LimitHint: maxSizeHint, Space: s.space}, nil
 	}
 	dir := path.Dir(p)
 	if err := s.root.MkdirAll(dir, 0o755); err != nil {
 		return Dest{}, fmt.Errorf("create %s: %w", dir, cleanPathError(err))
 	}
-	return Dest{Root: s.root, Base: dir, Rename: path.Base(p), Locks: s.locks}, nil
+	return Dest{Root: s.root, Base: dir, Rename: path.Base(p), Locks: s.locks, MaxFileSize: s.cfg.MaxFileSize, LimitHint: maxSizeHint, Space: s.space}, nil
 }
 
 func (s *Server) getSource(m *wire.Get) (Source, error) {

@@ -15,8 +15,12 @@ var Magic = [4]byte{'L', 'P', 'T', 'H'}
 // MaxVersion]; the server answers with the highest version both speak.
 const (
 	MinVersion uint16 = 1
-	MaxVersion uint16 = 1
+	MaxVersion uint16 = 2
 )
+
+// VersionAlloc is the first version whose files frames may carry each
+// entry's allocated size (Files.HasAlloc).
+const VersionAlloc uint16 = 2
 
 // MaxFrame bounds a control frame's payload. Senders split long lists (the
 // manifest of a large tree) across frames well below it.
@@ -156,6 +160,9 @@ func newMsg(t Type) Msg {
 type Reader struct {
 	r   *bufio.Reader
 	buf []byte
+	// Version is the protocol version agreed on this connection, set by
+	// whoever ran its handshake (0 before).
+	Version uint16
 }
 
 // NewReader returns a Reader on r.

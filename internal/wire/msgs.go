@@ -353,10 +353,21 @@ type Entry struct {
 	Mode   uint32 // permission bits
 	MTime  int64  // nanoseconds since the epoch
 	Target string // symlink target
+	// Alloc is the space a file's data takes at the source (its size less
+	// its holes), so the receiver can tell whether it has room before any
+	// block travels. Version 2 and later; see Files.HasAlloc.
+	Alloc int64
 }
 
 // Files is a batch of manifest entries.
-type Files struct{ Entries []Entry }
+type Files struct {
+	Entries []Entry
+	// HasAlloc says the entries carry Alloc: a section after the entries,
+	// which only a peer of version 2 or later understands (a version 1
+	// decoder refuses trailing bytes). Without it, receivers take Alloc to
+	// be the size.
+	HasAlloc bool
+}
 
 func (m *Files) Type() Type { return TFiles }
 func (m *Files) appendTo(e *enc) {
@@ -369,6 +380,12 @@ func (m *Files) appendTo(e *enc) {
 		e.uv(uint64(x.Mode))
 		e.iv(x.MTime)
 		e.str(x.Target)
+	}
+	if m.HasAlloc {
+		e.uv(uint64(len(m.Entries)))
+		for _, x := range m.Entries {
+			e.iv(x.Alloc)
+		}
 	}
 }
 func (m *Files) decode(d *dec) {
@@ -388,6 +405,19 @@ func (m *Files) decode(d *dec) {
 		}
 		m.Entries = append(m.Entries, x)
 	}
+	if d.err != nil || len(d.b) == 0 {
+		return
+	}
+	// Version 2: the space each entry's data takes.
+	n = d.count("allocs", 1)
+	if d.err == nil && n != len(m.Entries) {
+		d.err = malformed("%d allocations for %d entries", n, len(m.Entries))
+		return
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		m.Entries[i].Alloc = d.int("alloc", maxInt64)
+	}
+	m.HasAlloc = d.err == nil
 }
 
 // ManifestEnd says no more entries follow.
