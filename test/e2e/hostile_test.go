@@ -1,0 +1,355 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bufio"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/wire"
+)
+
+// rawPeer is one end of a hand-driven mover connection: the tests below
+// speak the protocol frame by frame, as a hostile client or server would.
+type rawPeer struct {
+	t  *testing.T
+	c  net.Conn
+	br *bufio.Reader
+	r  *wire.Reader
+	w  *wire.Writer
+	cn [wire.NonceSize]byte // the client's nonce
+	sn [wire.NonceSize]byte // the server's nonce
+}
+
+func newRawPeer(t *testing.T, c net.Conn) *rawPeer {
+	br := bufio.NewReader(c)
+	return &rawPeer{t: t, c: c, br: br, r: wire.NewReader(br), w: wire.NewWriter(c)}
+}
+
+func (p *rawPeer) send(m wire.Msg) {
+	p.t.Helper()
+	p.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if err := p.w.Send(m); err != nil {
+		p.t.Fatalf("send %s: %v", m.Type(), err)
+	}
+}
+
+// read returns the next frame that is not a ping or pong.
+func (p *rawPeer) read() wire.Msg {
+	p.t.Helper()
+	for {
+		p.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		m, err := p.r.Read()
+		if err != nil {
+			p.t.Fatalf("read: %v", err)
+		}
+		switch m.(type) {
+		case *wire.Ping, *wire.Pong:
+			continue
+		}
+		return m
+	}
+}
+
+// dialRaw opens a connection of kind to addr from local (nil: any) and runs
+// the client's side of the handshake (no token), offering versions 1..maxV.
+func dialRaw(t *testing.T, addr string, local net.Addr, kind wire.Kind, maxV uint16) *rawPeer {
+	t.Helper()
+	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: local}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	p := newRawPeer(t, c)
+	rand.Read(p.cn[:])
+	if _, err := c.Write(wire.AppendHello(nil, wire.Hello{MinVersion: 1, MaxVersion: maxV, Kind: kind, Nonce: p.cn})); err != nil {
+		t.Fatal(err)
+	}
+	ok, isOK := p.read().(*wire.HelloOK)
+	if !isOK {
+		t.Fatalf("no hello-ok")
+	}
+	p.sn = ok.Nonce
+	return p
+}
+
+func joinMAC(key []byte, session [16]byte, stream uint16, cn, sn [wire.NonceSize]byte) []byte {
+	h := hmac.New(sha256.New, key)
+	for _, b := range [][]byte{[]byte("lightpath v1 join"), session[:], {byte(stream >> 8), byte(stream)}, cn[:], sn[:]} {
+		h.Write(b)
+	}
+	return h.Sum(nil)
+}
+
+// openPush opens a push session with one data stream of 4 KiB blocks, as a
+// client of protocol version maxV, and returns the control and data ends.
+func openPush(t *testing.T, addr string, maxV uint16) (ctrl, data *rawPeer) {
+	t.Helper()
+	ctrl = dialRaw(t, addr, nil, wire.KindControl, maxV)
+	ctrl.send(&wire.Put{Transfer: wire.Transfer{Tuning: wire.Tuning{DSCP: -1}, Streams: 1, BlockSize: 4096}, Dest: "in/", Sources: 1, DirSlash: true})
+	acc, ok := ctrl.read().(*wire.Accept)
+	if !ok {
+		t.Fatalf("the push was not accepted")
+	}
+	data = dialRaw(t, addr, nil, wire.KindData, maxV)
+	data.send(&wire.Join{Session: acc.Session, Stream: 0, MAC: joinMAC(acc.Secret, acc.Session, 0, data.cn, data.sn)})
+	if _, ok := data.read().(*wire.Joined); !ok {
+		t.Fatalf("the data connection was not joined")
+	}
+	return ctrl, data
+}
+
+// rssBytes is a process's resident memory.
+func rssBytes(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+// needs reads need frames until it has an answer for each of ids.
+func needs(p *rawPeer, ids ...uint32) map[uint32]wire.NeedItem {
+	p.t.Helper()
+	got := map[uint32]wire.NeedItem{}
+	for len(got) < len(ids) {
+		switch m := p.read().(type) {
+		case *wire.Need:
+			for _, it := range m.Items {
+				got[it.ID] = it
+			}
+		case *wire.Result:
+		default:
+			p.t.Fatalf("unexpected %s while waiting for need", m.Type())
+		}
+	}
+	return got
+}
+
+// TestHostileManifest sends a real server, frame by frame, manifest entries
+// whose announced sizes once crashed it (2^63-1: makeslice panic) or took
+// it from 17 MB to 1 GB (four times 1 TiB): each is answered with a reason,
+// the server's memory stays where it was, and other clients are served
+// meanwhile.
+func TestHostileManifest(t *testing.T) {
+	dir := scratchDir(t)
+	root := mkdir(t, dir, "root")
+	srv := startServer(t, root)
+	small := filepath.Join(dir, "small.txt")
+	writeFile(t, small, "served meanwhile\n", 0o644)
+	pid := srv.cmd.Process.Pid
+	before := rssBytes(t, pid)
+
+	t.Run("size 2^63-1", func(t *testing.T) {
+		ctrl, _ := openPush(t, srv.addr, wire.MaxVersion)
+		ctrl.send(&wire.Files{Entries: []wire.Entry{{ID: 1, Kind: wire.EntryFile, Path: "huge", Size: math.MaxInt64, Mode: 0o644}}})
+		it := needs(ctrl, 1)[1]
+		if it.Action != wire.NeedFail || !strings.Contains(it.Reason, "exceeds") || !strings.Contains(it.Reason, "--max-file-size") {
+			t.Errorf("answer %+v, want a refusal naming the limit", it)
+		}
+		t.Logf("answer: %s", it.Reason)
+	})
+	t.Run("4 x 1 TiB, no room", func(t *testing.T) {
+		// A version 1 client announces no allocation: the size counts.
+		ctrl, _ := openPush(t, srv.addr, 1)
+		var es []wire.Entry
+		for i := range 4 {
+			es = append(es, wire.Entry{ID: uint32(i + 1), Kind: wire.EntryFile, Path: "tib" + strconv.Itoa(i), Size: 1 << 40, Mode: 0o644})
+		}
+		ctrl.send(&wire.Files{Entries: es})
+		for id, it := range needs(ctrl, 1, 2, 3, 4) {
+			if it.Action != wire.NeedFail || !strings.Contains(it.Reason, "not enough space") || !strings.Contains(it.Reason, "needs 1.00 TiB") {
+				t.Errorf("file %d: answer %+v, want a refusal for lack of space", id, it)
+			}
+		}
+	})
+	t.Run("4 x 1 TiB, sparse", func(t *testing.T) {
+		// Announced as holes only, they fit: accepted, and the server's
+		// memory must not grow with the announced size.
+		ctrl, _ := openPush(t, srv.addr, wire.MaxVersion)
+		var es []wire.Entry
+		for i := range 4 {
+			es = append(es, wire.Entry{ID: uint32(i + 1), Kind: wire.EntryFile, Path: "sparse" + strconv.Itoa(i), Size: 1 << 40, Mode: 0o644})
+		}
+		ctrl.send(&wire.Files{Entries: es, HasAlloc: true})
+		for id, it := range needs(ctrl, 1, 2, 3, 4) {
+			if it.Action != wire.NeedAll {
+				t.Errorf("file %d: answer %+v, want all blocks", id, it)
+			}
+		}
+		// Another client is served while this session holds its files.
+		cpOK(t, small, srv.URL("other/small.txt"))
+		sameFile(t, small, filepath.Join(root, "other", "small.txt"))
+		if after := rssBytes(t, pid); after > before+64<<20 {
+			t.Errorf("server memory grew from %d to %d bytes for announced sizes", before, after)
+		} else {
+			t.Logf("server memory %d -> %d bytes", before, after)
+		}
+	})
+	if !srv.Running() {
+		t.Fatalf("the server exited")
+	}
+	cpOK(t, small, srv.URL("after.txt"))
+}
+
+// fakeServer accepts one pull session on a loopback port and, once the
+// client has joined, hands both ends to serve.
+func fakeServer(t *testing.T, serve func(ctrl *rawPeer, data []*rawPeer)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	accept := func() *rawPeer {
+		c, err := ln.Accept()
+		if err != nil {
+			return nil
+		}
+		t.Cleanup(func() { c.Close() })
+		p := newRawPeer(t, c)
+		var hb [wire.HelloSize]byte
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if _, err := p.br.Read(hb[:1]); err != nil {
+			return nil
+		}
+		if _, err := readFull(p.br, hb[1:]); err != nil {
+			return nil
+		}
+		h, err := wire.ParseHello(hb[:])
+		if err != nil {
+			return nil
+		}
+		p.cn = h.Nonce
+		rand.Read(p.sn[:])
+		p.w.Send(&wire.HelloOK{Version: min(h.MaxVersion, wire.MaxVersion), Nonce: p.sn})
+		return p
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { ln.Close(); <-done })
+	go func() {
+		defer close(done)
+		ctrl := accept()
+		if ctrl == nil {
+			return
+		}
+		m, err := ctrl.r.Read()
+		if err != nil {
+			return
+		}
+		g, ok := m.(*wire.Get)
+		if !ok {
+			return
+		}
+		var id [16]byte
+		secret := make([]byte, 32)
+		rand.Read(id[:])
+		rand.Read(secret)
+		ctrl.w.Send(&wire.Accept{Session: id, Secret: secret, Streams: g.Streams})
+		var data []*rawPeer
+		for range g.Streams {
+			d := accept()
+			if d == nil {
+				return
+			}
+			if _, err := d.r.Read(); err != nil {
+				return
+			}
+			d.w.Send(&wire.Joined{})
+			data = append(data, d)
+		}
+		serve(ctrl, data)
+	}()
+	return ln.Addr().String()
+}
+
+func readFull(r *bufio.Reader, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		k, err := r.Read(b[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// TestHostileServerPull pulls from a server that announces files of 2^63-1
+// bytes and 1 TiB: cp refuses them with a reason and exits cleanly, without
+// a panic.
+func TestHostileServerPull(t *testing.T) {
+	dir := scratchDir(t)
+	local := mkdir(t, dir, "local")
+	answers := make(chan map[uint32]wire.NeedItem, 1)
+	addr := fakeServer(t, func(ctrl *rawPeer, data []*rawPeer) {
+		ctrl.w.Send(&wire.Files{Entries: []wire.Entry{
+			{ID: 1, Kind: wire.EntryFile, Path: "huge", Size: math.MaxInt64, Mode: 0o644},
+			{ID: 2, Kind: wire.EntryFile, Path: "tib", Size: 1 << 40, Mode: 0o644},
+		}})
+		ctrl.w.Send(&wire.ManifestEnd{Count: 2})
+		got := map[uint32]wire.NeedItem{}
+		for len(got) < 2 {
+			ctrl.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			m, err := ctrl.r.Read()
+			if err != nil {
+				break
+			}
+			if n, ok := m.(*wire.Need); ok {
+				for _, it := range n.Items {
+					got[it.ID] = it
+				}
+			}
+		}
+		answers <- got
+		var end [wire.BlockHeaderSize]byte
+		wire.BlockHeader{Kind: wire.DataEnd}.Put(end[:])
+		for _, d := range data {
+			d.c.Write(end[:])
+		}
+		ctrl.w.Send(&wire.Done{})
+		ctrl.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		ctrl.r.Read()
+	})
+	r := runLP(t, runOpts{}, "cp", "--json", "-r", "-P", "2", "lp://"+addr+"/tree", filepath.Join(local, "tree"))
+	t.Logf("exit %d\nstderr: %s", r.code, r.stderr)
+	if strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "goroutine ") {
+		t.Fatalf("cp panicked:\n%s", r.stderr)
+	}
+	if r.code == 0 {
+		t.Errorf("cp succeeded though every file was refused")
+	}
+	select {
+	case got := <-answers:
+		if it := got[1]; it.Action != wire.NeedFail || !strings.Contains(it.Reason, "exceeds") {
+			t.Errorf("2^63-1 bytes: answer %+v, want a refusal", it)
+		}
+		if it := got[2]; it.Action != wire.NeedFail {
+			t.Errorf("1 TiB: answer %+v, want a refusal (no room for it here)", it)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the fake server got no answers")
+	}
+	if !strings.Contains(r.stdout, "exceeds") {
+		t.Errorf("cp's report does not say why the file was refused:\n%s", r.stdout)
+	}
+}
