@@ -353,3 +353,121 @@ func TestHostileServerPull(t *testing.T) {
 		t.Errorf("cp's report does not say why the file was refused:\n%s", r.stdout)
 	}
 }
+
+// TestSessionsPerClient fills a server with idle sessions from one client
+// address: past --max-sessions-per-client (16 by default) it is refused with
+// a reason, and another client is still served at once.
+func TestSessionsPerClient(t *testing.T) {
+	dir := scratchDir(t)
+	root := mkdir(t, dir, "root")
+	srv := startServer(t, root, "--max-sessions", "20", "--idle-timeout", "60s")
+	small := filepath.Join(dir, "small.txt")
+	writeFile(t, small, "served while another client idles\n", 0o644)
+
+	greedy := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 3)}
+	var accepted, refused int
+	for i := range 20 {
+		c := dialRaw(t, srv.addr, greedy, wire.KindControl, wire.MaxVersion)
+		c.send(&wire.Put{Transfer: wire.Transfer{Tuning: wire.Tuning{DSCP: -1}, Streams: 1, BlockSize: 4096}, Dest: "idle" + strconv.Itoa(i)})
+		switch m := c.read().(type) {
+		case *wire.Accept:
+			accepted++ // and then idle: no data connection joins
+		case *wire.Error:
+			refused++
+			if m.Code != wire.CodeBusy || !strings.Contains(m.Msg, "too many sessions from 127.0.0.3") {
+				t.Errorf("session %d refused with %d %q, want busy naming the client", i, m.Code, m.Msg)
+			}
+			if refused == 1 {
+				t.Logf("refusal: %s", m.Msg)
+			}
+		default:
+			t.Fatalf("unexpected %s", m.Type())
+		}
+	}
+	if accepted != 16 || refused != 4 {
+		t.Errorf("one client got %d sessions and %d refusals, want 16 and 4", accepted, refused)
+	}
+	// Another client (127.0.0.1) is served while those sessions idle.
+	cpOK(t, small, srv.URL("other.txt"))
+	sameFile(t, small, filepath.Join(root, "other.txt"))
+}
+
+// TestLinksLeadingOut copies a tree whose links lead out only when
+// resolved, not as text: L -> .. and x -> L/../../outside/secret.txt (and
+// the same pair in the other order, a -> z/../../outside/secret.txt before
+// z -> ..). Neither a pull nor a push may leave a link that resolves outside
+// the destination.
+func TestLinksLeadingOut(t *testing.T) {
+	dir := scratchDir(t)
+	mkTree := func(top string) string {
+		tree := mkdir(t, top, "tree")
+		writeFile(t, filepath.Join(tree, "f.txt"), "inside\n", 0o644)
+		for _, l := range [][2]string{
+			{"L", ".."}, {"x", "L/../../outside/secret.txt"},
+			{"a", "z/../../outside/secret.txt"}, {"z", ".."},
+			{"ok", "f.txt"},
+		} {
+			if err := os.Symlink(l[1], filepath.Join(tree, l[0])); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return tree
+	}
+	// Every link under dst must resolve inside dst.
+	checkInside := func(t *testing.T, dst string) {
+		t.Helper()
+		real, err := filepath.EvalSymlinks(dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		filepath.Walk(dst, func(p string, fi os.FileInfo, err error) error {
+			if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+				return nil
+			}
+			target, _ := os.Readlink(p)
+			got, err := filepath.EvalSymlinks(p)
+			if err != nil {
+				// Dangling: resolve what it would be by text of its parent.
+				got = filepath.Join(filepath.Dir(p), target)
+			}
+			if rel, err := filepath.Rel(real, got); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+				t.Errorf("%s -> %s resolves to %s, outside %s", p, target, got, real)
+			}
+			return nil
+		})
+	}
+	check := func(t *testing.T, r result, dst string) {
+		t.Helper()
+		t.Logf("exit %d: %s", r.code, strings.TrimSpace(r.stderr))
+		checkInside(t, filepath.Dir(dst))
+		sameFile(t, filepath.Join(dir, "src", "tree", "f.txt"), filepath.Join(dst, "f.txt"))
+		if got, err := os.Readlink(filepath.Join(dst, "ok")); err != nil || got != "f.txt" {
+			t.Errorf("the link inside the tree was not recreated: %q, %v", got, err)
+		}
+		for _, name := range []string{"x", "a"} {
+			if _, err := os.Lstat(filepath.Join(dst, name)); err == nil {
+				t.Errorf("%s was recreated", name)
+			}
+		}
+		if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "leads outside the destination") {
+			t.Errorf("cp did not report the refused links")
+		}
+	}
+	mkTree(mkdir(t, dir, "src"))
+	root := mkdir(t, dir, "root")
+	writeFile(t, filepath.Join(dir, "outside", "secret.txt"), "secret\n", 0o644)
+	srv := startServer(t, root)
+
+	t.Run("push", func(t *testing.T) {
+		into := mkdir(t, root, "in")
+		r := runLP(t, runOpts{}, "cp", "--json", "-r", filepath.Join(dir, "src", "tree"), srv.URL("in/"))
+		check(t, r, filepath.Join(into, "tree"))
+	})
+	t.Run("pull", func(t *testing.T) {
+		mkTree(mkdir(t, root, "served"))
+		writeFile(t, filepath.Join(root, "served", "tree", "f.txt"), "inside\n", 0o644)
+		local := mkdir(t, dir, "local", "dl")
+		r := runLP(t, runOpts{}, "cp", "--json", "-r", srv.URL("served/tree"), local+"/")
+		check(t, r, filepath.Join(local, "tree"))
+	})
+}
