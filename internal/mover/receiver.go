@@ -1010,11 +1010,11 @@ func (r *receiver) writeFailed(f *rfile, err error) {
 func (r *receiver) noSpaceReason(f *rfile) string {
 	need := units.FormatSize(min(max(f.e.Alloc, 0), f.e.Size))
 	if free, err := freeSpace(r.dst.Root, path.Dir(f.target)); err == nil {
-		return fmt.Sprintf("%v: the destination filled up (%s free, %s needs %s; its partial file was removed): free space there and run the same command again",
-			errNoSpace, units.FormatSize(free), path.Base(f.target), need)
+		return fmt.Sprintf("no space left at the destination (%s free, %s needs %s; its partial file was removed): free space there and run the same command again",
+			units.FormatSize(free), path.Base(f.target), need)
 	}
-	return fmt.Sprintf("%v: the destination filled up (%s needs %s; its partial file was removed): free space there and run the same command again",
-		errNoSpace, path.Base(f.target), need)
+	return fmt.Sprintf("no space left at the destination (%s needs %s; its partial file was removed): free space there and run the same command again",
+		path.Base(f.target), need)
 }
 
 // openPart opens (creating when fresh) the partial file; f.mu is held.

@@ -60,6 +60,12 @@ func TestMissingSource(t *testing.T) {
 	})
 }
 
+// TestDiskFull copies into a small filesystem. A file larger than its free
+// space is refused before any block travels, saying how much it needs and
+// how much is free; nothing is left behind, so the next smaller copy
+// succeeds. A file that fits when accepted but meets a full disk midway
+// (something else filled it) fails saying so, and its partial file is
+// removed rather than left to keep the disk full.
 func TestDiskFull(t *testing.T) {
 	skipUnlessRoot(t)
 	dir := scratchDir(t)
@@ -77,31 +83,101 @@ func TestDiskFull(t *testing.T) {
 	srv := startServer(t, mnt)
 	src := filepath.Join(dir, "big.bin")
 	writeRandom(t, src, 32<<20, 71)
+	small := filepath.Join(dir, "small.bin")
+	writeRandom(t, small, 1<<20, 72)
 
 	args := []string{"cp", "--json", "-P", "2", "--block-size", "64KiB", src, srv.URL("big.bin")}
 	r := runLP(t, runOpts{}, args...)
-	checkFailure(t, "push of 32 MiB into 8 MiB", r, "no space")
+	t.Logf("%s", strings.TrimSpace(r.stderr))
+	checkFailure(t, "push of 32 MiB into 8 MiB", r, "not enough space", "free", "needs 32.0 MiB", "free space there")
+	checkNoWorkFiles(t, mnt)
 	if _, err := os.Lstat(filepath.Join(mnt, "big.bin")); err == nil {
-		t.Errorf("big.bin appeared under its final name though incomplete")
-	}
-	for _, name := range []string{".big.bin.lightpath-part", ".big.bin.lightpath-journal"} {
-		if _, err := os.Lstat(filepath.Join(mnt, name)); err != nil {
-			t.Errorf("%s not kept for a resume: %v", name, err)
-		}
+		t.Errorf("big.bin appeared though it does not fit")
 	}
 	if !srv.Running() {
 		t.Fatalf("the server exited after a full disk")
 	}
+	cpOK(t, small, srv.URL("small.bin"))
+	sameFile(t, small, filepath.Join(mnt, "small.bin"))
 
-	// Room again: the same command resumes from what was written.
-	if out, err := exec.Command("mount", "-o", "remount,size=48m", mnt).CombinedOutput(); err != nil {
-		t.Fatalf("remount: %v: %s", err, out)
+	t.Run("full midway", func(t *testing.T) {
+		mid := filepath.Join(dir, "mid.bin")
+		writeRandom(t, mid, 5<<20, 73)
+		args := []string{"cp", "--json", "-P", "2", "--block-size", "64KiB", "--rate", "8M", mid, srv.URL("mid.bin")}
+		p := startLP(t, runOpts{}, args...)
+		// Once the copy is under way, fill what is left of the disk.
+		if !waitFor(10*time.Second, func() bool {
+			_, err := os.Lstat(filepath.Join(mnt, ".mid.bin.lightpath-part"))
+			return err == nil
+		}) {
+			t.Fatalf("the copy did not start: %+v", p.Wait())
+		}
+		filler := filepath.Join(mnt, "filler")
+		f, err := os.Create(filler)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunk := make([]byte, 64<<10)
+		for {
+			if _, err := f.Write(chunk); err != nil {
+				break
+			}
+		}
+		f.Close()
+		r := p.Wait()
+		if r.code == 0 {
+			t.Skip("the copy finished before the disk was full")
+		}
+		t.Logf("%s", strings.TrimSpace(r.stderr))
+		checkFailure(t, "push into a disk that fills up", r, "no space left", "needs 5.00 MiB", "free space there and run the same command again")
+		checkNoWorkFiles(t, mnt)
+		// Room again: the same command succeeds.
+		os.Remove(filler)
+		r = runLP(t, runOpts{}, args...)
+		mustSucceed(t, "the same cp once there is room", r)
+		sameFile(t, mid, filepath.Join(mnt, "mid.bin"))
+		checkNoWorkFiles(t, mnt)
+	})
+}
+
+// TestPartialTTL starts a server on a root holding partial files and
+// journals: those nobody wrote for --partial-ttl go at start, fresh ones
+// (a copy to be resumed) stay.
+func TestPartialTTL(t *testing.T) {
+	dir := scratchDir(t)
+	root := mkdir(t, dir, "root")
+	old := time.Now().Add(-3 * time.Hour)
+	var stale, fresh []string
+	for _, name := range []string{"a/.old.bin.lightpath-part", "a/.old.bin.lightpath-journal", ".top.lightpath-part"} {
+		p := filepath.Join(root, name)
+		writeFile(t, p, "partial data", 0o600)
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+		stale = append(stale, p)
 	}
-	r = runLP(t, runOpts{}, args...)
-	mustSucceed(t, "the same cp once there is room", r)
-	checkResumed(t, parseSummary(t, r.stdout), 32<<20)
-	sameFile(t, src, filepath.Join(mnt, "big.bin"))
-	checkNoWorkFiles(t, mnt)
+	for _, name := range []string{"a/.new.bin.lightpath-part", "a/.new.bin.lightpath-journal"} {
+		p := filepath.Join(root, name)
+		writeFile(t, p, "partial data", 0o600)
+		fresh = append(fresh, p)
+	}
+	keep := filepath.Join(root, "a", "old-but-complete.bin")
+	writeFile(t, keep, "a finished file, however old", 0o644)
+	os.Chtimes(keep, old, old)
+	srv := startServer(t, root, "--partial-ttl", "2h")
+	if !waitFor(10*time.Second, func() bool { return strings.Contains(srv.Stderr(), "removed abandoned partial files") }) {
+		t.Errorf("the server did not report removing abandoned partial files:\n%s", srv.Stderr())
+	}
+	for _, p := range stale {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s (3 h old) is still there", p)
+		}
+	}
+	for _, p := range append(fresh, keep) {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
 }
 
 // interruption says how a copy in progress is cut short.
