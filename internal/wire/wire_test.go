@@ -26,6 +26,8 @@ func sampleMsgs() []Msg {
 		&Joined{},
 		&Files{Entries: []Entry{{ID: 1, Kind: EntryFile, Path: "d/f", Size: 1 << 33, Mode: 0o644, MTime: -5, Target: ""},
 			{ID: 2, Kind: EntrySymlink, Path: "d/l", Mode: 0o777, MTime: 1, Target: "f"}}},
+		&Files{Entries: []Entry{{ID: 3, Kind: EntryFile, Path: "sparse", Size: 1 << 40, Mode: 0o600, Alloc: 4096},
+			{ID: 4, Kind: EntryDir, Path: "d", Mode: 0o755}}, HasAlloc: true},
 		&ManifestEnd{Count: 2},
 		&Need{Items: []NeedItem{{ID: 1, Action: NeedSome, Have: []BlockSum{{Index: 0, CRC: 0xdeadbeef}}}, {ID: 2, Action: NeedFail, Reason: "exists"}}},
 		&Plan{ID: 5, Fresh: true},
@@ -70,6 +72,10 @@ func TestMalformed(t *testing.T) {
 		{"trailing bytes", []byte{0, 0, 0, 2, byte(TPing), 2, 0}},
 		{"forged count", []byte{0, 0, 0, 4, byte(TFiles), 0xff, 0xff, 0xff, 0x0f}},
 		{"bad bool", []byte{0, 0, 0, 2, byte(TPlan), 1, 7}},
+		// One file entry (id 1, kind 1, path "a", size 1, mode 0, mtime 0,
+		// no target), then allocations for two entries, or a negative one.
+		{"allocations for other entries", []byte{0, 0, 0, 12, byte(TFiles), 1, 1, 1, 1, 'a', 2, 0, 0, 0, 2, 2, 2}},
+		{"negative allocation", []byte{0, 0, 0, 11, byte(TFiles), 1, 1, 1, 1, 'a', 2, 0, 0, 0, 1, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := NewReader(bytes.NewReader(tc.in)).Read()
@@ -164,4 +170,32 @@ func FuzzHello(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		ParseHello(in)
 	})
+}
+
+// TestFilesVersions checks the two forms of a files frame: a version 1 peer
+// writes no allocations and is read as such; a version 2 frame carries them.
+func TestFilesVersions(t *testing.T) {
+	e := Entry{ID: 1, Kind: EntryFile, Path: "f", Size: 1 << 30, Alloc: 8192}
+	v1, err := Encode(&Files{Entries: []Entry{e}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Decode(TFiles, v1[5:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := m.(*Files); f.HasAlloc || f.Entries[0].Alloc != 0 {
+		t.Errorf("version 1 frame read as %+v", f)
+	}
+	v2, err := Encode(&Files{Entries: []Entry{e}, HasAlloc: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err = Decode(TFiles, v2[5:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := m.(*Files); !f.HasAlloc || f.Entries[0].Alloc != 8192 {
+		t.Errorf("version 2 frame read as %+v", f)
+	}
 }
