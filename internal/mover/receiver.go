@@ -145,10 +145,10 @@ type rfile struct {
 	// reserved is the space still set aside for this file's data in the
 	// destination's ledger.
 	reserved int64
-	fresh   bool       // the partial file is new: holes need no punching
-	verdict bool       // a result has been sent
-	locked  bool       // holds the destination path in Dest.Locks
-	wmu     sync.Mutex // serialises writes into the partial file
+	fresh    bool       // the partial file is new: holes need no punching
+	verdict  bool       // a result has been sent
+	locked   bool       // holds the destination path in Dest.Locks
+	wmu      sync.Mutex // serialises writes into the partial file
 }
 
 // receiver runs the receiving end of a session.
