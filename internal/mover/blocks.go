@@ -8,7 +8,9 @@ import (
 // blockSet records which blocks of a file a receiver holds and their sums.
 // Its memory grows with the blocks that arrive, never with the size a peer
 // announces: state lives in pages allocated on first use, so a manifest
-// entry claiming a terabyte costs nothing until a terabyte is sent.
+// entry claiming a terabyte costs nothing until a terabyte is sent. A hole
+// costs a bit (its sums are those of zeros), so a stream of hole headers,
+// 24 bytes each, cannot buy much memory either.
 type blockSet struct {
 	adler bool
 	pages map[uint32]*blockPage
@@ -19,8 +21,9 @@ const pageBlocks = 1024
 
 type blockPage struct {
 	have   [pageBlocks / 64]uint64
-	crcs   [pageBlocks]uint32
-	adlers []uint32 // only with adler32
+	hole   [pageBlocks / 64]uint64
+	crcs   []uint32 // allocated with the page's first data block
+	adlers []uint32 // likewise, only with adler32
 }
 
 func newBlockSet(adler bool) *blockSet { return &blockSet{adler: adler} }
@@ -32,27 +35,41 @@ func (b *blockSet) page(i uint32, create bool) *blockPage {
 			b.pages = map[uint32]*blockPage{}
 		}
 		p = &blockPage{}
-		if b.adler {
-			p.adlers = make([]uint32, pageBlocks)
-		}
 		b.pages[i/pageBlocks] = p
 	}
 	return p
 }
 
+func bit(set *[pageBlocks / 64]uint64, k uint32) bool { return set[k/64]&(1<<(k%64)) != 0 }
+
 // has says whether block i is held.
 func (b *blockSet) has(i uint32) bool {
 	p := b.page(i, false)
-	return p != nil && p.have[i%pageBlocks/64]&(1<<(i%64)) != 0
+	return p != nil && bit(&p.have, i%pageBlocks)
 }
 
-// set records block i with its sums.
+func (b *blockSet) mark(p *blockPage, k uint32, hole bool) {
+	if !bit(&p.have, k) {
+		p.have[k/64] |= 1 << (k % 64)
+		b.n++
+	}
+	if hole {
+		p.hole[k/64] |= 1 << (k % 64)
+	} else {
+		p.hole[k/64] &^= 1 << (k % 64)
+	}
+}
+
+// set records data block i with its sums.
 func (b *blockSet) set(i, crc, ad uint32) {
 	p := b.page(i, true)
 	k := i % pageBlocks
-	if p.have[k/64]&(1<<(k%64)) == 0 {
-		p.have[k/64] |= 1 << (k % 64)
-		b.n++
+	b.mark(p, k, false)
+	if p.crcs == nil {
+		p.crcs = make([]uint32, pageBlocks)
+		if b.adler {
+			p.adlers = make([]uint32, pageBlocks)
+		}
 	}
 	p.crcs[k] = crc
 	if p.adlers != nil {
@@ -60,12 +77,8 @@ func (b *blockSet) set(i, crc, ad uint32) {
 	}
 }
 
-// setAdler records block i's adler32 alone (checking an existing file).
-func (b *blockSet) setAdler(i, ad uint32) {
-	if b.adler {
-		b.page(i, true).adlers[i%pageBlocks] = ad
-	}
-}
+// setHole records block i as all zeros.
+func (b *blockSet) setHole(i uint32) { b.mark(b.page(i, true), i%pageBlocks, true) }
 
 // count is the number of blocks held.
 func (b *blockSet) count() int { return b.n }
@@ -76,19 +89,24 @@ func (b *blockSet) reset() {
 	b.n = 0
 }
 
-// each calls fn for every held block in index order.
-func (b *blockSet) each(fn func(i, crc, ad uint32)) {
+// each calls fn for every held block in index order; for a hole, crc and
+// ad are zero and hole is true.
+func (b *blockSet) each(fn func(i, crc, ad uint32, hole bool)) {
 	for _, pi := range slices.Sorted(maps.Keys(b.pages)) {
 		p := b.pages[pi]
 		for k := uint32(0); k < pageBlocks; k++ {
-			if p.have[k/64]&(1<<(k%64)) == 0 {
+			if !bit(&p.have, k) {
+				continue
+			}
+			if bit(&p.hole, k) {
+				fn(pi*pageBlocks+k, 0, 0, true)
 				continue
 			}
 			var ad uint32
 			if p.adlers != nil {
 				ad = p.adlers[k]
 			}
-			fn(pi*pageBlocks+k, p.crcs[k], ad)
+			fn(pi*pageBlocks+k, p.crcs[k], ad, false)
 		}
 	}
 }

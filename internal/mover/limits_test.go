@@ -56,18 +56,30 @@ func TestBlockSet(t *testing.T) {
 	for _, i := range []uint32{math.MaxUint32, 0, 5000, 1023, 5000} {
 		b.set(i, i+1, i+2)
 	}
-	if b.count() != 4 || len(b.pages) != 3 {
-		t.Fatalf("count %d pages %d, want 4 and 3", b.count(), len(b.pages))
+	b.setHole(7)
+	b.setHole(1023) // a hole replaces data sent before
+	if b.count() != 5 || len(b.pages) != 3 {
+		t.Fatalf("count %d pages %d, want 5 and 3", b.count(), len(b.pages))
 	}
 	var got []uint32
-	b.each(func(i, crc, ad uint32) {
-		if crc != i+1 || ad != i+2 {
-			t.Errorf("block %d: sums %d %d", i, crc, ad)
+	b.each(func(i, crc, ad uint32, hole bool) {
+		if hole != (i == 7 || i == 1023) || !hole && (crc != i+1 || ad != i+2) {
+			t.Errorf("block %d: sums %d %d, hole %v", i, crc, ad, hole)
 		}
 		got = append(got, i)
 	})
-	if len(got) != 4 || got[0] != 0 || got[1] != 1023 || got[2] != 5000 || got[3] != math.MaxUint32 {
+	if len(got) != 5 || got[0] != 0 || got[1] != 7 || got[2] != 1023 || got[3] != 5000 || got[4] != math.MaxUint32 {
 		t.Errorf("order %v", got)
+	}
+	// Holes alone take no sums.
+	h := newBlockSet(true)
+	for i := range uint32(4096) {
+		h.setHole(i)
+	}
+	for _, p := range h.pages {
+		if p.crcs != nil || p.adlers != nil {
+			t.Errorf("a page of holes holds sums")
+		}
 	}
 	if !b.has(5000) || b.has(5001) || b.has(77777) {
 		t.Errorf("has is wrong")

@@ -796,7 +796,7 @@ func (r *receiver) plan(m *wire.Plan) error {
 	closeReady(f)
 	complete := f.blocks.count() == f.nblocks && f.end != nil
 	var held int64
-	f.blocks.each(func(i, _, _ uint32) {
+	f.blocks.each(func(i, _, _ uint32, _ bool) {
 		held += min(r.l.blockSize, f.e.Size-int64(i)*r.l.blockSize)
 	})
 	f.mu.Unlock()
@@ -916,9 +916,6 @@ func (r *receiver) block(ctx context.Context, d *dataConn, f *rfile, h wire.Bloc
 			}
 			r.ioWait.Add(int64(time.Since(t)))
 		}
-		if f.adler {
-			ad = adlerZeros(n)
-		}
 	} else {
 		for o := int64(0); o < n; {
 			k := min(int64(len(buf)), n-o)
@@ -959,7 +956,11 @@ func (r *receiver) block(ctx context.Context, d *dataConn, f *rfile, h wire.Bloc
 		return r.l.ctrl.queue(&wire.Resend{ID: f.e.ID, Index: h.Index})
 	}
 	f.mu.Lock()
-	f.blocks.set(h.Index, crc, ad)
+	if h.Kind == wire.DataHole {
+		f.blocks.setHole(h.Index)
+	} else {
+		f.blocks.set(h.Index, crc, ad)
+	}
 	var jerr error
 	if f.jour != nil {
 		jerr = f.jour.record(h.Index, crc)
@@ -1179,14 +1180,36 @@ func (f *rfile) sums(blockSize int64) (crc, ad uint32) {
 	if f.blocks == nil {
 		return 0, ad
 	}
-	f.blocks.each(func(i, c, a uint32) {
+	// A hole's sums are those of zeros: computed once for a whole block.
+	var zc, za uint32
+	var zdone bool
+	zeros := func(n int64) (uint32, uint32) {
+		if n != blockSize {
+			return checksum.ZerosCRC32C(n), adlerZerosIf(f.adler, n)
+		}
+		if !zdone {
+			zc, za, zdone = checksum.ZerosCRC32C(n), adlerZerosIf(f.adler, n), true
+		}
+		return zc, za
+	}
+	f.blocks.each(func(i, c, a uint32, hole bool) {
 		n := min(blockSize, f.e.Size-int64(i)*blockSize)
+		if hole {
+			c, a = zeros(n)
+		}
 		crc = checksum.CombineCRC32C(crc, c, n)
 		if f.adler {
 			ad = checksum.CombineAdler32(ad, a, n)
 		}
 	})
 	return crc, ad
+}
+
+func adlerZerosIf(adler bool, n int64) uint32 {
+	if !adler {
+		return 1
+	}
+	return adlerZeros(n)
 }
 
 func (r *receiver) fileCRC(f *rfile) uint32 {
