@@ -436,10 +436,12 @@ func TestLinksLeadingOut(t *testing.T) {
 			return nil
 		})
 	}
-	check := func(t *testing.T, r result, dst string) {
+	// dst is where the tree landed, bound the directory its links must
+	// stay in.
+	check := func(t *testing.T, r result, dst, bound string) {
 		t.Helper()
 		t.Logf("exit %d: %s", r.code, strings.TrimSpace(r.stderr))
-		checkInside(t, filepath.Dir(dst))
+		checkInside(t, bound)
 		sameFile(t, filepath.Join(dir, "src", "tree", "f.txt"), filepath.Join(dst, "f.txt"))
 		if got, err := os.Readlink(filepath.Join(dst, "ok")); err != nil || got != "f.txt" {
 			t.Errorf("the link inside the tree was not recreated: %q, %v", got, err)
@@ -461,13 +463,24 @@ func TestLinksLeadingOut(t *testing.T) {
 	t.Run("push", func(t *testing.T) {
 		into := mkdir(t, root, "in")
 		r := runLP(t, runOpts{}, "cp", "--json", "-r", filepath.Join(dir, "src", "tree"), srv.URL("in/"))
-		check(t, r, filepath.Join(into, "tree"))
+		check(t, r, filepath.Join(into, "tree"), into)
 	})
 	t.Run("pull", func(t *testing.T) {
 		mkTree(mkdir(t, root, "served"))
 		writeFile(t, filepath.Join(root, "served", "tree", "f.txt"), "inside\n", 0o644)
 		local := mkdir(t, dir, "local", "dl")
 		r := runLP(t, runOpts{}, "cp", "--json", "-r", srv.URL("served/tree"), local+"/")
-		check(t, r, filepath.Join(local, "tree"))
+		check(t, r, filepath.Join(local, "tree"), local)
+	})
+	t.Run("pull under a new name", func(t *testing.T) {
+		// The tree becomes dl2/renamed: its links must stay in renamed,
+		// so L -> .. (dl2) is refused as well.
+		local := mkdir(t, dir, "local", "dl2")
+		dst := filepath.Join(local, "renamed")
+		r := runLP(t, runOpts{}, "cp", "--json", "-r", srv.URL("served/tree"), dst)
+		check(t, r, dst, dst)
+		if _, err := os.Lstat(filepath.Join(dst, "L")); err == nil {
+			t.Errorf("L -> .. was recreated though it leads out of renamed")
+		}
 	})
 }
