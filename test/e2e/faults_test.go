@@ -100,6 +100,15 @@ func TestDiskFull(t *testing.T) {
 	cpOK(t, small, srv.URL("small.bin"))
 	sameFile(t, small, filepath.Join(mnt, "small.bin"))
 
+	t.Run("pull", func(t *testing.T) {
+		// The client's receiver checks its own disk the same way.
+		other := mkdir(t, dir, "root2")
+		writeRandom(t, filepath.Join(other, "big.bin"), 32<<20, 74)
+		srv2 := startServer(t, other)
+		r := runLP(t, runOpts{}, "cp", "--json", srv2.URL("big.bin"), filepath.Join(mnt, "pulled.bin"))
+		checkFailure(t, "pull of 32 MiB into what is left of 8 MiB", r, "not enough space", "needs 32.0 MiB")
+		checkNoWorkFiles(t, mnt)
+	})
 	t.Run("full midway", func(t *testing.T) {
 		mid := filepath.Join(dir, "mid.bin")
 		writeRandom(t, mid, 5<<20, 73)
