@@ -18,6 +18,7 @@ import (
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/mover"
 	"github.com/lightpath/lightpath/internal/progress"
+	"github.com/lightpath/lightpath/internal/textsafe"
 	"github.com/lightpath/lightpath/internal/transfer"
 	"github.com/lightpath/lightpath/internal/units"
 	"github.com/lightpath/lightpath/internal/wire"
@@ -429,7 +430,7 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 		if o.jsonOut {
 			out.write(retryEvent{Type: "retry", Attempt: attempts, Error: runErr.Error(), WaitS: wait.Seconds()})
 		} else {
-			fmt.Fprintf(stderr, "lightpath: cp: attempt %d failed: %v; resuming in %s\n", attempts, runErr, wait)
+			fmt.Fprintf(stderr, "lightpath: cp: attempt %d failed: %s; resuming in %s\n", attempts, textsafe.Sanitize(runErr.Error()), wait)
 		}
 		select {
 		case <-time.After(wait):
@@ -477,7 +478,8 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 	sum.PerStream, sum.Retransmits = streamReports(last.Sender, last.Receiver)
 	sum.SenderIOWait = float64(last.Sender.IOWait) / 1e9
 	sum.ReceiverIOWait = float64(last.Receiver.IOWait) / 1e9
-	if runErr == nil {
+	if runErr == nil && len(failures) == 0 {
+		// Judged only for a copy that worked: a failed one's error says why.
 		var achieved float64
 		if last.Receiver.Elapsed > 0 {
 			achieved = float64(last.Receiver.Bytes) * 8 / (float64(last.Receiver.Elapsed) / 1e9)
@@ -494,25 +496,37 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 	if len(sum.Errors) > 20 {
 		sum.Errors = sum.Errors[:20]
 	}
+	interrupted := ctx.Err() != nil
 	if booking != nil {
-		booking.finish(&sum, sent, ctx.Err() != nil)
+		booking.finish(&sum, sent, interrupted)
 	}
-	report.finish(sum)
+	report.finish(sum, interrupted)
 	if o.jsonOut {
 		out.write(sum) // the last line is always the summary
 	} else if runErr == nil || sent > 0 || len(failures) > 0 || sum.Files > 0 {
 		printSummary(stdout, sum)
 	}
 	switch {
-	case runErr != nil && ctx.Err() != nil:
-		return errors.New("cp: interrupted: run the same command again to resume")
+	case interrupted && (runErr != nil || len(failures) > 0):
+		return statusError{code: 130, err: errors.New("cp: interrupted: run the same command again to resume")}
 	case runErr != nil:
-		return fmt.Errorf("cp: %w", runErr)
+		// The error's text may come from the server: printed sanitised.
+		return fmt.Errorf("cp: %s", textsafe.Sanitize(runErr.Error()))
 	case len(failures) > 0:
-		return fmt.Errorf("cp: %d of %d files failed; first: %s", len(failures), sum.Files+len(failures), failures[0])
+		return fmt.Errorf("cp: %d of %d files failed; first: %s", len(failures), sum.Files+len(failures), textsafe.Sanitize(failures[0]))
 	}
 	return nil
 }
+
+// statusError is an error that ends the process with its own exit status
+// (130 for a copy interrupted by Ctrl-C, as shells report SIGINT).
+type statusError struct {
+	code int
+	err  error
+}
+
+func (e statusError) Error() string { return e.err.Error() }
+func (e statusError) Unwrap() error { return e.err }
 
 // registerTransfer registers the copy with the controller: its ends as
 // the topology's nodes and its flow, and its reservation when it booked

@@ -78,8 +78,9 @@ func (x *cpReport) send(ctx context.Context, rep transfer.Report) {
 	}
 }
 
-// finish stops the reports and sends the outcome.
-func (x *cpReport) finish(sum cpSummary) {
+// finish stops the reports and sends the outcome: succeeded, failed, or
+// interrupted when the user stopped the copy.
+func (x *cpReport) finish(sum cpSummary, interrupted bool) {
 	if x == nil {
 		return
 	}
@@ -88,7 +89,10 @@ func (x *cpReport) finish(sum cpSummary) {
 	}
 	rep := transfer.Report{State: transfer.Succeeded, BytesDone: sum.BytesSent, BytesByPath: sum.BytesByPath, Reservation: sum.Reservation,
 		Verified: sum.Verified, Bottleneck: sum.Bottleneck, BottleneckWhy: sum.BottleneckWhy, ThroughputBps: sum.ThroughputBps}
-	if !sum.Verified || len(sum.Errors) > 0 {
+	switch {
+	case interrupted && !sum.Verified:
+		rep.State, rep.Error = transfer.Interrupted, "interrupted by the user: run the same command again to resume"
+	case !sum.Verified || len(sum.Errors) > 0:
 		rep.State = transfer.Failed
 		if len(sum.Errors) > 0 {
 			rep.Error = sum.Errors[0]

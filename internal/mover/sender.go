@@ -777,7 +777,7 @@ var errSourceChanged = errors.New("source changed")
 func (s *sender) sendBlock(d *dataConn, j job, buf []byte) error {
 	f := j.f
 	f.mu.Lock()
-	gone := f.ended && f.failed != ""
+	gone := f.ended && f.failed != "" || f.resolved // a verdict came: nothing more to send
 	f.mu.Unlock()
 	if gone {
 		return nil
