@@ -9,6 +9,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/mover"
+	"github.com/lightpath/lightpath/internal/textsafe"
 	"github.com/lightpath/lightpath/internal/transfer"
 )
 
@@ -37,7 +38,7 @@ func registerTransfer(ctx context.Context, c *client.Client, reg transfer.Regist
 	defer cancel()
 	t, err := c.CreateTransfer(rctx, reg)
 	if err != nil {
-		fmt.Fprintf(stderr, "lightpath: cp: the controller does not record this transfer: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(stderr, "lightpath: cp: the controller does not record this transfer: %s\n", textsafe.Sanitize(oneLine(err.Error())))
 		return nil
 	}
 	return &cpReport{c: c, id: t.ID, stderr: stderr}
@@ -74,7 +75,7 @@ func (x *cpReport) send(ctx context.Context, rep transfer.Report) {
 	defer x.mu.Unlock()
 	if err != nil && !x.warned && ctx.Err() == nil {
 		x.warned = true
-		fmt.Fprintf(x.stderr, "lightpath: cp: report to the controller: %s; the copy goes on\n", oneLine(err.Error()))
+		fmt.Fprintf(x.stderr, "lightpath: cp: report to the controller: %s; the copy goes on\n", textsafe.Sanitize(oneLine(err.Error())))
 	}
 }
 
