@@ -31,6 +31,29 @@ type cpFlags struct {
 	blockSize                                                         string
 	stall                                                             time.Duration
 	reserve                                                           reserveFlags
+	rules                                                             []wire.Rule // --include and --exclude in the order given
+	symlinks                                                          string
+	dryRun                                                            bool
+}
+
+// ruleFlag is --include or --exclude: each use appends a rule to one list,
+// so that the order across both flags is the order given.
+type ruleFlag struct {
+	rules   *[]wire.Rule
+	include bool
+}
+
+func (f ruleFlag) String() string { return "" }
+func (f ruleFlag) Type() string   { return "PATTERN" }
+func (f ruleFlag) Set(v string) error {
+	if err := mover.CheckRule(v); err != nil {
+		return err
+	}
+	if len(*f.rules) >= wire.MaxRules {
+		return fmt.Errorf("at most %d --include and --exclude patterns", wire.MaxRules)
+	}
+	*f.rules = append(*f.rules, wire.Rule{Include: f.include, Pattern: v})
+	return nil
 }
 
 func newCpCmd() *cobra.Command {
@@ -124,6 +147,10 @@ cannot be reached never stops the copy.`,
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar")
 	f.StringVar(&o.blockSize, "block-size", "4MiB", "unit in which files are cut, checked and resumed")
 	f.DurationVar(&o.stall, "stall-timeout", 60*time.Second, "give up on a connection that makes no progress for this long")
+	f.Var(ruleFlag{&o.rules, false}, "exclude", "leave out entries matching PATTERN (repeatable; the first matching --include/--exclude decides)")
+	f.Var(ruleFlag{&o.rules, true}, "include", "take entries matching PATTERN even if a later --exclude matches (repeatable)")
+	f.StringVar(&o.symlinks, "symlinks", "copy", "symbolic links in a tree: copy (as links; one leading outside the tree is skipped with a warning), skip, or follow (copy the target's content)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "list what would be sent or skipped; send nothing, write nothing at the destination")
 	o.reserve.register(f)
 	return cmd
 }
@@ -152,6 +179,9 @@ type cpSummary struct {
 	SenderIOWait   float64        `json:"sender_io_wait_seconds"`
 	ReceiverIOWait float64        `json:"receiver_io_wait_seconds"`
 	Errors         []string       `json:"errors,omitempty"`
+	// DryRun: nothing was sent; Files and Bytes are what would be sent or
+	// compared, FilesSkipped what would be left alone.
+	DryRun bool `json:"dry_run,omitempty"`
 	// With --reserve: the reservation, its rate, path and state after cp
 	// released it, how long it steered the copy, and the bytes each path
 	// carried (see cp_reserve.go); ReservationError says why there is no
@@ -255,6 +285,13 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 	if err := o.reserve.check(); err != nil {
 		return fmt.Errorf("cp: %w", err)
 	}
+	links, ok := map[string]uint8{"copy": wire.LinksCopy, "skip": wire.LinksSkip, "follow": wire.LinksFollow}[o.symlinks]
+	if !ok {
+		return fmt.Errorf("cp: --symlinks %q: want copy, skip or follow", o.symlinks)
+	}
+	if o.dryRun && (o.reserve.rate != "" || o.reserve.ctl.url != "") {
+		return errors.New("cp: --dry-run copies nothing: it takes no --reserve or --controller")
+	}
 
 	dstRemote, dstIsRemote, err := parseRemote(dstArg)
 	if err != nil {
@@ -297,7 +334,8 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 		return fmt.Errorf("cp: %w", err)
 	}
 	cfg := mover.ClientConfig{Addr: addr, Token: token, TLS: tlsCfg, Tuning: tuning, Streams: o.streams, BlockSize: bs, Stall: o.stall}
-	opts := wire.Transfer{Policy: pol, Recursive: o.recursive, Adler32: o.adler}
+	opts := wire.Transfer{Policy: pol, Recursive: o.recursive, Adler32: o.adler,
+		Select: wire.Select{Rules: o.rules, Symlinks: links, DryRun: o.dryRun}}
 
 	// Prepare the local side before connecting, so a typo fails at once.
 	var src mover.Source
@@ -338,6 +376,8 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 		if o.jsonOut {
 			ev := fileEvent{Type: "file", Path: fr.Path, Size: fr.Size, Reason: fr.Reason}
 			switch {
+			case o.dryRun && fr.Skipped && !mover.IsLinkSkip(fr.Reason):
+				ev.Status = dryRunStatus(fr.Reason)
 			case fr.Skipped:
 				ev.Status = "skipped"
 			case fr.OK:
@@ -444,10 +484,23 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 
 	// Tally the last verdict of every file.
 	var sum cpSummary
-	var failures []string
+	var failures, warnings []string
+	var planned []mover.FileResult // --dry-run
 	results.Range(func(k, v any) bool {
 		fr := v.(mover.FileResult)
+		if fr.Skipped && mover.IsLinkSkip(fr.Reason) {
+			warnings = append(warnings, fr.Reason)
+		}
 		switch {
+		case o.dryRun && fr.OK:
+			planned = append(planned, fr)
+			switch dryRunStatus(fr.Reason) {
+			case "would-send", "would-check":
+				sum.Files++
+				sum.Bytes += fr.Size
+			default:
+				sum.FilesSkipped++
+			}
 		case fr.Skipped:
 			sum.FilesSkipped++
 			sum.Files++
@@ -467,6 +520,10 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 	sum.Seconds = elapsed.Seconds()
 	sum.BytesSent, sum.BytesSparse, sum.Attempts = sent, holes, attempts
 	sum.BytesSkipped = lastProg.BytesSkipped.Load()
+	sort.Strings(warnings)
+	if o.dryRun {
+		sum.DryRun, sum.BytesSkipped = true, 0
+	}
 	if sum.Seconds > 0 {
 		sum.ThroughputBps = float64(sent) * 8 / sum.Seconds
 	}
@@ -478,7 +535,7 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 	sum.PerStream, sum.Retransmits = streamReports(last.Sender, last.Receiver)
 	sum.SenderIOWait = float64(last.Sender.IOWait) / 1e9
 	sum.ReceiverIOWait = float64(last.Receiver.IOWait) / 1e9
-	if runErr == nil && len(failures) == 0 {
+	if runErr == nil && len(failures) == 0 && !o.dryRun {
 		// Judged only for a copy that worked: a failed one's error says why.
 		var achieved float64
 		if last.Receiver.Elapsed > 0 {
@@ -487,7 +544,7 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 		b := mover.Judge(last.Sender, last.Receiver, float64(tuning.Rate), achieved)
 		sum.Bottleneck, sum.BottleneckWhy = b.What, b.Why
 	}
-	sum.Verified = runErr == nil && len(failures) == 0
+	sum.Verified = runErr == nil && len(failures) == 0 && !o.dryRun
 	if runErr != nil {
 		sum.Errors = append([]string{runErr.Error()}, failures...)
 	} else {
@@ -501,9 +558,17 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 		booking.finish(&sum, sent, interrupted)
 	}
 	report.finish(sum, interrupted)
-	if o.jsonOut {
+	if !o.jsonOut {
+		for _, w := range warnings {
+			fmt.Fprintf(stderr, "lightpath: cp: warning: %s\n", textsafe.Sanitize(w))
+		}
+	}
+	switch {
+	case o.jsonOut:
 		out.write(sum) // the last line is always the summary
-	} else if runErr == nil || sent > 0 || len(failures) > 0 || sum.Files > 0 {
+	case o.dryRun:
+		printDryRun(stdout, planned, sum)
+	case runErr == nil || sent > 0 || len(failures) > 0 || sum.Files > 0:
 		printSummary(stdout, sum)
 	}
 	switch {
@@ -560,6 +625,38 @@ func (o cpFlags) registerTransfer(ctx context.Context, booking *cpReserve, push 
 		}
 	}
 	return registerTransfer(ctx, c, reg, stderr)
+}
+
+// dryRunStatus is a dry run's verdict on a file, from the receiver's reason.
+func dryRunStatus(reason string) string {
+	if mover.IsLinkSkip(reason) {
+		return "skipped"
+	}
+	switch reason {
+	case mover.DryRunSend, mover.DryRunLink:
+		return "would-send"
+	case mover.DryRunCheck:
+		return "would-check"
+	case mover.DryRunSkip:
+		return "would-skip"
+	}
+	return "would-fail"
+}
+
+// printDryRun lists what a copy would do, one line per file or link, then
+// a line of totals.
+func printDryRun(w io.Writer, planned []mover.FileResult, s cpSummary) {
+	sort.Slice(planned, func(i, j int) bool { return planned[i].Path < planned[j].Path })
+	for _, fr := range planned {
+		st := dryRunStatus(fr.Reason)
+		line := fmt.Sprintf("%-11s %s (%s)", st, textsafe.Sanitize(fr.Path), units.FormatSize(fr.Size))
+		if st != "would-send" {
+			line += ": " + textsafe.Sanitize(strings.TrimPrefix(fr.Reason, "dry run: "))
+		}
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintf(w, "dry run: %d files, %s would be sent or compared, %d skipped; nothing was sent\n",
+		s.Files, units.FormatSize(s.Bytes), s.FilesSkipped)
 }
 
 func printSummary(w io.Writer, s cpSummary) {

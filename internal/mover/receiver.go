@@ -395,6 +395,9 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 	if err := r.add(f); err != nil {
 		return fail(err)
 	}
+	if r.l.opts.Select.DryRun {
+		return r.dryRun(f) // select.go: nothing is written
+	}
 	switch e.Kind {
 	case wire.EntryDir:
 		closeReady(f)
@@ -407,6 +410,11 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 		return wire.NeedItem{}, false
 	case wire.EntrySymlink:
 		closeReady(f)
+		if why := linkOutside(e, r.l.opts.Select.Symlinks); why != "" {
+			// A warning, not a failure: the rest of the tree is copied.
+			r.result(f, wire.ResultItem{ID: e.ID, OK: true, Skipped: true, Reason: why})
+			return wire.NeedItem{}, false
+		}
 		if err := r.symlink(e, target); err != nil {
 			r.resultFail(f, err.Error())
 		} else {
