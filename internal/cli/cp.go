@@ -362,7 +362,7 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 				wholeRoot = true
 			}
 		}
-		dst, err = localDest(dstArg, len(srcArgs) > 1 || wholeRoot)
+		dst, err = localDest(dstArg, len(srcArgs) > 1 || wholeRoot, o.dryRun)
 		if err != nil {
 			return fmt.Errorf("cp: %w", err)
 		}
@@ -784,12 +784,19 @@ func localSource(arg string, recursive bool) (mover.SourceItem, error) {
 	return mover.SourceItem{Root: root, Path: filepath.Base(resolved), Name: name}, nil
 }
 
-// localDest resolves a local destination as cp does.
-func localDest(arg string, mustBeDir bool) (mover.Dest, error) {
+// localDest resolves a local destination as cp does. A dry run creates
+// nothing: it opens the nearest directory that exists instead.
+func localDest(arg string, mustBeDir, dryRun bool) (mover.Dest, error) {
+	mkdirAll := os.MkdirAll
+	openRoot := os.OpenRoot
+	if dryRun {
+		mkdirAll = func(string, fs.FileMode) error { return nil }
+		openRoot = openExistingRoot
+	}
 	fi, err := os.Stat(arg)
 	switch {
 	case err == nil && fi.IsDir():
-		root, err := os.OpenRoot(arg)
+		root, err := openRoot(arg)
 		if err != nil {
 			return mover.Dest{}, fmt.Errorf("%s: %w", arg, unwrapPath(err))
 		}
@@ -799,10 +806,10 @@ func localDest(arg string, mustBeDir bool) (mover.Dest, error) {
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return mover.Dest{}, fmt.Errorf("%s: %w", arg, unwrapPath(err))
 	case err != nil && (mustBeDir || strings.HasSuffix(arg, "/")):
-		if err := os.MkdirAll(arg, 0o755); err != nil {
+		if err := mkdirAll(arg, 0o755); err != nil {
 			return mover.Dest{}, fmt.Errorf("%s: %w", arg, unwrapPath(err))
 		}
-		root, err := os.OpenRoot(arg)
+		root, err := openRoot(arg)
 		if err != nil {
 			return mover.Dest{}, fmt.Errorf("%s: %w", arg, unwrapPath(err))
 		}
@@ -813,14 +820,42 @@ func localDest(arg string, mustBeDir bool) (mover.Dest, error) {
 		return mover.Dest{}, err
 	}
 	parent := filepath.Dir(abs)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
+	if err := mkdirAll(parent, 0o755); err != nil {
 		return mover.Dest{}, fmt.Errorf("%s: %w", parent, unwrapPath(err))
 	}
-	root, err := os.OpenRoot(parent)
+	root, err := openRoot(parent)
 	if err != nil {
 		return mover.Dest{}, fmt.Errorf("%s: %w", parent, unwrapPath(err))
 	}
 	return mover.Dest{Root: root, Base: ".", Rename: filepath.Base(abs)}, nil
+}
+
+// openExistingRoot is a dry run's stand-in for os.OpenRoot on a directory
+// that may not exist yet: a root at its nearest existing ancestor, which
+// shows the same (absent) entries beneath the missing directory.
+func openExistingRoot(dir string) (*os.Root, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	for p := abs; ; p = filepath.Dir(p) {
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			if p == abs {
+				return os.OpenRoot(p)
+			}
+			// Beneath a missing directory nothing exists: an empty
+			// directory of our own says so without touching the destination.
+			tmp, err := os.MkdirTemp("", "lightpath-dry-run-")
+			if err != nil {
+				return nil, err
+			}
+			defer os.Remove(tmp)
+			return os.OpenRoot(tmp)
+		}
+		if filepath.Dir(p) == p {
+			return nil, fmt.Errorf("%s: no existing directory above it", dir)
+		}
+	}
 }
 
 func unwrapPath(err error) error {
