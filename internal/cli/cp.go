@@ -79,7 +79,18 @@ only what is missing is sent (a source that changed starts afresh);
 --retries does that by itself after a dropped connection.
 
 An existing destination file is refused unless --overwrite, --skip-existing
-or --update (skip when size, time and checksum match) says otherwise.
+or --update (skip when size, time and checksum match) says otherwise; one
+whose every block matches the source's (an earlier run of the same command
+delivered it) counts as already there. Ctrl-C exits with status 130; the
+same command again finishes the copy.
+
+--exclude and --include PATTERN (repeatable, one list in the order given;
+the first match decides; none matching keeps the entry) match each entry's
+path in the copy (tree/a/b.txt) or its name with path.Match; a pattern
+ending in / matches directories only; an excluded directory is not entered.
+--symlinks copy (default: links as links; one absolute or leading out of
+the tree is skipped with a warning), skip, or follow (copy the target).
+--dry-run lists what would be sent, compared or skipped and changes nothing.
 
 Output: a progress bar on a terminal; with --json, one JSON object per line:
 progress every second, one per file, and a final summary.
@@ -122,6 +133,7 @@ cannot be reached never stops the copy.`,
   lightpath cp -r -P 8 --rate 5G ./run42 lp://dtn2:7070/runs/run42
   lightpath cp -r lp://dtn2:7070/runs/run42 /scratch/
   lightpath cp --json --retries 5 lp://[2001:db8::2]:7070/d.tar .
+  lightpath cp -r --exclude '*.tmp' --dry-run ./run42 lp://dtn2:7070/runs/
   lightpath cp --reserve 2G --controller unix:/run/lightpath/two-site/controller.sock \
       --controller-token-file alice.token big.h5 lp://198.18.2.1:7070/
   lightpath cp --reserve auto --reserve-required big.h5 lp://dtn2:7070/`,

@@ -25,9 +25,9 @@ func CheckRule(pattern string) error {
 	return nil
 }
 
-// Excluded reports whether rules leave out the entry at rel, its path as
-// it lands under the destination (tree/a/b.txt for a/b.txt in a source
-// named tree; a top-level source is matched by its own name). The rules
+// Excluded reports whether rules leave out the entry at rel, its path in
+// the manifest (tree/a/b.txt for a/b.txt in a source named tree; a
+// top-level source is matched by its own name). The rules
 // are tried in order and the first that matches decides; none matching
 // keeps the entry. A pattern matches when path.Match matches it against
 // rel or against rel's last element; a pattern ending in / matches only
