@@ -18,6 +18,7 @@ import (
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/mover"
 	"github.com/lightpath/lightpath/internal/progress"
+	"github.com/lightpath/lightpath/internal/textsafe"
 	"github.com/lightpath/lightpath/internal/transfer"
 	"github.com/lightpath/lightpath/internal/units"
 	"github.com/lightpath/lightpath/internal/wire"
@@ -30,6 +31,29 @@ type cpFlags struct {
 	blockSize                                                         string
 	stall                                                             time.Duration
 	reserve                                                           reserveFlags
+	rules                                                             []wire.Rule // --include and --exclude in the order given
+	symlinks                                                          string
+	dryRun                                                            bool
+}
+
+// ruleFlag is --include or --exclude: each use appends a rule to one list,
+// so that the order across both flags is the order given.
+type ruleFlag struct {
+	rules   *[]wire.Rule
+	include bool
+}
+
+func (f ruleFlag) String() string { return "" }
+func (f ruleFlag) Type() string   { return "PATTERN" }
+func (f ruleFlag) Set(v string) error {
+	if err := mover.CheckRule(v); err != nil {
+		return err
+	}
+	if len(*f.rules) >= wire.MaxRules {
+		return fmt.Errorf("at most %d --include and --exclude patterns", wire.MaxRules)
+	}
+	*f.rules = append(*f.rules, wire.Rule{Include: f.include, Pattern: v})
+	return nil
 }
 
 func newCpCmd() *cobra.Command {
@@ -55,7 +79,18 @@ only what is missing is sent (a source that changed starts afresh);
 --retries does that by itself after a dropped connection.
 
 An existing destination file is refused unless --overwrite, --skip-existing
-or --update (skip when size, time and checksum match) says otherwise.
+or --update (skip when size, time and checksum match) says otherwise; one
+whose every block matches the source's (an earlier run of the same command
+delivered it) counts as already there. Ctrl-C exits with status 130; the
+same command again finishes the copy.
+
+--exclude and --include PATTERN (repeatable, one list in the order given;
+the first match decides; none matching keeps the entry) match each entry's
+path in the copy (tree/a/b.txt) or its name with path.Match; a pattern
+ending in / matches directories only; an excluded directory is not entered.
+--symlinks copy (default: links as links; one absolute or leading out of
+the tree is skipped with a warning), skip, or follow (copy the target).
+--dry-run lists what would be sent, compared or skipped and changes nothing.
 
 Output: a progress bar on a terminal; with --json, one JSON object per line:
 progress every second, one per file, and a final summary.
@@ -98,6 +133,7 @@ cannot be reached never stops the copy.`,
   lightpath cp -r -P 8 --rate 5G ./run42 lp://dtn2:7070/runs/run42
   lightpath cp -r lp://dtn2:7070/runs/run42 /scratch/
   lightpath cp --json --retries 5 lp://[2001:db8::2]:7070/d.tar .
+  lightpath cp -r --exclude '*.tmp' --dry-run ./run42 lp://dtn2:7070/runs/
   lightpath cp --reserve 2G --controller unix:/run/lightpath/two-site/controller.sock \
       --controller-token-file alice.token big.h5 lp://198.18.2.1:7070/
   lightpath cp --reserve auto --reserve-required big.h5 lp://dtn2:7070/`,
@@ -123,6 +159,10 @@ cannot be reached never stops the copy.`,
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar")
 	f.StringVar(&o.blockSize, "block-size", "4MiB", "unit in which files are cut, checked and resumed")
 	f.DurationVar(&o.stall, "stall-timeout", 60*time.Second, "give up on a connection that makes no progress for this long")
+	f.Var(ruleFlag{&o.rules, false}, "exclude", "leave out entries matching PATTERN (repeatable; the first matching --include/--exclude decides)")
+	f.Var(ruleFlag{&o.rules, true}, "include", "take entries matching PATTERN even if a later --exclude matches (repeatable)")
+	f.StringVar(&o.symlinks, "symlinks", "copy", "symbolic links in a tree: copy (as links; one leading outside the tree is skipped with a warning), skip, or follow (copy the target's content)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "list what would be sent or skipped; send nothing, write nothing at the destination")
 	o.reserve.register(f)
 	return cmd
 }
@@ -151,6 +191,9 @@ type cpSummary struct {
 	SenderIOWait   float64        `json:"sender_io_wait_seconds"`
 	ReceiverIOWait float64        `json:"receiver_io_wait_seconds"`
 	Errors         []string       `json:"errors,omitempty"`
+	// DryRun: nothing was sent; Files and Bytes are what would be sent or
+	// compared, FilesSkipped what would be left alone.
+	DryRun bool `json:"dry_run,omitempty"`
 	// With --reserve: the reservation, its rate, path and state after cp
 	// released it, how long it steered the copy, and the bytes each path
 	// carried (see cp_reserve.go); ReservationError says why there is no
@@ -254,6 +297,13 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 	if err := o.reserve.check(); err != nil {
 		return fmt.Errorf("cp: %w", err)
 	}
+	links, ok := map[string]uint8{"copy": wire.LinksCopy, "skip": wire.LinksSkip, "follow": wire.LinksFollow}[o.symlinks]
+	if !ok {
+		return fmt.Errorf("cp: --symlinks %q: want copy, skip or follow", o.symlinks)
+	}
+	if o.dryRun && (o.reserve.rate != "" || o.reserve.ctl.url != "") {
+		return errors.New("cp: --dry-run copies nothing: it takes no --reserve or --controller")
+	}
 
 	dstRemote, dstIsRemote, err := parseRemote(dstArg)
 	if err != nil {
@@ -296,7 +346,8 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 		return fmt.Errorf("cp: %w", err)
 	}
 	cfg := mover.ClientConfig{Addr: addr, Token: token, TLS: tlsCfg, Tuning: tuning, Streams: o.streams, BlockSize: bs, Stall: o.stall}
-	opts := wire.Transfer{Policy: pol, Recursive: o.recursive, Adler32: o.adler}
+	opts := wire.Transfer{Policy: pol, Recursive: o.recursive, Adler32: o.adler,
+		Select: wire.Select{Rules: o.rules, Symlinks: links, DryRun: o.dryRun}}
 
 	// Prepare the local side before connecting, so a typo fails at once.
 	var src mover.Source
@@ -323,7 +374,7 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 				wholeRoot = true
 			}
 		}
-		dst, err = localDest(dstArg, len(srcArgs) > 1 || wholeRoot)
+		dst, err = localDest(dstArg, len(srcArgs) > 1 || wholeRoot, o.dryRun)
 		if err != nil {
 			return fmt.Errorf("cp: %w", err)
 		}
@@ -337,6 +388,8 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 		if o.jsonOut {
 			ev := fileEvent{Type: "file", Path: fr.Path, Size: fr.Size, Reason: fr.Reason}
 			switch {
+			case o.dryRun && fr.Skipped && !mover.IsLinkSkip(fr.Reason):
+				ev.Status = dryRunStatus(fr.Reason)
 			case fr.Skipped:
 				ev.Status = "skipped"
 			case fr.OK:
@@ -429,7 +482,7 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 		if o.jsonOut {
 			out.write(retryEvent{Type: "retry", Attempt: attempts, Error: runErr.Error(), WaitS: wait.Seconds()})
 		} else {
-			fmt.Fprintf(stderr, "lightpath: cp: attempt %d failed: %v; resuming in %s\n", attempts, runErr, wait)
+			fmt.Fprintf(stderr, "lightpath: cp: attempt %d failed: %s; resuming in %s\n", attempts, textsafe.Sanitize(runErr.Error()), wait)
 		}
 		select {
 		case <-time.After(wait):
@@ -443,10 +496,23 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 
 	// Tally the last verdict of every file.
 	var sum cpSummary
-	var failures []string
+	var failures, warnings []string
+	var planned []mover.FileResult // --dry-run
 	results.Range(func(k, v any) bool {
 		fr := v.(mover.FileResult)
+		if fr.Skipped && mover.IsLinkSkip(fr.Reason) {
+			warnings = append(warnings, fr.Reason)
+		}
 		switch {
+		case o.dryRun && fr.OK:
+			planned = append(planned, fr)
+			switch dryRunStatus(fr.Reason) {
+			case "would-send", "would-check":
+				sum.Files++
+				sum.Bytes += fr.Size
+			default:
+				sum.FilesSkipped++
+			}
 		case fr.Skipped:
 			sum.FilesSkipped++
 			sum.Files++
@@ -466,6 +532,10 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 	sum.Seconds = elapsed.Seconds()
 	sum.BytesSent, sum.BytesSparse, sum.Attempts = sent, holes, attempts
 	sum.BytesSkipped = lastProg.BytesSkipped.Load()
+	sort.Strings(warnings)
+	if o.dryRun {
+		sum.DryRun, sum.BytesSkipped = true, 0
+	}
 	if sum.Seconds > 0 {
 		sum.ThroughputBps = float64(sent) * 8 / sum.Seconds
 	}
@@ -477,7 +547,8 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 	sum.PerStream, sum.Retransmits = streamReports(last.Sender, last.Receiver)
 	sum.SenderIOWait = float64(last.Sender.IOWait) / 1e9
 	sum.ReceiverIOWait = float64(last.Receiver.IOWait) / 1e9
-	if runErr == nil {
+	if runErr == nil && len(failures) == 0 && !o.dryRun {
+		// Judged only for a copy that worked: a failed one's error says why.
 		var achieved float64
 		if last.Receiver.Elapsed > 0 {
 			achieved = float64(last.Receiver.Bytes) * 8 / (float64(last.Receiver.Elapsed) / 1e9)
@@ -485,7 +556,7 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 		b := mover.Judge(last.Sender, last.Receiver, float64(tuning.Rate), achieved)
 		sum.Bottleneck, sum.BottleneckWhy = b.What, b.Why
 	}
-	sum.Verified = runErr == nil && len(failures) == 0
+	sum.Verified = runErr == nil && len(failures) == 0 && !o.dryRun
 	if runErr != nil {
 		sum.Errors = append([]string{runErr.Error()}, failures...)
 	} else {
@@ -494,25 +565,45 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 	if len(sum.Errors) > 20 {
 		sum.Errors = sum.Errors[:20]
 	}
+	interrupted := ctx.Err() != nil
 	if booking != nil {
-		booking.finish(&sum, sent, ctx.Err() != nil)
+		booking.finish(&sum, sent, interrupted)
 	}
-	report.finish(sum)
-	if o.jsonOut {
+	report.finish(sum, interrupted)
+	if !o.jsonOut {
+		for _, w := range warnings {
+			fmt.Fprintf(stderr, "lightpath: cp: warning: %s\n", textsafe.Sanitize(w))
+		}
+	}
+	switch {
+	case o.jsonOut:
 		out.write(sum) // the last line is always the summary
-	} else if runErr == nil || sent > 0 || len(failures) > 0 || sum.Files > 0 {
+	case o.dryRun:
+		printDryRun(stdout, planned, sum)
+	case runErr == nil || sent > 0 || len(failures) > 0 || sum.Files > 0:
 		printSummary(stdout, sum)
 	}
 	switch {
-	case runErr != nil && ctx.Err() != nil:
-		return errors.New("cp: interrupted: run the same command again to resume")
+	case interrupted && (runErr != nil || len(failures) > 0):
+		return statusError{code: 130, err: errors.New("cp: interrupted: run the same command again to resume")}
 	case runErr != nil:
-		return fmt.Errorf("cp: %w", runErr)
+		// The error's text may come from the server: printed sanitised.
+		return fmt.Errorf("cp: %s", textsafe.Sanitize(runErr.Error()))
 	case len(failures) > 0:
-		return fmt.Errorf("cp: %d of %d files failed; first: %s", len(failures), sum.Files+len(failures), failures[0])
+		return fmt.Errorf("cp: %d of %d files failed; first: %s", len(failures), sum.Files+len(failures), textsafe.Sanitize(failures[0]))
 	}
 	return nil
 }
+
+// statusError is an error that ends the process with its own exit status
+// (130 for a copy interrupted by Ctrl-C, as shells report SIGINT).
+type statusError struct {
+	code int
+	err  error
+}
+
+func (e statusError) Error() string { return e.err.Error() }
+func (e statusError) Unwrap() error { return e.err }
 
 // registerTransfer registers the copy with the controller: its ends as
 // the topology's nodes and its flow, and its reservation when it booked
@@ -546,6 +637,38 @@ func (o cpFlags) registerTransfer(ctx context.Context, booking *cpReserve, push 
 		}
 	}
 	return registerTransfer(ctx, c, reg, stderr)
+}
+
+// dryRunStatus is a dry run's verdict on a file, from the receiver's reason.
+func dryRunStatus(reason string) string {
+	if mover.IsLinkSkip(reason) {
+		return "skipped"
+	}
+	switch reason {
+	case mover.DryRunSend, mover.DryRunLink:
+		return "would-send"
+	case mover.DryRunCheck:
+		return "would-check"
+	case mover.DryRunSkip:
+		return "would-skip"
+	}
+	return "would-fail"
+}
+
+// printDryRun lists what a copy would do, one line per file or link, then
+// a line of totals.
+func printDryRun(w io.Writer, planned []mover.FileResult, s cpSummary) {
+	sort.Slice(planned, func(i, j int) bool { return planned[i].Path < planned[j].Path })
+	for _, fr := range planned {
+		st := dryRunStatus(fr.Reason)
+		line := fmt.Sprintf("%-11s %s (%s)", st, textsafe.Sanitize(fr.Path), units.FormatSize(fr.Size))
+		if st != "would-send" {
+			line += ": " + textsafe.Sanitize(strings.TrimPrefix(fr.Reason, "dry run: "))
+		}
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintf(w, "dry run: %d files, %s would be sent or compared, %d skipped; nothing was sent\n",
+		s.Files, units.FormatSize(s.Bytes), s.FilesSkipped)
 }
 
 func printSummary(w io.Writer, s cpSummary) {
@@ -673,12 +796,19 @@ func localSource(arg string, recursive bool) (mover.SourceItem, error) {
 	return mover.SourceItem{Root: root, Path: filepath.Base(resolved), Name: name}, nil
 }
 
-// localDest resolves a local destination as cp does.
-func localDest(arg string, mustBeDir bool) (mover.Dest, error) {
+// localDest resolves a local destination as cp does. A dry run creates
+// nothing: it opens the nearest directory that exists instead.
+func localDest(arg string, mustBeDir, dryRun bool) (mover.Dest, error) {
+	mkdirAll := os.MkdirAll
+	openRoot := os.OpenRoot
+	if dryRun {
+		mkdirAll = func(string, fs.FileMode) error { return nil }
+		openRoot = openExistingRoot
+	}
 	fi, err := os.Stat(arg)
 	switch {
 	case err == nil && fi.IsDir():
-		root, err := os.OpenRoot(arg)
+		root, err := openRoot(arg)
 		if err != nil {
 			return mover.Dest{}, fmt.Errorf("%s: %w", arg, unwrapPath(err))
 		}
@@ -688,10 +818,10 @@ func localDest(arg string, mustBeDir bool) (mover.Dest, error) {
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return mover.Dest{}, fmt.Errorf("%s: %w", arg, unwrapPath(err))
 	case err != nil && (mustBeDir || strings.HasSuffix(arg, "/")):
-		if err := os.MkdirAll(arg, 0o755); err != nil {
+		if err := mkdirAll(arg, 0o755); err != nil {
 			return mover.Dest{}, fmt.Errorf("%s: %w", arg, unwrapPath(err))
 		}
-		root, err := os.OpenRoot(arg)
+		root, err := openRoot(arg)
 		if err != nil {
 			return mover.Dest{}, fmt.Errorf("%s: %w", arg, unwrapPath(err))
 		}
@@ -702,14 +832,42 @@ func localDest(arg string, mustBeDir bool) (mover.Dest, error) {
 		return mover.Dest{}, err
 	}
 	parent := filepath.Dir(abs)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
+	if err := mkdirAll(parent, 0o755); err != nil {
 		return mover.Dest{}, fmt.Errorf("%s: %w", parent, unwrapPath(err))
 	}
-	root, err := os.OpenRoot(parent)
+	root, err := openRoot(parent)
 	if err != nil {
 		return mover.Dest{}, fmt.Errorf("%s: %w", parent, unwrapPath(err))
 	}
 	return mover.Dest{Root: root, Base: ".", Rename: filepath.Base(abs)}, nil
+}
+
+// openExistingRoot is a dry run's stand-in for os.OpenRoot on a directory
+// that may not exist yet: a root at its nearest existing ancestor, which
+// shows the same (absent) entries beneath the missing directory.
+func openExistingRoot(dir string) (*os.Root, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	for p := abs; ; p = filepath.Dir(p) {
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			if p == abs {
+				return os.OpenRoot(p)
+			}
+			// Beneath a missing directory nothing exists: an empty
+			// directory of our own says so without touching the destination.
+			tmp, err := os.MkdirTemp("", "lightpath-dry-run-")
+			if err != nil {
+				return nil, err
+			}
+			defer os.Remove(tmp)
+			return os.OpenRoot(tmp)
+		}
+		if filepath.Dir(p) == p {
+			return nil, fmt.Errorf("%s: no existing directory above it", dir)
+		}
+	}
 }
 
 func unwrapPath(err error) error {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/mover"
+	"github.com/lightpath/lightpath/internal/textsafe"
 	"github.com/lightpath/lightpath/internal/transfer"
 )
 
@@ -37,7 +38,7 @@ func registerTransfer(ctx context.Context, c *client.Client, reg transfer.Regist
 	defer cancel()
 	t, err := c.CreateTransfer(rctx, reg)
 	if err != nil {
-		fmt.Fprintf(stderr, "lightpath: cp: the controller does not record this transfer: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(stderr, "lightpath: cp: the controller does not record this transfer: %s\n", textsafe.Sanitize(oneLine(err.Error())))
 		return nil
 	}
 	return &cpReport{c: c, id: t.ID, stderr: stderr}
@@ -74,12 +75,13 @@ func (x *cpReport) send(ctx context.Context, rep transfer.Report) {
 	defer x.mu.Unlock()
 	if err != nil && !x.warned && ctx.Err() == nil {
 		x.warned = true
-		fmt.Fprintf(x.stderr, "lightpath: cp: report to the controller: %s; the copy goes on\n", oneLine(err.Error()))
+		fmt.Fprintf(x.stderr, "lightpath: cp: report to the controller: %s; the copy goes on\n", textsafe.Sanitize(oneLine(err.Error())))
 	}
 }
 
-// finish stops the reports and sends the outcome.
-func (x *cpReport) finish(sum cpSummary) {
+// finish stops the reports and sends the outcome: succeeded, failed, or
+// interrupted when the user stopped the copy.
+func (x *cpReport) finish(sum cpSummary, interrupted bool) {
 	if x == nil {
 		return
 	}
@@ -88,7 +90,10 @@ func (x *cpReport) finish(sum cpSummary) {
 	}
 	rep := transfer.Report{State: transfer.Succeeded, BytesDone: sum.BytesSent, BytesByPath: sum.BytesByPath, Reservation: sum.Reservation,
 		Verified: sum.Verified, Bottleneck: sum.Bottleneck, BottleneckWhy: sum.BottleneckWhy, ThroughputBps: sum.ThroughputBps}
-	if !sum.Verified || len(sum.Errors) > 0 {
+	switch {
+	case interrupted && !sum.Verified:
+		rep.State, rep.Error = transfer.Interrupted, "interrupted by the user: run the same command again to resume"
+	case !sum.Verified || len(sum.Errors) > 0:
 		rep.State = transfer.Failed
 		if len(sum.Errors) > 0 {
 			rep.Error = sum.Errors[0]

@@ -29,6 +29,7 @@ import (
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/mover"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/textsafe"
 	"github.com/lightpath/lightpath/internal/units"
 )
 
@@ -412,7 +413,7 @@ func (r *cpReservation) follow(ctx context.Context, errw io.Writer) {
 			return see(*ev.Reservation)
 		})
 		if err != nil && fctx.Err() == nil {
-			fmt.Fprintf(errw, "lightpath: %s; the copy goes on, its bytes per path are counted up to here\n", oneLine(err.Error()))
+			fmt.Fprintf(errw, "lightpath: %s; the copy goes on, its bytes per path are counted up to here\n", textsafe.Sanitize(oneLine(err.Error())))
 		}
 	}()
 }
@@ -500,7 +501,7 @@ func (x *cpReserve) start(ctx context.Context, addr string, push bool, size int6
 			return fmt.Errorf("--reserve-required: %w", err)
 		}
 		x.failure = oneLine(err.Error())
-		fmt.Fprintf(x.stderr, "lightpath: cp: no reservation: %s; copying on the routed path\n", x.failure)
+		fmt.Fprintf(x.stderr, "lightpath: cp: no reservation: %s; copying on the routed path\n", textsafe.Sanitize(x.failure))
 		return nil
 	}
 	res := &cpReservation{c: c, booked: r}
@@ -554,7 +555,7 @@ func (x *cpReserve) line(msg string) {
 			prefix = "\r\x1b[K"
 		}
 	}
-	fmt.Fprintf(x.stderr, "%scp: %s\n", prefix, msg)
+	fmt.Fprintf(x.stderr, "%scp: %s\n", prefix, textsafe.Sanitize(msg)) // reasons come from the controller
 }
 
 // finish releases the reservation and fills the summary's fields: which
@@ -580,7 +581,7 @@ func (x *cpReserve) finish(sum *cpSummary, sent int64, interrupted bool) {
 	sum.BytesByPath = map[string]int64{"routed": sent - reserved, "reserved": reserved}
 	if err != nil {
 		sum.ReservationError = oneLine(err.Error())
-		fmt.Fprintf(x.stderr, "lightpath: cp: %s; cancel it with lightpath reserve cancel %s\n", sum.ReservationError, x.res.booked.ID)
+		fmt.Fprintf(x.stderr, "lightpath: cp: %s; cancel it with lightpath reserve cancel %s\n", textsafe.Sanitize(sum.ReservationError), x.res.booked.ID)
 	}
 }
 

@@ -35,6 +35,11 @@ func Main(args []string) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
+	code := 1
+	var se statusError
+	if errors.As(err, &se) {
+		code = se.code
+	}
 	msg := err.Error()
 	if strings.HasPrefix(msg, "unknown command") {
 		// cobra's own wording has no "what: why" shape; give it one.
@@ -45,7 +50,7 @@ func Main(args []string) int {
 		msg = fmt.Sprintf("%s: unknown command (run 'lightpath --help' for the list)", name)
 	}
 	fmt.Fprintf(os.Stderr, "lightpath: %s\n", msg)
-	return 1
+	return code
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {

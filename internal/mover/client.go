@@ -3,17 +3,28 @@ package mover
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/transport"
 	"github.com/lightpath/lightpath/internal/wire"
 )
+
+// errSpeaksHTTP is a server that answered the hello with an HTTP response.
+var errSpeaksHTTP = errors.New("the server speaks HTTP")
+
+// refusal is an ErrRefused (not worth retrying) that says all in its own words.
+type refusal string
+
+func (r refusal) Error() string        { return string(r) }
+func (r refusal) Is(target error) bool { return target == ErrRefused }
 
 // ClientConfig configures a client's connections.
 type ClientConfig struct {
@@ -35,6 +46,9 @@ func (c *ClientConfig) options(streams int) transport.Options {
 func (c *ClientConfig) dial(ctx context.Context, kind wire.Kind, streams int) (net.Conn, *wire.Reader, [wire.NonceSize]byte, [wire.NonceSize]byte, error) {
 	var cn, sn [wire.NonceSize]byte
 	tc, err := transport.Dial(ctx, c.Addr, c.options(streams))
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return nil, nil, cn, sn, fmt.Errorf("connect to %s: %w: is `lightpath serve` running there?", c.Addr, syscall.ECONNREFUSED)
+	}
 	if err != nil {
 		return nil, nil, cn, sn, fmt.Errorf("connect to %s: %w", c.Addr, err)
 	}
@@ -52,6 +66,10 @@ func (c *ClientConfig) dial(ctx context.Context, kind wire.Kind, streams int) (n
 	}
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
 	r, cn, sn, err := clientHandshake(conn, kind, c.Token)
+	if errors.Is(err, errSpeaksHTTP) {
+		conn.Close()
+		return nil, nil, cn, sn, refusal(fmt.Sprintf("lp://%s speaks HTTP, not the Lightpath mover protocol: is it the controller's port? the mover listens where `lightpath serve --listen` says", c.Addr))
+	}
 	if err != nil {
 		conn.Close()
 		return nil, nil, cn, sn, err

@@ -149,6 +149,10 @@ var (
 // with and the two nonces (for the session key).
 func clientHandshake(c net.Conn, kind wire.Kind, token []byte) (*wire.Reader, [wire.NonceSize]byte, [wire.NonceSize]byte, error) {
 	cn := nonce()
+	// The hello ends a line, so that an HTTP server (a controller's port
+	// given by mistake) answers it at once with a 400 instead of waiting
+	// for the rest of a request; 248 random bits are left.
+	cn[wire.NonceSize-1] = '\n'
 	var sn [wire.NonceSize]byte
 	hello := wire.AppendHello(nil, wire.Hello{MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion, Kind: kind, Nonce: cn})
 	if _, err := c.Write(hello); err != nil {
@@ -158,6 +162,9 @@ func clientHandshake(c net.Conn, kind wire.Kind, token []byte) (*wire.Reader, [w
 	// A TLS server answers a plain hello with a TLS alert record (0x15).
 	if b, err := br.Peek(1); err == nil && b[0] == 0x15 {
 		return nil, cn, sn, fmt.Errorf("%w: the server speaks TLS: give --tls-ca with its certificate authority", ErrRefused)
+	}
+	if b, _ := br.Peek(4); string(b) == "HTTP" {
+		return nil, cn, sn, errSpeaksHTTP
 	}
 	r := wire.NewReader(br)
 	m, err := r.Read()

@@ -457,6 +457,9 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 	if err := r.add(f); err != nil {
 		return fail(err)
 	}
+	if r.l.opts.Select.DryRun {
+		return r.dryRun(f) // select.go: nothing is written
+	}
 	switch e.Kind {
 	case wire.EntryDir:
 		closeReady(f)
@@ -469,6 +472,11 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 		return wire.NeedItem{}, false
 	case wire.EntrySymlink:
 		closeReady(f)
+		if why := linkOutside(e, r.l.opts.Select.Symlinks); why != "" {
+			// A warning, not a failure: the rest of the tree is copied.
+			r.result(f, wire.ResultItem{ID: e.ID, OK: true, Skipped: true, Reason: why})
+			return wire.NeedItem{}, false
+		}
 		if err := r.symlink(e, target); err != nil {
 			r.resultFail(f, err.Error())
 		} else {
@@ -496,6 +504,13 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 		}
 		switch r.pol {
 		case wire.PolicyRefuse:
+			if fi.Mode().IsRegular() && fi.Size() == e.Size {
+				// Perhaps an earlier run of this copy put it there: present
+				// when its blocks match the source's, refused otherwise (plan).
+				f.inPlace = true
+				go r.offerExisting(f)
+				return wire.NeedItem{}, false
+			}
 			return fail(fmt.Errorf("destination %s exists (use --overwrite, --skip-existing or --update)", target))
 		case wire.PolicySkip:
 			r.release(f)
@@ -575,6 +590,9 @@ func (r *receiver) symlink(e wire.Entry, target string) error {
 	if fi, err := r.dst.Root.Lstat(target); err == nil {
 		switch r.pol {
 		case wire.PolicyRefuse:
+			if cur, err := r.dst.Root.Readlink(target); err == nil && cur == t {
+				return nil // the same link, from an earlier run
+			}
 			return fmt.Errorf("destination %s exists (use --overwrite, --skip-existing or --update)", target)
 		case wire.PolicySkip:
 			return nil
@@ -673,6 +691,10 @@ func (r *receiver) offerExisting(f *rfile) {
 	}
 	f.mu.Unlock()
 	if len(sums) != f.nblocks {
+		if r.pol == wire.PolicyRefuse {
+			r.needFail(f, fmt.Errorf("destination %s exists (use --overwrite, --skip-existing or --update)", f.target))
+			return
+		}
 		// Unreadable: replace it.
 		f.inPlace = false
 		r.needAllAfresh(f)
@@ -773,6 +795,10 @@ func (r *receiver) plan(m *wire.Plan) error {
 	}
 	inPlace := f.inPlace
 	f.mu.Unlock()
+	if m.Fresh && inPlace && r.pol == wire.PolicyRefuse {
+		r.resultFail(f, fmt.Sprintf("destination %s exists and differs from the source (use --overwrite, --skip-existing or --update)", f.target))
+		return nil
+	}
 	if m.Fresh {
 		f.inPlace = false
 		if err := r.startFresh(f); err != nil {
@@ -788,7 +814,11 @@ func (r *receiver) plan(m *wire.Plan) error {
 		f.state = rFinal
 		f.mu.Unlock()
 		r.l.prog.BytesSkipped.Add(f.e.Size)
-		r.result(f, wire.ResultItem{ID: f.e.ID, OK: true, Skipped: true, Reason: "up to date", CRC: r.fileCRC(f)})
+		reason := "up to date"
+		if r.pol == wire.PolicyRefuse {
+			reason = "already present"
+		}
+		r.result(f, wire.ResultItem{ID: f.e.ID, OK: true, Skipped: true, Reason: reason, CRC: r.fileCRC(f)})
 		return nil
 	}
 	f.mu.Lock()

@@ -181,6 +181,7 @@ type sender struct {
 	allDone  chan struct{}
 	doneOnce sync.Once
 
+	dirs    []fs.FileInfo // the directories being walked, outermost first (--symlinks follow meets no cycle)
 	q       *queue
 	ioWait  atomic.Int64
 	netWait atomic.Int64
@@ -366,6 +367,9 @@ func (s *sender) walk(ctx context.Context) error {
 			}
 			continue
 		}
+		if Excluded(s.l.opts.Select.Rules, it.Name, fi.IsDir()) {
+			continue
+		}
 		err = s.walkItem(ctx, it.Root, it.Path, it.Name, fi, true, add, srcError)
 		if err != nil {
 			return err
@@ -399,6 +403,17 @@ func (s *sender) walkItem(ctx context.Context, root *os.Root, src, name string, 
 		e.Size, e.Alloc = fi.Size(), allocated(fi)
 		return add(root, e, src)
 	case fi.Mode()&fs.ModeSymlink != 0:
+		switch s.l.opts.Select.Symlinks {
+		case wire.LinksSkip:
+			return nil
+		case wire.LinksFollow:
+			// The target as if it were here, when it can be reached within
+			// the root (os.Root keeps a server's walk inside what it serves);
+			// otherwise the link goes as under copy, whose rules then apply.
+			if tfi, err := root.Stat(src); err == nil && (tfi.Mode().IsRegular() || tfi.IsDir() && !s.walking(tfi)) {
+				return s.walkItem(ctx, root, src, name, tfi, top, add, srcError)
+			}
+		}
 		t, err := root.Readlink(src)
 		if err != nil {
 			return srcError(src, cleanPathError(err))
@@ -411,6 +426,8 @@ func (s *sender) walkItem(ctx context.Context, root *os.Root, src, name string, 
 		if err := add(root, e, src); err != nil {
 			return err
 		}
+		s.dirs = append(s.dirs, fi)
+		defer func() { s.dirs = s.dirs[:len(s.dirs)-1] }()
 		d, err := root.Open(src)
 		if err != nil {
 			return srcError(src, cleanPathError(err))
@@ -424,6 +441,9 @@ func (s *sender) walkItem(ctx context.Context, root *os.Root, src, name string, 
 		for _, de := range ents {
 			if isWorkFile(de.Name()) {
 				continue
+			}
+			if Excluded(s.l.opts.Select.Rules, name+"/"+de.Name(), de.IsDir()) {
+				continue // an excluded directory is not entered
 			}
 			child := path.Join(src, de.Name())
 			cfi, err := root.Lstat(child)
@@ -444,6 +464,17 @@ func (s *sender) walkItem(ctx context.Context, root *os.Root, src, name string, 
 		}
 		return nil // sockets, devices and pipes inside a tree are not data
 	}
+}
+
+// walking reports whether dir is one of the directories being walked: a
+// followed link to it would walk it again and again.
+func (s *sender) walking(dir fs.FileInfo) bool {
+	for _, d := range s.dirs {
+		if os.SameFile(d, dir) {
+			return true
+		}
+	}
+	return false
 }
 
 // readLoop handles the receiver's messages until its Done.
@@ -777,7 +808,7 @@ var errSourceChanged = errors.New("source changed")
 func (s *sender) sendBlock(d *dataConn, j job, buf []byte) error {
 	f := j.f
 	f.mu.Lock()
-	gone := f.ended && f.failed != ""
+	gone := f.ended && f.failed != "" || f.resolved // a verdict came: nothing more to send
 	f.mu.Unlock()
 	if gone {
 		return nil

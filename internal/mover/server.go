@@ -513,6 +513,9 @@ func (s *Server) putDest(m *wire.Put) (Dest, error) {
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return Dest{}, fmt.Errorf("destination %s: %w", m.Dest, cleanPathError(err))
 	case m.Sources > 1 || m.DirSlash:
+		if m.Select.DryRun {
+			return Dest{Root: s.root, Base: p, Locks: s.locks}, nil // a dry run creates nothing
+		}
 		if err := s.root.MkdirAll(p, 0o755); err != nil {
 			return Dest{}, fmt.Errorf("create %s: %w", m.Dest, cleanPathError(err))
 		}
@@ -522,6 +525,9 @@ func (s *Server) putDest(m *wire.Put) (Dest, error) {
 		return Dest{Root: s.root, Base: ".", Locks: s.locks, MaxFileSize: s.cfg.MaxFileSize, LimitHint: maxSizeHint, Space: s.space}, nil
 	}
 	dir := path.Dir(p)
+	if m.Select.DryRun {
+		return Dest{Root: s.root, Base: dir, Rename: path.Base(p), Locks: s.locks}, nil
+	}
 	if err := s.root.MkdirAll(dir, 0o755); err != nil {
 		return Dest{}, fmt.Errorf("create %s: %w", dir, cleanPathError(err))
 	}

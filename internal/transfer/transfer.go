@@ -28,6 +28,9 @@ const (
 	Running   = "running"
 	Succeeded = "succeeded"
 	Failed    = "failed"
+	// Interrupted is a transfer its user stopped (Ctrl-C): not a failure;
+	// the same command again resumes it as a new transfer.
+	Interrupted = "interrupted"
 	// Stalled is how a running transfer that has not reported for
 	// StallAfter is shown: its cp was killed, or hangs.
 	Stalled = "stalled"
@@ -260,9 +263,9 @@ func (r *Registry) Report(ctx context.Context, id, who string, rep Report) (Tran
 		return t, monitor.Group{}, fmt.Errorf("%w: transfer %s is %s already", ErrInvalid, id, t.State)
 	}
 	switch rep.State {
-	case "", Running, Succeeded, Failed:
+	case "", Running, Succeeded, Failed, Interrupted:
 	default:
-		return t, monitor.Group{}, fmt.Errorf("%w: state %q: want running, succeeded or failed", ErrInvalid, rep.State)
+		return t, monitor.Group{}, fmt.Errorf("%w: state %q: want running, succeeded, failed or interrupted", ErrInvalid, rep.State)
 	}
 	if rep.BytesDone < 0 || len(rep.Streams) > 256 || len(rep.BytesByPath) > 8 {
 		return t, monitor.Group{}, fmt.Errorf("%w: a report has bytes_done >= 0, at most 256 streams and 8 paths", ErrInvalid)
@@ -291,7 +294,7 @@ func (r *Registry) Report(ctx context.Context, id, who string, rep Report) (Tran
 	if len(rep.Streams) > 0 {
 		t.Streams = len(rep.Streams)
 	}
-	if rep.State == Succeeded || rep.State == Failed {
+	if rep.State == Succeeded || rep.State == Failed || rep.State == Interrupted {
 		t.State, t.EndedAt = rep.State, now
 		t.Verified, t.Bottleneck, t.BottleneckWhy, t.Error = rep.Verified, rep.Bottleneck, rep.BottleneckWhy, rep.Error
 		if rep.ThroughputBps > 0 {

@@ -83,3 +83,30 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("list after reopen: %+v %v", l, err)
 	}
 }
+
+// TestInterrupted: a copy its user stopped ends interrupted (not failed),
+// with its reason, and takes no report after.
+func TestInterrupted(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
+	r, err := Open(ctx, filepath.Join(t.TempDir(), "m.db"), clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	tr, err := r.Create(ctx, "alice", Registration{Direction: "pull", Source: "lp://b1:7070/d", Destination: "d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.add(time.Second)
+	got, _, err := r.Report(ctx, tr.ID, "alice", Report{State: Interrupted, BytesDone: 10, Error: "interrupted by the user"})
+	if err != nil || got.State != Interrupted || got.EndedAt.IsZero() || got.Error != "interrupted by the user" {
+		t.Fatalf("interrupted: %+v %v", got, err)
+	}
+	if _, _, err := r.Report(ctx, tr.ID, "alice", Report{BytesDone: 11}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a report after the interruption: %v", err)
+	}
+	if _, _, err := r.Report(ctx, tr.ID, "alice", Report{State: "paused"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("an unknown state: %v", err)
+	}
+}

@@ -176,6 +176,72 @@ type Transfer struct {
 	Policy    uint8
 	Recursive bool
 	Adler32   bool // also compute adler32 per file
+	// Select travels as the optional tail of a Put or a Get, not here.
+	Select Select
+}
+
+// Select is what a copy takes of its sources and how: include and exclude
+// rules, what becomes of symbolic links, and a dry run. It is the optional
+// tail of a Put or a Get, sent only when it is not the zero value, so that
+// peers from before it still read every message that does not use it.
+type Select struct {
+	Rules    []Rule
+	Symlinks uint8 // LinksCopy, LinksSkip or LinksFollow
+	DryRun   bool  // the receiver answers every file with a skip and writes nothing
+}
+
+// Rule is one --include or --exclude pattern.
+type Rule struct {
+	Include bool
+	Pattern string
+}
+
+// What becomes of a symbolic link in a tree.
+const (
+	LinksCopy   uint8 = iota // recreated as a link (those leading outside the tree are skipped)
+	LinksSkip                // left out
+	LinksFollow              // the target's content is copied
+)
+
+// Bounds on a Select a peer may send.
+const (
+	MaxRules       = 256
+	MaxRulePattern = 4096
+)
+
+func (s *Select) appendTail(e *enc) {
+	if len(s.Rules) == 0 && s.Symlinks == LinksCopy && !s.DryRun {
+		return
+	}
+	e.uv(uint64(len(s.Rules)))
+	for _, r := range s.Rules {
+		e.boolean(r.Include)
+		e.str(r.Pattern)
+	}
+	e.u8(s.Symlinks)
+	e.boolean(s.DryRun)
+}
+
+func (s *Select) decodeTail(d *dec) {
+	if d.err != nil || len(d.b) == 0 {
+		return
+	}
+	n := d.count("rules", 2)
+	if d.err == nil && n > MaxRules {
+		d.err = malformed("%d rules exceed the limit of %d", n, MaxRules)
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		r := Rule{Include: d.boolean("rule kind"), Pattern: d.str("rule pattern")}
+		if d.err == nil && (r.Pattern == "" || len(r.Pattern) > MaxRulePattern) {
+			d.err = malformed("rule pattern of %d bytes: want 1..%d", len(r.Pattern), MaxRulePattern)
+		}
+		s.Rules = append(s.Rules, r)
+	}
+	s.Symlinks = d.u8("symlinks")
+	s.DryRun = d.boolean("dry run")
+	if d.err == nil && s.Symlinks > LinksFollow {
+		d.err = malformed("unknown symlink treatment %d", s.Symlinks)
+	}
 }
 
 func (t *Transfer) appendTo(e *enc) {
@@ -223,12 +289,14 @@ func (m *Put) appendTo(e *enc) {
 	e.str(m.Dest)
 	e.uv(uint64(m.Sources))
 	e.boolean(m.DirSlash)
+	m.Select.appendTail(e)
 }
 func (m *Put) decode(d *dec) {
 	m.Transfer.decode(d)
 	m.Dest = d.str("dest")
 	m.Sources = uint32(d.un("sources", math.MaxUint32))
 	m.DirSlash = d.boolean("dir-slash")
+	m.Select.decodeTail(d)
 }
 
 // Get asks the server to send the named paths (relative to its root).
@@ -244,6 +312,7 @@ func (m *Get) appendTo(e *enc) {
 	for _, p := range m.Paths {
 		e.str(p)
 	}
+	m.Select.appendTail(e)
 }
 func (m *Get) decode(d *dec) {
 	m.Transfer.decode(d)
@@ -251,6 +320,7 @@ func (m *Get) decode(d *dec) {
 	for i := 0; i < n && d.err == nil; i++ {
 		m.Paths = append(m.Paths, d.str("path"))
 	}
+	m.Select.decodeTail(d)
 }
 
 // Bench asks for a memory-to-memory test.

@@ -11,6 +11,8 @@ import (
 func sampleMsgs() []Msg {
 	tun := Tuning{CC: "bbr", Window: 1 << 20, DSCP: 46, Rate: 5e9}
 	tr := Transfer{Tuning: tun, Streams: 4, BlockSize: 4 << 20, Policy: PolicyUpdate, Recursive: true, Adler32: true}
+	trSel := tr
+	trSel.Select = Select{Rules: []Rule{{Include: true, Pattern: "*/"}, {Pattern: "*.tmp"}}, Symlinks: LinksFollow, DryRun: true}
 	st := Stats{Bytes: 1 << 40, Elapsed: 3e9, IOWait: 5, NetWait: 7, Streams: []StreamStats{
 		{Bytes: 9, RTT: 1000, RTTVar: 20, Cwnd: 10, Retrans: 3, BusyTime: 1, RwndLimited: 2, SndbufLimited: 3, PacingRate: 4, DeliveryRate: 5}}}
 	return []Msg{
@@ -20,6 +22,8 @@ func sampleMsgs() []Msg {
 		&AuthOK{MAC: []byte{8}},
 		&Put{Transfer: tr, Dest: "incoming/ä b", Sources: 3, DirSlash: true},
 		&Get{Transfer: tr, Paths: []string{"a", "b/c"}},
+		&Get{Transfer: trSel, Paths: []string{"a"}},
+		&Put{Transfer: trSel, Dest: "d", Sources: 1},
 		&Bench{Tuning: tun, Streams: 8, Duration: 10e9, Reverse: true},
 		&Accept{Session: [16]byte{7}, Secret: []byte("s"), Streams: 4},
 		&Join{Session: [16]byte{7}, Stream: 3, MAC: []byte{1}},

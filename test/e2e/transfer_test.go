@@ -148,10 +148,23 @@ func TestSingleFile(t *testing.T) {
 		compareEntry(t, src, filepath.Join(dir, "multi-back", "data.bin"), "multi-back/data.bin")
 		compareEntry(t, other, filepath.Join(dir, "multi-back", "other.txt"), "multi-back/other.txt")
 	})
+	t.Run("onto an identical file named as the destination", func(t *testing.T) {
+		// What an earlier run delivered is already there, not refused.
+		s := cpOK(t, src, srv.URL("b"))
+		if s.FilesSkipped != 1 || s.BytesSent != 0 {
+			t.Errorf("summary: files_skipped %d bytes_sent %d; want 1, 0", s.FilesSkipped, s.BytesSent)
+		}
+	})
 	t.Run("onto an existing file named as the destination", func(t *testing.T) {
-		// cp SRC DST where DST is a file: refused without --overwrite.
-		out, errs, code := runCp(t, src, srv.URL("b"))
-		checkFailure(t, "push onto an existing file", result{out, errs, code}, "--overwrite")
+		// cp SRC DST where DST is another file: refused without --overwrite,
+		// whether its size differs or only its content.
+		for _, size := range []int64{1 << 20, 1<<20 + 17} {
+			writeRandom(t, filepath.Join(root, "b"), size, 12)
+			before := stateOf(t, filepath.Join(root, "b"))
+			out, errs, code := runCp(t, src, srv.URL("b"))
+			checkFailure(t, "push onto an existing file", result{out, errs, code}, "--overwrite")
+			checkUntouched(t, filepath.Join(root, "b"), before)
+		}
 	})
 }
 
