@@ -52,8 +52,15 @@ func (s *Server) pushMetrics(w http.ResponseWriter, r *http.Request, a controlle
 	if err := decodeLimit(w, r, &b, MaxPushBytes); err != nil {
 		return err
 	}
-	if t := s.c.Topology(); t == nil || t.Site[b.Node] == "" {
+	t := s.c.Topology()
+	if t == nil || t.Site[b.Node] == "" {
+		if err := a.ActsFor(b.Node); err != nil {
+			return err
+		}
 		return invalid("node", "node %q is not in the topology", b.Node)
+	}
+	if err := checkPush(a, t, &b); err != nil {
+		return err
 	}
 	res, err := rp.Append(r.Context(), &b)
 	if errors.Is(err, monitor.ErrInvalid) {
@@ -164,12 +171,15 @@ func (s *Server) metricNames(w http.ResponseWriter, _ *http.Request, _ controlle
 }
 
 // pushed exposes the latest sample of every series the agents pushed, as
-// Prometheus metric families labelled by node (package expose).
+// Prometheus metric families labelled by node (package expose), but for
+// the series of single connections and transfers (expose.Shared).
 func pushed(r *repo.Repo) expose.Gatherer {
 	return func() []expose.Sample {
 		var out []expose.Sample
 		r.Latest(func(name string, ls monitor.Labels, meta monitor.Meta, t int64, v float64) {
-			out = append(out, expose.Sample{Name: name, Labels: ls, Meta: meta, T: t, V: v})
+			if expose.Shared(ls) {
+				out = append(out, expose.Sample{Name: name, Labels: ls, Meta: meta, T: t, V: v})
+			}
 		})
 		return out
 	}
