@@ -84,6 +84,12 @@ func (s *Server) queryMetrics(w http.ResponseWriter, r *http.Request, _ controll
 	if err != nil {
 		return err
 	}
+	// A range too long for the samples it would return gets a step,
+	// which the answer states, rather than reading them all to refuse.
+	auto := rp.AutoStep(q)
+	if auto > 0 {
+		q.Step = auto
+	}
 	series, err := rp.Query(r.Context(), q)
 	if errors.Is(err, monitor.ErrInvalid) {
 		return invalid("", "%v", err)
@@ -92,6 +98,9 @@ func (s *Server) queryMetrics(w http.ResponseWriter, r *http.Request, _ controll
 		return fmt.Errorf("query: %w", err)
 	}
 	out := QueryResult{Series: make([]QuerySeries, 0, len(series))}
+	if auto > 0 {
+		out.Step = auto.String()
+	}
 	for _, sr := range series {
 		qs := QuerySeries{Name: sr.Name, Labels: sr.Labels.Map(), Points: make([][2]any, len(sr.Points))}
 		for i, p := range sr.Points {
