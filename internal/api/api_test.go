@@ -85,6 +85,10 @@ type env struct {
 	// mon, when set before start, gives the server a monitoring
 	// repository, transfers and a rules evaluator (monitoring_test.go).
 	mon *monitoring
+	// limits and metricsAuth, when set before start, configure the
+	// controller's per-user limits and /metrics (limits_test.go).
+	limits      controller.Limits
+	metricsAuth bool
 }
 
 func sqliteURL(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "c.db") }
@@ -111,7 +115,7 @@ func (e *env) start(topo string) {
 			t.Fatal(err)
 		}
 	}
-	c, err := controller.Open(ctx, controller.Config{Store: st, StoreKind: "test", Topology: tp, Now: e.clk.Now})
+	c, err := controller.Open(ctx, controller.Config{Store: st, StoreKind: "test", Topology: tp, Now: e.clk.Now, Limits: e.limits})
 	if err != nil {
 		st.Close()
 		t.Fatal(err)
@@ -126,7 +130,7 @@ func (e *env) start(topo string) {
 	}
 	e.admin = strings.TrimSpace(string(b))
 	e.c = c
-	h := api.NewServer(c, nil, "test", nil)
+	h := api.NewServer(c, nil, "test", nil).RequireMetricsToken(e.metricsAuth)
 	closeMon := func() {}
 	if e.mon != nil {
 		closeMon = e.mon.attach(t, h, c, e.dir)

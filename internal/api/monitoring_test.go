@@ -27,9 +27,10 @@ import (
 // monitoring is what a test server gets beside the controller: the
 // repository, transfers, and a rules evaluator the test steps by hand.
 type monitoring struct {
-	rules string // a rules file, or ""
-	ev    *alert.Evaluator
-	repo  *repo.Repo
+	rules  string          // a rules file, or ""
+	limits transfer.Limits // the transfers' limits (zero: the defaults)
+	ev     *alert.Evaluator
+	repo   *repo.Repo
 }
 
 func (m *monitoring) attach(t *testing.T, h *api.Server, c *controller.Controller, dir string) func() {
@@ -44,6 +45,7 @@ func (m *monitoring) attach(t *testing.T, h *api.Server, c *controller.Controlle
 	if err != nil {
 		t.Fatal(err)
 	}
+	tr.SetLimits(m.limits)
 	hist, err := alert.OpenHistory(ctx, path)
 	if err != nil {
 		t.Fatal(err)
