@@ -18,7 +18,9 @@ import (
 // is bound to; an agent token bound to no node (one token handed to every
 // agent, as testbed up --agents does, or one made before node bindings)
 // may only create tokens bound to a node for itself. Enrol does that,
-// unless kept, a token it created before, still acts for node. A token
+// unless kept, a token it created before, still acts for node, and
+// revokes the user's other tokens bound to node, which earlier enrolments
+// made. A token
 // already bound to node, or an admin's, is used as it is; one bound to
 // another node is an error. While the controller cannot be reached, Enrol
 // waits for it.
@@ -54,6 +56,18 @@ func Enrol(ctx context.Context, c *client.Client, node, kept string, log *slog.L
 		return nil, "", fmt.Errorf("create a token bound to %s for %s: %w", node, who.User, err)
 	}
 	log.Info("enrolled: a token of its own for this node", "user", who.User, "token", tok.ID)
+	// The tokens earlier enrolments made for this node belong to agents
+	// that are gone (a testbed brought down and up again): revoke them,
+	// so they neither pile up to the limit on tokens nor stay usable.
+	if ts, err := c.Tokens(ctx, who.User); err == nil {
+		for _, old := range ts {
+			if old.Node == node && old.ID != tok.ID && old.RevokedAt.IsZero() {
+				if err := c.RevokeToken(ctx, old.ID); err != nil {
+					log.Warn("revoke an earlier token of this node", "token", old.ID, "err", err)
+				}
+			}
+		}
+	}
 	return c.WithToken(tok.Secret), tok.Secret, nil
 }
 

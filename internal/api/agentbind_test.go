@@ -1,12 +1,15 @@
 package api_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/agent"
 	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/monitor"
 	"github.com/lightpath/lightpath/internal/reserve"
 )
@@ -142,5 +145,50 @@ func TestUnboundAgentEnrols(t *testing.T) {
 	}
 	if st, raw := e.do("GET", "/api/v1/whoami", rb, nil, &who); st != 200 || who.Node != "rb" {
 		t.Errorf("whoami of rb's agent: %d %s", st, raw)
+	}
+}
+
+// lightpath agent enrols with an unbound agent token: one token bound to
+// its node, kept and reused; enrolling again replaces it.
+func TestAgentEnrol(t *testing.T) {
+	e := newEnv(t, sqliteURL(t), twoSite)
+	fleet := e.user("agents", "agent")
+	ctx := context.Background()
+	c, err := client.New(e.srv.URL, fleet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ra, minted, err := agent.Enrol(ctx, c, "ra", "", nil)
+	if err != nil || minted == "" {
+		t.Fatalf("enrol: %q, %v", minted, err)
+	}
+	if _, err := ra.Heartbeat(ctx, "ra", time.Minute); err != nil {
+		t.Errorf("heartbeat with the enrolled token: %v", err)
+	}
+	if _, err := ra.Heartbeat(ctx, "rb", time.Minute); err == nil || !strings.Contains(err.Error(), "bound to node ra") {
+		t.Errorf("heartbeat as rb with ra's token: %v", err)
+	}
+	// Kept: reused, nothing minted.
+	if _, again, err := agent.Enrol(ctx, c, "ra", minted, nil); err != nil || again != "" {
+		t.Errorf("enrol with the kept token: minted %q, %v", again, err)
+	}
+	// Lost: a new one, and the old one is revoked.
+	_, second, err := agent.Enrol(ctx, c, "ra", "", nil)
+	if err != nil || second == "" || second == minted {
+		t.Fatalf("enrol again: %q, %v", second, err)
+	}
+	if st, raw := e.do("GET", "/api/v1/whoami", minted, nil, nil); st != 401 {
+		t.Errorf("the replaced token: %d %s", st, raw)
+	}
+	// A token kept for another node is not used: enrolment starts over.
+	if _, third, err := agent.Enrol(ctx, c, "rb", second, nil); err != nil || third == "" {
+		t.Errorf("enrol rb with ra's kept token: %q, %v", third, err)
+	}
+	// Bound elsewhere, or no agent at all: said clearly.
+	if _, _, err := agent.Enrol(ctx, c.WithToken(second), "rb", "", nil); err == nil || !strings.Contains(err.Error(), "bound to node ra, not rb") {
+		t.Errorf("enrol rb with ra's token: %v", err)
+	}
+	if _, _, err := agent.Enrol(ctx, c.WithToken(e.user("alice", "user")), "ra", "", nil); err == nil || !strings.Contains(err.Error(), "of role user") {
+		t.Errorf("enrol with a user's token: %v", err)
 	}
 }
