@@ -140,7 +140,7 @@ func newUserWhoamiCmd(o *ctlFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			printOne(cmd.OutOrStdout(), o.json, w, "%s (%s%s) at %s\n", w.User, w.Role, projectsNote(w.Projects), at)
+			printOne(cmd.OutOrStdout(), o.json, w, "%s (%s%s%s) at %s\n", w.User, w.Role, projectsNote(w.Projects), nodeNote(w.Node), at)
 			return nil
 		},
 	}
