@@ -124,6 +124,29 @@ func TestUnboundAgentEnrols(t *testing.T) {
 	if st, raw := e.do("POST", "/api/v1/users/agents/tokens", tok.Secret, api.TokenRequest{}, &child); st != 201 || child.Node != "ra" {
 		t.Errorf("ra's token creating one without a node: %d %s (want it bound to ra)", st, raw)
 	}
+	// A node's token revokes only tokens of its node: not rb's, nor the
+	// unbound one.
+	var rbTok api.Token
+	if st, raw := e.do("POST", "/api/v1/users/agents/tokens", fleet, api.TokenRequest{Node: "rb"}, &rbTok); st != 201 {
+		t.Fatalf("rb's token: %d %s", st, raw)
+	}
+	var all api.TokenList
+	e.do("GET", "/api/v1/users/agents/tokens", fleet, nil, &all)
+	for _, tk := range all.Tokens {
+		want := 404
+		if tk.Node == "ra" {
+			continue // ra's own, revoked below
+		}
+		if st, raw := e.do("DELETE", "/api/v1/tokens/"+tk.ID, tok.Secret, nil, nil); st != want {
+			t.Errorf("ra's token revoking %s (node %q): %d %s", tk.ID, tk.Node, st, raw)
+		}
+	}
+	if st, raw := e.do("DELETE", "/api/v1/tokens/"+child.ID, tok.Secret, nil, nil); st != 204 {
+		t.Errorf("ra's token revoking another of ra's: %d %s", st, raw)
+	}
+	if st, raw := e.do("POST", "/api/v1/agents/rb/heartbeat", rbTok.Secret, api.HeartbeatRequest{}, nil); st != 200 {
+		t.Errorf("rb's token after ra's attempts: %d %s", st, raw)
+	}
 	for _, tc := range []struct {
 		name string
 		path string

@@ -126,3 +126,14 @@ func nodeDetail(node string) string {
 	}
 	return ", node " + node
 }
+
+// revocableBy reports whether a, revoking one of its own user's tokens,
+// may revoke t: a token bound to a node revokes only the tokens that act
+// for that node, so one node's agent cannot cut off the others.
+func (c *Controller) revocableBy(ctx context.Context, a Actor, t store.Token) bool {
+	if a.Node == "" || t.Node == a.Node {
+		return true
+	}
+	u, err := c.st.GetUser(ctx, t.User)
+	return err == nil && boundNode(u, t) == a.Node
+}

@@ -237,7 +237,7 @@ func (c *Controller) RevokeToken(ctx context.Context, a Actor, id string) error 
 		if err != nil {
 			return err
 		}
-		if !slices.ContainsFunc(mine, func(t store.Token) bool { return t.ID == id }) {
+		if !slices.ContainsFunc(mine, func(t store.Token) bool { return t.ID == id && c.revocableBy(ctx, a, t) }) {
 			return notFound("token", id)
 		}
 	}
