@@ -86,7 +86,14 @@ reservations crossing the series' link to another admissible path). Every
 state change is kept with its reason and shown on the pages of the
 transfers whose path it touches. The file is re-read when it changes; a
 file that does not parse is refused with its line, and the rules in force
-stay.`,
+stay.
+
+Per-user limits (--max-tokens-per-user, --max-reservations-per-user,
+--max-live-transfers-per-user, --max-streams-per-report) keep one account
+from growing the controller without end: a request past one is answered
+429 naming the flag. /metrics is open to scrapers unless
+--metrics-require-token, and carries no series of single connections or
+transfers. Agents are bound to their nodes (docs/controller.md).`,
 		Example: `  lightpath controller --listen 127.0.0.1:8080 --topology examples/two-site.yaml \
       --admin-token-file ./admin.token
   lightpath controller --listen 127.0.0.1:8080 --listen unix:/run/lightpath/two-site/controller.sock \
