@@ -85,6 +85,10 @@ type env struct {
 	// mon, when set before start, gives the server a monitoring
 	// repository, transfers and a rules evaluator (monitoring_test.go).
 	mon *monitoring
+	// limits and metricsAuth, when set before start, configure the
+	// controller's per-user limits and /metrics (limits_test.go).
+	limits      controller.Limits
+	metricsAuth bool
 }
 
 func sqliteURL(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "c.db") }
@@ -111,7 +115,7 @@ func (e *env) start(topo string) {
 			t.Fatal(err)
 		}
 	}
-	c, err := controller.Open(ctx, controller.Config{Store: st, StoreKind: "test", Topology: tp, Now: e.clk.Now})
+	c, err := controller.Open(ctx, controller.Config{Store: st, StoreKind: "test", Topology: tp, Now: e.clk.Now, Limits: e.limits})
 	if err != nil {
 		st.Close()
 		t.Fatal(err)
@@ -126,7 +130,7 @@ func (e *env) start(topo string) {
 	}
 	e.admin = strings.TrimSpace(string(b))
 	e.c = c
-	h := api.NewServer(c, nil, "test", nil)
+	h := api.NewServer(c, nil, "test", nil).RequireMetricsToken(e.metricsAuth)
 	closeMon := func() {}
 	if e.mon != nil {
 		closeMon = e.mon.attach(t, h, c, e.dir)
@@ -213,6 +217,19 @@ func (e *env) user(name, role string, projects ...string) string {
 	e.t.Helper()
 	if st, raw := e.do("POST", "/api/v1/users", e.admin, api.UserRequest{Name: name, Role: role, Projects: projects}, nil); st != 201 {
 		e.t.Fatalf("add user: %d %s", st, raw)
+	}
+	var tok api.Token
+	if st, raw := e.do("POST", "/api/v1/users/"+name+"/tokens", e.admin, api.TokenRequest{}, &tok); st != 201 {
+		e.t.Fatalf("create token: %d %s", st, raw)
+	}
+	return tok.Secret
+}
+
+// agent adds a user of role agent bound to node and returns its token.
+func (e *env) agent(name, node string) string {
+	e.t.Helper()
+	if st, raw := e.do("POST", "/api/v1/users", e.admin, api.UserRequest{Name: name, Role: "agent", Node: node}, nil); st != 201 {
+		e.t.Fatalf("add agent: %d %s", st, raw)
 	}
 	var tok api.Token
 	if st, raw := e.do("POST", "/api/v1/users/"+name+"/tokens", e.admin, api.TokenRequest{}, &tok); st != 201 {
@@ -1022,13 +1039,13 @@ func TestStartWithStrandingTopology(t *testing.T) {
 
 func TestAgents(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), twoSite)
-	agent := e.user("agent-ra", "agent")
+	agent := e.agent("agent-ra", "ra")
 	alice := e.user("alice", "user")
 	var work api.AgentWork
 	if st, raw := e.do("POST", "/api/v1/agents/ra/heartbeat", alice, api.HeartbeatRequest{}, nil); st != 403 {
 		t.Errorf("a user's heartbeat: %d %s", st, raw)
 	}
-	if st, raw := e.do("POST", "/api/v1/agents/nope/heartbeat", agent, api.HeartbeatRequest{}, nil); st != 400 {
+	if st, raw := e.do("POST", "/api/v1/agents/nope/heartbeat", e.admin, api.HeartbeatRequest{}, nil); st != 400 {
 		t.Errorf("heartbeat of an unknown node: %d %s", st, raw)
 	}
 	if st, raw := e.do("POST", "/api/v1/agents/ra/heartbeat", agent, api.HeartbeatRequest{Lease: "10s"}, &work); st != 200 || len(work.Reservations) != 0 || work.TopologySHA256 == "" {
@@ -1058,7 +1075,7 @@ func TestAgents(t *testing.T) {
 	if st, raw := e.do("POST", "/api/v1/reservations/"+r.ID+"/nodes/ra", agent, api.NodeReport{Status: "failed"}, nil); st != 400 {
 		t.Errorf("a failure without a reason: %d %s", st, raw)
 	}
-	if st, raw := e.do("POST", "/api/v1/reservations/"+r.ID+"/nodes/rb", agent, api.NodeReport{Status: "provisioned"}, nil); st != 404 {
+	if st, raw := e.do("POST", "/api/v1/reservations/"+r.ID+"/nodes/rb", e.admin, api.NodeReport{Status: "provisioned"}, nil); st != 404 {
 		t.Errorf("a report from an unmanaged node: %d %s", st, raw)
 	}
 	var rep api.ReservationResponse
@@ -1089,7 +1106,7 @@ func TestAgents(t *testing.T) {
 
 func TestLinkDownMovesReservations(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), twoSite)
-	agent := e.user("agent", "agent")
+	agent := e.agent("agent", "ra")
 	start := t0.Add(time.Hour)
 	_, a, _ := e.create(e.admin, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 500 * mbps, Start: start, Duration: "1h", Path: []string{"a1-ra", "dedicated", "b1-rb"}})
 	_, b, _ := e.create(e.admin, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 1000 * mbps, Start: start, Duration: "1h", Path: []string{"a1-ra", "dedicated", "b1-rb"}})

@@ -28,7 +28,7 @@ func (s *Server) openapi(w http.ResponseWriter, _ *http.Request, _ controller.Ac
 }
 
 func (s *Server) whoami(w http.ResponseWriter, _ *http.Request, a controller.Actor) error {
-	writeJSON(w, http.StatusOK, Whoami{User: a.Name, Role: string(a.Role), Projects: nonNil(a.Projects)})
+	writeJSON(w, http.StatusOK, Whoami{User: a.Name, Role: string(a.Role), Projects: nonNil(a.Projects), Node: a.Node})
 	return nil
 }
 
@@ -380,7 +380,7 @@ func (s *Server) eventStream(w http.ResponseWriter, r *http.Request, a controlle
 }
 
 func apiUser(u store.User) User {
-	return User{Name: u.Name, Role: string(u.Role), Projects: nonNil(u.Projects), CreatedAt: u.CreatedAt.UTC()}
+	return User{Name: u.Name, Role: string(u.Role), Projects: nonNil(u.Projects), CreatedAt: u.CreatedAt.UTC(), Node: u.Node}
 }
 
 func (s *Server) listUsers(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
@@ -405,7 +405,7 @@ func (s *Server) addUser(w http.ResponseWriter, r *http.Request, a controller.Ac
 	if err != nil {
 		return invalid("role", "%v", err)
 	}
-	u, err := s.c.AddUser(r.Context(), a, in.Name, role, in.Projects)
+	u, err := s.c.AddUser(r.Context(), a, in.Name, role, in.Projects, in.Node)
 	if err != nil {
 		return err
 	}
@@ -414,7 +414,7 @@ func (s *Server) addUser(w http.ResponseWriter, r *http.Request, a controller.Ac
 }
 
 func apiToken(t store.Token) Token {
-	return Token{ID: t.ID, User: t.User, CreatedAt: t.CreatedAt.UTC(), ExpiresAt: t.ExpiresAt.UTC(), RevokedAt: t.RevokedAt.UTC()}
+	return Token{ID: t.ID, User: t.User, CreatedAt: t.CreatedAt.UTC(), ExpiresAt: t.ExpiresAt.UTC(), RevokedAt: t.RevokedAt.UTC(), Node: t.Node}
 }
 
 func (s *Server) listTokens(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
@@ -445,7 +445,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request, a controlle
 	if err != nil {
 		return err
 	}
-	secret, t, err := s.c.CreateToken(r.Context(), a, r.PathValue("name"), exp)
+	secret, t, err := s.c.CreateToken(r.Context(), a, r.PathValue("name"), exp, in.Node)
 	if err != nil {
 		return err
 	}

@@ -52,8 +52,15 @@ func (s *Server) pushMetrics(w http.ResponseWriter, r *http.Request, a controlle
 	if err := decodeLimit(w, r, &b, MaxPushBytes); err != nil {
 		return err
 	}
-	if t := s.c.Topology(); t == nil || t.Site[b.Node] == "" {
+	t := s.c.Topology()
+	if t == nil || t.Site[b.Node] == "" {
+		if err := a.ActsFor(b.Node); err != nil {
+			return err
+		}
 		return invalid("node", "node %q is not in the topology", b.Node)
+	}
+	if err := checkPush(a, t, &b); err != nil {
+		return err
 	}
 	res, err := rp.Append(r.Context(), &b)
 	if errors.Is(err, monitor.ErrInvalid) {
@@ -77,6 +84,12 @@ func (s *Server) queryMetrics(w http.ResponseWriter, r *http.Request, _ controll
 	if err != nil {
 		return err
 	}
+	// A range too long for the samples it would return gets a step,
+	// which the answer states, rather than reading them all to refuse.
+	auto := rp.AutoStep(q)
+	if auto > 0 {
+		q.Step = auto
+	}
 	series, err := rp.Query(r.Context(), q)
 	if errors.Is(err, monitor.ErrInvalid) {
 		return invalid("", "%v", err)
@@ -85,6 +98,9 @@ func (s *Server) queryMetrics(w http.ResponseWriter, r *http.Request, _ controll
 		return fmt.Errorf("query: %w", err)
 	}
 	out := QueryResult{Series: make([]QuerySeries, 0, len(series))}
+	if auto > 0 {
+		out.Step = auto.String()
+	}
 	for _, sr := range series {
 		qs := QuerySeries{Name: sr.Name, Labels: sr.Labels.Map(), Points: make([][2]any, len(sr.Points))}
 		for i, p := range sr.Points {
@@ -164,12 +180,15 @@ func (s *Server) metricNames(w http.ResponseWriter, _ *http.Request, _ controlle
 }
 
 // pushed exposes the latest sample of every series the agents pushed, as
-// Prometheus metric families labelled by node (package expose).
+// Prometheus metric families labelled by node (package expose), but for
+// the series of single connections and transfers (expose.Shared).
 func pushed(r *repo.Repo) expose.Gatherer {
 	return func() []expose.Sample {
 		var out []expose.Sample
 		r.Latest(func(name string, ls monitor.Labels, meta monitor.Meta, t int64, v float64) {
-			out = append(out, expose.Sample{Name: name, Labels: ls, Meta: meta, T: t, V: v})
+			if expose.Shared(ls) {
+				out = append(out, expose.Sample{Name: name, Labels: ls, Meta: meta, T: t, V: v})
+			}
 		})
 		return out
 	}

@@ -27,9 +27,10 @@ import (
 // monitoring is what a test server gets beside the controller: the
 // repository, transfers, and a rules evaluator the test steps by hand.
 type monitoring struct {
-	rules string // a rules file, or ""
-	ev    *alert.Evaluator
-	repo  *repo.Repo
+	rules  string          // a rules file, or ""
+	limits transfer.Limits // the transfers' limits (zero: the defaults)
+	ev     *alert.Evaluator
+	repo   *repo.Repo
 }
 
 func (m *monitoring) attach(t *testing.T, h *api.Server, c *controller.Controller, dir string) func() {
@@ -44,6 +45,7 @@ func (m *monitoring) attach(t *testing.T, h *api.Server, c *controller.Controlle
 	if err != nil {
 		t.Fatal(err)
 	}
+	tr.SetLimits(m.limits)
 	hist, err := alert.OpenHistory(ctx, path)
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +94,7 @@ func txBatch(node, dev, link string, t time.Time, bytes float64) monitor.Batch {
 
 func TestPushQueryAndMetrics(t *testing.T) {
 	e := newMonEnv(t, oneLink, "")
-	agent := e.user("agent-h1", "agent")
+	agent := e.agent("agent-h1", "h1")
 	user := e.user("alice", "user")
 	var res api.PushResult
 	for i, b := range []float64{1e6, 1e6 + 62.5e6} { // 500 Mbit/s over the second
@@ -131,7 +133,7 @@ func TestPushQueryAndMetrics(t *testing.T) {
 		status                    int
 		msg                       string
 	}{
-		{"an unknown node", "POST", "/api/v1/metrics/push", agent, txBatch("nowhere", "eth0", "l", t0, 1), 400, `is not in the topology`},
+		{"an unknown node", "POST", "/api/v1/metrics/push", e.admin, txBatch("nowhere", "eth0", "l", t0, 1), 400, `is not in the topology`},
 		{"a user may not push", "POST", "/api/v1/metrics/push", user, txBatch("h1", "eth0", "l", t0, 1), 403, "only agents"},
 		{"a malformed point", "POST", "/api/v1/metrics/push", agent, `{"node":"h1","groups":[{"t":1,"points":[["x",{}]]}]}`, 400, "a point is [name, {labels}, value]"},
 		// The whole push is refused: the first point, valid, is not stored
@@ -197,7 +199,7 @@ func promtool(t *testing.T) string {
 func TestPromtool(t *testing.T) {
 	pt := promtool(t)
 	e := newMonEnv(t, oneLink, "")
-	agent := e.user("agent-h1", "agent")
+	agent := e.agent("agent-h1", "h1")
 	// Series of one name with different label names (a device with a
 	// link and one without) must still be one consistent family.
 	b := txBatch("h1", "eth0", "l", t0, 5)
@@ -229,7 +231,7 @@ func TestTransfersAndAlerts(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newMonEnv(t, twoSite, rules)
-	agent := e.user("agent-ra", "agent")
+	agent := e.agent("agent-ra", "ra")
 	alice := e.user("alice", "user")
 	bob := e.user("bob", "user")
 	// A reservation a1 → b1 on wan, ACTIVE now.

@@ -51,6 +51,8 @@ type Server struct {
 	transfers *transfer.Registry
 	alerts    *alert.Evaluator
 	history   *alert.History
+
+	metricsAuth bool // /metrics wants a token (RequireMetricsToken)
 }
 
 // Route is one route of the API: what the OpenAPI document must describe.
@@ -71,9 +73,9 @@ func NewServer(c *controller.Controller, ui fs.FS, version string, log *slog.Log
 	for _, rt := range s.Routes() {
 		s.mux.HandleFunc(rt.Method+" "+rt.Path, s.wrap(rt))
 	}
-	// Prometheus scrapes without a token: the series are counts, no
-	// names or IDs.
-	s.mux.Handle("GET /metrics", s.metrics.handler())
+	// Prometheus scrapes without a token unless RequireMetricsToken: the
+	// series are counts, no names or IDs, no connections or transfers.
+	s.mux.Handle("GET /metrics", s.metricsGate(s.metrics.handler()))
 	if ui != nil {
 		s.mux.Handle("GET /", http.FileServerFS(ui))
 	}
@@ -216,6 +218,8 @@ func statusOf(err error) int {
 		return he.status
 	case errors.Is(err, controller.ErrUnauthorized):
 		return http.StatusUnauthorized
+	case errors.Is(err, controller.ErrLimit):
+		return http.StatusTooManyRequests
 	case errors.As(err, &ref), errors.Is(err, reserve.ErrCapacity), errors.Is(err, reserve.ErrConflict):
 		return http.StatusConflict
 	case errors.Is(err, reserve.ErrInvalid):
@@ -248,6 +252,8 @@ func writeError(w http.ResponseWriter, err error) {
 		d.Code = CodeCapacity
 	case status == http.StatusUnauthorized:
 		d.Code = CodeUnauthorized
+	case status == http.StatusTooManyRequests:
+		d.Code = CodeLimit
 	case status == http.StatusConflict:
 		d.Code = CodeConflict
 		if errors.As(err, &se) {

@@ -42,6 +42,8 @@ func transferErr(err error) error {
 		return &httpError{status: http.StatusNotFound, code: CodeNotFound, msg: err.Error()}
 	case errors.Is(err, transfer.ErrInvalid):
 		return invalid("", "%v", err)
+	case errors.Is(err, transfer.ErrLimit):
+		return &httpError{status: http.StatusTooManyRequests, code: CodeLimit, msg: err.Error()}
 	}
 	return err
 }

@@ -32,6 +32,7 @@ const (
 	CodeConflict         = "conflict"           // 409: stale version, wrong state, DSCP pool full, exclusive hold
 	CodeCapacity         = "capacity"           // 409: the bandwidth does not fit; see Alternatives
 	CodeTooLarge         = "too_large"          // 413: a body over MaxBodyBytes
+	CodeLimit            = "limit"              // 429: a per-user limit is reached; the message names it and its controller flag
 	CodeUnsupportedMedia = "unsupported_media"  // 415: a body that is not application/json
 	CodeInternal         = "internal"           // 500
 	CodeUnavailable      = "unavailable"        // 503: shutting down
@@ -287,6 +288,8 @@ type UserRequest struct {
 	Name     string   `json:"name"`
 	Role     string   `json:"role"`
 	Projects []string `json:"projects,omitempty"`
+	// Node binds an agent to one node: all its tokens act for it alone.
+	Node string `json:"node,omitempty"`
 }
 
 // User is a user as the API shows it.
@@ -295,6 +298,7 @@ type User struct {
 	Role      string    `json:"role"`
 	Projects  []string  `json:"projects"`
 	CreatedAt time.Time `json:"created_at"`
+	Node      string    `json:"node,omitempty"`
 }
 
 // UserList is GET /api/v1/users.
@@ -306,6 +310,8 @@ type UserList struct {
 // ExpiresIn is a duration ("720h"); absent means the token never expires.
 type TokenRequest struct {
 	ExpiresIn string `json:"expires_in,omitempty"`
+	// Node binds an agent's token to one node.
+	Node string `json:"node,omitempty"`
 }
 
 // Token describes a token. Secret is the token itself, present only in the
@@ -317,6 +323,7 @@ type Token struct {
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	RevokedAt time.Time `json:"revoked_at,omitzero"`
+	Node      string    `json:"node,omitempty"`
 }
 
 // TokenList is GET /api/v1/users/{name}/tokens.
@@ -329,6 +336,8 @@ type Whoami struct {
 	User     string   `json:"user"`
 	Role     string   `json:"role"`
 	Projects []string `json:"projects"`
+	// Node is the node an agent's token acts for.
+	Node string `json:"node,omitempty"`
 }
 
 // Health is GET /api/v1/health, which needs no token.
@@ -452,6 +461,9 @@ type PushResult struct {
 // cannot hold).
 type QueryResult struct {
 	Series []QuerySeries `json:"series"`
+	// Step, when the query gave none and its range was too long for raw
+	// samples, is the step the controller chose (a Go duration).
+	Step string `json:"step,omitempty"`
 }
 
 // QuerySeries is one series of a query's answer.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -56,7 +57,12 @@ every round, and after a restart takes over or removes what it finds.
 Run one per node, inside the node's network namespace (in a testbed:
 lightpath testbed exec NODE -- lightpath agent ..., with the controller's
 unix socket as --controller). The token must belong to a user of role
-agent (lightpath user add NAME --role agent).
+agent. The controller takes an agent's word only for the node its token
+is bound to (lightpath user add NAME --role agent --node NODE, or lightpath
+user token create NAME --node NODE). Given an agent token bound to no node
+(one for every node, as testbed up --agents hands out), the agent creates
+a token bound to its node with it on its first start and keeps that in
+--spool as controller.token (mode 0600), using it from then on.
 
 It also collects metrics every --collect-interval (1s) with the collectors
 enabled by their --collector.NAME flags: host, interfaces, htb classes,
@@ -84,6 +90,24 @@ themselves (the controller's /metrics has every agent's series anyway).`,
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl})).With("component", "agent", "node", node)
 			log.Info("starting", "controller", c.URL())
+			if spool == "" {
+				spool = filepath.Join("/var/lib/lightpath/spool", node)
+			}
+			// The token enrolment makes for this node is kept in the spool.
+			tokFile := filepath.Join(spool, "controller.token")
+			kept, _ := os.ReadFile(tokFile)
+			c, minted, err := agent.Enrol(cmd.Context(), c, node, strings.TrimSpace(string(kept)), log)
+			if err != nil {
+				return fmt.Errorf("agent %s: %w", node, err)
+			}
+			if minted != "" {
+				if err := os.MkdirAll(spool, 0o700); err == nil {
+					err = writeSecret(tokFile, minted)
+				}
+				if err != nil {
+					log.Warn("keep this node's token", "file", tokFile, "err", err)
+				}
+			}
 			cfg := agent.Config{Client: c, Node: node, Lease: lease, Interval: interval, NetNS: netns, Log: log}
 			if !noMetrics {
 				env.Node, env.Testbed, env.NetNS, env.Log = node, tb, netns, log
@@ -94,9 +118,6 @@ themselves (the controller's /metrics has every agent's series anyway).`,
 				max, err := units.ParseSize(spoolMax)
 				if err != nil {
 					return fmt.Errorf("agent: --spool-max: %w", err)
-				}
-				if spool == "" {
-					spool = filepath.Join("/var/lib/lightpath/spool", node)
 				}
 				p, err := push.New(push.Options{Node: node, Dir: spool, MaxBytes: max, Log: log}, c)
 				if err != nil {

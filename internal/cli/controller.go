@@ -40,6 +40,7 @@ func newControllerCmd() *cobra.Command {
 		debug                      bool
 		metricsDB, tiers, rulesF   string
 		budget                     string
+		limits                     limitFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "controller --listen HOST:PORT [--listen unix:PATH] [--db URL] [--topology FILE]",
@@ -85,7 +86,14 @@ reservations crossing the series' link to another admissible path). Every
 state change is kept with its reason and shown on the pages of the
 transfers whose path it touches. The file is re-read when it changes; a
 file that does not parse is refused with its line, and the rules in force
-stay.`,
+stay.
+
+Per-user limits (--max-tokens-per-user, --max-reservations-per-user,
+--max-live-transfers-per-user, --max-streams-per-report) keep one account
+from growing the controller without end: a request past one is answered
+429 naming the flag. /metrics is open to scrapers unless
+--metrics-require-token, and carries no series of single connections or
+transfers. Agents are bound to their nodes (docs/controller.md).`,
 		Example: `  lightpath controller --listen 127.0.0.1:8080 --topology examples/two-site.yaml \
       --admin-token-file ./admin.token
   lightpath controller --listen 127.0.0.1:8080 --listen unix:/run/lightpath/two-site/controller.sock \
@@ -100,7 +108,7 @@ stay.`,
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl})).With("component", "controller")
 			return runController(cmd.Context(), log, controllerOptions{listens: listens, db: dbURL, topology: topoFile,
 				adminFile: adminFile, cert: cert, key: key, pool: pool, hold: holdTimeout,
-				metricsDB: metricsDB, tiers: tiers, budget: budget, rules: rulesF})
+				metricsDB: metricsDB, tiers: tiers, budget: budget, rules: rulesF, limits: limits})
 		},
 	}
 	f := cmd.Flags()
@@ -117,6 +125,7 @@ stay.`,
 	f.StringVar(&tiers, "metrics-tiers", "raw:3h,1m:7d,10m:180d", "the repository's tiers: STEP:RETENTION,... (raw first)")
 	f.StringVar(&budget, "metrics-budget", "4GiB", "the most disk the repository may use; past it the oldest data is dropped")
 	f.StringVar(&rulesF, "rules", "", "alerting rules file (YAML); re-read when it changes")
+	limits.register(f)
 	return cmd
 }
 
@@ -127,6 +136,7 @@ type controllerOptions struct {
 	hold                    time.Duration
 	metricsDB, tiers        string
 	budget, rules           string
+	limits                  limitFlags
 }
 
 // rerouter lets the rules move reservations through the controller.
@@ -161,6 +171,9 @@ func metricsPath(o controllerOptions) string {
 }
 
 func runController(ctx context.Context, log *slog.Logger, o controllerOptions) error {
+	if err := o.limits.check(); err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
 	var tlsCfg *tls.Config
 	if o.cert != "" || o.key != "" {
 		if o.cert == "" || o.key == "" {
@@ -198,7 +211,7 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	if strings.HasPrefix(o.db, "postgres") {
 		kind = "postgres"
 	}
-	c, err := controller.Open(ctx, controller.Config{Store: st, StoreKind: kind, Topology: topo, DSCPPool: dscp, MaxHold: o.hold, Log: log})
+	c, err := controller.Open(ctx, controller.Config{Store: st, StoreKind: kind, Topology: topo, DSCPPool: dscp, MaxHold: o.hold, Limits: o.limits.controller(), Log: log})
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
@@ -217,7 +230,7 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 		return errors.New("controller: the database has no users yet: give --admin-token-file F and the admin's token is written there")
 	}
 
-	handler := api.NewServer(c, web.FS, Version, log)
+	handler := api.NewServer(c, web.FS, Version, log).RequireMetricsToken(o.limits.metricsToken)
 	if mp := metricsPath(o); mp != "none" {
 		tiers, err := repo.ParseTiers(o.tiers)
 		if err != nil {
@@ -243,6 +256,7 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 			return fmt.Errorf("controller: %w", err)
 		}
 		defer tr.Close()
+		tr.SetLimits(o.limits.transfer())
 		handler.WithTransfers(tr)
 		hist, err := alert.OpenHistory(ctx, mp)
 		if err != nil {

@@ -46,17 +46,23 @@ as lightpath reserve does.`,
 }
 
 func newUserAddCmd(o *ctlFlags) *cobra.Command {
-	var role string
+	var role, node string
 	var projects []string
 	cmd := &cobra.Command{
-		Use:   "add NAME --role user|operator|admin|agent [--project P]...",
+		Use:   "add NAME --role user|operator|admin|agent [--project P]... [--node NODE]",
 		Short: "Add a user (admins)",
 		Long: `Add a user with a role and the projects it may book under (--project,
 repeated or comma-separated). The user has no token yet: create one with
-lightpath user token create NAME.`,
+lightpath user token create NAME.
+
+An agent is bound to the node it runs on with --node: the controller then
+takes its heartbeats, reports and metrics for that node (and the links
+that end at it) alone. An agent added without --node may only create
+tokens bound to a node for itself (user token create NAME --node NODE),
+which lightpath agent does by itself on its first start.`,
 		Example: `  lightpath user add alice --role user --project cms --project atlas
   lightpath user add ops1 --role operator
-  lightpath user add agent-r1 --role agent`,
+  lightpath user add agent-r1 --role agent --node r1`,
 		Args: exactArgs("user add", "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			const what = "user add"
@@ -64,19 +70,27 @@ lightpath user token create NAME.`,
 				return fmt.Errorf("%s: --role %q: want one of %s", what, role, strings.Join(roles, ", "))
 			}
 			u, err := fetch(o, what, func(c *client.Client) (api.User, error) {
-				return c.AddUser(cmd.Context(), api.UserRequest{Name: args[0], Role: role, Projects: projects})
+				return c.AddUser(cmd.Context(), api.UserRequest{Name: args[0], Role: role, Projects: projects, Node: node})
 			})
 			if err != nil {
 				return err
 			}
-			printOne(cmd.OutOrStdout(), o.json, u, "added %s (%s%s); give them a token: lightpath user token create %s\n",
-				u.Name, u.Role, projectsNote(u.Projects), u.Name)
+			printOne(cmd.OutOrStdout(), o.json, u, "added %s (%s%s%s); give them a token: lightpath user token create %s\n",
+				u.Name, u.Role, projectsNote(u.Projects), nodeNote(u.Node), u.Name)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&role, "role", "", "the user's role: "+strings.Join(roles, ", "))
 	cmd.Flags().StringSliceVar(&projects, "project", nil, "a project the user may book under (repeatable)")
+	cmd.Flags().StringVar(&node, "node", "", "role agent: the node it acts for (all its tokens are bound to it)")
 	return cmd
+}
+
+func nodeNote(n string) string {
+	if n == "" {
+		return ""
+	}
+	return ", node " + n
 }
 
 func projectsNote(ps []string) string {
@@ -126,7 +140,7 @@ func newUserWhoamiCmd(o *ctlFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			printOne(cmd.OutOrStdout(), o.json, w, "%s (%s%s) at %s\n", w.User, w.Role, projectsNote(w.Projects), at)
+			printOne(cmd.OutOrStdout(), o.json, w, "%s (%s%s%s) at %s\n", w.User, w.Role, projectsNote(w.Projects), nodeNote(w.Node), at)
 			return nil
 		},
 	}
@@ -148,22 +162,24 @@ created.`,
 }
 
 func newTokenCreateCmd(o *ctlFlags) *cobra.Command {
-	var expires, outFile string
+	var expires, outFile, node string
 	cmd := &cobra.Command{
-		Use:   "create NAME [--expires-in D] [--out FILE]",
+		Use:   "create NAME [--expires-in D] [--out FILE] [--node NODE]",
 		Short: "Create a token for a user; the secret is shown this once",
 		Long: `Create a token for user NAME (admins for anyone, users for themselves).
 The secret is printed alone on stdout (so that > FILE captures it), or with
 --out written to FILE with mode 0600; it cannot be shown again. Without
 --expires-in the token never expires; revoke it when it is no longer
-needed.`,
+needed. --node binds an agent's token to the node it runs on: the
+controller takes its word for that node alone.`,
 		Example: `  lightpath user token create alice --out alice.token
   lightpath user token create alice --expires-in 30d
+  lightpath user token create agents --node ra --out ra.token
   LIGHTPATH_CONTROLLER_TOKEN=$(lightpath user token create alice --expires-in 1h) lightpath reserve list`,
 		Args: exactArgs("user token create", "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			const what = "user token create"
-			var req api.TokenRequest
+			req := api.TokenRequest{Node: node}
 			if expires != "" {
 				d, err := parseSpan(expires)
 				if err != nil {
@@ -197,7 +213,7 @@ needed.`,
 				}
 				(&ndjson{w: out}).write(t)
 			case outFile != "":
-				fmt.Fprintf(out, "token %s for %s (%s) written to %s\n", t.ID, t.User, expiry(t), outFile)
+				fmt.Fprintf(out, "token %s for %s (%s%s) written to %s\n", t.ID, t.User, expiry(t), nodeNote(t.Node), outFile)
 			default:
 				fmt.Fprintln(out, t.Secret)
 			}
@@ -206,6 +222,7 @@ needed.`,
 	}
 	cmd.Flags().StringVar(&expires, "expires-in", "", "how long the token is valid, e.g. 720h or 30d (default: until revoked)")
 	cmd.Flags().StringVar(&outFile, "out", "", "write the secret to this file (mode 0600) instead of stdout")
+	cmd.Flags().StringVar(&node, "node", "", "bind an agent's token to this node")
 	return cmd
 }
 

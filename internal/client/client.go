@@ -142,6 +142,14 @@ func (c *Client) URL() string { return c.url }
 // HasToken reports whether the client sends a token.
 func (c *Client) HasToken() bool { return c.token != "" }
 
+// WithToken returns a client of the same controller that sends token
+// instead (sharing the connections).
+func (c *Client) WithToken(token string) *Client {
+	n := *c
+	n.token = token
+	return &n
+}
+
 // APIError is an error the controller answered with: the HTTP status and
 // the body's {"error":{...}}.
 type APIError struct {

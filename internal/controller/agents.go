@@ -62,6 +62,9 @@ func (c *Controller) Heartbeat(ctx context.Context, a Actor, node string, lease 
 	if !a.isAgent() {
 		return AgentWork{}, forbidden("only agents send heartbeats")
 	}
+	if err := a.ActsFor(node); err != nil {
+		return AgentWork{}, err
+	}
 	if lease == 0 {
 		lease = DefaultLease
 	}
@@ -146,6 +149,9 @@ func (c *Controller) Report(ctx context.Context, a Actor, id, node string, ok bo
 	if !a.isAgent() {
 		return reserve.Reservation{}, forbidden("only agents report on nodes")
 	}
+	if err := a.ActsFor(node); err != nil {
+		return reserve.Reservation{}, err
+	}
 	kind := reserve.EventNodeProvisioned
 	if !ok {
 		kind = reserve.EventNodeFailed
@@ -224,6 +230,9 @@ func (c *Controller) LinkDown(ctx context.Context, a Actor, node, link, why stri
 	if !a.isAgent() {
 		return nil, forbidden("only agents report links")
 	}
+	if err := a.ActsFor(node); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.topo == nil {
@@ -231,6 +240,9 @@ func (c *Controller) LinkDown(ctx context.Context, a Actor, node, link, why stri
 	}
 	if _, ok := c.topo.Graph.Link(link); !ok {
 		return nil, notFound("link", link)
+	}
+	if err := c.checkLinkEnd(a, node, link); err != nil {
+		return nil, err
 	}
 	now := c.now()
 	if _, known := c.linkDown[link]; !known {
@@ -263,8 +275,19 @@ func (c *Controller) LinkUp(ctx context.Context, a Actor, node, link string) err
 	if !a.isAgent() {
 		return forbidden("only agents report links")
 	}
+	if err := a.ActsFor(node); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.topo != nil {
+		if _, ok := c.topo.Graph.Link(link); !ok {
+			return notFound("link", link)
+		}
+		if err := c.checkLinkEnd(a, node, link); err != nil {
+			return err
+		}
+	}
 	reason, known := c.linkDown[link]
 	if !known {
 		return nil

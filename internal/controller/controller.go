@@ -54,6 +54,8 @@ type Config struct {
 	DSCPPool reserve.DSCPPool
 	// MaxHold bounds holds; zero means DefaultMaxHold.
 	MaxHold time.Duration
+	// Limits bound what each user may keep (limits.go); zero: none.
+	Limits Limits
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	Log *slog.Logger
@@ -64,6 +66,10 @@ type Actor struct {
 	Name     string
 	Role     reserve.Role
 	Projects []string
+	// Node is the one node an agent identity acts for (its token's or
+	// its user's binding); empty for everyone else and for an unbound
+	// agent (agentbind.go).
+	Node string
 }
 
 // Sees reports whether a may see and act on what owner owns.
@@ -87,6 +93,7 @@ type Controller struct {
 	now     func() time.Time
 	pool    reserve.DSCPPool
 	maxHold time.Duration
+	limits  Limits
 
 	mu     sync.RWMutex // serialises changes; queries hold it shared
 	topo   *Topo
@@ -139,6 +146,7 @@ func open(ctx context.Context, cfg Config) (*Controller, error) {
 		now:        cfg.Now,
 		pool:       cfg.DSCPPool,
 		maxHold:    cfg.MaxHold,
+		limits:     cfg.Limits,
 		live:       map[string]reserve.Reservation{},
 		excl:       map[string]reserve.Exclusive{},
 		agents:     map[string]time.Time{},

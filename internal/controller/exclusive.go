@@ -51,6 +51,9 @@ func (c *Controller) CreateExclusive(ctx context.Context, a Actor, in ExclusiveI
 	if err := reserve.CheckExclusivePolicy(c.policy, a.Role, x, now); err != nil {
 		return reserve.Exclusive{}, err
 	}
+	if err := c.checkExclusiveChain(ctx, a, x, now); err != nil {
+		return reserve.Exclusive{}, err
+	}
 	if xs := reserve.ExclusiveConflicts(a.Name, nodes, x.Start, x.End, c.exclusives(), now); len(xs) > 0 {
 		return reserve.Exclusive{}, &reserve.ExclusiveConflictError{Holds: xs, Message: "others hold some of these nodes exclusively then"}
 	}

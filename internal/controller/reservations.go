@@ -151,6 +151,9 @@ func (c *Controller) create(ctx context.Context, a Actor, in CreateInput) (Creat
 		}
 	}
 
+	if err := c.checkReservationLimit(a, owner); err != nil {
+		return Created{}, err
+	}
 	limits, _ := c.policy.Resolve(a.Role, in.Project)
 	horizon := now.Add(limits.Horizon)
 	var hops []reserve.Hop

@@ -75,7 +75,7 @@ func (c *Controller) Authenticate(ctx context.Context, token string) (Actor, err
 		if err != nil {
 			return Actor{}, fmt.Errorf("look up token's user: %w", err)
 		}
-		e = authEntry{tok: t, actor: Actor{Name: u.Name, Role: u.Role, Projects: u.Projects}, fetched: now}
+		e = authEntry{tok: t, actor: Actor{Name: u.Name, Role: u.Role, Projects: u.Projects, Node: boundNode(u, t)}, fetched: now}
 		c.auth.mu.Lock()
 		if len(c.auth.m) > 10000 {
 			clear(c.auth.m)
@@ -142,7 +142,9 @@ func (c *Controller) BootstrapAdmin(ctx context.Context, file string) (bool, err
 }
 
 // AddUser creates a user (admins only).
-func (c *Controller) AddUser(ctx context.Context, a Actor, name string, role reserve.Role, projects []string) (store.User, error) {
+// An agent may be bound to node: every token of it then acts for that
+// node alone (agentbind.go).
+func (c *Controller) AddUser(ctx context.Context, a Actor, name string, role reserve.Role, projects []string, node string) (store.User, error) {
 	if a.Role != reserve.RoleAdmin {
 		return store.User{}, forbidden("only an admin may add users")
 	}
@@ -157,10 +159,13 @@ func (c *Controller) AddUser(ctx context.Context, a Actor, name string, role res
 			return store.User{}, &reserve.RequestError{Field: "projects", Message: fmt.Sprintf("project name %q: use lower-case letters, digits, '.', '_' or '-'", p)}
 		}
 	}
+	if err := c.checkUserNode(role, node); err != nil {
+		return store.User{}, err
+	}
 	projects = slices.Compact(slices.Sorted(slices.Values(projects)))
-	u := store.User{Name: name, Role: role, Projects: projects, CreatedAt: c.now()}
+	u := store.User{Name: name, Role: role, Projects: projects, CreatedAt: c.now(), Node: node}
 	err := c.commit(ctx, func(tx store.Store) error { return tx.CreateUser(ctx, u) },
-		store.AuditEntry{At: u.CreatedAt, Who: a.Name, What: "add user " + name, Detail: fmt.Sprintf("role %s, projects %s", role, strings.Join(projects, ","))})
+		store.AuditEntry{At: u.CreatedAt, Who: a.Name, What: "add user " + name, Detail: fmt.Sprintf("role %s, projects %s%s", role, strings.Join(projects, ","), nodeDetail(node))})
 	if errors.Is(err, reserve.ErrConflict) {
 		return store.User{}, fmt.Errorf("%w: user %q already exists", reserve.ErrConflict, name)
 	}
@@ -176,25 +181,34 @@ func (c *Controller) ListUsers(ctx context.Context, a Actor) ([]store.User, erro
 }
 
 // CreateToken makes a token for user (an admin for anyone, a user for
-// themself), returning the secret, which is never stored.
-func (c *Controller) CreateToken(ctx context.Context, a Actor, user string, expiresIn time.Duration) (string, store.Token, error) {
+// themself), returning the secret, which is never stored. node, for an
+// agent's token, binds it to that node (agentbind.go).
+func (c *Controller) CreateToken(ctx context.Context, a Actor, user string, expiresIn time.Duration, node string) (string, store.Token, error) {
 	if a.Role != reserve.RoleAdmin && a.Name != user {
 		return "", store.Token{}, forbidden("only an admin may create tokens for another user")
 	}
 	if expiresIn < 0 {
 		return "", store.Token{}, &reserve.RequestError{Field: "expires_in", Message: "expires_in must not be negative"}
 	}
+	node, err := c.tokenNode(ctx, a, user, node)
+	if err != nil {
+		return "", store.Token{}, err
+	}
 	secret, h, err := store.NewToken()
 	if err != nil {
 		return "", store.Token{}, err
 	}
 	now := c.now()
-	t := store.Token{ID: newID("t-"), User: user, Hash: h, CreatedAt: now}
+	t := store.Token{ID: newID("t-"), User: user, Hash: h, CreatedAt: now, Node: node}
 	if expiresIn > 0 {
 		t.ExpiresAt = now.Add(expiresIn)
 	}
-	err = c.commit(ctx, func(tx store.Store) error { return tx.CreateToken(ctx, t) },
-		store.AuditEntry{At: now, Who: a.Name, What: "create token " + t.ID, Detail: "for " + user})
+	err = c.commit(ctx, func(tx store.Store) error {
+		if err := c.checkTokenLimit(ctx, tx, user, now); err != nil {
+			return err
+		}
+		return tx.CreateToken(ctx, t)
+	}, store.AuditEntry{At: now, Who: a.Name, What: "create token " + t.ID, Detail: "for " + user + nodeDetail(node)})
 	if errors.Is(err, reserve.ErrNotFound) {
 		return "", store.Token{}, notFound("user", user)
 	}
@@ -223,7 +237,7 @@ func (c *Controller) RevokeToken(ctx context.Context, a Actor, id string) error 
 		if err != nil {
 			return err
 		}
-		if !slices.ContainsFunc(mine, func(t store.Token) bool { return t.ID == id }) {
+		if !slices.ContainsFunc(mine, func(t store.Token) bool { return t.ID == id && c.revocableBy(ctx, a, t) }) {
 			return notFound("token", id)
 		}
 	}

@@ -262,3 +262,69 @@ func CancelExclusive(x Exclusive, by, why string, now time.Time) (Exclusive, err
 	x.CancelledAt, x.CancelledBy, x.Why = now, by, why
 	return x, nil
 }
+
+// CheckExclusiveChain applies the maximum duration max (resolved from
+// source, as in LimitSources) to the run of holds that x joins: x and the
+// holds in mine of the same owner that cover one of x's nodes and overlap
+// x or touch it end to start, then those that overlap or touch the run so
+// far, and so on. Holds back to back are one hold to the rule: without
+// this, twenty-one 8-hour holds in a row keep a node for a week under an
+// 8-hour limit. A cancelled hold counts until it was cancelled; one
+// cancelled before it started does not count. The refusal is a
+// *PolicyError (403) that names the holds of the run.
+func CheckExclusiveChain(x Exclusive, mine []Exclusive, max time.Duration, source string) error {
+	type span struct {
+		start, end time.Time
+		id         string
+	}
+	var spans []span
+	for _, h := range mine {
+		if h.ID == x.ID || h.Owner != x.Owner || !exShare(h.Nodes, x.Nodes) {
+			continue
+		}
+		end := h.End
+		switch h.State {
+		case StateReserved:
+		case StateCancelled:
+			if h.CancelledAt.IsZero() || !h.CancelledAt.After(h.Start) {
+				continue
+			}
+			if h.CancelledAt.Before(end) {
+				end = h.CancelledAt
+			}
+		default:
+			continue
+		}
+		spans = append(spans, span{h.Start, end, h.ID})
+	}
+	start, end := x.Start, x.End
+	used := make([]bool, len(spans))
+	var ids []string
+	for grown := true; grown; {
+		grown = false
+		for i, s := range spans {
+			if used[i] || s.start.After(end) || start.After(s.end) {
+				continue
+			}
+			used[i], grown = true, true
+			ids = append(ids, s.id)
+			if s.start.Before(start) {
+				start = s.start
+			}
+			if s.end.After(end) {
+				end = s.end
+			}
+		}
+	}
+	if d := end.Sub(start); len(ids) > 0 && d > max {
+		slices.Sort(ids)
+		more := ""
+		if len(ids) > exMaxListed {
+			ids, more = ids[:exMaxListed], fmt.Sprintf(" and %d more", len(ids)-exMaxListed)
+		}
+		return &PolicyError{Rule: RuleMaxDuration, Message: fmt.Sprintf(
+			"with your holds %s%s, which overlap it or touch it end to start, this hold makes one of %s in a row (%s to %s), over the %s maximum for %s: holds back to back count as one",
+			strings.Join(ids, ", "), more, stFormatDuration(d), stFormatTime(start), stFormatTime(end), stFormatDuration(max), polFor(source))}
+	}
+	return nil
+}

@@ -426,3 +426,59 @@ func TestExclusiveJSON(t *testing.T) {
 		t.Errorf("round trip: %+v, %v\nwant %+v", back, err, c)
 	}
 }
+
+func TestCheckExclusiveChain(t *testing.T) {
+	h := time.Hour
+	cancelled := func(x Exclusive, at time.Duration) Exclusive {
+		x.State, x.CancelledAt, x.CancelledBy = StateCancelled, rsvT0.Add(at), x.Owner
+		return x
+	}
+	x := exHold("x-new", "alice", []string{"h1"}, 9*h, 17*h) // 8 h
+	for _, tc := range []struct {
+		name    string
+		mine    []Exclusive
+		wantIDs []string // in the refusal; none: allowed
+	}{
+		{"alone", nil, nil},
+		{"back to back before", []Exclusive{exHold("x-a", "alice", []string{"h1"}, h, 9*h)}, []string{"x-a"}},
+		{"back to back after", []Exclusive{exHold("x-a", "alice", []string{"h1"}, 17*h, 18*h)}, []string{"x-a"}},
+		{"overlapping", []Exclusive{exHold("x-a", "alice", []string{"h1", "h2"}, 16*h, 20*h)}, []string{"x-a"}},
+		{"a run of three", []Exclusive{
+			exHold("x-a", "alice", []string{"h1"}, 5*h, 7*h),
+			exHold("x-b", "alice", []string{"h1"}, 7*h, 9*h),
+		}, []string{"x-a", "x-b"}},
+		{"a gap", []Exclusive{exHold("x-a", "alice", []string{"h1"}, h, 8*h)}, nil},
+		{"another node", []Exclusive{exHold("x-a", "alice", []string{"h2"}, h, 9*h)}, nil},
+		{"another owner", []Exclusive{exHold("x-a", "bob", []string{"h1"}, h, 9*h)}, nil},
+		{"cancelled before it started", []Exclusive{cancelled(exHold("x-a", "alice", []string{"h1"}, h, 9*h), 0)}, nil},
+		{"cancelled before it reached x", []Exclusive{cancelled(exHold("x-a", "alice", []string{"h1"}, h, 9*h), 8*h)}, nil},
+		{"cancelled after it reached x", []Exclusive{cancelled(exHold("x-a", "alice", []string{"h1"}, h, 12*h), 10*h)}, []string{"x-a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckExclusiveChain(x, tc.mine, 8*h, "default")
+			if len(tc.wantIDs) == 0 {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var pe *PolicyError
+			if !errors.As(err, &pe) || pe.Rule != RuleMaxDuration || !errors.Is(err, ErrForbidden) {
+				t.Fatalf("got %v, want a max_duration PolicyError", err)
+			}
+			for _, id := range tc.wantIDs {
+				if !strings.Contains(pe.Message, id) {
+					t.Errorf("%q does not name %s", pe.Message, id)
+				}
+			}
+			if !strings.Contains(pe.Message, "8h maximum for everyone") {
+				t.Errorf("%q does not name the limit", pe.Message)
+			}
+		})
+	}
+	// Within the limit together: allowed.
+	short := exHold("x-new", "alice", []string{"h1"}, 9*h, 13*h)
+	if err := CheckExclusiveChain(short, []Exclusive{exHold("x-a", "alice", []string{"h1"}, 5*h, 9*h)}, 8*h, "default"); err != nil {
+		t.Errorf("two 4-hour holds back to back: %v", err)
+	}
+}

@@ -25,3 +25,10 @@ func OpenAt(ctx context.Context, url string, v int) (Store, error) {
 	}
 	return s, nil
 }
+
+// ExecRaw runs one statement on the database as it is, for the upgrade
+// tests to write rows as an older version's code did.
+func (s *sqlStore) ExecRaw(ctx context.Context, q string, args ...any) error {
+	_, err := s.q.exec(ctx, q, args...)
+	return err
+}

@@ -291,6 +291,16 @@ var migrations = [][]string{
 		)`,
 		`CREATE INDEX exclusive_nodes_exclusive ON exclusive_nodes (exclusive_id)`,
 	},
+	{
+		// Version 4: an agent's identity names its node. A user of role
+		// agent may be bound to one node (every token of it acts for that
+		// node alone), and a token may be bound to one (an agent user's
+		// token per node). Existing users and tokens are bound to none: an
+		// unbound agent may only mint node-bound tokens for itself, which
+		// is what lightpath agent does on its first start (docs/agent.md).
+		`ALTER TABLE users ADD COLUMN node TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE tokens ADD COLUMN node TEXT NOT NULL DEFAULT ''`,
+	},
 }
 
 // CodeSchemaVersion returns the schema version this code migrates to.
@@ -676,8 +686,8 @@ func (s *sqlStore) CreateUser(ctx context.Context, u User) error {
 		return fmt.Errorf("create user %s: %w", u.Name, err)
 	}
 	return s.write(ctx, func(s *sqlStore) error {
-		_, err := s.q.exec(ctx, `INSERT INTO users (name, role, projects, created_ns) VALUES (?, ?, ?, ?)`,
-			u.Name, string(u.Role), projects, encTime(u.CreatedAt))
+		_, err := s.q.exec(ctx, `INSERT INTO users (name, role, projects, created_ns, node) VALUES (?, ?, ?, ?, ?)`,
+			u.Name, string(u.Role), projects, encTime(u.CreatedAt), u.Node)
 		if s.b.isUnique(err) {
 			return fmt.Errorf("create user %s: %w: the name is taken", u.Name, reserve.ErrConflict)
 		}
@@ -689,7 +699,7 @@ func (s *sqlStore) CreateUser(ctx context.Context, u User) error {
 }
 
 func (s *sqlStore) listUsers(ctx context.Context, cond string, args ...any) ([]User, error) {
-	rs, err := s.q.query(ctx, `SELECT name, role, projects, created_ns FROM users WHERE `+cond+` ORDER BY name`, args...)
+	rs, err := s.q.query(ctx, `SELECT name, role, projects, created_ns, node FROM users WHERE `+cond+` ORDER BY name`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -701,7 +711,7 @@ func (s *sqlStore) listUsers(ctx context.Context, cond string, args ...any) ([]U
 			role, projects string
 			created        int64
 		)
-		if err := rs.Scan(&u.Name, &role, &projects, &created); err != nil {
+		if err := rs.Scan(&u.Name, &role, &projects, &created, &u.Node); err != nil {
 			return nil, err
 		}
 		u.Role, u.CreatedAt = reserve.Role(role), decTime(created)
@@ -748,8 +758,8 @@ func (s *sqlStore) CreateToken(ctx context.Context, t Token) error {
 		if _, err := s.GetUser(ctx, t.User); err != nil {
 			return fmt.Errorf("create token %s: %w", t.ID, err)
 		}
-		_, err := s.q.exec(ctx, `INSERT INTO tokens (id, user_name, hash, created_ns, expires_ns, revoked_ns) VALUES (?, ?, ?, ?, ?, ?)`,
-			t.ID, t.User, t.Hash.String(), encTime(t.CreatedAt), encTime(t.ExpiresAt), encTime(t.RevokedAt))
+		_, err := s.q.exec(ctx, `INSERT INTO tokens (id, user_name, hash, created_ns, expires_ns, revoked_ns, node) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			t.ID, t.User, t.Hash.String(), encTime(t.CreatedAt), encTime(t.ExpiresAt), encTime(t.RevokedAt), t.Node)
 		if s.b.isUnique(err) {
 			return fmt.Errorf("create token %s: %w: the id or hash is taken", t.ID, reserve.ErrConflict)
 		}
@@ -761,7 +771,7 @@ func (s *sqlStore) CreateToken(ctx context.Context, t Token) error {
 }
 
 func (s *sqlStore) listTokens(ctx context.Context, cond string, args ...any) ([]Token, error) {
-	rs, err := s.q.query(ctx, `SELECT id, user_name, hash, created_ns, expires_ns, revoked_ns FROM tokens WHERE `+cond+` ORDER BY created_ns, id`, args...)
+	rs, err := s.q.query(ctx, `SELECT id, user_name, hash, created_ns, expires_ns, revoked_ns, node FROM tokens WHERE `+cond+` ORDER BY created_ns, id`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -773,7 +783,7 @@ func (s *sqlStore) listTokens(ctx context.Context, cond string, args ...any) ([]
 			hash                      string
 			created, expires, revoked int64
 		)
-		if err := rs.Scan(&t.ID, &t.User, &hash, &created, &expires, &revoked); err != nil {
+		if err := rs.Scan(&t.ID, &t.User, &hash, &created, &expires, &revoked, &t.Node); err != nil {
 			return nil, err
 		}
 		if b, err := decodeHash(hash); err != nil {

@@ -187,6 +187,9 @@ type User struct {
 	Role      reserve.Role
 	Projects  []string
 	CreatedAt time.Time
+	// Node, for a user of role agent, is the node all its tokens act for;
+	// empty binds none.
+	Node string
 }
 
 // TokenHash is the SHA-256 of an API token, which is all the store keeps.
@@ -222,6 +225,8 @@ type Token struct {
 	ExpiresAt time.Time
 	// RevokedAt is when it was revoked; zero while it is not.
 	RevokedAt time.Time
+	// Node, when set, is the one node the token acts for (an agent's).
+	Node string
 }
 
 // Active reports whether the token may be used at now: not revoked and not

@@ -46,6 +46,41 @@ var ErrNotFound = errors.New("no such transfer")
 // ErrInvalid is a registration or report that is wrong in itself.
 var ErrInvalid = errors.New("invalid")
 
+// ErrLimit is a registration (or the resumed report of a stalled
+// transfer) refused because its owner has the most live transfers allowed.
+var ErrLimit = errors.New("limit reached")
+
+// Limits bound what one owner may keep and report, so that no user can
+// grow the repository without end: each live transfer's report makes
+// series per stream and per path. A zero field takes its default.
+type Limits struct {
+	// MaxLive bounds an owner's live transfers: running and reported
+	// within StallAfter (a stalled one counts again when it reports).
+	MaxLive int
+	// MaxStreams and MaxPaths bound one report's streams and paths.
+	MaxStreams, MaxPaths int
+}
+
+// The defaults of Limits, which are those of the controller's flags.
+const (
+	DefaultMaxLive    = 32
+	DefaultMaxStreams = 256 // cp's largest -P
+	DefaultMaxPaths   = 8
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxLive <= 0 {
+		l.MaxLive = DefaultMaxLive
+	}
+	if l.MaxStreams <= 0 {
+		l.MaxStreams = DefaultMaxStreams
+	}
+	if l.MaxPaths <= 0 {
+		l.MaxPaths = DefaultMaxPaths
+	}
+	return l
+}
+
 // Transfer is one transfer's record.
 type Transfer struct {
 	ID            string           `json:"id"`
@@ -115,8 +150,12 @@ type Report struct {
 
 // Registry keeps transfers.
 type Registry struct {
-	db  *sql.DB
-	now func() time.Time
+	db     *sql.DB
+	now    func() time.Time
+	limits Limits
+	// liveMu makes counting an owner's live transfers and adding one a
+	// single step.
+	liveMu sync.Mutex
 
 	mu   sync.Mutex
 	last map[string]mark // the previous report of each running transfer
@@ -138,11 +177,44 @@ func Open(ctx context.Context, path string, now func() time.Time) (*Registry, er
 		started_ms INTEGER NOT NULL,
 		state TEXT NOT NULL,
 		doc TEXT NOT NULL)`,
-		`CREATE INDEX IF NOT EXISTS transfers_started ON transfers(started_ms)`)
+		`CREATE INDEX IF NOT EXISTS transfers_started ON transfers(started_ms)`,
+		`CREATE INDEX IF NOT EXISTS transfers_owner_state ON transfers(owner, state)`)
 	if err != nil {
 		return nil, fmt.Errorf("open transfers: %w", err)
 	}
-	return &Registry{db: db, now: now, last: map[string]mark{}}, nil
+	return &Registry{db: db, now: now, limits: Limits{}.withDefaults(), last: map[string]mark{}}, nil
+}
+
+// SetLimits sets the per-owner limits (zero fields: the defaults).
+func (r *Registry) SetLimits(l Limits) { r.limits = l.withDefaults() }
+
+// checkLive refuses one more live transfer of owner (besides except)
+// when it has MaxLive already. The caller holds liveMu.
+func (r *Registry) checkLive(ctx context.Context, owner, except string) error {
+	rows, err := r.db.QueryContext(ctx, `SELECT doc FROM transfers WHERE owner = ? AND state = ?`, owner, Running)
+	if err != nil {
+		return fmt.Errorf("count transfers: %w", err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var doc string
+		if err := rows.Scan(&doc); err != nil {
+			return fmt.Errorf("count transfers: %w", err)
+		}
+		var t Transfer
+		if json.Unmarshal([]byte(doc), &t) == nil && t.ID != except && r.shown(t).State == Running {
+			n++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("count transfers: %w", err)
+	}
+	if max := r.limits.MaxLive; n >= max {
+		return fmt.Errorf("%w: %s has %d live transfers, the most allowed (the controller's --max-live-transfers-per-user %d): wait for one to end (a transfer that has not reported for %s stops counting)",
+			ErrLimit, owner, n, max, StallAfter)
+	}
+	return nil
 }
 
 // Close closes the registry.
@@ -164,6 +236,11 @@ func (r *Registry) Create(ctx context.Context, owner string, in Registration) (T
 	}
 	if in.BytesTotal < 0 {
 		return Transfer{}, fmt.Errorf("%w: bytes_total must not be negative", ErrInvalid)
+	}
+	r.liveMu.Lock()
+	defer r.liveMu.Unlock()
+	if err := r.checkLive(ctx, owner, ""); err != nil {
+		return Transfer{}, err
 	}
 	now := r.now().UTC()
 	t := Transfer{ID: newID(), Owner: owner, State: Running, Direction: in.Direction, Source: in.Source, Destination: in.Destination,
@@ -267,8 +344,22 @@ func (r *Registry) Report(ctx context.Context, id, who string, rep Report) (Tran
 	default:
 		return t, monitor.Group{}, fmt.Errorf("%w: state %q: want running, succeeded, failed or interrupted", ErrInvalid, rep.State)
 	}
-	if rep.BytesDone < 0 || len(rep.Streams) > 256 || len(rep.BytesByPath) > 8 {
-		return t, monitor.Group{}, fmt.Errorf("%w: a report has bytes_done >= 0, at most 256 streams and 8 paths", ErrInvalid)
+	if rep.BytesDone < 0 {
+		return t, monitor.Group{}, fmt.Errorf("%w: bytes_done must not be negative", ErrInvalid)
+	}
+	if n, max := len(rep.Streams), r.limits.MaxStreams; n > max {
+		return t, monitor.Group{}, fmt.Errorf("%w: the report has %d streams, over the most allowed per report (the controller's --max-streams-per-report %d)", ErrInvalid, n, max)
+	}
+	if n, max := len(rep.BytesByPath), r.limits.MaxPaths; n > max {
+		return t, monitor.Group{}, fmt.Errorf("%w: the report has %d paths, over the most allowed per report (%d)", ErrInvalid, n, max)
+	}
+	if t.State == Stalled {
+		r.liveMu.Lock()
+		err := r.checkLive(ctx, t.Owner, t.ID)
+		r.liveMu.Unlock()
+		if err != nil {
+			return t, monitor.Group{}, err
+		}
 	}
 	now := r.now().UTC()
 	r.mu.Lock()

@@ -528,7 +528,8 @@ func (a *agentBed) killAgent(node string) {
 func (a *agentBed) startAgent(node string) *proc {
 	a.t.Helper()
 	return startLP(a.t, runOpts{timeout: 5 * time.Minute}, "testbed", "exec", "--name", a.name, node, "--",
-		lpBin, "agent", "--node", node, "--controller", a.c.sock, "--controller-token-file", a.agentTok)
+		lpBin, "agent", "--node", node, "--controller", a.c.sock, "--controller-token-file", a.agentTok,
+		"--spool", filepath.Join(a.c.dir, "spool", node))
 }
 
 // TestAgentMoreRestart kills ra's agent (SIGKILL) with a reservation

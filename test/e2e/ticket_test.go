@@ -206,13 +206,20 @@ func TestTicketCLI(t *testing.T) {
 func TestTicketCLIWaitsForAgents(t *testing.T) {
 	c := startCLICtl(t)
 	adm := c.adminTok
-	agentTok := filepath.Join(c.dir, "agent.token")
+	// Each node's agent has a token bound to its node (the controller
+	// takes an agent's word for its own node alone).
 	c.ok(adm, "user", "add", "agent", "--role", "agent")
-	c.ok(adm, "user", "token", "create", "agent", "--out", agentTok)
+	for _, n := range []string{"ra", "rb"} {
+		c.ok(adm, "user", "token", "create", "agent", "--node", n, "--out", filepath.Join(c.dir, n+".token"))
+	}
 	agent := func(path, body string) {
 		t.Helper()
+		node := "ra"
+		if strings.Contains(path, "/rb/") || strings.HasSuffix(path, "/rb") {
+			node = "rb"
+		}
 		req, _ := http.NewRequest(http.MethodPost, c.url+"/api/v1"+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+readTok(t, agentTok))
+		req.Header.Set("Authorization", "Bearer "+readTok(t, filepath.Join(c.dir, node+".token")))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

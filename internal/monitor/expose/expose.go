@@ -96,6 +96,24 @@ func Families(samples []Sample) []*dto.MetricFamily {
 	return out
 }
 
+// PerConnection are the labels whose values name one connection (flow,
+// with its ephemeral port), one transfer or one of its streams: each
+// connection or transfer makes new series, so a shared /metrics that
+// carried them would grow with every copy anyone runs. Their series stay
+// in the repository (the query API, a transfer's page).
+var PerConnection = []string{"flow", "transfer", "stream"}
+
+// Shared reports whether a series may go on a shared /metrics: it has
+// none of the PerConnection labels.
+func Shared(ls monitor.Labels) bool {
+	for _, l := range ls {
+		if l.Value != "" && slices.Contains(PerConnection, l.Name) {
+			return false
+		}
+	}
+	return true
+}
+
 // Gatherer makes a prometheus.Gatherer of a function returning samples.
 type Gatherer func() []Sample
 

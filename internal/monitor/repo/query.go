@@ -138,6 +138,28 @@ func (r *Repo) Query(ctx context.Context, q Query) ([]Series, error) {
 	return out, nil
 }
 
+// AutoStep is the step a query without one is given when its range may
+// hold more than MaxPoints samples of a series in the tier it reads (one
+// per tier step, or one per MinStep in the raw tier): the smallest whole
+// multiple of that resolution that keeps the points per series within
+// MaxPoints. It is 0 when the query has a step or needs none.
+func (r *Repo) AutoStep(q Query) time.Duration {
+	if q.Step != 0 || q.End.Before(q.Start) || q.Tier >= len(r.tiers) {
+		return 0
+	}
+	tier := q.Tier
+	if tier < 0 {
+		tier = r.pickTier(q.Start, 0)
+	}
+	res := max(r.tiers[tier].Step, MinStep).Milliseconds()
+	span := q.End.UnixMilli() - q.Start.UnixMilli() // a Duration saturates at 292 years
+	if span/res < MaxPoints-1 {
+		return 0
+	}
+	n := (span/(MaxPoints-2) + res - 1) / res // steps of res, rounded up
+	return time.Duration(n*res) * time.Millisecond
+}
+
 // average buckets sorted points into (t-step, t] for t = first, first+step...
 func average(pts []PointTV, first, step int64) []PointTV {
 	var out []PointTV
@@ -246,10 +268,13 @@ func (r *Repo) read(ctx context.Context, ss []*series, tier int, start, end int6
 	}
 	disk := make([][]rawChunk, len(ss))
 	t := r.tiers[tier]
-	w0, w1 := floorDiv(start, t.window), floorDiv(end, t.window)
+	wins, err := r.windows(ctx, tier, floorDiv(start, t.window), floorDiv(end, t.window))
+	if err != nil {
+		return nil, err
+	}
 	// Chunks never cross a window: one seek per window and group of series.
 	const group = 500
-	for w := w0; w <= w1; w++ {
+	for _, w := range wins {
 		for g := 0; g < len(ss); g += group {
 			part := ss[g:min(g+group, len(ss))]
 			var sb strings.Builder
@@ -305,6 +330,38 @@ func (r *Repo) read(ctx context.Context, ss []*series, tier int, start, end int6
 			pts = slices.CompactFunc(pts, func(a, b PointTV) bool { return a.T == b.T })
 		}
 		out[i] = pts
+	}
+	return out, nil
+}
+
+// windows lists the windows of tier from w0 to w1 to read: all of them
+// for a short range, else only those that hold chunks (one scan of the
+// index), so that a range of centuries costs what its data costs, not a
+// seek per window.
+func (r *Repo) windows(ctx context.Context, tier int, w0, w1 int64) ([]int64, error) {
+	const few = 64
+	if w1-w0 < few {
+		out := make([]int64, 0, w1-w0+1)
+		for w := w0; w <= w1; w++ {
+			out = append(out, w)
+		}
+		return out, nil
+	}
+	rows, err := r.db.QueryContext(ctx, `SELECT DISTINCT win FROM chunks WHERE tier = ? AND win BETWEEN ? AND ? ORDER BY win`, tier, w0, w1)
+	if err != nil {
+		return nil, fmt.Errorf("query: %w", err)
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var w int64
+		if err := rows.Scan(&w); err != nil {
+			return nil, fmt.Errorf("query: %w", err)
+		}
+		out = append(out, w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("query: %w", err)
 	}
 	return out, nil
 }

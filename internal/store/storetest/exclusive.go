@@ -303,10 +303,19 @@ func testUpgrade(t *testing.T, url string, openAt OpenAtFunc, from int) {
 	r := sample(t, "r1", "alice")
 	u := store.User{Name: "alice", Role: reserve.RoleAdmin, Projects: []string{"atlas"}, CreatedAt: base.UTC()}
 	_, hash, _ := store.NewToken()
+	// Users and tokens as the versions before 4 wrote them: without the
+	// node column, which today's methods write.
+	raw, ok := old.(interface {
+		ExecRaw(ctx context.Context, q string, args ...any) error
+	})
+	if !ok {
+		old.Close()
+		t.Fatalf("%T cannot run raw statements for the upgrade test", old)
+	}
 	steps := []error{
 		old.CreateReservation(ctx, r),
-		old.CreateUser(ctx, u),
-		old.CreateToken(ctx, store.Token{ID: "t1", User: "alice", Hash: hash, CreatedAt: base}),
+		raw.ExecRaw(ctx, `INSERT INTO users (name, role, projects, created_ns) VALUES (?, ?, ?, ?)`, u.Name, string(u.Role), `["atlas"]`, base.UnixNano()),
+		raw.ExecRaw(ctx, `INSERT INTO tokens (id, user_name, hash, created_ns, expires_ns, revoked_ns) VALUES (?, ?, ?, ?, 0, 0)`, "t1", "alice", hash.String(), base.UnixNano()),
 		old.AppendAudit(ctx, store.AuditEntry{At: base, Who: "alice", What: "create", Detail: "r1"}),
 		old.PutAgent(ctx, store.Agent{Node: "r1", RegisteredAt: base, LeaseExpires: base.Add(time.Minute)}),
 	}
@@ -354,5 +363,23 @@ func testUpgrade(t *testing.T, url string, openAt OpenAtFunc, from int) {
 	}
 	if err := s.PutSetting(ctx, "policy", "{}"); err != nil {
 		t.Error(err)
+	}
+	// Version 4: users and tokens bound to a node; the old ones bind none.
+	if tok, err := s.TokenByHash(ctx, hash); err != nil || tok.Node != "" {
+		t.Errorf("an old token binds node %q, %v; want none", tok.Node, err)
+	}
+	ag := store.User{Name: "agent-r1", Role: reserve.RoleAgent, CreatedAt: base.UTC(), Node: "r1"}
+	if err := s.CreateUser(ctx, ag); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetUser(ctx, ag.Name); err != nil || got.Node != "r1" {
+		t.Errorf("agent user after the upgrade: %+v, %v", got, err)
+	}
+	_, h2, _ := store.NewToken()
+	if err := s.CreateToken(ctx, store.Token{ID: "t2", User: "alice", Hash: h2, CreatedAt: base, Node: "r2"}); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := s.TokenByHash(ctx, h2); err != nil || tok.Node != "r2" {
+		t.Errorf("a node-bound token after the upgrade: %+v, %v", tok, err)
 	}
 }

@@ -1,0 +1,139 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/store"
+)
+
+// Agents are bound to their nodes. An agent's identity names one node:
+// its user's (lightpath user add NAME --role agent --node N binds every
+// token of the user) or its token's (lightpath user token create NAME
+// --node N). Everything an agent says is checked against that node:
+// heartbeats and part reports for that node only, link reports only for
+// the links that end at it, metric pushes only as that node.
+//
+// An agent identity bound to no node (every agent user and token made
+// before version 4 of the schema, and a new agent user without --node)
+// may do none of that: it may only create node-bound tokens for itself.
+// That is what lightpath agent does on its first start when given such a
+// token (it keeps the node's token beside its spool), so testbed up
+// --agents, which hands one agent token to every node's agent, goes on
+// working while each running agent holds a token for its own node alone.
+// The unbound token is then an enrolment secret, to be kept off nodes in a
+// real deployment, where each node gets its own bound token. Admins are
+// bound to no node and act for any.
+
+// boundNode is the node a token of user u acts for: the user's binding,
+// else the token's.
+func boundNode(u store.User, t store.Token) string {
+	if u.Node != "" {
+		return u.Node
+	}
+	return t.Node
+}
+
+// ActsFor returns nil when a may speak for node as its agent (an admin
+// for any node, an agent for the node it is bound to), else a 403 that
+// says which node the agent is bound to.
+func (a Actor) ActsFor(node string) error {
+	switch {
+	case a.Role == reserve.RoleAdmin:
+		return nil
+	case a.Role != reserve.RoleAgent:
+		return forbidden(fmt.Sprintf("only a node's agent may act for node %s", node))
+	case a.Node == "":
+		return forbidden(fmt.Sprintf("agent %s is bound to no node: create a token bound to each of its nodes (lightpath user token create %s --node NODE; lightpath agent does so by itself) and use that", a.Name, a.Name))
+	case a.Node != node:
+		return forbidden(fmt.Sprintf("agent %s is bound to node %s: it cannot act for node %s", a.Name, a.Node, node))
+	}
+	return nil
+}
+
+// checkLinkEnd refuses a report by node's agent on a link that does not
+// end at node; the caller holds mu and has checked the link exists.
+func (c *Controller) checkLinkEnd(a Actor, node, link string) error {
+	l, _ := c.topo.Graph.Link(link)
+	if a.Role != reserve.RoleAdmin && l.A != node && l.B != node {
+		return forbidden(fmt.Sprintf("link %s joins %s and %s: node %s does not end it, so its agent cannot report it", link, l.A, l.B, node))
+	}
+	return nil
+}
+
+// checkUserNode checks a new user's node binding: agents only, and a
+// node of the topology when there is one.
+func (c *Controller) checkUserNode(role reserve.Role, node string) error {
+	if node == "" {
+		return nil
+	}
+	if role != reserve.RoleAgent {
+		return &reserve.RequestError{Field: "node", Message: fmt.Sprintf("node %q: only an agent is bound to a node, not a user of role %s", node, role)}
+	}
+	return c.checkKnownNode(node)
+}
+
+// checkKnownNode checks node against the topology, when there is one; a
+// controller without a topology yet takes any well-formed name.
+func (c *Controller) checkKnownNode(node string) error {
+	if len(node) > 64 || strings.ContainsAny(node, "\x00\n\r/ ") {
+		return &reserve.RequestError{Field: "node", Message: fmt.Sprintf("node %q: want a node name of the topology", node)}
+	}
+	if t := c.Topology(); t != nil {
+		return t.checkNode("node", node)
+	}
+	return nil
+}
+
+// tokenNode decides the node a new token of user is bound to: the one
+// asked for (an agent's only, a node of the topology), and for a caller
+// that is itself bound, its own node whatever was asked, so a bound token
+// never mints one that acts for another node or for none.
+func (c *Controller) tokenNode(ctx context.Context, a Actor, user, node string) (string, error) {
+	u, err := c.st.GetUser(ctx, user)
+	if errors.Is(err, reserve.ErrNotFound) {
+		return "", notFound("user", user)
+	} else if err != nil {
+		return "", err
+	}
+	if a.Node != "" && a.Name == user {
+		if node != "" && node != a.Node {
+			return "", forbidden(fmt.Sprintf("this token of %s is bound to node %s: it cannot create one for node %s", a.Name, a.Node, node))
+		}
+		node = a.Node
+	}
+	if node == "" {
+		return "", nil
+	}
+	if u.Role != reserve.RoleAgent {
+		return "", &reserve.RequestError{Field: "node", Message: fmt.Sprintf("node %q: only an agent's token is bound to a node, and %s is of role %s", node, user, u.Role)}
+	}
+	if u.Node != "" && u.Node != node {
+		return "", &reserve.RequestError{Field: "node", Message: fmt.Sprintf("node %q: agent %s is bound to node %s, and so is every token of it", node, user, u.Node)}
+	}
+	if err := c.checkKnownNode(node); err != nil {
+		return "", err
+	}
+	return node, nil
+}
+
+func nodeDetail(node string) string {
+	if node == "" {
+		return ""
+	}
+	return ", node " + node
+}
+
+// revocableBy reports whether a, revoking one of its own user's tokens,
+// may revoke t: a token bound to a node revokes only the tokens that act
+// for that node, so one node's agent cannot cut off the others.
+func (c *Controller) revocableBy(ctx context.Context, a Actor, t store.Token) bool {
+	if a.Node == "" || t.Node == a.Node {
+		return true
+	}
+	u, err := c.st.GetUser(ctx, t.User)
+	return err == nil && boundNode(u, t) == a.Node
+}
