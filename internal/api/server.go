@@ -51,6 +51,11 @@ type Server struct {
 	transfers *transfer.Registry
 	alerts    *alert.Evaluator
 	history   *alert.History
+
+	// slots bounds the open streams per identity; writeTimeout is the
+	// server's, which each stream write extends (httpserver.go).
+	slots        streamSlots
+	writeTimeout time.Duration
 }
 
 // Route is one route of the API: what the OpenAPI document must describe.
@@ -162,13 +167,8 @@ func (s *Server) wrap(rt Route) http.HandlerFunc {
 		var a controller.Actor
 		err := func() error {
 			if !rt.open {
-				tok := bearer(r)
-				if tok == "" && (rt.Path == "/api/v1/events" || rt.Path == "/api/v1/metrics/live") {
-					// EventSource cannot send headers.
-					tok = r.URL.Query().Get("access_token")
-				}
 				var err error
-				if a, err = s.c.Authenticate(r.Context(), tok); err != nil {
+				if a, err = s.c.Authenticate(r.Context(), requestToken(r, rt.Path)); err != nil {
 					return err
 				}
 			}

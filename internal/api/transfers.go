@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -242,10 +241,6 @@ func (s *Server) liveView(r *http.Request, a controller.Actor) Live {
 // throughput, utilisation and reserved bandwidth, and the running
 // transfers' throughput. The dashboard's map and charts follow it.
 func (s *Server) liveStream(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		return fmt.Errorf("the connection cannot stream")
-	}
 	every := time.Second
 	if v := r.URL.Query().Get("every"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -254,6 +249,11 @@ func (s *Server) liveStream(w http.ResponseWriter, r *http.Request, a controller
 		}
 		every = d
 	}
+	st, err := s.openStream(w, r, a, "/api/v1/metrics/live")
+	if err != nil {
+		return err
+	}
+	defer st.close()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -264,10 +264,11 @@ func (s *Server) liveStream(w http.ResponseWriter, r *http.Request, a controller
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "event: live\ndata: %s\n\n", b)
-		fl.Flush()
+		if err := st.send("event: live\ndata: %s\n\n", b); err != nil {
+			return nil
+		}
 		select {
-		case <-r.Context().Done():
+		case <-st.ctx.Done():
 			return nil
 		case <-t.C:
 		}

@@ -33,6 +33,7 @@ const (
 	CodeCapacity         = "capacity"           // 409: the bandwidth does not fit; see Alternatives
 	CodeTooLarge         = "too_large"          // 413: a body over MaxBodyBytes
 	CodeUnsupportedMedia = "unsupported_media"  // 415: a body that is not application/json
+	CodeTooMany          = "too_many"           // 429: too many open streams for one user
 	CodeInternal         = "internal"           // 500
 	CodeUnavailable      = "unavailable"        // 503: shutting down
 )

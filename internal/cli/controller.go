@@ -40,6 +40,7 @@ func newControllerCmd() *cobra.Command {
 		debug                      bool
 		metricsDB, tiers, rulesF   string
 		budget                     string
+		maxConns, maxStreams       int
 	)
 	cmd := &cobra.Command{
 		Use:   "controller --listen HOST:PORT [--listen unix:PATH] [--db URL] [--topology FILE]",
@@ -85,7 +86,15 @@ reservations crossing the series' link to another admissible path). Every
 state change is kept with its reason and shown on the pages of the
 transfers whose path it touches. The file is re-read when it changes; a
 file that does not parse is refused with its line, and the rules in force
-stay.`,
+stay.
+
+Connections are bounded: a request's header must arrive within 10 s and
+the whole request within a minute, an answer is written within a minute
+(each frame of a stream gets the minute anew, so streams live on), and a
+keep-alive connection idle for 2 minutes is closed. --max-conns caps the
+connections open at once (over it, a connection gets a 503 and is
+closed; keep it below the process's descriptor limit) and --max-streams the
+event and live streams one user may hold open (over it, a 429).`,
 		Example: `  lightpath controller --listen 127.0.0.1:8080 --topology examples/two-site.yaml \
       --admin-token-file ./admin.token
   lightpath controller --listen 127.0.0.1:8080 --listen unix:/run/lightpath/two-site/controller.sock \
@@ -100,7 +109,7 @@ stay.`,
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl})).With("component", "controller")
 			return runController(cmd.Context(), log, controllerOptions{listens: listens, db: dbURL, topology: topoFile,
 				adminFile: adminFile, cert: cert, key: key, pool: pool, hold: holdTimeout,
-				metricsDB: metricsDB, tiers: tiers, budget: budget, rules: rulesF})
+				metricsDB: metricsDB, tiers: tiers, budget: budget, rules: rulesF, maxConns: maxConns, maxStreams: maxStreams})
 		},
 	}
 	f := cmd.Flags()
@@ -117,6 +126,8 @@ stay.`,
 	f.StringVar(&tiers, "metrics-tiers", "raw:3h,1m:7d,10m:180d", "the repository's tiers: STEP:RETENTION,... (raw first)")
 	f.StringVar(&budget, "metrics-budget", "4GiB", "the most disk the repository may use; past it the oldest data is dropped")
 	f.StringVar(&rulesF, "rules", "", "alerting rules file (YAML); re-read when it changes")
+	f.IntVar(&maxConns, "max-conns", 1000, "the most connections open at once, over all listeners (more get a 503)")
+	f.IntVar(&maxStreams, "max-streams", api.DefaultMaxStreams, "the most event and live streams one user may hold open (more get a 429)")
 	return cmd
 }
 
@@ -127,6 +138,7 @@ type controllerOptions struct {
 	hold                    time.Duration
 	metricsDB, tiers        string
 	budget, rules           string
+	maxConns, maxStreams    int
 }
 
 // rerouter lets the rules move reservations through the controller.
@@ -161,6 +173,12 @@ func metricsPath(o controllerOptions) string {
 }
 
 func runController(ctx context.Context, log *slog.Logger, o controllerOptions) error {
+	if o.maxConns < 1 {
+		return fmt.Errorf("controller: --max-conns %d: want at least 1", o.maxConns)
+	}
+	if o.maxStreams < 1 {
+		return fmt.Errorf("controller: --max-streams %d: want at least 1", o.maxStreams)
+	}
 	var tlsCfg *tls.Config
 	if o.cert != "" || o.key != "" {
 		if o.cert == "" || o.key == "" {
@@ -263,6 +281,7 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	} else if o.rules != "" {
 		return errors.New("controller: --rules needs the monitoring repository (not --metrics-db none)")
 	}
+	limit := api.NewConnLimit(o.maxConns)
 	var lns []net.Listener
 	defer func() {
 		for _, ln := range lns {
@@ -270,7 +289,7 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 		}
 	}()
 	for _, l := range o.listens {
-		ln, err := listen(l, tlsCfg)
+		ln, err := listen(l, tlsCfg, limit)
 		if err != nil {
 			return fmt.Errorf("controller: listen on %s: %w", l, err)
 		}
@@ -290,7 +309,9 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { c.Run(ctx) })
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	hopts := api.DefaultHTTPOptions()
+	hopts.MaxStreams = o.maxStreams
+	srv := handler.HTTPServer(ctx, hopts)
 	errc := make(chan error, len(lns))
 	for _, ln := range lns {
 		go func() { errc <- srv.Serve(ln) }()
@@ -313,8 +334,9 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 }
 
 // listen opens a TCP listener (with TLS when configured) or a unix socket,
-// replacing a stale socket file left by a controller that died.
-func listen(addr string, tlsCfg *tls.Config) (net.Listener, error) {
+// replacing a stale socket file left by a controller that died; limit
+// caps its connections.
+func listen(addr string, tlsCfg *tls.Config, limit *api.ConnLimit) (net.Listener, error) {
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
 		if path == "" {
 			return nil, errors.New("unix: needs a path")
@@ -336,12 +358,13 @@ func listen(addr string, tlsCfg *tls.Config) (net.Listener, error) {
 		// Access is by token, so the socket itself may be open to all,
 		// which lets agents running as other users reach it.
 		os.Chmod(path, 0o666)
-		return ln, nil
+		return limit.Wrap(ln, true), nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
+	ln = limit.Wrap(ln, tlsCfg == nil)
 	if tlsCfg != nil {
 		ln = tls.NewListener(ln, tlsCfg)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/api"
 	"github.com/lightpath/lightpath/internal/client"
+	"github.com/lightpath/lightpath/internal/controller"
 )
 
 // roles are the roles a user may have, least privileged first.
@@ -216,31 +217,8 @@ func expiry(t api.Token) string {
 	return "expires " + fmtTime(t.ExpiresAt)
 }
 
-// writeSecret writes a token to file with mode 0600, whole or not at all:
-// a temporary file beside it, synced, then renamed over it.
-func writeSecret(file, secret string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.WriteString(secret + "\n"); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), file)
-}
+// writeSecret writes a token to file with mode 0600, whole or not at all.
+func writeSecret(file, secret string) error { return controller.WriteSecretFile(file, secret) }
 
 func newTokenListCmd(o *ctlFlags) *cobra.Command {
 	return &cobra.Command{
