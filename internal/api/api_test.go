@@ -85,6 +85,7 @@ type env struct {
 	// mon, when set before start, gives the server a monitoring
 	// repository, transfers and a rules evaluator (monitoring_test.go).
 	mon *monitoring
+	h   *api.Server
 }
 
 func sqliteURL(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "c.db") }
@@ -127,6 +128,7 @@ func (e *env) start(topo string) {
 	e.admin = strings.TrimSpace(string(b))
 	e.c = c
 	h := api.NewServer(c, nil, "test", nil)
+	e.h = h
 	closeMon := func() {}
 	if e.mon != nil {
 		closeMon = e.mon.attach(t, h, c, e.dir)

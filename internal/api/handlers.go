@@ -264,9 +264,6 @@ func (s *Server) cancelReservation(w http.ResponseWriter, r *http.Request, a con
 	if err != nil {
 		return err
 	}
-	if len(in.Reason) > 1000 {
-		return invalid("reason", "reason is over 1000 characters")
-	}
 	res, err := s.c.Cancel(r.Context(), a, r.PathValue("id"), in.Version, in.Reason)
 	if err != nil {
 		return err

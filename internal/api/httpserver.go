@@ -3,8 +3,11 @@ package api
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
+	"path"
+	"strings"
 	"sync"
 	"time"
 )
@@ -123,4 +126,31 @@ func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
+}
+
+// uiCSP is the web UI's Content-Security-Policy: its scripts, styles and
+// images come from the controller alone (no inline script or style, no
+// eval), it talks only to the controller, and no other site may frame it.
+const uiCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	"font-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// uiHandler serves the web UI's files with the UI's security headers, and
+// answers 404 for a directory (other than the root, which is index.html)
+// instead of listing it.
+func uiHandler(ui fs.FS) http.Handler {
+	files := http.FileServerFS(ui)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", uiCSP)
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("X-Content-Type-Options", "nosniff")
+		if name := strings.Trim(path.Clean("/"+r.URL.Path), "/"); name != "" {
+			if fi, err := fs.Stat(ui, name); err == nil && fi.IsDir() {
+				http.NotFound(w, r)
+				return
+			}
+		}
+		files.ServeHTTP(w, r)
+	})
 }

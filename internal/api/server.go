@@ -80,7 +80,7 @@ func NewServer(c *controller.Controller, ui fs.FS, version string, log *slog.Log
 	// names or IDs.
 	s.mux.Handle("GET /metrics", s.metrics.handler())
 	if ui != nil {
-		s.mux.Handle("GET /", http.FileServerFS(ui))
+		s.mux.Handle("GET /", uiHandler(ui))
 	}
 	return s
 }
@@ -307,10 +307,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // decode reads a JSON body strictly: application/json only, at most
-// MaxBodyBytes, no unknown fields, exactly one value, types checked. Each
-// failure says which field and what was wrong.
+// MaxBodyBytes, no unknown fields, exactly one value, types checked, no
+// string over MaxTextBytes. Each failure says which field and what was
+// wrong.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	return decodeLimit(w, r, v, MaxBodyBytes)
+	if err := decodeLimit(w, r, v, MaxBodyBytes); err != nil {
+		return err
+	}
+	return checkText(v)
 }
 
 // decodeLimit is decode with another bound on the body.

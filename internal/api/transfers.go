@@ -76,6 +76,13 @@ func (s *Server) reportTransfer(w http.ResponseWriter, r *http.Request, a contro
 	if err := decode(w, r, &rep); err != nil {
 		return err
 	}
+	if rep.Reservation != "" {
+		// The same rule as GET /api/v1/reservations/{id}: no attaching
+		// (and so no reading, on the transfer's page) what one may not see.
+		if _, err := s.c.Get(r.Context(), a, rep.Reservation); err != nil {
+			return err
+		}
+	}
 	t, g, err := reg.Report(r.Context(), r.PathValue("id"), a.Name, rep)
 	if err != nil {
 		return transferErr(err)

@@ -237,7 +237,7 @@ type TopoLink struct {
 // when a live reservation would lose a node or link it uses, or the
 // bandwidth it holds.
 type TopologyReload struct {
-	YAML string `json:"yaml"`
+	YAML string `json:"yaml" text:"long"`
 }
 
 // Timeline is GET /api/v1/timeline?from=T&to=T[&link=NAME]: for every link
