@@ -1,8 +1,11 @@
 package api
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -97,23 +100,29 @@ func (ll *limitListener) Accept() (net.Conn, error) {
 	}
 }
 
-// refuse answers a connection over the cap with a 503 and closes it,
-// reading what the client sent first so that the close does not reset
-// the answer away.
+// refuse answers a connection over the cap with a 503 and closes it. It
+// reads the request's header first (a client takes no answer before it
+// has asked), and what follows before closing, so that the close does not
+// reset the answer away; a client that sends nothing within 2 s is closed.
 func refuse(c net.Conn, max int) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(2 * time.Second))
+	br := bufio.NewReaderSize(c, 4096)
+	for lines := 0; ; lines++ {
+		line, err := br.ReadSlice('\n')
+		if err != nil || lines > 100 {
+			return
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			break
+		}
+	}
 	body := fmt.Sprintf(`{"error":{"code":%q,"message":"the controller has %d connections open, the most it takes (--max-conns): try again shortly"}}`+"\n", CodeUnavailable, max)
 	fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: %d\r\nRetry-After: 1\r\nConnection: close\r\n\r\n%s", len(body), body)
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		cw.CloseWrite()
 	}
-	buf := make([]byte, 4096)
-	for {
-		if _, err := c.Read(buf); err != nil {
-			return
-		}
-	}
+	io.Copy(io.Discard, io.LimitReader(br, 1<<20))
 }
 
 type limitConn struct {
