@@ -466,6 +466,21 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, a controlle
 	return nil
 }
 
+// revokeUserTokens revokes every token of a user at once, answering with
+// the tokens it revoked.
+func (s *Server) revokeUserTokens(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
+	ts, err := s.c.RevokeUserTokens(r.Context(), a, r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	out := TokenList{Tokens: []Token{}}
+	for _, t := range ts {
+		out.Tokens = append(out.Tokens, apiToken(t))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
 func (s *Server) getPolicy(w http.ResponseWriter, _ *http.Request, _ controller.Actor) error {
 	writeJSON(w, http.StatusOK, policyOut(s.c.Policy()))
 	return nil

@@ -129,6 +129,7 @@ func (s *Server) Routes() []Route {
 		{Method: "GET", Path: "/api/v1/users/{name}/tokens", h: s.listTokens},
 		{Method: "POST", Path: "/api/v1/users/{name}/tokens", h: s.createToken},
 		{Method: "DELETE", Path: "/api/v1/tokens/{id}", h: s.revokeToken},
+		{Method: "DELETE", Path: "/api/v1/users/{name}/tokens", h: s.revokeUserTokens},
 		{Method: "GET", Path: "/api/v1/policy", h: s.getPolicy},
 		{Method: "PUT", Path: "/api/v1/policy", h: s.putPolicy},
 		{Method: "GET", Path: "/api/v1/audit", h: s.audit},

@@ -112,6 +112,43 @@ func TestStreamsEndWhenTheTokenIsRevoked(t *testing.T) {
 	}
 }
 
+// TestStreamsEndWhenTheUserIsRevoked: DELETE /api/v1/users/{name}/tokens
+// revokes every token of the user at once and ends all their streams;
+// another user's stream goes on.
+func TestStreamsEndWhenTheUserIsRevoked(t *testing.T) {
+	e := newEnv(t, sqliteURL(t), oneLink)
+	e.user("alice", "user")
+	bob := e.user("bob", "user")
+	var brs []*bufio.Reader
+	for _, p := range streamPaths {
+		resp := openStream(t, e.srv.URL, p, e.token("alice", e.admin, "").Secret)
+		if resp.StatusCode != 200 {
+			t.Fatalf("open %s: %d", p, resp.StatusCode)
+		}
+		br := bufio.NewReader(resp.Body)
+		firstFrame(t, br)
+		brs = append(brs, br)
+	}
+	bobLive := bufio.NewReader(openStream(t, e.srv.URL, streamPaths[1], bob).Body)
+	firstFrame(t, bobLive)
+	if st, raw := e.do("DELETE", "/api/v1/users/alice/tokens", bob, nil, nil); st != 403 {
+		t.Errorf("bob revokes alice: %d %s", st, raw)
+	}
+	var out api.TokenList
+	if st, raw := e.do("DELETE", "/api/v1/users/alice/tokens", e.admin, nil, &out); st != 200 || len(out.Tokens) != 3 {
+		t.Fatalf("revoke alice: %d %s", st, raw)
+	}
+	for i, br := range brs {
+		if rest := untilEnd(t, streamPaths[i], br); !strings.Contains(rest, "event: end\n") || !strings.Contains(rest, "was revoked") {
+			t.Errorf("%s ended without saying why: %q", streamPaths[i], rest)
+		}
+	}
+	firstFrame(t, bobLive)
+	if st, _ := e.do("DELETE", "/api/v1/users/nobody/tokens", e.admin, nil, nil); st != 404 {
+		t.Errorf("revoke nobody: %d", st)
+	}
+}
+
 // TestStreamsEndWhenTheTokenExpires: a stream opened with a token that
 // expires ends when the controller's clock passes the expiry.
 func TestStreamsEndWhenTheTokenExpires(t *testing.T) {

@@ -255,12 +255,42 @@ type revokeSummary struct {
 }
 
 func newTokenRevokeCmd(o *ctlFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:     "revoke ID",
-		Short:   "Revoke a token: it stops working at once",
-		Example: `  lightpath user token revoke t-5d2f`,
-		Args:    exactArgs("user token revoke", "ID"),
+	var user string
+	cmd := &cobra.Command{
+		Use:   "revoke ID | --user NAME",
+		Short: "Revoke a token, or every token of a user: they stop working at once",
+		Long: `Revoke a token: it stops working at once, and the event and live streams
+opened with it end. With --user NAME, every token of that user is revoked
+(an admin may do it to anyone, a user to themself: signing out everywhere):
+the user is locked out until a new token is made.`,
+		Example: `  lightpath user token revoke t-5d2f
+  lightpath user token revoke --user alice`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if user != "" {
+				if len(args) > 0 {
+					return fmt.Errorf("user token revoke: give a token ID or --user NAME, not both")
+				}
+				return nil
+			}
+			return exactArgs("user token revoke", "ID")(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if user != "" {
+				var ts []api.Token
+				if err := o.request("user token revoke", func(c *client.Client) (err error) {
+					ts, err = c.RevokeUserTokens(cmd.Context(), user)
+					return err
+				}); err != nil {
+					return err
+				}
+				ids := make([]string, len(ts))
+				for i, t := range ts {
+					ids[i] = t.ID
+				}
+				printOne(cmd.OutOrStdout(), o.json, revokeSummary{Summary: true, Revoked: strings.Join(ids, ",")},
+					"revoked %d token(s) of %s%s\n", len(ts), user, listSuffix(ids))
+				return nil
+			}
 			if err := o.request("user token revoke", func(c *client.Client) error { return c.RevokeToken(cmd.Context(), args[0]) }); err != nil {
 				return err
 			}
@@ -268,4 +298,14 @@ func newTokenRevokeCmd(o *ctlFlags) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&user, "user", "", "revoke every token of this user")
+	return cmd
+}
+
+// listSuffix is ": a, b" for a non-empty list.
+func listSuffix(ids []string) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(ids, ", ")
 }

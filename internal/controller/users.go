@@ -255,6 +255,47 @@ func (c *Controller) CreateToken(ctx context.Context, a Actor, user string, expi
 	return secret, t, nil
 }
 
+// RevokeUserTokens revokes every live token of user (an admin's, or the
+// user's own: signing out everywhere), returning them: the user is locked
+// out at once, and their open streams end, until a new token is made.
+func (c *Controller) RevokeUserTokens(ctx context.Context, a Actor, user string) ([]store.Token, error) {
+	if a.Role != reserve.RoleAdmin && a.Name != user {
+		return nil, forbidden("only an admin may revoke another user's tokens")
+	}
+	if _, err := c.st.GetUser(ctx, user); errors.Is(err, reserve.ErrNotFound) {
+		return nil, notFound("user", user)
+	} else if err != nil {
+		return nil, err
+	}
+	now := c.now()
+	var revoked []store.Token
+	err := c.st.Tx(ctx, func(tx store.Store) error {
+		revoked = revoked[:0]
+		ts, err := tx.ListTokens(ctx, user)
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for _, t := range ts {
+			if !t.RevokedAt.IsZero() {
+				continue
+			}
+			if err := tx.RevokeToken(ctx, t.ID, now); err != nil {
+				return err
+			}
+			t.RevokedAt = now
+			revoked = append(revoked, t)
+			ids = append(ids, t.ID)
+		}
+		return tx.AppendAudit(ctx, store.AuditEntry{At: now, Who: a.Name, What: "revoke every token of " + user, Detail: strings.Join(ids, ",")})
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.forgetTokens()
+	return revoked, nil
+}
+
 // outlives refuses a token that would outlive the token of the request
 // minting it: otherwise a stolen short-lived token could be turned into a
 // permanent one.
