@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestControllerBounds runs the controller binary with --max-conns 2: with
@@ -59,4 +60,26 @@ func TestControllerBounds(t *testing.T) {
 	if resp.StatusCode != 503 || !strings.Contains(string(body), "--max-conns") {
 		t.Errorf("over the cap: %d %s", resp.StatusCode, body)
 	}
+}
+
+// TestControllerRevokeEndsWatch: `reserve watch` following the event
+// stream with a token ends when that token is revoked (by revoking every
+// token of its user), saying why, instead of watching on.
+func TestControllerRevokeEndsWatch(t *testing.T) {
+	c := startCLICtl(t)
+	c.ok(c.adminTok, "user", "add", "alice", "--role", "user")
+	aliceTok := filepath.Join(c.dir, "alice.token")
+	c.ok(c.adminTok, "user", "token", "create", "alice", "--out", aliceTok)
+	w := startLP(t, runOpts{timeout: 60 * time.Second}, "reserve", "watch", "--controller", c.url, "--controller-token-file", aliceTok)
+	// Once alice's stream is open, a booking of hers shows on it.
+	c.ok(aliceTok, "reserve", "create", "--from", "a1", "--to", "b1", "--bandwidth", "10M", "--start", "+1h", "--duration", "1h")
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(w.out.String(), "RESERVED") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	r := c.ok(c.adminTok, "user", "token", "revoke", "--user", "alice")
+	if !strings.Contains(r.stdout, "revoked 1 token(s) of alice: t-") {
+		t.Errorf("revoke --user said %q", r.stdout)
+	}
+	checkFailure(t, "watch with a revoked token", w.Wait(), "reserve watch", "was revoked")
 }
