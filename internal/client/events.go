@@ -144,7 +144,9 @@ func (c *Client) EventsAfter(ctx context.Context, id, lastID string) (*EventStre
 // with that token cannot succeed, so it is not to be resumed.
 type StreamEndedError struct{ Reason string }
 
-func (e *StreamEndedError) Error() string { return "the controller ended the event stream: " + e.Reason }
+func (e *StreamEndedError) Error() string {
+	return "the controller ended the event stream: " + e.Reason
+}
 
 // sseFrame is one dispatched server-sent event.
 type sseFrame struct {
