@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/reserve"
 )
 
 // DefaultMaxStreams is how many streams (event and live) one identity may
@@ -91,8 +92,13 @@ func (e errTokenEnded) Unwrap() error { return e.err }
 // openStream takes one of a's stream slots and starts watching the
 // request's token; the caller defers close. Nothing is written yet.
 func (s *Server) openStream(w http.ResponseWriter, r *http.Request, a controller.Actor, path string) (*stream, error) {
-	if err := s.slots.take(a.Name); err != nil {
-		return nil, err
+	// Agents are exempt: an admin makes their tokens, and the agents of a
+	// testbed may share one (one stream per node); --max-conns bounds them.
+	counted := a.Role != reserve.RoleAgent
+	if counted {
+		if err := s.slots.take(a.Name); err != nil {
+			return nil, err
+		}
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	st := &stream{ctx: ctx, cancel: cancel, w: w, rc: http.NewResponseController(w), write: s.writeTimeout}
@@ -128,7 +134,9 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request, a controller
 	st.done = func() {
 		cancel(nil)
 		<-watched
-		s.slots.give(a.Name)
+		if counted {
+			s.slots.give(a.Name)
+		}
 	}
 	return st, nil
 }

@@ -224,6 +224,13 @@ func TestStreamsPerIdentity(t *testing.T) {
 	if r := openStream(t, e.srv.URL, streamPaths[1], bob); r.StatusCode != 200 {
 		t.Errorf("bob's stream: %d", r.StatusCode)
 	}
+	// The agents of a testbed share a token, one stream per node.
+	agent := e.user("agent", "agent")
+	for i := range api.DefaultMaxStreams + 2 {
+		if r := openStream(t, e.srv.URL, streamPaths[0], agent); r.StatusCode != 200 {
+			t.Errorf("agent stream %d: %d", i+1, r.StatusCode)
+		}
+	}
 	open[0].Body.Close()
 	deadline := time.Now().Add(bound)
 	for {
