@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -186,5 +187,28 @@ func TestFilesArePrivate(t *testing.T) {
 		if !seen[want] {
 			t.Errorf("no %s among %v", want, seen)
 		}
+	}
+}
+
+// TestAdminTokenFileTightened: a controller that keeps an admin token file
+// others may read (an older version's, or a careless copy) makes it 0600.
+func TestAdminTokenFileTightened(t *testing.T) {
+	e := newEnv(t, sqliteURL(t), oneLink)
+	file := filepath.Join(e.dir, "admin.token")
+	if err := os.Chmod(file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := e.admin
+	e.stopFn()
+	e.start(oneLink)
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("the kept admin token file is %v", fi.Mode().Perm())
+	}
+	if e.admin != before {
+		t.Errorf("the token was replaced, not kept")
 	}
 }

@@ -126,6 +126,14 @@ func (c *Controller) BootstrapAdmin(ctx context.Context, file string) (bool, err
 		tok := strings.TrimSpace(string(b))
 		if tok != "" {
 			if a, err := c.Authenticate(ctx, tok); err == nil && a.Role == reserve.RoleAdmin {
+				// A secret kept in a file others may read is no secret:
+				// an older controller's file is made private.
+				if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
+					if err := os.Chmod(file, 0o600); err != nil {
+						return false, fmt.Errorf("make the admin token file private: %w", err)
+					}
+					c.log.Warn("the admin token file was readable by other users: made it 0600", "file", file, "was", fi.Mode().Perm().String())
+				}
 				return false, nil
 			}
 		}
