@@ -89,6 +89,7 @@ type env struct {
 	// controller's per-user limits and /metrics (limits_test.go).
 	limits      controller.Limits
 	metricsAuth bool
+	h           *api.Server
 }
 
 func sqliteURL(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "c.db") }
@@ -131,6 +132,7 @@ func (e *env) start(topo string) {
 	e.admin = strings.TrimSpace(string(b))
 	e.c = c
 	h := api.NewServer(c, nil, "test", nil).RequireMetricsToken(e.metricsAuth)
+	e.h = h
 	closeMon := func() {}
 	if e.mon != nil {
 		closeMon = e.mon.attach(t, h, c, e.dir)

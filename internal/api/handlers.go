@@ -264,9 +264,6 @@ func (s *Server) cancelReservation(w http.ResponseWriter, r *http.Request, a con
 	if err != nil {
 		return err
 	}
-	if len(in.Reason) > 1000 {
-		return invalid("reason", "reason is over 1000 characters")
-	}
 	res, err := s.c.Cancel(r.Context(), a, r.PathValue("id"), in.Version, in.Reason)
 	if err != nil {
 		return err
@@ -329,13 +326,10 @@ func (s *Server) cancelExclusive(w http.ResponseWriter, r *http.Request, a contr
 	return nil
 }
 
-// eventStream serves server-sent events until the client goes away: a
-// comment every 15 s keeps proxies from closing an idle stream.
+// eventStream serves server-sent events until the client goes away or its
+// token stops working: a comment every 15 s keeps proxies from closing an
+// idle stream.
 func (s *Server) eventStream(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		return fmt.Errorf("the connection cannot stream")
-	}
 	var after uint64
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
@@ -344,27 +338,35 @@ func (s *Server) eventStream(w http.ResponseWriter, r *http.Request, a controlle
 		}
 		after = n
 	}
+	st, err := s.openStream(w, r, a, "/api/v1/events")
+	if err != nil {
+		return err
+	}
+	defer st.close()
 	ch, cancel, missed := s.c.Subscribe(a, r.URL.Query().Get("id"), after)
 	defer cancel()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	fmt.Fprintf(w, ": lightpath events for %s\n\n", a.Name)
+	head := fmt.Sprintf(": lightpath events for %s\n\n", a.Name)
 	if missed {
 		// Say so in the stream, so a client knows to re-read what it
 		// follows rather than trust the replay.
-		fmt.Fprint(w, "event: missed\ndata: {}\n\n")
+		head += "event: missed\ndata: {}\n\n"
 	}
-	fl.Flush()
+	if err := st.send("%s", head); err != nil {
+		return nil
+	}
 	tick := time.NewTicker(15 * time.Second)
 	defer tick.Stop()
 	for {
 		select {
-		case <-r.Context().Done():
+		case <-st.ctx.Done():
 			return nil
 		case <-tick.C:
-			fmt.Fprint(w, ": keep-alive\n\n")
-			fl.Flush()
+			if err := st.send(": keep-alive\n\n"); err != nil {
+				return nil
+			}
 		case ev, ok := <-ch:
 			if !ok {
 				return nil
@@ -373,8 +375,9 @@ func (s *Server) eventStream(w http.ResponseWriter, r *http.Request, a controlle
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Kind, b)
-			fl.Flush()
+			if err := st.send("id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Kind, b); err != nil {
+				return nil
+			}
 		}
 	}
 }
@@ -460,6 +463,21 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, a controlle
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// revokeUserTokens revokes every token of a user at once, answering with
+// the tokens it revoked.
+func (s *Server) revokeUserTokens(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
+	ts, err := s.c.RevokeUserTokens(r.Context(), a, r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	out := TokenList{Tokens: []Token{}}
+	for _, t := range ts {
+		out.Tokens = append(out.Tokens, apiToken(t))
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

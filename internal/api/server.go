@@ -53,6 +53,11 @@ type Server struct {
 	history   *alert.History
 
 	metricsAuth bool // /metrics wants a token (RequireMetricsToken)
+
+	// slots bounds the open streams per identity; writeTimeout is the
+	// server's, which each stream write extends (httpserver.go).
+	slots        streamSlots
+	writeTimeout time.Duration
 }
 
 // Route is one route of the API: what the OpenAPI document must describe.
@@ -77,7 +82,7 @@ func NewServer(c *controller.Controller, ui fs.FS, version string, log *slog.Log
 	// series are counts, no names or IDs, no connections or transfers.
 	s.mux.Handle("GET /metrics", s.metricsGate(s.metrics.handler()))
 	if ui != nil {
-		s.mux.Handle("GET /", http.FileServerFS(ui))
+		s.mux.Handle("GET /", uiHandler(ui))
 	}
 	return s
 }
@@ -126,6 +131,7 @@ func (s *Server) Routes() []Route {
 		{Method: "GET", Path: "/api/v1/users/{name}/tokens", h: s.listTokens},
 		{Method: "POST", Path: "/api/v1/users/{name}/tokens", h: s.createToken},
 		{Method: "DELETE", Path: "/api/v1/tokens/{id}", h: s.revokeToken},
+		{Method: "DELETE", Path: "/api/v1/users/{name}/tokens", h: s.revokeUserTokens},
 		{Method: "GET", Path: "/api/v1/policy", h: s.getPolicy},
 		{Method: "PUT", Path: "/api/v1/policy", h: s.putPolicy},
 		{Method: "GET", Path: "/api/v1/audit", h: s.audit},
@@ -164,13 +170,8 @@ func (s *Server) wrap(rt Route) http.HandlerFunc {
 		var a controller.Actor
 		err := func() error {
 			if !rt.open {
-				tok := bearer(r)
-				if tok == "" && (rt.Path == "/api/v1/events" || rt.Path == "/api/v1/metrics/live") {
-					// EventSource cannot send headers.
-					tok = r.URL.Query().Get("access_token")
-				}
 				var err error
-				if a, err = s.c.Authenticate(r.Context(), tok); err != nil {
+				if a, err = s.c.Authenticate(r.Context(), requestToken(r, rt.Path)); err != nil {
 					return err
 				}
 			}
@@ -313,10 +314,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // decode reads a JSON body strictly: application/json only, at most
-// MaxBodyBytes, no unknown fields, exactly one value, types checked. Each
-// failure says which field and what was wrong.
+// MaxBodyBytes, no unknown fields, exactly one value, types checked, no
+// string over MaxTextBytes. Each failure says which field and what was
+// wrong.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	return decodeLimit(w, r, v, MaxBodyBytes)
+	if err := decodeLimit(w, r, v, MaxBodyBytes); err != nil {
+		return err
+	}
+	return checkText(v)
 }
 
 // decodeLimit is decode with another bound on the body.

@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -78,6 +77,13 @@ func (s *Server) reportTransfer(w http.ResponseWriter, r *http.Request, a contro
 	var rep transfer.Report
 	if err := decode(w, r, &rep); err != nil {
 		return err
+	}
+	if rep.Reservation != "" {
+		// The same rule as GET /api/v1/reservations/{id}: no attaching
+		// (and so no reading, on the transfer's page) what one may not see.
+		if _, err := s.c.Get(r.Context(), a, rep.Reservation); err != nil {
+			return err
+		}
 	}
 	t, g, err := reg.Report(r.Context(), r.PathValue("id"), a.Name, rep)
 	if err != nil {
@@ -244,10 +250,6 @@ func (s *Server) liveView(r *http.Request, a controller.Actor) Live {
 // throughput, utilisation and reserved bandwidth, and the running
 // transfers' throughput. The dashboard's map and charts follow it.
 func (s *Server) liveStream(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		return fmt.Errorf("the connection cannot stream")
-	}
 	every := time.Second
 	if v := r.URL.Query().Get("every"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -256,6 +258,11 @@ func (s *Server) liveStream(w http.ResponseWriter, r *http.Request, a controller
 		}
 		every = d
 	}
+	st, err := s.openStream(w, r, a, "/api/v1/metrics/live")
+	if err != nil {
+		return err
+	}
+	defer st.close()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -266,10 +273,11 @@ func (s *Server) liveStream(w http.ResponseWriter, r *http.Request, a controller
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "event: live\ndata: %s\n\n", b)
-		fl.Flush()
+		if err := st.send("event: live\ndata: %s\n\n", b); err != nil {
+			return nil
+		}
 		select {
-		case <-r.Context().Done():
+		case <-st.ctx.Done():
 			return nil
 		case <-t.C:
 		}

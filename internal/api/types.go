@@ -34,6 +34,7 @@ const (
 	CodeTooLarge         = "too_large"          // 413: a body over MaxBodyBytes
 	CodeLimit            = "limit"              // 429: a per-user limit is reached; the message names it and its controller flag
 	CodeUnsupportedMedia = "unsupported_media"  // 415: a body that is not application/json
+	CodeTooMany          = "too_many"           // 429: too many open streams for one user
 	CodeInternal         = "internal"           // 500
 	CodeUnavailable      = "unavailable"        // 503: shutting down
 )
@@ -237,7 +238,7 @@ type TopoLink struct {
 // when a live reservation would lose a node or link it uses, or the
 // bandwidth it holds.
 type TopologyReload struct {
-	YAML string `json:"yaml"`
+	YAML string `json:"yaml" text:"long"`
 }
 
 // Timeline is GET /api/v1/timeline?from=T&to=T[&link=NAME]: for every link

@@ -41,6 +41,7 @@ func newControllerCmd() *cobra.Command {
 		metricsDB, tiers, rulesF   string
 		budget                     string
 		limits                     limitFlags
+		maxConns, maxStreams       int
 	)
 	cmd := &cobra.Command{
 		Use:   "controller --listen HOST:PORT [--listen unix:PATH] [--db URL] [--topology FILE]",
@@ -93,7 +94,15 @@ Per-user limits (--max-tokens-per-user, --max-reservations-per-user,
 from growing the controller without end: a request past one is answered
 429 naming the flag. /metrics is open to scrapers unless
 --metrics-require-token, and carries no series of single connections or
-transfers. Agents are bound to their nodes (docs/controller.md).`,
+transfers. Agents are bound to their nodes (docs/controller.md).
+
+Connections are bounded: a request's header must arrive within 10 s and
+the whole request within a minute, an answer is written within a minute
+(each frame of a stream gets the minute anew, so streams live on), and a
+keep-alive connection idle for 2 minutes is closed. --max-conns caps the
+connections open at once (over it, a connection gets a 503 and is
+closed; keep it below the process's descriptor limit) and --max-streams the
+event and live streams one user may hold open (over it, a 429).`,
 		Example: `  lightpath controller --listen 127.0.0.1:8080 --topology examples/two-site.yaml \
       --admin-token-file ./admin.token
   lightpath controller --listen 127.0.0.1:8080 --listen unix:/run/lightpath/two-site/controller.sock \
@@ -108,7 +117,8 @@ transfers. Agents are bound to their nodes (docs/controller.md).`,
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl})).With("component", "controller")
 			return runController(cmd.Context(), log, controllerOptions{listens: listens, db: dbURL, topology: topoFile,
 				adminFile: adminFile, cert: cert, key: key, pool: pool, hold: holdTimeout,
-				metricsDB: metricsDB, tiers: tiers, budget: budget, rules: rulesF, limits: limits})
+				metricsDB: metricsDB, tiers: tiers, budget: budget, rules: rulesF, limits: limits,
+				maxConns: maxConns, maxStreams: maxStreams})
 		},
 	}
 	f := cmd.Flags()
@@ -126,6 +136,8 @@ transfers. Agents are bound to their nodes (docs/controller.md).`,
 	f.StringVar(&budget, "metrics-budget", "4GiB", "the most disk the repository may use; past it the oldest data is dropped")
 	f.StringVar(&rulesF, "rules", "", "alerting rules file (YAML); re-read when it changes")
 	limits.register(f)
+	f.IntVar(&maxConns, "max-conns", 1000, "the most connections open at once, over all listeners (more get a 503)")
+	f.IntVar(&maxStreams, "max-streams", api.DefaultMaxStreams, "the most event and live streams one user may hold open (more get a 429)")
 	return cmd
 }
 
@@ -137,6 +149,7 @@ type controllerOptions struct {
 	metricsDB, tiers        string
 	budget, rules           string
 	limits                  limitFlags
+	maxConns, maxStreams    int
 }
 
 // rerouter lets the rules move reservations through the controller.
@@ -173,6 +186,12 @@ func metricsPath(o controllerOptions) string {
 func runController(ctx context.Context, log *slog.Logger, o controllerOptions) error {
 	if err := o.limits.check(); err != nil {
 		return fmt.Errorf("controller: %w", err)
+	}
+	if o.maxConns < 1 {
+		return fmt.Errorf("controller: --max-conns %d: want at least 1", o.maxConns)
+	}
+	if o.maxStreams < 1 {
+		return fmt.Errorf("controller: --max-streams %d: want at least 1", o.maxStreams)
 	}
 	var tlsCfg *tls.Config
 	if o.cert != "" || o.key != "" {
@@ -277,6 +296,7 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	} else if o.rules != "" {
 		return errors.New("controller: --rules needs the monitoring repository (not --metrics-db none)")
 	}
+	limit := api.NewConnLimit(o.maxConns)
 	var lns []net.Listener
 	defer func() {
 		for _, ln := range lns {
@@ -284,7 +304,7 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 		}
 	}()
 	for _, l := range o.listens {
-		ln, err := listen(l, tlsCfg)
+		ln, err := listen(l, tlsCfg, limit)
 		if err != nil {
 			return fmt.Errorf("controller: listen on %s: %w", l, err)
 		}
@@ -304,7 +324,9 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { c.Run(ctx) })
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	hopts := api.DefaultHTTPOptions()
+	hopts.MaxStreams = o.maxStreams
+	srv := handler.HTTPServer(ctx, hopts)
 	errc := make(chan error, len(lns))
 	for _, ln := range lns {
 		go func() { errc <- srv.Serve(ln) }()
@@ -327,8 +349,9 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 }
 
 // listen opens a TCP listener (with TLS when configured) or a unix socket,
-// replacing a stale socket file left by a controller that died.
-func listen(addr string, tlsCfg *tls.Config) (net.Listener, error) {
+// replacing a stale socket file left by a controller that died; limit
+// caps its connections.
+func listen(addr string, tlsCfg *tls.Config, limit *api.ConnLimit) (net.Listener, error) {
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
 		if path == "" {
 			return nil, errors.New("unix: needs a path")
@@ -350,12 +373,13 @@ func listen(addr string, tlsCfg *tls.Config) (net.Listener, error) {
 		// Access is by token, so the socket itself may be open to all,
 		// which lets agents running as other users reach it.
 		os.Chmod(path, 0o666)
-		return ln, nil
+		return limit.Wrap(ln, true), nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
+	ln = limit.Wrap(ln, tlsCfg == nil)
 	if tlsCfg != nil {
 		ln = tls.NewListener(ln, tlsCfg)
 	}

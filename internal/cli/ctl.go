@@ -441,6 +441,10 @@ func follow(ctx context.Context, c *client.Client, what, id string, errw io.Writ
 			if ctx.Err() != nil {
 				return false, nil
 			}
+			var se *client.StreamEndedError
+			if errors.As(stream.Err(), &se) {
+				return false, ctlError(what, c, se)
+			}
 			fmt.Fprintf(errw, "lightpath: %s: %s; resuming\n", what, oneLine(fmt.Sprint(stream.Err())))
 			for ctx.Err() == nil {
 				select {

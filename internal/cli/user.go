@@ -12,6 +12,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/api"
 	"github.com/lightpath/lightpath/internal/client"
+	"github.com/lightpath/lightpath/internal/controller"
 )
 
 // roles are the roles a user may have, least privileged first.
@@ -233,31 +234,8 @@ func expiry(t api.Token) string {
 	return "expires " + fmtTime(t.ExpiresAt)
 }
 
-// writeSecret writes a token to file with mode 0600, whole or not at all:
-// a temporary file beside it, synced, then renamed over it.
-func writeSecret(file, secret string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.WriteString(secret + "\n"); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), file)
-}
+// writeSecret writes a token to file with mode 0600, whole or not at all.
+func writeSecret(file, secret string) error { return controller.WriteSecretFile(file, secret) }
 
 func newTokenListCmd(o *ctlFlags) *cobra.Command {
 	return &cobra.Command{
@@ -294,12 +272,42 @@ type revokeSummary struct {
 }
 
 func newTokenRevokeCmd(o *ctlFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:     "revoke ID",
-		Short:   "Revoke a token: it stops working at once",
-		Example: `  lightpath user token revoke t-5d2f`,
-		Args:    exactArgs("user token revoke", "ID"),
+	var user string
+	cmd := &cobra.Command{
+		Use:   "revoke ID | --user NAME",
+		Short: "Revoke a token, or every token of a user: they stop working at once",
+		Long: `Revoke a token: it stops working at once, and the event and live streams
+opened with it end. With --user NAME, every token of that user is revoked
+(an admin may do it to anyone, a user to themself: signing out everywhere):
+the user is locked out until a new token is made.`,
+		Example: `  lightpath user token revoke t-5d2f
+  lightpath user token revoke --user alice`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if user != "" {
+				if len(args) > 0 {
+					return fmt.Errorf("user token revoke: give a token ID or --user NAME, not both")
+				}
+				return nil
+			}
+			return exactArgs("user token revoke", "ID")(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if user != "" {
+				var ts []api.Token
+				if err := o.request("user token revoke", func(c *client.Client) (err error) {
+					ts, err = c.RevokeUserTokens(cmd.Context(), user)
+					return err
+				}); err != nil {
+					return err
+				}
+				ids := make([]string, len(ts))
+				for i, t := range ts {
+					ids[i] = t.ID
+				}
+				printOne(cmd.OutOrStdout(), o.json, revokeSummary{Summary: true, Revoked: strings.Join(ids, ",")},
+					"revoked %d token(s) of %s%s\n", len(ts), user, listSuffix(ids))
+				return nil
+			}
 			if err := o.request("user token revoke", func(c *client.Client) error { return c.RevokeToken(cmd.Context(), args[0]) }); err != nil {
 				return err
 			}
@@ -307,4 +315,14 @@ func newTokenRevokeCmd(o *ctlFlags) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&user, "user", "", "revoke every token of this user")
+	return cmd
+}
+
+// listSuffix is ": a, b" for a non-empty list.
+func listSuffix(ids []string) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(ids, ", ")
 }

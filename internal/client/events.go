@@ -102,6 +102,12 @@ func (c *Client) EventsAfter(ctx context.Context, id, lastID string) (*EventStre
 			if f.data == "" {
 				return nil // a comment or keep-alive
 			}
+			if f.event == "end" {
+				// The token the stream was opened with stopped working.
+				var e api.StreamEnd
+				json.Unmarshal([]byte(f.data), &e)
+				return &StreamEndedError{Reason: e.Reason}
+			}
 			var ev api.Event
 			if err := json.Unmarshal([]byte(f.data), &ev); err != nil {
 				return fmt.Errorf("event stream: decode %s event: %w", f.event, err)
@@ -116,8 +122,11 @@ func (c *Client) EventsAfter(ctx context.Context, id, lastID string) (*EventStre
 				return sctx.Err()
 			}
 		})
+		var se *StreamEndedError
 		if sctx.Err() != nil {
 			err = nil // closed or cancelled by the caller
+		} else if errors.As(err, &se) {
+			err = se
 		} else if err == nil {
 			err = &UnreachableError{URL: c.url, Err: errors.New("the controller closed the event stream")}
 		} else if !strings.HasPrefix(err.Error(), "event stream:") {
@@ -128,6 +137,15 @@ func (c *Client) EventsAfter(ctx context.Context, id, lastID string) (*EventStre
 		s.mu.Unlock()
 	}()
 	return s, nil
+}
+
+// StreamEndedError is a stream the controller ended because the token it
+// was opened with stopped working (revoked, expired): opening it again
+// with that token cannot succeed, so it is not to be resumed.
+type StreamEndedError struct{ Reason string }
+
+func (e *StreamEndedError) Error() string {
+	return "the controller ended the event stream: " + e.Reason
 }
 
 // sseFrame is one dispatched server-sent event.

@@ -202,6 +202,13 @@ func (c *Client) RevokeToken(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/tokens/"+escape(id), nil, nil, nil)
 }
 
+// RevokeUserTokens is DELETE /api/v1/users/{name}/tokens: every token of
+// the user, revoked at once; it returns them.
+func (c *Client) RevokeUserTokens(ctx context.Context, user string) ([]api.Token, error) {
+	l, err := call[api.TokenList](ctx, c, http.MethodDelete, "/users/"+escape(user)+"/tokens", nil, nil)
+	return l.Tokens, err
+}
+
 // Policy is GET /api/v1/policy.
 func (c *Client) Policy(ctx context.Context) (api.Policy, error) {
 	return get[api.Policy](ctx, c, "/policy", nil)

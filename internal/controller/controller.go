@@ -70,6 +70,11 @@ type Actor struct {
 	// its user's binding); empty for everyone else and for an unbound
 	// agent (agentbind.go).
 	Node string
+	// TokenID and TokenExpires name the token the request came with (zero
+	// when none, e.g. inside the controller): a token may not mint one
+	// that outlives it.
+	TokenID      string
+	TokenExpires time.Time
 }
 
 // Sees reports whether a may see and act on what owner owns.

@@ -82,6 +82,11 @@ func (c *Controller) create(ctx context.Context, a Actor, in CreateInput) (Creat
 		if !a.privileged() {
 			return Created{}, forbidden("only operators and admins may book for someone else")
 		}
+		if _, err := c.st.GetUser(ctx, in.Owner); errors.Is(err, reserve.ErrNotFound) {
+			return Created{}, &reserve.RequestError{Field: "owner", Message: fmt.Sprintf("owner %q is not a user (GET /api/v1/users lists them)", in.Owner)}
+		} else if err != nil {
+			return Created{}, fmt.Errorf("look up owner: %w", err)
+		}
 		owner = in.Owner
 	}
 	if in.Project != "" && !a.privileged() && !slices.Contains(a.Projects, in.Project) {

@@ -41,6 +41,9 @@ var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 type authCache struct {
 	mu sync.Mutex
 	m  map[store.TokenHash]authEntry
+	// changed is closed (and replaced) when a token is revoked, so that
+	// open streams check their token again at once.
+	changed chan struct{}
 }
 
 type authEntry struct {
@@ -51,7 +54,29 @@ type authEntry struct {
 
 const authTTL = 5 * time.Second
 
-func (a *authCache) init() { a.m = map[store.TokenHash]authEntry{} }
+func (a *authCache) init() {
+	a.m = map[store.TokenHash]authEntry{}
+	a.changed = make(chan struct{})
+}
+
+// TokensChanged returns a channel that is closed when a token is next
+// revoked: whoever holds a connection open on a token (the event and live
+// streams) checks it again then, so a revocation ends them at once.
+func (c *Controller) TokensChanged() <-chan struct{} {
+	c.auth.mu.Lock()
+	defer c.auth.mu.Unlock()
+	return c.auth.changed
+}
+
+// forgetTokens drops the cached tokens and wakes whoever waits on
+// TokensChanged.
+func (c *Controller) forgetTokens() {
+	c.auth.mu.Lock()
+	defer c.auth.mu.Unlock()
+	clear(c.auth.m)
+	close(c.auth.changed)
+	c.auth.changed = make(chan struct{})
+}
 
 // Authenticate returns the actor a token belongs to, or an error matching
 // ErrUnauthorized that says why (unknown, expired, revoked).
@@ -75,7 +100,8 @@ func (c *Controller) Authenticate(ctx context.Context, token string) (Actor, err
 		if err != nil {
 			return Actor{}, fmt.Errorf("look up token's user: %w", err)
 		}
-		e = authEntry{tok: t, actor: Actor{Name: u.Name, Role: u.Role, Projects: u.Projects, Node: boundNode(u, t)}, fetched: now}
+		e = authEntry{tok: t, actor: Actor{Name: u.Name, Role: u.Role, Projects: u.Projects, Node: boundNode(u, t),
+			TokenID: t.ID, TokenExpires: t.ExpiresAt}, fetched: now}
 		c.auth.mu.Lock()
 		if len(c.auth.m) > 10000 {
 			clear(c.auth.m)
@@ -101,6 +127,14 @@ func (c *Controller) BootstrapAdmin(ctx context.Context, file string) (bool, err
 		tok := strings.TrimSpace(string(b))
 		if tok != "" {
 			if a, err := c.Authenticate(ctx, tok); err == nil && a.Role == reserve.RoleAdmin {
+				// A secret kept in a file others may read is no secret:
+				// an older controller's file is made private.
+				if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
+					if err := os.Chmod(file, 0o600); err != nil {
+						return false, fmt.Errorf("make the admin token file private: %w", err)
+					}
+					c.log.Warn("the admin token file was readable by other users: made it 0600", "file", file, "was", fi.Mode().Perm().String())
+				}
 				return false, nil
 			}
 		}
@@ -131,14 +165,37 @@ func (c *Controller) BootstrapAdmin(ctx context.Context, file string) (bool, err
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		return false, fmt.Errorf("write admin token: %w", err)
 	}
-	tmp := file + ".tmp"
-	if err := os.WriteFile(tmp, []byte(secret+"\n"), 0o600); err != nil {
-		return false, fmt.Errorf("write admin token: %w", err)
-	}
-	if err := os.Rename(tmp, file); err != nil {
+	if err := WriteSecretFile(file, secret); err != nil {
 		return false, fmt.Errorf("write admin token: %w", err)
 	}
 	return true, nil
+}
+
+// WriteSecretFile writes a token to file with mode 0600, whole or not at
+// all: a new temporary file beside it (created 0600, never one left
+// there before), synced, then renamed over it.
+func WriteSecretFile(file, secret string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.WriteString(secret + "\n"); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), file)
 }
 
 // AddUser creates a user (admins only).
@@ -203,6 +260,9 @@ func (c *Controller) CreateToken(ctx context.Context, a Actor, user string, expi
 	if expiresIn > 0 {
 		t.ExpiresAt = now.Add(expiresIn)
 	}
+	if err := outlives(a, t.ExpiresAt, now); err != nil {
+		return "", store.Token{}, err
+	}
 	err = c.commit(ctx, func(tx store.Store) error {
 		if err := c.checkTokenLimit(ctx, tx, user, now); err != nil {
 			return err
@@ -216,6 +276,63 @@ func (c *Controller) CreateToken(ctx context.Context, a Actor, user string, expi
 		return "", store.Token{}, err
 	}
 	return secret, t, nil
+}
+
+// RevokeUserTokens revokes every live token of user (an admin's, or the
+// user's own: signing out everywhere), returning them: the user is locked
+// out at once, and their open streams end, until a new token is made.
+func (c *Controller) RevokeUserTokens(ctx context.Context, a Actor, user string) ([]store.Token, error) {
+	if a.Role != reserve.RoleAdmin && a.Name != user {
+		return nil, forbidden("only an admin may revoke another user's tokens")
+	}
+	if _, err := c.st.GetUser(ctx, user); errors.Is(err, reserve.ErrNotFound) {
+		return nil, notFound("user", user)
+	} else if err != nil {
+		return nil, err
+	}
+	now := c.now()
+	var revoked []store.Token
+	err := c.st.Tx(ctx, func(tx store.Store) error {
+		revoked = revoked[:0]
+		ts, err := tx.ListTokens(ctx, user)
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for _, t := range ts {
+			if !t.RevokedAt.IsZero() {
+				continue
+			}
+			if err := tx.RevokeToken(ctx, t.ID, now); err != nil {
+				return err
+			}
+			t.RevokedAt = now
+			revoked = append(revoked, t)
+			ids = append(ids, t.ID)
+		}
+		return tx.AppendAudit(ctx, store.AuditEntry{At: now, Who: a.Name, What: "revoke every token of " + user, Detail: strings.Join(ids, ",")})
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.forgetTokens()
+	return revoked, nil
+}
+
+// outlives refuses a token that would outlive the token of the request
+// minting it: otherwise a stolen short-lived token could be turned into a
+// permanent one.
+func outlives(a Actor, expires, now time.Time) error {
+	if a.TokenExpires.IsZero() || (!expires.IsZero() && !expires.After(a.TokenExpires)) {
+		return nil
+	}
+	left := a.TokenExpires.Sub(now).Truncate(time.Second)
+	want := "a token that never expires"
+	if !expires.IsZero() {
+		want = "one expiring at " + expires.UTC().Format(time.RFC3339)
+	}
+	return &reserve.RequestError{Field: "expires_in", Message: fmt.Sprintf("the token of this request (%s) expires at %s, so it cannot create %s: give an expires_in of at most %s, or use a token that lives longer",
+		a.TokenID, a.TokenExpires.UTC().Format(time.RFC3339), want, left)}
 }
 
 // ListTokens lists a user's tokens (an admin's or the user's own).
@@ -246,8 +363,6 @@ func (c *Controller) RevokeToken(ctx context.Context, a Actor, id string) error 
 		store.AuditEntry{At: now, Who: a.Name, What: "revoke token " + id}); err != nil {
 		return err
 	}
-	c.auth.mu.Lock()
-	clear(c.auth.m)
-	c.auth.mu.Unlock()
+	c.forgetTokens()
 	return nil
 }

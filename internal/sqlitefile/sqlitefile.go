@@ -8,8 +8,11 @@ package sqlitefile
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 )
@@ -17,6 +20,9 @@ import (
 // Open opens the SQLite file at path and runs each schema statement
 // (CREATE ... IF NOT EXISTS) in order.
 func Open(ctx context.Context, path string, schema ...string) (*sql.DB, error) {
+	if err := CreatePrivate(path); err != nil {
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "journal_mode(WAL)")
@@ -33,4 +39,21 @@ func Open(ctx context.Context, path string, schema ...string) (*sql.DB, error) {
 		}
 	}
 	return db, nil
+}
+
+// CreatePrivate creates the database file at path, empty and readable by
+// its owner alone (0600), when it does not exist yet. SQLite gives its
+// -wal and -shm files the database file's mode, so they are private too;
+// left to itself it would create all three 0644, readable by every local
+// user. A file that exists keeps its mode (its owner chose it). A missing
+// directory is left for SQLite to report.
+func CreatePrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		return f.Close()
+	case errors.Is(err, fs.ErrExist), errors.Is(err, fs.ErrNotExist):
+		return nil
+	}
+	return err
 }

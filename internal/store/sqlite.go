@@ -10,6 +10,8 @@ import (
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/lightpath/lightpath/internal/sqlitefile"
 )
 
 // SQLite: modernc.org/sqlite, pure Go. The database runs in WAL mode, so
@@ -47,6 +49,11 @@ func openSQLite(path string) (*sqlStore, error) {
 		q.Add("_pragma", "synchronous(NORMAL)")
 	}
 	q.Set("_txlock", "immediate")
+	if !memory {
+		if err := sqlitefile.CreatePrivate(path); err != nil {
+			return nil, fmt.Errorf("sqlite %s: %w", path, err)
+		}
+	}
 	dsn := "file:" + path + "?" + q.Encode()
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {

@@ -182,7 +182,7 @@ func (hw *headsWriter) finish(f io.Writer) error {
 func (r *Repo) writeHeads(gen int64) (size int64, err error) {
 	path := headsPath(r.o.Path)
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return 0, fmt.Errorf("write heads: %w", err)
 	}

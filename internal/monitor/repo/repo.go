@@ -47,6 +47,7 @@ import (
 	_ "modernc.org/sqlite" // the "sqlite" driver
 
 	"github.com/lightpath/lightpath/internal/monitor"
+	"github.com/lightpath/lightpath/internal/sqlitefile"
 )
 
 // Tier is one resolution the repository keeps: raw samples (Step 0) or the
@@ -291,6 +292,9 @@ func Open(ctx context.Context, o Options) (*Repo, error) {
 	q.Add("_pragma", "synchronous(FULL)")
 	q.Add("_pragma", "journal_size_limit(67108864)")
 	q.Set("_txlock", "immediate")
+	if err := sqlitefile.CreatePrivate(o.Path); err != nil {
+		return nil, fmt.Errorf("open repository %s: %w", o.Path, err)
+	}
 	db, err := sql.Open("sqlite", "file:"+o.Path+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("open repository %s: %w", o.Path, err)

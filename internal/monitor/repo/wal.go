@@ -66,7 +66,7 @@ func segments(dir string) ([]uint64, error) {
 
 // openSegment starts segment seq for writing.
 func (w *wal) openSegment(seq uint64) error {
-	f, err := os.OpenFile(segName(w.dir, seq), os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(segName(w.dir, seq), os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("open wal segment: %w", err)
 	}
