@@ -392,11 +392,13 @@ func TestSessionsPerClient(t *testing.T) {
 	sameFile(t, small, filepath.Join(root, "other.txt"))
 }
 
-// TestLinksLeadingOut copies a tree whose links lead out only when
-// resolved, not as text: L -> .. and x -> L/../../outside/secret.txt (and
-// the same pair in the other order, a -> z/../../outside/secret.txt before
-// z -> ..). Neither a pull nor a push may leave a link that resolves outside
-// the destination.
+// TestLinksLeadingOut copies a tree whose links lead out: L -> .. and
+// x -> L/../../outside/secret.txt (and the same pair in the other order,
+// a -> z/../../outside/secret.txt before z -> ..), which the sender's check
+// of targets as text already skips with a warning, and d/e/up -> ../..
+// with m -> d/e/up/../../outside/secret.txt, which stay inside the tree as
+// text and lead out only when resolved: the receiver refuses m. Neither a
+// pull nor a push may leave a link that resolves outside the destination.
 func TestLinksLeadingOut(t *testing.T) {
 	dir := scratchDir(t)
 	mkTree := func(top string) string {
@@ -406,7 +408,11 @@ func TestLinksLeadingOut(t *testing.T) {
 			{"L", ".."}, {"x", "L/../../outside/secret.txt"},
 			{"a", "z/../../outside/secret.txt"}, {"z", ".."},
 			{"ok", "f.txt"},
+			{"d/e/up", "../.."}, {"m", "d/e/up/../../outside/secret.txt"},
 		} {
+			if err := os.MkdirAll(filepath.Join(tree, filepath.Dir(l[0])), 0o755); err != nil {
+				t.Fatal(err)
+			}
 			if err := os.Symlink(l[1], filepath.Join(tree, l[0])); err != nil {
 				t.Fatal(err)
 			}
@@ -440,19 +446,24 @@ func TestLinksLeadingOut(t *testing.T) {
 	// stay in.
 	check := func(t *testing.T, r result, dst, bound string) {
 		t.Helper()
-		t.Logf("exit %d: %s", r.code, strings.TrimSpace(r.stderr))
+		t.Logf("exit %d: %s\n%s", r.code, strings.TrimSpace(r.stderr), r.stdout)
 		checkInside(t, bound)
 		sameFile(t, filepath.Join(dir, "src", "tree", "f.txt"), filepath.Join(dst, "f.txt"))
 		if got, err := os.Readlink(filepath.Join(dst, "ok")); err != nil || got != "f.txt" {
 			t.Errorf("the link inside the tree was not recreated: %q, %v", got, err)
 		}
-		for _, name := range []string{"x", "a"} {
+		for _, name := range []string{"x", "a", "m"} {
 			if _, err := os.Lstat(filepath.Join(dst, name)); err == nil {
 				t.Errorf("%s was recreated", name)
 			}
 		}
-		if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "leads outside the destination") {
-			t.Errorf("cp did not report the refused links")
+		for _, name := range []string{"tree/x", "tree/a"} {
+			if !strings.Contains(r.stdout+r.stderr, "symlink leads outside the tree, skipped: "+name+" -") {
+				t.Errorf("the sender did not skip %s with a warning", name)
+			}
+		}
+		if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "leads outside the destination: not recreated") || !strings.Contains(r.stdout, `"path":"tree/m","size":0,"status":"failed"`) {
+			t.Errorf("cp did not report the link the receiver refused")
 		}
 	}
 	mkTree(mkdir(t, dir, "src"))
