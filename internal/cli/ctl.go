@@ -370,20 +370,12 @@ func noArgs(cmd *cobra.Command, args []string) error {
 }
 
 // verbGroup makes cmd, a command that only groups verbs, print its help
-// when run alone and refuse an unknown verb, and words its children's
-// flag errors with their full path ("reserve create: unknown flag").
+// when run alone and refuse an unknown verb with the nearest ones it has,
+// and words its children's flag errors with their full path ("reserve
+// create: unknown flag").
 func verbGroup(cmd *cobra.Command) *cobra.Command {
-	cmd.RunE = func(c *cobra.Command, args []string) error {
-		if len(args) == 0 {
-			return c.Help()
-		}
-		what := strings.TrimPrefix(c.CommandPath(), "lightpath ")
-		return fmt.Errorf("%s: unknown verb %q (see 'lightpath %s --help')", what, args[0], what)
-	}
-	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		what := strings.TrimPrefix(c.CommandPath(), "lightpath ")
-		return fmt.Errorf("%s: %w (see 'lightpath %s --help')", what, err, what)
-	})
+	cmd.RunE = groupRunE
+	cmd.SetFlagErrorFunc(flagError)
 	return cmd
 }
 
