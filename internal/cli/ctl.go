@@ -25,6 +25,7 @@ import (
 	"github.com/lightpath/lightpath/internal/api"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/textsafe"
 	"github.com/lightpath/lightpath/internal/units"
 )
 
@@ -320,7 +321,21 @@ func printOne(w io.Writer, asJSON bool, v any, format string, args ...any) {
 		(&ndjson{w: w}).write(v)
 		return
 	}
-	fmt.Fprintf(w, format, args...)
+	fmt.Fprintf(w, format, safeArgs(args)...)
+}
+
+// safeArgs returns args with every string made safe for a terminal: what
+// the controller stores came from users, and a control character or an
+// escape sequence in it must not act on the screen of whoever reads it.
+func safeArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			a = textsafe.Sanitize(s)
+		}
+		out[i] = a
+	}
+	return out
 }
 
 // printList writes the answer of a list command: with --json (asJSON) each
@@ -351,7 +366,11 @@ func printTable[T any](w io.Writer, header []string, items []T, row func(T) []st
 	tw := newTable(w)
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, it := range items {
-		fmt.Fprintln(tw, strings.Join(row(it), "\t"))
+		cells := row(it)
+		for i, c := range cells {
+			cells[i] = textsafe.Sanitize(c)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	tw.Flush()
 }

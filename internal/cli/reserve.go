@@ -14,6 +14,7 @@ import (
 	"github.com/lightpath/lightpath/internal/api"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/textsafe"
 	"github.com/lightpath/lightpath/internal/units"
 )
 
@@ -54,7 +55,7 @@ func describeReservation(r reserve.Reservation) string {
 // printReservation writes one reservation in full, with its history.
 func printReservation(w io.Writer, r reserve.Reservation) {
 	tw := newTable(w)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, textsafe.Sanitize(v)) }
 	row("id", fmt.Sprintf("%s (version %d)", r.ID, r.Version))
 	row("state", fmtState(r))
 	if r.DegradedReason != "" {
@@ -303,7 +304,7 @@ func runReserveCreate(cmd *cobra.Command, o *ctlFlags, f createFlags, hold strin
 	if r.State == reserve.StateHeld {
 		verb = "held"
 	}
-	fmt.Fprintf(out, "%s %s\n", verb, describeReservation(r))
+	fmt.Fprintf(out, "%s %s\n", verb, textsafe.Sanitize(describeReservation(r)))
 	if !resp.Created {
 		fmt.Fprintf(out, "  (booked by an earlier try with idempotency key %s: nothing new was booked)\n", req.IdempotencyKey)
 	}
@@ -896,7 +897,7 @@ func runReserveWatch(cmd *cobra.Command, o *ctlFlags, id string, want reserve.St
 			if o.json {
 				nd.write(ev)
 			} else {
-				fmt.Fprintln(out, describeEvent(ev))
+				fmt.Fprintln(out, textsafe.Sanitize(describeEvent(ev)))
 			}
 			if ev.Reservation != nil && id != "" {
 				return verdict(*ev.Reservation)

@@ -14,6 +14,7 @@ import (
 	"github.com/lightpath/lightpath/internal/api"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/textsafe"
 	"github.com/lightpath/lightpath/internal/units"
 )
 
@@ -136,7 +137,7 @@ func managedNodes(r reserve.Reservation) string {
 // owner, when it was opened and the last transitions of its history.
 func printTicket(w io.Writer, r reserve.Reservation, full bool) {
 	tw := newTable(w)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, textsafe.Sanitize(v)) }
 	row("ticket", fmt.Sprintf("%s (version %d)", r.ID, r.Version))
 	row("state", fmtState(r))
 	if r.DegradedReason != "" {
@@ -200,7 +201,7 @@ func writeTicket(w io.Writer, asJSON bool, l ticketLine, full bool, headline str
 		return
 	}
 	if headline != "" {
-		fmt.Fprintf(w, headline+"\n", args...)
+		fmt.Fprintf(w, headline+"\n", safeArgs(args)...)
 	}
 	printTicket(w, l.Reservation, full)
 }
