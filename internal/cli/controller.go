@@ -28,9 +28,6 @@ import (
 	"github.com/lightpath/lightpath/web"
 )
 
-// Version is the program's version as the controller reports it.
-var Version = "dev"
-
 func newControllerCmd() *cobra.Command {
 	var (
 		listens                    []string
@@ -189,6 +186,13 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 			return fmt.Errorf("controller: %w", err)
 		}
 	}
+	if p, ok := strings.CutPrefix(o.db, "sqlite:"); ok && p != "" && p != ":memory:" {
+		// A fresh host has no /var/lib/lightpath: make the directory the
+		// database (and the monitoring repository beside it) goes in.
+		if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
+			return fmt.Errorf("controller: open database: %w", err)
+		}
+	}
 	st, err := store.Open(ctx, o.db)
 	if err != nil {
 		return fmt.Errorf("controller: open database: %w", err)
@@ -217,7 +221,7 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 		return errors.New("controller: the database has no users yet: give --admin-token-file F and the admin's token is written there")
 	}
 
-	handler := api.NewServer(c, web.FS, Version, log)
+	handler := api.NewServer(c, web.FS, Version(), log)
 	if mp := metricsPath(o); mp != "none" {
 		tiers, err := repo.ParseTiers(o.tiers)
 		if err != nil {

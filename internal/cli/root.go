@@ -116,14 +116,16 @@ Start a server on one end and copy with cp from the other:
   lightpath serve --listen 0.0.0.0:7070 --root /data
   lightpath cp -r ./run42 lp://dtn.example.org:7070/incoming/
   lightpath bench lp://dtn.example.org:7070 -P 4 -t 10s`,
+		Version:       Version(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
+	root.SetVersionTemplate("lightpath {{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newServeCmd(), newCpCmd(), newBenchCmd(), newTestbedCmd(), newControllerCmd())
-	root.AddCommand(newReserveCmd(), newTicketCmd(), newUserCmd(), newAgentCmd(), newTransferCmd())
+	root.AddCommand(newReserveCmd(), newTicketCmd(), newUserCmd(), newAgentCmd(), newTransferCmd(), newVersionCmd())
 	groupAll(root)
 	return root
 }
