@@ -149,8 +149,16 @@ func (o *ctlFlags) writeRefusal(w io.Writer, err error) {
 // ---------------------------------------------------------------------------
 // Times, durations and the other values users type.
 
-// parseWhen reads a time as the clients take it: RFC 3339, "now", or
-// "+DURATION" after now (a duration as parseSpan reads it).
+// localLayouts are the times without a zone the clients take, read in
+// local time (displayZone): what people type.
+var localLayouts = []string{
+	"2006-01-02 15:04", "2006-01-02 15:04:05", "2006-01-02T15:04", "2006-01-02T15:04:05",
+}
+
+// parseWhen reads a time as the clients take it: RFC 3339, a date and
+// time without a zone read in local time ("2026-11-26 09:00" or
+// "2026-11-26T09:00"), "now", or "+DURATION" after now (a duration as
+// parseSpan reads it).
 func parseWhen(s string, now time.Time) (time.Time, error) {
 	t := strings.TrimSpace(s)
 	switch {
@@ -165,8 +173,13 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 		if v, err := time.Parse(time.RFC3339Nano, t); err == nil {
 			return v, nil
 		}
+		for _, l := range localLayouts {
+			if v, err := time.ParseInLocation(l, t, displayZone); err == nil {
+				return v, nil
+			}
+		}
 	}
-	return time.Time{}, fmt.Errorf("invalid time %q: want RFC 3339 (2026-05-01T14:00:00Z), now, or +DURATION (+2h, +1d)", s)
+	return time.Time{}, fmt.Errorf("invalid time %q: want a local date and time (2026-05-01 14:00), RFC 3339 (2026-05-01T14:00:00Z), now, or +DURATION (+2h, +1d)", s)
 }
 
 // parseSpan reads a positive duration: Go style ("90m", "2h30m") with
@@ -209,7 +222,7 @@ type window struct {
 func (w *window) register(fs *pflag.FlagSet, startHelp string) {
 	fs.StringVar(&w.start, "start", "", startHelp)
 	fs.StringVar(&w.duration, "duration", "", "how long, e.g. 2h, 90m or 1d")
-	fs.StringVar(&w.end, "end", "", "when it ends instead of --duration: RFC 3339, now or +DURATION")
+	fs.StringVar(&w.end, "end", "", "when it ends instead of --duration: RFC 3339, a local date and time, now or +DURATION")
 }
 
 // resolve returns the start, the end and the duration given (zero when
@@ -281,7 +294,8 @@ func newIdempotencyKey() string {
 // ---------------------------------------------------------------------------
 // Output.
 
-// displayZone is the zone times are printed in on a terminal (tests fix it).
+// displayZone is the zone times are printed in on a terminal, and times
+// typed without a zone are read in (tests fix it).
 var displayZone = time.Local
 
 func fmtTime(t time.Time) string {

@@ -278,7 +278,7 @@ A malformed flow spec, or flows whose addresses are not --from's and
 	fs.StringVar(&f.to, "to", "", "the node the flows go to")
 	fs.StringVar(&f.flow, "flows", "", "the flows to steer: 'PROTO SRC[:PORTS] > DST[:PORTS]', several joined by ','")
 	fs.StringVar(&f.bandwidth, "bandwidth", "", "the rate to guarantee, e.g. 500M or 10G; with --size, the highest rate wanted")
-	f.window.register(fs, "when it starts: RFC 3339, now or +DURATION (default now)")
+	f.window.register(fs, "when it starts: RFC 3339, a local date and time, now or +DURATION (default now)")
 	fs.StringVar(&f.size, "size", "", "book the earliest completion of this much data instead of a window, e.g. 2GB")
 	fs.StringVar(&f.deadline, "deadline", "", "with --size: when the data must have arrived")
 	fs.StringVar(&f.project, "project", "", "the project to book under (its quota and policy apply)")
