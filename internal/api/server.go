@@ -51,6 +51,8 @@ type Server struct {
 	transfers *transfer.Registry
 	alerts    *alert.Evaluator
 	history   *alert.History
+
+	signin signIns // one-time sign-in codes (signin.go)
 }
 
 // Route is one route of the API: what the OpenAPI document must describe.
@@ -105,6 +107,8 @@ func (s *Server) Routes() []Route {
 		{Method: "GET", Path: "/api/v1/health", h: s.health, open: true},
 		{Method: "GET", Path: "/api/v1/openapi.json", h: s.openapi, open: true},
 		{Method: "GET", Path: "/api/v1/whoami", h: s.whoami},
+		{Method: "GET", Path: "/api/v1/signin", h: s.signInHint, open: true},
+		{Method: "POST", Path: "/api/v1/signin", h: s.signInByCode, open: true},
 		{Method: "GET", Path: "/api/v1/topology", h: s.getTopology},
 		{Method: "PUT", Path: "/api/v1/topology", h: s.putTopology},
 		{Method: "GET", Path: "/api/v1/timeline", h: s.timeline},

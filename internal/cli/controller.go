@@ -222,6 +222,13 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	}
 
 	handler := api.NewServer(c, web.FS, Version(), log)
+	if o.adminFile != "" {
+		abs, err := filepath.Abs(o.adminFile)
+		if err != nil {
+			return fmt.Errorf("controller: %w", err)
+		}
+		handler.WithSignIn(abs)
+	}
 	if mp := metricsPath(o); mp != "none" {
 		tiers, err := repo.ParseTiers(o.tiers)
 		if err != nil {
@@ -268,6 +275,7 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 		return errors.New("controller: --rules needs the monitoring repository (not --metrics-db none)")
 	}
 	var lns []net.Listener
+	webURL := "" // the first TCP listener's, for the sign-in link
 	defer func() {
 		for _, ln := range lns {
 			ln.Close()
@@ -288,6 +296,12 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 			scheme, addr = "unix", strings.TrimPrefix(l, "unix:")
 		}
 		log.Info("listening", "addr", addr, "url", scheme+"://"+addr)
+		if webURL == "" && scheme != "unix" {
+			webURL = scheme + "://" + browserAddr(ln.Addr())
+		}
+	}
+	if webURL != "" && o.adminFile != "" {
+		printSignInLink(ctx, log, c, handler, o.adminFile, webURL)
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -314,6 +328,46 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 		return fmt.Errorf("controller: serve: %w", err)
 	}
 	return nil
+}
+
+// signInTTL is how long the sign-in link printed at start works.
+const signInTTL = 10 * time.Minute
+
+// printSignInLink logs a link that signs the web UI in once, within
+// signInTTL, as the user whose token is in the admin token file: a new
+// user opens it instead of looking for the token.
+func printSignInLink(ctx context.Context, log *slog.Logger, c *controller.Controller, h *api.Server, adminFile, webURL string) {
+	b, err := os.ReadFile(adminFile)
+	if err != nil {
+		return
+	}
+	a, err := c.Authenticate(ctx, strings.TrimSpace(string(b)))
+	if err != nil {
+		return
+	}
+	code, exp, err := h.NewSignInCode(a.Name, signInTTL)
+	if err != nil {
+		log.Warn("no sign-in link", "err", err)
+		return
+	}
+	log.Info(fmt.Sprintf("sign in to the web UI with this link (once, within %d minutes)", int(signInTTL.Minutes())),
+		"url", webURL+"/#/signin?code="+code, "user", a.Name, "expires", exp.UTC().Format(time.RFC3339))
+}
+
+// browserAddr is a listener's address as a browser on this host reaches
+// it: a wildcard address becomes the loopback one.
+func browserAddr(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // listen opens a TCP listener (with TLS when configured) or a unix socket,
