@@ -88,7 +88,7 @@ async function signIn(token) {
     signOut();
     if (err.status === 401) {
       show(ui.message, `The controller refused this token (${err.message}). Check that you pasted all of it, ` +
-        'or ask an admin for a new one (lightpath user token NAME).', 'error');
+        'or ask an admin for a new one (lightpath user token create NAME).', 'error');
     } else {
       show(ui.message, `Cannot sign in: ${errorText(err)}`, 'error');
     }
