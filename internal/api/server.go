@@ -43,6 +43,7 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	ui      fs.FS
+	signin  signIns // one-time sign-in codes (signin.go)
 	version string
 	metrics *metrics
 	repo    *repo.Repo
@@ -51,8 +52,6 @@ type Server struct {
 	transfers *transfer.Registry
 	alerts    *alert.Evaluator
 	history   *alert.History
-
-	signin signIns // one-time sign-in codes (signin.go)
 }
 
 // Route is one route of the API: what the OpenAPI document must describe.

@@ -221,14 +221,7 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 		return errors.New("controller: the database has no users yet: give --admin-token-file F and the admin's token is written there")
 	}
 
-	handler := api.NewServer(c, web.FS, Version(), log)
-	if o.adminFile != "" {
-		abs, err := filepath.Abs(o.adminFile)
-		if err != nil {
-			return fmt.Errorf("controller: %w", err)
-		}
-		handler.WithSignIn(abs)
-	}
+	handler := api.NewServer(c, web.FS, Version, log)
 	if mp := metricsPath(o); mp != "none" {
 		tiers, err := repo.ParseTiers(o.tiers)
 		if err != nil {
@@ -273,6 +266,13 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 		defer func() { stopEval(); <-evalDone }()
 	} else if o.rules != "" {
 		return errors.New("controller: --rules needs the monitoring repository (not --metrics-db none)")
+	}
+	if o.adminFile != "" {
+		abs, err := filepath.Abs(o.adminFile)
+		if err != nil {
+			return fmt.Errorf("controller: %w", err)
+		}
+		handler.WithSignIn(abs)
 	}
 	var lns []net.Listener
 	webURL := "" // the first TCP listener's, for the sign-in link

@@ -116,7 +116,7 @@ Start a server on one end and copy with cp from the other:
   lightpath serve --listen 0.0.0.0:7070 --root /data
   lightpath cp -r ./run42 lp://dtn.example.org:7070/incoming/
   lightpath bench lp://dtn.example.org:7070 -P 4 -t 10s`,
-		Version:       Version(),
+		Version:       Version,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}

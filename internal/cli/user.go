@@ -197,7 +197,7 @@ needed.`,
 				}
 				(&ndjson{w: out}).write(t)
 			case outFile != "":
-				fmt.Fprintf(out, "token %s for %s (%s) written to %s\n", safeArgs([]any{t.ID, t.User, expiry(t), outFile})...)
+				fmt.Fprintf(out, "token %s for %s (%s) written to %s\n", t.ID, t.User, expiry(t), outFile)
 			default:
 				fmt.Fprintln(out, t.Secret)
 			}

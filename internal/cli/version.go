@@ -14,7 +14,9 @@ var version string
 // Version is the program's version: the one the build was given, else
 // what the Go toolchain recorded of the module or its commit, else
 // "devel". The controller reports it in GET /api/v1/health.
-func Version() string {
+var Version = buildVersion()
+
+func buildVersion() string {
 	if version != "" {
 		return version
 	}
@@ -60,7 +62,7 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print the version of this build",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(cmd.OutOrStdout(), "lightpath %s\n", Version())
+			fmt.Fprintf(cmd.OutOrStdout(), "lightpath %s\n", Version)
 			return nil
 		},
 	}
