@@ -267,20 +267,13 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	} else if o.rules != "" {
 		return errors.New("controller: --rules needs the monitoring repository (not --metrics-db none)")
 	}
-	if o.adminFile != "" {
-		abs, err := filepath.Abs(o.adminFile)
-		if err != nil {
-			return fmt.Errorf("controller: %w", err)
-		}
-		handler.WithSignIn(abs)
-	}
 	var lns []net.Listener
-	webURL := "" // the first TCP listener's, for the sign-in link
 	defer func() {
 		for _, ln := range lns {
 			ln.Close()
 		}
 	}()
+	webURL := "" // the first TCP listener's, for the sign-in link
 	for _, l := range o.listens {
 		ln, err := listen(l, tlsCfg)
 		if err != nil {
@@ -300,8 +293,15 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 			webURL = scheme + "://" + browserAddr(ln.Addr())
 		}
 	}
-	if webURL != "" && o.adminFile != "" {
-		printSignInLink(ctx, log, c, handler, o.adminFile, webURL)
+	if o.adminFile != "" {
+		abs, err := filepath.Abs(o.adminFile)
+		if err != nil {
+			return fmt.Errorf("controller: %w", err)
+		}
+		handler.WithSignIn(abs)
+		if webURL != "" {
+			printSignInLink(ctx, log, c, handler, abs, webURL)
+		}
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
