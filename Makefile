@@ -3,13 +3,23 @@ GO      ?= go
 BIN     := bin/lightpath
 PKGS    := ./...
 FUZZTIME ?= 10s
+# make install puts $(BIN) in $(DESTDIR)$(PREFIX)/bin.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+# The build's version, as `lightpath version` and GET /api/v1/health say it.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+LDFLAGS := -X github.com/lightpath/lightpath/internal/cli.version=$(VERSION)
 
-.PHONY: all build demo test check unit fuzz bench clean deps
+.PHONY: all build install demo test check unit fuzz bench clean deps
 
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/lightpath
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/lightpath
+
+install: build
+	install -d "$(DESTDIR)$(PREFIX)/bin"
+	install -m 0755 $(BIN) "$(DESTDIR)$(PREFIX)/bin/lightpath"
 
 # Installs what the tests and the demo need on a fresh Debian machine.
 deps:

@@ -111,12 +111,16 @@ PY
 			echo "== no dashboard screenshot: $(tail -1 "$work/dashshot.log")"
 		fi
 	fi
-	echo "== web UI (live dashboard): http://127.0.0.1:$cport/ (token in $work/admin.token)"
 	if [ -t 1 ]; then
-		echo "(everything stays up until Ctrl-C)"
-		trap 'exit 0' INT
+		# The address only while it answers: everything stays up until Ctrl-C.
+		link=$(sed -n 's/.*sign in to the web UI.* url="\{0,1\}\([^" ]*\).*/\1/p' "$work/controller.log" | head -1)
+		echo "== web UI (live dashboard), up until Ctrl-C: http://127.0.0.1:$cport/"
+		[ -n "$link" ] && echo "   sign in once with $link (within 10 minutes of the start),"
+		echo "   or paste the token in $work/admin.token"
+		trap 'echo; echo "== stopping everything: the web UI at http://127.0.0.1:$cport/ goes with it"; exit 0' INT
 		while :; do sleep 3600; done
 	fi
+	echo "== the web UI ran at http://127.0.0.1:$cport/ during the demo and has stopped with it (run make demo on a terminal to keep it up until Ctrl-C)"
 	exit 0
 fi
 echo "(not root: the testbed, the agents and the reserved copy across them are skipped; what runs on loopback follows)"
@@ -135,7 +139,7 @@ echo "== 1.5 Gbit/s a1 -> b1 in the same hour does not fit: the controller says 
 echo "== find the earliest hour with 1.5 Gbit/s"
 "$bin" reserve find --from a1 --to b1 --bandwidth 1.5G --start +1m --duration 1h --earliest
 "$bin" reserve list
-echo "(web UI at $LIGHTPATH_CONTROLLER/ with the token in $work/admin.token, while the demo runs)"
+echo "(web UI at $LIGHTPATH_CONTROLLER/ with the token in $work/admin.token, until the demo ends)"
 
 echo "== dataset in $work/data"
 mkdir -p "$work/data/run 42/raw" "$work/data/run 42/calib" "$work/data/empty dir" "$work/root" "$work/back"
@@ -164,3 +168,4 @@ echo "== verify"
 diff -r --no-dereference "$work/data" "$work/root/data"
 diff -r --no-dereference "$work/data" "$work/back/data"
 echo "both copies are identical to the original ($(wc -l <"$work/transfer.log") lines in the server's transfer log)"
+echo "(the demo is over: its controller and web UI stop now)"

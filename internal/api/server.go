@@ -43,6 +43,7 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	ui      fs.FS
+	signin  signIns // one-time sign-in codes (signin.go)
 	version string
 	metrics *metrics
 	repo    *repo.Repo
@@ -112,6 +113,8 @@ func (s *Server) Routes() []Route {
 		{Method: "GET", Path: "/api/v1/health", h: s.health, open: true},
 		{Method: "GET", Path: "/api/v1/openapi.json", h: s.openapi, open: true},
 		{Method: "GET", Path: "/api/v1/whoami", h: s.whoami},
+		{Method: "GET", Path: "/api/v1/signin", h: s.signInHint, open: true},
+		{Method: "POST", Path: "/api/v1/signin", h: s.signInByCode, open: true},
 		{Method: "GET", Path: "/api/v1/topology", h: s.getTopology},
 		{Method: "PUT", Path: "/api/v1/topology", h: s.putTopology},
 		{Method: "GET", Path: "/api/v1/timeline", h: s.timeline},

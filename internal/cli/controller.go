@@ -28,9 +28,6 @@ import (
 	"github.com/lightpath/lightpath/web"
 )
 
-// Version is the program's version as the controller reports it.
-var Version = "dev"
-
 func newControllerCmd() *cobra.Command {
 	var (
 		listens                    []string
@@ -221,6 +218,13 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 			return fmt.Errorf("controller: %w", err)
 		}
 	}
+	if p, ok := strings.CutPrefix(o.db, "sqlite:"); ok && p != "" && p != ":memory:" {
+		// A fresh host has no /var/lib/lightpath: make the directory the
+		// database (and the monitoring repository beside it) goes in.
+		if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
+			return fmt.Errorf("controller: open database: %w", err)
+		}
+	}
 	st, err := store.Open(ctx, o.db)
 	if err != nil {
 		return fmt.Errorf("controller: open database: %w", err)
@@ -303,6 +307,7 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 			ln.Close()
 		}
 	}()
+	webURL := "" // the first TCP listener's, for the sign-in link
 	for _, l := range o.listens {
 		ln, err := listen(l, tlsCfg, limit)
 		if err != nil {
@@ -318,6 +323,19 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 			scheme, addr = "unix", strings.TrimPrefix(l, "unix:")
 		}
 		log.Info("listening", "addr", addr, "url", scheme+"://"+addr)
+		if webURL == "" && scheme != "unix" {
+			webURL = scheme + "://" + browserAddr(ln.Addr())
+		}
+	}
+	if o.adminFile != "" {
+		abs, err := filepath.Abs(o.adminFile)
+		if err != nil {
+			return fmt.Errorf("controller: %w", err)
+		}
+		handler.WithSignIn(abs)
+		if webURL != "" {
+			printSignInLink(ctx, log, c, handler, abs, webURL)
+		}
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -346,6 +364,46 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 		return fmt.Errorf("controller: serve: %w", err)
 	}
 	return nil
+}
+
+// signInTTL is how long the sign-in link printed at start works.
+const signInTTL = 10 * time.Minute
+
+// printSignInLink logs a link that signs the web UI in once, within
+// signInTTL, as the user whose token is in the admin token file: a new
+// user opens it instead of looking for the token.
+func printSignInLink(ctx context.Context, log *slog.Logger, c *controller.Controller, h *api.Server, adminFile, webURL string) {
+	b, err := os.ReadFile(adminFile)
+	if err != nil {
+		return
+	}
+	a, err := c.Authenticate(ctx, strings.TrimSpace(string(b)))
+	if err != nil {
+		return
+	}
+	code, exp, err := h.NewSignInCode(a.Name, signInTTL)
+	if err != nil {
+		log.Warn("no sign-in link", "err", err)
+		return
+	}
+	log.Info(fmt.Sprintf("sign in to the web UI with this link (once, within %d minutes)", int(signInTTL.Minutes())),
+		"url", webURL+"/#/signin?code="+code, "user", a.Name, "expires", exp.UTC().Format(time.RFC3339))
+}
+
+// browserAddr is a listener's address as a browser on this host reaches
+// it: a wildcard address becomes the loopback one.
+func browserAddr(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // listen opens a TCP listener (with TLS when configured) or a unix socket,

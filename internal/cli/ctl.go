@@ -25,6 +25,7 @@ import (
 	"github.com/lightpath/lightpath/internal/api"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/textsafe"
 	"github.com/lightpath/lightpath/internal/units"
 )
 
@@ -148,8 +149,16 @@ func (o *ctlFlags) writeRefusal(w io.Writer, err error) {
 // ---------------------------------------------------------------------------
 // Times, durations and the other values users type.
 
-// parseWhen reads a time as the clients take it: RFC 3339, "now", or
-// "+DURATION" after now (a duration as parseSpan reads it).
+// localLayouts are the times without a zone the clients take, read in
+// local time (displayZone): what people type.
+var localLayouts = []string{
+	"2006-01-02 15:04", "2006-01-02 15:04:05", "2006-01-02T15:04", "2006-01-02T15:04:05",
+}
+
+// parseWhen reads a time as the clients take it: RFC 3339, a date and
+// time without a zone read in local time ("2026-11-26 09:00" or
+// "2026-11-26T09:00"), "now", or "+DURATION" after now (a duration as
+// parseSpan reads it).
 func parseWhen(s string, now time.Time) (time.Time, error) {
 	t := strings.TrimSpace(s)
 	switch {
@@ -164,8 +173,13 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 		if v, err := time.Parse(time.RFC3339Nano, t); err == nil {
 			return v, nil
 		}
+		for _, l := range localLayouts {
+			if v, err := time.ParseInLocation(l, t, displayZone); err == nil {
+				return v, nil
+			}
+		}
 	}
-	return time.Time{}, fmt.Errorf("invalid time %q: want RFC 3339 (2026-05-01T14:00:00Z), now, or +DURATION (+2h, +1d)", s)
+	return time.Time{}, fmt.Errorf("invalid time %q: want a local date and time (2026-05-01 14:00), RFC 3339 (2026-05-01T14:00:00Z), now, or +DURATION (+2h, +1d)", s)
 }
 
 // parseSpan reads a positive duration: Go style ("90m", "2h30m") with
@@ -208,7 +222,7 @@ type window struct {
 func (w *window) register(fs *pflag.FlagSet, startHelp string) {
 	fs.StringVar(&w.start, "start", "", startHelp)
 	fs.StringVar(&w.duration, "duration", "", "how long, e.g. 2h, 90m or 1d")
-	fs.StringVar(&w.end, "end", "", "when it ends instead of --duration: RFC 3339, now or +DURATION")
+	fs.StringVar(&w.end, "end", "", "when it ends instead of --duration: RFC 3339, a local date and time, now or +DURATION")
 }
 
 // resolve returns the start, the end and the duration given (zero when
@@ -280,7 +294,8 @@ func newIdempotencyKey() string {
 // ---------------------------------------------------------------------------
 // Output.
 
-// displayZone is the zone times are printed in on a terminal (tests fix it).
+// displayZone is the zone times are printed in on a terminal, and times
+// typed without a zone are read in (tests fix it).
 var displayZone = time.Local
 
 func fmtTime(t time.Time) string {
@@ -320,7 +335,21 @@ func printOne(w io.Writer, asJSON bool, v any, format string, args ...any) {
 		(&ndjson{w: w}).write(v)
 		return
 	}
-	fmt.Fprintf(w, format, args...)
+	fmt.Fprintf(w, format, safeArgs(args)...)
+}
+
+// safeArgs returns args with every string made safe for a terminal: what
+// the controller stores came from users, and a control character or an
+// escape sequence in it must not act on the screen of whoever reads it.
+func safeArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			a = textsafe.Sanitize(s)
+		}
+		out[i] = a
+	}
+	return out
 }
 
 // printList writes the answer of a list command: with --json (asJSON) each
@@ -351,7 +380,11 @@ func printTable[T any](w io.Writer, header []string, items []T, row func(T) []st
 	tw := newTable(w)
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, it := range items {
-		fmt.Fprintln(tw, strings.Join(row(it), "\t"))
+		cells := row(it)
+		for i, c := range cells {
+			cells[i] = textsafe.Sanitize(c)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	tw.Flush()
 }
@@ -370,20 +403,12 @@ func noArgs(cmd *cobra.Command, args []string) error {
 }
 
 // verbGroup makes cmd, a command that only groups verbs, print its help
-// when run alone and refuse an unknown verb, and words its children's
-// flag errors with their full path ("reserve create: unknown flag").
+// when run alone and refuse an unknown verb with the nearest ones it has,
+// and words its children's flag errors with their full path ("reserve
+// create: unknown flag").
 func verbGroup(cmd *cobra.Command) *cobra.Command {
-	cmd.RunE = func(c *cobra.Command, args []string) error {
-		if len(args) == 0 {
-			return c.Help()
-		}
-		what := strings.TrimPrefix(c.CommandPath(), "lightpath ")
-		return fmt.Errorf("%s: unknown verb %q (see 'lightpath %s --help')", what, args[0], what)
-	}
-	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		what := strings.TrimPrefix(c.CommandPath(), "lightpath ")
-		return fmt.Errorf("%s: %w (see 'lightpath %s --help')", what, err, what)
-	})
+	cmd.RunE = groupRunE
+	cmd.SetFlagErrorFunc(flagError)
 	return cmd
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/lightpath/lightpath/internal/api"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/textsafe"
 	"github.com/lightpath/lightpath/internal/units"
 )
 
@@ -54,7 +55,7 @@ func describeReservation(r reserve.Reservation) string {
 // printReservation writes one reservation in full, with its history.
 func printReservation(w io.Writer, r reserve.Reservation) {
 	tw := newTable(w)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, textsafe.Sanitize(v)) }
 	row("id", fmt.Sprintf("%s (version %d)", r.ID, r.Version))
 	row("state", fmtState(r))
 	if r.DegradedReason != "" {
@@ -247,7 +248,7 @@ and the controller books it once.`,
 	fs.StringVar(&f.from, "from", "", "the node the data leaves from (the guarantee runs from here)")
 	fs.StringVar(&f.to, "to", "", "the node the data goes to")
 	fs.StringVar(&f.bandwidth, "bandwidth", "", "the rate to guarantee, e.g. 500M or 10G; with --size, the highest rate wanted")
-	f.window.register(fs, "when it starts: RFC 3339, now or +DURATION (default now)")
+	f.window.register(fs, "when it starts: RFC 3339, a local date and time, now or +DURATION (default now)")
 	fs.StringVar(&f.size, "size", "", "book the earliest completion of this much data instead of a window, e.g. 2GB or 1TiB")
 	fs.StringVar(&f.deadline, "deadline", "", "with --size: when the data must have arrived")
 	fs.StringVar(&f.project, "project", "", "the project to book under (its quota and policy apply)")
@@ -303,7 +304,7 @@ func runReserveCreate(cmd *cobra.Command, o *ctlFlags, f createFlags, hold strin
 	if r.State == reserve.StateHeld {
 		verb = "held"
 	}
-	fmt.Fprintf(out, "%s %s\n", verb, describeReservation(r))
+	fmt.Fprintf(out, "%s %s\n", verb, textsafe.Sanitize(describeReservation(r)))
 	if !resp.Created {
 		fmt.Fprintf(out, "  (booked by an earlier try with idempotency key %s: nothing new was booked)\n", req.IdempotencyKey)
 	}
@@ -394,9 +395,9 @@ type createdLine struct {
 
 type findFlags struct {
 	window
-	from, to, bandwidth, size, horizon, project string
-	path                                        []string
-	earliest, all, widest                       bool
+	from, to, bandwidth, size, horizon, deadline, project string
+	path                                                  []string
+	earliest, all, widest                                 bool
 }
 
 func newReserveFindCmd(o *ctlFlags) *cobra.Command {
@@ -412,16 +413,19 @@ func newReserveFindCmd(o *ctlFlags) *cobra.Command {
   --earliest   the earliest start at or after --start for --bandwidth and
                --duration
   --all        every window of feasible starts for --bandwidth and --duration
-  --size S     the earliest completion of S bytes at up to --bandwidth
+  --size S     the earliest completion of S bytes at up to --bandwidth,
+               arriving by --deadline when given (as create takes it)
 
 --horizon bounds how late the answer may end (default: your policy's
 booking horizon); --path fixes the links. When nothing fits, the command
-fails and names the alternatives.`,
+fails and names the alternatives. Times are RFC 3339, a local date and
+time (2026-11-26 09:00), now, or +DURATION.`,
 		Example: `  lightpath reserve find --from a1 --to b1 --bandwidth 500M --start +1h --duration 2h
   lightpath reserve find --from a1 --to b1 --bandwidth 500M --duration 2h --earliest
   lightpath reserve find --from a1 --to b1 --bandwidth 500M --duration 2h --all --horizon +2d
   lightpath reserve find --from a1 --to b1 --start +1h --duration 2h --widest
-  lightpath reserve find --from a1 --to b1 --size 2TB --bandwidth 5G`,
+  lightpath reserve find --from a1 --to b1 --size 2TB --bandwidth 5G
+  lightpath reserve find --from a1 --to b1 --size 500GB --deadline "2026-11-26 09:00"`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runReserveFind(cmd, o, f) },
 	}
@@ -429,12 +433,13 @@ fails and names the alternatives.`,
 	fs.StringVar(&f.from, "from", "", "the node the data leaves from")
 	fs.StringVar(&f.to, "to", "", "the node the data goes to")
 	fs.StringVar(&f.bandwidth, "bandwidth", "", "the rate wanted, e.g. 500M; with --size, the highest rate")
-	f.window.register(fs, "the earliest start to consider: RFC 3339, now or +DURATION (default now)")
+	f.window.register(fs, "the earliest start to consider: RFC 3339, a local date and time, now or +DURATION (default now)")
 	fs.BoolVar(&f.earliest, "earliest", false, "find the earliest start for --bandwidth and --duration")
 	fs.BoolVar(&f.all, "all", false, "list every window of feasible starts for --bandwidth and --duration")
 	fs.BoolVar(&f.widest, "widest", false, "find the widest bandwidth free over the window")
 	fs.StringVar(&f.size, "size", "", "find the earliest completion of this much data, e.g. 2GB")
-	fs.StringVar(&f.horizon, "horizon", "", "the latest end to consider: RFC 3339 or +DURATION")
+	fs.StringVar(&f.horizon, "horizon", "", "the latest end to consider: RFC 3339, a local date and time, or +DURATION")
+	fs.StringVar(&f.deadline, "deadline", "", "with --size: when the data must have arrived (the latest end to consider)")
 	fs.StringVar(&f.project, "project", "", "the project whose policy applies")
 	fs.StringSliceVar(&f.path, "path", nil, "the links to take, in order from --from (default: any path)")
 	return cmd
@@ -466,6 +471,17 @@ func runReserveFind(cmd *cobra.Command, o *ctlFlags, f findFlags) error {
 			return fmt.Errorf("%s: --horizon: %w", what, err)
 		}
 	}
+	if f.deadline != "" {
+		switch {
+		case req.Mode != api.FindCompletion:
+			return fmt.Errorf("%s: --deadline goes with --size (the earliest completion of a transfer)", what)
+		case f.horizon != "":
+			return fmt.Errorf("%s: --deadline and --horizon exclude each other: give one", what)
+		}
+		if req.Horizon, err = parseWhen(f.deadline, now); err != nil {
+			return fmt.Errorf("%s: --deadline: %w", what, err)
+		}
+	}
 	var d time.Duration
 	switch req.Mode {
 	case api.FindFixed, api.FindWidest:
@@ -487,7 +503,7 @@ func runReserveFind(cmd *cobra.Command, o *ctlFlags, f findFlags) error {
 		}
 	case api.FindCompletion:
 		if f.duration != "" || f.end != "" {
-			return fmt.Errorf("%s: --size finds the earliest completion: give --horizon, not --duration or --end", what)
+			return fmt.Errorf("%s: --size finds the earliest completion: give --deadline, not --duration or --end", what)
 		}
 		if req.SizeBytes, req.Bandwidth, req.Start, err = parseCompletion(f.size, f.bandwidth, f.window, now); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
@@ -594,7 +610,7 @@ or everyone's when your role is operator or admin. The filters combine;
 	fs.StringSliceVar(&f.states, "state", nil, "only in these states (repeatable or comma-separated): HELD, RESERVED, ACTIVE, FINISHED, CANCELLED, FAILED")
 	fs.StringVar(&f.project, "project", "", "only this project's")
 	fs.StringVar(&f.node, "node", "", "only those touching this node")
-	fs.StringVar(&f.after, "after", "", "only those ending after this time: RFC 3339, now or +DURATION")
+	fs.StringVar(&f.after, "after", "", "only those ending after this time: RFC 3339, a local date and time, now or +DURATION")
 	fs.StringVar(&f.before, "before", "", "only those starting before this time")
 	return cmd
 }
@@ -654,7 +670,7 @@ longer move its start.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runReserveModify(cmd, o, f, args[0]) },
 	}
 	fs := cmd.Flags()
-	f.window.register(fs, "the new start: RFC 3339, now or +DURATION")
+	f.window.register(fs, "the new start: RFC 3339, a local date and time, now or +DURATION")
 	fs.StringVar(&f.bandwidth, "bandwidth", "", "the new bandwidth, e.g. 1G")
 	fs.StringSliceVar(&f.path, "path", nil, "the new links, in order from the reservation's from node")
 	fs.BoolVar(&f.reroute, "reroute", false, "let the controller pick a new path for the (new) window and bandwidth")
@@ -896,7 +912,7 @@ func runReserveWatch(cmd *cobra.Command, o *ctlFlags, id string, want reserve.St
 			if o.json {
 				nd.write(ev)
 			} else {
-				fmt.Fprintln(out, describeEvent(ev))
+				fmt.Fprintln(out, textsafe.Sanitize(describeEvent(ev)))
 			}
 			if ev.Reservation != nil && id != "" {
 				return verdict(*ev.Reservation)
@@ -1020,7 +1036,7 @@ someone else's reservation or hold already touches those nodes then.`,
 	fs := cmd.Flags()
 	fs.StringVar(&node, "node", "", "the node to hold")
 	fs.StringVar(&site, "site", "", "the site whose every node to hold")
-	w.register(fs, "when the hold starts: RFC 3339, now or +DURATION (default now)")
+	w.register(fs, "when the hold starts: RFC 3339, a local date and time, now or +DURATION (default now)")
 	fs.StringVar(&project, "project", "", "the project to hold them for")
 	return cmd
 }

@@ -25,6 +25,9 @@ var cliT0 = time.Date(2026, 5, 1, 14, 0, 0, 0, time.UTC)
 
 func TestParseWhen(t *testing.T) {
 	now := cliT0
+	zone := displayZone
+	displayZone = time.FixedZone("UTC+1", 3600)
+	defer func() { displayZone = zone }()
 	for _, tc := range []struct {
 		in   string
 		want time.Time
@@ -48,9 +51,13 @@ func TestParseWhen(t *testing.T) {
 		{"-2h", time.Time{}, true},
 		{"2h", time.Time{}, true},
 		{"+2x", time.Time{}, true},
-		{"2026-05-02 08:30:00", time.Time{}, true},
-		{"2026-05-02T08:30:00", time.Time{}, true}, // no zone: ambiguous
+		// No zone: local time (displayZone, fixed to UTC+1 here).
+		{"2026-11-26 09:00", time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC), false},
+		{"2026-11-26T09:00", time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC), false},
+		{"2026-05-02 08:30:15", time.Date(2026, 5, 2, 7, 30, 15, 0, time.UTC), false},
+		{"2026-05-02T08:30:00", time.Date(2026, 5, 2, 7, 30, 0, 0, time.UTC), false},
 		{"2026-05-02", time.Time{}, true},
+		{"2026-05-02 25:00", time.Time{}, true},
 	} {
 		got, err := parseWhen(tc.in, now)
 		if (err != nil) != tc.err || !got.Equal(tc.want) {

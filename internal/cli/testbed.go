@@ -12,7 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/testbed"
+	"github.com/lightpath/lightpath/internal/textsafe"
 	"github.com/lightpath/lightpath/internal/units"
 )
 
@@ -67,6 +69,7 @@ func testbedName(name string, args []string) (string, error) {
 func newTestbedUpCmd() *cobra.Command {
 	var name, controller, tokenFile string
 	var asJSON, agents bool
+	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "up FILE [--name N]",
 		Short: "Build a testbed from a topology file",
@@ -80,9 +83,20 @@ malformed file is refused with the line named, and nothing is made. If
 building fails half-way, what was made is removed again.
 
 The host-wide net.core.rmem_max and wmem_max are raised (never lowered) to
-what the longest path's bandwidth-delay product needs; down leaves them.`,
+what the longest path's bandwidth-delay product needs; down leaves them.
+
+With --agents, an agent (lightpath agent) starts in every node, talking to
+--controller with the token in --controller-token-file (role agent). The
+agents run inside the namespaces, so they reach a controller on this host
+through its unix socket: start the controller first with --listen
+unix:/run/lightpath/<name>/controller.sock (up works beside it, and down
+leaves it). up checks the controller answers before it builds anything,
+and waits (--agents-wait) until every agent has registered; otherwise it
+fails naming the nodes and each agent's last log line.`,
 		Example: `  lightpath testbed up examples/two-site.yaml
   lightpath testbed up examples/triangle.yaml --name ring
+  lightpath controller --listen 127.0.0.1:8080 --listen unix:/run/lightpath/two-site/controller.sock \
+      --topology examples/two-site.yaml --admin-token-file admin.token &
   lightpath testbed up examples/two-site.yaml --agents \
       --controller unix:/run/lightpath/two-site/controller.sock --controller-token-file agent.token`,
 		Args: cobra.ExactArgs(1),
@@ -104,16 +118,36 @@ what the longest path's bandwidth-delay product needs; down leaves them.`,
 			if agents && (controller == "" || tokenFile == "") {
 				return errors.New("testbed up: --agents needs --controller URL and --controller-token-file F (a token of role agent)")
 			}
+			if !agents && (controller != "" || tokenFile != "" || cmd.Flags().Changed("agents-wait")) {
+				return errors.New("testbed up: --controller, --controller-token-file and --agents-wait go with --agents")
+			}
+			if err := testbed.CheckName(name); err != nil {
+				return fmt.Errorf("testbed up: %w", err)
+			}
+			if wait <= 0 {
+				return errors.New("testbed up: --agents-wait must be above zero")
+			}
+			var ctl *client.Client
+			if agents {
+				if ctl, err = checkAgentsController(cmd.Context(), name, controller, tokenFile); err != nil {
+					return fmt.Errorf("testbed up: %w (nothing was built)", err)
+				}
+			}
 			res, err := testbed.Up(cmd.Context(), testbed.UpOptions{Name: name, File: file, Data: data, Logf: logf})
 			if err != nil {
 				return fmt.Errorf("testbed up: %w", err)
 			}
 			if agents {
+				since := time.Now()
 				started, err := startAgents(name, controller, tokenFile)
+				if err == nil {
+					logf("agents started on %d nodes; waiting for them to register (logs: %s)", len(started), testbed.AgentLogPath(name, "NODE"))
+					err = waitAgents(cmd.Context(), ctl, name, started, since, wait)
+				}
 				if err != nil {
 					return fmt.Errorf("testbed up: %w (the testbed is up; lightpath testbed down --name %s removes it)", err, name)
 				}
-				logf("agents started on %s (logs: %s)", strings.Join(started, ", "), agentLog(name, "NODE"))
+				logf("agents registered on %d nodes", len(started))
 			}
 			if asJSON {
 				(&ndjson{w: out}).write(struct {
@@ -132,6 +166,7 @@ what the longest path's bandwidth-delay product needs; down leaves them.`,
 	cmd.Flags().BoolVar(&agents, "agents", false, "start a node agent (lightpath agent) in every node, talking to --controller")
 	cmd.Flags().StringVar(&controller, "controller", "", "with --agents: the controller the agents talk to (unix:PATH reaches it from inside the namespaces)")
 	cmd.Flags().StringVar(&tokenFile, "controller-token-file", "", "with --agents: a token of role agent")
+	cmd.Flags().DurationVar(&wait, "agents-wait", agentsWait, "with --agents: how long to wait for every agent to register")
 	return cmd
 }
 
@@ -143,8 +178,9 @@ func newTestbedDownCmd() *cobra.Command {
 		Short: "Remove a testbed: its processes, devices, namespaces and state",
 		Long: `Remove a testbed: the emulator daemon, every process running inside its
 namespaces (servers and agents started with exec), its devices, its
-namespaces and /run/lightpath/<name>/. It is safe to run twice, and it also
-cleans up after an up that crashed half-way.`,
+namespaces and what up made in /run/lightpath/<name>/ (anything else there,
+such as a controller's socket, is left with the directory). It is safe to
+run twice, and it also cleans up after an up that crashed half-way.`,
 		Example: `  lightpath testbed down
   lightpath testbed down --name ring`,
 		Args: cobra.MaximumNArgs(1),
@@ -171,6 +207,9 @@ cleans up after an up that crashed half-way.`,
 			}
 			fmt.Fprintf(out, "testbed %s removed: %d namespaces, %d devices, %d processes\n",
 				n, res.Namespaces, res.Devices, res.Processes)
+			if len(res.Kept) > 0 {
+				fmt.Fprintf(out, "left in %s, not made by up: %s\n", testbed.Dir(n), textsafe.Sanitize(strings.Join(res.Kept, ", ")))
+			}
 			return nil
 		},
 	}

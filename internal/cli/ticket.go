@@ -14,6 +14,7 @@ import (
 	"github.com/lightpath/lightpath/internal/api"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/textsafe"
 	"github.com/lightpath/lightpath/internal/units"
 )
 
@@ -136,7 +137,7 @@ func managedNodes(r reserve.Reservation) string {
 // owner, when it was opened and the last transitions of its history.
 func printTicket(w io.Writer, r reserve.Reservation, full bool) {
 	tw := newTable(w)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, textsafe.Sanitize(v)) }
 	row("ticket", fmt.Sprintf("%s (version %d)", r.ID, r.Version))
 	row("state", fmtState(r))
 	if r.DegradedReason != "" {
@@ -200,7 +201,7 @@ func writeTicket(w io.Writer, asJSON bool, l ticketLine, full bool, headline str
 		return
 	}
 	if headline != "" {
-		fmt.Fprintf(w, headline+"\n", args...)
+		fmt.Fprintf(w, headline+"\n", safeArgs(args)...)
 	}
 	printTicket(w, l.Reservation, full)
 }
@@ -277,7 +278,7 @@ A malformed flow spec, or flows whose addresses are not --from's and
 	fs.StringVar(&f.to, "to", "", "the node the flows go to")
 	fs.StringVar(&f.flow, "flows", "", "the flows to steer: 'PROTO SRC[:PORTS] > DST[:PORTS]', several joined by ','")
 	fs.StringVar(&f.bandwidth, "bandwidth", "", "the rate to guarantee, e.g. 500M or 10G; with --size, the highest rate wanted")
-	f.window.register(fs, "when it starts: RFC 3339, now or +DURATION (default now)")
+	f.window.register(fs, "when it starts: RFC 3339, a local date and time, now or +DURATION (default now)")
 	fs.StringVar(&f.size, "size", "", "book the earliest completion of this much data instead of a window, e.g. 2GB")
 	fs.StringVar(&f.deadline, "deadline", "", "with --size: when the data must have arrived")
 	fs.StringVar(&f.project, "project", "", "the project to book under (its quota and policy apply)")

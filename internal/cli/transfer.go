@@ -12,6 +12,7 @@ import (
 	"github.com/lightpath/lightpath/internal/api"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/monitor/alert"
+	"github.com/lightpath/lightpath/internal/textsafe"
 	"github.com/lightpath/lightpath/internal/transfer"
 	"github.com/lightpath/lightpath/internal/units"
 )
@@ -95,7 +96,7 @@ func printTransferPage(w io.Writer, p api.TransferPage) {
 	tw := newTable(w)
 	row := func(k, v string) {
 		if v != "" {
-			fmt.Fprintf(tw, "%s\t%s\n", k, v)
+			fmt.Fprintf(tw, "%s\t%s\n", k, textsafe.Sanitize(v))
 		}
 	}
 	row("transfer", t.ID+" ("+t.Direction+", "+t.Owner+")")
@@ -142,13 +143,13 @@ func printTransferPage(w io.Writer, p api.TransferPage) {
 		if json.Unmarshal(raw, &a) != nil {
 			continue
 		}
-		fmt.Fprintf(w, "  %s  %s %s: %s\n", fmtTime(a.At), a.Rule, a.To, a.Reason)
+		fmt.Fprintf(w, "  %s  %s %s: %s\n", safeArgs([]any{fmtTime(a.At), a.Rule, a.To, a.Reason})...)
 		for _, ac := range a.Actions {
 			ok := "ok"
 			if !ac.OK {
 				ok = "FAILED"
 			}
-			fmt.Fprintf(w, "      %s %s: %s\n", ac.Kind, ok, ac.Detail)
+			fmt.Fprintf(w, "      %s %s: %s\n", safeArgs([]any{ac.Kind, ok, ac.Detail})...)
 		}
 	}
 }

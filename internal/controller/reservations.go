@@ -188,6 +188,12 @@ func (c *Controller) create(ctx context.Context, a Actor, in CreateInput) (Creat
 				msg := fmt.Sprintf("%s from %s to %s cannot arrive by %s", units.FormatSize(int64(in.SizeBytes)), in.From, in.To, dl.Format(time.RFC3339))
 				if !in.Deadline.IsZero() {
 					msg += " (the deadline)"
+					// Say when it can arrive, as reserve find would.
+					q := reserve.CompletionQuery{From: in.From, To: in.To, Path: hops, Size: in.SizeBytes, MaxRate: maxRate, NotBefore: start, Horizon: horizon}
+					if e, err := c.sched.EarliestCompletion(q); err == nil {
+						msg += fmt.Sprintf("; the earliest it can arrive is %s (at %s from %s)", e.End.Format(time.RFC3339),
+							units.FormatRate(float64(e.Bandwidth)), e.Start.Format(time.RFC3339))
+					}
 				}
 				return Created{}, &Refusal{Err: fmt.Errorf("%w: %s", reserve.ErrCapacity, msg)}
 			}

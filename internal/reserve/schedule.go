@@ -737,8 +737,23 @@ func (s *Schedule) EarliestCompletion(q CompletionQuery) (Result, error) {
 		if q.Path != nil {
 			where = "on the path given"
 		}
-		return Result{}, fmt.Errorf("%w %s to move %s at up to %s, starting at or after %s", ErrNoSlot, where,
-			units.FormatSize(int64(min(q.Size, math.MaxInt64))), units.FormatRate(float64(rate)), q.NotBefore.Format(time.RFC3339))
+		upTo := units.FormatRate(float64(rate))
+		if q.MaxRate == 0 {
+			// No rate was asked for: say the most the path has free at
+			// any time before the horizon, not the unbounded rate tried.
+			var most uint64
+			rs := s.releases(lo, dirs)
+			for t := lo; t < hz && t < forever; t = rs.next() {
+				most = max(most, width(t, t+1))
+			}
+			upTo = units.FormatRate(float64(most)) + " (the most it has free)"
+		}
+		by := ""
+		if !q.Horizon.IsZero() {
+			by = " and ending by " + q.Horizon.Format(time.RFC3339)
+		}
+		return Result{}, fmt.Errorf("%w %s to move %s at up to %s, starting at or after %s%s", ErrNoSlot, where,
+			units.FormatSize(int64(min(q.Size, math.MaxInt64))), upTo, q.NotBefore.Format(time.RFC3339), by)
 	}
 	t := bestStart
 	best := Result{Algorithm: AlgEarliestCompletionPath, Bandwidth: bestBW, Start: timeOf(t), End: timeOf(bestEnd)}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -651,5 +652,21 @@ func TestFixedSlotAvoid(t *testing.T) {
 	}
 	if _, err = s.FixedSlotAvoiding(req, []string{"nope"}); !errors.Is(err, ErrUnknownLink) {
 		t.Fatalf("avoiding an unknown link: %v", err)
+	}
+}
+
+// TestEarliestCompletionNoSlotSaysRate checks a size that cannot be moved
+// before the horizon, with no rate asked for, is refused with the most the
+// path has free (it said "at up to 18.4 Ebit/s", the unbounded rate tried).
+func TestEarliestCompletionNoSlotSaysRate(t *testing.T) {
+	s := NewSchedule(twoSite(t))
+	_, err := s.EarliestCompletion(CompletionQuery{From: "a1", To: "b1", Size: 1 << 50, NotBefore: at(0), Horizon: at(30)})
+	if !errors.Is(err, ErrNoSlot) {
+		t.Fatalf("error %v, want %v", err, ErrNoSlot)
+	}
+	for _, want := range []string{"at up to 9.00 Gbit/s (the most it has free)", "ending by " + at(30).Format(time.RFC3339)} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
 	}
 }

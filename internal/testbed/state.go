@@ -62,8 +62,71 @@ func DefaultName(file string) string {
 	return strings.TrimSuffix(base, filepath.Ext(base))
 }
 
-// Dir is a testbed's state directory.
+// Dir is a testbed's state directory. Others may put things there too
+// (a controller's unix socket, which agents in the namespaces reach as a
+// file): up works beside them, and down removes only what up made.
 func Dir(name string) string { return filepath.Join(RunDir, name) }
+
+// AgentLogPath is where the agent of a node started by testbed up --agents
+// writes its log.
+func AgentLogPath(name, node string) string {
+	return filepath.Join(Dir(name), "agent-"+node+".log")
+}
+
+// SpoolDir is the spool of the agent of a node started by testbed up
+// --agents.
+func SpoolDir(name, node string) string { return filepath.Join(Dir(name), "spool", node) }
+
+// madeByUp reports whether an entry of a state directory is one that up
+// (or the agents it starts) made, which down removes.
+func madeByUp(entry string) bool {
+	switch entry {
+	case topologyFile, stateFile, stateFile + ".tmp", pidFile, logFile, sockFile, "spool":
+		return true
+	}
+	return strings.HasPrefix(entry, "agent-") && strings.HasSuffix(entry, ".log")
+}
+
+// hasState reports whether a testbed's directory holds what up makes
+// first (an up that began, finished or not), as opposed to being absent
+// or holding only what others put there.
+func hasState(name string) bool {
+	for _, f := range []string{topologyFile, stateFile, pidFile} {
+		if _, err := os.Lstat(filepath.Join(Dir(name), f)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// removeMade removes what up made in a testbed's directory, then the
+// directory if nothing else is left in it; it returns the names of what
+// it left.
+func removeMade(name string) (kept []string, err error) {
+	ents, err := os.ReadDir(Dir(name))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		if !madeByUp(e.Name()) {
+			kept = append(kept, e.Name())
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(Dir(name), e.Name())); err != nil {
+			return kept, err
+		}
+	}
+	if len(kept) > 0 {
+		return kept, nil
+	}
+	if err := os.Remove(Dir(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	return nil, nil
+}
 
 // SocketPath is the emulator's control socket of a testbed.
 func SocketPath(name string) string { return filepath.Join(Dir(name), sockFile) }

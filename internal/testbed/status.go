@@ -135,4 +135,7 @@ type DownResult struct {
 	Devices    int    `json:"devices"`
 	Processes  int    `json:"processes"`
 	Existed    bool   `json:"existed"`
+	// Kept names what down found in the state directory that up did not
+	// make (a controller's socket, say): it is left, with the directory.
+	Kept []string `json:"kept,omitempty"`
 }

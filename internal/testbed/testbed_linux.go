@@ -42,7 +42,7 @@ func Up(ctx context.Context, o UpOptions) (res *UpResult, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(Dir(o.Name)); err == nil {
+	if hasState(o.Name) {
 		return nil, fmt.Errorf("testbed %q exists, or an earlier up stopped half-way: run 'lightpath testbed down --name %s' first", o.Name, o.Name)
 	}
 	for i := range t.Nodes {
@@ -194,7 +194,9 @@ func Down(name string, logf func(string, ...any)) (*DownResult, error) {
 		return nil, err
 	}
 	res := &DownResult{Name: name}
-	if _, err := os.Stat(Dir(name)); errors.Is(err, os.ErrNotExist) {
+	if !hasState(name) {
+		// Nothing of an up here: an absent directory, or one holding
+		// only what others put there (a controller's socket).
 		return res, nil
 	}
 	res.Existed = true
@@ -250,8 +252,12 @@ func Down(name string, logf func(string, ...any)) (*DownResult, error) {
 	if len(errs) > 0 {
 		return res, errors.Join(errs...)
 	}
-	if err := os.RemoveAll(Dir(name)); err != nil {
+	kept, err := removeMade(name)
+	if err != nil {
 		return res, fmt.Errorf("remove %s: %w", Dir(name), err)
+	}
+	if res.Kept = kept; len(kept) > 0 {
+		logf("left %s in %s: up did not make them", strings.Join(kept, ", "), Dir(name))
 	}
 	logf("removed %d namespaces, %d devices, %d processes", res.Namespaces, res.Devices, res.Processes)
 	return res, nil

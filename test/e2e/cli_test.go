@@ -49,3 +49,37 @@ func TestUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestUnknownVerbs checks a misspelt verb fails at every level (it used to
+// print the group's help and exit 0), naming the verb and the nearest real
+// one, and that help references name real commands.
+func TestUnknownVerbs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"testbed upp", []string{"testbed", "upp"}, []string{`unknown command "upp" for "lightpath testbed"; did you mean "up"?`}},
+		{"testbed stauts", []string{"testbed", "stauts"}, []string{`unknown command "stauts" for "lightpath testbed"; did you mean "status"?`}},
+		{"link sett blames the verb, not the flag", []string{"testbed", "link", "sett", "wan", "--delay", "1ms"},
+			[]string{`unknown command "sett" for "lightpath testbed link"; did you mean "set"?`, "'lightpath testbed link --help'"}},
+		{"an unknown flag names the whole command", []string{"testbed", "link", "set", "wan", "--dealy", "1ms"},
+			[]string{"testbed link set: unknown flag: --dealy", "'lightpath testbed link set --help'"}},
+		{"a misspelt top command", []string{"reserv", "list"}, []string{`unknown command "reserv" for "lightpath"; did you mean "reserve"?`}},
+		{"a misspelt verb of reserve", []string{"reserve", "lst"}, []string{`unknown command "lst" for "lightpath reserve"; did you mean "list"?`}},
+		{"two levels down", []string{"user", "token", "crate"}, []string{`unknown command "crate" for "lightpath user token"; did you mean "create"?`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runLP(t, runOpts{timeout: 30 * time.Second}, tc.args...)
+			checkFailure(t, "lightpath "+strings.Join(tc.args, " "), r, tc.want...)
+			if r.stdout != "" {
+				t.Errorf("stdout is not empty (help printed?):\n%s", r.stdout)
+			}
+		})
+	}
+	// A group run alone still prints its help and succeeds.
+	r := runLP(t, runOpts{timeout: 30 * time.Second}, "testbed", "link")
+	if r.code != 0 || !strings.Contains(r.stdout, "lightpath testbed link [command]") {
+		t.Errorf("lightpath testbed link: exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -23,6 +23,8 @@ const ui = {
   signOut: $('sign-out'),
   whoami: $('whoami'),
   message: $('auth-message'),
+  help: $('signin-help'),
+  tokenFile: $('admin-token-file'),
   app: $('app'),
 };
 
@@ -86,7 +88,7 @@ async function signIn(token) {
     signOut();
     if (err.status === 401) {
       show(ui.message, `The controller refused this token (${err.message}). Check that you pasted all of it, ` +
-        'or ask an admin for a new one (lightpath user token NAME).', 'error');
+        'or ask an admin for a new one (lightpath user token create NAME).', 'error');
     } else {
       show(ui.message, `Cannot sign in: ${errorText(err)}`, 'error');
     }
@@ -97,6 +99,7 @@ async function signIn(token) {
   ui.token.value = '';
   ui.token.placeholder = 'signed in';
   ui.signOut.hidden = false;
+  ui.help.hidden = true;
   const projects = who.projects?.length ? ` · projects ${who.projects.join(', ')}` : '';
   ui.whoami.textContent = `${who.user} (${who.role})${projects}`;
   ui.whoami.title = `signed in as ${who.user}`;
@@ -125,6 +128,39 @@ function signOut() {
   ui.signOut.hidden = true;
   ui.whoami.textContent = '';
   ui.token.placeholder = 'paste your token';
+  ui.help.hidden = false;
+}
+
+// showTokenFile names the admin token file on the sign-in page, as the
+// controller tells it (GET api/v1/signin needs no token).
+async function showTokenFile() {
+  try {
+    const hint = await api('GET', 'api/v1/signin', undefined, { token: '' });
+    if (hint.admin_token_file) {
+      ui.tokenFile.textContent = '';
+      ui.tokenFile.append(' (here ', Object.assign(document.createElement('code'), { textContent: hint.admin_token_file }), ')');
+    }
+  } catch {
+    // An older controller: the page says where to look without it.
+  }
+}
+
+// signInByLink exchanges the code of a sign-in link (#/signin?code=...)
+// for a session token, once; the code leaves the address bar at once.
+async function signInByLink(code) {
+  history.replaceState(null, '', location.pathname + location.search);
+  let res;
+  try {
+    res = await api('POST', 'api/v1/signin', { code }, { token: '' });
+  } catch (err) {
+    show(ui.message, err.status === 401
+      ? 'This sign-in link was used already or has expired (it works once, within 10 minutes of the controller\'s start): ' +
+        'paste a token instead, as said below.'
+      : `Cannot sign in with the link: ${errorText(err)}`, 'error');
+    ui.token.focus();
+    return;
+  }
+  signIn(res.token);
 }
 
 onUnauthorized((err) => {
@@ -150,6 +186,19 @@ ui.signOut.addEventListener('click', () => {
   show(ui.message, 'Signed out.', 'info');
 });
 
+// signInLink starts a sign-in by the link in the address, if it is one.
+function signInLink() {
+  const link = /^#\/signin\?code=([0-9A-Za-z]+)$/.exec(location.hash);
+  if (link) signInByLink(link[1]);
+  return link !== null;
+}
+
+// A link opened in a tab already on this page changes only the hash.
+window.addEventListener('hashchange', signInLink);
+
+showTokenFile();
 const saved = getToken();
-if (saved) signIn(saved);
-else ui.token.focus();
+if (!signInLink()) {
+  if (saved) signIn(saved);
+  else ui.token.focus();
+}
