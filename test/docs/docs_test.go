@@ -129,13 +129,19 @@ func runPage(t *testing.T, root, rel string, blocks []block) {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 	t.Logf("%s: %d runnable blocks in %.1f s", rel, len(blocks), time.Since(start).Seconds())
+	if testing.Verbose() {
+		b, _ := os.ReadFile(filepath.Join(tmp, "output"))
+		t.Logf("%s: the output:\n%s", rel, b)
+	}
 
 	// Testbeds the page brought up and left: taken down, and a failure.
 	for name := range entries("/run/lightpath") {
 		if testbedsBefore[name] {
 			continue
 		}
-		t.Errorf("%s: the examples left testbed %s up: end the page with lightpath testbed down", rel, name)
+		if runErr == nil {
+			t.Errorf("%s: the examples left testbed %s up: end the page with lightpath testbed down", rel, name)
+		}
 		if o, err := exec.Command(lpBin, "testbed", "down", "--name", name).CombinedOutput(); err != nil {
 			t.Errorf("testbed down --name %s: %v\n%s", name, err, o)
 		}
