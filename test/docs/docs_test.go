@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -97,7 +98,8 @@ func runPage(t *testing.T, root, rel string, blocks []block) {
 	tmp := t.TempDir()
 	at := filepath.Join(tmp, "at")
 	scriptPath := filepath.Join(tmp, "page.sh")
-	if err := os.WriteFile(scriptPath, []byte(script(blocks)), 0o644); err != nil {
+	text := script(blocks)
+	if err := os.WriteFile(scriptPath, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	scratch := filepath.Join(tmp, "tmp")
@@ -135,8 +137,10 @@ func runPage(t *testing.T, root, rel string, blocks []block) {
 	}
 
 	// Testbeds the page brought up and left: taken down, and a failure.
+	// Only those the page names (other tests may bring up testbeds of their
+	// own meanwhile, which are theirs to take down).
 	for name := range entries("/run/lightpath") {
-		if testbedsBefore[name] {
+		if testbedsBefore[name] || !namesTestbed(text, name) {
 			continue
 		}
 		if runErr == nil {
@@ -158,6 +162,13 @@ func runPage(t *testing.T, root, rel string, blocks []block) {
 		why = fmt.Sprintf("did not finish within %s", pageTimeout)
 	}
 	t.Errorf("%s:%s: the example failed (%s); the last lines of the page's output:\n%s", rel, line, why, tail(filepath.Join(tmp, "output"), 40))
+}
+
+// namesTestbed says whether a page's script names testbed name: by --name
+// or by a topology file of that base name.
+func namesTestbed(script, name string) bool {
+	q := regexp.QuoteMeta(name)
+	return regexp.MustCompile(`--name[ =]` + q + `([^A-Za-z0-9-]|$)|/` + q + `\.yaml`).MatchString(script)
 }
 
 // entries names what dir holds (nothing if it does not exist).
@@ -326,6 +337,19 @@ func TestExtract(t *testing.T) {
 	for _, frag := range []string{"set -euo pipefail", "__lpdoc 7\n", "__lpdoc 16\nif { lightpath reserve show nope\n}; then", "lightpath testbed status\n"} {
 		if !strings.Contains(s, frag) {
 			t.Errorf("script lacks %q:\n%s", frag, s)
+		}
+	}
+	for _, tc := range []struct {
+		script, name string
+		want         bool
+	}{
+		{"lightpath testbed up examples/two-site.yaml", "two-site", true},
+		{"lightpath testbed exec --name ring a1 -- true", "ring", true},
+		{"lightpath testbed up examples/two-site.yaml", "e2ffbc8", false}, // another test's
+		{"lightpath testbed down --name lp2", "lp", false},
+	} {
+		if got := namesTestbed(tc.script, tc.name); got != tc.want {
+			t.Errorf("namesTestbed(%q, %q) = %v, want %v", tc.script, tc.name, got, tc.want)
 		}
 	}
 	// The script runs: the failing command is expected to fail.
