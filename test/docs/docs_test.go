@@ -113,6 +113,7 @@ func runPage(t *testing.T, root, rel string, blocks []block) {
 	defer out.Close()
 
 	testbedsBefore := entries("/run/lightpath")
+	rootBefore, docsBefore := entries(root), entries(filepath.Join(root, "docs"))
 	ctx, cancel := context.WithTimeout(context.Background(), pageTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", scriptPath)
@@ -148,6 +149,14 @@ func runPage(t *testing.T, root, rel string, blocks []block) {
 		}
 		if o, err := exec.Command(lpBin, "testbed", "down", "--name", name).CombinedOutput(); err != nil {
 			t.Errorf("testbed down --name %s: %v\n%s", name, err, o)
+		}
+	}
+	// A page writes in its scratch directory, never in the repository.
+	for dir, before := range map[string]map[string]bool{root: rootBefore, filepath.Join(root, "docs"): docsBefore} {
+		for name := range entries(dir) {
+			if !before[name] {
+				t.Errorf("%s: the examples left %s in %s: a page works in a directory of its own (mktemp -d)", rel, name, dir)
+			}
 		}
 	}
 	if runErr == nil {
