@@ -71,6 +71,12 @@ func TestDocsExamples(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the examples bring up testbeds (namespaces, devices)")
 	}
+	// What the examples use besides lightpath (scripts/deps.sh installs them).
+	for _, tool := range []string{"bash", "jq", "curl", "ip", "tc", "ss", "ping"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the examples need %s, which is not installed (make deps installs it)", tool)
+		}
+	}
 	root := repoRoot(t)
 	for _, path := range pages(t) {
 		rel, _ := filepath.Rel(root, path)
