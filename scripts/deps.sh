@@ -14,6 +14,9 @@ command -v pg_ctlcluster >/dev/null || need+=(postgresql) # the store's PostgreS
 command -v chromium >/dev/null || command -v chromium-browser >/dev/null ||
 	command -v google-chrome >/dev/null || need+=(chromium)
 command -v python3 >/dev/null || need+=(python3) # the demo's summary
+# The docs' examples (test/docs) use jq and curl, as their readers do.
+command -v jq >/dev/null || need+=(jq)
+command -v curl >/dev/null || need+=(curl)
 if ((${#need[@]})); then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "deps: missing ${need[*]}; run as root or install them" >&2
