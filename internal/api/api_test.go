@@ -131,7 +131,7 @@ func (e *env) start(topo string) {
 	}
 	e.admin = strings.TrimSpace(string(b))
 	e.c = c
-	h := api.NewServer(c, nil, "test", nil).RequireMetricsToken(e.metricsAuth)
+	h := api.NewServer(c, nil, "test", nil).RequireMetricsToken(e.metricsAuth).WithSignIn(file)
 	e.h = h
 	closeMon := func() {}
 	if e.mon != nil {

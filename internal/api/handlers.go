@@ -420,16 +420,20 @@ func apiToken(t store.Token) Token {
 	return Token{ID: t.ID, User: t.User, CreatedAt: t.CreatedAt.UTC(), ExpiresAt: t.ExpiresAt.UTC(), RevokedAt: t.RevokedAt.UTC(), Node: t.Node}
 }
 
+func apiTokens(ts []store.Token) TokenList {
+	out := TokenList{Tokens: []Token{}}
+	for _, t := range ts {
+		out.Tokens = append(out.Tokens, apiToken(t))
+	}
+	return out
+}
+
 func (s *Server) listTokens(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
 	ts, err := s.c.ListTokens(r.Context(), a, r.PathValue("name"))
 	if err != nil {
 		return err
 	}
-	out := TokenList{Tokens: []Token{}}
-	for _, t := range ts {
-		out.Tokens = append(out.Tokens, apiToken(t))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, apiTokens(ts))
 	return nil
 }
 
@@ -473,11 +477,7 @@ func (s *Server) revokeUserTokens(w http.ResponseWriter, r *http.Request, a cont
 	if err != nil {
 		return err
 	}
-	out := TokenList{Tokens: []Token{}}
-	for _, t := range ts {
-		out.Tokens = append(out.Tokens, apiToken(t))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, apiTokens(ts))
 	return nil
 }
 

@@ -1,12 +1,7 @@
 package api_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +10,6 @@ import (
 
 	"github.com/lightpath/lightpath/internal/api"
 	"github.com/lightpath/lightpath/internal/controller"
-	"github.com/lightpath/lightpath/internal/store"
 )
 
 // TestSignInCode checks the one-time sign-in link: its code gives a
@@ -23,48 +17,11 @@ import (
 // token works and expires, a code past its lifetime or never made gives
 // 401, and the hint names the admin token file.
 func TestSignInCode(t *testing.T) {
-	ctx := context.Background()
-	clk := &clock{t: t0}
-	st, err := store.Open(ctx, sqliteURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	c, err := controller.Open(ctx, controller.Config{Store: st, StoreKind: "test", Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	file := filepath.Join(t.TempDir(), "admin.token")
-	if _, err := c.BootstrapAdmin(ctx, file); err != nil {
-		t.Fatal(err)
-	}
-	h := api.NewServer(c, nil, "test", nil).WithSignIn(file)
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-
+	e := newEnv(t, sqliteURL(t), "")
+	h, clk, file := e.h, e.clk, filepath.Join(e.dir, "admin.token")
 	call := func(method, path, token string, body any) (int, []byte) {
 		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequest(method, srv.URL+path, rd)
-		if rd != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		checkResponse(t, method, path, resp.StatusCode, raw)
-		return resp.StatusCode, raw
+		return e.do(method, path, token, body, nil)
 	}
 
 	var hint api.SignInHint
