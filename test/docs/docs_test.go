@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/lpbin"
 )
 
 // lpBin is the lightpath binary built once for the package, in binDir.
@@ -24,19 +26,13 @@ var lpBin, binDir string
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "lightpath-docs-bin-")
+	dir, bin, err := lpbin.Build("lightpath-docs-bin-")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "docs: %v\n", err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	binDir, lpBin = dir, filepath.Join(dir, "lightpath")
-	build := exec.Command("go", "build", "-o", lpBin, "github.com/lightpath/lightpath/cmd/lightpath")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "docs: build lightpath: %v\n", err)
-		return 1
-	}
+	binDir, lpBin = dir, bin
 	return m.Run()
 }
 

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/lpbin"
 	"github.com/lightpath/lightpath/internal/store/pgtest"
 )
 
@@ -34,25 +35,15 @@ var lpBin string
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "lightpath-e2e-bin-")
+	// The permission test runs the server as an unprivileged user: Build
+	// leaves the binary's directory open to others.
+	dir, bin, err := lpbin.Build("lightpath-e2e-bin-")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	// The permission test runs the server as an unprivileged user: it must
-	// be able to reach the binary.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
-		return 1
-	}
-	lpBin = filepath.Join(dir, "lightpath")
-	build := exec.Command("go", "build", "-o", lpBin, "github.com/lightpath/lightpath/cmd/lightpath")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: build lightpath: %v\n", err)
-		return 1
-	}
+	lpBin = bin
 	// Tests write only under their temporary directories: anything new in
 	// this package's directory afterwards fails the run, named.
 	before := dirEntries(".")
