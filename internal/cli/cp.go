@@ -688,7 +688,9 @@ func printSummary(w io.Writer, s cpSummary) {
 	if s.BytesSparse > 0 {
 		fmt.Fprintf(w, ", holes recreated %s", units.FormatSize(s.BytesSparse))
 	}
-	if s.FilesSkipped > 0 {
+	if s.FilesSkipped == 1 {
+		fmt.Fprint(w, " (1 file skipped)")
+	} else if s.FilesSkipped > 1 {
 		fmt.Fprintf(w, " (%d files skipped)", s.FilesSkipped)
 	}
 	if s.Attempts > 1 {
