@@ -17,7 +17,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/reserve"
-	"github.com/lightpath/lightpath/internal/testbed"
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
 // Config is what an agent runs with.
@@ -48,7 +48,7 @@ const (
 type agent struct {
 	cfg      Config
 	nsFd     int
-	topo     *testbed.Topology
+	topo     *topology.Topology
 	topoHash string
 	devs     []string
 	devLink  map[string]string // device → its link
@@ -175,7 +175,7 @@ func (a *agent) reconcile(ctx context.Context) (time.Time, error) {
 		if err != nil {
 			return time.Time{}, fmt.Errorf("read topology: %w", err)
 		}
-		t, err := testbed.Parse(tp.Name, []byte(tp.YAML))
+		t, err := topology.Parse(tp.Name, []byte(tp.YAML))
 		if err != nil {
 			return time.Time{}, fmt.Errorf("parse topology: %w", err)
 		}
@@ -271,11 +271,11 @@ func (a *agent) reportLinks(ctx context.Context, down []string) {
 
 // nodeDevs lists the node's link-end devices (where its classes go) and
 // the link of each.
-func nodeDevs(t *testbed.Topology, node string) ([]string, map[string]string) {
+func nodeDevs(t *topology.Topology, node string) ([]string, map[string]string) {
 	var out []string
 	links := map[string]string{}
 	for _, l := range t.Links {
-		for _, e := range []testbed.End{l.A, l.B} {
+		for _, e := range []topology.End{l.A, l.B} {
 			if e.Node == node {
 				out = append(out, e.Dev)
 				links[e.Dev] = l.Name

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lightpath/lightpath/internal/reserve"
-	"github.com/lightpath/lightpath/internal/testbed"
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
 var nftTable = &nftables.Table{Name: NftTable, Family: nftables.TableFamilyINet}
@@ -60,11 +60,11 @@ func Fetch(nsFd int, devs []string) (Plan, error) {
 		}
 		for _, c := range cs {
 			hc, ok := c.(*netlink.HtbClass)
-			if maj, minor := netlink.MajorMinor(c.Attrs().Handle); ok && maj == 1 && minor >= ClassBase {
+			if maj, minor := netlink.MajorMinor(c.Attrs().Handle); ok && maj == 1 && minor >= topology.ClassBase {
 				p.Classes = append(p.Classes, Class{Dev: dev, Minor: minor, Rate: hc.Rate * 8, Ceil: hc.Ceil * 8})
 			}
 		}
-		fs, err := h.FilterList(link, testbed.HTBRoot)
+		fs, err := h.FilterList(link, topology.HTBRoot)
 		if err != nil {
 			return Plan{}, fmt.Errorf("filters of %s: %w", dev, err)
 		}
@@ -75,7 +75,7 @@ func Fetch(nsFd int, devs []string) (Plan, error) {
 			}
 			a := f.Attrs()
 			maj, minor := netlink.MajorMinor(u.ClassId)
-			if !(maj == 1 && minor >= ClassBase || a.Priority >= FilterPrio4 && a.Priority < FilterPrio6+64) {
+			if !(maj == 1 && minor >= topology.ClassBase || a.Priority >= topology.FilterPrio4 && a.Priority < topology.FilterPrio6+64) {
 				continue
 			}
 			x := Filter{Dev: dev, IPv6: a.Protocol == unix.ETH_P_IPV6, Prio: a.Priority, Minor: minor}
@@ -99,7 +99,7 @@ func Fetch(nsFd int, devs []string) (Plan, error) {
 			return Plan{}, fmt.Errorf("ip rules: %w", err)
 		}
 		for _, r := range rules {
-			if r.Priority >= RulePrio && r.Priority < RulePrio+64 {
+			if r.Priority >= topology.RulePrio && r.Priority < topology.RulePrio+64 {
 				p.Rules = append(p.Rules, IPRule{IPv6: fam == netlink.FAMILY_V6, Priority: r.Priority, Mark: r.Mark, Table: r.Table})
 			}
 		}
@@ -108,7 +108,7 @@ func Fetch(nsFd int, devs []string) (Plan, error) {
 			return Plan{}, fmt.Errorf("routes: %w", err)
 		}
 		for _, r := range routes {
-			if r.Table < TableBase || r.Table >= TableBase+64 || r.Dst == nil {
+			if r.Table < topology.TableBase || r.Table >= topology.TableBase+64 || r.Dst == nil {
 				continue
 			}
 			x := Route{Table: r.Table, Dev: names[r.LinkIndex]}
@@ -373,7 +373,7 @@ func nlClass(c Class, ifindex int) *netlink.HtbClass {
 	// (at least 128 KiB) and a millisecond of it per round.
 	burst := func(r uint64) uint32 { return uint32(min(max(r/8/200, 128<<10), 64<<20)) }
 	quantum := uint32(min(max(c.Rate/8/1000, 18000), 200_000))
-	return netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: ifindex, Parent: testbed.HTBLink, Handle: netlink.MakeHandle(1, c.Minor)},
+	return netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: ifindex, Parent: topology.HTBLink, Handle: netlink.MakeHandle(1, c.Minor)},
 		netlink.HtbClassAttrs{Rate: c.Rate, Ceil: c.Ceil, Quantum: quantum, Buffer: burst(c.Rate), Cbuffer: burst(c.Ceil)})
 }
 
@@ -390,7 +390,7 @@ func nlFilter(f Filter, ifindex int) *netlink.U32 {
 		proto = unix.ETH_P_IPV6
 	}
 	return &netlink.U32{
-		FilterAttrs: netlink.FilterAttrs{LinkIndex: ifindex, Parent: testbed.HTBRoot, Priority: f.Prio, Protocol: proto},
+		FilterAttrs: netlink.FilterAttrs{LinkIndex: ifindex, Parent: topology.HTBRoot, Priority: f.Prio, Protocol: proto},
 		ClassId:     netlink.MakeHandle(1, f.Minor),
 		Sel:         &netlink.TcU32Sel{Flags: netlink.TC_U32_TERMINAL, Keys: []netlink.TcU32Key{{Val: f.Val, Mask: f.Mask}}},
 	}

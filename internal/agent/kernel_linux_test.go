@@ -28,6 +28,7 @@ import (
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/testbed"
 	"github.com/lightpath/lightpath/internal/testbed/emu"
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
 // TestMain lets this test binary be the testbed's emulator daemon, which
@@ -57,7 +58,7 @@ func skipUnlessRoot(t *testing.T) {
 // open.
 type kbed struct {
 	name string
-	topo *testbed.Topology
+	topo *topology.Topology
 	fd   map[string]int
 }
 
@@ -68,7 +69,7 @@ func upTestbed(t *testing.T, file string) *kbed {
 		t.Fatal(err)
 	}
 	b := &kbed{name: fmt.Sprintf("ag%04x", rand.IntN(1<<16)), fd: map[string]int{}}
-	if b.topo, err = testbed.Parse(filepath.Base(file), data); err != nil {
+	if b.topo, err = topology.Parse(filepath.Base(file), data); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -97,7 +98,7 @@ func (b *kbed) ns(node string) string { return testbed.NamespacePath(b.name, nod
 func (b *kbed) devs(node string) []string {
 	var out []string
 	for _, l := range b.topo.Links {
-		for _, e := range []testbed.End{l.A, l.B} {
+		for _, e := range []topology.End{l.A, l.B} {
 			if e.Node == node {
 				out = append(out, e.Dev)
 			}
@@ -289,22 +290,22 @@ func TestKernelApply(t *testing.T) {
 	})
 
 	t.Run("steered", func(t *testing.T) {
-		classBefore := classBytes(t, b.fd["ra"], "dedicated", ClassBase+10)
+		classBefore := classBytes(t, b.fd["ra"], "dedicated", topology.ClassBase+10)
 		d, m1, m2 := crosses(t, "tcp4", "198.18.2.1:7070", mss4)
 		onDedicated(t, "IPv4 flow", d)
 		if m1 > 1460 || m2 > 1460 {
 			t.Errorf("IPv4 MSS at a1 %d, at b1 %d: want both clamped to at most 1460 (the wan's 1500 MTU)", m1, m2)
 		}
-		if got := classBytes(t, b.fd["ra"], "dedicated", ClassBase+10) - classBefore; got < size {
+		if got := classBytes(t, b.fd["ra"], "dedicated", topology.ClassBase+10) - classBefore; got < size {
 			t.Errorf("IPv4: ra's class 1:10a on dedicated sent %d bytes, want at least %d", got, size)
 		}
-		classBefore = classBytes(t, b.fd["ra"], "dedicated", ClassBase+10)
+		classBefore = classBytes(t, b.fd["ra"], "dedicated", topology.ClassBase+10)
 		d, m1, m2 = crosses(t, "tcp6", "[2001:2:0:2::1]:7070", mss6)
 		onDedicated(t, "IPv6 flow", d)
 		if m1 > 1440 || m2 > 1440 {
 			t.Errorf("IPv6 MSS at a1 %d, at b1 %d: want both clamped to at most 1440", m1, m2)
 		}
-		if got := classBytes(t, b.fd["ra"], "dedicated", ClassBase+10) - classBefore; got < size {
+		if got := classBytes(t, b.fd["ra"], "dedicated", topology.ClassBase+10) - classBefore; got < size {
 			t.Errorf("IPv6: ra's class 1:10a on dedicated sent %d bytes, want at least %d", got, size)
 		}
 		d, _, _ = crosses(t, "tcp4", "198.18.2.1:7071", other)
@@ -330,8 +331,8 @@ func TestKernelApply(t *testing.T) {
 			t.Fatal(err)
 		}
 		link, _ := h.LinkByName("dedicated")
-		if err := h.FilterDel(&netlink.U32{FilterAttrs: netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: testbed.HTBRoot,
-			Priority: FilterPrio4 + 10, Protocol: unix.ETH_P_IP}}); err != nil {
+		if err := h.FilterDel(&netlink.U32{FilterAttrs: netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: topology.HTBRoot,
+			Priority: topology.FilterPrio4 + 10, Protocol: unix.ETH_P_IP}}); err != nil {
 			t.Fatal(err)
 		}
 		nc := nft(t, b.fd["a1"])
@@ -363,12 +364,12 @@ func TestKernelApply(t *testing.T) {
 		t.Helper()
 		h := handle(t, b.fd[node])
 		link, _ := h.LinkByName("dedicated")
-		cls := netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: link.Attrs().Index, Parent: testbed.HTBLink, Handle: netlink.MakeHandle(1, 3)},
+		cls := netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: link.Attrs().Index, Parent: topology.HTBLink, Handle: netlink.MakeHandle(1, 3)},
 			netlink.HtbClassAttrs{Rate: 1e6, Ceil: 1e9, Buffer: 1 << 17, Cbuffer: 1 << 17})
 		if err := h.ClassAdd(cls); err != nil {
 			t.Fatal(err)
 		}
-		f := &netlink.U32{FilterAttrs: netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: testbed.HTBRoot, Priority: 5, Protocol: unix.ETH_P_IP},
+		f := &netlink.U32{FilterAttrs: netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: topology.HTBRoot, Priority: 5, Protocol: unix.ETH_P_IP},
 			ClassId: netlink.MakeHandle(1, 3), Sel: &netlink.TcU32Sel{Flags: netlink.TC_U32_TERMINAL, Keys: []netlink.TcU32Key{{Val: 0x00200000, Mask: 0x00fc0000}}}}
 		if err := h.FilterAdd(f); err != nil {
 			t.Fatal(err)
@@ -401,7 +402,7 @@ func TestKernelApply(t *testing.T) {
 				found++
 			}
 		}
-		fs, _ := h.FilterList(link, testbed.HTBRoot)
+		fs, _ := h.FilterList(link, topology.HTBRoot)
 		for _, f := range fs {
 			if f.Attrs().Priority == 5 {
 				found++

@@ -15,7 +15,7 @@ import (
 	"github.com/lightpath/lightpath/internal/monitor/collect"
 	"github.com/lightpath/lightpath/internal/monitor/push"
 	"github.com/lightpath/lightpath/internal/reserve"
-	"github.com/lightpath/lightpath/internal/testbed"
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
 // Monitoring is an agent's collection of metrics and their push to the
@@ -77,11 +77,11 @@ const DefaultCollectInterval = time.Second
 // value is ready to use.
 type Watched struct {
 	mu    sync.Mutex
-	topo  *testbed.Topology
+	topo  *topology.Topology
 	flows []collect.FlowMatch
 }
 
-func (w *Watched) set(t *testbed.Topology, rs []reserve.Reservation) {
+func (w *Watched) set(t *topology.Topology, rs []reserve.Reservation) {
 	var fl []collect.FlowMatch
 	for _, r := range rs {
 		if len(r.FlowSpec.Flows) == 0 {
@@ -108,7 +108,7 @@ func (w *Watched) set(t *testbed.Topology, rs []reserve.Reservation) {
 
 // Topology returns the topology the agent works on, or nil before the
 // first round.
-func (w *Watched) Topology() *testbed.Topology {
+func (w *Watched) Topology() *topology.Topology {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.topo

@@ -10,31 +10,16 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/reserve"
-	"github.com/lightpath/lightpath/internal/testbed"
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
-// What marks an object as the agent's. Everything is numbered from the
-// reservation's DSCP (1-63, unique per node among overlapping
-// reservations), so two reservations never share a class, a filter, a
-// firewall mark, an ip rule or a routing table, and nothing outside these
-// ranges is ever touched.
+// What marks an object as the agent's: the table below, and the numbers
+// of its classes, filters, marks, rules and routing tables
+// (topology.ClassBase and the rest), all derived from the reservation's
+// DSCP.
 const (
 	// NftTable is the nftables table (family inet) that only the agent owns.
 	NftTable = "lightpath"
-	// ClassBase + DSCP is the minor of the reservation's htb class under
-	// 1:1 ("1:1xx" in tc's hexadecimal); the testbed uses only 1:1 and 1:2.
-	ClassBase = 0x100
-	// FilterPrio4 + DSCP and FilterPrio6 + DSCP are the priorities of the
-	// u32 filters (IPv4, IPv6) that send the DSCP to the class. A priority
-	// holds one protocol only, hence two ranges.
-	FilterPrio4 = 0x100
-	FilterPrio6 = 0x200
-	// MarkBase + DSCP is the firewall mark the steering rules set.
-	MarkBase = 0x100
-	// TableBase + DSCP is the routing table that mark looks up.
-	TableBase = 100
-	// RulePrio + DSCP is the priority of that ip rule (both families).
-	RulePrio = 10000
 )
 
 // The agent's nftables chains, one per job, so the order of rules inside
@@ -63,7 +48,7 @@ type Plan struct {
 // Class is an htb class of a reservation under 1:1 on an egress device.
 type Class struct {
 	Dev   string
-	Minor uint16 // ClassBase + DSCP
+	Minor uint16 // topology.ClassBase + DSCP
 	Rate  uint64 // bits/s guaranteed (a multiple of 8: the kernel keeps bytes)
 	Ceil  uint64 // bits/s it may borrow up to: the link rate
 }
@@ -147,7 +132,7 @@ func (c Changes) String() string {
 // whose window contains now and whose state is RESERVED or ACTIVE are
 // provisioned (HELD ones are not), and only those with a DSCP, since it is
 // what every hop matches.
-func Desired(t *testbed.Topology, node string, rs []reserve.Reservation, now time.Time) (Plan, error) {
+func Desired(t *topology.Topology, node string, rs []reserve.Reservation, now time.Time) (Plan, error) {
 	if _, ok := t.Node(node); !ok {
 		return Plan{}, fmt.Errorf("topology has no node %q", node)
 	}
@@ -177,10 +162,10 @@ func Desired(t *testbed.Topology, node string, rs []reserve.Reservation, now tim
 // hop is a path hop resolved on the topology.
 type hop struct {
 	reserve.PathHop
-	link *testbed.Link
+	link *topology.Link
 }
 
-func resolvePath(t *testbed.Topology, path []reserve.PathHop) ([]hop, error) {
+func resolvePath(t *topology.Topology, path []reserve.PathHop) ([]hop, error) {
 	out := make([]hop, len(path))
 	for i, h := range path {
 		l, ok := t.Link(h.Link)
@@ -198,7 +183,7 @@ func resolvePath(t *testbed.Topology, path []reserve.PathHop) ([]hop, error) {
 	return out, nil
 }
 
-func (p *Plan) addReservation(t *testbed.Topology, node string, r reserve.Reservation) error {
+func (p *Plan) addReservation(t *topology.Topology, node string, r reserve.Reservation) error {
 	fwd, err := resolvePath(t, r.Path)
 	if err != nil {
 		return err
@@ -207,7 +192,7 @@ func (p *Plan) addReservation(t *testbed.Topology, node string, r reserve.Reserv
 	for i, h := range fwd {
 		rev[len(fwd)-1-i] = hop{reserve.PathHop{Link: h.Link, From: h.To, To: h.From}, h.link}
 	}
-	minor := uint16(ClassBase + int(r.DSCP))
+	minor := uint16(topology.ClassBase + int(r.DSCP))
 	// The guarantee: a class on every egress of the reservation's
 	// direction; the reverse traffic is steered but not guaranteed.
 	for _, h := range fwd {
@@ -219,8 +204,8 @@ func (p *Plan) addReservation(t *testbed.Topology, node string, r reserve.Reserv
 		rate := min(r.Bandwidth/8*8, ceil)
 		p.Classes = append(p.Classes, Class{Dev: end.Dev, Minor: minor, Rate: rate, Ceil: ceil})
 		p.Filters = append(p.Filters,
-			Filter{Dev: end.Dev, Prio: FilterPrio4 + uint16(r.DSCP), Minor: minor, Val: uint32(r.DSCP) << 18, Mask: 0x00fc0000},
-			Filter{Dev: end.Dev, IPv6: true, Prio: FilterPrio6 + uint16(r.DSCP), Minor: minor, Val: uint32(r.DSCP) << 22, Mask: 0x0fc00000})
+			Filter{Dev: end.Dev, Prio: topology.FilterPrio4 + uint16(r.DSCP), Minor: minor, Val: uint32(r.DSCP) << 18, Mask: 0x00fc0000},
+			Filter{Dev: end.Dev, IPv6: true, Prio: topology.FilterPrio6 + uint16(r.DSCP), Minor: minor, Val: uint32(r.DSCP) << 22, Mask: 0x0fc00000})
 	}
 	if err := p.addSteer(t, node, r.DSCP, fwd, r.From, r.To); err != nil {
 		return err
@@ -258,7 +243,7 @@ func (p *Plan) addReservation(t *testbed.Topology, node string, r reserve.Reserv
 // addSteer adds the policy routing of one direction (path from origin to
 // dst) at node: on routers always, and at the origin when the path leaves
 // it by another link than its routes would.
-func (p *Plan) addSteer(t *testbed.Topology, node string, dscp uint8, path []hop, origin, dst string) error {
+func (p *Plan) addSteer(t *topology.Topology, node string, dscp uint8, path []hop, origin, dst string) error {
 	n, _ := t.Node(node)
 	far, ok := t.Node(dst)
 	if !ok {
@@ -269,7 +254,7 @@ func (p *Plan) addSteer(t *testbed.Topology, node string, dscp uint8, path []hop
 			continue
 		}
 		local := node == origin
-		if n.Role != testbed.RoleRouter {
+		if n.Role != topology.RoleRouter {
 			routed, err := t.Path(node, dst)
 			if !local || err == nil && len(routed) > 0 && routed[0].Link == h.Link {
 				continue
@@ -277,7 +262,7 @@ func (p *Plan) addSteer(t *testbed.Topology, node string, dscp uint8, path []hop
 		}
 		end, _ := h.link.End(node)
 		peer, _ := h.link.Peer(node)
-		table, mark := TableBase+int(dscp), uint32(MarkBase)+uint32(dscp)
+		table, mark := topology.TableBase+int(dscp), uint32(topology.MarkBase)+uint32(dscp)
 		for _, v6 := range []bool{false, true} {
 			dstAddr, via := far.IPv4, peer.IPv4.Addr()
 			if v6 {
@@ -287,8 +272,8 @@ func (p *Plan) addSteer(t *testbed.Topology, node string, dscp uint8, path []hop
 				continue
 			}
 			p.Routes = append(p.Routes, Route{Table: table, Dst: netip.PrefixFrom(dstAddr, dstAddr.BitLen()), Via: via, Dev: end.Dev})
-			p.Rules = append(p.Rules, IPRule{IPv6: v6, Priority: RulePrio + int(dscp), Mark: mark, Table: table})
-			if n.Role == testbed.RoleRouter {
+			p.Rules = append(p.Rules, IPRule{IPv6: v6, Priority: topology.RulePrio + int(dscp), Mark: mark, Table: table})
+			if n.Role == topology.RoleRouter {
 				p.Nft = append(p.Nft, NftRule{Chain: ChainSteerIn, IPv6: v6, DSCP: dscp, SetMark: mark})
 			}
 			if local {
@@ -302,7 +287,7 @@ func (p *Plan) addSteer(t *testbed.Topology, node string, dscp uint8, path []hop
 // clampMSS is the MSS (IPv4, IPv6) that fits both the reserved path and
 // the routed one in each direction, so a connection moved between them
 // never waits on path-MTU discovery.
-func clampMSS(t *testbed.Topology, r reserve.Reservation, fwd []hop) (uint16, uint16) {
+func clampMSS(t *topology.Topology, r reserve.Reservation, fwd []hop) (uint16, uint16) {
 	mtu := 65535
 	for _, h := range fwd {
 		mtu = min(mtu, h.link.MTU)

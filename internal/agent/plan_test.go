@@ -11,16 +11,16 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/reserve"
-	"github.com/lightpath/lightpath/internal/testbed"
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
-func loadTopo(t *testing.T, file string) *testbed.Topology {
+func loadTopo(t *testing.T, file string) *topology.Topology {
 	t.Helper()
 	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp, err := testbed.Parse(file, data)
+	tp, err := topology.Parse(file, data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func summary(p Plan) []string {
 func TestDesired(t *testing.T) {
 	twoSite := loadTopo(t, "../../examples/two-site.yaml")
 	triangle := loadTopo(t, "../../examples/triangle.yaml")
-	dualHomed, err := testbed.Parse("dual.yaml", []byte(`
+	dualHomed, err := topology.Parse("dual.yaml", []byte(`
 sites: [{name: s1}, {name: s2}]
 nodes:
   - {name: h, site: s1}
@@ -169,7 +169,7 @@ links:
 
 	for _, tc := range []struct {
 		name string
-		topo *testbed.Topology
+		topo *topology.Topology
 		rs   []reserve.Reservation
 		want map[string][]string // by node; nodes not named get nothing
 	}{
@@ -292,8 +292,8 @@ func TestDesiredFilters(t *testing.T) {
 	// tc's "match ip tos 0xb8 0xfc" for EF (46), and its IPv6 equivalent
 	// on the first word of the header (traffic class bits 20-27).
 	want := []Filter{
-		{Dev: "wan", Prio: FilterPrio4 + 46, Minor: ClassBase + 46, Val: 0x00b80000, Mask: 0x00fc0000},
-		{Dev: "wan", IPv6: true, Prio: FilterPrio6 + 46, Minor: ClassBase + 46, Val: 0x0b800000, Mask: 0x0fc00000},
+		{Dev: "wan", Prio: topology.FilterPrio4 + 46, Minor: topology.ClassBase + 46, Val: 0x00b80000, Mask: 0x00fc0000},
+		{Dev: "wan", IPv6: true, Prio: topology.FilterPrio6 + 46, Minor: topology.ClassBase + 46, Val: 0x0b800000, Mask: 0x0fc00000},
 	}
 	if !reflect.DeepEqual(p.Filters, want) {
 		t.Errorf("filters\n got %+v\nwant %+v", p.Filters, want)

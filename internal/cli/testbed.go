@@ -15,6 +15,7 @@ import (
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/testbed"
 	"github.com/lightpath/lightpath/internal/textsafe"
+	"github.com/lightpath/lightpath/internal/topology"
 	"github.com/lightpath/lightpath/internal/units"
 )
 
@@ -291,7 +292,7 @@ func lossString(d testbed.DirStatus) string {
 		return "0"
 	}
 	s := fmt.Sprintf("%.4g%%", d.Loss*100)
-	if d.LossModel == testbed.LossGilbertElliott {
+	if d.LossModel == topology.LossGilbertElliott {
 		s += " (bursty)"
 	}
 	return s
@@ -403,14 +404,14 @@ packet and takes the carrier off both devices; --up restores the link.`,
 				if p >= 1 {
 					return errors.New("testbed link set: --loss must be below 100% (use --down to cut the link)")
 				}
-				l := testbed.Loss{Model: testbed.LossRandom, Rate: p}
+				l := topology.Loss{Model: topology.LossRandom, Rate: p}
 				if p == 0 {
-					l = testbed.Loss{}
+					l = topology.Loss{}
 				} else if fs.Changed("loss-burst") {
 					if burst < 1 {
 						return errors.New("testbed link set: --loss-burst must be at least 1 (packets)")
 					}
-					if l, err = testbed.GilbertElliott(p, burst); err != nil {
+					if l, err = topology.GilbertElliott(p, burst); err != nil {
 						return fmt.Errorf("testbed link set: %w", err)
 					}
 				}

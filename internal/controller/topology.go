@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/lightpath/lightpath/internal/reserve"
-	"github.com/lightpath/lightpath/internal/testbed"
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
 // Topo is the topology the controller schedules on: the testbed file it was
@@ -23,12 +23,12 @@ type Topo struct {
 	Sites map[string][]string // site → its nodes, sorted
 	Site  map[string]string   // node → site
 	Addrs map[string][]netip.Prefix
-	tb    *testbed.Topology
+	tb    *topology.Topology
 }
 
 // ParseTopology reads a testbed topology file's text into a Topo.
 func ParseTopology(name string, yaml []byte) (*Topo, error) {
-	t, err := testbed.Parse(name, yaml)
+	t, err := topology.Parse(name, yaml)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +43,7 @@ func ParseTopology(name string, yaml []byte) (*Topo, error) {
 	}
 	for _, n := range t.Nodes {
 		role := reserve.NodeHost
-		if n.Role == testbed.RoleRouter {
+		if n.Role == topology.RoleRouter {
 			role = reserve.NodeRouter
 		}
 		nodes[n.Name] = role
@@ -63,7 +63,7 @@ func ParseTopology(name string, yaml []byte) (*Topo, error) {
 	links := make([]reserve.Link, 0, len(t.Links))
 	for _, l := range t.Links {
 		role := reserve.LinkRouted
-		if l.Role == testbed.LinkDedicated {
+		if l.Role == topology.LinkDedicated {
 			role = reserve.LinkDedicated
 		}
 		links = append(links, reserve.Link{
@@ -71,7 +71,7 @@ func ParseTopology(name string, yaml []byte) (*Topo, error) {
 			Capacity: l.Params.Rate, Reservable: l.Reservable,
 			Delay: l.Params.Delay, Role: role,
 		})
-		for _, e := range []testbed.End{l.A, l.B} {
+		for _, e := range []topology.End{l.A, l.B} {
 			for _, p := range []netip.Prefix{e.IPv4, e.IPv6} {
 				if p.IsValid() {
 					tp.Addrs[e.Node] = append(tp.Addrs[e.Node], netip.PrefixFrom(p.Addr(), p.Addr().BitLen()))

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lightpath/lightpath/internal/testbed/emu"
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
 // createNamespace makes a named network namespace (mounted under
@@ -100,7 +101,7 @@ func raiseHostMax(key string, v int64) (bool, error) {
 
 // setupNode brings up a node's loopback with its own addresses and its
 // settings.
-func setupNode(t *Topology, n *Node, nsPath string) error {
+func setupNode(t *topology.Topology, n *topology.Node, nsPath string) error {
 	h, err := handleAt(nsPath)
 	if err != nil {
 		return err
@@ -141,7 +142,7 @@ func prefixNet(p netip.Prefix) *net.IPNet {
 
 // setupEnd gives a link end's TUN device its addresses, brings it up and
 // installs the htb tree of the direction that leaves by it.
-func setupEnd(l *Link, e *End, nsPath string) error {
+func setupEnd(l *topology.Link, e *topology.End, nsPath string) error {
 	h, err := handleAt(nsPath)
 	if err != nil {
 		return err
@@ -177,27 +178,27 @@ func setupEnd(l *Link, e *End, nsPath string) error {
 
 // applyHTB installs root 1: → 1:1 → 1:2 with a byte FIFO under 1:2.
 func applyHTB(h *netlink.Handle, nsPath string, ifindex int, p HTB) error {
-	q := netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: ifindex, Handle: HTBRoot, Parent: netlink.HANDLE_ROOT})
-	q.Defcls = HTBDefault & 0xffff
+	q := netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: ifindex, Handle: topology.HTBRoot, Parent: netlink.HANDLE_ROOT})
+	q.Defcls = topology.HTBDefault & 0xffff
 	if err := h.QdiscReplace(q); err != nil {
 		return fmt.Errorf("root qdisc: %w", err)
 	}
-	if err := h.ClassReplace(htbClass(ifindex, HTBRoot, HTBLink, p.Rate, p.Rate, p.Quantum)); err != nil {
+	if err := h.ClassReplace(htbClass(ifindex, topology.HTBRoot, topology.HTBLink, p.Rate, p.Rate, p.Quantum)); err != nil {
 		return fmt.Errorf("class 1:1: %w", err)
 	}
-	if err := h.ClassReplace(htbClass(ifindex, HTBLink, HTBDefault, p.Floor, p.Rate, p.Quantum)); err != nil {
+	if err := h.ClassReplace(htbClass(ifindex, topology.HTBLink, topology.HTBDefault, p.Floor, p.Rate, p.Quantum)); err != nil {
 		return fmt.Errorf("class 1:2: %w", err)
 	}
-	return addBfifo(nsPath, ifindex, HTBDefault, HTBLeaf, p.Limit)
+	return addBfifo(nsPath, ifindex, topology.HTBDefault, topology.HTBLeaf, p.Limit)
 }
 
 // setRate rescales classes 1:1 and 1:2 of one direction and leaves every
 // other class (the agents') alone.
 func setRate(h *netlink.Handle, ifindex int, p HTB) error {
-	if err := h.ClassChange(htbClass(ifindex, HTBRoot, HTBLink, p.Rate, p.Rate, p.Quantum)); err != nil {
+	if err := h.ClassChange(htbClass(ifindex, topology.HTBRoot, topology.HTBLink, p.Rate, p.Rate, p.Quantum)); err != nil {
 		return fmt.Errorf("class 1:1: %w", err)
 	}
-	if err := h.ClassChange(htbClass(ifindex, HTBLink, HTBDefault, p.Floor, p.Rate, p.Quantum)); err != nil {
+	if err := h.ClassChange(htbClass(ifindex, topology.HTBLink, topology.HTBDefault, p.Floor, p.Rate, p.Quantum)); err != nil {
 		return fmt.Errorf("class 1:2: %w", err)
 	}
 	return nil
@@ -235,7 +236,7 @@ func addBfifo(nsPath string, ifindex int, parent, handle, limit uint32) error {
 }
 
 // addRoutes installs a node's static routes.
-func addRoutes(t *Topology, node, nsPath string) error {
+func addRoutes(t *topology.Topology, node, nsPath string) error {
 	h, err := handleAt(nsPath)
 	if err != nil {
 		return err

@@ -3,18 +3,8 @@ package testbed
 import (
 	"fmt"
 	"strings"
-)
 
-// Handles of the htb tree every link end gets (DESIGN.md): root 1:, class
-// 1:1 at the link rate, default class 1:2 at the unreservable floor, its
-// leaf a byte FIFO 2: holding the link's queue. Agents add classes from
-// 1:100 up under 1:1 and leave these alone.
-const (
-	HTBRoot     = 0x10000 // 1:
-	HTBLink     = 0x10001 // 1:1
-	HTBDefault  = 0x10002 // 1:2
-	HTBLeaf     = 0x20000 // 2:, the FIFO under 1:2
-	HTBFirstRes = 0x10064 // 1:100, the first class an agent may use
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
 // HTB is the shaping of one direction of a link, on its egress device.
@@ -34,7 +24,7 @@ const minFloor = 1_000_000
 
 // PlanHTB computes the htb tree of one direction of l, leaving from node,
 // at rate (the link's configured rate, or one set at run time).
-func PlanHTB(l *Link, node string, rate uint64) (HTB, error) {
+func PlanHTB(l *topology.Link, node string, rate uint64) (HTB, error) {
 	e, ok := l.End(node)
 	if !ok {
 		return HTB{}, fmt.Errorf("link %q has no end at node %q", l.Name, node)
@@ -62,9 +52,9 @@ func (s Sysctl) Path() string { return "/proc/sys/" + strings.ReplaceAll(s.Key, 
 // buffers large enough for the node's longest bandwidth-delay product; no
 // TCP metrics carried from one connection to the next, so that each test
 // starts alike.
-func NodeSysctls(t *Topology, n *Node) []Sysctl {
+func NodeSysctls(t *topology.Topology, n *topology.Node) []Sysctl {
 	fwd := "0"
-	if n.Role == RoleRouter {
+	if n.Role == topology.RoleRouter {
 		fwd = "1"
 	}
 	maxBuf := fmt.Sprint(t.TCPBufferMax(n.Name))
@@ -84,7 +74,7 @@ func NodeSysctls(t *Topology, n *Node) []Sysctl {
 // HostBufferMax is what the host-wide net.core.rmem_max and wmem_max must
 // reach for the namespaces' TCP buffers (and SO_RCVBUF/SO_SNDBUF requests
 // such as cp --window) to take effect.
-func HostBufferMax(t *Topology) int64 {
+func HostBufferMax(t *topology.Topology) int64 {
 	var m int64
 	for i := range t.Nodes {
 		m = max(m, t.TCPBufferMax(t.Nodes[i].Name))

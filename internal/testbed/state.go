@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
 // RunDir holds one directory per testbed that is up (or half made): its
@@ -147,7 +149,7 @@ func NamespacePath(testbed, node string) string {
 var ErrNotFound = errors.New("no such testbed")
 
 // Open reads a testbed's state and its topology.
-func Open(name string) (*State, *Topology, error) {
+func Open(name string) (*State, *topology.Topology, error) {
 	if err := CheckName(name); err != nil {
 		return nil, nil, err
 	}
@@ -170,13 +172,13 @@ func Open(name string) (*State, *Topology, error) {
 }
 
 // loadCopy parses the copy of the topology kept in the state directory.
-func loadCopy(name string) (*Topology, error) {
+func loadCopy(name string) (*topology.Topology, error) {
 	p := filepath.Join(Dir(name), topologyFile)
 	data, err := os.ReadFile(p)
 	if err != nil {
 		return nil, fmt.Errorf("read topology: %w", err)
 	}
-	t, err := Parse(p, data)
+	t, err := topology.Parse(p, data)
 	if err != nil {
 		return nil, fmt.Errorf("topology kept in %s: %w", p, err)
 	}

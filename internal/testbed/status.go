@@ -2,6 +2,8 @@ package testbed
 
 import (
 	"time"
+
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
 // EgressStats are the kernel's numbers for one link end's egress device.
@@ -102,7 +104,7 @@ type LinkChange struct {
 	Rate   *uint64
 	Delay  *time.Duration
 	Jitter *time.Duration
-	Loss   *Loss
+	Loss   *topology.Loss
 	Down   *bool
 }
 

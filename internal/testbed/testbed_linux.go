@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lightpath/lightpath/internal/testbed/emu"
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
 // Up builds a testbed: namespaces, TUN devices, the emulator daemon,
@@ -38,7 +39,7 @@ func Up(ctx context.Context, o UpOptions) (res *UpResult, err error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("needs root: it creates network namespaces, devices and queueing disciplines")
 	}
-	t, err := Parse(o.File, o.Data)
+	t, err := topology.Parse(o.File, o.Data)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +99,7 @@ func Up(ctx context.Context, o UpOptions) (res *UpResult, err error) {
 	logf("%d namespaces", len(t.Nodes))
 	for i := range t.Links {
 		l := &t.Links[i]
-		for _, e := range []*End{&l.A, &l.B} {
+		for _, e := range []*topology.End{&l.A, &l.B} {
 			if err := emu.CreateTun(NamespacePath(o.Name, e.Node), e.Dev, l.MTU); err != nil {
 				return nil, fmt.Errorf("link %s: %w", l.Name, err)
 			}
@@ -111,7 +112,7 @@ func Up(ctx context.Context, o UpOptions) (res *UpResult, err error) {
 	logf("emulator running (pid %d, log %s)", pid, LogPath(o.Name))
 	for i := range t.Links {
 		l := &t.Links[i]
-		for _, e := range []*End{&l.A, &l.B} {
+		for _, e := range []*topology.End{&l.A, &l.B} {
 			if err := setupEnd(l, e, NamespacePath(o.Name, e.Node)); err != nil {
 				return nil, fmt.Errorf("link %s: %w", l.Name, err)
 			}
@@ -326,7 +327,7 @@ func RunEmulator(ctx context.Context, name string, log *slog.Logger) error {
 	defer e.Close()
 	for i := range t.Links {
 		l := &t.Links[i]
-		for _, d := range [][2]*End{{&l.A, &l.B}, {&l.B, &l.A}} {
+		for _, d := range [][2]*topology.End{{&l.A, &l.B}, {&l.B, &l.A}} {
 			spec := emu.PipeSpec{
 				Link: l.Name, From: d[0].Node, To: d[1].Node,
 				FromNS: NamespacePath(name, d[0].Node), FromDev: d[0].Dev,
@@ -360,7 +361,7 @@ func RunEmulator(ctx context.Context, name string, log *slog.Logger) error {
 }
 
 // EmuParams converts a link's parameters to the emulator's.
-func EmuParams(p Params) emu.Params {
+func EmuParams(p topology.Params) emu.Params {
 	return emu.Params{
 		Delay: p.Delay, Jitter: p.Jitter, Reorder: p.Reorder, Down: p.Down,
 		Loss: p.Loss,
@@ -384,7 +385,7 @@ func Exec(name, node string, argv []string) error {
 	return execIn(NamespacePath(name, node), argv, env)
 }
 
-func nodeNames(t *Topology) string {
+func nodeNames(t *topology.Topology) string {
 	var s []string
 	for i := range t.Nodes {
 		s = append(s, t.Nodes[i].Name)
@@ -402,7 +403,7 @@ func lookPath(file string) (string, error) {
 
 // egressStats reads the queueing numbers of one link end's egress device:
 // the htb root's backlog and drops, and the rate of class 1:1.
-func egressStats(name string, e *End) (EgressStats, error) {
+func egressStats(name string, e *topology.End) (EgressStats, error) {
 	var s EgressStats
 	h, err := handleAt(NamespacePath(name, e.Node))
 	if err != nil {
@@ -421,7 +422,7 @@ func egressStats(name string, e *End) (EgressStats, error) {
 		return s, fmt.Errorf("qdiscs of %s: %w", e.Dev, err)
 	}
 	for _, q := range qs {
-		if q.Attrs().Handle == HTBRoot && q.Attrs().Statistics != nil {
+		if q.Attrs().Handle == topology.HTBRoot && q.Attrs().Statistics != nil {
 			st := q.Attrs().Statistics
 			s.QueueDrops = uint64(st.Queue.Drops)
 			s.BacklogBytes = uint64(st.Queue.Backlog)
@@ -430,15 +431,15 @@ func egressStats(name string, e *End) (EgressStats, error) {
 			s.SentPackets = uint64(st.Basic.Packets)
 		}
 	}
-	cs, err := h.ClassList(dev, HTBRoot)
+	cs, err := h.ClassList(dev, topology.HTBRoot)
 	if err != nil {
 		return s, fmt.Errorf("classes of %s: %w", e.Dev, err)
 	}
 	for _, c := range cs {
-		if hc, ok := c.(*netlink.HtbClass); ok && hc.Handle == HTBLink {
+		if hc, ok := c.(*netlink.HtbClass); ok && hc.Handle == topology.HTBLink {
 			s.RateBPS = hc.Rate * 8
 		}
-		if c.Attrs().Handle >= HTBFirstRes && c.Attrs().Handle&0xffff0000 == HTBRoot {
+		if c.Attrs().Handle >= topology.HTBFirstRes && c.Attrs().Handle&0xffff0000 == topology.HTBRoot {
 			s.ReservationClasses++
 		}
 	}
@@ -446,7 +447,7 @@ func egressStats(name string, e *End) (EgressStats, error) {
 }
 
 // setEgressRate rescales one link end's htb tree.
-func setEgressRate(name string, l *Link, e *End, rate uint64) error {
+func setEgressRate(name string, l *topology.Link, e *topology.End, rate uint64) error {
 	h, err := handleAt(NamespacePath(name, e.Node))
 	if err != nil {
 		return err
@@ -494,10 +495,10 @@ func Status(name string) (*StatusReport, error) {
 	for i := range t.Links {
 		l := &t.Links[i]
 		ls := LinkStatus{Name: l.Name, Role: l.Role, MTU: l.MTU, Reservable: l.Reservable}
-		for _, e := range []*End{&l.A, &l.B} {
+		for _, e := range []*topology.End{&l.A, &l.B} {
 			ls.Ends = append(ls.Ends, EndStatus{Node: e.Node, Device: e.Dev, IPv4: e.IPv4.String(), IPv6: e.IPv6.String()})
 		}
-		for _, d := range [][2]*End{{&l.A, &l.B}, {&l.B, &l.A}} {
+		for _, d := range [][2]*topology.End{{&l.A, &l.B}, {&l.B, &l.A}} {
 			ds := DirStatus{From: d[0].Node, To: d[1].Node, Device: d[0].Dev}
 			if ps, ok := stats[[2]string{l.Name, d[0].Node}]; ok {
 				p := ps.Params
@@ -538,13 +539,13 @@ func LinkSet(name, link string, c LinkChange) error {
 		}
 		return fmt.Errorf("testbed %s has no link %q (links: %s)", name, link, strings.Join(names, ", "))
 	}
-	ends := []*End{&l.A, &l.B}
+	ends := []*topology.End{&l.A, &l.B}
 	if c.From != "" {
 		e, ok := l.End(c.From)
 		if !ok {
 			return fmt.Errorf("link %s has no end at %q (its ends: %s, %s)", link, c.From, l.A.Node, l.B.Node)
 		}
-		ends = []*End{e}
+		ends = []*topology.End{e}
 	}
 	if c.Rate != nil {
 		if *c.Rate == 0 {

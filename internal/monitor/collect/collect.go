@@ -20,7 +20,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lightpath/lightpath/internal/monitor"
-	"github.com/lightpath/lightpath/internal/testbed"
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
 // Env is what collectors may use.
@@ -30,10 +30,10 @@ type Env struct {
 	// NetNS is the path of the network namespace to collect in (such as
 	// /run/netns/lp-two-site-ra); "" is the caller's own.
 	NetNS string
-	Topo  *testbed.Topology // may be nil
+	Topo  *topology.Topology // may be nil
 	// Topology, when set, is read at every round instead of Topo: an
 	// agent learns its topology from the controller after it starts.
-	Topology func() *testbed.Topology
+	Topology func() *topology.Topology
 	// Flows returns the flows of the live reservations on this node (set
 	// by the agent); it may be nil.
 	Flows func() []FlowMatch
@@ -41,7 +41,7 @@ type Env struct {
 }
 
 // topo returns the topology in force, or nil.
-func (e Env) topo() *testbed.Topology {
+func (e Env) topo() *topology.Topology {
 	if e.Topology != nil {
 		return e.Topology()
 	}
@@ -295,13 +295,13 @@ func (r *Registry) names() []string {
 
 // linkOfDev maps the node's link-end devices to their links, as the agent
 // does.
-func linkOfDev(t *testbed.Topology, node string) map[string]string {
+func linkOfDev(t *topology.Topology, node string) map[string]string {
 	m := map[string]string{}
 	if t == nil {
 		return m
 	}
 	for _, l := range t.Links {
-		for _, e := range []testbed.End{l.A, l.B} {
+		for _, e := range []topology.End{l.A, l.B} {
 			if e.Node == node {
 				m[e.Dev] = l.Name
 			}

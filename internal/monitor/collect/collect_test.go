@@ -21,6 +21,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/monitor"
 	"github.com/lightpath/lightpath/internal/testbed/emu"
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
 const procStat = `cpu  10132153 290696 3084719 46828483 16683 0 25195 0 175628 0
@@ -203,7 +204,7 @@ func TestTCPPoints(t *testing.T) {
 func TestPipePoints(t *testing.T) {
 	pipes := []emu.PipeStats{
 		{Link: "wan", From: "ra", To: "rb", BytesIn: 100, PacketsIn: 2, DropsLoss: 3, DropsDown: 4, QueuedBytes: 50,
-			Params: emu.Params{Delay: 20 * time.Millisecond, Loss: emu.Loss{Model: emu.LossRandom, Rate: 0.01}, Down: true}},
+			Params: emu.Params{Delay: 20 * time.Millisecond, Loss: topology.Loss{Model: topology.LossRandom, Rate: 0.01}, Down: true}},
 		{Link: "wan", From: "rb", To: "ra", BytesIn: 999},
 	}
 	got := map[string]float64{}

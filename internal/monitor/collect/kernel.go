@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/lightpath/lightpath/internal/monitor"
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
 // ErrNotImplemented is what the kernel collectors return where there is
@@ -85,17 +86,15 @@ func b2f(b bool) float64 {
 
 // ---- htb ----
 
-// dscpClassBase + DSCP is the minor of a reservation's htb class under 1:
-// (agent.ClassBase; package agent imports this one, so the value is
-// repeated here and a test checks the two agree).
-const dscpClassBase = 0x100
-
-// The testbed's own classes (testbed.HTBLink, testbed.HTBDefault).
+// The classes the htb collector names, by their minor under 1: (package
+// topology numbers them for the testbed and the agent alike).
 const (
-	classLink       = 1
-	classUnreserved = 2
-	htbRootMajor    = 1
-	maxDSCP         = 63
+	htbRootMajor    = topology.HTBRoot >> 16
+	classLink       = topology.HTBLink & 0xffff
+	classUnreserved = topology.HTBDefault & 0xffff
+)
+
+const (
 	htbKindLink     = "link"
 	htbKindDefault  = "unreserved"
 	htbKindReserved = "reservation"
@@ -144,9 +143,9 @@ func classLabels(dev, link string, c ClassStats) monitor.Labels {
 			kind = htbKindLink
 		case c.Minor == classUnreserved:
 			kind = htbKindDefault
-		case c.Minor >= dscpClassBase && c.Minor <= dscpClassBase+maxDSCP:
+		case c.Minor >= topology.ClassBase && c.Minor <= topology.ClassBase+topology.MaxDSCP:
 			kind = htbKindReserved
-			dscp = strconv.Itoa(int(c.Minor - dscpClassBase))
+			dscp = strconv.Itoa(int(c.Minor - topology.ClassBase))
 		}
 	}
 	return monitor.L("device", dev, "link", link, "class", fmt.Sprintf("%x:%x", c.Major, c.Minor), "kind", kind, "dscp", dscp)

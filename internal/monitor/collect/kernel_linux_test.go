@@ -19,7 +19,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/lightpath/lightpath/internal/monitor"
-	"github.com/lightpath/lightpath/internal/testbed"
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
 func skipUnlessRoot(t *testing.T) {
@@ -124,16 +124,16 @@ func veth(t *testing.T, a, b, devA, devB string, pa, pb netip.Prefix) {
 type pair struct {
 	a, b   string
 	pa, pb netip.Prefix
-	topo   *testbed.Topology
+	topo   *topology.Topology
 }
 
 func newPair(t *testing.T) *pair {
 	t.Helper()
 	p := &pair{a: newTestNS(t), b: newTestNS(t), pa: netip.MustParsePrefix("198.19.7.1/30"), pb: netip.MustParsePrefix("198.19.7.2/30")}
 	veth(t, p.a, p.b, "a0", "b0", p.pa, p.pb)
-	p.topo = &testbed.Topology{Links: []testbed.Link{{Name: "wan",
-		A: testbed.End{Node: "a", Dev: "a0", IPv4: p.pa},
-		B: testbed.End{Node: "b", Dev: "b0", IPv4: p.pb}}}}
+	p.topo = &topology.Topology{Links: []topology.Link{{Name: "wan",
+		A: topology.End{Node: "a", Dev: "a0", IPv4: p.pa},
+		B: topology.End{Node: "b", Dev: "b0", IPv4: p.pb}}}}
 	return p
 }
 

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/monitor"
-	"github.com/lightpath/lightpath/internal/testbed"
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
 // ProbePort is the port of every agent's probe responder: UDP echo for
@@ -257,13 +257,13 @@ type neighbour struct {
 }
 
 // neighbours lists node's peers across its links (IPv4 addresses).
-func neighbours(t *testbed.Topology, node string) []neighbour {
+func neighbours(t *topology.Topology, node string) []neighbour {
 	var out []neighbour
 	if t == nil {
 		return out
 	}
 	for _, l := range t.Links {
-		for _, p := range [][2]testbed.End{{l.A, l.B}, {l.B, l.A}} {
+		for _, p := range [][2]topology.End{{l.A, l.B}, {l.B, l.A}} {
 			if p[0].Node == node && p[0].IPv4.IsValid() && p[1].IPv4.IsValid() {
 				out = append(out, neighbour{link: l.Name, peer: p[1].Node, local: p[0].IPv4.Addr(), addr: p[1].IPv4.Addr()})
 			}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
 // newControlEmulator returns an emulator whose pipes have no devices (so
@@ -68,7 +70,7 @@ func TestControl(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 
-	p := Params{Delay: 25 * time.Millisecond, Jitter: time.Millisecond, Loss: Loss{Model: LossGilbertElliott, P: 0.01, R: 0.2, H: 0.5}}
+	p := Params{Delay: 25 * time.Millisecond, Jitter: time.Millisecond, Loss: topology.Loss{Model: topology.LossGilbertElliott, P: 0.01, R: 0.2, H: 0.5}}
 	if err := c.Set("wan", "rb", p); err != nil {
 		t.Fatal(err)
 	}
@@ -92,8 +94,8 @@ func TestControl(t *testing.T) {
 		{"nope", "", Params{}, `unknown link "nope"`},
 		{"wan", "h1", Params{}, `link "wan" has no direction from "h1"`},
 		{"wan", "", Params{Delay: -1}, "negative delay"},
-		{"wan", "", Params{Loss: Loss{Model: LossRandom, Rate: 1.5}}, "not a probability"},
-		{"wan", "", Params{Loss: Loss{Model: "netem"}}, `unknown loss model "netem"`},
+		{"wan", "", Params{Loss: topology.Loss{Model: topology.LossRandom, Rate: 1.5}}, "not a probability"},
+		{"wan", "", Params{Loss: topology.Loss{Model: "netem"}}, `unknown loss model "netem"`},
 		{"wan", "", Params{Delay: time.Hour}, "more than"},
 	} {
 		if err := c.Set(tc.link, tc.from, tc.p); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -153,7 +155,7 @@ func TestControlWire(t *testing.T) {
 }
 
 func TestParamsJSON(t *testing.T) {
-	p := Params{Delay: 20 * time.Millisecond, Jitter: 1500 * time.Microsecond, Reorder: true, Loss: Loss{Model: LossRandom, Rate: 0.01}, Down: true}
+	p := Params{Delay: 20 * time.Millisecond, Jitter: 1500 * time.Microsecond, Reorder: true, Loss: topology.Loss{Model: topology.LossRandom, Rate: 0.01}, Down: true}
 	b, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)

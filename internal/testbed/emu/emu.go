@@ -20,81 +20,27 @@
 // and TCP Small Queues does not bound it because TUN orphans its skbs),
 // and round-trip times grow by tens of milliseconds.
 //
-// This package does not import package testbed (testbed imports emu to run
-// the daemon), so it mirrors the few types it needs: Params and Loss.
+// The loss models are package topology's (topology.Loss); Params mirrors
+// topology.Params without Rate. This package does not import package
+// testbed, which imports it to run the daemon.
 package emu
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"time"
-)
 
-// Loss models, as in package testbed.
-const (
-	LossNone           = ""
-	LossRandom         = "random"          // Bernoulli: each segment lost with Rate
-	LossGilbertElliott = "gilbert-elliott" // two-state Markov chain, per segment
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
 // MaxDelay bounds Delay+Jitter: a longer delay line only buys memory
 // (the emulator holds every packet in flight) and is surely a typo.
 const MaxDelay = time.Minute
 
-// Loss is the loss model of one direction of a link; it mirrors
-// testbed.Loss. Probabilities apply per wire segment (one MTU-sized
-// packet), not per super-packet, so that a loss rate means on the testbed
-// what it means on a wire.
-type Loss struct {
-	Model string  `json:"model,omitempty"` // LossNone, LossRandom or LossGilbertElliott
-	Rate  float64 `json:"rate,omitempty"`  // LossRandom: probability that a segment is lost
-	// LossGilbertElliott, per segment: first the state moves (good→bad with
-	// P, bad→good with R), then the segment is lost with H in the bad
-	// state and K in the good one. The mean loss is (P·H + R·K) / (P + R).
-	P float64 `json:"p,omitempty"`
-	R float64 `json:"r,omitempty"`
-	H float64 `json:"h,omitempty"`
-	K float64 `json:"k,omitempty"`
-}
-
-// MeanLoss is a loss model's long-run loss fraction.
-func (l Loss) MeanLoss() float64 {
-	switch l.Model {
-	case LossRandom:
-		return l.Rate
-	case LossGilbertElliott:
-		if l.P+l.R == 0 {
-			return l.K
-		}
-		return (l.P*l.H + l.R*l.K) / (l.P + l.R)
-	}
-	return 0
-}
-
-// Validate says whether the model is known and its probabilities are
-// probabilities.
-func (l Loss) Validate() error {
-	switch l.Model {
-	case LossNone, LossRandom, LossGilbertElliott:
-	default:
-		return fmt.Errorf("unknown loss model %q", l.Model)
-	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"rate", l.Rate}, {"p", l.P}, {"r", l.R}, {"h", l.H}, {"k", l.K}} {
-		if math.IsNaN(f.v) || f.v < 0 || f.v > 1 {
-			return fmt.Errorf("loss %s %v: not a probability", f.name, f.v)
-		}
-	}
-	return nil
-}
-
 // Params are what the emulator applies to one direction of a link; they
-// mirror testbed.Params without Rate, which htb enforces.
+// mirror topology.Params without Rate, which htb enforces.
 //
 // In JSON, Delay and Jitter are Go duration strings ("20ms", "1.5ms");
 // numbers are accepted on input and mean nanoseconds. JSON field names
@@ -109,7 +55,7 @@ type Params struct {
 	// the previous packet's), as on a real path whose jitter comes from
 	// queues rather than from packets overtaking each other.
 	Reorder bool
-	Loss    Loss
+	Loss    topology.Loss
 	// Down drops every packet (counted in DropsDown) and turns the carrier
 	// of both TUN devices of the link off.
 	Down bool
@@ -131,11 +77,11 @@ func (p Params) Validate() error {
 
 // paramsJSON is Params on the wire.
 type paramsJSON struct {
-	Delay   jsonDuration `json:"delay"`
-	Jitter  jsonDuration `json:"jitter"`
-	Reorder bool         `json:"reorder,omitempty"`
-	Loss    Loss         `json:"loss"`
-	Down    bool         `json:"down,omitempty"`
+	Delay   jsonDuration  `json:"delay"`
+	Jitter  jsonDuration  `json:"jitter"`
+	Reorder bool          `json:"reorder,omitempty"`
+	Loss    topology.Loss `json:"loss"`
+	Down    bool          `json:"down,omitempty"`
 }
 
 // MarshalJSON writes durations as Go strings, readable by people who talk

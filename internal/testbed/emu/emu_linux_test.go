@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
 func TestTunLifecycle(t *testing.T) {
@@ -126,12 +128,12 @@ func TestTCP(t *testing.T) {
 		min, max float64 // fraction of segments lost
 	}{
 		{"clean", Params{}, 128 << 20, 0, 0},
-		{"random loss 1%", Params{Delay: time.Millisecond, Loss: Loss{Model: LossRandom, Rate: 0.01}}, 8 << 20, 0.003, 0.03},
+		{"random loss 1%", Params{Delay: time.Millisecond, Loss: topology.Loss{Model: topology.LossRandom, Rate: 0.01}}, 8 << 20, 0.003, 0.03},
 		// The chain moves per segment, not per unit of time: with a sticky
 		// bad state (R small, H 1) TCP's lone retransmissions keep being
 		// lost and its timer backs off for tens of seconds. Keep bursts
 		// short so the test stays short.
-		{"gilbert-elliott loss 1%", Params{Delay: time.Millisecond, Loss: Loss{Model: LossGilbertElliott, P: 0.01, R: 0.5, H: 0.5}}, 16 << 20, 0.003, 0.03},
+		{"gilbert-elliott loss 1%", Params{Delay: time.Millisecond, Loss: topology.Loss{Model: topology.LossGilbertElliott, P: 0.01, R: 0.5, H: 0.5}}, 16 << 20, 0.003, 0.03},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newTestLink(t, 1500, tc.params)

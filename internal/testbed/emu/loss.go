@@ -1,6 +1,10 @@
 package emu
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+
+	"github.com/lightpath/lightpath/internal/topology"
+)
 
 // lossState is the per-pipe state of the loss model. Only the pipe's
 // reader touches it, so it needs no lock.
@@ -15,14 +19,14 @@ func newLossState(seed1, seed2 uint64) *lossState {
 }
 
 // lose decides the fate of one wire segment under l.
-func (s *lossState) lose(l *Loss) bool {
+func (s *lossState) lose(l *topology.Loss) bool {
 	if l.Model != s.model {
 		s.model, s.bad = l.Model, false
 	}
 	switch l.Model {
-	case LossRandom:
+	case topology.LossRandom:
 		return l.Rate > 0 && s.rng.Float64() < l.Rate
-	case LossGilbertElliott:
+	case topology.LossGilbertElliott:
 		if s.bad {
 			if l.R > 0 && s.rng.Float64() < l.R {
 				s.bad = false
@@ -41,11 +45,11 @@ func (s *lossState) lose(l *Loss) bool {
 
 // lossy says whether l can lose anything, so the reader can skip the
 // per-segment draws on a clean link.
-func lossy(l *Loss) bool {
+func lossy(l *topology.Loss) bool {
 	switch l.Model {
-	case LossRandom:
+	case topology.LossRandom:
 		return l.Rate > 0
-	case LossGilbertElliott:
+	case topology.LossGilbertElliott:
 		return l.K > 0 || l.H > 0
 	}
 	return false

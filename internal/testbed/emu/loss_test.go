@@ -6,26 +6,28 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
 func TestLossModels(t *testing.T) {
 	const n = 2_000_000
 	for _, tc := range []struct {
 		name string
-		loss Loss
+		loss topology.Loss
 		mean float64
 		// burst: P(loss | previous lost) for Gilbert-Elliott, whose losses
 		// come in bursts; for random loss it is the mean again.
 		burst float64
 	}{
-		{"none", Loss{}, 0, 0},
-		{"random 1%", Loss{Model: LossRandom, Rate: 0.01}, 0.01, 0.01},
-		{"random 50%", Loss{Model: LossRandom, Rate: 0.5}, 0.5, 0.5},
-		{"random all", Loss{Model: LossRandom, Rate: 1}, 1, 1},
+		{"none", topology.Loss{}, 0, 0},
+		{"random 1%", topology.Loss{Model: topology.LossRandom, Rate: 0.01}, 0.01, 0.01},
+		{"random 50%", topology.Loss{Model: topology.LossRandom, Rate: 0.5}, 0.5, 0.5},
+		{"random all", topology.Loss{Model: topology.LossRandom, Rate: 1}, 1, 1},
 		// π_bad = P/(P+R) = 1/11; mean = (P·H + R·K)/(P+R).
-		{"gilbert-elliott", Loss{Model: LossGilbertElliott, P: 0.01, R: 0.1, H: 0.5, K: 0.001}, (0.01*0.5 + 0.1*0.001) / 0.11, 0},
+		{"gilbert-elliott", topology.Loss{Model: topology.LossGilbertElliott, P: 0.01, R: 0.1, H: 0.5, K: 0.001}, (0.01*0.5 + 0.1*0.001) / 0.11, 0},
 		// Gilbert: K=0, H=1. A loss means bad; the next is lost if it stays bad.
-		{"gilbert", Loss{Model: LossGilbertElliott, P: 0.002, R: 0.25, H: 1}, 0.002 / 0.252, 0.75},
+		{"gilbert", topology.Loss{Model: topology.LossGilbertElliott, P: 0.002, R: 0.25, H: 1}, 0.002 / 0.252, 0.75},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newLossState(1, 2)
@@ -62,12 +64,12 @@ func TestLossModels(t *testing.T) {
 
 func TestLossModelChangeStartsGood(t *testing.T) {
 	s := newLossState(3, 4)
-	stuck := Loss{Model: LossGilbertElliott, P: 1, R: 0, H: 1}
+	stuck := topology.Loss{Model: topology.LossGilbertElliott, P: 1, R: 0, H: 1}
 	if !s.lose(&stuck) || !s.bad {
 		t.Fatal("P=1 H=1 did not lose")
 	}
-	s.lose(&Loss{Model: LossRandom, Rate: 0})
-	if s.lose(&Loss{Model: LossGilbertElliott, P: 0, R: 0, H: 1}) {
+	s.lose(&topology.Loss{Model: topology.LossRandom, Rate: 0})
+	if s.lose(&topology.Loss{Model: topology.LossGilbertElliott, P: 0, R: 0, H: 1}) {
 		t.Error("a new Gilbert-Elliott model started in the bad state")
 	}
 }
@@ -125,7 +127,7 @@ func TestProcessSplitsLossySuperPackets(t *testing.T) {
 	p := newPipe(PipeSpec{Link: "l", From: "a", To: "b"}, nil, nil, slog.New(slog.DiscardHandler))
 	tc := gsoCase{payload: 45*1448 - 100, mss: 1448, tcpOpts: 12, flags: 0x18, seq: 4242}
 	pkt := buildGSO(tc)
-	params := &Params{Delay: time.Millisecond, Loss: Loss{Model: LossRandom, Rate: 0.3}}
+	params := &Params{Delay: time.Millisecond, Loss: topology.Loss{Model: topology.LossRandom, Rate: 0.3}}
 	var out []packet
 	var kill []bool
 	segs := 0

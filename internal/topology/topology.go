@@ -1,18 +1,23 @@
-// Package testbed builds emulated wide-area sites on one Linux host: a
-// network namespace per node, TUN devices for the two ends of each link,
-// an htb tree on every egress device for the link's rate, and a user-space
-// emulator daemon (package emu) for delay, jitter and loss.
+// Package topology is the model of an emulated or real wide-area network:
+// sites, nodes, links, their addresses and device names, the static routes
+// of every node, the loss models of links, and the numbering of the kernel
+// objects built from it (the testbed's htb tree, and the classes, filters,
+// marks, rules and routing tables the agent adds for reservations).
 //
-// This file holds the model every part shares: a parsed and resolved
-// topology. Parsing and resolution are pure (topology.go, resolve.go); the
-// kernel side lives in the _linux.go files.
-package testbed
+// Parse turns a topology file (docs/testbed.md, "The topology file") into
+// a validated and resolved Topology: every default filled in and every
+// address, device name and route computed, so that the testbed, the
+// emulator, the controller, the agent and the collectors only read it.
+// The package is pure: it does no I/O besides Load reading the file it is
+// given, and it knows nothing of namespaces, netlink or nftables, which is
+// why the controller can import it without linking the kernel side.
+package topology
 
 import (
+	"fmt"
+	"math"
 	"net/netip"
 	"time"
-
-	"github.com/lightpath/lightpath/internal/testbed/emu"
 )
 
 // Roles of nodes and links.
@@ -24,11 +29,11 @@ const (
 	LinkDedicated = "dedicated"
 )
 
-// Loss models: those of the emulator, which applies them.
+// Loss models. The emulator applies them, per wire segment.
 const (
-	LossNone           = emu.LossNone
-	LossRandom         = emu.LossRandom         // Bernoulli: each segment lost with Rate
-	LossGilbertElliott = emu.LossGilbertElliott // two-state Markov chain, per segment
+	LossNone           = ""
+	LossRandom         = "random"          // Bernoulli: each segment lost with Rate
+	LossGilbertElliott = "gilbert-elliott" // two-state Markov chain, per segment
 )
 
 // Topology is a parsed, validated and resolved topology file: every
@@ -67,11 +72,54 @@ type Node struct {
 	Line int
 }
 
-// Loss is a link direction's loss model, the emulator's own: Model is
-// LossNone, LossRandom (each segment lost with probability Rate) or
-// LossGilbertElliott (P = P(good→bad) and R = P(bad→good) per segment, H
-// the loss probability in the bad state, K in the good one).
-type Loss = emu.Loss
+// Loss is the loss model of one direction of a link. Probabilities apply
+// per wire segment (one MTU-sized packet), not per offload super-packet,
+// so that a loss rate means on the testbed what it means on a wire. The
+// JSON form is that of the emulator's control socket.
+type Loss struct {
+	Model string  `json:"model,omitempty"` // LossNone, LossRandom or LossGilbertElliott
+	Rate  float64 `json:"rate,omitempty"`  // LossRandom: probability that a segment is lost
+	// LossGilbertElliott, per segment: first the state moves (good→bad with
+	// P, bad→good with R), then the segment is lost with H in the bad
+	// state and K in the good one. The mean loss is (P·H + R·K) / (P + R).
+	P float64 `json:"p,omitempty"`
+	R float64 `json:"r,omitempty"`
+	H float64 `json:"h,omitempty"`
+	K float64 `json:"k,omitempty"`
+}
+
+// MeanLoss is a loss model's long-run loss fraction.
+func (l Loss) MeanLoss() float64 {
+	switch l.Model {
+	case LossRandom:
+		return l.Rate
+	case LossGilbertElliott:
+		if l.P+l.R == 0 {
+			return l.K
+		}
+		return (l.P*l.H + l.R*l.K) / (l.P + l.R)
+	}
+	return 0
+}
+
+// Validate says whether the model is known and its probabilities are
+// probabilities.
+func (l Loss) Validate() error {
+	switch l.Model {
+	case LossNone, LossRandom, LossGilbertElliott:
+	default:
+		return fmt.Errorf("unknown loss model %q", l.Model)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"rate", l.Rate}, {"p", l.P}, {"r", l.R}, {"h", l.H}, {"k", l.K}} {
+		if math.IsNaN(f.v) || f.v < 0 || f.v > 1 {
+			return fmt.Errorf("loss %s %v: not a probability", f.name, f.v)
+		}
+	}
+	return nil
+}
 
 // Params are what the emulator applies to one direction of a link, and
 // what `link set` changes.

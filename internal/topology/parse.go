@@ -1,4 +1,4 @@
-package testbed
+package topology
 
 // Parsing and validation of the topology file. The format is documented in
 // docs/testbed.md ("The topology file"); keep the two in step.

@@ -1,4 +1,4 @@
-package testbed
+package topology
 
 // Resolution: cross-references between entries, then every value the file
 // may leave out (indexes, addresses, device names, queues). The scheme is

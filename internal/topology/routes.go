@@ -1,4 +1,4 @@
-package testbed
+package topology
 
 // Route computation. One rule decides every path the file does not give,
 // so that the static routes installed in the namespaces, Path, and the
