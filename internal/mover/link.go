@@ -75,10 +75,10 @@ func newDataConn(c net.Conn, r io.Reader) *dataConn {
 const lowatMaxRTT = time.Millisecond
 
 // setLowat asks the transport not to wake this stream's reader until n
-// bytes are queued (SO_RCVLOWAT). The reader only ever asks for bytes the sender
-// is bound to send (the rest of a header or of a block), so it never waits
-// for bytes that will not come; and where it waits it wakes once per chunk
-// instead of once per segment: memory to memory, 33 became 50 Gbit/s.
+// bytes are queued (SO_RCVLOWAT). The reader only ever asks for bytes the
+// sender is bound to send (the rest of a header or of a block), so it never
+// waits for bytes that will not come; and where it waits it wakes once per
+// chunk instead of once per segment: memory to memory, 33 became 50 Gbit/s.
 func (d *dataConn) setLowat(n int) {
 	if d.lowater == nil || n == d.lowat {
 		return

@@ -35,10 +35,12 @@ type Transport interface {
 	// congestion control, an out-of-range DSCP, an option this platform
 	// lacks); such errors say which option failed and why.
 	Dial(ctx context.Context, addr string, o Options) (Conn, error)
-	// Listen accepts streams on addr; o applies to every stream accepted.
-	// Every net.Conn the listener's Accept returns is a Conn. Closing the
-	// listener makes a blocked Accept return an error and leaves accepted
-	// streams open.
+	// Listen accepts streams on addr. o is set on the listener: accepted
+	// streams start with what of it the transport carries over (TCP: the
+	// buffer sizes and the kernel's inherited socket options) and are tuned
+	// further with Tune. Every net.Conn the listener's Accept returns is a
+	// Conn. Closing the listener makes a blocked Accept return an error and
+	// leaves accepted streams open.
 	Listen(ctx context.Context, addr string, o Options) (net.Listener, error)
 }
 
