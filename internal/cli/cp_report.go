@@ -112,7 +112,7 @@ func streamStates(p *mover.Progress) []transfer.Stream {
 	var out []transfer.Stream
 	for _, in := range p.Streams() {
 		out = append(out, transfer.Stream{RTTSeconds: in.RTT.Seconds(), MinRTTSeconds: in.MinRTT.Seconds(), Cwnd: in.Cwnd,
-			Retransmits: in.TotalRetrans, PacingBps: float64(in.PacingRate) * 8, DeliveryBps: float64(in.DeliveryRate) * 8, BytesAcked: in.BytesAcked})
+			Retransmits: in.Retransmits, PacingBps: float64(in.PacingRate) * 8, DeliveryBps: float64(in.DeliveryRate) * 8, BytesAcked: in.BytesAcked})
 	}
 	return out
 }

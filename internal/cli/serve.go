@@ -96,7 +96,7 @@ client address holds at most --max-sessions-per-client sessions at once.`,
 				return fmt.Errorf("serve: %w", err)
 			}
 			defer srv.Close()
-			ln, err := transport.Listen(cmd.Context(), listen, transport.Options{DSCP: -1})
+			ln, err := transport.TCP.Listen(cmd.Context(), listen, transport.Options{DSCP: -1})
 			if err != nil {
 				return fmt.Errorf("serve: listen: %w", err)
 			}

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lightpath/lightpath/internal/transport"
 	"github.com/lightpath/lightpath/internal/wire"
 )
 
@@ -38,7 +37,7 @@ var benchSource = sync.OnceValues(func() (*os.File, error) {
 func benchSend(d *dataConn, until time.Time) error {
 	var src *os.File
 	var buf []byte
-	if d.sendfile {
+	if d.files != nil {
 		src, _ = benchSource()
 	}
 	if src == nil {
@@ -50,7 +49,7 @@ func benchSend(d *dataConn, until time.Time) error {
 		var n int64
 		var err error
 		if buf == nil {
-			n, err = transport.SendFile(d.tcp, src, 0, benchBuffer)
+			n, err = d.files.SendFile(src, 0, benchBuffer)
 		} else {
 			var k int
 			k, err = d.conn.Write(buf)

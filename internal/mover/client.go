@@ -37,6 +37,8 @@ type ClientConfig struct {
 	Streams   int
 	BlockSize int64
 	Stall     time.Duration
+	// Transport carries the session's connections; nil means TCP.
+	Transport transport.Transport
 }
 
 func (c *ClientConfig) options(streams int) transport.Options {
@@ -45,7 +47,11 @@ func (c *ClientConfig) options(streams int) transport.Options {
 
 func (c *ClientConfig) dial(ctx context.Context, kind wire.Kind, streams int) (net.Conn, *wire.Reader, [wire.NonceSize]byte, [wire.NonceSize]byte, error) {
 	var cn, sn [wire.NonceSize]byte
-	tc, err := transport.Dial(ctx, c.Addr, c.options(streams))
+	tr := c.Transport
+	if tr == nil {
+		tr = transport.TCP
+	}
+	tc, err := tr.Dial(ctx, c.Addr, c.options(streams))
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		return nil, nil, cn, sn, fmt.Errorf("connect to %s: %w: is `lightpath serve` running there?", c.Addr, syscall.ECONNREFUSED)
 	}
@@ -87,8 +93,8 @@ func (c *ClientConfig) connect(ctx context.Context, req func(streams int) wire.M
 	streams := c.Streams
 	if streams <= 0 {
 		streams = ChooseStreams(conn, c.Tuning.Rate)
-		if tc := underlyingTCP(conn); tc != nil {
-			transport.Apply(tc, c.options(streams))
+		if st := transport.StreamOf(conn); st != nil {
+			st.Tune(c.options(streams))
 		}
 	}
 	w := wire.NewWriter(conn)
@@ -168,11 +174,11 @@ func (c *ClientConfig) connect(ctx context.Context, req func(streams int) wire.M
 // does not stall the transfer.
 func ChooseStreams(c net.Conn, rate uint64) int {
 	const lowRTT = 4 // a LAN or loopback: CPU, not the window, limits; 4 keeps both cores busy
-	tc := underlyingTCP(c)
-	if tc == nil {
+	st := transport.StreamOf(c)
+	if st == nil {
 		return 4
 	}
-	info, err := transport.GetInfo(tc)
+	info, err := st.Stats()
 	if err != nil || info.RTT <= 0 {
 		return 4
 	}

@@ -6,9 +6,9 @@
 package mover
 
 import (
-	"crypto/tls"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,67 +23,67 @@ const DefaultBlockSize = 4 << 20
 
 // dataConn is one data stream.
 type dataConn struct {
-	conn net.Conn     // what to read and write (TLS or TCP)
-	tcp  *net.TCPConn // the socket under it, for TCP_INFO and sendfile
-	r    io.Reader    // buffered reader holding anything read past the join
-	tls  bool
-	// sendfile says whether large blocks go by sendfile(2). Not under TLS,
-	// and not to a loopback peer: there the receiver's copy out of the
-	// sender's page-cache pages costs more than the sender's copy it saves
-	// (measured: 2 GiB tmpfs to tmpfs at 11 against 12.5 Gbit/s, and
-	// memory to memory at 14 against 31 Gbit/s with BBR).
-	sendfile bool
-	sent     atomic.Int64 // payload bytes written
-	lowat    int          // the SO_RCVLOWAT in force
-	// useLowat says whether SO_RCVLOWAT may be used: only where the round
-	// trip is short. Setting the mark while the receive buffer is still
-	// small makes the kernel clamp the advertised window to the mark
-	// (tcp_set_rcvlowat sets window_clamp), and over a long path a
-	// 256 KiB window is a few MB/s: measured over 50 ms, copies crawled at
-	// 4 MiB/s for up to 10 s before autotuning grew out of it.
-	useLowat bool
+	conn   net.Conn       // what to read and write (TLS or the stream itself)
+	stream transport.Conn // the stream under it, for statistics; nil if none
+	r      io.Reader      // buffered reader holding anything read past the join
+	// files sends large blocks without a copy (sendfile(2) on TCP); nil
+	// where the stream cannot, under TLS, and to a loopback peer: there the
+	// receiver's copy out of the sender's page-cache pages costs more than
+	// the sender's copy it saves (measured: 2 GiB tmpfs to tmpfs at 11
+	// against 12.5 Gbit/s, and memory to memory at 14 against 31 Gbit/s
+	// with BBR).
+	files transport.FileSender
+	sent  atomic.Int64 // payload bytes written
+	lowat int          // the read low-water mark in force
+	// lowater sets the read low-water mark (SO_RCVLOWAT on TCP); nil where
+	// the stream cannot or must not: only where the round trip is short.
+	// Setting the mark while the receive buffer is still small makes the
+	// kernel clamp the advertised window to the mark (tcp_set_rcvlowat sets
+	// window_clamp), and over a long path a 256 KiB window is a few MB/s:
+	// measured over 50 ms, copies crawled at 4 MiB/s for up to 10 s before
+	// autotuning grew out of it.
+	lowater transport.ReadLowater
 }
 
 func newDataConn(c net.Conn, r io.Reader) *dataConn {
-	d := &dataConn{conn: c, r: r}
-	switch t := c.(type) {
-	case *net.TCPConn:
-		d.tcp = t
-	case *tls.Conn:
-		d.tls = true
-		if tc, ok := t.NetConn().(*net.TCPConn); ok {
-			d.tcp = tc
-		}
-	}
+	d := &dataConn{conn: c, r: r, stream: transport.StreamOf(c)}
 	if d.r == nil {
 		d.r = c
 	}
-	d.sendfile = d.tcp != nil && !d.tls && !isLoopback(c.RemoteAddr())
-	if d.tcp != nil && !d.tls {
-		// The handshake has given the kernel a first RTT sample.
-		info, err := transport.GetInfo(d.tcp)
-		d.useLowat = err == nil && info.RTT > 0 && info.RTT < lowatMaxRTT
+	// A layer above the stream (TLS) must see every byte: no zero copy, and
+	// no low-water mark on bytes it reads in records of its own.
+	_, layered := c.(interface{ NetConn() net.Conn })
+	if d.stream == nil || layered {
+		return d
+	}
+	if fs, ok := d.stream.(transport.FileSender); ok && !isLoopback(c.RemoteAddr()) {
+		d.files = fs
+	}
+	if lw, ok := d.stream.(transport.ReadLowater); ok {
+		// The handshake has given the transport a first RTT sample.
+		st, err := d.stream.Stats()
+		if err == nil && st.RTT > 0 && st.RTT < lowatMaxRTT {
+			d.lowater = lw
+		}
 	}
 	return d
 }
 
-// lowatMaxRTT is the longest round trip over which a stream uses
-// SO_RCVLOWAT: there even a window clamped to one chunk (256 KiB) carries
+// lowatMaxRTT is the longest round trip over which a stream uses a read
+// low-water mark: there even a window clamped to one chunk (256 KiB) carries
 // 2 GB/s.
 const lowatMaxRTT = time.Millisecond
 
-// setLowat asks the kernel not to wake this stream's reader until n bytes
-// are queued (SO_RCVLOWAT). The reader only ever asks for bytes the sender
-// is bound to send (the rest of a header or of a block), so it never waits
-// for bytes that will not come; and where it waits it wakes once per chunk
-// instead of once per segment: memory to memory, 33 became 50 Gbit/s.
+// setLowat asks the transport not to wake this stream's reader until n
+// bytes are queued (SO_RCVLOWAT). The reader only ever asks for bytes the
+// sender is bound to send (the rest of a header or of a block), so it never
+// waits for bytes that will not come; and where it waits it wakes once per
+// chunk instead of once per segment: memory to memory, 33 became 50 Gbit/s.
 func (d *dataConn) setLowat(n int) {
-	if !d.useLowat || n == d.lowat {
+	if d.lowater == nil || n == d.lowat {
 		return
 	}
-	if rc, err := d.tcp.SyscallConn(); err == nil {
-		rc.Control(func(fd uintptr) { setRcvLowat(int(fd), n) })
-	}
+	d.lowater.SetReadLowat(n)
 	d.lowat = n
 }
 
@@ -98,26 +98,26 @@ func (d *dataConn) expect(n int) {
 }
 
 func isLoopback(a net.Addr) bool {
-	t, ok := a.(*net.TCPAddr)
-	return ok && t.IP.IsLoopback()
+	ap, err := netip.ParseAddrPort(a.String())
+	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
 
 func (d *dataConn) stats() wire.StreamStats {
 	s := wire.StreamStats{Bytes: d.sent.Load()}
-	if d.tcp == nil {
+	if d.stream == nil {
 		return s
 	}
-	info, err := transport.GetInfo(d.tcp)
+	info, err := d.stream.Stats()
 	if err != nil {
 		return s
 	}
 	s.RTT = int64(info.RTT)
 	s.RTTVar = int64(info.RTTVar)
 	s.Cwnd = info.Cwnd
-	s.Retrans = info.TotalRetrans
+	s.Retrans = info.Retransmits
 	s.BusyTime = int64(info.BusyTime)
-	s.RwndLimited = int64(info.RwndLimited)
-	s.SndbufLimited = int64(info.SndbufLimited)
+	s.RwndLimited = int64(info.ReceiverLimited)
+	s.SndbufLimited = int64(info.SenderLimited)
 	s.PacingRate = info.PacingRate
 	s.DeliveryRate = info.DeliveryRate
 	return s
@@ -241,35 +241,35 @@ type Progress struct {
 	BytesSkipped atomic.Int64 // bytes already at the destination (resumed or skipped)
 	BytesHoles   atomic.Int64 // holes of sparse files, recreated without sending
 
-	// tcps are the session's data sockets, for Streams.
-	tcps atomic.Pointer[[]*net.TCPConn]
+	// streams are the session's data streams, for Streams.
+	streams atomic.Pointer[[]transport.Conn]
 }
 
-// setStreams records the session's data sockets.
+// setStreams records the session's data streams.
 func (p *Progress) setStreams(l *link) {
 	if p == nil {
 		return
 	}
-	var tcps []*net.TCPConn
+	var streams []transport.Conn
 	for _, d := range l.data {
-		if d.tcp != nil {
-			tcps = append(tcps, d.tcp)
+		if d.stream != nil {
+			streams = append(streams, d.stream)
 		}
 	}
-	p.tcps.Store(&tcps)
+	p.streams.Store(&streams)
 }
 
-// Streams reads the TCP state (TCP_INFO) of each data connection of the
-// session under way: nil before it connects, or where the kernel cannot
-// say. A connection already closed is left out.
-func (p *Progress) Streams() []transport.Info {
-	tcps := p.tcps.Load()
-	if tcps == nil {
+// Streams reads the statistics of each data stream of the session under
+// way: nil before it connects, or where the transport cannot say. A
+// stream already closed is left out.
+func (p *Progress) Streams() []transport.Stats {
+	streams := p.streams.Load()
+	if streams == nil {
 		return nil
 	}
-	out := make([]transport.Info, 0, len(*tcps))
-	for _, c := range *tcps {
-		if in, err := transport.GetInfo(c); err == nil {
+	out := make([]transport.Stats, 0, len(*streams))
+	for _, c := range *streams {
+		if in, err := c.Stats(); err == nil {
 			out = append(out, in)
 		}
 	}

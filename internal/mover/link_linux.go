@@ -8,8 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func setRcvLowat(fd, n int) { unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT, n) }
-
 // punchHole deallocates a range of a file, keeping its size.
 func punchHole(f *os.File, off, n int64) error {
 	return unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)

@@ -7,8 +7,6 @@ import (
 	"os"
 )
 
-func setRcvLowat(fd, n int) {}
-
 func punchHole(f *os.File, off, n int64) error { return errors.ErrUnsupported }
 
 func memFile(name string) (*os.File, error) { return nil, errors.ErrUnsupported }

@@ -182,7 +182,7 @@ type dirMeta struct {
 // RecvResult is the receiver's account of a session.
 type RecvResult struct {
 	Local  wire.Stats
-	Remote wire.Stats // the sender's account (its streams' TCP_INFO)
+	Remote wire.Stats // the sender's account (its streams' transport statistics)
 	Errors []string   // sources the sender could not read
 }
 

@@ -14,7 +14,8 @@ type Bottleneck struct {
 }
 
 // Judge tells what limited a transfer from both sides' accounts: the
-// sender's TCP_INFO limited-time counters (receive window, send buffer),
+// sender's streams' limited times (how long the receiver's window and the
+// sender's own buffer held each back, as the transport measures them),
 // and how long each side waited on its disk and on the network. rate is the
 // requested cap (0 for none) and achieved the measured throughput, in bits/s.
 func Judge(snd, rcv wire.Stats, rate, achieved float64) Bottleneck {

@@ -18,7 +18,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lightpath/lightpath/internal/checksum"
-	"github.com/lightpath/lightpath/internal/transport"
 	"github.com/lightpath/lightpath/internal/wire"
 )
 
@@ -190,7 +189,7 @@ type sender struct {
 
 // SendResult is the sender's account of a session.
 type SendResult struct {
-	Local  wire.Stats // this end (the streams' TCP_INFO)
+	Local  wire.Stats // this end (the streams' transport statistics)
 	Remote wire.Stats // the receiver's account
 	Errors []string   // sources that could not be read
 }
@@ -833,7 +832,7 @@ func (s *sender) sendBlock(d *dataConn, j job, buf []byte) error {
 		if f.adlers != nil {
 			ad = adlerZeros(n)
 		}
-	case n <= smallBlock || !d.sendfile:
+	case n <= smallBlock || d.files == nil:
 		p := buf[wire.BlockHeaderSize : wire.BlockHeaderSize+int(n)]
 		if _, err := fd.ReadAt(p, off); err != nil {
 			s.abort(f, fmt.Sprintf("read: %v", err))
@@ -871,7 +870,7 @@ func (s *sender) sendBlock(d *dataConn, j job, buf []byte) error {
 	switch {
 	case hole:
 		_, err = d.conn.Write(buf[:wire.BlockHeaderSize])
-	case n <= smallBlock || !d.sendfile:
+	case n <= smallBlock || d.files == nil:
 		_, err = d.conn.Write(buf[:wire.BlockHeaderSize+int(n)])
 	default:
 		if _, err = d.conn.Write(buf[:wire.BlockHeaderSize]); err == nil {
@@ -910,7 +909,7 @@ func (s *sender) sendBlock(d *dataConn, j job, buf []byte) error {
 	return nil
 }
 
-// sendFileDeadline sends with sendfile in slices, re-arming the stall
+// sendFileDeadline sends without a copy (sendfile) in slices, re-arming the stall
 // deadline as each slice goes, so a slow but moving link is not cut off.
 func sendFileDeadline(l *link, d *dataConn, fd *os.File, off, n int64) (int64, error) {
 	const slice = 256 << 10
@@ -918,7 +917,7 @@ func sendFileDeadline(l *link, d *dataConn, fd *os.File, off, n int64) (int64, e
 	for done < n {
 		k := min(slice, n-done)
 		l.deadline(d.conn, true)
-		w, err := transport.SendFile(d.tcp, fd, off+done, k)
+		w, err := d.files.SendFile(fd, off+done, k)
 		done += w
 		if err != nil {
 			return done, err

@@ -184,7 +184,10 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 	peer := c.RemoteAddr().String()
 	log := s.log.With("peer", peer)
 	c.SetDeadline(time.Now().Add(s.cfg.IdleTimeout))
-	tcp, _ := c.(*net.TCPConn)
+	st := transport.StreamOf(c) // a plain listener's connection becomes a stream
+	if st != nil {
+		c = st
+	}
 	if s.cfg.TLS != nil {
 		tc := tls.Server(c, s.cfg.TLS)
 		if err := tc.HandshakeContext(ctx); err != nil {
@@ -204,7 +207,7 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 	case wire.KindData:
 		s.handleJoin(c, r, h, sn, log)
 	case wire.KindControl:
-		s.handleControl(ctx, c, tcp, r, h, sn, log)
+		s.handleControl(ctx, c, st, r, h, sn, log)
 	}
 }
 
@@ -231,8 +234,8 @@ func (s *Server) handleJoin(c net.Conn, r *wire.Reader, h wire.Hello, sn [wire.N
 		c.Close()
 		return
 	}
-	if tc := underlyingTCP(c); tc != nil {
-		if err := transport.Apply(tc, tuningOptions(ss.tuning, ss.streams)); err != nil {
+	if st := transport.StreamOf(c); st != nil {
+		if err := st.Tune(tuningOptions(ss.tuning, ss.streams)); err != nil {
 			log.Warn("tune data connection", "err", err)
 		}
 	}
@@ -253,17 +256,6 @@ func (s *Server) handleJoin(c net.Conn, r *wire.Reader, h wire.Hello, sn [wire.N
 	}
 }
 
-func underlyingTCP(c net.Conn) *net.TCPConn {
-	switch t := c.(type) {
-	case *net.TCPConn:
-		return t
-	case *tls.Conn:
-		tc, _ := t.NetConn().(*net.TCPConn)
-		return tc
-	}
-	return nil
-}
-
 // tuningOptions turns a session's tuning into per-socket options: the rate
 // is shared among the streams.
 func tuningOptions(t wire.Tuning, streams int) transport.Options {
@@ -274,7 +266,7 @@ func tuningOptions(t wire.Tuning, streams int) transport.Options {
 	return o
 }
 
-func (s *Server) handleControl(ctx context.Context, c net.Conn, tcp *net.TCPConn, r *wire.Reader, h wire.Hello, sn [wire.NonceSize]byte, log *slog.Logger) {
+func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Conn, r *wire.Reader, h wire.Hello, sn [wire.NonceSize]byte, log *slog.Logger) {
 	defer c.Close()
 	m, err := r.Read()
 	if err != nil {
@@ -304,8 +296,8 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, tcp *net.TCPConn
 		log.Info("connection dropped", "reason", "expected a request, got "+m.Type().String())
 		return
 	}
-	if tcp != nil {
-		if err := transport.Apply(tcp, tuningOptions(tuning, streams)); err != nil {
+	if st != nil {
+		if err := st.Tune(tuningOptions(tuning, streams)); err != nil {
 			sendError(c, wire.CodeRefused, err.Error())
 			log.Info("request refused", "op", op, "reason", err.Error())
 			return

@@ -74,8 +74,6 @@ func control(c syscall.RawConn, network, peer string, o Options) error {
 	return serr
 }
 
-func applyAfterConnect(c *net.TCPConn, o Options) error { return nil }
-
 var (
 	ccOnce  sync.Once
 	ccAvail []string
@@ -119,37 +117,62 @@ func CurrentCC(c syscall.Conn) (string, error) {
 	return strings.TrimRight(name, "\x00"), gerr
 }
 
-func getInfo(fd int) (Info, error) {
+// tcpInfo reads a socket's TCP_INFO as a stream's statistics.
+func tcpInfo(fd int) (Stats, error) {
 	ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
 	if err != nil {
-		return Info{}, fmt.Errorf("read TCP_INFO: %w", err)
+		return Stats{}, fmt.Errorf("read TCP_INFO: %w", err)
 	}
 	us := func(v uint64) time.Duration { return time.Duration(v) * time.Microsecond }
-	return Info{
-		RTT:           us(uint64(ti.Rtt)),
-		RTTVar:        us(uint64(ti.Rttvar)),
-		MinRTT:        us(uint64(ti.Min_rtt)),
-		Cwnd:          ti.Snd_cwnd,
-		MSS:           ti.Snd_mss,
-		TotalRetrans:  ti.Total_retrans,
-		BytesSent:     ti.Bytes_sent,
-		BytesRetrans:  ti.Bytes_retrans,
-		BytesAcked:    ti.Bytes_acked,
-		BytesReceived: ti.Bytes_received,
-		PacingRate:    ti.Pacing_rate,
-		DeliveryRate:  ti.Delivery_rate,
-		BusyTime:      us(ti.Busy_time),
-		RwndLimited:   us(ti.Rwnd_limited),
-		SndbufLimited: us(ti.Sndbuf_limited),
-		NotSent:       ti.Notsent_bytes,
+	return Stats{
+		RTT:             us(uint64(ti.Rtt)),
+		RTTVar:          us(uint64(ti.Rttvar)),
+		MinRTT:          us(uint64(ti.Min_rtt)),
+		Cwnd:            ti.Snd_cwnd,
+		MSS:             ti.Snd_mss,
+		Retransmits:     ti.Total_retrans,
+		BytesSent:       ti.Bytes_sent,
+		BytesRetrans:    ti.Bytes_retrans,
+		BytesAcked:      ti.Bytes_acked,
+		BytesReceived:   ti.Bytes_received,
+		PacingRate:      ti.Pacing_rate,
+		DeliveryRate:    ti.Delivery_rate,
+		NotSent:         ti.Notsent_bytes,
+		BusyTime:        us(ti.Busy_time),
+		ReceiverLimited: us(ti.Rwnd_limited),
+		SenderLimited:   us(ti.Sndbuf_limited),
 	}, nil
 }
 
-// SendFile writes n bytes of f starting at off to c with sendfile(2): the
+// linuxTCP is a TCP stream with Linux's capabilities: sendfile(2) and
+// SO_RCVLOWAT.
+type linuxTCP struct{ tcpConn }
+
+func wrapTCP(c *net.TCPConn) Conn { return &linuxTCP{tcpConn{c}} }
+
+func (c *linuxTCP) SendFile(f *os.File, off, n int64) (int64, error) {
+	return sendFile(c.TCPConn, f, off, n)
+}
+
+func (c *linuxTCP) SetReadLowat(n int) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = wrapOpt("SO_RCVLOWAT", unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, n))
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// sendFile writes n bytes of f starting at off to c with sendfile(2): the
 // pages go from the page cache to the socket without a copy through user
 // space. It blocks (through the runtime's poller) until all n are written
 // or an error occurs, and honours c's write deadline.
-func SendFile(c *net.TCPConn, f *os.File, off, n int64) (int64, error) {
+func sendFile(c *net.TCPConn, f *os.File, off, n int64) (int64, error) {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return 0, err

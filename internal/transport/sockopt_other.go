@@ -4,7 +4,6 @@ package transport
 
 import (
 	"net"
-	"os"
 	"syscall"
 )
 
@@ -15,8 +14,6 @@ func control(c syscall.RawConn, network, peer string, o Options) error {
 	return nil
 }
 
-func applyAfterConnect(c *net.TCPConn, o Options) error { return nil }
-
 // AvailableCC lists the congestion controls this kernel offers.
 func AvailableCC() []string { return nil }
 
@@ -26,9 +23,8 @@ func HasCC(name string) bool { return false }
 // CurrentCC reads the congestion control a connection runs.
 func CurrentCC(c syscall.Conn) (string, error) { return "", ErrNotSupported }
 
-func getInfo(fd int) (Info, error) { return Info{}, ErrNotSupported }
+func tcpInfo(fd int) (Stats, error) { return Stats{}, ErrNotSupported }
 
-// SendFile is not available here; callers copy instead.
-func SendFile(c *net.TCPConn, f *os.File, off, n int64) (int64, error) {
-	return 0, ErrNotSupported
-}
+// wrapTCP makes a plain TCP stream: neither sendfile nor SO_RCVLOWAT here,
+// so its Conn is neither a FileSender nor a ReadLowater.
+func wrapTCP(c *net.TCPConn) Conn { return &tcpConn{c} }

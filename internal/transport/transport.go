@@ -1,45 +1,122 @@
-// Package transport opens the mover's TCP connections and tunes them: the
-// congestion control per socket, buffer sizes, DSCP marking, pacing, the
-// unsent-bytes low-water mark; it reads TCP_INFO back and moves file bytes to
-// a socket without copying them through user space where the kernel allows.
-// Kernel specifics live in sockopt_linux.go; elsewhere the tuning calls say
-// they need Linux.
+// Package transport carries the mover's streams. A Transport dials and
+// listens; each connection it makes is a Conn: a reliable, ordered byte
+// stream (a net.Conn) that also reports transport-neutral statistics and
+// takes tuning options. What a transport can do beyond that (send a file
+// without copying it through user space, wake a reader only once enough
+// bytes are queued) it offers as optional interfaces, which the caller
+// checks with a type assertion.
+//
+// TCP is the transport today: it sets the congestion control per socket,
+// buffer sizes, DSCP marking, pacing and the unsent-bytes low-water mark,
+// reads TCP_INFO back and sends files with sendfile(2). Kernel specifics
+// live in sockopt_linux.go; elsewhere the tuning calls say they need Linux.
+// The package transporttest is the conformance suite every transport runs.
 package transport
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
-	"syscall"
+	"os"
 	"time"
 )
 
-// ErrNotSupported is returned for kernel features this platform lacks.
+// ErrNotSupported is returned for features this platform or transport
+// lacks.
 var ErrNotSupported = errors.New("not supported on this platform")
 
-// Options tune a connection. Zero values leave the kernel's defaults.
+// Transport opens streams. Its methods are safe for concurrent use.
+type Transport interface {
+	// Name is the transport's short name, as a user would give it ("tcp").
+	Name() string
+	// Dial opens a stream to addr (HOST:PORT) with o in force from the
+	// first packet. It returns an error, and no stream, if addr cannot be
+	// reached before ctx ends or if an option cannot be applied (an unknown
+	// congestion control, an out-of-range DSCP, an option this platform
+	// lacks); such errors say which option failed and why.
+	Dial(ctx context.Context, addr string, o Options) (Conn, error)
+	// Listen accepts streams on addr. o is set on the listener: accepted
+	// streams start with what of it the transport carries over (TCP: the
+	// buffer sizes and the kernel's inherited socket options) and are tuned
+	// further with Tune. Every net.Conn the listener's Accept returns is a
+	// Conn. Closing the listener makes a blocked Accept return an error and
+	// leaves accepted streams open.
+	Listen(ctx context.Context, addr string, o Options) (net.Listener, error)
+}
+
+// Conn is one stream: a reliable, ordered byte stream in both directions.
+// Bytes written on one end are read on the other in order, without loss,
+// duplication or corruption, or the stream fails with an error on both
+// ends; a Write returns only once all of p is accepted or an error ends it.
+//
+// As for any net.Conn, one goroutine may read while another writes, and
+// Close, the deadlines, Stats and Tune may be called from any goroutine at
+// any time. Close unblocks pending reads and writes, which return errors
+// (net.ErrClosed on this end); a deadline that passes makes a blocked call
+// return an error for which os.ErrDeadlineExceeded is true, and a later
+// deadline lets the stream continue.
+type Conn interface {
+	net.Conn
+	// CloseWrite ends the sending direction: the peer reads every byte
+	// written before it, then io.EOF, while this end can still read.
+	CloseWrite() error
+	// Stats reads the stream's statistics as they are now. It fails
+	// (ErrNotSupported) where the platform cannot say, and with an error
+	// once the stream is closed.
+	Stats() (Stats, error)
+	// Tune applies o to the established stream (an accepted stream, once
+	// its peer has said what it wants). Zero fields leave the setting as
+	// it is; an option that cannot be applied returns an error that names
+	// it, and the stream stays usable.
+	Tune(o Options) error
+}
+
+// FileSender is the zero-copy capability: a transport whose streams can
+// move a file's pages to the network without copying them through user
+// space implements it on its Conn. Callers check for it with a type
+// assertion and copy through a buffer otherwise.
+type FileSender interface {
+	// SendFile writes n bytes of f, starting at off, to the stream. It
+	// blocks until all n are written or an error occurs (a file shorter
+	// than off+n gives an error, not a hang), honours the write deadline,
+	// and does not move f's offset. It returns how many bytes it wrote.
+	SendFile(f *os.File, off, n int64) (int64, error)
+}
+
+// ReadLowater is an optional capability: a stream that can be told not to
+// wake its reader until n bytes are queued (or the stream ends) cuts the
+// reader's wakeups on a fast path. A reader must ask only for bytes the
+// peer is bound to send, or a read waits for them. Setting it is a hint;
+// errors are reported but harmless.
+type ReadLowater interface {
+	SetReadLowat(n int) error
+}
+
+// Options tune a stream. Zero values leave the transport's defaults; a
+// transport returns an error for an option it cannot honour.
 type Options struct {
-	// CC names the congestion control ("bbr", "cubic", "reno"); empty means
-	// BBR where the kernel has it and its default otherwise, except to a
-	// loopback peer: there is no bottleneck queue there for BBR to model,
-	// and its pacing only costs (on a 2-core machine, 2 GiB tmpfs to tmpfs
-	// at 10.8 Gbit/s against 13.3 with cubic, memory to memory over four
-	// streams 48 against 66), so cubic is used where the kernel has it.
+	// CC names the congestion control ("bbr", "cubic", "reno"); empty
+	// means the transport's choice. TCP takes BBR where the kernel has it
+	// and its default otherwise, except to a loopback peer: there is no
+	// bottleneck queue there for BBR to model, and its pacing only costs
+	// (on a 2-core machine, 2 GiB tmpfs to tmpfs at 10.8 Gbit/s against
+	// 13.3 with cubic, memory to memory over four streams 48 against 66),
+	// so cubic is used where the kernel has it.
 	CC string
-	// Window sets SO_SNDBUF and SO_RCVBUF in bytes. It turns the kernel's
-	// buffer autotuning off, so it is left at 0 unless a user asks.
+	// Window sets the send and receive buffers in bytes (SO_SNDBUF and
+	// SO_RCVBUF for TCP). It turns the kernel's buffer autotuning off, so
+	// it is left at 0 unless a user asks.
 	Window int
 	// DSCP is the differentiated-services code point (0..63) written into
-	// every packet; negative leaves it unset.
+	// every packet; negative leaves it unset (and 0 sets it to 0).
 	DSCP int
-	// PacingRate caps the socket's rate in bytes per second
-	// (SO_MAX_PACING_RATE): the kernel spaces packets out instead of sending
+	// PacingRate caps the stream's rate in bytes per second
+	// (SO_MAX_PACING_RATE): packets are spaced out instead of sent in
 	// bursts. 0 means no cap.
 	PacingRate uint64
 	// NotSentLowat bounds the bytes queued but not yet sent
 	// (TCP_NOTSENT_LOWAT), keeping the send queue short and latency low
-	// without starving the pipe. 0 means the kernel's default.
+	// without starving the pipe. 0 means the transport's default.
 	NotSentLowat int
 }
 
@@ -48,115 +125,55 @@ type Options struct {
 // megabytes of queued data.
 const DefaultNotSentLowat = 1 << 20
 
-// Dial connects to addr and applies o to the socket before the handshake, so
-// the congestion control and buffers hold from the first packet.
-func Dial(ctx context.Context, addr string, o Options) (*net.TCPConn, error) {
-	d := net.Dialer{
-		Timeout:   15 * time.Second,
-		KeepAlive: 15 * time.Second,
-		Control: func(network, address string, c syscall.RawConn) error {
-			return control(c, network, address, o)
-		},
-	}
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	tc := c.(*net.TCPConn)
-	if err := applyAfterConnect(tc, o); err != nil {
-		tc.Close()
-		return nil, err
-	}
-	return tc, nil
-}
-
-// Listen opens a TCP listener; accepted connections inherit its buffer sizes
-// and are tuned further with Apply.
-func Listen(ctx context.Context, addr string, o Options) (net.Listener, error) {
-	lc := net.ListenConfig{
-		KeepAlive: 15 * time.Second,
-		Control: func(network, address string, c syscall.RawConn) error {
-			return control(c, network, "", o)
-		},
-	}
-	return lc.Listen(ctx, "tcp", addr)
-}
-
-// Apply tunes an established connection (the server side of a session,
-// once the client has said what it wants).
-func Apply(c *net.TCPConn, o Options) error {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return err
-	}
-	network := "tcp4"
-	if a, ok := c.LocalAddr().(*net.TCPAddr); ok && a.IP.To4() == nil {
-		network = "tcp6"
-	}
-	if err := control(rc, network, c.RemoteAddr().String(), o); err != nil {
-		return err
-	}
-	return applyAfterConnect(c, o)
-}
-
-// Info is the part of the kernel's TCP_INFO the mover reports.
-type Info struct {
-	RTT           time.Duration
-	RTTVar        time.Duration
-	MinRTT        time.Duration
-	Cwnd          uint32 // segments
-	MSS           uint32
-	TotalRetrans  uint32 // segments retransmitted over the connection's life
-	BytesSent     uint64
+// Stats is a stream's account, in terms any reliable transport can give:
+// what it carried, the round trip it measures, the rate it achieves, and
+// how long each party limited it while it had data to send. The limited
+// times are what the mover's bottleneck judgement reads. A field the
+// transport cannot measure is zero.
+type Stats struct {
+	RTT    time.Duration // smoothed round-trip time
+	RTTVar time.Duration // its variation
+	MinRTT time.Duration // the smallest round trip seen
+	Cwnd   uint32        // congestion window, in packets
+	MSS    uint32        // largest payload per packet
+	// Retransmits counts the packets sent again over the stream's life.
+	Retransmits   uint32
+	BytesSent     uint64 // payload bytes sent, retransmissions included
 	BytesRetrans  uint64
-	BytesAcked    uint64
+	BytesAcked    uint64 // payload bytes the peer acknowledged
 	BytesReceived uint64
-	PacingRate    uint64 // bytes/s
-	DeliveryRate  uint64 // bytes/s
-	BusyTime      time.Duration
-	RwndLimited   time.Duration // time the peer's receive window held the sender back
-	SndbufLimited time.Duration // time the local send buffer held it back
-	NotSent       uint32
+	PacingRate    uint64 // bytes/s the sender spaces packets at
+	DeliveryRate  uint64 // bytes/s most recently delivered
+	NotSent       uint32 // bytes queued but not yet sent
+	// BusyTime is how long the stream had data to send (TCP_INFO busy
+	// time): the sum of the times the network, the receiver and the
+	// sender limited it.
+	BusyTime time.Duration
+	// ReceiverLimited is how long the receiver held the sender back: its
+	// advertised window was full (TCP rwnd-limited).
+	ReceiverLimited time.Duration
+	// SenderLimited is how long the sender's own buffer held it back
+	// (TCP sndbuf-limited).
+	SenderLimited time.Duration
 }
 
-// GetInfo reads TCP_INFO from a connection.
-func GetInfo(c syscall.Conn) (Info, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return Info{}, err
-	}
-	var info Info
-	var ierr error
-	if err := rc.Control(func(fd uintptr) { info, ierr = getInfo(int(fd)) }); err != nil {
-		return Info{}, err
-	}
-	return info, ierr
+// NetworkLimited is how long the network (the congestion window or the
+// rate control) limited the stream: busy time that neither the receiver
+// nor the sender accounts for.
+func (s Stats) NetworkLimited() time.Duration {
+	return max(s.BusyTime-s.ReceiverLimited-s.SenderLimited, 0)
 }
 
-// defaultCC picks the congestion control for a peer when none is named.
-func defaultCC(peer string) string {
-	if peer == "" {
-		return ""
+// StreamOf returns the stream a connection runs on: c itself if it is a
+// Conn; the stream under a TLS connection (anything with NetConn, such as
+// *tls.Conn); a TCP stream for a TCP connection made outside this package
+// (one accepted by a plain net.Listener); nil otherwise.
+func StreamOf(c net.Conn) Conn {
+	switch t := c.(type) {
+	case Conn:
+		return t
+	case interface{ NetConn() net.Conn }:
+		return StreamOf(t.NetConn())
 	}
-	host, _, err := net.SplitHostPort(peer)
-	if err != nil {
-		host = peer
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		if HasCC("cubic") {
-			return "cubic"
-		}
-		return ""
-	}
-	if HasCC("bbr") {
-		return "bbr"
-	}
-	return ""
-}
-
-func wrapOpt(name string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("set %s: %w", name, err)
+	return adoptTCP(c)
 }
