@@ -13,6 +13,7 @@ import (
 	"github.com/lightpath/lightpath/internal/monitor"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transfer/registry"
 )
 
 // Issue 12, attacker 4: one ordinary user grew the controller without
@@ -143,7 +144,7 @@ func TestExclusiveHoldsChained(t *testing.T) {
 }
 
 func TestTransferLimits(t *testing.T) {
-	e := &env{t: t, url: sqliteURL(t), clk: &clock{t: t0}, dir: t.TempDir(), mon: &monitoring{limits: transfer.Limits{MaxLive: 2, MaxStreams: 4}}}
+	e := &env{t: t, url: sqliteURL(t), clk: &clock{t: t0}, dir: t.TempDir(), mon: &monitoring{limits: registry.Limits{MaxLive: 2, MaxStreams: 4}}}
 	e.start(twoSite)
 	alice, bob := e.user("alice", "user"), e.user("bob", "user")
 	register := func(tok string) (int, transfer.Transfer, []byte) {

@@ -23,13 +23,14 @@ import (
 	"github.com/lightpath/lightpath/internal/monitor/repo"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transfer/registry"
 )
 
 // monitoring is what a test server gets beside the controller: the
 // repository, transfers, and a rules evaluator the test steps by hand.
 type monitoring struct {
 	rules  string          // a rules file, or ""
-	limits transfer.Limits // the transfers' limits (zero: the defaults)
+	limits registry.Limits // the transfers' limits (zero: the defaults)
 	ev     *alert.Evaluator
 	repo   *repo.Repo
 }
@@ -42,7 +43,7 @@ func (m *monitoring) attach(t *testing.T, h *api.Server, c *controller.Controlle
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := transfer.Open(ctx, path, c.Now)
+	tr, err := registry.Open(ctx, path, c.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

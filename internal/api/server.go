@@ -25,7 +25,7 @@ import (
 	"github.com/lightpath/lightpath/internal/monitor/derive"
 	"github.com/lightpath/lightpath/internal/monitor/repo"
 	"github.com/lightpath/lightpath/internal/reserve"
-	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transfer/registry"
 )
 
 // MaxBodyBytes bounds a request body: the largest legitimate one, a
@@ -50,7 +50,7 @@ type Server struct {
 	repo    *repo.Repo
 	derive  *derive.Deriver
 
-	transfers *transfer.Registry
+	transfers *registry.Registry
 	alerts    *alert.Evaluator
 	history   *alert.History
 

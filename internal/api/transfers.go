@@ -13,11 +13,12 @@ import (
 	"github.com/lightpath/lightpath/internal/monitor"
 	"github.com/lightpath/lightpath/internal/monitor/alert"
 	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transfer/registry"
 )
 
 // WithTransfers makes the server keep transfers in t (their series go to
 // the repository, when there is one).
-func (s *Server) WithTransfers(t *transfer.Registry) *Server {
+func (s *Server) WithTransfers(t *registry.Registry) *Server {
 	s.transfers = t
 	return s
 }
@@ -28,7 +29,7 @@ func (s *Server) WithAlerts(e *alert.Evaluator, h *alert.History) *Server {
 	return s
 }
 
-func (s *Server) needTransfers() (*transfer.Registry, error) {
+func (s *Server) needTransfers() (*registry.Registry, error) {
 	if s.transfers == nil {
 		return nil, &httpError{status: http.StatusNotFound, code: apiv1.CodeNotFound, msg: "this controller keeps no transfers (started without a repository)"}
 	}
@@ -38,11 +39,11 @@ func (s *Server) needTransfers() (*transfer.Registry, error) {
 // transferErr maps the registry's errors to the API's.
 func transferErr(err error) error {
 	switch {
-	case errors.Is(err, transfer.ErrNotFound):
+	case errors.Is(err, registry.ErrNotFound):
 		return &httpError{status: http.StatusNotFound, code: apiv1.CodeNotFound, msg: err.Error()}
-	case errors.Is(err, transfer.ErrInvalid):
+	case errors.Is(err, registry.ErrInvalid):
 		return invalid("", "%v", err)
-	case errors.Is(err, transfer.ErrLimit):
+	case errors.Is(err, registry.ErrLimit):
 		return &httpError{status: http.StatusTooManyRequests, code: apiv1.CodeLimit, msg: err.Error()}
 	}
 	return err
@@ -91,7 +92,7 @@ func (s *Server) reportTransfer(w http.ResponseWriter, r *http.Request, a contro
 		return transferErr(err)
 	}
 	if s.repo != nil && len(g.Points) > 0 {
-		if _, err := s.repo.Append(r.Context(), &monitor.Batch{Node: transferNode(t), Meta: transfer.Meta, Groups: []monitor.Group{g}}); err != nil {
+		if _, err := s.repo.Append(r.Context(), &monitor.Batch{Node: transferNode(t), Meta: registry.Meta, Groups: []monitor.Group{g}}); err != nil {
 			s.log.Warn("store a transfer's samples", "id", t.ID, "err", err)
 		}
 	}
