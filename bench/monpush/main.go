@@ -29,6 +29,7 @@ import (
 	"github.com/lightpath/lightpath/bench/monbench/workload"
 	"github.com/lightpath/lightpath/bench/rusage"
 	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/monitor/repo"
 	"github.com/lightpath/lightpath/internal/store"
@@ -136,7 +137,7 @@ func run(dir string, nSeries int, duration time.Duration, workers int, seed uint
 						errs <- err
 						return
 					}
-					var res api.PushResult
+					var res apiv1.PushResult
 					body, _ := io.ReadAll(resp.Body)
 					resp.Body.Close()
 					if resp.StatusCode != 200 || json.Unmarshal(body, &res) != nil {

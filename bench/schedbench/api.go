@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
@@ -85,7 +86,7 @@ func (c *client) call(ctx context.Context, method, path string, body []byte) (an
 	}
 	a := answer{status: resp.StatusCode, body: b}
 	if !a.ok() {
-		var eb api.ErrorBody
+		var eb apiv1.ErrorBody
 		if json.Unmarshal(b, &eb) == nil {
 			a.code, a.msg = eb.Error.Code, eb.Error.Message
 		} else {
@@ -258,29 +259,29 @@ func runAPI(w *reserve.Workload, cfg config, sum *summary, prof *os.File) ([]row
 // horizon reaches the workload, and adds the user the benchmark runs as;
 // it returns that user's client.
 func setup(ctx context.Context, admin *client, live int) (*client, error) {
-	var h api.Health
+	var h apiv1.Health
 	if err := admin.do(ctx, "GET", "/api/v1/health", nil, &h); err != nil {
 		return nil, err
 	}
 	if h.Reservations != live {
 		return nil, fmt.Errorf("health reports %d live reservations, want %d", h.Reservations, live)
 	}
-	pol := api.Policy{Default: api.Limits{Horizon: apiHorizon.String()}}
+	pol := apiv1.Policy{Default: apiv1.Limits{Horizon: apiHorizon.String()}}
 	if err := admin.do(ctx, "PUT", "/api/v1/policy", pol, nil); err != nil {
 		return nil, err
 	}
-	if err := admin.do(ctx, "POST", "/api/v1/users", api.UserRequest{Name: benchUser, Role: string(reserve.RoleUser), Projects: []string{"bench"}}, nil); err != nil {
+	if err := admin.do(ctx, "POST", "/api/v1/users", apiv1.UserRequest{Name: benchUser, Role: string(reserve.RoleUser), Projects: []string{"bench"}}, nil); err != nil {
 		return nil, err
 	}
-	var tok api.Token
-	if err := admin.do(ctx, "POST", "/api/v1/users/"+benchUser+"/tokens", api.TokenRequest{}, &tok); err != nil {
+	var tok apiv1.Token
+	if err := admin.do(ctx, "POST", "/api/v1/users/"+benchUser+"/tokens", apiv1.TokenRequest{}, &tok); err != nil {
 		return nil, err
 	}
 	if tok.Secret == "" {
 		return nil, errors.New("the new token's answer holds no secret")
 	}
 	u := &client{base: admin.base, token: tok.Secret, hc: admin.hc}
-	var who api.Whoami
+	var who apiv1.Whoami
 	if err := u.do(ctx, "GET", "/api/v1/whoami", nil, &who); err != nil {
 		return nil, err
 	}
@@ -293,7 +294,7 @@ func setup(ctx context.Context, admin *client, live int) (*client, error) {
 // findKind is one find mode with the request it sends for a drawn query.
 type findKind struct {
 	name string
-	req  func(q query) api.FindRequest
+	req  func(q query) apiv1.FindRequest
 }
 
 func linkNames(hs []reserve.Hop) []string {
@@ -310,8 +311,8 @@ func linkNames(hs []reserve.Hop) []string {
 // within 30 days, on the path of a random existing booking or on any
 // path; the earliest completion of 2 TB at up to 10 Gbit/s within 30 days.
 func findKinds() []findKind {
-	startQ := func(q query, fixed bool) api.FindRequest {
-		r := api.FindRequest{Mode: api.FindEarliest, From: q.from, To: q.to, Bandwidth: 5 * gbps, Start: q.start,
+	startQ := func(q query, fixed bool) apiv1.FindRequest {
+		r := apiv1.FindRequest{Mode: apiv1.FindEarliest, From: q.from, To: q.to, Bandwidth: 5 * gbps, Start: q.start,
 			Duration: (4 * time.Hour).String(), Horizon: q.start.Add(month)}
 		if fixed {
 			r.From, r.To, r.Path = q.path[0].From, q.path[len(q.path)-1].To, linkNames(q.path)
@@ -319,16 +320,16 @@ func findKinds() []findKind {
 		return r
 	}
 	return []findKind{
-		{"fixed", func(q query) api.FindRequest {
-			return api.FindRequest{Mode: api.FindFixed, From: q.from, To: q.to, Bandwidth: 2 * gbps, Start: q.start, End: q.start.Add(4 * time.Hour)}
+		{"fixed", func(q query) apiv1.FindRequest {
+			return apiv1.FindRequest{Mode: apiv1.FindFixed, From: q.from, To: q.to, Bandwidth: 2 * gbps, Start: q.start, End: q.start.Add(4 * time.Hour)}
 		}},
-		{"widest", func(q query) api.FindRequest {
-			return api.FindRequest{Mode: api.FindWidest, From: q.from, To: q.to, Start: q.start, End: q.start.Add(4 * time.Hour)}
+		{"widest", func(q query) apiv1.FindRequest {
+			return apiv1.FindRequest{Mode: apiv1.FindWidest, From: q.from, To: q.to, Start: q.start, End: q.start.Add(4 * time.Hour)}
 		}},
-		{"earliest-path", func(q query) api.FindRequest { return startQ(q, true) }},
-		{"earliest-any", func(q query) api.FindRequest { return startQ(q, false) }},
-		{"completion", func(q query) api.FindRequest {
-			return api.FindRequest{Mode: api.FindCompletion, From: q.from, To: q.to, SizeBytes: 2_000_000_000_000, Bandwidth: 10 * gbps,
+		{"earliest-path", func(q query) apiv1.FindRequest { return startQ(q, true) }},
+		{"earliest-any", func(q query) apiv1.FindRequest { return startQ(q, false) }},
+		{"completion", func(q query) apiv1.FindRequest {
+			return apiv1.FindRequest{Mode: apiv1.FindCompletion, From: q.from, To: q.to, SizeBytes: 2_000_000_000_000, Bandwidth: 10 * gbps,
 				Start: q.start, Horizon: q.start.Add(month)}
 		}},
 	}
@@ -354,7 +355,7 @@ func timeFind(ctx context.Context, u *client, b *bench, k findKind, n int) (row,
 		}
 		switch {
 		case a.ok():
-			var s api.Slot
+			var s apiv1.Slot
 			if err := json.Unmarshal(a.body, &s); err != nil {
 				return row{}, fmt.Errorf("find %s: decode the answer: %w", k.name, err)
 			}
@@ -379,7 +380,7 @@ func timeFind(ctx context.Context, u *client, b *bench, k findKind, n int) (row,
 func apiCreates(ctx context.Context, u *client, b *bench, n, workers int) (row, error) {
 	bodies := make([][]byte, n)
 	for i, r := range b.createReqs(n) {
-		req := api.ReservationRequest{From: r.from, To: r.to, Bandwidth: r.bw, Start: r.start, End: r.end,
+		req := apiv1.ReservationRequest{From: r.from, To: r.to, Bandwidth: r.bw, Start: r.start, End: r.end,
 			IdempotencyKey: fmt.Sprintf("schedbench-%d-%s", b.seed, r.id)}
 		if r.path != nil {
 			req.Path = linkNames(r.path)

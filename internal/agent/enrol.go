@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
 )
 
@@ -51,7 +51,7 @@ func Enrol(ctx context.Context, c *client.Client, node, kept string, log *slog.L
 	case who.Role != "agent":
 		return nil, "", fmt.Errorf("the token is %s's, of role %s: an agent needs a token of role agent (lightpath user add NAME --role agent --node %s)", who.User, who.Role, node)
 	}
-	tok, err := c.CreateToken(ctx, who.User, api.TokenRequest{Node: node})
+	tok, err := c.CreateToken(ctx, who.User, apiv1.TokenRequest{Node: node})
 	if err != nil {
 		return nil, "", fmt.Errorf("create a token bound to %s for %s: %w", node, who.User, err)
 	}
@@ -73,7 +73,7 @@ func Enrol(ctx context.Context, c *client.Client, node, kept string, log *slog.L
 
 // whoami asks the controller whose token c sends, waiting while the
 // controller cannot be reached.
-func whoami(ctx context.Context, c *client.Client, log *slog.Logger) (api.Whoami, error) {
+func whoami(ctx context.Context, c *client.Client, log *slog.Logger) (apiv1.Whoami, error) {
 	said := false
 	for {
 		who, err := c.Whoami(ctx)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/agent"
-	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/monitor"
 	"github.com/lightpath/lightpath/internal/reserve"
@@ -24,17 +24,17 @@ func TestAgentBoundToNode(t *testing.T) {
 	evil := e.agent("agent-a1", "a1")
 	alice := e.user("alice", "user")
 	for node, tok := range map[string]string{"ra": ra, "rb": rb} {
-		if st, raw := e.do("POST", "/api/v1/agents/"+node+"/heartbeat", tok, api.HeartbeatRequest{Lease: "5m"}, nil); st != 200 {
+		if st, raw := e.do("POST", "/api/v1/agents/"+node+"/heartbeat", tok, apiv1.HeartbeatRequest{Lease: "5m"}, nil); st != 200 {
 			t.Fatalf("heartbeat of %s by its own agent: %d %s", node, st, raw)
 		}
 	}
-	st, res, raw := e.create(alice, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 100 * mbps, Start: t0.Add(time.Minute), Duration: "1h", Path: []string{"a1-ra", "wan", "b1-rb"}})
+	st, res, raw := e.create(alice, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 100 * mbps, Start: t0.Add(time.Minute), Duration: "1h", Path: []string{"a1-ra", "wan", "b1-rb"}})
 	if st != 201 {
 		t.Fatalf("create: %d %s", st, raw)
 	}
 	r := res.Reservation
 	get := func() reserve.Reservation {
-		var got api.ReservationResponse
+		var got apiv1.ReservationResponse
 		e.do("GET", "/api/v1/reservations/"+r.ID, alice, nil, &got)
 		return got.Reservation
 	}
@@ -50,14 +50,14 @@ func TestAgentBoundToNode(t *testing.T) {
 		body               any
 		msg                string
 	}{
-		{"heartbeat as another node", "POST", "/api/v1/agents/rb/heartbeat", api.HeartbeatRequest{}, "agent agent-a1 is bound to node a1: it cannot act for node rb"},
-		{"another node's part failed", "POST", "/api/v1/reservations/" + r.ID + "/nodes/rb", api.NodeReport{Status: "failed", Reason: "forged"}, "bound to node a1: it cannot act for node rb"},
-		{"another node's part in place", "POST", "/api/v1/reservations/" + r.ID + "/nodes/ra", api.NodeReport{Status: "provisioned"}, "cannot act for node ra"},
-		{"a link the node does not end, as itself", "POST", "/api/v1/agents/a1/links/wan", api.LinkReport{Status: "down", Reason: "forged"}, "link wan joins ra and rb: node a1 does not end it, so its agent cannot report it"},
-		{"a link the node does not end, as an end", "POST", "/api/v1/agents/rb/links/wan", api.LinkReport{Status: "down", Reason: "forged"}, "cannot act for node rb"},
-		{"a link up the node does not end", "POST", "/api/v1/agents/a1/links/wan", api.LinkReport{Status: "up"}, "node a1 does not end it"},
-		{"heartbeat of a node that does not exist", "POST", "/api/v1/agents/ghost/heartbeat", api.HeartbeatRequest{}, "cannot act for node ghost"},
-		{"report of a node that does not exist", "POST", "/api/v1/reservations/" + r.ID + "/nodes/ghost", api.NodeReport{Status: "failed", Reason: "forged"}, "cannot act for node ghost"},
+		{"heartbeat as another node", "POST", "/api/v1/agents/rb/heartbeat", apiv1.HeartbeatRequest{}, "agent agent-a1 is bound to node a1: it cannot act for node rb"},
+		{"another node's part failed", "POST", "/api/v1/reservations/" + r.ID + "/nodes/rb", apiv1.NodeReport{Status: "failed", Reason: "forged"}, "bound to node a1: it cannot act for node rb"},
+		{"another node's part in place", "POST", "/api/v1/reservations/" + r.ID + "/nodes/ra", apiv1.NodeReport{Status: "provisioned"}, "cannot act for node ra"},
+		{"a link the node does not end, as itself", "POST", "/api/v1/agents/a1/links/wan", apiv1.LinkReport{Status: "down", Reason: "forged"}, "link wan joins ra and rb: node a1 does not end it, so its agent cannot report it"},
+		{"a link the node does not end, as an end", "POST", "/api/v1/agents/rb/links/wan", apiv1.LinkReport{Status: "down", Reason: "forged"}, "cannot act for node rb"},
+		{"a link up the node does not end", "POST", "/api/v1/agents/a1/links/wan", apiv1.LinkReport{Status: "up"}, "node a1 does not end it"},
+		{"heartbeat of a node that does not exist", "POST", "/api/v1/agents/ghost/heartbeat", apiv1.HeartbeatRequest{}, "cannot act for node ghost"},
+		{"report of a node that does not exist", "POST", "/api/v1/reservations/" + r.ID + "/nodes/ghost", apiv1.NodeReport{Status: "failed", Reason: "forged"}, "cannot act for node ghost"},
 		{"push as another node", "POST", "/api/v1/metrics/push", txBatch("rb", "eth1", "wan", t0, 1), "cannot act for node rb"},
 		{"push as a node that does not exist", "POST", "/api/v1/metrics/push", txBatch("ghost", "eth1", "", t0, 1), "cannot act for node ghost"},
 		{"points labelled node=other", "POST", "/api/v1/metrics/push", push("a1", tx(monitor.L("device", "eth0", "node", "rb"))), "labelled node=rb in a push of node a1"},
@@ -75,7 +75,7 @@ func TestAgentBoundToNode(t *testing.T) {
 	if g := get(); g.State != reserve.StateReserved || g.Degraded || g.Path[1].Link != "wan" || len(g.Provisioned) != 0 {
 		t.Errorf("alice's reservation after the attempts: %s degraded=%v path %v provisioned %v", g.State, g.Degraded, g.Path, g.Provisioned)
 	}
-	var agents api.AgentList
+	var agents apiv1.AgentList
 	e.do("GET", "/api/v1/agents", alice, nil, &agents)
 	for _, a := range agents.Agents {
 		if a.Node != "ra" && a.Node != "rb" {
@@ -83,13 +83,13 @@ func TestAgentBoundToNode(t *testing.T) {
 		}
 	}
 	// What a1's agent says of itself and its own links is taken.
-	if st, raw := e.do("POST", "/api/v1/agents/a1/heartbeat", evil, api.HeartbeatRequest{}, nil); st != 200 {
+	if st, raw := e.do("POST", "/api/v1/agents/a1/heartbeat", evil, apiv1.HeartbeatRequest{}, nil); st != 200 {
 		t.Errorf("a1's own heartbeat: %d %s", st, raw)
 	}
 	if st, raw := e.do("POST", "/api/v1/metrics/push", evil, txBatch("a1", "eth0", "a1-ra", t0, 1), nil); st != 200 {
 		t.Errorf("a1's own push: %d %s", st, raw)
 	}
-	if st, raw := e.do("POST", "/api/v1/reservations/"+r.ID+"/nodes/rb", rb, api.NodeReport{Status: "provisioned"}, nil); st != 200 {
+	if st, raw := e.do("POST", "/api/v1/reservations/"+r.ID+"/nodes/rb", rb, apiv1.NodeReport{Status: "provisioned"}, nil); st != 200 {
 		t.Errorf("rb's own report: %d %s", st, raw)
 	}
 }
@@ -100,37 +100,37 @@ func TestAgentBoundToNode(t *testing.T) {
 func TestUnboundAgentEnrols(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), twoSite)
 	fleet := e.user("agents", "agent")
-	if st, raw := e.do("POST", "/api/v1/agents/ra/heartbeat", fleet, api.HeartbeatRequest{}, nil); st != 403 || !strings.Contains(string(raw), "agent agents is bound to no node: create a token bound to each of its nodes (lightpath user token create agents --node NODE") {
+	if st, raw := e.do("POST", "/api/v1/agents/ra/heartbeat", fleet, apiv1.HeartbeatRequest{}, nil); st != 403 || !strings.Contains(string(raw), "agent agents is bound to no node: create a token bound to each of its nodes (lightpath user token create agents --node NODE") {
 		t.Errorf("an unbound agent's heartbeat: %d %s", st, raw)
 	}
-	var tok api.Token
-	if st, raw := e.do("POST", "/api/v1/users/agents/tokens", fleet, api.TokenRequest{Node: "ra"}, &tok); st != 201 || tok.Node != "ra" {
+	var tok apiv1.Token
+	if st, raw := e.do("POST", "/api/v1/users/agents/tokens", fleet, apiv1.TokenRequest{Node: "ra"}, &tok); st != 201 || tok.Node != "ra" {
 		t.Fatalf("an unbound agent's token for ra: %d %s", st, raw)
 	}
-	var who api.Whoami
+	var who apiv1.Whoami
 	if st, raw := e.do("GET", "/api/v1/whoami", tok.Secret, nil, &who); st != 200 || who.Node != "ra" || who.Role != "agent" {
 		t.Errorf("whoami of ra's token: %d %s", st, raw)
 	}
-	if st, raw := e.do("POST", "/api/v1/agents/ra/heartbeat", tok.Secret, api.HeartbeatRequest{}, nil); st != 200 {
+	if st, raw := e.do("POST", "/api/v1/agents/ra/heartbeat", tok.Secret, apiv1.HeartbeatRequest{}, nil); st != 200 {
 		t.Errorf("ra's token's heartbeat: %d %s", st, raw)
 	}
-	if st, raw := e.do("POST", "/api/v1/agents/rb/heartbeat", tok.Secret, api.HeartbeatRequest{}, nil); st != 403 {
+	if st, raw := e.do("POST", "/api/v1/agents/rb/heartbeat", tok.Secret, apiv1.HeartbeatRequest{}, nil); st != 403 {
 		t.Errorf("ra's token's heartbeat as rb: %d %s", st, raw)
 	}
-	if st, raw := e.do("POST", "/api/v1/users/agents/tokens", tok.Secret, api.TokenRequest{Node: "rb"}, nil); st != 403 || !strings.Contains(string(raw), "bound to node ra: it cannot create one for node rb") {
+	if st, raw := e.do("POST", "/api/v1/users/agents/tokens", tok.Secret, apiv1.TokenRequest{Node: "rb"}, nil); st != 403 || !strings.Contains(string(raw), "bound to node ra: it cannot create one for node rb") {
 		t.Errorf("ra's token creating one for rb: %d %s", st, raw)
 	}
-	var child api.Token
-	if st, raw := e.do("POST", "/api/v1/users/agents/tokens", tok.Secret, api.TokenRequest{}, &child); st != 201 || child.Node != "ra" {
+	var child apiv1.Token
+	if st, raw := e.do("POST", "/api/v1/users/agents/tokens", tok.Secret, apiv1.TokenRequest{}, &child); st != 201 || child.Node != "ra" {
 		t.Errorf("ra's token creating one without a node: %d %s (want it bound to ra)", st, raw)
 	}
 	// A node's token revokes only tokens of its node: not rb's, nor the
 	// unbound one.
-	var rbTok api.Token
-	if st, raw := e.do("POST", "/api/v1/users/agents/tokens", fleet, api.TokenRequest{Node: "rb"}, &rbTok); st != 201 {
+	var rbTok apiv1.Token
+	if st, raw := e.do("POST", "/api/v1/users/agents/tokens", fleet, apiv1.TokenRequest{Node: "rb"}, &rbTok); st != 201 {
 		t.Fatalf("rb's token: %d %s", st, raw)
 	}
-	var all api.TokenList
+	var all apiv1.TokenList
 	e.do("GET", "/api/v1/users/agents/tokens", fleet, nil, &all)
 	for _, tk := range all.Tokens {
 		want := 404
@@ -144,7 +144,7 @@ func TestUnboundAgentEnrols(t *testing.T) {
 	if st, raw := e.do("DELETE", "/api/v1/tokens/"+child.ID, tok.Secret, nil, nil); st != 204 {
 		t.Errorf("ra's token revoking another of ra's: %d %s", st, raw)
 	}
-	if st, raw := e.do("POST", "/api/v1/agents/rb/heartbeat", rbTok.Secret, api.HeartbeatRequest{}, nil); st != 200 {
+	if st, raw := e.do("POST", "/api/v1/agents/rb/heartbeat", rbTok.Secret, apiv1.HeartbeatRequest{}, nil); st != 200 {
 		t.Errorf("rb's token after ra's attempts: %d %s", st, raw)
 	}
 	for _, tc := range []struct {
@@ -153,9 +153,9 @@ func TestUnboundAgentEnrols(t *testing.T) {
 		body any
 		msg  string
 	}{
-		{"a node for a user", "/api/v1/users", api.UserRequest{Name: "bob", Role: "user", Node: "ra"}, "only an agent is bound to a node"},
-		{"an unknown node", "/api/v1/users", api.UserRequest{Name: "agent-x", Role: "agent", Node: "ghost"}, "not in the topology"},
-		{"a user's token with a node", "/api/v1/users/admin/tokens", api.TokenRequest{Node: "ra"}, "only an agent's token is bound to a node"},
+		{"a node for a user", "/api/v1/users", apiv1.UserRequest{Name: "bob", Role: "user", Node: "ra"}, "only an agent is bound to a node"},
+		{"an unknown node", "/api/v1/users", apiv1.UserRequest{Name: "agent-x", Role: "agent", Node: "ghost"}, "not in the topology"},
+		{"a user's token with a node", "/api/v1/users/admin/tokens", apiv1.TokenRequest{Node: "ra"}, "only an agent's token is bound to a node"},
 	} {
 		if st, raw := e.do("POST", tc.path, e.admin, tc.body, nil); st != 400 || !strings.Contains(string(raw), tc.msg) {
 			t.Errorf("%s: %d %s, want 400 with %q", tc.name, st, raw, tc.msg)
@@ -163,7 +163,7 @@ func TestUnboundAgentEnrols(t *testing.T) {
 	}
 	// An agent user bound to a node binds all its tokens.
 	rb := e.agent("agent-rb", "rb")
-	if st, raw := e.do("POST", "/api/v1/users/agent-rb/tokens", e.admin, api.TokenRequest{Node: "ra"}, nil); st != 400 || !strings.Contains(string(raw), "agent agent-rb is bound to node rb") {
+	if st, raw := e.do("POST", "/api/v1/users/agent-rb/tokens", e.admin, apiv1.TokenRequest{Node: "ra"}, nil); st != 400 || !strings.Contains(string(raw), "agent agent-rb is bound to node rb") {
 		t.Errorf("a token of rb's agent for ra: %d %s", st, raw)
 	}
 	if st, raw := e.do("GET", "/api/v1/whoami", rb, nil, &who); st != 200 || who.Node != "rb" {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
@@ -199,16 +200,16 @@ func (e *env) do(method, path, token string, body any, out any) (int, []byte) {
 	return resp.StatusCode, raw
 }
 
-func (e *env) create(token string, req api.ReservationRequest) (int, api.ReservationResponse, []byte) {
+func (e *env) create(token string, req apiv1.ReservationRequest) (int, apiv1.ReservationResponse, []byte) {
 	e.t.Helper()
-	var out api.ReservationResponse
+	var out apiv1.ReservationResponse
 	st, raw := e.do("POST", "/api/v1/reservations", token, req, &out)
 	return st, out, raw
 }
 
-func errorOf(t *testing.T, raw []byte) api.ErrorDetail {
+func errorOf(t *testing.T, raw []byte) apiv1.ErrorDetail {
 	t.Helper()
-	var b api.ErrorBody
+	var b apiv1.ErrorBody
 	if err := json.Unmarshal(raw, &b); err != nil || b.Error.Code == "" {
 		t.Fatalf("not an error body: %s", raw)
 	}
@@ -217,11 +218,11 @@ func errorOf(t *testing.T, raw []byte) api.ErrorDetail {
 
 func (e *env) user(name, role string, projects ...string) string {
 	e.t.Helper()
-	if st, raw := e.do("POST", "/api/v1/users", e.admin, api.UserRequest{Name: name, Role: role, Projects: projects}, nil); st != 201 {
+	if st, raw := e.do("POST", "/api/v1/users", e.admin, apiv1.UserRequest{Name: name, Role: role, Projects: projects}, nil); st != 201 {
 		e.t.Fatalf("add user: %d %s", st, raw)
 	}
-	var tok api.Token
-	if st, raw := e.do("POST", "/api/v1/users/"+name+"/tokens", e.admin, api.TokenRequest{}, &tok); st != 201 {
+	var tok apiv1.Token
+	if st, raw := e.do("POST", "/api/v1/users/"+name+"/tokens", e.admin, apiv1.TokenRequest{}, &tok); st != 201 {
 		e.t.Fatalf("create token: %d %s", st, raw)
 	}
 	return tok.Secret
@@ -230,11 +231,11 @@ func (e *env) user(name, role string, projects ...string) string {
 // agent adds a user of role agent bound to node and returns its token.
 func (e *env) agent(name, node string) string {
 	e.t.Helper()
-	if st, raw := e.do("POST", "/api/v1/users", e.admin, api.UserRequest{Name: name, Role: "agent", Node: node}, nil); st != 201 {
+	if st, raw := e.do("POST", "/api/v1/users", e.admin, apiv1.UserRequest{Name: name, Role: "agent", Node: node}, nil); st != 201 {
 		e.t.Fatalf("add agent: %d %s", st, raw)
 	}
-	var tok api.Token
-	if st, raw := e.do("POST", "/api/v1/users/"+name+"/tokens", e.admin, api.TokenRequest{}, &tok); st != 201 {
+	var tok apiv1.Token
+	if st, raw := e.do("POST", "/api/v1/users/"+name+"/tokens", e.admin, apiv1.TokenRequest{}, &tok); st != 201 {
 		e.t.Fatalf("create token: %d %s", st, raw)
 	}
 	return tok.Secret
@@ -246,7 +247,7 @@ func TestLifecycle(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), twoSite)
 	alice := e.user("alice", "user", "cms")
 
-	st, res, raw := e.create(alice, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 500 * mbps, Start: t0.Add(time.Hour), Duration: "2h", Project: "cms",
+	st, res, raw := e.create(alice, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 500 * mbps, Start: t0.Add(time.Hour), Duration: "2h", Project: "cms",
 		FlowSpec: "tcp 198.18.1.1 > 198.18.2.1:7070"})
 	if st != http.StatusCreated {
 		t.Fatalf("create: %d %s", st, raw)
@@ -264,7 +265,7 @@ func TestLifecycle(t *testing.T) {
 	if st, _ := e.do("GET", "/api/v1/reservations/"+r.ID, bob, nil, nil); st != 404 {
 		t.Errorf("bob reads alice's reservation: %d, want 404", st)
 	}
-	var list api.ReservationList
+	var list apiv1.ReservationList
 	e.do("GET", "/api/v1/reservations", bob, nil, &list)
 	if len(list.Reservations) != 0 {
 		t.Errorf("bob lists %d reservations, want 0", len(list.Reservations))
@@ -276,38 +277,38 @@ func TestLifecycle(t *testing.T) {
 	}
 
 	// Modify needs the version; extending works while it fits.
-	if st, raw := e.do("PATCH", "/api/v1/reservations/"+r.ID, alice, api.ModifyRequest{End: r.End.Add(time.Hour)}, nil); st != 400 {
+	if st, raw := e.do("PATCH", "/api/v1/reservations/"+r.ID, alice, apiv1.ModifyRequest{End: r.End.Add(time.Hour)}, nil); st != 400 {
 		t.Errorf("modify without version: %d %s", st, raw)
 	}
-	var mod api.ReservationResponse
-	if st, raw := e.do("PATCH", "/api/v1/reservations/"+r.ID, alice, api.ModifyRequest{Version: r.Version, End: r.End.Add(time.Hour), Bandwidth: 600 * mbps}, &mod); st != 200 {
+	var mod apiv1.ReservationResponse
+	if st, raw := e.do("PATCH", "/api/v1/reservations/"+r.ID, alice, apiv1.ModifyRequest{Version: r.Version, End: r.End.Add(time.Hour), Bandwidth: 600 * mbps}, &mod); st != 200 {
 		t.Fatalf("modify: %d %s", st, raw)
 	}
 	if !mod.Reservation.End.Equal(r.End.Add(time.Hour)) || mod.Reservation.Bandwidth != 600*mbps || mod.Reservation.Version != r.Version+1 {
 		t.Errorf("modified: %+v", mod.Reservation)
 	}
-	if st, raw := e.do("PATCH", "/api/v1/reservations/"+r.ID, alice, api.ModifyRequest{Version: r.Version, Bandwidth: 100 * mbps}, nil); st != 409 {
+	if st, raw := e.do("PATCH", "/api/v1/reservations/"+r.ID, alice, apiv1.ModifyRequest{Version: r.Version, Bandwidth: 100 * mbps}, nil); st != 409 {
 		t.Errorf("modify with a stale version: %d %s", st, raw)
 	}
 	// Growing past the link is refused and leaves it as it was.
-	if st, raw := e.do("PATCH", "/api/v1/reservations/"+r.ID, alice, api.ModifyRequest{Version: mod.Reservation.Version, Bandwidth: 950 * mbps}, nil); st != 409 || errorOf(t, raw).Code != api.CodeCapacity {
+	if st, raw := e.do("PATCH", "/api/v1/reservations/"+r.ID, alice, apiv1.ModifyRequest{Version: mod.Reservation.Version, Bandwidth: 950 * mbps}, nil); st != 409 || errorOf(t, raw).Code != apiv1.CodeCapacity {
 		t.Errorf("modify beyond the link: %d %s", st, raw)
 	}
 	// Moving it to the dedicated link.
-	if st, raw := e.do("PATCH", "/api/v1/reservations/"+r.ID, alice, api.ModifyRequest{Version: mod.Reservation.Version, Path: []string{"a1-ra", "dedicated", "b1-rb"}}, &mod); st != 200 || mod.Reservation.Path[1].Link != "dedicated" {
+	if st, raw := e.do("PATCH", "/api/v1/reservations/"+r.ID, alice, apiv1.ModifyRequest{Version: mod.Reservation.Version, Path: []string{"a1-ra", "dedicated", "b1-rb"}}, &mod); st != 200 || mod.Reservation.Path[1].Link != "dedicated" {
 		t.Fatalf("move: %d %s", st, raw)
 	}
 
 	// The clock: start activates it, end finishes it.
 	e.clk.Add(90 * time.Minute)
 	e.c.Tick(context.Background())
-	var got api.ReservationResponse
+	var got apiv1.ReservationResponse
 	e.do("GET", "/api/v1/reservations/"+r.ID, alice, nil, &got)
 	if got.Reservation.State != reserve.StateActive {
 		t.Fatalf("after the start: %s", got.Reservation.State)
 	}
-	var cancelled api.ReservationResponse
-	if st, raw := e.do("POST", "/api/v1/reservations/"+r.ID+"/cancel", alice, api.ActionRequest{Reason: "done early"}, &cancelled); st != 200 {
+	var cancelled apiv1.ReservationResponse
+	if st, raw := e.do("POST", "/api/v1/reservations/"+r.ID+"/cancel", alice, apiv1.ActionRequest{Reason: "done early"}, &cancelled); st != 200 {
 		t.Fatalf("cancel: %d %s", st, raw)
 	}
 	if cancelled.Reservation.State != reserve.StateCancelled {
@@ -318,14 +319,14 @@ func TestLifecycle(t *testing.T) {
 		t.Errorf("last transition %+v", last)
 	}
 	// Its capacity is free again.
-	if st, _, raw := e.create(alice, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 2700 * mbps, Start: e.clk.Now(), Duration: "1h", Path: []string{"a1-ra", "dedicated", "b1-rb"}}); st != 409 {
+	if st, _, raw := e.create(alice, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 2700 * mbps, Start: e.clk.Now(), Duration: "1h", Path: []string{"a1-ra", "dedicated", "b1-rb"}}); st != 409 {
 		t.Errorf("2.7G over a 2G link: %d %s", st, raw)
 	}
-	if st, _, raw := e.create(alice, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 1800 * mbps, Start: e.clk.Now(), Duration: "1h", Path: []string{"a1-ra", "dedicated", "b1-rb"}}); st != 201 {
+	if st, _, raw := e.create(alice, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 1800 * mbps, Start: e.clk.Now(), Duration: "1h", Path: []string{"a1-ra", "dedicated", "b1-rb"}}); st != 201 {
 		t.Errorf("the dedicated link's whole reservable capacity after the cancel: %d %s", st, raw)
 	}
 
-	var audit api.AuditList
+	var audit apiv1.AuditList
 	if st, raw := e.do("GET", "/api/v1/audit", op, nil, &audit); st != 200 {
 		t.Fatalf("audit: %d %s", st, raw)
 	}
@@ -346,15 +347,15 @@ func TestLifecycle(t *testing.T) {
 func TestRefusalOffersAlternatives(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), oneLink)
 	start := t0.Add(time.Hour)
-	if st, _, raw := e.create(e.admin, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 600 * mbps, Start: start, Duration: "2h"}); st != 201 {
+	if st, _, raw := e.create(e.admin, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: 600 * mbps, Start: start, Duration: "2h"}); st != 201 {
 		t.Fatalf("first: %d %s", st, raw)
 	}
-	st, _, raw := e.create(e.admin, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 500 * mbps, Start: start.Add(30 * time.Minute), Duration: "1h"})
+	st, _, raw := e.create(e.admin, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: 500 * mbps, Start: start.Add(30 * time.Minute), Duration: "1h"})
 	if st != 409 {
 		t.Fatalf("over capacity: %d %s", st, raw)
 	}
 	d := errorOf(t, raw)
-	if d.Code != api.CodeCapacity || d.Alternatives == nil || d.Alternatives.Earliest == nil || d.Alternatives.Widest == nil {
+	if d.Code != apiv1.CodeCapacity || d.Alternatives == nil || d.Alternatives.Earliest == nil || d.Alternatives.Widest == nil {
 		t.Fatalf("refusal %s", raw)
 	}
 	if !d.Alternatives.Earliest.Start.Equal(start.Add(2*time.Hour)) || d.Alternatives.Earliest.Bandwidth != 500*mbps {
@@ -364,15 +365,15 @@ func TestRefusalOffersAlternatives(t *testing.T) {
 		t.Errorf("widest alternative %d, want 300M", d.Alternatives.Widest.Bandwidth)
 	}
 	// Taking the earliest alternative books.
-	if st, _, raw := e.create(e.admin, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 500 * mbps, Start: d.Alternatives.Earliest.Start, End: d.Alternatives.Earliest.End}); st != 201 {
+	if st, _, raw := e.create(e.admin, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: 500 * mbps, Start: d.Alternatives.Earliest.Start, End: d.Alternatives.Earliest.End}); st != 201 {
 		t.Errorf("booking the alternative: %d %s", st, raw)
 	}
 	// The reverse direction has its own capacity.
-	if st, _, raw := e.create(e.admin, api.ReservationRequest{From: "h2", To: "h1", Bandwidth: 900 * mbps, Start: start, Duration: "2h"}); st != 201 {
+	if st, _, raw := e.create(e.admin, apiv1.ReservationRequest{From: "h2", To: "h1", Bandwidth: 900 * mbps, Start: start, Duration: "2h"}); st != 201 {
 		t.Errorf("the reverse direction: %d %s", st, raw)
 	}
 	// OSCARS's request of 1 Tbit/s.
-	if st, _, raw := e.create(e.admin, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 1_000_000 * mbps, Start: start.Add(10 * time.Hour), Duration: "1h"}); st != 409 || errorOf(t, raw).Code != api.CodeCapacity {
+	if st, _, raw := e.create(e.admin, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: 1_000_000 * mbps, Start: start.Add(10 * time.Hour), Duration: "1h"}); st != 409 || errorOf(t, raw).Code != apiv1.CodeCapacity {
 		t.Errorf("1 Tbit/s: %d %s", st, raw)
 	}
 }
@@ -383,7 +384,7 @@ func TestRefusalOffersAlternatives(t *testing.T) {
 func TestSameInstant(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), oneLink)
 	start := t0.Add(time.Hour)
-	req := api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 500 * mbps, Start: start, Duration: "1h"}
+	req := apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: 500 * mbps, Start: start, Duration: "1h"}
 	if st, _, raw := e.create(e.admin, req); st != 201 {
 		t.Fatalf("first: %d %s", st, raw)
 	}
@@ -398,7 +399,7 @@ func TestSameInstant(t *testing.T) {
 
 func TestIdempotentCreate(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), oneLink)
-	req := api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 100 * mbps, Start: t0.Add(time.Hour), Duration: "1h", IdempotencyKey: "k1"}
+	req := apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: 100 * mbps, Start: t0.Add(time.Hour), Duration: "1h", IdempotencyKey: "k1"}
 	st1, r1, raw := e.create(e.admin, req)
 	if st1 != 201 || !r1.Created {
 		t.Fatalf("first: %d %s", st1, raw)
@@ -411,7 +412,7 @@ func TestIdempotentCreate(t *testing.T) {
 	if st, _, raw := e.create(e.admin, req); st != 409 || !strings.Contains(string(raw), "idempotency key") {
 		t.Fatalf("key reused with another bandwidth: %d %s", st, raw)
 	}
-	var list api.ReservationList
+	var list apiv1.ReservationList
 	e.do("GET", "/api/v1/reservations", e.admin, nil, &list)
 	if len(list.Reservations) != 1 {
 		t.Errorf("%d reservations stored, want 1", len(list.Reservations))
@@ -420,12 +421,12 @@ func TestIdempotentCreate(t *testing.T) {
 
 func TestHoldCommitAndExpiry(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), oneLink)
-	req := api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 800 * mbps, Start: t0.Add(time.Hour), Duration: "1h", Hold: "5m"}
+	req := apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: 800 * mbps, Start: t0.Add(time.Hour), Duration: "1h", Hold: "5m"}
 	st, held, raw := e.create(e.admin, req)
 	if st != 201 || held.Reservation.State != reserve.StateHeld {
 		t.Fatalf("hold: %d %s", st, raw)
 	}
-	var c api.ReservationResponse
+	var c apiv1.ReservationResponse
 	if st, raw := e.do("POST", "/api/v1/reservations/"+held.Reservation.ID+"/commit", e.admin, nil, &c); st != 200 || c.Reservation.State != reserve.StateReserved {
 		t.Fatalf("commit: %d %s", st, raw)
 	}
@@ -433,7 +434,7 @@ func TestHoldCommitAndExpiry(t *testing.T) {
 	_, held2, _ := e.create(e.admin, req)
 	e.clk.Add(6 * time.Minute)
 	e.c.Tick(context.Background())
-	var got api.ReservationResponse
+	var got apiv1.ReservationResponse
 	e.do("GET", "/api/v1/reservations/"+held2.Reservation.ID, e.admin, nil, &got)
 	if got.Reservation.State != reserve.StateCancelled || !strings.Contains(got.Reservation.History[len(got.Reservation.History)-1].Why, "hold expired") {
 		t.Fatalf("after the hold: %+v", got.Reservation)
@@ -442,10 +443,10 @@ func TestHoldCommitAndExpiry(t *testing.T) {
 		t.Errorf("commit after expiry: %d %s", st, raw)
 	}
 	// Its capacity was released.
-	if st, _, raw := e.create(e.admin, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 900 * mbps, Start: t0.Add(3 * time.Hour), Duration: "1h"}); st != 201 {
+	if st, _, raw := e.create(e.admin, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: 900 * mbps, Start: t0.Add(3 * time.Hour), Duration: "1h"}); st != 201 {
 		t.Errorf("after the expired hold: %d %s", st, raw)
 	}
-	if st, _, raw := e.create(e.admin, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 1, Start: t0.Add(5 * time.Hour), Duration: "1h", Hold: "2h"}); st != 400 {
+	if st, _, raw := e.create(e.admin, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: 1, Start: t0.Add(5 * time.Hour), Duration: "1h", Hold: "2h"}); st != 400 {
 		t.Errorf("a hold over the maximum: %d %s", st, raw)
 	}
 }
@@ -454,25 +455,25 @@ func TestHoldCommitAndExpiry(t *testing.T) {
 // that the new one applied what was due meanwhile before serving.
 func TestRestartCatchesUp(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), oneLink)
-	_, held, _ := e.create(e.admin, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 100 * mbps, Start: t0.Add(time.Hour), Duration: "1h", Hold: "1m"})
-	_, later, _ := e.create(e.admin, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 100 * mbps, Start: t0.Add(time.Hour), Duration: "1h"})
-	_, long, _ := e.create(e.admin, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 700 * mbps, Start: t0.Add(30 * time.Minute), Duration: "4h"})
+	_, held, _ := e.create(e.admin, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: 100 * mbps, Start: t0.Add(time.Hour), Duration: "1h", Hold: "1m"})
+	_, later, _ := e.create(e.admin, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: 100 * mbps, Start: t0.Add(time.Hour), Duration: "1h"})
+	_, long, _ := e.create(e.admin, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: 700 * mbps, Start: t0.Add(30 * time.Minute), Duration: "4h"})
 	e.stopFn()
 	e.clk.Add(3 * time.Hour)
 	e.start("")
 	want := map[string]reserve.State{held.Reservation.ID: reserve.StateCancelled, later.Reservation.ID: reserve.StateFinished, long.Reservation.ID: reserve.StateActive}
 	for id, w := range want {
-		var got api.ReservationResponse
+		var got apiv1.ReservationResponse
 		e.do("GET", "/api/v1/reservations/"+id, e.admin, nil, &got)
 		if got.Reservation.State != w {
 			t.Errorf("%s after the restart: %s, want %s", id, got.Reservation.State, w)
 		}
 	}
 	// The long one still holds its 700M; the others no longer count.
-	if st, _, raw := e.create(e.admin, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 300 * mbps, Start: e.clk.Now(), Duration: "30m"}); st != 409 {
+	if st, _, raw := e.create(e.admin, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: 300 * mbps, Start: e.clk.Now(), Duration: "30m"}); st != 409 {
 		t.Errorf("300M beside the live 700M: %d %s", st, raw)
 	}
-	if st, _, raw := e.create(e.admin, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 200 * mbps, Start: e.clk.Now(), Duration: "30m"}); st != 201 {
+	if st, _, raw := e.create(e.admin, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: 200 * mbps, Start: e.clk.Now(), Duration: "30m"}); st != 201 {
 		t.Errorf("200M beside the live 700M: %d %s", st, raw)
 	}
 }
@@ -480,16 +481,16 @@ func TestRestartCatchesUp(t *testing.T) {
 func TestTokens(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), oneLink)
 	alice := e.user("alice", "user")
-	var who api.Whoami
+	var who apiv1.Whoami
 	if st, _ := e.do("GET", "/api/v1/whoami", alice, nil, &who); st != 200 || who.User != "alice" || who.Role != "user" {
 		t.Fatalf("whoami: %d %+v", st, who)
 	}
 	// Short-lived token.
-	var short api.Token
-	if st, raw := e.do("POST", "/api/v1/users/alice/tokens", alice, api.TokenRequest{ExpiresIn: "1h"}, &short); st != 201 {
+	var short apiv1.Token
+	if st, raw := e.do("POST", "/api/v1/users/alice/tokens", alice, apiv1.TokenRequest{ExpiresIn: "1h"}, &short); st != 201 {
 		t.Fatalf("own token: %d %s", st, raw)
 	}
-	if st, raw := e.do("POST", "/api/v1/users/admin/tokens", alice, api.TokenRequest{}, nil); st != 403 {
+	if st, raw := e.do("POST", "/api/v1/users/admin/tokens", alice, apiv1.TokenRequest{}, nil); st != 403 {
 		t.Errorf("alice makes admin a token: %d %s", st, raw)
 	}
 	if st, _ := e.do("GET", "/api/v1/whoami", short.Secret, nil, nil); st != 200 {
@@ -500,7 +501,7 @@ func TestTokens(t *testing.T) {
 		t.Errorf("expired token: %d %s", st, raw)
 	}
 	// Revoke alice's main token.
-	var toks api.TokenList
+	var toks apiv1.TokenList
 	e.do("GET", "/api/v1/users/alice/tokens", e.admin, nil, &toks)
 	if len(toks.Tokens) != 2 || toks.Tokens[0].Secret != "" {
 		t.Fatalf("tokens %+v", toks)
@@ -516,7 +517,7 @@ func TestTokens(t *testing.T) {
 		t.Errorf("revoked token: %d %s", st, raw)
 	}
 	for _, tok := range []string{"", "not-a-token"} {
-		if st, raw := e.do("GET", "/api/v1/reservations", tok, nil, nil); st != 401 || errorOf(t, raw).Code != api.CodeUnauthorized {
+		if st, raw := e.do("GET", "/api/v1/reservations", tok, nil, nil); st != 401 || errorOf(t, raw).Code != apiv1.CodeUnauthorized {
 			t.Errorf("token %q: %d %s", tok, st, raw)
 		}
 	}
@@ -530,9 +531,9 @@ func TestTokens(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), oneLink)
 	alice := e.user("alice", "user", "cms")
-	e.do("POST", "/api/v1/users/alice/tokens", e.admin, api.TokenRequest{ExpiresIn: "1m"}, nil)
-	var revoked api.Token
-	e.do("POST", "/api/v1/users/alice/tokens", e.admin, api.TokenRequest{}, &revoked)
+	e.do("POST", "/api/v1/users/alice/tokens", e.admin, apiv1.TokenRequest{ExpiresIn: "1m"}, nil)
+	var revoked apiv1.Token
+	e.do("POST", "/api/v1/users/alice/tokens", e.admin, apiv1.TokenRequest{}, &revoked)
 	e.do("DELETE", "/api/v1/tokens/"+revoked.ID, e.admin, nil, nil)
 
 	future := t0.Add(time.Hour).Format(time.RFC3339)
@@ -599,15 +600,15 @@ func TestBadInput(t *testing.T) {
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 415 {
 		t.Errorf("text/plain: %v %v", resp.StatusCode, err)
 	}
-	if st, raw := e.do("DELETE", "/api/v1/reservations", alice, nil, nil); st != 405 || errorOf(t, raw).Code != api.CodeMethodNotAllowed {
+	if st, raw := e.do("DELETE", "/api/v1/reservations", alice, nil, nil); st != 405 || errorOf(t, raw).Code != apiv1.CodeMethodNotAllowed {
 		t.Errorf("DELETE on the collection: %d %s", st, raw)
 	}
-	var list api.ReservationList
+	var list apiv1.ReservationList
 	e.do("GET", "/api/v1/reservations", e.admin, nil, &list)
 	if len(list.Reservations) != 0 {
 		t.Errorf("bad requests stored %d reservations", len(list.Reservations))
 	}
-	var audit api.AuditList
+	var audit apiv1.AuditList
 	e.do("GET", "/api/v1/audit", e.admin, nil, &audit)
 	for _, a := range audit.Entries {
 		if strings.HasPrefix(a.What, "create r-") {
@@ -622,70 +623,70 @@ func TestExclusiveHolds(t *testing.T) {
 	bob := e.user("bob", "user")
 	start := t0.Add(time.Hour)
 	var x reserve.Exclusive
-	if st, raw := e.do("POST", "/api/v1/exclusives", alice, api.ExclusiveRequest{Site: "site-b", Start: start, Duration: "2h"}, &x); st != 201 {
+	if st, raw := e.do("POST", "/api/v1/exclusives", alice, apiv1.ExclusiveRequest{Site: "site-b", Start: start, Duration: "2h"}, &x); st != 201 {
 		t.Fatalf("hold site-b: %d %s", st, raw)
 	}
 	if len(x.Nodes) != 2 {
 		t.Errorf("site-b hold covers %v", x.Nodes)
 	}
 	// Bob cannot touch site-b in that window, but can before it.
-	st, _, raw := e.create(bob, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: mbps, Start: start.Add(30 * time.Minute), Duration: "1h"})
+	st, _, raw := e.create(bob, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: mbps, Start: start.Add(30 * time.Minute), Duration: "1h"})
 	if st != 409 || !strings.Contains(string(raw), "alice") {
 		t.Errorf("bob into alice's site: %d %s", st, raw)
 	}
-	if st, _, raw := e.create(bob, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: mbps, Start: t0.Add(10 * time.Minute), Duration: "50m"}); st != 201 {
+	if st, _, raw := e.create(bob, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: mbps, Start: t0.Add(10 * time.Minute), Duration: "50m"}); st != 201 {
 		t.Errorf("bob before the hold: %d %s", st, raw)
 	}
 	// Alice herself can.
-	if st, _, raw := e.create(alice, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: mbps, Start: start, Duration: "1h"}); st != 201 {
+	if st, _, raw := e.create(alice, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: mbps, Start: start, Duration: "1h"}); st != 201 {
 		t.Errorf("alice in her own site: %d %s", st, raw)
 	}
 	// Bob cannot hold a1 while alice's reservation uses it.
-	if st, raw := e.do("POST", "/api/v1/exclusives", bob, api.ExclusiveRequest{Node: "a1", Start: start, Duration: "1h"}, nil); st != 409 {
+	if st, raw := e.do("POST", "/api/v1/exclusives", bob, apiv1.ExclusiveRequest{Node: "a1", Start: start, Duration: "1h"}, nil); st != 409 {
 		t.Errorf("bob holds a node alice's reservation uses: %d %s", st, raw)
 	}
 	// Released, bob can book.
 	if st, raw := e.do("POST", "/api/v1/exclusives/"+x.ID+"/cancel", bob, nil, nil); st != 404 {
 		t.Errorf("bob releases alice's hold: %d %s", st, raw)
 	}
-	if st, raw := e.do("POST", "/api/v1/exclusives/"+x.ID+"/cancel", alice, api.ActionRequest{Reason: "done"}, nil); st != 200 {
+	if st, raw := e.do("POST", "/api/v1/exclusives/"+x.ID+"/cancel", alice, apiv1.ActionRequest{Reason: "done"}, nil); st != 200 {
 		t.Fatalf("release: %d %s", st, raw)
 	}
-	if st, _, raw := e.create(bob, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: mbps, Start: start.Add(30 * time.Minute), Duration: "1h"}); st != 201 {
+	if st, _, raw := e.create(bob, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: mbps, Start: start.Add(30 * time.Minute), Duration: "1h"}); st != 201 {
 		t.Errorf("bob after the release: %d %s", st, raw)
 	}
 }
 
 func TestTopologyReload(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), twoSite)
-	st, res, raw := e.create(e.admin, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 800 * mbps, Start: t0.Add(time.Hour), Duration: "1h", Path: []string{"a1-ra", "wan", "b1-rb"}})
+	st, res, raw := e.create(e.admin, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 800 * mbps, Start: t0.Add(time.Hour), Duration: "1h", Path: []string{"a1-ra", "wan", "b1-rb"}})
 	if st != 201 {
 		t.Fatalf("create: %d %s", st, raw)
 	}
 	noWan := strings.Replace(twoSite, "  - {name: wan, ends: [ra, rb], rate: 1G, delay: 25ms}\n", "", 1)
 	slowWan := strings.Replace(twoSite, "rate: 1G", "rate: 500M", 1)
 	for name, y := range map[string]string{"without wan": noWan, "wan slowed": slowWan} {
-		st, raw := e.do("PUT", "/api/v1/topology", e.admin, api.TopologyReload{YAML: y}, nil)
+		st, raw := e.do("PUT", "/api/v1/topology", e.admin, apiv1.TopologyReload{YAML: y}, nil)
 		d := errorOf(t, raw)
 		if st != 409 || len(d.Stranded) != 1 || !strings.HasPrefix(d.Stranded[0], res.Reservation.ID) {
 			t.Errorf("%s: %d %s", name, st, raw)
 		}
 	}
-	var topo api.Topology
+	var topo apiv1.Topology
 	e.do("GET", "/api/v1/topology", e.admin, nil, &topo)
 	if topo.Stats.Links != 4 {
 		t.Errorf("after the refused reloads: %d links", topo.Stats.Links)
 	}
 	// Adding a link is fine, and survives a restart.
 	more := twoSite + "  - {name: wan2, ends: [ra, rb], rate: 1G, delay: 30ms}\n"
-	if st, raw := e.do("PUT", "/api/v1/topology", e.admin, api.TopologyReload{YAML: more}, &topo); st != 200 || topo.Stats.Links != 5 {
+	if st, raw := e.do("PUT", "/api/v1/topology", e.admin, apiv1.TopologyReload{YAML: more}, &topo); st != 200 || topo.Stats.Links != 5 {
 		t.Fatalf("reload with a link more: %d %s", st, raw)
 	}
 	alice := e.user("alice", "user")
-	if st, raw := e.do("PUT", "/api/v1/topology", alice, api.TopologyReload{YAML: more}, nil); st != 403 {
+	if st, raw := e.do("PUT", "/api/v1/topology", alice, apiv1.TopologyReload{YAML: more}, nil); st != 403 {
 		t.Errorf("a user reloads: %d %s", st, raw)
 	}
-	if st, raw := e.do("PUT", "/api/v1/topology", e.admin, api.TopologyReload{YAML: "links: [{name: x}]"}, nil); st != 400 {
+	if st, raw := e.do("PUT", "/api/v1/topology", e.admin, apiv1.TopologyReload{YAML: "links: [{name: x}]"}, nil); st != 400 {
 		t.Errorf("a broken file: %d %s", st, raw)
 	}
 	e.stopFn()
@@ -699,20 +700,20 @@ func TestTopologyReload(t *testing.T) {
 func TestFind(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), twoSite)
 	start := t0.Add(time.Hour)
-	e.create(e.admin, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 900 * mbps, Start: start, Duration: "2h", Path: []string{"a1-ra", "wan", "b1-rb"}})
-	e.create(e.admin, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 1800 * mbps, Start: start, Duration: "1h", Path: []string{"a1-ra", "dedicated", "b1-rb"}})
+	e.create(e.admin, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 900 * mbps, Start: start, Duration: "2h", Path: []string{"a1-ra", "wan", "b1-rb"}})
+	e.create(e.admin, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 1800 * mbps, Start: start, Duration: "1h", Path: []string{"a1-ra", "dedicated", "b1-rb"}})
 	for _, tc := range []struct {
-		req  api.FindRequest
+		req  apiv1.FindRequest
 		alg  string
 		bw   uint64
 		from time.Time
 	}{
-		{api.FindRequest{Mode: "earliest", From: "a1", To: "b1", Bandwidth: 500 * mbps, Start: start, Duration: "1h"}, reserve.AlgEarliestStart, 500 * mbps, start.Add(time.Hour)},
-		{api.FindRequest{Mode: "widest", From: "a1", To: "b1", Start: start.Add(90 * time.Minute), Duration: "1h"}, reserve.AlgWidestPath, 1800 * mbps, start.Add(90 * time.Minute)},
-		{api.FindRequest{Mode: "fixed", From: "a1", To: "b1", Bandwidth: 100 * mbps, Start: start.Add(time.Hour), Duration: "1h"}, reserve.AlgFixedSlot, 100 * mbps, start.Add(time.Hour)},
-		{api.FindRequest{Mode: "completion", From: "a1", To: "b1", SizeBytes: 900e9, Bandwidth: 1800 * mbps, Start: start}, reserve.AlgEarliestCompletion, 1800 * mbps, start.Add(time.Hour)},
+		{apiv1.FindRequest{Mode: "earliest", From: "a1", To: "b1", Bandwidth: 500 * mbps, Start: start, Duration: "1h"}, reserve.AlgEarliestStart, 500 * mbps, start.Add(time.Hour)},
+		{apiv1.FindRequest{Mode: "widest", From: "a1", To: "b1", Start: start.Add(90 * time.Minute), Duration: "1h"}, reserve.AlgWidestPath, 1800 * mbps, start.Add(90 * time.Minute)},
+		{apiv1.FindRequest{Mode: "fixed", From: "a1", To: "b1", Bandwidth: 100 * mbps, Start: start.Add(time.Hour), Duration: "1h"}, reserve.AlgFixedSlot, 100 * mbps, start.Add(time.Hour)},
+		{apiv1.FindRequest{Mode: "completion", From: "a1", To: "b1", SizeBytes: 900e9, Bandwidth: 1800 * mbps, Start: start}, reserve.AlgEarliestCompletion, 1800 * mbps, start.Add(time.Hour)},
 	} {
-		var s api.Slot
+		var s apiv1.Slot
 		if st, raw := e.do("POST", "/api/v1/find", e.admin, tc.req, &s); st != 200 {
 			t.Errorf("%s: %d %s", tc.req.Mode, st, raw)
 			continue
@@ -721,19 +722,19 @@ func TestFind(t *testing.T) {
 			t.Errorf("%s: %+v, want %s %d from %s", tc.req.Mode, s, tc.alg, tc.bw, tc.from)
 		}
 	}
-	var all api.Slot
-	if st, raw := e.do("POST", "/api/v1/find", e.admin, api.FindRequest{Mode: "all", From: "a1", To: "b1", Bandwidth: 1500 * mbps, Start: start, Duration: "1h", Horizon: start.Add(6 * time.Hour)}, &all); st != 200 || len(all.Windows) == 0 {
+	var all apiv1.Slot
+	if st, raw := e.do("POST", "/api/v1/find", e.admin, apiv1.FindRequest{Mode: "all", From: "a1", To: "b1", Bandwidth: 1500 * mbps, Start: start, Duration: "1h", Horizon: start.Add(6 * time.Hour)}, &all); st != 200 || len(all.Windows) == 0 {
 		t.Fatalf("all: %d %s", st, raw)
 	}
 	if !all.Windows[0].First.Equal(start.Add(time.Hour)) {
 		t.Errorf("all: first window %+v", all.Windows[0])
 	}
 	// Booking by size: the earliest completion of 900 GB at up to 1.8G.
-	st, res, raw := e.create(e.admin, api.ReservationRequest{From: "a1", To: "b1", SizeBytes: 900e9, Bandwidth: 1800 * mbps, Start: start})
+	st, res, raw := e.create(e.admin, apiv1.ReservationRequest{From: "a1", To: "b1", SizeBytes: 900e9, Bandwidth: 1800 * mbps, Start: start})
 	if st != 201 || !res.Reservation.Start.Equal(start.Add(time.Hour)) || res.Reservation.Bandwidth != 1800*mbps {
 		t.Errorf("create by size: %d %s", st, raw)
 	}
-	if st, _, raw := e.create(e.admin, api.ReservationRequest{From: "a1", To: "b1", SizeBytes: 900e12, Start: start, Deadline: start.Add(2 * time.Hour)}); st != 409 || !strings.Contains(string(raw), "deadline") {
+	if st, _, raw := e.create(e.admin, apiv1.ReservationRequest{From: "a1", To: "b1", SizeBytes: 900e12, Start: start, Deadline: start.Add(2 * time.Hour)}); st != 409 || !strings.Contains(string(raw), "deadline") {
 		t.Errorf("create by size past its deadline: %d %s", st, raw)
 	}
 }
@@ -758,17 +759,17 @@ func TestEventStream(t *testing.T) {
 	}
 	aliceEv := open("?access_token=" + alice)
 	bobEv := open("?access_token=" + bob)
-	_, res, _ := e.create(alice, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Start: t0.Add(time.Minute), Duration: "1h"})
+	_, res, _ := e.create(alice, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Start: t0.Add(time.Minute), Duration: "1h"})
 	e.clk.Add(2 * time.Minute)
 	e.c.Tick(context.Background())
-	next := func(r *bufio.Reader) api.Event {
+	next := func(r *bufio.Reader) apiv1.Event {
 		for {
 			line, err := r.ReadString('\n')
 			if err != nil {
 				t.Fatalf("read event: %v", err)
 			}
 			if data, ok := strings.CutPrefix(line, "data: "); ok {
-				var ev api.Event
+				var ev apiv1.Event
 				if err := json.Unmarshal([]byte(data), &ev); err != nil {
 					t.Fatal(err)
 				}
@@ -783,7 +784,7 @@ func TestEventStream(t *testing.T) {
 		}
 	}
 	// Bob sees his own only.
-	e.create(bob, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Start: e.clk.Now().Add(time.Hour), Duration: "1h"})
+	e.create(bob, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Start: e.clk.Now().Add(time.Hour), Duration: "1h"})
 	if ev := next(bobEv); ev.Reservation.Owner != "bob" {
 		t.Errorf("bob sees %s's reservation", ev.Reservation.Owner)
 	}
@@ -798,7 +799,7 @@ func TestConcurrentCreates(t *testing.T) {
 			e := newEnv(t, url(t), oneLink)
 			const n = 200
 			type out struct {
-				req    api.ReservationRequest
+				req    apiv1.ReservationRequest
 				status int
 				r      reserve.Reservation
 				raw    []byte
@@ -806,7 +807,7 @@ func TestConcurrentCreates(t *testing.T) {
 			outs := make([]out, n)
 			var wg sync.WaitGroup
 			for i := range n {
-				req := api.ReservationRequest{From: "h1", To: "h2", Bandwidth: uint64(50+(i*37)%400) * mbps,
+				req := apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: uint64(50+(i*37)%400) * mbps,
 					Start: t0.Add(time.Duration(i%12) * 10 * time.Minute), Duration: fmt.Sprintf("%dm", 20+(i*13)%60)}
 				wg.Go(func() {
 					j, _ := json.Marshal(req)
@@ -822,7 +823,7 @@ func TestConcurrentCreates(t *testing.T) {
 					resp.Body.Close()
 					o := out{req: req, status: resp.StatusCode, raw: raw}
 					if resp.StatusCode == 201 {
-						var rr api.ReservationResponse
+						var rr apiv1.ReservationResponse
 						json.Unmarshal(raw, &rr)
 						o.r = rr.Reservation
 					}
@@ -859,7 +860,7 @@ func TestConcurrentCreates(t *testing.T) {
 				}
 			}
 			// The store agrees with the answers.
-			var list api.ReservationList
+			var list apiv1.ReservationList
 			e.do("GET", "/api/v1/reservations", e.admin, nil, &list)
 			if len(list.Reservations) != len(accepted) {
 				t.Errorf("store holds %d reservations, %d were accepted", len(list.Reservations), len(accepted))
@@ -902,15 +903,15 @@ func peak(rs []reserve.Reservation, from, to time.Time) (time.Time, uint64) {
 func TestPolicy(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), oneLink)
 	alice := e.user("alice", "user", "cms")
-	pol := api.Policy{
-		Default:  api.Limits{MaxDuration: "2h"},
-		Roles:    map[string]api.Limits{"operator": {MaxDuration: "24h"}},
-		Projects: map[string]api.Limits{"cms": {MaxBandwidth: 300 * mbps, MaxProjectBandwidth: 500 * mbps}},
+	pol := apiv1.Policy{
+		Default:  apiv1.Limits{MaxDuration: "2h"},
+		Roles:    map[string]apiv1.Limits{"operator": {MaxDuration: "24h"}},
+		Projects: map[string]apiv1.Limits{"cms": {MaxBandwidth: 300 * mbps, MaxProjectBandwidth: 500 * mbps}},
 	}
 	if st, raw := e.do("PUT", "/api/v1/policy", alice, pol, nil); st != 403 {
 		t.Errorf("a user sets the policy: %d %s", st, raw)
 	}
-	if st, raw := e.do("PUT", "/api/v1/policy", e.admin, api.Policy{Default: api.Limits{MaxDuration: "soon"}}, nil); st != 400 {
+	if st, raw := e.do("PUT", "/api/v1/policy", e.admin, apiv1.Policy{Default: apiv1.Limits{MaxDuration: "soon"}}, nil); st != 400 {
 		t.Errorf("a bad duration: %d %s", st, raw)
 	}
 	if st, raw := e.do("PUT", "/api/v1/policy", e.admin, pol, nil); st != 200 {
@@ -919,15 +920,15 @@ func TestPolicy(t *testing.T) {
 	start := t0.Add(time.Hour)
 	for _, tc := range []struct {
 		name   string
-		req    api.ReservationRequest
+		req    apiv1.ReservationRequest
 		status int
 		want   string
 	}{
-		{"over the default duration", api.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Start: start, Duration: "3h"}, 403, "2h"},
-		{"over the project's per-reservation bandwidth", api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 400 * mbps, Start: start, Duration: "1h", Project: "cms"}, 403, "cms"},
-		{"within", api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 300 * mbps, Start: start, Duration: "1h", Project: "cms"}, 201, ""},
-		{"over the project's total", api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 300 * mbps, Start: start.Add(30 * time.Minute), Duration: "1h", Project: "cms"}, 403, "project"},
-		{"the project's total after the first ends", api.ReservationRequest{From: "h1", To: "h2", Bandwidth: 300 * mbps, Start: start.Add(time.Hour), Duration: "1h", Project: "cms"}, 201, ""},
+		{"over the default duration", apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Start: start, Duration: "3h"}, 403, "2h"},
+		{"over the project's per-reservation bandwidth", apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: 400 * mbps, Start: start, Duration: "1h", Project: "cms"}, 403, "cms"},
+		{"within", apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: 300 * mbps, Start: start, Duration: "1h", Project: "cms"}, 201, ""},
+		{"over the project's total", apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: 300 * mbps, Start: start.Add(30 * time.Minute), Duration: "1h", Project: "cms"}, 403, "project"},
+		{"the project's total after the first ends", apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: 300 * mbps, Start: start.Add(time.Hour), Duration: "1h", Project: "cms"}, 201, ""},
 	} {
 		st, _, raw := e.create(alice, tc.req)
 		if st != tc.status || !strings.Contains(string(raw), tc.want) {
@@ -935,10 +936,10 @@ func TestPolicy(t *testing.T) {
 		}
 	}
 	op := e.user("olga", "operator")
-	if st, _, raw := e.create(op, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Start: start, Duration: "3h"}); st != 201 {
+	if st, _, raw := e.create(op, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Start: start, Duration: "3h"}); st != 201 {
 		t.Errorf("an operator's 3h: %d %s", st, raw)
 	}
-	var got api.Policy
+	var got apiv1.Policy
 	e.do("GET", "/api/v1/policy", alice, nil, &got)
 	if got.Default.MaxDuration != "2h0m0s" || got.Projects["cms"].MaxProjectBandwidth != 500*mbps {
 		t.Errorf("policy read back %+v", got)
@@ -956,7 +957,7 @@ func TestPolicy(t *testing.T) {
 // controller ("now"): the retry, later, is the same request.
 func TestRetryWithoutStart(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), oneLink)
-	req := api.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Duration: "1h", IdempotencyKey: "k", Hold: "max"}
+	req := apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Duration: "1h", IdempotencyKey: "k", Hold: "max"}
 	st, first, raw := e.create(e.admin, req)
 	if st != 201 || !first.Reservation.HoldExpires.Equal(t0.Add(controller.DefaultMaxHold)) {
 		t.Fatalf("first: %d %s", st, raw)
@@ -973,7 +974,7 @@ func TestRetryWithoutStart(t *testing.T) {
 func TestEventReplay(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), oneLink)
 	for i := range 3 {
-		e.create(e.admin, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Start: t0.Add(time.Duration(i+1) * time.Hour), Duration: "1h"})
+		e.create(e.admin, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Start: t0.Add(time.Duration(i+1) * time.Hour), Duration: "1h"})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -1009,7 +1010,7 @@ func TestEventReplay(t *testing.T) {
 // which, and the stored topology is kept.
 func TestStartWithStrandingTopology(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), twoSite)
-	_, res, _ := e.create(e.admin, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 800 * mbps, Start: t0.Add(time.Hour), Duration: "1h", Path: []string{"a1-ra", "wan", "b1-rb"}})
+	_, res, _ := e.create(e.admin, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 800 * mbps, Start: t0.Add(time.Hour), Duration: "1h", Path: []string{"a1-ra", "wan", "b1-rb"}})
 	e.stopFn()
 	st, err := store.Open(context.Background(), e.url)
 	if err != nil {
@@ -1043,45 +1044,45 @@ func TestAgents(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), twoSite)
 	agent := e.agent("agent-ra", "ra")
 	alice := e.user("alice", "user")
-	var work api.AgentWork
-	if st, raw := e.do("POST", "/api/v1/agents/ra/heartbeat", alice, api.HeartbeatRequest{}, nil); st != 403 {
+	var work apiv1.AgentWork
+	if st, raw := e.do("POST", "/api/v1/agents/ra/heartbeat", alice, apiv1.HeartbeatRequest{}, nil); st != 403 {
 		t.Errorf("a user's heartbeat: %d %s", st, raw)
 	}
-	if st, raw := e.do("POST", "/api/v1/agents/nope/heartbeat", e.admin, api.HeartbeatRequest{}, nil); st != 400 {
+	if st, raw := e.do("POST", "/api/v1/agents/nope/heartbeat", e.admin, apiv1.HeartbeatRequest{}, nil); st != 400 {
 		t.Errorf("heartbeat of an unknown node: %d %s", st, raw)
 	}
-	if st, raw := e.do("POST", "/api/v1/agents/ra/heartbeat", agent, api.HeartbeatRequest{Lease: "10s"}, &work); st != 200 || len(work.Reservations) != 0 || work.TopologySHA256 == "" {
+	if st, raw := e.do("POST", "/api/v1/agents/ra/heartbeat", agent, apiv1.HeartbeatRequest{Lease: "10s"}, &work); st != 200 || len(work.Reservations) != 0 || work.TopologySHA256 == "" {
 		t.Fatalf("heartbeat: %d %s", st, raw)
 	}
-	_, res, raw := e.create(alice, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 100 * mbps, Start: t0.Add(time.Minute), Duration: "1h"})
+	_, res, raw := e.create(alice, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 100 * mbps, Start: t0.Add(time.Minute), Duration: "1h"})
 	r := res.Reservation
 	if !slices.Equal(r.ManagedNodes, []string{"ra"}) {
 		t.Fatalf("managed nodes %v: %s", r.ManagedNodes, raw)
 	}
-	e.do("POST", "/api/v1/agents/ra/heartbeat", agent, api.HeartbeatRequest{Lease: "10s"}, &work)
+	e.do("POST", "/api/v1/agents/ra/heartbeat", agent, apiv1.HeartbeatRequest{Lease: "10s"}, &work)
 	if len(work.Reservations) != 1 || work.Reservations[0].ID != r.ID {
 		t.Fatalf("work %+v", work)
 	}
 	// Past its start it waits for ra.
 	e.clk.Add(time.Minute + time.Second)
-	e.do("POST", "/api/v1/agents/ra/heartbeat", agent, api.HeartbeatRequest{Lease: "10s"}, nil)
+	e.do("POST", "/api/v1/agents/ra/heartbeat", agent, apiv1.HeartbeatRequest{Lease: "10s"}, nil)
 	e.c.Tick(context.Background())
 	get := func() reserve.Reservation {
-		var got api.ReservationResponse
+		var got apiv1.ReservationResponse
 		e.do("GET", "/api/v1/reservations/"+r.ID, alice, nil, &got)
 		return got.Reservation
 	}
 	if s := get().State; s != reserve.StateReserved {
 		t.Fatalf("past the start, before the report: %s", s)
 	}
-	if st, raw := e.do("POST", "/api/v1/reservations/"+r.ID+"/nodes/ra", agent, api.NodeReport{Status: "failed"}, nil); st != 400 {
+	if st, raw := e.do("POST", "/api/v1/reservations/"+r.ID+"/nodes/ra", agent, apiv1.NodeReport{Status: "failed"}, nil); st != 400 {
 		t.Errorf("a failure without a reason: %d %s", st, raw)
 	}
-	if st, raw := e.do("POST", "/api/v1/reservations/"+r.ID+"/nodes/rb", e.admin, api.NodeReport{Status: "provisioned"}, nil); st != 404 {
+	if st, raw := e.do("POST", "/api/v1/reservations/"+r.ID+"/nodes/rb", e.admin, apiv1.NodeReport{Status: "provisioned"}, nil); st != 404 {
 		t.Errorf("a report from an unmanaged node: %d %s", st, raw)
 	}
-	var rep api.ReservationResponse
-	if st, raw := e.do("POST", "/api/v1/reservations/"+r.ID+"/nodes/ra", agent, api.NodeReport{Status: "provisioned"}, &rep); st != 200 || rep.Reservation.State != reserve.StateActive {
+	var rep apiv1.ReservationResponse
+	if st, raw := e.do("POST", "/api/v1/reservations/"+r.ID+"/nodes/ra", agent, apiv1.NodeReport{Status: "provisioned"}, &rep); st != 200 || rep.Reservation.State != reserve.StateActive {
 		t.Fatalf("report: %d %s", st, raw)
 	}
 	// The lease lapses: degraded, naming ra; back: recovered.
@@ -1090,18 +1091,18 @@ func TestAgents(t *testing.T) {
 	if g := get(); !g.Degraded || !strings.Contains(g.DegradedReason, "ra") {
 		t.Fatalf("after the lease lapsed: %+v", g)
 	}
-	var agents api.AgentList
+	var agents apiv1.AgentList
 	e.do("GET", "/api/v1/agents", alice, nil, &agents)
 	if len(agents.Agents) != 1 || agents.Agents[0].Alive {
 		t.Errorf("agents %+v", agents)
 	}
-	e.do("POST", "/api/v1/agents/ra/heartbeat", agent, api.HeartbeatRequest{Lease: "10s"}, nil)
+	e.do("POST", "/api/v1/agents/ra/heartbeat", agent, apiv1.HeartbeatRequest{Lease: "10s"}, nil)
 	if g := get(); g.Degraded {
 		t.Fatalf("after the agent came back: %+v", g)
 	}
 	// A failure fails the reservation, with the reason.
-	_, res2, _ := e.create(alice, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 100 * mbps, Start: e.clk.Now(), Duration: "1h"})
-	if st, raw := e.do("POST", "/api/v1/reservations/"+res2.Reservation.ID+"/nodes/ra", agent, api.NodeReport{Status: "failed", Reason: "no such device"}, &rep); st != 200 || rep.Reservation.State != reserve.StateFailed || !strings.Contains(rep.Reservation.FailureReason, "no such device") {
+	_, res2, _ := e.create(alice, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 100 * mbps, Start: e.clk.Now(), Duration: "1h"})
+	if st, raw := e.do("POST", "/api/v1/reservations/"+res2.Reservation.ID+"/nodes/ra", agent, apiv1.NodeReport{Status: "failed", Reason: "no such device"}, &rep); st != 200 || rep.Reservation.State != reserve.StateFailed || !strings.Contains(rep.Reservation.FailureReason, "no such device") {
 		t.Errorf("failure report: %d %s", st, raw)
 	}
 }
@@ -1110,17 +1111,17 @@ func TestLinkDownMovesReservations(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), twoSite)
 	agent := e.agent("agent", "ra")
 	start := t0.Add(time.Hour)
-	_, a, _ := e.create(e.admin, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 500 * mbps, Start: start, Duration: "1h", Path: []string{"a1-ra", "dedicated", "b1-rb"}})
-	_, b, _ := e.create(e.admin, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 1000 * mbps, Start: start, Duration: "1h", Path: []string{"a1-ra", "dedicated", "b1-rb"}})
-	var out api.LinkReportResult
-	if st, raw := e.do("POST", "/api/v1/agents/ra/links/dedicated", e.admin, api.LinkReport{Status: "sideways"}, nil); st != 400 {
+	_, a, _ := e.create(e.admin, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 500 * mbps, Start: start, Duration: "1h", Path: []string{"a1-ra", "dedicated", "b1-rb"}})
+	_, b, _ := e.create(e.admin, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 1000 * mbps, Start: start, Duration: "1h", Path: []string{"a1-ra", "dedicated", "b1-rb"}})
+	var out apiv1.LinkReportResult
+	if st, raw := e.do("POST", "/api/v1/agents/ra/links/dedicated", e.admin, apiv1.LinkReport{Status: "sideways"}, nil); st != 400 {
 		t.Errorf("a bad status: %d %s", st, raw)
 	}
-	if st, raw := e.do("POST", "/api/v1/agents/ra/links/dedicated", agent, api.LinkReport{Status: "down", Reason: "no carrier"}, &out); st != 200 || len(out.Reservations) != 2 {
+	if st, raw := e.do("POST", "/api/v1/agents/ra/links/dedicated", agent, apiv1.LinkReport{Status: "down", Reason: "no carrier"}, &out); st != 200 || len(out.Reservations) != 2 {
 		t.Fatalf("link down: %d %s", st, raw)
 	}
 	get := func(id string) reserve.Reservation {
-		var got api.ReservationResponse
+		var got apiv1.ReservationResponse
 		e.do("GET", "/api/v1/reservations/"+id, e.admin, nil, &got)
 		return got.Reservation
 	}
@@ -1133,10 +1134,10 @@ func TestLinkDownMovesReservations(t *testing.T) {
 		t.Errorf("the 1G reservation after the link went down: %+v", r)
 	}
 	// New bookings avoid it.
-	if st, res, raw := e.create(e.admin, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 300 * mbps, Start: start.Add(2 * time.Hour), Duration: "1h"}); st != 201 || res.Reservation.Path[1].Link != "wan" {
+	if st, res, raw := e.create(e.admin, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 300 * mbps, Start: start.Add(2 * time.Hour), Duration: "1h"}); st != 201 || res.Reservation.Path[1].Link != "wan" {
 		t.Errorf("a create while dedicated is down: %d %s", st, raw)
 	}
-	if st, raw := e.do("POST", "/api/v1/agents/ra/links/dedicated", agent, api.LinkReport{Status: "up"}, nil); st != 200 {
+	if st, raw := e.do("POST", "/api/v1/agents/ra/links/dedicated", agent, apiv1.LinkReport{Status: "up"}, nil); st != 200 {
 		t.Fatalf("link up: %d %s", st, raw)
 	}
 	if r := get(b.Reservation.ID); r.Degraded {
@@ -1148,7 +1149,7 @@ func TestLinkDownMovesReservations(t *testing.T) {
 // series, by route pattern (no IDs), with the reservation gauges.
 func TestMetrics(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), oneLink)
-	_, res, _ := e.create(e.admin, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Start: t0.Add(time.Hour), Duration: "1h"})
+	_, res, _ := e.create(e.admin, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Start: t0.Add(time.Hour), Duration: "1h"})
 	e.do("GET", "/api/v1/reservations/"+res.Reservation.ID, e.admin, nil, nil)
 	resp, err := http.Get(e.srv.URL + "/metrics")
 	if err != nil {

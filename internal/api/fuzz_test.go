@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/store"
 )
@@ -81,7 +82,7 @@ func FuzzRequests(f *testing.F) {
 			t.Fatalf("%s %s %q: %d %s", r.method, r.path, body, w.Code, w.Body)
 		}
 		if w.Code >= 400 {
-			var e api.ErrorBody
+			var e apiv1.ErrorBody
 			if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
 				t.Fatalf("%s %s %q: %d answered %s", r.method, r.path, body, w.Code, w.Body)
 			}
@@ -89,7 +90,7 @@ func FuzzRequests(f *testing.F) {
 		if w.Code == http.StatusCreated && r.path == "/api/v1/reservations" {
 			// Keep the book from filling up: what was created is
 			// cancelled, so every input meets the same schedule.
-			var res api.ReservationResponse
+			var res apiv1.ReservationResponse
 			if json.Unmarshal(w.Body.Bytes(), &res) == nil {
 				c.Cancel(context.Background(), controller.Actor{Name: "admin", Role: "admin"}, res.Reservation.ID, 0, "fuzz")
 			}

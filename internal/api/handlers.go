@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
@@ -17,7 +18,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, _ controller.Act
 	if err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
-	writeJSON(w, http.StatusOK, Health{Status: "ok", Version: s.version, SchemaVersion: v, Store: s.c.StoreKind(), Now: s.c.Now().UTC(), Reservations: s.c.LiveCount()})
+	writeJSON(w, http.StatusOK, apiv1.Health{Status: "ok", Version: s.version, SchemaVersion: v, Store: s.c.StoreKind(), Now: s.c.Now().UTC(), Reservations: s.c.LiveCount()})
 	return nil
 }
 
@@ -28,7 +29,7 @@ func (s *Server) openapi(w http.ResponseWriter, _ *http.Request, _ controller.Ac
 }
 
 func (s *Server) whoami(w http.ResponseWriter, _ *http.Request, a controller.Actor) error {
-	writeJSON(w, http.StatusOK, Whoami{User: a.Name, Role: string(a.Role), Projects: nonNil(a.Projects), Node: a.Node})
+	writeJSON(w, http.StatusOK, apiv1.Whoami{User: a.Name, Role: string(a.Role), Projects: nonNil(a.Projects), Node: a.Node})
 	return nil
 }
 
@@ -44,13 +45,13 @@ func (s *Server) getTopology(w http.ResponseWriter, r *http.Request, _ controlle
 	if t == nil {
 		return controller.ErrNoTopology
 	}
-	out := Topology{Name: t.Name, YAML: t.YAML, SHA256: t.TopologyHash()}
+	out := apiv1.Topology{Name: t.Name, YAML: t.YAML, SHA256: t.TopologyHash()}
 	for _, name := range t.SiteNames() {
-		out.Sites = append(out.Sites, TopoSite{Name: name, Nodes: nonNil(t.Sites[name])})
+		out.Sites = append(out.Sites, apiv1.TopoSite{Name: name, Nodes: nonNil(t.Sites[name])})
 	}
 	for _, n := range t.Graph.Nodes() {
 		role, _ := t.Graph.Role(n)
-		tn := TopoNode{Name: n, Site: t.Site[n], Role: role, Addresses: []string{}, Managed: s.c.Managed(n)}
+		tn := apiv1.TopoNode{Name: n, Site: t.Site[n], Role: role, Addresses: []string{}, Managed: s.c.Managed(n)}
 		for _, p := range t.Addrs[n] {
 			tn.Addresses = append(tn.Addresses, p.Addr().String())
 		}
@@ -58,16 +59,16 @@ func (s *Server) getTopology(w http.ResponseWriter, r *http.Request, _ controlle
 	}
 	for _, l := range t.Graph.Links() {
 		rc, _ := t.Graph.ReservableCapacity(reserve.Hop{Link: l.Name, From: l.A, To: l.B})
-		out.Links = append(out.Links, TopoLink{Name: l.Name, A: l.A, B: l.B, Role: l.Role, Capacity: l.Capacity,
+		out.Links = append(out.Links, apiv1.TopoLink{Name: l.Name, A: l.A, B: l.B, Role: l.Role, Capacity: l.Capacity,
 			Reservable: l.Reservable, ReservableBps: rc, Delay: l.Delay.String()})
 	}
-	out.Stats = TopologyCounts{Sites: len(out.Sites), Nodes: len(out.Nodes), Links: len(out.Links)}
+	out.Stats = apiv1.TopologyCounts{Sites: len(out.Sites), Nodes: len(out.Nodes), Links: len(out.Links)}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
 func (s *Server) putTopology(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
-	var in TopologyReload
+	var in apiv1.TopologyReload
 	if err := decode(w, r, &in); err != nil {
 		return err
 	}
@@ -104,17 +105,17 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request, _ controller.A
 	if err != nil {
 		return err
 	}
-	out := Timeline{From: from.UTC(), To: to.UTC(), Links: []LinkTimeline{}}
+	out := apiv1.Timeline{From: from.UTC(), To: to.UTC(), Links: []apiv1.LinkTimeline{}}
 	for _, d := range dirs {
 		if len(out.Links) == 0 || out.Links[len(out.Links)-1].Link != d.Hop.Link {
-			out.Links = append(out.Links, LinkTimeline{Link: d.Hop.Link})
+			out.Links = append(out.Links, apiv1.LinkTimeline{Link: d.Hop.Link})
 		}
-		dt := DirectionTimeline{From: d.Hop.From, To: d.Hop.To, ReservableBps: d.Reservable, Steps: []Step{}, Bookings: []BookingInfo{}}
+		dt := apiv1.DirectionTimeline{From: d.Hop.From, To: d.Hop.To, ReservableBps: d.Reservable, Steps: []apiv1.Step{}, Bookings: []apiv1.BookingInfo{}}
 		for _, st := range d.Steps {
-			dt.Steps = append(dt.Steps, Step{Start: st.Start.UTC(), End: st.End.UTC(), Used: st.Used, Residual: st.Residual})
+			dt.Steps = append(dt.Steps, apiv1.Step{Start: st.Start.UTC(), End: st.End.UTC(), Used: st.Used, Residual: st.Residual})
 		}
 		for _, b := range d.Bookings {
-			dt.Bookings = append(dt.Bookings, BookingInfo{ID: b.ID, Owner: b.Owner, Project: b.Project, Bandwidth: b.Bandwidth, Start: b.Start.UTC(), End: b.End.UTC(), State: b.State})
+			dt.Bookings = append(dt.Bookings, apiv1.BookingInfo{ID: b.ID, Owner: b.Owner, Project: b.Project, Bandwidth: b.Bandwidth, Start: b.Start.UTC(), End: b.End.UTC(), State: b.State})
 		}
 		l := &out.Links[len(out.Links)-1]
 		l.Directions = append(l.Directions, dt)
@@ -124,7 +125,7 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request, _ controller.A
 }
 
 func (s *Server) find(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
-	var in FindRequest
+	var in apiv1.FindRequest
 	if err := decode(w, r, &in); err != nil {
 		return err
 	}
@@ -165,12 +166,12 @@ func (s *Server) listReservations(w http.ResponseWriter, r *http.Request, a cont
 	if rs == nil {
 		rs = []reserve.Reservation{}
 	}
-	writeJSON(w, http.StatusOK, ReservationList{Reservations: rs})
+	writeJSON(w, http.StatusOK, apiv1.ReservationList{Reservations: rs})
 	return nil
 }
 
 func (s *Server) createReservation(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
-	var in ReservationRequest
+	var in apiv1.ReservationRequest
 	if err := decode(w, r, &in); err != nil {
 		return err
 	}
@@ -208,7 +209,7 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request, a con
 	} else {
 		w.Header().Set("Location", "/api/v1/reservations/"+res.Reservation.ID)
 	}
-	writeJSON(w, status, ReservationResponse{Reservation: res.Reservation, Algorithm: res.Algorithm, Created: res.New})
+	writeJSON(w, status, apiv1.ReservationResponse{Reservation: res.Reservation, Algorithm: res.Algorithm, Created: res.New})
 	return nil
 }
 
@@ -217,12 +218,12 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request, a contro
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ReservationResponse{Reservation: res})
+	writeJSON(w, http.StatusOK, apiv1.ReservationResponse{Reservation: res})
 	return nil
 }
 
 func (s *Server) modifyReservation(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
-	var in ModifyRequest
+	var in apiv1.ModifyRequest
 	if err := decode(w, r, &in); err != nil {
 		return err
 	}
@@ -231,14 +232,14 @@ func (s *Server) modifyReservation(w http.ResponseWriter, r *http.Request, a con
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ReservationResponse{Reservation: res.Reservation, Algorithm: res.Algorithm})
+	writeJSON(w, http.StatusOK, apiv1.ReservationResponse{Reservation: res.Reservation, Algorithm: res.Algorithm})
 	return nil
 }
 
 // action decodes an optional ActionRequest: commit and cancel may be sent
 // with no body at all.
-func action(w http.ResponseWriter, r *http.Request) (ActionRequest, error) {
-	var in ActionRequest
+func action(w http.ResponseWriter, r *http.Request) (apiv1.ActionRequest, error) {
+	var in apiv1.ActionRequest
 	if r.ContentLength == 0 {
 		return in, nil
 	}
@@ -255,7 +256,7 @@ func (s *Server) commitReservation(w http.ResponseWriter, r *http.Request, a con
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ReservationResponse{Reservation: res})
+	writeJSON(w, http.StatusOK, apiv1.ReservationResponse{Reservation: res})
 	return nil
 }
 
@@ -268,7 +269,7 @@ func (s *Server) cancelReservation(w http.ResponseWriter, r *http.Request, a con
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ReservationResponse{Reservation: res})
+	writeJSON(w, http.StatusOK, apiv1.ReservationResponse{Reservation: res})
 	return nil
 }
 
@@ -289,12 +290,12 @@ func (s *Server) listExclusives(w http.ResponseWriter, r *http.Request, _ contro
 	if xs == nil {
 		xs = []reserve.Exclusive{}
 	}
-	writeJSON(w, http.StatusOK, ExclusiveList{Exclusives: xs})
+	writeJSON(w, http.StatusOK, apiv1.ExclusiveList{Exclusives: xs})
 	return nil
 }
 
 func (s *Server) createExclusive(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
-	var in ExclusiveRequest
+	var in apiv1.ExclusiveRequest
 	if err := decode(w, r, &in); err != nil {
 		return err
 	}
@@ -371,7 +372,7 @@ func (s *Server) eventStream(w http.ResponseWriter, r *http.Request, a controlle
 			if !ok {
 				return nil
 			}
-			b, err := json.Marshal(Event{Seq: ev.Seq, Kind: ev.Kind, Reservation: ev.Reservation, Exclusive: ev.Exclusive, Transition: ev.Transition})
+			b, err := json.Marshal(apiv1.Event{Seq: ev.Seq, Kind: ev.Kind, Reservation: ev.Reservation, Exclusive: ev.Exclusive, Transition: ev.Transition})
 			if err != nil {
 				return err
 			}
@@ -382,8 +383,8 @@ func (s *Server) eventStream(w http.ResponseWriter, r *http.Request, a controlle
 	}
 }
 
-func apiUser(u store.User) User {
-	return User{Name: u.Name, Role: string(u.Role), Projects: nonNil(u.Projects), CreatedAt: u.CreatedAt.UTC(), Node: u.Node}
+func apiUser(u store.User) apiv1.User {
+	return apiv1.User{Name: u.Name, Role: string(u.Role), Projects: nonNil(u.Projects), CreatedAt: u.CreatedAt.UTC(), Node: u.Node}
 }
 
 func (s *Server) listUsers(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
@@ -391,7 +392,7 @@ func (s *Server) listUsers(w http.ResponseWriter, r *http.Request, a controller.
 	if err != nil {
 		return err
 	}
-	out := UserList{Users: []User{}}
+	out := apiv1.UserList{Users: []apiv1.User{}}
 	for _, u := range us {
 		out.Users = append(out.Users, apiUser(u))
 	}
@@ -400,7 +401,7 @@ func (s *Server) listUsers(w http.ResponseWriter, r *http.Request, a controller.
 }
 
 func (s *Server) addUser(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
-	var in UserRequest
+	var in apiv1.UserRequest
 	if err := decode(w, r, &in); err != nil {
 		return err
 	}
@@ -416,12 +417,12 @@ func (s *Server) addUser(w http.ResponseWriter, r *http.Request, a controller.Ac
 	return nil
 }
 
-func apiToken(t store.Token) Token {
-	return Token{ID: t.ID, User: t.User, CreatedAt: t.CreatedAt.UTC(), ExpiresAt: t.ExpiresAt.UTC(), RevokedAt: t.RevokedAt.UTC(), Node: t.Node}
+func apiToken(t store.Token) apiv1.Token {
+	return apiv1.Token{ID: t.ID, User: t.User, CreatedAt: t.CreatedAt.UTC(), ExpiresAt: t.ExpiresAt.UTC(), RevokedAt: t.RevokedAt.UTC(), Node: t.Node}
 }
 
-func apiTokens(ts []store.Token) TokenList {
-	out := TokenList{Tokens: []Token{}}
+func apiTokens(ts []store.Token) apiv1.TokenList {
+	out := apiv1.TokenList{Tokens: []apiv1.Token{}}
 	for _, t := range ts {
 		out.Tokens = append(out.Tokens, apiToken(t))
 	}
@@ -438,8 +439,8 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request, a controller
 }
 
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
-	in, err := func() (TokenRequest, error) {
-		var in TokenRequest
+	in, err := func() (apiv1.TokenRequest, error) {
+		var in apiv1.TokenRequest
 		if r.ContentLength == 0 {
 			return in, nil
 		}
@@ -487,7 +488,7 @@ func (s *Server) getPolicy(w http.ResponseWriter, _ *http.Request, _ controller.
 }
 
 func (s *Server) putPolicy(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
-	var in Policy
+	var in apiv1.Policy
 	if err := decode(w, r, &in); err != nil {
 		return err
 	}
@@ -502,8 +503,8 @@ func (s *Server) putPolicy(w http.ResponseWriter, r *http.Request, a controller.
 	return nil
 }
 
-func policyOut(p reserve.Policy) Policy {
-	conv := func(l reserve.Limits) Limits {
+func policyOut(p reserve.Policy) apiv1.Policy {
+	conv := func(l reserve.Limits) apiv1.Limits {
 		d := func(v time.Duration) string {
 			if v == 0 {
 				return ""
@@ -513,9 +514,9 @@ func policyOut(p reserve.Policy) Policy {
 			}
 			return v.String()
 		}
-		return Limits{MaxDuration: d(l.MaxDuration), MinDuration: d(l.MinDuration), Horizon: d(l.Horizon), MaxBandwidth: l.MaxBandwidth, MaxProjectBandwidth: l.MaxProjectBandwidth}
+		return apiv1.Limits{MaxDuration: d(l.MaxDuration), MinDuration: d(l.MinDuration), Horizon: d(l.Horizon), MaxBandwidth: l.MaxBandwidth, MaxProjectBandwidth: l.MaxProjectBandwidth}
 	}
-	out := Policy{Default: conv(p.Default), Roles: map[string]Limits{}, Projects: map[string]Limits{}}
+	out := apiv1.Policy{Default: conv(p.Default), Roles: map[string]apiv1.Limits{}, Projects: map[string]apiv1.Limits{}}
 	for r, l := range p.Roles {
 		out.Roles[string(r)] = conv(l)
 	}
@@ -525,8 +526,8 @@ func policyOut(p reserve.Policy) Policy {
 	return out
 }
 
-func policyIn(in Policy) (reserve.Policy, error) {
-	conv := func(where string, l Limits) (reserve.Limits, error) {
+func policyIn(in apiv1.Policy) (reserve.Policy, error) {
+	conv := func(where string, l apiv1.Limits) (reserve.Limits, error) {
 		d := func(field, s string) (time.Duration, error) {
 			if s == "" {
 				return 0, nil
@@ -601,25 +602,25 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request, a controller.Acto
 	if err != nil {
 		return err
 	}
-	out := AuditList{Entries: []AuditEntry{}}
+	out := apiv1.AuditList{Entries: []apiv1.AuditEntry{}}
 	for _, e := range es {
-		out.Entries = append(out.Entries, AuditEntry{Seq: e.Seq, At: e.At.UTC(), Who: e.Who, What: e.What, Detail: e.Detail})
+		out.Entries = append(out.Entries, apiv1.AuditEntry{Seq: e.Seq, At: e.At.UTC(), Who: e.Who, What: e.What, Detail: e.Detail})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
 func (s *Server) listAgents(w http.ResponseWriter, _ *http.Request, _ controller.Actor) error {
-	out := AgentList{Agents: []Agent{}}
+	out := apiv1.AgentList{Agents: []apiv1.Agent{}}
 	for _, a := range s.c.Agents() {
-		out.Agents = append(out.Agents, Agent{Node: a.Node, RegisteredAt: a.RegisteredAt.UTC(), LeaseExpires: a.LeaseExpires.UTC(), Alive: a.Alive})
+		out.Agents = append(out.Agents, apiv1.Agent{Node: a.Node, RegisteredAt: a.RegisteredAt.UTC(), LeaseExpires: a.LeaseExpires.UTC(), Alive: a.Alive})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
-	var in HeartbeatRequest
+	var in apiv1.HeartbeatRequest
 	if r.ContentLength != 0 {
 		if err := decode(w, r, &in); err != nil {
 			return err
@@ -637,12 +638,12 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request, a controller.
 	if rs == nil {
 		rs = []reserve.Reservation{}
 	}
-	writeJSON(w, http.StatusOK, AgentWork{Node: work.Node, LeaseExpires: work.LeaseExpires.UTC(), TopologySHA256: work.TopologySHA256, Reservations: rs})
+	writeJSON(w, http.StatusOK, apiv1.AgentWork{Node: work.Node, LeaseExpires: work.LeaseExpires.UTC(), TopologySHA256: work.TopologySHA256, Reservations: rs})
 	return nil
 }
 
 func (s *Server) nodeReport(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
-	var in NodeReport
+	var in apiv1.NodeReport
 	if err := decode(w, r, &in); err != nil {
 		return err
 	}
@@ -661,17 +662,17 @@ func (s *Server) nodeReport(w http.ResponseWriter, r *http.Request, a controller
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ReservationResponse{Reservation: res})
+	writeJSON(w, http.StatusOK, apiv1.ReservationResponse{Reservation: res})
 	return nil
 }
 
 func (s *Server) linkReport(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
-	var in LinkReport
+	var in apiv1.LinkReport
 	if err := decode(w, r, &in); err != nil {
 		return err
 	}
 	node, link := r.PathValue("node"), r.PathValue("link")
-	out := LinkReportResult{Link: link, Status: in.Status, Reservations: []reserve.Reservation{}}
+	out := apiv1.LinkReportResult{Link: link, Status: in.Status, Reservations: []reserve.Reservation{}}
 	switch in.Status {
 	case "down":
 		rs, err := s.c.LinkDown(r.Context(), a, node, link, in.Reason)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/transfer"
 	"github.com/lightpath/lightpath/web"
 )
@@ -23,12 +24,12 @@ func TestTextFieldsCapped(t *testing.T) {
 	alice := e.user("alice", "user")
 	agent := e.agent("agent-h1", "h1")
 	long := strings.Repeat("x", api.MaxTextBytes+1)
-	_, res, raw := e.create(alice, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Duration: "1h"})
+	_, res, raw := e.create(alice, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Duration: "1h"})
 	if res.Reservation.ID == "" {
 		t.Fatalf("create: %s", raw)
 	}
 	var x struct{ ID string }
-	if st, raw := e.do("POST", "/api/v1/exclusives", alice, api.ExclusiveRequest{Node: "h2", Start: t0.Add(48 * time.Hour), Duration: "1h"}, &x); st != 201 {
+	if st, raw := e.do("POST", "/api/v1/exclusives", alice, apiv1.ExclusiveRequest{Node: "h2", Start: t0.Add(48 * time.Hour), Duration: "1h"}, &x); st != 201 {
 		t.Fatalf("exclusive: %d %s", st, raw)
 	}
 	var tr transfer.Transfer
@@ -40,16 +41,16 @@ func TestTextFieldsCapped(t *testing.T) {
 		body                      any
 		field                     string
 	}{
-		{"exclusive cancel reason", "POST", "/api/v1/exclusives/" + x.ID + "/cancel", alice, api.ActionRequest{Reason: long}, "reason"},
-		{"reservation cancel reason", "POST", "/api/v1/reservations/" + res.Reservation.ID + "/cancel", alice, api.ActionRequest{Reason: long}, "reason"},
-		{"reservation project", "POST", "/api/v1/reservations", alice, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Duration: "1h", Project: long}, "project"},
-		{"reservation path", "POST", "/api/v1/reservations", alice, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Duration: "1h", Path: []string{"l", long}}, "path[1]"},
-		{"node report reason", "POST", "/api/v1/reservations/" + res.Reservation.ID + "/nodes/h1", agent, api.NodeReport{Status: "failed", Reason: long}, "reason"},
+		{"exclusive cancel reason", "POST", "/api/v1/exclusives/" + x.ID + "/cancel", alice, apiv1.ActionRequest{Reason: long}, "reason"},
+		{"reservation cancel reason", "POST", "/api/v1/reservations/" + res.Reservation.ID + "/cancel", alice, apiv1.ActionRequest{Reason: long}, "reason"},
+		{"reservation project", "POST", "/api/v1/reservations", alice, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Duration: "1h", Project: long}, "project"},
+		{"reservation path", "POST", "/api/v1/reservations", alice, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Duration: "1h", Path: []string{"l", long}}, "path[1]"},
+		{"node report reason", "POST", "/api/v1/reservations/" + res.Reservation.ID + "/nodes/h1", agent, apiv1.NodeReport{Status: "failed", Reason: long}, "reason"},
 		{"transfer source", "POST", "/api/v1/transfers", alice, transfer.Registration{Direction: "push", Source: long, Destination: "b"}, "source"},
 		{"transfer destination", "POST", "/api/v1/transfers", alice, transfer.Registration{Direction: "push", Source: "a", Destination: long}, "destination"},
 		{"progress error", "POST", "/api/v1/transfers/" + tr.ID + "/progress", alice, transfer.Report{State: "failed", Error: long}, "error"},
 		{"progress path name", "POST", "/api/v1/transfers/" + tr.ID + "/progress", alice, transfer.Report{BytesByPath: map[string]int64{long: 1}}, "bytes_by_path"},
-		{"user name", "POST", "/api/v1/users", e.admin, api.UserRequest{Name: long, Role: "user"}, "name"},
+		{"user name", "POST", "/api/v1/users", e.admin, apiv1.UserRequest{Name: long, Role: "user"}, "name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, raw := e.do(tc.method, tc.path, tc.token, tc.body, nil)
@@ -62,7 +63,7 @@ func TestTextFieldsCapped(t *testing.T) {
 		})
 	}
 	// At the cap, a reason is taken.
-	if st, raw := e.do("POST", "/api/v1/exclusives/"+x.ID+"/cancel", alice, api.ActionRequest{Reason: long[1:]}, nil); st != 200 {
+	if st, raw := e.do("POST", "/api/v1/exclusives/"+x.ID+"/cancel", alice, apiv1.ActionRequest{Reason: long[1:]}, nil); st != 200 {
 		t.Errorf("a reason of %d bytes: %d %s", api.MaxTextBytes, st, raw)
 	}
 }
@@ -74,7 +75,7 @@ func TestProgressCannotAttachHiddenReservation(t *testing.T) {
 	e := newMonEnv(t, oneLink, "")
 	alice := e.user("alice", "user")
 	bob := e.user("bob", "user")
-	_, res, raw := e.create(bob, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Duration: "1h"})
+	_, res, raw := e.create(bob, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Duration: "1h"})
 	if res.Reservation.ID == "" {
 		t.Fatalf("create: %s", raw)
 	}
@@ -89,7 +90,7 @@ func TestProgressCannotAttachHiddenReservation(t *testing.T) {
 	if st != 404 || !strings.Contains(string(raw), res.Reservation.ID) {
 		t.Errorf("progress with bob's reservation: %d %s", st, raw)
 	}
-	var page api.TransferPage
+	var page apiv1.TransferPage
 	if e.do("GET", "/api/v1/transfers/"+tr.ID, alice, nil, &page); page.Transfer.Reservation != "" || page.Reservation != nil {
 		t.Errorf("bob's reservation was attached: %+v", page.Transfer)
 	}
@@ -101,14 +102,14 @@ func TestOwnerMustBeAUser(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), oneLink)
 	e.user("alice", "user")
 	op := e.user("olga", "operator")
-	st, _, raw := e.create(op, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Duration: "1h", Owner: "nobody"})
+	st, _, raw := e.create(op, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Duration: "1h", Owner: "nobody"})
 	if st != 400 {
 		t.Fatalf("owner nobody: %d %s", st, raw)
 	}
 	if d := errorOf(t, raw); d.Field != "owner" || !strings.Contains(d.Message, `"nobody" is not a user`) {
 		t.Errorf("%+v", d)
 	}
-	if st, res, raw := e.create(op, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Duration: "1h", Owner: "alice"}); st != 201 || res.Reservation.Owner != "alice" {
+	if st, res, raw := e.create(op, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Duration: "1h", Owner: "alice"}); st != 201 || res.Reservation.Owner != "alice" {
 		t.Errorf("owner alice: %d %s", st, raw)
 	}
 }
@@ -161,7 +162,7 @@ func TestUIHeaders(t *testing.T) {
 func TestFilesArePrivate(t *testing.T) {
 	e := newMonEnv(t, oneLink, "")
 	agent := e.agent("agent-h1", "h1")
-	e.create(e.admin, api.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Duration: "1h"})
+	e.create(e.admin, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Duration: "1h"})
 	if st, raw := e.do("POST", "/api/v1/metrics/push", agent, txBatch("h1", "eth0", "l", e.clk.Now(), 1), nil); st != 200 {
 		t.Fatalf("push: %d %s", st, raw)
 	}

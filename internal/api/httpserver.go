@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/apiv1"
 )
 
 // HTTPOptions bounds what one connection may hold of the controller: a
@@ -117,7 +119,7 @@ func refuseConn(c net.Conn, max int) {
 			break
 		}
 	}
-	body := fmt.Sprintf(`{"error":{"code":%q,"message":"the controller has %d connections open, the most it takes (--max-conns): try again shortly"}}`+"\n", CodeUnavailable, max)
+	body := fmt.Sprintf(`{"error":{"code":%q,"message":"the controller has %d connections open, the most it takes (--max-conns): try again shortly"}}`+"\n", apiv1.CodeUnavailable, max)
 	fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: %d\r\nRetry-After: 1\r\nConnection: close\r\n\r\n%s", len(body), body)
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		cw.CloseWrite()

@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/monitor"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transfer/registry"
 )
 
 // Issue 12, attacker 4: one ordinary user grew the controller without
@@ -23,7 +24,7 @@ func wantLimit(t *testing.T, what string, st int, raw []byte, flag string) {
 	if st != http.StatusTooManyRequests {
 		t.Fatalf("%s: %d %s, want 429", what, st, raw)
 	}
-	if d := errorOf(t, raw); d.Code != api.CodeLimit || !strings.Contains(d.Message, flag) {
+	if d := errorOf(t, raw); d.Code != apiv1.CodeLimit || !strings.Contains(d.Message, flag) {
 		t.Fatalf("%s: %+v, want code limit naming %s", what, d, flag)
 	}
 }
@@ -32,28 +33,28 @@ func TestTokensPerUserLimit(t *testing.T) {
 	e := &env{t: t, url: sqliteURL(t), clk: &clock{t: t0}, dir: t.TempDir(), limits: controller.Limits{MaxTokensPerUser: 2}}
 	e.start(twoSite)
 	alice := e.user("alice", "user") // her first token
-	var second api.Token
-	if st, raw := e.do("POST", "/api/v1/users/alice/tokens", alice, api.TokenRequest{}, &second); st != 201 {
+	var second apiv1.Token
+	if st, raw := e.do("POST", "/api/v1/users/alice/tokens", alice, apiv1.TokenRequest{}, &second); st != 201 {
 		t.Fatalf("second token: %d %s", st, raw)
 	}
-	st, raw := e.do("POST", "/api/v1/users/alice/tokens", alice, api.TokenRequest{}, nil)
+	st, raw := e.do("POST", "/api/v1/users/alice/tokens", alice, apiv1.TokenRequest{}, nil)
 	wantLimit(t, "a third token", st, raw, "--max-tokens-per-user 2")
 	if !strings.Contains(string(raw), "alice has 2 usable tokens") {
 		t.Errorf("the refusal does not count: %s", raw)
 	}
 	// An admin making one for her is refused alike; a revoked one frees
 	// a place.
-	st, raw = e.do("POST", "/api/v1/users/alice/tokens", e.admin, api.TokenRequest{}, nil)
+	st, raw = e.do("POST", "/api/v1/users/alice/tokens", e.admin, apiv1.TokenRequest{}, nil)
 	wantLimit(t, "a third token by an admin", st, raw, "--max-tokens-per-user")
 	if st, raw := e.do("DELETE", "/api/v1/tokens/"+second.ID, alice, nil, nil); st != 204 {
 		t.Fatalf("revoke: %d %s", st, raw)
 	}
-	if st, raw := e.do("POST", "/api/v1/users/alice/tokens", alice, api.TokenRequest{}, nil); st != 201 {
+	if st, raw := e.do("POST", "/api/v1/users/alice/tokens", alice, apiv1.TokenRequest{}, nil); st != 201 {
 		t.Errorf("a token after one was revoked: %d %s", st, raw)
 	}
 	// Admins are not limited.
 	for i := range 3 {
-		if st, raw := e.do("POST", "/api/v1/users/admin/tokens", e.admin, api.TokenRequest{}, nil); st != 201 {
+		if st, raw := e.do("POST", "/api/v1/users/admin/tokens", e.admin, apiv1.TokenRequest{}, nil); st != 201 {
 			t.Fatalf("admin token %d: %d %s", i, st, raw)
 		}
 	}
@@ -63,8 +64,8 @@ func TestReservationsPerUserLimit(t *testing.T) {
 	e := &env{t: t, url: sqliteURL(t), clk: &clock{t: t0}, dir: t.TempDir(), limits: controller.Limits{MaxReservationsPerUser: 2}}
 	e.start(twoSite)
 	alice := e.user("alice", "user")
-	book := func(h int) (int, api.ReservationResponse, []byte) {
-		return e.create(alice, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 10 * mbps, Start: t0.Add(time.Duration(h) * time.Hour), Duration: "30m"})
+	book := func(h int) (int, apiv1.ReservationResponse, []byte) {
+		return e.create(alice, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 10 * mbps, Start: t0.Add(time.Duration(h) * time.Hour), Duration: "30m"})
 	}
 	var ids []string
 	for h := 1; h <= 2; h++ {
@@ -84,7 +85,7 @@ func TestReservationsPerUserLimit(t *testing.T) {
 	}
 	// An admin booking for himself is not limited.
 	for h := 4; h <= 6; h++ {
-		if st, _, raw := e.create(e.admin, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 10 * mbps, Start: t0.Add(time.Duration(h) * time.Hour), Duration: "30m"}); st != 201 {
+		if st, _, raw := e.create(e.admin, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 10 * mbps, Start: t0.Add(time.Duration(h) * time.Hour), Duration: "30m"}); st != 201 {
 			t.Fatalf("admin reservation %d: %d %s", h, st, raw)
 		}
 	}
@@ -97,7 +98,7 @@ func TestExclusiveHoldsChained(t *testing.T) {
 	alice := e.user("alice", "user")
 	hold := func(node string, start time.Time, d string) (int, reserve.Exclusive, []byte) {
 		var x reserve.Exclusive
-		st, raw := e.do("POST", "/api/v1/exclusives", alice, api.ExclusiveRequest{Node: node, Start: start, Duration: d}, &x)
+		st, raw := e.do("POST", "/api/v1/exclusives", alice, apiv1.ExclusiveRequest{Node: node, Start: start, Duration: d}, &x)
 		return st, x, raw
 	}
 	s0 := t0.Add(6 * time.Hour)
@@ -143,7 +144,7 @@ func TestExclusiveHoldsChained(t *testing.T) {
 }
 
 func TestTransferLimits(t *testing.T) {
-	e := &env{t: t, url: sqliteURL(t), clk: &clock{t: t0}, dir: t.TempDir(), mon: &monitoring{limits: transfer.Limits{MaxLive: 2, MaxStreams: 4}}}
+	e := &env{t: t, url: sqliteURL(t), clk: &clock{t: t0}, dir: t.TempDir(), mon: &monitoring{limits: registry.Limits{MaxLive: 2, MaxStreams: 4}}}
 	e.start(twoSite)
 	alice, bob := e.user("alice", "user"), e.user("bob", "user")
 	register := func(tok string) (int, transfer.Transfer, []byte) {
@@ -230,7 +231,7 @@ func TestMetricsNoPerConnectionSeries(t *testing.T) {
 	}
 	// The repository still has them.
 	for _, q := range []string{"name=lightpath_tcp_rtt_seconds&match=node%3Dra", "name=lightpath_transfer_stream_cwnd_segments&match=transfer%3D" + tr.ID} {
-		var res api.QueryResult
+		var res apiv1.QueryResult
 		if st, raw := e.do("GET", "/api/v1/metrics/query?"+q+"&start=2030-03-01T11:00:00Z&end=2030-03-01T13:00:00Z", alice, nil, &res); st != 200 || len(res.Series) == 0 {
 			t.Errorf("query %s: %d %s", q, st, raw)
 		}
@@ -276,12 +277,12 @@ func TestQueryLongRangeGetsAStep(t *testing.T) {
 			t.Fatalf("push: %d %s", st, raw)
 		}
 	}
-	q := func(start, end, step string) (int, api.QueryResult, []byte) {
+	q := func(start, end, step string) (int, apiv1.QueryResult, []byte) {
 		v := url.Values{"name": {"lightpath_interface_transmit_bytes_total"}, "start": {start}, "end": {end}}
 		if step != "" {
 			v.Set("step", step)
 		}
-		var res api.QueryResult
+		var res apiv1.QueryResult
 		st, raw := e.do("GET", "/api/v1/metrics/query?"+v.Encode(), alice, nil, &res)
 		return st, res, raw
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/monitor"
 	"github.com/lightpath/lightpath/internal/monitor/derive"
@@ -34,7 +35,7 @@ func (s *Server) WithRepository(r *repo.Repo) *Server {
 
 func (s *Server) needRepo() (*repo.Repo, error) {
 	if s.repo == nil {
-		return nil, &httpError{status: http.StatusNotFound, code: CodeNotFound, msg: "this controller keeps no metrics (started without a repository)"}
+		return nil, &httpError{status: http.StatusNotFound, code: apiv1.CodeNotFound, msg: "this controller keeps no metrics (started without a repository)"}
 	}
 	return s.repo, nil
 }
@@ -70,7 +71,7 @@ func (s *Server) pushMetrics(w http.ResponseWriter, r *http.Request, a controlle
 		return fmt.Errorf("store samples: %w", err)
 	}
 	s.observe(r, &b)
-	writeJSON(w, http.StatusOK, PushResult{Stored: res.Stored, Duplicate: res.Duplicate})
+	writeJSON(w, http.StatusOK, apiv1.PushResult{Stored: res.Stored, Duplicate: res.Duplicate})
 	return nil
 }
 
@@ -97,12 +98,12 @@ func (s *Server) queryMetrics(w http.ResponseWriter, r *http.Request, _ controll
 	if err != nil {
 		return fmt.Errorf("query: %w", err)
 	}
-	out := QueryResult{Series: make([]QuerySeries, 0, len(series))}
+	out := apiv1.QueryResult{Series: make([]apiv1.QuerySeries, 0, len(series))}
 	if auto > 0 {
 		out.Step = auto.String()
 	}
 	for _, sr := range series {
-		qs := QuerySeries{Name: sr.Name, Labels: sr.Labels.Map(), Points: make([][2]any, len(sr.Points))}
+		qs := apiv1.QuerySeries{Name: sr.Name, Labels: sr.Labels.Map(), Points: make([][2]any, len(sr.Points))}
 		for i, p := range sr.Points {
 			var v any = p.V
 			if math.IsNaN(p.V) || math.IsInf(p.V, 0) {
@@ -170,10 +171,10 @@ func (s *Server) metricNames(w http.ResponseWriter, _ *http.Request, _ controlle
 	if err != nil {
 		return err
 	}
-	out := MetricNames{Names: []MetricName{}}
+	out := apiv1.MetricNames{Names: []apiv1.MetricName{}}
 	for _, n := range rp.Names() {
 		m, _ := rp.Meta(n)
-		out.Names = append(out.Names, MetricName{Name: n, Type: string(m.Type), Help: m.Help})
+		out.Names = append(out.Names, apiv1.MetricName{Name: n, Type: string(m.Type), Help: m.Help})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

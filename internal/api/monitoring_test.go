@@ -16,19 +16,21 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/monitor"
 	"github.com/lightpath/lightpath/internal/monitor/alert"
 	"github.com/lightpath/lightpath/internal/monitor/repo"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transfer/registry"
 )
 
 // monitoring is what a test server gets beside the controller: the
 // repository, transfers, and a rules evaluator the test steps by hand.
 type monitoring struct {
 	rules  string          // a rules file, or ""
-	limits transfer.Limits // the transfers' limits (zero: the defaults)
+	limits registry.Limits // the transfers' limits (zero: the defaults)
 	ev     *alert.Evaluator
 	repo   *repo.Repo
 }
@@ -41,7 +43,7 @@ func (m *monitoring) attach(t *testing.T, h *api.Server, c *controller.Controlle
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := transfer.Open(ctx, path, c.Now)
+	tr, err := registry.Open(ctx, path, c.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +98,7 @@ func TestPushQueryAndMetrics(t *testing.T) {
 	e := newMonEnv(t, oneLink, "")
 	agent := e.agent("agent-h1", "h1")
 	user := e.user("alice", "user")
-	var res api.PushResult
+	var res apiv1.PushResult
 	for i, b := range []float64{1e6, 1e6 + 62.5e6} { // 500 Mbit/s over the second
 		if st, raw := e.do("POST", "/api/v1/metrics/push", agent, txBatch("h1", "eth0", "l", t0.Add(time.Duration(i-2)*time.Second), b), &res); st != 200 || res.Stored != 1 {
 			t.Fatalf("push: %d %s", st, raw)
@@ -106,7 +108,7 @@ func TestPushQueryAndMetrics(t *testing.T) {
 	if st, raw := e.do("POST", "/api/v1/metrics/push", agent, txBatch("h1", "eth0", "l", t0.Add(-time.Second), 1e6+62.5e6), &res); st != 200 || res.Duplicate != 1 || res.Stored != 0 {
 		t.Fatalf("push again: %d %s", st, raw)
 	}
-	var q api.QueryResult
+	var q apiv1.QueryResult
 	if st, raw := e.do("GET", "/api/v1/metrics/query?name=lightpath_interface_transmit_bytes_total&match=node%3Dh1&start=1h", user, nil, &q); st != 200 || len(q.Series) != 1 || len(q.Series[0].Points) != 2 {
 		t.Fatalf("query: %d %s", st, raw)
 	}
@@ -117,7 +119,7 @@ func TestPushQueryAndMetrics(t *testing.T) {
 	if st, raw := e.do("GET", "/api/v1/metrics/query?name=lightpath_link_throughput_bytes_per_second&match=link%3Dl&match=from%3Dh1", user, nil, &q); st != 200 || len(q.Series) != 1 || len(q.Series[0].Points) != 1 || q.Series[0].Points[0][1].(float64) != 62.5e6 {
 		t.Fatalf("derived throughput: %d %s", st, raw)
 	}
-	var names api.MetricNames
+	var names apiv1.MetricNames
 	e.do("GET", "/api/v1/metrics/names", user, nil, &names)
 	found := false
 	for _, n := range names.Names {
@@ -235,7 +237,7 @@ func TestTransfersAndAlerts(t *testing.T) {
 	alice := e.user("alice", "user")
 	bob := e.user("bob", "user")
 	// A reservation a1 → b1 on wan, ACTIVE now.
-	st, res, raw := e.create(alice, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 300 * mbps, Duration: "1h",
+	st, res, raw := e.create(alice, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 300 * mbps, Duration: "1h",
 		Path: []string{"a1-ra", "wan", "b1-rb"}, FlowSpec: "tcp 198.18.1.1 > 198.18.2.1:7070"})
 	if st != 201 {
 		t.Fatalf("create: %d %s", st, raw)
@@ -268,12 +270,12 @@ func TestTransfersAndAlerts(t *testing.T) {
 	if len(recs) != 1 || recs[0].To != "firing" || recs[0].Labels.Get("from") != "ra" {
 		t.Fatalf("eval: %+v", recs)
 	}
-	var moved api.ReservationResponse
+	var moved apiv1.ReservationResponse
 	e.do("GET", "/api/v1/reservations/"+res.Reservation.ID, alice, nil, &moved)
 	if got := fmt.Sprint(moved.Reservation.Path); !strings.Contains(got, "dedicated") {
 		t.Errorf("after the rule fired, the reservation's path is %s, want it on dedicated", got)
 	}
-	var page api.TransferPage
+	var page apiv1.TransferPage
 	if st, raw := e.do("GET", "/api/v1/transfers/"+tr.ID, alice, nil, &page); st != 200 || len(page.Alerts) != 1 {
 		t.Fatalf("transfer page: %d %s", st, raw)
 	}
@@ -290,13 +292,13 @@ func TestTransfersAndAlerts(t *testing.T) {
 		t.Fatalf("alerts: %d %s", st, raw)
 	}
 	// The transfer's series are in the repository.
-	var q api.QueryResult
+	var q apiv1.QueryResult
 	if st, raw := e.do("GET", "/api/v1/metrics/query?name=lightpath_transfer_stream_cwnd_segments&match=transfer%3D"+tr.ID, alice, nil, &q); st != 200 || len(q.Series) != 1 {
 		t.Fatalf("transfer series: %d %s", st, raw)
 	}
 	// The live stream has the link and the transfer.
 	live := readLive(t, e, alice)
-	var wan *api.LiveLink
+	var wan *apiv1.LiveLink
 	for i, l := range live.Links {
 		if l.Link == "wan" && l.From == "ra" {
 			wan = &live.Links[i]
@@ -315,7 +317,7 @@ func TestTransfersAndAlerts(t *testing.T) {
 	if st, raw := e.do("POST", "/api/v1/transfers/"+tr.ID+"/progress", alice, transfer.Report{BytesDone: 1}, nil); st != 400 {
 		t.Errorf("a report after the end: %d %s", st, raw)
 	}
-	var list api.TransferList
+	var list apiv1.TransferList
 	if e.do("GET", "/api/v1/transfers", bob, nil, &list); len(list.Transfers) != 0 {
 		t.Errorf("bob sees %d transfers", len(list.Transfers))
 	}
@@ -325,7 +327,7 @@ func TestTransfersAndAlerts(t *testing.T) {
 	_ = reserve.StateActive
 }
 
-func readLive(t *testing.T, e *env, token string) api.Live {
+func readLive(t *testing.T, e *env, token string) apiv1.Live {
 	t.Helper()
 	resp, err := http.Get(e.srv.URL + "/api/v1/metrics/live?every=200ms&access_token=" + url.QueryEscape(token))
 	if err != nil {
@@ -339,7 +341,7 @@ func readLive(t *testing.T, e *env, token string) api.Live {
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			var lv api.Live
+			var lv apiv1.Live
 			if err := json.Unmarshal([]byte(data), &lv); err != nil {
 				t.Fatal(err)
 			}
@@ -347,5 +349,5 @@ func readLive(t *testing.T, e *env, token string) api.Live {
 		}
 	}
 	t.Fatal("the live stream ended without a frame")
-	return api.Live{}
+	return apiv1.Live{}
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/controller"
 )
 
 // TestOpenAPIMatchesRoutes checks that the document served at
@@ -222,4 +224,21 @@ func validate(s map[string]any, v any, at string) error {
 		}
 	}
 	return nil
+}
+
+// TestFindModesMatchController checks that the find modes of the contract
+// are the scheduler's own: package apiv1 spells them out so that clients
+// need not link the controller.
+func TestFindModesMatchController(t *testing.T) {
+	for _, tc := range []struct{ contract, controller string }{
+		{apiv1.FindFixed, controller.FindFixed},
+		{apiv1.FindWidest, controller.FindWidest},
+		{apiv1.FindEarliest, controller.FindEarliest},
+		{apiv1.FindAll, controller.FindAll},
+		{apiv1.FindCompletion, controller.FindCompletion},
+	} {
+		if tc.contract != tc.controller {
+			t.Errorf("apiv1 find mode %q, the controller's %q", tc.contract, tc.controller)
+		}
+	}
 }

@@ -19,12 +19,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/monitor/alert"
 	"github.com/lightpath/lightpath/internal/monitor/derive"
 	"github.com/lightpath/lightpath/internal/monitor/repo"
 	"github.com/lightpath/lightpath/internal/reserve"
-	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transfer/registry"
 )
 
 // MaxBodyBytes bounds a request body: the largest legitimate one, a
@@ -49,7 +50,7 @@ type Server struct {
 	repo    *repo.Repo
 	derive  *derive.Deriver
 
-	transfers *transfer.Registry
+	transfers *registry.Registry
 	alerts    *alert.Evaluator
 	history   *alert.History
 
@@ -101,10 +102,10 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(allow) > 0 {
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeError(w, &httpError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed, msg: fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
+		writeError(w, &httpError{status: http.StatusMethodNotAllowed, code: apiv1.CodeMethodNotAllowed, msg: fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
 		return
 	}
-	writeError(w, &httpError{status: http.StatusNotFound, code: CodeNotFound, msg: fmt.Sprintf("no route %s %s (see /api/v1/openapi.json)", r.Method, r.URL.Path)})
+	writeError(w, &httpError{status: http.StatusNotFound, code: apiv1.CodeNotFound, msg: fmt.Sprintf("no route %s %s (see /api/v1/openapi.json)", r.Method, r.URL.Path)})
 }
 
 // Routes lists every route of the API.
@@ -211,7 +212,7 @@ type httpError struct {
 func (e *httpError) Error() string { return e.msg }
 
 func invalid(field, format string, args ...any) error {
-	return &httpError{status: http.StatusBadRequest, code: CodeInvalid, msg: fmt.Sprintf(format, args...), field: field}
+	return &httpError{status: http.StatusBadRequest, code: apiv1.CodeInvalid, msg: fmt.Sprintf(format, args...), field: field}
 }
 
 func statusOf(err error) int {
@@ -241,7 +242,7 @@ func statusOf(err error) int {
 // writeError answers with the error's status and {"error":{...}}.
 func writeError(w http.ResponseWriter, err error) {
 	status := statusOf(err)
-	d := ErrorDetail{Message: err.Error()}
+	d := apiv1.ErrorDetail{Message: err.Error()}
 	var he *httpError
 	var ref *controller.Refusal
 	var re *reserve.RequestError
@@ -250,39 +251,39 @@ func writeError(w http.ResponseWriter, err error) {
 	case errors.As(err, &he):
 		d.Code, d.Field = he.code, he.field
 	case errors.As(err, &ref):
-		d.Code = CodeCapacity
+		d.Code = apiv1.CodeCapacity
 		d.Alternatives = alternatives(ref.Alternatives)
 	case errors.Is(err, reserve.ErrCapacity):
-		d.Code = CodeCapacity
+		d.Code = apiv1.CodeCapacity
 	case status == http.StatusUnauthorized:
-		d.Code = CodeUnauthorized
+		d.Code = apiv1.CodeUnauthorized
 	case status == http.StatusTooManyRequests:
-		d.Code = CodeLimit
+		d.Code = apiv1.CodeLimit
 	case status == http.StatusConflict:
-		d.Code = CodeConflict
+		d.Code = apiv1.CodeConflict
 		if errors.As(err, &se) {
 			d.Stranded = se.Stranded
 		}
 	case status == http.StatusBadRequest:
-		d.Code = CodeInvalid
+		d.Code = apiv1.CodeInvalid
 		if errors.As(err, &re) {
 			d.Field = re.Field
 		}
 	case status == http.StatusForbidden:
-		d.Code = CodeForbidden
+		d.Code = apiv1.CodeForbidden
 	case status == http.StatusNotFound:
-		d.Code = CodeNotFound
+		d.Code = apiv1.CodeNotFound
 	default:
-		d.Code = CodeInternal
+		d.Code = apiv1.CodeInternal
 	}
-	writeJSON(w, status, ErrorBody{Error: d})
+	writeJSON(w, status, apiv1.ErrorBody{Error: d})
 }
 
-func alternatives(a reserve.Alternatives) *Alternatives {
+func alternatives(a reserve.Alternatives) *apiv1.Alternatives {
 	if a.Earliest == nil && a.Widest == nil {
 		return nil
 	}
-	out := &Alternatives{}
+	out := &apiv1.Alternatives{}
 	if a.Earliest != nil {
 		s := slot(*a.Earliest)
 		out.Earliest = &s
@@ -294,13 +295,13 @@ func alternatives(a reserve.Alternatives) *Alternatives {
 	return out
 }
 
-func slot(r reserve.Result) Slot {
-	s := Slot{Algorithm: r.Algorithm, Bandwidth: r.Bandwidth, Start: r.Start.UTC(), End: r.End.UTC()}
+func slot(r reserve.Result) apiv1.Slot {
+	s := apiv1.Slot{Algorithm: r.Algorithm, Bandwidth: r.Bandwidth, Start: r.Start.UTC(), End: r.End.UTC()}
 	for _, h := range r.Path {
 		s.Path = append(s.Path, reserve.PathHop{Link: h.Link, From: h.From, To: h.To})
 	}
 	for _, w := range r.Windows {
-		s.Windows = append(s.Windows, Window{First: w.First.UTC(), Last: w.Last.UTC()})
+		s.Windows = append(s.Windows, apiv1.Window{First: w.First.UTC(), Last: w.Last.UTC()})
 	}
 	return s
 }
@@ -332,7 +333,7 @@ func decodeLimit(w http.ResponseWriter, r *http.Request, v any, limit int64) err
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" {
-			return &httpError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMedia, msg: fmt.Sprintf("send the body as application/json, not %q", ct)}
+			return &httpError{status: http.StatusUnsupportedMediaType, code: apiv1.CodeUnsupportedMedia, msg: fmt.Sprintf("send the body as application/json, not %q", ct)}
 		}
 	}
 	body := http.MaxBytesReader(w, r.Body, limit)
@@ -345,7 +346,7 @@ func decodeLimit(w http.ResponseWriter, r *http.Request, v any, limit int64) err
 		var tpe *time.ParseError
 		switch {
 		case errors.As(err, &mbe):
-			return &httpError{status: http.StatusRequestEntityTooLarge, code: CodeTooLarge, msg: fmt.Sprintf("the body is over %d bytes", limit)}
+			return &httpError{status: http.StatusRequestEntityTooLarge, code: apiv1.CodeTooLarge, msg: fmt.Sprintf("the body is over %d bytes", limit)}
 		case errors.Is(err, io.EOF):
 			return invalid("", "the body is empty: send a JSON object")
 		case errors.As(err, &se):
@@ -368,7 +369,7 @@ func decodeLimit(w http.ResponseWriter, r *http.Request, v any, limit int64) err
 	if _, err := dec.Token(); err != io.EOF {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return &httpError{status: http.StatusRequestEntityTooLarge, code: CodeTooLarge, msg: fmt.Sprintf("the body is over %d bytes", limit)}
+			return &httpError{status: http.StatusRequestEntityTooLarge, code: apiv1.CodeTooLarge, msg: fmt.Sprintf("the body is over %d bytes", limit)}
 		}
 		return invalid("", "the body holds more than one JSON value")
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/controller"
 )
 
@@ -20,26 +21,6 @@ import (
 
 // SessionTTL is how long the session a sign-in link gives lasts.
 const SessionTTL = 12 * time.Hour
-
-// SignInHint is GET /api/v1/signin, which needs no token: where a new
-// user finds a token to sign in with.
-type SignInHint struct {
-	// AdminTokenFile is the file the controller keeps the admin's token
-	// in (--admin-token-file), when it was given one.
-	AdminTokenFile string `json:"admin_token_file,omitempty"`
-}
-
-// SignInRequest is POST /api/v1/signin.
-type SignInRequest struct {
-	Code string `json:"code"`
-}
-
-// SignIn answers a sign-in by code: a token of User that expires.
-type SignIn struct {
-	Token     string    `json:"token"`
-	User      string    `json:"user"`
-	ExpiresAt time.Time `json:"expires_at"`
-}
 
 // signIns holds the one-time codes that are still good, by their SHA-256
 // (a code is never kept in the clear), and the hint. Its zero value is
@@ -95,7 +76,7 @@ func codeKey(code string) string {
 
 func (s *Server) signInHint(w http.ResponseWriter, _ *http.Request, _ controller.Actor) error {
 	s.signin.mu.Lock()
-	h := SignInHint{AdminTokenFile: s.signin.tokenFile}
+	h := apiv1.SignInHint{AdminTokenFile: s.signin.tokenFile}
 	s.signin.mu.Unlock()
 	writeJSON(w, http.StatusOK, h)
 	return nil
@@ -107,7 +88,7 @@ var errBadCode = fmt.Errorf("%w: this sign-in code is unknown, used or expired: 
 	"sign in with a token instead (the admin's is in the controller's --admin-token-file)", controller.ErrUnauthorized)
 
 func (s *Server) signInByCode(w http.ResponseWriter, r *http.Request, _ controller.Actor) error {
-	var in SignInRequest
+	var in apiv1.SignInRequest
 	if err := decode(w, r, &in); err != nil {
 		return err
 	}
@@ -129,6 +110,6 @@ func (s *Server) signInByCode(w http.ResponseWriter, r *http.Request, _ controll
 		}
 		return err
 	}
-	writeJSON(w, http.StatusOK, SignIn{Token: secret, User: t.User, ExpiresAt: t.ExpiresAt.UTC()})
+	writeJSON(w, http.StatusOK, apiv1.SignIn{Token: secret, User: t.User, ExpiresAt: t.ExpiresAt.UTC()})
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/controller"
 )
 
@@ -24,7 +25,7 @@ func TestSignInCode(t *testing.T) {
 		return e.do(method, path, token, body, nil)
 	}
 
-	var hint api.SignInHint
+	var hint apiv1.SignInHint
 	if code, raw := call("GET", "/api/v1/signin", "", nil); code != 200 || json.Unmarshal(raw, &hint) != nil || hint.AdminTokenFile != file {
 		t.Errorf("GET /api/v1/signin: %d %s, want the admin token file %s", code, raw, file)
 	}
@@ -33,8 +34,8 @@ func TestSignInCode(t *testing.T) {
 	if err != nil || !exp.Equal(t0.Add(10*time.Minute)) {
 		t.Fatalf("NewSignInCode: %v, expires %s", err, exp)
 	}
-	st1, raw := call("POST", "/api/v1/signin", "", api.SignInRequest{Code: code})
-	var got api.SignIn
+	st1, raw := call("POST", "/api/v1/signin", "", apiv1.SignInRequest{Code: code})
+	var got apiv1.SignIn
 	if st1 != 200 || json.Unmarshal(raw, &got) != nil || got.Token == "" || got.User != controller.AdminUser || !got.ExpiresAt.Equal(t0.Add(api.SessionTTL)) {
 		t.Fatalf("the code's first use: %d %s", st1, raw)
 	}
@@ -42,25 +43,25 @@ func TestSignInCode(t *testing.T) {
 	if got.Token == strings.TrimSpace(string(admin)) {
 		t.Errorf("the code gave the admin's lasting token, not a session")
 	}
-	var who api.Whoami
+	var who apiv1.Whoami
 	if s, raw := call("GET", "/api/v1/whoami", got.Token, nil); s != 200 || json.Unmarshal(raw, &who) != nil || who.User != "admin" || who.Role != "admin" {
 		t.Errorf("whoami with the session token: %d %s", s, raw)
 	}
 	// Once only.
-	if s, raw := call("POST", "/api/v1/signin", "", api.SignInRequest{Code: code}); s != 401 || !strings.Contains(string(raw), "unknown, used or expired") {
+	if s, raw := call("POST", "/api/v1/signin", "", apiv1.SignInRequest{Code: code}); s != 401 || !strings.Contains(string(raw), "unknown, used or expired") {
 		t.Errorf("the code's second use: %d %s, want 401", s, raw)
 	}
 	// A code never made, and none.
-	if s, _ := call("POST", "/api/v1/signin", "", api.SignInRequest{Code: strings.Repeat("0", 48)}); s != 401 {
+	if s, _ := call("POST", "/api/v1/signin", "", apiv1.SignInRequest{Code: strings.Repeat("0", 48)}); s != 401 {
 		t.Errorf("a made-up code: %d, want 401", s)
 	}
-	if s, _ := call("POST", "/api/v1/signin", "", api.SignInRequest{}); s != 400 {
+	if s, _ := call("POST", "/api/v1/signin", "", apiv1.SignInRequest{}); s != 400 {
 		t.Errorf("no code: %d, want 400", s)
 	}
 	// A code past its lifetime does not sign in, even unused.
 	late, _, _ := h.NewSignInCode(controller.AdminUser, 10*time.Minute)
 	clk.Add(10 * time.Minute)
-	if s, _ := call("POST", "/api/v1/signin", "", api.SignInRequest{Code: late}); s != 401 {
+	if s, _ := call("POST", "/api/v1/signin", "", apiv1.SignInRequest{Code: late}); s != 401 {
 		t.Errorf("an expired code: %d, want 401", s)
 	}
 	// And the session ends.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/reserve"
 )
@@ -50,7 +51,7 @@ func (sl *streamSlots) take(who string) error {
 		max = DefaultMaxStreams
 	}
 	if sl.open[who] >= max {
-		return &httpError{status: http.StatusTooManyRequests, code: CodeTooMany,
+		return &httpError{status: http.StatusTooManyRequests, code: apiv1.CodeTooMany,
 			msg: fmt.Sprintf("%s already holds %d open streams (events and live), the most one user may: close one (a browser tab, a watch) and try again", who, max)}
 	}
 	if sl.open == nil {
@@ -157,14 +158,8 @@ func (st *stream) send(format string, args ...any) error {
 func (st *stream) close() {
 	var te errTokenEnded
 	if errors.As(context.Cause(st.ctx), &te) {
-		b, _ := json.Marshal(StreamEnd{Reason: te.Error()})
+		b, _ := json.Marshal(apiv1.StreamEnd{Reason: te.Error()})
 		st.send("event: end\ndata: %s\n\n", b)
 	}
 	st.done()
-}
-
-// StreamEnd is the last frame of a stream whose token stopped working
-// ("event: end"): the reason, as a 401 would give it.
-type StreamEnd struct {
-	Reason string `json:"reason"`
 }

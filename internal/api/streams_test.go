@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 )
 
 // bound is how long a test waits for something that should happen at
@@ -73,10 +74,10 @@ func untilEnd(t *testing.T, what string, br *bufio.Reader) string {
 	}
 }
 
-func (e *env) token(user, by, expiresIn string) api.Token {
+func (e *env) token(user, by, expiresIn string) apiv1.Token {
 	e.t.Helper()
-	var tok api.Token
-	if st, raw := e.do("POST", "/api/v1/users/"+user+"/tokens", by, api.TokenRequest{ExpiresIn: expiresIn}, &tok); st != 201 {
+	var tok apiv1.Token
+	if st, raw := e.do("POST", "/api/v1/users/"+user+"/tokens", by, apiv1.TokenRequest{ExpiresIn: expiresIn}, &tok); st != 201 {
 		e.t.Fatalf("create token: %d %s", st, raw)
 	}
 	return tok
@@ -134,7 +135,7 @@ func TestStreamsEndWhenTheUserIsRevoked(t *testing.T) {
 	if st, raw := e.do("DELETE", "/api/v1/users/alice/tokens", bob, nil, nil); st != 403 {
 		t.Errorf("bob revokes alice: %d %s", st, raw)
 	}
-	var out api.TokenList
+	var out apiv1.TokenList
 	if st, raw := e.do("DELETE", "/api/v1/users/alice/tokens", e.admin, nil, &out); st != 200 || len(out.Tokens) != 3 {
 		t.Fatalf("revoke alice: %d %s", st, raw)
 	}
@@ -180,7 +181,7 @@ func TestTokenCannotOutliveItsParent(t *testing.T) {
 	alice := e.user("alice", "user")
 	short := e.token("alice", alice, "1h").Secret
 	for _, in := range []string{"", "2h", "61m"} {
-		st, raw := e.do("POST", "/api/v1/users/alice/tokens", short, api.TokenRequest{ExpiresIn: in}, nil)
+		st, raw := e.do("POST", "/api/v1/users/alice/tokens", short, apiv1.TokenRequest{ExpiresIn: in}, nil)
 		if st != 400 {
 			t.Errorf("expires_in %q with a 1h token: %d %s", in, st, raw)
 			continue
@@ -218,7 +219,7 @@ func TestStreamsPerIdentity(t *testing.T) {
 		t.Fatalf("stream %d: %d %s", api.DefaultMaxStreams+1, resp.StatusCode, raw)
 	}
 	checkResponse(t, "GET", "/api/v1/events", resp.StatusCode, raw)
-	if d := errorOf(t, raw); d.Code != api.CodeTooMany || !strings.Contains(d.Message, "alice already holds 8 open streams") {
+	if d := errorOf(t, raw); d.Code != apiv1.CodeTooMany || !strings.Contains(d.Message, "alice already holds 8 open streams") {
 		t.Errorf("429: %+v", d)
 	}
 	if r := openStream(t, e.srv.URL, streamPaths[1], bob); r.StatusCode != 200 {

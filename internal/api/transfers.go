@@ -8,15 +8,17 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/monitor"
 	"github.com/lightpath/lightpath/internal/monitor/alert"
 	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transfer/registry"
 )
 
 // WithTransfers makes the server keep transfers in t (their series go to
 // the repository, when there is one).
-func (s *Server) WithTransfers(t *transfer.Registry) *Server {
+func (s *Server) WithTransfers(t *registry.Registry) *Server {
 	s.transfers = t
 	return s
 }
@@ -27,9 +29,9 @@ func (s *Server) WithAlerts(e *alert.Evaluator, h *alert.History) *Server {
 	return s
 }
 
-func (s *Server) needTransfers() (*transfer.Registry, error) {
+func (s *Server) needTransfers() (*registry.Registry, error) {
 	if s.transfers == nil {
-		return nil, &httpError{status: http.StatusNotFound, code: CodeNotFound, msg: "this controller keeps no transfers (started without a repository)"}
+		return nil, &httpError{status: http.StatusNotFound, code: apiv1.CodeNotFound, msg: "this controller keeps no transfers (started without a repository)"}
 	}
 	return s.transfers, nil
 }
@@ -37,12 +39,12 @@ func (s *Server) needTransfers() (*transfer.Registry, error) {
 // transferErr maps the registry's errors to the API's.
 func transferErr(err error) error {
 	switch {
-	case errors.Is(err, transfer.ErrNotFound):
-		return &httpError{status: http.StatusNotFound, code: CodeNotFound, msg: err.Error()}
-	case errors.Is(err, transfer.ErrInvalid):
+	case errors.Is(err, registry.ErrNotFound):
+		return &httpError{status: http.StatusNotFound, code: apiv1.CodeNotFound, msg: err.Error()}
+	case errors.Is(err, registry.ErrInvalid):
 		return invalid("", "%v", err)
-	case errors.Is(err, transfer.ErrLimit):
-		return &httpError{status: http.StatusTooManyRequests, code: CodeLimit, msg: err.Error()}
+	case errors.Is(err, registry.ErrLimit):
+		return &httpError{status: http.StatusTooManyRequests, code: apiv1.CodeLimit, msg: err.Error()}
 	}
 	return err
 }
@@ -90,7 +92,7 @@ func (s *Server) reportTransfer(w http.ResponseWriter, r *http.Request, a contro
 		return transferErr(err)
 	}
 	if s.repo != nil && len(g.Points) > 0 {
-		if _, err := s.repo.Append(r.Context(), &monitor.Batch{Node: transferNode(t), Meta: transfer.Meta, Groups: []monitor.Group{g}}); err != nil {
+		if _, err := s.repo.Append(r.Context(), &monitor.Batch{Node: transferNode(t), Meta: registry.Meta, Groups: []monitor.Group{g}}); err != nil {
 			s.log.Warn("store a transfer's samples", "id", t.ID, "err", err)
 		}
 	}
@@ -126,7 +128,7 @@ func (s *Server) listTransfers(w http.ResponseWriter, r *http.Request, a control
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, TransferList{Transfers: ts})
+	writeJSON(w, http.StatusOK, apiv1.TransferList{Transfers: ts})
 	return nil
 }
 
@@ -142,7 +144,7 @@ func (s *Server) getTransfer(w http.ResponseWriter, r *http.Request, a controlle
 	if err != nil {
 		return transferErr(err)
 	}
-	page := TransferPage{Transfer: t, Alerts: []json.RawMessage{}}
+	page := apiv1.TransferPage{Transfer: t, Alerts: []json.RawMessage{}}
 	links, nodes := []string{}, []string{}
 	if t.Reservation != "" {
 		if res, err := s.c.Get(r.Context(), a, t.Reservation); err == nil {
@@ -184,7 +186,7 @@ func (s *Server) getTransfer(w http.ResponseWriter, r *http.Request, a controlle
 // latest state changes.
 func (s *Server) getAlerts(w http.ResponseWriter, r *http.Request, _ controller.Actor) error {
 	if s.alerts == nil {
-		return &httpError{status: http.StatusNotFound, code: CodeNotFound, msg: "this controller evaluates no rules (start it with --rules FILE)"}
+		return &httpError{status: http.StatusNotFound, code: apiv1.CodeNotFound, msg: "this controller evaluates no rules (start it with --rules FILE)"}
 	}
 	out := AlertsResult{Status: s.alerts.Status(), History: []alert.Record{}}
 	if s.history != nil {
@@ -207,15 +209,15 @@ func (s *Server) getAlerts(w http.ResponseWriter, r *http.Request, _ controller.
 }
 
 // liveView is one frame of the live stream.
-func (s *Server) liveView(r *http.Request, a controller.Actor) Live {
+func (s *Server) liveView(r *http.Request, a controller.Actor) apiv1.Live {
 	now := s.c.Now()
-	lv := Live{T: now.UnixMilli(), Links: []LiveLink{}, Transfers: []LiveTransfer{}}
+	lv := apiv1.Live{T: now.UnixMilli(), Links: []apiv1.LiveLink{}, Transfers: []apiv1.LiveTransfer{}}
 	reserved := s.c.ReservedNow()
 	seen := map[[2]string]bool{}
 	for _, rt := range s.derive.Latest(now.Add(-10 * time.Second).UnixMilli()) {
 		k := [2]string{rt.Link, rt.From}
 		seen[k] = true
-		lv.Links = append(lv.Links, LiveLink{Link: rt.Link, From: rt.From, To: rt.To, T: rt.T, Bps: rt.BitsPerSecond,
+		lv.Links = append(lv.Links, apiv1.LiveLink{Link: rt.Link, From: rt.From, To: rt.To, T: rt.T, Bps: rt.BitsPerSecond,
 			Utilisation: rt.Utilisation(), CapacityBps: rt.Capacity, ReservedBps: reserved[k]})
 	}
 	if t := s.c.Topology(); t != nil {
@@ -229,7 +231,7 @@ func (s *Server) liveView(r *http.Request, a controller.Actor) Live {
 				if l.B == k[1] {
 					to = l.A
 				}
-				lv.Links = append(lv.Links, LiveLink{Link: k[0], From: k[1], To: to, CapacityBps: l.Capacity, ReservedBps: bw})
+				lv.Links = append(lv.Links, apiv1.LiveLink{Link: k[0], From: k[1], To: to, CapacityBps: l.Capacity, ReservedBps: bw})
 			}
 		}
 	}
@@ -237,7 +239,7 @@ func (s *Server) liveView(r *http.Request, a controller.Actor) Live {
 		if ts, err := s.transfers.Running(r.Context()); err == nil {
 			for _, t := range ts {
 				if a.Sees(t.Owner) {
-					lv.Transfers = append(lv.Transfers, LiveTransfer{ID: t.ID, Owner: t.Owner, Bps: t.ThroughputBps, BytesDone: t.BytesDone,
+					lv.Transfers = append(lv.Transfers, apiv1.LiveTransfer{ID: t.ID, Owner: t.Owner, Bps: t.ThroughputBps, BytesDone: t.BytesDone,
 						BytesTotal: t.BytesTotal, Reservation: t.Reservation, From: t.From, To: t.To, Streams: t.Streams, T: t.UpdatedAt.UnixMilli()})
 				}
 			}

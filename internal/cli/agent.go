@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lightpath/lightpath/internal/agent"
-	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/monitor/collect"
 	"github.com/lightpath/lightpath/internal/monitor/push"
@@ -162,12 +162,12 @@ degraded.`,
 		Example: `  lightpath agent list --controller http://127.0.0.1:8080 --controller-token-file admin.token`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			as, err := fetch(&o, "agent list", func(c *client.Client) ([]api.Agent, error) { return c.Agents(cmd.Context()) })
+			as, err := fetch(&o, "agent list", func(c *client.Client) ([]apiv1.Agent, error) { return c.Agents(cmd.Context()) })
 			if err != nil {
 				return err
 			}
-			printList(cmd.OutOrStdout(), o.json, as, "no agents have registered", func(w io.Writer, as []api.Agent) {
-				printTable(w, []string{"NODE", "STATE", "LEASE EXPIRES", "SINCE"}, as, func(a api.Agent) []string {
+			printList(cmd.OutOrStdout(), o.json, as, "no agents have registered", func(w io.Writer, as []apiv1.Agent) {
+				printTable(w, []string{"NODE", "STATE", "LEASE EXPIRES", "SINCE"}, as, func(a apiv1.Agent) []string {
 					state := "alive"
 					if !a.Alive {
 						state = "gone"

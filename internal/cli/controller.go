@@ -23,7 +23,7 @@ import (
 	"github.com/lightpath/lightpath/internal/monitor/repo"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
-	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transfer/registry"
 	"github.com/lightpath/lightpath/internal/units"
 	"github.com/lightpath/lightpath/web"
 )
@@ -274,7 +274,7 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 		}()
 		handler.WithRepository(rp)
 		log.Info("monitoring repository", "path", mp, "tiers", o.tiers, "budget", o.budget)
-		tr, err := transfer.Open(ctx, mp, nil)
+		tr, err := registry.Open(ctx, mp, nil)
 		if err != nil {
 			return fmt.Errorf("controller: %w", err)
 		}

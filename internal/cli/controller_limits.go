@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lightpath/lightpath/internal/controller"
-	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transfer/registry"
 )
 
 // limitFlags are the controller's per-user limits and the guard of its
@@ -21,8 +21,8 @@ type limitFlags struct {
 func (l *limitFlags) register(f *pflag.FlagSet) {
 	f.IntVar(&l.tokens, "max-tokens-per-user", controller.DefaultMaxTokensPerUser, "usable tokens a user may have (0: no limit; admins are not limited)")
 	f.IntVar(&l.reservations, "max-reservations-per-user", controller.DefaultMaxReservationsPerUser, "live reservations a user may own (0: no limit; admins are not limited)")
-	f.IntVar(&l.transfers, "max-live-transfers-per-user", transfer.DefaultMaxLive, "transfers a user may have reporting at once")
-	f.IntVar(&l.streams, "max-streams-per-report", transfer.DefaultMaxStreams, "streams one transfer progress report may describe")
+	f.IntVar(&l.transfers, "max-live-transfers-per-user", registry.DefaultMaxLive, "transfers a user may have reporting at once")
+	f.IntVar(&l.streams, "max-streams-per-report", registry.DefaultMaxStreams, "streams one transfer progress report may describe")
 	f.BoolVar(&l.metricsToken, "metrics-require-token", false, "answer /metrics only with a valid token (Authorization: Bearer), as Prometheus sends with credentials_file")
 }
 
@@ -44,6 +44,6 @@ func (l *limitFlags) controller() controller.Limits {
 	return controller.Limits{MaxTokensPerUser: l.tokens, MaxReservationsPerUser: l.reservations}
 }
 
-func (l *limitFlags) transfer() transfer.Limits {
-	return transfer.Limits{MaxLive: l.transfers, MaxStreams: l.streams}
+func (l *limitFlags) transfer() registry.Limits {
+	return registry.Limits{MaxLive: l.transfers, MaxStreams: l.streams}
 }

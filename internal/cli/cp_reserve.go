@@ -25,7 +25,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/mover"
 	"github.com/lightpath/lightpath/internal/reserve"
@@ -126,7 +126,7 @@ func localAddrToward(addr string) (netip.Addr, netip.AddrPort, error) {
 }
 
 // nodeOwning is the node of the topology that owns addr, or "".
-func nodeOwning(t api.Topology, addr netip.Addr) string {
+func nodeOwning(t apiv1.Topology, addr netip.Addr) string {
 	for _, n := range t.Nodes {
 		for _, s := range n.Addresses {
 			a, err := netip.ParseAddr(s)
@@ -159,7 +159,7 @@ func flowSpec(push bool, cl netip.Addr, srv netip.AddrPort) string {
 }
 
 // planBooking finds the nodes and the flow of a copy to or from addr.
-func planBooking(t api.Topology, push bool, cl netip.Addr, srv netip.AddrPort) (cpBooking, error) {
+func planBooking(t apiv1.Topology, push bool, cl netip.Addr, srv netip.AddrPort) (cpBooking, error) {
 	name := t.Name
 	if name == "" {
 		name = "the controller's topology"
@@ -273,7 +273,7 @@ func bookReservation(ctx context.Context, f *reserveFlags, addr string, push boo
 			d = minReserveWindow
 		}
 		for i := 0; i < 6; i++ {
-			slot, err := c.Find(ctx, api.FindRequest{Mode: api.FindWidest, From: b.from, To: b.to, Duration: d.String(), Path: f.path, Project: f.project})
+			slot, err := c.Find(ctx, apiv1.FindRequest{Mode: apiv1.FindWidest, From: b.from, To: b.to, Duration: d.String(), Path: f.path, Project: f.project})
 			if err != nil {
 				return c, reserve.Reservation{}, "", ctlError(fmt.Sprintf("find the widest bandwidth free from %s to %s", b.from, b.to), c, err)
 			}
@@ -299,7 +299,7 @@ func bookReservation(ctx context.Context, f *reserveFlags, addr string, push boo
 	} else {
 		bw, _ = parseBandwidth("--reserve", f.rate, true)
 	}
-	req := api.ReservationRequest{
+	req := apiv1.ReservationRequest{
 		From: b.from, To: b.to, Bandwidth: bw, Duration: window(bw).String(),
 		FlowSpec: b.flow, Path: path, Project: f.project, IdempotencyKey: newCpKey(),
 	}
@@ -406,7 +406,7 @@ func (r *cpReservation) follow(ctx context.Context, errw io.Writer) {
 	go func() {
 		defer close(r.done)
 		see := func(cur reserve.Reservation) (bool, error) { return r.tracker.observe(cur), nil }
-		_, err := follow(fctx, r.c, "cp: reservation "+r.booked.ID, r.booked.ID, errw, see, func(ev api.Event) (bool, error) {
+		_, err := follow(fctx, r.c, "cp: reservation "+r.booked.ID, r.booked.ID, errw, see, func(ev apiv1.Event) (bool, error) {
 			if ev.Reservation == nil {
 				return false, nil
 			}
@@ -434,7 +434,7 @@ func (r *cpReservation) release(why string) (reserve.Reservation, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
-	got, err := r.c.CancelReservation(ctx, r.booked.ID, api.ActionRequest{Reason: why})
+	got, err := r.c.CancelReservation(ctx, r.booked.ID, apiv1.ActionRequest{Reason: why})
 	if err == nil {
 		return got, nil
 	}

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/mover"
 	"github.com/lightpath/lightpath/internal/reserve"
 )
@@ -35,7 +35,7 @@ func TestFlowSpecOfCopy(t *testing.T) {
 		{true, "2001:2:0:1::1", "[2001:2:0:2::1]:7070", "tcp 2001:2:0:1::1 > [2001:2:0:2::1]:7070", "a1", "b1"},
 		{false, "2001:2:0:1::1", "[2001:2:0:2::1]:7070", "tcp [2001:2:0:2::1]:7070 > 2001:2:0:1::1", "b1", "a1"},
 	} {
-		topo := api.Topology{Name: "two-site", Nodes: []api.TopoNode{
+		topo := apiv1.Topology{Name: "two-site", Nodes: []apiv1.TopoNode{
 			{Name: "a1", Addresses: []string{"198.18.1.1", "2001:2:0:1::1"}},
 			{Name: "b1", Addresses: []string{"198.18.2.1", "2001:2:0:2::1"}},
 		}}
@@ -54,7 +54,7 @@ func TestFlowSpecOfCopy(t *testing.T) {
 }
 
 func TestPlanBookingRefuses(t *testing.T) {
-	topo := api.Topology{Name: "two-site", Nodes: []api.TopoNode{
+	topo := apiv1.Topology{Name: "two-site", Nodes: []apiv1.TopoNode{
 		{Name: "a1", Addresses: []string{"198.18.1.1"}},
 		{Name: "b1", Addresses: []string{"198.18.2.1", "198.18.2.9"}},
 	}}
@@ -191,10 +191,10 @@ func (fc *cpController) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	switch r.Method + " " + r.URL.Path {
 	case "GET /api/v1/topology":
-		json.NewEncoder(w).Encode(api.Topology{Name: "lo", Nodes: []api.TopoNode{
+		json.NewEncoder(w).Encode(apiv1.Topology{Name: "lo", Nodes: []apiv1.TopoNode{
 			{Name: "a1", Addresses: []string{"127.0.0.1"}}, {Name: "b1", Addresses: []string{"127.0.0.2"}}}})
 	case "POST /api/v1/find":
-		json.NewEncoder(w).Encode(api.Slot{Algorithm: "widest", Bandwidth: 1.8e9,
+		json.NewEncoder(w).Encode(apiv1.Slot{Algorithm: "widest", Bandwidth: 1.8e9,
 			Path: []reserve.PathHop{{Link: "dedicated", From: body["from"].(string), To: body["to"].(string)}}})
 	case "POST /api/v1/reservations":
 		if fc.refusal != "" {
@@ -207,7 +207,7 @@ func (fc *cpController) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fc.created = cur
 		fc.mu.Unlock()
 		w.WriteHeader(201)
-		json.NewEncoder(w).Encode(api.ReservationResponse{Reservation: cur, Created: true})
+		json.NewEncoder(w).Encode(apiv1.ReservationResponse{Reservation: cur, Created: true})
 	case "GET /api/v1/reservations/" + cur.ID:
 		json.NewEncoder(w).Encode(cur)
 	case "POST /api/v1/reservations/" + cur.ID + "/cancel":

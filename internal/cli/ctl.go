@@ -22,7 +22,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/textsafe"
@@ -95,7 +95,7 @@ func ctlError(what string, c *client.Client, err error) error {
 	if len(ae.Detail.Stranded) > 0 {
 		parts = append(parts, "stranded: "+strings.Join(ae.Detail.Stranded, ", "))
 	}
-	if ae.Detail.Code == api.CodeUnauthorized && c != nil && !c.HasToken() {
+	if ae.Detail.Code == apiv1.CodeUnauthorized && c != nil && !c.HasToken() {
 		parts = append(parts, "give yours with --controller-token-file F or LIGHTPATH_CONTROLLER_TOKEN")
 	}
 	return &apiFailure{msg: what + ": " + strings.Join(parts, "; "), err: err}
@@ -142,7 +142,7 @@ func fetch[T any](o *ctlFlags, what string, fn func(*client.Client) (T, error)) 
 func (o *ctlFlags) writeRefusal(w io.Writer, err error) {
 	var ae *client.APIError
 	if o.json && errors.As(err, &ae) {
-		(&ndjson{w: w}).write(api.ErrorBody{Error: ae.Detail})
+		(&ndjson{w: w}).write(apiv1.ErrorBody{Error: ae.Detail})
 	}
 }
 
@@ -441,7 +441,7 @@ func exactArgs(what string, names ...string) cobra.PositionalArgs {
 // be followed. A lost stream is resumed after the last event read, each
 // loss said on errw as a line "lightpath: <what>: <why>; resuming".
 func follow(ctx context.Context, c *client.Client, what, id string, errw io.Writer,
-	current func(reserve.Reservation) (bool, error), event func(api.Event) (bool, error)) (bool, error) {
+	current func(reserve.Reservation) (bool, error), event func(apiv1.Event) (bool, error)) (bool, error) {
 	check := func() (bool, error) {
 		if id == "" {
 			return false, nil

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/textsafe"
@@ -123,7 +123,7 @@ func printHistory(w io.Writer, ts []reserve.Transition) {
 	})
 }
 
-func describeSlot(s api.Slot) string {
+func describeSlot(s apiv1.Slot) string {
 	var b strings.Builder
 	if s.Bandwidth > 0 {
 		b.WriteString(fmtRate(s.Bandwidth))
@@ -264,7 +264,7 @@ and the controller books it once.`,
 func runReserveCreate(cmd *cobra.Command, o *ctlFlags, f createFlags, hold string) error {
 	const what = "reserve create"
 	now := resolveNow()
-	req := api.ReservationRequest{From: f.from, To: f.to, Project: f.project, Path: f.path, Owner: f.owner, IdempotencyKey: f.key}
+	req := apiv1.ReservationRequest{From: f.from, To: f.to, Project: f.project, Path: f.path, Owner: f.owner, IdempotencyKey: f.key}
 	if f.from == "" || f.to == "" {
 		return fmt.Errorf("%s: --from and --to are required", what)
 	}
@@ -287,7 +287,7 @@ func runReserveCreate(cmd *cobra.Command, o *ctlFlags, f createFlags, hold strin
 	if req.IdempotencyKey == "" {
 		req.IdempotencyKey = newIdempotencyKey()
 	}
-	resp, err := fetch(o, what, func(c *client.Client) (api.ReservationResponse, error) {
+	resp, err := fetch(o, what, func(c *client.Client) (apiv1.ReservationResponse, error) {
 		return createRetrying(cmd.Context(), c, req, startsNow(f.start))
 	})
 	out := cmd.OutOrStdout()
@@ -318,7 +318,7 @@ func runReserveCreate(cmd *cobra.Command, o *ctlFlags, f createFlags, hold strin
 // share: --bandwidth over --start (default now) with --duration or --end,
 // or with --size the earliest completion at up to --bandwidth, by
 // --deadline when given. Its errors name the flag at fault.
-func (f createFlags) when(req *api.ReservationRequest, now time.Time) error {
+func (f createFlags) when(req *apiv1.ReservationRequest, now time.Time) error {
 	var err error
 	if f.size != "" {
 		if f.duration != "" || f.end != "" {
@@ -353,7 +353,7 @@ func (f createFlags) when(req *api.ReservationRequest, now time.Time) error {
 // createRetrying sends a create, and sends it again when the answer was
 // lost (the controller could not be reached or was shutting down).
 // fromNow says the start was "now" when the command began.
-func createRetrying(ctx context.Context, c *client.Client, req api.ReservationRequest, fromNow bool) (api.ReservationResponse, error) {
+func createRetrying(ctx context.Context, c *client.Client, req apiv1.ReservationRequest, fromNow bool) (apiv1.ReservationResponse, error) {
 	resp, err := c.CreateReservation(ctx, req)
 	if err == nil || !client.Retryable(err) || ctx.Err() != nil {
 		return resp, err
@@ -371,7 +371,7 @@ func createRetrying(ctx context.Context, c *client.Client, req api.ReservationRe
 	// controller answers a known key before it checks the start, so this
 	// refusal proves nothing was booked: ask again from now.
 	var ae *client.APIError
-	if errors.As(err, &ae) && ae.Detail.Code == api.CodeInvalid && ae.Detail.Field == "start" && fromNow && ctx.Err() == nil {
+	if errors.As(err, &ae) && ae.Detail.Code == apiv1.CodeInvalid && ae.Detail.Field == "start" && fromNow && ctx.Err() == nil {
 		if fresh := resolveNow(); req.End.IsZero() || req.End.After(fresh) {
 			req.Start = fresh
 			resp, err = c.CreateReservation(ctx, req)
@@ -451,12 +451,12 @@ func runReserveFind(cmd *cobra.Command, o *ctlFlags, f findFlags) error {
 	if f.from == "" || f.to == "" {
 		return fmt.Errorf("%s: --from and --to are required", what)
 	}
-	req := api.FindRequest{Mode: api.FindFixed, From: f.from, To: f.to, Path: f.path, Project: f.project}
+	req := apiv1.FindRequest{Mode: apiv1.FindFixed, From: f.from, To: f.to, Path: f.path, Project: f.project}
 	n := 0
 	for _, m := range []struct {
 		on   bool
 		mode string
-	}{{f.earliest, api.FindEarliest}, {f.all, api.FindAll}, {f.widest, api.FindWidest}, {f.size != "", api.FindCompletion}} {
+	}{{f.earliest, apiv1.FindEarliest}, {f.all, apiv1.FindAll}, {f.widest, apiv1.FindWidest}, {f.size != "", apiv1.FindCompletion}} {
 		if m.on {
 			n++
 			req.Mode = m.mode
@@ -473,7 +473,7 @@ func runReserveFind(cmd *cobra.Command, o *ctlFlags, f findFlags) error {
 	}
 	if f.deadline != "" {
 		switch {
-		case req.Mode != api.FindCompletion:
+		case req.Mode != apiv1.FindCompletion:
 			return fmt.Errorf("%s: --deadline goes with --size (the earliest completion of a transfer)", what)
 		case f.horizon != "":
 			return fmt.Errorf("%s: --deadline and --horizon exclude each other: give one", what)
@@ -484,14 +484,14 @@ func runReserveFind(cmd *cobra.Command, o *ctlFlags, f findFlags) error {
 	}
 	var d time.Duration
 	switch req.Mode {
-	case api.FindFixed, api.FindWidest:
-		if req.Bandwidth, err = parseBandwidth("--bandwidth", f.bandwidth, req.Mode == api.FindFixed); err != nil {
+	case apiv1.FindFixed, apiv1.FindWidest:
+		if req.Bandwidth, err = parseBandwidth("--bandwidth", f.bandwidth, req.Mode == apiv1.FindFixed); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		if req.Start, req.End, d, err = f.window.resolve(now, true); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-	case api.FindEarliest, api.FindAll:
+	case apiv1.FindEarliest, apiv1.FindAll:
 		if req.Bandwidth, err = parseBandwidth("--bandwidth", f.bandwidth, true); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
@@ -501,7 +501,7 @@ func runReserveFind(cmd *cobra.Command, o *ctlFlags, f findFlags) error {
 		if req.Start, _, d, err = f.window.resolve(now, true); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-	case api.FindCompletion:
+	case apiv1.FindCompletion:
 		if f.duration != "" || f.end != "" {
 			return fmt.Errorf("%s: --size finds the earliest completion: give --deadline, not --duration or --end", what)
 		}
@@ -512,7 +512,7 @@ func runReserveFind(cmd *cobra.Command, o *ctlFlags, f findFlags) error {
 	if d > 0 {
 		req.Duration = d.String()
 	}
-	slot, err := fetch(o, what, func(c *client.Client) (api.Slot, error) { return c.Find(cmd.Context(), req) })
+	slot, err := fetch(o, what, func(c *client.Client) (apiv1.Slot, error) { return c.Find(cmd.Context(), req) })
 	out := cmd.OutOrStdout()
 	if err != nil {
 		o.writeRefusal(out, err)
@@ -526,17 +526,17 @@ func runReserveFind(cmd *cobra.Command, o *ctlFlags, f findFlags) error {
 	return nil
 }
 
-func printSlot(w io.Writer, req api.FindRequest, s api.Slot) {
+func printSlot(w io.Writer, req apiv1.FindRequest, s apiv1.Slot) {
 	switch req.Mode {
-	case api.FindFixed:
+	case apiv1.FindFixed:
 		fmt.Fprintf(w, "fits: %s → %s at %s\n", req.From, req.To, describeSlot(s))
-	case api.FindWidest:
+	case apiv1.FindWidest:
 		fmt.Fprintf(w, "widest: %s → %s at %s\n", req.From, req.To, describeSlot(s))
-	case api.FindEarliest:
+	case apiv1.FindEarliest:
 		fmt.Fprintf(w, "earliest: %s → %s at %s\n", req.From, req.To, describeSlot(s))
-	case api.FindCompletion:
+	case apiv1.FindCompletion:
 		fmt.Fprintf(w, "%s from %s to %s: earliest completion at %s\n", units.FormatSize(int64(req.SizeBytes)), req.From, req.To, describeSlot(s))
-	case api.FindAll:
+	case apiv1.FindAll:
 		desc := fmtRate(req.Bandwidth)
 		if d, err := time.ParseDuration(req.Duration); err == nil {
 			desc += " for " + units.FormatDuration(d)
@@ -549,7 +549,7 @@ func printSlot(w io.Writer, req api.FindRequest, s api.Slot) {
 			return
 		}
 		fmt.Fprintf(w, "starts that fit %s → %s at %s:\n", req.From, req.To, desc)
-		printTable(w, []string{"  FIRST START", "LAST START"}, s.Windows, func(win api.Window) []string {
+		printTable(w, []string{"  FIRST START", "LAST START"}, s.Windows, func(win apiv1.Window) []string {
 			return []string{"  " + fmtTime(win.First), fmtTime(win.Last)}
 		})
 	}
@@ -686,7 +686,7 @@ func runReserveModify(cmd *cobra.Command, o *ctlFlags, f modifyFlags, id string)
 	if len(f.path) > 0 && f.reroute {
 		return fmt.Errorf("%s: --path and --reroute exclude each other", what)
 	}
-	var req api.ModifyRequest
+	var req apiv1.ModifyRequest
 	var err error
 	if req.Bandwidth, err = parseBandwidth("--bandwidth", f.bandwidth, false); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
@@ -743,7 +743,7 @@ its history. Cancelling a cancelled reservation again is harmless.`,
 		Args: exactArgs("reserve cancel", "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := fetch(o, "reserve cancel", func(c *client.Client) (reserve.Reservation, error) {
-				return c.CancelReservation(cmd.Context(), args[0], api.ActionRequest{Reason: reason})
+				return c.CancelReservation(cmd.Context(), args[0], apiv1.ActionRequest{Reason: reason})
 			})
 			if err != nil {
 				return err
@@ -767,7 +767,7 @@ bandwidth. After the hold expired it is CANCELLED and cannot be committed.`,
 		Args: exactArgs("reserve commit", "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := fetch(o, "reserve commit", func(c *client.Client) (reserve.Reservation, error) {
-				return c.CommitReservation(cmd.Context(), args[0], api.ActionRequest{})
+				return c.CommitReservation(cmd.Context(), args[0], apiv1.ActionRequest{})
 			})
 			if err != nil {
 				return err
@@ -907,7 +907,7 @@ func runReserveWatch(cmd *cobra.Command, o *ctlFlags, id string, want reserve.St
 			}
 			return done, err
 		},
-		func(ev api.Event) (bool, error) {
+		func(ev apiv1.Event) (bool, error) {
 			sum.Events++
 			if o.json {
 				nd.write(ev)
@@ -934,7 +934,7 @@ func runReserveWatch(cmd *cobra.Command, o *ctlFlags, id string, want reserve.St
 }
 
 // describeEvent is one line of watch: when, what, the change and why.
-func describeEvent(ev api.Event) string {
+func describeEvent(ev apiv1.Event) string {
 	var b strings.Builder
 	tr := ev.Transition
 	at := time.Time{}
@@ -1015,7 +1015,7 @@ someone else's reservation or hold already touches those nodes then.`,
 			if (node == "") == (site == "") {
 				return fmt.Errorf("%s: give one of --node and --site", what)
 			}
-			req := api.ExclusiveRequest{Node: node, Site: site, Project: project}
+			req := apiv1.ExclusiveRequest{Node: node, Site: site, Project: project}
 			var d time.Duration
 			var err error
 			if req.Start, req.End, d, err = w.resolve(resolveNow(), true); err != nil {
@@ -1072,7 +1072,7 @@ func newExclusiveCancelCmd(o *ctlFlags) *cobra.Command {
 		Args:    exactArgs("reserve exclusive cancel", "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			x, err := fetch(o, "reserve exclusive cancel", func(c *client.Client) (reserve.Exclusive, error) {
-				return c.CancelExclusive(cmd.Context(), args[0], api.ActionRequest{Reason: reason})
+				return c.CancelExclusive(cmd.Context(), args[0], apiv1.ActionRequest{Reason: reason})
 			})
 			if err != nil {
 				return err

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/reserve"
 )
@@ -264,12 +264,12 @@ func TestDescribe(t *testing.T) {
 		t.Errorf("describeReservation:\n%s\nwant:\n%s", got, want)
 	}
 	tr := tableResv[0].History[1]
-	ev := api.Event{Seq: 4, Kind: "reservation", Reservation: &tableResv[0], Transition: &tr}
+	ev := apiv1.Event{Seq: 4, Kind: "reservation", Reservation: &tableResv[0], Transition: &tr}
 	if got, want := describeEvent(ev), "2026-05-01T14:00:00Z  r-1  RESERVED → ACTIVE  start-reached by controller: start reached  (a1 → b1, 500 Mbit/s, 2026-05-01T14:00:00Z → 2026-05-01T16:00:00Z)"; got != want {
 		t.Errorf("describeEvent:\n%s\nwant:\n%s", got, want)
 	}
 	x := reserve.Exclusive{ID: "x-1", Owner: "alice", Site: "site-b", Nodes: []string{"b1", "rb"}, Start: cliT0, End: cliT0.Add(time.Hour), State: reserve.StateReserved, CreatedAt: cliT0}
-	if got := describeEvent(api.Event{Kind: "exclusive", Exclusive: &x}); !strings.Contains(got, "x-1  RESERVED  exclusive hold of site site-b by alice") {
+	if got := describeEvent(apiv1.Event{Kind: "exclusive", Exclusive: &x}); !strings.Contains(got, "x-1  RESERVED  exclusive hold of site site-b by alice") {
 		t.Errorf("describeEvent(exclusive) = %s", got)
 	}
 	var b bytes.Buffer
@@ -282,10 +282,10 @@ func TestDescribe(t *testing.T) {
 func TestCtlError(t *testing.T) {
 	withUTC(t)
 	c, _ := client.New("http://127.0.0.1:1", "")
-	capErr := &client.APIError{Status: 409, Detail: api.ErrorDetail{Code: api.CodeCapacity, Message: "no path carries 500 Mbit/s",
-		Alternatives: &api.Alternatives{
-			Earliest: &api.Slot{Bandwidth: 500e6, Start: cliT0, End: cliT0.Add(time.Hour), Path: []reserve.PathHop{{Link: "l1"}, {Link: "wan"}}},
-			Widest:   &api.Slot{Bandwidth: 400e6},
+	capErr := &client.APIError{Status: 409, Detail: apiv1.ErrorDetail{Code: apiv1.CodeCapacity, Message: "no path carries 500 Mbit/s",
+		Alternatives: &apiv1.Alternatives{
+			Earliest: &apiv1.Slot{Bandwidth: 500e6, Start: cliT0, End: cliT0.Add(time.Hour), Path: []reserve.PathHop{{Link: "l1"}, {Link: "wan"}}},
+			Widest:   &apiv1.Slot{Bandwidth: 400e6},
 		}}}
 	err := ctlError("reserve create", c, capErr)
 	want := "reserve create: no path carries 500 Mbit/s; earliest at that bandwidth: 2026-05-01T14:00:00Z → 2026-05-01T15:00:00Z via l1,wan; widest in that slot: 400 Mbit/s"
@@ -296,7 +296,7 @@ func TestCtlError(t *testing.T) {
 	if !errors.As(err, &ae) {
 		t.Error("the API error is lost")
 	}
-	err = ctlError("reserve list", c, &client.APIError{Status: 401, Detail: api.ErrorDetail{Code: api.CodeUnauthorized, Message: "no token"}})
+	err = ctlError("reserve list", c, &client.APIError{Status: 401, Detail: apiv1.ErrorDetail{Code: apiv1.CodeUnauthorized, Message: "no token"}})
 	if !strings.Contains(err.Error(), "LIGHTPATH_CONTROLLER_TOKEN") {
 		t.Errorf("401 without a token: %v", err)
 	}
@@ -332,13 +332,13 @@ func (f *fakeController) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.Method + " " + r.URL.Path {
 	case "POST /api/v1/reservations":
 		w.WriteHeader(201)
-		json.NewEncoder(w).Encode(api.ReservationResponse{Reservation: tableResv[0], Algorithm: "fixed-bfs", Created: true})
+		json.NewEncoder(w).Encode(apiv1.ReservationResponse{Reservation: tableResv[0], Algorithm: "fixed-bfs", Created: true})
 	case "GET /api/v1/reservations":
-		json.NewEncoder(w).Encode(api.ReservationList{Reservations: tableResv})
+		json.NewEncoder(w).Encode(apiv1.ReservationList{Reservations: tableResv})
 	case "GET /api/v1/reservations/r-1":
-		json.NewEncoder(w).Encode(api.ReservationResponse{Reservation: tableResv[0]})
+		json.NewEncoder(w).Encode(apiv1.ReservationResponse{Reservation: tableResv[0]})
 	case "PATCH /api/v1/reservations/r-1":
-		json.NewEncoder(w).Encode(api.ReservationResponse{Reservation: tableResv[0]})
+		json.NewEncoder(w).Encode(apiv1.ReservationResponse{Reservation: tableResv[0]})
 	default:
 		w.WriteHeader(404)
 		io.WriteString(w, `{"error":{"code":"not_found","message":"no such thing"}}`)
@@ -467,7 +467,7 @@ func TestCreateRetriesOnce(t *testing.T) {
 	if err == nil || err.Error() != "reserve create: does not fit; widest in that slot: 400 Mbit/s" || len(f3.bodiesSeen()) != 1 {
 		t.Errorf("refusal: %v after %d requests", err, len(f3.bodiesSeen()))
 	}
-	var eb api.ErrorBody
+	var eb apiv1.ErrorBody
 	if json.Unmarshal([]byte(out), &eb) != nil || eb.Error.Alternatives == nil || eb.Error.Alternatives.Widest.Bandwidth != 400e6 {
 		t.Errorf("--json refusal line %q", out)
 	}
@@ -581,7 +581,7 @@ func TestTokenOut(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(201)
-		json.NewEncoder(w).Encode(api.Token{ID: "t-1", User: "alice", Secret: "lp_s3cret", CreatedAt: cliT0})
+		json.NewEncoder(w).Encode(apiv1.Token{ID: "t-1", User: "alice", Secret: "lp_s3cret", CreatedAt: cliT0})
 	}))
 	defer srv.Close()
 	file := filepath.Join(t.TempDir(), "alice.token")
@@ -661,14 +661,14 @@ func TestWatchResumes(t *testing.T) {
 		switch r.URL.Path {
 		case "/api/v1/reservations/r-1":
 			w.Header().Set("Content-Type", "application/json")
-			json.NewEncoder(w).Encode(api.ReservationResponse{Reservation: reserved})
+			json.NewEncoder(w).Encode(apiv1.ReservationResponse{Reservation: reserved})
 		case "/api/v1/events":
 			mu.Lock()
 			lastIDs = append(lastIDs, r.Header.Get("Last-Event-ID"))
 			n := len(lastIDs)
 			mu.Unlock()
 			w.Header().Set("Content-Type", "text/event-stream")
-			ev := api.Event{Seq: uint64(n), Kind: "reservation", Reservation: &reserved,
+			ev := apiv1.Event{Seq: uint64(n), Kind: "reservation", Reservation: &reserved,
 				Transition: &reserve.Transition{From: reserve.StateReserved, To: reserve.StateReserved, Event: reserve.EventModify, At: cliT0, By: "alice", Version: 2}}
 			if n == 2 {
 				ev.Reservation = &active

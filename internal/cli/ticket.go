@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/textsafe"
@@ -299,7 +299,7 @@ func runTicketOpen(cmd *cobra.Command, o *ctlFlags, f openFlags) error {
 	if !f.noWait && f.wait <= 0 {
 		return fmt.Errorf("%s: --wait must be above zero (or give --no-wait)", what)
 	}
-	req := api.ReservationRequest{From: f.from, To: f.to, Project: f.project, FlowSpec: f.flow, IdempotencyKey: newIdempotencyKey()}
+	req := apiv1.ReservationRequest{From: f.from, To: f.to, Project: f.project, FlowSpec: f.flow, IdempotencyKey: newIdempotencyKey()}
 	if err := f.when(&req, now); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -312,7 +312,7 @@ func runTicketOpen(cmd *cobra.Command, o *ctlFlags, f openFlags) error {
 	if err != nil {
 		o.writeRefusal(out, err)
 		var ae *client.APIError
-		if errors.As(err, &ae) && ae.Detail.Code == api.CodeInvalid &&
+		if errors.As(err, &ae) && ae.Detail.Code == apiv1.CodeInvalid &&
 			(ae.Detail.Field == "flow_spec" || strings.Contains(ae.Detail.Message, "flow spec")) {
 			return ctlError(what+": --flows", c, err)
 		}
@@ -346,7 +346,7 @@ func runTicketOpen(cmd *cobra.Command, o *ctlFlags, f openFlags) error {
 		}
 		return done, nil
 	}
-	done, err := follow(ctx, c, what, r.ID, cmd.ErrOrStderr(), verdict, func(ev api.Event) (bool, error) {
+	done, err := follow(ctx, c, what, r.ID, cmd.ErrOrStderr(), verdict, func(ev apiv1.Event) (bool, error) {
 		if ev.Reservation == nil {
 			return false, nil
 		}
@@ -480,7 +480,7 @@ the ticket stays as it was. An ACTIVE ticket stays ACTIVE.`,
 			if !newEnd.After(cur.End) {
 				return fmt.Errorf("%s: --end %s is not after the ticket's end %s (to end it now: lightpath ticket close %s)", what, fmtTime(newEnd), fmtTime(cur.End), cur.ID)
 			}
-			r, err := c.ModifyReservation(ctx, cur.ID, api.ModifyRequest{Version: cur.Version, End: newEnd})
+			r, err := c.ModifyReservation(ctx, cur.ID, apiv1.ModifyRequest{Version: cur.Version, End: newEnd})
 			if err != nil {
 				return ctlError(what, c, err)
 			}
@@ -521,7 +521,7 @@ harmless.`,
 				printOne(out, o.json, newTicketLine(cur), "ticket %s was closed already: %s\n", cur.ID, describeReservation(cur))
 				return nil
 			}
-			r, err := c.CancelReservation(ctx, cur.ID, api.ActionRequest{Reason: reason})
+			r, err := c.CancelReservation(ctx, cur.ID, apiv1.ActionRequest{Reason: reason})
 			if err != nil {
 				return ctlError(what, c, err)
 			}

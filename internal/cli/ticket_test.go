@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/reserve"
 )
 
@@ -76,7 +76,7 @@ func (tc *ticketController) serve(w http.ResponseWriter, r *http.Request, n int)
 			return true
 		}
 		w.WriteHeader(201)
-		json.NewEncoder(w).Encode(api.ReservationResponse{Reservation: cur, Algorithm: "fixed-slot-bfs", Created: true})
+		json.NewEncoder(w).Encode(apiv1.ReservationResponse{Reservation: cur, Algorithm: "fixed-slot-bfs", Created: true})
 	case "GET /api/v1/reservations/" + cur.ID:
 		json.NewEncoder(w).Encode(cur)
 	case "PATCH /api/v1/reservations/" + cur.ID:
@@ -93,7 +93,7 @@ func (tc *ticketController) serve(w http.ResponseWriter, r *http.Request, n int)
 		io.WriteString(w, `{"user":"alice","role":"operator","projects":[]}`)
 	case "GET /api/v1/reservations":
 		plain := tableResv[1]
-		json.NewEncoder(w).Encode(api.ReservationList{Reservations: []reserve.Reservation{cur, plain}})
+		json.NewEncoder(w).Encode(apiv1.ReservationList{Reservations: []reserve.Reservation{cur, plain}})
 	case "GET /api/v1/events":
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(200)
@@ -102,7 +102,7 @@ func (tc *ticketController) serve(w http.ResponseWriter, r *http.Request, n int)
 			select {
 			case ev := <-tc.events:
 				tc.set(ev)
-				b, _ := json.Marshal(api.Event{Seq: uint64(seq), Kind: "reservation", Reservation: &ev,
+				b, _ := json.Marshal(apiv1.Event{Seq: uint64(seq), Kind: "reservation", Reservation: &ev,
 					Transition: &reserve.Transition{To: ev.State, Event: reserve.EventNodeProvisioned, At: cliT0, By: "agent", Version: ev.Version}})
 				fmt.Fprintf(w, "id: %d\nevent: reservation\ndata: %s\n\n", seq, b)
 				w.(http.Flusher).Flush()
@@ -273,7 +273,7 @@ func TestTicketOpenRefused(t *testing.T) {
 	if got := strings.Join(f.pathsSeen(), ","); got != "POST /api/v1/reservations" {
 		t.Errorf("requests after a refusal: %s", got)
 	}
-	var eb api.ErrorBody
+	var eb apiv1.ErrorBody
 	if json.Unmarshal([]byte(out), &eb) != nil || eb.Error.Field != "flow_spec" {
 		t.Errorf("--json refusal line %q", out)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/monitor/alert"
 	"github.com/lightpath/lightpath/internal/textsafe"
@@ -76,7 +76,7 @@ func newTransferShowCmd(o *ctlFlags) *cobra.Command {
 		Short: "Show a transfer: progress, path, bottleneck and the alerts on its path",
 		Args:  exactArgs("transfer show", "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := fetch(o, "transfer show", func(c *client.Client) (api.TransferPage, error) { return c.Transfer(cmd.Context(), args[0]) })
+			p, err := fetch(o, "transfer show", func(c *client.Client) (apiv1.TransferPage, error) { return c.Transfer(cmd.Context(), args[0]) })
 			if err != nil {
 				return err
 			}
@@ -91,7 +91,7 @@ func newTransferShowCmd(o *ctlFlags) *cobra.Command {
 	}
 }
 
-func printTransferPage(w io.Writer, p api.TransferPage) {
+func printTransferPage(w io.Writer, p apiv1.TransferPage) {
 	t := p.Transfer
 	tw := newTable(w)
 	row := func(k, v string) {

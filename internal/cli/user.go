@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/controller"
 )
@@ -70,8 +70,8 @@ which lightpath agent does by itself on its first start.`,
 			if !slices.Contains(roles, role) {
 				return fmt.Errorf("%s: --role %q: want one of %s", what, role, strings.Join(roles, ", "))
 			}
-			u, err := fetch(o, what, func(c *client.Client) (api.User, error) {
-				return c.AddUser(cmd.Context(), api.UserRequest{Name: args[0], Role: role, Projects: projects, Node: node})
+			u, err := fetch(o, what, func(c *client.Client) (apiv1.User, error) {
+				return c.AddUser(cmd.Context(), apiv1.UserRequest{Name: args[0], Role: role, Projects: projects, Node: node})
 			})
 			if err != nil {
 				return err
@@ -110,7 +110,7 @@ func newUserListCmd(o *ctlFlags) *cobra.Command {
   lightpath user list --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			us, err := fetch(o, "user list", func(c *client.Client) ([]api.User, error) { return c.Users(cmd.Context()) })
+			us, err := fetch(o, "user list", func(c *client.Client) ([]apiv1.User, error) { return c.Users(cmd.Context()) })
 			if err != nil {
 				return err
 			}
@@ -120,8 +120,8 @@ func newUserListCmd(o *ctlFlags) *cobra.Command {
 	}
 }
 
-func printUsers(w io.Writer, us []api.User) {
-	printTable(w, []string{"NAME", "ROLE", "PROJECTS", "CREATED"}, us, func(u api.User) []string {
+func printUsers(w io.Writer, us []apiv1.User) {
+	printTable(w, []string{"NAME", "ROLE", "PROJECTS", "CREATED"}, us, func(u apiv1.User) []string {
 		return []string{u.Name, u.Role, orDash(strings.Join(u.Projects, ",")), fmtTime(u.CreatedAt)}
 	})
 }
@@ -134,7 +134,7 @@ func newUserWhoamiCmd(o *ctlFlags) *cobra.Command {
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var at string // the controller, as the flags or the environment named it
-			w, err := fetch(o, "user whoami", func(c *client.Client) (api.Whoami, error) {
+			w, err := fetch(o, "user whoami", func(c *client.Client) (apiv1.Whoami, error) {
 				at = c.URL()
 				return c.Whoami(cmd.Context())
 			})
@@ -180,7 +180,7 @@ controller takes its word for that node alone.`,
 		Args: exactArgs("user token create", "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			const what = "user token create"
-			req := api.TokenRequest{Node: node}
+			req := apiv1.TokenRequest{Node: node}
 			if expires != "" {
 				d, err := parseSpan(expires)
 				if err != nil {
@@ -194,7 +194,7 @@ controller takes its word for that node alone.`,
 					return fmt.Errorf("%s: --out %s: its directory does not exist", what, outFile)
 				}
 			}
-			t, err := fetch(o, what, func(c *client.Client) (api.Token, error) { return c.CreateToken(cmd.Context(), args[0], req) })
+			t, err := fetch(o, what, func(c *client.Client) (apiv1.Token, error) { return c.CreateToken(cmd.Context(), args[0], req) })
 			if err != nil {
 				return err
 			}
@@ -227,7 +227,7 @@ controller takes its word for that node alone.`,
 	return cmd
 }
 
-func expiry(t api.Token) string {
+func expiry(t apiv1.Token) string {
 	if t.ExpiresAt.IsZero() {
 		return "never expires"
 	}
@@ -245,7 +245,7 @@ func newTokenListCmd(o *ctlFlags) *cobra.Command {
 		Example: `  lightpath user token list alice`,
 		Args:    exactArgs("user token list", "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ts, err := fetch(o, "user token list", func(c *client.Client) ([]api.Token, error) { return c.Tokens(cmd.Context(), args[0]) })
+			ts, err := fetch(o, "user token list", func(c *client.Client) ([]apiv1.Token, error) { return c.Tokens(cmd.Context(), args[0]) })
 			if err != nil {
 				return err
 			}
@@ -255,8 +255,8 @@ func newTokenListCmd(o *ctlFlags) *cobra.Command {
 	}
 }
 
-func printTokens(w io.Writer, ts []api.Token) {
-	printTable(w, []string{"ID", "USER", "CREATED", "EXPIRES", "REVOKED"}, ts, func(t api.Token) []string {
+func printTokens(w io.Writer, ts []apiv1.Token) {
+	printTable(w, []string{"ID", "USER", "CREATED", "EXPIRES", "REVOKED"}, ts, func(t apiv1.Token) []string {
 		exp := "never"
 		if !t.ExpiresAt.IsZero() {
 			exp = fmtTime(t.ExpiresAt)
@@ -293,7 +293,7 @@ the user is locked out until a new token is made.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if user != "" {
-				var ts []api.Token
+				var ts []apiv1.Token
 				if err := o.request("user token revoke", func(c *client.Client) (err error) {
 					ts, err = c.RevokeUserTokens(cmd.Context(), user)
 					return err

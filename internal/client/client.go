@@ -23,7 +23,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/reserve"
 )
 
@@ -154,7 +154,7 @@ func (c *Client) WithToken(token string) *Client {
 // the body's {"error":{...}}.
 type APIError struct {
 	Status int
-	Detail api.ErrorDetail
+	Detail apiv1.ErrorDetail
 }
 
 // Error is the controller's message; a capacity refusal adds one line per
@@ -194,7 +194,7 @@ func (e *APIError) Alternatives() []string {
 	return out
 }
 
-func describeWindow(s api.Slot) string {
+func describeWindow(s apiv1.Slot) string {
 	d := s.Start.Format(time.RFC3339) + " → " + s.End.Format(time.RFC3339)
 	if len(s.Path) > 0 {
 		d += " via " + PathString(s.Path)
@@ -276,15 +276,15 @@ func Retryable(err error) bool {
 // for an answer whose body did not say (a proxy's answer, or a server that
 // died mid-way).
 var statusCodes = map[int]string{
-	http.StatusBadRequest:            api.CodeInvalid,
-	http.StatusUnauthorized:          api.CodeUnauthorized,
-	http.StatusForbidden:             api.CodeForbidden,
-	http.StatusNotFound:              api.CodeNotFound,
-	http.StatusMethodNotAllowed:      api.CodeMethodNotAllowed,
-	http.StatusConflict:              api.CodeConflict,
-	http.StatusRequestEntityTooLarge: api.CodeTooLarge,
-	http.StatusUnsupportedMediaType:  api.CodeUnsupportedMedia,
-	http.StatusServiceUnavailable:    api.CodeUnavailable,
+	http.StatusBadRequest:            apiv1.CodeInvalid,
+	http.StatusUnauthorized:          apiv1.CodeUnauthorized,
+	http.StatusForbidden:             apiv1.CodeForbidden,
+	http.StatusNotFound:              apiv1.CodeNotFound,
+	http.StatusMethodNotAllowed:      apiv1.CodeMethodNotAllowed,
+	http.StatusConflict:              apiv1.CodeConflict,
+	http.StatusRequestEntityTooLarge: apiv1.CodeTooLarge,
+	http.StatusUnsupportedMediaType:  apiv1.CodeUnsupportedMedia,
+	http.StatusServiceUnavailable:    apiv1.CodeUnavailable,
 }
 
 // codeForStatus names the error code of a status the body did not explain.
@@ -292,7 +292,7 @@ func codeForStatus(status int) string {
 	if code, ok := statusCodes[status]; ok {
 		return code
 	}
-	return api.CodeInternal
+	return apiv1.CodeInternal
 }
 
 // newRequest builds a request for an API path ("/reservations") with an
@@ -372,7 +372,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 
 // decodeError turns an error answer into an *APIError, whatever its body.
 func decodeError(status int, data []byte) *APIError {
-	var eb api.ErrorBody
+	var eb apiv1.ErrorBody
 	if err := json.Unmarshal(data, &eb); err == nil && eb.Error.Message != "" {
 		if eb.Error.Code == "" {
 			eb.Error.Code = codeForStatus(status)
@@ -386,7 +386,7 @@ func decodeError(status int, data []byte) *APIError {
 		}
 		msg += ": " + strings.Join(strings.Fields(s), " ")
 	}
-	return &APIError{Status: status, Detail: api.ErrorDetail{Code: codeForStatus(status), Message: msg}}
+	return &APIError{Status: status, Detail: apiv1.ErrorDetail{Code: codeForStatus(status), Message: msg}}
 }
 
 // call sends a request and returns its answer decoded as a T: the one

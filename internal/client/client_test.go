@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/reserve"
 )
 
@@ -57,7 +57,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(404)
-		json.NewEncoder(w).Encode(api.ErrorBody{Error: api.ErrorDetail{Code: api.CodeNotFound, Message: "no route " + r.URL.Path}})
+		json.NewEncoder(w).Encode(apiv1.ErrorBody{Error: apiv1.ErrorDetail{Code: apiv1.CodeNotFound, Message: "no route " + r.URL.Path}})
 		return
 	}
 	if a.status == 0 {
@@ -95,30 +95,30 @@ var (
 
 func newFake() *fakeAPI {
 	return &fakeAPI{answers: map[string]answer{
-		"GET /api/v1/health":                   {body: api.Health{Status: "ok", SchemaVersion: 2, Store: "sqlite"}},
+		"GET /api/v1/health":                   {body: apiv1.Health{Status: "ok", SchemaVersion: 2, Store: "sqlite"}},
 		"GET /api/v1/openapi.json":             {body: map[string]any{"openapi": "3.1.0"}},
-		"GET /api/v1/whoami":                   {body: api.Whoami{User: "alice", Role: "user", Projects: []string{"cms"}}},
-		"GET /api/v1/topology":                 {body: api.Topology{Name: "two-site"}},
-		"PUT /api/v1/topology":                 {body: api.Topology{Name: "three-site"}},
-		"GET /api/v1/timeline":                 {body: api.Timeline{From: t0, To: t0.Add(time.Hour)}},
-		"POST /api/v1/find":                    {body: api.Slot{Algorithm: "earliest", Bandwidth: 500e6, Start: t0, End: t0.Add(time.Hour), Path: resv.Path}},
-		"GET /api/v1/reservations":             {body: api.ReservationList{Reservations: []reserve.Reservation{resv, resv}}},
-		"POST /api/v1/reservations":            {status: 201, body: api.ReservationResponse{Reservation: resv, Algorithm: "fixed-bfs", Created: true}},
+		"GET /api/v1/whoami":                   {body: apiv1.Whoami{User: "alice", Role: "user", Projects: []string{"cms"}}},
+		"GET /api/v1/topology":                 {body: apiv1.Topology{Name: "two-site"}},
+		"PUT /api/v1/topology":                 {body: apiv1.Topology{Name: "three-site"}},
+		"GET /api/v1/timeline":                 {body: apiv1.Timeline{From: t0, To: t0.Add(time.Hour)}},
+		"POST /api/v1/find":                    {body: apiv1.Slot{Algorithm: "earliest", Bandwidth: 500e6, Start: t0, End: t0.Add(time.Hour), Path: resv.Path}},
+		"GET /api/v1/reservations":             {body: apiv1.ReservationList{Reservations: []reserve.Reservation{resv, resv}}},
+		"POST /api/v1/reservations":            {status: 201, body: apiv1.ReservationResponse{Reservation: resv, Algorithm: "fixed-bfs", Created: true}},
 		"GET /api/v1/reservations/r-1":         {body: resv},
-		"PATCH /api/v1/reservations/r-1":       {body: api.ReservationResponse{Reservation: resv}},
+		"PATCH /api/v1/reservations/r-1":       {body: apiv1.ReservationResponse{Reservation: resv}},
 		"POST /api/v1/reservations/r-1/commit": {body: resv},
 		"POST /api/v1/reservations/r-1/cancel": {body: resv},
-		"GET /api/v1/exclusives":               {body: api.ExclusiveList{Exclusives: []reserve.Exclusive{excl}}},
+		"GET /api/v1/exclusives":               {body: apiv1.ExclusiveList{Exclusives: []reserve.Exclusive{excl}}},
 		"POST /api/v1/exclusives":              {status: 201, body: excl},
 		"POST /api/v1/exclusives/x-1/cancel":   {body: map[string]any{"exclusive": excl}},
-		"GET /api/v1/users":                    {body: api.UserList{Users: []api.User{{Name: "alice", Role: "user"}}}},
-		"POST /api/v1/users":                   {status: 201, body: api.User{Name: "bob", Role: "operator"}},
-		"POST /api/v1/users/bob/tokens":        {status: 201, body: api.Token{ID: "t-1", User: "bob", Secret: "s3cret"}},
-		"GET /api/v1/users/bob/tokens":         {body: api.TokenList{Tokens: []api.Token{{ID: "t-1", User: "bob"}}}},
+		"GET /api/v1/users":                    {body: apiv1.UserList{Users: []apiv1.User{{Name: "alice", Role: "user"}}}},
+		"POST /api/v1/users":                   {status: 201, body: apiv1.User{Name: "bob", Role: "operator"}},
+		"POST /api/v1/users/bob/tokens":        {status: 201, body: apiv1.Token{ID: "t-1", User: "bob", Secret: "s3cret"}},
+		"GET /api/v1/users/bob/tokens":         {body: apiv1.TokenList{Tokens: []apiv1.Token{{ID: "t-1", User: "bob"}}}},
 		"DELETE /api/v1/tokens/t-1":            {status: 204},
-		"GET /api/v1/policy":                   {body: api.Policy{}},
-		"PUT /api/v1/policy":                   {body: api.Policy{}},
-		"GET /api/v1/audit":                    {body: api.AuditList{Entries: []api.AuditEntry{{Seq: 1, Who: "admin", What: "user add"}}}},
+		"GET /api/v1/policy":                   {body: apiv1.Policy{}},
+		"PUT /api/v1/policy":                   {body: apiv1.Policy{}},
+		"GET /api/v1/audit":                    {body: apiv1.AuditList{Entries: []apiv1.AuditEntry{{Seq: 1, Who: "admin", What: "user add"}}}},
 	}}
 }
 
@@ -142,51 +142,51 @@ func TestRoutes(t *testing.T) {
 		body   map[string]any
 		want   any
 	}{
-		{"health", func() (any, error) { return c.Health(ctx) }, "GET", "/api/v1/health", "", nil, api.Health{Status: "ok", SchemaVersion: 2, Store: "sqlite"}},
+		{"health", func() (any, error) { return c.Health(ctx) }, "GET", "/api/v1/health", "", nil, apiv1.Health{Status: "ok", SchemaVersion: 2, Store: "sqlite"}},
 		{"openapi", func() (any, error) {
 			d, err := c.OpenAPI(ctx)
 			return strings.TrimSpace(string(d)), err
 		}, "GET", "/api/v1/openapi.json", "", nil, `{"openapi":"3.1.0"}`},
-		{"whoami", func() (any, error) { return c.Whoami(ctx) }, "GET", "/api/v1/whoami", "", nil, api.Whoami{User: "alice", Role: "user", Projects: []string{"cms"}}},
-		{"topology", func() (any, error) { return c.Topology(ctx) }, "GET", "/api/v1/topology", "", nil, api.Topology{Name: "two-site"}},
-		{"reload", func() (any, error) { return c.ReloadTopology(ctx, "name: x\n") }, "PUT", "/api/v1/topology", "", map[string]any{"yaml": "name: x\n"}, api.Topology{Name: "three-site"}},
+		{"whoami", func() (any, error) { return c.Whoami(ctx) }, "GET", "/api/v1/whoami", "", nil, apiv1.Whoami{User: "alice", Role: "user", Projects: []string{"cms"}}},
+		{"topology", func() (any, error) { return c.Topology(ctx) }, "GET", "/api/v1/topology", "", nil, apiv1.Topology{Name: "two-site"}},
+		{"reload", func() (any, error) { return c.ReloadTopology(ctx, "name: x\n") }, "PUT", "/api/v1/topology", "", map[string]any{"yaml": "name: x\n"}, apiv1.Topology{Name: "three-site"}},
 		{"timeline", func() (any, error) { return c.Timeline(ctx, t0, t0.Add(time.Hour), "wan") }, "GET", "/api/v1/timeline",
-			"from=2026-05-01T14%3A00%3A00Z&link=wan&to=2026-05-01T15%3A00%3A00Z", nil, api.Timeline{From: t0, To: t0.Add(time.Hour)}},
+			"from=2026-05-01T14%3A00%3A00Z&link=wan&to=2026-05-01T15%3A00%3A00Z", nil, apiv1.Timeline{From: t0, To: t0.Add(time.Hour)}},
 		{"find", func() (any, error) {
-			return c.Find(ctx, api.FindRequest{Mode: api.FindEarliest, From: "a1", To: "b1", Bandwidth: 500e6, Duration: "1h0m0s"})
+			return c.Find(ctx, apiv1.FindRequest{Mode: apiv1.FindEarliest, From: "a1", To: "b1", Bandwidth: 500e6, Duration: "1h0m0s"})
 		}, "POST", "/api/v1/find", "", map[string]any{"mode": "earliest", "from": "a1", "to": "b1", "bandwidth_bps": 5e8, "duration": "1h0m0s"},
-			api.Slot{Algorithm: "earliest", Bandwidth: 500e6, Start: t0, End: t0.Add(time.Hour), Path: resv.Path}},
+			apiv1.Slot{Algorithm: "earliest", Bandwidth: 500e6, Start: t0, End: t0.Add(time.Hour), Path: resv.Path}},
 		{"list", func() (any, error) {
 			return c.ListReservations(ctx, ListOptions{Owner: "alice", States: []string{"HELD", "ACTIVE"}, Node: "a1", Project: "cms"})
 		}, "GET", "/api/v1/reservations", "node=a1&owner=alice&project=cms&state=HELD&state=ACTIVE", nil, []reserve.Reservation{resv, resv}},
 		{"create", func() (any, error) {
-			return c.CreateReservation(ctx, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 500e6, Start: t0, Duration: "2h0m0s", IdempotencyKey: "k"})
+			return c.CreateReservation(ctx, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 500e6, Start: t0, Duration: "2h0m0s", IdempotencyKey: "k"})
 		}, "POST", "/api/v1/reservations", "", map[string]any{"from": "a1", "to": "b1", "bandwidth_bps": 5e8, "start": "2026-05-01T14:00:00Z", "duration": "2h0m0s", "idempotency_key": "k"},
-			api.ReservationResponse{Reservation: resv, Algorithm: "fixed-bfs", Created: true}},
+			apiv1.ReservationResponse{Reservation: resv, Algorithm: "fixed-bfs", Created: true}},
 		{"show (bare body)", func() (any, error) { return c.Reservation(ctx, "r-1") }, "GET", "/api/v1/reservations/r-1", "", nil, resv},
 		{"modify (wrapped body)", func() (any, error) {
-			return c.ModifyReservation(ctx, "r-1", api.ModifyRequest{Version: 1, Bandwidth: 1e9})
+			return c.ModifyReservation(ctx, "r-1", apiv1.ModifyRequest{Version: 1, Bandwidth: 1e9})
 		}, "PATCH", "/api/v1/reservations/r-1", "", map[string]any{"version": 1.0, "bandwidth_bps": 1e9}, resv},
-		{"commit", func() (any, error) { return c.CommitReservation(ctx, "r-1", api.ActionRequest{}) }, "POST", "/api/v1/reservations/r-1/commit", "", map[string]any{}, resv},
+		{"commit", func() (any, error) { return c.CommitReservation(ctx, "r-1", apiv1.ActionRequest{}) }, "POST", "/api/v1/reservations/r-1/commit", "", map[string]any{}, resv},
 		{"cancel", func() (any, error) {
-			return c.CancelReservation(ctx, "r-1", api.ActionRequest{Reason: "done early"})
+			return c.CancelReservation(ctx, "r-1", apiv1.ActionRequest{Reason: "done early"})
 		}, "POST", "/api/v1/reservations/r-1/cancel", "", map[string]any{"reason": "done early"}, resv},
 		{"exclusives", func() (any, error) { return c.Exclusives(ctx, ListOptions{Node: "a1"}) }, "GET", "/api/v1/exclusives", "node=a1", nil, []reserve.Exclusive{excl}},
 		{"exclusive create", func() (any, error) {
-			return c.CreateExclusive(ctx, api.ExclusiveRequest{Site: "site-a", Start: t0, Duration: "1h0m0s"})
+			return c.CreateExclusive(ctx, apiv1.ExclusiveRequest{Site: "site-a", Start: t0, Duration: "1h0m0s"})
 		}, "POST", "/api/v1/exclusives", "", map[string]any{"site": "site-a", "start": "2026-05-01T14:00:00Z", "duration": "1h0m0s"}, excl},
-		{"exclusive cancel (wrapped body)", func() (any, error) { return c.CancelExclusive(ctx, "x-1", api.ActionRequest{}) }, "POST", "/api/v1/exclusives/x-1/cancel", "", map[string]any{}, excl},
-		{"users", func() (any, error) { return c.Users(ctx) }, "GET", "/api/v1/users", "", nil, []api.User{{Name: "alice", Role: "user"}}},
+		{"exclusive cancel (wrapped body)", func() (any, error) { return c.CancelExclusive(ctx, "x-1", apiv1.ActionRequest{}) }, "POST", "/api/v1/exclusives/x-1/cancel", "", map[string]any{}, excl},
+		{"users", func() (any, error) { return c.Users(ctx) }, "GET", "/api/v1/users", "", nil, []apiv1.User{{Name: "alice", Role: "user"}}},
 		{"user add", func() (any, error) {
-			return c.AddUser(ctx, api.UserRequest{Name: "bob", Role: "operator", Projects: []string{"cms"}})
-		}, "POST", "/api/v1/users", "", map[string]any{"name": "bob", "role": "operator", "projects": []any{"cms"}}, api.User{Name: "bob", Role: "operator"}},
-		{"token create", func() (any, error) { return c.CreateToken(ctx, "bob", api.TokenRequest{ExpiresIn: "720h"}) }, "POST", "/api/v1/users/bob/tokens", "",
-			map[string]any{"expires_in": "720h"}, api.Token{ID: "t-1", User: "bob", Secret: "s3cret"}},
-		{"tokens", func() (any, error) { return c.Tokens(ctx, "bob") }, "GET", "/api/v1/users/bob/tokens", "", nil, []api.Token{{ID: "t-1", User: "bob"}}},
+			return c.AddUser(ctx, apiv1.UserRequest{Name: "bob", Role: "operator", Projects: []string{"cms"}})
+		}, "POST", "/api/v1/users", "", map[string]any{"name": "bob", "role": "operator", "projects": []any{"cms"}}, apiv1.User{Name: "bob", Role: "operator"}},
+		{"token create", func() (any, error) { return c.CreateToken(ctx, "bob", apiv1.TokenRequest{ExpiresIn: "720h"}) }, "POST", "/api/v1/users/bob/tokens", "",
+			map[string]any{"expires_in": "720h"}, apiv1.Token{ID: "t-1", User: "bob", Secret: "s3cret"}},
+		{"tokens", func() (any, error) { return c.Tokens(ctx, "bob") }, "GET", "/api/v1/users/bob/tokens", "", nil, []apiv1.Token{{ID: "t-1", User: "bob"}}},
 		{"revoke", func() (any, error) { return nil, c.RevokeToken(ctx, "t-1") }, "DELETE", "/api/v1/tokens/t-1", "", nil, nil},
-		{"policy", func() (any, error) { return c.Policy(ctx) }, "GET", "/api/v1/policy", "", nil, api.Policy{}},
+		{"policy", func() (any, error) { return c.Policy(ctx) }, "GET", "/api/v1/policy", "", nil, apiv1.Policy{}},
 		{"audit", func() (any, error) { return c.Audit(ctx, AuditOptions{Who: "admin", Limit: 5}) }, "GET", "/api/v1/audit", "limit=5&who=admin", nil,
-			[]api.AuditEntry{{Seq: 1, Who: "admin", What: "user add"}}},
+			[]apiv1.AuditEntry{{Seq: 1, Who: "admin", What: "user add"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.call()
@@ -263,23 +263,23 @@ func TestNewURLs(t *testing.T) {
 
 func TestAPIErrors(t *testing.T) {
 	f := newFake()
-	f.answers["POST /api/v1/reservations"] = answer{409, api.ErrorBody{Error: api.ErrorDetail{
-		Code: api.CodeCapacity, Message: "500 Mbit/s does not fit from a1 to b1 in that slot",
-		Alternatives: &api.Alternatives{
-			Earliest: &api.Slot{Algorithm: "earliest", Bandwidth: 500e6, Start: t0.Add(time.Hour), End: t0.Add(3 * time.Hour), Path: resv.Path[:2]},
-			Widest:   &api.Slot{Algorithm: "widest", Bandwidth: 400e6, Start: t0, End: t0.Add(2 * time.Hour)},
+	f.answers["POST /api/v1/reservations"] = answer{409, apiv1.ErrorBody{Error: apiv1.ErrorDetail{
+		Code: apiv1.CodeCapacity, Message: "500 Mbit/s does not fit from a1 to b1 in that slot",
+		Alternatives: &apiv1.Alternatives{
+			Earliest: &apiv1.Slot{Algorithm: "earliest", Bandwidth: 500e6, Start: t0.Add(time.Hour), End: t0.Add(3 * time.Hour), Path: resv.Path[:2]},
+			Widest:   &apiv1.Slot{Algorithm: "widest", Bandwidth: 400e6, Start: t0, End: t0.Add(2 * time.Hour)},
 		}}}}
-	f.answers["GET /api/v1/whoami"] = answer{401, api.ErrorBody{Error: api.ErrorDetail{Code: api.CodeUnauthorized, Message: "token revoked"}}}
+	f.answers["GET /api/v1/whoami"] = answer{401, apiv1.ErrorBody{Error: apiv1.ErrorDetail{Code: apiv1.CodeUnauthorized, Message: "token revoked"}}}
 	f.answers["GET /api/v1/users"] = answer{502, "<html>Bad Gateway</html>"}
-	f.answers["PUT /api/v1/topology"] = answer{409, api.ErrorBody{Error: api.ErrorDetail{Code: api.CodeConflict, Message: "reload would strand 2 reservations", Stranded: []string{"r-1", "r-2"}}}}
+	f.answers["PUT /api/v1/topology"] = answer{409, apiv1.ErrorBody{Error: apiv1.ErrorDetail{Code: apiv1.CodeConflict, Message: "reload would strand 2 reservations", Stranded: []string{"r-1", "r-2"}}}}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
 	c, _ := New(srv.URL, "")
 	ctx := context.Background()
 
-	_, err := c.CreateReservation(ctx, api.ReservationRequest{From: "a1", To: "b1", Bandwidth: 500e6})
+	_, err := c.CreateReservation(ctx, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 500e6})
 	var ae *APIError
-	if !errors.As(err, &ae) || ae.Status != 409 || Code(err) != api.CodeCapacity {
+	if !errors.As(err, &ae) || ae.Status != 409 || Code(err) != apiv1.CodeCapacity {
 		t.Fatalf("capacity refusal: %#v", err)
 	}
 	want := "500 Mbit/s does not fit from a1 to b1 in that slot\n" +
@@ -296,7 +296,7 @@ func TestAPIErrors(t *testing.T) {
 	}
 
 	_, err = c.Whoami(ctx)
-	if Code(err) != api.CodeUnauthorized || err.Error() != "token revoked" {
+	if Code(err) != apiv1.CodeUnauthorized || err.Error() != "token revoked" {
 		t.Errorf("401: %v (code %q)", err, Code(err))
 	}
 	_, err = c.Users(ctx)
@@ -308,7 +308,7 @@ func TestAPIErrors(t *testing.T) {
 		t.Errorf("stranded: %v", err)
 	}
 	_, err = c.Reservation(ctx, "nope")
-	if Code(err) != api.CodeNotFound {
+	if Code(err) != apiv1.CodeNotFound {
 		t.Errorf("404: %v", err)
 	}
 }
@@ -446,7 +446,7 @@ func TestEvents(t *testing.T) {
 		fl := w.(http.Flusher)
 		r1 := resv
 		tr := reserve.Transition{From: reserve.StateReserved, To: reserve.StateActive, Event: reserve.EventStartReached, At: t0, By: "controller", Version: 2}
-		for i, ev := range []api.Event{
+		for i, ev := range []apiv1.Event{
 			{Seq: 1, Kind: "reservation", Reservation: &r1, Transition: &tr},
 			{Seq: 2, Exclusive: &excl},
 		} {
@@ -461,7 +461,7 @@ func TestEvents(t *testing.T) {
 	defer close(release)
 
 	c, _ := New(srv.URL, "", WithTimeout(50*time.Millisecond))
-	if _, err := c.Events(context.Background(), "r-1"); Code(err) != api.CodeUnauthorized {
+	if _, err := c.Events(context.Background(), "r-1"); Code(err) != apiv1.CodeUnauthorized {
 		t.Errorf("events without a token: %v", err)
 	}
 

@@ -13,14 +13,14 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 )
 
 // EventStream is an open GET /api/v1/events: C delivers the events in
 // order and is closed when the stream ends; Err then says why (nil after
 // Close or when the context was cancelled).
 type EventStream struct {
-	C <-chan api.Event
+	C <-chan apiv1.Event
 
 	cancel context.CancelFunc
 	mu     sync.Mutex
@@ -88,7 +88,7 @@ func (c *Client) EventsAfter(ctx context.Context, id, lastID string) (*EventStre
 		cancel()
 		return nil, fmt.Errorf("event stream: the controller answered %q, not text/event-stream", ct)
 	}
-	ch := make(chan api.Event)
+	ch := make(chan apiv1.Event)
 	s := &EventStream{C: ch, cancel: cancel, lastID: lastID}
 	go func() {
 		defer close(ch)
@@ -104,11 +104,11 @@ func (c *Client) EventsAfter(ctx context.Context, id, lastID string) (*EventStre
 			}
 			if f.event == "end" {
 				// The token the stream was opened with stopped working.
-				var e api.StreamEnd
+				var e apiv1.StreamEnd
 				json.Unmarshal([]byte(f.data), &e)
 				return &StreamEndedError{Reason: e.Reason}
 			}
-			var ev api.Event
+			var ev apiv1.Event
 			if err := json.Unmarshal([]byte(f.data), &ev); err != nil {
 				return fmt.Errorf("event stream: decode %s event: %w", f.event, err)
 			}

@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/monitor"
 	"github.com/lightpath/lightpath/internal/monitor/push"
 	"github.com/lightpath/lightpath/internal/transfer"
@@ -16,8 +16,8 @@ import (
 // PushMetrics is POST /api/v1/metrics/push: one batch of an agent's
 // samples. A refusal of the batch itself (400: a malformed series) is a
 // push.Permanent error, so the pusher drops it instead of retrying forever.
-func (c *Client) PushMetrics(ctx context.Context, b *monitor.Batch) (api.PushResult, error) {
-	res, err := post[api.PushResult](ctx, c, "/metrics/push", b)
+func (c *Client) PushMetrics(ctx context.Context, b *monitor.Batch) (apiv1.PushResult, error) {
+	res, err := post[apiv1.PushResult](ctx, c, "/metrics/push", b)
 	var ae *APIError
 	if errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
 		return res, &push.Permanent{Err: err}
@@ -41,7 +41,7 @@ type MetricQuery struct {
 }
 
 // QueryMetrics is GET /api/v1/metrics/query.
-func (c *Client) QueryMetrics(ctx context.Context, q MetricQuery) (api.QueryResult, error) {
+func (c *Client) QueryMetrics(ctx context.Context, q MetricQuery) (apiv1.QueryResult, error) {
 	v := url.Values{"name": {q.Name}}
 	for k, val := range q.Match {
 		v.Add("match", k+"="+val)
@@ -51,12 +51,12 @@ func (c *Client) QueryMetrics(ctx context.Context, q MetricQuery) (api.QueryResu
 	if q.Step > 0 {
 		v.Set("step", q.Step.String())
 	}
-	return get[api.QueryResult](ctx, c, "/metrics/query", v)
+	return get[apiv1.QueryResult](ctx, c, "/metrics/query", v)
 }
 
 // MetricNames is GET /api/v1/metrics/names.
-func (c *Client) MetricNames(ctx context.Context) (api.MetricNames, error) {
-	return get[api.MetricNames](ctx, c, "/metrics/names", nil)
+func (c *Client) MetricNames(ctx context.Context) (apiv1.MetricNames, error) {
+	return get[apiv1.MetricNames](ctx, c, "/metrics/names", nil)
 }
 
 // CreateTransfer is POST /api/v1/transfers: register a transfer.
@@ -70,17 +70,12 @@ func (c *Client) ReportTransfer(ctx context.Context, id string, r transfer.Repor
 }
 
 // Transfer is GET /api/v1/transfers/{id}: the transfer's page.
-func (c *Client) Transfer(ctx context.Context, id string) (api.TransferPage, error) {
-	return get[api.TransferPage](ctx, c, "/transfers/"+escape(id), nil)
+func (c *Client) Transfer(ctx context.Context, id string) (apiv1.TransferPage, error) {
+	return get[apiv1.TransferPage](ctx, c, "/transfers/"+escape(id), nil)
 }
 
 // Transfers is GET /api/v1/transfers.
 func (c *Client) Transfers(ctx context.Context) ([]transfer.Transfer, error) {
-	l, err := get[api.TransferList](ctx, c, "/transfers", nil)
+	l, err := get[apiv1.TransferList](ctx, c, "/transfers", nil)
 	return l.Transfers, err
-}
-
-// Alerts is GET /api/v1/alerts.
-func (c *Client) Alerts(ctx context.Context) (api.AlertsResult, error) {
-	return get[api.AlertsResult](ctx, c, "/alerts", nil)
 }

@@ -8,15 +8,15 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/lightpath/lightpath/internal/api"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/reserve"
 )
 
 // One method per route of docs/controller.md, in its order.
 
 // Health is GET /api/v1/health (no token needed).
-func (c *Client) Health(ctx context.Context) (api.Health, error) {
-	return get[api.Health](ctx, c, "/health", nil)
+func (c *Client) Health(ctx context.Context) (apiv1.Health, error) {
+	return get[apiv1.Health](ctx, c, "/health", nil)
 }
 
 // OpenAPI is GET /api/v1/openapi.json: the API's OpenAPI 3.1 document.
@@ -25,35 +25,35 @@ func (c *Client) OpenAPI(ctx context.Context) (json.RawMessage, error) {
 }
 
 // Whoami is GET /api/v1/whoami: the caller's user, role and projects.
-func (c *Client) Whoami(ctx context.Context) (api.Whoami, error) {
-	return get[api.Whoami](ctx, c, "/whoami", nil)
+func (c *Client) Whoami(ctx context.Context) (apiv1.Whoami, error) {
+	return get[apiv1.Whoami](ctx, c, "/whoami", nil)
 }
 
 // Topology is GET /api/v1/topology.
-func (c *Client) Topology(ctx context.Context) (api.Topology, error) {
-	return get[api.Topology](ctx, c, "/topology", nil)
+func (c *Client) Topology(ctx context.Context) (apiv1.Topology, error) {
+	return get[apiv1.Topology](ctx, c, "/topology", nil)
 }
 
 // ReloadTopology is PUT /api/v1/topology (admin): a refusal that would
 // strand reservations is an *APIError with Detail.Stranded.
-func (c *Client) ReloadTopology(ctx context.Context, yaml string) (api.Topology, error) {
-	return call[api.Topology](ctx, c, http.MethodPut, "/topology", nil, api.TopologyReload{YAML: yaml})
+func (c *Client) ReloadTopology(ctx context.Context, yaml string) (apiv1.Topology, error) {
+	return call[apiv1.Topology](ctx, c, http.MethodPut, "/topology", nil, apiv1.TopologyReload{YAML: yaml})
 }
 
 // Timeline is GET /api/v1/timeline: booked steps per link direction over
 // [from, to), of one link when link is not empty.
-func (c *Client) Timeline(ctx context.Context, from, to time.Time, link string) (api.Timeline, error) {
+func (c *Client) Timeline(ctx context.Context, from, to time.Time, link string) (apiv1.Timeline, error) {
 	q := url.Values{}
 	setTime(q, "from", from)
 	setTime(q, "to", to)
 	setString(q, "link", link)
-	return get[api.Timeline](ctx, c, "/timeline", q)
+	return get[apiv1.Timeline](ctx, c, "/timeline", q)
 }
 
 // Find is POST /api/v1/find: the scheduler's answer without booking. When
 // nothing fits, the error is an *APIError with code "capacity".
-func (c *Client) Find(ctx context.Context, req api.FindRequest) (api.Slot, error) {
-	return post[api.Slot](ctx, c, "/find", req)
+func (c *Client) Find(ctx context.Context, req apiv1.FindRequest) (apiv1.Slot, error) {
+	return post[apiv1.Slot](ctx, c, "/find", req)
 }
 
 // ListOptions filters ListReservations (and Exclusives, which take Owner,
@@ -81,21 +81,21 @@ func (o ListOptions) query() url.Values {
 // ListReservations is GET /api/v1/reservations: the caller's own, or
 // everyone's for an operator.
 func (c *Client) ListReservations(ctx context.Context, o ListOptions) ([]reserve.Reservation, error) {
-	l, err := get[api.ReservationList](ctx, c, "/reservations", o.query())
+	l, err := get[apiv1.ReservationList](ctx, c, "/reservations", o.query())
 	return l.Reservations, err
 }
 
 // CreateReservation is POST /api/v1/reservations. Created is false in the
 // answer when the idempotency key had already booked it. A refusal for
 // capacity is an *APIError with code "capacity" and the alternatives.
-func (c *Client) CreateReservation(ctx context.Context, req api.ReservationRequest) (api.ReservationResponse, error) {
-	return post[api.ReservationResponse](ctx, c, "/reservations", req)
+func (c *Client) CreateReservation(ctx context.Context, req apiv1.ReservationRequest) (apiv1.ReservationResponse, error) {
+	return post[apiv1.ReservationResponse](ctx, c, "/reservations", req)
 }
 
 // reservationBody reads an answer that is a reservation, whether the
 // controller wraps it ({"reservation":{...}}, as a create does) or not.
 type reservationBody struct {
-	api.ReservationResponse
+	apiv1.ReservationResponse
 }
 
 func (b *reservationBody) UnmarshalJSON(data []byte) error {
@@ -119,19 +119,19 @@ func (c *Client) Reservation(ctx context.Context, id string) (reserve.Reservatio
 
 // ModifyReservation is PATCH /api/v1/reservations/{id}: req.Version must be
 // the version read, or the answer is a conflict.
-func (c *Client) ModifyReservation(ctx context.Context, id string, req api.ModifyRequest) (reserve.Reservation, error) {
+func (c *Client) ModifyReservation(ctx context.Context, id string, req apiv1.ModifyRequest) (reserve.Reservation, error) {
 	b, err := call[reservationBody](ctx, c, http.MethodPatch, "/reservations/"+escape(id), nil, req)
 	return b.Reservation, err
 }
 
 // CommitReservation is POST /api/v1/reservations/{id}/commit.
-func (c *Client) CommitReservation(ctx context.Context, id string, req api.ActionRequest) (reserve.Reservation, error) {
+func (c *Client) CommitReservation(ctx context.Context, id string, req apiv1.ActionRequest) (reserve.Reservation, error) {
 	b, err := post[reservationBody](ctx, c, "/reservations/"+escape(id)+"/commit", req)
 	return b.Reservation, err
 }
 
 // CancelReservation is POST /api/v1/reservations/{id}/cancel.
-func (c *Client) CancelReservation(ctx context.Context, id string, req api.ActionRequest) (reserve.Reservation, error) {
+func (c *Client) CancelReservation(ctx context.Context, id string, req apiv1.ActionRequest) (reserve.Reservation, error) {
 	b, err := post[reservationBody](ctx, c, "/reservations/"+escape(id)+"/cancel", req)
 	return b.Reservation, err
 }
@@ -158,42 +158,42 @@ func (b *exclusiveBody) UnmarshalJSON(data []byte) error {
 // Exclusives is GET /api/v1/exclusives, filtered by o's Owner, Node and
 // States.
 func (c *Client) Exclusives(ctx context.Context, o ListOptions) ([]reserve.Exclusive, error) {
-	l, err := get[api.ExclusiveList](ctx, c, "/exclusives", o.query())
+	l, err := get[apiv1.ExclusiveList](ctx, c, "/exclusives", o.query())
 	return l.Exclusives, err
 }
 
 // CreateExclusive is POST /api/v1/exclusives: hold a node or a site.
-func (c *Client) CreateExclusive(ctx context.Context, req api.ExclusiveRequest) (reserve.Exclusive, error) {
+func (c *Client) CreateExclusive(ctx context.Context, req apiv1.ExclusiveRequest) (reserve.Exclusive, error) {
 	b, err := post[exclusiveBody](ctx, c, "/exclusives", req)
 	return b.Exclusive, err
 }
 
 // CancelExclusive is POST /api/v1/exclusives/{id}/cancel.
-func (c *Client) CancelExclusive(ctx context.Context, id string, req api.ActionRequest) (reserve.Exclusive, error) {
+func (c *Client) CancelExclusive(ctx context.Context, id string, req apiv1.ActionRequest) (reserve.Exclusive, error) {
 	b, err := post[exclusiveBody](ctx, c, "/exclusives/"+escape(id)+"/cancel", req)
 	return b.Exclusive, err
 }
 
 // Users is GET /api/v1/users (admin).
-func (c *Client) Users(ctx context.Context) ([]api.User, error) {
-	l, err := get[api.UserList](ctx, c, "/users", nil)
+func (c *Client) Users(ctx context.Context) ([]apiv1.User, error) {
+	l, err := get[apiv1.UserList](ctx, c, "/users", nil)
 	return l.Users, err
 }
 
 // AddUser is POST /api/v1/users (admin).
-func (c *Client) AddUser(ctx context.Context, req api.UserRequest) (api.User, error) {
-	return post[api.User](ctx, c, "/users", req)
+func (c *Client) AddUser(ctx context.Context, req apiv1.UserRequest) (apiv1.User, error) {
+	return post[apiv1.User](ctx, c, "/users", req)
 }
 
 // CreateToken is POST /api/v1/users/{name}/tokens: the answer's Secret is
 // the token, shown this once.
-func (c *Client) CreateToken(ctx context.Context, user string, req api.TokenRequest) (api.Token, error) {
-	return post[api.Token](ctx, c, "/users/"+escape(user)+"/tokens", req)
+func (c *Client) CreateToken(ctx context.Context, user string, req apiv1.TokenRequest) (apiv1.Token, error) {
+	return post[apiv1.Token](ctx, c, "/users/"+escape(user)+"/tokens", req)
 }
 
 // Tokens is GET /api/v1/users/{name}/tokens (never the secrets).
-func (c *Client) Tokens(ctx context.Context, user string) ([]api.Token, error) {
-	l, err := get[api.TokenList](ctx, c, "/users/"+escape(user)+"/tokens", nil)
+func (c *Client) Tokens(ctx context.Context, user string) ([]apiv1.Token, error) {
+	l, err := get[apiv1.TokenList](ctx, c, "/users/"+escape(user)+"/tokens", nil)
 	return l.Tokens, err
 }
 
@@ -204,19 +204,19 @@ func (c *Client) RevokeToken(ctx context.Context, id string) error {
 
 // RevokeUserTokens is DELETE /api/v1/users/{name}/tokens: every token of
 // the user, revoked at once; it returns them.
-func (c *Client) RevokeUserTokens(ctx context.Context, user string) ([]api.Token, error) {
-	l, err := call[api.TokenList](ctx, c, http.MethodDelete, "/users/"+escape(user)+"/tokens", nil, nil)
+func (c *Client) RevokeUserTokens(ctx context.Context, user string) ([]apiv1.Token, error) {
+	l, err := call[apiv1.TokenList](ctx, c, http.MethodDelete, "/users/"+escape(user)+"/tokens", nil, nil)
 	return l.Tokens, err
 }
 
 // Policy is GET /api/v1/policy.
-func (c *Client) Policy(ctx context.Context) (api.Policy, error) {
-	return get[api.Policy](ctx, c, "/policy", nil)
+func (c *Client) Policy(ctx context.Context) (apiv1.Policy, error) {
+	return get[apiv1.Policy](ctx, c, "/policy", nil)
 }
 
 // SetPolicy is PUT /api/v1/policy (admin).
-func (c *Client) SetPolicy(ctx context.Context, p api.Policy) (api.Policy, error) {
-	return call[api.Policy](ctx, c, http.MethodPut, "/policy", nil, p)
+func (c *Client) SetPolicy(ctx context.Context, p apiv1.Policy) (apiv1.Policy, error) {
+	return call[apiv1.Policy](ctx, c, http.MethodPut, "/policy", nil, p)
 }
 
 // AuditOptions filters Audit; zero fields do not filter.
@@ -227,40 +227,40 @@ type AuditOptions struct {
 }
 
 // Audit is GET /api/v1/audit (operator).
-func (c *Client) Audit(ctx context.Context, o AuditOptions) ([]api.AuditEntry, error) {
+func (c *Client) Audit(ctx context.Context, o AuditOptions) ([]apiv1.AuditEntry, error) {
 	q := url.Values{}
 	setString(q, "who", o.Who)
 	setTime(q, "since", o.Since)
 	if o.Limit > 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
 	}
-	l, err := get[api.AuditList](ctx, c, "/audit", q)
+	l, err := get[apiv1.AuditList](ctx, c, "/audit", q)
 	return l.Entries, err
 }
 
 // Agents is GET /api/v1/agents.
-func (c *Client) Agents(ctx context.Context) ([]api.Agent, error) {
-	l, err := get[api.AgentList](ctx, c, "/agents", nil)
+func (c *Client) Agents(ctx context.Context) ([]apiv1.Agent, error) {
+	l, err := get[apiv1.AgentList](ctx, c, "/agents", nil)
 	return l.Agents, err
 }
 
 // Heartbeat is POST /api/v1/agents/{node}/heartbeat (role agent): it
 // registers the node's agent or renews its lease (zero: the controller's
 // default) and returns its work.
-func (c *Client) Heartbeat(ctx context.Context, node string, lease time.Duration) (api.AgentWork, error) {
-	req := api.HeartbeatRequest{}
+func (c *Client) Heartbeat(ctx context.Context, node string, lease time.Duration) (apiv1.AgentWork, error) {
+	req := apiv1.HeartbeatRequest{}
 	if lease > 0 {
 		req.Lease = lease.String()
 	}
-	return post[api.AgentWork](ctx, c, "/agents/"+escape(node)+"/heartbeat", req)
+	return post[apiv1.AgentWork](ctx, c, "/agents/"+escape(node)+"/heartbeat", req)
 }
 
 // ReportNode is POST /api/v1/reservations/{id}/nodes/{node}: the agent's
 // word on its node's part, provisioned (failure "") or failed.
 func (c *Client) ReportNode(ctx context.Context, id, node, failure string) (reserve.Reservation, error) {
-	rep := api.NodeReport{Status: "provisioned"}
+	rep := apiv1.NodeReport{Status: "provisioned"}
 	if failure != "" {
-		rep = api.NodeReport{Status: "failed", Reason: failure}
+		rep = apiv1.NodeReport{Status: "failed", Reason: failure}
 	}
 	b, err := post[reservationBody](ctx, c, "/reservations/"+escape(id)+"/nodes/"+escape(node), rep)
 	return b.Reservation, err
@@ -268,10 +268,10 @@ func (c *Client) ReportNode(ctx context.Context, id, node, failure string) (rese
 
 // ReportLink is POST /api/v1/agents/{node}/links/{link}: the agent's word
 // that a link at its node is down (carrier gone) or up again.
-func (c *Client) ReportLink(ctx context.Context, node, link string, up bool, reason string) (api.LinkReportResult, error) {
-	rep := api.LinkReport{Status: "down", Reason: reason}
+func (c *Client) ReportLink(ctx context.Context, node, link string, up bool, reason string) (apiv1.LinkReportResult, error) {
+	rep := apiv1.LinkReport{Status: "down", Reason: reason}
 	if up {
-		rep = api.LinkReport{Status: "up"}
+		rep = apiv1.LinkReport{Status: "up"}
 	}
-	return post[api.LinkReportResult](ctx, c, "/agents/"+escape(node)+"/links/"+escape(link), rep)
+	return post[apiv1.LinkReportResult](ctx, c, "/agents/"+escape(node)+"/links/"+escape(link), rep)
 }

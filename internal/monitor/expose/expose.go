@@ -4,15 +4,22 @@
 // mapped to a link has a link label, another not); the exposition fills
 // the missing ones with "", which Prometheus reads as absent, so every
 // family is consistent as client_golang and promtool require.
+//
+// It links the exposition format (prometheus/common/expfmt) but neither
+// client_golang's registry nor promhttp: an agent serves its /metrics with
+// Handler and links nothing of the controller's server side.
 package expose
 
 import (
+	"compress/gzip"
+	"io"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/lightpath/lightpath/internal/monitor"
@@ -120,7 +127,68 @@ type Gatherer func() []Sample
 // Gather implements prometheus.Gatherer.
 func (g Gatherer) Gather() ([]*dto.MetricFamily, error) { return Families(g()), nil }
 
-// Handler serves what g gathers in the Prometheus text format.
-func Handler(g prometheus.Gatherer) http.Handler {
-	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+// Handler serves what g gathers as promhttp.HandlerFor does with its
+// default options: the format the scraper's Accept asks for (the text
+// format by default, or protocol buffers), gzip when its Accept-Encoding
+// prefers it, and only the families named by name[] parameters when there
+// are any.
+func Handler(g Gatherer) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mfs := Families(g())
+		format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)
+		w.Header().Add("Vary", "Accept")
+		w.Header().Add("Vary", "Accept-Encoding")
+		w.Header().Set("Content-Type", string(format))
+		var out io.Writer = w
+		if gzipWanted(strings.Join(r.Header.Values("Accept-Encoding"), ",")) {
+			w.Header().Set("Content-Encoding", "gzip")
+			gz := gzip.NewWriter(w)
+			defer gz.Close()
+			out = gz
+		}
+		var only map[string]bool
+		if names := r.URL.Query()["name[]"]; len(names) > 0 {
+			only = map[string]bool{}
+			for _, n := range names {
+				only[n] = true
+			}
+		}
+		enc := expfmt.NewEncoder(out, format)
+		for _, mf := range mfs {
+			if only != nil && !only[mf.GetName()] {
+				continue
+			}
+			// As promhttp with ContinueOnError: a family that does not
+			// encode is left out, the others still go.
+			_ = enc.Encode(mf)
+		}
+		if c, ok := enc.(expfmt.Closer); ok {
+			c.Close()
+		}
+	})
+}
+
+// gzipWanted reads an Accept-Encoding as promhttp does, choosing between
+// identity and gzip (offered in that order): the first offer that a value
+// of the highest quality names, or "*", wins.
+func gzipWanted(accept string) bool {
+	best, bestQ := "identity", -1.0
+	for _, offer := range []string{"identity", "gzip"} {
+		for _, part := range strings.Split(accept, ",") {
+			value, params, _ := strings.Cut(part, ";")
+			value = strings.TrimSpace(value)
+			q := 1.0
+			if k, v, ok := strings.Cut(strings.TrimSpace(params), "="); ok && strings.TrimSpace(k) == "q" {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+					q = f
+				} else {
+					continue
+				}
+			}
+			if q > bestQ && (value == "*" || value == offer) {
+				best, bestQ = offer, q
+			}
+		}
+	}
+	return best == "gzip" && bestQ > 0
 }

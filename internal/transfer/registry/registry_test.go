@@ -1,4 +1,4 @@
-package transfer
+package registry
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/transfer"
 )
 
 type clock struct {
@@ -30,18 +32,18 @@ func TestLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	for _, bad := range []Registration{{Direction: "sideways", Source: "a", Destination: "b"}, {Direction: "push"}, {Direction: "pull", Source: "a", Destination: "b", BytesTotal: -1}} {
+	for _, bad := range []transfer.Registration{{Direction: "sideways", Source: "a", Destination: "b"}, {Direction: "push"}, {Direction: "pull", Source: "a", Destination: "b", BytesTotal: -1}} {
 		if _, err := r.Create(ctx, "alice", bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("create %+v: %v, want ErrInvalid", bad, err)
 		}
 	}
-	tr, err := r.Create(ctx, "alice", Registration{Direction: "push", Source: "f", Destination: "lp://b1:7070/", From: "a1", To: "b1", BytesTotal: 1000})
-	if err != nil || tr.State != Running {
+	tr, err := r.Create(ctx, "alice", transfer.Registration{Direction: "push", Source: "f", Destination: "lp://b1:7070/", From: "a1", To: "b1", BytesTotal: 1000})
+	if err != nil || tr.State != transfer.Running {
 		t.Fatalf("create: %+v %v", tr, err)
 	}
 	clk.add(2 * time.Second)
-	got, g, err := r.Report(ctx, tr.ID, "alice", Report{BytesDone: 500, BytesByPath: map[string]int64{"reserved": 500},
-		Streams: []Stream{{RTTSeconds: 0.05, Cwnd: 10}, {RTTSeconds: 0.06, Cwnd: 12}}})
+	got, g, err := r.Report(ctx, tr.ID, "alice", transfer.Report{BytesDone: 500, BytesByPath: map[string]int64{"reserved": 500},
+		Streams: []transfer.Stream{{RTTSeconds: 0.05, Cwnd: 10}, {RTTSeconds: 0.06, Cwnd: 12}}})
 	if err != nil || got.ThroughputBps != 2000 || got.Streams != 2 {
 		t.Fatalf("report: %+v %v", got, err)
 	}
@@ -49,26 +51,26 @@ func TestLifecycle(t *testing.T) {
 	if len(g.Points) != 2+1+10 || g.T != clk.now().UnixMilli() {
 		t.Errorf("samples: %d at %d", len(g.Points), g.T)
 	}
-	if _, _, err := r.Report(ctx, tr.ID, "bob", Report{BytesDone: 1}); !errors.Is(err, ErrNotFound) {
+	if _, _, err := r.Report(ctx, tr.ID, "bob", transfer.Report{BytesDone: 1}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("bob's report: %v, want ErrNotFound", err)
 	}
 	if _, err := r.Get(ctx, tr.ID, func(o string) bool { return o == "bob" }); !errors.Is(err, ErrNotFound) {
 		t.Errorf("bob's get: %v, want ErrNotFound", err)
 	}
 	// Silent past StallAfter: shown stalled, not running.
-	clk.add(StallAfter + time.Second)
-	if got, _ := r.Get(ctx, tr.ID, nil); got.State != Stalled {
-		t.Errorf("after %v of silence: %s, want stalled", StallAfter, got.State)
+	clk.add(transfer.StallAfter + time.Second)
+	if got, _ := r.Get(ctx, tr.ID, nil); got.State != transfer.Stalled {
+		t.Errorf("after %v of silence: %s, want stalled", transfer.StallAfter, got.State)
 	}
 	if run, _ := r.Running(ctx); len(run) != 0 {
 		t.Errorf("running: %+v", run)
 	}
 	// A report revives it; the final one ends it.
-	got, _, err = r.Report(ctx, tr.ID, "alice", Report{State: Succeeded, BytesDone: 1000, Verified: true, ThroughputBps: 4000, Bottleneck: "network"})
-	if err != nil || got.State != Succeeded || got.EndedAt.IsZero() || got.ThroughputBps != 4000 || !got.Verified {
+	got, _, err = r.Report(ctx, tr.ID, "alice", transfer.Report{State: transfer.Succeeded, BytesDone: 1000, Verified: true, ThroughputBps: 4000, Bottleneck: "network"})
+	if err != nil || got.State != transfer.Succeeded || got.EndedAt.IsZero() || got.ThroughputBps != 4000 || !got.Verified {
 		t.Fatalf("final: %+v %v", got, err)
 	}
-	if _, _, err := r.Report(ctx, tr.ID, "alice", Report{BytesDone: 1}); !errors.Is(err, ErrInvalid) {
+	if _, _, err := r.Report(ctx, tr.ID, "alice", transfer.Report{BytesDone: 1}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("a report after the end: %v", err)
 	}
 	// Kept across a reopen.
@@ -79,7 +81,7 @@ func TestLifecycle(t *testing.T) {
 	}
 	defer r2.Close()
 	l, err := r2.List(ctx, time.Time{}, 0, func(o string) bool { return o == "alice" })
-	if err != nil || len(l) != 1 || l[0].State != Succeeded || l[0].Bottleneck != "network" {
+	if err != nil || len(l) != 1 || l[0].State != transfer.Succeeded || l[0].Bottleneck != "network" {
 		t.Fatalf("list after reopen: %+v %v", l, err)
 	}
 }
@@ -94,19 +96,19 @@ func TestInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	tr, err := r.Create(ctx, "alice", Registration{Direction: "pull", Source: "lp://b1:7070/d", Destination: "d"})
+	tr, err := r.Create(ctx, "alice", transfer.Registration{Direction: "pull", Source: "lp://b1:7070/d", Destination: "d"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	clk.add(time.Second)
-	got, _, err := r.Report(ctx, tr.ID, "alice", Report{State: Interrupted, BytesDone: 10, Error: "interrupted by the user"})
-	if err != nil || got.State != Interrupted || got.EndedAt.IsZero() || got.Error != "interrupted by the user" {
+	got, _, err := r.Report(ctx, tr.ID, "alice", transfer.Report{State: transfer.Interrupted, BytesDone: 10, Error: "interrupted by the user"})
+	if err != nil || got.State != transfer.Interrupted || got.EndedAt.IsZero() || got.Error != "interrupted by the user" {
 		t.Fatalf("interrupted: %+v %v", got, err)
 	}
-	if _, _, err := r.Report(ctx, tr.ID, "alice", Report{BytesDone: 11}); !errors.Is(err, ErrInvalid) {
+	if _, _, err := r.Report(ctx, tr.ID, "alice", transfer.Report{BytesDone: 11}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("a report after the interruption: %v", err)
 	}
-	if _, _, err := r.Report(ctx, tr.ID, "alice", Report{State: "paused"}); !errors.Is(err, ErrInvalid) {
+	if _, _, err := r.Report(ctx, tr.ID, "alice", transfer.Report{State: "paused"}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("an unknown state: %v", err)
 	}
 }

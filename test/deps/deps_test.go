@@ -1,0 +1,136 @@
+// Package deps checks which way imports point (STYLE 16): the client and
+// the agent know the API's contract (package apiv1), never the server;
+// the scheduler knows the topology, never the kernel. It runs go list
+// -deps, as a reviewer would, and names the chain of imports that brings
+// in each package a role must not link.
+package deps
+
+import (
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/lightpath/lightpath/"
+
+// forbidden is a package path, or with a trailing "/..." a path and every
+// package under it (as go list patterns read).
+type forbidden string
+
+func (f forbidden) matches(pkg string) bool {
+	if base, ok := strings.CutSuffix(string(f), "/..."); ok {
+		return pkg == base || strings.HasPrefix(pkg, base+"/")
+	}
+	return pkg == string(f)
+}
+
+// graph is `go list -deps` of some packages: each package's imports.
+type graph map[string][]string
+
+func list(t *testing.T, pkgs ...string) graph {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}"}, pkgs...)...)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("go list -deps %s: %v\n%s", strings.Join(pkgs, " "), err, stderr)
+	}
+	g := graph{}
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) > 0 {
+			g[f[0]] = f[1:]
+		}
+	}
+	return g
+}
+
+// chain is the shortest import chain from root to pkg.
+func (g graph) chain(root, pkg string) []string {
+	prev := map[string]string{root: ""}
+	queue := []string{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if p == pkg {
+			var out []string
+			for ; p != ""; p = prev[p] {
+				out = append(out, strings.TrimPrefix(p, module))
+			}
+			slices.Reverse(out)
+			return out
+		}
+		for _, q := range g[p] {
+			if _, seen := prev[q]; !seen {
+				prev[q] = p
+				queue = append(queue, q)
+			}
+		}
+	}
+	return nil
+}
+
+// check fails naming every rule of the forbidden list that root breaks:
+// the package nearest to root that it matches, with the chain of imports
+// that links it, and how many more packages it matches.
+func check(t *testing.T, root string, not []forbidden) {
+	t.Helper()
+	g := list(t, root)
+	for _, f := range not {
+		var nearest []string
+		n := 0
+		for p := range g {
+			if !f.matches(p) {
+				continue
+			}
+			n++
+			if c := g.chain(root, p); nearest == nil || len(c) < len(nearest) || len(c) == len(nearest) && c[len(c)-1] < nearest[len(nearest)-1] {
+				nearest = c
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		more := ""
+		if n > 1 {
+			more = fmt.Sprintf(" (and %d more of %s)", n-1, strings.TrimPrefix(string(f), module))
+		}
+		t.Errorf("%s links %s%s: %s", strings.TrimPrefix(root, module), nearest[len(nearest)-1], more, strings.Join(nearest, " -> "))
+	}
+}
+
+// The client and the agent link neither the server (the API handlers, the
+// controller, the store) nor the databases nor Prometheus' server side;
+// the exposition format (prometheus/common/expfmt) is allowed, for the
+// agent's own /metrics.
+func TestClientAgentDeps(t *testing.T) {
+	not := []forbidden{
+		module + "internal/api",
+		module + "internal/controller/...",
+		module + "internal/store/...",
+		module + "internal/transfer/registry",
+		"modernc.org/sqlite/...",
+		"github.com/jackc/pgx/...",
+		"github.com/prometheus/client_golang/prometheus",
+		"github.com/prometheus/client_golang/prometheus/promhttp/...",
+	}
+	for _, root := range []string{module + "internal/client", module + "internal/agent"} {
+		check(t, root, not)
+	}
+}
+
+// The controller (the scheduler) knows the topology, never the kernel: it
+// links neither the testbed nor netlink nor nftables.
+func TestControllerDeps(t *testing.T) {
+	check(t, module+"internal/controller", []forbidden{
+		module + "internal/testbed/...",
+		"github.com/vishvananda/netlink/...",
+		"github.com/mdlayher/netlink/...",
+		"github.com/google/nftables/...",
+	})
+}
