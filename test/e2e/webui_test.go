@@ -467,6 +467,9 @@ func TestWebUI(t *testing.T) {
 	problems.expectFailedLoad("/api/v1/timeline", http.StatusUnauthorized)
 	problems.expectFailedLoad("/api/v1/whoami", http.StatusUnauthorized)
 	problems.expectFailedLoad("/api/v1/events", http.StatusUnauthorized)
+	// The live metrics stream ends with the token and may reconnect once
+	// before the page notices.
+	problems.expectFailedLoad("/api/v1/metrics/live", http.StatusUnauthorized)
 	b.do("a revoked token is told",
 		chromedp.Click(chromedp.ID("timeline-refresh")),
 		chromedp.WaitVisible(chromedp.ID("auth-message")),
