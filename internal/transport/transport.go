@@ -86,8 +86,11 @@ type FileSender interface {
 // ReadLowater is an optional capability: a stream that can be told not to
 // wake its reader until n bytes are queued (or the stream ends) cuts the
 // reader's wakeups on a fast path. A reader must ask only for bytes the
-// peer is bound to send, or a read waits for them. Setting it is a hint;
-// errors are reported but harmless.
+// peer is bound to send, or a read waits for them. A read still returns
+// what is queued when it is called, which may be less than n; a reader that
+// then waits for the rest must lower the mark to the rest first, or it
+// waits for bytes that never come (the mover re-sets it before every read).
+// Setting it is a hint; errors are reported but harmless.
 type ReadLowater interface {
 	SetReadLowat(n int) error
 }
