@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/roottest"
 	"github.com/lightpath/lightpath/internal/testbed"
 	"github.com/lightpath/lightpath/internal/testbed/emu"
 )
@@ -44,13 +45,6 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
-}
-
-func skipUnlessRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: builds a testbed of network namespaces and changes their kernels")
-	}
 }
 
 // kbed is a testbed brought up for one test, with every node's namespace
@@ -231,7 +225,7 @@ func send(t *testing.T, nsPath, network, addr string, n int, peerMSS <-chan int)
 }
 
 func TestKernelApply(t *testing.T) {
-	skipUnlessRoot(t)
+	roottest.Require(t, "builds a testbed of network namespaces and changes their kernels")
 	b := upTestbed(t, "../../examples/two-site.yaml")
 	a1, b1 := b.topo.Nodes[0], b.topo.Nodes[3]
 	if a1.Name != "a1" || b1.Name != "b1" || a1.IPv4.String() != "198.18.1.1" || b1.IPv4.String() != "198.18.2.1" {

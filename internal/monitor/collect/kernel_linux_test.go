@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -19,15 +18,9 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/lightpath/lightpath/internal/monitor"
+	"github.com/lightpath/lightpath/internal/roottest"
 	"github.com/lightpath/lightpath/internal/testbed"
 )
-
-func skipUnlessRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces, veth pairs and htb classes")
-	}
-}
 
 // newTestNS creates a named network namespace for the test (removed by
 // t.Cleanup) with lo up, and returns its path.
@@ -177,7 +170,7 @@ func collectOne(t *testing.T, c Collector) map[string]float64 {
 }
 
 func TestInterfacesRoot(t *testing.T) {
-	skipUnlessRoot(t)
+	roottest.Require(t, "creates network namespaces, veth pairs and htb classes")
 	p := newPair(t)
 	time.Sleep(100 * time.Millisecond) // veth carrier
 	sendUDP(t, p.a, netip.AddrPortFrom(p.pb.Addr(), 9), 20, 1000)
@@ -197,7 +190,7 @@ func TestInterfacesRoot(t *testing.T) {
 }
 
 func TestHTBRoot(t *testing.T) {
-	skipUnlessRoot(t)
+	roottest.Require(t, "creates network namespaces, veth pairs and htb classes")
 	p := newPair(t)
 	h := handle(t, p.a)
 	l, err := h.LinkByName("a0")
@@ -241,7 +234,7 @@ func TestHTBRoot(t *testing.T) {
 }
 
 func TestTCPRoot(t *testing.T) {
-	skipUnlessRoot(t)
+	roottest.Require(t, "creates network namespaces, veth pairs and htb classes")
 	p := newPair(t)
 	srv := netip.AddrPortFrom(p.pb.Addr(), 7070)
 	var l net.Listener
@@ -290,7 +283,7 @@ func TestTCPRoot(t *testing.T) {
 }
 
 func TestProbeRoot(t *testing.T) {
-	skipUnlessRoot(t)
+	roottest.Require(t, "creates network namespaces, veth pairs and htb classes")
 	p := newPair(t)
 	time.Sleep(100 * time.Millisecond)
 	ra := NewRegistry(Env{Node: "a", NetNS: p.a, Topo: p.topo})

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/roottest"
 )
 
 // Measurements run by hand, not in CI: timed figures do not belong in
@@ -27,7 +29,7 @@ func skipUnlessBench(t *testing.T) {
 	if os.Getenv("LIGHTPATH_EMU_BENCH") == "" {
 		t.Skip("a measurement: set LIGHTPATH_EMU_BENCH=1 to run it")
 	}
-	skipUnlessRoot(t)
+	roottest.Require(t, "creates network namespaces and TUN devices")
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		t.Skip("needs iperf3")
 	}

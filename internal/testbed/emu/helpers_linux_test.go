@@ -23,14 +23,9 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
-)
 
-func skipUnlessRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces and TUN devices")
-	}
-}
+	"github.com/lightpath/lightpath/internal/roottest"
+)
 
 func run(t testing.TB, args ...string) {
 	t.Helper()
@@ -79,7 +74,7 @@ const testDev = "emu0"
 
 func newTestLink(t testing.TB, mtu int, params Params) *testLink {
 	t.Helper()
-	skipUnlessRoot(t)
+	roottest.Require(t, "creates network namespaces and TUN devices")
 	var rnd [3]byte
 	rand.Read(rnd[:])
 	prefix := "lp-emutest-" + hex.EncodeToString(rnd[:])
