@@ -5,12 +5,14 @@ package collect
 import (
 	"fmt"
 	"syscall"
+
+	"github.com/lightpath/lightpath/internal/platform"
 )
 
 // inNetNS runs fn; another namespace than the caller's needs Linux.
 func inNetNS(path string, fn func() error) error {
 	if path != "" {
-		return fmt.Errorf("network namespace %s: %w", path, ErrNotImplemented)
+		return fmt.Errorf("network namespace %s: %w", path, platform.ErrUnsupported)
 	}
 	return fn()
 }
