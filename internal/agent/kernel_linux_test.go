@@ -22,13 +22,13 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
+	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/lightpath/lightpath/internal/netns"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/roottest"
 	"github.com/lightpath/lightpath/internal/testbed"
-	"github.com/lightpath/lightpath/internal/testbed/emu"
 )
 
 // TestMain lets this test binary be the testbed's emulator daemon, which
@@ -172,7 +172,7 @@ func (c counters) since(before counters) counters {
 func listen(t *testing.T, nsPath, network, addr string) (mss <-chan int) {
 	t.Helper()
 	var ln net.Listener
-	if err := emu.InNetns(nsPath, func() (err error) { ln, err = net.Listen(network, addr); return err }); err != nil {
+	if err := netns.Do(nsPath, func() (err error) { ln, err = net.Listen(network, addr); return err }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
@@ -206,7 +206,7 @@ func tcpMSS(c net.Conn) int {
 func send(t *testing.T, nsPath, network, addr string, n int, peerMSS <-chan int) (int, int) {
 	t.Helper()
 	var c net.Conn
-	if err := emu.InNetns(nsPath, func() (err error) {
+	if err := netns.Do(nsPath, func() (err error) {
 		c, err = net.DialTimeout(network, addr, 5*time.Second)
 		return err
 	}); err != nil {
@@ -445,7 +445,7 @@ func withState(r reserve.Reservation, s reserve.State) reserve.Reservation {
 
 func handle(t *testing.T, fd int) *netlink.Handle {
 	t.Helper()
-	h, err := netlink.NewHandleAt(netns.NsHandle(fd))
+	h, err := netlink.NewHandleAt(vnetns.NsHandle(fd))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/netns"
 	"github.com/lightpath/lightpath/internal/roottest"
 )
 
@@ -39,7 +40,7 @@ func skipUnlessBench(t *testing.T) {
 // bandwidth-delay product (tcp_rmem and tcp_wmem are per namespace).
 func bigTCPBuffers(t *testing.T, ns string) {
 	t.Helper()
-	err := InNetns(ns, func() error {
+	err := netns.Do(ns, func() error {
 		for f, v := range map[string]string{"tcp_rmem": "4096 131072 134217728", "tcp_wmem": "4096 16384 134217728"} {
 			if err := os.WriteFile("/proc/sys/net/ipv4/"+f, []byte(v), 0o644); err != nil {
 				return err

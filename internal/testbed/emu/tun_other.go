@@ -10,11 +10,6 @@ import (
 	"github.com/lightpath/lightpath/internal/platform"
 )
 
-// InNetns needs Linux network namespaces.
-func InNetns(nsPath string, fn func() error) error {
-	return fmt.Errorf("enter netns %s: %w", nsPath, platform.ErrUnsupported)
-}
-
 // CreateTun needs Linux TUN devices.
 func CreateTun(nsPath, name string, mtu int) error {
 	return fmt.Errorf("create tun %s: %w", name, platform.ErrUnsupported)
