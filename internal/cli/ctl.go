@@ -25,6 +25,7 @@ import (
 	"github.com/lightpath/lightpath/internal/api"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/textsafe"
 	"github.com/lightpath/lightpath/internal/units"
 )
@@ -484,7 +485,7 @@ func follow(ctx context.Context, c *client.Client, what, id string, errw io.Writ
 					stream = next
 					break
 				}
-				if !client.Retryable(err) {
+				if !retry.IsTransient(err) {
 					return false, ctlError(what, c, err)
 				}
 			}
