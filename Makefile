@@ -38,6 +38,7 @@ check:
 	@fmt=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$fmt" ]; then echo "gofmt would change: $$fmt"; exit 1; fi
 	$(GO) vet $(PKGS)
+	GOOS=darwin $(GO) vet $(PKGS)
 
 unit: build
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)

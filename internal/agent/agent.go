@@ -15,6 +15,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/topology"
@@ -140,26 +141,16 @@ func Run(ctx context.Context, cfg Config) error {
 // reservation created or cancelled in the window is acted on at once;
 // the interval covers a broken stream.
 func (a *agent) watch(ctx context.Context, changed chan<- struct{}) {
-	last := ""
-	for ctx.Err() == nil {
-		s, err := a.cfg.Client.EventsAfter(ctx, "", last)
-		if err != nil {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second):
-			}
-			continue
-		}
-		for range s.C {
+	a.cfg.Client.FollowEvents(ctx, client.Follow{
+		Persist: true,
+		Event: func(apiv1.Event) (bool, error) {
 			select {
 			case changed <- struct{}{}:
 			default:
 			}
-		}
-		last = s.LastEventID()
-		s.Close()
-	}
+			return false, nil
+		},
+	})
 }
 
 // reconcile runs one round: heartbeat, plan, compare, mend, report. It

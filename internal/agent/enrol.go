@@ -10,6 +10,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
+	"github.com/lightpath/lightpath/internal/retry"
 )
 
 // Enrol returns a client whose token acts for node alone, and the secret
@@ -77,7 +78,7 @@ func whoami(ctx context.Context, c *client.Client, log *slog.Logger) (apiv1.Whoa
 	said := false
 	for {
 		who, err := c.Whoami(ctx)
-		if err == nil || !client.Retryable(err) {
+		if err == nil || !retry.IsTransient(err) {
 			return who, err
 		}
 		if !said {

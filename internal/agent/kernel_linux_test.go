@@ -22,12 +22,13 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
+	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/lightpath/lightpath/internal/netns"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/roottest"
 	"github.com/lightpath/lightpath/internal/testbed"
-	"github.com/lightpath/lightpath/internal/testbed/emu"
 	"github.com/lightpath/lightpath/internal/topology"
 )
 
@@ -45,13 +46,6 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
-}
-
-func skipUnlessRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: builds a testbed of network namespaces and changes their kernels")
-	}
 }
 
 // kbed is a testbed brought up for one test, with every node's namespace
@@ -179,7 +173,7 @@ func (c counters) since(before counters) counters {
 func listen(t *testing.T, nsPath, network, addr string) (mss <-chan int) {
 	t.Helper()
 	var ln net.Listener
-	if err := emu.InNetns(nsPath, func() (err error) { ln, err = net.Listen(network, addr); return err }); err != nil {
+	if err := netns.Do(nsPath, func() (err error) { ln, err = net.Listen(network, addr); return err }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
@@ -213,7 +207,7 @@ func tcpMSS(c net.Conn) int {
 func send(t *testing.T, nsPath, network, addr string, n int, peerMSS <-chan int) (int, int) {
 	t.Helper()
 	var c net.Conn
-	if err := emu.InNetns(nsPath, func() (err error) {
+	if err := netns.Do(nsPath, func() (err error) {
 		c, err = net.DialTimeout(network, addr, 5*time.Second)
 		return err
 	}); err != nil {
@@ -232,7 +226,7 @@ func send(t *testing.T, nsPath, network, addr string, n int, peerMSS <-chan int)
 }
 
 func TestKernelApply(t *testing.T) {
-	skipUnlessRoot(t)
+	roottest.Require(t, "builds a testbed of network namespaces and changes their kernels")
 	b := upTestbed(t, "../../examples/two-site.yaml")
 	a1, b1 := b.topo.Nodes[0], b.topo.Nodes[3]
 	if a1.Name != "a1" || b1.Name != "b1" || a1.IPv4.String() != "198.18.1.1" || b1.IPv4.String() != "198.18.2.1" {
@@ -452,7 +446,7 @@ func withState(r reserve.Reservation, s reserve.State) reserve.Reservation {
 
 func handle(t *testing.T, fd int) *netlink.Handle {
 	t.Helper()
-	h, err := netlink.NewHandleAt(netns.NsHandle(fd))
+	h, err := netlink.NewHandleAt(vnetns.NsHandle(fd))
 	if err != nil {
 		t.Fatal(err)
 	}

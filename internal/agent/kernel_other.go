@@ -2,9 +2,13 @@
 
 package agent
 
-import "errors"
+import (
+	"fmt"
 
-var errLinux = errors.New("provisioning needs Linux (netlink and nftables)")
+	"github.com/lightpath/lightpath/internal/platform"
+)
+
+var errLinux = fmt.Errorf("provisioning (netlink and nftables): %w", platform.ErrUnsupported)
 
 // Fetch needs Linux.
 func Fetch(int, []string) (Plan, error) { return Plan{}, errLinux }

@@ -18,6 +18,7 @@ import (
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/mover"
 	"github.com/lightpath/lightpath/internal/progress"
+	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/textsafe"
 	"github.com/lightpath/lightpath/internal/transfer"
 	"github.com/lightpath/lightpath/internal/units"
@@ -475,7 +476,7 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 			}
 			return true
 		})
-		if runErr == nil || ctx.Err() != nil || mover.PermanentError(runErr) || attempts > o.retries {
+		if runErr == nil || ctx.Err() != nil || retry.IsPermanent(runErr) || attempts > o.retries {
 			break
 		}
 		wait := min(time.Duration(1<<min(attempts-1, 5))*time.Second, 30*time.Second)

@@ -442,65 +442,25 @@ func exactArgs(what string, names ...string) cobra.PositionalArgs {
 // loss said on errw as a line "lightpath: <what>: <why>; resuming".
 func follow(ctx context.Context, c *client.Client, what, id string, errw io.Writer,
 	current func(reserve.Reservation) (bool, error), event func(apiv1.Event) (bool, error)) (bool, error) {
-	check := func() (bool, error) {
-		if id == "" {
-			return false, nil
-		}
-		r, err := c.Reservation(ctx, id)
-		if err != nil {
-			return true, ctlError(what, c, err)
-		}
-		return current(r)
-	}
-	stream, err := c.Events(ctx, id)
-	if err != nil {
+	done, err := c.FollowEvents(ctx, client.Follow{
+		ID: id,
+		Opened: func(bool) (bool, error) {
+			if id == "" {
+				return false, nil
+			}
+			r, err := c.Reservation(ctx, id)
+			if err != nil {
+				return true, ctlError(what, c, err)
+			}
+			return current(r)
+		},
+		Event: event,
+		Lost: func(err error) {
+			fmt.Fprintf(errw, "lightpath: %s: %s; resuming\n", what, oneLine(fmt.Sprint(err)))
+		},
+	})
+	if !done && err != nil {
 		return false, ctlError(what, c, err)
 	}
-	defer func() { stream.Close() }()
-	if done, err := check(); done {
-		return true, err
-	}
-	for {
-		ev, ok := <-stream.C
-		if !ok {
-			if ctx.Err() != nil {
-				return false, nil
-			}
-			var se *client.StreamEndedError
-			if errors.As(stream.Err(), &se) {
-				return false, ctlError(what, c, se)
-			}
-			fmt.Fprintf(errw, "lightpath: %s: %s; resuming\n", what, oneLine(fmt.Sprint(stream.Err())))
-			for ctx.Err() == nil {
-				select {
-				case <-time.After(time.Second):
-				case <-ctx.Done():
-				}
-				if ctx.Err() != nil {
-					break
-				}
-				next, err := c.EventsAfter(ctx, id, stream.LastEventID())
-				if err == nil {
-					stream = next
-					break
-				}
-				if !client.Retryable(err) {
-					return false, ctlError(what, c, err)
-				}
-			}
-			if ctx.Err() != nil {
-				return false, nil
-			}
-			if done, err := check(); done {
-				return true, err
-			}
-			continue
-		}
-		if id != "" && (ev.Reservation == nil || ev.Reservation.ID != id) {
-			continue
-		}
-		if done, err := event(ev); done {
-			return true, err
-		}
-	}
+	return done, err
 }

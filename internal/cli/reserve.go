@@ -14,6 +14,7 @@ import (
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/textsafe"
 	"github.com/lightpath/lightpath/internal/units"
 )
@@ -355,7 +356,7 @@ func (f createFlags) when(req *apiv1.ReservationRequest, now time.Time) error {
 // fromNow says the start was "now" when the command began.
 func createRetrying(ctx context.Context, c *client.Client, req apiv1.ReservationRequest, fromNow bool) (apiv1.ReservationResponse, error) {
 	resp, err := c.CreateReservation(ctx, req)
-	if err == nil || !client.Retryable(err) || ctx.Err() != nil {
+	if err == nil || !retry.IsTransient(err) || ctx.Err() != nil {
 		return resp, err
 	}
 	// The controller may have booked it before the answer was lost: the

@@ -25,6 +25,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/retry"
 )
 
 // DefaultTimeout bounds every request but the event stream.
@@ -256,20 +257,25 @@ func (e *UnreachableError) Error() string {
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
-// Retryable reports whether sending the same request again may succeed:
-// the controller could not be reached or was shutting down. Only
-// idempotent requests, or creates with an idempotency key, should be
-// retried.
-func Retryable(err error) bool {
-	var ue *UnreachableError
-	if errors.As(err, &ue) {
-		return !errors.Is(err, context.Canceled)
+// RetryClass makes an unreachable controller transient for retry: the
+// same request may get an answer later, unless the caller gave up.
+func (e *UnreachableError) RetryClass() retry.Class {
+	if errors.Is(e.Err, context.Canceled) {
+		return retry.Unknown
 	}
-	var ae *APIError
-	if errors.As(err, &ae) {
-		return ae.Status == http.StatusServiceUnavailable || ae.Status == http.StatusBadGateway || ae.Status == http.StatusGatewayTimeout
+	return retry.TransientClass
+}
+
+// RetryClass makes a controller that is shutting down or behind a failing
+// proxy (502, 503, 504) transient for retry; other answers do not say.
+// Only idempotent requests, or creates with an idempotency key, should be
+// retried (retry.IsTransient).
+func (e *APIError) RetryClass() retry.Class {
+	switch e.Status {
+	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
+		return retry.TransientClass
 	}
-	return false
+	return retry.Unknown
 }
 
 // statusCodes are the error codes of the statuses the API answers with,

@@ -20,6 +20,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/retry"
 )
 
 // seen is one request as the fake controller received it.
@@ -288,7 +289,7 @@ func TestAPIErrors(t *testing.T) {
 	if err.Error() != want {
 		t.Errorf("capacity error:\n%s\nwant:\n%s", err, want)
 	}
-	if Retryable(err) {
+	if retry.IsTransient(err) {
 		t.Error("a capacity refusal is retryable")
 	}
 	if f.last().Auth != "" {
@@ -300,7 +301,7 @@ func TestAPIErrors(t *testing.T) {
 		t.Errorf("401: %v (code %q)", err, Code(err))
 	}
 	_, err = c.Users(ctx)
-	if !errors.As(err, &ae) || ae.Status != 502 || !strings.Contains(err.Error(), "502 Bad Gateway: <html>Bad Gateway</html>") || !Retryable(err) {
+	if !errors.As(err, &ae) || ae.Status != 502 || !strings.Contains(err.Error(), "502 Bad Gateway: <html>Bad Gateway</html>") || !retry.IsTransient(err) {
 		t.Errorf("502 without a JSON body: %v", err)
 	}
 	_, err = c.ReloadTopology(ctx, "x")
@@ -323,7 +324,7 @@ func TestUnreachable(t *testing.T) {
 	c, _ := New("http://"+addr, "tok")
 	_, err = c.Health(context.Background())
 	var ue *UnreachableError
-	if !errors.As(err, &ue) || !Retryable(err) || !strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), addr) {
+	if !errors.As(err, &ue) || !retry.IsTransient(err) || !strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), addr) {
 		t.Errorf("refused: %v", err)
 	}
 	if strings.Contains(err.Error(), `Get "`) {
@@ -334,13 +335,13 @@ func TestUnreachable(t *testing.T) {
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { time.Sleep(300 * time.Millisecond) }))
 	defer slow.Close()
 	c, _ = New(slow.URL, "", WithTimeout(50*time.Millisecond))
-	if _, err := c.Health(context.Background()); !errors.As(err, &ue) || !Retryable(err) {
+	if _, err := c.Health(context.Background()); !errors.As(err, &ue) || !retry.IsTransient(err) {
 		t.Errorf("timeout: %v", err)
 	}
 	// A cancelled context is not.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := c.Health(ctx); !errors.Is(err, context.Canceled) || Retryable(err) {
+	if _, err := c.Health(ctx); !errors.Is(err, context.Canceled) || retry.IsTransient(err) {
 		t.Errorf("cancelled: %v", err)
 	}
 }
@@ -374,7 +375,7 @@ func TestUnixSocket(t *testing.T) {
 		t.Errorf("sent %+v", s)
 	}
 	c, _ = New("unix:"+filepath.Join(dir, "none.sock"), "tok")
-	if _, err := c.Health(context.Background()); !Retryable(err) || !strings.Contains(err.Error(), "none.sock") {
+	if _, err := c.Health(context.Background()); !retry.IsTransient(err) || !strings.Contains(err.Error(), "none.sock") {
 		t.Errorf("missing socket: %v", err)
 	}
 }
@@ -526,7 +527,7 @@ func TestEventsEnd(t *testing.T) {
 	}
 	for range s.C {
 	}
-	if !Retryable(s.Err()) || !strings.Contains(s.Err().Error(), "closed the event stream") {
+	if !retry.IsTransient(s.Err()) || !strings.Contains(s.Err().Error(), "closed the event stream") {
 		t.Errorf("Err %v", s.Err())
 	}
 }

@@ -9,18 +9,18 @@ import (
 
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/monitor"
-	"github.com/lightpath/lightpath/internal/monitor/push"
+	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/transfer"
 )
 
 // PushMetrics is POST /api/v1/metrics/push: one batch of an agent's
 // samples. A refusal of the batch itself (400: a malformed series) is a
-// push.Permanent error, so the pusher drops it instead of retrying forever.
+// permanent error (retry.Permanent), so the pusher drops it instead of retrying forever.
 func (c *Client) PushMetrics(ctx context.Context, b *monitor.Batch) (apiv1.PushResult, error) {
 	res, err := post[apiv1.PushResult](ctx, c, "/metrics/push", b)
 	var ae *APIError
 	if errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
-		return res, &push.Permanent{Err: err}
+		return res, retry.Permanent(err)
 	}
 	return res, err
 }

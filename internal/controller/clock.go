@@ -1,10 +1,10 @@
 package controller
 
 import (
-	"container/heap"
 	"context"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/heapq"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
 )
@@ -21,23 +21,22 @@ type dueEntry struct {
 	version uint64
 }
 
-type dueHeap []dueEntry
+// dueHeap is the min-heap of dueEntries by at (keyed in Unix nanoseconds).
+type dueHeap = heapq.Heap[int64, dueEntry]
 
-func (h dueHeap) Len() int           { return len(h) }
-func (h dueHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *dueHeap) Push(x any)        { *h = append(*h, x.(dueEntry)) }
-func (h *dueHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
+// pushEntry adds e to the heap.
+func (c *Controller) pushEntry(e dueEntry) { c.due.Push(e.at.UnixNano(), e) }
+
+// topDue is the earliest entry; the heap must not be empty.
+func (c *Controller) topDue() dueEntry {
+	_, e := c.due.Top()
 	return e
 }
 
 // pushDue records when r next has something due; the caller holds mu.
 func (c *Controller) pushDue(r reserve.Reservation) {
 	if at, ok := reserve.NextDue(r); ok {
-		heap.Push(&c.due, dueEntry{at: at, id: r.ID, version: r.Version})
+		c.pushEntry(dueEntry{at: at, id: r.ID, version: r.Version})
 	}
 }
 
@@ -45,11 +44,11 @@ func (c *Controller) pushDue(r reserve.Reservation) {
 // stale ones; the caller holds mu.
 func (c *Controller) nextDue() (time.Time, bool) {
 	for c.due.Len() > 0 {
-		e := c.due[0]
+		e := c.topDue()
 		if r, ok := c.live[e.id]; ok && r.Version == e.version {
 			return e.at, true
 		}
-		heap.Pop(&c.due)
+		c.due.Pop()
 	}
 	return time.Time{}, false
 }
@@ -98,16 +97,16 @@ func (c *Controller) Tick(ctx context.Context) {
 		c.rejudge(ctx, now)
 	}
 	for c.due.Len() > 0 {
-		e := c.due[0]
+		e := c.topDue()
 		r, ok := c.live[e.id]
 		if !ok || r.Version != e.version {
-			heap.Pop(&c.due)
+			c.due.Pop()
 			continue
 		}
 		if e.at.After(now) {
 			break
 		}
-		heap.Pop(&c.due)
+		c.due.Pop()
 		n, trs, err := reserve.CatchUp(r, now)
 		if err != nil {
 			c.log.Error("timed transition", "id", r.ID, "err", err)
@@ -121,7 +120,7 @@ func (c *Controller) Tick(ctx context.Context) {
 			// Try again later rather than lose the transition: the
 			// store may be back by then.
 			c.log.Error("store timed transition", "id", r.ID, "err", err)
-			heap.Push(&c.due, dueEntry{at: now.Add(time.Second), id: r.ID, version: r.Version})
+			c.pushEntry(dueEntry{at: now.Add(time.Second), id: r.ID, version: r.Version})
 			continue
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/transport"
 	"github.com/lightpath/lightpath/internal/wire"
 )
@@ -25,6 +26,9 @@ type refusal string
 
 func (r refusal) Error() string        { return string(r) }
 func (r refusal) Is(target error) bool { return target == ErrRefused }
+
+// RetryClass makes a refusal permanent for retry, as ErrRefused is.
+func (refusal) RetryClass() retry.Class { return retry.PermanentClass }
 
 // ClientConfig configures a client's connections.
 type ClientConfig struct {

@@ -12,21 +12,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/wire"
 )
 
 // ErrAuth is wrapped by errors that come from a wrong or missing token or
-// certificate; retrying does not help with them.
-var ErrAuth = errors.New("authentication failed")
+// certificate; retrying does not help with them (retry.IsPermanent).
+var ErrAuth = retry.Permanent(errors.New("authentication failed"))
 
 // ErrRefused is wrapped by errors where the server refused the request
-// itself (a bad path, read-only, ...); retrying does not help either.
-var ErrRefused = errors.New("refused")
-
-// PermanentError reports whether err is one that a retry cannot mend.
-func PermanentError(err error) bool {
-	return errors.Is(err, ErrAuth) || errors.Is(err, ErrRefused) || errors.Is(err, wire.ErrMalformed)
-}
+// itself (a bad path, read-only, ...); retrying does not help either
+// (retry.IsPermanent, as for wire.ErrMalformed).
+var ErrRefused = retry.Permanent(errors.New("refused"))
 
 // ctrl is one end of a control connection: a framed reader and a
 // mutex-guarded writer whose flushes coalesce, so that many small messages

@@ -3,11 +3,12 @@
 package mover
 
 import (
-	"errors"
 	"io/fs"
 	"os"
+
+	"github.com/lightpath/lightpath/internal/platform"
 )
 
-func freeSpace(root *os.Root, dir string) (int64, error) { return 0, errors.ErrUnsupported }
+func freeSpace(root *os.Root, dir string) (int64, error) { return 0, platform.ErrUnsupported }
 
 func allocated(fi fs.FileInfo) int64 { return fi.Size() }

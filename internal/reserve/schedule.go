@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/heapq"
 	"github.com/lightpath/lightpath/internal/units"
 )
 
@@ -308,53 +309,6 @@ func (s *Schedule) WidestPath(from, to string, start, end time.Time) (Result, er
 	return Result{Algorithm: AlgWidestPath, Path: s.g.hops(p), Bandwidth: w, Start: timeOf(st), End: timeOf(en)}, nil
 }
 
-// wItem is an entry of the widest-path heap: a node and the width of a
-// path to it.
-type wItem struct {
-	width uint64
-	node  int32
-}
-
-// wHeap is a binary max-heap of wItems by width.
-type wHeap []wItem
-
-func (h *wHeap) push(x wItem) {
-	*h = append(*h, x)
-	q := *h
-	for i := len(q) - 1; i > 0; {
-		p := (i - 1) / 2
-		if q[i].width <= q[p].width {
-			break
-		}
-		q[i], q[p] = q[p], q[i]
-		i = p
-	}
-}
-
-func (h *wHeap) pop() wItem {
-	q := *h
-	top := q[0]
-	last := len(q) - 1
-	q[0] = q[last]
-	q = q[:last]
-	for i := 0; ; {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(q) && q[l].width > q[m].width {
-			m = l
-		}
-		if r < len(q) && q[r].width > q[m].width {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		q[i], q[m] = q[m], q[i]
-		i = m
-	}
-	*h = q
-	return top
-}
-
 // maxWidth returns the width of the widest path from src to dst over
 // [st, en): 0 if there is none or nothing is free on it.
 func (s *Schedule) maxWidth(src, dst int, st, en int64) uint64 {
@@ -363,11 +317,13 @@ func (s *Schedule) maxWidth(src, dst int, st, en int64) uint64 {
 	width := make([]uint64, n)
 	done := make([]bool, n)
 	width[src] = math.MaxUint64
-	h := wHeap{{width[src], int32(src)}}
-	for len(h) > 0 {
-		it := h.pop()
-		u := it.node
-		if done[u] || it.width != width[u] {
+	// A max-heap of nodes by the width of a path to them (keyed ^width).
+	var h heapq.Heap[uint64, int32]
+	h.Push(^width[src], int32(src))
+	for h.Len() > 0 {
+		nw, u := h.Pop()
+		uw := ^nw
+		if done[u] || uw != width[u] {
 			continue
 		}
 		done[u] = true
@@ -383,9 +339,9 @@ func (s *Schedule) maxWidth(src, dst int, st, en int64) uint64 {
 			if done[v] || int(v) != dst && !g.router[v] || x.capacity <= width[v] {
 				continue // x.capacity bounds what e can add
 			}
-			if w := min(it.width, s.tl[e].residual(st, en)); w > width[v] {
+			if w := min(uw, s.tl[e].residual(st, en)); w > width[v] {
 				width[v] = w
-				h.push(wItem{w, v})
+				h.Push(^w, v)
 			}
 		}
 	}
@@ -789,13 +745,14 @@ func (s *Schedule) endsWidth(src, dst int, t, T int64) uint64 {
 // their timelines, one heap entry per direction.
 type releaseIter struct {
 	s *Schedule
-	h []relItem // min-heap by at
+	h heapq.Heap[int64, relItem] // by the release instant
 }
 
+// relItem is a direction and the index of its next release instant in its
+// breakpoints.
 type relItem struct {
-	at  int64
 	dir int32
-	k   int32 // the index of at in the direction's breakpoints
+	k   int32
 }
 
 // releases returns the release instants after lo in dirs (every direction
@@ -808,7 +765,9 @@ func (s *Schedule) releases(lo int64, dirs []int32) *releaseIter {
 		if found {
 			k++
 		}
-		it.advance(d, k)
+		if at, r, ok := it.release(d, k); ok {
+			it.h.Add(at, r)
+		}
 	}
 	if dirs == nil {
 		for d := range s.tl {
@@ -819,70 +778,34 @@ func (s *Schedule) releases(lo int64, dirs []int32) *releaseIter {
 			add(d)
 		}
 	}
-	// Heapify.
-	for i := len(it.h)/2 - 1; i >= 0; i-- {
-		it.down(i)
-	}
+	it.h.Heapify()
 	return it
 }
 
-// advance appends direction d's first release at index k or later, if any.
-func (it *releaseIter) advance(d int32, k int) {
+// release returns direction d's first release at index k or later, if any.
+func (it *releaseIter) release(d int32, k int) (int64, relItem, bool) {
 	t := &it.s.tl[d]
 	for ; k < len(t.at); k++ {
 		if t.used[k] < t.usedAt(k-1) {
-			it.h = append(it.h, relItem{t.at[k], d, int32(k)})
-			return
+			return t.at[k], relItem{d, int32(k)}, true
 		}
 	}
-}
-
-func (it *releaseIter) down(i int) {
-	h := it.h
-	for {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(h) && h[l].at < h[m].at {
-			m = l
-		}
-		if r < len(h) && h[r].at < h[m].at {
-			m = r
-		}
-		if m == i {
-			return
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
-}
-
-func (it *releaseIter) up(i int) {
-	h := it.h
-	for i > 0 {
-		p := (i - 1) / 2
-		if h[p].at <= h[i].at {
-			return
-		}
-		h[i], h[p] = h[p], h[i]
-		i = p
-	}
+	return 0, relItem{}, false
 }
 
 // next returns the next release instant, or forever when there are no more.
 func (it *releaseIter) next() int64 {
-	if len(it.h) == 0 {
+	if it.h.Len() == 0 {
 		return forever
 	}
-	x := it.h[0].at
-	for len(it.h) > 0 && it.h[0].at == x {
-		top := it.h[0]
-		last := len(it.h) - 1
-		it.h[0] = it.h[last]
-		it.h = it.h[:last]
-		it.down(0)
-		n := len(it.h)
-		it.advance(top.dir, int(top.k)+1)
-		if len(it.h) > n {
-			it.up(n)
+	x, _ := it.h.Top()
+	for it.h.Len() > 0 {
+		if at, _ := it.h.Top(); at != x {
+			break
+		}
+		_, top := it.h.Pop()
+		if at, r, ok := it.release(top.dir, int(top.k)+1); ok {
+			it.h.Push(at, r)
 		}
 	}
 	return x

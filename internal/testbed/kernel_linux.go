@@ -9,66 +9,22 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/lightpath/lightpath/internal/testbed/emu"
+	"github.com/lightpath/lightpath/internal/netns"
 	"github.com/lightpath/lightpath/internal/topology"
 )
-
-// createNamespace makes a named network namespace (mounted under
-// /run/netns, as `ip netns add` does). Making one moves the calling thread
-// into it, so the thread is locked for the switch and, should the switch
-// back fail, left locked so that Go retires it rather than run other code
-// in the wrong namespace.
-func createNamespace(name string) error {
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("current namespace: %w", err)
-	}
-	defer orig.Close()
-	ns, err := netns.NewNamed(name)
-	if err == nil {
-		ns.Close()
-	}
-	if serr := netns.Set(orig); serr != nil {
-		return fmt.Errorf("return from namespace %s: %w", name, serr)
-	}
-	runtime.UnlockOSThread()
-	if err != nil {
-		return fmt.Errorf("create namespace %s: %w", name, err)
-	}
-	return nil
-}
-
-// handleAt opens a netlink handle bound to a node's namespace: no thread
-// switching for plain netlink work.
-func handleAt(nsPath string) (*netlink.Handle, error) {
-	ns, err := netns.GetFromPath(nsPath)
-	if err != nil {
-		return nil, fmt.Errorf("open namespace %s: %w", nsPath, err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		return nil, fmt.Errorf("netlink in %s: %w", nsPath, err)
-	}
-	return h, nil
-}
 
 // writeSysctls sets a node's settings from inside its namespace: /proc/sys/net
 // shows the namespace of the thread that opens it.
 func writeSysctls(nsPath string, ss []Sysctl) error {
-	return emu.InNetns(nsPath, func() error {
+	return netns.Do(nsPath, func() error {
 		for _, s := range ss {
 			if err := os.WriteFile(s.Path(), []byte(s.Value), 0o644); err != nil {
 				return fmt.Errorf("sysctl %s=%s: %w", s.Key, s.Value, err)
@@ -102,7 +58,7 @@ func raiseHostMax(key string, v int64) (bool, error) {
 // setupNode brings up a node's loopback with its own addresses and its
 // settings.
 func setupNode(t *topology.Topology, n *topology.Node, nsPath string) error {
-	h, err := handleAt(nsPath)
+	h, err := netns.Handle(nsPath)
 	if err != nil {
 		return err
 	}
@@ -143,7 +99,7 @@ func prefixNet(p netip.Prefix) *net.IPNet {
 // setupEnd gives a link end's TUN device its addresses, brings it up and
 // installs the htb tree of the direction that leaves by it.
 func setupEnd(l *topology.Link, e *topology.End, nsPath string) error {
-	h, err := handleAt(nsPath)
+	h, err := netns.Handle(nsPath)
 	if err != nil {
 		return err
 	}
@@ -220,7 +176,7 @@ func htbClass(ifindex int, parent, handle uint32, rate, ceil uint64, quantum uin
 // so the request is built here (its options are a bare struct
 // tc_fifo_qopt { __u32 limit; }).
 func addBfifo(nsPath string, ifindex int, parent, handle, limit uint32) error {
-	return emu.InNetns(nsPath, func() error {
+	return netns.Do(nsPath, func() error {
 		req := nl.NewNetlinkRequest(unix.RTM_NEWQDISC, unix.NLM_F_CREATE|unix.NLM_F_REPLACE|unix.NLM_F_ACK)
 		msg := &nl.TcMsg{Family: nl.FAMILY_ALL, Ifindex: int32(ifindex), Handle: handle, Parent: parent}
 		req.AddData(msg)
@@ -237,7 +193,7 @@ func addBfifo(nsPath string, ifindex int, parent, handle, limit uint32) error {
 
 // addRoutes installs a node's static routes.
 func addRoutes(t *topology.Topology, node, nsPath string) error {
-	h, err := handleAt(nsPath)
+	h, err := netns.Handle(nsPath)
 	if err != nil {
 		return err
 	}
@@ -296,7 +252,7 @@ func killInNamespaces(inodes map[uint64]bool) []int {
 // deleteTuns removes the TUN devices in a namespace: they are persistent,
 // so nothing else frees them.
 func deleteTuns(nsPath string) (int, error) {
-	h, err := handleAt(nsPath)
+	h, err := netns.Handle(nsPath)
 	if err != nil {
 		return 0, err
 	}
@@ -320,20 +276,14 @@ func deleteTuns(nsPath string) (int, error) {
 
 // execIn replaces this process with argv inside a node's namespace. The
 // thread that calls execve is the one whose namespace the new program
-// gets, so it is locked and moved first.
+// gets, so execve runs inside netns.Do: should it fail, the thread goes
+// back to its namespace (or is retired) and the caller's never moved.
 func execIn(nsPath string, argv []string, env []string) error {
 	path, err := lookPath(argv[0])
 	if err != nil {
 		return err
 	}
-	runtime.LockOSThread() // never unlocked: the process becomes argv
-	fd, err := unix.Open(nsPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("open namespace %s: %w", nsPath, err)
-	}
-	if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-		return fmt.Errorf("enter namespace %s: %w", nsPath, err)
-	}
-	unix.Close(fd)
-	return fmt.Errorf("exec %s: %w", argv[0], syscall.Exec(path, argv, env))
+	return netns.Do(nsPath, func() error {
+		return fmt.Errorf("exec %s: %w", argv[0], syscall.Exec(path, argv, env))
+	})
 }

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/lightpath/lightpath/internal/netns"
 	"github.com/lightpath/lightpath/internal/testbed/emu"
 	"github.com/lightpath/lightpath/internal/topology"
 )
@@ -89,7 +89,7 @@ func Up(ctx context.Context, o UpOptions) (res *UpResult, err error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if err := createNamespace(NamespaceName(o.Name, n.Name)); err != nil {
+		if err := netns.Create(NamespaceName(o.Name, n.Name)); err != nil {
 			return nil, err
 		}
 		if err := setupNode(t, n, NamespacePath(o.Name, n.Name)); err != nil {
@@ -244,8 +244,8 @@ func Down(name string, logf func(string, ...any)) (*DownResult, error) {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", NamespaceName(name, n), err))
 		}
-		if err := netns.DeleteNamed(NamespaceName(name, n)); err != nil {
-			errs = append(errs, fmt.Errorf("delete namespace %s: %w", NamespaceName(name, n), err))
+		if err := netns.Delete(NamespaceName(name, n)); err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		res.Namespaces++
@@ -405,7 +405,7 @@ func lookPath(file string) (string, error) {
 // the htb root's backlog and drops, and the rate of class 1:1.
 func egressStats(name string, e *topology.End) (EgressStats, error) {
 	var s EgressStats
-	h, err := handleAt(NamespacePath(name, e.Node))
+	h, err := netns.Handle(NamespacePath(name, e.Node))
 	if err != nil {
 		return s, err
 	}
@@ -448,7 +448,7 @@ func egressStats(name string, e *topology.End) (EgressStats, error) {
 
 // setEgressRate rescales one link end's htb tree.
 func setEgressRate(name string, l *topology.Link, e *topology.End, rate uint64) error {
-	h, err := handleAt(NamespacePath(name, e.Node))
+	h, err := netns.Handle(NamespacePath(name, e.Node))
 	if err != nil {
 		return err
 	}

@@ -4,11 +4,13 @@ package testbed
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
+
+	"github.com/lightpath/lightpath/internal/platform"
 )
 
-var errLinux = errors.New("the testbed needs Linux (network namespaces, TUN devices, htb)")
+var errLinux = fmt.Errorf("the testbed (network namespaces, TUN devices, htb): %w", platform.ErrUnsupported)
 
 // Up needs Linux.
 func Up(context.Context, UpOptions) (*UpResult, error) { return nil, errLinux }

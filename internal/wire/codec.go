@@ -10,12 +10,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/lightpath/lightpath/internal/retry"
 )
 
 // ErrMalformed is wrapped by every decoding error caused by the peer's bytes
 // (as opposed to an I/O error), so callers can tell a broken peer from a
-// broken connection.
-var ErrMalformed = errors.New("malformed message")
+// broken connection. It is permanent for retry: the same peer sends the
+// same bytes again.
+var ErrMalformed = retry.Permanent(errors.New("malformed message"))
 
 func malformed(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))

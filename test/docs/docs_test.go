@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/lpbin"
+	"github.com/lightpath/lightpath/internal/roottest"
 )
 
 // lpBin is the lightpath binary built once for the package, in binDir.
@@ -64,9 +65,7 @@ func pages(t *testing.T) []string {
 // TestDocsExamples runs every page's runnable examples (doc.go says which
 // those are) as one script per page, pages one after another.
 func TestDocsExamples(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the examples bring up testbeds (namespaces, devices)")
-	}
+	roottest.Require(t, "the examples bring up testbeds (namespaces, devices)")
 	// What the examples use besides lightpath (scripts/deps.sh installs them).
 	for _, tool := range []string{"bash", "jq", "curl", "ip", "tc", "ss", "ping"} {
 		if _, err := exec.LookPath(tool); err != nil {

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/roottest"
 )
 
 func TestMissingSource(t *testing.T) {
@@ -67,7 +69,7 @@ func TestMissingSource(t *testing.T) {
 // (something else filled it) fails saying so, and its partial file is
 // removed rather than left to keep the disk full.
 func TestDiskFull(t *testing.T) {
-	skipUnlessRoot(t)
+	roottest.Require(t, "mounts a tmpfs or runs the server as another user")
 	dir := scratchDir(t)
 	mnt := mkdir(t, dir, "small")
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", mnt).CombinedOutput(); err != nil {

@@ -69,14 +69,6 @@ func dirEntries(dir string) map[string]bool {
 	return names
 }
 
-// skipUnlessRoot skips tests that need root (mounts, switching users).
-func skipUnlessRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (mounts a tmpfs or runs the server as another user)")
-	}
-}
-
 // scratchDir returns a fresh directory removed after the test, on tmpfs
 // (/dev/shm) where there is one, to keep disk I/O out of the tests' time.
 // It is world-readable so a server running as another user can reach it.

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/roottest"
 )
 
 func TestPathTraversal(t *testing.T) {
@@ -335,7 +337,7 @@ func TestReadOnly(t *testing.T) {
 }
 
 func TestPermissionDenied(t *testing.T) {
-	skipUnlessRoot(t)
+	roottest.Require(t, "mounts a tmpfs or runs the server as another user")
 	const nobody = 65534
 	dir := scratchDir(t)
 	root := mkdir(t, dir, "root")

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/roottest"
 )
 
 // The testbed's tests build real namespaces, TUN devices and htb trees, so
@@ -22,9 +24,7 @@ import (
 
 func skipUnlessNetRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: builds network namespaces, TUN devices and htb trees")
-	}
+	roottest.Require(t, "builds network namespaces, TUN devices and htb trees")
 	if _, err := exec.LookPath("ping"); err != nil {
 		t.Fatal("ping is needed (Debian package iputils-ping; make test installs it)")
 	}

@@ -1,7 +1,6 @@
 package collect
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"net/netip"
@@ -11,10 +10,6 @@ import (
 	"github.com/lightpath/lightpath/internal/monitor"
 	"github.com/lightpath/lightpath/internal/topology"
 )
-
-// ErrNotImplemented is what the kernel collectors return where there is
-// no Linux kernel to read.
-var ErrNotImplemented = errors.New("needs Linux")
 
 // ---- interfaces ----
 

@@ -10,33 +10,17 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/lightpath/lightpath/internal/monitor"
+	"github.com/lightpath/lightpath/internal/netns"
 )
-
-// nlHandle opens a netlink handle bound to the namespace at path ("" is
-// the caller's own) for the given netlink families. The families must be
-// named: a handle without a socket for a family falls back to a socket
-// of the calling thread's namespace, which is the wrong one.
-func nlHandle(path string, families ...int) (*netlink.Handle, error) {
-	if path == "" {
-		return netlink.NewHandle(families...)
-	}
-	ns, err := netns.GetFromPath(path)
-	if err != nil {
-		return nil, fmt.Errorf("open network namespace %s: %w", path, err)
-	}
-	defer ns.Close()
-	return netlink.NewHandleAt(ns, families...)
-}
 
 // eachDevice calls fn for every device in env's namespace but lo, with a
 // netlink handle bound there and the topology's link of the device ("" when
 // it names none).
 func eachDevice(env Env, fn func(h *netlink.Handle, l netlink.Link, link string) error) error {
-	h, err := nlHandle(env.NetNS, unix.NETLINK_ROUTE)
+	h, err := netns.Handle(env.NetNS, unix.NETLINK_ROUTE)
 	if err != nil {
 		return fmt.Errorf("netlink: %w", err)
 	}
@@ -116,7 +100,7 @@ func (c *tcpCollector) Collect(_ context.Context, emit func(monitor.Point)) erro
 	if len(ports) == 0 {
 		return nil
 	}
-	h, err := nlHandle(c.env.NetNS, unix.NETLINK_INET_DIAG)
+	h, err := netns.Handle(c.env.NetNS, unix.NETLINK_INET_DIAG)
 	if err != nil {
 		return fmt.Errorf("netlink: %w", err)
 	}

@@ -9,63 +9,33 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
+	vnetns "github.com/vishvananda/netns"
 
 	"github.com/lightpath/lightpath/internal/monitor"
+	"github.com/lightpath/lightpath/internal/netns"
+	"github.com/lightpath/lightpath/internal/roottest"
 	"github.com/lightpath/lightpath/internal/topology"
 )
-
-func skipUnlessRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces, veth pairs and htb classes")
-	}
-}
 
 // newTestNS creates a named network namespace for the test (removed by
 // t.Cleanup) with lo up, and returns its path.
 func newTestNS(t *testing.T) string {
 	t.Helper()
 	name := fmt.Sprintf("lpcol-%06x", rand.IntN(1<<24))
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		ns, err := netns.NewNamed(name)
-		if err != nil {
-			netns.Set(orig)
-			errc <- err
-			return
-		}
-		ns.Close()
-		if err := netns.Set(orig); err != nil {
-			errc <- err // the thread stays locked and dies with us
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- nil
-	}()
-	if err := <-errc; err != nil {
-		t.Fatalf("new namespace: %v", err)
+	if err := netns.Create(name); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := netns.DeleteNamed(name); err != nil {
-			t.Errorf("delete namespace %s: %v", name, err)
+		if err := netns.Delete(name); err != nil {
+			t.Error(err)
 		}
 	})
-	path := "/run/netns/" + name
+	path := netns.Path(name)
 	h := handle(t, path)
 	lo, err := h.LinkByName("lo")
 	if err != nil {
@@ -79,7 +49,7 @@ func newTestNS(t *testing.T) string {
 
 func handle(t *testing.T, path string) *netlink.Handle {
 	t.Helper()
-	h, err := nlHandle(path)
+	h, err := netns.Handle(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +62,7 @@ func handle(t *testing.T, path string) *netlink.Handle {
 func veth(t *testing.T, a, b, devA, devB string, pa, pb netip.Prefix) {
 	t.Helper()
 	ha, hb := handle(t, a), handle(t, b)
-	nsb, err := netns.GetFromPath(b)
+	nsb, err := vnetns.GetFromPath(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +113,7 @@ func sendUDP(t *testing.T, ns string, to netip.AddrPort, n, size int) {
 	// Unconnected, so the peer's port unreachable does not fail the
 	// next write.
 	var c net.PacketConn
-	if err := inNetNS(ns, func() (err error) { c, err = net.ListenPacket("udp", ":0"); return err }); err != nil {
+	if err := netns.Do(ns, func() (err error) { c, err = net.ListenPacket("udp", ":0"); return err }); err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
@@ -177,7 +147,7 @@ func collectOne(t *testing.T, c Collector) map[string]float64 {
 }
 
 func TestInterfacesRoot(t *testing.T) {
-	skipUnlessRoot(t)
+	roottest.Require(t, "creates network namespaces, veth pairs and htb classes")
 	p := newPair(t)
 	time.Sleep(100 * time.Millisecond) // veth carrier
 	sendUDP(t, p.a, netip.AddrPortFrom(p.pb.Addr(), 9), 20, 1000)
@@ -197,7 +167,7 @@ func TestInterfacesRoot(t *testing.T) {
 }
 
 func TestHTBRoot(t *testing.T) {
-	skipUnlessRoot(t)
+	roottest.Require(t, "creates network namespaces, veth pairs and htb classes")
 	p := newPair(t)
 	h := handle(t, p.a)
 	l, err := h.LinkByName("a0")
@@ -241,11 +211,11 @@ func TestHTBRoot(t *testing.T) {
 }
 
 func TestTCPRoot(t *testing.T) {
-	skipUnlessRoot(t)
+	roottest.Require(t, "creates network namespaces, veth pairs and htb classes")
 	p := newPair(t)
 	srv := netip.AddrPortFrom(p.pb.Addr(), 7070)
 	var l net.Listener
-	if err := inNetNS(p.b, func() (err error) { l, err = net.Listen("tcp", srv.String()); return err }); err != nil {
+	if err := netns.Do(p.b, func() (err error) { l, err = net.Listen("tcp", srv.String()); return err }); err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
@@ -258,7 +228,7 @@ func TestTCPRoot(t *testing.T) {
 		io.Copy(io.Discard, c)
 	}()
 	var c net.Conn
-	if err := inNetNS(p.a, func() (err error) { c, err = net.Dial("tcp", srv.String()); return err }); err != nil {
+	if err := netns.Do(p.a, func() (err error) { c, err = net.Dial("tcp", srv.String()); return err }); err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
@@ -290,7 +260,7 @@ func TestTCPRoot(t *testing.T) {
 }
 
 func TestProbeRoot(t *testing.T) {
-	skipUnlessRoot(t)
+	roottest.Require(t, "creates network namespaces, veth pairs and htb classes")
 	p := newPair(t)
 	time.Sleep(100 * time.Millisecond)
 	ra := NewRegistry(Env{Node: "a", NetNS: p.a, Topo: p.topo})
@@ -326,7 +296,7 @@ func TestProbeRoot(t *testing.T) {
 	var bps float64
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := inNetNS(p.a, func() (err error) {
+	if err := netns.Do(p.a, func() (err error) {
 		bps, err = Throughput(ctx, p.pb.Addr().String(), 300*time.Millisecond)
 		return err
 	}); err != nil {

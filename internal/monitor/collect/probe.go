@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/monitor"
+	"github.com/lightpath/lightpath/internal/netns"
 	"github.com/lightpath/lightpath/internal/topology"
 )
 
@@ -67,7 +68,7 @@ func StartResponder(netNS string, addrs []netip.Addr, port int, log *slog.Logger
 		port = ProbePort
 	}
 	r := &Responder{log: log, conns: map[net.Conn]struct{}{}}
-	err := inNetNS(netNS, func() error {
+	err := netns.Do(netNS, func() error {
 		lc := net.ListenConfig{Control: freebind}
 		for _, a := range addrs {
 			ap := netip.AddrPortFrom(a, uint16(port)).String()
@@ -393,7 +394,7 @@ func Summarize(rtts []time.Duration, sent int) (time.Duration, float64) {
 // error is a socket that cannot be opened.
 func (c *probeCollector) probe(ctx context.Context, n neighbour) ([]time.Duration, error) {
 	var pc net.PacketConn
-	err := inNetNS(c.env.NetNS, func() error {
+	err := netns.Do(c.env.NetNS, func() error {
 		lc := net.ListenConfig{Control: freebind}
 		var err error
 		pc, err = lc.ListenPacket(ctx, "udp", netip.AddrPortFrom(n.local, 0).String())

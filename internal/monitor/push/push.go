@@ -26,6 +26,7 @@ import (
 	"sync"
 
 	"github.com/lightpath/lightpath/internal/monitor"
+	"github.com/lightpath/lightpath/internal/retry"
 )
 
 // Sender delivers one batch; a nil error is the controller's
@@ -34,13 +35,9 @@ type Sender interface {
 	Push(ctx context.Context, b *monitor.Batch) error
 }
 
-// Permanent wraps an error the controller will give again however often
-// the batch is sent (a malformed series): such a batch is dropped rather
-// than retried forever.
-type Permanent struct{ Err error }
-
-func (p *Permanent) Error() string { return p.Err.Error() }
-func (p *Permanent) Unwrap() error { return p.Err }
+// A Sender's error that retry.IsPermanent is one the controller will give
+// again however often the batch is sent (a malformed series): such a
+// batch is dropped rather than retried forever. Any other error keeps it.
 
 // Options configure a Pusher.
 type Options struct {
@@ -279,8 +276,7 @@ func (p *Pusher) Flush(ctx context.Context) error {
 		if len(groups) > 0 {
 			err = p.send.Push(ctx, b)
 		}
-		var perm *Permanent
-		if err != nil && !errors.As(err, &perm) {
+		if err != nil && !retry.IsPermanent(err) {
 			return err
 		}
 		if err != nil {

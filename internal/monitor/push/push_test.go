@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/lightpath/lightpath/internal/monitor"
+	"github.com/lightpath/lightpath/internal/retry"
 )
 
 // sink records what it is sent, or fails while down.
@@ -26,7 +27,7 @@ func (s *sink) Push(_ context.Context, b *monitor.Batch) error {
 		return errors.New("connection refused")
 	}
 	if s.refuse {
-		return &Permanent{Err: errors.New("bad series")}
+		return retry.Permanent(errors.New("bad series"))
 	}
 	s.batches = append(s.batches, b)
 	return nil

@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/netns"
+	"github.com/lightpath/lightpath/internal/roottest"
 )
 
 // Measurements run by hand, not in CI: timed figures do not belong in
@@ -27,7 +30,7 @@ func skipUnlessBench(t *testing.T) {
 	if os.Getenv("LIGHTPATH_EMU_BENCH") == "" {
 		t.Skip("a measurement: set LIGHTPATH_EMU_BENCH=1 to run it")
 	}
-	skipUnlessRoot(t)
+	roottest.Require(t, "creates network namespaces and TUN devices")
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		t.Skip("needs iperf3")
 	}
@@ -37,7 +40,7 @@ func skipUnlessBench(t *testing.T) {
 // bandwidth-delay product (tcp_rmem and tcp_wmem are per namespace).
 func bigTCPBuffers(t *testing.T, ns string) {
 	t.Helper()
-	err := InNetns(ns, func() error {
+	err := netns.Do(ns, func() error {
 		for f, v := range map[string]string{"tcp_rmem": "4096 131072 134217728", "tcp_wmem": "4096 16384 134217728"} {
 			if err := os.WriteFile("/proc/sys/net/ipv4/"+f, []byte(v), 0o644); err != nil {
 				return err

@@ -13,11 +13,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lightpath/lightpath/internal/roottest"
 	"github.com/lightpath/lightpath/internal/topology"
 )
 
 func TestTunLifecycle(t *testing.T) {
-	skipUnlessRoot(t)
+	roottest.Require(t, "creates network namespaces and TUN devices")
 	ns := newTestNetns(t, "lp-emutest-life")
 	for range 2 { // the second time reuses the device
 		if err := CreateTun(ns, "tun9", 9000); err != nil {

@@ -23,14 +23,10 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
-)
 
-func skipUnlessRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces and TUN devices")
-	}
-}
+	"github.com/lightpath/lightpath/internal/netns"
+	"github.com/lightpath/lightpath/internal/roottest"
+)
 
 func run(t testing.TB, args ...string) {
 	t.Helper()
@@ -52,7 +48,7 @@ func newTestNetns(t testing.TB, name string) string {
 	})
 	path := "/run/netns/" + name
 	run(t, "ip", "-n", name, "link", "set", "lo", "up")
-	err := InNetns(path, func() error {
+	err := netns.Do(path, func() error {
 		for _, f := range []string{"all", "default"} {
 			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+f+"/disable_ipv6", []byte("1"), 0o644); err != nil {
 				return err
@@ -79,7 +75,7 @@ const testDev = "emu0"
 
 func newTestLink(t testing.TB, mtu int, params Params) *testLink {
 	t.Helper()
-	skipUnlessRoot(t)
+	roottest.Require(t, "creates network namespaces and TUN devices")
 	var rnd [3]byte
 	rand.Read(rnd[:])
 	prefix := "lp-emutest-" + hex.EncodeToString(rnd[:])
@@ -179,7 +175,7 @@ func (l *testLink) settledStats(t testing.TB, from string) PipeStats {
 func (l *testLink) listenUDP(t testing.TB, port int) *net.UDPConn {
 	t.Helper()
 	var conn *net.UDPConn
-	err := InNetns(l.nsB, func() (err error) {
+	err := netns.Do(l.nsB, func() (err error) {
 		conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: l.addrB, Port: port})
 		return err
 	})
@@ -210,7 +206,7 @@ func (l *testLink) udpEcho(t testing.TB, port int) {
 func (l *testLink) dialUDP(t testing.TB, port int) *net.UDPConn {
 	t.Helper()
 	var conn *net.UDPConn
-	err := InNetns(l.nsA, func() (err error) {
+	err := netns.Do(l.nsA, func() (err error) {
 		conn, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: l.addrB, Port: port})
 		return err
 	})
@@ -302,7 +298,7 @@ func quantile(xs []time.Duration, q float64) time.Duration {
 func (l *testLink) tcpTransfer(t testing.TB, port int, size int64, timeout time.Duration) {
 	t.Helper()
 	var ln net.Listener
-	err := InNetns(l.nsB, func() (err error) {
+	err := netns.Do(l.nsB, func() (err error) {
 		ln, err = net.Listen("tcp4", net.JoinHostPort(l.addrB.String(), fmt.Sprint(port)))
 		return err
 	})
@@ -331,7 +327,7 @@ func (l *testLink) tcpTransfer(t testing.TB, port int, size int64, timeout time.
 		got <- result{n, h.Sum(nil), err}
 	}()
 	var conn net.Conn
-	err = InNetns(l.nsA, func() (err error) {
+	err = netns.Do(l.nsA, func() (err error) {
 		var d net.Dialer
 		conn, err = d.DialContext(ctx, "tcp4", net.JoinHostPort(l.addrB.String(), fmt.Sprint(port)))
 		return err

@@ -1,6 +1,10 @@
 package emu
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/lightpath/lightpath/internal/heapq"
+)
 
 // Buffers come in three sizes so that a queue of small packets (ACKs, the
 // segments of a split) does not pin 64 KiB each: the reader reads into the
@@ -42,7 +46,6 @@ type packet struct {
 	segs int32 // wire segments
 	wire int32 // IP bytes on the wire
 	due  int64 // release time, nanoseconds on the monotonic clock (mono)
-	seq  uint64
 }
 
 func (p *packet) data() []byte { return p.buf.b[:p.n] }
@@ -53,14 +56,11 @@ func (p *packet) data() []byte { return p.buf.b[:p.n] }
 // cost one comparison; one structure serves both modes and a change of
 // Reorder at run time needs no migration.
 type delayLine struct {
-	h       []packet
-	seq     uint64
+	h       heapq.Heap[int64, packet]
 	lastDue int64 // the latest due time pushed: the floor for FIFO order
 }
 
-func (d *delayLine) len() int { return len(d.h) }
-
-func less(a, b *packet) bool { return a.due < b.due || (a.due == b.due && a.seq < b.seq) }
+func (d *delayLine) len() int { return d.h.Len() }
 
 // push adds p; with fifo its due time is first raised to lastDue.
 func (d *delayLine) push(p packet, fifo bool) {
@@ -68,50 +68,20 @@ func (d *delayLine) push(p packet, fifo bool) {
 		p.due = d.lastDue
 	}
 	d.lastDue = max(d.lastDue, p.due)
-	d.seq++
-	p.seq = d.seq
-	d.h = append(d.h, p)
-	i := len(d.h) - 1
-	for i > 0 {
-		parent := (i - 1) / 2
-		if !less(&d.h[i], &d.h[parent]) {
-			break
-		}
-		d.h[i], d.h[parent] = d.h[parent], d.h[i]
-		i = parent
-	}
+	d.h.Push(p.due, p)
 }
 
 // head returns the earliest packet's due time.
 func (d *delayLine) head() (int64, bool) {
-	if len(d.h) == 0 {
+	if d.h.Len() == 0 {
 		return 0, false
 	}
-	return d.h[0].due, true
+	due, _ := d.h.Top()
+	return due, true
 }
 
 // pop removes and returns the earliest packet.
 func (d *delayLine) pop() packet {
-	p := d.h[0]
-	last := len(d.h) - 1
-	d.h[0] = d.h[last]
-	d.h[last] = packet{}
-	d.h = d.h[:last]
-	i, n := 0, last
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		m := l
-		if r := l + 1; r < n && less(&d.h[r], &d.h[l]) {
-			m = r
-		}
-		if !less(&d.h[m], &d.h[i]) {
-			break
-		}
-		d.h[i], d.h[m] = d.h[m], d.h[i]
-		i = m
-	}
+	_, p := d.h.Pop()
 	return p
 }

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"runtime"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/lightpath/lightpath/internal/netns"
 )
 
 // TUN offload flags (include/uapi/linux/if_tun.h), missing from x/sys.
@@ -32,48 +32,6 @@ const (
 	txQueueLen = 1000
 )
 
-// InNetns runs fn on an OS thread switched into the network namespace at
-// nsPath (such as /run/netns/lp-two-site-ra). Sockets and TUN file
-// descriptors opened by fn stay in that namespace after it returns.
-//
-// fn runs on a goroutine of its own, locked to its thread: goroutines it
-// starts do not inherit the namespace. If the thread cannot return to
-// its original namespace, it stays locked so that the Go runtime retires
-// it instead of reusing it for other goroutines (the pattern of
-// containernetworking/plugins pkg/ns).
-func InNetns(nsPath string, fn func() error) error {
-	target, err := unix.Open(nsPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("open netns %s: %w", nsPath, err)
-	}
-	defer unix.Close(target)
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("open current netns: %w", err)
-			return
-		}
-		defer unix.Close(orig)
-		if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("enter netns %s: %w", nsPath, err)
-			return
-		}
-		ferr := fn()
-		if err := unix.Setns(orig, unix.CLONE_NEWNET); err != nil {
-			// Still locked: the thread dies with this goroutine.
-			errc <- errors.Join(ferr, fmt.Errorf("leave netns %s: %w", nsPath, err))
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
-
 // CreateTun creates a persistent TUN device (layer 3, no packet
 // information, with virtio headers) named name in the network namespace
 // at nsPath, with the given MTU and a transmit queue long enough for the
@@ -84,7 +42,7 @@ func CreateTun(nsPath, name string, mtu int) error {
 	if err := checkDevName(name); err != nil {
 		return fmt.Errorf("create tun %s: %w", name, err)
 	}
-	err := InNetns(nsPath, func() error {
+	err := netns.Do(nsPath, func() error {
 		fd, err := tunAttach(name)
 		if err != nil {
 			return err
@@ -140,14 +98,9 @@ func DeleteTun(nsPath, name string) error {
 // handle bound to it, so no thread has to switch. The caller closes the
 // handle.
 func linkAt(nsPath, name string) (*netlink.Handle, netlink.Link, error) {
-	ns, err := netns.GetFromPath(nsPath)
+	h, err := netns.Handle(nsPath)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open netns %s: %w", nsPath, err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		return nil, nil, fmt.Errorf("netlink handle in %s: %w", nsPath, err)
+		return nil, nil, err
 	}
 	link, err := h.LinkByName(name)
 	if err != nil {
@@ -201,7 +154,7 @@ func openTun(nsPath, name string) (int, error) {
 		return -1, fmt.Errorf("open tun %s in %s: a %s device, not a TUN device", name, nsPath, t)
 	}
 	fd := -1
-	err = InNetns(nsPath, func() error {
+	err = netns.Do(nsPath, func() error {
 		var err error
 		fd, err = tunAttach(name)
 		return err

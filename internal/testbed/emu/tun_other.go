@@ -6,21 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"time"
-)
 
-// InNetns needs Linux network namespaces.
-func InNetns(nsPath string, fn func() error) error {
-	return fmt.Errorf("enter netns %s: %w", nsPath, errors.ErrUnsupported)
-}
+	"github.com/lightpath/lightpath/internal/platform"
+)
 
 // CreateTun needs Linux TUN devices.
 func CreateTun(nsPath, name string, mtu int) error {
-	return fmt.Errorf("create tun %s: %w", name, errors.ErrUnsupported)
+	return fmt.Errorf("create tun %s: %w", name, platform.ErrUnsupported)
 }
 
 // DeleteTun needs Linux TUN devices.
 func DeleteTun(nsPath, name string) error {
-	return fmt.Errorf("delete tun %s: %w", name, errors.ErrUnsupported)
+	return fmt.Errorf("delete tun %s: %w", name, platform.ErrUnsupported)
 }
 
 // device is never opened outside Linux; the type exists so that the
@@ -33,11 +30,11 @@ type device struct {
 }
 
 func openDevice(ns, name string) (*device, error) {
-	return nil, fmt.Errorf("open tun %s: %w", name, errors.ErrUnsupported)
+	return nil, fmt.Errorf("open tun %s: %w", name, platform.ErrUnsupported)
 }
 
 func (d *device) close() error             { return nil }
-func (d *device) setCarrier(on bool) error { return errors.ErrUnsupported }
+func (d *device) setCarrier(on bool) error { return platform.ErrUnsupported }
 
 type devReader struct {
 	bufs []*buffer
@@ -45,7 +42,7 @@ type devReader struct {
 }
 
 func (d *device) newReader(batch int) *devReader { return &devReader{} }
-func (r *devReader) read() (int, error)          { return 0, errors.ErrUnsupported }
+func (r *devReader) read() (int, error)          { return 0, platform.ErrUnsupported }
 func (r *devReader) refill()                     {}
 
 type devWriter struct{}
@@ -56,7 +53,7 @@ func (w *devWriter) write(pkts []packet) (segs, wire int64, err error) {
 		segs += int64(pk.segs)
 		wire += int64(pk.wire)
 	}
-	return segs, wire, errors.ErrUnsupported
+	return segs, wire, platform.ErrUnsupported
 }
 
 // waker is a Go timer outside Linux: coarser, but this code only runs in
