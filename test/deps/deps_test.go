@@ -7,7 +7,9 @@ package deps
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -133,4 +135,27 @@ func TestControllerDeps(t *testing.T) {
 		"github.com/mdlayher/netlink/...",
 		"github.com/google/nftables/...",
 	})
+}
+
+// Every package of the module is on the package map of
+// docs/architecture.md, named by its path in backquotes, so a new package
+// cannot arrive without saying what it owns and what it imports.
+func TestArchitectureMap(t *testing.T) {
+	root := filepath.Join("..", "..")
+	page, err := os.ReadFile(filepath.Join(root, "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "list", "./...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list ./...: %v", err)
+	}
+	for line := range strings.Lines(string(out)) {
+		pkg := strings.TrimPrefix(strings.TrimSpace(line), module)
+		if pkg != "" && !strings.Contains(string(page), "`"+pkg+"`") {
+			t.Errorf("docs/architecture.md does not name package `%s` on its map", pkg)
+		}
+	}
 }
