@@ -1,5 +1,5 @@
 // Package client is a Go client of the controller's REST API (docs/controller.md):
-// one method per route, the request and response bodies of package api, and
+// one method per route, the request and response bodies of package apiv1, and
 // errors decoded into *APIError. It reaches the controller over TCP
 // (http://HOST:PORT), TLS (https://HOST:PORT, optionally against a private
 // CA) or a unix socket (unix:PATH), which is how processes inside a
