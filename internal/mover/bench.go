@@ -157,16 +157,21 @@ func Bench(ctx context.Context, cfg ClientConfig, dur time.Duration, reverse boo
 	stop := context.AfterFunc(ctx, l.close)
 	defer stop()
 	if tick != nil {
-		done := make(chan struct{})
-		defer close(done)
-		go every(time.Second, done, func() bool {
-			var n int64
-			for _, d := range l.data {
-				n += d.sent.Load()
-			}
-			tick(n)
-			return true
-		})
+		// The ticker is stopped and waited for before Bench returns: a
+		// tick must not land after the caller has printed its summary.
+		done, ticked := make(chan struct{}), make(chan struct{})
+		defer func() { close(done); <-ticked }()
+		go func() {
+			defer close(ticked)
+			every(time.Second, done, func() bool {
+				var n int64
+				for _, d := range l.data {
+					n += d.sent.Load()
+				}
+				tick(n)
+				return true
+			})
+		}()
 	}
 	mine, err := benchRun(l, !reverse, dur)
 	if err != nil {
