@@ -3,10 +3,11 @@
 package mover
 
 import (
-	"errors"
 	"os"
+
+	"github.com/lightpath/lightpath/internal/platform"
 )
 
-func punchHole(f *os.File, off, n int64) error { return errors.ErrUnsupported }
+func punchHole(f *os.File, off, n int64) error { return platform.ErrUnsupported }
 
-func memFile(name string) (*os.File, error) { return nil, errors.ErrUnsupported }
+func memFile(name string) (*os.File, error) { return nil, platform.ErrUnsupported }

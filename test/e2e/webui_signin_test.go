@@ -3,9 +3,7 @@
 package e2e
 
 import (
-	"context"
 	"net/http"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -41,25 +39,8 @@ func TestWebUISignIn(t *testing.T) {
 		t.Errorf("sign-in link %s is not on the controller's address %s", link, ctl.url)
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	if os.Geteuid() == 0 {
-		opts = append(opts, chromedp.NoSandbox)
-	}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	problems := &browserProblems{}
-	if err := chromedp.Listen(ctx, problems.listen); err != nil {
-		t.Fatalf("start Chromium (%s): %v", chrome, err)
-	}
-	b := &webuiBrowser{t: t, ctx: ctx, problems: problems}
+	b := dashboardBrowser(t, chrome, 2*time.Minute)
+	problems := b.problems
 
 	b.do("load the page", chromedp.Navigate(ctl.url+"/"), chromedp.WaitVisible(chromedp.ID("signin-help")),
 		chromedp.WaitVisible(chromedp.CSS("#admin-token-file code")))
