@@ -1,8 +1,8 @@
 // Package heapq is the one priority queue of lightpath: a binary min-heap
 // of values under ordered keys, ties popped in the order they were pushed.
 // A max-heap is a min-heap of reversed keys (for example ^width). The
-// controller's clock, the scheduler's widest-path search and release merge
-// and the emulator's delay lines use it.
+// controller's clock, the scheduler's widest-path search and release merge,
+// the topology's shortest paths and the emulator's delay lines use it.
 //
 // Keys are cmp.Ordered so the comparisons compile to plain machine
 // comparisons: a heap ordered through a function value was a quarter

@@ -24,7 +24,7 @@ package topology
 // so these agree with each other and with the kernels there too.
 
 import (
-	"container/heap"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -33,6 +33,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/heapq"
 )
 
 // Errors from Path and WidestPath, for errors.Is.
@@ -56,6 +58,16 @@ func (c cost) less(d cost) bool {
 		return c.hops < d.hops
 	}
 	return c.delay < d.delay
+}
+
+// key orders costs as less does, for heapq: the three counts big-endian,
+// fixed width (none is negative).
+func (c cost) key() string {
+	b := make([]byte, 0, 24)
+	b = binary.BigEndian.AppendUint64(b, uint64(c.dedicated))
+	b = binary.BigEndian.AppendUint64(b, uint64(c.hops))
+	b = binary.BigEndian.AppendUint64(b, uint64(c.delay))
+	return string(b)
 }
 
 func (c cost) plus(l *Link) cost {
@@ -115,10 +127,10 @@ func (g *graph) toward(dst int, keep func(*Link) bool, anyForward bool) tree {
 	usable := func(a arc) bool { return keep == nil || keep(&g.t.Links[a.link]) }
 	done := make([]bool, n)
 	tr.reached[dst] = true
-	q := &costHeap{{dst, cost{}}}
+	var q heapq.Heap[string, int]
+	q.Push(cost{}.key(), dst)
 	for q.Len() > 0 {
-		it := heap.Pop(q).(costItem)
-		u := it.node
+		_, u := q.Pop()
 		if done[u] {
 			continue
 		}
@@ -135,7 +147,7 @@ func (g *graph) toward(dst int, keep func(*Link) bool, anyForward bool) tree {
 			c := tr.dist[u].plus(&g.t.Links[a.link])
 			if !tr.reached[a.peer] || c.less(tr.dist[a.peer]) {
 				tr.reached[a.peer], tr.dist[a.peer] = true, c
-				heap.Push(q, costItem{a.peer, c})
+				q.Push(c.key(), a.peer)
 			}
 		}
 	}
@@ -167,24 +179,6 @@ func (g *graph) walk(tr tree, src int) []Hop {
 		hops = append(hops, Hop{Link: g.t.Links[tr.next[x].link].Name, From: g.t.Nodes[x].Name, To: g.t.Nodes[tr.next[x].peer].Name})
 	}
 	return hops
-}
-
-type costItem struct {
-	node int
-	c    cost
-}
-
-type costHeap []costItem
-
-func (h costHeap) Len() int           { return len(h) }
-func (h costHeap) Less(i, j int) bool { return h[i].c.less(h[j].c) }
-func (h costHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *costHeap) Push(x any)        { *h = append(*h, x.(costItem)) }
-func (h *costHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return it
 }
 
 // ends looks up two node names.
