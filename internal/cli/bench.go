@@ -98,19 +98,14 @@ TCP_INFO on the sending side). Nothing touches a disk.`,
 				return fmt.Errorf("bench: %w", err)
 			}
 			s := benchSummary{Type: "summary", Direction: "send", Streams: res.Streams,
-				Bytes: res.Receiver.Bytes, Seconds: float64(res.Receiver.Elapsed) / 1e9}
+				Bytes: res.Bytes, Seconds: res.Elapsed.Seconds()}
 			if reverse {
 				s.Direction = "receive"
 			}
 			if s.Seconds > 0 {
 				s.ThroughputBps = float64(s.Bytes) * 8 / s.Seconds
 			}
-			s.PerStream, s.Retransmits = streamReports(res.Sender, res.Receiver)
-			for i := range s.PerStream {
-				if i < len(res.Receiver.Streams) {
-					s.PerStream[i].Bytes = res.Receiver.Streams[i].Bytes
-				}
-			}
+			s.PerStream, s.Retransmits = streamReports(res.PerStream), res.Retransmits
 			if jsonOut {
 				out.write(s)
 				return nil

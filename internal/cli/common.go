@@ -16,8 +16,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/lightpath/lightpath/internal/mover"
 	"github.com/lightpath/lightpath/internal/units"
-	"github.com/lightpath/lightpath/internal/wire"
 )
 
 // DefaultPort is used when a lp:// address names no port.
@@ -118,8 +118,8 @@ func (t *tuningFlags) register(fs *pflag.FlagSet, streamsDefault int, streamsHel
 	fs.StringVar(&t.tlsCA, "tls-ca", "", "CA certificate (PEM) to verify a TLS server with; turns TLS on")
 }
 
-func (t *tuningFlags) tuning() (wire.Tuning, error) {
-	tu := wire.Tuning{CC: t.cc, DSCP: -1}
+func (t *tuningFlags) tuning() (mover.Tuning, error) {
+	tu := mover.Tuning{CC: t.cc, DSCP: -1}
 	switch t.cc {
 	case "", "bbr", "cubic", "reno":
 	default:

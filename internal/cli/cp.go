@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -15,14 +14,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/mover"
 	"github.com/lightpath/lightpath/internal/progress"
-	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/textsafe"
-	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transfer/report"
 	"github.com/lightpath/lightpath/internal/units"
-	"github.com/lightpath/lightpath/internal/wire"
 )
 
 type cpFlags struct {
@@ -32,7 +28,7 @@ type cpFlags struct {
 	blockSize                                                         string
 	stall                                                             time.Duration
 	reserve                                                           reserveFlags
-	rules                                                             []wire.Rule // --include and --exclude in the order given
+	rules                                                             []mover.Rule // --include and --exclude in the order given
 	symlinks                                                          string
 	dryRun                                                            bool
 }
@@ -40,7 +36,7 @@ type cpFlags struct {
 // ruleFlag is --include or --exclude: each use appends a rule to one list,
 // so that the order across both flags is the order given.
 type ruleFlag struct {
-	rules   *[]wire.Rule
+	rules   *[]mover.Rule
 	include bool
 }
 
@@ -50,10 +46,10 @@ func (f ruleFlag) Set(v string) error {
 	if err := mover.CheckRule(v); err != nil {
 		return err
 	}
-	if len(*f.rules) >= wire.MaxRules {
-		return fmt.Errorf("at most %d --include and --exclude patterns", wire.MaxRules)
+	if len(*f.rules) >= mover.MaxRules {
+		return fmt.Errorf("at most %d --include and --exclude patterns", mover.MaxRules)
 	}
-	*f.rules = append(*f.rules, wire.Rule{Include: f.include, Pattern: v})
+	*f.rules = append(*f.rules, mover.Rule{Include: f.include, Pattern: v})
 	return nil
 }
 
@@ -219,22 +215,17 @@ type streamReport struct {
 	SndbufLimitedS float64 `json:"sndbuf_limited_seconds"`
 }
 
-func streamReports(snd, rcv wire.Stats) ([]streamReport, uint32) {
+// streamReports is each stream's account as cp and bench print it.
+func streamReports(streams []mover.StreamSummary) []streamReport {
 	var out []streamReport
-	var retrans uint32
-	for i, s := range snd.Streams {
-		r := streamReport{
+	for _, s := range streams {
+		out = append(out, streamReport{
 			Bytes: s.Bytes, RTTMs: float64(s.RTT) / 1e6, RTTVarMs: float64(s.RTTVar) / 1e6,
-			Cwnd: s.Cwnd, Retransmits: s.Retrans, DeliveryBps: float64(s.DeliveryRate) * 8,
-			RwndLimitedS: float64(s.RwndLimited) / 1e9, SndbufLimitedS: float64(s.SndbufLimited) / 1e9,
-		}
-		if i < len(rcv.Streams) && r.Bytes == 0 {
-			r.Bytes = rcv.Streams[i].Bytes
-		}
-		retrans += s.Retrans
-		out = append(out, r)
+			Cwnd: s.Cwnd, Retransmits: s.Retransmits, DeliveryBps: s.DeliveryBps,
+			RwndLimitedS: s.RwndLimited.Seconds(), SndbufLimitedS: s.SndbufLimited.Seconds(),
+		})
 	}
-	return out, retrans
+	return out
 }
 
 type fileEvent struct {
@@ -266,313 +257,39 @@ type retryEvent struct {
 }
 
 func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writer) error {
-	srcArgs, dstArg := args[:len(args)-1], args[len(args)-1]
-	pol := uint8(wire.PolicyRefuse)
-	set := 0
-	for _, b := range []struct {
-		on bool
-		p  uint8
-	}{{o.overwrite, wire.PolicyOverwrite}, {o.skipExisting, wire.PolicySkip}, {o.update, wire.PolicyUpdate}} {
-		if b.on {
-			set++
-			pol = b.p
-		}
-	}
-	if set > 1 {
-		return errors.New("cp: --overwrite, --skip-existing and --update exclude each other")
-	}
-	tuning, err := o.tuning()
+	job, err := o.job(args)
 	if err != nil {
 		return fmt.Errorf("cp: %w", err)
 	}
-	bs, err := units.ParseSize(o.blockSize)
-	if err != nil {
-		return fmt.Errorf("cp: --block-size: %w", err)
-	}
-	if bs < 64<<10 || bs > 256<<20 {
-		return fmt.Errorf("cp: --block-size %s out of range 64KiB..256MiB", o.blockSize)
-	}
-	if o.retries < 0 {
-		return errors.New("cp: --retries must not be negative")
-	}
-	if err := o.reserve.check(); err != nil {
-		return fmt.Errorf("cp: %w", err)
-	}
-	links, ok := map[string]uint8{"copy": wire.LinksCopy, "skip": wire.LinksSkip, "follow": wire.LinksFollow}[o.symlinks]
-	if !ok {
-		return fmt.Errorf("cp: --symlinks %q: want copy, skip or follow", o.symlinks)
-	}
-	if o.dryRun && (o.reserve.rate != "" || o.reserve.ctl.url != "") {
-		return errors.New("cp: --dry-run copies nothing: it takes no --reserve or --controller")
-	}
-
-	dstRemote, dstIsRemote, err := parseRemote(dstArg)
-	if err != nil {
-		return fmt.Errorf("cp: %w", err)
-	}
-	var srcRemotes []remote
-	for _, a := range srcArgs {
-		r, ok, err := parseRemote(a)
-		if err != nil {
-			return fmt.Errorf("cp: %w", err)
-		}
-		if ok {
-			srcRemotes = append(srcRemotes, r)
-		}
-	}
-	push := dstIsRemote
-	switch {
-	case dstIsRemote && len(srcRemotes) > 0:
-		return errors.New("cp: copying from one server to another is not supported: run cp on one of them")
-	case !dstIsRemote && len(srcRemotes) == 0:
-		return errors.New("cp: neither the sources nor the destination is remote (lp://HOST:PORT/PATH)")
-	case !dstIsRemote && len(srcRemotes) != len(srcArgs):
-		return errors.New("cp: mixing local and remote sources is not supported")
-	}
-	addr := dstRemote.Addr
-	if !push {
-		addr = srcRemotes[0].Addr
-		for _, r := range srcRemotes {
-			if r.Addr != addr {
-				return errors.New("cp: all remote sources must be on the same server")
-			}
-		}
-	}
-	token, err := readToken(o.tokenFile)
-	if err != nil {
-		return fmt.Errorf("cp: %w", err)
-	}
-	tlsCfg, err := clientTLS(o.tlsCA, addr)
-	if err != nil {
-		return fmt.Errorf("cp: %w", err)
-	}
-	cfg := mover.ClientConfig{Addr: addr, Token: token, TLS: tlsCfg, Tuning: tuning, Streams: o.streams, BlockSize: bs, Stall: o.stall}
-	opts := wire.Transfer{Policy: pol, Recursive: o.recursive, Adler32: o.adler,
-		Select: wire.Select{Rules: o.rules, Symlinks: links, DryRun: o.dryRun}}
-
-	// Prepare the local side before connecting, so a typo fails at once.
-	var src mover.Source
-	var dst mover.Dest
-	var closers []io.Closer
-	defer func() {
-		for _, c := range closers {
-			c.Close()
-		}
-	}()
-	if push {
-		for _, a := range srcArgs {
-			it, err := localSource(a, o.recursive)
-			if err != nil {
-				return fmt.Errorf("cp: %w", err)
-			}
-			closers = append(closers, it.Root)
-			src.Items = append(src.Items, it)
-		}
-	} else {
-		wholeRoot := false
-		for _, r := range srcRemotes {
-			if strings.Trim(r.Path, "/") == "" {
-				wholeRoot = true
-			}
-		}
-		dst, err = localDest(dstArg, len(srcArgs) > 1 || wholeRoot, o.dryRun)
-		if err != nil {
-			return fmt.Errorf("cp: %w", err)
-		}
-		closers = append(closers, dst.Root)
-	}
-
+	defer job.close()
 	out := &ndjson{w: stdout}
-	var results sync.Map // manifest path -> mover.FileResult
-	onFile := func(fr mover.FileResult) {
-		results.Store(fr.Path, fr)
-		if o.jsonOut {
-			ev := fileEvent{Type: "file", Path: fr.Path, Size: fr.Size, Reason: fr.Reason}
-			switch {
-			case o.dryRun && fr.Skipped && !mover.IsLinkSkip(fr.Reason):
-				ev.Status = dryRunStatus(fr.Reason)
-			case fr.Skipped:
-				ev.Status = "skipped"
-			case fr.OK:
-				ev.Status = "ok"
-				ev.CRC32C = fmt.Sprintf("%08x", fr.CRC32C)
-				if fr.HasAdler {
-					ev.Adler32 = fmt.Sprintf("%08x", fr.Adler32)
-				}
-			default:
-				ev.Status = "failed"
-			}
-			out.write(ev)
-		}
-	}
+	var meter mover.Meter
+	job.Meter, job.OnFile, job.OnRetry = &meter, o.fileEvents(out), o.retryNotice(out, stderr)
 
 	// Book the reservation; the copy starts at once, without waiting for it.
-	var counter byteCounter
-	var booking *cpReserve
+	bk := &cpReserve{f: &o.reserve, jsonOut: o.jsonOut, quiet: o.quiet, out: out, stderr: stderr}
 	if o.reserve.rate != "" {
-		booking = &cpReserve{f: &o.reserve, jsonOut: o.jsonOut, quiet: o.quiet, out: out, stderr: stderr}
-		var size int64
-		if push {
-			size = localSize(src.Items)
-		}
-		if err := booking.start(ctx, addr, push, size, tuning.Rate, counter.load); err != nil {
+		if err := bk.start(ctx, job, meter.Sent); err != nil {
 			return fmt.Errorf("cp: %w", err)
 		}
 	}
-
 	// With a controller (--controller, or implied by --reserve) the copy
 	// is registered there and reports its progress every second.
-	var report *cpReport
+	var rec *report.Reporter
 	if o.reserve.rate != "" || o.reserve.ctl.url != "" {
-		report = o.registerTransfer(ctx, booking, push, srcArgs, dstArg, addr, src, stderr)
-		report.run(ctx, func() transfer.Report {
-			n := counter.load()
-			rep := transfer.Report{BytesDone: n, BytesByPath: map[string]int64{"routed": n}}
-			if p := counter.current(); p != nil {
-				rep.BytesTotal = p.BytesTotal.Load()
-				rep.Streams = streamStates(p)
-			}
-			if booking != nil && booking.res != nil {
-				r := min(max(booking.res.tracker.split(), 0), n)
-				rep.BytesByPath = map[string]int64{"routed": n - r, "reserved": r}
-			}
-			return rep
-		})
+		rec = o.record(ctx, job, bk, &meter, stderr)
 	}
 
-	start := time.Now()
-	var sent, holes int64
-	var last mover.TransferStats
-	var lastProg *mover.Progress
-	attempts := 0
-	var runErr error
-	delivered := map[string]bool{}
-	for {
-		attempts++
-		prog := &mover.Progress{}
-		lastProg = prog
-		counter.begin(prog)
-		stopReport := startReporter(o, prog, start, sent, stderr, out)
-		var ts mover.TransferStats
-		if push {
-			src.Exclude = delivered
-			ts, runErr = mover.Push(ctx, cfg, src, dstRemote.Path, strings.HasSuffix(dstRemote.Path, "/") || dstRemote.Path == "", opts, prog, onFile)
-		} else {
-			dst.Done = delivered
-			paths := make([]string, len(srcRemotes))
-			for i, r := range srcRemotes {
-				paths[i] = r.Path
-			}
-			ts, runErr = mover.Pull(ctx, cfg, paths, dst, opts, prog, onFile)
-		}
-		stopReport()
-		counter.end()
-		sent += prog.BytesMoved.Load()
-		holes += prog.BytesHoles.Load()
-		last = ts
-		results.Range(func(k, v any) bool {
-			if fr := v.(mover.FileResult); fr.OK {
-				delivered[k.(string)] = true
-			}
-			return true
-		})
-		if runErr == nil || ctx.Err() != nil || retry.IsPermanent(runErr) || attempts > o.retries {
-			break
-		}
-		wait := min(time.Duration(1<<min(attempts-1, 5))*time.Second, 30*time.Second)
-		if o.jsonOut {
-			out.write(retryEvent{Type: "retry", Attempt: attempts, Error: runErr.Error(), WaitS: wait.Seconds()})
-		} else {
-			fmt.Fprintf(stderr, "lightpath: cp: attempt %d failed: %s; resuming in %s\n", attempts, textsafe.Sanitize(runErr.Error()), wait)
-		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
+	stop := startReporter(o, &meter, stderr, out)
+	res, err := mover.Copy(ctx, job.Job)
+	stop()
+	sum := o.summary(res)
+	if o.reserve.rate != "" {
+		bk.finish(&sum, res.Interrupted)
 	}
-	elapsed := time.Since(start)
-
-	// Tally the last verdict of every file.
-	var sum cpSummary
-	var failures, warnings []string
-	var planned []mover.FileResult // --dry-run
-	results.Range(func(k, v any) bool {
-		fr := v.(mover.FileResult)
-		if fr.Skipped && mover.IsLinkSkip(fr.Reason) {
-			warnings = append(warnings, fr.Reason)
-		}
-		switch {
-		case o.dryRun && fr.OK:
-			planned = append(planned, fr)
-			switch dryRunStatus(fr.Reason) {
-			case "would-send", "would-check":
-				sum.Files++
-				sum.Bytes += fr.Size
-			default:
-				sum.FilesSkipped++
-			}
-		case fr.Skipped:
-			sum.FilesSkipped++
-			sum.Files++
-			sum.Bytes += fr.Size
-		case fr.OK:
-			sum.Files++
-			sum.Bytes += fr.Size
-		default:
-			sum.FilesFailed++
-			failures = append(failures, fr.Path+": "+fr.Reason)
-		}
-		return true
-	})
-	sort.Strings(failures)
-	failures = append(failures, last.SourceErrors...)
-	sum.Type, sum.Direction = "summary", map[bool]string{true: "push", false: "pull"}[push]
-	sum.Seconds = elapsed.Seconds()
-	sum.BytesSent, sum.BytesSparse, sum.Attempts = sent, holes, attempts
-	sum.BytesSkipped = lastProg.BytesSkipped.Load()
-	sort.Strings(warnings)
-	if o.dryRun {
-		sum.DryRun, sum.BytesSkipped = true, 0
-	}
-	if sum.Seconds > 0 {
-		sum.ThroughputBps = float64(sent) * 8 / sum.Seconds
-	}
-	sum.Streams = len(last.Sender.Streams)
-	sum.Checksum = "crc32c"
-	if o.adler {
-		sum.Checksum = "crc32c+adler32"
-	}
-	sum.PerStream, sum.Retransmits = streamReports(last.Sender, last.Receiver)
-	sum.SenderIOWait = float64(last.Sender.IOWait) / 1e9
-	sum.ReceiverIOWait = float64(last.Receiver.IOWait) / 1e9
-	if runErr == nil && len(failures) == 0 && !o.dryRun {
-		// Judged only for a copy that worked: a failed one's error says why.
-		var achieved float64
-		if last.Receiver.Elapsed > 0 {
-			achieved = float64(last.Receiver.Bytes) * 8 / (float64(last.Receiver.Elapsed) / 1e9)
-		}
-		b := mover.Judge(last.Sender, last.Receiver, float64(tuning.Rate), achieved)
-		sum.Bottleneck, sum.BottleneckWhy = b.What, b.Why
-	}
-	sum.Verified = runErr == nil && len(failures) == 0 && !o.dryRun
-	if runErr != nil {
-		sum.Errors = append([]string{runErr.Error()}, failures...)
-	} else {
-		sum.Errors = failures
-	}
-	if len(sum.Errors) > 20 {
-		sum.Errors = sum.Errors[:20]
-	}
-	interrupted := ctx.Err() != nil
-	if booking != nil {
-		booking.finish(&sum, sent, interrupted)
-	}
-	report.finish(sum, interrupted)
+	rec.Finish(report.Outcome(res, sum.BytesByPath, sum.Reservation, "interrupted by the user: run the same command again to resume"))
 	if !o.jsonOut {
-		for _, w := range warnings {
+		for _, w := range res.Warnings {
 			fmt.Fprintf(stderr, "lightpath: cp: warning: %s\n", textsafe.Sanitize(w))
 		}
 	}
@@ -580,18 +297,16 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 	case o.jsonOut:
 		out.write(sum) // the last line is always the summary
 	case o.dryRun:
-		printDryRun(stdout, planned, sum)
-	case runErr == nil || sent > 0 || len(failures) > 0 || sum.Files > 0:
+		printDryRun(stdout, res.Planned, sum)
+	case err == nil || res.BytesSent > 0 || len(res.Failures) > 0 || sum.Files > 0:
 		printSummary(stdout, sum)
 	}
 	switch {
-	case interrupted && (runErr != nil || len(failures) > 0):
+	case res.Interrupted && err != nil:
 		return statusError{code: 130, err: errors.New("cp: interrupted: run the same command again to resume")}
-	case runErr != nil:
+	case err != nil:
 		// The error's text may come from the server: printed sanitised.
-		return fmt.Errorf("cp: %s", textsafe.Sanitize(runErr.Error()))
-	case len(failures) > 0:
-		return fmt.Errorf("cp: %d of %d files failed; first: %s", len(failures), sum.Files+len(failures), textsafe.Sanitize(failures[0]))
+		return fmt.Errorf("cp: %s", textsafe.Sanitize(err.Error()))
 	}
 	return nil
 }
@@ -606,54 +321,182 @@ type statusError struct {
 func (e statusError) Error() string { return e.err.Error() }
 func (e statusError) Unwrap() error { return e.err }
 
-// registerTransfer registers the copy with the controller: its ends as
-// the topology's nodes and its flow, and its reservation when it booked
-// one. It returns nil when the controller cannot take it.
-func (o cpFlags) registerTransfer(ctx context.Context, booking *cpReserve, push bool, srcArgs []string, dstArg, addr string, src mover.Source, stderr io.Writer) *cpReport {
-	reg := transfer.Registration{Direction: map[bool]string{true: "push", false: "pull"}[push],
-		Source: strings.Join(srcArgs, " "), Destination: dstArg}
-	if push {
-		reg.BytesTotal = localSize(src.Items)
-	}
-	var c *client.Client
-	if booking != nil && booking.res != nil {
-		c = booking.res.c
-		r := booking.res.booked
-		reg.From, reg.To, reg.Flow, reg.Reservation = r.From, r.To, booking.flow, r.ID
-	} else {
-		var err error
-		if c, err = o.reserve.ctl.client(); err != nil {
-			fmt.Fprintf(stderr, "lightpath: cp: the controller does not record this transfer: %v\n", err)
-			return nil
-		}
-		// The ends as the topology's nodes, when they are in it.
-		if cl, srv, err := localAddrToward(addr); err == nil {
-			tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			if topo, err := c.Topology(tctx); err == nil {
-				if b, err := planBooking(topo, push, cl, srv); err == nil {
-					reg.From, reg.To, reg.Flow = b.from, b.to, b.flow
-				}
-			}
-			cancel()
-		}
-	}
-	return registerTransfer(ctx, c, reg, stderr)
+// cpJob is the copy the command line asks for, its local side open.
+type cpJob struct {
+	mover.Job
+	addr     string // the server's HOST:PORT
+	src, dst string // as given, for the controller's record
 }
 
-// dryRunStatus is a dry run's verdict on a file, from the receiver's reason.
-func dryRunStatus(reason string) string {
-	if mover.IsLinkSkip(reason) {
-		return "skipped"
+func (j *cpJob) close() {
+	j.Source.Close()
+	if j.Local.Root != nil {
+		j.Local.Root.Close()
 	}
-	switch reason {
-	case mover.DryRunSend, mover.DryRunLink:
-		return "would-send"
-	case mover.DryRunCheck:
-		return "would-check"
-	case mover.DryRunSkip:
-		return "would-skip"
+}
+
+// job checks the flags and the arguments and opens the local side, before
+// anything connects, so that a typo fails at once.
+func (o cpFlags) job(args []string) (*cpJob, error) {
+	srcArgs, dstArg := args[:len(args)-1], args[len(args)-1]
+	pol, set := mover.Refuse, 0
+	for _, b := range []struct {
+		on bool
+		p  mover.Policy
+	}{{o.overwrite, mover.Overwrite}, {o.skipExisting, mover.Skip}, {o.update, mover.Update}} {
+		if b.on {
+			set++
+			pol = b.p
+		}
 	}
-	return "would-fail"
+	if set > 1 {
+		return nil, errors.New("--overwrite, --skip-existing and --update exclude each other")
+	}
+	tuning, err := o.tuning()
+	if err != nil {
+		return nil, err
+	}
+	bs, err := units.ParseSize(o.blockSize)
+	if err != nil {
+		return nil, fmt.Errorf("--block-size: %w", err)
+	}
+	if bs < 64<<10 || bs > 256<<20 {
+		return nil, fmt.Errorf("--block-size %s out of range 64KiB..256MiB", o.blockSize)
+	}
+	if o.retries < 0 {
+		return nil, errors.New("--retries must not be negative")
+	}
+	if err := o.reserve.check(); err != nil {
+		return nil, err
+	}
+	links, ok := map[string]mover.Links{"copy": mover.LinksCopy, "skip": mover.LinksSkip, "follow": mover.LinksFollow}[o.symlinks]
+	if !ok {
+		return nil, fmt.Errorf("--symlinks %q: want copy, skip or follow", o.symlinks)
+	}
+	if o.dryRun && (o.reserve.rate != "" || o.reserve.ctl.url != "") {
+		return nil, errors.New("--dry-run copies nothing: it takes no --reserve or --controller")
+	}
+
+	dstRemote, dstIsRemote, err := parseRemote(dstArg)
+	if err != nil {
+		return nil, err
+	}
+	var srcRemotes []remote
+	for _, a := range srcArgs {
+		r, ok, err := parseRemote(a)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			srcRemotes = append(srcRemotes, r)
+		}
+	}
+	switch {
+	case dstIsRemote && len(srcRemotes) > 0:
+		return nil, errors.New("copying from one server to another is not supported: run cp on one of them")
+	case !dstIsRemote && len(srcRemotes) == 0:
+		return nil, errors.New("neither the sources nor the destination is remote (lp://HOST:PORT/PATH)")
+	case !dstIsRemote && len(srcRemotes) != len(srcArgs):
+		return nil, errors.New("mixing local and remote sources is not supported")
+	}
+	j := &cpJob{addr: dstRemote.Addr, src: strings.Join(srcArgs, " "), dst: dstArg}
+	j.Direction = mover.Push
+	if !dstIsRemote {
+		j.Direction, j.addr = mover.Pull, srcRemotes[0].Addr
+		for _, r := range srcRemotes {
+			if r.Addr != j.addr {
+				return nil, errors.New("all remote sources must be on the same server")
+			}
+		}
+	}
+	token, err := readToken(o.tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := clientTLS(o.tlsCA, j.addr)
+	if err != nil {
+		return nil, err
+	}
+	j.Config = mover.ClientConfig{Addr: j.addr, Token: token, TLS: tlsCfg, Tuning: tuning, Streams: o.streams, BlockSize: bs, Stall: o.stall}
+	j.Options = mover.Options{Policy: pol, Recursive: o.recursive, Adler32: o.adler, Rules: o.rules, Symlinks: links, DryRun: o.dryRun}
+	j.Retries = o.retries
+
+	if j.Direction == mover.Push {
+		j.Remote = dstRemote.Path
+		for _, a := range srcArgs {
+			it, err := mover.OpenSource(a, o.recursive)
+			if err != nil {
+				j.close()
+				return nil, err
+			}
+			j.Source.Items = append(j.Source.Items, it)
+		}
+		return j, nil
+	}
+	wholeRoot := false
+	for _, r := range srcRemotes {
+		j.Paths = append(j.Paths, r.Path)
+		if strings.Trim(r.Path, "/") == "" {
+			wholeRoot = true
+		}
+	}
+	if j.Local, err = mover.OpenDest(dstArg, len(srcArgs) > 1 || wholeRoot, o.dryRun); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// fileEvents writes, with --json, one line per file verdict.
+func (o cpFlags) fileEvents(out *ndjson) func(mover.FileResult) {
+	if !o.jsonOut {
+		return nil
+	}
+	return func(fr mover.FileResult) {
+		ev := fileEvent{Type: "file", Path: fr.Path, Size: fr.Size, Reason: fr.Reason}
+		switch {
+		case o.dryRun && fr.Skipped && !mover.IsLinkSkip(fr.Reason):
+			ev.Status = mover.DryRunStatus(fr.Reason)
+		case fr.Skipped:
+			ev.Status = "skipped"
+		case fr.OK:
+			ev.Status = "ok"
+			ev.CRC32C = fmt.Sprintf("%08x", fr.CRC32C)
+			if fr.HasAdler {
+				ev.Adler32 = fmt.Sprintf("%08x", fr.Adler32)
+			}
+		default:
+			ev.Status = "failed"
+		}
+		out.write(ev)
+	}
+}
+
+// retryNotice says that an attempt failed and when the next one starts:
+// a line of --json, or on stderr.
+func (o cpFlags) retryNotice(out *ndjson, stderr io.Writer) func(int, error, time.Duration) {
+	return func(attempt int, err error, wait time.Duration) {
+		if o.jsonOut {
+			out.write(retryEvent{Type: "retry", Attempt: attempt, Error: err.Error(), WaitS: wait.Seconds()})
+			return
+		}
+		fmt.Fprintf(stderr, "lightpath: cp: attempt %d failed: %s; resuming in %s\n", attempt, textsafe.Sanitize(err.Error()), wait)
+	}
+}
+
+// summary is the copy's account as cp prints it.
+func (o cpFlags) summary(r mover.Summary) cpSummary {
+	s := cpSummary{Type: "summary", Direction: string(r.Direction), Bytes: r.Bytes, Files: r.Files,
+		FilesFailed: r.FilesFailed, FilesSkipped: r.FilesSkipped, Seconds: r.Elapsed.Seconds(),
+		ThroughputBps: r.ThroughputBps(), Streams: len(r.Streams), Verified: r.Verified, Checksum: "crc32c",
+		BytesSent: r.BytesSent, BytesSkipped: r.BytesSkipped, BytesSparse: r.BytesSparse, Attempts: r.Attempts,
+		Retransmits: r.Retransmits, PerStream: streamReports(r.Streams),
+		Bottleneck: r.Bottleneck.What, BottleneckWhy: r.Bottleneck.Why,
+		SenderIOWait: r.SenderIOWait.Seconds(), ReceiverIOWait: r.ReceiverIOWait.Seconds(),
+		Errors: r.Errors, DryRun: o.dryRun}
+	if o.adler {
+		s.Checksum = "crc32c+adler32"
+	}
+	return s
 }
 
 // printDryRun lists what a copy would do, one line per file or link, then
@@ -661,7 +504,7 @@ func dryRunStatus(reason string) string {
 func printDryRun(w io.Writer, planned []mover.FileResult, s cpSummary) {
 	sort.Slice(planned, func(i, j int) bool { return planned[i].Path < planned[j].Path })
 	for _, fr := range planned {
-		st := dryRunStatus(fr.Reason)
+		st := mover.DryRunStatus(fr.Reason)
 		line := fmt.Sprintf("%-11s %s (%s)", st, textsafe.Sanitize(fr.Path), units.FormatSize(fr.Size))
 		if st != "would-send" {
 			line += ": " + textsafe.Sanitize(strings.TrimPrefix(fr.Reason, "dry run: "))
@@ -704,9 +547,10 @@ func printSummary(w io.Writer, s cpSummary) {
 	printReservationSummary(w, s)
 }
 
-// startReporter shows progress until the returned function is called: a
-// bar on a terminal, NDJSON events with --json, nothing otherwise.
-func startReporter(o cpFlags, p *mover.Progress, start time.Time, sentBefore int64, stderr io.Writer, out *ndjson) func() {
+// startReporter shows the copy's progress from its meter until the
+// returned function is called: a bar on a terminal, NDJSON events with
+// --json, nothing otherwise.
+func startReporter(o cpFlags, m *mover.Meter, stderr io.Writer, out *ndjson) func() {
 	var bar *progress.Bar
 	if !o.jsonOut && !o.quiet {
 		if f, ok := stderr.(*os.File); ok {
@@ -723,7 +567,7 @@ func startReporter(o cpFlags, p *mover.Progress, start time.Time, sentBefore int
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		var meter progress.RateMeter
+		var rate progress.RateMeter
 		period := time.Second
 		if bar != nil {
 			period = 200 * time.Millisecond
@@ -731,146 +575,33 @@ func startReporter(o cpFlags, p *mover.Progress, start time.Time, sentBefore int
 		t := time.NewTicker(period)
 		defer t.Stop()
 		state := func() (progress.State, int64) {
-			moved := p.BytesMoved.Load()
-			rate := meter.Observe(time.Now(), sentBefore+moved)
-			done, total := moved+p.BytesSkipped.Load()+p.BytesHoles.Load(), p.BytesTotal.Load()
-			if total > 0 && done > total {
-				done = total // blocks sent again count once
-			}
-			return progress.State{
-				FilesDone: int(p.FilesDone.Load() + p.FilesSkipped.Load()), FilesTotal: int(p.FilesTotal.Load()),
-				Bytes: done, BytesTotal: total, Rate: rate, Elapsed: time.Since(start),
-			}, moved
+			n := m.Now()
+			return progress.State{FilesDone: n.FilesDone, FilesTotal: n.FilesTotal, Bytes: n.Done, BytesTotal: n.Total,
+				Rate: rate.Observe(time.Now(), n.Sent), Elapsed: n.Elapsed}, n.Sent
 		}
 		for {
 			select {
 			case <-done:
 				if bar != nil {
-					s, _ := state()
+					s, sent := state()
 					if s.Elapsed > 0 {
-						s.Rate = float64(sentBefore+p.BytesMoved.Load()) * 8 / s.Elapsed.Seconds()
+						s.Rate = float64(sent) * 8 / s.Elapsed.Seconds()
 					}
 					bar.Finish(s)
 				}
 				return
 			case <-t.C:
-				s, moved := state()
+				s, sent := state()
 				if bar != nil {
 					bar.Update(s)
 				} else {
 					out.write(progressEvent{Type: "progress", Seconds: s.Elapsed.Seconds(), Bytes: s.Bytes, BytesTotal: s.BytesTotal,
-						BytesSent: sentBefore + moved, FilesDone: int64(s.FilesDone), FilesTotal: int64(s.FilesTotal), RateBps: s.Rate})
+						BytesSent: sent, FilesDone: int64(s.FilesDone), FilesTotal: int64(s.FilesTotal), RateBps: s.Rate})
 				}
 			}
 		}
 	}()
 	return func() { close(done); wg.Wait() }
-}
-
-// localSource opens a local source for sending. A symlink given on the
-// command line is followed (as cp does); its own name is kept.
-func localSource(arg string, recursive bool) (mover.SourceItem, error) {
-	abs, err := filepath.Abs(arg)
-	if err != nil {
-		return mover.SourceItem{}, fmt.Errorf("%s: %w", arg, err)
-	}
-	resolved, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return mover.SourceItem{}, fmt.Errorf("%s: %w", arg, unwrapPath(err))
-	}
-	fi, err := os.Stat(resolved)
-	if err != nil {
-		return mover.SourceItem{}, fmt.Errorf("%s: %w", arg, unwrapPath(err))
-	}
-	if fi.IsDir() && !recursive {
-		return mover.SourceItem{}, fmt.Errorf("%s: is a directory (use -r to copy trees)", arg)
-	}
-	if resolved == "/" {
-		return mover.SourceItem{}, errors.New("copying / as a whole is not supported: name its directories")
-	}
-	name := filepath.Base(abs)
-	if name == "/" || name == "." {
-		name = filepath.Base(resolved)
-	}
-	root, err := os.OpenRoot(filepath.Dir(resolved))
-	if err != nil {
-		return mover.SourceItem{}, fmt.Errorf("%s: %w", arg, unwrapPath(err))
-	}
-	return mover.SourceItem{Root: root, Path: filepath.Base(resolved), Name: name}, nil
-}
-
-// localDest resolves a local destination as cp does. A dry run creates
-// nothing: it opens the nearest directory that exists instead.
-func localDest(arg string, mustBeDir, dryRun bool) (mover.Dest, error) {
-	mkdirAll := os.MkdirAll
-	openRoot := os.OpenRoot
-	if dryRun {
-		mkdirAll = func(string, fs.FileMode) error { return nil }
-		openRoot = openExistingRoot
-	}
-	fi, err := os.Stat(arg)
-	switch {
-	case err == nil && fi.IsDir():
-		root, err := openRoot(arg)
-		if err != nil {
-			return mover.Dest{}, fmt.Errorf("%s: %w", arg, unwrapPath(err))
-		}
-		return mover.Dest{Root: root, Base: "."}, nil
-	case err == nil && (mustBeDir || strings.HasSuffix(arg, "/")):
-		return mover.Dest{}, fmt.Errorf("%s: not a directory", arg)
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		return mover.Dest{}, fmt.Errorf("%s: %w", arg, unwrapPath(err))
-	case err != nil && (mustBeDir || strings.HasSuffix(arg, "/")):
-		if err := mkdirAll(arg, 0o755); err != nil {
-			return mover.Dest{}, fmt.Errorf("%s: %w", arg, unwrapPath(err))
-		}
-		root, err := openRoot(arg)
-		if err != nil {
-			return mover.Dest{}, fmt.Errorf("%s: %w", arg, unwrapPath(err))
-		}
-		return mover.Dest{Root: root, Base: "."}, nil
-	}
-	abs, err := filepath.Abs(arg)
-	if err != nil {
-		return mover.Dest{}, err
-	}
-	parent := filepath.Dir(abs)
-	if err := mkdirAll(parent, 0o755); err != nil {
-		return mover.Dest{}, fmt.Errorf("%s: %w", parent, unwrapPath(err))
-	}
-	root, err := openRoot(parent)
-	if err != nil {
-		return mover.Dest{}, fmt.Errorf("%s: %w", parent, unwrapPath(err))
-	}
-	return mover.Dest{Root: root, Base: ".", Rename: filepath.Base(abs)}, nil
-}
-
-// openExistingRoot is a dry run's stand-in for os.OpenRoot on a directory
-// that may not exist yet: a root at its nearest existing ancestor, which
-// shows the same (absent) entries beneath the missing directory.
-func openExistingRoot(dir string) (*os.Root, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, err
-	}
-	for p := abs; ; p = filepath.Dir(p) {
-		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-			if p == abs {
-				return os.OpenRoot(p)
-			}
-			// Beneath a missing directory nothing exists: an empty
-			// directory of our own says so without touching the destination.
-			tmp, err := os.MkdirTemp("", "lightpath-dry-run-")
-			if err != nil {
-				return nil, err
-			}
-			defer os.Remove(tmp)
-			return os.OpenRoot(tmp)
-		}
-		if filepath.Dir(p) == p {
-			return nil, fmt.Errorf("%s: no existing directory above it", dir)
-		}
-	}
 }
 
 func unwrapPath(err error) error {

@@ -7,7 +7,6 @@ package cli
 // following of the event stream.
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -78,40 +77,6 @@ func (o *ctlFlags) client() (*client.Client, error) {
 	return client.New(url, token, opts...)
 }
 
-// ctlError words a failed request as the "<what failed>: <why>" of one
-// error line: a capacity refusal with its alternatives after semicolons,
-// a 401 without a token with the way to give one.
-func ctlError(what string, c *client.Client, err error) error {
-	var ae *client.APIError
-	if !errors.As(err, &ae) {
-		return fmt.Errorf("%s: %s", what, oneLine(err.Error()))
-	}
-	msg := ae.Detail.Message
-	if msg == "" {
-		msg = ae.Error()
-	}
-	parts := []string{oneLine(msg)}
-	parts = append(parts, ae.Alternatives()...)
-	if len(ae.Detail.Stranded) > 0 {
-		parts = append(parts, "stranded: "+strings.Join(ae.Detail.Stranded, ", "))
-	}
-	if ae.Detail.Code == apiv1.CodeUnauthorized && c != nil && !c.HasToken() {
-		parts = append(parts, "give yours with --controller-token-file F or LIGHTPATH_CONTROLLER_TOKEN")
-	}
-	return &apiFailure{msg: what + ": " + strings.Join(parts, "; "), err: err}
-}
-
-// apiFailure keeps the *client.APIError under the one-line message.
-type apiFailure struct {
-	msg string
-	err error
-}
-
-func (e *apiFailure) Error() string { return e.msg }
-func (e *apiFailure) Unwrap() error { return e.err }
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
 // request connects to the controller and runs fn, the command's request,
 // with the client: a failure of either is the command's one error line
 // ("<what>: <why>", worded by ctlError when the request failed).
@@ -121,7 +86,7 @@ func (o *ctlFlags) request(what string, fn func(*client.Client) error) error {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	if err := fn(c); err != nil {
-		return ctlError(what, c, err)
+		return c.Explain(what, err)
 	}
 	return nil
 }
@@ -430,37 +395,10 @@ func exactArgs(what string, names ...string) cobra.PositionalArgs {
 // ---------------------------------------------------------------------------
 // Following the event stream.
 
-// follow reads the controller's event stream: every change of reservation
-// id, or of every reservation and exclusive hold the caller may see when id
-// is "". It hands current the reservation as it is, read after subscribing
-// (so a change in between is an event, not missed) and again after a lost
-// stream was resumed (in case the controller forgot what was missed), and
-// event each event, until one of them says done: follow then returns true
-// and their error. It returns false and nil when ctx ends first, and false
-// and the failure (worded by ctlError as what) when the controller cannot
-// be followed. A lost stream is resumed after the last event read, each
-// loss said on errw as a line "lightpath: <what>: <why>; resuming".
-func follow(ctx context.Context, c *client.Client, what, id string, errw io.Writer,
-	current func(reserve.Reservation) (bool, error), event func(apiv1.Event) (bool, error)) (bool, error) {
-	done, err := c.FollowEvents(ctx, client.Follow{
-		ID: id,
-		Opened: func(bool) (bool, error) {
-			if id == "" {
-				return false, nil
-			}
-			r, err := c.Reservation(ctx, id)
-			if err != nil {
-				return true, ctlError(what, c, err)
-			}
-			return current(r)
-		},
-		Event: event,
-		Lost: func(err error) {
-			fmt.Fprintf(errw, "lightpath: %s: %s; resuming\n", what, oneLine(fmt.Sprint(err)))
-		},
-	})
-	if !done && err != nil {
-		return false, ctlError(what, c, err)
+// lostLine says on w that the event stream was lost, as a line
+// "lightpath: <what>: <why>; resuming".
+func lostLine(w io.Writer, what string) func(error) {
+	return func(err error) {
+		fmt.Fprintf(w, "lightpath: %s: %s; resuming\n", what, textsafe.OneLine(fmt.Sprint(err)))
 	}
-	return done, err
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/reserve"
-	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/textsafe"
 	"github.com/lightpath/lightpath/internal/units"
 )
@@ -289,7 +288,7 @@ func runReserveCreate(cmd *cobra.Command, o *ctlFlags, f createFlags, hold strin
 		req.IdempotencyKey = newIdempotencyKey()
 	}
 	resp, err := fetch(o, what, func(c *client.Client) (apiv1.ReservationResponse, error) {
-		return createRetrying(cmd.Context(), c, req, startsNow(f.start))
+		return c.CreateReservationRetrying(cmd.Context(), req, startsNow(f.start))
 	})
 	out := cmd.OutOrStdout()
 	if err != nil {
@@ -349,36 +348,6 @@ func (f createFlags) when(req *apiv1.ReservationRequest, now time.Time) error {
 		req.Duration = d.String()
 	}
 	return nil
-}
-
-// createRetrying sends a create, and sends it again when the answer was
-// lost (the controller could not be reached or was shutting down).
-// fromNow says the start was "now" when the command began.
-func createRetrying(ctx context.Context, c *client.Client, req apiv1.ReservationRequest, fromNow bool) (apiv1.ReservationResponse, error) {
-	resp, err := c.CreateReservation(ctx, req)
-	if err == nil || !retry.IsTransient(err) || ctx.Err() != nil {
-		return resp, err
-	}
-	// The controller may have booked it before the answer was lost: the
-	// same idempotency key makes the second try return that one.
-	select {
-	case <-time.After(time.Second):
-	case <-ctx.Done():
-	}
-	if ctx.Err() == nil {
-		resp, err = c.CreateReservation(ctx, req)
-	}
-	// A start of "now" may have passed while the first try hung. The
-	// controller answers a known key before it checks the start, so this
-	// refusal proves nothing was booked: ask again from now.
-	var ae *client.APIError
-	if errors.As(err, &ae) && ae.Detail.Code == apiv1.CodeInvalid && ae.Detail.Field == "start" && fromNow && ctx.Err() == nil {
-		if fresh := resolveNow(); req.End.IsZero() || req.End.After(fresh) {
-			req.Start = fresh
-			resp, err = c.CreateReservation(ctx, req)
-		}
-	}
-	return resp, err
 }
 
 // startsNow reports whether a --start means the moment the command runs.
@@ -706,7 +675,7 @@ func runReserveModify(cmd *cobra.Command, o *ctlFlags, f modifyFlags, id string)
 	ctx := cmd.Context()
 	cur, err := c.Reservation(ctx, id)
 	if err != nil {
-		return ctlError(what, c, err)
+		return c.Explain(what, err)
 	}
 	req.Version, req.Path, req.Reroute = cur.Version, f.path, f.reroute
 	if f.start != "" {
@@ -725,7 +694,7 @@ func runReserveModify(cmd *cobra.Command, o *ctlFlags, f modifyFlags, id string)
 	}
 	r, err := c.ModifyReservation(ctx, id, req)
 	if err != nil {
-		return ctlError(what, c, err)
+		return c.Explain(what, err)
 	}
 	printOne(cmd.OutOrStdout(), o.json, r, "modified %s (version %d)\n", describeReservation(r), r.Version)
 	return nil
@@ -900,7 +869,7 @@ func runReserveWatch(cmd *cobra.Command, o *ctlFlags, id string, want reserve.St
 		sum.Reached = done
 		return done, nil
 	}
-	done, err := follow(ctx, c, what, id, cmd.ErrOrStderr(),
+	done, err := c.Watch(ctx, what, id, lostLine(cmd.ErrOrStderr(), what),
 		func(r reserve.Reservation) (bool, error) {
 			done, err := verdict(r)
 			if done && err == nil && !o.json {

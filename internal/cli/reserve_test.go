@@ -287,7 +287,7 @@ func TestCtlError(t *testing.T) {
 			Earliest: &apiv1.Slot{Bandwidth: 500e6, Start: cliT0, End: cliT0.Add(time.Hour), Path: []reserve.PathHop{{Link: "l1"}, {Link: "wan"}}},
 			Widest:   &apiv1.Slot{Bandwidth: 400e6},
 		}}}
-	err := ctlError("reserve create", c, capErr)
+	err := c.Explain("reserve create", capErr)
 	want := "reserve create: no path carries 500 Mbit/s; earliest at that bandwidth: 2026-05-01T14:00:00Z → 2026-05-01T15:00:00Z via l1,wan; widest in that slot: 400 Mbit/s"
 	if err.Error() != want {
 		t.Errorf("capacity:\n%s\nwant:\n%s", err, want)
@@ -296,11 +296,11 @@ func TestCtlError(t *testing.T) {
 	if !errors.As(err, &ae) {
 		t.Error("the API error is lost")
 	}
-	err = ctlError("reserve list", c, &client.APIError{Status: 401, Detail: apiv1.ErrorDetail{Code: apiv1.CodeUnauthorized, Message: "no token"}})
+	err = c.Explain("reserve list", &client.APIError{Status: 401, Detail: apiv1.ErrorDetail{Code: apiv1.CodeUnauthorized, Message: "no token"}})
 	if !strings.Contains(err.Error(), "LIGHTPATH_CONTROLLER_TOKEN") {
 		t.Errorf("401 without a token: %v", err)
 	}
-	err = ctlError("reserve list", c, errors.New("two\nlines"))
+	err = c.Explain("reserve list", errors.New("two\nlines"))
 	if err.Error() != "reserve list: two lines" {
 		t.Errorf("multi-line: %q", err)
 	}

@@ -50,7 +50,7 @@ func checkAgentsController(ctx context.Context, name, controller, tokenFile stri
 		if strings.HasPrefix(controller, "unix:") {
 			hint = fmt.Sprintf(" (start the controller first, with --listen %s)", controller)
 		}
-		return nil, fmt.Errorf("--controller %s: %s%s", controller, oneLine(err.Error()), hint)
+		return nil, fmt.Errorf("--controller %s: %s%s", controller, textsafe.OneLine(err.Error()), hint)
 	}
 	if who.Role != "agent" && who.Role != "admin" {
 		return nil, fmt.Errorf("--controller-token-file: a token of %s (role %s): agents need a token of role agent "+
@@ -190,7 +190,7 @@ func waitAgents(ctx context.Context, c *client.Client, name string, agents []sta
 	msg := fmt.Sprintf("the agents of %d of %d nodes did not register with the controller within %s: %s (logs: %s)",
 		len(nodes), len(agents), wait, strings.Join(whys, "; "), testbed.AgentLogPath(name, "NODE"))
 	if lastErr != nil {
-		msg += "; the controller did not answer: " + oneLine(lastErr.Error())
+		msg += "; the controller did not answer: " + textsafe.OneLine(lastErr.Error())
 	}
 	return errors.New(msg)
 }
@@ -213,5 +213,5 @@ func lastLogLine(path string) string {
 		}
 		line = v
 	}
-	return textsafe.Sanitize(oneLine(line))
+	return textsafe.Sanitize(textsafe.OneLine(line))
 }

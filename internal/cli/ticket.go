@@ -211,7 +211,7 @@ func writeTicket(w io.Writer, asJSON bool, l ticketLine, full bool, headline str
 func readTicket(ctx context.Context, c *client.Client, what, id string) (reserve.Reservation, error) {
 	r, err := c.Reservation(ctx, id)
 	if err != nil {
-		return r, ctlError(what, c, err)
+		return r, c.Explain(what, err)
 	}
 	if r.FlowSpec.IsZero() {
 		return r, fmt.Errorf("%s: %s is a reservation without flows, not a ticket: see lightpath reserve show %s", what, r.ID, r.ID)
@@ -308,15 +308,15 @@ func runTicketOpen(cmd *cobra.Command, o *ctlFlags, f openFlags) error {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	out := cmd.OutOrStdout()
-	resp, err := createRetrying(cmd.Context(), c, req, startsNow(f.start))
+	resp, err := c.CreateReservationRetrying(cmd.Context(), req, startsNow(f.start))
 	if err != nil {
 		o.writeRefusal(out, err)
 		var ae *client.APIError
 		if errors.As(err, &ae) && ae.Detail.Code == apiv1.CodeInvalid &&
 			(ae.Detail.Field == "flow_spec" || strings.Contains(ae.Detail.Message, "flow spec")) {
-			return ctlError(what+": --flows", c, err)
+			return c.Explain(what+": --flows", err)
 		}
-		return ctlError(what, c, err)
+		return c.Explain(what, err)
 	}
 	r := resp.Reservation
 	line := func(r reserve.Reservation, waited time.Duration) ticketLine {
@@ -346,7 +346,7 @@ func runTicketOpen(cmd *cobra.Command, o *ctlFlags, f openFlags) error {
 		}
 		return done, nil
 	}
-	done, err := follow(ctx, c, what, r.ID, cmd.ErrOrStderr(), verdict, func(ev apiv1.Event) (bool, error) {
+	done, err := c.Watch(ctx, what, r.ID, lostLine(cmd.ErrOrStderr(), what), verdict, func(ev apiv1.Event) (bool, error) {
 		if ev.Reservation == nil {
 			return false, nil
 		}
@@ -482,7 +482,7 @@ the ticket stays as it was. An ACTIVE ticket stays ACTIVE.`,
 			}
 			r, err := c.ModifyReservation(ctx, cur.ID, apiv1.ModifyRequest{Version: cur.Version, End: newEnd})
 			if err != nil {
-				return ctlError(what, c, err)
+				return c.Explain(what, err)
 			}
 			writeTicket(cmd.OutOrStdout(), o.json, newTicketLine(r), false, "extended ticket %s to %s (was %s)", r.ID, fmtTime(r.End), fmtTime(cur.End))
 			return nil
@@ -523,7 +523,7 @@ harmless.`,
 			}
 			r, err := c.CancelReservation(ctx, cur.ID, apiv1.ActionRequest{Reason: reason})
 			if err != nil {
-				return ctlError(what, c, err)
+				return c.Explain(what, err)
 			}
 			printOne(out, o.json, newTicketLine(r), "closed ticket %s\n", describeReservation(r))
 			return nil

@@ -137,10 +137,15 @@ func serveBench(ctx context.Context, l *link, m *wire.Bench) (int64, error) {
 	return st.Bytes, l.ctrl.send(&wire.BenchDone{Stats: st})
 }
 
-// BenchResult is a memory-to-memory test's outcome.
+// BenchResult is a memory-to-memory test's outcome: what the receiver
+// took in and how long it took, and each stream's account (its bytes as
+// the receiver counted them).
 type BenchResult struct {
-	Sender, Receiver wire.Stats
-	Streams          int
+	Bytes       int64
+	Elapsed     time.Duration
+	Streams     int
+	PerStream   []StreamSummary
+	Retransmits uint32
 }
 
 // Bench runs a memory-to-memory test against a server: the client sends,
@@ -148,7 +153,7 @@ type BenchResult struct {
 // second with the bytes this side has moved so far.
 func Bench(ctx context.Context, cfg ClientConfig, dur time.Duration, reverse bool, tick func(int64)) (BenchResult, error) {
 	l, err := cfg.connect(ctx, func(streams int) wire.Msg {
-		return &wire.Bench{Tuning: cfg.Tuning, Streams: uint16(streams), Duration: int64(dur), Reverse: reverse}
+		return &wire.Bench{Tuning: cfg.Tuning.wire(), Streams: uint16(streams), Duration: int64(dur), Reverse: reverse}
 	})
 	if err != nil {
 		return BenchResult{}, err
@@ -188,11 +193,16 @@ func Bench(ctx context.Context, cfg ClientConfig, dur time.Duration, reverse boo
 	if !ok {
 		return BenchResult{}, fmt.Errorf("%w: unexpected %s", wire.ErrMalformed, m.Type())
 	}
-	res := BenchResult{Streams: len(l.data)}
+	snd, rcv := mine, bd.Stats
 	if reverse {
-		res.Sender, res.Receiver = bd.Stats, mine
-	} else {
-		res.Sender, res.Receiver = mine, bd.Stats
+		snd, rcv = bd.Stats, mine
+	}
+	res := BenchResult{Streams: len(l.data), Bytes: rcv.Bytes, Elapsed: time.Duration(rcv.Elapsed)}
+	res.PerStream, res.Retransmits = streamSummaries(snd, rcv)
+	for i := range res.PerStream {
+		if i < len(rcv.Streams) {
+			res.PerStream[i].Bytes = rcv.Streams[i].Bytes
+		}
 	}
 	return res, nil
 }

@@ -35,7 +35,7 @@ type ClientConfig struct {
 	Addr   string // HOST:PORT
 	Token  []byte
 	TLS    *tls.Config // nil: plain TCP
-	Tuning wire.Tuning
+	Tuning Tuning
 	// Streams is the number of data connections; 0 chooses from the
 	// measured round-trip time and the rate.
 	Streams   int
@@ -46,7 +46,7 @@ type ClientConfig struct {
 }
 
 func (c *ClientConfig) options(streams int) transport.Options {
-	return tuningOptions(c.Tuning, streams)
+	return tuningOptions(c.Tuning.wire(), streams)
 }
 
 func (c *ClientConfig) dial(ctx context.Context, kind wire.Kind, streams int) (net.Conn, *wire.Reader, [wire.NonceSize]byte, [wire.NonceSize]byte, error) {
@@ -221,11 +221,11 @@ type TransferStats struct {
 	SourceErrors     []string
 }
 
-// Push sends local sources to the server's dest.
-func Push(ctx context.Context, cfg ClientConfig, src Source, dest string, dirSlash bool, opts wire.Transfer, prog *Progress, onFile func(FileResult)) (TransferStats, error) {
+// pushOnce sends local sources to the server's dest in one session.
+func pushOnce(ctx context.Context, cfg ClientConfig, src Source, dest string, dirSlash bool, opts wire.Transfer, prog *Progress, onFile func(FileResult)) (TransferStats, error) {
 	l, err := cfg.connect(ctx, func(streams int) wire.Msg {
 		o := opts
-		o.Tuning, o.Streams, o.BlockSize = cfg.Tuning, uint16(streams), uint32(cfg.blockSize())
+		o.Tuning, o.Streams, o.BlockSize = cfg.Tuning.wire(), uint16(streams), uint32(cfg.blockSize())
 		return &wire.Put{Transfer: o, Dest: dest, Sources: uint32(len(src.Items)), DirSlash: dirSlash}
 	})
 	if err != nil {
@@ -241,11 +241,12 @@ func Push(ctx context.Context, cfg ClientConfig, src Source, dest string, dirSla
 	return TransferStats{Sender: res.Local, Receiver: res.Remote, SourceErrors: res.Errors}, nil
 }
 
-// Pull fetches the server's paths into a local destination.
-func Pull(ctx context.Context, cfg ClientConfig, paths []string, dst Dest, opts wire.Transfer, prog *Progress, onFile func(FileResult)) (TransferStats, error) {
+// pullOnce fetches the server's paths into a local destination in one
+// session.
+func pullOnce(ctx context.Context, cfg ClientConfig, paths []string, dst Dest, opts wire.Transfer, prog *Progress, onFile func(FileResult)) (TransferStats, error) {
 	l, err := cfg.connect(ctx, func(streams int) wire.Msg {
 		o := opts
-		o.Tuning, o.Streams, o.BlockSize = cfg.Tuning, uint16(streams), uint32(cfg.blockSize())
+		o.Tuning, o.Streams, o.BlockSize = cfg.Tuning.wire(), uint16(streams), uint32(cfg.blockSize())
 		return &wire.Get{Transfer: o, Paths: paths}
 	})
 	if err != nil {

@@ -93,7 +93,7 @@ func TestMoverOverTransportInterface(t *testing.T) {
 			defer root.Close()
 			name := "pushed-" + map[bool]string{false: "plain", true: "far"}[tc.far]
 			src := Source{Items: []SourceItem{{Root: root, Path: "f", Name: name}}}
-			ts, err := Push(ctx, cfg, src, "", true, wire.Transfer{}, &Progress{}, nil)
+			ts, err := pushOnce(ctx, cfg, src, "", true, wire.Transfer{}, &Progress{}, nil)
 			if err != nil {
 				t.Fatalf("push: %v", err)
 			}
@@ -123,7 +123,7 @@ func TestMoverOverTransportInterface(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer droot.Close()
-			if _, err := Pull(ctx, cfg, []string{name}, Dest{Root: droot, Base: "."}, wire.Transfer{}, &Progress{}, nil); err != nil {
+			if _, err := pullOnce(ctx, cfg, []string{name}, Dest{Root: droot, Base: "."}, wire.Transfer{}, &Progress{}, nil); err != nil {
 				t.Fatalf("pull: %v", err)
 			}
 			if got, _ := os.ReadFile(filepath.Join(out, name)); !bytes.Equal(got, data) {

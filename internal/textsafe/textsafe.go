@@ -82,3 +82,8 @@ func hidden(r rune) bool {
 	}
 	return false
 }
+
+// OneLine folds s onto one line: every run of white space, newlines
+// included, becomes one space, and none leads or trails. A multi-line
+// error then reads as the "<what>: <why>" of one line.
+func OneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
