@@ -79,7 +79,7 @@ func (o *ctlFlags) client() (*client.Client, error) {
 
 // request connects to the controller and runs fn, the command's request,
 // with the client: a failure of either is the command's one error line
-// ("<what>: <why>", worded by ctlError when the request failed).
+// ("<what>: <why>", worded by client.Explain when the request failed).
 func (o *ctlFlags) request(what string, fn func(*client.Client) error) error {
 	c, err := o.client()
 	if err != nil {

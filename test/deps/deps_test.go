@@ -121,8 +121,25 @@ func TestClientAgentDeps(t *testing.T) {
 		"github.com/prometheus/client_golang/prometheus",
 		"github.com/prometheus/client_golang/prometheus/promhttp/...",
 	}
-	for _, root := range []string{module + "internal/client", module + "internal/agent"} {
+	for _, root := range []string{module + "internal/client", module + "internal/agent",
+		module + "internal/booking", module + "internal/transfer/report"} {
 		check(t, root, not)
+	}
+}
+
+// The command line parses flags and prints: it hands the mover the
+// mover's own option types and never speaks the wire protocol itself; the
+// copy's libraries (mover.Copy, booking, transfer/report), which the
+// transfer service calls too, never reach back into the command line.
+func TestCLIDeps(t *testing.T) {
+	g := list(t, module+"internal/cli")
+	for _, imp := range g[module+"internal/cli"] {
+		if imp == module+"internal/wire" {
+			t.Errorf("internal/cli imports internal/wire: build a mover.Job (mover.Options, mover.Tuning) instead")
+		}
+	}
+	for _, root := range []string{module + "internal/mover", module + "internal/booking", module + "internal/transfer/report"} {
+		check(t, root, []forbidden{module + "internal/cli"})
 	}
 }
 
