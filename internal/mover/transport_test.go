@@ -60,19 +60,8 @@ func (c *farConn) SendFile(f *os.File, off, n int64) (int64, error) {
 // come from the stream's Stats.
 func TestMoverOverTransportInterface(t *testing.T) {
 	serverRoot, localRoot := t.TempDir(), t.TempDir()
-	srv, err := NewServer(ServerConfig{Root: serverRoot})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	ln, err := transport.TCP.Listen(context.Background(), "127.0.0.1:0", transport.Options{DSCP: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { srv.Serve(ctx, ln); close(done) }()
-	defer func() { cancel(); <-done }()
+	addr := serveLoopback(t, serverRoot)
+	ctx := context.Background()
 
 	data := make([]byte, 9<<20+12345) // blocks above smallBlock, and a short last one
 	rand.Read(data)
@@ -85,7 +74,7 @@ func TestMoverOverTransportInterface(t *testing.T) {
 	}{{"plain streams", false}, {"zero copy", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := &wrapped{far: tc.far}
-			cfg := ClientConfig{Addr: ln.Addr().String(), Streams: 2, BlockSize: 1 << 20, Transport: tr}
+			cfg := ClientConfig{Addr: addr, Streams: 2, BlockSize: 1 << 20, Transport: tr}
 			root, err := os.OpenRoot(localRoot)
 			if err != nil {
 				t.Fatal(err)
