@@ -24,7 +24,11 @@
 # seconds per file-copy command), VERIFY (1: compare content after the first
 # run of each tool), WARMUP (1: one unrecorded round before the file
 # scenarios' runs; 0 to skip), KEEP=1 (keep the work directory), PORT_BASE
-# (29100), LIGHTPATH (a lightpath binary to use instead of building one).
+# (29100), LIGHTPATH (a lightpath binary to use instead of building one),
+# BASELINE (another lightpath binary, such as a build of an earlier commit:
+# measured in every scenario beside the others, taking turns with them,
+# with its own server; the ratio lightpath / baseline, target >= 0.97, says
+# whether a change cost throughput).
 #
 # Output: a table per scenario on stdout; with --json, one JSON object per
 # line on stdout instead (the table then goes to stderr). A peer that cannot
@@ -85,7 +89,7 @@ W=$(mktemp -d /dev/shm/lpbench.XXXXXX) || die "cannot create a work directory in
 # mktemp makes it 0700; the servers running as nobody must get through it.
 chmod 755 "$W"
 # One destination directory per tool, each emptied before each of its runs.
-mkdir -p "$W/logs" "$W/src" "$W/gftp" "$W/xrd/data" "$W/xrd/admin" "$W/lp" "$W/cat"
+mkdir -p "$W/logs" "$W/src" "$W/gftp" "$W/xrd/data" "$W/xrd/admin" "$W/lp" "$W/lpb" "$W/cat"
 APT_LOG=$W/logs/apt.log
 
 cleanup() {
@@ -108,7 +112,7 @@ trap 'exit 143' TERM
 
 declare -A STATUS=()  # scenario|tool -> ok, or unavailable (why)
 declare -A RESULTS=() # scenario|tool -> bits per second of each run
-declare -A NAME=([iperf3]=iperf3 [iperf2]="iperf (2)" [iperf3cc]="iperf3 -C $SAME_CC" [iperf2cc]="iperf -Z $SAME_CC" [lightpath]=lightpath
+declare -A NAME=([iperf3]=iperf3 [iperf2]="iperf (2)" [iperf3cc]="iperf3 -C $SAME_CC" [iperf2cc]="iperf -Z $SAME_CC" [lightpath]=lightpath [baseline]="lightpath (base)"
 	[gridftp]=globus-url-copy [xrdcp]=xrdcp [cat]="cat | cat" [zero]="dd /dev/zero")
 
 # out prints the human table: on stdout, or on stderr when stdout is NDJSON.
@@ -130,6 +134,7 @@ mark_unavailable() {
 tool_reason() {
 	case $1 in
 	lightpath) printf '%s' "${LP_REASON:-}" ;;
+	baseline) printf '%s' "${BASE_REASON:-}" ;;
 	iperf3 | iperf3cc) printf '%s' "${UNAVAILABLE[iperf3]:-${SERVER_ERR[iperf3]:-}}" ;;
 	iperf2 | iperf2cc) printf '%s' "${UNAVAILABLE[iperf]:-${SERVER_ERR[iperf2]:-}}" ;;
 	gridftp) printf '%s' "${UNAVAILABLE[globus-url-copy]:-${UNAVAILABLE[globus-gridftp-server]:-${SERVER_ERR[gridftp]:-}}}" ;;
@@ -239,6 +244,12 @@ ratio() {
 	fi
 }
 
+# base_ratio SCEN prints lightpath / baseline when a BASELINE is measured:
+# a change that costs more than 3% fails it.
+base_ratio() {
+	if [[ -n $BASE_TOOLS ]]; then ratio "$1" "lightpath / baseline" 0.97 baseline; fi
+}
+
 # ---------------------------------------------------------------------------
 # Peers, Lightpath, servers
 
@@ -253,6 +264,11 @@ install_peers() {
 
 LP=${LIGHTPATH:-$REPO/bin/lightpath}
 LP_REASON=
+BASE=${BASELINE:-}
+BASE_REASON=
+if [[ -n $BASE && ! -x $BASE ]]; then BASE_REASON="BASELINE=$BASE is not an executable"; fi
+# BASE_TOOLS is "baseline" when a baseline is measured, for the tool lists.
+BASE_TOOLS=${BASE:+baseline}
 build_lightpath() {
 	if [[ -n ${LIGHTPATH:-} ]]; then
 		# A binary given from outside (another build, another commit).
@@ -326,12 +342,18 @@ need_server() {
 		[[ -z $LP_REASON ]] || return 0
 		cmd=("$LP" serve --listen "127.0.0.1:$PORT" --root "$W/lp")
 		;;
+	baseline)
+		[[ -n $BASE && -z $BASE_REASON ]] || return 0
+		cmd=("$BASE" serve --listen "127.0.0.1:$PORT" --root "$W/lpb")
+		;;
 	esac
 	log "starting $name server on 127.0.0.1:$PORT"
 	START_ERROR=
 	if ! start_server "$PORT" "$W/logs/$name-server.out" "${cmd[@]}"; then
 		if [[ $name == lightpath ]]; then
 			LP_REASON="serve failed: $START_ERROR"
+		elif [[ $name == baseline ]]; then
+			BASE_REASON="serve failed: $START_ERROR"
 		else
 			SERVER_ERR[$name]="server failed: $START_ERROR"
 		fi
@@ -404,7 +426,7 @@ make_tree() {
 # whoever runs first.
 clear_destinations() {
 	local d
-	for d in "$W/gftp" "$W/xrd/data" "$W/lp" "$W/cat"; do empty_dir "$d"; done
+	for d in "$W/gftp" "$W/xrd/data" "$W/lp" "$W/lpb" "$W/cat"; do empty_dir "$d"; done
 }
 
 # check_copy RUN SRC DST BYTES checks that DST holds all the bytes and, after
@@ -502,9 +524,13 @@ print("%.0f" % v if isinstance(v, (int, float)) else v)' "$1" "$2" 2>&1 | tail -
 	return "${PIPESTATUS[0]}"
 }
 
-run_mem_lightpath() {
-	local logf=$W/logs/mem-lightpath.json
-	timed "$logf" $((DURATION + 30)) "$LP" bench "lp://127.0.0.1:${SERVER_PORT[lightpath]}" \
+run_mem_lightpath() { lp_mem "$LP" lightpath; }
+run_mem_baseline() { lp_mem "$BASE" baseline; }
+
+# lp_mem BINARY TOOL runs lightpath bench with BINARY against TOOL's server.
+lp_mem() {
+	local logf=$W/logs/mem-$2.json
+	timed "$logf" $((DURATION + 30)) "$1" bench "lp://127.0.0.1:${SERVER_PORT[$2]}" \
 		-P "$STREAMS" -t "${DURATION}s" --json || return 1
 	BPS=$(lightpath_json "$logf" throughput_bps) || {
 		RUN_ERROR="no throughput_bps in the last line: ${BPS:0:120}"
@@ -518,13 +544,17 @@ scenario_mem() {
 	need_server iperf3
 	need_server iperf2
 	need_server lightpath
+	if [[ -n $BASE_TOOLS ]]; then need_server baseline; fi
 	for s in 1 4; do
 		STREAMS=$s
 		log "scenario mem: $s stream(s), ${DURATION}s, $RUNS runs"
-		measure "mem-$s" mem 0 iperf3 iperf2 iperf3cc iperf2cc lightpath
-		report "mem-$s" "memory-to-memory, $s stream(s), ${DURATION} s, median of $RUNS" iperf3 iperf2 iperf3cc iperf2cc lightpath
+		# shellcheck disable=SC2086 # BASE_TOOLS is one word or none
+		measure "mem-$s" mem 0 iperf3 iperf2 iperf3cc iperf2cc lightpath $BASE_TOOLS
+		# shellcheck disable=SC2086
+		report "mem-$s" "memory-to-memory, $s stream(s), ${DURATION} s, median of $RUNS" iperf3 iperf2 iperf3cc iperf2cc lightpath $BASE_TOOLS
 		ratio "mem-$s" "lightpath / max(iperf3, iperf2)" 0.9 iperf3 iperf2
 		ratio "mem-$s" "lightpath / max(iperfs with $SAME_CC)" 0.9 iperf3cc iperf2cc
+		base_ratio "mem-$s"
 	done
 }
 
@@ -547,11 +577,16 @@ run_file_xrdcp() {
 	check_copy "$1" "$SRC_FILE" "$W/xrd/data/dst.bin" "$2"
 }
 
-run_file_lightpath() {
+run_file_lightpath() { lp_file "$LP" lightpath lp "$@"; }
+run_file_baseline() { lp_file "$BASE" baseline lpb "$@"; }
+
+# lp_file BINARY TOOL DIR RUN BYTES copies the file with BINARY to TOOL's
+# server, whose root is $W/DIR.
+lp_file() {
 	clear_destinations
-	timed "$W/logs/file-lightpath.json" "$TIMEOUT" "$LP" cp --json \
-		"$SRC_FILE" "lp://127.0.0.1:${SERVER_PORT[lightpath]}/dst.bin" || return 1
-	check_copy "$1" "$SRC_FILE" "$W/lp/dst.bin" "$2"
+	timed "$W/logs/file-$2.json" "$TIMEOUT" "$1" cp --json \
+		"$SRC_FILE" "lp://127.0.0.1:${SERVER_PORT[$2]}/dst.bin" || return 1
+	check_copy "$4" "$SRC_FILE" "$W/$3/dst.bin" "$5"
 }
 
 run_file_cat() {
@@ -584,17 +619,21 @@ scenario_file() {
 	need_server gridftp
 	need_server xrootd
 	need_server lightpath
+	if [[ -n $BASE_TOOLS ]]; then need_server baseline; fi
 	make_file "$SRC_FILE" "$SIZE_BYTES"
 	log "scenario file: $(numfmt --to=iec-i "$SIZE_BYTES")B, $RUNS runs"
-	measure file file "$SIZE_BYTES" gridftp xrdcp lightpath cat zero
+	# shellcheck disable=SC2086 # BASE_TOOLS is one word or none
+	measure file file "$SIZE_BYTES" gridftp xrdcp lightpath $BASE_TOOLS cat zero
+	# shellcheck disable=SC2086
 	report file "one $(numfmt --to=iec-i "$SIZE_BYTES")B file, tmpfs to tmpfs, median of $RUNS" \
-		gridftp xrdcp lightpath cat zero
+		gridftp xrdcp lightpath $BASE_TOOLS cat zero
 	ratio file "lightpath / faster peer" 1.5 gridftp xrdcp
 	ratio file "lightpath / cat limit" 0.8 cat
 	# Informational: how close lightpath comes to writing the file with no
 	# network and nothing to read. 1.5x the faster peer is out of reach when
 	# that peer already runs at 2/3 of this ceiling.
 	ratio file "lightpath / write ceiling" - zero
+	base_ratio file
 	# Free its memory before the next scenario fills tmpfs again.
 	rm -f "$SRC_FILE"
 	clear_destinations
@@ -622,11 +661,15 @@ run_many_xrdcp() {
 	check_copy "$1" "$SRC_TREE" "$W/xrd/data" "$2"
 }
 
-run_many_lightpath() {
+run_many_lightpath() { lp_many "$LP" lightpath lp "$@"; }
+run_many_baseline() { lp_many "$BASE" baseline lpb "$@"; }
+
+# lp_many BINARY TOOL DIR RUN BYTES copies the tree as lp_file does a file.
+lp_many() {
 	clear_destinations
-	timed "$W/logs/many-lightpath.json" "$TIMEOUT" "$LP" cp -r --json \
-		"$SRC_TREE" "lp://127.0.0.1:${SERVER_PORT[lightpath]}/many" || return 1
-	check_copy "$1" "$SRC_TREE" "$W/lp/many" "$2"
+	timed "$W/logs/many-$2.json" "$TIMEOUT" "$1" cp -r --json \
+		"$SRC_TREE" "lp://127.0.0.1:${SERVER_PORT[$2]}/many" || return 1
+	check_copy "$4" "$SRC_TREE" "$W/$3/many" "$5"
 }
 
 scenario_many() {
@@ -634,12 +677,16 @@ scenario_many() {
 	need_server gridftp
 	need_server xrootd
 	need_server lightpath
+	if [[ -n $BASE_TOOLS ]]; then need_server baseline; fi
 	total=$(make_tree "$SRC_TREE" "$NFILES") || die "could not generate the file tree"
 	log "scenario many: $NFILES files, $(numfmt --to=iec-i "$total")B, $RUNS runs"
-	measure many many "$total" gridftp xrdcp lightpath
+	# shellcheck disable=SC2086 # BASE_TOOLS is one word or none
+	measure many many "$total" gridftp xrdcp lightpath $BASE_TOOLS
+	# shellcheck disable=SC2086
 	report many "$NFILES files, $(numfmt --to=iec-i "$total")B in all, tmpfs to tmpfs, median of $RUNS" \
-		gridftp xrdcp lightpath
+		gridftp xrdcp lightpath $BASE_TOOLS
 	ratio many "lightpath / faster peer" 2 gridftp xrdcp
+	base_ratio many
 	rm -rf "$SRC_TREE"
 	clear_destinations
 }
