@@ -3,13 +3,16 @@
 package transport
 
 import (
+	"fmt"
 	"net"
 	"syscall"
+
+	"github.com/lightpath/lightpath/internal/platform"
 )
 
 func control(c syscall.RawConn, network, peer string, o Options) error {
 	if o.CC != "" || o.Window > 0 || o.DSCP >= 0 || o.PacingRate > 0 || o.NotSentLowat > 0 {
-		return ErrNotSupported
+		return fmt.Errorf("socket options (congestion control, buffers, DSCP, pacing): %w", platform.ErrUnsupported)
 	}
 	return nil
 }
@@ -21,9 +24,13 @@ func AvailableCC() []string { return nil }
 func HasCC(name string) bool { return false }
 
 // CurrentCC reads the congestion control a connection runs.
-func CurrentCC(c syscall.Conn) (string, error) { return "", ErrNotSupported }
+func CurrentCC(c syscall.Conn) (string, error) {
+	return "", fmt.Errorf("read the congestion control: %w", platform.ErrUnsupported)
+}
 
-func tcpInfo(fd int) (Stats, error) { return Stats{}, ErrNotSupported }
+func tcpInfo(fd int) (Stats, error) {
+	return Stats{}, fmt.Errorf("TCP_INFO: %w", platform.ErrUnsupported)
+}
 
 // wrapTCP makes a plain TCP stream: neither sendfile nor SO_RCVLOWAT here,
 // so its Conn is neither a FileSender nor a ReadLowater.

@@ -16,14 +16,16 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"time"
 )
 
-// ErrNotSupported is returned for features this platform or transport
-// lacks.
-var ErrNotSupported = errors.New("not supported on this platform")
+// ErrNotSupported is returned for a feature a transport lacks. A feature
+// the operating system lacks is platform.ErrUnsupported instead. Both
+// match errors.ErrUnsupported, which is what callers test for.
+var ErrNotSupported = fmt.Errorf("not supported by this transport: %w", errors.ErrUnsupported)
 
 // Transport opens streams. Its methods are safe for concurrent use.
 type Transport interface {
@@ -61,7 +63,7 @@ type Conn interface {
 	// written before it, then io.EOF, while this end can still read.
 	CloseWrite() error
 	// Stats reads the stream's statistics as they are now. It fails
-	// (ErrNotSupported) where the platform cannot say, and with an error
+	// (errors.ErrUnsupported) where the transport or the platform cannot say, and with an error
 	// once the stream is closed.
 	Stats() (Stats, error)
 	// Tune applies o to the established stream (an accepted stream, once

@@ -340,7 +340,7 @@ func testListenerClose(t *testing.T, tr transport.Transport) {
 
 func testStats(t *testing.T, tr transport.Transport) {
 	c, s := pair(t, tr)
-	if _, err := c.Stats(); errors.Is(err, transport.ErrNotSupported) {
+	if _, err := c.Stats(); errors.Is(err, errors.ErrUnsupported) {
 		t.Skip("this platform cannot read the transport's statistics")
 	}
 	want := random(8 << 20)
@@ -407,7 +407,7 @@ func testTune(t *testing.T, tr transport.Transport) {
 	if err := s.Tune(transport.Options{DSCP: -1}); err != nil {
 		t.Fatalf("Tune with nothing to change: %v", err)
 	}
-	if err := s.Tune(transport.Options{DSCP: 10, NotSentLowat: transport.DefaultNotSentLowat, PacingRate: 1 << 30}); errors.Is(err, transport.ErrNotSupported) {
+	if err := s.Tune(transport.Options{DSCP: 10, NotSentLowat: transport.DefaultNotSentLowat, PacingRate: 1 << 30}); errors.Is(err, errors.ErrUnsupported) {
 		t.Skip("this platform cannot tune streams")
 	} else if err != nil {
 		t.Fatalf("Tune: %v", err)
