@@ -144,7 +144,7 @@ tool_reason() {
 }
 
 # measure SCEN KIND BYTES TOOL... runs `run_KIND_TOOL RUN BYTES` RUNS times
-# for each tool, taking turns, after an unrecorded warm-up round (run 0) if
+# for each tool, taking turns in an order rotated at each run, after an unrecorded warm-up round (run 0) if
 # WARMUP=1: the first run of a copy tool was up to 3x slower here (cold
 # pages, cold server).
 # A run function moves BYTES (or, for memory-to-memory, sets BPS itself) and
@@ -162,8 +162,15 @@ measure() {
 		why=$(tool_reason "$tool")
 		if [[ -n $why ]]; then mark_unavailable "$scen" "$tool" "$why"; fi
 	done
+	local -a tools=("$@") order
+	local n=$# i
 	for ((run = FIRST_RUN; run <= RUNS; run++)); do
-		for tool in "$@"; do
+		# Each run starts one tool further along, so that no tool always
+		# runs right after the same one (a copy right after another large
+		# one was often half as fast here).
+		order=()
+		for ((i = 0; i < n; i++)); do order+=("${tools[(i + run) % n]}"); done
+		for tool in "${order[@]}"; do
 			[[ ${STATUS[$scen|$tool]} == ok ]] || continue
 			BPS='' ELAPSED='' RUN_ERROR=''
 			if "run_${kind}_${tool}" "$run" "$bytes"; then
