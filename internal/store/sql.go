@@ -58,6 +58,10 @@ type sqlStore struct {
 	b  backend
 	q  querier
 	tx bool
+	// epoch, when not 0, fences the store's write transactions: each
+	// fails with ErrDeposed unless the stored leader epoch is still this
+	// (see Lead).
+	epoch int64
 }
 
 var _ Store = (*sqlStore)(nil)
@@ -79,6 +83,15 @@ func (s *sqlStore) Tx(ctx context.Context, fn func(Store) error) (err error) {
 			t.rollback(context.WithoutCancel(ctx))
 		}
 	}()
+	if s.epoch != 0 {
+		// Under the writers' lock: a new leader raises the epoch in a
+		// write transaction, so none of ours can commit after it.
+		if err = checkEpoch(ctx, t, s.epoch); err != nil {
+			done = true
+			t.rollback(context.WithoutCancel(ctx))
+			return err
+		}
+	}
 	err = fn(&sqlStore{b: s.b, q: t, tx: true})
 	done = true
 	if err != nil {

@@ -39,6 +39,8 @@ func Run(t *testing.T, newURL func(t *testing.T) string) {
 		{"TxSeesOwnWrites", testTxOwnWrites},
 		{"NoOverbooking", testNoOverbooking},
 		{"Restart", testRestart},
+		{"LeaderLock", testLeaderLock},
+		{"Fencing", testFencing},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newURL(t)) })
