@@ -18,7 +18,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, _ controller.Act
 	if err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
-	writeJSON(w, http.StatusOK, apiv1.Health{Status: "ok", Version: s.version, SchemaVersion: v, Store: s.c.StoreKind(), Now: s.c.Now().UTC(), Reservations: s.c.LiveCount()})
+	writeJSON(w, http.StatusOK, apiv1.Health{Status: "ok", Version: s.version, SchemaVersion: v, Store: s.c.StoreKind(), Now: s.c.Now().UTC(), Reservations: s.c.LiveCount(), Role: apiv1.RoleLeader})
 	return nil
 }
 

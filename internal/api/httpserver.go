@@ -39,11 +39,20 @@ func DefaultHTTPOptions() HTTPOptions {
 // HTTPServer returns an http.Server that serves s within o's bounds; ctx
 // is every request's base context.
 func (s *Server) HTTPServer(ctx context.Context, o HTTPOptions) *http.Server {
+	s.bound(o)
+	return httpServer(ctx, o, s)
+}
+
+// bound applies o's per-request bounds to s.
+func (s *Server) bound(o HTTPOptions) {
 	s.writeTimeout = o.WriteTimeout
 	s.slots.mu.Lock()
 	s.slots.max = o.MaxStreams
 	s.slots.mu.Unlock()
-	return &http.Server{Handler: s, ReadHeaderTimeout: o.ReadHeaderTimeout, ReadTimeout: o.ReadTimeout,
+}
+
+func httpServer(ctx context.Context, o HTTPOptions, h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: o.ReadHeaderTimeout, ReadTimeout: o.ReadTimeout,
 		WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 }

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/lightpath/lightpath/internal/monitor/derive"
 	"github.com/lightpath/lightpath/internal/monitor/repo"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/transfer/registry"
 )
 
@@ -223,6 +225,10 @@ func statusOf(err error) int {
 		return he.status
 	case errors.Is(err, controller.ErrUnauthorized):
 		return http.StatusUnauthorized
+	case errors.Is(err, store.ErrDeposed):
+		// Another controller took the database over: this one is
+		// stepping down, and the client should ask the new leader.
+		return http.StatusServiceUnavailable
 	case errors.Is(err, controller.ErrLimit):
 		return http.StatusTooManyRequests
 	case errors.As(err, &ref), errors.Is(err, reserve.ErrCapacity), errors.Is(err, reserve.ErrConflict):
@@ -255,6 +261,9 @@ func writeError(w http.ResponseWriter, err error) {
 		d.Alternatives = alternatives(ref.Alternatives)
 	case errors.Is(err, reserve.ErrCapacity):
 		d.Code = apiv1.CodeCapacity
+	case errors.Is(err, store.ErrDeposed):
+		d.Code = apiv1.CodeStandby
+		w.Header().Set("Retry-After", strconv.Itoa(StandbyRetryAfter))
 	case status == http.StatusUnauthorized:
 		d.Code = apiv1.CodeUnauthorized
 	case status == http.StatusTooManyRequests:

@@ -38,6 +38,13 @@ const (
 	CodeTooMany          = "too_many"           // 429: too many open streams for one user
 	CodeInternal         = "internal"           // 500
 	CodeUnavailable      = "unavailable"        // 503: shutting down
+	CodeStandby          = "standby"            // 503: this controller is a standby; another leads on its database
+)
+
+// Roles a controller answers with in Health.Role.
+const (
+	RoleLeader  = "leader"  // it holds the database's leader lock and serves
+	RoleStandby = "standby" // it waits for the lock; every route but health answers 503 "standby"
 )
 
 // ErrorDetail says what went wrong. Field names the request field at fault
@@ -350,6 +357,9 @@ type Health struct {
 	Store         string    `json:"store"`
 	Now           time.Time `json:"now"`
 	Reservations  int       `json:"live_reservations"`
+	// Role is RoleLeader or RoleStandby: a second controller on the same
+	// database waits as a standby until the leader dies.
+	Role string `json:"role"`
 }
 
 // AuditEntry is one line of the audit log (GET /api/v1/audit, operator).

@@ -225,20 +225,91 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 			return fmt.Errorf("controller: open database: %w", err)
 		}
 	}
-	st, err := store.Open(ctx, o.db)
-	if err != nil {
-		return fmt.Errorf("controller: open database: %w", err)
-	}
-	defer st.Close()
 	kind := "sqlite"
 	if strings.HasPrefix(o.db, "postgres") {
 		kind = "postgres"
 	}
-	c, err := controller.Open(ctx, controller.Config{Store: st, StoreKind: kind, Topology: topo, DSCPPool: dscp, MaxHold: o.hold, Limits: o.limits.controller(), Log: log})
+
+	// The TCP listeners answer from the start, as a standby while another
+	// controller leads on the database (health says so, the rest is 503),
+	// so clients given several URLs move on to the leader; the unix
+	// sockets, which clients share by path, are bound only once this one
+	// leads.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	limit := api.NewConnLimit(o.maxConns)
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	hopts := api.DefaultHTTPOptions()
+	hopts.MaxStreams = o.maxStreams
+	gate := api.NewGate(Version, kind)
+	srv := gate.HTTPServer(ctx, hopts)
+	errc := make(chan error, len(o.listens))
+	webURL := "" // the first TCP listener's, for the sign-in link
+	serve := func(l string) error {
+		ln, err := listen(l, tlsCfg, limit)
+		if err != nil {
+			return fmt.Errorf("controller: listen on %s: %w", l, err)
+		}
+		lns = append(lns, ln)
+		scheme := "http"
+		if tlsCfg != nil && !strings.HasPrefix(l, "unix:") {
+			scheme = "https"
+		}
+		addr := ln.Addr().String()
+		if ln.Addr().Network() == "unix" {
+			scheme, addr = "unix", strings.TrimPrefix(l, "unix:")
+		}
+		log.Info("listening", "addr", addr, "url", scheme+"://"+addr)
+		if webURL == "" && scheme != "unix" {
+			webURL = scheme + "://" + browserAddr(ln.Addr())
+		}
+		go func() { errc <- srv.Serve(ln) }()
+		return nil
+	}
+	var c *controller.Controller
+	var stopOnce sync.Once
+	shutdown := func() {
+		stopOnce.Do(func() {
+			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer scancel()
+			if c != nil {
+				c.Close() // ends the event streams, so Shutdown need not wait for them
+			}
+			srv.Shutdown(sctx)
+		})
+	}
+	defer shutdown()
+	for _, l := range o.listens {
+		if !strings.HasPrefix(l, "unix:") {
+			if err := serve(l); err != nil {
+				return err
+			}
+		}
+	}
+	lead, err := store.Lead(ctx, o.db, func() {
+		log.Info("standby: another controller leads on this database; waiting")
+	})
 	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("shutting down")
+			return nil
+		}
+		return fmt.Errorf("controller: open database: %w", err)
+	}
+	defer lead.Release()
+	st := lead.Store()
+	defer st.Close()
+	log.Info("leading", "epoch", lead.Epoch())
+	c, err = controller.Open(ctx, controller.Config{Store: st, StoreKind: kind, Topology: topo, DSCPPool: dscp, MaxHold: o.hold, Limits: o.limits.controller(), Log: log})
+	if err != nil {
+		c = nil
 		return fmt.Errorf("controller: %w", err)
 	}
-	defer c.Close()
 	if o.adminFile != "" {
 		wrote, err := c.BootstrapAdmin(ctx, o.adminFile)
 		if err != nil {
@@ -300,31 +371,11 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	} else if o.rules != "" {
 		return errors.New("controller: --rules needs the monitoring repository (not --metrics-db none)")
 	}
-	limit := api.NewConnLimit(o.maxConns)
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	webURL := "" // the first TCP listener's, for the sign-in link
 	for _, l := range o.listens {
-		ln, err := listen(l, tlsCfg, limit)
-		if err != nil {
-			return fmt.Errorf("controller: listen on %s: %w", l, err)
-		}
-		lns = append(lns, ln)
-		scheme := "http"
-		if tlsCfg != nil && !strings.HasPrefix(l, "unix:") {
-			scheme = "https"
-		}
-		addr := ln.Addr().String()
-		if ln.Addr().Network() == "unix" {
-			scheme, addr = "unix", strings.TrimPrefix(l, "unix:")
-		}
-		log.Info("listening", "addr", addr, "url", scheme+"://"+addr)
-		if webURL == "" && scheme != "unix" {
-			webURL = scheme + "://" + browserAddr(ln.Addr())
+		if strings.HasPrefix(l, "unix:") {
+			if err := serve(l); err != nil {
+				return err
+			}
 		}
 	}
 	if o.adminFile != "" {
@@ -338,28 +389,28 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 		}
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { c.Run(ctx) })
-	hopts := api.DefaultHTTPOptions()
-	hopts.MaxStreams = o.maxStreams
-	srv := handler.HTTPServer(ctx, hopts)
-	errc := make(chan error, len(lns))
-	for _, ln := range lns {
-		go func() { errc <- srv.Serve(ln) }()
-	}
+	gate.Lead(handler)
+	lost := false
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
+	case <-lead.Lost():
+		lost = true
 	}
+	// Stop serving before the deferred closes of the stores and the
+	// release of the lead.
 	log.Info("shutting down")
-	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer scancel()
-	c.Close() // ends the event streams, so Shutdown need not wait for them
-	srv.Shutdown(sctx)
+	shutdown()
 	cancel()
 	wg.Wait()
+	if lost {
+		// The lock's connection failed: a standby may lead already, and
+		// writes would fail on the fence anyway. Exit non-zero so a
+		// supervisor restarts this one, as a standby.
+		return errors.New("controller: lost the lead on the database (its lock's connection failed): another controller may lead; restart to stand by")
+	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("controller: serve: %w", err)
 	}
