@@ -1,10 +1,15 @@
 package api_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/lightpath/lightpath/internal/api"
 	"github.com/lightpath/lightpath/internal/apiv1"
@@ -60,5 +65,32 @@ func TestStandbyGate(t *testing.T) {
 	}
 	if st, body := ge.do("GET", "/api/v1/whoami", e.admin, nil, nil); st != 200 {
 		t.Errorf("whoami once leading: %d %s", st, body)
+	}
+}
+
+// TestEventsFromAnotherController: a stream resumed with an event id this
+// controller never gave (the previous leader's, before a takeover) is told
+// "missed", so the follower reads the state again instead of trusting
+// that nothing happened.
+func TestEventsFromAnotherController(t *testing.T) {
+	e := newEnv(t, sqliteURL(t), oneLink)
+	e.create(e.admin, apiv1.ReservationRequest{From: "h1", To: "h2", Bandwidth: mbps, Duration: "1h"})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/api/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+e.admin)
+	req.Header.Set("Last-Event-ID", "500")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	line, err := rd.ReadString('\n')
+	for err == nil && (strings.HasPrefix(line, ":") || strings.TrimSpace(line) == "") {
+		line, err = rd.ReadString('\n')
+	}
+	if !strings.HasPrefix(line, "event: missed") {
+		t.Errorf("resumed after a foreign id: first line %q (%v), want event: missed", line, err)
 	}
 }

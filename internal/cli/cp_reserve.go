@@ -42,7 +42,7 @@ func (f *reserveFlags) register(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&f.path, "reserve-path", nil, "the links to reserve, in the direction the data flows (default: the controller's choice)")
 	fs.DurationVar(&f.duration, "reserve-duration", 0, "the window to book (default: from the size at the reserved rate for a push, 1h for a pull)")
 	fs.StringVar(&f.project, "reserve-project", "", "the project to book under (its quota and policy apply)")
-	fs.StringVar(&f.ctl.url, "controller", "", "the controller to book with (--reserve) and to record the transfer at: http://HOST:PORT, https://HOST:PORT or unix:PATH (default: $LIGHTPATH_CONTROLLER, else "+defaultController+")")
+	fs.StringVar(&f.ctl.url, "controller", "", "the controller to book with (--reserve) and to record the transfer at: http://HOST:PORT, https://HOST:PORT or unix:PATH, or several comma-separated (default: $LIGHTPATH_CONTROLLER, else "+defaultController+")")
 	fs.StringVar(&f.ctl.tokenFile, "controller-token-file", "", "with --reserve: file holding your controller token (default: $LIGHTPATH_CONTROLLER_TOKEN)")
 	fs.StringVar(&f.ctl.caFile, "controller-ca", "", "with --reserve: CA certificate (PEM) to verify an https controller with")
 	fs.DurationVar(&f.ctl.timeout, "controller-timeout", cpCtlTimeout, "with --reserve: give up on a request the controller has not answered in this long")

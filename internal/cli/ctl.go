@@ -40,7 +40,7 @@ type ctlFlags struct {
 }
 
 func (o *ctlFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&o.url, "controller", "", "the controller: http://HOST:PORT, https://HOST:PORT or unix:PATH (default: $LIGHTPATH_CONTROLLER, else "+defaultController+")")
+	fs.StringVar(&o.url, "controller", "", "the controller: http://HOST:PORT, https://HOST:PORT or unix:PATH, or several comma-separated (a leader and its standbys; requests follow the leader) (default: $LIGHTPATH_CONTROLLER, else "+defaultController+")")
 	fs.StringVar(&o.tokenFile, "controller-token-file", "", "file holding your controller token (default: $LIGHTPATH_CONTROLLER_TOKEN)")
 	fs.StringVar(&o.caFile, "controller-ca", "", "CA certificate (PEM) to verify an https controller with")
 	fs.DurationVar(&o.timeout, "controller-timeout", client.DefaultTimeout, "give up on a request the controller has not answered in this long")

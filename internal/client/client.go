@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,14 +36,23 @@ const DefaultTimeout = 30 * time.Second
 // and a list of many reservations with their histories stays well below.
 const maxBody = 64 << 20
 
-// Client talks to one controller. It is safe for concurrent use.
+// Client talks to a controller, or to the first that answers as the
+// leader of several on one database (see New). It is safe for concurrent
+// use.
 type Client struct {
-	url    string // what the user gave, for messages
-	base   string // scheme://host[/prefix], without a trailing slash
-	token  string
+	url   string // what the user gave, for messages
+	eps   []endpoint
+	cur   *atomic.Int32 // index into eps of the controller last found leading
+	token string
+	agent string
+}
+
+// endpoint is one controller URL.
+type endpoint struct {
+	url    string       // as given
+	base   string       // scheme://host[/prefix], without a trailing slash
 	hc     *http.Client // with a timeout
 	stream *http.Client // without one, for the event stream
-	agent  string
 }
 
 type options struct {
@@ -73,20 +83,46 @@ func WithUserAgent(s string) Option { return func(o *options) { o.agent = s } }
 // New returns a client of the controller at controllerURL: http://HOST:PORT,
 // https://HOST:PORT or unix:PATH. token, when not empty, is sent as a
 // bearer token with every request.
+//
+// controllerURL may name several controllers, comma-separated: a leader
+// and its standbys on one database. Each request goes to the one last
+// found leading, and moves on to the next when that one cannot be reached
+// or answers 503 "standby". A request is sent again to the next only when
+// that cannot do it twice: when the connection could not be made, on a
+// standby's answer (it did nothing), for a GET, or for a create with an
+// idempotency key (the store answers a known key with what it booked); a
+// change whose connection broke returns the error, and the next request
+// starts on the next controller.
 func New(controllerURL, token string, opts ...Option) (*Client, error) {
 	o := options{timeout: DefaultTimeout, agent: "lightpath-client"}
 	for _, f := range opts {
 		f(&o)
 	}
+	raw := strings.TrimSpace(controllerURL)
+	c := &Client{url: raw, cur: new(atomic.Int32), token: token, agent: o.agent}
+	for part := range strings.SplitSeq(raw, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" && strings.Contains(raw, ",") {
+			return nil, fmt.Errorf("controller URLs %q: an empty one between commas", controllerURL)
+		}
+		ep, err := newEndpoint(part, o)
+		if err != nil {
+			return nil, err
+		}
+		c.eps = append(c.eps, ep)
+	}
+	return c, nil
+}
+
+func newEndpoint(raw string, o options) (endpoint, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy = nil // the controller is ours to reach directly; HTTP_PROXY would send tokens elsewhere
 	var base string
-	raw := strings.TrimSpace(controllerURL)
 	switch {
 	case strings.HasPrefix(raw, "unix:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(raw, "unix:"), "//")
 		if path == "" {
-			return nil, fmt.Errorf("controller URL %q: want unix:PATH, the path of the controller's socket", controllerURL)
+			return endpoint{}, fmt.Errorf("controller URL %q: want unix:PATH, the path of the controller's socket", raw)
 		}
 		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
@@ -97,10 +133,10 @@ func New(controllerURL, token string, opts ...Option) (*Client, error) {
 	default:
 		u, err := url.Parse(raw)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("controller URL %q: want http://HOST:PORT, https://HOST:PORT or unix:PATH", controllerURL)
+			return endpoint{}, fmt.Errorf("controller URL %q: want http://HOST:PORT, https://HOST:PORT or unix:PATH", raw)
 		}
 		if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-			return nil, fmt.Errorf("controller URL %q: want no user, query or fragment", controllerURL)
+			return endpoint{}, fmt.Errorf("controller URL %q: want no user, query or fragment", raw)
 		}
 		if u.Scheme == "https" {
 			cfg := o.tls
@@ -112,22 +148,21 @@ func New(controllerURL, token string, opts ...Option) (*Client, error) {
 			if o.caFile != "" {
 				pem, err := os.ReadFile(o.caFile)
 				if err != nil {
-					return nil, fmt.Errorf("read controller CA: %w", err)
+					return endpoint{}, fmt.Errorf("read controller CA: %w", err)
 				}
 				pool := x509.NewCertPool()
 				if !pool.AppendCertsFromPEM(pem) {
-					return nil, fmt.Errorf("read controller CA: %s holds no PEM certificate", o.caFile)
+					return endpoint{}, fmt.Errorf("read controller CA: %s holds no PEM certificate", o.caFile)
 				}
 				cfg.RootCAs = pool
 			}
 			tr.TLSClientConfig = cfg
 		} else if o.caFile != "" {
-			return nil, fmt.Errorf("controller URL %q: a CA file is for https:// controllers", controllerURL)
+			return endpoint{}, fmt.Errorf("controller URL %q: a CA file is for https:// controllers", raw)
 		}
 		base = u.Scheme + "://" + u.Host + strings.TrimRight(u.EscapedPath(), "/")
 	}
-	return &Client{
-		url: raw, base: base, token: token, agent: o.agent,
+	return endpoint{url: raw, base: base,
 		hc:     &http.Client{Transport: tr, Timeout: o.timeout, CheckRedirect: noRedirect},
 		stream: &http.Client{Transport: tr, CheckRedirect: noRedirect},
 	}, nil
@@ -137,14 +172,15 @@ func New(controllerURL, token string, opts ...Option) (*Client, error) {
 // the API never redirects.
 func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
-// URL is the controller's address as given to New.
+// URL is the controller's address as given to New (every one of them,
+// comma-separated, when it was given several).
 func (c *Client) URL() string { return c.url }
 
 // HasToken reports whether the client sends a token.
 func (c *Client) HasToken() bool { return c.token != "" }
 
 // WithToken returns a client of the same controller that sends token
-// instead (sharing the connections).
+// instead (sharing the connections, and which controller leads).
 func (c *Client) WithToken(token string) *Client {
 	n := *c
 	n.token = token
@@ -302,8 +338,8 @@ func codeForStatus(status int) string {
 }
 
 // newRequest builds a request for an API path ("/reservations") with an
-// optional JSON body.
-func (c *Client) newRequest(ctx context.Context, method, path string, query url.Values, body any) (*http.Request, error) {
+// optional JSON body, to the controller at base.
+func (c *Client) newRequest(ctx context.Context, base, method, path string, query url.Values, body any) (*http.Request, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -312,7 +348,7 @@ func (c *Client) newRequest(ctx context.Context, method, path string, query url.
 		}
 		rd = bytes.NewReader(b)
 	}
-	u := c.base + "/api/v1" + path
+	u := base + "/api/v1" + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
@@ -322,6 +358,12 @@ func (c *Client) newRequest(ctx context.Context, method, path string, query url.
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if k := idempotencyKey(body); k != "" {
+		// Marks the request as safe to send again: net/http then retries
+		// it on a fresh connection when a kept-alive one turns out dead,
+		// and roundTrip on the next controller.
+		req.Header.Set("Idempotency-Key", k)
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.agent)
@@ -333,7 +375,7 @@ func (c *Client) newRequest(ctx context.Context, method, path string, query url.
 
 // unreachable wraps a transport error, keeping its cause readable: the
 // *url.Error's "Post \"http://...\":" prefix repeats what the message says.
-func (c *Client) unreachable(ctx context.Context, err error) error {
+func unreachable(ctx context.Context, at string, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -344,25 +386,91 @@ func (c *Client) unreachable(ctx context.Context, err error) error {
 	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
 		err = fmt.Errorf("%w (is a controller running there?)", err)
 	}
-	return &UnreachableError{URL: c.url, Err: err}
+	return &UnreachableError{URL: at, Err: err}
+}
+
+// idempotencyKey is the key a create carries, if any.
+func idempotencyKey(body any) string {
+	switch b := body.(type) {
+	case apiv1.ReservationRequest:
+		return b.IdempotencyKey
+	case *apiv1.ReservationRequest:
+		return b.IdempotencyKey
+	}
+	return ""
+}
+
+// notSent reports whether a transport error happened before the request
+// left: the connection could not be made.
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// roundTrip sends the request mk builds for a controller's base URL to
+// the controller last found leading, moving on to the next as New says,
+// and returns the answer with the URL of the controller that gave it.
+// stream selects the client without a timeout.
+func (c *Client) roundTrip(ctx context.Context, method string, stream bool, mk func(base string) (*http.Request, error)) (*http.Response, string, error) {
+	n := len(c.eps)
+	start := int(c.cur.Load())
+	var last error
+	for i := range n {
+		k := (start + i) % n
+		ep := &c.eps[k]
+		req, err := mk(ep.base)
+		if err != nil {
+			return nil, ep.url, err
+		}
+		hc := ep.hc
+		if stream {
+			hc = ep.stream
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			uerr := unreachable(ctx, ep.url, err)
+			if n == 1 || ctx.Err() != nil {
+				return nil, ep.url, uerr
+			}
+			// Whatever happens to this request, the next starts on the
+			// next controller.
+			c.cur.CompareAndSwap(int32(k), int32((k+1)%n))
+			if !notSent(err) && method != http.MethodGet && method != http.MethodHead && req.Header.Get("Idempotency-Key") == "" {
+				return nil, ep.url, uerr
+			}
+			last = uerr
+			continue
+		}
+		if resp.StatusCode == http.StatusServiceUnavailable && n > 1 {
+			data, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+			resp.Body.Close()
+			if ae := decodeError(resp.StatusCode, data); ae.Detail.Code == apiv1.CodeStandby {
+				c.cur.CompareAndSwap(int32(k), int32((k+1)%n))
+				last = ae
+				continue
+			}
+			resp.Body = io.NopCloser(bytes.NewReader(data))
+		}
+		c.cur.Store(int32(k))
+		return resp, ep.url, nil
+	}
+	return nil, c.url, last
 }
 
 // do sends a request and decodes a 2xx answer's JSON body into out (when
 // out is not nil and the body is not empty); any other status becomes an
 // *APIError.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, body, out any) error {
-	req, err := c.newRequest(ctx, method, path, query, body)
+	resp, at, err := c.roundTrip(ctx, method, false, func(base string) (*http.Request, error) {
+		return c.newRequest(ctx, base, method, path, query, body)
+	})
 	if err != nil {
 		return err
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return c.unreachable(ctx, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
-		return c.unreachable(ctx, fmt.Errorf("read the answer to %s %s: %w", method, path, err))
+		return unreachable(ctx, at, fmt.Errorf("read the answer to %s %s: %w", method, path, err))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return decodeError(resp.StatusCode, data)

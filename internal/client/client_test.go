@@ -253,8 +253,8 @@ func TestNewURLs(t *testing.T) {
 			t.Errorf("New(%q) error %v, want one mentioning %q", tc.in, err, tc.err)
 		case tc.err == "" && err != nil:
 			t.Errorf("New(%q): %v", tc.in, err)
-		case tc.err == "" && c.base != tc.base:
-			t.Errorf("New(%q) base %q, want %q", tc.in, c.base, tc.base)
+		case tc.err == "" && c.eps[0].base != tc.base:
+			t.Errorf("New(%q) base %q, want %q", tc.in, c.eps[0].base, tc.base)
 		}
 	}
 	if _, err := New("http://x:1", "", WithCAFile("/nonexistent")); err == nil {

@@ -62,20 +62,24 @@ func (c *Client) EventsAfter(ctx context.Context, id, lastID string) (*EventStre
 	q := url.Values{}
 	setString(q, "id", id)
 	sctx, cancel := context.WithCancel(ctx)
-	req, err := c.newRequest(sctx, http.MethodGet, "/events", q, nil)
+	resp, at, err := c.roundTrip(sctx, http.MethodGet, true, func(base string) (*http.Request, error) {
+		req, err := c.newRequest(sctx, base, http.MethodGet, "/events", q, nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Cache-Control", "no-cache")
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		return req, nil
+	})
 	if err != nil {
 		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Cache-Control", "no-cache")
-	if lastID != "" {
-		req.Header.Set("Last-Event-ID", lastID)
-	}
-	resp, err := c.stream.Do(req)
-	if err != nil {
-		cancel()
-		return nil, c.unreachable(ctx, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
@@ -128,9 +132,9 @@ func (c *Client) EventsAfter(ctx context.Context, id, lastID string) (*EventStre
 		} else if errors.As(err, &se) {
 			err = se
 		} else if err == nil {
-			err = &UnreachableError{URL: c.url, Err: errors.New("the controller closed the event stream")}
+			err = &UnreachableError{URL: at, Err: errors.New("the controller closed the event stream")}
 		} else if !strings.HasPrefix(err.Error(), "event stream:") {
-			err = &UnreachableError{URL: c.url, Err: fmt.Errorf("event stream: %w", err)}
+			err = &UnreachableError{URL: at, Err: fmt.Errorf("event stream: %w", err)}
 		}
 		s.mu.Lock()
 		s.err = err

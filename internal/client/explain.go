@@ -48,8 +48,9 @@ func (e *explained) Unwrap() error { return e.err }
 
 // CreateReservationRetrying sends a create, and sends it again when the
 // answer was lost (the controller could not be reached or was shutting
-// down): the request's idempotency key makes the second try return what
-// the first booked, if it did. fromNow says the start was "now" when the
+// down, or every controller it was given was a standby): the request's
+// idempotency key makes the second try return what the first booked, if
+// it did. fromNow says the start was "now" when the
 // caller began: a start that passed while the first try hung is then
 // moved to the new now.
 func (c *Client) CreateReservationRetrying(ctx context.Context, req apiv1.ReservationRequest, fromNow bool) (apiv1.ReservationResponse, error) {
@@ -57,12 +58,24 @@ func (c *Client) CreateReservationRetrying(ctx context.Context, req apiv1.Reserv
 	if err == nil || !retry.IsTransient(err) || ctx.Err() != nil {
 		return resp, err
 	}
-	select {
-	case <-time.After(time.Second):
-	case <-ctx.Done():
+	// Once; with several controllers, until a standby has had the time
+	// to take over (15 s) and a little more.
+	tries := 1
+	if len(c.eps) > 1 {
+		tries = 20
 	}
-	if ctx.Err() == nil {
+	for range tries {
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
 		resp, err = c.CreateReservation(ctx, req)
+		if err == nil || !retry.IsTransient(err) {
+			break
+		}
 	}
 	// The controller answers a known key before it checks the start, so
 	// this refusal proves nothing was booked: ask again from now.

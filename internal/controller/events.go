@@ -50,7 +50,8 @@ func newBroker() *broker { return &broker{subs: map[*subscriber]struct{}{}} }
 // id only, when id is not empty), and a function that ends the
 // subscription. With after > 0 it first replays the kept events after
 // that sequence number, and reports whether some it should have replayed
-// are no longer kept. The channel is closed when the subscriber falls too
+// are no longer kept, or after is past any it gave (another controller's,
+// before a takeover). The channel is closed when the subscriber falls too
 // far behind or the controller closes.
 func (c *Controller) Subscribe(a Actor, id string, after uint64) (<-chan Event, func(), bool) {
 	b := c.events
@@ -64,6 +65,12 @@ func (c *Controller) Subscribe(a Actor, id string, after uint64) (<-chan Event, 
 	missed := false
 	if after > 0 {
 		if len(b.recent) > 0 && b.recent[0].ev.Seq > after+1 {
+			missed = true
+		}
+		if after > b.seq {
+			// An id this broker never gave: another controller's (this
+			// one took over from it) or one from before a restart. What
+			// came after it is unknown.
 			missed = true
 		}
 		for _, p := range b.recent {
