@@ -230,11 +230,12 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 		kind = "postgres"
 	}
 
-	// The TCP listeners answer from the start, as a standby while another
-	// controller leads on the database (health says so, the rest is 503),
-	// so clients given several URLs move on to the leader; the unix
-	// sockets, which clients share by path, are bound only once this one
-	// leads.
+	// The TCP listeners are bound at once and, while another controller
+	// leads on the database, answer as a standby (health says so, the
+	// rest is 503), so clients given several URLs move on to the leader.
+	// A controller that leads at once serves only once it is ready, as
+	// before. The unix sockets, which clients share by path, are bound
+	// only once this one leads.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	limit := api.NewConnLimit(o.maxConns)
@@ -250,7 +251,14 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	srv := gate.HTTPServer(ctx, hopts)
 	errc := make(chan error, len(o.listens))
 	webURL := "" // the first TCP listener's, for the sign-in link
-	serve := func(l string) error {
+	var pending []net.Listener // bound, not yet served
+	serveAll := func() {
+		for _, ln := range pending {
+			go func() { errc <- srv.Serve(ln) }()
+		}
+		pending = nil
+	}
+	bind := func(l string) error {
 		ln, err := listen(l, tlsCfg, limit)
 		if err != nil {
 			return fmt.Errorf("controller: listen on %s: %w", l, err)
@@ -268,7 +276,7 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 		if webURL == "" && scheme != "unix" {
 			webURL = scheme + "://" + browserAddr(ln.Addr())
 		}
-		go func() { errc <- srv.Serve(ln) }()
+		pending = append(pending, ln)
 		return nil
 	}
 	var c *controller.Controller
@@ -286,13 +294,17 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	defer shutdown()
 	for _, l := range o.listens {
 		if !strings.HasPrefix(l, "unix:") {
-			if err := serve(l); err != nil {
+			if err := bind(l); err != nil {
 				return err
 			}
 		}
 	}
+	var standbyMu sync.Mutex
 	lead, err := store.Lead(ctx, o.db, func() {
 		log.Info("standby: another controller leads on this database; waiting")
+		standbyMu.Lock()
+		serveAll()
+		standbyMu.Unlock()
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -373,7 +385,7 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	}
 	for _, l := range o.listens {
 		if strings.HasPrefix(l, "unix:") {
-			if err := serve(l); err != nil {
+			if err := bind(l); err != nil {
 				return err
 			}
 		}
@@ -392,6 +404,9 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	var wg sync.WaitGroup
 	wg.Go(func() { c.Run(ctx) })
 	gate.Lead(handler)
+	standbyMu.Lock()
+	serveAll()
+	standbyMu.Unlock()
 	lost := false
 	select {
 	case <-ctx.Done():
