@@ -250,7 +250,7 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	gate := api.NewGate(Version, kind)
 	srv := gate.HTTPServer(ctx, hopts)
 	errc := make(chan error, len(o.listens))
-	webURL := "" // the first TCP listener's, for the sign-in link
+	webURL := ""               // the first TCP listener's, for the sign-in link
 	var pending []net.Listener // bound, not yet served
 	serveAll := func() {
 		for _, ln := range pending {
