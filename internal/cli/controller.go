@@ -66,6 +66,15 @@ LIGHTPATH_CONTROLLER_TOKEN).
 --listen may be given several times; unix:PATH serves on a unix socket,
 which processes inside a testbed's namespaces can reach.
 
+One controller leads a database at a time. A second started on the same
+--db waits as a standby (logged): its TCP listeners answer
+/api/v1/health with "role": "standby" and everything else 503, and it
+binds its unix sockets only once it leads. When the leader dies it takes
+over, loading the state from the database. On PostgreSQL a leader whose
+lock connection fails exits non-zero (restart it: it comes back as the
+standby). Clients take several URLs, comma-separated, and follow the
+leader (docs/controller.md).
+
 The monitoring repository keeps what the agents push (and what transfers
 report) in compressed chunks, in its own SQLite file (--metrics-db; by
 default beside an SQLite database, named *-metrics.db, or
