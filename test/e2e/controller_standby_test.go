@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/store/pgtest"
@@ -231,4 +233,41 @@ func standbyTakeover(t *testing.T, dbOf func(t *testing.T, dir string) string) {
 		t.Errorf("reserve list with both URLs: %v\n%s", err, out)
 	}
 	t.Logf("%d acknowledged (%d after the takeover), %d stored", len(answered), after.Load(), len(list.Reservations))
+}
+
+// TestControllerPostgresLostLead: when the connection holding a PostgreSQL
+// leader's lock is cut (here the server terminates it), the controller
+// steps down: it exits non-zero saying why, so that a supervisor restarts
+// it as a standby, instead of serving on while another may lead.
+func TestControllerPostgresLostLead(t *testing.T) {
+	dir := t.TempDir()
+	db := pgtest.URL(t)
+	c := startKillCtl(t, dir, db, freePort(t, "127.0.0.1"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	var n int64
+	err = admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_locks
+		WHERE locktype = 'advisory' AND objsubid = 2 AND classid = $1::bigint::oid
+		AND objid = (hashtext(current_schema())::bigint & 4294967295)::oid`, int64(0x6c706c64)).Scan(&n)
+	if err != nil || n != 1 {
+		t.Fatalf("terminate the leader lock's connection: %d terminated, %v", n, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatalf("the controller exited 0 after losing its lead:\n%s", c.log)
+		}
+		if !strings.Contains(c.log.String(), "lightpath: controller: lost the lead on the database") {
+			t.Errorf("the controller did not say why it stopped:\n%s", c.log)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the controller still runs 15 s after its lock's connection was cut:\n%s", c.log)
+	}
 }
