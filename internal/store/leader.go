@@ -71,12 +71,19 @@ type Leadership struct {
 //
 // The caller uses Store (and closes it) and calls Release when done.
 func Lead(ctx context.Context, url string, standby func()) (*Leadership, error) {
+	lk, err := newLocker(url)
+	if err != nil {
+		return nil, fmt.Errorf("take the leader lock: %w", err)
+	}
+	defer lk.close()
 	told := false
 	var h heldLock
 	for {
-		var err error
-		h, err = tryLead(ctx, url)
+		h, err = lk.try(ctx)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
 			return nil, fmt.Errorf("take the leader lock: %w", err)
 		}
 		if h != nil {
@@ -109,23 +116,43 @@ func Lead(ctx context.Context, url string, standby func()) (*Leadership, error) 
 	return &Leadership{held: h, epoch: epoch, store: &sqlStore{b: ss.b, q: ss.q, epoch: epoch}}, nil
 }
 
-// tryLead takes the leader lock if it is free; nil when another holds it.
-func tryLead(ctx context.Context, url string) (heldLock, error) {
+// locker tries a database's leader lock, again and again while a standby
+// waits.
+type locker interface {
+	// try takes the lock if it is free; nil when another holds it.
+	try(ctx context.Context) (heldLock, error)
+	// close releases what the tries kept (not a lock try returned).
+	close()
+}
+
+func newLocker(url string) (locker, error) {
 	switch {
 	case strings.HasPrefix(url, "sqlite:"):
 		path := strings.TrimPrefix(url, "sqlite:")
 		if path == ":memory:" {
-			return memoryLock{}, nil
+			return memoryLocker{}, nil
 		}
 		if path == "" {
 			return nil, fmt.Errorf("sqlite: no path: want sqlite:PATH or sqlite::memory:")
 		}
-		return tryFileLock(path + ".lock")
+		return fileLocker(path + ".lock"), nil
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		return tryPGLock(ctx, url)
+		return &pgLocker{url: url}, nil
 	}
 	return nil, fmt.Errorf("%w: database URL %q: want sqlite:PATH or postgres://...", reserve.ErrInvalid, redact(url))
 }
+
+// fileLocker is SQLite's: an flock on the file of that path.
+type fileLocker string
+
+func (f fileLocker) try(context.Context) (heldLock, error) { return tryFileLock(string(f)) }
+func (fileLocker) close()                                  {}
+
+// memoryLocker is a private in-memory database's: nobody shares it.
+type memoryLocker struct{}
+
+func (memoryLocker) try(context.Context) (heldLock, error) { return memoryLock{}, nil }
+func (memoryLocker) close()                                {}
 
 // raiseEpoch makes the stored leader epoch one more than it was (0 when
 // none was stored) and returns it. It runs as a write transaction, so it

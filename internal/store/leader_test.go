@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
 )
 
@@ -54,5 +55,29 @@ func TestPostgresLeaderStepsDown(t *testing.T) {
 	}
 	if err := old.Store().PutSetting(ctx, "x", "y"); !errors.Is(err, store.ErrDeposed) {
 		t.Errorf("the old leader's write: %v, want ErrDeposed", err)
+	}
+}
+
+// TestLeadURLs: Lead refuses what Open refuses, and a private in-memory
+// database, which nobody can share, is led at once.
+func TestLeadURLs(t *testing.T) {
+	ctx := context.Background()
+	if _, err := store.Lead(ctx, "mysql://x", nil); !errors.Is(err, reserve.ErrInvalid) {
+		t.Errorf("lead mysql://x: %v, want ErrInvalid", err)
+	}
+	if _, err := store.Lead(ctx, "sqlite:", nil); err == nil {
+		t.Error("lead sqlite: without a path: no error")
+	}
+	if _, err := store.Lead(ctx, "sqlite:"+t.TempDir()+"/missing/db", nil); err == nil {
+		t.Error("lead in a missing directory: no error")
+	}
+	l, err := store.Lead(ctx, "sqlite::memory:", nil)
+	if err != nil {
+		t.Fatalf("lead an in-memory database: %v", err)
+	}
+	defer l.Release()
+	defer l.Store().Close()
+	if err := l.Store().PutSetting(ctx, "k", "v"); err != nil || l.Epoch() != 1 {
+		t.Errorf("the in-memory leader writes: %v, epoch %d", err, l.Epoch())
 	}
 }

@@ -40,8 +40,47 @@ type pgLock struct {
 	relMu sync.Mutex
 }
 
-// tryPGLock connects and tries the lock once; nil when another holds it.
-func tryPGLock(ctx context.Context, url string) (heldLock, error) {
+// pgLocker tries the lock on one connection, kept between tries (a
+// standby tries twice a second) and made anew when it breaks.
+type pgLocker struct {
+	url  string
+	conn *pgx.Conn
+}
+
+func (p *pgLocker) try(ctx context.Context) (heldLock, error) {
+	if p.conn == nil || p.conn.IsClosed() {
+		conn, err := connectLock(ctx, p.url)
+		if err != nil {
+			return nil, err
+		}
+		p.conn = conn
+	}
+	var got bool
+	err := p.conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext(current_schema()))`, pgLeaderClass).Scan(&got)
+	if err != nil {
+		p.close()
+		return nil, fmt.Errorf("postgres %s: try the leader lock: %w", redact(p.url), err)
+	}
+	if !got {
+		return nil, nil
+	}
+	l := &pgLock{conn: p.conn, gone: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	p.conn = nil // the lock's now
+	go l.watch()
+	return l, nil
+}
+
+func (p *pgLocker) close() {
+	if p.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		p.conn.Close(ctx)
+		cancel()
+		p.conn = nil
+	}
+}
+
+// connectLock opens the lock's own connection, with short keepalives.
+func connectLock(ctx context.Context, url string) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres %s: %w", redact(url), err)
@@ -59,18 +98,7 @@ func tryPGLock(ctx context.Context, url string) (heldLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres %s: %w", redact(url), err)
 	}
-	var got bool
-	err = conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext(current_schema()))`, pgLeaderClass).Scan(&got)
-	if err != nil || !got {
-		conn.Close(context.WithoutCancel(ctx))
-		if err != nil {
-			return nil, fmt.Errorf("postgres %s: try the leader lock: %w", redact(url), err)
-		}
-		return nil, nil
-	}
-	l := &pgLock{conn: conn, gone: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
-	go l.watch()
-	return l, nil
+	return conn, nil
 }
 
 // watch checks the connection every pgLockCheck until release or a
