@@ -189,6 +189,22 @@ func (c *Controller) rejudge(ctx context.Context, now time.Time) {
 				Why: fmt.Sprintf("%s%s is gone: its part may not be in place", agentGone, joinNodes(gone))}
 		} else if !strings.HasPrefix(r.DegradedReason, agentGone) {
 			continue // degraded for another reason (a link down), or not at all
+		} else if c.onDownLink(r) {
+			// Its agents are back, but a link of its path went down
+			// meanwhile: the agents' degradation replaced the link's, which
+			// a recovery would lose. Move it off the link now, or degrade
+			// it for the link.
+			n, err := c.moveOff(ctx, r, now)
+			if err != nil {
+				if !errors.Is(err, reserve.ErrConflict) {
+					c.log.Error("judge reservation", "id", r.ID, "err", err)
+				}
+				continue
+			}
+			if !strings.HasPrefix(n.DegradedReason, agentGone) {
+				continue // degraded for the link
+			}
+			r = n // moved to a live path: it recovers
 		}
 		// A conflict is a timed event due first: the clock's next tick
 		// applies it and the one after judges again.
@@ -196,6 +212,15 @@ func (c *Controller) rejudge(ctx context.Context, now time.Time) {
 			c.log.Error("judge reservation", "id", r.ID, "err", err)
 		}
 	}
+}
+
+// onDownLink reports whether r's path crosses a link known to be down;
+// the caller holds mu.
+func (c *Controller) onDownLink(r reserve.Reservation) bool {
+	return slices.ContainsFunc(r.Path, func(h reserve.PathHop) bool {
+		_, down := c.linkDown[h.Link]
+		return down
+	})
 }
 
 // agentGone begins the degraded reason rejudge gives, so it recovers only
