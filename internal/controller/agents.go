@@ -206,8 +206,6 @@ func (c *Controller) rejudge(ctx context.Context, now time.Time) {
 			}
 			r = n // moved to a live path: it recovers
 		}
-		// A conflict is a timed event due first: the clock's next tick
-		// applies it and the one after judges again.
 		if _, err := c.change(ctx, r, ev, now); err != nil && !errors.Is(err, reserve.ErrConflict) {
 			c.log.Error("judge reservation", "id", r.ID, "err", err)
 		}
@@ -413,8 +411,18 @@ func (c *Controller) alternatePath(r reserve.Reservation, avoid []string, now ti
 }
 
 // change applies one event the controller raises itself, stores it and
-// publishes it; the caller holds mu.
+// publishes it; the caller holds mu. The timed events due first (a start
+// or an end passed before the clock loop saw it) are applied before it,
+// as the state machine requires; a reservation they end needs no event.
 func (c *Controller) change(ctx context.Context, r reserve.Reservation, ev reserve.Event, now time.Time) (reserve.Reservation, error) {
+	if cu, err := c.catchUp(ctx, r, now); err != nil {
+		return r, err
+	} else if cu.Version != r.Version {
+		if !cu.State.Live() {
+			return cu, nil
+		}
+		r = cu
+	}
 	n, tr, err := reserve.Next(r, ev, now)
 	if err != nil || tr.IsZero() {
 		return n, err

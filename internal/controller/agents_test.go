@@ -247,3 +247,47 @@ func TestHeartbeatRefusals(t *testing.T) {
 		t.Fatalf("refused heartbeats registered agents: %+v", agents)
 	}
 }
+
+// TestJudgementWithATimedEventDue pins that an agent judgement is not lost
+// when it meets a reservation with a timed event due at the same instant
+// (its start passed, not yet applied): a lease that lapses then leaves it
+// ACTIVE and degraded, and an agent back then leaves it ACTIVE and
+// recovered, however many ticks follow.
+func TestJudgementWithATimedEventDue(t *testing.T) {
+	const lease = 10 * time.Second
+	for _, tc := range []struct {
+		name string
+		// judge moves the clock past the start and has the judgement made.
+		judge        func(h *harness)
+		wantDegraded bool
+	}{{
+		name:         "lease lapses as the start falls due",
+		judge:        func(h *harness) { h.at(t0.Add(2 * time.Minute)) },
+		wantDegraded: true,
+	}, {
+		name: "agent back as the start falls due",
+		judge: func(h *harness) {
+			h.at(t0.Add(lease)) // lapsed before the start: degraded, RESERVED
+			h.clk.Set(t0.Add(2 * time.Minute))
+			h.heartbeat("h1", controller.MaxLease)
+		},
+		wantDegraded: false,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, oneLink)
+			h.heartbeat("h1", lease)
+			r := h.create(controller.CreateInput{From: "h1", To: "h2", Bandwidth: 100 * mbit, Start: t0.Add(time.Minute), Duration: time.Hour})
+			if _, err := h.c.Report(h.ctx, agentOf("h1"), r.ID, "h1", true, ""); err != nil {
+				t.Fatal(err)
+			}
+			tc.judge(h)
+			for range 3 {
+				h.c.Tick(h.ctx)
+			}
+			got := h.wantState(r.ID, reserve.StateActive)
+			if got.Degraded != tc.wantDegraded {
+				t.Fatalf("degraded %v (%q), want %v\nhistory: %s", got.Degraded, got.DegradedReason, tc.wantDegraded, history(got))
+			}
+		})
+	}
+}

@@ -315,3 +315,72 @@ func TestAgentBackKeepsLinkDegradation(t *testing.T) {
 		})
 	}
 }
+
+// TestLinkEventsWithATimedEventDue pins that a link event or a rule's
+// reroute meeting a reservation whose start has passed but not yet been
+// applied by the clock acts on it all the same (the start applied first):
+// it is not left on a dead link, degraded after its link returned, or
+// reported as a failed reroute.
+func TestLinkEventsWithATimedEventDue(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		topo string
+		// before acts before the start; act after it, before any tick.
+		before, act  func(h *harness, r reserve.Reservation) error
+		moved        bool
+		wantDegraded bool
+	}{{
+		name: "link down moves it",
+		topo: twoLinks,
+		act: func(h *harness, r reserve.Reservation) error {
+			_, err := h.c.LinkDown(h.ctx, agentOf("h1"), "h1", r.Path[0].Link, "")
+			return err
+		},
+		moved: true,
+	}, {
+		name: "link down degrades it",
+		topo: oneLink,
+		act: func(h *harness, r reserve.Reservation) error {
+			_, err := h.c.LinkDown(h.ctx, agentOf("h1"), "h1", "l", "")
+			return err
+		},
+		wantDegraded: true,
+	}, {
+		name: "link up recovers it",
+		topo: oneLink,
+		before: func(h *harness, r reserve.Reservation) error {
+			_, err := h.c.LinkDown(h.ctx, agentOf("h1"), "h1", "l", "")
+			return err
+		},
+		act: func(h *harness, r reserve.Reservation) error { return h.c.LinkUp(h.ctx, agentOf("h1"), "h1", "l") },
+	}, {
+		name: "a rule reroutes it",
+		topo: twoLinks,
+		act: func(h *harness, r reserve.Reservation) error {
+			out, err := h.c.RerouteAround(h.ctx, "hot-link", []string{r.Path[0].Link}, "", "loss")
+			if err == nil && (len(out) != 1 || !out[0].Moved) {
+				h.t.Fatalf("reroute: %+v, want it moved", out)
+			}
+			return err
+		},
+		moved: true,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.topo)
+			r := h.create(controller.CreateInput{From: "h1", To: "h2", Bandwidth: 500 * mbit, Start: t0.Add(time.Minute), Duration: time.Hour})
+			if tc.before != nil {
+				if err := tc.before(h, r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.clk.Set(t0.Add(2 * time.Minute))
+			if err := tc.act(h, r); err != nil {
+				t.Fatal(err)
+			}
+			got := h.wantState(r.ID, reserve.StateActive)
+			if got.Degraded != tc.wantDegraded || slices.Equal(got.Path, r.Path) == tc.moved {
+				t.Fatalf("path %v degraded %v (%q), want moved %v degraded %v\nhistory: %s", links(got.Path), got.Degraded, got.DegradedReason, tc.moved, tc.wantDegraded, history(got))
+			}
+		})
+	}
+}
