@@ -269,7 +269,7 @@ func (c *Controller) LinkDown(ctx context.Context, a Actor, node, link, why stri
 	}
 	now := c.now()
 	if _, known := c.linkDown[link]; !known {
-		c.linkDown[link] = fmt.Sprintf("link %s down at %s since %s", link, node, now.Format(time.RFC3339))
+		c.linkDown[link] = fmt.Sprintf("%s%s since %s", linkDownMark(link), node, now.Format(time.RFC3339))
 		if why != "" {
 			c.linkDown[link] += " (" + why + ")"
 		}
@@ -311,8 +311,18 @@ func (c *Controller) LinkUp(ctx context.Context, a Actor, node, link string) err
 			return err
 		}
 	}
-	reason, known := c.linkDown[link]
-	if !known {
+	// A reservation degraded for the link recovers, also when this
+	// controller did not hear the link go down: it restarted since, and an
+	// agent reports a link only when it changes.
+	mark := linkDownMark(link)
+	var degraded []reserve.Reservation
+	for _, r := range c.liveList() {
+		if r.Degraded && strings.Contains(r.DegradedReason, mark) {
+			degraded = append(degraded, r)
+		}
+	}
+	_, known := c.linkDown[link]
+	if !known && len(degraded) == 0 {
 		return nil
 	}
 	delete(c.linkDown, link)
@@ -321,15 +331,31 @@ func (c *Controller) LinkUp(ctx context.Context, a Actor, node, link string) err
 	if err := c.st.AppendAudit(ctx, store.AuditEntry{At: now, Who: "agent:" + node, What: "link up " + link}); err != nil {
 		c.log.Error("audit", "err", err)
 	}
-	for _, r := range c.liveList() {
-		if !r.Degraded || !strings.Contains(r.DegradedReason, reason) {
-			continue
+	for _, r := range degraded {
+		if c.onDownLink(r) {
+			// Another link of its path is still down: move it off that
+			// one, or degrade it for that one alone.
+			n, err := c.moveOff(ctx, r, now)
+			if err != nil {
+				c.log.Error("move off a dead link", "id", r.ID, "err", err)
+				continue
+			}
+			if !strings.Contains(n.DegradedReason, mark) {
+				continue // degraded for the links still down
+			}
+			r = n // moved to a live path: it recovers
 		}
-		c.change(ctx, r, reserve.Event{Kind: reserve.EventRecover, By: reserve.ActorController}, now)
+		if _, err := c.change(ctx, r, reserve.Event{Kind: reserve.EventRecover, By: reserve.ActorController}, now); err != nil {
+			c.log.Error("recover reservation", "id", r.ID, "err", err)
+		}
 	}
 	c.rejudge(ctx, now)
 	return nil
 }
+
+// linkDownMark begins the reason LinkDown gives a link, so LinkUp finds
+// what it degraded.
+func linkDownMark(link string) string { return "link " + link + " down at " }
 
 // downLinks lists the links known to be down; the caller holds mu.
 func (c *Controller) downLinks() []string {

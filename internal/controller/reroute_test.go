@@ -384,3 +384,59 @@ func TestLinkEventsWithATimedEventDue(t *testing.T) {
 		})
 	}
 }
+
+// TestLinkUpRecoversOnlyWhatIsBack pins LinkUp's recovery: a reservation
+// degraded for a link recovers when that link returns, also when the
+// controller restarted since the link went down (agents report a link
+// only when it changes, so the new controller hears only the "up"); one
+// whose path crosses another link still down stays degraded for that one.
+func TestLinkUpRecoversOnlyWhatIsBack(t *testing.T) {
+	// a - r - b: a path of two links and no other.
+	const chain = `
+sites: [{name: s1}]
+nodes:
+  - {name: a, site: s1}
+  - {name: r, site: s1, role: router}
+  - {name: b, site: s1}
+links:
+  - {name: ar, ends: [a, r], rate: 1G}
+  - {name: rb, ends: [r, b], rate: 1G}
+`
+	for _, tc := range []struct {
+		name    string
+		down    []string // links reported down, in order
+		restart bool     // the controller restarts before the link up
+		up      string
+		want    string // the degraded reason after the up; "": recovered
+	}{
+		{name: "its link back", down: []string{"ar"}, up: "ar"},
+		{name: "its link back after a restart", down: []string{"ar"}, restart: true, up: "ar"},
+		{name: "another of its links still down", down: []string{"ar", "rb"}, up: "ar", want: "link rb down at r"},
+		{name: "the other link back first", down: []string{"ar", "rb"}, up: "rb", want: "link ar down at a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, chain)
+			res := h.create(controller.CreateInput{From: "a", To: "b", Bandwidth: 100 * mbit, Duration: time.Hour})
+			h.at(t0)
+			at := map[string]string{"ar": "a", "rb": "r"} // the end each link is reported from
+			for _, l := range tc.down {
+				if _, err := h.c.LinkDown(h.ctx, agentOf(at[l]), at[l], l, ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := h.get(res.ID); !got.Degraded {
+				t.Fatal("not degraded with its only path down")
+			}
+			if tc.restart {
+				h.restart()
+			}
+			if err := h.c.LinkUp(h.ctx, agentOf(at[tc.up]), at[tc.up], tc.up); err != nil {
+				t.Fatal(err)
+			}
+			got := h.wantState(res.ID, reserve.StateActive)
+			if tc.want == "" && got.Degraded || tc.want != "" && (!got.Degraded || !strings.Contains(got.DegradedReason, tc.want) || strings.Contains(got.DegradedReason, "link "+tc.up+" down")) {
+				t.Fatalf("after %s came back: degraded %v (%q), want %q\nhistory: %s", tc.up, got.Degraded, got.DegradedReason, tc.want, history(got))
+			}
+		})
+	}
+}
