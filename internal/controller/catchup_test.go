@@ -175,3 +175,37 @@ func TestOpenJudgesLeasesLapsedWhileAway(t *testing.T) {
 		t.Fatalf("still degraded after the agent came back: %s", got.DegradedReason)
 	}
 }
+
+// TestOpenCatchesUpBeforeATopologyGiven pins the order of Open's work: the
+// reservations are caught up before a topology given on the command line
+// is checked against them, so one that ended while no controller ran does
+// not block a topology without its link, while one still live does.
+func TestOpenCatchesUpBeforeATopologyGiven(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		away    time.Duration // clock after t0 at the restart
+		refused bool
+	}{
+		{name: "ended while away", away: 2 * time.Hour},
+		{name: "still live", away: 30 * time.Minute, refused: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, twoLinks)
+			r := h.create(controller.CreateInput{From: "h1", To: "h2", Bandwidth: 500 * mbit, Path: []string{"q"}, Duration: time.Hour})
+			h.stop()
+			h.clk.Set(t0.Add(tc.away))
+			err := h.open(without(twoLinks, "q"))
+			if tc.refused {
+				wantErr(t, err, reserve.ErrConflict, r.ID, `unknown link "q"`)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.wantState(r.ID, reserve.StateFinished)
+			if got := h.c.Topology().YAML; got != without(twoLinks, "q") {
+				t.Fatalf("topology after the open:\n%s", got)
+			}
+		})
+	}
+}
