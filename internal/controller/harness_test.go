@@ -99,13 +99,21 @@ type harness struct {
 	st  store.Store
 	c   *controller.Controller
 	ctx context.Context
+	// configure, when set, edits the Config of every controller opened.
+	configure func(*controller.Config)
 }
 
 // newHarness opens a controller on a fresh database with topology topo
 // (YAML; empty for none).
 func newHarness(t *testing.T, topo string) *harness {
 	t.Helper()
-	h := &harness{t: t, db: "sqlite:" + filepath.Join(t.TempDir(), "controller.db"), clk: &fakeClock{t: t0}, ctx: context.Background()}
+	return newHarnessConfig(t, topo, nil)
+}
+
+// newHarnessConfig is newHarness with configure editing every Config.
+func newHarnessConfig(t *testing.T, topo string, configure func(*controller.Config)) *harness {
+	t.Helper()
+	h := &harness{t: t, db: "sqlite:" + filepath.Join(t.TempDir(), "controller.db"), clk: &fakeClock{t: t0}, ctx: context.Background(), configure: configure}
 	if err := h.open(topo); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +142,11 @@ func (h *harness) open(topo string) error {
 	if topo != "" {
 		tp = parseTopo(h.t, "test.yaml", topo)
 	}
-	c, err := controller.Open(h.ctx, controller.Config{Store: st, StoreKind: "sqlite", Topology: tp, Now: h.clk.Now})
+	cfg := controller.Config{Store: st, StoreKind: "sqlite", Topology: tp, Now: h.clk.Now}
+	if h.configure != nil {
+		h.configure(&cfg)
+	}
+	c, err := controller.Open(h.ctx, cfg)
 	if err != nil {
 		st.Close()
 		return err

@@ -440,3 +440,65 @@ links:
 		})
 	}
 }
+
+// TestLinkDownWithFlowSpec pins a move of a reservation that steers flows:
+// on the new path it needs a DSCP value free on every node there, so with
+// one to spare it moves under a new value, and with none (the only value
+// is used by a reservation on a node of the new path) it stays, degraded,
+// saying so.
+func TestLinkDownWithFlowSpec(t *testing.T) {
+	// h1 - h2 directly over p, or through router c; d - c - e is another
+	// path through c that does not touch h1 or h2.
+	const topo = `
+sites: [{name: s1}, {name: s2}, {name: s3}]
+nodes:
+  - {name: h1, site: s1}
+  - {name: h2, site: s2}
+  - {name: c, site: s3, role: router}
+  - {name: d, site: s3}
+  - {name: e, site: s3}
+links:
+  - {name: p, ends: [h1, h2], rate: 1G}
+  - {name: h1c, ends: [h1, c], rate: 1G}
+  - {name: ch2, ends: [c, h2], rate: 1G}
+  - {name: cd, ends: [c, d], rate: 1G}
+  - {name: ce, ends: [c, e], rate: 1G}
+`
+	for _, tc := range []struct {
+		name  string
+		pool  []uint8
+		moved bool
+	}{
+		{name: "a value to spare", pool: []uint8{10, 12}, moved: true},
+		{name: "no value to spare", pool: []uint8{10}, moved: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool, err := reserve.NewDSCPPool(tc.pool...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := newHarnessConfig(t, topo, func(c *controller.Config) { c.DSCPPool = pool })
+			addr := func(n string) string { return h.c.Topology().Addrs[n][0].Addr().String() }
+			flow := func(from, to string) string { return "tcp " + addr(from) + " > " + addr(to) + ":7070" }
+			a := h.create(controller.CreateInput{From: "h1", To: "h2", Bandwidth: 100 * mbit, Path: []string{"p"}, Duration: time.Hour, FlowSpec: flow("h1", "h2")})
+			b := h.create(controller.CreateInput{From: "d", To: "e", Bandwidth: 100 * mbit, Duration: time.Hour, FlowSpec: flow("d", "e")})
+			if a.DSCP != 10 || b.DSCP != 10 {
+				t.Fatalf("DSCP %d and %d, want 10 for both: they share no node", a.DSCP, b.DSCP)
+			}
+			if _, err := h.c.LinkDown(h.ctx, agentOf("h1"), "h1", "p", ""); err != nil {
+				t.Fatal(err)
+			}
+			got := h.get(a.ID)
+			if tc.moved {
+				if !slices.Equal(links(got.Path), []string{"h1c", "ch2"}) || got.DSCP != 12 || got.Degraded {
+					t.Fatalf("path %v DSCP %d degraded %v (%q), want moved through c under DSCP 12", links(got.Path), got.DSCP, got.Degraded, got.DegradedReason)
+				}
+			} else if !slices.Equal(links(got.Path), []string{"p"}) || got.DSCP != 10 || !got.Degraded || !strings.Contains(got.DegradedReason, "DSCP") {
+				t.Fatalf("path %v DSCP %d degraded %v (%q), want it kept, degraded for want of a DSCP value", links(got.Path), got.DSCP, got.Degraded, got.DegradedReason)
+			}
+			if nb := h.get(b.ID); nb.Version != b.Version {
+				t.Fatalf("the reservation through c changed: %s", history(nb))
+			}
+		})
+	}
+}
