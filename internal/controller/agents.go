@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -274,6 +275,7 @@ func (c *Controller) LinkDown(ctx context.Context, a Actor, node, link, why stri
 			c.linkDown[link] += " (" + why + ")"
 		}
 		c.log.Warn("link down", "link", link, "node", node, "why", why)
+		c.saveLinksDown(ctx)
 		if err := c.st.AppendAudit(ctx, store.AuditEntry{At: now, Who: "agent:" + node, What: "link down " + link, Detail: why}); err != nil {
 			c.log.Error("audit", "err", err)
 		}
@@ -326,6 +328,9 @@ func (c *Controller) LinkUp(ctx context.Context, a Actor, node, link string) err
 		return nil
 	}
 	delete(c.linkDown, link)
+	if known {
+		c.saveLinksDown(ctx)
+	}
 	now := c.now()
 	c.log.Info("link up", "link", link, "node", node)
 	if err := c.st.AppendAudit(ctx, store.AuditEntry{At: now, Who: "agent:" + node, What: "link up " + link}); err != nil {
@@ -351,6 +356,19 @@ func (c *Controller) LinkUp(ctx context.Context, a Actor, node, link string) err
 	}
 	c.rejudge(ctx, now)
 	return nil
+}
+
+// saveLinksDown stores the links known to be down; the caller holds mu. A
+// failure is logged: the links stay down in memory, and the next change
+// stores them again.
+func (c *Controller) saveLinksDown(ctx context.Context) {
+	b, err := json.Marshal(c.linkDown)
+	if err == nil {
+		err = c.st.Tx(ctx, func(tx store.Store) error { return tx.PutSetting(ctx, settingLinksDown, string(b)) })
+	}
+	if err != nil {
+		c.log.Error("store the links found down", "err", err)
+	}
 }
 
 // linkDownMark begins the reason LinkDown gives a link, so LinkUp finds

@@ -502,3 +502,40 @@ links:
 		})
 	}
 }
+
+// TestLinksDownSurviveRestart pins that the links agents found down are
+// part of the stored state: a controller restarted (or a standby taking
+// over) still routes new bookings around a dead link, which no agent will
+// report again until it changes, and its return is still heard.
+func TestLinksDownSurviveRestart(t *testing.T) {
+	h := newHarness(t, twoLinks)
+	h.at(t0)
+	if _, err := h.c.LinkDown(h.ctx, agentOf("h1"), "h1", "p", "carrier lost"); err != nil {
+		t.Fatal(err)
+	}
+	h.restart()
+	probe := controller.CreateInput{From: "h1", To: "h2", Bandwidth: 10 * mbit, Duration: time.Minute}
+	for range 3 {
+		n, err := h.c.Create(h.ctx, alice, probe)
+		if err != nil || slices.Contains(links(n.Reservation.Path), "p") {
+			t.Fatalf("a booking after the restart, link p down: %v, path %v", err, links(n.Reservation.Path))
+		}
+	}
+	if err := h.c.LinkUp(h.ctx, agentOf("h2"), "h2", "p"); err != nil {
+		t.Fatal(err)
+	}
+	h.restart()
+	booked := map[string]bool{}
+	for range 20 {
+		n, err := h.c.Create(h.ctx, alice, probe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range links(n.Reservation.Path) {
+			booked[l] = true
+		}
+	}
+	if !booked["p"] {
+		t.Fatalf("after p came back and a restart, no booking took it: %v", booked)
+	}
+}
