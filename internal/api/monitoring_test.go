@@ -22,6 +22,7 @@ import (
 	"github.com/lightpath/lightpath/internal/monitor/alert"
 	"github.com/lightpath/lightpath/internal/monitor/repo"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/transfer"
 	"github.com/lightpath/lightpath/internal/transfer/registry"
 )
@@ -35,7 +36,7 @@ type monitoring struct {
 	repo   *repo.Repo
 }
 
-func (m *monitoring) attach(t *testing.T, h *api.Server, c *controller.Controller, dir string) func() {
+func (m *monitoring) attach(t *testing.T, h *api.Server, c *controller.Controller, st store.Store, dir string) func() {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(dir, "metrics.db")
@@ -43,15 +44,9 @@ func (m *monitoring) attach(t *testing.T, h *api.Server, c *controller.Controlle
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := registry.Open(ctx, path, c.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := registry.New(st, c.Now)
 	tr.SetLimits(m.limits)
-	hist, err := alert.OpenHistory(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hist := alert.NewHistory(st)
 	m.repo = rp
 	m.ev = alert.New(alert.Options{Source: alert.RepoSource(rp), History: hist, Now: c.Now,
 		Reroute: func(ctx context.Context, rule string, links []string, from, why string) ([]string, error) {
@@ -70,8 +65,6 @@ func (m *monitoring) attach(t *testing.T, h *api.Server, c *controller.Controlle
 	h.WithRepository(rp).WithTransfers(tr).WithAlerts(m.ev, hist)
 	return func() {
 		m.ev.Wait()
-		hist.Close()
-		tr.Close()
 		if err := rp.Close(); err != nil {
 			t.Error(err)
 		}

@@ -8,8 +8,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/transfer"
 )
+
+// openStore opens the controller's store (SQLite) at path.
+func openStore(t *testing.T, path string) store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), "sqlite:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
 
 type clock struct {
 	mu sync.Mutex
@@ -26,12 +37,9 @@ func (c *clock) add(d time.Duration) {
 func TestLifecycle(t *testing.T) {
 	ctx := context.Background()
 	clk := &clock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
-	path := filepath.Join(t.TempDir(), "m.db")
-	r, err := Open(ctx, path, clk.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	path := filepath.Join(t.TempDir(), "c.db")
+	st := openStore(t, path)
+	r := New(st, clk.now)
 	for _, bad := range []transfer.Registration{{Direction: "sideways", Source: "a", Destination: "b"}, {Direction: "push"}, {Direction: "pull", Source: "a", Destination: "b", BytesTotal: -1}} {
 		if _, err := r.Create(ctx, "alice", bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("create %+v: %v, want ErrInvalid", bad, err)
@@ -74,13 +82,11 @@ func TestLifecycle(t *testing.T) {
 		t.Errorf("a report after the end: %v", err)
 	}
 	// Kept across a reopen.
-	r.Close()
-	r2, err := Open(ctx, path, clk.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r2.Close()
-	l, err := r2.List(ctx, time.Time{}, 0, func(o string) bool { return o == "alice" })
+	st.Close()
+	st = openStore(t, path)
+	defer st.Close()
+	r2 := New(st, clk.now)
+	l, err := r2.List(ctx, time.Time{}, 0, "alice")
 	if err != nil || len(l) != 1 || l[0].State != transfer.Succeeded || l[0].Bottleneck != "network" {
 		t.Fatalf("list after reopen: %+v %v", l, err)
 	}
@@ -91,11 +97,9 @@ func TestLifecycle(t *testing.T) {
 func TestInterrupted(t *testing.T) {
 	ctx := context.Background()
 	clk := &clock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
-	r, err := Open(ctx, filepath.Join(t.TempDir(), "m.db"), clk.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	st := openStore(t, filepath.Join(t.TempDir(), "c.db"))
+	defer st.Close()
+	r := New(st, clk.now)
 	tr, err := r.Create(ctx, "alice", transfer.Registration{Direction: "pull", Source: "lp://b1:7070/d", Destination: "d"})
 	if err != nil {
 		t.Fatal(err)
