@@ -105,29 +105,6 @@ func TestSQLiteMemory(t *testing.T) {
 	}
 }
 
-// firstWaveFile writes at path a metrics file as the first wave's
-// controller left it (testdata/metrics-first-wave.sql).
-func firstWaveFile(t *testing.T, path string) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "metrics-first-wave.sql"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stmts []string
-	for _, s := range strings.Split(string(b), ";\n") {
-		if strings.TrimSpace(s) != "" {
-			stmts = append(stmts, s)
-		}
-	}
-	db, err := sqlitefile.Open(context.Background(), path, stmts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestImportMetricsFile: every transfer and alert record of a first-wave
 // metrics file is in the store after the import, once however often it
 // runs, on both databases.
@@ -140,7 +117,7 @@ func TestImportMetricsFile(t *testing.T) {
 			ctx := context.Background()
 			url := tc.url(t)
 			metrics := filepath.Join(t.TempDir(), "lightpath-metrics.db")
-			firstWaveFile(t, metrics)
+			storetest.FirstWaveMetricsFile(t, metrics)
 			s, err := store.Open(ctx, url)
 			if err != nil {
 				t.Fatal(err)
@@ -174,7 +151,7 @@ func TestImportMetricsFile(t *testing.T) {
 }
 
 // checkFirstWave checks that s holds the records of
-// testdata/metrics-first-wave.sql, once each.
+// storetest.FirstWaveMetricsFile, once each.
 func checkFirstWave(t *testing.T, s store.Store) {
 	t.Helper()
 	ctx := context.Background()

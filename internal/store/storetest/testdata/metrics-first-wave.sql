@@ -3,7 +3,8 @@
 -- repository's (their CREATE statements copied from that code), with rows
 -- as it wrote them: a transfer's document is the JSON of
 -- transfer.Transfer, an alert record's value is NULL when there was none.
--- Read by ImportMetricsFile's tests (internal/store) and the controller's
+-- Written by storetest.FirstWaveMetricsFile for ImportMetricsFile's tests
+-- (internal/store) and the controller's
 -- (test/e2e); statements end with a semicolon at the end of a line.
 CREATE TABLE IF NOT EXISTS transfers (
 		id TEXT PRIMARY KEY,
