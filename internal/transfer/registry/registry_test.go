@@ -116,3 +116,56 @@ func TestInterrupted(t *testing.T) {
 		t.Errorf("an unknown state: %v", err)
 	}
 }
+
+// TestLiveLimitAcrossControllers: the live-transfer limit holds for
+// registries on one database (two controllers, each with its own store
+// handle), creating at once: counting and adding are one store
+// transaction, not a lock of one process.
+func TestLiveLimitAcrossControllers(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
+	path := filepath.Join(t.TempDir(), "c.db")
+	var regs []*Registry
+	for range 2 {
+		st := openStore(t, path)
+		defer st.Close()
+		r := New(st, clk.now)
+		r.SetLimits(Limits{MaxLive: 5})
+		regs = append(regs, r)
+	}
+	var (
+		wg          sync.WaitGroup
+		mu          sync.Mutex
+		ok, refused int
+	)
+	for i := range 24 {
+		wg.Go(func() {
+			_, err := regs[i%2].Create(ctx, "alice", transfer.Registration{Direction: "push", Source: "f", Destination: "d"})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, ErrLimit):
+				refused++
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if ok != 5 || refused != 19 {
+		t.Errorf("%d created, %d refused; want 5 and 19", ok, refused)
+	}
+	// Another owner is not held back; a stalled transfer stops counting.
+	if _, err := regs[0].Create(ctx, "bob", transfer.Registration{Direction: "push", Source: "f", Destination: "d"}); err != nil {
+		t.Errorf("bob's create: %v", err)
+	}
+	clk.add(transfer.StallAfter + time.Second)
+	if _, err := regs[1].Create(ctx, "alice", transfer.Registration{Direction: "push", Source: "f", Destination: "d"}); err != nil {
+		t.Errorf("create once the others stalled: %v", err)
+	}
+	if l, err := regs[0].List(ctx, time.Time{}, 0, ""); err != nil || len(l) != 7 {
+		t.Errorf("every owner's transfers: %d, %v; want 7", len(l), err)
+	}
+}
