@@ -85,6 +85,10 @@ type Actor struct {
 // Sees reports whether a may see and act on what owner owns.
 func (a Actor) Sees(owner string) bool { return a.sees(owner) }
 
+// SeesAll reports whether a sees what every owner owns (an operator or an
+// admin), so a list need not be filtered by owner.
+func (a Actor) SeesAll() bool { return a.privileged() }
+
 // sees reports whether a may see and act on what owner owns.
 func (a Actor) sees(owner string) bool {
 	return a.Name == owner || a.Role == reserve.RoleOperator || a.Role == reserve.RoleAdmin

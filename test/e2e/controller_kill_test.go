@@ -39,15 +39,16 @@ links:
   - {name: l, ends: [h1, h2], rate: 1G, delay: 5ms}
 `
 
-func startKillCtl(t *testing.T, dir, db string, port int) *killCtl {
+func startKillCtl(t *testing.T, dir, db string, port int, extra ...string) *killCtl {
 	t.Helper()
 	topo := filepath.Join(dir, "topo.yaml")
 	if err := os.WriteFile(topo, []byte(killTopology), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c := &killCtl{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", port), log: &lockedBuffer{}}
-	c.cmd = exec.Command(lpBin, "controller", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--db", db, "--topology", topo, "--admin-token-file", filepath.Join(dir, "admin.token"))
+	args := []string{"controller", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--db", db, "--topology", topo, "--admin-token-file", filepath.Join(dir, "admin.token")}
+	c.cmd = exec.Command(lpBin, append(args, extra...)...)
 	c.cmd.Stderr = c.log
 	c.cmd.Dir = dir // with PostgreSQL, the metrics repository defaults to the working directory
 	if err := c.cmd.Start(); err != nil {

@@ -39,6 +39,11 @@ func Run(t *testing.T, newURL func(t *testing.T) string) {
 		{"TxSeesOwnWrites", testTxOwnWrites},
 		{"NoOverbooking", testNoOverbooking},
 		{"Restart", testRestart},
+		{"TransferRoundTrip", testTransferRoundTrip},
+		{"TransferFilters", testTransferFilters},
+		{"AlertRoundTrip", testAlertRoundTrip},
+		{"AlertFilters", testAlertFilters},
+		{"TransfersAlertsRestart", testTransfersAlertsRestart},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newURL(t)) })
