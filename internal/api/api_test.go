@@ -136,7 +136,7 @@ func (e *env) start(topo string) {
 	e.h = h
 	closeMon := func() {}
 	if e.mon != nil {
-		closeMon = e.mon.attach(t, h, c, e.dir)
+		closeMon = e.mon.attach(t, h, c, st, e.dir)
 	}
 	srv := httptest.NewServer(h)
 	e.srv = srv

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +24,8 @@ import (
 	"github.com/lightpath/lightpath/internal/monitor/alert"
 	"github.com/lightpath/lightpath/internal/monitor/repo"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/store"
+	"github.com/lightpath/lightpath/internal/store/pgtest"
 	"github.com/lightpath/lightpath/internal/transfer"
 	"github.com/lightpath/lightpath/internal/transfer/registry"
 )
@@ -35,7 +39,7 @@ type monitoring struct {
 	repo   *repo.Repo
 }
 
-func (m *monitoring) attach(t *testing.T, h *api.Server, c *controller.Controller, dir string) func() {
+func (m *monitoring) attach(t *testing.T, h *api.Server, c *controller.Controller, st store.Store, dir string) func() {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(dir, "metrics.db")
@@ -43,15 +47,9 @@ func (m *monitoring) attach(t *testing.T, h *api.Server, c *controller.Controlle
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := registry.Open(ctx, path, c.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := registry.New(st, c.Now)
 	tr.SetLimits(m.limits)
-	hist, err := alert.OpenHistory(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hist := alert.NewHistory(st)
 	m.repo = rp
 	m.ev = alert.New(alert.Options{Source: alert.RepoSource(rp), History: hist, Now: c.Now,
 		Reroute: func(ctx context.Context, rule string, links []string, from, why string) ([]string, error) {
@@ -70,8 +68,6 @@ func (m *monitoring) attach(t *testing.T, h *api.Server, c *controller.Controlle
 	h.WithRepository(rp).WithTransfers(tr).WithAlerts(m.ev, hist)
 	return func() {
 		m.ev.Wait()
-		hist.Close()
-		tr.Close()
 		if err := rp.Close(); err != nil {
 			t.Error(err)
 		}
@@ -350,4 +346,92 @@ func readLive(t *testing.T, e *env, token string) apiv1.Live {
 	}
 	t.Fatal("the live stream ended without a frame")
 	return apiv1.Live{}
+}
+
+// TestTransfersAndAlertsSurviveRestart: transfers and the alert history
+// are in the controller's database, not in the metrics file: after a
+// restart with the metrics file gone, both are there as they were, on
+// SQLite and PostgreSQL, and a transfer carries on.
+func TestTransfersAndAlertsSurviveRestart(t *testing.T) {
+	for name, url := range map[string]func(*testing.T) string{"sqlite": sqliteURL, "postgres": func(t *testing.T) string { return pgtest.URL(t) }} {
+		t.Run(name, func(t *testing.T) {
+			rules := filepath.Join(t.TempDir(), "rules.yaml")
+			if err := os.WriteFile(rules, []byte(`rules:
+  - name: wan-busy
+    expr: {series: lightpath_link_utilisation_ratio, labels: {link: wan}, fn: last, window: 30s}
+    op: ">"
+    threshold: 80%
+    actions: [{log: {}}]
+`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			e := &env{t: t, url: url(t), clk: &clock{t: t0}, dir: t.TempDir(), mon: &monitoring{rules: rules}}
+			e.start(twoSite)
+			agent := e.agent("agent-ra", "ra")
+			alice := e.user("alice", "user")
+			st, res, raw := e.create(alice, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 300 * mbps, Duration: "1h",
+				Path: []string{"a1-ra", "wan", "b1-rb"}})
+			if st != 201 {
+				t.Fatalf("create: %d %s", st, raw)
+			}
+			var tr transfer.Transfer
+			if st, raw := e.do("POST", "/api/v1/transfers", alice, transfer.Registration{Direction: "push", Source: "big.h5", Destination: "lp://b1:7070/",
+				From: "a1", To: "b1", Reservation: res.Reservation.ID, BytesTotal: 1 << 30}, &tr); st != 201 {
+				t.Fatalf("register: %d %s", st, raw)
+			}
+			e.clk.Add(time.Second)
+			if st, raw := e.do("POST", "/api/v1/transfers/"+tr.ID+"/progress", alice, transfer.Report{BytesDone: 100 << 20,
+				BytesByPath: map[string]int64{"routed": 100 << 20}, Streams: []transfer.Stream{{RTTSeconds: 0.05, Cwnd: 900}}}, &tr); st != 200 {
+				t.Fatalf("progress: %d %s", st, raw)
+			}
+			for i, b := range []float64{0, 112.5e6} {
+				if st, raw := e.do("POST", "/api/v1/metrics/push", agent, txBatch("ra", "wan0", "wan", e.clk.Now().Add(time.Duration(i-1)*time.Second), b), nil); st != 200 {
+					t.Fatalf("push: %d %s", st, raw)
+				}
+			}
+			if recs := e.mon.ev.Eval(context.Background()); len(recs) != 1 || recs[0].To != "firing" {
+				t.Fatalf("eval: %+v", recs)
+			}
+			e.mon.ev.Wait()
+			var before, after api.AlertsResult
+			var listBefore, listAfter apiv1.TransferList
+			e.do("GET", "/api/v1/alerts", alice, nil, &before)
+			e.do("GET", "/api/v1/transfers", alice, nil, &listBefore)
+			if len(before.History) != 1 || len(before.History[0].Actions) != 1 || len(listBefore.Transfers) != 1 {
+				t.Fatalf("before the restart: history %+v, transfers %+v", before.History, listBefore.Transfers)
+			}
+
+			e.stopFn()
+			for _, suffix := range []string{"", "-wal", "-shm"} {
+				if err := os.Remove(filepath.Join(e.dir, "metrics.db"+suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
+					t.Fatal(err)
+				}
+			}
+			e.start(twoSite)
+
+			e.do("GET", "/api/v1/transfers", alice, nil, &listAfter)
+			if !reflect.DeepEqual(listAfter, listBefore) {
+				t.Errorf("transfers after the restart:\n%+v\nbefore:\n%+v", listAfter, listBefore)
+			}
+			if st, raw := e.do("GET", "/api/v1/alerts", alice, nil, &after); st != 200 {
+				t.Fatalf("alerts: %d %s", st, raw)
+			}
+			b1, _ := json.Marshal(before.History)
+			b2, _ := json.Marshal(after.History)
+			if string(b1) != string(b2) {
+				t.Errorf("alert history after the restart:\n%s\nbefore:\n%s", b2, b1)
+			}
+			var page apiv1.TransferPage
+			if st, raw := e.do("GET", "/api/v1/transfers/"+tr.ID, alice, nil, &page); st != 200 || len(page.Alerts) != 1 {
+				t.Errorf("transfer page after the restart: %d %s", st, raw)
+			}
+			// The transfer carries on: its throughput is measured from the
+			// report before the restart.
+			e.clk.Add(time.Second)
+			if st, raw := e.do("POST", "/api/v1/transfers/"+tr.ID+"/progress", alice, transfer.Report{State: "succeeded", BytesDone: 200 << 20}, &tr); st != 200 ||
+				tr.State != "succeeded" || tr.ThroughputBps != 100<<20*8 {
+				t.Errorf("final report after the restart: %d %s", st, raw)
+			}
+		})
+	}
 }

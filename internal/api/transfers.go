@@ -124,7 +124,11 @@ func (s *Server) listTransfers(w http.ResponseWriter, r *http.Request, a control
 			return invalid("limit", "limit=%q: want a positive number", v)
 		}
 	}
-	ts, err := reg.List(r.Context(), since, limit, a.Sees)
+	owner := a.Name
+	if a.SeesAll() {
+		owner = ""
+	}
+	ts, err := reg.List(r.Context(), since, limit, owner)
 	if err != nil {
 		return err
 	}

@@ -197,15 +197,15 @@ type Booking struct {
 // topology, the bandwidth given or the widest free over the window, the
 // window from the size) and follows it until Release. A failure is worded
 // as the "<what>: <why>" of one line, the controller's alternatives
-// included; the plan is returned with it when it was made.
-func Book(ctx context.Context, c Controller, req Request, w Watcher) (*Booking, Plan, error) {
+// included.
+func Book(ctx context.Context, c Controller, req Request, w Watcher) (*Booking, error) {
 	topo, err := c.Topology(ctx)
 	if err != nil {
-		return nil, Plan{}, c.Explain("read the controller's topology", err)
+		return nil, c.Explain("read the controller's topology", err)
 	}
 	p, err := PlanCopy(topo, req.Push, req.Client, req.Server)
 	if err != nil {
-		return nil, Plan{}, err
+		return nil, err
 	}
 	window := func(bps uint64) time.Duration {
 		switch {
@@ -228,10 +228,10 @@ func Book(ctx context.Context, c Controller, req Request, w Watcher) (*Booking, 
 		for range 6 {
 			slot, err := c.Find(ctx, apiv1.FindRequest{Mode: apiv1.FindWidest, From: p.From, To: p.To, Duration: d.String(), Path: req.Path, Project: req.Project})
 			if err != nil {
-				return nil, p, c.Explain(fmt.Sprintf("find the widest bandwidth free from %s to %s", p.From, p.To), err)
+				return nil, c.Explain(fmt.Sprintf("find the widest bandwidth free from %s to %s", p.From, p.To), err)
 			}
 			if slot.Bandwidth == 0 {
-				return nil, p, fmt.Errorf("no bandwidth is free from %s to %s over the next %s", p.From, p.To, units.FormatDuration(d))
+				return nil, fmt.Errorf("no bandwidth is free from %s to %s over the next %s", p.From, p.To, units.FormatDuration(d))
 			}
 			bw = slot.Bandwidth
 			if req.Cap > 0 {
@@ -256,12 +256,12 @@ func Book(ctx context.Context, c Controller, req Request, w Watcher) (*Booking, 
 	}
 	resp, err := c.CreateReservationRetrying(ctx, areq, true)
 	if err != nil {
-		return nil, p, c.Explain(fmt.Sprintf("reserve %s from %s to %s for %s", units.FormatRate(float64(bw)), p.From, p.To, p.Flow), err)
+		return nil, c.Explain(fmt.Sprintf("reserve %s from %s to %s for %s", units.FormatRate(float64(bw)), p.From, p.To, p.Flow), err)
 	}
 	b := &Booking{c: c, booked: resp.Reservation, flow: p.Flow, tracker: newTracker(w.Bytes, w.Changed)}
 	b.tracker.observe(b.booked)
 	b.follow(ctx, w)
-	return b, p, nil
+	return b, nil
 }
 
 func newKey() string {

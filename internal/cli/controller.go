@@ -189,6 +189,24 @@ func metricsPath(o controllerOptions) string {
 	return "lightpath-metrics.db"
 }
 
+// importMetricsFile carries the transfers and alert history that the
+// first wave kept in the metrics file into the store, once, and says so.
+func importMetricsFile(ctx context.Context, log *slog.Logger, st store.Store, path string) error {
+	imp, err := store.ImportMetricsFile(ctx, st, path)
+	if err != nil {
+		return err
+	}
+	if !imp.Found || imp.Already {
+		return nil
+	}
+	for _, why := range imp.SkippedWhy {
+		log.Warn("not imported from the metrics file", "file", path, "why", why)
+	}
+	log.Info("imported the transfers and alert history of the metrics file into the database (the old tables are left in the file, no longer used)",
+		"file", path, "transfers", imp.Transfers, "alerts", imp.Alerts, "already_there", imp.Present, "skipped", imp.Skipped)
+	return nil
+}
+
 func runController(ctx context.Context, log *slog.Logger, o controllerOptions) error {
 	if err := o.limits.check(); err != nil {
 		return fmt.Errorf("controller: %w", err)
@@ -366,18 +384,13 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 		}()
 		handler.WithRepository(rp)
 		log.Info("monitoring repository", "path", mp, "tiers", o.tiers, "budget", o.budget)
-		tr, err := registry.Open(ctx, mp, nil)
-		if err != nil {
+		if err := importMetricsFile(ctx, log, st, mp); err != nil {
 			return fmt.Errorf("controller: %w", err)
 		}
-		defer tr.Close()
+		tr := registry.New(st, nil)
 		tr.SetLimits(o.limits.transfer())
 		handler.WithTransfers(tr)
-		hist, err := alert.OpenHistory(ctx, mp)
-		if err != nil {
-			return fmt.Errorf("controller: %w", err)
-		}
-		defer hist.Close()
+		hist := alert.NewHistory(st)
 		ev := alert.New(alert.Options{Source: alert.RepoSource(rp), History: hist, Reroute: rerouter(c), Log: log.With("component", "rules")})
 		if o.rules != "" {
 			if err := ev.Load(o.rules); err != nil {

@@ -122,7 +122,7 @@ func (x *cpReserve) start(ctx context.Context, job *cpJob, bytes func() int64) e
 		if !x.f.auto() {
 			req.Bandwidth, _ = parseBandwidth("--reserve", x.f.rate, true)
 		}
-		x.b, _, err = booking.Book(ctx, x.c, req, booking.Watcher{Bytes: bytes, Changed: x.note,
+		x.b, err = booking.Book(ctx, x.c, req, booking.Watcher{Bytes: bytes, Changed: x.note,
 			Lost: func(err error) {
 				fmt.Fprintf(x.stderr, "lightpath: cp: %s; resuming\n", textsafe.Sanitize(textsafe.OneLine(err.Error())))
 			},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -189,13 +190,36 @@ func (c *Controller) rejudge(ctx context.Context, now time.Time) {
 				Why: fmt.Sprintf("%s%s is gone: its part may not be in place", agentGone, joinNodes(gone))}
 		} else if !strings.HasPrefix(r.DegradedReason, agentGone) {
 			continue // degraded for another reason (a link down), or not at all
+		} else if c.onDownLink(r) {
+			// Its agents are back, but a link of its path went down
+			// meanwhile: the agents' degradation replaced the link's, which
+			// a recovery would lose. Move it off the link now, or degrade
+			// it for the link.
+			n, err := c.moveOff(ctx, r, now)
+			if err != nil {
+				if !errors.Is(err, reserve.ErrConflict) {
+					c.log.Error("judge reservation", "id", r.ID, "err", err)
+				}
+				continue
+			}
+			if !strings.HasPrefix(n.DegradedReason, agentGone) {
+				continue // degraded for the link
+			}
+			r = n // moved to a live path: it recovers
 		}
-		// A conflict is a timed event due first: the clock's next tick
-		// applies it and the one after judges again.
 		if _, err := c.change(ctx, r, ev, now); err != nil && !errors.Is(err, reserve.ErrConflict) {
 			c.log.Error("judge reservation", "id", r.ID, "err", err)
 		}
 	}
+}
+
+// onDownLink reports whether r's path crosses a link known to be down;
+// the caller holds mu.
+func (c *Controller) onDownLink(r reserve.Reservation) bool {
+	return slices.ContainsFunc(r.Path, func(h reserve.PathHop) bool {
+		_, down := c.linkDown[h.Link]
+		return down
+	})
 }
 
 // agentGone begins the degraded reason rejudge gives, so it recovers only
@@ -246,11 +270,12 @@ func (c *Controller) LinkDown(ctx context.Context, a Actor, node, link, why stri
 	}
 	now := c.now()
 	if _, known := c.linkDown[link]; !known {
-		c.linkDown[link] = fmt.Sprintf("link %s down at %s since %s", link, node, now.Format(time.RFC3339))
+		c.linkDown[link] = fmt.Sprintf("%s%s since %s", linkDownMark(link), node, now.Format(time.RFC3339))
 		if why != "" {
 			c.linkDown[link] += " (" + why + ")"
 		}
 		c.log.Warn("link down", "link", link, "node", node, "why", why)
+		c.saveLinksDown(ctx)
 		if err := c.st.AppendAudit(ctx, store.AuditEntry{At: now, Who: "agent:" + node, What: "link down " + link, Detail: why}); err != nil {
 			c.log.Error("audit", "err", err)
 		}
@@ -288,25 +313,67 @@ func (c *Controller) LinkUp(ctx context.Context, a Actor, node, link string) err
 			return err
 		}
 	}
-	reason, known := c.linkDown[link]
-	if !known {
+	// A reservation degraded for the link recovers, also when this
+	// controller did not hear the link go down: it restarted since, and an
+	// agent reports a link only when it changes.
+	mark := linkDownMark(link)
+	var degraded []reserve.Reservation
+	for _, r := range c.liveList() {
+		if r.Degraded && strings.Contains(r.DegradedReason, mark) {
+			degraded = append(degraded, r)
+		}
+	}
+	_, known := c.linkDown[link]
+	if !known && len(degraded) == 0 {
 		return nil
 	}
 	delete(c.linkDown, link)
+	if known {
+		c.saveLinksDown(ctx)
+	}
 	now := c.now()
 	c.log.Info("link up", "link", link, "node", node)
 	if err := c.st.AppendAudit(ctx, store.AuditEntry{At: now, Who: "agent:" + node, What: "link up " + link}); err != nil {
 		c.log.Error("audit", "err", err)
 	}
-	for _, r := range c.liveList() {
-		if !r.Degraded || !strings.Contains(r.DegradedReason, reason) {
-			continue
+	for _, r := range degraded {
+		if c.onDownLink(r) {
+			// Another link of its path is still down: move it off that
+			// one, or degrade it for that one alone.
+			n, err := c.moveOff(ctx, r, now)
+			if err != nil {
+				c.log.Error("move off a dead link", "id", r.ID, "err", err)
+				continue
+			}
+			if !strings.Contains(n.DegradedReason, mark) {
+				continue // degraded for the links still down
+			}
+			r = n // moved to a live path: it recovers
 		}
-		c.change(ctx, r, reserve.Event{Kind: reserve.EventRecover, By: reserve.ActorController}, now)
+		if _, err := c.change(ctx, r, reserve.Event{Kind: reserve.EventRecover, By: reserve.ActorController}, now); err != nil {
+			c.log.Error("recover reservation", "id", r.ID, "err", err)
+		}
 	}
 	c.rejudge(ctx, now)
 	return nil
 }
+
+// saveLinksDown stores the links known to be down; the caller holds mu. A
+// failure is logged: the links stay down in memory, and the next change
+// stores them again.
+func (c *Controller) saveLinksDown(ctx context.Context) {
+	b, err := json.Marshal(c.linkDown)
+	if err == nil {
+		err = c.st.Tx(ctx, func(tx store.Store) error { return tx.PutSetting(ctx, settingLinksDown, string(b)) })
+	}
+	if err != nil {
+		c.log.Error("store the links found down", "err", err)
+	}
+}
+
+// linkDownMark begins the reason LinkDown gives a link, so LinkUp finds
+// what it degraded.
+func linkDownMark(link string) string { return "link " + link + " down at " }
 
 // downLinks lists the links known to be down; the caller holds mu.
 func (c *Controller) downLinks() []string {
@@ -388,8 +455,18 @@ func (c *Controller) alternatePath(r reserve.Reservation, avoid []string, now ti
 }
 
 // change applies one event the controller raises itself, stores it and
-// publishes it; the caller holds mu.
+// publishes it; the caller holds mu. The timed events due first (a start
+// or an end passed before the clock loop saw it) are applied before it,
+// as the state machine requires; a reservation they end needs no event.
 func (c *Controller) change(ctx context.Context, r reserve.Reservation, ev reserve.Event, now time.Time) (reserve.Reservation, error) {
+	if cu, err := c.catchUp(ctx, r, now); err != nil {
+		return r, err
+	} else if cu.Version != r.Version {
+		if !cu.State.Live() {
+			return cu, nil
+		}
+		r = cu
+	}
 	n, tr, err := reserve.Next(r, ev, now)
 	if err != nil || tr.IsZero() {
 		return n, err

@@ -181,3 +181,19 @@ func (c *Controller) checkLeases(ctx context.Context, now time.Time) bool {
 	}
 	return any
 }
+
+// catchUp applies the timed events due for the live reservation r at now
+// that the clock loop has not applied yet, and returns r as it then
+// stands: a request or a judgement acts on that, not on a reservation
+// whose start or end has passed unseen (which the state machine refuses).
+// The caller holds mu.
+func (c *Controller) catchUp(ctx context.Context, r reserve.Reservation, now time.Time) (reserve.Reservation, error) {
+	n, trs, err := reserve.CatchUp(r, now)
+	if err != nil || len(trs) == 0 {
+		return r, err
+	}
+	if err := c.record(ctx, r, n, store.AuditEntry{At: now, Who: reserve.ActorController, What: "timed " + r.ID, Detail: describeTransitions(trs)}, trs...); err != nil {
+		return r, err
+	}
+	return n, nil
+}

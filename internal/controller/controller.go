@@ -34,6 +34,11 @@ const (
 	settingTopology     = "topology"
 	settingTopologyName = "topology_name"
 	settingPolicy       = "policy"
+	// settingLinksDown is the links agents found down, with why (a JSON
+	// object), kept so that a restarted controller (or a standby taking
+	// over) still routes around them: an agent reports a link only when
+	// it changes.
+	settingLinksDown = "links_down"
 )
 
 // DefaultMaxHold is the longest hold a client may ask for, and OSCARS's
@@ -79,6 +84,10 @@ type Actor struct {
 
 // Sees reports whether a may see and act on what owner owns.
 func (a Actor) Sees(owner string) bool { return a.sees(owner) }
+
+// SeesAll reports whether a sees what every owner owns (an operator or an
+// admin), so a list need not be filtered by owner.
+func (a Actor) SeesAll() bool { return a.privileged() }
 
 // sees reports whether a may see and act on what owner owns.
 func (a Actor) sees(owner string) bool {
@@ -187,6 +196,13 @@ func open(ctx context.Context, cfg Config) (*Controller, error) {
 		}
 	} else if !errors.Is(err, reserve.ErrNotFound) {
 		return nil, fmt.Errorf("load policy: %w", err)
+	}
+	if s, err := c.st.GetSetting(ctx, settingLinksDown); err == nil {
+		if err := json.Unmarshal([]byte(s), &c.linkDown); err != nil {
+			return nil, fmt.Errorf("load the links found down: %w", err)
+		}
+	} else if !errors.Is(err, reserve.ErrNotFound) {
+		return nil, fmt.Errorf("load the links found down: %w", err)
 	}
 	if s, err := c.st.GetSetting(ctx, settingTopology); err == nil {
 		name, _ := c.st.GetSetting(ctx, settingTopologyName)

@@ -619,15 +619,7 @@ func (c *Controller) current(ctx context.Context, a Actor, id string) (reserve.R
 	if !ok {
 		return r, nil
 	}
-	now := c.now()
-	n, trs, err := reserve.CatchUp(r, now)
-	if err != nil || len(trs) == 0 {
-		return r, err
-	}
-	if err := c.record(ctx, r, n, store.AuditEntry{At: now, Who: reserve.ActorController, What: "timed " + id, Detail: describeTransitions(trs)}, trs...); err != nil {
-		return r, err
-	}
-	return n, nil
+	return c.catchUp(ctx, r, c.now())
 }
 
 // Commit commits a HELD reservation.

@@ -1,5 +1,6 @@
 // Package heapq is the one priority queue of lightpath: a binary min-heap
-// of values under ordered keys, ties popped in the order they were pushed.
+// of values under ordered keys, ties popped in the order they were pushed
+// (or, when asked, in any order, which is cheaper when many keys tie).
 // A max-heap is a min-heap of reversed keys (for example ^width). The
 // controller's clock, the scheduler's widest-path search and release merge,
 // the topology's shortest paths and the emulator's delay lines use it.
@@ -12,20 +13,29 @@ package heapq
 import "cmp"
 
 // Heap is a binary min-heap of V by K; among equal keys the one pushed
-// first is on top. The zero Heap is empty and ready to use.
+// first is on top, unless AnyTies. The zero Heap is empty and ready to use.
 type Heap[K cmp.Ordered, V any] struct {
-	items []item[K, V]
-	seq   uint64
+	// AnyTies, set before the first push, lets equal keys come out in any
+	// order. Keeping the push order makes a sift go past every equal key;
+	// a widest-path search, where many paths share a width, ran a third
+	// more instructions for an order it does not need.
+	AnyTies bool
+	items   []item[K, V]
+	seq     uint32
 }
 
 type item[K cmp.Ordered, V any] struct {
 	key K
-	seq uint64 // the push order: ties by arrival
+	// seq is the push order, for ties: compared as serial numbers
+	// (RFC 1982), so it may wrap as long as the elements in the heap span
+	// fewer than 2^31 pushes. Four bytes keep a heap of 8-byte keys and
+	// 4-byte values at 16 bytes an element.
+	seq uint32
 	val V
 }
 
-func (a *item[K, V]) less(b *item[K, V]) bool {
-	return a.key < b.key || a.key == b.key && a.seq < b.seq
+func (h *Heap[K, V]) less(a, b *item[K, V]) bool {
+	return a.key < b.key || !h.AnyTies && a.key == b.key && int32(a.seq-b.seq) < 0
 }
 
 // Len is the number of elements.
@@ -69,6 +79,15 @@ func (h *Heap[K, V]) Pop() (K, V) {
 	return top.key, top.val
 }
 
+// ReplaceTop replaces the least element by v under key k: a Pop then a
+// Push in one sift, for a merge that takes the next element of the list
+// it just popped from. The heap must not be empty.
+func (h *Heap[K, V]) ReplaceTop(k K, v V) {
+	h.seq++
+	h.items[0] = item[K, V]{k, h.seq, v}
+	h.down(0)
+}
+
 // Reset empties the heap, keeping its storage.
 func (h *Heap[K, V]) Reset() {
 	clear(h.items)
@@ -77,32 +96,41 @@ func (h *Heap[K, V]) Reset() {
 
 func (h *Heap[K, V]) up(i int) {
 	q := h.items
+	x := q[i]
+	// The element moves once, to the hole left as its parents move down.
 	for i > 0 {
 		p := (i - 1) / 2
-		if !q[i].less(&q[p]) {
-			return
+		if !h.less(&x, &q[p]) {
+			break
 		}
-		q[i], q[p] = q[p], q[i]
+		q[i] = q[p]
 		i = p
 	}
+	q[i] = x
 }
 
 func (h *Heap[K, V]) down(i int) {
 	q := h.items
 	n := len(q)
+	if i >= n {
+		return
+	}
+	x := q[i]
+	// The element moves once, to the hole left as its children move up.
 	for {
 		l := 2*i + 1
 		if l >= n {
-			return
+			break
 		}
 		m := l
-		if r := l + 1; r < n && q[r].less(&q[l]) {
+		if r := l + 1; r < n && h.less(&q[r], &q[l]) {
 			m = r
 		}
-		if !q[m].less(&q[i]) {
-			return
+		if !h.less(&q[m], &x) {
+			break
 		}
-		q[i], q[m] = q[m], q[i]
+		q[i] = q[m]
 		i = m
 	}
+	q[i] = x
 }

@@ -2,6 +2,7 @@ package heapq
 
 import (
 	"cmp"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -12,13 +13,17 @@ type kv struct {
 	n int // push order
 }
 
-// TestHeapOrder pushes and pops at random against a sorted reference:
-// keys come out least first and equal keys in push order, whether the
-// heap was built by Push or by Add and Heapify.
+// TestHeapOrder pushes, pops and replaces the top at random against a
+// sorted reference: keys come out least first and equal keys in push
+// order, whether the heap was built by Push or by Add and Heapify, and
+// also across the wrap of the push counter.
 func TestHeapOrder(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for round := range 200 {
+	for round := range 400 {
 		var h Heap[int, int]
+		if round%2 == 1 {
+			h.seq = math.MaxUint32 - 150 // wraps within the round
+		}
 		var ref []kv
 		n := 0
 		bulk := r.IntN(20)
@@ -41,6 +46,13 @@ func TestHeapOrder(t *testing.T) {
 			if tk, tv := h.Top(); tk != ref[0].k || tv != ref[0].n {
 				t.Fatalf("round %d: top %d/%d, want %v", round, tk, tv, ref[0])
 			}
+			if r.IntN(2) == 0 {
+				k := r.IntN(8)
+				h.ReplaceTop(k, n)
+				ref = append(ref[1:], kv{k, n})
+				n++
+				continue
+			}
 			k, v := h.Pop()
 			if k != ref[0].k || v != ref[0].n {
 				t.Fatalf("round %d: popped %d/%d, want %v", round, k, v, ref[0])
@@ -50,6 +62,27 @@ func TestHeapOrder(t *testing.T) {
 				t.Fatalf("Len %d, want %d", h.Len(), len(ref))
 			}
 		}
+	}
+}
+
+// TestAnyTies: with AnyTies the keys still come out least first.
+func TestAnyTies(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	h := Heap[int, int]{AnyTies: true}
+	var ref []int
+	for range 2000 {
+		if r.IntN(3) > 0 || h.Len() == 0 {
+			k := r.IntN(16)
+			h.Push(k, k)
+			ref = append(ref, k)
+			continue
+		}
+		slices.Sort(ref)
+		k, v := h.Pop()
+		if k != ref[0] || v != k {
+			t.Fatalf("popped %d/%d, want %d", k, v, ref[0])
+		}
+		ref = ref[1:]
 	}
 }
 

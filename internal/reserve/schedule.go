@@ -317,8 +317,9 @@ func (s *Schedule) maxWidth(src, dst int, st, en int64) uint64 {
 	width := make([]uint64, n)
 	done := make([]bool, n)
 	width[src] = math.MaxUint64
-	// A max-heap of nodes by the width of a path to them (keyed ^width).
-	var h heapq.Heap[uint64, int32]
+	// A max-heap of nodes by the width of a path to them (keyed ^width);
+	// which of equally wide nodes comes first does not matter.
+	h := heapq.Heap[uint64, int32]{AnyTies: true}
 	h.Push(^width[src], int32(src))
 	for h.Len() > 0 {
 		nw, u := h.Pop()
@@ -759,6 +760,7 @@ type relItem struct {
 // if dirs is nil).
 func (s *Schedule) releases(lo int64, dirs []int32) *releaseIter {
 	it := &releaseIter{s: s}
+	it.h.AnyTies = true // the releases at one instant are taken together
 	add := func(d int32) {
 		t := &s.tl[d]
 		k, found := slices.BinarySearch(t.at, lo)
@@ -803,9 +805,11 @@ func (it *releaseIter) next() int64 {
 		if at, _ := it.h.Top(); at != x {
 			break
 		}
-		_, top := it.h.Pop()
+		_, top := it.h.Top()
 		if at, r, ok := it.release(top.dir, int(top.k)+1); ok {
-			it.h.Push(at, r)
+			it.h.ReplaceTop(at, r)
+		} else {
+			it.h.Pop()
 		}
 	}
 	return x

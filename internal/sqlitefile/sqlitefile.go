@@ -1,8 +1,9 @@
-// Package sqlitefile opens the small SQLite tables that live beside the
-// monitoring repository in its file (the alert history, the transfers):
-// WAL journal, a busy timeout for the other connections to the same file
-// (the repository's own), one connection, and the table's schema created
-// if missing.
+// Package sqlitefile opens an SQLite file the way the monitoring
+// repository shares it: WAL journal, a busy timeout for the other
+// connections to the same file, one connection, and a schema created if
+// missing. The repository keeps its chunks this way; the store reads the
+// first wave's transfers and alert history from the same file once
+// (store.ImportMetricsFile), which kept them there.
 package sqlitefile
 
 import (

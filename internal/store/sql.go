@@ -314,6 +314,50 @@ var migrations = [][]string{
 		`ALTER TABLE users ADD COLUMN node TEXT NOT NULL DEFAULT ''`,
 		`ALTER TABLE tokens ADD COLUMN node TEXT NOT NULL DEFAULT ''`,
 	},
+	{
+		// Version 5: transfers and the alert history, which the first
+		// wave kept in the metrics file (ImportMetricsFile carries them
+		// over). A transfer is its JSON document plus the columns it is
+		// selected by: an owner's live ones (owner, state, updated), the
+		// running ones (state, updated), the newest (started). An alert
+		// record's labels are rows of their own too, so "the records with
+		// link l or node n" is a lookup on the primary key (name, value
+		// first) on both databases, where the first wave used SQLite's
+		// json_extract over every record.
+		`CREATE TABLE transfers (
+			id TEXT PRIMARY KEY,
+			owner TEXT NOT NULL,
+			state TEXT NOT NULL,
+			started_ns BIGINT NOT NULL,
+			updated_ns BIGINT NOT NULL,
+			doc TEXT NOT NULL
+		)`,
+		`CREATE INDEX transfers_started ON transfers (started_ns)`,
+		`CREATE INDEX transfers_owner_state ON transfers (owner, state, updated_ns)`,
+		`CREATE INDEX transfers_state ON transfers (state, updated_ns)`,
+		`CREATE TABLE alerts (
+			id {{serial}},
+			at_ns BIGINT NOT NULL,
+			rule TEXT NOT NULL,
+			severity TEXT NOT NULL,
+			series TEXT NOT NULL,
+			labels TEXT NOT NULL,
+			from_state TEXT NOT NULL,
+			to_state TEXT NOT NULL,
+			resolved BIGINT NOT NULL,
+			value DOUBLE PRECISION,
+			threshold DOUBLE PRECISION NOT NULL,
+			reason TEXT NOT NULL,
+			actions TEXT NOT NULL
+		)`,
+		`CREATE INDEX alerts_at ON alerts (at_ns)`,
+		`CREATE TABLE alert_labels (
+			alert_id BIGINT NOT NULL REFERENCES alerts (id) ON DELETE CASCADE,
+			name TEXT NOT NULL,
+			value TEXT NOT NULL,
+			PRIMARY KEY (name, value, alert_id)
+		)`,
+	},
 }
 
 // CodeSchemaVersion returns the schema version this code migrates to.

@@ -1,6 +1,7 @@
 // Package store persists the controller's state: reservations with their
 // history, exclusive holds, users and their API tokens, the audit log, the
-// agents' registrations and the controller's settings. One interface,
+// agents' registrations, the controller's settings, the data transfers
+// recorded by cp and the alert history of the rules. One interface,
 // Store, has two implementations, SQLite (the default, embedded, pure Go)
 // and PostgreSQL, and one conformance suite (package storetest) that both
 // run, so the controller cannot tell them apart.
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/transfer"
 )
 
 // Store is the controller's persistence. The contract every implementation
@@ -152,6 +154,40 @@ type Store interface {
 	// with a window from now on are Filter{States: RESERVED, From: now}.
 	ListExclusives(ctx context.Context, f Filter) ([]reserve.Exclusive, error)
 
+	// CreateTransfer stores a new transfer record. The ID must be new
+	// (reserve.ErrConflict), and ID, Owner and State not empty
+	// (reserve.ErrInvalid). Every field comes back as it was given, times
+	// in UTC; text holding invalid UTF-8, and a NUL byte in ID, Owner or
+	// State, is refused (reserve.ErrInvalid) on both backends alike.
+	CreateTransfer(ctx context.Context, t transfer.Transfer) error
+	// UpdateTransfer replaces the stored transfer t.ID with t; an unknown
+	// ID is reserve.ErrNotFound. Owner and StartedAt are fixed at creation
+	// and not changed. There is no version: the caller that must read,
+	// change and write one transfer atomically does it in Tx.
+	UpdateTransfer(ctx context.Context, t transfer.Transfer) error
+	// GetTransfer returns a transfer as stored (the stalled state is the
+	// caller's view, never stored), or an error wrapping
+	// reserve.ErrNotFound.
+	GetTransfer(ctx context.Context, id string) (transfer.Transfer, error)
+	// ListTransfers returns the transfers matching every set field of f,
+	// newest first (StartedAt descending, then ID).
+	ListTransfers(ctx context.Context, f TransferFilter) ([]transfer.Transfer, error)
+	// CountTransfers returns how many transfers match f, Limit ignored:
+	// with States running and UpdatedSince, an owner's live transfers.
+	CountTransfers(ctx context.Context, f TransferFilter) (int, error)
+
+	// AppendAlert stores one alert record and returns the ID the store
+	// assigned it (increasing). Labels come back as a map (nil when there
+	// are none); a NaN Value comes back NaN; text holding invalid UTF-8 or
+	// a NUL byte is refused (reserve.ErrInvalid).
+	AppendAlert(ctx context.Context, r AlertRecord) (int64, error)
+	// SetAlertActions records what a record's actions did, replacing what
+	// was recorded before; an unknown ID is reserve.ErrNotFound.
+	SetAlertActions(ctx context.Context, id int64, actions []AlertAction) error
+	// ListAlerts returns the records matching f, newest first (At
+	// descending, then ID descending).
+	ListAlerts(ctx context.Context, f AlertFilter) ([]AlertRecord, error)
+
 	// Tx runs fn in one write transaction: fn's Store sees its own writes,
 	// and they are committed together when fn returns nil or all discarded
 	// when it returns an error (returned as is) or panics. Write
@@ -179,6 +215,58 @@ type Filter struct {
 	// path (reserve.Reservation.Nodes), and holds that cover it
 	// (reserve.Exclusive.Nodes).
 	Node string
+}
+
+// TransferFilter selects transfers; zero fields match everything.
+type TransferFilter struct {
+	Owner string
+	// States, when not empty, keeps those in one of them.
+	States []string
+	// Since keeps those started at or after it.
+	Since time.Time
+	// UpdatedSince keeps those updated (reported) at or after it.
+	UpdatedSince time.Time
+	// Except leaves out the transfer of that ID.
+	Except string
+	// Limit, when positive, keeps the first Limit matches.
+	Limit int
+}
+
+// AlertRecord is one state change of one series under one alert rule, as
+// the alert history keeps it (package monitor/alert).
+type AlertRecord struct {
+	ID        int64 // assigned by the store
+	At        time.Time
+	Rule      string
+	Severity  string
+	Series    string
+	Labels    map[string]string
+	From, To  string
+	Resolved  bool
+	Value     float64 // NaN when there was none
+	Threshold float64
+	Reason    string
+	Actions   []AlertAction
+}
+
+// AlertAction is what one of a record's actions did.
+type AlertAction struct {
+	Kind   string `json:"kind"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// AlertFilter selects alert records; zero fields match everything.
+type AlertFilter struct {
+	// Since and Until keep records with Since <= At <= Until.
+	Since, Until time.Time
+	Rule         string
+	// Any, when not nil, keeps records with at least one of the labels
+	// given (label name → the values it may have); a non-nil Any naming
+	// no value matches nothing.
+	Any map[string][]string
+	// Limit, when positive, keeps the first Limit matches.
+	Limit int
 }
 
 // User is a person or agent known to the controller.

@@ -3,7 +3,7 @@
 // registers its transfer, reports its progress every second (bytes, bytes
 // per path, the TCP state of each stream) and its outcome. It links
 // nothing but the standard library, so clients can speak it; package
-// registry keeps the records (in SQLite) on the controller.
+// registry keeps the records on the controller, in its store.
 package transfer
 
 import "time"

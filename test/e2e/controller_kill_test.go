@@ -49,9 +49,9 @@ func startKillCtl(t *testing.T, dir, db string, port int, extra ...string) *kill
 		t.Fatal(err)
 	}
 	c := &killCtl{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", port), log: &lockedBuffer{}}
-	args := append([]string{"controller", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--db", db, "--topology", topo, "--admin-token-file", filepath.Join(dir, "admin.token")}, extra...)
-	c.cmd = exec.Command(lpBin, args...)
+	args := []string{"controller", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--db", db, "--topology", topo, "--admin-token-file", filepath.Join(dir, "admin.token")}
+	c.cmd = exec.Command(lpBin, append(args, extra...)...)
 	c.cmd.Stderr = c.log
 	c.cmd.Dir = dir // with PostgreSQL, the metrics repository defaults to the working directory
 	if err := c.cmd.Start(); err != nil {

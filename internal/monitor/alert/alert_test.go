@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/monitor"
+	"github.com/lightpath/lightpath/internal/store"
 )
 
 // data is a little repository: series by name, appended to by the test.
@@ -116,11 +118,7 @@ func TestFiringResolvingAndActions(t *testing.T) {
 	var rerouted []string
 	clk := &clock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
 	d := &data{}
-	h, err := OpenHistory(context.Background(), filepath.Join(dir, "metrics.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := NewHistory(openStore(t, dir))
 	e := New(Options{Source: d.source, History: h, Now: clk.now,
 		Reroute: func(_ context.Context, rule string, links []string, from, why string) ([]string, error) {
 			mu.Lock()
@@ -218,11 +216,7 @@ func TestHangingWebhook(t *testing.T) {
       - webhook: {url: "`+srv.URL+`", timeout: 300ms}
       - command: {argv: [touch, `+mark+`]}
 `)
-	h, err := OpenHistory(context.Background(), filepath.Join(dir, "h.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := NewHistory(openStore(t, dir))
 	clk := &clock{t: time.Unix(1e9, 0)}
 	d := &data{}
 	e := New(Options{Source: d.source, History: h, Now: clk.now})
@@ -313,4 +307,18 @@ func TestRecordJSON(t *testing.T) {
 		t.Errorf("record JSON %s", b)
 	}
 	_ = io.Discard
+}
+
+func nan() float64 { return math.NaN() }
+
+// openStore opens a controller's store (SQLite) in dir, closed when the
+// test ends.
+func openStore(t *testing.T, dir string) store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(dir, "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }

@@ -41,6 +41,11 @@ func Run(t *testing.T, newURL func(t *testing.T) string) {
 		{"Restart", testRestart},
 		{"LeaderLock", testLeaderLock},
 		{"Fencing", testFencing},
+		{"TransferRoundTrip", testTransferRoundTrip},
+		{"TransferFilters", testTransferFilters},
+		{"AlertRoundTrip", testAlertRoundTrip},
+		{"AlertFilters", testAlertFilters},
+		{"TransfersAlertsRestart", testTransfersAlertsRestart},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newURL(t)) })

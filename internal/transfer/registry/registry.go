@@ -1,24 +1,23 @@
 // Package registry keeps the controller's record of data transfers
-// (package transfer) in SQLite beside the monitoring repository; the
-// progress becomes series in the repository (labelled by transfer), so a
-// transfer's page can chart it and its alerts can be found by the links
-// and nodes of its path.
+// (package transfer) in the controller's store (store.Store, SQLite or
+// PostgreSQL), so they survive a restart and a controller on PostgreSQL
+// keeps none on its own disk; the progress becomes series in the
+// monitoring repository (labelled by transfer), so a transfer's page can
+// chart it and its alerts can be found by the links and nodes of its path.
 package registry
 
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/monitor"
-	"github.com/lightpath/lightpath/internal/sqlitefile"
+	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/transfer"
 )
 
@@ -63,67 +62,53 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// Registry keeps transfers.
+// Registry keeps transfers in a store. It holds no state of its own: two
+// registries on one store (two controllers, one after the other) see the
+// same transfers, and every read-change-write is one store transaction.
 type Registry struct {
-	db     *sql.DB
+	st     store.Store
 	now    func() time.Time
 	limits Limits
-	// liveMu makes counting an owner's live transfers and adding one a
-	// single step.
-	liveMu sync.Mutex
-
-	mu   sync.Mutex
-	last map[string]mark // the previous report of each running transfer
 }
 
-type mark struct {
-	t     time.Time
-	bytes int64
-}
-
-// Open opens (or creates) the registry in the SQLite file at path.
-func Open(ctx context.Context, path string, now func() time.Time) (*Registry, error) {
+// New returns a registry keeping its transfers in st, which stays the
+// caller's to close; now is the clock (nil: time.Now).
+func New(st store.Store, now func() time.Time) *Registry {
 	if now == nil {
 		now = time.Now
 	}
-	db, err := sqlitefile.Open(ctx, path, `CREATE TABLE IF NOT EXISTS transfers (
-		id TEXT PRIMARY KEY,
-		owner TEXT NOT NULL,
-		started_ms INTEGER NOT NULL,
-		state TEXT NOT NULL,
-		doc TEXT NOT NULL)`,
-		`CREATE INDEX IF NOT EXISTS transfers_started ON transfers(started_ms)`,
-		`CREATE INDEX IF NOT EXISTS transfers_owner_state ON transfers(owner, state)`)
-	if err != nil {
-		return nil, fmt.Errorf("open transfers: %w", err)
-	}
-	return &Registry{db: db, now: now, limits: Limits{}.withDefaults(), last: map[string]mark{}}, nil
+	return &Registry{st: st, now: now, limits: Limits{}.withDefaults()}
 }
 
 // SetLimits sets the per-owner limits (zero fields: the defaults).
 func (r *Registry) SetLimits(l Limits) { r.limits = l.withDefaults() }
 
-// checkLive refuses one more live transfer of owner (besides except)
-// when it has MaxLive already. The caller holds liveMu.
-func (r *Registry) checkLive(ctx context.Context, owner, except string) error {
-	rows, err := r.db.QueryContext(ctx, `SELECT doc FROM transfers WHERE owner = ? AND state = ?`, owner, transfer.Running)
+// storeErr maps the store's error classes to the registry's.
+func storeErr(err error, id string) error {
+	switch {
+	case errors.Is(err, reserve.ErrNotFound):
+		return fmt.Errorf("%w %s", ErrNotFound, id)
+	case errors.Is(err, reserve.ErrInvalid):
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return err
+}
+
+// live returns the filter of owner's live transfers at now: running and
+// reported within StallAfter (what shown leaves running).
+func live(owner string, now time.Time) store.TransferFilter {
+	return store.TransferFilter{Owner: owner, States: []string{transfer.Running}, UpdatedSince: now.Add(-transfer.StallAfter)}
+}
+
+// checkLive refuses one more live transfer of owner (besides except) when
+// it has MaxLive already. The caller runs it in the transaction that adds
+// or revives the transfer, so two requests cannot both take the last place.
+func (r *Registry) checkLive(ctx context.Context, tx store.Store, owner, except string, now time.Time) error {
+	f := live(owner, now)
+	f.Except = except
+	n, err := tx.CountTransfers(ctx, f)
 	if err != nil {
-		return fmt.Errorf("count transfers: %w", err)
-	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		var doc string
-		if err := rows.Scan(&doc); err != nil {
-			return fmt.Errorf("count transfers: %w", err)
-		}
-		var t transfer.Transfer
-		if json.Unmarshal([]byte(doc), &t) == nil && t.ID != except && r.shown(t).State == transfer.Running {
-			n++
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("count transfers: %w", err)
+		return err
 	}
 	if max := r.limits.MaxLive; n >= max {
 		return fmt.Errorf("%w: %s has %d live transfers, the most allowed (the controller's --max-live-transfers-per-user %d): wait for one to end (a transfer that has not reported for %s stops counting)",
@@ -131,9 +116,6 @@ func (r *Registry) checkLive(ctx context.Context, owner, except string) error {
 	}
 	return nil
 }
-
-// Close closes the registry.
-func (r *Registry) Close() error { return r.db.Close() }
 
 func newID() string {
 	var b [6]byte
@@ -152,51 +134,37 @@ func (r *Registry) Create(ctx context.Context, owner string, in transfer.Registr
 	if in.BytesTotal < 0 {
 		return transfer.Transfer{}, fmt.Errorf("%w: bytes_total must not be negative", ErrInvalid)
 	}
-	r.liveMu.Lock()
-	defer r.liveMu.Unlock()
-	if err := r.checkLive(ctx, owner, ""); err != nil {
-		return transfer.Transfer{}, err
-	}
 	now := r.now().UTC()
 	t := transfer.Transfer{ID: newID(), Owner: owner, State: transfer.Running, Direction: in.Direction, Source: in.Source, Destination: in.Destination,
 		From: in.From, To: in.To, Flow: in.Flow, Reservation: in.Reservation, BytesTotal: in.BytesTotal, StartedAt: now, UpdatedAt: now}
-	if err := r.put(ctx, t, true); err != nil {
+	err := r.st.Tx(ctx, func(tx store.Store) error {
+		if err := r.checkLive(ctx, tx, owner, "", now); err != nil {
+			return err
+		}
+		return tx.CreateTransfer(ctx, t)
+	})
+	if errors.Is(err, ErrLimit) {
 		return transfer.Transfer{}, err
 	}
-	r.mu.Lock()
-	r.last[t.ID] = mark{now, 0}
-	r.mu.Unlock()
+	if err != nil {
+		return transfer.Transfer{}, fmt.Errorf("store transfer: %w", storeErr(err, t.ID))
+	}
 	return t, nil
-}
-
-func (r *Registry) put(ctx context.Context, t transfer.Transfer, insert bool) error {
-	doc, _ := json.Marshal(t)
-	q := `UPDATE transfers SET state = ?, doc = ? WHERE id = ?`
-	args := []any{t.State, string(doc), t.ID}
-	if insert {
-		q = `INSERT INTO transfers (state, doc, id, owner, started_ms) VALUES (?, ?, ?, ?, ?)`
-		args = append(args, t.Owner, t.StartedAt.UnixMilli())
-	}
-	if _, err := r.db.ExecContext(ctx, q, args...); err != nil {
-		return fmt.Errorf("store transfer: %w", err)
-	}
-	return nil
 }
 
 // Get returns a transfer; sees says whether the caller may see a
 // transfer of that owner.
 func (r *Registry) Get(ctx context.Context, id string, sees func(owner string) bool) (transfer.Transfer, error) {
-	var doc string
-	err := r.db.QueryRowContext(ctx, `SELECT doc FROM transfers WHERE id = ?`, id).Scan(&doc)
-	if errors.Is(err, sql.ErrNoRows) {
+	return r.get(ctx, r.st, id, sees)
+}
+
+func (r *Registry) get(ctx context.Context, st store.Store, id string, sees func(owner string) bool) (transfer.Transfer, error) {
+	t, err := st.GetTransfer(ctx, id)
+	if errors.Is(err, reserve.ErrNotFound) {
 		return transfer.Transfer{}, fmt.Errorf("%w %s", ErrNotFound, id)
 	}
 	if err != nil {
 		return transfer.Transfer{}, fmt.Errorf("read transfer: %w", err)
-	}
-	var t transfer.Transfer
-	if err := json.Unmarshal([]byte(doc), &t); err != nil {
-		return transfer.Transfer{}, fmt.Errorf("read transfer %s: %w", id, err)
 	}
 	if sees != nil && !sees(t.Owner) {
 		return transfer.Transfer{}, fmt.Errorf("%w %s", ErrNotFound, id)
@@ -213,79 +181,83 @@ func (r *Registry) shown(t transfer.Transfer) transfer.Transfer {
 	return t
 }
 
-// List returns the transfers the caller may see, newest first: those
-// started since since (zero: all), at most limit (default 100, at most
-// 1,000).
-func (r *Registry) List(ctx context.Context, since time.Time, limit int, sees func(owner string) bool) ([]transfer.Transfer, error) {
+// List returns the transfers of owner (empty: every owner's, for a caller
+// who sees them all), newest first: those started since since (zero:
+// all), at most limit (default 100, at most 1,000).
+func (r *Registry) List(ctx context.Context, since time.Time, limit int, owner string) ([]transfer.Transfer, error) {
 	if limit <= 0 {
 		limit = 100
 	}
 	limit = min(limit, 1000)
-	rows, err := r.db.QueryContext(ctx, `SELECT doc FROM transfers WHERE started_ms >= ? ORDER BY started_ms DESC, id`, since.UnixMilli())
+	ts, err := r.st.ListTransfers(ctx, store.TransferFilter{Owner: owner, Since: since, Limit: limit})
 	if err != nil {
-		return nil, fmt.Errorf("list transfers: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	out := []transfer.Transfer{}
-	for rows.Next() && len(out) < limit {
-		var doc string
-		if err := rows.Scan(&doc); err != nil {
-			return nil, fmt.Errorf("list transfers: %w", err)
-		}
-		var t transfer.Transfer
-		if err := json.Unmarshal([]byte(doc), &t); err != nil {
-			continue
-		}
-		if sees == nil || sees(t.Owner) {
-			out = append(out, r.shown(t))
-		}
+	out := make([]transfer.Transfer, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, r.shown(t))
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Report records one progress report from the transfer's owner and
 // returns the transfer after it and the samples to store: bytes, bytes per
 // path, throughput since the last report, and each stream's TCP state.
 func (r *Registry) Report(ctx context.Context, id, who string, rep transfer.Report) (transfer.Transfer, monitor.Group, error) {
-	t, err := r.Get(ctx, id, func(owner string) bool { return owner == who })
+	var (
+		t   transfer.Transfer
+		now time.Time
+	)
+	err := r.st.Tx(ctx, func(tx store.Store) error {
+		var err error
+		if t, err = r.get(ctx, tx, id, func(owner string) bool { return owner == who }); err != nil {
+			return err
+		}
+		if err := r.check(t, rep); err != nil {
+			return err
+		}
+		now = r.now().UTC()
+		if t.State == transfer.Stalled {
+			if err := r.checkLive(ctx, tx, t.Owner, t.ID, now); err != nil {
+				return err
+			}
+		}
+		r.apply(&t, rep, now)
+		return tx.UpdateTransfer(ctx, t)
+	})
 	if err != nil {
-		return transfer.Transfer{}, monitor.Group{}, err
+		return t, monitor.Group{}, storeErr(err, id)
 	}
+	return t, samples(t, rep, now), nil
+}
+
+// check refuses a report the transfer t cannot take.
+func (r *Registry) check(t transfer.Transfer, rep transfer.Report) error {
 	if t.State != transfer.Running && t.State != transfer.Stalled {
-		return t, monitor.Group{}, fmt.Errorf("%w: transfer %s is %s already", ErrInvalid, id, t.State)
+		return fmt.Errorf("%w: transfer %s is %s already", ErrInvalid, t.ID, t.State)
 	}
 	switch rep.State {
 	case "", transfer.Running, transfer.Succeeded, transfer.Failed, transfer.Interrupted:
 	default:
-		return t, monitor.Group{}, fmt.Errorf("%w: state %q: want running, succeeded, failed or interrupted", ErrInvalid, rep.State)
+		return fmt.Errorf("%w: state %q: want running, succeeded, failed or interrupted", ErrInvalid, rep.State)
 	}
 	if rep.BytesDone < 0 {
-		return t, monitor.Group{}, fmt.Errorf("%w: bytes_done must not be negative", ErrInvalid)
+		return fmt.Errorf("%w: bytes_done must not be negative", ErrInvalid)
 	}
 	if n, max := len(rep.Streams), r.limits.MaxStreams; n > max {
-		return t, monitor.Group{}, fmt.Errorf("%w: the report has %d streams, over the most allowed per report (the controller's --max-streams-per-report %d)", ErrInvalid, n, max)
+		return fmt.Errorf("%w: the report has %d streams, over the most allowed per report (the controller's --max-streams-per-report %d)", ErrInvalid, n, max)
 	}
 	if n, max := len(rep.BytesByPath), r.limits.MaxPaths; n > max {
-		return t, monitor.Group{}, fmt.Errorf("%w: the report has %d paths, over the most allowed per report (%d)", ErrInvalid, n, max)
+		return fmt.Errorf("%w: the report has %d paths, over the most allowed per report (%d)", ErrInvalid, n, max)
 	}
-	if t.State == transfer.Stalled {
-		r.liveMu.Lock()
-		err := r.checkLive(ctx, t.Owner, t.ID)
-		r.liveMu.Unlock()
-		if err != nil {
-			return t, monitor.Group{}, err
-		}
-	}
-	now := r.now().UTC()
-	r.mu.Lock()
-	prev, ok := r.last[id]
-	if !ok {
-		prev = mark{t.UpdatedAt, t.BytesDone}
-	}
-	r.last[id] = mark{now, rep.BytesDone}
-	r.mu.Unlock()
-	if dt := now.Sub(prev.t).Seconds(); dt > 0 && rep.BytesDone >= prev.bytes {
-		t.ThroughputBps = float64(rep.BytesDone-prev.bytes) * 8 / dt
+	return nil
+}
+
+// apply changes t by the report rep received at now. The throughput is
+// measured since the stored previous report (its time and bytes).
+func (r *Registry) apply(t *transfer.Transfer, rep transfer.Report, now time.Time) {
+	if dt := now.Sub(t.UpdatedAt).Seconds(); dt > 0 && rep.BytesDone >= t.BytesDone {
+		t.ThroughputBps = float64(rep.BytesDone-t.BytesDone) * 8 / dt
 	}
 	t.State, t.UpdatedAt, t.BytesDone = transfer.Running, now, rep.BytesDone
 	if rep.BytesTotal > 0 {
@@ -306,16 +278,9 @@ func (r *Registry) Report(ctx context.Context, id, who string, rep transfer.Repo
 		if rep.ThroughputBps > 0 {
 			t.ThroughputBps = rep.ThroughputBps
 		}
-		r.mu.Lock()
-		delete(r.last, id)
-		r.mu.Unlock()
 	} else if rep.Bottleneck != "" {
 		t.Bottleneck, t.BottleneckWhy = rep.Bottleneck, rep.BottleneckWhy
 	}
-	if err := r.put(ctx, t, false); err != nil {
-		return t, monitor.Group{}, err
-	}
-	return t, samples(t, rep, now), nil
 }
 
 // The transfer series.
@@ -369,23 +334,9 @@ func samples(t transfer.Transfer, rep transfer.Report, now time.Time) monitor.Gr
 
 // Running returns the transfers under way (reported within StallAfter).
 func (r *Registry) Running(ctx context.Context) ([]transfer.Transfer, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT doc FROM transfers WHERE state = ?`, transfer.Running)
+	ts, err := r.st.ListTransfers(ctx, live("", r.now()))
 	if err != nil {
-		return nil, fmt.Errorf("list transfers: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	var out []transfer.Transfer
-	for rows.Next() {
-		var doc string
-		if err := rows.Scan(&doc); err != nil {
-			return nil, err
-		}
-		var t transfer.Transfer
-		if json.Unmarshal([]byte(doc), &t) == nil {
-			if t = r.shown(t); t.State == transfer.Running {
-				out = append(out, t)
-			}
-		}
-	}
-	return out, rows.Err()
+	return ts, nil
 }

@@ -8,8 +8,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/transfer"
 )
+
+// openStore opens the controller's store (SQLite) at path.
+func openStore(t *testing.T, path string) store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), "sqlite:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
 
 type clock struct {
 	mu sync.Mutex
@@ -26,12 +37,9 @@ func (c *clock) add(d time.Duration) {
 func TestLifecycle(t *testing.T) {
 	ctx := context.Background()
 	clk := &clock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
-	path := filepath.Join(t.TempDir(), "m.db")
-	r, err := Open(ctx, path, clk.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	path := filepath.Join(t.TempDir(), "c.db")
+	st := openStore(t, path)
+	r := New(st, clk.now)
 	for _, bad := range []transfer.Registration{{Direction: "sideways", Source: "a", Destination: "b"}, {Direction: "push"}, {Direction: "pull", Source: "a", Destination: "b", BytesTotal: -1}} {
 		if _, err := r.Create(ctx, "alice", bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("create %+v: %v, want ErrInvalid", bad, err)
@@ -74,13 +82,11 @@ func TestLifecycle(t *testing.T) {
 		t.Errorf("a report after the end: %v", err)
 	}
 	// Kept across a reopen.
-	r.Close()
-	r2, err := Open(ctx, path, clk.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r2.Close()
-	l, err := r2.List(ctx, time.Time{}, 0, func(o string) bool { return o == "alice" })
+	st.Close()
+	st = openStore(t, path)
+	defer st.Close()
+	r2 := New(st, clk.now)
+	l, err := r2.List(ctx, time.Time{}, 0, "alice")
 	if err != nil || len(l) != 1 || l[0].State != transfer.Succeeded || l[0].Bottleneck != "network" {
 		t.Fatalf("list after reopen: %+v %v", l, err)
 	}
@@ -91,11 +97,9 @@ func TestLifecycle(t *testing.T) {
 func TestInterrupted(t *testing.T) {
 	ctx := context.Background()
 	clk := &clock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
-	r, err := Open(ctx, filepath.Join(t.TempDir(), "m.db"), clk.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	st := openStore(t, filepath.Join(t.TempDir(), "c.db"))
+	defer st.Close()
+	r := New(st, clk.now)
 	tr, err := r.Create(ctx, "alice", transfer.Registration{Direction: "pull", Source: "lp://b1:7070/d", Destination: "d"})
 	if err != nil {
 		t.Fatal(err)
@@ -110,5 +114,58 @@ func TestInterrupted(t *testing.T) {
 	}
 	if _, _, err := r.Report(ctx, tr.ID, "alice", transfer.Report{State: "paused"}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("an unknown state: %v", err)
+	}
+}
+
+// TestLiveLimitAcrossControllers: the live-transfer limit holds for
+// registries on one database (two controllers, each with its own store
+// handle), creating at once: counting and adding are one store
+// transaction, not a lock of one process.
+func TestLiveLimitAcrossControllers(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
+	path := filepath.Join(t.TempDir(), "c.db")
+	var regs []*Registry
+	for range 2 {
+		st := openStore(t, path)
+		defer st.Close()
+		r := New(st, clk.now)
+		r.SetLimits(Limits{MaxLive: 5})
+		regs = append(regs, r)
+	}
+	var (
+		wg          sync.WaitGroup
+		mu          sync.Mutex
+		ok, refused int
+	)
+	for i := range 24 {
+		wg.Go(func() {
+			_, err := regs[i%2].Create(ctx, "alice", transfer.Registration{Direction: "push", Source: "f", Destination: "d"})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, ErrLimit):
+				refused++
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if ok != 5 || refused != 19 {
+		t.Errorf("%d created, %d refused; want 5 and 19", ok, refused)
+	}
+	// Another owner is not held back; a stalled transfer stops counting.
+	if _, err := regs[0].Create(ctx, "bob", transfer.Registration{Direction: "push", Source: "f", Destination: "d"}); err != nil {
+		t.Errorf("bob's create: %v", err)
+	}
+	clk.add(transfer.StallAfter + time.Second)
+	if _, err := regs[1].Create(ctx, "alice", transfer.Registration{Direction: "push", Source: "f", Destination: "d"}); err != nil {
+		t.Errorf("create once the others stalled: %v", err)
+	}
+	if l, err := regs[0].List(ctx, time.Time{}, 0, ""); err != nil || len(l) != 7 {
+		t.Errorf("every owner's transfers: %d, %v; want 7", len(l), err)
 	}
 }
