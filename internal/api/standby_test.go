@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +15,8 @@ import (
 
 	"github.com/lightpath/lightpath/internal/api"
 	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/store"
 )
 
 // TestStandbyGate: before it leads, a controller's health answers 200
@@ -92,5 +96,59 @@ func TestEventsFromAnotherController(t *testing.T) {
 	}
 	if !strings.HasPrefix(line, "event: missed") {
 		t.Errorf("resumed after a foreign id: first line %q (%v), want event: missed", line, err)
+	}
+}
+
+// TestDeposedWrite: a controller whose lead was taken over (its epoch is
+// stale) answers a write 503 "standby", with Retry-After, and stores
+// nothing, so clients given several URLs move on to the new leader.
+func TestDeposedWrite(t *testing.T) {
+	ctx := context.Background()
+	url := sqliteURL(t)
+	old, err := store.Lead(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Store().Close()
+	tp, err := controller.ParseTopology("test.yaml", []byte(oneLink))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := controller.Open(ctx, controller.Config{Store: old.Store(), StoreKind: "sqlite", Topology: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	file := filepath.Join(t.TempDir(), "admin.token")
+	if _, err := c.BootstrapAdmin(ctx, file); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(file)
+	srv := httptest.NewServer(api.NewServer(c, nil, "test", nil))
+	defer srv.Close()
+
+	old.Release() // its lock's connection dropped, say
+	next, err := store.Lead(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Release()
+	defer next.Store().Close()
+
+	req, _ := http.NewRequest("POST", srv.URL+"/api/v1/reservations", strings.NewReader(`{"from":"h1","to":"h2","bandwidth_bps":1000,"duration":"1h"}`))
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(b)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var eb apiv1.ErrorBody
+	json.NewDecoder(resp.Body).Decode(&eb)
+	if resp.StatusCode != 503 || eb.Error.Code != apiv1.CodeStandby || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a deposed controller's create: %d %+v, want 503 standby with Retry-After", resp.StatusCode, eb)
+	}
+	if rs, err := next.Store().ListReservations(ctx, store.Filter{}); err != nil || len(rs) != 0 {
+		t.Errorf("stored after a deposed create: %v %v", rs, err)
 	}
 }
