@@ -206,26 +206,7 @@ func standbyTakeover(t *testing.T, dbOf func(t *testing.T, dir string) string) {
 	if st, err := b.call("GET", "/api/v1/reservations", nil, &list); err != nil || st != 200 {
 		t.Fatalf("list: %d %v", st, err)
 	}
-	keys := map[string]int{}
-	for _, r := range list.Reservations {
-		if keys[r.IdempotencyKey]++; keys[r.IdempotencyKey] > 1 {
-			t.Errorf("key %s booked twice", r.IdempotencyKey)
-		}
-	}
-	if len(list.Reservations) < len(answered) {
-		t.Errorf("%d reservations stored, %d were acknowledged", len(list.Reservations), len(answered))
-	}
-	for _, p := range list.Reservations {
-		var sum uint64
-		for _, r := range list.Reservations {
-			if !p.Start.Before(r.Start) && p.Start.Before(r.End) {
-				sum += r.Bandwidth
-			}
-		}
-		if sum > 900_000_000 {
-			t.Fatalf("overbooked: %d bit/s at %s", sum, p.Start)
-		}
-	}
+	checkStoredCreates(t, list.Reservations, len(answered), 900_000_000)
 	// The command line, given both URLs, reaches the new leader.
 	cmd := exec.Command(lpBin, "reserve", "list", "--controller", a.url+","+b.url)
 	cmd.Env = append(cmd.Environ(), "LIGHTPATH_CONTROLLER_TOKEN="+a.token)
