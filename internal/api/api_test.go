@@ -23,27 +23,10 @@ import (
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/store/pgtest"
+	"github.com/lightpath/lightpath/internal/testclock"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, filepath.Join("..", ".."))) }
-
-// clock is a settable clock shared by the controller and the test.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 var t0 = time.Date(2030, 3, 1, 12, 0, 0, 0, time.UTC)
 
@@ -75,7 +58,7 @@ links:
 type env struct {
 	t     *testing.T
 	url   string // database
-	clk   *clock
+	clk   *testclock.Clock
 	c     *controller.Controller
 	srv   *httptest.Server
 	admin string
@@ -97,7 +80,7 @@ func sqliteURL(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir
 
 func newEnv(t *testing.T, dbURL, topo string) *env {
 	t.Helper()
-	e := &env{t: t, url: dbURL, clk: &clock{t: t0}, dir: t.TempDir()}
+	e := &env{t: t, url: dbURL, clk: testclock.New(t0), dir: t.TempDir()}
 	e.start(topo)
 	return e
 }

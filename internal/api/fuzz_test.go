@@ -15,6 +15,7 @@ import (
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/store"
+	"github.com/lightpath/lightpath/internal/testclock"
 )
 
 // FuzzRequests sends arbitrary bodies to the routes that read one (those
@@ -47,7 +48,7 @@ func FuzzRequests(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { st.Close() })
-	clk := &clock{t: t0}
+	clk := testclock.New(t0)
 	tp, err := controller.ParseTopology("one.yaml", []byte(oneLink))
 	if err != nil {
 		f.Fatal(err)

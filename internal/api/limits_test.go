@@ -12,6 +12,7 @@ import (
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/monitor"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/testclock"
 	"github.com/lightpath/lightpath/internal/transfer"
 	"github.com/lightpath/lightpath/internal/transfer/registry"
 )
@@ -30,7 +31,7 @@ func wantLimit(t *testing.T, what string, st int, raw []byte, flag string) {
 }
 
 func TestTokensPerUserLimit(t *testing.T) {
-	e := &env{t: t, url: sqliteURL(t), clk: &clock{t: t0}, dir: t.TempDir(), limits: controller.Limits{MaxTokensPerUser: 2}}
+	e := &env{t: t, url: sqliteURL(t), clk: testclock.New(t0), dir: t.TempDir(), limits: controller.Limits{MaxTokensPerUser: 2}}
 	e.start(twoSite)
 	alice := e.user("alice", "user") // her first token
 	var second apiv1.Token
@@ -61,7 +62,7 @@ func TestTokensPerUserLimit(t *testing.T) {
 }
 
 func TestReservationsPerUserLimit(t *testing.T) {
-	e := &env{t: t, url: sqliteURL(t), clk: &clock{t: t0}, dir: t.TempDir(), limits: controller.Limits{MaxReservationsPerUser: 2}}
+	e := &env{t: t, url: sqliteURL(t), clk: testclock.New(t0), dir: t.TempDir(), limits: controller.Limits{MaxReservationsPerUser: 2}}
 	e.start(twoSite)
 	alice := e.user("alice", "user")
 	book := func(h int) (int, apiv1.ReservationResponse, []byte) {
@@ -144,7 +145,7 @@ func TestExclusiveHoldsChained(t *testing.T) {
 }
 
 func TestTransferLimits(t *testing.T) {
-	e := &env{t: t, url: sqliteURL(t), clk: &clock{t: t0}, dir: t.TempDir(), mon: &monitoring{limits: registry.Limits{MaxLive: 2, MaxStreams: 4}}}
+	e := &env{t: t, url: sqliteURL(t), clk: testclock.New(t0), dir: t.TempDir(), mon: &monitoring{limits: registry.Limits{MaxLive: 2, MaxStreams: 4}}}
 	e.start(twoSite)
 	alice, bob := e.user("alice", "user"), e.user("bob", "user")
 	register := func(tok string) (int, transfer.Transfer, []byte) {
@@ -239,7 +240,7 @@ func TestMetricsNoPerConnectionSeries(t *testing.T) {
 }
 
 func TestMetricsRequireToken(t *testing.T) {
-	e := &env{t: t, url: sqliteURL(t), clk: &clock{t: t0}, dir: t.TempDir(), metricsAuth: true}
+	e := &env{t: t, url: sqliteURL(t), clk: testclock.New(t0), dir: t.TempDir(), metricsAuth: true}
 	e.start(twoSite)
 	alice := e.user("alice", "user")
 	get := func(tok string) (int, string, http.Header) {

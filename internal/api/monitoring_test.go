@@ -26,6 +26,7 @@ import (
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/store/pgtest"
+	"github.com/lightpath/lightpath/internal/testclock"
 	"github.com/lightpath/lightpath/internal/transfer"
 	"github.com/lightpath/lightpath/internal/transfer/registry"
 )
@@ -76,7 +77,7 @@ func (m *monitoring) attach(t *testing.T, h *api.Server, c *controller.Controlle
 
 func newMonEnv(t *testing.T, topo, rules string) *env {
 	t.Helper()
-	e := &env{t: t, url: sqliteURL(t), clk: &clock{t: t0}, dir: t.TempDir(), mon: &monitoring{rules: rules}}
+	e := &env{t: t, url: sqliteURL(t), clk: testclock.New(t0), dir: t.TempDir(), mon: &monitoring{rules: rules}}
 	e.start(topo)
 	return e
 }
@@ -365,7 +366,7 @@ func TestTransfersAndAlertsSurviveRestart(t *testing.T) {
 `), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			e := &env{t: t, url: url(t), clk: &clock{t: t0}, dir: t.TempDir(), mon: &monitoring{rules: rules}}
+			e := &env{t: t, url: url(t), clk: testclock.New(t0), dir: t.TempDir(), mon: &monitoring{rules: rules}}
 			e.start(twoSite)
 			agent := e.agent("agent-ra", "ra")
 			alice := e.user("alice", "user")

@@ -12,39 +12,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
+	"github.com/lightpath/lightpath/internal/testclock"
 )
-
-// fakeClock is the controller's clock, moved only by the test.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// Set moves the clock to t (forwards, in these tests).
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
 
 // t0 is where every test's clock starts: whole milliseconds, as the
 // controller keeps its instants.
@@ -95,7 +70,7 @@ func agentOf(node string) controller.Actor {
 type harness struct {
 	t   *testing.T
 	db  string
-	clk *fakeClock
+	clk *testclock.Clock
 	st  store.Store
 	c   *controller.Controller
 	ctx context.Context
@@ -113,7 +88,7 @@ func newHarness(t *testing.T, topo string) *harness {
 // newHarnessConfig is newHarness with configure editing every Config.
 func newHarnessConfig(t *testing.T, topo string, configure func(*controller.Config)) *harness {
 	t.Helper()
-	h := &harness{t: t, db: "sqlite:" + filepath.Join(t.TempDir(), "controller.db"), clk: &fakeClock{t: t0}, ctx: context.Background(), configure: configure}
+	h := &harness{t: t, db: "sqlite:" + filepath.Join(t.TempDir(), "controller.db"), clk: testclock.New(t0), ctx: context.Background(), configure: configure}
 	if err := h.open(topo); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/monitor"
+	"github.com/lightpath/lightpath/internal/testclock"
 )
 
 // tierSamples counts what the repository holds of each series in a tier:
@@ -187,7 +188,7 @@ func TestCrashBetweenCommitAndHeads(t *testing.T) {
 // holds goes, the tier moves on to that chunk's end, a later open chunk
 // stays.
 func TestTrimHeads(t *testing.T) {
-	c := &clock{t: t0.Add(3 * time.Hour)}
+	c := testclock.New(t0.Add(3 * time.Hour))
 	path := filepath.Join(t.TempDir(), "m.db")
 	r := open(t, path, c, nil)
 	defer r.Close()

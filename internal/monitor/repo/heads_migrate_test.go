@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/testclock"
 )
 
 // TestMigrateHeadsTable: a file of the older version, with its open chunks
@@ -15,7 +17,7 @@ import (
 // appends go on in the same chunks. A heads file that has gone missing is
 // refused.
 func TestMigrateHeadsTable(t *testing.T) {
-	c := &clock{t: t0.Add(3 * time.Hour)}
+	c := testclock.New(t0.Add(3 * time.Hour))
 	path := filepath.Join(t.TempDir(), "m.db")
 	ctx := context.Background()
 	r := open(t, path, c, nil)

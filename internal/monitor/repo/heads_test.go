@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/testclock"
 )
 
 // rawCounts: tier 0's sealed chunks in SQLite, and its open chunks in the
@@ -25,7 +27,7 @@ func rawCounts(t *testing.T, r *Repo) (chunkRows, chunkSamples, headChunks, head
 // file, not in chunks; after a reopen the next appends go on in the same
 // chunk; a sealed chunk leaves the heads file for chunks.
 func TestHeadsAcrossRestart(t *testing.T) {
-	c := &clock{t: t0.Add(3 * time.Hour)}
+	c := testclock.New(t0.Add(3 * time.Hour))
 	path := filepath.Join(t.TempDir(), "m.db")
 	ctx := context.Background()
 	r := open(t, path, c, nil)
@@ -75,7 +77,7 @@ func TestHeadsAcrossRestart(t *testing.T) {
 // TestHeadsRetention: the head of a series that stopped goes once its
 // window is past the tier's retention.
 func TestHeadsRetention(t *testing.T) {
-	c := &clock{t: t0.Add(time.Hour)}
+	c := testclock.New(t0.Add(time.Hour))
 	path := filepath.Join(t.TempDir(), "m.db")
 	r := open(t, path, c, nil)
 	defer r.Close()

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/monitor"
+	"github.com/lightpath/lightpath/internal/testclock"
 )
 
 func ms(d time.Duration) int64 { return t0.Add(d).UnixMilli() }
@@ -34,7 +35,7 @@ func feedMinutes(t *testing.T, r *Repo, from, to int) {
 
 func TestDownsamplingAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
-	c := &clock{t: t0.Add(2 * time.Hour)}
+	c := testclock.New(t0.Add(2 * time.Hour))
 	path := filepath.Join(dir, "m.db")
 	r := open(t, path, c, nil)
 	// Samples i = 0.. at t0+10s*(i+1): minute k's bucket (k-1 min, k min]
@@ -83,7 +84,7 @@ func TestDownsamplingAcrossRestart(t *testing.T) {
 }
 
 func TestQuery(t *testing.T) {
-	c := &clock{t: t0.Add(2 * time.Hour)}
+	c := testclock.New(t0.Add(2 * time.Hour))
 	r := open(t, filepath.Join(t.TempDir(), "m.db"), c, nil)
 	defer r.Close()
 	feedMinutes(t, r, 0, 720) // 2 hours
@@ -163,7 +164,7 @@ func TestQuery(t *testing.T) {
 }
 
 func TestRetentionAndBudget(t *testing.T) {
-	c := &clock{t: t0}
+	c := testclock.New(t0)
 	path := filepath.Join(t.TempDir(), "m.db")
 	tiers, err := ParseTiers("raw:3h,1m:7d,10m:180d")
 	if err != nil {
@@ -254,7 +255,7 @@ func TestParseTiers(t *testing.T) {
 }
 
 func TestConcurrentAppendQuery(t *testing.T) {
-	c := &clock{t: t0.Add(time.Hour)}
+	c := testclock.New(t0.Add(time.Hour))
 	r := open(t, filepath.Join(t.TempDir(), "m.db"), c, func(o *Options) { o.Checkpoint = 20 * time.Millisecond })
 	defer r.Close()
 	ctx := context.Background()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/monitor"
+	"github.com/lightpath/lightpath/internal/testclock"
 )
 
 // TestPushCache: pushes whose series change order, number and node, and an
@@ -16,7 +17,7 @@ import (
 // another).
 func TestPushCache(t *testing.T) {
 	dir := t.TempDir()
-	c := &clock{t: t0.Add(time.Hour)}
+	c := testclock.New(t0.Add(time.Hour))
 	r := open(t, filepath.Join(dir, "m.db"), c, nil)
 	defer r.Close()
 	ctx := context.Background()

@@ -5,25 +5,16 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/monitor"
+	"github.com/lightpath/lightpath/internal/testclock"
 )
-
-// clock is a settable repository clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 
 var t0 = time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
 
-func open(t *testing.T, path string, c *clock, mod func(*Options)) *Repo {
+func open(t *testing.T, path string, c *testclock.Clock, mod func(*Options)) *Repo {
 	t.Helper()
 	o := Options{Path: path, Now: c.Now, Checkpoint: time.Hour}
 	if mod != nil {
@@ -60,7 +51,7 @@ func raw(name string, m map[string]string, from, to time.Time) Query {
 
 func TestRoundTripAndDuplicates(t *testing.T) {
 	dir := t.TempDir()
-	c := &clock{t: t0.Add(time.Hour)}
+	c := testclock.New(t0.Add(time.Hour))
 	r := open(t, filepath.Join(dir, "m.db"), c, nil)
 	ctx := context.Background()
 	for i := range 100 {
@@ -110,7 +101,7 @@ func TestRoundTripAndDuplicates(t *testing.T) {
 }
 
 func TestInvalidBatchStoresNothing(t *testing.T) {
-	c := &clock{t: t0}
+	c := testclock.New(t0)
 	r := open(t, filepath.Join(t.TempDir(), "m.db"), c, nil)
 	defer r.Close()
 	ctx := context.Background()
