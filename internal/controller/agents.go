@@ -112,24 +112,6 @@ func (c *Controller) Heartbeat(ctx context.Context, a Actor, node string, lease 
 	return AgentWork{Node: node, LeaseExpires: ag.LeaseExpires, TopologySHA256: c.topo.TopologyHash(), Reservations: c.touching(node)}, nil
 }
 
-// touching returns the live reservations whose path or ends include node,
-// by start.
-func (c *Controller) touching(node string) []reserve.Reservation {
-	var out []reserve.Reservation
-	for _, r := range c.live {
-		if slices.Contains(r.Nodes(), node) {
-			out = append(out, r)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].Start.Equal(out[j].Start) {
-			return out[i].Start.Before(out[j].Start)
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out
-}
-
 // Agents lists every agent that ever registered, alive or gone.
 func (c *Controller) Agents() []AgentInfo {
 	c.mu.RLock()

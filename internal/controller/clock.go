@@ -139,7 +139,7 @@ func (c *Controller) apply(r reserve.Reservation) {
 		}
 	}
 	if !r.State.Live() {
-		delete(c.live, r.ID)
+		c.dropLive(r.ID)
 		return
 	}
 	if !had || !sameBooking(old, r) {
@@ -147,7 +147,7 @@ func (c *Controller) apply(r reserve.Reservation) {
 			c.log.Error("book", "id", r.ID, "err", err)
 		}
 	}
-	c.live[r.ID] = r
+	c.setLive(r)
 	c.pushDue(r)
 }
 

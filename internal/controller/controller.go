@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -103,7 +102,8 @@ type Controller struct {
 	mu     sync.RWMutex // serialises changes; queries hold it shared
 	topo   *Topo
 	sched  *reserve.Schedule
-	live   map[string]reserve.Reservation // live reservations by ID
+	live   map[string]reserve.Reservation // live reservations by ID (setLive, dropLive)
+	idx    liveIndex                      // indexes of live (liveset.go)
 	excl   map[string]reserve.Exclusive   // standing exclusive holds by ID
 	policy reserve.Policy
 	agents map[string]time.Time // node → lease expiry
@@ -153,6 +153,7 @@ func open(ctx context.Context, cfg Config) (*Controller, error) {
 		maxHold:    cfg.MaxHold,
 		limits:     cfg.Limits,
 		live:       map[string]reserve.Reservation{},
+		idx:        newLiveIndex(),
 		excl:       map[string]reserve.Exclusive{},
 		agents:     map[string]time.Time{},
 		agentSince: map[string]time.Time{},
@@ -276,7 +277,7 @@ func (c *Controller) restore(ctx context.Context) error {
 		if !n.State.Live() {
 			continue
 		}
-		c.live[n.ID] = n
+		c.setLive(n)
 		c.pushDue(n)
 	}
 	c.log.Info("restored", "live", len(c.live), "caught_up", caught, "exclusive_holds", len(c.excl))
@@ -378,40 +379,6 @@ func (c *Controller) liveList() []reserve.Reservation {
 	out := make([]reserve.Reservation, 0, len(c.live))
 	for _, r := range c.live {
 		out = append(out, r)
-	}
-	return out
-}
-
-// projectLive returns the live reservations of one project, which is all
-// the policy's project limit needs: it keeps CheckPolicy's cost to the
-// project's size rather than the whole book's.
-func (c *Controller) projectLive(project string) []reserve.Reservation {
-	if project == "" {
-		return nil
-	}
-	var out []reserve.Reservation
-	for _, r := range c.live {
-		if r.Project == project {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// overlapping returns the live reservations overlapping [start, end) that
-// share a node with nodes: the only ones the DSCP pool is about.
-func (c *Controller) overlapping(nodes []string, start, end time.Time) []reserve.Reservation {
-	var out []reserve.Reservation
-	for _, r := range c.live {
-		if !r.Start.Before(end) || !start.Before(r.End) {
-			continue
-		}
-		for _, n := range r.Nodes() {
-			if _, ok := slices.BinarySearch(nodes, n); ok {
-				out = append(out, r)
-				break
-			}
-		}
 	}
 	return out
 }
