@@ -452,7 +452,7 @@ func (c *Controller) record(ctx context.Context, old, n reserve.Reservation, aud
 	}
 	c.apply(n)
 	for _, t := range trs {
-		c.publishReservation(n, t)
+		c.publishReservation(old, n, t)
 	}
 	c.kick()
 	return nil
