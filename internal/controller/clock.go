@@ -167,7 +167,8 @@ func sameBooking(a, b reserve.Reservation) bool {
 // looked, and reports whether there were any; the caller holds mu.
 func (c *Controller) checkLeases(ctx context.Context, now time.Time) bool {
 	any := false
-	for n, exp := range c.agents {
+	for n, l := range c.agents {
+		exp := l.expires()
 		if now.Before(exp) || c.lapsed[n] {
 			continue
 		}

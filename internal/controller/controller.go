@@ -106,7 +106,7 @@ type Controller struct {
 	idx    liveIndex                      // indexes of live (liveset.go)
 	excl   map[string]reserve.Exclusive   // standing exclusive holds by ID
 	policy reserve.Policy
-	agents map[string]time.Time // node → lease expiry
+	agents map[string]*agentLease // node → its agent's lease (agents.go)
 	// agentSince is when each agent's current run of heartbeats began, and
 	// lapsed which agents' leases the clock has found lapsed.
 	agentSince map[string]time.Time
@@ -155,7 +155,7 @@ func open(ctx context.Context, cfg Config) (*Controller, error) {
 		live:       map[string]reserve.Reservation{},
 		idx:        newLiveIndex(),
 		excl:       map[string]reserve.Exclusive{},
-		agents:     map[string]time.Time{},
+		agents:     map[string]*agentLease{},
 		agentSince: map[string]time.Time{},
 		lapsed:     map[string]bool{},
 		linkDown:   map[string]string{},
@@ -208,7 +208,7 @@ func open(ctx context.Context, cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("load agents: %w", err)
 	}
 	for _, a := range agents {
-		c.agents[a.Node] = a.LeaseExpires
+		c.agents[a.Node] = newAgentLease(a.LeaseExpires)
 		c.agentSince[a.Node] = a.RegisteredAt
 		c.lapsed[a.Node] = !c.now().Before(a.LeaseExpires)
 	}
@@ -328,7 +328,7 @@ func (c *Controller) Topology() *Topo {
 func (c *Controller) Managed(node string) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	exp, ok := c.agents[node]
+	exp, ok := c.leaseOf(node)
 	return ok && c.now().Before(exp)
 }
 
@@ -401,7 +401,7 @@ func (c *Controller) managedOn(from, to string, path []reserve.PathHop, now time
 			return
 		}
 		seen[n] = true
-		if exp, ok := c.agents[n]; ok && now.Before(exp) {
+		if exp, ok := c.leaseOf(n); ok && now.Before(exp) {
 			out = append(out, n)
 		}
 	}
@@ -476,8 +476,8 @@ func (c *Controller) Counts() (states map[reserve.State]int, alive, gone int) {
 		states[r.State]++
 	}
 	now := c.now()
-	for _, exp := range c.agents {
-		if now.Before(exp) {
+	for _, l := range c.agents {
+		if now.Before(l.expires()) {
 			alive++
 		} else {
 			gone++
