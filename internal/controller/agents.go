@@ -173,7 +173,7 @@ func (c *Controller) Heartbeat(ctx context.Context, a Actor, node string, lease 
 	c.lapsed[node] = false
 	if !wasAlive {
 		c.log.Info("agent up", "node", node, "lease", lease)
-		c.rejudge(ctx, now)
+		c.rejudgeNodes(ctx, now, node)
 		// A new lease for the clock to watch. A renewal only puts the
 		// earliest lapse later: the clock wakes at the one it knew, finds
 		// nothing lapsed and sleeps again, so renewals need not wake it.
@@ -256,29 +256,52 @@ func (c *Controller) nextLease(now time.Time) (time.Time, bool) {
 }
 
 // rejudge brings every live reservation's degraded flag in line with its
-// managed nodes' agents: degraded, naming the gone ones, or recovered. The
-// clock calls it when a lease lapses, a heartbeat when an agent is back.
-// The caller holds mu.
+// managed nodes' agents: degraded, naming the gone ones, or recovered. Open
+// and LinkUp call it. The caller holds mu.
 func (c *Controller) rejudge(ctx context.Context, now time.Time) {
 	for _, r := range c.liveList() {
-		var gone []string
-		for _, n := range r.ManagedNodes {
-			if exp, ok := c.leaseOf(n); !ok || !now.Before(exp) {
-				gone = append(gone, n)
-			}
+		c.judge(ctx, r, now)
+	}
+}
+
+// rejudgeNodes is rejudge for the reservations that touch nodes, the only
+// ones whose judgement a change of those nodes' agents can change (a
+// reservation's managed nodes are nodes of its path): the clock calls it
+// for the agents whose leases lapsed, a heartbeat for an agent back, so
+// that costs what it changes rather than every live reservation. The
+// caller holds mu.
+func (c *Controller) rejudgeNodes(ctx context.Context, now time.Time, nodes ...string) {
+	seen := idSet{}
+	for _, n := range nodes {
+		for id := range c.idx.byNode[n] {
+			seen[id] = struct{}{}
 		}
-		ev := reserve.Event{Kind: reserve.EventRecover, By: reserve.ActorController}
-		if len(gone) > 0 {
-			ev = reserve.Event{Kind: reserve.EventDegrade, By: reserve.ActorController,
-				Why: fmt.Sprintf("%s%s is gone: its part may not be in place", agentGone, joinNodes(gone))}
-		} else if !strings.HasPrefix(r.DegradedReason, agentGone) {
-			continue // degraded for another reason (a link down), or not at all
+	}
+	for _, r := range c.pick(seen, nil) {
+		c.judge(ctx, r, now)
+	}
+}
+
+// judge brings r's degraded flag in line with its managed nodes' agents;
+// the caller holds mu.
+func (c *Controller) judge(ctx context.Context, r reserve.Reservation, now time.Time) {
+	var gone []string
+	for _, n := range r.ManagedNodes {
+		if exp, ok := c.leaseOf(n); !ok || !now.Before(exp) {
+			gone = append(gone, n)
 		}
-		// A conflict is a timed event due first: the clock's next tick
-		// applies it and the one after judges again.
-		if _, err := c.change(ctx, r, ev, now); err != nil && !errors.Is(err, reserve.ErrConflict) {
-			c.log.Error("judge reservation", "id", r.ID, "err", err)
-		}
+	}
+	ev := reserve.Event{Kind: reserve.EventRecover, By: reserve.ActorController}
+	if len(gone) > 0 {
+		ev = reserve.Event{Kind: reserve.EventDegrade, By: reserve.ActorController,
+			Why: fmt.Sprintf("%s%s is gone: its part may not be in place", agentGone, joinNodes(gone))}
+	} else if !strings.HasPrefix(r.DegradedReason, agentGone) {
+		return // degraded for another reason (a link down), or not at all
+	}
+	// A conflict is a timed event due first: the clock's next tick
+	// applies it and the one after judges again.
+	if _, err := c.change(ctx, r, ev, now); err != nil && !errors.Is(err, reserve.ErrConflict) {
+		c.log.Error("judge reservation", "id", r.ID, "err", err)
 	}
 }
 
