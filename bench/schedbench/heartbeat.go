@@ -13,7 +13,6 @@ import (
 
 	"github.com/lightpath/lightpath/bench/rusage"
 	"github.com/lightpath/lightpath/internal/apiv1"
-	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
 )
@@ -31,9 +30,10 @@ import (
 // the heartbeats answered.
 //
 // The agents are alive from the start, as when a controller restarts among
-// running agents: their leases (5 minutes, MaxLease) are in the store
-// before controller.Open (storeAgents), so the row measures renewals, what
-// agents send all day, and not 1,000 registrations in a row.
+// running agents: their leases (an hour, to outlast the finds and creates
+// before this row) are in the store before controller.Open (storeAgents),
+// so the row measures renewals, what agents send all day, and not 1,000
+// registrations in a row.
 
 // benchAgent is the agent user whose node-bound tokens the agents use.
 const benchAgent = "bench-agent"
@@ -68,14 +68,14 @@ func agentClients(ctx context.Context, admin *client, nodes []string) ([]*client
 	return out, nil
 }
 
-// storeAgents registers an agent on every node in the store, alive for
-// controller.MaxLease from now.
+// storeAgents registers an agent on every node in the store, alive for an
+// hour from now.
 func storeAgents(ctx context.Context, st store.Store, nodes []string) error {
 	logf("heartbeats: %d agents alive in the store", len(nodes))
 	now := time.Now()
 	return st.Tx(ctx, func(tx store.Store) error {
 		for _, n := range nodes {
-			if err := tx.PutAgent(ctx, store.Agent{Node: n, RegisteredAt: now, LeaseExpires: now.Add(controller.MaxLease)}); err != nil {
+			if err := tx.PutAgent(ctx, store.Agent{Node: n, RegisteredAt: now, LeaseExpires: now.Add(time.Hour)}); err != nil {
 				return err
 			}
 		}
