@@ -213,11 +213,22 @@ func TestLiveIndexesMatchScan(t *testing.T) {
 				}
 				checkIndexes(t, c, rng, step)
 			}
-			// The sequence must have exercised what it claims to.
 			c.mu.RLock()
 			n := len(c.live)
 			c.mu.RUnlock()
 			t.Logf("live at the end: %d; steps: %v", n, counts)
+			// A restart restores the live set, and its indexes, from the
+			// store.
+			c.Close()
+			c2, err := Open(ctx, Config{Store: c.st, Now: clk.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c2.Close()
+			if c2.LiveCount() != n {
+				t.Fatalf("restart restored %d live reservations, want %d", c2.LiveCount(), n)
+			}
+			checkIndexes(t, c2, rng, "restart")
 		})
 	}
 }
