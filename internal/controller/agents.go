@@ -271,13 +271,7 @@ func (c *Controller) rejudge(ctx context.Context, now time.Time) {
 // that costs what it changes rather than every live reservation. The
 // caller holds mu.
 func (c *Controller) rejudgeNodes(ctx context.Context, now time.Time, nodes ...string) {
-	seen := idSet{}
-	for _, n := range nodes {
-		for id := range c.idx.byNode[n] {
-			seen[id] = struct{}{}
-		}
-	}
-	for _, r := range c.pick(seen, nil) {
+	for _, r := range c.touchingAny(nodes...) {
 		c.judge(ctx, r, now)
 	}
 }
@@ -363,7 +357,8 @@ func (c *Controller) LinkDown(ctx context.Context, a Actor, node, link, why stri
 		}
 	}
 	var moved []reserve.Reservation
-	for _, r := range c.liveList() {
+	l, _ := c.topo.Graph.Link(link)
+	for _, r := range c.touching(l.A) { // a reservation over the link touches both its ends
 		if !slices.ContainsFunc(r.Path, func(h reserve.PathHop) bool { return h.Link == link }) {
 			continue
 		}

@@ -144,6 +144,18 @@ func (c *Controller) touching(node string) []reserve.Reservation {
 	return c.pick(c.idx.byNode[node], nil)
 }
 
+// touchingAny returns the live reservations that include any of nodes, by
+// start.
+func (c *Controller) touchingAny(nodes ...string) []reserve.Reservation {
+	seen := idSet{}
+	for _, n := range nodes {
+		for id := range c.idx.byNode[n] {
+			seen[id] = struct{}{}
+		}
+	}
+	return c.pick(seen, nil)
+}
+
 // projectLive returns the live reservations of one project, which is all
 // the policy's project limit needs.
 func (c *Controller) projectLive(project string) []reserve.Reservation {
