@@ -19,7 +19,14 @@
 #           the round trip, and the share answered 409: nothing fits), then
 #           CREATES POST /api/v1/reservations from 8 concurrent clients,
 #           each with its own idempotency key (creates/s, accepted and
-#           refused). Any answer but 2xx or 409 fails the run.
+#           refused). Any answer but 2xx or 409 fails the run. Then the
+#           heartbeat row (issue 14): an agent on each of the 1,000 nodes,
+#           each with a token bound to its node and alive from the start
+#           (its lease in the store before the controller opens), sends
+#           POST /api/v1/agents/{node}/heartbeat every 2 s for
+#           HEARTBEAT_ROUNDS rounds (p50, p99 of the round trip; the
+#           process's CPU time per heartbeat, getrusage over the row; and
+#           the rate reached against the 500/s asked).
 #   direct  (SQLite, PostgreSQL; informational) every query kind of
 #           internal/reserve QUERIES times on the in-memory schedule (SQLite
 #           run only), LOAD bookings stored, and CREATES creates from 8
@@ -31,7 +38,8 @@
 # earliest-start p99 < 100 ms (fixed path and any path), on every store
 # measured; >= 500 creates/s on SQLite. Each PASS or FAIL.
 #
-# Environment: QUERIES (1000 per kind), CREATES (2000), LOAD (100000, at
+# Environment: QUERIES (1000 per kind), CREATES (2000), HEARTBEAT_ROUNDS
+# (5; 0 skips the heartbeat row), LOAD (100000, at
 # most 100000; direct runs only, the api runs always store all 100,000),
 # SEED (1), JSON=1 (same as --json: NDJSON of every run on stdout, the
 # table on stderr).
@@ -46,6 +54,7 @@ source "$HERE/lib.sh"
 
 QUERIES=${QUERIES:-1000}
 CREATES=${CREATES:-2000}
+HEARTBEAT_ROUNDS=${HEARTBEAT_ROUNDS:-5}
 LOAD=${LOAD:-100000}
 SEED=${SEED:-1}
 JSON=${JSON:-0}
@@ -55,6 +64,7 @@ parse_args "$@"
 [[ -z $ONLY ]] || die "--only is not supported here"
 [[ $QUERIES =~ ^[0-9]+$ ]] || die "QUERIES must be a whole number, not '$QUERIES'"
 [[ $CREATES =~ ^[0-9]+$ ]] || die "CREATES must be a whole number, not '$CREATES'"
+[[ $HEARTBEAT_ROUNDS =~ ^[0-9]+$ ]] || die "HEARTBEAT_ROUNDS must be a whole number, not '$HEARTBEAT_ROUNDS'"
 if ! [[ $LOAD =~ ^[0-9]+$ ]] || ((LOAD > 100000)); then die "LOAD must be a whole number up to 100000, not '$LOAD'"; fi
 [[ $SEED =~ ^-?[0-9]+$ ]] || die "SEED must be an integer, not '$SEED'"
 
@@ -93,8 +103,8 @@ bench() {
 	cat "$W/$name.json.err" >&2 || true
 }
 
-log "SQLite, api: 100000 reservations, controller start-up, $QUERIES finds per mode, $CREATES creates"
-bench sqlite-api -api -queries "$QUERIES" -db "sqlite:$W/api.db"
+log "SQLite, api: 100000 reservations, controller start-up, $QUERIES finds per mode, $CREATES creates, $HEARTBEAT_ROUNDS rounds of 1000 heartbeats"
+bench sqlite-api -api -queries "$QUERIES" -heartbeat-rounds "$HEARTBEAT_ROUNDS" -db "sqlite:$W/api.db"
 rm -f -- "$W"/api.db*
 log "SQLite, direct: $QUERIES queries per kind, $LOAD bookings loaded, $CREATES creates"
 bench sqlite-direct -queries "$QUERIES" -load "$LOAD" -db "sqlite:$W/direct.db"
@@ -115,8 +125,8 @@ else
 		[[ $PGURL =~ port=([0-9]+) ]] || die "no port in the URL postgres.sh printed: $PGURL"
 		if runuser -u postgres -- "$PGBIN/psql" -h "$PGDIR" -p "${BASH_REMATCH[1]}" -U postgres -d postgres -qAt \
 			-c 'CREATE DATABASE lpapi' >"$W/pg-createdb.err" 2>&1; then
-			log "PostgreSQL, api: 100000 reservations, controller start-up, $QUERIES finds per mode, $CREATES creates"
-			bench pg-api -api -queries "$QUERIES" -db "${PGURL/\/lightpath\?//lpapi?}"
+			log "PostgreSQL, api: 100000 reservations, controller start-up, $QUERIES finds per mode, $CREATES creates, $HEARTBEAT_ROUNDS rounds of 1000 heartbeats"
+			bench pg-api -api -queries "$QUERIES" -heartbeat-rounds "$HEARTBEAT_ROUNDS" -db "${PGURL/\/lightpath\?//lpapi?}"
 		else
 			ERR[pg-api]="create database failed: $(last_line "$W/pg-createdb.err")"
 		fi
@@ -227,6 +237,20 @@ print("(api creates: POST /api/v1/reservations from %s HTTP clients, each reques
       % workers)
 print(" refused = answered 409%s;" % ((" (" + "; ".join(notes) + ")") if notes else ""))
 print(" api start-up: controller.Open restoring every live reservation; direct creates: %s goroutines, each one store.Tx)" % workers)
+print()
+
+print("api heartbeat: 1,000 agents, each with a token bound to its node, POST /api/v1/agents/{node}/heartbeat every 2 s")
+print("%-16s %8s %9s %9s %9s %12s %9s  %s" % ("store", "n", "p50 ms", "p99 ms", "max ms", "CPU ms each", "per s", "note"))
+for name, store, rs in (("sq_api", "sqlite", sq_api), ("pg_api", "postgres", pg_api)):
+    if rs is None:
+        print("%-16s unavailable (%s)" % (store, err[name]))
+        continue
+    r = one(rs, "api-heartbeat")
+    if r is None:
+        print("%-16s -" % store)
+        continue
+    print("%-16s %8d %9s %9s %9s %12s %9s  %s" % (store, r["n"], fmt(r.get("p50_ms")), fmt(r.get("p99_ms")), fmt(r.get("max_ms")),
+          fmt(r.get("cpu_ms")), fmt(r.get("per_s"), "%.0f"), r.get("note", "")))
 print()
 
 print("targets (judged on the api rows)")

@@ -152,6 +152,12 @@ func runAPI(w *reserve.Workload, cfg config, sum *summary, prof *os.File) ([]row
 	rows = append(rows, row{Row: "api-load", DB: kind, N: len(w.Bookings), Seconds: ptr(secs), PerSecond: ptr(float64(len(w.Bookings)) / secs)})
 	logf("api %s: loaded in %.1f s", kind, secs)
 
+	if cfg.heartbeats > 0 {
+		// The agents were alive when this controller started (heartbeat.go).
+		if err := storeAgents(ctx, st, w.Graph.Nodes()); err != nil {
+			return nil, err
+		}
+	}
 	logf("api %s: opening the controller on them", kind)
 	t0 = time.Now()
 	c, err := controller.Open(ctx, controller.Config{Store: st, StoreKind: kind, Topology: controller.NewTopo("generated", w.Graph)})
@@ -247,6 +253,15 @@ func runAPI(w *reserve.Workload, cfg config, sum *summary, prof *os.File) ([]row
 		if n := c.LiveCount(); n != len(w.Bookings)+*r.Accepted {
 			return nil, fmt.Errorf("after the creates the controller has %d live reservations, want %d + %d accepted", n, len(w.Bookings), *r.Accepted)
 		}
+	}
+	if cfg.heartbeats > 0 {
+		r, err := timeHeartbeats(ctx, admin, w.Graph.Nodes(), cfg.heartbeats)
+		if err != nil {
+			return nil, err
+		}
+		r.DB = kind
+		rows = append(rows, r)
+		sum.HeartbeatP50ms, sum.HeartbeatP99ms, sum.HeartbeatCPUms, sum.HeartbeatsPerSecond = r.P50ms, r.P99ms, r.CPUms, r.PerSecond
 	}
 	stopProfile()
 	if err := writeHeapProfile(cfg.memprofile); err != nil {

@@ -16,8 +16,12 @@
 // POST /api/v1/find for each find mode (sequential, one keep-alive
 // connection), then POST /api/v1/reservations from -workers concurrent
 // clients. Every answer must be 2xx or 409; anything else fails the run.
+// With -heartbeat-rounds N it then times heartbeats (heartbeat.go): an
+// agent on each of the 1,000 nodes, each with a token bound to its node,
+// sends POST /api/v1/agents/{node}/heartbeat every 2 s for N rounds:
+// latency p50/p99 and the process's CPU time per heartbeat.
 //
-//	schedbench [-api] [-queries N] [-creates N] [-workers N] [-load N] [-db URL] [-seed S] [-json] [-cpuprofile F] [-memprofile F]
+//	schedbench [-api] [-queries N] [-creates N] [-heartbeat-rounds N] [-workers N] [-load N] [-db URL] [-seed S] [-json] [-cpuprofile F] [-memprofile F]
 //
 // Output: a table on stdout, or with -json one JSON object per row and a
 // summary object last. Progress goes to stderr.
@@ -64,7 +68,8 @@ type row struct {
 	PerSecond *float64 `json:"per_s,omitempty"`
 	Accepted  *int     `json:"accepted,omitempty"`
 	Rejected  *int     `json:"rejected,omitempty"` // direct: no capacity; api: answered 409
-	Workers   int      `json:"workers,omitempty"`
+	Workers   int      `json:"workers,omitempty"`  // api-heartbeat: agents
+	CPUms     *float64 `json:"cpu_ms,omitempty"`   // api-heartbeat: process CPU per heartbeat
 	Note      string   `json:"note,omitempty"`
 }
 
@@ -89,6 +94,10 @@ type summary struct {
 	CreatesPerSecond       *float64 `json:"creates_per_s,omitempty"`
 	CreateP50ms            *float64 `json:"create_p50_ms,omitempty"`
 	CreateP99ms            *float64 `json:"create_p99_ms,omitempty"`
+	HeartbeatP50ms         *float64 `json:"heartbeat_p50_ms,omitempty"`
+	HeartbeatP99ms         *float64 `json:"heartbeat_p99_ms,omitempty"`
+	HeartbeatCPUms         *float64 `json:"heartbeat_cpu_ms,omitempty"`
+	HeartbeatsPerSecond    *float64 `json:"heartbeats_per_s,omitempty"`
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -123,6 +132,7 @@ type config struct {
 	creates    int
 	workers    int
 	load       int
+	heartbeats int
 	dbURL      string
 	seed       int64
 	json       bool
@@ -136,6 +146,7 @@ func main() {
 	flag.IntVar(&cfg.queries, "queries", 1000, "queries of each kind (0 skips the queries)")
 	flag.IntVar(&cfg.creates, "creates", 2000, "creates to run against the store given by -db")
 	flag.IntVar(&cfg.load, "load", bookings, "direct mode: existing bookings to load into the store (all are in the schedule whatever this says)")
+	flag.IntVar(&cfg.heartbeats, "heartbeat-rounds", 0, "API mode: rounds of heartbeats from an agent on every node, each every 2 s (0 skips the heartbeat row)")
 	flag.IntVar(&cfg.workers, "workers", 8, "goroutines (API: HTTP clients) issuing creates concurrently")
 	flag.StringVar(&cfg.dbURL, "db", "", "store: sqlite:PATH or postgres://... (empty skips the store; -api needs one)")
 	flag.Int64Var(&cfg.seed, "seed", 1, "seed of the workload and of the queries")
@@ -144,7 +155,7 @@ func main() {
 	flag.StringVar(&cfg.memprofile, "memprofile", "", "API mode: write a heap profile to this file once the creates are done")
 	flag.Parse()
 	if flag.NArg() > 0 || cfg.queries < 0 || cfg.creates < 0 || cfg.workers < 1 || cfg.load < 0 || cfg.load > bookings ||
-		(cfg.api && cfg.dbURL == "") || ((cfg.cpuprofile != "" || cfg.memprofile != "") && !cfg.api) {
+		(cfg.api && cfg.dbURL == "") || cfg.heartbeats < 0 || (cfg.heartbeats > 0 && !cfg.api) || ((cfg.cpuprofile != "" || cfg.memprofile != "") && !cfg.api) {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -251,6 +262,9 @@ func printTable(rows []row) {
 		kind := r.Kind
 		if r.DB != "" {
 			kind = strings.TrimSpace(r.DB + " " + r.Kind)
+		}
+		if r.CPUms != nil {
+			kind += fmt.Sprintf(" (%d agents, %.3f ms CPU each)", r.Workers, *r.CPUms)
 		}
 		if r.Accepted != nil {
 			kind += fmt.Sprintf(" (%d ok, %d rejected, %d workers)", *r.Accepted, *r.Rejected, r.Workers)

@@ -93,8 +93,8 @@ func (c *Controller) Tick(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
-	if c.checkLeases(ctx, now) {
-		c.rejudge(ctx, now)
+	if lapsed := c.checkLeases(ctx, now); len(lapsed) > 0 {
+		c.rejudgeNodes(ctx, now, lapsed...)
 	}
 	for c.due.Len() > 0 {
 		e := c.topDue()
@@ -139,7 +139,7 @@ func (c *Controller) apply(r reserve.Reservation) {
 		}
 	}
 	if !r.State.Live() {
-		delete(c.live, r.ID)
+		c.dropLive(r.ID)
 		return
 	}
 	if !had || !sameBooking(old, r) {
@@ -147,7 +147,7 @@ func (c *Controller) apply(r reserve.Reservation) {
 			c.log.Error("book", "id", r.ID, "err", err)
 		}
 	}
-	c.live[r.ID] = r
+	c.setLive(r)
 	c.pushDue(r)
 }
 
@@ -164,22 +164,23 @@ func sameBooking(a, b reserve.Reservation) bool {
 }
 
 // checkLeases marks the agents whose leases have lapsed since it last
-// looked, and reports whether there were any; the caller holds mu.
-func (c *Controller) checkLeases(ctx context.Context, now time.Time) bool {
-	any := false
-	for n, exp := range c.agents {
+// looked, and returns their nodes; the caller holds mu.
+func (c *Controller) checkLeases(ctx context.Context, now time.Time) []string {
+	var lapsed []string
+	for n, l := range c.agents {
+		exp := l.expires()
 		if now.Before(exp) || c.lapsed[n] {
 			continue
 		}
 		c.lapsed[n] = true
-		any = true
+		lapsed = append(lapsed, n)
 		c.log.Warn("agent gone", "node", n, "lease_expired", exp)
 		if err := c.st.AppendAudit(ctx, store.AuditEntry{At: now, Who: reserve.ActorController, What: "agent gone " + n,
 			Detail: "lease expired at " + exp.Format(time.RFC3339)}); err != nil {
 			c.log.Error("audit", "err", err)
 		}
 	}
-	return any
+	return lapsed
 }
 
 // catchUp applies the timed events due for the live reservation r at now

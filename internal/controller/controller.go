@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -112,10 +111,11 @@ type Controller struct {
 	mu     sync.RWMutex // serialises changes; queries hold it shared
 	topo   *Topo
 	sched  *reserve.Schedule
-	live   map[string]reserve.Reservation // live reservations by ID
+	live   map[string]reserve.Reservation // live reservations by ID (setLive, dropLive)
+	idx    liveIndex                      // indexes of live (liveset.go)
 	excl   map[string]reserve.Exclusive   // standing exclusive holds by ID
 	policy reserve.Policy
-	agents map[string]time.Time // node → lease expiry
+	agents map[string]*agentLease // node → its agent's lease (agents.go)
 	// agentSince is when each agent's current run of heartbeats began, and
 	// lapsed which agents' leases the clock has found lapsed.
 	agentSince map[string]time.Time
@@ -162,8 +162,9 @@ func open(ctx context.Context, cfg Config) (*Controller, error) {
 		maxHold:    cfg.MaxHold,
 		limits:     cfg.Limits,
 		live:       map[string]reserve.Reservation{},
+		idx:        newLiveIndex(),
 		excl:       map[string]reserve.Exclusive{},
-		agents:     map[string]time.Time{},
+		agents:     map[string]*agentLease{},
 		agentSince: map[string]time.Time{},
 		lapsed:     map[string]bool{},
 		linkDown:   map[string]string{},
@@ -223,7 +224,7 @@ func open(ctx context.Context, cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("load agents: %w", err)
 	}
 	for _, a := range agents {
-		c.agents[a.Node] = a.LeaseExpires
+		c.agents[a.Node] = newAgentLease(a.LeaseExpires)
 		c.agentSince[a.Node] = a.RegisteredAt
 		c.lapsed[a.Node] = !c.now().Before(a.LeaseExpires)
 	}
@@ -292,7 +293,7 @@ func (c *Controller) restore(ctx context.Context) error {
 		if !n.State.Live() {
 			continue
 		}
-		c.live[n.ID] = n
+		c.setLive(n)
 		c.pushDue(n)
 	}
 	c.log.Info("restored", "live", len(c.live), "caught_up", caught, "exclusive_holds", len(c.excl))
@@ -343,7 +344,7 @@ func (c *Controller) Topology() *Topo {
 func (c *Controller) Managed(node string) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	exp, ok := c.agents[node]
+	exp, ok := c.leaseOf(node)
 	return ok && c.now().Before(exp)
 }
 
@@ -398,40 +399,6 @@ func (c *Controller) liveList() []reserve.Reservation {
 	return out
 }
 
-// projectLive returns the live reservations of one project, which is all
-// the policy's project limit needs: it keeps CheckPolicy's cost to the
-// project's size rather than the whole book's.
-func (c *Controller) projectLive(project string) []reserve.Reservation {
-	if project == "" {
-		return nil
-	}
-	var out []reserve.Reservation
-	for _, r := range c.live {
-		if r.Project == project {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// overlapping returns the live reservations overlapping [start, end) that
-// share a node with nodes: the only ones the DSCP pool is about.
-func (c *Controller) overlapping(nodes []string, start, end time.Time) []reserve.Reservation {
-	var out []reserve.Reservation
-	for _, r := range c.live {
-		if !r.Start.Before(end) || !start.Before(r.End) {
-			continue
-		}
-		for _, n := range r.Nodes() {
-			if _, ok := slices.BinarySearch(nodes, n); ok {
-				out = append(out, r)
-				break
-			}
-		}
-	}
-	return out
-}
-
 func (c *Controller) exclusives() []reserve.Exclusive {
 	out := make([]reserve.Exclusive, 0, len(c.excl))
 	for _, x := range c.excl {
@@ -450,7 +417,7 @@ func (c *Controller) managedOn(from, to string, path []reserve.PathHop, now time
 			return
 		}
 		seen[n] = true
-		if exp, ok := c.agents[n]; ok && now.Before(exp) {
+		if exp, ok := c.leaseOf(n); ok && now.Before(exp) {
 			out = append(out, n)
 		}
 	}
@@ -501,7 +468,7 @@ func (c *Controller) record(ctx context.Context, old, n reserve.Reservation, aud
 	}
 	c.apply(n)
 	for _, t := range trs {
-		c.publishReservation(n, t)
+		c.publishReservation(old, n, t)
 	}
 	c.kick()
 	return nil
@@ -525,8 +492,8 @@ func (c *Controller) Counts() (states map[reserve.State]int, alive, gone int) {
 		states[r.State]++
 	}
 	now := c.now()
-	for _, exp := range c.agents {
-		if now.Before(exp) {
+	for _, l := range c.agents {
+		if now.Before(l.expires()) {
 			alive++
 		} else {
 			gone++

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/lightpath/lightpath/internal/reserve"
@@ -34,6 +35,10 @@ const replayLen = 4096
 type published struct {
 	ev        Event
 	owner, id string
+	// nodes are the nodes the change touches: a reservation's before and
+	// after it (one moved off a node concerns that node's agent, which must
+	// remove it), a hold's.
+	nodes []string
 }
 
 type broker struct {
@@ -74,7 +79,7 @@ func (c *Controller) Subscribe(a Actor, id string, after uint64) (<-chan Event, 
 			missed = true
 		}
 		for _, p := range b.recent {
-			if p.ev.Seq > after && s.wants(p.owner, p.id) {
+			if p.ev.Seq > after && s.wants(p) {
 				s.ch <- p.ev
 			}
 		}
@@ -90,12 +95,27 @@ func (c *Controller) Subscribe(a Actor, id string, after uint64) (<-chan Event, 
 	}, missed
 }
 
-func (s *subscriber) wants(owner, id string) bool {
-	// Agents follow every reservation: any may cross their node.
-	return (s.actor.sees(owner) || s.actor.Role == reserve.RoleAgent) && (s.id == "" || s.id == id)
+// wants reports whether the subscriber gets p: a user what it may see; an
+// agent bound to a node only what touches its node, so a change elsewhere
+// does not wake it (each event it gets costs a heartbeat and a read of its
+// kernel). An agent bound to no node may act for none, but its stream is
+// what it always was: every change.
+func (s *subscriber) wants(p published) bool {
+	if s.id != "" && s.id != p.id {
+		return false
+	}
+	switch {
+	case s.actor.sees(p.owner):
+		return true
+	case s.actor.Role != reserve.RoleAgent:
+		return false
+	case s.actor.Node == "":
+		return true
+	}
+	return slices.Contains(p.nodes, s.actor.Node)
 }
 
-func (b *broker) publish(ev Event, owner, id string) {
+func (b *broker) publish(ev Event, owner, id string, nodes []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.seq++
@@ -104,9 +124,10 @@ func (b *broker) publish(ev Event, owner, id string) {
 		copy(b.recent, b.recent[1:])
 		b.recent = b.recent[:replayLen-1]
 	}
-	b.recent = append(b.recent, published{ev: ev, owner: owner, id: id})
+	p := published{ev: ev, owner: owner, id: id, nodes: nodes}
+	b.recent = append(b.recent, p)
 	for s := range b.subs {
-		if !s.wants(owner, id) {
+		if !s.wants(p) {
 			continue
 		}
 		select {
@@ -128,10 +149,18 @@ func (b *broker) close() {
 	}
 }
 
-func (c *Controller) publishReservation(r reserve.Reservation, t reserve.Transition) {
-	c.events.publish(Event{Kind: "reservation", Reservation: &r, Transition: &t}, r.Owner, r.ID)
+// publishReservation publishes r's transition t; old is r before the
+// change (the zero reservation for a create), whose nodes it touches too.
+func (c *Controller) publishReservation(old, r reserve.Reservation, t reserve.Transition) {
+	nodes := r.Nodes()
+	if old.ID != "" {
+		nodes = append(nodes, old.Nodes()...)
+		slices.Sort(nodes)
+		nodes = slices.Compact(nodes)
+	}
+	c.events.publish(Event{Kind: "reservation", Reservation: &r, Transition: &t}, r.Owner, r.ID, nodes)
 }
 
 func (c *Controller) publishExclusive(x reserve.Exclusive) {
-	c.events.publish(Event{Kind: "exclusive", Exclusive: &x}, x.Owner, x.ID)
+	c.events.publish(Event{Kind: "exclusive", Exclusive: &x}, x.Owner, x.ID, x.Nodes)
 }

@@ -57,7 +57,7 @@ func (c *Controller) CreateExclusive(ctx context.Context, a Actor, in ExclusiveI
 	if xs := reserve.ExclusiveConflicts(a.Name, nodes, x.Start, x.End, c.exclusives(), now); len(xs) > 0 {
 		return reserve.Exclusive{}, &reserve.ExclusiveConflictError{Holds: xs, Message: "others hold some of these nodes exclusively then"}
 	}
-	if rs := reserve.ReservationsBlocking(a.Name, nodes, x.Start, x.End, c.liveList()); len(rs) > 0 {
+	if rs := reserve.ReservationsBlocking(a.Name, nodes, x.Start, x.End, c.touchingAny(nodes...)); len(rs) > 0 {
 		sort.Slice(rs, func(i, j int) bool { return rs[i].ID < rs[j].ID })
 		return reserve.Exclusive{}, &reserve.ExclusiveConflictError{Reservations: rs, Message: "other users' reservations use these nodes then"}
 	}

@@ -80,12 +80,7 @@ func (c *Controller) checkReservationLimit(a Actor, owner string) error {
 	if max <= 0 || a.Role == reserve.RoleAdmin {
 		return nil
 	}
-	n := 0
-	for _, r := range c.live {
-		if r.Owner == owner && r.State.Live() {
-			n++
-		}
-	}
+	n := c.ownerLive(owner)
 	if n >= max {
 		return &LimitError{Limit: "max-reservations-per-user", Max: max, Message: fmt.Sprintf(
 			"%s has %d live reservations, the most allowed (the controller's --max-reservations-per-user %d): cancel one or wait for one to end", owner, n, max)}

@@ -249,7 +249,7 @@ func (c *Controller) create(ctx context.Context, a Actor, in CreateInput) (Creat
 		return Created{}, fmt.Errorf("store reservation: %w", err)
 	}
 	c.apply(r)
-	c.publishReservation(r, tr)
+	c.publishReservation(reserve.Reservation{}, r, tr)
 	c.kick()
 	return Created{Reservation: r, Algorithm: algorithm, New: true}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/topology"
@@ -24,6 +25,7 @@ type Topo struct {
 	Site  map[string]string   // node → site
 	Addrs map[string][]netip.Prefix
 	tb    *topology.Topology
+	hash  atomic.Pointer[topoHash] // TopologyHash's, kept
 }
 
 // ParseTopology reads a testbed topology file's text into a Topo.
