@@ -278,10 +278,18 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	srv := gate.HTTPServer(ctx, hopts)
 	errc := make(chan error, len(o.listens))
 	webURL := ""               // the first TCP listener's, for the sign-in link
-	var pending []net.Listener // bound, not yet served
+	// Bound listeners not yet served. "listening" is logged when one starts
+	// answering: a leader's only once it is ready (its admin token
+	// written), which is what scripts and tests wait for.
+	type boundListener struct {
+		ln        net.Listener
+		addr, url string
+	}
+	var pending []boundListener
 	serveAll := func() {
-		for _, ln := range pending {
-			go func() { errc <- srv.Serve(ln) }()
+		for _, b := range pending {
+			log.Info("listening", "addr", b.addr, "url", b.url)
+			go func() { errc <- srv.Serve(b.ln) }()
 		}
 		pending = nil
 	}
@@ -299,11 +307,10 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 		if ln.Addr().Network() == "unix" {
 			scheme, addr = "unix", strings.TrimPrefix(l, "unix:")
 		}
-		log.Info("listening", "addr", addr, "url", scheme+"://"+addr)
 		if webURL == "" && scheme != "unix" {
 			webURL = scheme + "://" + browserAddr(ln.Addr())
 		}
-		pending = append(pending, ln)
+		pending = append(pending, boundListener{ln, addr, scheme + "://" + addr})
 		return nil
 	}
 	var c *controller.Controller
