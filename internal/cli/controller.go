@@ -277,7 +277,7 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	gate := api.NewGate(Version, kind)
 	srv := gate.HTTPServer(ctx, hopts)
 	errc := make(chan error, len(o.listens))
-	webURL := ""               // the first TCP listener's, for the sign-in link
+	webURL := "" // the first TCP listener's, for the sign-in link
 	// Bound listeners not yet served. "listening" is logged when one starts
 	// answering: a leader's only once it is ready (its admin token
 	// written), which is what scripts and tests wait for.
