@@ -192,18 +192,7 @@ func killMidLoad(t *testing.T, dbOf func(t *testing.T, dir string) string) {
 		})
 	}
 	// Let the load run, then kill the controller in the middle of it.
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		mu.Lock()
-		n := len(answered)
-		mu.Unlock()
-		if n >= 150 {
-			break
-		}
-	}
-	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	c.cmd.Wait()
+	c.killWhenAnswered(t, &mu, answered, 150, 10*time.Second)
 	stop.Store(true)
 	wg.Wait()
 	mu.Lock()
@@ -258,6 +247,24 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// killWhenAnswered SIGKILLs the controller once n of a load's creates were
+// answered (or within has passed), and reaps it.
+func (c *killCtl) killWhenAnswered(t *testing.T, mu *sync.Mutex, answered map[int]string, n int, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		mu.Lock()
+		got := len(answered)
+		mu.Unlock()
+		if got >= n {
+			break
+		}
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c.cmd.Wait()
 }
 
 // checkStoredCreates checks what a controller holds after a crash or a

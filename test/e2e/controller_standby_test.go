@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -149,18 +148,7 @@ func standbyTakeover(t *testing.T, dbOf func(t *testing.T, dir string) string) {
 			}
 		})
 	}
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		mu.Lock()
-		n := len(answered)
-		mu.Unlock()
-		if n >= 150 {
-			break
-		}
-	}
-	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	a.cmd.Wait()
+	a.killWhenAnswered(t, &mu, answered, 150, 20*time.Second)
 	killed := time.Now()
 	for {
 		if h, err := health(t, b.url); err == nil && h.Role == apiv1.RoleLeader {
