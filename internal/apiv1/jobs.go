@@ -1,0 +1,182 @@
+package apiv1
+
+// The transfer service's bodies: jobs (/api/v1/jobs), endpoints
+// (/api/v1/endpoints) and what data nodes say and are told
+// (/api/v1/datanodes/{node}/..., /api/v1/tasks/{id}/...). Jobs, files,
+// tasks, endpoints and data nodes travel as package transfer's types.
+
+import (
+	"time"
+
+	"github.com/lightpath/lightpath/internal/transfer"
+)
+
+// JobResponse answers a submission: Created is false when a repeated
+// submission (same Key, same request) returned the job made the first
+// time.
+type JobResponse struct {
+	Job     transfer.Job `json:"job"`
+	Created bool         `json:"created"`
+}
+
+// JobList answers GET /api/v1/jobs.
+type JobList struct {
+	Jobs []transfer.Job `json:"jobs"`
+}
+
+// JobPage answers GET /api/v1/jobs/{id}: the job, its files (all of them,
+// or those in ?files=STATE), its tasks, and with ?optimizer=1 the
+// optimizer's decisions for its pairs, newest first.
+type JobPage struct {
+	Job       transfer.Job        `json:"job"`
+	Files     []transfer.JobFile  `json:"files"`
+	Tasks     []transfer.Task     `json:"tasks"`
+	Decisions []transfer.Decision `json:"decisions,omitempty"`
+}
+
+// JobRefusal is the Detail a deadline job that cannot be met is refused
+// with (409 "capacity"): the earliest completion the network can give,
+// and how.
+type JobRefusal struct {
+	EarliestCompletion time.Time `json:"earliest_completion,omitzero"`
+	Algorithm          string    `json:"algorithm,omitempty"`
+}
+
+// EndpointList answers GET /api/v1/endpoints: every endpoint with its data
+// nodes, alive or gone.
+type EndpointList struct {
+	Endpoints []transfer.Endpoint `json:"endpoints"`
+}
+
+// EndpointAllow says who may use an endpoint
+// (POST /api/v1/endpoints/{name}/allow, admin): the users and projects
+// added. Remove takes them away instead.
+type EndpointAllow struct {
+	Users    []string `json:"users,omitempty"`
+	Projects []string `json:"projects,omitempty"`
+	Remove   bool     `json:"remove,omitempty"`
+}
+
+// DataNodeHeartbeat registers a data node or renews its lease
+// (POST /api/v1/datanodes/{node}/heartbeat, a token of role agent bound to
+// the node, or an admin's). Lease defaults to 15s, at most 5m. Tasks are
+// the tasks the node runs, with their progress: their leases are renewed
+// with the node's.
+type DataNodeHeartbeat struct {
+	Endpoint   string         `json:"endpoint"`
+	Address    string         `json:"address"`
+	MaxRateBps uint64         `json:"max_rate_bps,omitempty"`
+	Lease      string         `json:"lease,omitempty"`
+	Tasks      []TaskProgress `json:"tasks,omitempty"`
+}
+
+// DataNodeWork answers a heartbeat.
+type DataNodeWork struct {
+	Node         string    `json:"node"`
+	LeaseExpires time.Time `json:"lease_expires"`
+	// GrantKey is the controller's public key (ed25519, base64), with
+	// which the node's server checks the grants of the pushes it takes.
+	GrantKey string `json:"grant_key"`
+	// Fences are, for the tasks whose destination is this node, the
+	// current attempt: the server refuses (and cuts) any older one.
+	Fences []Fence `json:"fences,omitempty"`
+	// Cancel lists the node's tasks to stop: their job was cancelled or
+	// their attempt is no longer current.
+	Cancel []string `json:"cancel,omitempty"`
+}
+
+// Fence is a task's current attempt.
+type Fence struct {
+	Task    string `json:"task"`
+	Attempt int    `json:"attempt"`
+}
+
+// TaskProgress is a running task's word in a heartbeat.
+type TaskProgress struct {
+	Task          string  `json:"task"`
+	Attempt       int     `json:"attempt"`
+	BytesDone     int64   `json:"bytes_done"`
+	ThroughputBps float64 `json:"throughput_bps"`
+}
+
+// ClaimRequest asks for work (POST /api/v1/datanodes/{node}/claim): at
+// most Max tasks (default 1).
+type ClaimRequest struct {
+	Max int `json:"max,omitempty"`
+}
+
+// Claim answers a claim: the tasks the node now holds (none: nothing to
+// do for it now).
+type Claim struct {
+	Tasks []TaskWork `json:"tasks"`
+}
+
+// TaskWork is a claimed task with everything the node needs to run it.
+type TaskWork struct {
+	Task transfer.Task `json:"task"`
+	// Sources are the paths to list (a list task), under the endpoint's
+	// root, as the job gave them.
+	Sources []string `json:"sources,omitempty"`
+	// Files are a copy task's files: source path, destination path,
+	// size, and the expected checksum when the job gave one.
+	Files []transfer.JobFile `json:"files,omitempty"`
+	// Address is the destination node's server; Grant the capability it
+	// takes for this task and attempt.
+	Address  string `json:"address,omitempty"`
+	Grant    string `json:"grant,omitempty"`
+	Checksum string `json:"checksum,omitempty"`
+	Policy   string `json:"policy,omitempty"`
+	// Timeout bounds a list task.
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// Listing is a list task's result (POST /api/v1/tasks/{id}/listing):
+// every file under the sources, or the error that stopped the listing.
+type Listing struct {
+	Attempt int           `json:"attempt"`
+	Files   []ListedFile  `json:"files,omitempty"`
+	Error   string        `json:"error,omitempty"`
+	Elapsed time.Duration `json:"elapsed_ns,omitempty"`
+}
+
+// ListedFile is one file found by a listing: its path under the source
+// endpoint's root and the source it was found under (one of the job's).
+type ListedFile struct {
+	Path   string    `json:"path"`
+	Source string    `json:"source"`
+	Size   int64     `json:"size"`
+	MTime  time.Time `json:"mtime,omitzero"`
+}
+
+// TaskReport is a copy task's word (POST /api/v1/tasks/{id}/report): each
+// file's verdict as it comes, and Done with the last report. Files of the
+// task not reported by then go back to the queue.
+type TaskReport struct {
+	Attempt       int          `json:"attempt"`
+	Files         []FileReport `json:"files,omitempty"`
+	BytesDone     int64        `json:"bytes_done"`
+	ThroughputBps float64      `json:"throughput_bps,omitempty"`
+	Done          bool         `json:"done,omitempty"`
+	Error         string       `json:"error,omitempty"`
+	// Permanent says the task's error will not go away by retrying (a
+	// refused path, a refused grant).
+	Permanent bool `json:"permanent,omitempty"`
+}
+
+// FileReport is one file's verdict in a task report.
+type FileReport struct {
+	Path      string `json:"path"` // its source path
+	OK        bool   `json:"ok"`
+	Error     string `json:"error,omitempty"`
+	Permanent bool   `json:"permanent,omitempty"`
+	Checksum  string `json:"checksum,omitempty"` // hex, of the job's algorithm
+	Bytes     int64  `json:"bytes,omitempty"`
+}
+
+// TaskAnswer answers a task's report or listing: Cancel says stop (the
+// job was cancelled, or the attempt is no longer current).
+type TaskAnswer struct {
+	Task   transfer.Task `json:"task"`
+	Cancel bool          `json:"cancel,omitempty"`
+	Reason string        `json:"reason,omitempty"`
+}

@@ -1,0 +1,105 @@
+package client
+
+import (
+	"context"
+	"net/url"
+	"strconv"
+
+	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/transfer"
+)
+
+// The transfer service's routes: jobs for users, endpoints for users and
+// admins, heartbeats, claims and reports for data nodes.
+
+// SubmitJob is POST /api/v1/jobs. Created is false in the answer when
+// req.Key had already made the job. A deadline that cannot be met is an
+// *APIError with code "capacity" whose message names the earliest
+// completion.
+func (c *Client) SubmitJob(ctx context.Context, req transfer.JobRequest) (apiv1.JobResponse, error) {
+	return post[apiv1.JobResponse](ctx, c, "/jobs", req)
+}
+
+// JobOptions filters Jobs; empty fields do not filter.
+type JobOptions struct {
+	Owner  string
+	States []string
+	Limit  int
+}
+
+// Jobs is GET /api/v1/jobs: the caller's own, or everyone's for an
+// operator, newest first.
+func (c *Client) Jobs(ctx context.Context, o JobOptions) ([]transfer.Job, error) {
+	q := url.Values{}
+	setString(q, "owner", o.Owner)
+	for _, s := range o.States {
+		q.Add("state", s)
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	l, err := get[apiv1.JobList](ctx, c, "/jobs", q)
+	return l.Jobs, err
+}
+
+// JobPageOptions says what GET /api/v1/jobs/{id} carries besides the job:
+// its files in those states (none given: every file), and the optimizer's
+// decisions.
+type JobPageOptions struct {
+	Files     []string
+	NoFiles   bool
+	Optimizer bool
+}
+
+// Job is GET /api/v1/jobs/{id}.
+func (c *Client) Job(ctx context.Context, id string, o JobPageOptions) (apiv1.JobPage, error) {
+	q := url.Values{}
+	for _, s := range o.Files {
+		q.Add("files", s)
+	}
+	if o.NoFiles {
+		q.Set("files", "none")
+	}
+	if o.Optimizer {
+		q.Set("optimizer", "1")
+	}
+	return get[apiv1.JobPage](ctx, c, "/jobs/"+escape(id), q)
+}
+
+// CancelJob is POST /api/v1/jobs/{id}/cancel: its tasks stop, its
+// reservations are released, files that arrived stay.
+func (c *Client) CancelJob(ctx context.Context, id string, req apiv1.ActionRequest) (transfer.Job, error) {
+	return post[transfer.Job](ctx, c, "/jobs/"+escape(id)+"/cancel", req)
+}
+
+// Endpoints is GET /api/v1/endpoints.
+func (c *Client) Endpoints(ctx context.Context) ([]transfer.Endpoint, error) {
+	l, err := get[apiv1.EndpointList](ctx, c, "/endpoints", nil)
+	return l.Endpoints, err
+}
+
+// AllowEndpoint is POST /api/v1/endpoints/{name}/allow (admin).
+func (c *Client) AllowEndpoint(ctx context.Context, name string, req apiv1.EndpointAllow) (transfer.Endpoint, error) {
+	return post[transfer.Endpoint](ctx, c, "/endpoints/"+escape(name)+"/allow", req)
+}
+
+// DataNodeHeartbeat is POST /api/v1/datanodes/{node}/heartbeat: registers
+// the data node or renews its lease, and its tasks' leases with it.
+func (c *Client) DataNodeHeartbeat(ctx context.Context, node string, req apiv1.DataNodeHeartbeat) (apiv1.DataNodeWork, error) {
+	return post[apiv1.DataNodeWork](ctx, c, "/datanodes/"+escape(node)+"/heartbeat", req)
+}
+
+// Claim is POST /api/v1/datanodes/{node}/claim: tasks for the node to run.
+func (c *Client) Claim(ctx context.Context, node string, req apiv1.ClaimRequest) (apiv1.Claim, error) {
+	return post[apiv1.Claim](ctx, c, "/datanodes/"+escape(node)+"/claim", req)
+}
+
+// ReportListing is POST /api/v1/tasks/{id}/listing.
+func (c *Client) ReportListing(ctx context.Context, task string, l apiv1.Listing) (apiv1.TaskAnswer, error) {
+	return post[apiv1.TaskAnswer](ctx, c, "/tasks/"+escape(task)+"/listing", l)
+}
+
+// ReportTask is POST /api/v1/tasks/{id}/report.
+func (c *Client) ReportTask(ctx context.Context, task string, r apiv1.TaskReport) (apiv1.TaskAnswer, error) {
+	return post[apiv1.TaskAnswer](ctx, c, "/tasks/"+escape(task)+"/report", r)
+}

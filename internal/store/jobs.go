@@ -1,0 +1,148 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/transfer"
+)
+
+// Jobs is the transfer service's part of the store (schema version 6):
+// endpoints and their data nodes, jobs, their files, the tasks data nodes
+// run, and the optimizer's decisions. The contract of Store holds for
+// every method (errors, concurrency, copies, times in UTC); storetest
+// checks it on both backends. Text holding invalid UTF-8 or a NUL byte is
+// refused with reserve.ErrInvalid on both backends alike.
+//
+// Store embeds Jobs once both backends implement it.
+type Jobs interface {
+	// CreateJob stores a new job. The ID must be new (reserve.ErrConflict),
+	// ID, Owner and State not empty (reserve.ErrInvalid). A non-empty Key
+	// is unique per owner: when the owner has a job under that key already,
+	// nothing is stored and the error is a *DuplicateJobError carrying the
+	// stored job (it matches ErrDuplicateKey).
+	CreateJob(ctx context.Context, j transfer.Job) error
+	// GetJob returns a job, or an error wrapping reserve.ErrNotFound.
+	GetJob(ctx context.Context, id string) (transfer.Job, error)
+	// GetJobByKey returns the owner's job created under a key, or an error
+	// wrapping reserve.ErrNotFound.
+	GetJobByKey(ctx context.Context, owner, key string) (transfer.Job, error)
+	// UpdateJob replaces the stored job j.ID with j if the stored version
+	// is still expectedVersion (a compare-and-swap); otherwise it changes
+	// nothing and returns a *reserve.StaleVersionError (matching
+	// reserve.ErrConflict). j.Version must be greater than expectedVersion
+	// (reserve.ErrInvalid). ID, Owner, Key and CreatedAt are fixed at
+	// creation and not changed. An unknown ID is reserve.ErrNotFound.
+	UpdateJob(ctx context.Context, j transfer.Job, expectedVersion uint64) error
+	// ListJobs returns the jobs matching every set field of f, newest
+	// first (CreatedAt descending, then ID descending).
+	ListJobs(ctx context.Context, f JobFilter) ([]transfer.Job, error)
+	// DeleteJob removes a job with its files, tasks and decisions (a
+	// deadline job refused at submission leaves nothing behind); an
+	// unknown ID is reserve.ErrNotFound.
+	DeleteJob(ctx context.Context, id string) error
+
+	// AddJobFiles stores new files, of jobs that exist (reserve.ErrNotFound
+	// otherwise). (Job, Path) is unique: a file stored already is
+	// reserve.ErrConflict and nothing of the call is stored. Path and
+	// State must not be empty (reserve.ErrInvalid).
+	AddJobFiles(ctx context.Context, files []transfer.JobFile) error
+	// UpdateJobFiles replaces each stored file (Job, Path) with the one
+	// given; one unknown is reserve.ErrNotFound and nothing of the call is
+	// stored.
+	UpdateJobFiles(ctx context.Context, files []transfer.JobFile) error
+	// ListJobFiles returns the files matching every set field of f,
+	// ordered by Job then Path.
+	ListJobFiles(ctx context.Context, f JobFileFilter) ([]transfer.JobFile, error)
+	// CountJobFiles returns a job's files and their bytes by state (states
+	// without files are absent).
+	CountJobFiles(ctx context.Context, job string) (map[string]FileCount, error)
+
+	// CreateTask stores a new task of a job that exists (reserve.ErrNotFound
+	// otherwise); the ID must be new (reserve.ErrConflict), ID, Job, Kind
+	// and State not empty (reserve.ErrInvalid).
+	CreateTask(ctx context.Context, t transfer.Task) error
+	// UpdateTask replaces the stored task t.ID; Job, Kind and CreatedAt
+	// are fixed at creation. An unknown ID is reserve.ErrNotFound.
+	UpdateTask(ctx context.Context, t transfer.Task) error
+	// GetTask returns a task, or an error wrapping reserve.ErrNotFound.
+	GetTask(ctx context.Context, id string) (transfer.Task, error)
+	// ListTasks returns the tasks matching every set field of f, oldest
+	// first (CreatedAt, then ID).
+	ListTasks(ctx context.Context, f TaskFilter) ([]transfer.Task, error)
+
+	// PutEndpoint creates or replaces an endpoint by name (its Nodes are
+	// not stored: they are the data nodes registered for it). The name must
+	// not be empty (reserve.ErrInvalid).
+	PutEndpoint(ctx context.Context, e transfer.Endpoint) error
+	// GetEndpoint returns an endpoint (Nodes empty), or an error wrapping
+	// reserve.ErrNotFound.
+	GetEndpoint(ctx context.Context, name string) (transfer.Endpoint, error)
+	// ListEndpoints returns every endpoint ordered by name (Nodes empty).
+	ListEndpoints(ctx context.Context) ([]transfer.Endpoint, error)
+	// PutDataNode registers a data node or renews its lease (an upsert by
+	// Node: a node serves one endpoint at a time). Node and Endpoint must
+	// not be empty (reserve.ErrInvalid).
+	PutDataNode(ctx context.Context, n transfer.DataNode) error
+	// ListDataNodes returns every registered data node ordered by node,
+	// lapsed leases included (Alive is the caller's to set).
+	ListDataNodes(ctx context.Context) ([]transfer.DataNode, error)
+
+	// AppendDecision stores one optimizer decision.
+	AppendDecision(ctx context.Context, d transfer.Decision) error
+	// ListDecisions returns a job's decisions, newest first (At descending),
+	// at most limit when positive.
+	ListDecisions(ctx context.Context, job string, limit int) ([]transfer.Decision, error)
+}
+
+// JobFilter selects jobs; zero fields match everything.
+type JobFilter struct {
+	Owner string
+	// States, when not empty, keeps those in one of them.
+	States []string
+	// Since keeps those created at or after it.
+	Since time.Time
+	// Limit, when positive, keeps the first Limit matches.
+	Limit int
+}
+
+// JobFileFilter selects files; zero fields match everything.
+type JobFileFilter struct {
+	Job    string
+	States []string
+	Task   string
+	// Paths, when not empty, keeps those whose Path is one of them.
+	Paths []string
+	// After keeps those whose Path sorts after it (paging).
+	After string
+	Limit int
+}
+
+// TaskFilter selects tasks; zero fields match everything.
+type TaskFilter struct {
+	Job    string
+	Kind   string
+	States []string
+	// Node keeps those whose From or To is it.
+	Node  string
+	Limit int
+}
+
+// FileCount is how many files, and their bytes.
+type FileCount struct {
+	Files int
+	Bytes int64
+}
+
+// DuplicateJobError is CreateJob's answer to a key the owner used before.
+type DuplicateJobError struct {
+	Existing transfer.Job
+}
+
+func (e *DuplicateJobError) Error() string {
+	return fmt.Sprintf("job id %q of %s already used for job %s", e.Existing.Key, e.Existing.Owner, e.Existing.ID)
+}
+
+// Unwrap makes a DuplicateJobError match ErrDuplicateKey.
+func (e *DuplicateJobError) Unwrap() error { return ErrDuplicateKey }

@@ -1,0 +1,264 @@
+// Package grant is the transfer service's capabilities: what a data node
+// may do for a job's owner, for one attempt of one task, until a time,
+// signed with the controller's key. The controller signs a grant when a
+// node claims a task; the destination node's server checks it before it
+// takes a push, refuses any path it does not cover, and refuses an older
+// attempt of a task than the newest it has seen or been told of (a fence),
+// so a node whose lease lapsed while it kept running cannot write. It
+// links nothing but the standard library.
+package grant
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Modes a grant gives.
+const (
+	Write = "write" // push files under Paths
+	Read  = "read"  // pull files under Paths
+)
+
+// Grant is one capability.
+type Grant struct {
+	User    string `json:"user"`
+	Job     string `json:"job"`
+	Task    string `json:"task"`
+	Attempt int    `json:"attempt"`
+	// Node is the data node whose server takes it.
+	Node string `json:"node"`
+	Mode string `json:"mode"`
+	// Paths are the clean relative paths, under the server's root, it
+	// covers, each with everything under it ("." covers the root).
+	Paths   []string  `json:"paths"`
+	Expires time.Time `json:"expires"`
+}
+
+// The reasons a grant is refused. Every one is final for the attempt:
+// trying again with the same grant gives the same answer.
+var (
+	ErrMalformed = errors.New("grant: malformed")
+	ErrSignature = errors.New("grant: bad signature")
+	ErrExpired   = errors.New("grant: expired")
+	ErrWrongNode = errors.New("grant: issued for another node")
+	ErrStale     = errors.New("grant: a newer attempt of the task exists")
+	ErrNoKey     = errors.New("grant: this server has no controller key yet")
+	ErrPath      = errors.New("grant: path not covered")
+	ErrMode      = errors.New("grant: mode not granted")
+)
+
+// NewKey makes a new signing key.
+func NewKey() (ed25519.PrivateKey, error) {
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	return k, err
+}
+
+// EncodeKey and DecodeKey spell a public key as base64.
+func EncodeKey(k ed25519.PublicKey) string { return base64.StdEncoding.EncodeToString(k) }
+
+// DecodeKey reads a public key spelled by EncodeKey.
+func DecodeKey(s string) (ed25519.PublicKey, error) {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil || len(b) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("%w: not an ed25519 public key", ErrMalformed)
+	}
+	return ed25519.PublicKey(b), nil
+}
+
+// Sign returns the grant as a token: base64url(JSON) "." base64url(sig).
+func Sign(key ed25519.PrivateKey, g Grant) (string, error) {
+	if err := g.check(); err != nil {
+		return "", err
+	}
+	body, err := json.Marshal(g)
+	if err != nil {
+		return "", err
+	}
+	enc := base64.RawURLEncoding
+	return enc.EncodeToString(body) + "." + enc.EncodeToString(ed25519.Sign(key, body)), nil
+}
+
+// MaxToken bounds the length of a token a server reads.
+const MaxToken = 16 << 10
+
+// Parse checks a token's signature with key and returns its grant; it
+// does not look at the time, the node or fences (Verifier does).
+func Parse(key ed25519.PublicKey, token string) (Grant, error) {
+	if len(token) > MaxToken {
+		return Grant{}, fmt.Errorf("%w: %d bytes, at most %d", ErrMalformed, len(token), MaxToken)
+	}
+	b64, s64, ok := strings.Cut(token, ".")
+	if !ok {
+		return Grant{}, fmt.Errorf("%w: no signature", ErrMalformed)
+	}
+	enc := base64.RawURLEncoding
+	body, err1 := enc.DecodeString(b64)
+	sig, err2 := enc.DecodeString(s64)
+	if err1 != nil || err2 != nil {
+		return Grant{}, fmt.Errorf("%w: not base64url", ErrMalformed)
+	}
+	if len(key) != ed25519.PublicKeySize || !ed25519.Verify(key, body, sig) {
+		return Grant{}, ErrSignature
+	}
+	var g Grant
+	if err := json.Unmarshal(body, &g); err != nil {
+		return Grant{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if err := g.check(); err != nil {
+		return Grant{}, err
+	}
+	return g, nil
+}
+
+func (g Grant) check() error {
+	switch {
+	case g.Task == "" || g.Node == "" || g.User == "":
+		return fmt.Errorf("%w: user, task and node are required", ErrMalformed)
+	case g.Attempt < 1:
+		return fmt.Errorf("%w: attempt %d", ErrMalformed, g.Attempt)
+	case g.Mode != Write && g.Mode != Read:
+		return fmt.Errorf("%w: mode %q", ErrMalformed, g.Mode)
+	case len(g.Paths) == 0:
+		return fmt.Errorf("%w: no paths", ErrMalformed)
+	case g.Expires.IsZero():
+		return fmt.Errorf("%w: no expiry", ErrMalformed)
+	}
+	for _, p := range g.Paths {
+		if !clean(p) {
+			return fmt.Errorf("%w: path %q is not clean and relative", ErrMalformed, p)
+		}
+	}
+	return nil
+}
+
+// clean reports whether p is a clean relative path that stays under its
+// root.
+func clean(p string) bool {
+	return p != "" && !strings.HasPrefix(p, "/") && path.Clean(p) == p && p != ".." && !strings.HasPrefix(p, "../")
+}
+
+// Covers reports whether the grant allows mode on p, a path under the
+// server's root (leading slashes are ignored, as the mover's paths are).
+func (g Grant) Covers(mode, p string) error {
+	if mode != g.Mode {
+		return fmt.Errorf("%w: %s, the grant gives %s", ErrMode, mode, g.Mode)
+	}
+	q := strings.TrimLeft(p, "/")
+	if q == "" {
+		q = "."
+	}
+	if !clean(q) {
+		return fmt.Errorf("%w: %q", ErrPath, p)
+	}
+	for _, c := range g.Paths {
+		if c == "." || q == c || strings.HasPrefix(q, c+"/") {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %q is outside %s", ErrPath, p, strings.Join(g.Paths, ", "))
+}
+
+// Verifier checks grants on a node's server: the controller's key, the
+// node's name, and the fences it has seen or been told of. Safe for
+// concurrent use.
+type Verifier struct {
+	node string
+	now  func() time.Time
+
+	mu     sync.Mutex
+	key    ed25519.PublicKey
+	fences map[string]fence
+}
+
+type fence struct {
+	attempt int
+	until   time.Time // forgotten after this: no grant of an attempt up to it can be valid then
+}
+
+// NewVerifier checks grants for node; now is the clock (time.Now when nil).
+func NewVerifier(node string, now func() time.Time) *Verifier {
+	if now == nil {
+		now = time.Now
+	}
+	return &Verifier{node: node, now: now, fences: map[string]fence{}}
+}
+
+// SetKey sets the controller's public key (from its heartbeat answers).
+func (v *Verifier) SetKey(k ed25519.PublicKey) {
+	v.mu.Lock()
+	v.key = k
+	v.mu.Unlock()
+}
+
+// fenceTTL is how long a fence told by the controller is kept when no grant
+// said how long its attempts last.
+const fenceTTL = time.Hour
+
+// Fence raises task's fence to attempt: older attempts are refused from
+// now on.
+func (v *Verifier) Fence(task string, attempt int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.raise(task, attempt, v.now().Add(fenceTTL))
+}
+
+func (v *Verifier) raise(task string, attempt int, until time.Time) {
+	f := v.fences[task]
+	if attempt > f.attempt {
+		f.attempt = attempt
+	}
+	if until.After(f.until) {
+		f.until = until
+	}
+	v.fences[task] = f
+	if len(v.fences) > 1024 {
+		now := v.now()
+		for t, f := range v.fences {
+			if now.After(f.until) {
+				delete(v.fences, t)
+			}
+		}
+	}
+}
+
+// Verify checks a token: signature, expiry, node and fence. A valid grant
+// raises its task's fence to its attempt, so every older attempt is
+// refused from then on.
+func (v *Verifier) Verify(token string) (Grant, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.key == nil {
+		return Grant{}, ErrNoKey
+	}
+	g, err := Parse(v.key, token)
+	if err != nil {
+		return Grant{}, err
+	}
+	now := v.now()
+	switch {
+	case !now.Before(g.Expires):
+		return Grant{}, fmt.Errorf("%w at %s", ErrExpired, g.Expires.UTC().Format(time.RFC3339))
+	case g.Node != v.node:
+		return Grant{}, fmt.Errorf("%w: %s, this is %s", ErrWrongNode, g.Node, v.node)
+	case g.Attempt < v.fences[g.Task].attempt:
+		return Grant{}, fmt.Errorf("%w: attempt %d of task %s, attempt %d is current", ErrStale, g.Attempt, g.Task, v.fences[g.Task].attempt)
+	}
+	v.raise(g.Task, g.Attempt, g.Expires)
+	return g, nil
+}
+
+// Current reports whether attempt is still the newest of task: a server
+// checks it while a session runs, and ends the session when not.
+func (v *Verifier) Current(task string, attempt int) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return attempt >= v.fences[task].attempt
+}

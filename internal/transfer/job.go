@@ -1,0 +1,261 @@
+package transfer
+
+// The transfer service's records: endpoints and their data nodes, jobs,
+// the files of a job, the tasks data nodes run, and the optimizer's
+// decisions. The controller keeps them in its store; the API carries them
+// as they are; data nodes and the command line read them.
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+)
+
+// Job states, spelled as reservations spell theirs.
+const (
+	// JobQueued: accepted, its dataset being listed or waiting for live
+	// data nodes or for its turn (Reason says which).
+	JobQueued = "QUEUED"
+	// JobScheduled: its reservations are booked; it waits for their window.
+	JobScheduled = "SCHEDULED"
+	// JobActive: data nodes are moving its files.
+	JobActive    = "ACTIVE"
+	JobSucceeded = "SUCCEEDED" // every file arrived verified
+	JobFailed    = "FAILED"    // some files failed after their retries; Reason names the first
+	JobCancelled = "CANCELLED"
+)
+
+// JobEnded reports whether a job state is final.
+func JobEnded(state string) bool {
+	return state == JobSucceeded || state == JobFailed || state == JobCancelled
+}
+
+// File states.
+const (
+	FilePending   = "PENDING"   // waiting for a task
+	FileActive    = "ACTIVE"    // in a running task
+	FileSucceeded = "SUCCEEDED" // arrived and verified (or left alone, already there)
+	FileFailed    = "FAILED"    // given up: a permanent error, or its retries spent
+	FileCancelled = "CANCELLED" // its job was cancelled before it arrived
+)
+
+// Task kinds and states.
+const (
+	TaskList = "list" // list a job's sources on a source data node
+	TaskCopy = "copy" // push a batch of files from a source node to a destination node
+
+	TaskQueued    = "QUEUED"    // waiting for a data node to claim it (again, after a lost attempt)
+	TaskActive    = "ACTIVE"    // claimed; its lease runs with its node's
+	TaskSucceeded = "SUCCEEDED" // every file of it verified (a list: the listing stored)
+	TaskFailed    = "FAILED"    // ended with an error; its files went back to the queue or failed
+	TaskCancelled = "CANCELLED"
+)
+
+// Checksum algorithms a job may ask for: crc32c is always computed per
+// block and per file; adler32 end to end as well when asked.
+const (
+	ChecksumCRC32C  = "crc32c"
+	ChecksumAdler32 = "adler32"
+)
+
+// Policies for a destination file that exists already.
+const (
+	PolicyUpdate    = "update"        // leave it when size, time and checksum match; replace it otherwise (the default)
+	PolicyOverwrite = "overwrite"     // replace it
+	PolicySkip      = "skip-existing" // leave it alone
+)
+
+// JobRequest is a job as submitted (POST /api/v1/jobs).
+type JobRequest struct {
+	// Sources are ENDPOINT:PATH, files or trees, all on one endpoint;
+	// Destination is ENDPOINT:PATH, a directory the sources land in.
+	Sources     []string  `json:"sources"`
+	Destination string    `json:"destination"`
+	Deadline    time.Time `json:"deadline,omitzero"`
+	// Priority orders jobs without a deadline: higher first (default 0).
+	Priority int `json:"priority,omitempty"`
+	// Key, when set, makes the submission idempotent per owner: the same
+	// key returns the first job, or a conflict when the request differs.
+	Key      string `json:"id,omitempty"`
+	Checksum string `json:"checksum,omitempty"` // crc32c (default) or adler32
+	// Expected maps a source path (as given in Sources, or a file under a
+	// tree given there, ENDPOINT:PATH) to the checksum the file must have,
+	// in hex, of the job's algorithm: a file that arrives with another
+	// fails.
+	Expected map[string]string `json:"expected_checksums,omitempty"`
+	Policy   string            `json:"policy,omitempty"` // update (default), overwrite or skip-existing
+	Project  string            `json:"project,omitempty"`
+}
+
+// Job is a dataset moved between two endpoints.
+type Job struct {
+	ID      string `json:"id"` // j-…
+	Owner   string `json:"owner"`
+	Project string `json:"project,omitempty"`
+	JobRequest
+	State string `json:"state"`
+	// Reason says in one line what the job waits for, or why it failed.
+	Reason       string    `json:"reason,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+	StartedAt    time.Time `json:"started_at,omitzero"`
+	EndedAt      time.Time `json:"ended_at,omitzero"`
+	FilesTotal   int       `json:"files_total"`
+	FilesDone    int       `json:"files_done"`
+	FilesFailed  int       `json:"files_failed"`
+	BytesTotal   int64     `json:"bytes_total"`
+	BytesDone    int64     `json:"bytes_done"`
+	// ThroughputBps is the job's bytes moved per second, summed over its
+	// running tasks (while ACTIVE) or over its whole run (once ended).
+	ThroughputBps float64 `json:"throughput_bps"`
+	// Algorithm is the scheduler algorithm that booked a deadline job.
+	Algorithm string `json:"algorithm,omitempty"`
+	// Pairs are the node pairs the job runs on, with their bookings.
+	Pairs   []Pair `json:"pairs,omitempty"`
+	Version uint64 `json:"version"`
+}
+
+// Pair is one source node and one destination node a job moves files
+// between, with the reservation that carries them (none: the routed path).
+type Pair struct {
+	From        string    `json:"from"`
+	To          string    `json:"to"`
+	Reservation string    `json:"reservation,omitempty"`
+	RateBps     uint64    `json:"rate_bps,omitempty"` // booked rate; tasks never go above it
+	Start       time.Time `json:"start,omitzero"`
+	End         time.Time `json:"end,omitzero"`
+	ShareBytes  int64     `json:"share_bytes,omitempty"` // what the plan gave this pair
+	BytesDone   int64     `json:"bytes_done"`
+	// Concurrency and Streams are the optimizer's current choice: tasks
+	// at once on this pair, and streams per task.
+	Concurrency int `json:"concurrency,omitempty"`
+	Streams     int `json:"streams,omitempty"`
+	// Routed says the pair left (or never had) its reservation and its
+	// tasks run on the routed path, and why.
+	Routed string `json:"routed,omitempty"`
+}
+
+// JobFile is one file of a job.
+type JobFile struct {
+	Job string `json:"job"`
+	// Path is the file under the source endpoint's root; Dest under the
+	// destination endpoint's root.
+	Path     string    `json:"path"`
+	Dest     string    `json:"dest"`
+	Size     int64     `json:"size"`
+	MTime    time.Time `json:"mtime,omitzero"`
+	State    string    `json:"state"`
+	Attempts int       `json:"attempts"`
+	Error    string    `json:"error,omitempty"` // the last one
+	Checksum string    `json:"checksum,omitempty"`
+	Expected string    `json:"expected,omitempty"`
+	Task     string    `json:"task,omitempty"` // the task it is in, or last was
+	From     string    `json:"from,omitempty"` // the pair that moved it
+	To       string    `json:"to,omitempty"`
+}
+
+// Task is a piece of a job a data node runs: a listing, or a batch of
+// files for one node pair.
+type Task struct {
+	ID      string `json:"id"` // k-…
+	Job     string `json:"job"`
+	Kind    string `json:"kind"`
+	State   string `json:"state"`
+	Attempt int    `json:"attempt"` // 1 on the first claim, one more on each
+	From    string `json:"from,omitempty"`
+	To      string `json:"to,omitempty"`
+	// Files are the source paths of a copy task.
+	Files        []string  `json:"files,omitempty"`
+	Bytes        int64     `json:"bytes"`
+	BytesDone    int64     `json:"bytes_done"`
+	Reservation  string    `json:"reservation,omitempty"`
+	RateBps      uint64    `json:"rate_bps,omitempty"`
+	Streams      int       `json:"streams,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+	ClaimedAt    time.Time `json:"claimed_at,omitzero"`
+	LeaseExpires time.Time `json:"lease_expires,omitzero"`
+	EndedAt      time.Time `json:"ended_at,omitzero"`
+	Error        string    `json:"error,omitempty"`
+}
+
+// Endpoint is one site's storage, served by its data nodes, which see the
+// same files.
+type Endpoint struct {
+	Name string `json:"name"`
+	// Site is the topology site of its data nodes.
+	Site string `json:"site,omitempty"`
+	// Users and Projects may use it; both empty: admins and operators only.
+	Users     []string   `json:"users,omitempty"`
+	Projects  []string   `json:"projects,omitempty"`
+	Nodes     []DataNode `json:"nodes,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+}
+
+// DataNode is a `lightpath serve --controller` registered for an
+// endpoint.
+type DataNode struct {
+	Node     string `json:"node"` // its topology node
+	Endpoint string `json:"endpoint"`
+	// Address is HOST:PORT where its server takes pushes from other nodes.
+	Address      string    `json:"address"`
+	MaxRateBps   uint64    `json:"max_rate_bps,omitempty"`
+	RegisteredAt time.Time `json:"registered_at"`
+	LeaseExpires time.Time `json:"lease_expires"`
+	Alive        bool      `json:"alive"`
+}
+
+// Decision is one of the optimizer's choices for a pair, with its reason.
+type Decision struct {
+	Job         string    `json:"job"`
+	From        string    `json:"from"`
+	To          string    `json:"to"`
+	At          time.Time `json:"at"`
+	Concurrency int       `json:"concurrency"`
+	Streams     int       `json:"streams"`
+	// ThroughputBps and SuccessRate are what it measured over the last
+	// interval.
+	ThroughputBps float64 `json:"throughput_bps"`
+	SuccessRate   float64 `json:"success_rate"`
+	Reason        string  `json:"reason"`
+}
+
+// Location is ENDPOINT:PATH.
+type Location struct {
+	Endpoint string
+	Path     string // clean, relative to the endpoint's root; "." for the root
+}
+
+func (l Location) String() string { return l.Endpoint + ":" + l.Path }
+
+// ErrLocation is a malformed ENDPOINT:PATH.
+var ErrLocation = errors.New("malformed location")
+
+// ParseLocation reads ENDPOINT:PATH. PATH is taken under the endpoint's
+// root whether or not it starts with /; one that leads out of the root
+// (..) is refused, as is an empty endpoint name.
+func ParseLocation(s string) (Location, error) {
+	ep, p, ok := strings.Cut(s, ":")
+	switch {
+	case !ok:
+		return Location{}, fmt.Errorf("%w %q: want ENDPOINT:PATH", ErrLocation, s)
+	case ep == "":
+		return Location{}, fmt.Errorf("%w %q: the endpoint name is empty", ErrLocation, s)
+	case strings.ContainsAny(ep, "/\\ \t\n\x00"):
+		return Location{}, fmt.Errorf("%w %q: %q is not an endpoint name", ErrLocation, s, ep)
+	case strings.ContainsRune(p, 0):
+		return Location{}, fmt.Errorf("%w %q: the path holds a NUL byte", ErrLocation, s)
+	}
+	c := path.Clean("/" + p)
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return Location{}, fmt.Errorf("%w %q: the path leads out of the endpoint's root", ErrLocation, s)
+		}
+	}
+	rel := strings.TrimPrefix(c, "/")
+	if rel == "" {
+		rel = "."
+	}
+	return Location{Endpoint: ep, Path: rel}, nil
+}
