@@ -52,6 +52,7 @@ const dashboard = new Dashboard({
   map: $('topomap'), charts: $('link-charts'), showIdleCharts: $('show-idle-charts'), idleChartsCount: $('idle-charts-count'),
   liveStatus: $('metrics-status'),
   transfersTable: $('transfers'), transferPage: $('transfer-page'), transfersStatus: $('transfers-status'),
+  jobs: { table: $('jobs'), page: $('job-page'), status: $('jobs-status'), totals: $('jobs-totals'), chart: $('jobs-chart') },
   alertsPanel: $('alerts-panel'), alerts: $('alerts'), alertsStatus: $('alerts-status'),
   onClosed: tokenStillGood,
 });

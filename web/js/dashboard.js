@@ -5,6 +5,7 @@
 
 import { api } from './api.js';
 import { Alerts } from './alerts.js';
+import { Jobs } from './jobs.js';
 import { LinkCharts } from './linkcharts.js';
 import { LiveStream } from './live.js';
 import { TopoMap } from './topomap.js';
@@ -13,7 +14,7 @@ import { Transfers } from './transfers.js';
 const AGENTS_MS = 10000;
 
 export class Dashboard {
-  constructor({ map, charts, showIdleCharts, idleChartsCount, liveStatus, transfersTable, transferPage, transfersStatus, alertsPanel, alerts, alertsStatus, onClosed }) {
+  constructor({ map, charts, showIdleCharts, idleChartsCount, liveStatus, transfersTable, transferPage, transfersStatus, jobs, alertsPanel, alerts, alertsStatus, onClosed }) {
     this.charts = new LinkCharts({ root: charts, showIdle: showIdleCharts, idleCount: idleChartsCount });
     this.map = new TopoMap({
       root: map,
@@ -23,6 +24,7 @@ export class Dashboard {
       },
     });
     this.transfers = new Transfers({ table: transfersTable, page: transferPage, status: transfersStatus });
+    this.jobs = new Jobs(jobs);
     this.alerts = new Alerts({ panel: alertsPanel, root: alerts, status: alertsStatus, onStatus: (instances) => this.map.setAlerts(instances) });
     this.live = new LiveStream({
       status: liveStatus,
@@ -44,6 +46,7 @@ export class Dashboard {
     }
     this.charts.backfill();
     this.transfers.start();
+    this.jobs.start();
     this.alerts.start();
     this.pollAgents();
     this.live.start(token);
@@ -53,6 +56,7 @@ export class Dashboard {
     clearTimeout(this.agentsTimer);
     this.live.stop();
     this.transfers.stop();
+    this.jobs.stop();
     this.alerts.stop();
     this.charts.clear();
     this.map.clear();
