@@ -30,6 +30,7 @@ func TestExamplesParse(t *testing.T) {
 	}{
 		{"two-site.yaml", 2, 6, 6, 2, 1, 10},
 		{"triangle.yaml", 3, 8, 9, 3, 1, 14},
+		{"service.yaml", 2, 8, 8, 2, 1, 14},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			topo := loadExample(t, tc.file)
