@@ -97,17 +97,17 @@ type Job struct {
 	JobRequest
 	State string `json:"state"`
 	// Reason says in one line what the job waits for, or why it failed.
-	Reason       string    `json:"reason,omitempty"`
-	CreatedAt    time.Time `json:"created_at"`
-	UpdatedAt    time.Time `json:"updated_at"`
-	StartedAt    time.Time `json:"started_at,omitzero"`
-	EndedAt      time.Time `json:"ended_at,omitzero"`
-	FilesTotal   int       `json:"files_total"`
-	FilesDone    int       `json:"files_done"`
-	FilesFailed  int       `json:"files_failed"`
-	BytesTotal   int64     `json:"bytes_total"`
-	BytesDone    int64     `json:"bytes_done"`
-	// ThroughputBps is the job's bytes moved per second, summed over its
+	Reason      string    `json:"reason,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	StartedAt   time.Time `json:"started_at,omitzero"`
+	EndedAt     time.Time `json:"ended_at,omitzero"`
+	FilesTotal  int       `json:"files_total"`
+	FilesDone   int       `json:"files_done"`
+	FilesFailed int       `json:"files_failed"`
+	BytesTotal  int64     `json:"bytes_total"`
+	BytesDone   int64     `json:"bytes_done"`
+	// ThroughputBps is the job's bits moved per second, summed over its
 	// running tasks (while ACTIVE) or over its whole run (once ended).
 	ThroughputBps float64 `json:"throughput_bps"`
 	// Algorithm is the scheduler algorithm that booked a deadline job.
