@@ -13,9 +13,8 @@ import (
 // run, and the optimizer's decisions. The contract of Store holds for
 // every method (errors, concurrency, copies, times in UTC); storetest
 // checks it on both backends. Text holding invalid UTF-8 or a NUL byte is
-// refused with reserve.ErrInvalid on both backends alike.
-//
-// Store embeds Jobs once both backends implement it.
+// refused with reserve.ErrInvalid on both backends alike. Names, IDs and
+// paths sort byte by byte (Go's string order) on both backends.
 type Jobs interface {
 	// CreateJob stores a new job. The ID must be new (reserve.ErrConflict),
 	// ID, Owner and State not empty (reserve.ErrInvalid). A non-empty Key
@@ -89,7 +88,8 @@ type Jobs interface {
 	// lapsed leases included (Alive is the caller's to set).
 	ListDataNodes(ctx context.Context) ([]transfer.DataNode, error)
 
-	// AppendDecision stores one optimizer decision.
+	// AppendDecision stores one optimizer decision, of a job that exists
+	// (reserve.ErrNotFound otherwise).
 	AppendDecision(ctx context.Context, d transfer.Decision) error
 	// ListDecisions returns a job's decisions, newest first (At descending),
 	// at most limit when positive.

@@ -46,6 +46,7 @@ func Run(t *testing.T, newURL func(t *testing.T) string) {
 		{"AlertRoundTrip", testAlertRoundTrip},
 		{"AlertFilters", testAlertFilters},
 		{"TransfersAlertsRestart", testTransfersAlertsRestart},
+		{"JobsSmoke", testJobsSmoke},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newURL(t)) })
