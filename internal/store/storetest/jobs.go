@@ -60,7 +60,7 @@ func sampleJob(id, owner, key string, offset time.Duration) transfer.Job {
 	return transfer.Job{
 		ID: id, Owner: owner, Project: "atlas",
 		JobRequest: transfer.JobRequest{
-			Sources: []string{"cern:/data/run1", "cern:/data/ünï \x00file"}, Destination: "fnal:/in",
+			Sources: []string{"cern:/data/run1", "cern:/data/ünï file"}, Destination: "fnal:/in",
 			Deadline: at.Add(time.Hour), Priority: 3, Key: key, Checksum: transfer.ChecksumAdler32,
 			Expected: map[string]string{"cern:/data/run1/a": "0a0b0c0d"}, Policy: transfer.PolicyOverwrite,
 			Project: "atlas-request",
@@ -77,7 +77,7 @@ func sampleJob(id, owner, key string, offset time.Duration) transfer.Job {
 
 func sampleFile(job, path, state string) transfer.JobFile {
 	return transfer.JobFile{Job: job, Path: path, Dest: "in/" + path, Size: int64(len(path)) * 1000,
-		MTime: base.Add(-time.Hour), State: state, Attempts: 1, Error: "timeout \x00", Checksum: "0a0b0c0d",
+		MTime: base.Add(-time.Hour), State: state, Attempts: 1, Error: "timeout ü", Checksum: "0a0b0c0d",
 		Expected: "0a0b0c0d", Task: "", From: "h1", To: "h2"}
 }
 
@@ -205,6 +205,10 @@ func badJobs() []struct {
 		{"NUL in the owner", mod(func(j *transfer.Job) { j.Owner = "al\x00ice" })},
 		{"NUL in the key", mod(func(j *transfer.Job) { j.Key = "k\x00" })},
 		{"NUL in the state", mod(func(j *transfer.Job) { j.State = "ACTIVE\x00" })},
+		{"NUL in a source", mod(func(j *transfer.Job) { j.Sources[0] = "cern:/a\x00b" })},
+		{"NUL in the reason", mod(func(j *transfer.Job) { j.Reason = "\x00" })},
+		{"NUL in an expected path", mod(func(j *transfer.Job) { j.Expected = map[string]string{"cern:/\x00": "00"} })},
+		{"NUL in a pair's reservation", mod(func(j *transfer.Job) { j.Pairs[0].Reservation = "r\x00" })},
 		{"invalid UTF-8 in the id", mod(func(j *transfer.Job) { j.ID = "j-\xff" })},
 		{"invalid UTF-8 in the key", mod(func(j *transfer.Job) { j.Key = "k\xff" })},
 		{"invalid UTF-8 in the reason", mod(func(j *transfer.Job) { j.Reason = "\xffwaiting" })},
@@ -473,6 +477,8 @@ func testJobFiles(t *testing.T, url string) {
 		{"NUL in the task", bad(func(f *transfer.JobFile) { f.Task = "k\x00" })},
 		{"NUL in the state", bad(func(f *transfer.JobFile) { f.State = "P\x00" })},
 		{"invalid UTF-8 in the path", bad(func(f *transfer.JobFile) { f.Path = "a\xffb" })},
+		{"NUL in the destination", bad(func(f *transfer.JobFile) { f.Dest = "a\x00b" })},
+		{"NUL in the error", bad(func(f *transfer.JobFile) { f.Error = "\x00" })},
 		{"invalid UTF-8 in the destination", bad(func(f *transfer.JobFile) { f.Dest = "a\xffb" })},
 		{"invalid UTF-8 in the error", bad(func(f *transfer.JobFile) { f.Error = "\xc3" })},
 		{"an mtime in 1000", bad(func(f *transfer.JobFile) { f.MTime = time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC) })},
@@ -749,6 +755,8 @@ func testTasks(t *testing.T, url string) {
 		{"NUL in the source node", bad(func(k *transfer.Task) { k.From = "h\x001" })},
 		{"invalid UTF-8 in the destination node", bad(func(k *transfer.Task) { k.To = "h\xff" })},
 		{"invalid UTF-8 in a file", bad(func(k *transfer.Task) { k.Files = []string{"ok", "\xff"} })},
+		{"NUL in a file", bad(func(k *transfer.Task) { k.Files = []string{"ok", "a\x00"} })},
+		{"NUL in the error", bad(func(k *transfer.Task) { k.Error = "\x00" })},
 		{"invalid UTF-8 in the error", bad(func(k *transfer.Task) { k.Error = "\xff" })},
 		{"a lease to 2300", bad(func(k *transfer.Task) { k.LeaseExpires = time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC) })},
 	} {
@@ -868,6 +876,7 @@ func testEndpoints(t *testing.T, url string) {
 		{"NUL in the name", transfer.Endpoint{Name: "a\x00"}},
 		{"invalid UTF-8 in the name", transfer.Endpoint{Name: "a\xff"}},
 		{"invalid UTF-8 in a user", transfer.Endpoint{Name: "cern", Users: []string{"\xff"}}},
+		{"NUL in a project", transfer.Endpoint{Name: "cern", Projects: []string{"a\x00"}}},
 		{"created in 1600", transfer.Endpoint{Name: "cern", CreatedAt: time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)}},
 	} {
 		wantErr(t, "put an endpoint with "+tc.name, s.PutEndpoint(ctx, tc.e), reserve.ErrInvalid)
@@ -905,6 +914,7 @@ func testEndpoints(t *testing.T, url string) {
 		{"NUL in the node", transfer.DataNode{Node: "h\x00", Endpoint: "cern"}},
 		{"NUL in the endpoint", transfer.DataNode{Node: "h9", Endpoint: "c\x00"}},
 		{"invalid UTF-8 in the address", transfer.DataNode{Node: "h9", Endpoint: "cern", Address: "\xff"}},
+		{"NUL in the address", transfer.DataNode{Node: "h9", Endpoint: "cern", Address: "h\x00:1"}},
 		{"a lease to 2400", transfer.DataNode{Node: "h9", Endpoint: "cern", LeaseExpires: time.Date(2400, 1, 1, 0, 0, 0, 0, time.UTC)}},
 	} {
 		wantErr(t, "put a data node with "+tc.name, s.PutDataNode(ctx, tc.n), reserve.ErrInvalid)
@@ -948,6 +958,7 @@ func testDecisions(t *testing.T, url string) {
 		{"no job", func(x *transfer.Decision) { x.Job = "" }},
 		{"NUL in the job", func(x *transfer.Decision) { x.Job = "j-1\x00" }},
 		{"invalid UTF-8 in the reason", func(x *transfer.Decision) { x.Reason = "\xff" }},
+		{"NUL in the reason", func(x *transfer.Decision) { x.Reason = "a\x00" }},
 		{"a NaN throughput", func(x *transfer.Decision) { x.ThroughputBps = math.NaN() }},
 		{"a time in 1200", func(x *transfer.Decision) { x.At = time.Date(1200, 1, 1, 0, 0, 0, 0, time.UTC) }},
 	} {
