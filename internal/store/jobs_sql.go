@@ -142,13 +142,6 @@ func inStrings(col string, vals []string) (string, []any) {
 
 // ---- jobs ----
 
-// jobDoc is a job's stored document. transfer.Job's JSON drops two fields
-// its embedded JobRequest shares a name with: Key (stored in its column)
-// and JobRequest.Project, kept here.
-type jobDoc struct {
-	transfer.Job
-	RequestProject string `json:"request_project,omitempty"`
-}
 
 func encJob(j transfer.Job) (string, error) {
 	if err := required("id", j.ID, "owner", j.Owner, "state", j.State); err != nil {
@@ -164,7 +157,7 @@ func encJob(j transfer.Job) (string, error) {
 	if err := checkDoc("job", j); err != nil {
 		return "", err
 	}
-	return encDoc(jobDoc{Job: j, RequestProject: j.JobRequest.Project})
+	return encDoc(j)
 }
 
 const jobColumns = `id, owner, key, state, created_ns, version, doc`
@@ -177,12 +170,10 @@ func scanJob(rs rows) (transfer.Job, error) {
 	if err := rs.Scan(&id, &owner, &key, &state, &created, &ver, &doc); err != nil {
 		return transfer.Job{}, err
 	}
-	var d jobDoc
-	if err := json.Unmarshal([]byte(doc), &d); err != nil {
+	var j transfer.Job
+	if err := json.Unmarshal([]byte(doc), &j); err != nil {
 		return transfer.Job{}, fmt.Errorf("job %s: stored document: %w", id, err)
 	}
-	j := d.Job
-	j.JobRequest.Project = d.RequestProject
 	utcTimes(&j)
 	j.ID, j.Owner, j.Key, j.State, j.CreatedAt, j.Version = id, owner, key, state, decTime(created), uint64(ver)
 	return j, nil

@@ -78,7 +78,7 @@ type JobRequest struct {
 	Priority int `json:"priority,omitempty"`
 	// Key, when set, makes the submission idempotent per owner: the same
 	// key returns the first job, or a conflict when the request differs.
-	Key      string `json:"id,omitempty"`
+	Key      string `json:"key,omitempty"`
 	Checksum string `json:"checksum,omitempty"` // crc32c (default) or adler32
 	// Expected maps a source path (as given in Sources, or a file under a
 	// tree given there, ENDPOINT:PATH) to the checksum the file must have,
@@ -91,9 +91,9 @@ type JobRequest struct {
 
 // Job is a dataset moved between two endpoints.
 type Job struct {
-	ID      string `json:"id"` // j-…
-	Owner   string `json:"owner"`
-	Project string `json:"project,omitempty"`
+	ID    string `json:"id"` // j-…
+	Owner string `json:"owner"`
+	// JobRequest is the job as submitted; its Project is the job's.
 	JobRequest
 	State string `json:"state"`
 	// Reason says in one line what the job waits for, or why it failed.
