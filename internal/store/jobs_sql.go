@@ -142,7 +142,6 @@ func inStrings(col string, vals []string) (string, []any) {
 
 // ---- jobs ----
 
-
 func encJob(j transfer.Job) (string, error) {
 	if err := required("id", j.ID, "owner", j.Owner, "state", j.State); err != nil {
 		return "", err
