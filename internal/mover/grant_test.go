@@ -296,6 +296,7 @@ func TestGrantFence(t *testing.T) {
 			}
 			cfg2 := ClientConfig{Addr: gs.addr, Streams: 2, BlockSize: 1 << 20, Tuning: Tuning{DSCP: -1}, Grant: gs.sign(t, func(g *grant.Grant) { g.Attempt = 2 })}
 			second := make(chan outcome, 1)
+			fenced := time.Now()
 			if how == "fence" {
 				gs.v.Fence("t-1", 2)
 			} else {
@@ -305,6 +306,7 @@ func TestGrantFence(t *testing.T) {
 				}()
 			}
 			o := <-first
+			t.Logf("attempt 1 ended %v after the fence: %v", time.Since(fenced).Round(time.Millisecond), o.err)
 			const reason = "refused: attempt 1 of task t-1 is no longer current"
 			if o.err == nil || !strings.Contains(o.err.Error(), reason) || !retry.IsPermanent(o.err) || o.sum.Attempts != 1 {
 				t.Fatalf("attempt 1: %v (attempts %d), want a permanent %q", o.err, o.sum.Attempts, reason)
