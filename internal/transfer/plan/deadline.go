@@ -40,67 +40,88 @@ type InfeasibleError struct {
 	// scheduler algorithm(s) that answered.
 	Earliest  time.Time
 	Algorithm string
+	// Refused are the pairs the scheduler refused, which carry nothing.
+	Refused []Refusal
 }
 
 func (e *InfeasibleError) Error() string {
-	return fmt.Sprintf("deadline %s cannot be met: the earliest completion is %s (algorithm %s)",
+	msg := fmt.Sprintf("deadline %s cannot be met: the earliest completion is %s (algorithm %s)",
 		e.Deadline.UTC().Format(time.RFC3339), e.Earliest.UTC().Format(time.RFC3339), e.Algorithm)
+	if len(e.Refused) > 0 {
+		msg += "; not used: " + refusals(e.Refused)
+	}
+	return msg
 }
 
 // Is makes errors.Is(err, ErrInfeasible) true.
 func (e *InfeasibleError) Is(target error) bool { return target == ErrInfeasible }
+
+// Refusal is a pair the scheduler refused, and why.
+type Refusal struct {
+	Pair PairCap
+	Err  error
+}
+
+func refusals(r []Refusal) string {
+	var b strings.Builder
+	for i, x := range r {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s → %s: %v", x.Pair.From, x.Pair.To, x.Err)
+	}
+	return b.String()
+}
 
 // ErrRefused matches a *RefusedError.
 var ErrRefused = errors.New("every node pair was refused")
 
 // RefusedError is every pair refused, each with the scheduler's reason.
 type RefusedError struct {
-	Pairs []PairCap
-	Errs  []error
+	Refused []Refusal
 }
 
 func (e *RefusedError) Error() string {
-	var b strings.Builder
-	b.WriteString("no node pair can carry the dataset: ")
-	for i, p := range e.Pairs {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		fmt.Fprintf(&b, "%s → %s: %v", p.From, p.To, e.Errs[i])
-	}
-	return b.String()
+	return "no node pair can carry the dataset: " + refusals(e.Refused)
 }
 
 // Is makes errors.Is(err, ErrRefused) true.
 func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
 
 // Unwrap gives the pairs' errors, so errors.Is and errors.As see them.
-func (e *RefusedError) Unwrap() []error { return e.Errs }
+func (e *RefusedError) Unwrap() []error {
+	errs := make([]error, len(e.Refused))
+	for i, r := range e.Refused {
+		errs[i] = r.Err
+	}
+	return errs
+}
 
 // MaxRounds bounds how many times Deadline asks every pair.
 const MaxRounds = 4
 
-// Deadline books size bytes over pairs to finish by deadline (none when
-// zero: as early as it can). It splits size in proportion to the pairs'
-// CapBps (an unknown cap counts as the largest known one; evenly when
-// none is known) and asks each pair for its share. Then, up to MaxRounds
-// rounds in all and while the completion (the latest End) improves, it
-// splits again in proportion to what each pair's offer can carry by the
+// Deadline books size bytes over pairs to finish by deadline (zero: as
+// early as it can). It splits size in proportion to the pairs' CapBps
+// (an unknown cap counts as the largest known one; evenly when none is
+// known) and asks each pair for its share. Then, up to MaxRounds rounds
+// in all and while the completion (the latest End) improves, it splits
+// again in proportion to what each pair's offer can carry by the
 // deadline, its rate × (deadline − its start), and asks again; when the
-// deadline is zero or already missed, by the latest end instead, which
-// evens the ends out and so brings the completion forward. It keeps the
-// round with the earliest completion.
+// deadline is zero or already missed, rate × (latest end − start)
+// instead, which evens the ends out and so brings the completion
+// forward. It keeps the round with the earliest completion.
 //
-// A pair refused in the first round gets a share of 0 and no booking,
-// and the others share its bytes; every pair refused is a *RefusedError
-// naming each. A pair refused in a later round ends the rounds at the
-// last one every pair accepted.
+// A pair refused in the first round (an error from ask, or an offer with
+// an empty window or no rate) gets a share of 0 and no booking, and the
+// others share its bytes; every pair refused is a *RefusedError naming
+// each with its reason. A pair refused in a later round ends the rounds
+// at the last one every pair accepted.
 //
 // It returns the bookings (in pair order; their shares sum to size
 // exactly), the completion and, when the completion is after a non-zero
-// deadline, an *InfeasibleError with the earliest completion found; the
-// bookings come with it, so the caller can say how. A size of 0 needs no
-// booking and completes now.
+// deadline, an *InfeasibleError with the earliest completion found and
+// the pairs refused; the bookings come with it, so the caller can say
+// how. A size of 0 needs no booking and completes now.
 func Deadline(size int64, pairs []PairCap, deadline time.Time, ask Ask) ([]Booking, time.Time, error) {
 	switch {
 	case size == 0:
@@ -131,7 +152,7 @@ func Deadline(size int64, pairs []PairCap, deadline time.Time, ask Ask) ([]Booki
 				}
 			}
 			if !left {
-				return nil, time.Time{}, &RefusedError{Pairs: pairs, Errs: refused}
+				return nil, time.Time{}, &RefusedError{Refused: refusedPairs(pairs, refused)}
 			}
 			shares = splitAmong(size, weights, refused)
 			continue // the same round again, without the refused pairs
@@ -162,9 +183,20 @@ func Deadline(size int64, pairs []PairCap, deadline time.Time, ask Ask) ([]Booki
 		shares = next
 	}
 	if !deadline.IsZero() && bestEnd.After(deadline) {
-		return best, bestEnd, &InfeasibleError{Deadline: deadline, Earliest: bestEnd, Algorithm: Algorithm(best)}
+		return best, bestEnd, &InfeasibleError{Deadline: deadline, Earliest: bestEnd, Algorithm: Algorithm(best),
+			Refused: refusedPairs(pairs, refused)}
 	}
 	return best, bestEnd, nil
+}
+
+func refusedPairs(pairs []PairCap, errs []error) []Refusal {
+	var r []Refusal
+	for i, err := range errs {
+		if err != nil {
+			r = append(r, Refusal{Pair: pairs[i], Err: err})
+		}
+	}
+	return r
 }
 
 // capWeights are the pairs' caps, an unknown one counted as the largest
@@ -213,8 +245,12 @@ func askAll(pairs []PairCap, shares []int64, ask Ask) (books []Booking, at []int
 			continue
 		}
 		o, err := ask(p, shares[i])
-		if err == nil && !o.End.After(o.Start) {
+		switch {
+		case err != nil:
+		case !o.End.After(o.Start):
 			err = fmt.Errorf("the scheduler offered an empty window (%s to %s)", o.Start.UTC().Format(time.RFC3339), o.End.UTC().Format(time.RFC3339))
+		case o.RateBps == 0:
+			err = errors.New("the scheduler offered no bandwidth")
 		}
 		if err != nil {
 			if errs == nil {

@@ -362,3 +362,46 @@ func TestDeadlineProperty(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadlineRefusals: an infeasible deadline names the pairs refused;
+// a scheduler's empty or rateless offer refuses a pair.
+func TestDeadlineRefusals(t *testing.T) {
+	ab := PairCap{From: "a1", To: "b1", CapBps: 100}
+	cd := PairCap{From: "a2", To: "b2", CapBps: 100}
+	s := newSched()
+	s.slots["a1>b1"] = []slot{{t0, 100}}
+	books, end, err := Deadline(100, []PairCap{ab, cd}, sec(4), s.Ask)
+	want := "deadline 2026-11-25T12:00:04Z cannot be met: the earliest completion is 2026-11-25T12:00:08Z (algorithm earliest-completion); not used: a2 → b2: no path between a2 and b2"
+	if !errors.Is(err, ErrInfeasible) || err.Error() != want || len(books) != 1 || !end.Equal(sec(8)) {
+		t.Errorf("Deadline = %+v, %s, %v; want one booking, 8 s, %q", books, end, err, want)
+	}
+	var ie *InfeasibleError
+	if !errors.As(err, &ie) || len(ie.Refused) != 1 || ie.Refused[0].Pair != cd {
+		t.Errorf("InfeasibleError %+v", ie)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		offer Offer
+		why   string
+	}{
+		{"no rate", Offer{Start: t0, End: sec(10), Algorithm: "x"}, "the scheduler offered no bandwidth"},
+		{"an empty window", Offer{Start: sec(10), End: sec(10), RateBps: 100, Algorithm: "x"}, "the scheduler offered an empty window (2026-11-25T12:00:10Z to 2026-11-25T12:00:10Z)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ask := func(p PairCap, bytes int64) (Offer, error) { return tc.offer, nil }
+			_, _, err := Deadline(100, []PairCap{ab}, time.Time{}, ask)
+			var re *RefusedError
+			if !errors.As(err, &re) || len(re.Refused) != 1 || re.Refused[0].Err.Error() != tc.why {
+				t.Errorf("err = %v, want a *RefusedError: %s", err, tc.why)
+			}
+		})
+	}
+
+	// errors.Is sees through a RefusedError to the scheduler's errors.
+	errFull := errors.New("full")
+	_, _, err = Deadline(100, []PairCap{ab, cd}, time.Time{}, func(PairCap, int64) (Offer, error) { return Offer{}, errFull })
+	if !errors.Is(err, errFull) || !errors.Is(err, ErrRefused) {
+		t.Errorf("err = %v: not ErrRefused wrapping the scheduler's error", err)
+	}
+}
