@@ -211,6 +211,9 @@ func (s *Service) deadlines(ctx context.Context, now time.Time) error {
 				if err := s.tx(ctx, func(tx store.Store) error { return s.saveJob(ctx, tx, &j, now) }); err != nil {
 					return err
 				}
+				if err := s.overrun(ctx, j, now); err != nil {
+					return err
+				}
 			}
 		case j.State == transfer.JobActive:
 			if err := s.overrun(ctx, j, now); err != nil {
@@ -254,13 +257,26 @@ func (s *Service) overrun(ctx context.Context, j transfer.Job, now time.Time) er
 		case !r.State.Live():
 			why = fmt.Sprintf("reservation %s is %s", r.ID, r.State)
 		default:
-			cr, err := s.c.Modify(ctx, own, r.ID, controller.ModifyInput{Version: r.Version, End: end})
-			if err == nil {
-				p.End = cr.Reservation.End
+			// The controller's clock may have moved the reservation on
+			// (RESERVED to ACTIVE) since the store was read.
+			version, extended := r.Version, false
+			for range 3 {
+				cr, err := s.c.Modify(ctx, own, r.ID, controller.ModifyInput{Version: version, End: end})
+				if err == nil {
+					p.End, extended = cr.Reservation.End, true
+					break
+				}
+				why = err.Error()
+				var stale *reserve.StaleVersionError
+				if !errors.As(err, &stale) {
+					break
+				}
+				version = stale.Current
+			}
+			if extended {
 				changed = true
 				continue
 			}
-			why = err.Error()
 		}
 		p.Routed = oneLine(fmt.Sprintf("reservation %s ended at %s and could not be extended (%s): the pair goes on on the routed path", p.Reservation, p.End.UTC().Format(time.RFC3339), why))
 		changed = true

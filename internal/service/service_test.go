@@ -662,3 +662,49 @@ func TestEndpoints(t *testing.T) {
 		t.Fatalf("remove: %v %+v", err, ep)
 	}
 }
+
+func TestDeadlineOverrun(t *testing.T) {
+	e := newEnv(t)
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)}, listed(40, 100_000_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(j.Pairs) != 2 {
+		t.Fatalf("pairs: %+v", j.Pairs)
+	}
+	// Someone books the first pair's path right after its window: it
+	// cannot be extended. The second pair's can.
+	blocked, free := j.Pairs[0], j.Pairs[1]
+	if _, err := e.c.Create(e.ctx, admin, controller.CreateInput{From: blocked.From, To: blocked.To, Bandwidth: 900_000_000, Start: blocked.End, Duration: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	end := blocked.End
+	if free.End.After(end) {
+		end = free.End
+	}
+	e.clk.Set(end.Add(-time.Second))
+	for _, n := range []string{"a1", "a2", "b1", "b2"} {
+		e.beat(n, nil)
+	}
+	e.s.Tick(e.ctx)
+	j = e.job(j.ID)
+	if j.State != transfer.JobActive {
+		t.Fatalf("job %s %q", j.State, j.Reason)
+	}
+	if p := j.Pairs[0]; p.Routed == "" || !strings.Contains(p.Routed, "the pair goes on on the routed path") {
+		t.Fatalf("blocked pair: %+v", p)
+	}
+	p := j.Pairs[1]
+	if p.Routed != "" || !p.End.After(free.End) {
+		t.Fatalf("free pair not extended: %+v (was to %s)", p, free.End)
+	}
+	if r, _ := e.c.Get(e.ctx, alice, p.Reservation); !r.End.Equal(p.End) {
+		t.Fatalf("reservation ends %s, the pair %s", r.End, p.End)
+	}
+	// The routed pair's new tasks run unpaced, without the reservation.
+	for _, w := range e.claim(blocked.From, 4) {
+		if w.Task.To == blocked.To && (w.Task.RateBps != 0 || w.Task.Reservation != "") {
+			t.Fatalf("a routed pair's task: %+v", w.Task)
+		}
+	}
+}
