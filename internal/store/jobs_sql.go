@@ -20,10 +20,11 @@ import (
 // parameters a row stays far under SQLite's 32,766 and PostgreSQL's 65,535.
 const batchRows = 500
 
-// checkDoc refuses invalid UTF-8 anywhere in v's strings (slices, maps
-// and nested structs included), which encoding/json would silently
-// replace: what is stored must come back as it was given. A NUL byte is
-// fine inside a document, where JSON escapes it.
+// checkDoc refuses a NUL byte or invalid UTF-8 anywhere in v's strings
+// (slices, maps and nested structs included), as the Jobs contract says
+// of all its text: encoding/json would silently replace invalid UTF-8, and
+// text in a column PostgreSQL could not hold, so one rule for every field
+// keeps a field free to move between the document and a column.
 func checkDoc(what string, v any) error {
 	return checkDocValue(what, reflect.ValueOf(v))
 }
@@ -31,7 +32,7 @@ func checkDoc(what string, v any) error {
 func checkDocValue(what string, v reflect.Value) error {
 	switch v.Kind() {
 	case reflect.String:
-		return checkUTF8(what, v.String())
+		return checkText(what, v.String())
 	case reflect.Struct:
 		t := v.Type()
 		for i := range t.NumField() {
@@ -456,7 +457,8 @@ func (s *sqlStore) UpdateJobFiles(ctx context.Context, files []transfer.JobFile)
 	// text; the columns of a VALUES are column1... on both databases.
 	row := `(?, ?, ?, ?, CAST(? AS BIGINT), ?)`
 	return s.write(ctx, func(s *sqlStore) error {
-		for i, c := range chunks(rs, batchRows) {
+		for start := 0; start < len(rs); start += batchRows {
+			c := rs[start:min(start+batchRows, len(rs))]
 			q := `UPDATE job_files SET state = v.column3, task = v.column4, size = v.column5, doc = v.column6
 				FROM (VALUES ` + strings.Repeat(row+", ", len(c)-1) + row + `) AS v
 				WHERE job_files.job = v.column1 AND job_files.path = v.column2`
@@ -468,7 +470,7 @@ func (s *sqlStore) UpdateJobFiles(ctx context.Context, files []transfer.JobFile)
 				continue
 			}
 			// Name the first unknown one; the transaction is discarded.
-			for _, f := range uniq[i*batchRows : i*batchRows+len(c)] {
+			for _, f := range uniq[start : start+len(c)] {
 				var one int64
 				found, err := s.queryRow(ctx, `SELECT 1 FROM job_files WHERE job = ? AND path = ?`, []any{f.Job, f.Path}, &one)
 				if err != nil {
@@ -482,15 +484,6 @@ func (s *sqlStore) UpdateJobFiles(ctx context.Context, files []transfer.JobFile)
 		}
 		return nil
 	})
-}
-
-// chunks splits s into pieces of at most n, in order.
-func chunks[T any](s []T, n int) [][]T {
-	var out [][]T
-	for c := range slices.Chunk(s, n) {
-		out = append(out, c)
-	}
-	return out
 }
 
 func (s *sqlStore) ListJobFiles(ctx context.Context, f JobFileFilter) ([]transfer.JobFile, error) {
