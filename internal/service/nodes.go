@@ -107,7 +107,7 @@ func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string
 			if p, ok := progress[t.ID]; ok && p.Attempt == t.Attempt {
 				if p.BytesDone > t.BytesDone {
 					if j, err := tx.GetJob(ctx, t.Job); err == nil {
-						s.observe(ctx, j, t, p.BytesDone-t.BytesDone, 0, 0, now)
+						s.observe(ctx, tx, j, t, p.BytesDone-t.BytesDone, 0, 0, now)
 					}
 					t.BytesDone = p.BytesDone
 				}

@@ -62,11 +62,11 @@ func (s *Service) keep(ctx context.Context, st store.Store, job, from, to string
 }
 
 // observe feeds a task's news to its pair's optimizer. The caller holds mu.
-func (s *Service) observe(ctx context.Context, j transfer.Job, t transfer.Task, bytes int64, ok, failed int, now time.Time) {
+func (s *Service) observe(ctx context.Context, st store.Store, j transfer.Job, t transfer.Task, bytes int64, ok, failed int, now time.Time) {
 	if t.From == "" || t.To == "" {
 		return
 	}
-	p := s.pairOpt(ctx, s.st, j.ID, t.From, t.To, t.RateBps)
+	p := s.pairOpt(ctx, st, j.ID, t.From, t.To, t.RateBps)
 	p.Observe(optimize.Sample{At: now, Bytes: bytes, FilesOK: ok, FilesFailed: failed})
 }
 

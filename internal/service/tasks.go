@@ -644,9 +644,11 @@ func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep
 			}
 			switch {
 			case fr.OK && f.Expected != "" && !strings.EqualFold(fr.Checksum, f.Expected):
+				// Sent again once; a second mismatch is final.
+				again := strings.HasPrefix(f.Error, "checksum mismatch") || f.Attempts >= MaxAttempts
 				f.Error = fmt.Sprintf("checksum mismatch: got %s, want %s", fr.Checksum, f.Expected)
 				f.Checksum = fr.Checksum
-				if f.Attempts >= 2 {
+				if again {
 					f.State = transfer.FileFailed
 					failed++
 				} else {
@@ -733,7 +735,7 @@ func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep
 	} else if topo != nil {
 		s.noteRate(topo.Site, t, rep.ThroughputBps, t.LeaseExpires)
 	}
-	s.observe(ctx, j, t, t.BytesDone-prevBytes, ok, failed, now)
+	s.observe(ctx, s.st, j, t, t.BytesDone-prevBytes, ok, failed, now)
 	if transfer.JobEnded(j.State) {
 		s.release(ctx, j, "job "+j.ID+" "+strings.ToLower(j.State))
 		s.forget(j.ID)
