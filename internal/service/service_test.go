@@ -209,7 +209,8 @@ func TestJobLifecycle(t *testing.T) {
 	if len(w1) != 1 || len(w2) != 1 {
 		t.Fatalf("copy claims: a1 %d, a2 %d tasks", len(w1), len(w2))
 	}
-	if len(w1[0].Files) != service.BatchFiles || len(w2[0].Files) != 100-service.BatchFiles {
+	// Each pair's part of the dataset, at most BatchFiles a task.
+	if len(w1[0].Files) != 50 || len(w2[0].Files) != 50 {
 		t.Fatalf("batches: %d and %d files", len(w1[0].Files), len(w2[0].Files))
 	}
 	if w1[0].Task.To == w2[0].Task.To {
@@ -278,6 +279,10 @@ func TestJobLifecycle(t *testing.T) {
 
 func TestFileRetriesAndFailure(t *testing.T) {
 	e := newEnv(t)
+	// One pair only: a2 and b2 go silent.
+	e.clk.Add(20 * time.Second)
+	e.beat("a1", nil)
+	e.beat("b1", nil)
 	files := listed(3, 1000)
 	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in",
 		Expected: map[string]string{"src:data/f001": "00000001"}}, files)
@@ -442,7 +447,7 @@ func TestLeaseLapseRequeues(t *testing.T) {
 		t.Fatalf("a lapsed node claims: %v", err)
 	}
 	ws := e.claim("a2", 1)
-	if len(ws) != 1 || ws[0].Task.ID != old.Task.ID || ws[0].Task.Attempt != 2 || ws[0].Task.From != "a2" || ws[0].Task.To != to || len(ws[0].Files) != 10 {
+	if len(ws) != 1 || ws[0].Task.ID != old.Task.ID || ws[0].Task.Attempt != 2 || ws[0].Task.From != "a2" || ws[0].Task.To != to || len(ws[0].Files) != 5 {
 		t.Fatalf("requeued claim: %+v", ws)
 	}
 	// The destination fences the old attempt; a1, back, is told to stop.
@@ -461,6 +466,14 @@ func TestLeaseLapseRequeues(t *testing.T) {
 	}
 	if ans, err := e.s.Report(e.ctx, agent("a2"), ws[0].Task.ID, okReport(ws[0])); err != nil || ans.Cancel {
 		t.Fatalf("the new attempt's report: %v %+v", err, ans)
+	}
+	// The other half, on a2's own pair.
+	rest := e.claim("a2", 1)
+	if len(rest) != 1 || len(rest[0].Files) != 5 || rest[0].Task.Attempt != 1 {
+		t.Fatalf("the rest: %+v", rest)
+	}
+	if _, err := e.s.Report(e.ctx, agent("a2"), rest[0].Task.ID, okReport(rest[0])); err != nil {
+		t.Fatal(err)
 	}
 	if j = e.job(j.ID); j.State != transfer.JobSucceeded {
 		t.Fatalf("job %s %q", j.State, j.Reason)
@@ -619,7 +632,7 @@ func TestRestartCarriesOn(t *testing.T) {
 		t.Fatalf("report after the restart: %v %+v", err, ans)
 	}
 	w2 := e.claim("a2", 1)
-	if len(w2) != 1 || len(w2[0].Files) != 100-service.BatchFiles {
+	if len(w2) != 1 || len(w2[0].Files) != 50 {
 		t.Fatalf("claim after the restart: %+v", w2)
 	}
 	if _, err := e.s.Report(e.ctx, agent("a2"), w2[0].Task.ID, okReport(w2[0])); err != nil {
@@ -706,5 +719,28 @@ func TestDeadlineOverrun(t *testing.T) {
 		if w.Task.To == blocked.To && (w.Task.RateBps != 0 || w.Task.Reservation != "") {
 			t.Fatalf("a routed pair's task: %+v", w.Task)
 		}
+	}
+}
+
+func TestBatchesCapped(t *testing.T) {
+	e := newEnv(t)
+	e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(300, 1000))
+	ws := e.claim("a1", 4)
+	if len(ws) != 1 || len(ws[0].Files) != service.BatchFiles {
+		t.Fatalf("a claim of a large dataset: %d tasks, first of %d files", len(ws), len(ws[0].Files))
+	}
+	big := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:big"}, listed(8, 100<<20))
+	n := 0
+	for _, w := range e.claim("a2", 4) {
+		if w.Task.Job != big.ID {
+			continue
+		}
+		n++
+		if w.Task.Bytes > service.BatchBytes || len(w.Files) != 2 {
+			t.Fatalf("a task of large files: %d files, %d bytes", len(w.Files), w.Task.Bytes)
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d tasks of the large files", n)
 	}
 }

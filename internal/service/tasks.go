@@ -299,30 +299,38 @@ func (r *claimRun) freshJob(j *transfer.Job) error {
 		return nil
 	}
 	var mine []string // destinations this node pushes to
+	pairs := 0        // the pairs the job runs on now
 	booked := slices.ContainsFunc(j.Pairs, func(p transfer.Pair) bool { return p.Reservation != "" })
 	if booked {
 		for _, p := range j.Pairs {
-			if p.From == r.me.Node {
-				if _, ok := findNode(dsts, p.To); ok {
-					mine = append(mine, p.To)
-				}
+			_, fromOK := findNode(srcs, p.From)
+			_, toOK := findNode(dsts, p.To)
+			if p.Reservation == "" || !fromOK || !toOK {
+				continue
 			}
-		}
-		// A pair whose nodes are gone leaves its share to the others.
-		if len(mine) == 0 {
-			for _, p := range plan.Pairs(planNodes(r.topo, srcs), planNodes(r.topo, dsts)) {
-				if p.From == r.me.Node {
-					mine = append(mine, p.To)
-				}
-			}
-		}
-	} else {
-		for _, p := range plan.Pairs(planNodes(r.topo, srcs), planNodes(r.topo, dsts)) {
+			pairs++
 			if p.From == r.me.Node {
 				mine = append(mine, p.To)
 			}
 		}
 	}
+	// A job without a booking, or whose booked pairs lost their nodes,
+	// runs on the pairs over the live nodes.
+	if pairs == 0 {
+		for _, p := range plan.Pairs(planNodes(r.topo, srcs), planNodes(r.topo, dsts)) {
+			pairs++
+			if p.From == r.me.Node {
+				mine = append(mine, p.To)
+			}
+		}
+	}
+	if len(mine) == 0 {
+		return nil
+	}
+	// A task holds at most its pair's part of the dataset, so a small
+	// one still spreads over every pair.
+	maxFiles := min(BatchFiles, max(1, (j.FilesTotal+pairs-1)/pairs))
+	maxBytes := min(int64(BatchBytes), max(1, (j.BytesTotal+int64(pairs)-1)/int64(pairs)))
 	tasks, err := r.tx.ListTasks(r.ctx, store.TaskFilter{Job: j.ID, Kind: transfer.TaskCopy})
 	if err != nil {
 		return err
@@ -357,7 +365,11 @@ func (r *claimRun) freshJob(j *transfer.Job) error {
 			if len(files) == 0 {
 				return nil
 			}
-			batch := plan.Batches(files, BatchFiles, BatchBytes)[0]
+			limit := maxBytes
+			if pr.reserved && pr.share > 0 && pr.share > assigned {
+				limit = min(limit, pr.share-assigned)
+			}
+			batch := plan.Batches(files, maxFiles, limit)[0]
 			t := transfer.Task{ID: newID("k-"), Job: j.ID, Kind: transfer.TaskCopy, State: transfer.TaskQueued, CreatedAt: r.now}
 			for _, f := range batch {
 				t.Bytes += f.Size
