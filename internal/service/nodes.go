@@ -103,8 +103,15 @@ func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string
 			if t.State != transfer.TaskActive || t.From != node {
 				continue
 			}
+			// A task the node no longer runs (it restarted and lost it)
+			// is left to lapse and go to another node; one claimed
+			// within the lease may not be in this heartbeat yet.
+			p, ok := progress[t.ID]
+			if (!ok || p.Attempt != t.Attempt) && t.ClaimedAt.Before(now.Add(-lease)) {
+				continue
+			}
 			t.LeaseExpires = exp
-			if p, ok := progress[t.ID]; ok && p.Attempt == t.Attempt {
+			if ok && p.Attempt == t.Attempt {
 				if p.BytesDone > t.BytesDone {
 					if j, err := tx.GetJob(ctx, t.Job); err == nil {
 						s.observe(ctx, tx, j, t, p.BytesDone-t.BytesDone, 0, 0, now)

@@ -744,3 +744,31 @@ func TestBatchesCapped(t *testing.T) {
 		t.Fatalf("%d tasks of the large files", n)
 	}
 }
+
+// A data node that restarted (and so lost its tasks) goes on beating:
+// the tasks it no longer names lapse and go to the next claim.
+func TestTasksNotNamedLapse(t *testing.T) {
+	e := newEnv(t)
+	e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(10, 1000))
+	w := e.claim("a1", 1)[0]
+	for range 3 {
+		e.clk.Add(10 * time.Second)
+		for _, n := range []string{"a1", "b1", "b2"} {
+			e.beat(n, nil)
+		}
+		e.s.Tick(e.ctx)
+	}
+	again := e.claim("a1", 1)
+	if len(again) != 1 || again[0].Task.ID != w.Task.ID || again[0].Task.Attempt != 2 {
+		t.Fatalf("the lost task: %+v", again)
+	}
+	// One the node names keeps its lease.
+	for range 3 {
+		e.clk.Add(10 * time.Second)
+		e.beat("a1", []apiv1.TaskProgress{{Task: w.Task.ID, Attempt: 2}})
+		e.s.Tick(e.ctx)
+	}
+	if tk, _ := e.st.GetTask(e.ctx, w.Task.ID); tk.State != transfer.TaskActive || tk.Attempt != 2 {
+		t.Fatalf("a named task: %s attempt %d", tk.State, tk.Attempt)
+	}
+}
