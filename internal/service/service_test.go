@@ -772,3 +772,40 @@ func TestTasksNotNamedLapse(t *testing.T) {
 		t.Fatalf("a named task: %s attempt %d", tk.State, tk.Attempt)
 	}
 }
+
+// A node reports its files as they arrive: the last one ends the job and
+// the task with it; the task's own end comes after and is told so.
+func TestPartialReports(t *testing.T) {
+	e := newEnv(t)
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(4, 1000))
+	w := e.claim("a1", 1)[0]
+	for i, f := range w.Files {
+		ans, err := e.s.Report(e.ctx, agent("a1"), w.Task.ID, apiv1.TaskReport{Attempt: 1, BytesDone: int64(i+1) * 1000,
+			Files: []apiv1.FileReport{{Path: f.Path, OK: true, Checksum: "0000abcd"}}})
+		if err != nil || ans.Cancel {
+			t.Fatalf("report %d: %v %+v", i, err, ans)
+		}
+	}
+	if j = e.job(j.ID); j.State != transfer.JobActive || j.FilesDone != 2 || j.Reason != "moving: 2 of 4 files" {
+		t.Fatalf("half way: %s %q done %d", j.State, j.Reason, j.FilesDone)
+	}
+	w2 := e.claim("a2", 1)[0]
+	ans, err := e.s.Report(e.ctx, agent("a2"), w2.Task.ID, apiv1.TaskReport{Attempt: 1, Files: []apiv1.FileReport{
+		{Path: w2.Files[0].Path, OK: true}, {Path: w2.Files[1].Path, OK: true}}})
+	if err != nil || ans.Task.State != transfer.TaskSucceeded {
+		t.Fatalf("the last files: %v %+v", err, ans.Task)
+	}
+	if j = e.job(j.ID); j.State != transfer.JobSucceeded {
+		t.Fatalf("job %s %q", j.State, j.Reason)
+	}
+	page, _ := e.s.Get(e.ctx, alice, j.ID, nil, true, false)
+	for _, tk := range page.Tasks {
+		if tk.State != transfer.TaskSucceeded {
+			t.Fatalf("task %s (%s) is %s", tk.ID, tk.Kind, tk.State)
+		}
+	}
+	ans, err = e.s.Report(e.ctx, agent("a1"), w.Task.ID, apiv1.TaskReport{Attempt: 1, Done: true})
+	if err != nil || !ans.Cancel || !strings.Contains(ans.Reason, "has ended (SUCCEEDED)") {
+		t.Fatalf("the end after the job's: %v %+v", err, ans)
+	}
+}

@@ -736,6 +736,12 @@ func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep
 		if err := s.finish(ctx, tx, &j, now); err != nil {
 			return err
 		}
+		if transfer.JobEnded(j.State) && !ended {
+			if t, err = tx.GetTask(ctx, t.ID); err != nil {
+				return err
+			}
+			ended = true
+		}
 		return s.saveJob(ctx, tx, &j, now)
 	})
 	if err != nil {
@@ -776,6 +782,26 @@ func (s *Service) finish(ctx context.Context, tx store.Store, j *transfer.Job, n
 		}
 		j.ThroughputBps = bps
 		return nil
+	}
+	// Tasks still open (their files all reported, their end not yet)
+	// end with the job.
+	open, err := tx.ListTasks(ctx, store.TaskFilter{Job: j.ID, States: []string{transfer.TaskActive, transfer.TaskQueued}})
+	if err != nil {
+		return err
+	}
+	for _, t := range open {
+		failed, err := tx.ListJobFiles(ctx, store.JobFileFilter{Job: j.ID, Task: t.ID, States: []string{transfer.FileFailed}, Limit: 1})
+		if err != nil {
+			return err
+		}
+		t.State, t.EndedAt = transfer.TaskSucceeded, now
+		if len(failed) > 0 {
+			t.State, t.Error = transfer.TaskFailed, "some files did not arrive"
+		}
+		if err := tx.UpdateTask(ctx, t); err != nil {
+			return err
+		}
+		delete(s.rates, t.ID)
 	}
 	j.EndedAt = now
 	j.FilesDone = counts[transfer.FileSucceeded].Files
