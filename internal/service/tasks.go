@@ -658,7 +658,7 @@ func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep
 			case fr.OK && f.Expected != "" && !strings.EqualFold(fr.Checksum, f.Expected):
 				// Sent again once; a second mismatch is final.
 				again := strings.HasPrefix(f.Error, "checksum mismatch") || f.Attempts >= MaxAttempts
-				f.Error = fmt.Sprintf("checksum mismatch: got %s, want %s", fr.Checksum, f.Expected)
+				f.Error = oneLine(fmt.Sprintf("checksum mismatch: got %s, want %s", fr.Checksum, f.Expected))
 				f.Checksum = fr.Checksum
 				if again {
 					f.State = transfer.FileFailed
@@ -819,7 +819,7 @@ func (s *Service) finish(ctx context.Context, tx store.Store, j *transfer.Job, n
 	j.State = transfer.JobFailed
 	j.Reason = fmt.Sprintf("%d of %d files failed", j.FilesFailed, j.FilesTotal)
 	if len(first) > 0 {
-		j.Reason += fmt.Sprintf("; first: %s: %s", first[0].Path, first[0].Error)
+		j.Reason = oneLine(j.Reason + fmt.Sprintf("; first: %s: %s", first[0].Path, first[0].Error))
 	}
 	return nil
 }
