@@ -206,8 +206,14 @@ func (e *DeadlineError) Error() string {
 	if e.Earliest.IsZero() {
 		return fmt.Sprintf("deadline %s cannot be met: %s", e.Deadline.UTC().Format(time.RFC3339), e.Why)
 	}
+	// Two instants within one second are told apart by their
+	// milliseconds.
+	layout := time.RFC3339
+	if e.Deadline.UTC().Truncate(time.Second).Equal(e.Earliest.UTC().Truncate(time.Second)) {
+		layout = "2006-01-02T15:04:05.000Z07:00"
+	}
 	return fmt.Sprintf("deadline %s cannot be met: the earliest completion is %s (algorithm %s)",
-		e.Deadline.UTC().Format(time.RFC3339), e.Earliest.UTC().Format(time.RFC3339), e.Algorithm)
+		e.Deadline.UTC().Format(layout), e.Earliest.UTC().Format(layout), e.Algorithm)
 }
 
 // Unwrap makes a DeadlineError match reserve.ErrCapacity.

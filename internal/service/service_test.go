@@ -809,3 +809,20 @@ func TestPartialReports(t *testing.T) {
 		t.Fatalf("the end after the job's: %v %+v", err, ans)
 	}
 }
+
+func TestDeadlineErrorMessage(t *testing.T) {
+	for _, tc := range []struct {
+		deadline, earliest time.Time
+		want               string
+	}{
+		{t0, t0.Add(90 * time.Minute), "deadline 2031-05-04T10:00:00Z cannot be met: the earliest completion is 2031-05-04T11:30:00Z (algorithm a)"},
+		{t0.Add(time.Second), t0.Add(1200 * time.Millisecond), "deadline 2031-05-04T10:00:01.000Z cannot be met: the earliest completion is 2031-05-04T10:00:01.200Z (algorithm a)"},
+	} {
+		if got := (&service.DeadlineError{Deadline: tc.deadline, Earliest: tc.earliest, Algorithm: "a"}).Error(); got != tc.want {
+			t.Errorf("got  %s\nwant %s", got, tc.want)
+		}
+	}
+	if got := (&service.DeadlineError{Deadline: t0, Why: "no data node of endpoint dst is alive"}).Error(); got != "deadline 2031-05-04T10:00:00Z cannot be met: no data node of endpoint dst is alive" {
+		t.Errorf("got %s", got)
+	}
+}
