@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/service"
 	"github.com/lightpath/lightpath/internal/store"
+	"github.com/lightpath/lightpath/internal/store/pgtest"
 	"github.com/lightpath/lightpath/internal/testclock"
 	"github.com/lightpath/lightpath/internal/transfer"
 	"github.com/lightpath/lightpath/internal/transfer/grant"
@@ -65,9 +67,27 @@ type env struct {
 	s   *service.Service
 }
 
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, filepath.Join("..", ".."))) }
+
+func sqliteURL(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "controller.db") }
+
+// eachStore runs a test on SQLite and on PostgreSQL (when one is there).
+func eachStore(t *testing.T, fn func(t *testing.T, db string)) {
+	t.Run("sqlite", func(t *testing.T) { fn(t, sqliteURL(t)) })
+	t.Run("postgres", func(t *testing.T) { fn(t, pgtest.URL(t)) })
+}
+
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, ctx: context.Background(), db: "sqlite:" + filepath.Join(t.TempDir(), "controller.db"), clk: testclock.New(t0)}
+	return newEnvAt(t, sqliteURL(t))
+}
+
+// newEnvAt is a controller and its service on database db, with users
+// alice, bob and olga, data nodes a1 and a2 of endpoint src (site s1) and
+// b1 and b2 of dst (site s2), and alice allowed on both endpoints.
+func newEnvAt(t *testing.T, db string) *env {
+	t.Helper()
+	e := &env{t: t, ctx: context.Background(), db: db, clk: testclock.New(t0)}
 	tp, err := controller.ParseTopology("two.yaml", []byte(twoSites))
 	if err != nil {
 		t.Fatal(err)
@@ -195,8 +215,10 @@ func okReport(w apiv1.TaskWork) apiv1.TaskReport {
 	return r
 }
 
-func TestJobLifecycle(t *testing.T) {
-	e := newEnv(t)
+func TestJobLifecycle(t *testing.T) { eachStore(t, testJobLifecycle) }
+
+func testJobLifecycle(t *testing.T, db string) {
+	e := newEnvAt(t, db)
 	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(100, 1<<20))
 	if j.State != transfer.JobActive || j.FilesTotal != 100 || j.BytesTotal != 100<<20 || j.Reason != "moving: 0 of 100 files" {
 		t.Fatalf("listed job: %s %q files %d bytes %d", j.State, j.Reason, j.FilesTotal, j.BytesTotal)
@@ -424,8 +446,10 @@ func TestSubmitIdempotent(t *testing.T) {
 	}
 }
 
-func TestLeaseLapseRequeues(t *testing.T) {
-	e := newEnv(t)
+func TestLeaseLapseRequeues(t *testing.T) { eachStore(t, testLeaseLapseRequeues) }
+
+func testLeaseLapseRequeues(t *testing.T, db string) {
+	e := newEnvAt(t, db)
 	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(10, 1000))
 	old := e.claim("a1", 1)[0]
 	to := old.Task.To
@@ -542,8 +566,10 @@ func (e *env) submitDeadline(req transfer.JobRequest, files []apiv1.ListedFile) 
 	return transfer.Job{}, nil
 }
 
-func TestDeadlineJobBooked(t *testing.T) {
-	e := newEnv(t)
+func TestDeadlineJobBooked(t *testing.T) { eachStore(t, testDeadlineJobBooked) }
+
+func testDeadlineJobBooked(t *testing.T, db string) {
+	e := newEnvAt(t, db)
 	// 4 GB by an hour from now: each pair's access links carry 900 Mbit/s.
 	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)}, listed(40, 100_000_000))
 	if err != nil {
@@ -619,8 +645,10 @@ func TestDeadlineInfeasibleRefused(t *testing.T) {
 	}
 }
 
-func TestRestartCarriesOn(t *testing.T) {
-	e := newEnv(t)
+func TestRestartCarriesOn(t *testing.T) { eachStore(t, testRestartCarriesOn) }
+
+func testRestartCarriesOn(t *testing.T, db string) {
+	e := newEnvAt(t, db)
 	key := e.s.GrantKey()
 	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(100, 1000))
 	w1 := e.claim("a1", 1)[0]
