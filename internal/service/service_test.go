@@ -854,3 +854,72 @@ func TestDeadlineErrorMessage(t *testing.T) {
 		t.Errorf("got %s", got)
 	}
 }
+
+// Claims at once from both source nodes never give a file to two tasks.
+func TestConcurrentClaims(t *testing.T) {
+	e := newEnv(t)
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(1000, 1000))
+	seen := map[string]string{}
+	for round := 0; ; round++ {
+		if round > 100 {
+			t.Fatal("the job never ended")
+		}
+		type got struct {
+			node string
+			ws   []apiv1.TaskWork
+			err  error
+		}
+		ch := make(chan got, 2)
+		for _, n := range []string{"a1", "a2"} {
+			go func() {
+				c, err := e.s.Claim(e.ctx, agent(n), n, apiv1.ClaimRequest{Max: 4})
+				ch <- got{n, c.Tasks, err}
+			}()
+		}
+		var all []got
+		for range 2 {
+			g := <-ch
+			if g.err != nil {
+				t.Fatal(g.err)
+			}
+			all = append(all, g)
+		}
+		n := 0
+		for _, g := range all {
+			for _, w := range g.ws {
+				n++
+				for _, f := range w.Files {
+					if other, ok := seen[f.Path]; ok {
+						t.Fatalf("file %s in tasks %s and %s", f.Path, other, w.Task.ID)
+					}
+					seen[f.Path] = w.Task.ID
+				}
+				if _, err := e.s.Report(e.ctx, agent(g.node), w.Task.ID, okReport(w)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if j = e.job(j.ID); j.State != transfer.JobSucceeded || len(seen) != 1000 {
+		t.Fatalf("job %s, %d files seen", j.State, len(seen))
+	}
+}
+
+// A job says what it waits for: a live data node of its source endpoint,
+// then its listing.
+func TestQueuedReason(t *testing.T) {
+	e := newEnv(t)
+	e.clk.Add(20 * time.Second) // every lease lapsed
+	j, _, err := e.s.Submit(e.ctx, alice, transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"})
+	if err != nil || j.Reason != "waiting for a live data node of endpoint src" {
+		t.Fatalf("submit: %v %q", err, j.Reason)
+	}
+	e.beat("a2", nil)
+	e.s.Tick(e.ctx)
+	if j = e.job(j.ID); j.Reason != "listing the dataset on endpoint src" {
+		t.Fatalf("with a2 back: %q", j.Reason)
+	}
+}
