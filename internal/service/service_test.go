@@ -923,3 +923,44 @@ func TestQueuedReason(t *testing.T) {
 		t.Fatalf("with a2 back: %q", j.Reason)
 	}
 }
+
+// The optimizer raises a pair's concurrency as its throughput rises, keeps
+// each decision, and a restarted controller resumes from the last one.
+func TestOptimizerDecidesAndResumes(t *testing.T) {
+	e := newEnv(t)
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(1000, 1000))
+	first := e.claim("a1", 4)
+	if len(first) != 1 {
+		t.Fatalf("at the start concurrency 1: %d tasks", len(first))
+	}
+	w := first[0]
+	e.clk.Add(30 * time.Second)
+	e.beat("a1", []apiv1.TaskProgress{{Task: w.Task.ID, Attempt: 1, BytesDone: 30_000, ThroughputBps: 8000}})
+	e.clk.Add(31 * time.Second)
+	for _, n := range []string{"a1", "a2", "b1", "b2"} {
+		e.beat(n, []apiv1.TaskProgress{{Task: w.Task.ID, Attempt: 1, BytesDone: 60_000, ThroughputBps: 8000}})
+	}
+	e.s.Tick(e.ctx)
+	page, err := e.s.Get(e.ctx, alice, j.ID, nil, true, true)
+	if err != nil || len(page.Decisions) < 2 {
+		t.Fatalf("decisions: %v %+v", err, page.Decisions)
+	}
+	d := page.Decisions[0]
+	if d.From != "a1" || d.Concurrency != 3 || d.ThroughputBps <= 0 || d.Reason == "" || strings.Contains(d.Reason, "\n") {
+		t.Fatalf("the decision after a rise: %+v", d)
+	}
+	more := e.claim("a1", 4)
+	if len(more) != 2 {
+		t.Fatalf("at concurrency 3 a1 took %d more tasks", len(more))
+	}
+	e.restart()
+	for _, n := range []string{"a1", "a2", "b1", "b2"} {
+		e.beat(n, []apiv1.TaskProgress{{Task: w.Task.ID, Attempt: 1}, {Task: more[0].Task.ID, Attempt: 1}, {Task: more[1].Task.ID, Attempt: 1}})
+	}
+	if _, err := e.s.Report(e.ctx, agent("a1"), w.Task.ID, okReport(w)); err != nil {
+		t.Fatal(err)
+	}
+	if again := e.claim("a1", 4); len(again) != 1 {
+		t.Fatalf("after the restart (concurrency 3 resumed, 2 running) a1 took %d tasks", len(again))
+	}
+}
