@@ -157,7 +157,7 @@ func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.J
 	s.mu.Lock()
 	now = s.now()
 	j := transfer.Job{
-		ID: newID("j-"), Owner: a.Name, Project: req.Project, JobRequest: req,
+		ID: newID("j-"), Owner: a.Name, JobRequest: req,
 		State: transfer.JobQueued, CreatedAt: now, UpdatedAt: now, Version: 1,
 	}
 	_, live, err := s.liveNodes(ctx, s.st, now)
