@@ -329,13 +329,27 @@ func (n *node) pushAll(ctx context.Context, w apiv1.TaskWork, b *batcher, meterO
 	return firstErr
 }
 
+// taskRate is the pace of a task's pushes: its booked rate, and no more
+// than the node's share of --max-rate per task it may run at once, so
+// the node never sends above MaxRateBps (0: no pace).
+func taskRate(booked, nodeMax uint64, maxTasks int) uint64 {
+	if nodeMax == 0 {
+		return booked
+	}
+	share := nodeMax / uint64(max(maxTasks, 1))
+	if booked == 0 || booked > share {
+		return share
+	}
+	return booked
+}
+
 // clientConfig is the mover client's configuration of a task's pushes.
 func (n *node) clientConfig(w apiv1.TaskWork) mover.ClientConfig {
 	return mover.ClientConfig{
 		Addr:      w.Address,
 		Token:     n.cfg.Token,
 		TLS:       n.cfg.TLS,
-		Tuning:    mover.Tuning{Rate: w.Task.RateBps, DSCP: -1},
+		Tuning:    mover.Tuning{Rate: taskRate(w.Task.RateBps, n.cfg.MaxRateBps, n.cfg.MaxTasks), DSCP: -1},
 		Streams:   w.Task.Streams,
 		Transport: n.cfg.Transport,
 	}

@@ -381,3 +381,24 @@ func TestPushAllStops(t *testing.T) {
 		t.Error("a stopped push left its file under its final name")
 	}
 }
+
+// TestTaskRate paces a task at its booked rate, within the node's share
+// of --max-rate.
+func TestTaskRate(t *testing.T) {
+	for _, tc := range []struct {
+		booked, nodeMax uint64
+		tasks           int
+		want            uint64
+	}{
+		{0, 0, 4, 0},
+		{500, 0, 4, 500},
+		{0, 1000, 4, 250},
+		{100, 1000, 4, 100},
+		{900, 1000, 4, 250},
+		{0, 1000, 0, 1000},
+	} {
+		if got := taskRate(tc.booked, tc.nodeMax, tc.tasks); got != tc.want {
+			t.Errorf("taskRate(%d, %d, %d) = %d, want %d", tc.booked, tc.nodeMax, tc.tasks, got, tc.want)
+		}
+	}
+}
