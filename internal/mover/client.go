@@ -43,6 +43,11 @@ type ClientConfig struct {
 	Stall     time.Duration
 	// Transport carries the session's connections; nil means TCP.
 	Transport transport.Transport
+	// Grant is the capability the controller signed for this session (a
+	// data node of the transfer service pushing to another one's server);
+	// sent before the request to a server that speaks protocol version 3
+	// or later, and left out for an older one, which checks no grants.
+	Grant string
 }
 
 func (c *ClientConfig) options(streams int) transport.Options {
@@ -102,6 +107,17 @@ func (c *ClientConfig) connect(ctx context.Context, req func(streams int) wire.M
 		}
 	}
 	w := wire.NewWriter(conn)
+	if c.Grant != "" && r.Version >= wire.VersionGrant {
+		if len(c.Grant) > wire.MaxGrant {
+			conn.Close()
+			return nil, refusal(fmt.Sprintf("the grant is %d bytes long, at most %d", len(c.Grant), wire.MaxGrant))
+		}
+		// Sent with the request, in one write: no round trip of its own.
+		if err := w.Write(&wire.Grant{Token: c.Grant}); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("send grant: %w", err)
+		}
+	}
 	if err := w.Send(req(streams)); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("send request: %w", err)

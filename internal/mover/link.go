@@ -6,9 +6,11 @@
 package mover
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -135,16 +137,88 @@ type link struct {
 	onFile func(FileResult) // may be nil; called from several goroutines
 
 	closeOnce sync.Once
+
+	// dmu orders the connections' deadlines against cut: once the session
+	// is cut (cutMsg set), every deadline is in the past and stays there.
+	dmu    sync.RWMutex
+	cutMsg string
 }
 
 // close tears the whole session down: every blocked read or write returns.
+// A session that was cut waits first, at most cutGrace, for the peer to
+// close its end: closed now, with the peer's blocks still unread here, the
+// connections would be reset, and the peer could see a reset on a data
+// stream before the reason on the control connection.
 func (l *link) close() {
 	l.closeOnce.Do(func() {
+		if l.cutReason() != "" {
+			l.awaitPeerClose()
+		}
 		l.ctrl.conn.Close()
 		for _, d := range l.data {
 			d.conn.Close()
 		}
 	})
+}
+
+// stop ends the session's I/O after a failure: it closes the session,
+// unless it was cut, whose deadlines have stopped every read and write
+// already and whose close waits for the peer.
+func (l *link) stop() {
+	if l.cutReason() == "" {
+		l.close()
+	}
+}
+
+// cutGrace bounds how long a cut session waits to deliver its reason.
+const cutGrace = 2 * time.Second
+
+// cut ends a running session with a reason the peer reads as a permanent
+// refusal: the reason goes first on the control connection, then every
+// read and write of the session stops at once (a receiver writes no more
+// into its partial files, which stay for a resume), while the connections
+// stay open until the peer has read the reason (close).
+func (l *link) cut(reason string) {
+	l.dmu.Lock()
+	if l.cutMsg != "" {
+		l.dmu.Unlock()
+		return
+	}
+	l.dmu.Unlock()
+	l.ctrl.conn.SetWriteDeadline(time.Now().Add(cutGrace))
+	l.ctrl.send(&wire.Error{Code: wire.CodeRefused, Msg: reason})
+	l.dmu.Lock()
+	defer l.dmu.Unlock()
+	l.cutMsg = reason
+	l.ctrl.conn.SetDeadline(pastDeadline)
+	for _, d := range l.data {
+		d.conn.SetDeadline(pastDeadline)
+	}
+}
+
+// pastDeadline makes every blocked and later read or write fail at once.
+var pastDeadline = time.Unix(1, 0)
+
+// cutReason is why the session was cut, or "".
+func (l *link) cutReason() string {
+	l.dmu.RLock()
+	defer l.dmu.RUnlock()
+	return l.cutMsg
+}
+
+// awaitPeerClose reads and drops what the peer still sends on the control
+// connection until it closes it, or cutGrace passes. The engine that read
+// it has stopped; should a reader still be on its way out, its deadline
+// (past, set by cut) may interrupt a read here, which is read again.
+func (l *link) awaitPeerClose() {
+	end := time.Now().Add(cutGrace)
+	buf := make([]byte, 4096)
+	for time.Now().Before(end) {
+		l.ctrl.conn.SetReadDeadline(end)
+		if _, err := l.ctrl.conn.Read(buf); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return
+		}
+	}
 }
 
 func (l *link) fileResult(r FileResult) {
@@ -163,6 +237,12 @@ func (l *link) fileResult(r FileResult) {
 
 // deadline arms a stall deadline on c for the next operation.
 func (l *link) deadline(c net.Conn, write bool) {
+	l.dmu.RLock()
+	defer l.dmu.RUnlock()
+	if l.cutMsg != "" {
+		c.SetDeadline(pastDeadline)
+		return
+	}
 	if l.stall <= 0 {
 		return
 	}
@@ -171,6 +251,16 @@ func (l *link) deadline(c net.Conn, write bool) {
 		c.SetWriteDeadline(t)
 	} else {
 		c.SetReadDeadline(t)
+	}
+}
+
+// noReadDeadline lifts c's read deadline (a stream waiting for its next
+// block may idle), unless the session was cut.
+func (l *link) noReadDeadline(c net.Conn) {
+	l.dmu.RLock()
+	defer l.dmu.RUnlock()
+	if l.cutMsg == "" {
+		c.SetReadDeadline(time.Time{})
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/checksum"
+	"github.com/lightpath/lightpath/internal/transfer/grant"
 	"github.com/lightpath/lightpath/internal/units"
 	"github.com/lightpath/lightpath/internal/wire"
 )
@@ -43,6 +44,25 @@ type Dest struct {
 	// received, shared with other sessions into the same filesystem; one
 	// for this session alone otherwise.
 	Space *Space
+	// Grant, when set, is what the session may write: an entry at a path
+	// it does not cover fails (a directory on the way to a covered path is
+	// created, its mode and times left alone), and a link is recreated only
+	// when it resolves within a covered path.
+	Grant *grant.Grant
+}
+
+// allowed says whether the grant, if any, lets the receiver write target;
+// lead is true for a directory it may only create on the way to a covered
+// path.
+func (d Dest) allowed(kind uint8, target string) (lead bool, err error) {
+	if d.Grant == nil {
+		return false, nil
+	}
+	err = d.Grant.Covers(grant.Write, target)
+	if err != nil && kind == wire.EntryDir && d.Grant.Leads(target) {
+		return true, nil
+	}
+	return false, err
 }
 
 // PathLocks holds the destination paths that sessions are writing. A server
@@ -213,7 +233,7 @@ func runReceiver(ctx context.Context, l *link, dst Dest) (RecvResult, error) {
 		r.stopped = true
 		r.mu.Unlock()
 		r.cond.Broadcast()
-		l.close()
+		l.stop()
 	}()
 	workers := max(4, len(l.data))
 	for range workers {
@@ -256,7 +276,7 @@ func runReceiver(ctx context.Context, l *link, dst Dest) (RecvResult, error) {
 	// before they are shut down.
 	abort := func(err error) (RecvResult, error) {
 		cancel()
-		l.close()
+		l.stop()
 		streams.Wait()
 		<-readerDone
 		return RecvResult{}, err
@@ -442,6 +462,10 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 	if err != nil {
 		return fail(err)
 	}
+	lead, err := r.dst.allowed(e.Kind, target)
+	if err != nil {
+		return fail(err)
+	}
 	f = &rfile{e: e, target: target, ready: make(chan struct{})}
 	f.part, f.jname = workNames(target)
 	if e.Kind == wire.EntryFile {
@@ -465,6 +489,9 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 		closeReady(f)
 		if err := r.mkdir(target); err != nil {
 			return fail(err)
+		}
+		if lead {
+			return wire.NeedItem{}, false
 		}
 		r.mu.Lock()
 		r.dirs = append(r.dirs, dirMeta{path: target, mode: fs.FileMode(e.Mode), mtime: time.Unix(0, e.MTime)})
@@ -586,6 +613,12 @@ func (r *receiver) symlink(e wire.Entry, target string) error {
 			return fmt.Errorf("symlink %s -> %s %w: not recreated", e.Path, t, errLinkOutside)
 		}
 		return fmt.Errorf("symlink %s -> %s: %w", e.Path, t, err)
+	}
+	if g := r.dst.Grant; g != nil && !slices.ContainsFunc(g.Paths, func(p string) bool { return checkLink(r.dst.Root, target, t, p) == nil }) {
+		// Within the destination but not within the grant: what is
+		// written through it later would land where the grant does not
+		// reach.
+		return fmt.Errorf("symlink %s -> %s: %w: it resolves outside %s: not recreated", e.Path, t, grant.ErrPath, strings.Join(g.Paths, ", "))
 	}
 	if fi, err := r.dst.Root.Lstat(target); err == nil {
 		switch r.pol {
@@ -884,7 +917,7 @@ func (r *receiver) stream(ctx context.Context, d *dataConn) error {
 		// the others carry the data; the control connection's keepalive
 		// tells a live peer from a dead one.
 		t0 := time.Now()
-		d.conn.SetReadDeadline(time.Time{})
+		r.l.noReadDeadline(d.conn)
 		d.expect(wire.BlockHeaderSize)
 		if _, err := io.ReadFull(d.r, hb[:]); err != nil {
 			return err
@@ -1114,6 +1147,9 @@ func (r *receiver) result(f *rfile, it wire.ResultItem) {
 func (r *receiver) finalize(f *rfile) {
 	t := time.Now()
 	defer func() { r.ioWait.Add(int64(time.Since(t))) }()
+	if r.l.cutReason() != "" {
+		return // the session was cut: the partial file and journal stay for a resume
+	}
 	f.mu.Lock()
 	fd, jour, end := f.f, f.jour, f.end
 	f.f, f.jour = nil, nil
@@ -1192,6 +1228,12 @@ func (r *receiver) finalize(f *rfile) {
 			fail(fmt.Sprintf("destination %s exists (use --overwrite, --skip-existing or --update)", f.target))
 			return
 		}
+	}
+	if r.l.cutReason() != "" {
+		// Cut meanwhile: verified, but no longer this session's to place.
+		// The journal (closed, still on disk) lets the next attempt take
+		// the blocks as they are.
+		return
 	}
 	if err := r.dst.Root.Rename(f.part, f.target); err != nil {
 		fail(fmt.Sprintf("rename into place %s: %v", f.target, cleanPathError(err)))

@@ -217,7 +217,7 @@ func runSender(ctx context.Context, l *link, src Source) (SendResult, error) {
 	go func() {
 		<-ctx.Done()
 		s.q.stop()
-		l.close()
+		l.stop()
 	}()
 
 	for i, d := range l.data {

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/transfer/grant"
 	"github.com/lightpath/lightpath/internal/transport"
 	"github.com/lightpath/lightpath/internal/wire"
 )
@@ -51,6 +52,14 @@ type ServerConfig struct {
 	// untouched before the server removes them as abandoned (at start and
 	// then periodically); 0 means DefaultPartialTTL, negative never.
 	PartialTTL time.Duration
+	// Grants, when set, makes the server a data node of the transfer
+	// service: every session must present a grant the verifier accepts
+	// (signed by the controller for this node, not expired, not of an
+	// attempt older than the newest of its task), a push may write and a
+	// pull read only paths it covers, and a session whose attempt stops
+	// being current (a newer one arrived, or the controller raised the
+	// fence) is ended at once. The token (Token) is checked as well.
+	Grants *grant.Verifier
 }
 
 // DefaultPartialTTL is how long an untouched partial file is kept for a
@@ -69,6 +78,7 @@ type Server struct {
 	mu       sync.Mutex
 	pending  map[[16]byte]*session
 	active   map[*session]bool
+	granted  map[*session]bool // sessions under a grant, from its check to their engine's end
 	logMu    sync.Mutex
 	conns    sync.WaitGroup
 	shutdown bool
@@ -82,6 +92,29 @@ type session struct {
 	tuning  wire.Tuning
 	joins   chan joined
 	link    *link
+
+	// grant is what the session may do, nil on a server without grants.
+	grant *grant.Grant
+	// cut is closed when the grant's attempt stops being current.
+	cut     chan struct{}
+	cutOnce sync.Once
+	// released is closed when the session holds nothing more (its engine
+	// ended, or it never started): a newer attempt waits for it.
+	released chan struct{}
+	relOnce  sync.Once
+}
+
+func (ss *session) fence() { ss.cutOnce.Do(func() { close(ss.cut) }) }
+
+func (ss *session) release() {
+	if ss.released != nil {
+		ss.relOnce.Do(func() { close(ss.released) })
+	}
+}
+
+// stale is the reason a fenced session ends with.
+func (ss *session) stale() string {
+	return fmt.Sprintf("attempt %d of task %s is no longer current", ss.grant.Attempt, ss.grant.Task)
 }
 
 type joined struct {
@@ -124,7 +157,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		cfg.PartialTTL = DefaultPartialTTL
 	}
 	return &Server{cfg: cfg, root: root, log: cfg.Logger.With("component", "server"), locks: NewPathLocks(), space: NewSpace(),
-		pending: map[[16]byte]*session{}, active: map[*session]bool{}}, nil
+		pending: map[[16]byte]*session{}, active: map[*session]bool{}, granted: map[*session]bool{}}, nil
 }
 
 // Serve accepts connections on ln until ctx ends, then closes every session
@@ -269,6 +302,15 @@ func tuningOptions(t wire.Tuning, streams int) transport.Options {
 func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Conn, r *wire.Reader, h wire.Hello, sn [wire.NonceSize]byte, log *slog.Logger) {
 	defer c.Close()
 	m, err := r.Read()
+	// A grant comes first, then the request: both are read before any
+	// answer, so a refusal never leaves the request unread (a close with
+	// unread bytes resets the connection, and the reset can overtake the
+	// refusal).
+	var token string
+	if g, ok := m.(*wire.Grant); ok && err == nil {
+		token = g.Token
+		m, err = r.Read()
+	}
 	if err != nil {
 		if errors.Is(err, wire.ErrMalformed) {
 			sendError(c, wire.CodeProtocol, fmt.Sprintf("bad request: %v", err))
@@ -304,6 +346,16 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 		}
 	}
 	ss := &session{client: clientHost(c.RemoteAddr()), streams: streams, tuning: tuning, joins: make(chan joined, streams)}
+	if s.cfg.Grants != nil {
+		code, err := s.admitGrant(ss, token, m, r.Version)
+		if err != nil {
+			sendError(c, code, err.Error())
+			log.Info("request refused", "op", op, "reason", err.Error())
+			return
+		}
+		defer s.releaseGrant(ss)
+		log = log.With("task", ss.grant.Task, "attempt", ss.grant.Attempt)
+	}
 	rand.Read(ss.id[:])
 	acc := &wire.Accept{Session: ss.id, Streams: uint16(streams)}
 	if len(s.cfg.Token) > 0 {
@@ -346,6 +398,7 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	switch m := m.(type) {
 	case *wire.Put:
 		dst, prepErr = s.putDest(m)
+		dst.Grant = ss.grant
 	case *wire.Get:
 		src, prepErr = s.getSource(m)
 	}
@@ -381,6 +434,12 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 			closeData(data)
 			log.Info("session dropped", "op", op, "reason", "data connections did not arrive in time")
 			return
+		case <-ss.cut:
+			unpend()
+			closeData(data)
+			sendError(c, wire.CodeRefused, ss.stale())
+			log.Info("session dropped", "op", op, "reason", ss.stale())
+			return
 		}
 	}
 	unpend()
@@ -409,6 +468,17 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	var runErr error
 	var bytes int64
 	var srcErrs int
+	engineDone := make(chan struct{})
+	if ss.grant != nil {
+		go func() {
+			select {
+			case <-ss.cut:
+				log.Info("session fenced", "session", sid, "reason", ss.stale())
+				l.cut(ss.stale())
+			case <-engineDone:
+			}
+		}()
+	}
 	switch m := m.(type) {
 	case *wire.Put:
 		l.blockSize, l.opts = int64(m.BlockSize), m.Transfer
@@ -422,6 +492,11 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 		bytes, srcErrs = res.Local.Bytes, len(res.Errors)
 	case *wire.Bench:
 		bytes, runErr = serveBench(ctx, l, m)
+	}
+	close(engineDone)
+	ss.release()
+	if msg := l.cutReason(); msg != "" {
+		runErr = errors.New(msg)
 	}
 	s.logSession(sid, peer, op, l.prog, bytes, srcErrs, time.Since(start), runErr)
 	if runErr != nil {
@@ -605,4 +680,108 @@ func (s *Server) logSession(sid, peer, op string, p *Progress, bytes int64, srcE
 		l.Reason = fmt.Sprintf("%d files or sources failed", n)
 	}
 	s.writeLog(l)
+}
+
+// admitGrant checks the grant a session presents against its request and
+// binds the session to it: its attempt's fence is watched from now on, and
+// the sessions of older attempts of its task are waited for (they are
+// being ended) so that this one finds their partial files free to resume.
+// It returns the error code to refuse with.
+func (s *Server) admitGrant(ss *session, token string, m wire.Msg, version uint16) (uint8, error) {
+	mode, what := "", "sessions"
+	switch m.(type) {
+	case *wire.Put:
+		mode, what = grant.Write, "pushes"
+	case *wire.Get:
+		mode, what = grant.Read, "pulls"
+	}
+	if token == "" {
+		if version < wire.VersionGrant {
+			return wire.CodeRefused, fmt.Errorf("the server takes %s only with a grant from the controller, and this client (protocol version %d) cannot send one", what, version)
+		}
+		return wire.CodeRefused, fmt.Errorf("the server takes %s only with a grant from the controller", what)
+	}
+	g, err := s.cfg.Grants.Verify(token)
+	if errors.Is(err, grant.ErrNoKey) {
+		return wire.CodeBusy, err // the key comes with the next heartbeat: worth a retry
+	}
+	if err != nil {
+		return wire.CodeRefused, err
+	}
+	switch m := m.(type) {
+	case *wire.Put:
+		// The destination must be covered, or lead to what is (a push of
+		// a tree into a directory above the covered paths: each entry is
+		// checked as it comes). A path clientPath refuses is refused by
+		// putDest, in its own words.
+		if p, perr := clientPath(m.Dest); perr == nil {
+			if err := g.Covers(mode, p); err != nil && !(errors.Is(err, grant.ErrPath) && g.Leads(p)) {
+				return wire.CodeRefused, err
+			}
+		}
+	case *wire.Get:
+		for _, raw := range m.Paths {
+			if p, perr := clientPath(raw); perr == nil {
+				if err := g.Covers(mode, p); err != nil {
+					return wire.CodeRefused, err
+				}
+			}
+		}
+	}
+	s.mu.Lock()
+	if !s.cfg.Grants.Current(g.Task, g.Attempt) {
+		// A newer attempt verified since this one did.
+		s.mu.Unlock()
+		return wire.CodeRefused, fmt.Errorf("%w: attempt %d of task %s is no longer current", grant.ErrStale, g.Attempt, g.Task)
+	}
+	ss.grant, ss.cut, ss.released = &g, make(chan struct{}), make(chan struct{})
+	var older []*session
+	for o := range s.granted {
+		if o.grant.Task == g.Task && o.grant.Attempt < g.Attempt {
+			older = append(older, o)
+		}
+	}
+	s.granted[ss] = true
+	s.mu.Unlock()
+	go s.watchFence(ss)
+	if len(older) == 0 {
+		return 0, nil
+	}
+	t := time.NewTimer(s.cfg.IdleTimeout)
+	defer t.Stop()
+	for _, o := range older {
+		select {
+		case <-o.released:
+		case <-t.C:
+			s.releaseGrant(ss)
+			return wire.CodeBusy, fmt.Errorf("attempt %d of task %s still holds its files: try again", o.grant.Attempt, g.Task)
+		}
+	}
+	return 0, nil
+}
+
+// releaseGrant forgets a session under a grant.
+func (s *Server) releaseGrant(ss *session) {
+	ss.release()
+	s.mu.Lock()
+	delete(s.granted, ss)
+	s.mu.Unlock()
+}
+
+// watchFence fences the session once its attempt is no longer the newest
+// of its task, woken by the verifier at each rise of a fence.
+func (s *Server) watchFence(ss *session) {
+	v := s.cfg.Grants
+	for {
+		ch := v.Changed()
+		if !v.Current(ss.grant.Task, ss.grant.Attempt) {
+			ss.fence()
+			return
+		}
+		select {
+		case <-ch:
+		case <-ss.released:
+			return
+		}
+	}
 }

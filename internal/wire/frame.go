@@ -15,12 +15,17 @@ var Magic = [4]byte{'L', 'P', 'T', 'H'}
 // MaxVersion]; the server answers with the highest version both speak.
 const (
 	MinVersion uint16 = 1
-	MaxVersion uint16 = 2
+	MaxVersion uint16 = 3
 )
 
 // VersionAlloc is the first version whose files frames may carry each
 // entry's allocated size (Files.HasAlloc).
 const VersionAlloc uint16 = 2
+
+// VersionGrant is the first version in which a client may send a Grant
+// before its request. An older peer never sees one: a client sends it only
+// when the version agreed is this or later.
+const VersionGrant uint16 = 3
 
 // MaxFrame bounds a control frame's payload. Senders split long lists (the
 // manifest of a large tree) across frames well below it.
@@ -53,6 +58,7 @@ const (
 	TPing      Type = 20
 	TPong      Type = 21
 	TBenchDone Type = 22
+	TGrant     Type = 23
 )
 
 var typeNames = map[Type]string{
@@ -61,7 +67,7 @@ var typeNames = map[Type]string{
 	TJoined: "joined", TFiles: "files", TManifest: "manifest-end", TNeed: "need",
 	TPlan: "plan", TFileEnd: "file-end", TResult: "result", TResend: "resend",
 	TDone: "done", TSrcError: "source-error", TPing: "ping", TPong: "pong",
-	TBenchDone: "bench-done",
+	TBenchDone: "bench-done", TGrant: "grant",
 }
 
 func (t Type) String() string {
@@ -152,6 +158,8 @@ func newMsg(t Type) Msg {
 		return &Pong{}
 	case TBenchDone:
 		return &BenchDone{}
+	case TGrant:
+		return &Grant{}
 	}
 	return nil
 }

@@ -132,6 +132,25 @@ func (m *AuthOK) Type() Type      { return TAuthOK }
 func (m *AuthOK) appendTo(e *enc) { e.bytes(m.MAC) }
 func (m *AuthOK) decode(d *dec)   { m.MAC = d.raw("mac") }
 
+// MaxGrant bounds the token a Grant carries.
+const MaxGrant = 16 << 10
+
+// Grant carries a capability the controller signed for this session (the
+// transfer service's grant, opaque here), sent by the client after the
+// hello and token exchange and before its request, from version
+// VersionGrant on. A server that checks grants refuses a request without
+// one.
+type Grant struct{ Token string }
+
+func (m *Grant) Type() Type      { return TGrant }
+func (m *Grant) appendTo(e *enc) { e.str(m.Token) }
+func (m *Grant) decode(d *dec) {
+	m.Token = d.str("token")
+	if d.err == nil && (m.Token == "" || len(m.Token) > MaxGrant) {
+		d.err = malformed("grant token of %d bytes: want 1..%d", len(m.Token), MaxGrant)
+	}
+}
+
 // Existing-destination policies.
 const (
 	PolicyRefuse    = 0

@@ -43,6 +43,7 @@ func sampleMsgs() []Msg {
 		&Ping{Stamp: 42},
 		&Pong{Stamp: 42},
 		&BenchDone{Stats: st},
+		&Grant{Token: "eyJ1c2VyIjoiYSJ9.c2ln"},
 	}
 }
 
@@ -79,6 +80,7 @@ func TestMalformed(t *testing.T) {
 		// One file entry (id 1, kind 1, path "a", size 1, mode 0, mtime 0,
 		// no target), then allocations for two entries, or a negative one.
 		{"allocations for other entries", []byte{0, 0, 0, 12, byte(TFiles), 1, 1, 1, 1, 'a', 2, 0, 0, 0, 2, 2, 2}},
+		{"empty grant", []byte{0, 0, 0, 1, byte(TGrant), 0}},
 		{"negative allocation", []byte{0, 0, 0, 11, byte(TFiles), 1, 1, 1, 1, 'a', 2, 0, 0, 0, 1, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

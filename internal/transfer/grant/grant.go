@@ -166,6 +166,25 @@ func (g Grant) Covers(mode, p string) error {
 	return fmt.Errorf("%w: %q is outside %s", ErrPath, p, strings.Join(g.Paths, ", "))
 }
 
+// Leads reports whether p, a path under the server's root, is a directory
+// on the way to a path the grant covers (a proper ancestor of one): a
+// server may create it to reach what it covers, and nothing more.
+func (g Grant) Leads(p string) bool {
+	q := strings.TrimLeft(p, "/")
+	if q == "" {
+		q = "."
+	}
+	if !clean(q) {
+		return false
+	}
+	for _, c := range g.Paths {
+		if c != q && (q == "." && c != "." || strings.HasPrefix(c, q+"/")) {
+			return true
+		}
+	}
+	return false
+}
+
 // Verifier checks grants on a node's server: the controller's key, the
 // node's name, and the fences it has seen or been told of. Safe for
 // concurrent use.
@@ -176,6 +195,12 @@ type Verifier struct {
 	mu     sync.Mutex
 	key    ed25519.PublicKey
 	fences map[string]fence
+	// life is the longest lifetime left on a grant this verifier has
+	// taken: a fence told by the controller is kept at least that long,
+	// since an older attempt's grant may live as long.
+	life time.Duration
+	// changed is closed, and replaced, whenever a fence rises.
+	changed chan struct{}
 }
 
 type fence struct {
@@ -188,7 +213,16 @@ func NewVerifier(node string, now func() time.Time) *Verifier {
 	if now == nil {
 		now = time.Now
 	}
-	return &Verifier{node: node, now: now, fences: map[string]fence{}}
+	return &Verifier{node: node, now: now, fences: map[string]fence{}, changed: make(chan struct{})}
+}
+
+// Changed returns a channel closed at the next rise of any fence: a server
+// waits on it, then asks Current of each session it runs, so a fenced
+// session ends at once without polling.
+func (v *Verifier) Changed() <-chan struct{} {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.changed
 }
 
 // SetKey sets the controller's public key (from its heartbeat answers).
@@ -198,22 +232,24 @@ func (v *Verifier) SetKey(k ed25519.PublicKey) {
 	v.mu.Unlock()
 }
 
-// fenceTTL is how long a fence told by the controller is kept when no grant
-// said how long its attempts last.
+// fenceTTL is how long a fence told by the controller is kept at least
+// (longer when a grant taken here lived longer).
 const fenceTTL = time.Hour
 
 // Fence raises task's fence to attempt: older attempts are refused from
-// now on.
+// now on, and sessions running one of them are told (Changed).
 func (v *Verifier) Fence(task string, attempt int) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.raise(task, attempt, v.now().Add(fenceTTL))
+	v.raise(task, attempt, v.now().Add(max(fenceTTL, v.life)))
 }
 
 func (v *Verifier) raise(task string, attempt int, until time.Time) {
 	f := v.fences[task]
 	if attempt > f.attempt {
 		f.attempt = attempt
+		close(v.changed)
+		v.changed = make(chan struct{})
 	}
 	if until.After(f.until) {
 		f.until = until
@@ -251,7 +287,10 @@ func (v *Verifier) Verify(token string) (Grant, error) {
 	case g.Attempt < v.fences[g.Task].attempt:
 		return Grant{}, fmt.Errorf("%w: attempt %d of task %s, attempt %d is current", ErrStale, g.Attempt, g.Task, v.fences[g.Task].attempt)
 	}
-	v.raise(g.Task, g.Attempt, g.Expires)
+	v.life = max(v.life, g.Expires.Sub(now))
+	// The fence outlives the grant by the longest lifetime seen, for the
+	// same reason as in Fence: an older attempt's grant may expire later.
+	v.raise(g.Task, g.Attempt, g.Expires.Add(v.life))
 	return g, nil
 }
 

@@ -1,0 +1,411 @@
+package mover
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/retry"
+	"github.com/lightpath/lightpath/internal/transfer/grant"
+	"github.com/lightpath/lightpath/internal/transport"
+	"github.com/lightpath/lightpath/internal/wire"
+)
+
+// grantServer is a data node's server on loopback that takes pushes only
+// with grants signed by key for node "dst1".
+type grantServer struct {
+	addr string
+	root string
+	key  ed25519.PrivateKey
+	v    *grant.Verifier
+}
+
+func serveGranted(t *testing.T, token []byte) *grantServer {
+	t.Helper()
+	key, err := grant.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := grant.NewVerifier("dst1", nil)
+	v.SetKey(key.Public().(ed25519.PublicKey))
+	root := t.TempDir()
+	srv, err := NewServer(ServerConfig{Root: root, Grants: v, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := transport.TCP.Listen(context.Background(), "127.0.0.1:0", transport.Options{DSCP: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.Serve(ctx, ln); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; srv.Close() })
+	return &grantServer{addr: ln.Addr().String(), root: root, key: key, v: v}
+}
+
+// writeGrant is a write grant for task t-1, attempt 1, on dst1, covering
+// in/, valid for an hour.
+func writeGrant() grant.Grant {
+	return grant.Grant{User: "alice", Job: "j-1", Task: "t-1", Attempt: 1, Node: "dst1", Mode: grant.Write,
+		Paths: []string{"in"}, Expires: time.Now().Add(time.Hour)}
+}
+
+func (gs *grantServer) sign(t *testing.T, mod func(*grant.Grant)) string {
+	t.Helper()
+	g := writeGrant()
+	if mod != nil {
+		mod(&g)
+	}
+	tok, err := grant.Sign(gs.key, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// makeTree writes files (name -> size, random content) under dir.
+func makeTree(t *testing.T, dir string, files map[string]int) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for name, size := range files {
+		data := make([]byte, size)
+		rand.Read(data)
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out[name] = data
+	}
+	return out
+}
+
+// pushTree copies the tree at local into remote with cfg.
+func pushTree(ctx context.Context, t *testing.T, cfg ClientConfig, local, remote string, retries int) (Summary, error) {
+	t.Helper()
+	it, err := OpenSource(local, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := Source{Items: []SourceItem{it}}
+	defer src.Close()
+	return Copy(ctx, Job{Config: cfg, Options: Options{Recursive: true}, Direction: Push, Source: src, Remote: remote, Retries: retries})
+}
+
+// TestGrantPush: a push to a server with a controller needs a grant the
+// verifier accepts; every refusal is permanent (Copy tries once, though it
+// may retry three times), says why, and writes nothing.
+func TestGrantPush(t *testing.T) {
+	gs := serveGranted(t, nil)
+	local := filepath.Join(t.TempDir(), "run42")
+	files := makeTree(t, local, map[string]int{"a.bin": 3<<20 + 5, "sub/b.txt": 100})
+	other, _ := grant.NewKey()
+	tampered := func() string {
+		tok := gs.sign(t, func(g *grant.Grant) { g.Paths = []string{"elsewhere"} })
+		body, sig, _ := strings.Cut(tok, ".")
+		enc := base64.RawURLEncoding
+		b, _ := enc.DecodeString(body)
+		b = bytes.Replace(b, []byte(`"elsewhere"`), []byte(`"out"`), 1)
+		return enc.EncodeToString(b) + "." + sig
+	}()
+	for _, tc := range []struct {
+		name   string
+		grant  string
+		remote string
+		want   string // "" for success; otherwise in the error
+	}{
+		{name: "no grant", remote: "out/", want: "refused: the server takes pushes only with a grant from the controller"},
+		{name: "expired", grant: gs.sign(t, func(g *grant.Grant) { g.Paths = []string{"out"}; g.Expires = time.Now().Add(-time.Minute) }), remote: "out/", want: "refused: grant: expired at "},
+		{name: "wrong node", grant: gs.sign(t, func(g *grant.Grant) { g.Paths = []string{"out"}; g.Node = "dst2" }), remote: "out/", want: "refused: grant: issued for another node: dst2, this is dst1"},
+		{name: "tampered", grant: tampered, remote: "out/", want: "refused: grant: bad signature"},
+		{name: "wrong key", grant: func() string {
+			g := writeGrant()
+			g.Paths = []string{"out"}
+			tok, _ := grant.Sign(other, g)
+			return tok
+		}(), remote: "out/", want: "refused: grant: bad signature"},
+		{name: "read grant", grant: gs.sign(t, func(g *grant.Grant) { g.Paths = []string{"out"}; g.Mode = grant.Read }), remote: "out/", want: "refused: grant: mode not granted: write, the grant gives read"},
+		{name: "outside the grant", grant: gs.sign(t, nil), remote: "out/", want: `refused: grant: path not covered: "out" is outside in`},
+		{name: "malformed", grant: "not-a-grant", remote: "out/", want: "refused: grant: malformed: no signature"},
+		{name: "valid", grant: gs.sign(t, nil), remote: "in/"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ClientConfig{Addr: gs.addr, Streams: 2, BlockSize: 1 << 20, Tuning: Tuning{DSCP: -1}, Grant: tc.grant}
+			sum, err := pushTree(context.Background(), t, cfg, local, tc.remote, 3)
+			if tc.want == "" {
+				if err != nil || !sum.Verified {
+					t.Fatalf("push: %v, %+v", err, sum)
+				}
+				for name, data := range files {
+					if got, _ := os.ReadFile(filepath.Join(gs.root, "in", "run42", name)); !bytes.Equal(got, data) {
+						t.Errorf("%s differs at the server", name)
+					}
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("push: %v, want %q", err, tc.want)
+			}
+			if !retry.IsPermanent(err) || !errors.Is(err, ErrRefused) || sum.Attempts != 1 {
+				t.Errorf("%v: permanent %v, attempts %d: want a permanent refusal, tried once", err, retry.IsPermanent(err), sum.Attempts)
+			}
+			if _, err := os.Stat(filepath.Join(gs.root, "out")); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("a refused push wrote at the destination: %v", err)
+			}
+		})
+	}
+
+	// A stale attempt: attempt 2 was verified (the fence rose), so
+	// attempt 1 is refused, though its grant is otherwise good.
+	gs.v.Fence("t-1", 2)
+	cfg := ClientConfig{Addr: gs.addr, Streams: 2, BlockSize: 1 << 20, Tuning: Tuning{DSCP: -1}, Grant: gs.sign(t, func(g *grant.Grant) { g.Paths = []string{"out"} })}
+	sum, err := pushTree(context.Background(), t, cfg, local, "out/", 3)
+	const stale = "refused: grant: a newer attempt of the task exists: attempt 1 of task t-1, attempt 2 is current"
+	if err == nil || !strings.Contains(err.Error(), stale) || !retry.IsPermanent(err) || sum.Attempts != 1 {
+		t.Fatalf("stale attempt: %v (attempts %d), want %q", err, sum.Attempts, stale)
+	}
+	if _, err := os.Stat(filepath.Join(gs.root, "out")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a stale attempt wrote at the destination: %v", err)
+	}
+}
+
+// TestGrantPerFile: a tree pushed into a directory above what the grant
+// covers: the covered file arrives, the directories on the way are
+// created, and every other file and link fails with the reason (a
+// directory outside is not created, and has no verdict of its own);
+// nothing of them is written.
+func TestGrantPerFile(t *testing.T) {
+	gs := serveGranted(t, nil)
+	local := filepath.Join(t.TempDir(), "run42")
+	files := makeTree(t, local, map[string]int{"a.bin": 2<<20 + 1, "sub/b.txt": 100, "c.txt": 10})
+	os.Symlink("sub/b.txt", filepath.Join(local, "link"))
+	tok := gs.sign(t, func(g *grant.Grant) { g.Paths = []string{"in/run42/a.bin", "in/run42/link"} })
+	cfg := ClientConfig{Addr: gs.addr, Streams: 2, BlockSize: 1 << 20, Tuning: Tuning{DSCP: -1}, Grant: tok}
+	sum, err := pushTree(context.Background(), t, cfg, local, "in/", 3)
+	var ff *FilesFailedError
+	if !errors.As(err, &ff) || sum.Attempts != 1 {
+		t.Fatalf("push: %v, attempts %d: want some files failed", err, sum.Attempts)
+	}
+	if got, _ := os.ReadFile(filepath.Join(gs.root, "in", "run42", "a.bin")); !bytes.Equal(got, files["a.bin"]) {
+		t.Error("the covered file did not arrive")
+	}
+	failed := strings.Join(sum.Failures, "\n")
+	for _, want := range []string{
+		`run42/c.txt: grant: path not covered: "in/run42/c.txt" is outside in/run42/a.bin, in/run42/link`,
+		`run42/sub/b.txt: grant: path not covered`,
+		// The link's own path is covered, what it points to is not.
+		`run42/link: symlink run42/link -> sub/b.txt: grant: path not covered: it resolves outside in/run42/a.bin, in/run42/link: not recreated`,
+	} {
+		if !strings.Contains(failed, want) {
+			t.Errorf("failures:\n%s\nwant %q", failed, want)
+		}
+	}
+	for _, p := range []string{"in/run42/c.txt", "in/run42/sub", "in/run42/link"} {
+		if _, err := os.Lstat(filepath.Join(gs.root, p)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s written outside the grant: %v", p, err)
+		}
+	}
+}
+
+// TestGrantWithToken: the token and the grant are both checked.
+func TestGrantWithToken(t *testing.T) {
+	gs := serveGranted(t, []byte("secret"))
+	local := filepath.Join(t.TempDir(), "run42")
+	makeTree(t, local, map[string]int{"a.bin": 1 << 20})
+	for _, tc := range []struct {
+		name  string
+		token string
+		grant bool
+		want  string
+	}{
+		{"both", "secret", true, ""},
+		{"wrong token", "guess", true, "authentication failed: wrong token"},
+		{"token without grant", "secret", false, "refused: the server takes pushes only with a grant from the controller"},
+		{"grant without token", "", true, "the server requires a token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ClientConfig{Addr: gs.addr, Streams: 2, BlockSize: 1 << 20, Tuning: Tuning{DSCP: -1}, Token: []byte(tc.token)}
+			if tc.grant {
+				cfg.Grant = gs.sign(t, nil)
+			}
+			sum, err := pushTree(context.Background(), t, cfg, local, "in/"+strings.ReplaceAll(tc.name, " ", "-")+"/", 2)
+			if tc.want == "" {
+				if err != nil || !sum.Verified {
+					t.Fatalf("push: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !retry.IsPermanent(err) || sum.Attempts != 1 {
+				t.Fatalf("push: %v (attempts %d), want a permanent %q", err, sum.Attempts, tc.want)
+			}
+		})
+	}
+}
+
+// TestGrantFence: a running push of attempt 1 is cut when the controller
+// raises the fence (a heartbeat's Fence) or attempt 2 verifies; its client
+// gets the permanent reason, nothing is under the final name, and attempt 2
+// resumes the partial file and delivers it whole.
+func TestGrantFence(t *testing.T) {
+	for _, how := range []string{"fence", "newer attempt"} {
+		t.Run(how, func(t *testing.T) {
+			gs := serveGranted(t, nil)
+			local := filepath.Join(t.TempDir(), "run42")
+			const size = 24 << 20
+			files := makeTree(t, local, map[string]int{"big.bin": size})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			// Attempt 1, paced to 40 Mbit/s so that it is still running
+			// when it is fenced.
+			cfg1 := ClientConfig{Addr: gs.addr, Streams: 2, BlockSize: 1 << 20, Tuning: Tuning{DSCP: -1, Rate: 40e6}, Grant: gs.sign(t, nil)}
+			type outcome struct {
+				sum Summary
+				err error
+			}
+			first := make(chan outcome, 1)
+			go func() {
+				sum, err := pushTree(ctx, t, cfg1, local, "in/", 3)
+				first <- outcome{sum, err}
+			}()
+			// Wait until some blocks are journaled at the server.
+			journal := filepath.Join(gs.root, "in", "run42", ".big.bin"+journalSuffix)
+			for {
+				if fi, err := os.Stat(journal); err == nil && fi.Size() > 64 {
+					break
+				}
+				select {
+				case o := <-first:
+					t.Fatalf("attempt 1 ended before it was fenced: %v", o.err)
+				case <-ctx.Done():
+					t.Fatal("no block of attempt 1 arrived")
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			cfg2 := ClientConfig{Addr: gs.addr, Streams: 2, BlockSize: 1 << 20, Tuning: Tuning{DSCP: -1}, Grant: gs.sign(t, func(g *grant.Grant) { g.Attempt = 2 })}
+			second := make(chan outcome, 1)
+			if how == "fence" {
+				gs.v.Fence("t-1", 2)
+			} else {
+				go func() {
+					sum, err := pushTree(ctx, t, cfg2, local, "in/", 3)
+					second <- outcome{sum, err}
+				}()
+			}
+			o := <-first
+			const reason = "refused: attempt 1 of task t-1 is no longer current"
+			if o.err == nil || !strings.Contains(o.err.Error(), reason) || !retry.IsPermanent(o.err) || o.sum.Attempts != 1 {
+				t.Fatalf("attempt 1: %v (attempts %d), want a permanent %q", o.err, o.sum.Attempts, reason)
+			}
+			if how == "fence" {
+				if _, err := os.Stat(filepath.Join(gs.root, "in", "run42", "big.bin")); !errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("the fenced attempt's file is under its final name: %v", err)
+				}
+				if _, err := os.Stat(filepath.Join(gs.root, "in", "run42", ".big.bin"+partSuffix)); err != nil {
+					t.Fatalf("the partial file is gone: %v", err)
+				}
+				go func() {
+					sum, err := pushTree(ctx, t, cfg2, local, "in/", 3)
+					second <- outcome{sum, err}
+				}()
+			}
+			o = <-second
+			if o.err != nil || !o.sum.Verified {
+				t.Fatalf("attempt 2: %v, %+v", o.err, o.sum)
+			}
+			if o.sum.BytesSent >= size || o.sum.BytesSkipped == 0 {
+				t.Errorf("attempt 2 sent %d bytes and found %d there: it did not resume attempt 1's partial file", o.sum.BytesSent, o.sum.BytesSkipped)
+			}
+			if got, _ := os.ReadFile(filepath.Join(gs.root, "in", "run42", "big.bin")); !bytes.Equal(got, files["big.bin"]) {
+				t.Error("big.bin differs at the server")
+			}
+			// Attempt 1 cannot come back.
+			sum, err := pushTree(ctx, t, cfg1, local, "in/", 3)
+			if err == nil || !errors.Is(err, ErrRefused) || sum.Attempts != 1 {
+				t.Errorf("attempt 1 again: %v", err)
+			}
+		})
+	}
+}
+
+// TestGrantVersions: a client too old to send a grant is told so by a
+// server that needs one; a client with a grant leaves it out for a server
+// too old to read it (version 2), and a server without grants ignores one.
+func TestGrantVersions(t *testing.T) {
+	gs := serveGranted(t, nil)
+	c, err := net.Dial("tcp", gs.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Write(wire.AppendHello(nil, wire.Hello{MinVersion: 1, MaxVersion: 2, Kind: wire.KindControl})); err != nil {
+		t.Fatal(err)
+	}
+	r, w := wire.NewReader(c), wire.NewWriter(c)
+	if m, err := r.Read(); err != nil || m.(*wire.HelloOK).Version != 2 {
+		t.Fatalf("hello: %v, %v", m, err)
+	}
+	put := &wire.Put{Transfer: wire.Transfer{Tuning: wire.Tuning{DSCP: -1}, Streams: 1, BlockSize: 1 << 20}, Dest: "in/", Sources: 1, DirSlash: true}
+	if err := w.Send(put); err != nil {
+		t.Fatal(err)
+	}
+	const old = "the server takes pushes only with a grant from the controller, and this client (protocol version 2) cannot send one"
+	if m, err := r.Read(); err != nil || m.(*wire.Error).Msg != old {
+		t.Fatalf("a version 2 client: %v, %v; want %q", m, err, old)
+	}
+
+	// A version 2 server: the client's first frame after the hello is its
+	// request.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	first := make(chan wire.Type, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if _, err := wire.ReadHello(c); err != nil {
+			return
+		}
+		w := wire.NewWriter(c)
+		w.Send(&wire.HelloOK{Version: 2})
+		m, err := wire.NewReader(c).Read()
+		if err == nil {
+			first <- m.Type()
+		}
+		w.Send(&wire.Error{Code: wire.CodeRefused, Msg: "old server"})
+	}()
+	cfg := ClientConfig{Addr: ln.Addr().String(), Streams: 1, Tuning: Tuning{DSCP: -1}, Grant: gs.sign(t, nil)}
+	local := filepath.Join(t.TempDir(), "run42")
+	makeTree(t, local, map[string]int{"a": 1})
+	if _, err := pushTree(context.Background(), t, cfg, local, "in/", 0); err == nil || !strings.Contains(err.Error(), "old server") {
+		t.Fatalf("push to the old server: %v", err)
+	}
+	if got := <-first; got != wire.TPut {
+		t.Fatalf("a version 2 server got %s first, want put", got)
+	}
+
+	// A server without grants takes a push that carries one.
+	plain := t.TempDir()
+	cfg.Addr = serveLoopback(t, plain)
+	if sum, err := pushTree(context.Background(), t, cfg, local, "in/", 0); err != nil || !sum.Verified {
+		t.Fatalf("push with a grant to a server without grants: %v", err)
+	}
+}
