@@ -126,7 +126,7 @@ what it sends: each task is paced at its booked rate, and at most
 			var verifier *grant.Verifier
 			if dn.on() {
 				verifier = grant.NewVerifier(dn.node, nil)
-				//GRANTS scfg.Grants = verifier
+				scfg.Grants = verifier
 			}
 			srv, err := mover.NewServer(scfg)
 			if err != nil {

@@ -347,6 +347,7 @@ func taskRate(booked, nodeMax uint64, maxTasks int) uint64 {
 func (n *node) clientConfig(w apiv1.TaskWork) mover.ClientConfig {
 	return mover.ClientConfig{
 		Addr:      w.Address,
+		Grant:     w.Grant,
 		Token:     n.cfg.Token,
 		TLS:       n.cfg.TLS,
 		Tuning:    mover.Tuning{Rate: taskRate(w.Task.RateBps, n.cfg.MaxRateBps, n.cfg.MaxTasks), DSCP: -1},

@@ -3,6 +3,7 @@ package datanode
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"hash/adler32"
 	"hash/crc32"
@@ -17,7 +18,9 @@ import (
 
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/mover"
+	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transfer/grant"
 	"github.com/lightpath/lightpath/internal/transport"
 )
 
@@ -400,5 +403,72 @@ func TestTaskRate(t *testing.T) {
 		if got := taskRate(tc.booked, tc.nodeMax, tc.tasks); got != tc.want {
 			t.Errorf("taskRate(%d, %d, %d) = %d, want %d", tc.booked, tc.nodeMax, tc.tasks, got, tc.want)
 		}
+	}
+}
+
+// TestGrants: a heartbeat's answer gives the server's verifier the
+// controller's key and raises its fences, and stops the tasks it names; a
+// push carries the task's grant, which the destination checks: a valid
+// one lands, a fenced (older) attempt is refused for good.
+func TestGrants(t *testing.T) {
+	key, err := grant.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := key.Public().(ed25519.PublicKey)
+	v := grant.NewVerifier("b1", nil)
+	src, dst := t.TempDir(), t.TempDir()
+	addr := serve(t, mover.ServerConfig{Root: dst, Grants: v})
+	write(t, src, "run1/a/x.dat", randomBytes(100_000, 5))
+	root, err := os.OpenRoot(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+
+	// The heartbeat's answer: the key, a fence, a task to stop.
+	n := &node{cfg: Config{Retries: 1, Verifier: v}, root: root, log: slog.New(slog.DiscardHandler), tasks: map[string]*running{}}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	n.tasks["k-old"] = &running{cancel: cancel}
+	n.apply(apiv1.DataNodeWork{GrantKey: grant.EncodeKey(pub), Fences: []apiv1.Fence{{Task: "k-1", Attempt: 2}}, Cancel: []string{"k-old"}})
+	if !errors.Is(context.Cause(ctx), errCancelled) {
+		t.Errorf("the task named in Cancel was not stopped: %v", context.Cause(ctx))
+	}
+	if v.Current("k-1", 1) || !v.Current("k-1", 2) {
+		t.Error("the fence of k-1 was not raised to attempt 2")
+	}
+
+	sign := func(attempt int) string {
+		tok, err := grant.Sign(key, grant.Grant{User: "alice", Job: "j-1", Task: "k-1", Attempt: attempt, Node: "b1",
+			Mode: grant.Write, Paths: []string{"in"}, Expires: time.Now().Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	files := []transfer.JobFile{{Path: "run1/a/x.dat", Dest: "in/run1/a/x.dat"}}
+	// Attempt 1 is fenced: refused, permanently, nothing written.
+	err = n.pushAll(context.Background(), apiv1.TaskWork{Task: transfer.Task{ID: "k-1", Attempt: 1}, Files: files, Address: addr, Grant: sign(1)},
+		&batcher{}, func(*mover.Meter, int64) {})
+	if err == nil || !retry.IsPermanent(err) {
+		t.Errorf("a push of a fenced attempt: %v, want a permanent refusal", err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "in/run1/a/x.dat")); err == nil {
+		t.Error("a fenced attempt wrote its file")
+	}
+	// Attempt 2 lands.
+	b := &batcher{}
+	if err := n.pushAll(context.Background(), apiv1.TaskWork{Task: transfer.Task{ID: "k-1", Attempt: 2}, Files: files, Address: addr, Grant: sign(2)},
+		b, func(*mover.Meter, int64) {}); err != nil {
+		t.Fatalf("a push with a valid grant: %v", err)
+	}
+	if rs := b.take(); len(rs) != 1 || !rs[0].OK {
+		t.Errorf("verdicts %+v", rs)
+	}
+	// No grant at all: refused.
+	err = n.pushAll(context.Background(), apiv1.TaskWork{Task: transfer.Task{ID: "k-1", Attempt: 2}, Files: files, Address: addr},
+		&batcher{}, func(*mover.Meter, int64) {})
+	if err == nil || !retry.IsPermanent(err) {
+		t.Errorf("a push without a grant: %v, want a permanent refusal", err)
 	}
 }
