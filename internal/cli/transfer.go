@@ -371,7 +371,7 @@ func (f submitFlags) request(args []string, now time.Time) (transfer.JobRequest,
 	for i, a := range srcs {
 		l, err := transfer.ParseLocation(a)
 		if err != nil {
-			return req, fmt.Errorf("source %w", err)
+			return req, fmt.Errorf("source: %w", err)
 		}
 		if i == 0 {
 			first = l
@@ -382,7 +382,7 @@ func (f submitFlags) request(args []string, now time.Time) (transfer.JobRequest,
 	}
 	d, err := transfer.ParseLocation(dst)
 	if err != nil {
-		return req, fmt.Errorf("destination %w", err)
+		return req, fmt.Errorf("destination: %w", err)
 	}
 	req.Destination = d.String()
 	if f.deadline != "" {

@@ -36,9 +36,9 @@ func TestSubmitRequest(t *testing.T) {
 			return r.Checksum == "adler32" && r.Expected["siteA:run1/a.dat"] == "0a0b0c0d" && r.Expected["siteA:run1/b.dat"] == "00000001"
 		}, ""},
 		{"skip", submitFlags{skipExisting: true}, []string{"a:x", "b:y"}, func(r transfer.JobRequest) bool { return r.Policy == transfer.PolicySkip }, ""},
-		{"no endpoint", submitFlags{}, []string{"run1", "siteB:in"}, nil, "source malformed location"},
+		{"no endpoint", submitFlags{}, []string{"run1", "siteB:in"}, nil, "source: malformed location"},
 		{"path out of the root", submitFlags{}, []string{"siteA:../etc", "siteB:in"}, nil, "leads out of the endpoint's root"},
-		{"destination out of the root", submitFlags{}, []string{"siteA:run1", "siteB:in/../../x"}, nil, "destination malformed location"},
+		{"destination out of the root", submitFlags{}, []string{"siteA:run1", "siteB:in/../../x"}, nil, "destination: malformed location"},
 		{"two source endpoints", submitFlags{}, []string{"siteA:a", "siteC:b", "siteB:in"}, nil, "all on one endpoint"},
 		{"deadline in the past", submitFlags{deadline: "2020-01-01T00:00:00Z"}, []string{"a:x", "b:y"}, nil, "is in the past"},
 		{"malformed deadline", submitFlags{deadline: "tomorrow-ish"}, []string{"a:x", "b:y"}, nil, `--deadline: invalid time "tomorrow-ish"`},
