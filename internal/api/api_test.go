@@ -21,6 +21,7 @@ import (
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/service"
 	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/store/pgtest"
 	"github.com/lightpath/lightpath/internal/testclock"
@@ -115,7 +116,11 @@ func (e *env) start(topo string) {
 	}
 	e.admin = strings.TrimSpace(string(b))
 	e.c = c
-	h := api.NewServer(c, nil, "test", nil).RequireMetricsToken(e.metricsAuth).WithSignIn(file)
+	svc, err := service.New(ctx, service.Config{Controller: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := api.NewServer(c, nil, "test", nil).RequireMetricsToken(e.metricsAuth).WithSignIn(file).WithService(svc)
 	e.h = h
 	closeMon := func() {}
 	if e.mon != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/lightpath/lightpath/internal/monitor/derive"
 	"github.com/lightpath/lightpath/internal/monitor/repo"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/service"
 	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/transfer/registry"
 )
@@ -53,6 +54,7 @@ type Server struct {
 	derive  *derive.Deriver
 
 	transfers *registry.Registry
+	svc       *service.Service // the transfer service (jobs.go)
 	alerts    *alert.Evaluator
 	history   *alert.History
 
@@ -154,6 +156,16 @@ func (s *Server) Routes() []Route {
 		{Method: "GET", Path: "/api/v1/transfers/{id}", h: s.getTransfer},
 		{Method: "POST", Path: "/api/v1/transfers/{id}/progress", h: s.reportTransfer},
 		{Method: "GET", Path: "/api/v1/alerts", h: s.getAlerts},
+		{Method: "GET", Path: "/api/v1/jobs", h: s.listJobs},
+		{Method: "POST", Path: "/api/v1/jobs", h: s.submitJob},
+		{Method: "GET", Path: "/api/v1/jobs/{id}", h: s.getJob},
+		{Method: "POST", Path: "/api/v1/jobs/{id}/cancel", h: s.cancelJob},
+		{Method: "GET", Path: "/api/v1/endpoints", h: s.listEndpoints},
+		{Method: "POST", Path: "/api/v1/endpoints/{name}/allow", h: s.allowEndpoint},
+		{Method: "POST", Path: "/api/v1/datanodes/{node}/heartbeat", h: s.dataNodeHeartbeat},
+		{Method: "POST", Path: "/api/v1/datanodes/{node}/claim", h: s.claim},
+		{Method: "POST", Path: "/api/v1/tasks/{id}/listing", h: s.taskListing},
+		{Method: "POST", Path: "/api/v1/tasks/{id}/report", h: s.taskReport},
 	}
 }
 
@@ -261,6 +273,7 @@ func writeError(w http.ResponseWriter, err error) {
 		d.Alternatives = alternatives(ref.Alternatives)
 	case errors.Is(err, reserve.ErrCapacity):
 		d.Code = apiv1.CodeCapacity
+		d.Deadline = jobRefusal(err)
 	case errors.Is(err, store.ErrDeposed):
 		d.Code = apiv1.CodeStandby
 		w.Header().Set("Retry-After", strconv.Itoa(StandbyRetryAfter))

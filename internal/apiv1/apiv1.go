@@ -56,6 +56,9 @@ type ErrorDetail struct {
 	Field        string        `json:"field,omitempty"`
 	Alternatives *Alternatives `json:"alternatives,omitempty"`
 	Stranded     []string      `json:"stranded,omitempty"`
+	// Deadline, with code "capacity" on POST /api/v1/jobs, is the
+	// earliest completion a deadline job that cannot be met could have.
+	Deadline *JobRefusal `json:"deadline,omitempty"`
 }
 
 // Alternatives are offered with a refused create: the earliest slot of the

@@ -32,6 +32,9 @@ func TestWireFormat(t *testing.T) {
 		api.LinkReport{}, api.LinkReportResult{}, api.PushResult{}, api.QueryResult{}, api.MetricNames{},
 		api.TransferList{}, api.TransferPage{}, api.Live{}, api.StreamEnd{}, api.SignInHint{},
 		api.SignInRequest{}, api.SignIn{},
+		api.JobResponse{}, api.JobList{}, api.JobPage{}, api.JobRefusal{}, api.EndpointList{},
+		api.EndpointAllow{}, api.DataNodeHeartbeat{}, api.DataNodeWork{}, api.ClaimRequest{}, api.Claim{},
+		api.Listing{}, api.TaskReport{}, api.TaskAnswer{},
 	} {
 		p := reflect.New(reflect.TypeOf(v))
 		fill(p.Elem(), "", 0)

@@ -22,6 +22,7 @@ import (
 	"github.com/lightpath/lightpath/internal/monitor/alert"
 	"github.com/lightpath/lightpath/internal/monitor/repo"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/service"
 	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/transfer/registry"
 	"github.com/lightpath/lightpath/internal/units"
@@ -370,7 +371,11 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 		return errors.New("controller: the database has no users yet: give --admin-token-file F and the admin's token is written there")
 	}
 
-	handler := api.NewServer(c, web.FS, Version, log).RequireMetricsToken(o.limits.metricsToken)
+	svc, err := service.New(ctx, service.Config{Controller: c, Log: log.With("component", "service")})
+	if err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+	handler := api.NewServer(c, web.FS, Version, log).RequireMetricsToken(o.limits.metricsToken).WithService(svc)
 	if mp := metricsPath(o); mp != "none" {
 		tiers, err := repo.ParseTiers(o.tiers)
 		if err != nil {
@@ -432,6 +437,7 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 
 	var wg sync.WaitGroup
 	wg.Go(func() { c.Run(ctx) })
+	wg.Go(func() { svc.Run(ctx) })
 	gate.Lead(handler)
 	standbyMu.Lock()
 	serveAll()

@@ -32,3 +32,23 @@ func (s *sqlStore) ExecRaw(ctx context.Context, q string, args ...any) error {
 	_, err := s.q.exec(ctx, q, args...)
 	return err
 }
+
+// ColumnCollations returns the collation of each text column of a
+// PostgreSQL table in the store's schema ("" for the database's default).
+func ColumnCollations(ctx context.Context, s Store, table string) (map[string]string, error) {
+	rs, err := s.(*sqlStore).q.query(ctx, `SELECT column_name, COALESCE(collation_name, '') FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = ? AND data_type = 'text'`, table)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	out := map[string]string{}
+	for rs.Next() {
+		var col, coll string
+		if err := rs.Scan(&col, &coll); err != nil {
+			return nil, err
+		}
+		out[col] = coll
+	}
+	return out, rs.Err()
+}

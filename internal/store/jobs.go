@@ -13,9 +13,8 @@ import (
 // run, and the optimizer's decisions. The contract of Store holds for
 // every method (errors, concurrency, copies, times in UTC); storetest
 // checks it on both backends. Text holding invalid UTF-8 or a NUL byte is
-// refused with reserve.ErrInvalid on both backends alike.
-//
-// Store embeds Jobs once both backends implement it.
+// refused with reserve.ErrInvalid on both backends alike. Names, IDs and
+// paths sort byte by byte (Go's string order) on both backends.
 type Jobs interface {
 	// CreateJob stores a new job. The ID must be new (reserve.ErrConflict),
 	// ID, Owner and State not empty (reserve.ErrInvalid). A non-empty Key
@@ -44,19 +43,21 @@ type Jobs interface {
 	DeleteJob(ctx context.Context, id string) error
 
 	// AddJobFiles stores new files, of jobs that exist (reserve.ErrNotFound
-	// otherwise). (Job, Path) is unique: a file stored already is
-	// reserve.ErrConflict and nothing of the call is stored. Path and
-	// State must not be empty (reserve.ErrInvalid).
+	// otherwise). (Job, Path) is unique: a file stored already, or given
+	// twice, is reserve.ErrConflict and nothing of the call is stored. Job,
+	// Path and State must not be empty (reserve.ErrInvalid). However many
+	// files, the call is one transaction of a few multi-row statements.
 	AddJobFiles(ctx context.Context, files []transfer.JobFile) error
 	// UpdateJobFiles replaces each stored file (Job, Path) with the one
-	// given; one unknown is reserve.ErrNotFound and nothing of the call is
-	// stored.
+	// given (a file given twice ends as given last); one unknown is
+	// reserve.ErrNotFound and nothing of the call is stored.
 	UpdateJobFiles(ctx context.Context, files []transfer.JobFile) error
 	// ListJobFiles returns the files matching every set field of f,
-	// ordered by Job then Path.
+	// ordered by Job then Path (byte order): page through a job's files
+	// with After set to the last Path of the previous page.
 	ListJobFiles(ctx context.Context, f JobFileFilter) ([]transfer.JobFile, error)
 	// CountJobFiles returns a job's files and their bytes by state (states
-	// without files are absent).
+	// without files are absent; an unknown job has none).
 	CountJobFiles(ctx context.Context, job string) (map[string]FileCount, error)
 
 	// CreateTask stores a new task of a job that exists (reserve.ErrNotFound
@@ -89,7 +90,8 @@ type Jobs interface {
 	// lapsed leases included (Alive is the caller's to set).
 	ListDataNodes(ctx context.Context) ([]transfer.DataNode, error)
 
-	// AppendDecision stores one optimizer decision.
+	// AppendDecision stores one optimizer decision, of a job that exists
+	// (reserve.ErrNotFound otherwise).
 	AppendDecision(ctx context.Context, d transfer.Decision) error
 	// ListDecisions returns a job's decisions, newest first (At descending),
 	// at most limit when positive.

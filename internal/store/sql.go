@@ -48,6 +48,9 @@ type backend interface {
 	begin(ctx context.Context) (txn, error)
 	// serial is the column type of an auto-assigned integer primary key.
 	serial() string
+	// binary is the collation clause that makes a text column compare
+	// byte by byte, as Go's strings do.
+	binary() string
 	isUnique(err error) bool
 	close() error
 }
@@ -187,7 +190,8 @@ func boolInt(b bool) int64 {
 
 // migrations are the schema versions in order: migrations[i] takes the
 // database from version i to i+1. Never edit one that has shipped; append.
-// {{serial}} becomes the backend's auto-assigned integer key.
+// {{serial}} becomes the backend's auto-assigned integer key, {{binary}}
+// its byte-order collation.
 var migrations = [][]string{
 	{
 		`CREATE TABLE reservations (
@@ -358,6 +362,72 @@ var migrations = [][]string{
 			PRIMARY KEY (name, value, alert_id)
 		)`,
 	},
+	{
+		// Version 6: the transfer service (Jobs). Each record is its JSON
+		// document plus the columns it is selected or ordered by. Names,
+		// IDs and paths compare byte by byte ({{binary}}) on both
+		// databases, so a job's files page by (job, path) in the same
+		// order everywhere, along the primary key. A job may have 100,000
+		// files: the controller reads a job's files by state (the pending
+		// ones, the counts), so (job, state) is indexed too; tasks are
+		// read by job and by state (the queued ones to claim), decisions
+		// by job, newest first. The children reference their job, and
+		// DeleteJob deletes them itself as well, whatever the pragma.
+		`CREATE TABLE endpoints (
+			name TEXT {{binary}} PRIMARY KEY,
+			doc TEXT NOT NULL
+		)`,
+		`CREATE TABLE datanodes (
+			node TEXT {{binary}} PRIMARY KEY,
+			endpoint TEXT NOT NULL,
+			lease_ns BIGINT NOT NULL,
+			doc TEXT NOT NULL
+		)`,
+		`CREATE INDEX datanodes_endpoint ON datanodes (endpoint)`,
+		`CREATE TABLE jobs (
+			id TEXT {{binary}} PRIMARY KEY,
+			owner TEXT NOT NULL,
+			key TEXT NOT NULL,
+			state TEXT NOT NULL,
+			created_ns BIGINT NOT NULL,
+			version BIGINT NOT NULL,
+			doc TEXT NOT NULL
+		)`,
+		`CREATE UNIQUE INDEX jobs_owner_key ON jobs (owner, key) WHERE key <> ''`,
+		`CREATE INDEX jobs_created ON jobs (created_ns)`,
+		`CREATE INDEX jobs_owner ON jobs (owner, created_ns)`,
+		`CREATE INDEX jobs_state ON jobs (state, created_ns)`,
+		`CREATE TABLE job_files (
+			job TEXT {{binary}} NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+			path TEXT {{binary}} NOT NULL,
+			state TEXT NOT NULL,
+			task TEXT NOT NULL,
+			size BIGINT NOT NULL,
+			doc TEXT NOT NULL,
+			PRIMARY KEY (job, path)
+		)`,
+		`CREATE INDEX job_files_state ON job_files (job, state)`,
+		`CREATE INDEX job_files_task ON job_files (task)`,
+		`CREATE TABLE tasks (
+			id TEXT {{binary}} PRIMARY KEY,
+			job TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+			kind TEXT NOT NULL,
+			state TEXT NOT NULL,
+			from_node TEXT NOT NULL,
+			to_node TEXT NOT NULL,
+			created_ns BIGINT NOT NULL,
+			doc TEXT NOT NULL
+		)`,
+		`CREATE INDEX tasks_job ON tasks (job, created_ns)`,
+		`CREATE INDEX tasks_state ON tasks (state, created_ns)`,
+		`CREATE TABLE decisions (
+			seq {{serial}},
+			job TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+			at_ns BIGINT NOT NULL,
+			doc TEXT NOT NULL
+		)`,
+		`CREATE INDEX decisions_job ON decisions (job, at_ns)`,
+	},
 }
 
 // CodeSchemaVersion returns the schema version this code migrates to.
@@ -385,6 +455,7 @@ func (s *sqlStore) migrateTo(ctx context.Context, target int) error {
 		for v := have; v < min(target, len(migrations)); v++ {
 			for _, stmt := range migrations[v] {
 				stmt = strings.ReplaceAll(stmt, "{{serial}}", s.b.serial())
+				stmt = strings.ReplaceAll(stmt, "{{binary}}", s.b.binary())
 				if _, err := s.q.exec(ctx, stmt); err != nil {
 					return fmt.Errorf("migrate to version %d: %w", v+1, err)
 				}

@@ -73,6 +73,7 @@ func openSQLite(path string) (*sqlStore, error) {
 
 func (b *sqliteBackend) name() string   { return "SQLite" }
 func (b *sqliteBackend) serial() string { return "INTEGER PRIMARY KEY AUTOINCREMENT" }
+func (b *sqliteBackend) binary() string { return "COLLATE BINARY" }
 func (b *sqliteBackend) close() error   { return b.db.Close() }
 
 func (b *sqliteBackend) isUnique(err error) bool {

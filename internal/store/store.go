@@ -1,7 +1,9 @@
 // Package store persists the controller's state: reservations with their
 // history, exclusive holds, users and their API tokens, the audit log, the
 // agents' registrations, the controller's settings, the data transfers
-// recorded by cp and the alert history of the rules. One interface,
+// recorded by cp, the alert history of the rules, and the transfer
+// service's endpoints, data nodes, jobs, files, tasks and optimizer
+// decisions (Jobs). One interface,
 // Store, has two implementations, SQLite (the default, embedded, pure Go)
 // and PostgreSQL, and one conformance suite (package storetest) that both
 // run, so the controller cannot tell them apart.
@@ -187,6 +189,9 @@ type Store interface {
 	// ListAlerts returns the records matching f, newest first (At
 	// descending, then ID descending).
 	ListAlerts(ctx context.Context, f AlertFilter) ([]AlertRecord, error)
+
+	// Jobs is the transfer service's part (schema version 6).
+	Jobs
 
 	// Tx runs fn in one write transaction: fn's Store sees its own writes,
 	// and they are committed together when fn returns nil or all discarded

@@ -235,3 +235,29 @@ func TestImportMetricsFileNone(t *testing.T) {
 		t.Errorf("marked done with nothing imported: %v", err)
 	}
 }
+
+// TestPostgresByteOrder: the transfer service's names, IDs and paths
+// compare byte by byte on PostgreSQL whatever the database's collation
+// (the test cluster's is C, a production one's often en_US), so a job's
+// files page in the order SQLite and Go give.
+func TestPostgresByteOrder(t *testing.T) {
+	ctx := context.Background()
+	s, err := store.Open(ctx, postgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for table, cols := range map[string][]string{
+		"endpoints": {"name"}, "datanodes": {"node"}, "jobs": {"id"}, "job_files": {"job", "path"}, "tasks": {"id"},
+	} {
+		got, err := store.ColumnCollations(ctx, s, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cols {
+			if got[c] != "C" {
+				t.Errorf("%s.%s has collation %q, want C", table, c, got[c])
+			}
+		}
+	}
+}

@@ -119,10 +119,8 @@ func transferCond(f TransferFilter) (string, []any) {
 		cond, args = append(cond, "owner = ?"), append(args, f.Owner)
 	}
 	if len(f.States) > 0 {
-		cond = append(cond, "state IN (?"+strings.Repeat(", ?", len(f.States)-1)+")")
-		for _, st := range f.States {
-			args = append(args, st)
-		}
+		c, a := inStrings("state", f.States)
+		cond, args = append(cond, c), append(args, a...)
 	}
 	if !f.Since.IsZero() {
 		cond, args = append(cond, "started_ns >= ?"), append(args, encTime(f.Since))

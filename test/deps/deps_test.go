@@ -154,6 +154,19 @@ func TestControllerDeps(t *testing.T) {
 	})
 }
 
+// The transfer service is the controller's side of data nodes and jobs:
+// it never links the HTTP face or the command line, nor the kernel.
+func TestServiceDeps(t *testing.T) {
+	check(t, module+"internal/service", []forbidden{
+		module + "internal/api",
+		module + "internal/cli",
+		module + "internal/client",
+		module + "internal/testbed/...",
+		"github.com/vishvananda/netlink/...",
+		"github.com/google/nftables/...",
+	})
+}
+
 // Every package of the module is on the package map of
 // docs/architecture.md, named by its path in backquotes, so a new package
 // cannot arrive without saying what it owns and what it imports.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
+	"github.com/lightpath/lightpath/internal/transfer"
 )
 
 // The suite's part for settings and exclusive holds (schema version 3).
@@ -319,6 +320,11 @@ func testUpgrade(t *testing.T, url string, openAt OpenAtFunc, from int) {
 		old.AppendAudit(ctx, store.AuditEntry{At: base, Who: "alice", What: "create", Detail: "r1"}),
 		old.PutAgent(ctx, store.Agent{Node: "r1", RegisteredAt: base, LeaseExpires: base.Add(time.Minute)}),
 	}
+	// Version 5: transfers.
+	tr := sampleTransfer("t-1", "alice", 0)
+	if from >= 5 {
+		steps = append(steps, old.CreateTransfer(ctx, tr))
+	}
 	if err := errors.Join(steps...); err != nil {
 		old.Close()
 		t.Fatal(err)
@@ -381,5 +387,37 @@ func testUpgrade(t *testing.T, url string, openAt OpenAtFunc, from int) {
 	}
 	if tok, err := s.TokenByHash(ctx, h2); err != nil || tok.Node != "r2" {
 		t.Errorf("a node-bound token after the upgrade: %+v, %v", tok, err)
+	}
+	if from >= 5 {
+		if got, err := s.GetTransfer(ctx, "t-1"); err != nil {
+			t.Error(err)
+		} else {
+			sameTransfer(t, got, tr)
+		}
+	}
+	// Version 6: the transfer service's jobs, files, tasks, endpoints,
+	// data nodes and decisions.
+	j := sampleJob("j-1", "alice", "k1", 0)
+	files := []transfer.JobFile{sampleFile("j-1", "b", transfer.FilePending), sampleFile("j-1", "a", transfer.FileActive)}
+	if err := errors.Join(
+		s.CreateJob(ctx, j),
+		s.AddJobFiles(ctx, files),
+		s.CreateTask(ctx, sampleTask("k-1", "j-1", transfer.TaskCopy, 0)),
+		s.AppendDecision(ctx, transfer.Decision{Job: "j-1", At: base, Reason: "start"}),
+		s.PutEndpoint(ctx, transfer.Endpoint{Name: "cern"}),
+		s.PutDataNode(ctx, transfer.DataNode{Node: "h1", Endpoint: "cern"}),
+	); err != nil {
+		t.Fatalf("the transfer service after the upgrade: %v", err)
+	}
+	if got, err := s.GetJobByKey(ctx, "alice", "k1"); err != nil {
+		t.Error(err)
+	} else {
+		same(t, "job after the upgrade", got, j)
+	}
+	if fs, err := s.ListJobFiles(ctx, store.JobFileFilter{Job: "j-1", After: "a"}); err != nil || !reflect.DeepEqual(filePaths(fs), []string{"j-1:b"}) {
+		t.Errorf("files after the upgrade: %v, %v", filePaths(fs), err)
+	}
+	if err := s.DeleteJob(ctx, "j-1"); err != nil {
+		t.Errorf("delete a job after the upgrade: %v", err)
 	}
 }

@@ -46,6 +46,19 @@ func Run(t *testing.T, newURL func(t *testing.T) string) {
 		{"AlertRoundTrip", testAlertRoundTrip},
 		{"AlertFilters", testAlertFilters},
 		{"TransfersAlertsRestart", testTransfersAlertsRestart},
+		{"JobRoundTrip", testJobRoundTrip},
+		{"JobInvalid", testJobInvalid},
+		{"JobIdempotency", testJobIdempotency},
+		{"JobCompareAndSwap", testJobCAS},
+		{"JobFilters", testJobFilters},
+		{"JobDelete", testJobDelete},
+		{"JobFiles", testJobFiles},
+		{"JobFilesAtomic", testJobFilesAtomic},
+		{"JobFilesPaging", testJobFilesPaging},
+		{"Tasks", testTasks},
+		{"EndpointsAndDataNodes", testEndpoints},
+		{"Decisions", testDecisions},
+		{"JobsTxAndRestart", testJobsTxRestart},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newURL(t)) })

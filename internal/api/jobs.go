@@ -1,0 +1,299 @@
+package api
+
+// The transfer service's routes: jobs for users (their own; operators
+// and admins everyone's), endpoints for everyone signed in (admins say who
+// may use them), and heartbeats, claims, listings and reports for data
+// nodes (agent tokens bound to the node, or admins). The service decides
+// (package service); this decodes, calls and encodes.
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/service"
+	"github.com/lightpath/lightpath/internal/store"
+	"github.com/lightpath/lightpath/internal/transfer"
+)
+
+// MaxListingBytes bounds a listing's body: a dataset of a few hundred
+// thousand files.
+const MaxListingBytes = 64 << 20
+
+// WithService makes the server answer the transfer service's routes, and
+// adds the service's aggregates to /metrics.
+func (s *Server) WithService(svc *service.Service) *Server {
+	s.svc = svc
+	s.metrics.reg.MustRegister(serviceGauges{svc})
+	return s
+}
+
+func (s *Server) needService() (*service.Service, error) {
+	if s.svc == nil {
+		return nil, &httpError{status: http.StatusNotFound, code: apiv1.CodeNotFound, msg: "this controller runs no transfer service"}
+	}
+	return s.svc, nil
+}
+
+func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
+	svc, err := s.needService()
+	if err != nil {
+		return err
+	}
+	var in transfer.JobRequest
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	j, created, err := svc.Submit(r.Context(), a, in)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, apiv1.JobResponse{Job: j, Created: created})
+	return nil
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
+	svc, err := s.needService()
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	f := store.JobFilter{Owner: q.Get("owner")}
+	for _, v := range q["state"] {
+		v = strings.ToUpper(v)
+		switch v {
+		case transfer.JobQueued, transfer.JobScheduled, transfer.JobActive, transfer.JobSucceeded, transfer.JobFailed, transfer.JobCancelled:
+		default:
+			return invalid("state", "state %q: want QUEUED, SCHEDULED, ACTIVE, SUCCEEDED, FAILED or CANCELLED", v)
+		}
+		f.States = append(f.States, v)
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return invalid("limit", "limit %q: want a positive number", v)
+		}
+		f.Limit = n
+	}
+	js, err := svc.List(r.Context(), a, f)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, apiv1.JobList{Jobs: js})
+	return nil
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
+	svc, err := s.needService()
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	var states []string
+	noFiles := false
+	for _, v := range q["files"] {
+		if v == "none" {
+			noFiles = true
+			continue
+		}
+		v = strings.ToUpper(v)
+		switch v {
+		case transfer.FilePending, transfer.FileActive, transfer.FileSucceeded, transfer.FileFailed, transfer.FileCancelled:
+		default:
+			return invalid("files", "files=%q: want a file state (PENDING, ACTIVE, SUCCEEDED, FAILED, CANCELLED) or none", v)
+		}
+		states = append(states, v)
+	}
+	opt := false
+	switch v := q.Get("optimizer"); v {
+	case "", "0", "false":
+	case "1", "true":
+		opt = true
+	default:
+		return invalid("optimizer", "optimizer=%q: want 1 or 0", v)
+	}
+	p, err := svc.Get(r.Context(), a, r.PathValue("id"), states, noFiles, opt)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, p)
+	return nil
+}
+
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
+	svc, err := s.needService()
+	if err != nil {
+		return err
+	}
+	var in apiv1.ActionRequest
+	if r.ContentLength != 0 {
+		if err := decode(w, r, &in); err != nil {
+			return err
+		}
+	}
+	j, err := svc.Cancel(r.Context(), a, r.PathValue("id"), in.Reason)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, j)
+	return nil
+}
+
+func (s *Server) listEndpoints(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
+	svc, err := s.needService()
+	if err != nil {
+		return err
+	}
+	eps, err := svc.Endpoints(r.Context(), a)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, apiv1.EndpointList{Endpoints: eps})
+	return nil
+}
+
+func (s *Server) allowEndpoint(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
+	svc, err := s.needService()
+	if err != nil {
+		return err
+	}
+	var in apiv1.EndpointAllow
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	ep, err := svc.Allow(r.Context(), a, r.PathValue("name"), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ep)
+	return nil
+}
+
+func (s *Server) dataNodeHeartbeat(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
+	svc, err := s.needService()
+	if err != nil {
+		return err
+	}
+	var in apiv1.DataNodeHeartbeat
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	work, err := svc.Heartbeat(r.Context(), a, r.PathValue("node"), in)
+	if err != nil {
+		return err
+	}
+	work.LeaseExpires = work.LeaseExpires.UTC()
+	writeJSON(w, http.StatusOK, work)
+	return nil
+}
+
+func (s *Server) claim(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
+	svc, err := s.needService()
+	if err != nil {
+		return err
+	}
+	var in apiv1.ClaimRequest
+	if r.ContentLength != 0 {
+		if err := decode(w, r, &in); err != nil {
+			return err
+		}
+	}
+	c, err := svc.Claim(r.Context(), a, r.PathValue("node"), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, c)
+	return nil
+}
+
+func (s *Server) taskListing(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
+	svc, err := s.needService()
+	if err != nil {
+		return err
+	}
+	var in apiv1.Listing
+	if err := decodeLimit(w, r, &in, MaxListingBytes); err != nil {
+		return err
+	}
+	if err := checkText(in); err != nil {
+		return err
+	}
+	ans, err := svc.Listing(r.Context(), a, r.PathValue("id"), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ans)
+	return nil
+}
+
+func (s *Server) taskReport(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
+	svc, err := s.needService()
+	if err != nil {
+		return err
+	}
+	var in apiv1.TaskReport
+	if err := decodeLimit(w, r, &in, MaxListingBytes); err != nil {
+		return err
+	}
+	if err := checkText(in); err != nil {
+		return err
+	}
+	ans, err := svc.Report(r.Context(), a, r.PathValue("id"), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ans)
+	return nil
+}
+
+// jobRefusal is the detail of a deadline refused at submission.
+func jobRefusal(err error) *apiv1.JobRefusal {
+	var de *service.DeadlineError
+	if !errors.As(err, &de) || de.Earliest.IsZero() {
+		return nil
+	}
+	return &apiv1.JobRefusal{EarliestCompletion: de.Earliest.UTC(), Algorithm: de.Algorithm}
+}
+
+// serviceGauges reads the service's aggregates at every scrape.
+type serviceGauges struct{ s *service.Service }
+
+var (
+	serviceThroughputDesc = prometheus.NewDesc("lightpath_service_throughput_bytes_per_second",
+		"Throughput summed over every running task of the transfer service, as the data nodes last reported it.", nil, nil)
+	serviceSiteDesc = prometheus.NewDesc("lightpath_service_site_throughput_bytes_per_second",
+		"Throughput of the transfer service's running tasks per site, into it (in) and out of it (out).", []string{"site", "direction"}, nil)
+	serviceBytesDesc = prometheus.NewDesc("lightpath_service_moved_bytes_total",
+		"Bytes of files the transfer service's jobs moved and verified.", nil, nil)
+	serviceTasksDesc = prometheus.NewDesc("lightpath_service_running_tasks",
+		"Copy tasks data nodes are running.", nil, nil)
+)
+
+func (g serviceGauges) Describe(ch chan<- *prometheus.Desc) {
+	ch <- serviceThroughputDesc
+	ch <- serviceSiteDesc
+	ch <- serviceBytesDesc
+	ch <- serviceTasksDesc
+}
+
+func (g serviceGauges) Collect(ch chan<- prometheus.Metric) {
+	a := g.s.Aggregates()
+	ch <- prometheus.MustNewConstMetric(serviceThroughputDesc, prometheus.GaugeValue, a.ThroughputBps/8)
+	for site, v := range a.SiteInBps {
+		ch <- prometheus.MustNewConstMetric(serviceSiteDesc, prometheus.GaugeValue, v/8, site, "in")
+	}
+	for site, v := range a.SiteOutBps {
+		ch <- prometheus.MustNewConstMetric(serviceSiteDesc, prometheus.GaugeValue, v/8, site, "out")
+	}
+	ch <- prometheus.MustNewConstMetric(serviceBytesDesc, prometheus.CounterValue, float64(a.BytesMoved))
+	ch <- prometheus.MustNewConstMetric(serviceTasksDesc, prometheus.GaugeValue, float64(a.RunningTasks))
+}

@@ -1,0 +1,175 @@
+package api_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/transfer"
+)
+
+// TestJobRoutes drives the transfer service's routes as the data nodes
+// and users would: every role's reach, every status, and the bodies the
+// OpenAPI document gives (e.do checks each answer against it).
+func TestJobRoutes(t *testing.T) {
+	e := newEnv(t, sqliteURL(t), twoSite)
+	alice, bob := e.user("alice", "user"), e.user("bob", "user")
+	a1, b1 := e.agent("dn-a1", "a1"), e.agent("dn-b1", "b1")
+	beat := func(tok, node, ep string, tasks ...apiv1.TaskProgress) (int, apiv1.DataNodeWork, []byte) {
+		t.Helper()
+		var w apiv1.DataNodeWork
+		st, raw := e.do("POST", "/api/v1/datanodes/"+node+"/heartbeat", tok, apiv1.DataNodeHeartbeat{Endpoint: ep, Address: "127.0.0.1:7000", Tasks: tasks}, &w)
+		return st, w, raw
+	}
+	if st, w, raw := beat(a1, "a1", "src"); st != 200 || w.GrantKey == "" || w.Node != "a1" {
+		t.Fatalf("heartbeat a1: %d %s", st, raw)
+	}
+	if st, _, raw := beat(b1, "b1", "dst"); st != 200 {
+		t.Fatalf("heartbeat b1: %d %s", st, raw)
+	}
+	for _, tc := range []struct{ tok, node string }{{a1, "b1"}, {alice, "a1"}} {
+		if st, _, raw := beat(tc.tok, tc.node, "src"); st != 403 {
+			t.Fatalf("heartbeat for %s by another: %d %s", tc.node, st, raw)
+		}
+	}
+	var eps apiv1.EndpointList
+	if st, raw := e.do("GET", "/api/v1/endpoints", bob, nil, &eps); st != 200 || len(eps.Endpoints) != 2 || len(eps.Endpoints[1].Nodes) != 1 || !eps.Endpoints[1].Nodes[0].Alive {
+		t.Fatalf("endpoints: %d %s", st, raw)
+	}
+	if st, raw := e.do("POST", "/api/v1/endpoints/src/allow", alice, apiv1.EndpointAllow{Users: []string{"alice"}}, nil); st != 403 {
+		t.Fatalf("a user allows: %d %s", st, raw)
+	}
+	if st, raw := e.do("POST", "/api/v1/endpoints/nowhere/allow", e.admin, apiv1.EndpointAllow{Users: []string{"alice"}}, nil); st != 404 {
+		t.Fatalf("allow an unknown endpoint: %d %s", st, raw)
+	}
+	for _, ep := range []string{"src", "dst"} {
+		if st, raw := e.do("POST", "/api/v1/endpoints/"+ep+"/allow", e.admin, apiv1.EndpointAllow{Users: []string{"alice"}}, nil); st != 200 {
+			t.Fatalf("allow: %d %s", st, raw)
+		}
+	}
+
+	// Submission: 201, the same again 200, another request under the key 409.
+	req := transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Key: "k1"}
+	var jr apiv1.JobResponse
+	if st, raw := e.do("POST", "/api/v1/jobs", alice, req, &jr); st != 201 || !jr.Created || jr.Job.State != transfer.JobQueued || !strings.HasPrefix(jr.Job.ID, "j-") {
+		t.Fatalf("submit: %d %s", st, raw)
+	}
+	id := jr.Job.ID
+	if st, raw := e.do("POST", "/api/v1/jobs", alice, req, &jr); st != 200 || jr.Created || jr.Job.ID != id {
+		t.Fatalf("resubmit: %d %s", st, raw)
+	}
+	req.Priority = 3
+	if st, raw := e.do("POST", "/api/v1/jobs", alice, req, nil); st != 409 || errorOf(t, raw).Code != apiv1.CodeConflict {
+		t.Fatalf("another request under the key: %d %s", st, raw)
+	}
+	if st, raw := e.do("POST", "/api/v1/jobs", alice, transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(-time.Hour)}, nil); st != 400 || errorOf(t, raw).Field != "deadline" {
+		t.Fatalf("a deadline in the past: %d %s", st, raw)
+	}
+	if st, raw := e.do("POST", "/api/v1/jobs", bob, transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, nil); st != 403 {
+		t.Fatalf("bob submits on endpoints he may not use: %d %s", st, raw)
+	}
+	if st, raw := e.do("GET", "/api/v1/jobs/"+id, bob, nil, nil); st != 404 {
+		t.Fatalf("bob sees alice's job: %d %s", st, raw)
+	}
+	if st, raw := e.do("POST", "/api/v1/jobs/"+id+"/cancel", bob, nil, nil); st != 404 {
+		t.Fatalf("bob cancels alice's job: %d %s", st, raw)
+	}
+
+	// a1 lists the dataset, then copies it to b1.
+	var c apiv1.Claim
+	if st, raw := e.do("POST", "/api/v1/datanodes/a1/claim", b1, apiv1.ClaimRequest{}, nil); st != 403 {
+		t.Fatalf("b1 claims for a1: %d %s", st, raw)
+	}
+	if st, raw := e.do("POST", "/api/v1/datanodes/a1/claim", a1, apiv1.ClaimRequest{Max: 2}, &c); st != 200 || len(c.Tasks) != 1 || c.Tasks[0].Task.Kind != transfer.TaskList {
+		t.Fatalf("claim the listing: %d %s", st, raw)
+	}
+	var files []apiv1.ListedFile
+	for i := range 5 {
+		files = append(files, apiv1.ListedFile{Path: fmt.Sprintf("data/f%d", i), Source: "data", Size: 1000})
+	}
+	var ans apiv1.TaskAnswer
+	if st, raw := e.do("POST", "/api/v1/tasks/"+c.Tasks[0].Task.ID+"/listing", a1, apiv1.Listing{Attempt: 1, Files: files}, &ans); st != 200 || ans.Cancel {
+		t.Fatalf("listing: %d %s", st, raw)
+	}
+	if st, raw := e.do("POST", "/api/v1/datanodes/a1/claim", a1, nil, &c); st != 200 || len(c.Tasks) != 1 || len(c.Tasks[0].Files) != 5 || c.Tasks[0].Grant == "" {
+		t.Fatalf("claim the copy: %d %s", st, raw)
+	}
+	task := c.Tasks[0].Task
+	if st, w, raw := beat(b1, "b1", "dst"); st != 200 || len(w.Fences) != 1 || w.Fences[0].Task != task.ID {
+		t.Fatalf("b1's fences: %d %s", st, raw)
+	}
+	rep := apiv1.TaskReport{Attempt: 1, Done: true, BytesDone: 5000}
+	for _, f := range c.Tasks[0].Files {
+		rep.Files = append(rep.Files, apiv1.FileReport{Path: f.Path, OK: true, Checksum: "00c0ffee"})
+	}
+	if st, raw := e.do("POST", "/api/v1/tasks/"+task.ID+"/report", b1, rep, &ans); st != 200 || !ans.Cancel {
+		t.Fatalf("another node reports a1's task: %d %s", st, raw)
+	}
+	ans = apiv1.TaskAnswer{}
+	if st, raw := e.do("POST", "/api/v1/tasks/"+task.ID+"/report", a1, rep, &ans); st != 200 || ans.Cancel || ans.Task.State != transfer.TaskSucceeded {
+		t.Fatalf("report: %d %s", st, raw)
+	}
+	var page apiv1.JobPage
+	if st, raw := e.do("GET", "/api/v1/jobs/"+id+"?files=SUCCEEDED&optimizer=1", alice, nil, &page); st != 200 || page.Job.State != transfer.JobSucceeded || len(page.Files) != 5 || len(page.Tasks) != 2 || len(page.Decisions) == 0 {
+		t.Fatalf("the job's page: %d %s", st, raw)
+	}
+	if st, raw := e.do("GET", "/api/v1/jobs/"+id+"?files=bogus", alice, nil, nil); st != 400 {
+		t.Fatalf("files=bogus: %d %s", st, raw)
+	}
+	if st, raw := e.do("POST", "/api/v1/jobs/"+id+"/cancel", alice, apiv1.ActionRequest{Reason: "late"}, nil); st != 409 {
+		t.Fatalf("cancel an ended job: %d %s", st, raw)
+	}
+	var jl apiv1.JobList
+	for _, tc := range []struct {
+		tok  string
+		want int
+	}{{alice, 1}, {bob, 0}, {e.admin, 1}} {
+		if st, raw := e.do("GET", "/api/v1/jobs?state=SUCCEEDED&limit=5", tc.tok, nil, &jl); st != 200 || len(jl.Jobs) != tc.want {
+			t.Fatalf("list: %d %s", st, raw)
+		}
+	}
+	if m := scrape(t, e); !strings.Contains(m, "lightpath_service_moved_bytes_total 5000") || !strings.Contains(m, "lightpath_service_throughput_bytes_per_second") {
+		t.Fatalf("/metrics lacks the service's aggregates")
+	}
+
+	// A deadline that cannot be met: 409 capacity with the earliest
+	// completion, and no job kept.
+	type answer struct {
+		st  int
+		raw []byte
+	}
+	done := make(chan answer, 1)
+	go func() {
+		st, raw := e.do("POST", "/api/v1/jobs", alice, transfer.JobRequest{Sources: []string{"src:big"}, Destination: "dst:in", Deadline: t0.Add(time.Minute)}, nil)
+		done <- answer{st, raw}
+	}()
+	var got answer
+	for got.st == 0 {
+		select {
+		case got = <-done:
+			continue
+		default:
+		}
+		if st, raw := e.do("POST", "/api/v1/datanodes/a1/claim", a1, nil, &c); st != 200 {
+			t.Fatalf("claim: %d %s", st, raw)
+		}
+		if len(c.Tasks) == 1 {
+			big := []apiv1.ListedFile{{Path: "big/x", Source: "big", Size: 1 << 40}}
+			if st, raw := e.do("POST", "/api/v1/tasks/"+c.Tasks[0].Task.ID+"/listing", a1, apiv1.Listing{Attempt: 1, Files: big}, nil); st != 200 {
+				t.Fatalf("listing: %d %s", st, raw)
+			}
+			got = <-done
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	d := errorOf(t, got.raw)
+	if got.st != 409 || d.Code != apiv1.CodeCapacity || d.Deadline == nil || d.Deadline.EarliestCompletion.IsZero() || !strings.Contains(d.Message, "cannot be met: the earliest completion is") {
+		t.Fatalf("infeasible deadline: %d %s", got.st, got.raw)
+	}
+	if st, raw := e.do("GET", "/api/v1/jobs", alice, nil, &jl); st != 200 || len(jl.Jobs) != 1 {
+		t.Fatalf("jobs after the refusal: %d %s", st, raw)
+	}
+}

@@ -1,0 +1,394 @@
+package service
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/store"
+	"github.com/lightpath/lightpath/internal/transfer"
+)
+
+// MaxPriority bounds a job's priority either way.
+const MaxPriority = 1000
+
+// normalize checks a request's own fields and fills its defaults; it
+// returns the source and destination locations.
+func normalize(req *transfer.JobRequest, now time.Time) ([]transfer.Location, transfer.Location, error) {
+	if len(req.Sources) == 0 {
+		return nil, transfer.Location{}, invalid("sources", "give at least one source ENDPOINT:PATH")
+	}
+	var srcs []transfer.Location
+	for i, s := range req.Sources {
+		l, err := transfer.ParseLocation(s)
+		if err != nil {
+			return nil, transfer.Location{}, invalid("sources", "source %s", err)
+		}
+		if i > 0 && l.Endpoint != srcs[0].Endpoint {
+			return nil, transfer.Location{}, invalid("sources", "sources %s and %s are on two endpoints: a job moves from one endpoint", req.Sources[0], s)
+		}
+		if slices.Contains(srcs, l) {
+			return nil, transfer.Location{}, invalid("sources", "source %s is given twice", s)
+		}
+		srcs = append(srcs, l)
+		req.Sources[i] = l.String()
+	}
+	dst, err := transfer.ParseLocation(req.Destination)
+	if err != nil {
+		return nil, transfer.Location{}, invalid("destination", "destination %s", err)
+	}
+	req.Destination = dst.String()
+	if !req.Deadline.IsZero() {
+		req.Deadline = req.Deadline.UTC().Truncate(time.Millisecond)
+		if !req.Deadline.After(now) {
+			return nil, transfer.Location{}, invalid("deadline", "deadline %s is in the past (it is %s now)", req.Deadline.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+		}
+	}
+	switch req.Checksum {
+	case "":
+		req.Checksum = transfer.ChecksumCRC32C
+	case transfer.ChecksumCRC32C, transfer.ChecksumAdler32:
+	default:
+		return nil, transfer.Location{}, invalid("checksum", "checksum %q: want crc32c or adler32", req.Checksum)
+	}
+	switch req.Policy {
+	case "":
+		req.Policy = transfer.PolicyUpdate
+	case transfer.PolicyUpdate, transfer.PolicyOverwrite, transfer.PolicySkip:
+	default:
+		return nil, transfer.Location{}, invalid("policy", "policy %q: want update, overwrite or skip-existing", req.Policy)
+	}
+	if req.Priority < -MaxPriority || req.Priority > MaxPriority {
+		return nil, transfer.Location{}, invalid("priority", "priority %d: want -%d to %d", req.Priority, MaxPriority, MaxPriority)
+	}
+	if len(req.Key) > 128 || strings.ContainsAny(req.Key, "\x00\r\n") {
+		return nil, transfer.Location{}, invalid("id", "id %q: want at most 128 bytes on one line", req.Key)
+	}
+	if len(req.Expected) > 0 {
+		exp := make(map[string]string, len(req.Expected))
+		for k, v := range req.Expected {
+			l, err := transfer.ParseLocation(k)
+			if err != nil {
+				return nil, transfer.Location{}, invalid("expected_checksums", "expected checksum of %s", err)
+			}
+			if l.Endpoint != srcs[0].Endpoint {
+				return nil, transfer.Location{}, invalid("expected_checksums", "expected checksum of %s: not on the source endpoint %s", k, srcs[0].Endpoint)
+			}
+			v = strings.ToLower(strings.TrimSpace(v))
+			if b, err := hex.DecodeString(v); err != nil || len(b) == 0 || len(b) > 64 {
+				return nil, transfer.Location{}, invalid("expected_checksums", "expected checksum of %s: %q is not hex", k, v)
+			}
+			exp[l.String()] = v
+		}
+		req.Expected = exp
+	}
+	return srcs, dst, nil
+}
+
+// sameRequest reports whether two normalized requests ask for the same.
+func sameRequest(a, b transfer.JobRequest) bool {
+	return slices.Equal(a.Sources, b.Sources) && a.Destination == b.Destination &&
+		a.Deadline.Equal(b.Deadline) && a.Priority == b.Priority && a.Key == b.Key &&
+		a.Checksum == b.Checksum && a.Policy == b.Policy && a.Project == b.Project &&
+		maps.Equal(a.Expected, b.Expected)
+}
+
+// Submit makes a job. A repeated submission (same Key, same request)
+// returns the first job with created false; a different request under a
+// used Key is a conflict. A deadline job's submission waits for its
+// listing and booking: a deadline that cannot be met is refused with a
+// *DeadlineError and leaves nothing behind.
+func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.JobRequest) (transfer.Job, bool, error) {
+	if a.Role == reserve.RoleAgent {
+		return transfer.Job{}, false, forbidden("agents do not submit jobs")
+	}
+	req.Sources = slices.Clone(req.Sources)
+	now := s.now()
+	srcs, dst, err := normalize(&req, now)
+	if err != nil {
+		return transfer.Job{}, false, err
+	}
+	if req.Key != "" {
+		j, err := s.st.GetJobByKey(ctx, a.Name, req.Key)
+		if err == nil {
+			if !sameRequest(j.JobRequest, req) {
+				return transfer.Job{}, false, conflict("job id %q was used for job %s with another request", req.Key, j.ID)
+			}
+			return j, false, nil
+		} else if !errors.Is(err, reserve.ErrNotFound) {
+			return transfer.Job{}, false, err
+		}
+	}
+	if req.Project != "" && !a.SeesAll() && !slices.Contains(a.Projects, req.Project) {
+		return transfer.Job{}, false, forbidden("you are not a member of project %q", req.Project)
+	}
+	for _, l := range []transfer.Location{srcs[0], dst} {
+		field := "sources"
+		if l == dst {
+			field = "destination"
+		}
+		ep, err := s.st.GetEndpoint(ctx, l.Endpoint)
+		if errors.Is(err, reserve.ErrNotFound) {
+			return transfer.Job{}, false, invalid(field, "endpoint %s is not known (lightpath endpoint list shows them)", l.Endpoint)
+		} else if err != nil {
+			return transfer.Job{}, false, err
+		}
+		if err := mayUse(a, ep, req.Project); err != nil {
+			return transfer.Job{}, false, err
+		}
+	}
+	if srcs[0].Endpoint == dst.Endpoint {
+		for _, l := range srcs {
+			if l.Path == "." || strings.HasPrefix(dst.Path+"/", l.Path+"/") || path.Dir(l.Path) == dst.Path {
+				return transfer.Job{}, false, invalid("destination", "destination %s would copy the source %s onto itself", dst, l)
+			}
+		}
+	}
+
+	s.mu.Lock()
+	now = s.now()
+	j := transfer.Job{
+		ID: newID("j-"), Owner: a.Name, Project: req.Project, JobRequest: req,
+		State: transfer.JobQueued, CreatedAt: now, UpdatedAt: now, Version: 1,
+	}
+	_, live, err := s.liveNodes(ctx, s.st, now)
+	if err != nil {
+		s.mu.Unlock()
+		return transfer.Job{}, false, err
+	}
+	j.Reason = listReason(srcs[0].Endpoint, len(live[srcs[0].Endpoint]) > 0)
+	list := transfer.Task{ID: newID("k-"), Job: j.ID, Kind: transfer.TaskList, State: transfer.TaskQueued, CreatedAt: now}
+	var done chan error
+	if !req.Deadline.IsZero() {
+		done = make(chan error, 1)
+		s.waiters[j.ID] = done
+	}
+	err = s.tx(ctx, func(tx store.Store) error {
+		if err := tx.CreateJob(ctx, j); err != nil {
+			return err
+		}
+		return tx.CreateTask(ctx, list)
+	})
+	if err != nil {
+		delete(s.waiters, j.ID)
+		s.mu.Unlock()
+		var dup *store.DuplicateJobError
+		if errors.As(err, &dup) {
+			if !sameRequest(dup.Existing.JobRequest, req) {
+				return transfer.Job{}, false, conflict("job id %q was used for job %s with another request", req.Key, dup.Existing.ID)
+			}
+			return dup.Existing, false, nil
+		}
+		return transfer.Job{}, false, err
+	}
+	s.mu.Unlock()
+	if done == nil {
+		return j, true, nil
+	}
+	// A deadline job: wait for its listing and its booking.
+	timer := time.NewTimer(s.wait)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			return transfer.Job{}, false, err
+		}
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	delete(s.waiters, j.ID)
+	s.mu.Unlock()
+	select {
+	case err := <-done:
+		if err != nil {
+			return transfer.Job{}, false, err
+		}
+	default:
+	}
+	got, err := s.st.GetJob(ctx, j.ID)
+	if err != nil {
+		return transfer.Job{}, false, err
+	}
+	return got, true, nil
+}
+
+func listReason(ep string, live bool) string {
+	if live {
+		return "listing the dataset on endpoint " + ep
+	}
+	return "waiting for a live data node of endpoint " + ep
+}
+
+// Get returns a job the actor may see with its files (those in states,
+// all when empty; none when noFiles), its tasks, and with optimizer its
+// optimizer's decisions.
+func (s *Service) Get(ctx context.Context, a controller.Actor, id string, states []string, noFiles, optimizer bool) (apiv1.JobPage, error) {
+	j, err := s.job(ctx, a, id)
+	if err != nil {
+		return apiv1.JobPage{}, err
+	}
+	p := apiv1.JobPage{Job: j, Files: []transfer.JobFile{}}
+	if !noFiles {
+		if p.Files, err = s.st.ListJobFiles(ctx, store.JobFileFilter{Job: id, States: states}); err != nil {
+			return apiv1.JobPage{}, err
+		}
+		if p.Files == nil {
+			p.Files = []transfer.JobFile{}
+		}
+	}
+	if p.Tasks, err = s.st.ListTasks(ctx, store.TaskFilter{Job: id}); err != nil {
+		return apiv1.JobPage{}, err
+	}
+	if p.Tasks == nil {
+		p.Tasks = []transfer.Task{}
+	}
+	if optimizer {
+		if p.Decisions, err = s.st.ListDecisions(ctx, id, 200); err != nil {
+			return apiv1.JobPage{}, err
+		}
+	}
+	return p, nil
+}
+
+// job returns a job the actor may see; another user's is not found.
+func (s *Service) job(ctx context.Context, a controller.Actor, id string) (transfer.Job, error) {
+	j, err := s.st.GetJob(ctx, id)
+	if errors.Is(err, reserve.ErrNotFound) || (err == nil && !a.Sees(j.Owner)) {
+		return transfer.Job{}, notFound("job", id)
+	}
+	return j, err
+}
+
+// List lists the jobs the actor may see that match f.
+func (s *Service) List(ctx context.Context, a controller.Actor, f store.JobFilter) ([]transfer.Job, error) {
+	if !a.SeesAll() {
+		if f.Owner != "" && f.Owner != a.Name {
+			return nil, forbidden("only operators and admins may list someone else's jobs")
+		}
+		f.Owner = a.Name
+	}
+	js, err := s.st.ListJobs(ctx, f)
+	if js == nil && err == nil {
+		js = []transfer.Job{}
+	}
+	return js, err
+}
+
+// Cancel cancels a job: its tasks stop, its files not yet arrived are
+// cancelled, its reservations are released.
+func (s *Service) Cancel(ctx context.Context, a controller.Actor, id, why string) (transfer.Job, error) {
+	if a.Role == reserve.RoleAgent {
+		return transfer.Job{}, forbidden("agents do not cancel jobs")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, err := s.job(ctx, a, id)
+	if err != nil {
+		return j, err
+	}
+	if transfer.JobEnded(j.State) {
+		return j, conflict("job %s has ended (%s)", id, j.State)
+	}
+	now := s.now()
+	err = s.tx(ctx, func(tx store.Store) error {
+		tasks, err := tx.ListTasks(ctx, store.TaskFilter{Job: id, States: []string{transfer.TaskQueued, transfer.TaskActive}})
+		if err != nil {
+			return err
+		}
+		for _, t := range tasks {
+			t.State, t.EndedAt, t.Error = transfer.TaskCancelled, now, "the job was cancelled"
+			if err := tx.UpdateTask(ctx, t); err != nil {
+				return err
+			}
+			delete(s.rates, t.ID)
+		}
+		files, err := tx.ListJobFiles(ctx, store.JobFileFilter{Job: id, States: []string{transfer.FilePending, transfer.FileActive}})
+		if err != nil {
+			return err
+		}
+		for i := range files {
+			files[i].State = transfer.FileCancelled
+		}
+		if len(files) > 0 {
+			if err := tx.UpdateJobFiles(ctx, files); err != nil {
+				return err
+			}
+		}
+		j.State, j.EndedAt = transfer.JobCancelled, now
+		j.Reason = "cancelled by " + a.Name
+		if why = oneLine(why); why != "" {
+			j.Reason += ": " + why
+		}
+		j.ThroughputBps = runThroughput(j, now)
+		return s.saveJob(ctx, tx, &j, now)
+	})
+	if err != nil {
+		return transfer.Job{}, err
+	}
+	s.release(ctx, j, "job "+id+" cancelled")
+	return j, nil
+}
+
+// runThroughput is an ended job's bytes over its run.
+func runThroughput(j transfer.Job, now time.Time) float64 {
+	if j.StartedAt.IsZero() || !now.After(j.StartedAt) {
+		return 0
+	}
+	return float64(j.BytesDone) / now.Sub(j.StartedAt).Seconds()
+}
+
+// owner is the actor a job's owner is, for the scheduler's policies.
+func (s *Service) owner(ctx context.Context, j transfer.Job) (controller.Actor, error) {
+	u, err := s.st.GetUser(ctx, j.Owner)
+	if err != nil {
+		return controller.Actor{}, fmt.Errorf("look up the job's owner %s: %w", j.Owner, err)
+	}
+	return controller.Actor{Name: u.Name, Role: u.Role, Projects: u.Projects}, nil
+}
+
+// release cancels a job's reservations that are still live.
+func (s *Service) release(ctx context.Context, j transfer.Job, why string) {
+	own, err := s.owner(ctx, j)
+	if err != nil {
+		own = controller.Actor{Name: "lightpath-service", Role: reserve.RoleAdmin}
+	}
+	for _, p := range j.Pairs {
+		if p.Reservation != "" {
+			s.cancelReservation(ctx, own, j.ID, p.Reservation, why)
+		}
+	}
+}
+
+// cancelReservation cancels a reservation of a job unless it has ended,
+// following a version changed by the controller's clock meanwhile.
+func (s *Service) cancelReservation(ctx context.Context, own controller.Actor, job, id, why string) {
+	r, err := s.c.Get(ctx, own, id)
+	if err != nil {
+		return
+	}
+	version := r.Version
+	for range 3 {
+		if !r.State.Live() {
+			return
+		}
+		_, err = s.c.Cancel(ctx, own, id, version, why)
+		var stale *reserve.StaleVersionError
+		if !errors.As(err, &stale) {
+			break
+		}
+		version = stale.Current
+	}
+	if err != nil && !errors.Is(err, reserve.ErrConflict) {
+		s.log.Warn("release a job's reservation", "job", job, "reservation", id, "err", err)
+	}
+}

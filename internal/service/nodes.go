@@ -1,0 +1,315 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/store"
+	"github.com/lightpath/lightpath/internal/transfer"
+)
+
+// checkName checks an endpoint's name.
+func checkName(field, name string) error {
+	if name == "" || len(name) > 64 || strings.ContainsAny(name, ":/\\ \t\r\n\x00") {
+		return invalid(field, "%s %q: want a name without spaces, colons or slashes, at most 64 bytes", field, name)
+	}
+	return nil
+}
+
+// Heartbeat registers a data node of an endpoint or renews its lease, and
+// its running tasks' leases with it. The first data node of an endpoint
+// creates it, at the node's site; a node of another site is refused.
+func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string, hb apiv1.DataNodeHeartbeat) (apiv1.DataNodeWork, error) {
+	if err := a.ActsFor(node); err != nil {
+		return apiv1.DataNodeWork{}, err
+	}
+	topo := s.c.Topology()
+	if topo == nil {
+		return apiv1.DataNodeWork{}, controller.ErrNoTopology
+	}
+	if role, ok := topo.Graph.Role(node); !ok {
+		return apiv1.DataNodeWork{}, invalid("node", "node %q is not in the topology", node)
+	} else if role != reserve.NodeHost {
+		return apiv1.DataNodeWork{}, invalid("node", "node %s is a %s: a data node runs on a host", node, role)
+	}
+	if err := checkName("endpoint", hb.Endpoint); err != nil {
+		return apiv1.DataNodeWork{}, err
+	}
+	if _, port, err := net.SplitHostPort(hb.Address); err != nil || port == "" || port == "0" {
+		return apiv1.DataNodeWork{}, invalid("address", "address %q: want HOST:PORT where the node's server listens", hb.Address)
+	}
+	lease := DefaultLease
+	if hb.Lease != "" {
+		d, err := time.ParseDuration(hb.Lease)
+		if err != nil || d <= 0 || d > MaxLease {
+			return apiv1.DataNodeWork{}, invalid("lease", "lease %q: want a duration up to %s", hb.Lease, MaxLease)
+		}
+		lease = d
+	}
+	site := topo.Site[node]
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	exp := now.Add(lease)
+	work := apiv1.DataNodeWork{Node: node, LeaseExpires: exp, GrantKey: s.pub}
+	err := s.tx(ctx, func(tx store.Store) error {
+		ep, err := tx.GetEndpoint(ctx, hb.Endpoint)
+		switch {
+		case errors.Is(err, reserve.ErrNotFound):
+			ep = transfer.Endpoint{Name: hb.Endpoint, Site: site, CreatedAt: now}
+			if err := tx.PutEndpoint(ctx, ep); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		case ep.Site != "" && ep.Site != site:
+			return forbidden("node %s is at site %s, and endpoint %s at site %s: the data nodes of an endpoint see the same files, so they are of one site", node, site, ep.Name, ep.Site)
+		}
+		dn := transfer.DataNode{Node: node, Endpoint: hb.Endpoint, Address: hb.Address, MaxRateBps: hb.MaxRateBps, RegisteredAt: now, LeaseExpires: exp}
+		nodes, err := tx.ListDataNodes(ctx)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			if n.Node == node && n.Endpoint == hb.Endpoint && now.Before(n.LeaseExpires) {
+				dn.RegisteredAt = n.RegisteredAt
+			}
+		}
+		if err := tx.PutDataNode(ctx, dn); err != nil {
+			return err
+		}
+		tasks, err := tx.ListTasks(ctx, store.TaskFilter{Node: node, States: []string{transfer.TaskActive, transfer.TaskQueued}})
+		if err != nil {
+			return err
+		}
+		progress := map[string]apiv1.TaskProgress{}
+		for _, p := range hb.Tasks {
+			progress[p.Task] = p
+		}
+		for _, t := range tasks {
+			if t.Kind == transfer.TaskCopy && t.To == node && t.Attempt > 0 {
+				work.Fences = append(work.Fences, apiv1.Fence{Task: t.ID, Attempt: t.Attempt})
+			}
+			if t.State != transfer.TaskActive || t.From != node {
+				continue
+			}
+			// A task the node no longer runs (it restarted and lost it)
+			// is left to lapse and go to another node; one claimed
+			// within the lease may not be in this heartbeat yet.
+			p, ok := progress[t.ID]
+			if (!ok || p.Attempt != t.Attempt) && t.ClaimedAt.Before(now.Add(-lease)) {
+				continue
+			}
+			t.LeaseExpires = exp
+			if ok && p.Attempt == t.Attempt {
+				if p.BytesDone > t.BytesDone {
+					if j, err := tx.GetJob(ctx, t.Job); err == nil {
+						s.observe(ctx, tx, j, t, p.BytesDone-t.BytesDone, 0, 0, now)
+					}
+					t.BytesDone = p.BytesDone
+				}
+				s.noteRate(topo.Site, t, p.ThroughputBps, exp)
+			}
+			if err := tx.UpdateTask(ctx, t); err != nil {
+				return err
+			}
+		}
+		for _, p := range hb.Tasks {
+			t, err := tx.GetTask(ctx, p.Task)
+			if errors.Is(err, reserve.ErrNotFound) {
+				work.Cancel = append(work.Cancel, p.Task)
+				continue
+			} else if err != nil {
+				return err
+			}
+			if t.State != transfer.TaskActive || t.From != node || t.Attempt != p.Attempt {
+				work.Cancel = append(work.Cancel, p.Task)
+				delete(s.rates, t.ID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return apiv1.DataNodeWork{}, err
+	}
+	return work, nil
+}
+
+// noteRate keeps a running task's throughput for the aggregates.
+func (s *Service) noteRate(sites map[string]string, t transfer.Task, bps float64, until time.Time) {
+	if bps < 0 {
+		bps = 0
+	}
+	s.rates[t.ID] = taskRate{bps: bps, fromSite: sites[t.From], toSite: sites[t.To], until: until}
+}
+
+// liveNodes returns the data nodes with their Alive set, by endpoint.
+func (s *Service) liveNodes(ctx context.Context, st store.Store, now time.Time) (all []transfer.DataNode, live map[string][]transfer.DataNode, err error) {
+	all, err = st.ListDataNodes(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	live = map[string][]transfer.DataNode{}
+	for i := range all {
+		all[i].Alive = now.Before(all[i].LeaseExpires)
+		if all[i].Alive {
+			live[all[i].Endpoint] = append(live[all[i].Endpoint], all[i])
+		}
+	}
+	return all, live, nil
+}
+
+// Endpoints lists every endpoint with its data nodes, alive or gone.
+func (s *Service) Endpoints(ctx context.Context, a controller.Actor) ([]transfer.Endpoint, error) {
+	eps, err := s.st.ListEndpoints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	all, _, err := s.liveNodes(ctx, s.st, s.now())
+	if err != nil {
+		return nil, err
+	}
+	for i := range eps {
+		for _, n := range all {
+			if n.Endpoint == eps[i].Name {
+				eps[i].Nodes = append(eps[i].Nodes, n)
+			}
+		}
+	}
+	if eps == nil {
+		eps = []transfer.Endpoint{}
+	}
+	return eps, nil
+}
+
+// Allow changes who may use an endpoint (admins only).
+func (s *Service) Allow(ctx context.Context, a controller.Actor, name string, req apiv1.EndpointAllow) (transfer.Endpoint, error) {
+	if a.Role != reserve.RoleAdmin {
+		return transfer.Endpoint{}, forbidden("only admins say who may use an endpoint")
+	}
+	if len(req.Users) == 0 && len(req.Projects) == 0 {
+		return transfer.Endpoint{}, invalid("users", "give the users or projects to allow (or to remove)")
+	}
+	for _, u := range append(slices.Clone(req.Users), req.Projects...) {
+		if u == "" || len(u) > 64 || strings.ContainsAny(u, " \t\r\n\x00,") {
+			return transfer.Endpoint{}, invalid("users", "%q is not a user or project name", u)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ep transfer.Endpoint
+	err := s.tx(ctx, func(tx store.Store) error {
+		var err error
+		ep, err = tx.GetEndpoint(ctx, name)
+		if errors.Is(err, reserve.ErrNotFound) {
+			return notFound("endpoint", name)
+		} else if err != nil {
+			return err
+		}
+		edit := func(have, change []string) []string {
+			for _, x := range change {
+				i := slices.Index(have, x)
+				switch {
+				case req.Remove && i >= 0:
+					have = slices.Delete(have, i, i+1)
+				case !req.Remove && i < 0:
+					have = append(have, x)
+				}
+			}
+			slices.Sort(have)
+			return have
+		}
+		ep.Users = edit(ep.Users, req.Users)
+		ep.Projects = edit(ep.Projects, req.Projects)
+		if err := tx.PutEndpoint(ctx, ep); err != nil {
+			return err
+		}
+		who := strings.Join(append(slices.Clone(req.Users), req.Projects...), ", ")
+		verb := "allow "
+		if req.Remove {
+			verb = "disallow "
+		}
+		return tx.AppendAudit(ctx, store.AuditEntry{At: s.now(), Who: a.Name, What: verb + "endpoint " + name, Detail: who})
+	})
+	return ep, err
+}
+
+// mayUse reports whether a may use an endpoint for a job of project.
+func mayUse(a controller.Actor, ep transfer.Endpoint, project string) error {
+	if a.SeesAll() || slices.Contains(ep.Users, a.Name) {
+		return nil
+	}
+	for _, p := range a.Projects {
+		if slices.Contains(ep.Projects, p) && (project == "" || project == p) {
+			return nil
+		}
+	}
+	return forbidden("%s may not use endpoint %s (an admin allows it: lightpath endpoint allow %s --user %s)", a.Name, ep.Name, ep.Name, a.Name)
+}
+
+// accessBps is the capacity of a host's access links, summed.
+func accessBps(topo *controller.Topo, node string) uint64 {
+	var sum uint64
+	for _, l := range topo.Graph.Links() {
+		if l.A == node || l.B == node {
+			sum += l.Capacity
+		}
+	}
+	return sum
+}
+
+// flowSpec is the flow of a push from node from to data node to: from
+// the source's topology address to the destination server's address.
+func flowSpec(topo *controller.Topo, from string, to transfer.DataNode) (string, error) {
+	host, port, err := net.SplitHostPort(to.Address)
+	if err != nil {
+		return "", err
+	}
+	if _, err := strconv.Atoi(port); err != nil {
+		return "", fmt.Errorf("port %q", port)
+	}
+	dst := host
+	dstV6 := strings.Contains(host, ":")
+	owned := false
+	for _, p := range topo.Addrs[to.Node] {
+		if p.Addr().String() == host {
+			owned = true
+		}
+	}
+	if !owned {
+		dst = ""
+		for _, p := range topo.Addrs[to.Node] {
+			if p.Addr().Is4() {
+				dst, dstV6 = p.Addr().String(), false
+				break
+			}
+		}
+	}
+	if dst == "" {
+		return "", fmt.Errorf("node %s has no IPv4 address in the topology", to.Node)
+	}
+	src := ""
+	for _, p := range topo.Addrs[from] {
+		if p.Addr().Is6() == dstV6 {
+			src = p.Addr().String()
+			break
+		}
+	}
+	if src == "" {
+		return "", fmt.Errorf("node %s has no address of the family of %s", from, dst)
+	}
+	if dstV6 {
+		return fmt.Sprintf("tcp %s > [%s]:%s", src, dst, port), nil
+	}
+	return fmt.Sprintf("tcp %s > %s:%s", src, dst, port), nil
+}

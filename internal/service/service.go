@@ -1,0 +1,247 @@
+// Package service is the transfer service on the controller's side: data
+// nodes and their endpoints, jobs, the tasks data nodes claim and report
+// on, deadline jobs booked through the controller's scheduler, and the
+// optimizer's decisions. Data nodes call it (heartbeat, claim, listing,
+// report); it never calls them. Every piece of a job's state lives in the
+// store: a controller killed or replaced by its standby carries on from
+// there (what it keeps in memory, the optimizer's pairs and the running
+// rates, is rebuilt from the store or from the next reports). Package api
+// serves it over HTTP.
+package service
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/store"
+	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transfer/grant"
+	"github.com/lightpath/lightpath/internal/transfer/optimize"
+)
+
+// Defaults and bounds.
+const (
+	DefaultLease = 15 * time.Second // a data node's lease when it asks for none
+	MaxLease     = 5 * time.Minute
+	// MaxAttempts is how often a file is tried before it fails.
+	MaxAttempts = 3
+	// BatchFiles and BatchBytes bound a copy task.
+	BatchFiles = 64
+	BatchBytes = 256 << 20
+	// GrantTTL is how long a task's grant holds.
+	GrantTTL = time.Hour
+	// ListTimeout bounds a list task on its node.
+	ListTimeout = 5 * time.Minute
+	// DefaultSubmitWait bounds how long a deadline job's submission waits
+	// for its listing and its booking.
+	DefaultSubmitWait = 60 * time.Second
+	// MaxClaim bounds the tasks one claim hands out.
+	MaxClaim = 16
+
+	settingGrantKey = "service.grant_key"
+)
+
+// Config is what a service is started with.
+type Config struct {
+	Controller *controller.Controller
+	// SubmitWait bounds a deadline job's submission (DefaultSubmitWait
+	// when zero).
+	SubmitWait time.Duration
+	// Optimizer configures the per-pair optimizers (its defaults when
+	// zero).
+	Optimizer optimize.Config
+	Log       *slog.Logger
+}
+
+// Service is the transfer service. Create it with New and run its clock
+// with Run while the controller leads.
+type Service struct {
+	c    *controller.Controller
+	st   store.Store
+	now  func() time.Time
+	log  *slog.Logger
+	key  ed25519.PrivateKey
+	pub  string
+	wait time.Duration
+	ocfg optimize.Config
+
+	// mu serialises the service's changes: each is one store transaction
+	// made under it.
+	mu sync.Mutex
+	// waiters are the deadline submissions waiting for their job's plan.
+	waiters map[string]chan error
+	// opt holds one optimizer per (job, from, to), rebuilt from the last
+	// stored decision after a restart.
+	opt  map[pairKey]*optimize.Pair
+	last map[pairKey]transfer.Decision
+	// rates are the running tasks' last reported throughput (metrics).
+	rates map[string]taskRate
+	// moved is the running total of bytes moved by the service's jobs,
+	// read from the store at start and counted on since.
+	moved int64
+}
+
+type pairKey struct{ job, from, to string }
+
+type taskRate struct {
+	bps              float64
+	fromSite, toSite string
+	until            time.Time
+}
+
+// New starts a service on the controller's store. The grant key is
+// created once and kept in the store's settings, so a restarted
+// controller or its standby signs with the same key.
+func New(ctx context.Context, cfg Config) (*Service, error) {
+	if cfg.Controller == nil {
+		return nil, errors.New("service: no controller")
+	}
+	s := &Service{
+		c:       cfg.Controller,
+		st:      cfg.Controller.Store(),
+		now:     cfg.Controller.Now,
+		log:     cfg.Log,
+		wait:    cfg.SubmitWait,
+		ocfg:    cfg.Optimizer.WithDefaults(),
+		waiters: map[string]chan error{},
+		opt:     map[pairKey]*optimize.Pair{},
+		last:    map[pairKey]transfer.Decision{},
+		rates:   map[string]taskRate{},
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.wait <= 0 {
+		s.wait = DefaultSubmitWait
+	}
+	k, err := s.loadKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.key = k
+	s.pub = grant.EncodeKey(k.Public().(ed25519.PublicKey))
+	jobs, err := s.st.ListJobs(ctx, store.JobFilter{})
+	if err != nil {
+		return nil, fmt.Errorf("service: list jobs: %w", err)
+	}
+	for _, j := range jobs {
+		s.moved += j.BytesDone
+	}
+	return s, nil
+}
+
+// loadKey reads the grant key from the store, or makes and keeps one.
+func (s *Service) loadKey(ctx context.Context) (ed25519.PrivateKey, error) {
+	v, err := s.st.GetSetting(ctx, settingGrantKey)
+	if err == nil {
+		seed, derr := base64.StdEncoding.DecodeString(v)
+		if derr != nil || len(seed) != ed25519.SeedSize {
+			return nil, fmt.Errorf("service: setting %s is not an ed25519 seed", settingGrantKey)
+		}
+		return ed25519.NewKeyFromSeed(seed), nil
+	}
+	if !errors.Is(err, reserve.ErrNotFound) {
+		return nil, fmt.Errorf("service: read the grant key: %w", err)
+	}
+	k, err := grant.NewKey()
+	if err != nil {
+		return nil, fmt.Errorf("service: make the grant key: %w", err)
+	}
+	if err := s.st.PutSetting(ctx, settingGrantKey, base64.StdEncoding.EncodeToString(k.Seed())); err != nil {
+		return nil, fmt.Errorf("service: keep the grant key: %w", err)
+	}
+	return k, nil
+}
+
+// GrantKey is the public key data nodes check grants with (base64).
+func (s *Service) GrantKey() string { return s.pub }
+
+// newID returns a fresh identifier with a prefix saying what it names.
+func newID(prefix string) string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func forbidden(format string, args ...any) error {
+	return &reserve.PolicyError{Rule: reserve.RuleRole, Message: fmt.Sprintf(format, args...)}
+}
+
+func invalid(field, format string, args ...any) error {
+	return &reserve.RequestError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+func notFound(what, id string) error {
+	return fmt.Errorf("%w: %s %q", reserve.ErrNotFound, what, id)
+}
+
+func conflict(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", reserve.ErrConflict, fmt.Sprintf(format, args...))
+}
+
+// DeadlineError refuses a deadline job that cannot be met: it matches
+// reserve.ErrCapacity (409 "capacity").
+type DeadlineError struct {
+	Deadline  time.Time
+	Earliest  time.Time
+	Algorithm string
+	// Why, when Earliest is zero, says why no completion was found.
+	Why string
+}
+
+func (e *DeadlineError) Error() string {
+	if e.Earliest.IsZero() {
+		return fmt.Sprintf("deadline %s cannot be met: %s", e.Deadline.UTC().Format(time.RFC3339), e.Why)
+	}
+	// Two instants within one second are told apart by their
+	// milliseconds.
+	layout := time.RFC3339
+	if e.Deadline.UTC().Truncate(time.Second).Equal(e.Earliest.UTC().Truncate(time.Second)) {
+		layout = "2006-01-02T15:04:05.000Z07:00"
+	}
+	return fmt.Sprintf("deadline %s cannot be met: the earliest completion is %s (algorithm %s)",
+		e.Deadline.UTC().Format(layout), e.Earliest.UTC().Format(layout), e.Algorithm)
+}
+
+// Unwrap makes a DeadlineError match reserve.ErrCapacity.
+func (e *DeadlineError) Unwrap() error { return reserve.ErrCapacity }
+
+// oneLine keeps the first line of s, trimmed and bounded, for a Reason.
+func oneLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	s = strings.TrimSpace(s)
+	if len(s) > 400 {
+		s = s[:400] + "…"
+	}
+	return s
+}
+
+// tx runs fn in one store transaction.
+func (s *Service) tx(ctx context.Context, fn func(tx store.Store) error) error {
+	return s.st.Tx(ctx, fn)
+}
+
+// saveJob stores j as the next version of itself.
+func (s *Service) saveJob(ctx context.Context, tx store.Store, j *transfer.Job, now time.Time) error {
+	old := j.Version
+	j.Version++
+	j.UpdatedAt = now
+	if err := tx.UpdateJob(ctx, *j, old); err != nil {
+		j.Version = old
+		return fmt.Errorf("store job %s: %w", j.ID, err)
+	}
+	return nil
+}

@@ -1,0 +1,966 @@
+package service_test
+
+// The service on a real SQLite store and a real controller, with a clock
+// the test moves by hand; data nodes are played by the test through the
+// service's methods, as the API calls them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/service"
+	"github.com/lightpath/lightpath/internal/store"
+	"github.com/lightpath/lightpath/internal/store/pgtest"
+	"github.com/lightpath/lightpath/internal/testclock"
+	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transfer/grant"
+)
+
+var t0 = time.Date(2031, 5, 4, 10, 0, 0, 0, time.UTC)
+
+// twoSites: two hosts per site behind a router, 1 Gbit/s access links and
+// a 10 Gbit/s path between the routers.
+const twoSites = `
+sites: [{name: s1}, {name: s2}]
+nodes:
+  - {name: a1, site: s1}
+  - {name: a2, site: s1}
+  - {name: ra, site: s1, role: router}
+  - {name: rb, site: s2, role: router}
+  - {name: b1, site: s2}
+  - {name: b2, site: s2}
+links:
+  - {name: la1, ends: [a1, ra], rate: 1G}
+  - {name: la2, ends: [a2, ra], rate: 1G}
+  - {name: wan, ends: [ra, rb], rate: 10G, delay: 10ms}
+  - {name: lb1, ends: [rb, b1], rate: 1G}
+  - {name: lb2, ends: [rb, b2], rate: 1G}
+`
+
+var (
+	admin = controller.Actor{Name: "root", Role: reserve.RoleAdmin}
+	alice = controller.Actor{Name: "alice", Role: reserve.RoleUser, Projects: []string{"cms"}}
+	bob   = controller.Actor{Name: "bob", Role: reserve.RoleUser}
+	oper  = controller.Actor{Name: "olga", Role: reserve.RoleOperator}
+)
+
+func agent(node string) controller.Actor {
+	return controller.Actor{Name: "dn-" + node, Role: reserve.RoleAgent, Node: node}
+}
+
+type env struct {
+	t   *testing.T
+	ctx context.Context
+	db  string
+	clk *testclock.Clock
+	st  store.Store
+	c   *controller.Controller
+	s   *service.Service
+}
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, filepath.Join("..", ".."))) }
+
+func sqliteURL(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "controller.db") }
+
+// eachStore runs a test on SQLite and on PostgreSQL (when one is there).
+func eachStore(t *testing.T, fn func(t *testing.T, db string)) {
+	t.Run("sqlite", func(t *testing.T) { fn(t, sqliteURL(t)) })
+	t.Run("postgres", func(t *testing.T) { fn(t, pgtest.URL(t)) })
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	return newEnvAt(t, sqliteURL(t))
+}
+
+// newEnvAt is a controller and its service on database db, with users
+// alice, bob and olga, data nodes a1 and a2 of endpoint src (site s1) and
+// b1 and b2 of dst (site s2), and alice allowed on both endpoints.
+func newEnvAt(t *testing.T, db string) *env {
+	t.Helper()
+	e := &env{t: t, ctx: context.Background(), db: db, clk: testclock.New(t0)}
+	tp, err := controller.ParseTopology("two.yaml", []byte(twoSites))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.open(tp)
+	for _, u := range []controller.Actor{alice, bob, oper} {
+		if _, err := e.c.AddUser(e.ctx, admin, u.Name, u.Role, u.Projects, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"a1", "a2", "b1", "b2"} {
+		e.beat(n, nil)
+	}
+	for _, ep := range []string{"src", "dst"} {
+		if _, err := e.s.Allow(e.ctx, admin, ep, apiv1.EndpointAllow{Users: []string{"alice"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
+func (e *env) open(tp *controller.Topo) {
+	e.t.Helper()
+	st, err := store.Open(e.ctx, e.db)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	c, err := controller.Open(e.ctx, controller.Config{Store: st, StoreKind: "sqlite", Topology: tp, Now: e.clk.Now})
+	if err != nil {
+		st.Close()
+		e.t.Fatal(err)
+	}
+	s, err := service.New(e.ctx, service.Config{Controller: c, SubmitWait: 20 * time.Second})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.st, e.c, e.s = st, c, s
+	e.t.Cleanup(func() { c.Close(); st.Close() })
+}
+
+// restart closes the controller and opens another (and its service) on
+// the same database, as a controller killed and started again.
+func (e *env) restart() {
+	e.t.Helper()
+	e.c.Close()
+	if err := e.st.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.open(nil)
+}
+
+func (e *env) addr(node string) string {
+	return e.c.Topology().Addrs[node][0].Addr().String() + ":7000"
+}
+
+func endpointOf(node string) string {
+	if strings.HasPrefix(node, "a") {
+		return "src"
+	}
+	return "dst"
+}
+
+func (e *env) beat(node string, tasks []apiv1.TaskProgress) apiv1.DataNodeWork {
+	e.t.Helper()
+	w, err := e.s.Heartbeat(e.ctx, agent(node), node, apiv1.DataNodeHeartbeat{Endpoint: endpointOf(node), Address: e.addr(node), Lease: "15s", Tasks: tasks})
+	if err != nil {
+		e.t.Fatalf("heartbeat %s: %v", node, err)
+	}
+	return w
+}
+
+func (e *env) claim(node string, max int) []apiv1.TaskWork {
+	e.t.Helper()
+	c, err := e.s.Claim(e.ctx, agent(node), node, apiv1.ClaimRequest{Max: max})
+	if err != nil {
+		e.t.Fatalf("claim %s: %v", node, err)
+	}
+	return c.Tasks
+}
+
+func (e *env) job(id string) transfer.Job {
+	e.t.Helper()
+	p, err := e.s.Get(e.ctx, admin, id, nil, true, false)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return p.Job
+}
+
+// listed is n files of size bytes under data/.
+func listed(n int, size int64) []apiv1.ListedFile {
+	var out []apiv1.ListedFile
+	for i := range n {
+		out = append(out, apiv1.ListedFile{Path: fmt.Sprintf("data/f%03d", i), Source: "data", Size: size, MTime: t0})
+	}
+	return out
+}
+
+// listJob submits a job and has a1 list it with files.
+func (e *env) listJob(req transfer.JobRequest, files []apiv1.ListedFile) transfer.Job {
+	e.t.Helper()
+	j, created, err := e.s.Submit(e.ctx, alice, req)
+	if err != nil || !created {
+		e.t.Fatalf("submit: %v (created %v)", err, created)
+	}
+	if j.State != transfer.JobQueued || j.Reason != "listing the dataset on endpoint src" {
+		e.t.Fatalf("new job: %s %q", j.State, j.Reason)
+	}
+	ws := e.claim("a1", 4)
+	if len(ws) != 1 || ws[0].Task.Kind != transfer.TaskList || ws[0].Task.Attempt != 1 || len(ws[0].Sources) != 1 || ws[0].Sources[0] != "data" {
+		e.t.Fatalf("list claim: %+v", ws)
+	}
+	ans, err := e.s.Listing(e.ctx, agent("a1"), ws[0].Task.ID, apiv1.Listing{Attempt: 1, Files: files})
+	if err != nil || ans.Cancel {
+		e.t.Fatalf("listing: %v %+v", err, ans)
+	}
+	return e.job(j.ID)
+}
+
+func okReport(w apiv1.TaskWork) apiv1.TaskReport {
+	r := apiv1.TaskReport{Attempt: w.Task.Attempt, Done: true, BytesDone: w.Task.Bytes}
+	for _, f := range w.Files {
+		r.Files = append(r.Files, apiv1.FileReport{Path: f.Path, OK: true, Checksum: "0badcafe", Bytes: f.Size})
+	}
+	return r
+}
+
+func TestJobLifecycle(t *testing.T) { eachStore(t, testJobLifecycle) }
+
+func testJobLifecycle(t *testing.T, db string) {
+	e := newEnvAt(t, db)
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(100, 1<<20))
+	if j.State != transfer.JobActive || j.FilesTotal != 100 || j.BytesTotal != 100<<20 || j.Reason != "moving: 0 of 100 files" {
+		t.Fatalf("listed job: %s %q files %d bytes %d", j.State, j.Reason, j.FilesTotal, j.BytesTotal)
+	}
+	if j.Checksum != transfer.ChecksumCRC32C || j.Policy != transfer.PolicyUpdate {
+		t.Fatalf("defaults: %q %q", j.Checksum, j.Policy)
+	}
+	w1 := e.claim("a1", 4)
+	w2 := e.claim("a2", 4)
+	if len(w1) != 1 || len(w2) != 1 {
+		t.Fatalf("copy claims: a1 %d, a2 %d tasks", len(w1), len(w2))
+	}
+	// Each pair's part of the dataset, at most BatchFiles a task.
+	if len(w1[0].Files) != 50 || len(w2[0].Files) != 50 {
+		t.Fatalf("batches: %d and %d files", len(w1[0].Files), len(w2[0].Files))
+	}
+	if w1[0].Task.To == w2[0].Task.To {
+		t.Fatalf("both pairs push to %s", w1[0].Task.To)
+	}
+	for _, w := range append(w1, w2...) {
+		if w.Task.State != transfer.TaskActive || w.Task.Attempt != 1 || w.Address != e.addr(w.Task.To) || w.Checksum != "crc32c" || w.Policy != "update" {
+			t.Fatalf("task work: %+v", w.Task)
+		}
+		if w.Files[0].Dest != "in/"+w.Files[0].Path || w.Files[0].State != transfer.FileActive || w.Files[0].Attempts != 1 {
+			t.Fatalf("file: %+v", w.Files[0])
+		}
+		pub, _ := grant.DecodeKey(e.s.GrantKey())
+		g, err := grant.Parse(pub, w.Grant)
+		if err != nil || g.User != "alice" || g.Node != w.Task.To || g.Task != w.Task.ID || g.Attempt != 1 || g.Mode != grant.Write || len(g.Paths) != 1 || g.Paths[0] != "in" {
+			t.Fatalf("grant %+v: %v", g, err)
+		}
+	}
+	// The destination nodes are told their tasks' attempts.
+	if f := e.beat(w1[0].Task.To, nil).Fences; len(f) != 1 || f[0].Task != w1[0].Task.ID || f[0].Attempt != 1 {
+		t.Fatalf("fences of %s: %+v", w1[0].Task.To, f)
+	}
+	if more := e.claim("a1", 4); len(more) != 0 {
+		t.Fatalf("a claim with nothing left handed out %d tasks", len(more))
+	}
+	// Progress, then the reports.
+	e.clk.Add(2 * time.Second)
+	e.beat("a1", []apiv1.TaskProgress{{Task: w1[0].Task.ID, Attempt: 1, BytesDone: 1 << 20, ThroughputBps: 8e8}})
+	if ag := e.s.Aggregates(); ag.ThroughputBps != 8e8 || ag.SiteOutBps["s1"] != 8e8 || ag.SiteInBps["s2"] != 8e8 {
+		t.Fatalf("aggregates: %+v", ag)
+	}
+	for _, w := range []apiv1.TaskWork{w1[0], w2[0]} {
+		ans, err := e.s.Report(e.ctx, agent(w.Task.From), w.Task.ID, okReport(w))
+		if err != nil || ans.Cancel || ans.Task.State != transfer.TaskSucceeded {
+			t.Fatalf("report: %v %+v", err, ans)
+		}
+	}
+	j = e.job(j.ID)
+	if j.State != transfer.JobSucceeded || j.FilesDone != 100 || j.BytesDone != 100<<20 || j.Reason != "" || j.EndedAt.IsZero() {
+		t.Fatalf("ended job: %s %q done %d bytes %d", j.State, j.Reason, j.FilesDone, j.BytesDone)
+	}
+	var pairBytes int64
+	for _, p := range j.Pairs {
+		pairBytes += p.BytesDone
+	}
+	if len(j.Pairs) != 2 || pairBytes != j.BytesDone {
+		t.Fatalf("pairs: %+v", j.Pairs)
+	}
+	if ag := e.s.Aggregates(); ag.BytesMoved != 100<<20 {
+		t.Fatalf("bytes moved: %d", ag.BytesMoved)
+	}
+	page, err := e.s.Get(e.ctx, alice, j.ID, []string{transfer.FileSucceeded}, false, true)
+	if err != nil || len(page.Files) != 100 || len(page.Tasks) != 3 || len(page.Decisions) == 0 {
+		t.Fatalf("page: %v files %d tasks %d decisions %d", err, len(page.Files), len(page.Tasks), len(page.Decisions))
+	}
+	if _, err := e.s.Get(e.ctx, bob, j.ID, nil, false, false); !errors.Is(err, reserve.ErrNotFound) {
+		t.Fatalf("bob sees alice's job: %v", err)
+	}
+	if js, _ := e.s.List(e.ctx, bob, store.JobFilter{}); len(js) != 0 {
+		t.Fatalf("bob lists %d jobs", len(js))
+	}
+	if js, _ := e.s.List(e.ctx, oper, store.JobFilter{}); len(js) != 1 {
+		t.Fatalf("an operator lists %d jobs", len(js))
+	}
+}
+
+func TestFileRetriesAndFailure(t *testing.T) {
+	e := newEnv(t)
+	// One pair only: a2 and b2 go silent.
+	e.clk.Add(20 * time.Second)
+	e.beat("a1", nil)
+	e.beat("b1", nil)
+	files := listed(3, 1000)
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in",
+		Expected: map[string]string{"src:data/f001": "00000001"}}, files)
+	attempt := func() apiv1.TaskWork {
+		t.Helper()
+		ws := e.claim("a1", 1)
+		if len(ws) != 1 {
+			t.Fatalf("claim: %d tasks", len(ws))
+		}
+		return ws[0]
+	}
+	// f000 is refused for good, f001's checksum differs, f002 drops.
+	w := attempt()
+	rep := apiv1.TaskReport{Attempt: 1, Done: true, Files: []apiv1.FileReport{
+		{Path: "data/f000", Error: "permission denied", Permanent: true},
+		{Path: "data/f001", OK: true, Checksum: "00000002"},
+		{Path: "data/f002", Error: "connection reset"},
+	}}
+	if _, err := e.s.Report(e.ctx, agent("a1"), w.Task.ID, rep); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		w = attempt()
+		rep = apiv1.TaskReport{Attempt: 1, Done: true}
+		for _, f := range w.Files {
+			rep.Files = append(rep.Files, apiv1.FileReport{Path: f.Path, OK: f.Path == "data/f001", Checksum: "00000002", Error: "connection reset"})
+		}
+		if _, err := e.s.Report(e.ctx, agent("a1"), w.Task.ID, rep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j = e.job(j.ID)
+	if j.State != transfer.JobFailed || j.FilesFailed != 3 {
+		t.Fatalf("job: %s failed %d", j.State, j.FilesFailed)
+	}
+	want := "3 of 3 files failed; first: data/f000: permission denied"
+	if j.Reason != want {
+		t.Fatalf("reason %q, want %q", j.Reason, want)
+	}
+	page, _ := e.s.Get(e.ctx, alice, j.ID, nil, false, false)
+	for _, f := range page.Files {
+		switch f.Path {
+		case "data/f000":
+			if f.Attempts != 1 {
+				t.Errorf("f000 tried %d times", f.Attempts)
+			}
+		case "data/f001":
+			if f.Attempts != 2 || f.Error != "checksum mismatch: got 00000002, want 00000001" {
+				t.Errorf("f001: %d attempts, %q", f.Attempts, f.Error)
+			}
+		case "data/f002":
+			if f.Attempts != service.MaxAttempts || f.Error != "connection reset" {
+				t.Errorf("f002: %d attempts, %q", f.Attempts, f.Error)
+			}
+		}
+	}
+}
+
+func TestSubmitRefusesBadInput(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.s.Heartbeat(e.ctx, agent("a1"), "a1", apiv1.DataNodeHeartbeat{Endpoint: "closed", Address: e.addr("a1")}); err != nil {
+		t.Fatal(err)
+	}
+	e.beat("a1", nil)
+	ok := transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}
+	for _, tc := range []struct {
+		name  string
+		who   controller.Actor
+		edit  func(*transfer.JobRequest)
+		want  error
+		field string
+	}{
+		{"no source", alice, func(r *transfer.JobRequest) { r.Sources = nil }, reserve.ErrInvalid, "sources"},
+		{"malformed source", alice, func(r *transfer.JobRequest) { r.Sources = []string{"data"} }, reserve.ErrInvalid, "sources"},
+		{"source out of root", alice, func(r *transfer.JobRequest) { r.Sources = []string{"src:../etc"} }, reserve.ErrInvalid, "sources"},
+		{"two source endpoints", alice, func(r *transfer.JobRequest) { r.Sources = []string{"src:a", "dst:b"} }, reserve.ErrInvalid, "sources"},
+		{"malformed destination", alice, func(r *transfer.JobRequest) { r.Destination = ":in" }, reserve.ErrInvalid, "destination"},
+		{"unknown source endpoint", alice, func(r *transfer.JobRequest) { r.Sources = []string{"nowhere:data"} }, reserve.ErrInvalid, "sources"},
+		{"unknown destination endpoint", alice, func(r *transfer.JobRequest) { r.Destination = "nowhere:in" }, reserve.ErrInvalid, "destination"},
+		{"endpoint not allowed", bob, func(r *transfer.JobRequest) {}, reserve.ErrForbidden, ""},
+		{"closed endpoint", alice, func(r *transfer.JobRequest) { r.Destination = "closed:in" }, reserve.ErrForbidden, ""},
+		{"deadline in the past", alice, func(r *transfer.JobRequest) { r.Deadline = t0.Add(-time.Minute) }, reserve.ErrInvalid, "deadline"},
+		{"checksum", alice, func(r *transfer.JobRequest) { r.Checksum = "md5" }, reserve.ErrInvalid, "checksum"},
+		{"policy", alice, func(r *transfer.JobRequest) { r.Policy = "clobber" }, reserve.ErrInvalid, "policy"},
+		{"priority", alice, func(r *transfer.JobRequest) { r.Priority = 1001 }, reserve.ErrInvalid, "priority"},
+		{"expected not hex", alice, func(r *transfer.JobRequest) { r.Expected = map[string]string{"src:data/x": "zz"} }, reserve.ErrInvalid, "expected_checksums"},
+		{"project not a member", alice, func(r *transfer.JobRequest) { r.Project = "atlas" }, reserve.ErrForbidden, ""},
+		{"agent", agent("a1"), func(r *transfer.JobRequest) {}, reserve.ErrForbidden, ""},
+		{"onto itself", alice, func(r *transfer.JobRequest) { r.Destination = "src:data/in" }, reserve.ErrInvalid, "destination"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := ok
+			req.Sources = append([]string(nil), ok.Sources...)
+			tc.edit(&req)
+			_, _, err := e.s.Submit(e.ctx, tc.who, req)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err %v, want %v", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error of more than one line: %q", err)
+			}
+			var re *reserve.RequestError
+			if tc.field != "" && (!errors.As(err, &re) || re.Field != tc.field) {
+				t.Fatalf("error %v: want field %s", err, tc.field)
+			}
+		})
+	}
+	if js, err := e.st.ListJobs(e.ctx, store.JobFilter{}); err != nil || len(js) != 0 {
+		t.Fatalf("bad requests stored %d jobs (%v)", len(js), err)
+	}
+	if ts, err := e.st.ListTasks(e.ctx, store.TaskFilter{}); err != nil || len(ts) != 0 {
+		t.Fatalf("bad requests stored %d tasks (%v)", len(ts), err)
+	}
+}
+
+func TestSubmitIdempotent(t *testing.T) {
+	e := newEnv(t)
+	req := transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Key: "run-7"}
+	j1, created, err := e.s.Submit(e.ctx, alice, req)
+	if err != nil || !created {
+		t.Fatal(err, created)
+	}
+	req.Checksum = "crc32c" // the default, spelled out: the same request
+	j2, created, err := e.s.Submit(e.ctx, alice, req)
+	if err != nil || created || j2.ID != j1.ID {
+		t.Fatalf("repeat: %v created %v id %s vs %s", err, created, j2.ID, j1.ID)
+	}
+	req.Priority = 5
+	if _, _, err := e.s.Submit(e.ctx, alice, req); !errors.Is(err, reserve.ErrConflict) {
+		t.Fatalf("a different request under the key: %v", err)
+	}
+	// The key is the owner's: an operator may use it for another job.
+	req.Priority = 0
+	if _, created, err := e.s.Submit(e.ctx, oper, req); err != nil || !created {
+		t.Fatalf("another owner's key: %v %v", err, created)
+	}
+	if js, _ := e.st.ListJobs(e.ctx, store.JobFilter{}); len(js) != 2 {
+		t.Fatalf("%d jobs", len(js))
+	}
+}
+
+func TestLeaseLapseRequeues(t *testing.T) { eachStore(t, testLeaseLapseRequeues) }
+
+func testLeaseLapseRequeues(t *testing.T, db string) {
+	e := newEnvAt(t, db)
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(10, 1000))
+	old := e.claim("a1", 1)[0]
+	to := old.Task.To
+	// a1 goes silent; the others keep beating.
+	e.clk.Add(10 * time.Second)
+	for _, n := range []string{"a2", "b1", "b2"} {
+		e.beat(n, nil)
+	}
+	e.clk.Add(10 * time.Second)
+	for _, n := range []string{"a2", "b1", "b2"} {
+		e.beat(n, nil)
+	}
+	e.s.Tick(e.ctx)
+	j = e.job(j.ID)
+	if j.Reason != "data node a1 lost; its tasks wait for another node" {
+		t.Fatalf("reason: %q", j.Reason)
+	}
+	if _, err := e.s.Claim(e.ctx, agent("a1"), "a1", apiv1.ClaimRequest{}); !errors.Is(err, reserve.ErrConflict) {
+		t.Fatalf("a lapsed node claims: %v", err)
+	}
+	ws := e.claim("a2", 1)
+	if len(ws) != 1 || ws[0].Task.ID != old.Task.ID || ws[0].Task.Attempt != 2 || ws[0].Task.From != "a2" || ws[0].Task.To != to || len(ws[0].Files) != 5 {
+		t.Fatalf("requeued claim: %+v", ws)
+	}
+	// The destination fences the old attempt; a1, back, is told to stop.
+	if f := e.beat(to, nil).Fences; len(f) != 1 || f[0].Attempt != 2 {
+		t.Fatalf("fences: %+v", f)
+	}
+	if w := e.beat("a1", []apiv1.TaskProgress{{Task: old.Task.ID, Attempt: 1}}); len(w.Cancel) != 1 || w.Cancel[0] != old.Task.ID {
+		t.Fatalf("a1's heartbeat: cancel %v", w.Cancel)
+	}
+	ans, err := e.s.Report(e.ctx, agent("a1"), old.Task.ID, okReport(old))
+	if err != nil || !ans.Cancel || !strings.Contains(ans.Reason, "attempt 1 of task "+old.Task.ID+" is no longer current") {
+		t.Fatalf("the old attempt's report: %v %+v", err, ans)
+	}
+	if e.job(j.ID).FilesDone != 0 {
+		t.Fatal("the old attempt's report counted")
+	}
+	if ans, err := e.s.Report(e.ctx, agent("a2"), ws[0].Task.ID, okReport(ws[0])); err != nil || ans.Cancel {
+		t.Fatalf("the new attempt's report: %v %+v", err, ans)
+	}
+	// The other half, on a2's own pair.
+	rest := e.claim("a2", 1)
+	if len(rest) != 1 || len(rest[0].Files) != 5 || rest[0].Task.Attempt != 1 {
+		t.Fatalf("the rest: %+v", rest)
+	}
+	if _, err := e.s.Report(e.ctx, agent("a2"), rest[0].Task.ID, okReport(rest[0])); err != nil {
+		t.Fatal(err)
+	}
+	if j = e.job(j.ID); j.State != transfer.JobSucceeded {
+		t.Fatalf("job %s %q", j.State, j.Reason)
+	}
+	// An agent cannot speak for another node.
+	if _, err := e.s.Claim(e.ctx, agent("a1"), "a2", apiv1.ClaimRequest{}); !errors.Is(err, reserve.ErrForbidden) {
+		t.Fatalf("a1 claims for a2: %v", err)
+	}
+}
+
+func TestCancelJob(t *testing.T) {
+	e := newEnv(t)
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(10, 1000))
+	w := e.claim("a1", 1)[0]
+	if _, err := e.s.Cancel(e.ctx, bob, j.ID, ""); !errors.Is(err, reserve.ErrNotFound) {
+		t.Fatalf("bob cancels alice's job: %v", err)
+	}
+	j, err := e.s.Cancel(e.ctx, alice, j.ID, "wrong dataset")
+	if err != nil || j.State != transfer.JobCancelled || j.Reason != "cancelled by alice: wrong dataset" {
+		t.Fatalf("cancel: %v %s %q", err, j.State, j.Reason)
+	}
+	if w := e.beat("a1", []apiv1.TaskProgress{{Task: w.Task.ID, Attempt: 1}}); len(w.Cancel) != 1 {
+		t.Fatalf("heartbeat after cancel: %+v", w.Cancel)
+	}
+	if ans, err := e.s.Report(e.ctx, agent("a1"), w.Task.ID, okReport(w)); err != nil || !ans.Cancel || !strings.Contains(ans.Reason, "cancelled") {
+		t.Fatalf("report after cancel: %v %+v", err, ans)
+	}
+	page, _ := e.s.Get(e.ctx, alice, j.ID, []string{transfer.FileCancelled}, false, false)
+	if len(page.Files) != 10 {
+		t.Fatalf("%d files cancelled", len(page.Files))
+	}
+	if _, err := e.s.Cancel(e.ctx, alice, j.ID, ""); !errors.Is(err, reserve.ErrConflict) {
+		t.Fatalf("cancel twice: %v", err)
+	}
+}
+
+// submitDeadline submits a deadline job and plays a1 listing it while the
+// submission waits.
+func (e *env) submitDeadline(req transfer.JobRequest, files []apiv1.ListedFile) (transfer.Job, error) {
+	e.t.Helper()
+	type result struct {
+		j   transfer.Job
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		j, _, err := e.s.Submit(e.ctx, alice, req)
+		done <- result{j, err}
+	}()
+	for range 2000 {
+		select {
+		case r := <-done:
+			return r.j, r.err
+		default:
+		}
+		if ws := e.claim("a1", 1); len(ws) == 1 {
+			if _, err := e.s.Listing(e.ctx, agent("a1"), ws[0].Task.ID, apiv1.Listing{Attempt: 1, Files: files}); err != nil {
+				e.t.Fatal(err)
+			}
+			r := <-done
+			return r.j, r.err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.t.Fatal("the submission's listing never came up")
+	return transfer.Job{}, nil
+}
+
+func TestDeadlineJobBooked(t *testing.T) { eachStore(t, testDeadlineJobBooked) }
+
+func testDeadlineJobBooked(t *testing.T, db string) {
+	e := newEnvAt(t, db)
+	// 4 GB by an hour from now: each pair's access links carry 900 Mbit/s.
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)}, listed(40, 100_000_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != transfer.JobScheduled || len(j.Pairs) != 2 || j.Algorithm == "" || !strings.HasPrefix(j.Reason, "booked: starts at ") {
+		t.Fatalf("booked job: %s %q pairs %+v", j.State, j.Reason, j.Pairs)
+	}
+	var shares int64
+	for _, p := range j.Pairs {
+		shares += p.ShareBytes
+		r, err := e.c.Get(e.ctx, alice, p.Reservation)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.State != reserve.StateReserved || len(r.History) < 2 || r.History[0].To != reserve.StateHeld || r.History[1].To != reserve.StateReserved {
+			t.Fatalf("reservation %s: %s, history %+v", r.ID, r.State, r.History)
+		}
+		if r.From != p.From || r.To != p.To || r.Bandwidth != p.RateBps || r.End.After(j.Deadline) || r.FlowSpec.IsZero() {
+			t.Fatalf("reservation %+v for pair %+v", r, p)
+		}
+	}
+	if shares != j.BytesTotal {
+		t.Fatalf("shares sum to %d, the dataset is %d", shares, j.BytesTotal)
+	}
+	// The window opens: the job goes ACTIVE and its tasks run paced.
+	start := j.Pairs[0].Start
+	for _, p := range j.Pairs {
+		if p.Start.After(start) {
+			start = p.Start
+		}
+	}
+	e.clk.Set(start)
+	for _, n := range []string{"a1", "a2", "b1", "b2"} {
+		e.beat(n, nil)
+	}
+	e.s.Tick(e.ctx)
+	if j = e.job(j.ID); j.State != transfer.JobActive {
+		t.Fatalf("at its start the job is %s %q", j.State, j.Reason)
+	}
+	ws := e.claim("a1", 4)
+	if len(ws) == 0 || ws[0].Task.Reservation == "" || ws[0].Task.RateBps == 0 {
+		t.Fatalf("paced task: %+v", ws)
+	}
+	// Cancelling releases the reservations.
+	if _, err := e.s.Cancel(e.ctx, alice, j.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range j.Pairs {
+		if r, _ := e.c.Get(e.ctx, alice, p.Reservation); r.State != reserve.StateCancelled {
+			t.Fatalf("reservation %s after the job's cancel: %s", r.ID, r.State)
+		}
+	}
+}
+
+func TestDeadlineInfeasibleRefused(t *testing.T) {
+	e := newEnv(t)
+	// 40 GB in a minute over two 900 Mbit/s pairs cannot be done.
+	_, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Minute)}, listed(40, 1_000_000_000))
+	var de *service.DeadlineError
+	if !errors.As(err, &de) || !errors.Is(err, reserve.ErrCapacity) || de.Earliest.IsZero() {
+		t.Fatalf("infeasible deadline: %v", err)
+	}
+	want := "deadline 2031-05-04T10:01:00Z cannot be met: the earliest completion is "
+	if !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "(algorithm ") {
+		t.Fatalf("message %q", err)
+	}
+	if js, _ := e.st.ListJobs(e.ctx, store.JobFilter{}); len(js) != 0 {
+		t.Fatalf("a refused job kept: %+v", js)
+	}
+	if rs, _ := e.c.List(e.ctx, admin, store.Filter{}); len(rs) != 0 {
+		t.Fatalf("a refused job booked %d reservations", len(rs))
+	}
+}
+
+func TestRestartCarriesOn(t *testing.T) { eachStore(t, testRestartCarriesOn) }
+
+func testRestartCarriesOn(t *testing.T, db string) {
+	e := newEnvAt(t, db)
+	key := e.s.GrantKey()
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(100, 1000))
+	w1 := e.claim("a1", 1)[0]
+	e.restart()
+	if e.s.GrantKey() != key {
+		t.Fatal("the grant key changed over a restart")
+	}
+	if ans, err := e.s.Report(e.ctx, agent("a1"), w1.Task.ID, okReport(w1)); err != nil || ans.Cancel {
+		t.Fatalf("report after the restart: %v %+v", err, ans)
+	}
+	w2 := e.claim("a2", 1)
+	if len(w2) != 1 || len(w2[0].Files) != 50 {
+		t.Fatalf("claim after the restart: %+v", w2)
+	}
+	if _, err := e.s.Report(e.ctx, agent("a2"), w2[0].Task.ID, okReport(w2[0])); err != nil {
+		t.Fatal(err)
+	}
+	if j = e.job(j.ID); j.State != transfer.JobSucceeded || j.FilesDone != 100 {
+		t.Fatalf("job after the restart: %s %q %d", j.State, j.Reason, j.FilesDone)
+	}
+}
+
+func TestEndpoints(t *testing.T) {
+	e := newEnv(t)
+	// A node of the other site may not join an endpoint.
+	if _, err := e.s.Heartbeat(e.ctx, agent("b1"), "b1", apiv1.DataNodeHeartbeat{Endpoint: "src", Address: e.addr("b1")}); !errors.Is(err, reserve.ErrForbidden) {
+		t.Fatalf("b1 joins src: %v", err)
+	}
+	if _, err := e.s.Heartbeat(e.ctx, agent("ra"), "ra", apiv1.DataNodeHeartbeat{Endpoint: "src", Address: "10.0.0.1:7000"}); !errors.Is(err, reserve.ErrInvalid) {
+		t.Fatalf("a router joins: %v", err)
+	}
+	if _, err := e.s.Heartbeat(e.ctx, agent("a1"), "a1", apiv1.DataNodeHeartbeat{Endpoint: "src", Address: e.addr("a1"), Lease: "1h"}); !errors.Is(err, reserve.ErrInvalid) {
+		t.Fatalf("a lease of an hour: %v", err)
+	}
+	e.clk.Add(20 * time.Second)
+	e.beat("a1", nil)
+	eps, err := e.s.Endpoints(e.ctx, bob)
+	if err != nil || len(eps) != 2 || eps[1].Name != "src" || eps[1].Site != "s1" || len(eps[1].Nodes) != 2 {
+		t.Fatalf("endpoints: %v %+v", err, eps)
+	}
+	if !eps[1].Nodes[0].Alive || eps[1].Nodes[1].Alive {
+		t.Fatalf("alive: %+v", eps[1].Nodes)
+	}
+	if _, err := e.s.Allow(e.ctx, alice, "src", apiv1.EndpointAllow{Users: []string{"bob"}}); !errors.Is(err, reserve.ErrForbidden) {
+		t.Fatalf("alice allows: %v", err)
+	}
+	if _, err := e.s.Allow(e.ctx, admin, "nowhere", apiv1.EndpointAllow{Users: []string{"bob"}}); !errors.Is(err, reserve.ErrNotFound) {
+		t.Fatalf("allow an unknown endpoint: %v", err)
+	}
+	ep, err := e.s.Allow(e.ctx, admin, "src", apiv1.EndpointAllow{Users: []string{"alice"}, Remove: true})
+	if err != nil || len(ep.Users) != 0 {
+		t.Fatalf("remove: %v %+v", err, ep)
+	}
+}
+
+func TestDeadlineOverrun(t *testing.T) {
+	e := newEnv(t)
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)}, listed(40, 100_000_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(j.Pairs) != 2 {
+		t.Fatalf("pairs: %+v", j.Pairs)
+	}
+	// Someone books the first pair's path right after its window: it
+	// cannot be extended. The second pair's can.
+	blocked, free := j.Pairs[0], j.Pairs[1]
+	if _, err := e.c.Create(e.ctx, admin, controller.CreateInput{From: blocked.From, To: blocked.To, Bandwidth: 900_000_000, Start: blocked.End, Duration: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	end := blocked.End
+	if free.End.After(end) {
+		end = free.End
+	}
+	e.clk.Set(end.Add(-time.Second))
+	for _, n := range []string{"a1", "a2", "b1", "b2"} {
+		e.beat(n, nil)
+	}
+	e.s.Tick(e.ctx)
+	j = e.job(j.ID)
+	if j.State != transfer.JobActive {
+		t.Fatalf("job %s %q", j.State, j.Reason)
+	}
+	if p := j.Pairs[0]; p.Routed == "" || !strings.Contains(p.Routed, "the pair goes on on the routed path") {
+		t.Fatalf("blocked pair: %+v", p)
+	}
+	p := j.Pairs[1]
+	if p.Routed != "" || !p.End.After(free.End) {
+		t.Fatalf("free pair not extended: %+v (was to %s)", p, free.End)
+	}
+	if r, _ := e.c.Get(e.ctx, alice, p.Reservation); !r.End.Equal(p.End) {
+		t.Fatalf("reservation ends %s, the pair %s", r.End, p.End)
+	}
+	// The routed pair's new tasks run unpaced, without the reservation.
+	for _, w := range e.claim(blocked.From, 4) {
+		if w.Task.To == blocked.To && (w.Task.RateBps != 0 || w.Task.Reservation != "") {
+			t.Fatalf("a routed pair's task: %+v", w.Task)
+		}
+	}
+}
+
+func TestBatchesCapped(t *testing.T) {
+	e := newEnv(t)
+	e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(300, 1000))
+	ws := e.claim("a1", 4)
+	if len(ws) != 1 || len(ws[0].Files) != service.BatchFiles {
+		t.Fatalf("a claim of a large dataset: %d tasks, first of %d files", len(ws), len(ws[0].Files))
+	}
+	big := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:big"}, listed(8, 100<<20))
+	n := 0
+	for _, w := range e.claim("a2", 4) {
+		if w.Task.Job != big.ID {
+			continue
+		}
+		n++
+		if w.Task.Bytes > service.BatchBytes || len(w.Files) != 2 {
+			t.Fatalf("a task of large files: %d files, %d bytes", len(w.Files), w.Task.Bytes)
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d tasks of the large files", n)
+	}
+}
+
+// A data node that restarted (and so lost its tasks) goes on beating:
+// the tasks it no longer names lapse and go to the next claim.
+func TestTasksNotNamedLapse(t *testing.T) {
+	e := newEnv(t)
+	e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(10, 1000))
+	w := e.claim("a1", 1)[0]
+	for range 3 {
+		e.clk.Add(10 * time.Second)
+		for _, n := range []string{"a1", "b1", "b2"} {
+			e.beat(n, nil)
+		}
+		e.s.Tick(e.ctx)
+	}
+	again := e.claim("a1", 1)
+	if len(again) != 1 || again[0].Task.ID != w.Task.ID || again[0].Task.Attempt != 2 {
+		t.Fatalf("the lost task: %+v", again)
+	}
+	// One the node names keeps its lease.
+	for range 3 {
+		e.clk.Add(10 * time.Second)
+		e.beat("a1", []apiv1.TaskProgress{{Task: w.Task.ID, Attempt: 2}})
+		e.s.Tick(e.ctx)
+	}
+	if tk, _ := e.st.GetTask(e.ctx, w.Task.ID); tk.State != transfer.TaskActive || tk.Attempt != 2 {
+		t.Fatalf("a named task: %s attempt %d", tk.State, tk.Attempt)
+	}
+}
+
+// A node reports its files as they arrive: the last one ends the job and
+// the task with it; the task's own end comes after and is told so.
+func TestPartialReports(t *testing.T) {
+	e := newEnv(t)
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(4, 1000))
+	w := e.claim("a1", 1)[0]
+	for i, f := range w.Files {
+		ans, err := e.s.Report(e.ctx, agent("a1"), w.Task.ID, apiv1.TaskReport{Attempt: 1, BytesDone: int64(i+1) * 1000,
+			Files: []apiv1.FileReport{{Path: f.Path, OK: true, Checksum: "0000abcd"}}})
+		if err != nil || ans.Cancel {
+			t.Fatalf("report %d: %v %+v", i, err, ans)
+		}
+	}
+	if j = e.job(j.ID); j.State != transfer.JobActive || j.FilesDone != 2 || j.Reason != "moving: 2 of 4 files" {
+		t.Fatalf("half way: %s %q done %d", j.State, j.Reason, j.FilesDone)
+	}
+	w2 := e.claim("a2", 1)[0]
+	ans, err := e.s.Report(e.ctx, agent("a2"), w2.Task.ID, apiv1.TaskReport{Attempt: 1, Files: []apiv1.FileReport{
+		{Path: w2.Files[0].Path, OK: true}, {Path: w2.Files[1].Path, OK: true}}})
+	if err != nil || ans.Task.State != transfer.TaskSucceeded {
+		t.Fatalf("the last files: %v %+v", err, ans.Task)
+	}
+	if j = e.job(j.ID); j.State != transfer.JobSucceeded {
+		t.Fatalf("job %s %q", j.State, j.Reason)
+	}
+	page, _ := e.s.Get(e.ctx, alice, j.ID, nil, true, false)
+	for _, tk := range page.Tasks {
+		if tk.State != transfer.TaskSucceeded {
+			t.Fatalf("task %s (%s) is %s", tk.ID, tk.Kind, tk.State)
+		}
+	}
+	ans, err = e.s.Report(e.ctx, agent("a1"), w.Task.ID, apiv1.TaskReport{Attempt: 1, Done: true})
+	if err != nil || !ans.Cancel || !strings.Contains(ans.Reason, "has ended (SUCCEEDED)") {
+		t.Fatalf("the end after the job's: %v %+v", err, ans)
+	}
+}
+
+func TestDeadlineErrorMessage(t *testing.T) {
+	for _, tc := range []struct {
+		deadline, earliest time.Time
+		want               string
+	}{
+		{t0, t0.Add(90 * time.Minute), "deadline 2031-05-04T10:00:00Z cannot be met: the earliest completion is 2031-05-04T11:30:00Z (algorithm a)"},
+		{t0.Add(time.Second), t0.Add(1200 * time.Millisecond), "deadline 2031-05-04T10:00:01.000Z cannot be met: the earliest completion is 2031-05-04T10:00:01.200Z (algorithm a)"},
+	} {
+		if got := (&service.DeadlineError{Deadline: tc.deadline, Earliest: tc.earliest, Algorithm: "a"}).Error(); got != tc.want {
+			t.Errorf("got  %s\nwant %s", got, tc.want)
+		}
+	}
+	if got := (&service.DeadlineError{Deadline: t0, Why: "no data node of endpoint dst is alive"}).Error(); got != "deadline 2031-05-04T10:00:00Z cannot be met: no data node of endpoint dst is alive" {
+		t.Errorf("got %s", got)
+	}
+}
+
+// Claims at once from both source nodes never give a file to two tasks.
+func TestConcurrentClaims(t *testing.T) {
+	e := newEnv(t)
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(1000, 1000))
+	seen := map[string]string{}
+	for round := 0; ; round++ {
+		if round > 100 {
+			t.Fatal("the job never ended")
+		}
+		type got struct {
+			node string
+			ws   []apiv1.TaskWork
+			err  error
+		}
+		ch := make(chan got, 2)
+		for _, n := range []string{"a1", "a2"} {
+			go func() {
+				c, err := e.s.Claim(e.ctx, agent(n), n, apiv1.ClaimRequest{Max: 4})
+				ch <- got{n, c.Tasks, err}
+			}()
+		}
+		var all []got
+		for range 2 {
+			g := <-ch
+			if g.err != nil {
+				t.Fatal(g.err)
+			}
+			all = append(all, g)
+		}
+		n := 0
+		for _, g := range all {
+			for _, w := range g.ws {
+				n++
+				for _, f := range w.Files {
+					if other, ok := seen[f.Path]; ok {
+						t.Fatalf("file %s in tasks %s and %s", f.Path, other, w.Task.ID)
+					}
+					seen[f.Path] = w.Task.ID
+				}
+				if _, err := e.s.Report(e.ctx, agent(g.node), w.Task.ID, okReport(w)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if j = e.job(j.ID); j.State != transfer.JobSucceeded || len(seen) != 1000 {
+		t.Fatalf("job %s, %d files seen", j.State, len(seen))
+	}
+}
+
+// A job says what it waits for: a live data node of its source endpoint,
+// then its listing.
+func TestQueuedReason(t *testing.T) {
+	e := newEnv(t)
+	e.clk.Add(20 * time.Second) // every lease lapsed
+	j, _, err := e.s.Submit(e.ctx, alice, transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"})
+	if err != nil || j.Reason != "waiting for a live data node of endpoint src" {
+		t.Fatalf("submit: %v %q", err, j.Reason)
+	}
+	e.beat("a2", nil)
+	e.s.Tick(e.ctx)
+	if j = e.job(j.ID); j.Reason != "listing the dataset on endpoint src" {
+		t.Fatalf("with a2 back: %q", j.Reason)
+	}
+}
+
+// The optimizer raises a pair's concurrency as its throughput rises, keeps
+// each decision, and a restarted controller resumes from the last one.
+func TestOptimizerDecidesAndResumes(t *testing.T) {
+	e := newEnv(t)
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(1000, 1000))
+	first := e.claim("a1", 4)
+	if len(first) != 1 {
+		t.Fatalf("at the start concurrency 1: %d tasks", len(first))
+	}
+	w := first[0]
+	e.clk.Add(30 * time.Second)
+	e.beat("a1", []apiv1.TaskProgress{{Task: w.Task.ID, Attempt: 1, BytesDone: 30_000, ThroughputBps: 8000}})
+	e.clk.Add(31 * time.Second)
+	for _, n := range []string{"a1", "a2", "b1", "b2"} {
+		e.beat(n, []apiv1.TaskProgress{{Task: w.Task.ID, Attempt: 1, BytesDone: 60_000, ThroughputBps: 8000}})
+	}
+	e.s.Tick(e.ctx)
+	page, err := e.s.Get(e.ctx, alice, j.ID, nil, true, true)
+	if err != nil || len(page.Decisions) < 2 {
+		t.Fatalf("decisions: %v %+v", err, page.Decisions)
+	}
+	d := page.Decisions[0]
+	if d.From != "a1" || d.Concurrency != 3 || d.ThroughputBps <= 0 || d.Reason == "" || strings.Contains(d.Reason, "\n") {
+		t.Fatalf("the decision after a rise: %+v", d)
+	}
+	more := e.claim("a1", 4)
+	if len(more) != 2 {
+		t.Fatalf("at concurrency 3 a1 took %d more tasks", len(more))
+	}
+	e.restart()
+	for _, n := range []string{"a1", "a2", "b1", "b2"} {
+		e.beat(n, []apiv1.TaskProgress{{Task: w.Task.ID, Attempt: 1}, {Task: more[0].Task.ID, Attempt: 1}, {Task: more[1].Task.ID, Attempt: 1}})
+	}
+	if _, err := e.s.Report(e.ctx, agent("a1"), w.Task.ID, okReport(w)); err != nil {
+		t.Fatal(err)
+	}
+	if again := e.claim("a1", 4); len(again) != 1 {
+		t.Fatalf("after the restart (concurrency 3 resumed, 2 running) a1 took %d tasks", len(again))
+	}
+}

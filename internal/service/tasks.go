@@ -1,0 +1,825 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/store"
+	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transfer/grant"
+	"github.com/lightpath/lightpath/internal/transfer/plan"
+)
+
+// srcEndpoint is the endpoint a job reads from.
+func srcEndpoint(j transfer.Job) string {
+	if len(j.Sources) == 0 {
+		return ""
+	}
+	l, _ := transfer.ParseLocation(j.Sources[0])
+	return l.Endpoint
+}
+
+// dstLocation is where a job writes.
+func dstLocation(j transfer.Job) transfer.Location {
+	l, _ := transfer.ParseLocation(j.Destination)
+	return l
+}
+
+// claimRun is one claim's view, inside its transaction.
+type claimRun struct {
+	s     *Service
+	ctx   context.Context
+	tx    store.Store
+	now   time.Time
+	me    transfer.DataNode
+	live  map[string][]transfer.DataNode
+	topo  *controller.Topo
+	jobs  map[string]*transfer.Job
+	dirty map[string]bool
+	max   int
+	out   []apiv1.TaskWork
+}
+
+func (r *claimRun) job(id string) (*transfer.Job, error) {
+	if j, ok := r.jobs[id]; ok {
+		return j, nil
+	}
+	j, err := r.tx.GetJob(r.ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	r.jobs[id] = &j
+	return &j, nil
+}
+
+// Claim hands a data node the tasks it is to run now, at most req.Max:
+// first a listing of its endpoint's jobs, then copy tasks whose attempt
+// was lost, then new copy tasks of the ACTIVE jobs whose source is its
+// endpoint, by priority then age, over the pairs where it is the source,
+// while each pair runs fewer tasks than its optimizer's concurrency.
+func (s *Service) Claim(ctx context.Context, a controller.Actor, node string, req apiv1.ClaimRequest) (apiv1.Claim, error) {
+	if err := a.ActsFor(node); err != nil {
+		return apiv1.Claim{}, err
+	}
+	n := req.Max
+	if n <= 0 {
+		n = 1
+	}
+	n = min(n, MaxClaim)
+	topo := s.c.Topology()
+	if topo == nil {
+		return apiv1.Claim{}, controller.ErrNoTopology
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []apiv1.TaskWork
+	err := s.tx(ctx, func(tx store.Store) error {
+		now := s.now()
+		all, live, err := s.liveNodes(ctx, tx, now)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(all, func(d transfer.DataNode) bool { return d.Node == node })
+		if i < 0 || !all[i].Alive {
+			return conflict("data node %s has no live registration: it heartbeats first", node)
+		}
+		r := &claimRun{s: s, ctx: ctx, tx: tx, now: now, me: all[i], live: live, topo: topo, jobs: map[string]*transfer.Job{}, dirty: map[string]bool{}, max: n}
+		if err := r.lists(); err != nil {
+			return err
+		}
+		if err := r.requeued(); err != nil {
+			return err
+		}
+		if err := r.fresh(); err != nil {
+			return err
+		}
+		for id := range r.dirty {
+			if err := s.saveJob(ctx, tx, r.jobs[id], now); err != nil {
+				return err
+			}
+		}
+		out = r.out
+		return nil
+	})
+	if err != nil {
+		return apiv1.Claim{}, err
+	}
+	if out == nil {
+		out = []apiv1.TaskWork{}
+	}
+	return apiv1.Claim{Tasks: out}, nil
+}
+
+// lists claims the queued listings of the node's endpoint.
+func (r *claimRun) lists() error {
+	ts, err := r.tx.ListTasks(r.ctx, store.TaskFilter{Kind: transfer.TaskList, States: []string{transfer.TaskQueued}})
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		if len(r.out) >= r.max {
+			return nil
+		}
+		j, err := r.job(t.Job)
+		if err != nil {
+			return err
+		}
+		if transfer.JobEnded(j.State) || srcEndpoint(*j) != r.me.Endpoint {
+			continue
+		}
+		t.State, t.Attempt, t.ClaimedAt, t.LeaseExpires = transfer.TaskActive, t.Attempt+1, r.now, r.me.LeaseExpires
+		t.From, t.Error = r.me.Node, ""
+		if err := r.tx.UpdateTask(r.ctx, t); err != nil {
+			return err
+		}
+		if why := listReason(r.me.Endpoint, true); j.Reason != why {
+			j.Reason = why
+			r.dirty[j.ID] = true
+		}
+		var srcs []string
+		for _, s := range j.Sources {
+			l, _ := transfer.ParseLocation(s)
+			srcs = append(srcs, l.Path)
+		}
+		r.out = append(r.out, apiv1.TaskWork{Task: t, Sources: srcs, Timeout: ListTimeout.String()})
+	}
+	return nil
+}
+
+// requeued claims copy tasks whose attempt was lost, keeping their
+// destination while it lives (its server fences the old attempt).
+func (r *claimRun) requeued() error {
+	ts, err := r.tx.ListTasks(r.ctx, store.TaskFilter{Kind: transfer.TaskCopy, States: []string{transfer.TaskQueued}})
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		if len(r.out) >= r.max {
+			return nil
+		}
+		j, err := r.job(t.Job)
+		if err != nil {
+			return err
+		}
+		if j.State != transfer.JobActive || srcEndpoint(*j) != r.me.Endpoint {
+			continue
+		}
+		dsts := r.live[dstLocation(*j).Endpoint]
+		to, ok := findNode(dsts, t.To)
+		if !ok {
+			if len(dsts) == 0 {
+				continue
+			}
+			to = dsts[0]
+			for _, d := range dsts {
+				if r.load(d.Node) < r.load(to.Node) {
+					to = d
+				}
+			}
+		}
+		files, err := r.tx.ListJobFiles(r.ctx, store.JobFileFilter{Job: j.ID, Task: t.ID, States: []string{transfer.FileActive}})
+		if err != nil {
+			return err
+		}
+		pr := r.pairOf(j, r.me.Node, to.Node)
+		if err := r.claim(j, t, files, to, pr, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// load counts the tasks a node runs or is to run as a destination.
+func (r *claimRun) load(node string) int {
+	ts, _ := r.tx.ListTasks(r.ctx, store.TaskFilter{Node: node, States: []string{transfer.TaskActive, transfer.TaskQueued}})
+	return len(ts)
+}
+
+func findNode(ns []transfer.DataNode, name string) (transfer.DataNode, bool) {
+	for _, n := range ns {
+		if n.Node == name {
+			return n, true
+		}
+	}
+	return transfer.DataNode{}, false
+}
+
+// pairRun is what a claim needs of a job's pair.
+type pairRun struct {
+	from, to     string
+	reservation  string
+	rateBps      uint64 // booked rate, 0 unreserved
+	share        int64  // bytes the plan gave the pair, 0: no limit
+	concurrency  int
+	streams      int
+	reserved     bool
+	notYetBooked bool // its window has not started
+}
+
+// pairOf finds (or makes) the job's pair from → to, with the optimizer's
+// current choice.
+func (r *claimRun) pairOf(j *transfer.Job, from, to string) pairRun {
+	pr := pairRun{from: from, to: to}
+	i := slices.IndexFunc(j.Pairs, func(p transfer.Pair) bool { return p.From == from && p.To == to })
+	if i < 0 {
+		j.Pairs = append(j.Pairs, transfer.Pair{From: from, To: to})
+		i = len(j.Pairs) - 1
+		r.dirty[j.ID] = true
+	}
+	p := &j.Pairs[i]
+	if p.Reservation != "" && p.Routed == "" {
+		pr.reservation, pr.rateBps, pr.reserved = p.Reservation, p.RateBps, true
+		pr.notYetBooked = r.now.Before(p.Start)
+	}
+	pr.share = p.ShareBytes
+	d := r.s.decision(r.ctx, r.tx, *j, from, to, pr.rateBps, r.now)
+	pr.concurrency, pr.streams = max(d.Concurrency, 1), max(d.Streams, 1)
+	if p.Concurrency != pr.concurrency || p.Streams != pr.streams {
+		p.Concurrency, p.Streams = pr.concurrency, pr.streams
+		r.dirty[j.ID] = true
+	}
+	return pr
+}
+
+// fresh makes new copy tasks for the ACTIVE jobs the node is a source of.
+func (r *claimRun) fresh() error {
+	if len(r.out) >= r.max {
+		return nil
+	}
+	js, err := r.tx.ListJobs(r.ctx, store.JobFilter{States: []string{transfer.JobActive}})
+	if err != nil {
+		return err
+	}
+	slices.SortStableFunc(js, func(a, b transfer.Job) int {
+		if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
+			return c
+		}
+		return a.CreatedAt.Compare(b.CreatedAt)
+	})
+	for _, jj := range js {
+		if len(r.out) >= r.max {
+			return nil
+		}
+		if srcEndpoint(jj) != r.me.Endpoint {
+			continue
+		}
+		j, err := r.job(jj.ID)
+		if err != nil {
+			return err
+		}
+		if err := r.freshJob(j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// planNodes are data nodes as the planner sees them.
+func planNodes(topo *controller.Topo, ns []transfer.DataNode) []plan.Node {
+	out := make([]plan.Node, 0, len(ns))
+	for _, n := range ns {
+		out = append(out, plan.Node{Name: n.Node, AccessBps: accessBps(topo, n.Node), MaxRateBps: n.MaxRateBps})
+	}
+	return out
+}
+
+func (r *claimRun) freshJob(j *transfer.Job) error {
+	srcs := r.live[r.me.Endpoint]
+	dsts := r.live[dstLocation(*j).Endpoint]
+	if len(dsts) == 0 {
+		return nil
+	}
+	var mine []string // destinations this node pushes to
+	pairs := 0        // the pairs the job runs on now
+	booked := slices.ContainsFunc(j.Pairs, func(p transfer.Pair) bool { return p.Reservation != "" })
+	if booked {
+		for _, p := range j.Pairs {
+			_, fromOK := findNode(srcs, p.From)
+			_, toOK := findNode(dsts, p.To)
+			if p.Reservation == "" || !fromOK || !toOK {
+				continue
+			}
+			pairs++
+			if p.From == r.me.Node {
+				mine = append(mine, p.To)
+			}
+		}
+	}
+	// A job without a booking, or whose booked pairs lost their nodes,
+	// runs on the pairs over the live nodes.
+	if pairs == 0 {
+		for _, p := range plan.Pairs(planNodes(r.topo, srcs), planNodes(r.topo, dsts)) {
+			pairs++
+			if p.From == r.me.Node {
+				mine = append(mine, p.To)
+			}
+		}
+	}
+	if len(mine) == 0 {
+		return nil
+	}
+	// A task holds at most its pair's part of the dataset, so a small
+	// one still spreads over every pair.
+	maxFiles := min(BatchFiles, max(1, (j.FilesTotal+pairs-1)/pairs))
+	maxBytes := min(int64(BatchBytes), max(1, (j.BytesTotal+int64(pairs)-1)/int64(pairs)))
+	tasks, err := r.tx.ListTasks(r.ctx, store.TaskFilter{Job: j.ID, Kind: transfer.TaskCopy})
+	if err != nil {
+		return err
+	}
+	for _, toName := range mine {
+		to, _ := findNode(dsts, toName)
+		pr := r.pairOf(j, r.me.Node, toName)
+		if pr.notYetBooked {
+			continue
+		}
+		running := 0
+		var assigned int64
+		for _, t := range tasks {
+			if t.From != pr.from || t.To != pr.to {
+				continue
+			}
+			if t.State == transfer.TaskActive || t.State == transfer.TaskQueued {
+				running++
+			}
+			if t.State != transfer.TaskCancelled {
+				assigned += t.Bytes
+			}
+		}
+		for running < pr.concurrency && len(r.out) < r.max {
+			if pr.reserved && pr.share > 0 && assigned >= pr.share && r.othersCanCarry(j, pr, tasks) {
+				break
+			}
+			files, err := r.tx.ListJobFiles(r.ctx, store.JobFileFilter{Job: j.ID, States: []string{transfer.FilePending}, Limit: BatchFiles})
+			if err != nil {
+				return err
+			}
+			if len(files) == 0 {
+				return nil
+			}
+			limit := maxBytes
+			if pr.reserved && pr.share > 0 && pr.share > assigned {
+				limit = min(limit, pr.share-assigned)
+			}
+			batch := plan.Batches(files, maxFiles, limit)[0]
+			t := transfer.Task{ID: newID("k-"), Job: j.ID, Kind: transfer.TaskCopy, State: transfer.TaskQueued, CreatedAt: r.now}
+			for _, f := range batch {
+				t.Bytes += f.Size
+			}
+			if err := r.tx.CreateTask(r.ctx, t); err != nil {
+				return err
+			}
+			if err := r.claim(j, t, batch, to, pr, true); err != nil {
+				return err
+			}
+			tasks = append(tasks, r.out[len(r.out)-1].Task)
+			running++
+			assigned += t.Bytes
+		}
+	}
+	return nil
+}
+
+// othersCanCarry reports whether another pair of a booked job still has
+// share left and live nodes: then a pair past its share takes no more.
+func (r *claimRun) othersCanCarry(j *transfer.Job, pr pairRun, tasks []transfer.Task) bool {
+	for _, p := range j.Pairs {
+		if p.From == pr.from && p.To == pr.to || p.ShareBytes == 0 {
+			continue
+		}
+		if _, ok := findNode(r.live[r.me.Endpoint], p.From); !ok {
+			continue
+		}
+		if _, ok := findNode(r.live[dstLocation(*j).Endpoint], p.To); !ok {
+			continue
+		}
+		var assigned int64
+		for _, t := range tasks {
+			if t.From == p.From && t.To == p.To && t.State != transfer.TaskCancelled {
+				assigned += t.Bytes
+			}
+		}
+		if assigned < p.ShareBytes {
+			return true
+		}
+	}
+	return false
+}
+
+// claim gives task t with files to this node, pushing to to.
+func (r *claimRun) claim(j *transfer.Job, t transfer.Task, files []transfer.JobFile, to transfer.DataNode, pr pairRun, fresh bool) error {
+	t.State, t.Attempt, t.ClaimedAt, t.LeaseExpires = transfer.TaskActive, t.Attempt+1, r.now, r.me.LeaseExpires
+	t.From, t.To, t.Error, t.BytesDone = r.me.Node, to.Node, "", 0
+	t.Reservation, t.RateBps, t.Streams = pr.reservation, 0, pr.streams
+	if pr.reserved {
+		t.RateBps = pr.rateBps / uint64(max(pr.concurrency, 1))
+	}
+	t.Files = t.Files[:0]
+	t.Bytes = 0
+	for i := range files {
+		f := &files[i]
+		f.State, f.Task, f.From, f.To = transfer.FileActive, t.ID, t.From, t.To
+		if fresh {
+			f.Attempts++
+		}
+		t.Files = append(t.Files, f.Path)
+		t.Bytes += f.Size
+	}
+	if len(files) > 0 {
+		if err := r.tx.UpdateJobFiles(r.ctx, files); err != nil {
+			return err
+		}
+	}
+	if err := r.tx.UpdateTask(r.ctx, t); err != nil {
+		return err
+	}
+	g, err := grant.Sign(r.s.key, grant.Grant{
+		User: j.Owner, Job: j.ID, Task: t.ID, Attempt: t.Attempt, Node: to.Node,
+		Mode: grant.Write, Paths: []string{dstLocation(*j).Path}, Expires: r.now.Add(GrantTTL),
+	})
+	if err != nil {
+		return fmt.Errorf("sign the grant of task %s: %w", t.ID, err)
+	}
+	r.s.noteRate(r.topo.Site, t, 0, t.LeaseExpires)
+	if why := movingReason(*j); j.Reason != why {
+		j.Reason = why
+		r.dirty[j.ID] = true
+	}
+	r.out = append(r.out, apiv1.TaskWork{Task: t, Files: files, Address: to.Address, Grant: g, Checksum: j.Checksum, Policy: j.Policy})
+	return nil
+}
+
+func movingReason(j transfer.Job) string {
+	return fmt.Sprintf("moving: %d of %d files", j.FilesDone, j.FilesTotal)
+}
+
+// staleAnswer tells a node that its attempt of t is no longer current.
+func staleAnswer(t transfer.Task, attempt int, j transfer.Job) apiv1.TaskAnswer {
+	why := fmt.Sprintf("attempt %d of task %s is no longer current", attempt, t.ID)
+	switch {
+	case j.State == transfer.JobCancelled:
+		why = fmt.Sprintf("job %s was cancelled", j.ID)
+	case transfer.JobEnded(j.State):
+		why = fmt.Sprintf("job %s has ended (%s)", j.ID, j.State)
+	case t.Attempt != attempt:
+		why += fmt.Sprintf(" (attempt %d is)", t.Attempt)
+	case t.State != transfer.TaskActive:
+		why += fmt.Sprintf(" (the task is %s)", t.State)
+	}
+	return apiv1.TaskAnswer{Task: t, Cancel: true, Reason: why}
+}
+
+// task returns a task for its holder's word, and whether a speaks for
+// the node holding it. An agent of another node (one whose attempt was
+// taken over) is told to stop, not refused.
+func (s *Service) task(ctx context.Context, a controller.Actor, id, kind string) (transfer.Task, transfer.Job, bool, error) {
+	t, err := s.st.GetTask(ctx, id)
+	if errors.Is(err, reserve.ErrNotFound) {
+		return t, transfer.Job{}, false, notFound("task", id)
+	} else if err != nil {
+		return t, transfer.Job{}, false, err
+	}
+	if t.Kind != kind {
+		return t, transfer.Job{}, false, invalid("task", "task %s is a %s task, not a %s task", id, t.Kind, kind)
+	}
+	holder := a.ActsFor(t.From) == nil && t.From != ""
+	if !holder {
+		if err := a.ActsFor(a.Node); err != nil {
+			return t, transfer.Job{}, false, err
+		}
+	}
+	j, err := s.st.GetJob(ctx, t.Job)
+	return t, j, holder, err
+}
+
+// Listing takes a list task's result: the job's files are stored, and the
+// job goes ACTIVE (no deadline), SCHEDULED (booked for its deadline),
+// SUCCEEDED (nothing to move) or FAILED (the listing failed).
+func (s *Service) Listing(ctx context.Context, a controller.Actor, id string, l apiv1.Listing) (apiv1.TaskAnswer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, j, holder, err := s.task(ctx, a, id, transfer.TaskList)
+	if err != nil {
+		return apiv1.TaskAnswer{}, err
+	}
+	if !holder || t.State != transfer.TaskActive || t.Attempt != l.Attempt || transfer.JobEnded(j.State) {
+		return staleAnswer(t, l.Attempt, j), nil
+	}
+	now := s.now()
+	waiter := s.waiters[j.ID]
+	if l.Error != "" {
+		why := oneLine(l.Error)
+		if waiter != nil {
+			if err := s.st.DeleteJob(ctx, j.ID); err != nil {
+				return apiv1.TaskAnswer{}, err
+			}
+			delete(s.waiters, j.ID)
+			waiter <- invalid("sources", "%s", why)
+			t.State, t.Error, t.EndedAt = transfer.TaskFailed, why, now
+			return apiv1.TaskAnswer{Task: t}, nil
+		}
+		err := s.tx(ctx, func(tx store.Store) error {
+			t.State, t.Error, t.EndedAt = transfer.TaskFailed, why, now
+			if err := tx.UpdateTask(ctx, t); err != nil {
+				return err
+			}
+			j.State, j.Reason, j.EndedAt = transfer.JobFailed, why, now
+			return s.saveJob(ctx, tx, &j, now)
+		})
+		return apiv1.TaskAnswer{Task: t}, err
+	}
+	files, err := listedFiles(j, l.Files)
+	if err != nil {
+		return apiv1.TaskAnswer{}, err
+	}
+	err = s.tx(ctx, func(tx store.Store) error {
+		for i := 0; i < len(files); i += 1000 {
+			if err := tx.AddJobFiles(ctx, files[i:min(i+1000, len(files))]); err != nil {
+				return err
+			}
+		}
+		t.State, t.EndedAt, t.Bytes = transfer.TaskSucceeded, now, 0
+		if err := tx.UpdateTask(ctx, t); err != nil {
+			return err
+		}
+		j.FilesTotal, j.BytesTotal = len(files), 0
+		for _, f := range files {
+			j.BytesTotal += f.Size
+		}
+		switch {
+		case len(files) == 0:
+			j.State, j.Reason, j.StartedAt, j.EndedAt = transfer.JobSucceeded, "", now, now
+		case j.Deadline.IsZero():
+			j.State, j.StartedAt = transfer.JobActive, now
+			j.Reason = movingReason(j)
+		default:
+			j.Reason = "booking the network for the deadline"
+		}
+		return s.saveJob(ctx, tx, &j, now)
+	})
+	if err != nil {
+		return apiv1.TaskAnswer{}, err
+	}
+	if j.State == transfer.JobQueued {
+		s.schedule(ctx, j)
+	} else if waiter != nil {
+		delete(s.waiters, j.ID)
+		waiter <- nil
+	}
+	return apiv1.TaskAnswer{Task: t}, nil
+}
+
+// listedFiles turns a listing into the job's files.
+func listedFiles(j transfer.Job, listed []apiv1.ListedFile) ([]transfer.JobFile, error) {
+	ep := srcEndpoint(j)
+	var srcs []string
+	for _, s := range j.Sources {
+		l, _ := transfer.ParseLocation(s)
+		srcs = append(srcs, l.Path)
+	}
+	dst := dstLocation(j)
+	seen := map[string]bool{}
+	dests := map[string]string{}
+	var out []transfer.JobFile
+	for _, lf := range listed {
+		p := lf.Path
+		if p == "" || strings.HasPrefix(p, "/") || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") {
+			return nil, invalid("files", "listed path %q is not clean and relative", p)
+		}
+		if !slices.Contains(srcs, lf.Source) {
+			return nil, invalid("files", "listed file %s: source %q is not one of the job's", p, lf.Source)
+		}
+		if lf.Size < 0 {
+			return nil, invalid("files", "listed file %s: size %d", p, lf.Size)
+		}
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		d := plan.DestPath(lf.Source, p, dst.Path)
+		if other, ok := dests[d]; ok {
+			return nil, invalid("files", "files %s and %s would both land at %s:%s", other, p, dst.Endpoint, d)
+		}
+		dests[d] = p
+		out = append(out, transfer.JobFile{
+			Job: j.ID, Path: p, Dest: d, Size: lf.Size, MTime: lf.MTime.UTC(),
+			State: transfer.FilePending, Expected: j.Expected[ep+":"+p],
+		})
+	}
+	slices.SortFunc(out, func(a, b transfer.JobFile) int { return strings.Compare(a.Path, b.Path) })
+	return out, nil
+}
+
+// Report takes a copy task's word: each file's verdict, and with Done the
+// end of the attempt. Only the node holding the current attempt is
+// heard; an older attempt is told to stop.
+func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep apiv1.TaskReport) (apiv1.TaskAnswer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, j, holder, err := s.task(ctx, a, id, transfer.TaskCopy)
+	if err != nil {
+		return apiv1.TaskAnswer{}, err
+	}
+	if !holder || t.State != transfer.TaskActive || t.Attempt != rep.Attempt || transfer.JobEnded(j.State) {
+		return staleAnswer(t, rep.Attempt, j), nil
+	}
+	now := s.now()
+	topo := s.c.Topology()
+	prevBytes := t.BytesDone
+	var moved int64
+	var ok, failed int
+	ended := false
+	err = s.tx(ctx, func(tx store.Store) error {
+		moved, ok, failed = 0, 0, 0
+		files, err := tx.ListJobFiles(ctx, store.JobFileFilter{Job: j.ID, Task: t.ID})
+		if err != nil {
+			return err
+		}
+		byPath := map[string]*transfer.JobFile{}
+		for i := range files {
+			byPath[files[i].Path] = &files[i]
+		}
+		var changed []transfer.JobFile
+		pi := slices.IndexFunc(j.Pairs, func(p transfer.Pair) bool { return p.From == t.From && p.To == t.To })
+		for _, fr := range rep.Files {
+			f := byPath[fr.Path]
+			if f == nil || f.State != transfer.FileActive {
+				continue // not of this task, or reported already
+			}
+			switch {
+			case fr.OK && f.Expected != "" && !strings.EqualFold(fr.Checksum, f.Expected):
+				// Sent again once; a second mismatch is final.
+				again := strings.HasPrefix(f.Error, "checksum mismatch") || f.Attempts >= MaxAttempts
+				f.Error = oneLine(fmt.Sprintf("checksum mismatch: got %s, want %s", fr.Checksum, f.Expected))
+				f.Checksum = fr.Checksum
+				if again {
+					f.State = transfer.FileFailed
+					failed++
+				} else {
+					f.State = transfer.FilePending
+				}
+			case fr.OK:
+				f.State, f.Checksum, f.Error = transfer.FileSucceeded, fr.Checksum, ""
+				moved += f.Size
+				ok++
+				if pi >= 0 {
+					j.Pairs[pi].BytesDone += f.Size
+				}
+			default:
+				f.Error = oneLine(fr.Error)
+				if f.Error == "" {
+					f.Error = "failed without a reason"
+				}
+				if fr.Permanent || f.Attempts >= MaxAttempts {
+					f.State = transfer.FileFailed
+					failed++
+				} else {
+					f.State = transfer.FilePending
+				}
+			}
+			changed = append(changed, *f)
+		}
+		t.BytesDone = max(t.BytesDone, rep.BytesDone)
+		if rep.Done {
+			ended = true
+			all := true
+			for _, f := range files {
+				f := byPath[f.Path]
+				if f.State == transfer.FileActive {
+					f.Error = oneLine(rep.Error)
+					if f.Error == "" {
+						f.Error = "the task ended without a word on it"
+					}
+					if rep.Permanent || f.Attempts >= MaxAttempts {
+						f.State = transfer.FileFailed
+						failed++
+					} else {
+						f.State = transfer.FilePending
+					}
+					if !slices.ContainsFunc(changed, func(c transfer.JobFile) bool { return c.Path == f.Path }) {
+						changed = append(changed, *f)
+					}
+				}
+				if f.State != transfer.FileSucceeded {
+					all = false
+				}
+			}
+			t.EndedAt = now
+			if all {
+				t.State = transfer.TaskSucceeded
+			} else {
+				t.State, t.Error = transfer.TaskFailed, oneLine(rep.Error)
+				if t.Error == "" {
+					t.Error = "some files did not arrive"
+				}
+			}
+		}
+		if len(changed) > 0 {
+			if err := tx.UpdateJobFiles(ctx, changed); err != nil {
+				return err
+			}
+		}
+		if err := tx.UpdateTask(ctx, t); err != nil {
+			return err
+		}
+		j.FilesDone += ok
+		j.FilesFailed += failed
+		j.BytesDone += moved
+		if err := s.finish(ctx, tx, &j, now); err != nil {
+			return err
+		}
+		if transfer.JobEnded(j.State) && !ended {
+			if t, err = tx.GetTask(ctx, t.ID); err != nil {
+				return err
+			}
+			ended = true
+		}
+		return s.saveJob(ctx, tx, &j, now)
+	})
+	if err != nil {
+		return apiv1.TaskAnswer{}, err
+	}
+	s.moved += moved
+	if ended {
+		delete(s.rates, t.ID)
+	} else if topo != nil {
+		s.noteRate(topo.Site, t, rep.ThroughputBps, t.LeaseExpires)
+	}
+	s.observe(ctx, s.st, j, t, t.BytesDone-prevBytes, ok, failed, now)
+	if transfer.JobEnded(j.State) {
+		s.release(ctx, j, "job "+j.ID+" "+strings.ToLower(j.State))
+		s.forget(j.ID)
+	}
+	return apiv1.TaskAnswer{Task: t}, nil
+}
+
+// finish ends a job none of whose files is pending or moving, and sets
+// the running job's Reason and throughput. The caller stores it.
+func (s *Service) finish(ctx context.Context, tx store.Store, j *transfer.Job, now time.Time) error {
+	counts, err := tx.CountJobFiles(ctx, j.ID)
+	if err != nil {
+		return err
+	}
+	if counts[transfer.FilePending].Files > 0 || counts[transfer.FileActive].Files > 0 {
+		if j.State == transfer.JobActive {
+			j.Reason = movingReason(*j)
+		}
+		var bps float64
+		tasks, err := tx.ListTasks(ctx, store.TaskFilter{Job: j.ID, States: []string{transfer.TaskActive}})
+		if err != nil {
+			return err
+		}
+		for _, t := range tasks {
+			bps += s.rates[t.ID].bps
+		}
+		j.ThroughputBps = bps
+		return nil
+	}
+	// Tasks still open (their files all reported, their end not yet)
+	// end with the job.
+	open, err := tx.ListTasks(ctx, store.TaskFilter{Job: j.ID, States: []string{transfer.TaskActive, transfer.TaskQueued}})
+	if err != nil {
+		return err
+	}
+	for _, t := range open {
+		failed, err := tx.ListJobFiles(ctx, store.JobFileFilter{Job: j.ID, Task: t.ID, States: []string{transfer.FileFailed}, Limit: 1})
+		if err != nil {
+			return err
+		}
+		t.State, t.EndedAt = transfer.TaskSucceeded, now
+		if len(failed) > 0 {
+			t.State, t.Error = transfer.TaskFailed, "some files did not arrive"
+		}
+		if err := tx.UpdateTask(ctx, t); err != nil {
+			return err
+		}
+		delete(s.rates, t.ID)
+	}
+	j.EndedAt = now
+	j.FilesDone = counts[transfer.FileSucceeded].Files
+	j.FilesFailed = counts[transfer.FileFailed].Files
+	j.BytesDone = counts[transfer.FileSucceeded].Bytes
+	j.ThroughputBps = runThroughput(*j, now)
+	if j.FilesFailed == 0 {
+		j.State, j.Reason = transfer.JobSucceeded, ""
+		return nil
+	}
+	first, err := tx.ListJobFiles(ctx, store.JobFileFilter{Job: j.ID, States: []string{transfer.FileFailed}, Limit: 1})
+	if err != nil {
+		return err
+	}
+	j.State = transfer.JobFailed
+	j.Reason = fmt.Sprintf("%d of %d files failed", j.FilesFailed, j.FilesTotal)
+	if len(first) > 0 {
+		j.Reason = oneLine(j.Reason + fmt.Sprintf("; first: %s: %s", first[0].Path, first[0].Error))
+	}
+	return nil
+}

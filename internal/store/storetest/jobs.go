@@ -1,0 +1,1030 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/store"
+	"github.com/lightpath/lightpath/internal/transfer"
+)
+
+// inUTC returns v with every time in it in UTC, as the store gives it
+// back (the instant kept).
+func inUTC[T any](v T) T {
+	p := reflect.New(reflect.TypeOf(v))
+	p.Elem().Set(reflect.ValueOf(v))
+	setUTC(p.Elem())
+	return p.Elem().Interface().(T)
+}
+
+func setUTC(v reflect.Value) {
+	switch {
+	case v.Type() == reflect.TypeFor[time.Time]():
+		v.Set(reflect.ValueOf(v.Interface().(time.Time).UTC()))
+	case v.Kind() == reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				setUTC(v.Field(i))
+			}
+		}
+	case v.Kind() == reflect.Slice:
+		// A copy: the caller's slice stays as it was.
+		c := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		reflect.Copy(c, v)
+		for i := range c.Len() {
+			setUTC(c.Index(i))
+		}
+		if !v.IsNil() {
+			v.Set(c)
+		}
+	}
+}
+
+func same[T any](t *testing.T, what string, got, want T) {
+	t.Helper()
+	if want = inUTC(want); !reflect.DeepEqual(got, want) {
+		t.Errorf("%s:\n got %+v\nwant %+v", what, got, want)
+	}
+}
+
+// sampleJob returns a job with every field set, created at base plus
+// offset.
+func sampleJob(id, owner, key string, offset time.Duration) transfer.Job {
+	at := base.Add(offset)
+	return transfer.Job{
+		ID: id, Owner: owner, Project: "atlas",
+		JobRequest: transfer.JobRequest{
+			Sources: []string{"cern:/data/run1", "cern:/data/ünï file"}, Destination: "fnal:/in",
+			Deadline: at.Add(time.Hour), Priority: 3, Key: key, Checksum: transfer.ChecksumAdler32,
+			Expected: map[string]string{"cern:/data/run1/a": "0a0b0c0d"}, Policy: transfer.PolicyOverwrite,
+			Project: "atlas-request",
+		},
+		State: transfer.JobActive, Reason: "moving", CreatedAt: at, UpdatedAt: at.Add(time.Minute),
+		StartedAt: at.Add(time.Second), FilesTotal: 10, FilesDone: 4, FilesFailed: 1,
+		BytesTotal: 1 << 40, BytesDone: 1 << 30, ThroughputBps: 9.5e9, Algorithm: "edf",
+		Pairs: []transfer.Pair{{From: "h1", To: "h2", Reservation: "r-1", RateBps: 10_000_000_000,
+			Start: at, End: at.Add(time.Hour), ShareBytes: 1 << 39, BytesDone: 1 << 29, Concurrency: 4, Streams: 8,
+			Routed: "the reservation failed"}},
+		Version: 1,
+	}
+}
+
+func sampleFile(job, path, state string) transfer.JobFile {
+	return transfer.JobFile{Job: job, Path: path, Dest: "in/" + path, Size: int64(len(path)) * 1000,
+		MTime: base.Add(-time.Hour), State: state, Attempts: 1, Error: "timeout ü", Checksum: "0a0b0c0d",
+		Expected: "0a0b0c0d", Task: "", From: "h1", To: "h2"}
+}
+
+func sampleTask(id, job, kind string, offset time.Duration) transfer.Task {
+	at := base.Add(offset)
+	return transfer.Task{ID: id, Job: job, Kind: kind, State: transfer.TaskActive, Attempt: 2, From: "h1", To: "h2",
+		Files: []string{"a", "b"}, Bytes: 2000, BytesDone: 1000, Reservation: "r-1", RateBps: 1e9, Streams: 4,
+		CreatedAt: at, ClaimedAt: at.Add(time.Second), LeaseExpires: at.Add(time.Minute), Error: "x"}
+}
+
+func wantErr(t *testing.T, what string, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Errorf("%s: %v, want %v", what, err, target)
+	}
+}
+
+func jobIDs(js []transfer.Job) []string {
+	ids := []string{}
+	for _, j := range js {
+		ids = append(ids, j.ID)
+	}
+	return ids
+}
+
+func filePaths(fs []transfer.JobFile) []string {
+	ps := []string{}
+	for _, f := range fs {
+		ps = append(ps, f.Job+":"+f.Path)
+	}
+	return ps
+}
+
+func taskIDs(ts []transfer.Task) []string {
+	ids := []string{}
+	for _, t := range ts {
+		ids = append(ids, t.ID)
+	}
+	return ids
+}
+
+func mustJob(t *testing.T, s store.Store, j transfer.Job) {
+	t.Helper()
+	if err := s.CreateJob(ctxFor(t), j); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testJobRoundTrip(t *testing.T, url string) {
+	ctx := ctxFor(t)
+	s := open(t, url)
+	j := sampleJob("j-1", "alice", "k1", 0)
+	mustJob(t, s, j)
+	got, err := s.GetJob(ctx, "j-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	same(t, "job", got, j)
+	if got.CreatedAt.Location() != time.UTC || got.Pairs[0].Start.Location() != time.UTC || got.Deadline.Location() != time.UTC {
+		t.Errorf("times not in UTC: %v %v %v", got.CreatedAt, got.Pairs[0].Start, got.Deadline)
+	}
+	if got, err := s.GetJobByKey(ctx, "alice", "k1"); err != nil {
+		t.Fatal(err)
+	} else {
+		same(t, "job by key", got, j)
+	}
+	if l, err := s.ListJobs(ctx, store.JobFilter{}); err != nil || len(l) != 1 {
+		t.Fatalf("list jobs: %v, %v", jobIDs(l), err)
+	} else {
+		same(t, "listed job", l[0], j)
+	}
+	// Copies: changing what was given or returned changes nothing stored.
+	got.Sources[0], got.Expected["cern:/data/run1/a"], got.Pairs[0].From = "x", "x", "x"
+	j2 := sampleJob("j-2", "alice", "", time.Minute)
+	want2 := sampleJob("j-2", "alice", "", time.Minute)
+	mustJob(t, s, j2)
+	j2.Sources[0], j2.Expected["cern:/data/run1/a"], j2.Pairs[0].To = "y", "y", "y"
+	if again, err := s.GetJob(ctx, "j-1"); err != nil {
+		t.Fatal(err)
+	} else {
+		same(t, "job after changing a copy", again, sampleJob("j-1", "alice", "k1", 0))
+	}
+	if again, err := s.GetJob(ctx, "j-2"); err != nil {
+		t.Fatal(err)
+	} else {
+		same(t, "job after changing what was given", again, want2)
+	}
+	// A job with nothing but what is required comes back as it was.
+	min := transfer.Job{ID: "j-min", Owner: "bob", State: transfer.JobQueued}
+	mustJob(t, s, min)
+	if got, err := s.GetJob(ctx, "j-min"); err != nil {
+		t.Fatal(err)
+	} else {
+		same(t, "minimal job", got, min)
+	}
+	other := sampleJob("j-1", "bob", "", 0)
+	wantErr(t, "create a taken id", s.CreateJob(ctx, other), reserve.ErrConflict)
+	_, err = s.GetJob(ctx, "j-none")
+	wantErr(t, "get a missing job", err, reserve.ErrNotFound)
+	_, err = s.GetJobByKey(ctx, "alice", "k-none")
+	wantErr(t, "get a missing key", err, reserve.ErrNotFound)
+	_, err = s.GetJobByKey(ctx, "alice", "")
+	wantErr(t, "get by the empty key", err, reserve.ErrNotFound)
+}
+
+// badJobs are the jobs CreateJob and UpdateJob refuse with
+// reserve.ErrInvalid, on both backends alike.
+func badJobs() []struct {
+	name string
+	j    transfer.Job
+} {
+	mod := func(f func(j *transfer.Job)) transfer.Job {
+		j := sampleJob("j-bad", "alice", "k-bad", 0)
+		f(&j)
+		return j
+	}
+	return []struct {
+		name string
+		j    transfer.Job
+	}{
+		{"no id", mod(func(j *transfer.Job) { j.ID = "" })},
+		{"no owner", mod(func(j *transfer.Job) { j.Owner = "" })},
+		{"no state", mod(func(j *transfer.Job) { j.State = "" })},
+		{"NUL in the id", mod(func(j *transfer.Job) { j.ID = "j-\x00" })},
+		{"NUL in the owner", mod(func(j *transfer.Job) { j.Owner = "al\x00ice" })},
+		{"NUL in the key", mod(func(j *transfer.Job) { j.Key = "k\x00" })},
+		{"NUL in the state", mod(func(j *transfer.Job) { j.State = "ACTIVE\x00" })},
+		{"NUL in a source", mod(func(j *transfer.Job) { j.Sources[0] = "cern:/a\x00b" })},
+		{"NUL in the reason", mod(func(j *transfer.Job) { j.Reason = "\x00" })},
+		{"NUL in an expected path", mod(func(j *transfer.Job) { j.Expected = map[string]string{"cern:/\x00": "00"} })},
+		{"NUL in a pair's reservation", mod(func(j *transfer.Job) { j.Pairs[0].Reservation = "r\x00" })},
+		{"invalid UTF-8 in the id", mod(func(j *transfer.Job) { j.ID = "j-\xff" })},
+		{"invalid UTF-8 in the key", mod(func(j *transfer.Job) { j.Key = "k\xff" })},
+		{"invalid UTF-8 in the reason", mod(func(j *transfer.Job) { j.Reason = "\xffwaiting" })},
+		{"invalid UTF-8 in a source", mod(func(j *transfer.Job) { j.Sources[1] = "cern:/\xfe" })},
+		{"invalid UTF-8 in an expected path", mod(func(j *transfer.Job) { j.Expected = map[string]string{"cern:/\xff": "00"} })},
+		{"invalid UTF-8 in an expected sum", mod(func(j *transfer.Job) { j.Expected = map[string]string{"cern:/a": "\xff"} })},
+		{"invalid UTF-8 in the request's project", mod(func(j *transfer.Job) { j.JobRequest.Project = "\xff" })},
+		{"invalid UTF-8 in a pair", mod(func(j *transfer.Job) { j.Pairs[0].Routed = "\xff" })},
+		{"a NaN throughput", mod(func(j *transfer.Job) { j.ThroughputBps = math.NaN() })},
+		{"an infinite throughput", mod(func(j *transfer.Job) { j.ThroughputBps = math.Inf(1) })},
+		{"created in 1500", mod(func(j *transfer.Job) { j.CreatedAt = time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC) })},
+		{"a deadline in 3000", mod(func(j *transfer.Job) { j.Deadline = time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC) })},
+	}
+}
+
+func testJobInvalid(t *testing.T, url string) {
+	ctx := ctxFor(t)
+	s := open(t, url)
+	for _, tc := range badJobs() {
+		wantErr(t, "create a job with "+tc.name, s.CreateJob(ctx, tc.j), reserve.ErrInvalid)
+	}
+	if l, err := s.ListJobs(ctx, store.JobFilter{}); err != nil || len(l) != 0 {
+		t.Errorf("jobs stored after refusals: %v, %v", jobIDs(l), err)
+	}
+	j := sampleJob("j-bad", "alice", "k-bad", 0)
+	mustJob(t, s, j)
+	for _, tc := range badJobs() {
+		u := tc.j
+		if u.ID != j.ID || tc.name == "no owner" || tc.name == "NUL in the owner" || tc.name == "NUL in the key" || tc.name == "invalid UTF-8 in the key" || tc.name == "created in 1500" {
+			continue // an ID that names no job, or a field an update leaves as it was
+		}
+		u.Version = 2
+		wantErr(t, "update a job with "+tc.name, s.UpdateJob(ctx, u, 1), reserve.ErrInvalid)
+	}
+	if got, err := s.GetJob(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	} else {
+		same(t, "job after refused updates", got, j)
+	}
+}
+
+func testJobIdempotency(t *testing.T, url string) {
+	ctx := ctxFor(t)
+	s := open(t, url)
+	j1 := sampleJob("j-1", "alice", "k1", 0)
+	mustJob(t, s, j1)
+	err := s.CreateJob(ctx, sampleJob("j-2", "alice", "k1", time.Minute))
+	var dup *store.DuplicateJobError
+	if !errors.As(err, &dup) || !errors.Is(err, store.ErrDuplicateKey) {
+		t.Fatalf("create under a used key: %v, want a *DuplicateJobError matching ErrDuplicateKey", err)
+	}
+	same(t, "the job a duplicate carries", dup.Existing, j1)
+	if dup.Error() == "" {
+		t.Error("a duplicate's message is empty")
+	}
+	_, err = s.GetJob(ctx, "j-2")
+	wantErr(t, "the duplicate was stored", err, reserve.ErrNotFound)
+	// Inside Tx the duplicate comes back as it is.
+	err = s.Tx(ctx, func(tx store.Store) error { return tx.CreateJob(ctx, sampleJob("j-2", "alice", "k1", 0)) })
+	if !errors.As(err, &dup) || dup.Existing.ID != "j-1" {
+		t.Errorf("a duplicate in Tx: %v", err)
+	}
+	// The key is per owner; the empty key is no key.
+	mustJob(t, s, sampleJob("j-3", "bob", "k1", 0))
+	mustJob(t, s, sampleJob("j-4", "alice", "", 0))
+	mustJob(t, s, sampleJob("j-5", "alice", "", 0))
+	for _, c := range []struct{ owner, key, want string }{{"alice", "k1", "j-1"}, {"bob", "k1", "j-3"}} {
+		if got, err := s.GetJobByKey(ctx, c.owner, c.key); err != nil || got.ID != c.want {
+			t.Errorf("job of %s under %s: %s, %v; want %s", c.owner, c.key, got.ID, err, c.want)
+		}
+	}
+	_, err = s.GetJobByKey(ctx, "carol", "k1")
+	wantErr(t, "a key of another owner", err, reserve.ErrNotFound)
+	// A taken ID under a new key stores nothing, the key included.
+	wantErr(t, "create a taken id under a new key", s.CreateJob(ctx, sampleJob("j-1", "alice", "k2", 0)), reserve.ErrConflict)
+	_, err = s.GetJobByKey(ctx, "alice", "k2")
+	wantErr(t, "the key of a refused job", err, reserve.ErrNotFound)
+	if l, err := s.ListJobs(ctx, store.JobFilter{}); err != nil || len(l) != 4 {
+		t.Errorf("jobs: %v, %v; want 4", jobIDs(l), err)
+	}
+}
+
+func testJobCAS(t *testing.T, url string) {
+	ctx := ctxFor(t)
+	s := open(t, url)
+	j := sampleJob("j-1", "alice", "k1", 0)
+	mustJob(t, s, j)
+	up := j
+	up.Version = 3
+	err := s.UpdateJob(ctx, up, 2)
+	var stale *reserve.StaleVersionError
+	if !errors.As(err, &stale) || !errors.Is(err, reserve.ErrConflict) || stale.Current != 1 || stale.Given != 2 || stale.ID != "j-1" {
+		t.Errorf("update from a stale version: %v, want a StaleVersionError (current 1, given 2)", err)
+	}
+	up.Version = 1
+	wantErr(t, "update to a version not after the expected", s.UpdateJob(ctx, up, 1), reserve.ErrInvalid)
+	none := sampleJob("j-none", "alice", "", 0)
+	none.Version = 2
+	wantErr(t, "update a missing job", s.UpdateJob(ctx, none, 1), reserve.ErrNotFound)
+	if got, err := s.GetJob(ctx, "j-1"); err != nil {
+		t.Fatal(err)
+	} else {
+		same(t, "job after refused updates", got, j)
+	}
+	// Everything changes but ID, Owner, Key and CreatedAt.
+	up = sampleJob("j-1", "mallory", "k-other", time.Hour)
+	up.State, up.Reason, up.Pairs, up.Sources, up.Expected = transfer.JobSucceeded, "", nil, []string{"cern:/x"}, nil
+	up.EndedAt, up.FilesDone, up.JobRequest.Project, up.Version = base.Add(2*time.Hour), 10, "", 2
+	if err := s.UpdateJob(ctx, up, 1); err != nil {
+		t.Fatal(err)
+	}
+	want := up
+	want.Owner, want.Key, want.CreatedAt = j.Owner, j.Key, j.CreatedAt
+	got, err := s.GetJob(ctx, "j-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	same(t, "updated job", got, want)
+	if got, err := s.GetJobByKey(ctx, "alice", "k1"); err != nil || got.Version != 2 {
+		t.Errorf("job by its key after the update: version %d, %v", got.Version, err)
+	}
+	_, err = s.GetJobByKey(ctx, "mallory", "k-other")
+	wantErr(t, "the key an update tried", err, reserve.ErrNotFound)
+	if l, err := s.ListJobs(ctx, store.JobFilter{States: []string{transfer.JobSucceeded}}); err != nil || len(l) != 1 {
+		t.Errorf("jobs by the updated state: %v, %v", jobIDs(l), err)
+	}
+	if err := s.UpdateJob(ctx, up, 1); !errors.As(err, &stale) || stale.Current != 2 {
+		t.Errorf("update from the old version again: %v, want current 2", err)
+	}
+}
+
+func testJobFilters(t *testing.T, url string) {
+	ctx := ctxFor(t)
+	s := open(t, url)
+	for _, j := range []transfer.Job{
+		{ID: "j-a", Owner: "alice", State: transfer.JobActive, CreatedAt: base.Add(time.Minute)},
+		{ID: "j-b", Owner: "alice", State: transfer.JobSucceeded, CreatedAt: base.Add(2 * time.Minute)},
+		{ID: "j-c", Owner: "bob", State: transfer.JobQueued, CreatedAt: base.Add(3 * time.Minute)},
+		{ID: "j-d", Owner: "bob", State: transfer.JobActive, CreatedAt: base.Add(3 * time.Minute)},
+		{ID: "j-e", Owner: "alice", State: transfer.JobQueued, CreatedAt: base},
+	} {
+		mustJob(t, s, j)
+	}
+	for _, tc := range []struct {
+		name string
+		f    store.JobFilter
+		want []string
+	}{
+		{"all, newest first, then by ID descending", store.JobFilter{}, []string{"j-d", "j-c", "j-b", "j-a", "j-e"}},
+		{"owner", store.JobFilter{Owner: "alice"}, []string{"j-b", "j-a", "j-e"}},
+		{"states", store.JobFilter{States: []string{transfer.JobActive, transfer.JobQueued}}, []string{"j-d", "j-c", "j-a", "j-e"}},
+		{"since (inclusive)", store.JobFilter{Since: base.Add(2 * time.Minute)}, []string{"j-d", "j-c", "j-b"}},
+		{"limit", store.JobFilter{Limit: 2}, []string{"j-d", "j-c"}},
+		{"owner and state", store.JobFilter{Owner: "bob", States: []string{transfer.JobActive}}, []string{"j-d"}},
+		{"owner, since and limit", store.JobFilter{Owner: "alice", Since: base.Add(time.Second), Limit: 1}, []string{"j-b"}},
+		{"no match", store.JobFilter{Owner: "carol"}, []string{}},
+	} {
+		got, err := s.ListJobs(ctx, tc.f)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if ids := jobIDs(got); !reflect.DeepEqual(ids, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, ids, tc.want)
+		}
+	}
+}
+
+func testJobDelete(t *testing.T, url string) {
+	ctx := ctxFor(t)
+	s := open(t, url)
+	for _, id := range []string{"j-1", "j-2"} {
+		mustJob(t, s, sampleJob(id, "alice", "key-"+id, 0))
+		files := []transfer.JobFile{sampleFile(id, "a", transfer.FilePending), sampleFile(id, "b", transfer.FileActive)}
+		if err := errors.Join(
+			s.AddJobFiles(ctx, files),
+			s.CreateTask(ctx, sampleTask("k-"+id, id, transfer.TaskCopy, 0)),
+			s.AppendDecision(ctx, transfer.Decision{Job: id, From: "h1", To: "h2", At: base, Reason: "start"}),
+		); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteJob(ctx, "j-1"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.GetJob(ctx, "j-1")
+	wantErr(t, "get a deleted job", err, reserve.ErrNotFound)
+	_, err = s.GetTask(ctx, "k-j-1")
+	wantErr(t, "get a deleted job's task", err, reserve.ErrNotFound)
+	if fs, err := s.ListJobFiles(ctx, store.JobFileFilter{}); err != nil || !reflect.DeepEqual(filePaths(fs), []string{"j-2:a", "j-2:b"}) {
+		t.Errorf("files after deleting j-1: %v, %v", filePaths(fs), err)
+	}
+	if n, err := s.CountJobFiles(ctx, "j-1"); err != nil || len(n) != 0 {
+		t.Errorf("count of a deleted job's files: %v, %v", n, err)
+	}
+	if ts, err := s.ListTasks(ctx, store.TaskFilter{}); err != nil || !reflect.DeepEqual(taskIDs(ts), []string{"k-j-2"}) {
+		t.Errorf("tasks after deleting j-1: %v, %v", taskIDs(ts), err)
+	}
+	if ds, err := s.ListDecisions(ctx, "j-1", 0); err != nil || len(ds) != 0 {
+		t.Errorf("decisions of a deleted job: %v, %v", ds, err)
+	}
+	if ds, err := s.ListDecisions(ctx, "j-2", 0); err != nil || len(ds) != 1 {
+		t.Errorf("decisions of the other job: %v, %v", ds, err)
+	}
+	wantErr(t, "delete a deleted job", s.DeleteJob(ctx, "j-1"), reserve.ErrNotFound)
+	wantErr(t, "delete a missing job", s.DeleteJob(ctx, "j-none"), reserve.ErrNotFound)
+	// Its key and its files' paths are free again.
+	mustJob(t, s, sampleJob("j-1", "alice", "key-j-1", 0))
+	if err := s.AddJobFiles(ctx, []transfer.JobFile{sampleFile("j-1", "a", transfer.FilePending)}); err != nil {
+		t.Errorf("add a file of a recreated job: %v", err)
+	}
+}
+
+func testJobFiles(t *testing.T, url string) {
+	ctx := ctxFor(t)
+	s := open(t, url)
+	mustJob(t, s, sampleJob("j-1", "alice", "", 0))
+	mustJob(t, s, sampleJob("j-2", "alice", "", 0))
+	if err := s.AddJobFiles(ctx, nil); err != nil {
+		t.Errorf("add no files: %v", err)
+	}
+	a := sampleFile("j-1", "dir/a", transfer.FilePending)
+	b := sampleFile("j-1", "dir/b", transfer.FileActive)
+	b.Task, b.Error, b.Checksum, b.Expected, b.From, b.To, b.MTime = "k-1", "", "", "", "", "", time.Time{}
+	c := sampleFile("j-2", "c", transfer.FilePending)
+	given := []transfer.JobFile{a, b, c}
+	if err := s.AddJobFiles(ctx, given); err != nil {
+		t.Fatal(err)
+	}
+	given[0].Path = "changed" // what was given is the caller's
+	got, err := s.ListJobFiles(ctx, store.JobFileFilter{Job: "j-1"})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("files of j-1: %v, %v", filePaths(got), err)
+	}
+	same(t, "file a", got[0], a)
+	same(t, "file b", got[1], b)
+	if got[0].MTime.Location() != time.UTC {
+		t.Errorf("mtime %v not in UTC", got[0].MTime)
+	}
+	got[0].State = "changed"
+	if again, _ := s.ListJobFiles(ctx, store.JobFileFilter{Job: "j-1", Paths: []string{"dir/a"}}); len(again) != 1 || again[0].State != transfer.FilePending {
+		t.Errorf("a file after changing a copy: %+v", again)
+	}
+
+	// Refused calls store nothing.
+	wantErr(t, "add a file of a missing job", s.AddJobFiles(ctx, []transfer.JobFile{sampleFile("j-none", "x", transfer.FilePending)}), reserve.ErrNotFound)
+	wantErr(t, "add files, one of a missing job", s.AddJobFiles(ctx, []transfer.JobFile{
+		sampleFile("j-1", "new", transfer.FilePending), sampleFile("j-none", "x", transfer.FilePending)}), reserve.ErrNotFound)
+	wantErr(t, "add a stored file", s.AddJobFiles(ctx, []transfer.JobFile{
+		sampleFile("j-1", "new", transfer.FilePending), sampleFile("j-1", "dir/a", transfer.FilePending)}), reserve.ErrConflict)
+	wantErr(t, "add a file twice", s.AddJobFiles(ctx, []transfer.JobFile{
+		sampleFile("j-1", "new", transfer.FilePending), sampleFile("j-1", "new", transfer.FilePending)}), reserve.ErrConflict)
+	bad := func(f func(*transfer.JobFile)) transfer.JobFile {
+		jf := sampleFile("j-1", "new-bad", transfer.FilePending)
+		f(&jf)
+		return jf
+	}
+	for _, tc := range []struct {
+		name string
+		f    transfer.JobFile
+	}{
+		{"no job", bad(func(f *transfer.JobFile) { f.Job = "" })},
+		{"no path", bad(func(f *transfer.JobFile) { f.Path = "" })},
+		{"no state", bad(func(f *transfer.JobFile) { f.State = "" })},
+		{"NUL in the path", bad(func(f *transfer.JobFile) { f.Path = "a\x00b" })},
+		{"NUL in the task", bad(func(f *transfer.JobFile) { f.Task = "k\x00" })},
+		{"NUL in the state", bad(func(f *transfer.JobFile) { f.State = "P\x00" })},
+		{"invalid UTF-8 in the path", bad(func(f *transfer.JobFile) { f.Path = "a\xffb" })},
+		{"NUL in the destination", bad(func(f *transfer.JobFile) { f.Dest = "a\x00b" })},
+		{"NUL in the error", bad(func(f *transfer.JobFile) { f.Error = "\x00" })},
+		{"invalid UTF-8 in the destination", bad(func(f *transfer.JobFile) { f.Dest = "a\xffb" })},
+		{"invalid UTF-8 in the error", bad(func(f *transfer.JobFile) { f.Error = "\xc3" })},
+		{"an mtime in 1000", bad(func(f *transfer.JobFile) { f.MTime = time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC) })},
+	} {
+		wantErr(t, "add a file with "+tc.name, s.AddJobFiles(ctx, []transfer.JobFile{sampleFile("j-1", "new", transfer.FilePending), tc.f}), reserve.ErrInvalid)
+		wantErr(t, "update a file with "+tc.name, s.UpdateJobFiles(ctx, []transfer.JobFile{tc.f}), reserve.ErrInvalid)
+	}
+	if fs, err := s.ListJobFiles(ctx, store.JobFileFilter{}); err != nil || !reflect.DeepEqual(filePaths(fs), []string{"j-1:dir/a", "j-1:dir/b", "j-2:c"}) {
+		t.Errorf("files after refused adds: %v, %v", filePaths(fs), err)
+	}
+
+	// Updates replace every field; a file given twice ends as given last.
+	ua := a
+	ua.State, ua.Task, ua.Size, ua.Attempts, ua.Error = transfer.FileActive, "k-1", 5, 2, ""
+	ub := b
+	ub.State = transfer.FileFailed
+	ub2 := b
+	ub2.State, ub2.Error = transfer.FileSucceeded, "verified"
+	if err := s.UpdateJobFiles(ctx, []transfer.JobFile{ub, ua, ub2}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.ListJobFiles(ctx, store.JobFileFilter{Job: "j-1"})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("files of j-1 after the update: %v, %v", filePaths(got), err)
+	}
+	same(t, "updated file a", got[0], ua)
+	same(t, "updated file b", got[1], ub2)
+	// One unknown file: nothing of the call is stored.
+	ua2 := ua
+	ua2.State = transfer.FileFailed
+	wantErr(t, "update files, one unknown", s.UpdateJobFiles(ctx, []transfer.JobFile{ua2, sampleFile("j-1", "none", transfer.FileFailed)}), reserve.ErrNotFound)
+	wantErr(t, "update a file of a missing job", s.UpdateJobFiles(ctx, []transfer.JobFile{sampleFile("j-none", "dir/a", transfer.FileFailed)}), reserve.ErrNotFound)
+	if got, err := s.ListJobFiles(ctx, store.JobFileFilter{Job: "j-1", Paths: []string{"dir/a"}}); err != nil || len(got) != 1 {
+		t.Fatalf("file a: %v, %v", filePaths(got), err)
+	} else {
+		same(t, "file a after a refused update", got[0], ua)
+	}
+	if err := s.UpdateJobFiles(ctx, nil); err != nil {
+		t.Errorf("update no files: %v", err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		f    store.JobFileFilter
+		want []string
+	}{
+		{"all, by job then path", store.JobFileFilter{}, []string{"j-1:dir/a", "j-1:dir/b", "j-2:c"}},
+		{"job", store.JobFileFilter{Job: "j-2"}, []string{"j-2:c"}},
+		{"states", store.JobFileFilter{States: []string{transfer.FileActive, transfer.FilePending}}, []string{"j-1:dir/a", "j-2:c"}},
+		{"task", store.JobFileFilter{Task: "k-1"}, []string{"j-1:dir/a", "j-1:dir/b"}},
+		{"paths", store.JobFileFilter{Paths: []string{"c", "dir/b", "none"}}, []string{"j-1:dir/b", "j-2:c"}},
+		{"job and state", store.JobFileFilter{Job: "j-1", States: []string{transfer.FileSucceeded}}, []string{"j-1:dir/b"}},
+		{"after", store.JobFileFilter{Job: "j-1", After: "dir/a"}, []string{"j-1:dir/b"}},
+		{"limit", store.JobFileFilter{Limit: 2}, []string{"j-1:dir/a", "j-1:dir/b"}},
+		{"no match", store.JobFileFilter{Job: "j-none"}, []string{}},
+	} {
+		got, err := s.ListJobFiles(ctx, tc.f)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if ps := filePaths(got); !reflect.DeepEqual(ps, tc.want) {
+			t.Errorf("files by %s: %v, want %v", tc.name, ps, tc.want)
+		}
+	}
+	want := map[string]store.FileCount{
+		transfer.FileActive:    {Files: 1, Bytes: ua.Size},
+		transfer.FileSucceeded: {Files: 1, Bytes: ub2.Size},
+	}
+	if n, err := s.CountJobFiles(ctx, "j-1"); err != nil || !reflect.DeepEqual(n, want) {
+		t.Errorf("count of j-1's files: %v, %v; want %v", n, err, want)
+	}
+	if n, err := s.CountJobFiles(ctx, "j-none"); err != nil || len(n) != 0 {
+		t.Errorf("count of a missing job's files: %v, %v", n, err)
+	}
+}
+
+// testJobFilesAtomic: a job's files come by the ten thousand, each call
+// storing all of them or none, across the statements it takes.
+func testJobFilesAtomic(t *testing.T, url string) {
+	ctx := ctxFor(t)
+	s := open(t, url)
+	mustJob(t, s, sampleJob("j-1", "alice", "", 0))
+	const n = 10_000
+	files := make([]transfer.JobFile, n)
+	var bytes int64
+	for i := range files {
+		files[i] = transfer.JobFile{Job: "j-1", Path: fmt.Sprintf("d%02d/f%05d", i%37, i), Size: int64(i), State: transfer.FilePending}
+		bytes += int64(i)
+	}
+	if err := s.AddJobFiles(ctx, files); err != nil {
+		t.Fatal(err)
+	}
+	count := func(what string, want map[string]store.FileCount) {
+		t.Helper()
+		if got, err := s.CountJobFiles(ctx, "j-1"); err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %v, %v; want %v", what, got, err, want)
+		}
+	}
+	count("after adding 10,000 files", map[string]store.FileCount{transfer.FilePending: {Files: n, Bytes: bytes}})
+
+	// A stored file late in a long call: nothing of the call is stored.
+	more := make([]transfer.JobFile, 1200)
+	for i := range more {
+		more[i] = transfer.JobFile{Job: "j-1", Path: fmt.Sprintf("more/%05d", i), Size: 1, State: transfer.FilePending}
+	}
+	more[1100] = files[7]
+	wantErr(t, "add 1,200 files, the 1,101st stored", s.AddJobFiles(ctx, more), reserve.ErrConflict)
+	more[1100] = more[3]
+	wantErr(t, "add 1,200 files, one twice", s.AddJobFiles(ctx, more), reserve.ErrConflict)
+	count("after refused adds", map[string]store.FileCount{transfer.FilePending: {Files: n, Bytes: bytes}})
+
+	// An unknown file late in a long update: nothing of the call is stored.
+	up := make([]transfer.JobFile, 1200)
+	for i := range up {
+		up[i] = files[i]
+		up[i].State = transfer.FileActive
+	}
+	up[1100].Path = "none"
+	wantErr(t, "update 1,200 files, the 1,101st unknown", s.UpdateJobFiles(ctx, up), reserve.ErrNotFound)
+	count("after a refused update", map[string]store.FileCount{transfer.FilePending: {Files: n, Bytes: bytes}})
+
+	for i := range files {
+		files[i].State, files[i].Task = transfer.FileActive, fmt.Sprintf("k-%d", i%3)
+	}
+	if err := s.UpdateJobFiles(ctx, files); err != nil {
+		t.Fatal(err)
+	}
+	count("after updating 10,000 files", map[string]store.FileCount{transfer.FileActive: {Files: n, Bytes: bytes}})
+	if got, err := s.ListJobFiles(ctx, store.JobFileFilter{Job: "j-1", Task: "k-1"}); err != nil || len(got) != n/3 {
+		t.Errorf("files of task k-1: %d, %v; want %d", len(got), err, n/3)
+	}
+
+	// Many paths at once, paged.
+	var paths []string
+	for i := 0; i < n; i += 4 {
+		paths = append(paths, files[i].Path)
+	}
+	paths = append(paths, "none")
+	sorted := slices.Clone(paths[:len(paths)-1])
+	slices.Sort(sorted)
+	after := sorted[100]
+	got, err := s.ListJobFiles(ctx, store.JobFileFilter{Job: "j-1", Paths: paths, After: after, Limit: 700})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotPaths []string
+	for _, f := range got {
+		gotPaths = append(gotPaths, f.Path)
+	}
+	if want := sorted[101:801]; !reflect.DeepEqual(gotPaths, want) {
+		t.Errorf("2,500 paths after the 101st, 700 at most: %d paths from %v, want %d from %v", len(gotPaths), gotPaths[:1], len(want), want[:1])
+	}
+}
+
+// testJobFilesPaging: After and Limit page through a job's files in byte
+// order of their paths, whatever the database's collation.
+func testJobFilesPaging(t *testing.T, url string) {
+	ctx := ctxFor(t)
+	s := open(t, url)
+	paths := []string{"b", "B", "a", "A", "a b", "a-b", "a.b", "a/b", "a/B", "ä", "é", "z", "Z", "_x", "1", "10", "9", "ab", "aB", "日本"}
+	for _, job := range []string{"j-a", "j-B"} {
+		mustJob(t, s, sampleJob(job, "alice", "", 0))
+		var files []transfer.JobFile
+		for i, p := range paths {
+			state := transfer.FilePending
+			if i%2 == 1 {
+				state = transfer.FileActive
+			}
+			files = append(files, sampleFile(job, p, state))
+		}
+		if err := s.AddJobFiles(ctx, files); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sorted := slices.Clone(paths)
+	slices.Sort(sorted)
+	var want []string
+	for _, job := range []string{"j-B", "j-a"} { // byte order
+		for _, p := range sorted {
+			want = append(want, job+":"+p)
+		}
+	}
+	all, err := s.ListJobFiles(ctx, store.JobFileFilter{})
+	if err != nil || !reflect.DeepEqual(filePaths(all), want) {
+		t.Errorf("every file: %v, %v; want %v", filePaths(all), err, want)
+	}
+	var paged []string
+	after := ""
+	for range len(paths) {
+		page, err := s.ListJobFiles(ctx, store.JobFileFilter{Job: "j-a", After: after, Limit: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, f := range page {
+			paged = append(paged, f.Path)
+		}
+		after = page[len(page)-1].Path
+	}
+	if !reflect.DeepEqual(paged, sorted) {
+		t.Errorf("j-a's files three at a time: %q, want %q", paged, sorted)
+	}
+	// Paging a state: the pending ones, two at a time.
+	var pending, wantPending []string
+	for i, p := range paths {
+		if i%2 == 0 {
+			wantPending = append(wantPending, p)
+		}
+	}
+	slices.Sort(wantPending)
+	after = ""
+	for range len(paths) {
+		page, err := s.ListJobFiles(ctx, store.JobFileFilter{Job: "j-B", States: []string{transfer.FilePending}, After: after, Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, f := range page {
+			pending = append(pending, f.Path)
+		}
+		after = page[len(page)-1].Path
+	}
+	if !reflect.DeepEqual(pending, wantPending) {
+		t.Errorf("j-B's pending files two at a time: %q, want %q", pending, wantPending)
+	}
+}
+
+func testTasks(t *testing.T, url string) {
+	ctx := ctxFor(t)
+	s := open(t, url)
+	mustJob(t, s, sampleJob("j-1", "alice", "", 0))
+	mustJob(t, s, sampleJob("j-2", "alice", "", 0))
+	k := sampleTask("k-1", "j-1", transfer.TaskCopy, 0)
+	if err := s.CreateTask(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	k.Files[0] = "changed" // what was given is the caller's
+	k = sampleTask("k-1", "j-1", transfer.TaskCopy, 0)
+	got, err := s.GetTask(ctx, "k-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	same(t, "task", got, k)
+	if got.CreatedAt.Location() != time.UTC || got.LeaseExpires.Location() != time.UTC {
+		t.Errorf("task times not in UTC: %v %v", got.CreatedAt, got.LeaseExpires)
+	}
+	got.Files[0] = "changed"
+	if again, err := s.GetTask(ctx, "k-1"); err != nil || again.Files[0] != "a" {
+		t.Errorf("task after changing a copy: %v, %v", again.Files, err)
+	}
+	wantErr(t, "create a taken task id", s.CreateTask(ctx, sampleTask("k-1", "j-2", transfer.TaskList, 0)), reserve.ErrConflict)
+	wantErr(t, "create a task of a missing job", s.CreateTask(ctx, sampleTask("k-x", "j-none", transfer.TaskList, 0)), reserve.ErrNotFound)
+	_, err = s.GetTask(ctx, "k-none")
+	wantErr(t, "get a missing task", err, reserve.ErrNotFound)
+	bad := func(f func(*transfer.Task)) transfer.Task {
+		k := sampleTask("k-1", "j-1", transfer.TaskCopy, 0)
+		f(&k)
+		return k
+	}
+	for _, tc := range []struct {
+		name string
+		k    transfer.Task
+	}{
+		{"no id", bad(func(k *transfer.Task) { k.ID = "" })},
+		{"no job", bad(func(k *transfer.Task) { k.Job = "" })},
+		{"no kind", bad(func(k *transfer.Task) { k.Kind = "" })},
+		{"no state", bad(func(k *transfer.Task) { k.State = "" })},
+		{"NUL in the id", bad(func(k *transfer.Task) { k.ID = "k\x00" })},
+		{"NUL in the source node", bad(func(k *transfer.Task) { k.From = "h\x001" })},
+		{"invalid UTF-8 in the destination node", bad(func(k *transfer.Task) { k.To = "h\xff" })},
+		{"invalid UTF-8 in a file", bad(func(k *transfer.Task) { k.Files = []string{"ok", "\xff"} })},
+		{"NUL in a file", bad(func(k *transfer.Task) { k.Files = []string{"ok", "a\x00"} })},
+		{"NUL in the error", bad(func(k *transfer.Task) { k.Error = "\x00" })},
+		{"invalid UTF-8 in the error", bad(func(k *transfer.Task) { k.Error = "\xff" })},
+		{"a lease to 2300", bad(func(k *transfer.Task) { k.LeaseExpires = time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC) })},
+	} {
+		c := tc.k
+		if c.ID == "k-1" {
+			c.ID = "k-new"
+		}
+		wantErr(t, "create a task with "+tc.name, s.CreateTask(ctx, c), reserve.ErrInvalid)
+		if tc.k.ID == "k-1" && tc.k.Job != "" && tc.k.Kind != "" {
+			wantErr(t, "update a task with "+tc.name, s.UpdateTask(ctx, tc.k), reserve.ErrInvalid)
+		}
+	}
+	if got, err := s.GetTask(ctx, "k-1"); err != nil {
+		t.Fatal(err)
+	} else {
+		same(t, "task after refused updates", got, k)
+	}
+	// Updates change everything but Job, Kind and CreatedAt.
+	up := sampleTask("k-1", "j-2", transfer.TaskList, time.Hour)
+	up.State, up.Attempt, up.From, up.To, up.Files, up.EndedAt, up.Error = transfer.TaskSucceeded, 3, "h3", "h4", nil, base.Add(2*time.Hour), ""
+	if err := s.UpdateTask(ctx, up); err != nil {
+		t.Fatal(err)
+	}
+	want := up
+	want.Job, want.Kind, want.CreatedAt = k.Job, k.Kind, k.CreatedAt
+	if got, err := s.GetTask(ctx, "k-1"); err != nil {
+		t.Fatal(err)
+	} else {
+		same(t, "updated task", got, want)
+	}
+	wantErr(t, "update a missing task", s.UpdateTask(ctx, sampleTask("k-none", "j-1", transfer.TaskCopy, 0)), reserve.ErrNotFound)
+
+	for _, k := range []transfer.Task{
+		{ID: "k-2", Job: "j-1", Kind: transfer.TaskCopy, State: transfer.TaskQueued, From: "h1", To: "h2", CreatedAt: base.Add(time.Minute)},
+		{ID: "k-3", Job: "j-2", Kind: transfer.TaskCopy, State: transfer.TaskActive, From: "h2", To: "h5", CreatedAt: base.Add(time.Minute)},
+		{ID: "k-0", Job: "j-2", Kind: transfer.TaskList, State: transfer.TaskQueued, From: "h6", CreatedAt: base.Add(time.Minute)},
+		{ID: "k-4", Job: "j-1", Kind: transfer.TaskCopy, State: transfer.TaskFailed, From: "h1", To: "h2", CreatedAt: base.Add(-time.Minute)},
+	} {
+		if err := s.CreateTask(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		f    store.TaskFilter
+		want []string
+	}{
+		{"all, oldest first, then by ID", store.TaskFilter{}, []string{"k-4", "k-1", "k-0", "k-2", "k-3"}},
+		{"job", store.TaskFilter{Job: "j-2"}, []string{"k-0", "k-3"}},
+		{"kind (k-1 keeps its own)", store.TaskFilter{Kind: transfer.TaskList}, []string{"k-0"}},
+		{"states", store.TaskFilter{States: []string{transfer.TaskQueued, transfer.TaskActive}}, []string{"k-0", "k-2", "k-3"}},
+		{"node, source or destination", store.TaskFilter{Node: "h2"}, []string{"k-4", "k-2", "k-3"}},
+		{"node and state", store.TaskFilter{Node: "h2", States: []string{transfer.TaskQueued}}, []string{"k-2"}},
+		{"job, kind and limit", store.TaskFilter{Job: "j-1", Kind: transfer.TaskCopy, Limit: 1}, []string{"k-4"}},
+		{"no match", store.TaskFilter{Node: "h9"}, []string{}},
+	} {
+		got, err := s.ListTasks(ctx, tc.f)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if ids := taskIDs(got); !reflect.DeepEqual(ids, tc.want) {
+			t.Errorf("tasks by %s: %v, want %v", tc.name, ids, tc.want)
+		}
+	}
+}
+
+func testEndpoints(t *testing.T, url string) {
+	ctx := ctxFor(t)
+	s := open(t, url)
+	cern := transfer.Endpoint{Name: "cern", Site: "geneva", Users: []string{"alice"}, Projects: []string{"atlas"},
+		Nodes: []transfer.DataNode{{Node: "h1", Endpoint: "cern"}}, CreatedAt: base}
+	for _, e := range []transfer.Endpoint{cern, {Name: "Zeta", CreatedAt: base}, {Name: "fnal", Site: "batavia"}} {
+		if err := s.PutEndpoint(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := cern
+	want.Nodes = nil
+	got, err := s.GetEndpoint(ctx, "cern")
+	if err != nil {
+		t.Fatal(err)
+	}
+	same(t, "endpoint", got, want)
+	got.Users[0] = "changed"
+	if again, err := s.GetEndpoint(ctx, "cern"); err != nil || again.Users[0] != "alice" {
+		t.Errorf("endpoint after changing a copy: %v, %v", again.Users, err)
+	}
+	// A put replaces.
+	cern2 := transfer.Endpoint{Name: "cern", Site: "meyrin", CreatedAt: base.Add(time.Hour)}
+	if err := s.PutEndpoint(ctx, cern2); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetEndpoint(ctx, "cern"); err != nil {
+		t.Fatal(err)
+	} else {
+		same(t, "replaced endpoint", got, cern2)
+	}
+	if l, err := s.ListEndpoints(ctx); err != nil {
+		t.Fatal(err)
+	} else {
+		var names []string
+		for _, e := range l {
+			names = append(names, e.Name)
+		}
+		if want := []string{"Zeta", "cern", "fnal"}; !reflect.DeepEqual(names, want) {
+			t.Errorf("endpoints: %v, want %v (byte order)", names, want)
+		}
+	}
+	_, err = s.GetEndpoint(ctx, "none")
+	wantErr(t, "get a missing endpoint", err, reserve.ErrNotFound)
+	for _, tc := range []struct {
+		name string
+		e    transfer.Endpoint
+	}{
+		{"no name", transfer.Endpoint{Site: "x"}},
+		{"NUL in the name", transfer.Endpoint{Name: "a\x00"}},
+		{"invalid UTF-8 in the name", transfer.Endpoint{Name: "a\xff"}},
+		{"invalid UTF-8 in a user", transfer.Endpoint{Name: "cern", Users: []string{"\xff"}}},
+		{"NUL in a project", transfer.Endpoint{Name: "cern", Projects: []string{"a\x00"}}},
+		{"created in 1600", transfer.Endpoint{Name: "cern", CreatedAt: time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)}},
+	} {
+		wantErr(t, "put an endpoint with "+tc.name, s.PutEndpoint(ctx, tc.e), reserve.ErrInvalid)
+	}
+	if got, err := s.GetEndpoint(ctx, "cern"); err != nil || got.Site != "meyrin" {
+		t.Errorf("endpoint after refused puts: %+v, %v", got, err)
+	}
+
+	// Data nodes: an upsert by node, Alive never stored.
+	h2 := transfer.DataNode{Node: "h2", Endpoint: "fnal", Address: "198.18.2.2:7071", MaxRateBps: 1e9,
+		RegisteredAt: base, LeaseExpires: base.Add(30 * time.Second), Alive: true}
+	h1 := transfer.DataNode{Node: "h1", Endpoint: "cern", Address: "198.18.1.2:7071", RegisteredAt: base, LeaseExpires: base.Add(time.Second)}
+	H := transfer.DataNode{Node: "H", Endpoint: "cern", Address: "[::1]:1", RegisteredAt: base, LeaseExpires: base}
+	for _, n := range []transfer.DataNode{h2, h1, H} {
+		if err := s.PutDataNode(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h1.Endpoint, h1.LeaseExpires, h1.Address = "fnal", base.Add(time.Hour), "198.18.1.3:7071"
+	if err := s.PutDataNode(ctx, h1); err != nil {
+		t.Fatal(err)
+	}
+	h2.Alive = false
+	ns, err := s.ListDataNodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same(t, "data nodes", ns, []transfer.DataNode{H, h1, h2})
+	for _, tc := range []struct {
+		name string
+		n    transfer.DataNode
+	}{
+		{"no node", transfer.DataNode{Endpoint: "cern"}},
+		{"no endpoint", transfer.DataNode{Node: "h9"}},
+		{"NUL in the node", transfer.DataNode{Node: "h\x00", Endpoint: "cern"}},
+		{"NUL in the endpoint", transfer.DataNode{Node: "h9", Endpoint: "c\x00"}},
+		{"invalid UTF-8 in the address", transfer.DataNode{Node: "h9", Endpoint: "cern", Address: "\xff"}},
+		{"NUL in the address", transfer.DataNode{Node: "h9", Endpoint: "cern", Address: "h\x00:1"}},
+		{"a lease to 2400", transfer.DataNode{Node: "h9", Endpoint: "cern", LeaseExpires: time.Date(2400, 1, 1, 0, 0, 0, 0, time.UTC)}},
+	} {
+		wantErr(t, "put a data node with "+tc.name, s.PutDataNode(ctx, tc.n), reserve.ErrInvalid)
+	}
+	if ns, err := s.ListDataNodes(ctx); err != nil || len(ns) != 3 {
+		t.Errorf("data nodes after refused puts: %v, %v", ns, err)
+	}
+}
+
+func testDecisions(t *testing.T, url string) {
+	ctx := ctxFor(t)
+	s := open(t, url)
+	mustJob(t, s, sampleJob("j-1", "alice", "", 0))
+	mustJob(t, s, sampleJob("j-2", "alice", "", 0))
+	d := func(job string, at time.Duration, reason string) transfer.Decision {
+		return transfer.Decision{Job: job, From: "h1", To: "h2", At: base.Add(at), Concurrency: 4, Streams: 8,
+			ThroughputBps: 9.5e9, SuccessRate: 0.75, Reason: reason}
+	}
+	given := []transfer.Decision{d("j-1", 1, "one"), d("j-1", 3, "three"), d("j-2", 2, "other"), d("j-1", 2, "two"), d("j-1", 3, "three again")}
+	for _, x := range given {
+		if err := s.AppendDecision(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.ListDecisions(ctx, "j-1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same(t, "decisions, newest first", got, []transfer.Decision{given[4], given[1], given[3], given[0]})
+	if got, err := s.ListDecisions(ctx, "j-1", 2); err != nil || len(got) != 2 || got[1].Reason != "three" {
+		t.Errorf("the newest two decisions: %+v, %v", got, err)
+	}
+	if got, err := s.ListDecisions(ctx, "j-none", 0); err != nil || len(got) != 0 {
+		t.Errorf("decisions of a missing job: %+v, %v", got, err)
+	}
+	wantErr(t, "append a decision of a missing job", s.AppendDecision(ctx, d("j-none", 0, "x")), reserve.ErrNotFound)
+	for _, tc := range []struct {
+		name string
+		f    func(*transfer.Decision)
+	}{
+		{"no job", func(x *transfer.Decision) { x.Job = "" }},
+		{"NUL in the job", func(x *transfer.Decision) { x.Job = "j-1\x00" }},
+		{"invalid UTF-8 in the reason", func(x *transfer.Decision) { x.Reason = "\xff" }},
+		{"NUL in the reason", func(x *transfer.Decision) { x.Reason = "a\x00" }},
+		{"a NaN throughput", func(x *transfer.Decision) { x.ThroughputBps = math.NaN() }},
+		{"a time in 1200", func(x *transfer.Decision) { x.At = time.Date(1200, 1, 1, 0, 0, 0, 0, time.UTC) }},
+	} {
+		x := d("j-1", 9, "bad")
+		tc.f(&x)
+		wantErr(t, "append a decision with "+tc.name, s.AppendDecision(ctx, x), reserve.ErrInvalid)
+	}
+	if got, err := s.ListDecisions(ctx, "j-1", 0); err != nil || len(got) != 4 {
+		t.Errorf("decisions after refusals: %d, %v", len(got), err)
+	}
+}
+
+// testJobsTxRestart: the transfer service's writes take part in Tx, and
+// what was committed is there after the store is opened again.
+func testJobsTxRestart(t *testing.T, url string) {
+	ctx := ctxFor(t)
+	s := open(t, url)
+	boom := errors.New("boom")
+	write := func(tx store.Store, id string) error {
+		return errors.Join(
+			tx.CreateJob(ctx, sampleJob(id, "alice", "key-"+id, 0)),
+			tx.AddJobFiles(ctx, []transfer.JobFile{sampleFile(id, "a", transfer.FilePending)}),
+			tx.CreateTask(ctx, sampleTask("k-"+id, id, transfer.TaskList, 0)),
+			tx.AppendDecision(ctx, transfer.Decision{Job: id, At: base, Reason: "start"}),
+			tx.PutEndpoint(ctx, transfer.Endpoint{Name: "ep-" + id}),
+			tx.PutDataNode(ctx, transfer.DataNode{Node: "n-" + id, Endpoint: "ep-" + id}),
+		)
+	}
+	err := s.Tx(ctx, func(tx store.Store) error {
+		if err := write(tx, "j-1"); err != nil {
+			return err
+		}
+		if n, err := tx.CountJobFiles(ctx, "j-1"); err != nil || n[transfer.FilePending].Files != 1 {
+			t.Errorf("a Tx does not see its own file: %v, %v", n, err)
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Tx: %v, want its fn's error", err)
+	}
+	_, err = s.GetJob(ctx, "j-1")
+	wantErr(t, "a job of a rolled back Tx", err, reserve.ErrNotFound)
+	if eps, err := s.ListEndpoints(ctx); err != nil || len(eps) != 0 {
+		t.Errorf("endpoints of a rolled back Tx: %v, %v", eps, err)
+	}
+	if err := s.Tx(ctx, func(tx store.Store) error { return write(tx, "j-2") }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, url)
+	if j, err := s.GetJobByKey(ctx, "alice", "key-j-2"); err != nil {
+		t.Fatal(err)
+	} else {
+		same(t, "job after a restart", j, sampleJob("j-2", "alice", "key-j-2", 0))
+	}
+	fs, err1 := s.ListJobFiles(ctx, store.JobFileFilter{Job: "j-2"})
+	k, err2 := s.GetTask(ctx, "k-j-2")
+	ds, err3 := s.ListDecisions(ctx, "j-2", 0)
+	ep, err4 := s.GetEndpoint(ctx, "ep-j-2")
+	ns, err5 := s.ListDataNodes(ctx)
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) != 1 || k.ID != "k-j-2" || len(ds) != 1 || ep.Name != "ep-j-2" || len(ns) != 1 {
+		t.Errorf("after a restart: files %v, task %q, decisions %d, endpoint %q, data nodes %d", filePaths(fs), k.ID, len(ds), ep.Name, len(ns))
+	}
+}
