@@ -386,6 +386,21 @@ func TestServiceEndToEnd(t *testing.T) {
 	if n := strings.Count(r.stdout, `"id":"j-`); n != 1 {
 		t.Errorf("after the bad submissions alice has %d jobs, want 1:\n%s", n, r.stdout)
 	}
+	r = s.ok(s.alice, "transfer", "status", id, "--optimizer")
+	if !strings.Contains(r.stdout, "optimizer") {
+		t.Errorf("transfer status --optimizer says nothing of the optimizer:\n%s", r.stdout)
+	}
+
+	// A cancelled job: cancel says so, wait exits 1.
+	second, _ := s.submit("siteA:run1", "siteB:in2")
+	r = s.ok(s.alice, "transfer", "cancel", second)
+	if !strings.Contains(r.stdout, "CANCELLED") {
+		t.Errorf("transfer cancel: %s", r.stdout)
+	}
+	w = s.lp(s.alice, "transfer", "wait", second)
+	if w.code != 1 || !strings.Contains(w.stderr, "CANCELLED") {
+		t.Errorf("transfer wait of a cancelled job: exit %d\n%s\n%s", w.code, w.stdout, w.stderr)
+	}
 }
 
 // TestServiceDataNodeKilled: a source data node SIGKILLed mid-job; its
@@ -397,6 +412,10 @@ func TestServiceDataNodeKilled(t *testing.T) {
 	id, _ := s.submit("siteA:run1", "siteB:in/")
 	wait := startLP(t, runOpts{timeout: 5 * time.Minute}, "transfer", "wait", id, "--controller", s.url, "--controller-token-file", s.alice)
 	s.waitProgress(id)
+	// A wait that times out first exits 2.
+	if r := s.lp(s.alice, "transfer", "wait", id, "--timeout", "1s"); r.code != 2 || !strings.Contains(r.stderr, "still ACTIVE after 1s") {
+		t.Errorf("transfer wait --timeout 1s of a running job: exit %d\n%s", r.code, r.stderr)
+	}
 	s.nodes["a1"].Signal(syscall.SIGKILL)
 	s.waitNodes(map[string]int{"siteA": 1, "siteB": 2})
 	r := wait.Wait()
