@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lightpath/lightpath/internal/agent"
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/monitor"
@@ -181,7 +180,7 @@ func TestAgentEnrol(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ra, minted, err := agent.Enrol(ctx, c, "ra", "", nil)
+	ra, minted, err := client.Enrol(ctx, c, "ra", "", nil)
 	if err != nil || minted == "" {
 		t.Fatalf("enrol: %q, %v", minted, err)
 	}
@@ -192,11 +191,11 @@ func TestAgentEnrol(t *testing.T) {
 		t.Errorf("heartbeat as rb with ra's token: %v", err)
 	}
 	// Kept: reused, nothing minted.
-	if _, again, err := agent.Enrol(ctx, c, "ra", minted, nil); err != nil || again != "" {
+	if _, again, err := client.Enrol(ctx, c, "ra", minted, nil); err != nil || again != "" {
 		t.Errorf("enrol with the kept token: minted %q, %v", again, err)
 	}
 	// Lost: a new one, and the old one is revoked.
-	_, second, err := agent.Enrol(ctx, c, "ra", "", nil)
+	_, second, err := client.Enrol(ctx, c, "ra", "", nil)
 	if err != nil || second == "" || second == minted {
 		t.Fatalf("enrol again: %q, %v", second, err)
 	}
@@ -204,14 +203,14 @@ func TestAgentEnrol(t *testing.T) {
 		t.Errorf("the replaced token: %d %s", st, raw)
 	}
 	// A token kept for another node is not used: enrolment starts over.
-	if _, third, err := agent.Enrol(ctx, c, "rb", second, nil); err != nil || third == "" {
+	if _, third, err := client.Enrol(ctx, c, "rb", second, nil); err != nil || third == "" {
 		t.Errorf("enrol rb with ra's kept token: %q, %v", third, err)
 	}
 	// Bound elsewhere, or no agent at all: said clearly.
-	if _, _, err := agent.Enrol(ctx, c.WithToken(second), "rb", "", nil); err == nil || !strings.Contains(err.Error(), "bound to node ra, not rb") {
+	if _, _, err := client.Enrol(ctx, c.WithToken(second), "rb", "", nil); err == nil || !strings.Contains(err.Error(), "bound to node ra, not rb") {
 		t.Errorf("enrol rb with ra's token: %v", err)
 	}
-	if _, _, err := agent.Enrol(ctx, c.WithToken(e.user("alice", "user")), "ra", "", nil); err == nil || !strings.Contains(err.Error(), "of role user") {
+	if _, _, err := client.Enrol(ctx, c.WithToken(e.user("alice", "user")), "ra", "", nil); err == nil || !strings.Contains(err.Error(), "of role user") {
 		t.Errorf("enrol with a user's token: %v", err)
 	}
 }

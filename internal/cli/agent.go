@@ -96,7 +96,7 @@ themselves (the controller's /metrics has every agent's series anyway).`,
 			// The token enrolment makes for this node is kept in the spool.
 			tokFile := filepath.Join(spool, "controller.token")
 			kept, _ := os.ReadFile(tokFile)
-			c, minted, err := agent.Enrol(cmd.Context(), c, node, strings.TrimSpace(string(kept)), log)
+			c, minted, err := client.Enrol(cmd.Context(), c, node, strings.TrimSpace(string(kept)), log)
 			if err != nil {
 				return fmt.Errorf("agent %s: %w", node, err)
 			}

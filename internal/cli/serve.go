@@ -1,17 +1,23 @@
 package cli
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/lightpath/lightpath/internal/client"
+	"github.com/lightpath/lightpath/internal/datanode"
 	"github.com/lightpath/lightpath/internal/mover"
+	"github.com/lightpath/lightpath/internal/transfer/grant"
 	"github.com/lightpath/lightpath/internal/transport"
 	"github.com/lightpath/lightpath/internal/units"
 )
@@ -23,6 +29,7 @@ func newServeCmd() *cobra.Command {
 		idle, stall, partialTTL                     time.Duration
 		maxSessions, maxPerClient                   int
 		maxFileSize                                 string
+		dn                                          dataNodeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --listen HOST:PORT --root DIR",
@@ -46,14 +53,38 @@ A pushed file is accepted only if it fits: its size within --max-file-size
 and its data within the filesystem's free space; otherwise the client is
 told how much room it needs. Partial files nobody has written for
 --partial-ttl are removed as abandoned, at start and periodically. One
-client address holds at most --max-sessions-per-client sessions at once.`,
+client address holds at most --max-sessions-per-client sessions at once.
+
+With --controller, the server is also a data node of the transfer service
+(see docs/service.md): it registers with the controller as node --node of
+endpoint --endpoint (one site's storage: every data node of an endpoint
+serves the same files under its --root), keeps a lease with heartbeats,
+and runs the tasks the controller hands it: listing a job's sources, and
+pushing batches of files to another data node's server. Its own server then
+takes a push only with a grant the controller signed for this node and that
+task's current attempt (and still the --token-file's token, when given).
+Data nodes call the controller; the controller never calls them, and a
+controller that cannot be reached (a restart, a failover to its standby)
+is waited for. The controller token (--controller-token-file or
+LIGHTPATH_CONTROLLER_TOKEN) is of role agent, bound to --node or to no node
+(the data node then makes one bound to its node, as lightpath agent does).
+Other data nodes push to --advertise (default: --listen, when it names a
+host). --max-tasks is how many tasks it runs at once, and --max-rate caps
+what it sends: each task is paced at its booked rate, and at most
+--max-rate / --max-tasks; the controller also plans deadlines with it.`,
 		Example: `  lightpath serve --listen 0.0.0.0:7070 --root /data
   lightpath serve --listen [::]:7070 --root /data --token-file /etc/lightpath/token
-  lightpath serve --listen 127.0.0.1:7070 --root /srv/pub --read-only`,
+  lightpath serve --listen 127.0.0.1:7070 --root /srv/pub --read-only
+  lightpath serve --listen 0.0.0.0:7070 --root /data --controller https://lp.example.org:8443 \
+      --controller-token-file /etc/lightpath/dtn1.token --node dtn1 --endpoint cern \
+      --advertise dtn1.example.org:7070 --max-rate 10G`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if listen == "" || root == "" {
 				return errors.New("serve: --listen and --root are required")
+			}
+			if err := dn.check(cmd, listen); err != nil {
+				return fmt.Errorf("serve: %w", err)
 			}
 			token, err := readToken(tokenFile)
 			if err != nil {
@@ -87,11 +118,17 @@ client address holds at most --max-sessions-per-client sessions at once.`,
 				partialTTL = -1 // never: the server takes 0 as its default
 			}
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			srv, err := mover.NewServer(mover.ServerConfig{
+			scfg := mover.ServerConfig{
 				Root: root, Token: token, TLS: tlsCfg, ReadOnly: readOnly, Logger: logger,
 				TransferLog: tlog, IdleTimeout: idle, StallTimeout: stall, MaxSessions: maxSessions,
 				MaxSessionsPerClient: maxPerClient, MaxFileSize: maxSize, PartialTTL: partialTTL,
-			})
+			}
+			var verifier *grant.Verifier
+			if dn.on() {
+				verifier = grant.NewVerifier(dn.node, nil)
+				scfg.Grants = verifier
+			}
+			srv, err := mover.NewServer(scfg)
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
@@ -102,7 +139,12 @@ client address holds at most --max-sessions-per-client sessions at once.`,
 			}
 			logger.Info("serving", "root", root, "listen", ln.Addr().String(), "tls", tlsCfg != nil,
 				"token", len(token) > 0, "read_only", readOnly)
-			err = srv.Serve(cmd.Context(), ln)
+			if dn.on() {
+				err = dn.serve(cmd.Context(), srv, ln, datanode.Config{Root: root, Verifier: verifier, Token: token,
+					Logger: logger.With("component", "datanode")})
+			} else {
+				err = srv.Serve(cmd.Context(), ln)
+			}
 			logger.Info("stopped")
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
@@ -124,5 +166,120 @@ client address holds at most --max-sessions-per-client sessions at once.`,
 	f.IntVar(&maxPerClient, "max-sessions-per-client", 16, "concurrent sessions one client address may hold")
 	f.StringVar(&maxFileSize, "max-file-size", "16TiB", "largest file a client may push")
 	f.DurationVar(&partialTTL, "partial-ttl", mover.DefaultPartialTTL, "remove partial files nobody has written for this long (0: never)")
+	dn.register(f)
 	return cmd
+}
+
+// dataNodeFlags are serve's flags for a data node of the transfer service
+// (--controller and what goes with it).
+type dataNodeFlags struct {
+	ctl                ctlFlags
+	node, endpoint     string
+	advertise, maxRate string
+	maxTasks           int
+	lease              time.Duration
+	maxRateBps         uint64
+	listen             string
+}
+
+func (d *dataNodeFlags) register(f *pflag.FlagSet) {
+	d.ctl.timeout = client.DefaultTimeout
+	f.StringVar(&d.ctl.url, "controller", "", "be a data node of the transfer service, registered with this controller (several comma-separated: a leader and its standbys)")
+	f.StringVar(&d.ctl.tokenFile, "controller-token-file", "", "with --controller: file holding the data node's controller token, of role agent (default: $LIGHTPATH_CONTROLLER_TOKEN)")
+	f.StringVar(&d.ctl.caFile, "controller-ca", "", "with --controller: CA certificate (PEM) to verify an https controller with")
+	f.StringVar(&d.node, "node", "", "with --controller: this data node's node in the controller's topology")
+	f.StringVar(&d.endpoint, "endpoint", "", "with --controller: the endpoint (one site's storage) this data node serves")
+	f.StringVar(&d.advertise, "advertise", "", "with --controller: HOST:PORT other data nodes push to (default: --listen, when it names a host)")
+	f.StringVar(&d.maxRate, "max-rate", "", "with --controller: the most this data node sends, e.g. 10G, shared among its --max-tasks (default: no cap)")
+	f.IntVar(&d.maxTasks, "max-tasks", datanode.DefaultMaxTasks, "with --controller: tasks run at once")
+	f.DurationVar(&d.lease, "lease", datanode.DefaultLease, "with --controller: how long a heartbeat keeps the data node (and its tasks) alive at the controller")
+}
+
+func (d *dataNodeFlags) on() bool { return d.ctl.url != "" }
+
+// check refuses data node flags without --controller, and a data node
+// that cannot say where it is reached.
+func (d *dataNodeFlags) check(cmd *cobra.Command, listen string) error {
+	if !d.on() {
+		for _, name := range []string{"controller-token-file", "controller-ca", "node", "endpoint", "advertise", "max-rate", "max-tasks", "lease"} {
+			if cmd.Flags().Changed(name) {
+				return fmt.Errorf("--%s needs --controller (it configures a data node of the transfer service)", name)
+			}
+		}
+		return nil
+	}
+	switch {
+	case d.node == "" || d.endpoint == "":
+		return errors.New("--controller needs --node and --endpoint (the data node's topology node and its endpoint)")
+	case d.maxTasks < 1:
+		return fmt.Errorf("--max-tasks %d: want at least 1", d.maxTasks)
+	case d.lease < 3*time.Second || d.lease > 5*time.Minute:
+		return fmt.Errorf("--lease %s: want between 3s and 5m", d.lease)
+	}
+	if d.maxRate != "" {
+		r, err := units.ParseRate(d.maxRate)
+		if err != nil || r == 0 {
+			return fmt.Errorf("--max-rate %q: want a rate such as 10G or 500M", d.maxRate)
+		}
+		d.maxRateBps = r
+	}
+	if d.advertise != "" {
+		host, port, err := net.SplitHostPort(d.advertise)
+		if err != nil || host == "" || port == "" || port == "0" {
+			return fmt.Errorf("--advertise %q: want HOST:PORT", d.advertise)
+		}
+		return nil
+	}
+	d.listen = listen
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return fmt.Errorf("--listen %q: want HOST:PORT", listen)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("--listen %s names no host other data nodes can reach: give --advertise HOST:PORT", listen)
+	}
+	return nil
+}
+
+// serve runs the mover's server on ln and the data node beside it until
+// ctx ends or either fails.
+func (d *dataNodeFlags) serve(ctx context.Context, srv *mover.Server, ln net.Listener, cfg datanode.Config) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() {
+		served <- srv.Serve(ctx, ln)
+		cancel()
+	}()
+	runErr := func() error {
+		c, err := d.ctl.client()
+		if err != nil {
+			return err
+		}
+		// Enrol waits while the controller cannot be reached.
+		c, _, err = client.Enrol(ctx, c, d.node, "", cfg.Logger)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("data node %s: %w", d.node, err)
+		}
+		cfg.Client, cfg.Node, cfg.Endpoint = c, d.node, d.endpoint
+		cfg.MaxRateBps, cfg.MaxTasks, cfg.Lease = d.maxRateBps, d.maxTasks, d.lease
+		cfg.Address = d.advertise
+		if cfg.Address == "" {
+			// --listen names the host; the port is the one bound (--listen
+			// HOST:0 picks one).
+			host, _, _ := net.SplitHostPort(d.listen)
+			_, port, _ := net.SplitHostPort(ln.Addr().String())
+			cfg.Address = net.JoinHostPort(host, port)
+		}
+		return datanode.Run(ctx, cfg)
+	}()
+	cancel()
+	serveErr := <-served
+	if runErr != nil {
+		return runErr
+	}
+	return serveErr
 }

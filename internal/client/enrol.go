@@ -1,4 +1,4 @@
-package agent
+package client
 
 import (
 	"context"
@@ -9,11 +9,10 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/apiv1"
-	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/retry"
 )
 
-// Enrol returns a client whose token acts for node alone, and the secret
+// Enrol returns a client (for a node agent or a data node) whose token acts for node alone, and the secret
 // of the token it created for that, if it did (for the caller to keep).
 // The controller takes an agent's reports only for the node its identity
 // is bound to; an agent token bound to no node (one token handed to every
@@ -25,7 +24,7 @@ import (
 // already bound to node, or an admin's, is used as it is; one bound to
 // another node is an error. While the controller cannot be reached, Enrol
 // waits for it.
-func Enrol(ctx context.Context, c *client.Client, node, kept string, log *slog.Logger) (*client.Client, string, error) {
+func Enrol(ctx context.Context, c *Client, node, kept string, log *slog.Logger) (*Client, string, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -74,7 +73,7 @@ func Enrol(ctx context.Context, c *client.Client, node, kept string, log *slog.L
 
 // whoami asks the controller whose token c sends, waiting while the
 // controller cannot be reached.
-func whoami(ctx context.Context, c *client.Client, log *slog.Logger) (apiv1.Whoami, error) {
+func whoami(ctx context.Context, c *Client, log *slog.Logger) (apiv1.Whoami, error) {
 	said := false
 	for {
 		who, err := c.Whoami(ctx)
@@ -94,6 +93,6 @@ func whoami(ctx context.Context, c *client.Client, log *slog.Logger) (apiv1.Whoa
 }
 
 func isStatus(err error, status int) bool {
-	var ae *client.APIError
+	var ae *APIError
 	return errors.As(err, &ae) && ae.Status == status
 }

@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/transfer"
+)
+
+// TestSubmitRequest: transfer submit builds the job from its arguments and
+// refuses, before anything is sent, what it can tell is wrong.
+func TestSubmitRequest(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	dir := t.TempDir()
+	sums := filepath.Join(dir, "sums")
+	os.WriteFile(sums, []byte("# run1\n0a0B0c0d  run1/a.dat\n\n00000001  siteA:/run1/b.dat\n"), 0o644)
+	bad := filepath.Join(dir, "bad")
+	os.WriteFile(bad, []byte("xyz  run1/a.dat\n"), 0o644)
+	tests := []struct {
+		name string
+		f    submitFlags
+		args []string
+		want func(transfer.JobRequest) bool
+		err  string
+	}{
+		{"plain", submitFlags{}, []string{"siteA:run1", "siteB:in/"}, func(r transfer.JobRequest) bool {
+			return r.Sources[0] == "siteA:run1" && r.Destination == "siteB:in" && r.Policy == "" && r.Deadline.IsZero()
+		}, ""},
+		{"relative deadline", submitFlags{deadline: "+2h", priority: 3, key: "k1", overwrite: true}, []string{"siteA:/a", "siteA:b", "siteB:."}, func(r transfer.JobRequest) bool {
+			return r.Deadline.Equal(now.Add(2*time.Hour)) && r.Priority == 3 && r.Key == "k1" && r.Policy == transfer.PolicyOverwrite && len(r.Sources) == 2
+		}, ""},
+		{"checksum file", submitFlags{checksum: "adler32", checksumFile: sums}, []string{"siteA:run1", "siteB:in"}, func(r transfer.JobRequest) bool {
+			return r.Checksum == "adler32" && r.Expected["siteA:run1/a.dat"] == "0a0b0c0d" && r.Expected["siteA:run1/b.dat"] == "00000001"
+		}, ""},
+		{"skip", submitFlags{skipExisting: true}, []string{"a:x", "b:y"}, func(r transfer.JobRequest) bool { return r.Policy == transfer.PolicySkip }, ""},
+		{"no endpoint", submitFlags{}, []string{"run1", "siteB:in"}, nil, "source: malformed location"},
+		{"path out of the root", submitFlags{}, []string{"siteA:../etc", "siteB:in"}, nil, "leads out of the endpoint's root"},
+		{"destination out of the root", submitFlags{}, []string{"siteA:run1", "siteB:in/../../x"}, nil, "destination: malformed location"},
+		{"two source endpoints", submitFlags{}, []string{"siteA:a", "siteC:b", "siteB:in"}, nil, "all on one endpoint"},
+		{"deadline in the past", submitFlags{deadline: "2020-01-01T00:00:00Z"}, []string{"a:x", "b:y"}, nil, "is in the past"},
+		{"malformed deadline", submitFlags{deadline: "tomorrow-ish"}, []string{"a:x", "b:y"}, nil, `--deadline: invalid time "tomorrow-ish"`},
+		{"two policies", submitFlags{overwrite: true, skipExisting: true}, []string{"a:x", "b:y"}, nil, "exclude each other"},
+		{"unknown checksum", submitFlags{checksum: "md5"}, []string{"a:x", "b:y"}, nil, `--checksum "md5"`},
+		{"bad checksum file", submitFlags{checksumFile: bad}, []string{"a:x", "b:y"}, nil, "line 1: \"xyz\" is not a 32-bit checksum"},
+		{"missing checksum file", submitFlags{checksumFile: filepath.Join(dir, "none")}, []string{"a:x", "b:y"}, nil, "--checksum-file: no such file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := tc.f.request(tc.args, now)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				if strings.Contains(err.Error(), "\n") {
+					t.Errorf("error spans lines: %q", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.want(r) {
+				t.Errorf("request %+v", r)
+			}
+		})
+	}
+}

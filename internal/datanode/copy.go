@@ -1,0 +1,375 @@
+package datanode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/mover"
+	"github.com/lightpath/lightpath/internal/retry"
+	"github.com/lightpath/lightpath/internal/transfer"
+)
+
+// push is one session's worth of a copy task: files that land under one
+// destination directory, each named in the manifest by its path relative
+// to that directory.
+type push struct {
+	// Remote is the destination directory with a trailing slash, or ""
+	// for the destination root.
+	Remote string
+	Items  []pushItem
+}
+
+// pushItem is one file of a push: its source path under the root and its
+// name in the manifest (relative to Remote; several components).
+type pushItem struct {
+	Path, Name string
+}
+
+// groupPushes splits a copy task's files into pushes: a file's Dest is
+// cut into a directory and a name, the name being the longest tail of
+// path components Dest shares with the source path (at least its last),
+// so a tree lands with one push ("run1/a/b.dat" → "in/run1/a/b.dat":
+// Remote "in/", name "run1/a/b.dat"). Pushes come in the order of their
+// first file.
+func groupPushes(files []transfer.JobFile) ([]push, error) {
+	var out []push
+	at := map[string]int{}
+	for _, f := range files {
+		src, err := cleanRel(f.Path)
+		if err != nil || src == "." {
+			return nil, fmt.Errorf("source %q: not a file path under the root", f.Path)
+		}
+		dst, err := cleanRel(f.Dest)
+		if err != nil || dst == "." {
+			return nil, fmt.Errorf("destination %q: not a file path under the root", f.Dest)
+		}
+		sp, dp := strings.Split(src, "/"), strings.Split(dst, "/")
+		k := 0
+		for k < len(sp) && k < len(dp) && sp[len(sp)-1-k] == dp[len(dp)-1-k] {
+			k++
+		}
+		k = max(k, 1)
+		remote := strings.Join(dp[:len(dp)-k], "/")
+		if remote != "" {
+			remote += "/"
+		}
+		i, ok := at[remote]
+		if !ok {
+			i = len(out)
+			at[remote] = i
+			out = append(out, push{Remote: remote})
+		}
+		out[i].Items = append(out[i].Items, pushItem{Path: src, Name: strings.Join(dp[len(dp)-k:], "/")})
+	}
+	return out, nil
+}
+
+// policyOf maps a job's policy to the mover's (update when unset).
+func policyOf(p string) (mover.Policy, error) {
+	switch p {
+	case "", transfer.PolicyUpdate:
+		return mover.Update, nil
+	case transfer.PolicyOverwrite:
+		return mover.Overwrite, nil
+	case transfer.PolicySkip:
+		return mover.Skip, nil
+	}
+	return 0, fmt.Errorf("unknown policy %q", p)
+}
+
+// checksumHex is a file's checksum in the job's algorithm, in hex, or ""
+// when the verdict carries none (a file left alone without a comparison).
+func checksumHex(algo string, fr mover.FileResult) string {
+	switch algo {
+	case transfer.ChecksumAdler32:
+		if !fr.HasAdler || fr.Skipped && fr.Adler32 == 0 {
+			return ""
+		}
+		return fmt.Sprintf("%08x", fr.Adler32)
+	default:
+		if fr.Skipped && fr.CRC32C == 0 && fr.Size > 0 {
+			return ""
+		}
+		return fmt.Sprintf("%08x", fr.CRC32C)
+	}
+}
+
+// permanentReasons are the words of a file's failure that a retry cannot
+// mend: a refused path or grant, a file that is not there or too large.
+var permanentReasons = []string{
+	"grant:", "invalid path", "outside the served directory", "leads outside", "not covered",
+	"no such file or directory", "is a directory", "not a directory", "larger than", "too large",
+	"permission denied", "read-only",
+}
+
+// permanentReason reports whether a file's failure reason is final.
+func permanentReason(reason string) bool {
+	r := strings.ToLower(reason)
+	for _, w := range permanentReasons {
+		if strings.Contains(r, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// batcher gathers a copy task's file verdicts between reports.
+type batcher struct {
+	mu      sync.Mutex
+	pending []apiv1.FileReport
+	done    int64 // bytes of the files reported OK
+}
+
+func (b *batcher) add(fr apiv1.FileReport) {
+	b.mu.Lock()
+	b.pending = append(b.pending, fr)
+	if fr.OK {
+		b.done += fr.Bytes
+	}
+	b.mu.Unlock()
+}
+
+// take empties the batch.
+func (b *batcher) take() []apiv1.FileReport {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.pending
+	b.pending = nil
+	return p
+}
+
+// putBack returns a batch that could not be sent, ahead of what came
+// since.
+func (b *batcher) putBack(p []apiv1.FileReport) {
+	if len(p) == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.pending = append(p, b.pending...)
+	b.mu.Unlock()
+}
+
+// runCopy pushes a copy task's files to its destination node and reports
+// each file's verdict, in a report about every ReportEvery and a last one
+// with Done.
+func (n *node) runCopy(ctx context.Context, t *running) {
+	w := t.work
+	id := w.Task.ID
+	b := &batcher{}
+	var (
+		meterMu sync.Mutex
+		meter   *mover.Meter
+		sentBy  int64 // bytes sent by the pushes done
+	)
+	sent := func() int64 {
+		meterMu.Lock()
+		defer meterMu.Unlock()
+		s := sentBy
+		if meter != nil {
+			s += meter.Sent()
+		}
+		return s
+	}
+	report := func(c context.Context, r apiv1.TaskReport) (apiv1.TaskAnswer, error) {
+		r.Attempt = w.Task.Attempt
+		r.BytesDone = sent()
+		if el := time.Since(t.prog.start).Seconds(); el > 0 {
+			r.ThroughputBps = float64(r.BytesDone) * 8 / el
+		}
+		t.prog.set(r.BytesDone)
+		return n.cfg.Client.ReportTask(c, id, r)
+	}
+	// The reports while the pushes run.
+	stopReports := make(chan struct{})
+	reportsDone := make(chan struct{})
+	go func() {
+		defer close(reportsDone)
+		tick := time.NewTicker(n.cfg.ReportEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopReports:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			batch := b.take()
+			ans, err := report(ctx, apiv1.TaskReport{Files: batch})
+			if err != nil {
+				b.putBack(batch)
+				continue
+			}
+			if ans.Cancel {
+				n.stop(id, fmt.Errorf("%w: %s", errCancelled, orWord(ans.Reason, "no reason given")))
+			}
+		}
+	}()
+
+	runErr := n.pushAll(ctx, w, b, func(m *mover.Meter, doneSent int64) {
+		meterMu.Lock()
+		meter = m
+		sentBy += doneSent
+		meterMu.Unlock()
+	})
+	close(stopReports)
+	<-reportsDone
+
+	last := apiv1.TaskReport{Done: true}
+	if runErr != nil {
+		last.Error = runErr.Error()
+		last.Permanent = retry.IsPermanent(runErr)
+		if ctx.Err() != nil {
+			last.Error = "stopped: " + context.Cause(ctx).Error()
+			last.Permanent = false
+		}
+	}
+	n.log.Info("copy task ended", "task", id, "job", w.Task.Job, "attempt", w.Task.Attempt, "bytes", sent(), "err", last.Error)
+	n.deliver(ctx, t, func(c context.Context) (apiv1.TaskAnswer, error) {
+		last.Files = b.take()
+		ans, err := report(c, last)
+		if err != nil {
+			b.putBack(last.Files)
+		}
+		return ans, err
+	})
+}
+
+func orWord(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// pushAll runs the task's pushes one after the other; each file's verdict
+// goes to b. meterOf is told the meter of each push as it starts and the
+// bytes the one before it sent.
+func (n *node) pushAll(ctx context.Context, w apiv1.TaskWork, b *batcher, meterOf func(*mover.Meter, int64)) error {
+	pushes, err := groupPushes(w.Files)
+	if err != nil {
+		return retry.Permanent(err)
+	}
+	pol, err := policyOf(w.Policy)
+	if err != nil {
+		return retry.Permanent(err)
+	}
+	if w.Address == "" {
+		return retry.Permanent(errors.New("the task names no destination server"))
+	}
+	algo := w.Checksum
+	var firstErr error
+	var prevSent int64
+	for _, p := range pushes {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		items := make([]mover.SourceItem, len(p.Items))
+		srcOf := make(map[string]string, len(p.Items))
+		for i, it := range p.Items {
+			items[i] = mover.SourceItem{Root: n.root, Path: it.Path, Name: it.Name}
+			srcOf[it.Name] = it.Path
+		}
+		var seenMu sync.Mutex
+		seen := map[string]bool{}
+		m := &mover.Meter{}
+		meterOf(m, prevSent)
+		job := mover.Job{
+			Config:    n.clientConfig(w),
+			Options:   mover.Options{Policy: pol, Adler32: algo == transfer.ChecksumAdler32},
+			Direction: mover.Push,
+			Source:    mover.Source{Items: items},
+			Remote:    p.Remote,
+			Retries:   n.cfg.Retries,
+			Meter:     m,
+			OnFile: func(fr mover.FileResult) {
+				src, ok := srcOf[fr.Path]
+				if !ok {
+					return // not one of ours (a directory's name)
+				}
+				seenMu.Lock()
+				seen[fr.Path] = true
+				seenMu.Unlock()
+				r := apiv1.FileReport{Path: src, OK: fr.OK, Bytes: fr.Size}
+				if fr.OK {
+					r.Checksum = checksumHex(algo, fr)
+				} else {
+					r.Error = fr.Reason
+					r.Permanent = permanentReason(fr.Reason)
+				}
+				b.add(r)
+			},
+			OnRetry: func(attempt int, err error, wait time.Duration) {
+				n.log.Info("push failed; resuming", "task", w.Task.ID, "attempt", attempt, "err", err, "wait", wait)
+			},
+		}
+		sum, err := mover.Copy(ctx, job)
+		prevSent = m.Sent()
+		if ctx.Err() == nil {
+			reportUnread(p, sum.Failures, seen, b)
+		}
+		var ff *mover.FilesFailedError
+		switch {
+		case err == nil:
+		case errors.As(err, &ff):
+			// The files' verdicts say it; the task goes on.
+			if firstErr == nil {
+				firstErr = err
+			}
+		default:
+			return err
+		}
+	}
+	meterOf(nil, prevSent)
+	return firstErr
+}
+
+// taskRate is the pace of a task's pushes: its booked rate, and no more
+// than the node's share of --max-rate per task it may run at once, so
+// the node never sends above MaxRateBps (0: no pace).
+func taskRate(booked, nodeMax uint64, maxTasks int) uint64 {
+	if nodeMax == 0 {
+		return booked
+	}
+	share := nodeMax / uint64(max(maxTasks, 1))
+	if booked == 0 || booked > share {
+		return share
+	}
+	return booked
+}
+
+// clientConfig is the mover client's configuration of a task's pushes.
+func (n *node) clientConfig(w apiv1.TaskWork) mover.ClientConfig {
+	return mover.ClientConfig{
+		Addr:      w.Address,
+		Grant:     w.Grant,
+		Token:     n.cfg.Token,
+		TLS:       n.cfg.TLS,
+		Tuning:    mover.Tuning{Rate: taskRate(w.Task.RateBps, n.cfg.MaxRateBps, n.cfg.MaxTasks), DSCP: -1},
+		Streams:   w.Task.Streams,
+		Transport: n.cfg.Transport,
+	}
+}
+
+// reportUnread reports the files of a push that got no verdict because
+// the sender could not read them (the copy's failures "path: reason" for
+// the source path): such a file failed, for good when its reason says so
+// (gone, refused).
+func reportUnread(p push, failures []string, seen map[string]bool, b *batcher) {
+	for _, it := range p.Items {
+		if seen[it.Name] {
+			continue
+		}
+		for _, f := range failures {
+			if reason, ok := strings.CutPrefix(f, it.Path+": "); ok {
+				b.add(apiv1.FileReport{Path: it.Path, Error: reason, Permanent: permanentReason(reason)})
+				break
+			}
+		}
+	}
+}

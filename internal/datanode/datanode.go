@@ -1,0 +1,421 @@
+// Package datanode is the transfer service's worker on a data node, the
+// part of `lightpath serve --controller` beside the mover's server: it
+// keeps the node registered with the controller (a heartbeat that renews
+// its lease and its tasks' leases, and brings back the controller's grant
+// key, the fences of the attempts pushed to this node and the tasks to
+// stop), claims tasks, and runs them: a listing of a job's sources under
+// the endpoint's root, or a batch of files pushed to a destination node's
+// server with the task's grant. Data nodes call the controller; the
+// controller never calls them. A controller that cannot be reached (a
+// restart, a failover to its standby) is waited for, never a reason to
+// stop.
+package datanode
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/client"
+	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transfer/grant"
+	"github.com/lightpath/lightpath/internal/transport"
+)
+
+// Defaults of Config.
+const (
+	DefaultLease       = 15 * time.Second
+	DefaultMaxTasks    = 4
+	DefaultRetries     = 3
+	DefaultListTimeout = 5 * time.Minute
+	DefaultReportEvery = time.Second
+	// idleClaim is how long the claim loop waits when nothing was offered
+	// (or until the next heartbeat, whichever comes first).
+	idleClaim = time.Second
+	// maxBackoff bounds the wait between attempts while the controller
+	// cannot be reached.
+	maxBackoff = 15 * time.Second
+)
+
+// Config says who the data node is and how it works.
+type Config struct {
+	Client *client.Client // acts for Node (client.Enrol)
+	// Node is its topology node, Endpoint the endpoint it serves, Root the
+	// directory its server serves (the endpoint's root on this node), and
+	// Address the HOST:PORT other nodes push to.
+	Node, Endpoint, Root, Address string
+	MaxRateBps                    uint64
+	Lease                         time.Duration // default DefaultLease
+	MaxTasks                      int           // tasks at once; default DefaultMaxTasks
+	// Verifier is the node's server's: the heartbeat sets its key and
+	// raises its fences.
+	Verifier *grant.Verifier
+	Logger   *slog.Logger
+	// Token and TLS are what the destination servers ask of a push besides
+	// its grant (their --token-file, TLS); Transport carries the pushes
+	// (nil: TCP).
+	Token     []byte
+	TLS       *tls.Config
+	Transport transport.Transport
+	// Retries is how often a copy's failed session is resumed before the
+	// task reports its error (default DefaultRetries; negative: never).
+	Retries int
+	// ReportEvery is how often a copy task reports its files' verdicts
+	// (default DefaultReportEvery).
+	ReportEvery time.Duration
+}
+
+func (c *Config) defaults() error {
+	switch {
+	case c.Client == nil:
+		return errors.New("datanode: no controller client")
+	case c.Node == "" || c.Endpoint == "":
+		return errors.New("datanode: the node and the endpoint are required")
+	case c.Root == "":
+		return errors.New("datanode: no root")
+	case c.Address == "":
+		return errors.New("datanode: no address to advertise")
+	}
+	if c.Lease <= 0 {
+		c.Lease = DefaultLease
+	}
+	if c.MaxTasks <= 0 {
+		c.MaxTasks = DefaultMaxTasks
+	}
+	if c.Retries == 0 {
+		c.Retries = DefaultRetries
+	} else if c.Retries < 0 {
+		c.Retries = 0
+	}
+	if c.ReportEvery <= 0 {
+		c.ReportEvery = DefaultReportEvery
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// node is a running data node.
+type node struct {
+	cfg  Config
+	root *os.Root
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	tasks map[string]*running
+	// beat is signalled after every heartbeat the controller answered;
+	// freed after every task that ends.
+	beat, freed chan struct{}
+	wg          sync.WaitGroup
+}
+
+// running is a task the node runs.
+type running struct {
+	work   apiv1.TaskWork
+	cancel context.CancelCauseFunc
+	prog   progress
+}
+
+// errCancelled is the cause of a task the controller said to stop.
+var errCancelled = errors.New("the controller cancelled the task")
+
+// Run registers the data node and runs its tasks until ctx ends; then it
+// stops its tasks (their last reports say so) and returns nil.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.defaults(); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(cfg.Root)
+	if err != nil {
+		return fmt.Errorf("datanode: open the root: %w", err)
+	}
+	defer root.Close()
+	n := &node{cfg: cfg, root: root, log: cfg.Logger, tasks: map[string]*running{},
+		beat: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
+	n.log.Info("data node starting", "node", cfg.Node, "endpoint", cfg.Endpoint, "address", cfg.Address,
+		"root", cfg.Root, "max_tasks", cfg.MaxTasks, "lease", cfg.Lease)
+	registered := make(chan struct{})
+	var loops sync.WaitGroup
+	loops.Add(1)
+	go func() {
+		defer loops.Done()
+		n.heartbeats(ctx, registered)
+	}()
+	n.claims(ctx, registered)
+	loops.Wait()
+	n.mu.Lock()
+	for _, t := range n.tasks {
+		t.cancel(errors.New("the data node is stopping"))
+	}
+	n.mu.Unlock()
+	n.wg.Wait()
+	n.log.Info("data node stopped")
+	return nil
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// heartbeats renews the node's lease every lease/3 until ctx ends, and
+// applies what each answer says. registered is closed after the first
+// answer.
+func (n *node) heartbeats(ctx context.Context, registered chan struct{}) {
+	every := n.cfg.Lease / 3
+	first := true
+	var lastErr string
+	for {
+		req := apiv1.DataNodeHeartbeat{Endpoint: n.cfg.Endpoint, Address: n.cfg.Address,
+			MaxRateBps: n.cfg.MaxRateBps, Lease: n.cfg.Lease.String(), Tasks: n.progress()}
+		work, err := n.cfg.Client.DataNodeHeartbeat(ctx, n.cfg.Node, req)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if msg := err.Error(); msg != lastErr {
+				n.log.Warn("heartbeat failed; trying again", "err", err, "every", every)
+				lastErr = msg
+			}
+		default:
+			if lastErr != "" || first {
+				n.log.Info("registered with the controller", "lease_expires", work.LeaseExpires)
+				lastErr = ""
+			}
+			n.apply(work)
+			if first {
+				close(registered)
+				first = false
+			}
+			signal(n.beat)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
+}
+
+// apply takes a heartbeat's answer: the grant key and fences go to the
+// server's verifier, the tasks to cancel are stopped.
+func (n *node) apply(w apiv1.DataNodeWork) {
+	if v := n.cfg.Verifier; v != nil {
+		if w.GrantKey != "" {
+			if k, err := grant.DecodeKey(w.GrantKey); err == nil {
+				v.SetKey(k)
+			} else {
+				n.log.Warn("the controller's grant key", "err", err)
+			}
+		}
+		for _, f := range w.Fences {
+			v.Fence(f.Task, f.Attempt)
+		}
+	}
+	for _, id := range w.Cancel {
+		n.stop(id, errCancelled)
+	}
+}
+
+// stop cancels a running task.
+func (n *node) stop(id string, cause error) {
+	n.mu.Lock()
+	t := n.tasks[id]
+	n.mu.Unlock()
+	if t != nil {
+		n.log.Info("stopping task", "task", id, "why", cause)
+		t.cancel(cause)
+	}
+}
+
+// progress is what the heartbeat says of the running tasks.
+func (n *node) progress() []apiv1.TaskProgress {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]apiv1.TaskProgress, 0, len(n.tasks))
+	for id, t := range n.tasks {
+		done, bps := t.prog.read()
+		out = append(out, apiv1.TaskProgress{Task: id, Attempt: t.work.Task.Attempt, BytesDone: done, ThroughputBps: bps})
+	}
+	return out
+}
+
+func (n *node) running() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.tasks)
+}
+
+// claims asks for tasks while fewer than MaxTasks run, until ctx ends.
+func (n *node) claims(ctx context.Context, registered chan struct{}) {
+	select {
+	case <-registered:
+	case <-ctx.Done():
+		return
+	}
+	backoff := time.Second
+	var lastErr string
+	for ctx.Err() == nil {
+		free := n.cfg.MaxTasks - n.running()
+		if free <= 0 {
+			select {
+			case <-ctx.Done():
+			case <-n.freed:
+			}
+			continue
+		}
+		cl, err := n.cfg.Client.Claim(ctx, n.cfg.Node, apiv1.ClaimRequest{Max: free})
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if msg := err.Error(); msg != lastErr {
+				n.log.Warn("claim failed; trying again", "err", err)
+				lastErr = msg
+			}
+			sleep(ctx, backoff)
+			backoff = min(2*backoff, maxBackoff)
+			continue
+		}
+		backoff, lastErr = time.Second, ""
+		for _, tw := range cl.Tasks {
+			n.start(ctx, tw)
+		}
+		if len(cl.Tasks) == 0 {
+			t := time.NewTimer(idleClaim)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			case <-n.beat:
+			}
+			t.Stop()
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// start runs a claimed task in its own goroutine.
+func (n *node) start(ctx context.Context, tw apiv1.TaskWork) {
+	id := tw.Task.ID
+	tctx, cancel := context.WithCancelCause(ctx)
+	t := &running{work: tw, cancel: cancel}
+	t.prog.start = time.Now()
+	n.mu.Lock()
+	if old := n.tasks[id]; old != nil {
+		// A newer attempt of a task this node still runs: the old one
+		// stops (its grant is fenced anyway).
+		old.cancel(errors.New("a newer attempt of the task was claimed"))
+	}
+	n.tasks[id] = t
+	n.mu.Unlock()
+	n.log.Info("task claimed", "task", id, "job", tw.Task.Job, "kind", tw.Task.Kind, "attempt", tw.Task.Attempt,
+		"files", len(tw.Files), "bytes", tw.Task.Bytes, "to", tw.Task.To)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer func() {
+			n.mu.Lock()
+			if n.tasks[id] == t {
+				delete(n.tasks, id)
+			}
+			n.mu.Unlock()
+			cancel(nil)
+			signal(n.freed)
+		}()
+		switch tw.Task.Kind {
+		case transfer.TaskList:
+			n.runList(tctx, t)
+		case transfer.TaskCopy:
+			n.runCopy(tctx, t)
+		default:
+			n.log.Warn("a task of an unknown kind", "task", id, "kind", tw.Task.Kind)
+			n.deliver(tctx, t, func(c context.Context) (apiv1.TaskAnswer, error) {
+				return n.cfg.Client.ReportTask(c, id, apiv1.TaskReport{Attempt: tw.Task.Attempt, Done: true, Permanent: true,
+					Error: fmt.Sprintf("this data node does not run tasks of kind %q", tw.Task.Kind)})
+			})
+		}
+	}()
+}
+
+// progress is a task's running byte count.
+type progress struct {
+	mu    sync.Mutex
+	start time.Time
+	bytes int64
+}
+
+func (p *progress) set(b int64) {
+	p.mu.Lock()
+	p.bytes = b
+	p.mu.Unlock()
+}
+
+func (p *progress) read() (int64, float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	el := time.Since(p.start).Seconds()
+	if el <= 0 {
+		return p.bytes, 0
+	}
+	return p.bytes, float64(p.bytes) * 8 / el
+}
+
+// deliver sends a task's last word, trying again while the controller
+// cannot be reached (a restart, a failover), for as long as the task's
+// lease could still be renewed; a task whose ctx ended (the node stops)
+// gets a few seconds. The task stays in the heartbeat meanwhile.
+func (n *node) deliver(ctx context.Context, t *running, send func(context.Context) (apiv1.TaskAnswer, error)) {
+	base := context.WithoutCancel(ctx)
+	giveUp := time.Now().Add(2 * time.Minute)
+	if ctx.Err() != nil {
+		giveUp = time.Now().Add(5 * time.Second)
+	}
+	backoff := 500 * time.Millisecond
+	for {
+		if ctx.Err() != nil {
+			if soon := time.Now().Add(5 * time.Second); soon.Before(giveUp) {
+				giveUp = soon
+			}
+		}
+		c, cancel := context.WithDeadline(base, giveUp)
+		ans, err := send(c)
+		cancel()
+		if err == nil {
+			if ans.Cancel {
+				n.log.Info("the controller says the task is over", "task", t.work.Task.ID, "reason", ans.Reason)
+			}
+			return
+		}
+		var ae *client.APIError
+		if errors.As(err, &ae) && ae.Status < 500 || time.Now().Add(backoff).After(giveUp) {
+			n.log.Warn("report of a task not taken", "task", t.work.Task.ID, "err", err)
+			return
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			// The node stops: a last few tries, quickly.
+			t.Stop()
+			time.Sleep(min(backoff, time.Second))
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}

@@ -1,0 +1,474 @@
+package datanode
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"hash/adler32"
+	"hash/crc32"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/mover"
+	"github.com/lightpath/lightpath/internal/retry"
+	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transfer/grant"
+	"github.com/lightpath/lightpath/internal/transport"
+)
+
+func write(t *testing.T, root, rel string, data []byte) {
+	t.Helper()
+	p := filepath.Join(root, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func randomBytes(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// TestListSources walks real trees under a root: files and nested
+// directories are listed with their sizes; work files are left out; a
+// symlink to a file inside the root is listed, one leading out of the
+// root (or to a directory) is not followed; a missing source is an error
+// naming the endpoint; a source given twice lists its files once.
+func TestListSources(t *testing.T) {
+	base := t.TempDir()
+	root, outside := filepath.Join(base, "root"), filepath.Join(base, "outside")
+	write(t, root, "run1/a.dat", []byte("aaaa"))
+	write(t, root, "run1/sub/b.dat", []byte("bb"))
+	write(t, root, "run1/sub/c.dat.lightpath-part", []byte("partial"))
+	write(t, root, "run1/sub/c.dat.lightpath-journal", []byte("journal"))
+	write(t, root, "run1/empty", nil)
+	write(t, root, "other/x.dat", []byte("xxx"))
+	write(t, outside, "secret", []byte("secret data"))
+	if err := os.Symlink("../other/x.dat", filepath.Join(root, "run1/link-in")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(root, "run1/link-out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../outside", filepath.Join(root, "run1/dir-out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("sub", filepath.Join(root, "run1/dir-in")); err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+
+	got, err := listSources(ctx, r, "siteA", []string{"run1", "/other/x.dat", "run1/sub"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]any{ // path -> source, size
+		"run1/a.dat":     {"run1", int64(4)},
+		"run1/sub/b.dat": {"run1", int64(2)},
+		"run1/empty":     {"run1", int64(0)},
+		"run1/link-in":   {"run1", int64(3)},
+		"other/x.dat":    {"/other/x.dat", int64(3)},
+	}
+	if len(got) != len(want) {
+		t.Errorf("listed %d files, want %d: %+v", len(got), len(want), got)
+	}
+	for _, f := range got {
+		w, ok := want[f.Path]
+		if !ok {
+			t.Errorf("listed %s, which is not part of the dataset", f.Path)
+			continue
+		}
+		if f.Source != w[0] || f.Size != w[1] {
+			t.Errorf("%s: source %q size %d, want %q %d", f.Path, f.Source, f.Size, w[0], w[1])
+		}
+		if f.MTime.IsZero() {
+			t.Errorf("%s: no mtime", f.Path)
+		}
+	}
+
+	for _, tc := range []struct {
+		src, want string
+	}{
+		{"run7", "run7: no such file or directory under endpoint siteA's root"},
+		{"run1/link-out", "run1/link-out: leads outside the root under endpoint siteA's root"},
+		{"../outside", "../outside: the path leads out of the endpoint's root"},
+	} {
+		_, err := listSources(ctx, r, "siteA", []string{tc.src})
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("list %s: %v, want %q", tc.src, err, tc.want)
+		}
+	}
+
+	// The timeout stops a walk.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := listSources(cctx, r, "siteA", []string{"run1"}); err == nil {
+		t.Error("a listing whose context ended succeeded")
+	}
+	// The root itself.
+	all, err := listSources(ctx, r, "siteA", []string{"."})
+	if err != nil || len(all) != 5 {
+		t.Errorf("listing the root: %d files, %v; want 5", len(all), err)
+	}
+}
+
+// TestGroupPushes cuts files into pushes: a tree lands with one push
+// whose names keep their directories; files going elsewhere, or renamed,
+// make pushes of their own; a path leading out is refused.
+func TestGroupPushes(t *testing.T) {
+	f := func(src, dst string) transfer.JobFile { return transfer.JobFile{Path: src, Dest: dst} }
+	tests := []struct {
+		name  string
+		files []transfer.JobFile
+		want  map[string][]string // remote -> names
+		err   string
+	}{
+		{"tree into a directory", []transfer.JobFile{f("run1/a/b.dat", "in/run1/a/b.dat"), f("run1/c.dat", "in/run1/c.dat"), f("run1/a/d/e", "in/run1/a/d/e")},
+			map[string][]string{"in/": {"run1/a/b.dat", "run1/a/d/e", "run1/c.dat"}}, ""},
+		{"into the root", []transfer.JobFile{f("data/run1/x", "run1/x"), f("data/run1/y/z", "run1/y/z")},
+			map[string][]string{"": {"run1/x", "run1/y/z"}}, ""},
+		{"same path", []transfer.JobFile{f("a/b", "a/b")}, map[string][]string{"": {"a/b"}}, ""},
+		{"renamed file", []transfer.JobFile{f("raw/one.dat", "in/two.dat")}, map[string][]string{"in/": {"two.dat"}}, ""},
+		{"two destinations", []transfer.JobFile{f("a/x", "p/a/x"), f("b/y", "q/r/b/y")},
+			map[string][]string{"p/": {"a/x"}, "q/r/": {"b/y"}}, ""},
+		{"leading slash", []transfer.JobFile{f("/a/x", "/in/a/x")}, map[string][]string{"in/": {"a/x"}}, ""},
+		{"out of the root", []transfer.JobFile{f("../etc/passwd", "in/passwd")}, nil, "not a file path"},
+		{"destination out of the root", []transfer.JobFile{f("a", "../a")}, nil, "not a file path"},
+		{"the root as a file", []transfer.JobFile{f("a", ".")}, nil, "not a file path"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ps, err := groupPushes(tc.files)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string][]string{}
+			for _, p := range ps {
+				for _, it := range p.Items {
+					got[p.Remote] = append(got[p.Remote], it.Name)
+				}
+				slices.Sort(got[p.Remote])
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("pushes %v, want %v", got, tc.want)
+			}
+			for k, v := range tc.want {
+				if !slices.Equal(got[k], v) {
+					t.Errorf("remote %q: names %v, want %v", k, got[k], v)
+				}
+			}
+		})
+	}
+}
+
+// TestChecksumHex words a verdict's checksum in the job's algorithm.
+func TestChecksumHex(t *testing.T) {
+	tests := []struct {
+		algo string
+		fr   mover.FileResult
+		want string
+	}{
+		{"", mover.FileResult{OK: true, Size: 3, CRC32C: 0xdeadbeef}, "deadbeef"},
+		{transfer.ChecksumCRC32C, mover.FileResult{OK: true, Size: 3, CRC32C: 0x1}, "00000001"},
+		{transfer.ChecksumCRC32C, mover.FileResult{OK: true, Size: 0}, "00000000"},
+		{transfer.ChecksumCRC32C, mover.FileResult{OK: true, Skipped: true, Size: 9}, ""},
+		{transfer.ChecksumAdler32, mover.FileResult{OK: true, Size: 3, CRC32C: 7, Adler32: 0x024d0127, HasAdler: true}, "024d0127"},
+		{transfer.ChecksumAdler32, mover.FileResult{OK: true, Size: 3, CRC32C: 7}, ""},
+		{transfer.ChecksumAdler32, mover.FileResult{OK: true, Skipped: true, Size: 3, HasAdler: true}, ""},
+	}
+	for _, tc := range tests {
+		if got := checksumHex(tc.algo, tc.fr); got != tc.want {
+			t.Errorf("checksumHex(%q, %+v) = %q, want %q", tc.algo, tc.fr, got, tc.want)
+		}
+	}
+}
+
+// TestPermanentReason tells a file's final failures from those worth a
+// retry.
+func TestPermanentReason(t *testing.T) {
+	for reason, want := range map[string]bool{
+		`grant: path not covered: "x" is outside in`:        true,
+		"invalid path \"a/../b\": empty, . or .. component": true,
+		"open run1/a: no such file or directory":            true,
+		"open run1/a: permission denied":                    true,
+		"connection reset by peer":                          false,
+		"checksum mismatch after 5 resends":                 false,
+		"":                                                  false,
+	} {
+		if got := permanentReason(reason); got != want {
+			t.Errorf("permanentReason(%q) = %v, want %v", reason, got, want)
+		}
+	}
+}
+
+// TestBatcher gathers verdicts, hands them out once, and takes back a
+// batch that could not be sent ahead of what came since.
+func TestBatcher(t *testing.T) {
+	b := &batcher{}
+	b.add(apiv1.FileReport{Path: "a", OK: true, Bytes: 10})
+	b.add(apiv1.FileReport{Path: "b", Error: "x"})
+	first := b.take()
+	if len(first) != 2 || len(b.take()) != 0 {
+		t.Fatalf("take: %v", first)
+	}
+	b.add(apiv1.FileReport{Path: "c", OK: true, Bytes: 5})
+	b.putBack(first)
+	got := b.take()
+	if len(got) != 3 || got[0].Path != "a" || got[1].Path != "b" || got[2].Path != "c" {
+		t.Errorf("after putBack: %v", got)
+	}
+	if b.done != 15 {
+		t.Errorf("done %d, want 15", b.done)
+	}
+}
+
+// serve runs a mover server over root on loopback until the test ends.
+func serve(t *testing.T, cfg mover.ServerConfig) string {
+	t.Helper()
+	srv, err := mover.NewServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := transport.TCP.Listen(context.Background(), "127.0.0.1:0", transport.Options{DSCP: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.Serve(ctx, ln); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; srv.Close() })
+	return ln.Addr().String()
+}
+
+// TestPushAll runs a copy task's pushes against a real server: a tree of
+// nested files lands under its destination paths (names of several
+// components), a renamed file under its own name, each verdict carries
+// the job's checksum of the file's content, and a missing source file is
+// reported failed, permanently, while the others arrive.
+func TestPushAll(t *testing.T) {
+	for _, algo := range []string{transfer.ChecksumCRC32C, transfer.ChecksumAdler32} {
+		t.Run(algo, func(t *testing.T) {
+			src, dst := t.TempDir(), t.TempDir()
+			addr := serve(t, mover.ServerConfig{Root: dst})
+			contents := map[string][]byte{
+				"run1/a/b.dat":   randomBytes(3<<20+5, 1),
+				"run1/c.dat":     randomBytes(1000, 2),
+				"run1/a/d/e.dat": randomBytes(0, 3),
+				"raw/one.dat":    randomBytes(70_000, 4),
+			}
+			dests := map[string]string{
+				"run1/a/b.dat": "in/run1/a/b.dat", "run1/c.dat": "in/run1/c.dat",
+				"run1/a/d/e.dat": "in/run1/a/d/e.dat", "raw/one.dat": "elsewhere/two.dat",
+				"run1/gone.dat": "in/run1/gone.dat",
+			}
+			var files []transfer.JobFile
+			for p, d := range dests {
+				if c, ok := contents[p]; ok {
+					write(t, src, p, c)
+				}
+				files = append(files, transfer.JobFile{Path: p, Dest: d})
+			}
+			slices.SortFunc(files, func(a, b transfer.JobFile) int { return strings.Compare(a.Path, b.Path) })
+			root, err := os.OpenRoot(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			n := &node{cfg: Config{Retries: 1}, root: root, log: slog.New(slog.DiscardHandler)}
+			w := apiv1.TaskWork{Task: transfer.Task{ID: "k-1", Attempt: 1}, Files: files, Address: addr, Checksum: algo}
+			b := &batcher{}
+			var meters int
+			err = n.pushAll(context.Background(), w, b, func(m *mover.Meter, _ int64) {
+				if m != nil {
+					meters++
+				}
+			})
+			var ff *mover.FilesFailedError
+			if err == nil || !errors.As(err, &ff) {
+				t.Fatalf("pushAll: %v, want one file failed", err)
+			}
+			if meters != 2 {
+				t.Errorf("%d pushes, want 2 (in/ and elsewhere/)", meters)
+			}
+			got := map[string]apiv1.FileReport{}
+			for _, r := range b.take() {
+				got[r.Path] = r
+			}
+			for p, c := range contents {
+				r, ok := got[p]
+				if !ok || !r.OK {
+					t.Errorf("%s: verdict %+v", p, r)
+					continue
+				}
+				have, err := os.ReadFile(filepath.Join(dst, dests[p]))
+				if err != nil || !bytes.Equal(have, c) {
+					t.Errorf("%s at %s: differs (%v)", p, dests[p], err)
+				}
+				sum := crc32.Checksum(c, crc32.MakeTable(crc32.Castagnoli))
+				if algo == transfer.ChecksumAdler32 {
+					sum = adler32.Checksum(c)
+				}
+				if want := hex8(sum); r.Checksum != want {
+					t.Errorf("%s: checksum %s, want %s", p, r.Checksum, want)
+				}
+				if r.Bytes != int64(len(c)) {
+					t.Errorf("%s: bytes %d, want %d", p, r.Bytes, len(c))
+				}
+			}
+			if r := got["run1/gone.dat"]; r.OK || !r.Permanent || r.Error == "" {
+				t.Errorf("missing source: %+v, want a permanent failure", r)
+			}
+			if _, err := os.Stat(filepath.Join(dst, "in/run1/gone.dat")); err == nil {
+				t.Error("a file that was never sent exists at the destination")
+			}
+		})
+	}
+}
+
+func hex8(v uint32) string {
+	const digits = "0123456789abcdef"
+	b := make([]byte, 8)
+	for i := 7; i >= 0; i-- {
+		b[i] = digits[v&0xf]
+		v >>= 4
+	}
+	return string(b)
+}
+
+// TestPushAllStops: a task whose context ends stops its push.
+func TestPushAllStops(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	addr := serve(t, mover.ServerConfig{Root: dst})
+	write(t, src, "big/a.dat", randomBytes(8<<20, 9))
+	root, err := os.OpenRoot(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	n := &node{cfg: Config{Retries: 3}, root: root, log: slog.New(slog.DiscardHandler)}
+	w := apiv1.TaskWork{Task: transfer.Task{ID: "k-2", Attempt: 1, RateBps: 8 << 20},
+		Files: []transfer.JobFile{{Path: "big/a.dat", Dest: "in/big/a.dat"}}, Address: addr}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err = n.pushAll(ctx, w, &batcher{}, func(*mover.Meter, int64) {})
+	if err == nil {
+		t.Fatal("a push at 1 MB/s of 8 MiB finished within 300ms")
+	}
+	if _, err := os.Stat(filepath.Join(dst, "in/big/a.dat")); err == nil {
+		t.Error("a stopped push left its file under its final name")
+	}
+}
+
+// TestTaskRate paces a task at its booked rate, within the node's share
+// of --max-rate.
+func TestTaskRate(t *testing.T) {
+	for _, tc := range []struct {
+		booked, nodeMax uint64
+		tasks           int
+		want            uint64
+	}{
+		{0, 0, 4, 0},
+		{500, 0, 4, 500},
+		{0, 1000, 4, 250},
+		{100, 1000, 4, 100},
+		{900, 1000, 4, 250},
+		{0, 1000, 0, 1000},
+	} {
+		if got := taskRate(tc.booked, tc.nodeMax, tc.tasks); got != tc.want {
+			t.Errorf("taskRate(%d, %d, %d) = %d, want %d", tc.booked, tc.nodeMax, tc.tasks, got, tc.want)
+		}
+	}
+}
+
+// TestGrants: a heartbeat's answer gives the server's verifier the
+// controller's key and raises its fences, and stops the tasks it names; a
+// push carries the task's grant, which the destination checks: a valid
+// one lands, a fenced (older) attempt is refused for good.
+func TestGrants(t *testing.T) {
+	key, err := grant.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := key.Public().(ed25519.PublicKey)
+	v := grant.NewVerifier("b1", nil)
+	src, dst := t.TempDir(), t.TempDir()
+	addr := serve(t, mover.ServerConfig{Root: dst, Grants: v})
+	write(t, src, "run1/a/x.dat", randomBytes(100_000, 5))
+	root, err := os.OpenRoot(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+
+	// The heartbeat's answer: the key, a fence, a task to stop.
+	n := &node{cfg: Config{Retries: 1, Verifier: v}, root: root, log: slog.New(slog.DiscardHandler), tasks: map[string]*running{}}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	n.tasks["k-old"] = &running{cancel: cancel}
+	n.apply(apiv1.DataNodeWork{GrantKey: grant.EncodeKey(pub), Fences: []apiv1.Fence{{Task: "k-1", Attempt: 2}}, Cancel: []string{"k-old"}})
+	if !errors.Is(context.Cause(ctx), errCancelled) {
+		t.Errorf("the task named in Cancel was not stopped: %v", context.Cause(ctx))
+	}
+	if v.Current("k-1", 1) || !v.Current("k-1", 2) {
+		t.Error("the fence of k-1 was not raised to attempt 2")
+	}
+
+	sign := func(attempt int) string {
+		tok, err := grant.Sign(key, grant.Grant{User: "alice", Job: "j-1", Task: "k-1", Attempt: attempt, Node: "b1",
+			Mode: grant.Write, Paths: []string{"in"}, Expires: time.Now().Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	files := []transfer.JobFile{{Path: "run1/a/x.dat", Dest: "in/run1/a/x.dat"}}
+	// Attempt 1 is fenced: refused, permanently, nothing written.
+	err = n.pushAll(context.Background(), apiv1.TaskWork{Task: transfer.Task{ID: "k-1", Attempt: 1}, Files: files, Address: addr, Grant: sign(1)},
+		&batcher{}, func(*mover.Meter, int64) {})
+	if err == nil || !retry.IsPermanent(err) {
+		t.Errorf("a push of a fenced attempt: %v, want a permanent refusal", err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "in/run1/a/x.dat")); err == nil {
+		t.Error("a fenced attempt wrote its file")
+	}
+	// Attempt 2 lands.
+	b := &batcher{}
+	if err := n.pushAll(context.Background(), apiv1.TaskWork{Task: transfer.Task{ID: "k-1", Attempt: 2}, Files: files, Address: addr, Grant: sign(2)},
+		b, func(*mover.Meter, int64) {}); err != nil {
+		t.Fatalf("a push with a valid grant: %v", err)
+	}
+	if rs := b.take(); len(rs) != 1 || !rs[0].OK {
+		t.Errorf("verdicts %+v", rs)
+	}
+	// No grant at all: refused.
+	err = n.pushAll(context.Background(), apiv1.TaskWork{Task: transfer.Task{ID: "k-1", Attempt: 2}, Files: files, Address: addr},
+		&batcher{}, func(*mover.Meter, int64) {})
+	if err == nil || !retry.IsPermanent(err) {
+		t.Errorf("a push without a grant: %v, want a permanent refusal", err)
+	}
+}

@@ -1,0 +1,458 @@
+//go:build linux
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The transfer service end to end, on loopback, with the real binary: a
+// controller on a small topology whose hosts are the data nodes, two
+// `lightpath serve --controller` per endpoint (each on its own 127.0.0.x
+// address; the two nodes of an endpoint serve the same directory, as a
+// site's transfer nodes share a file system), and the command line as a
+// user runs it.
+
+const serviceTopology = `
+sites: [{name: s1}, {name: s2}]
+nodes:
+  - {name: a1, site: s1}
+  - {name: a2, site: s1}
+  - {name: ra, site: s1, role: router}
+  - {name: b1, site: s2}
+  - {name: b2, site: s2}
+  - {name: rb, site: s2, role: router}
+links:
+  - {name: a1-ra, ends: [a1, ra], rate: 1G}
+  - {name: a2-ra, ends: [a2, ra], rate: 1G}
+  - {name: b1-rb, ends: [b1, rb], rate: 1G}
+  - {name: b2-rb, ends: [b2, rb], rate: 1G}
+  - {name: wan, ends: [ra, rb], rate: 10G, delay: 5ms}
+`
+
+// svc is a controller with its users and data nodes.
+type svc struct {
+	t    *testing.T
+	dir  string
+	port int
+	url  string
+	cmd  *exec.Cmd
+	log  *lockedBuffer
+	// Token files.
+	admin, alice, bob, agent string
+	// The endpoints' roots.
+	srcRoot, dstRoot string
+	nodes            map[string]*proc
+}
+
+// startSvc starts the controller, makes the users, starts the four data
+// nodes (each pacing its pushes at rate, --max-rate) and lets alice use
+// both endpoints.
+func startSvc(t *testing.T, rate string) *svc {
+	t.Helper()
+	dir := t.TempDir()
+	s := &svc{t: t, dir: dir, port: freePort(t, "127.0.0.1"), admin: filepath.Join(dir, "admin.token"),
+		srcRoot: mkdir(t, dir, "siteA"), dstRoot: mkdir(t, dir, "siteB"), nodes: map[string]*proc{}}
+	s.url = fmt.Sprintf("http://127.0.0.1:%d", s.port)
+	if err := os.WriteFile(filepath.Join(dir, "topo.yaml"), []byte(serviceTopology), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.launch()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("controller log:\n%s", s.log)
+			for name, p := range s.nodes {
+				t.Logf("data node %s log:\n%s", name, p.err.String())
+			}
+		}
+	})
+	for _, u := range []struct{ name, role string }{{"alice", "user"}, {"bob", "user"}, {"dn", "agent"}} {
+		s.ok(s.admin, "user", "add", u.name, "--role", u.role)
+		s.ok(s.admin, "user", "token", "create", u.name, "--out", filepath.Join(dir, u.name+".token"))
+	}
+	s.alice, s.bob, s.agent = filepath.Join(dir, "alice.token"), filepath.Join(dir, "bob.token"), filepath.Join(dir, "dn.token")
+	for i, n := range []struct{ node, endpoint, root string }{
+		{"a1", "siteA", s.srcRoot}, {"a2", "siteA", s.srcRoot}, {"b1", "siteB", s.dstRoot}, {"b2", "siteB", s.dstRoot},
+	} {
+		s.startNode(n.node, n.endpoint, n.root, fmt.Sprintf("127.0.0.%d", 11+i), rate)
+	}
+	s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
+	s.ok(s.admin, "endpoint", "allow", "siteA", "--user", "alice")
+	s.ok(s.admin, "endpoint", "allow", "siteB", "--user", "alice")
+	return s
+}
+
+// launch starts the controller on s's port and database (again after a
+// kill) and waits for its health.
+func (s *svc) launch() {
+	t := s.t
+	t.Helper()
+	s.log = &lockedBuffer{}
+	s.cmd = exec.Command(lpBin, "controller", "--listen", fmt.Sprintf("127.0.0.1:%d", s.port),
+		"--db", "sqlite:"+filepath.Join(s.dir, "db"), "--topology", filepath.Join(s.dir, "topo.yaml"),
+		"--admin-token-file", s.admin)
+	s.cmd.Env = cleanEnv()
+	s.cmd.Stderr = s.log
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cmd := s.cmd
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	ok := waitFor(20*time.Second, func() bool {
+		resp, err := http.Get(s.url + "/api/v1/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		_, err = os.Stat(s.admin)
+		return resp.StatusCode == 200 && err == nil
+	})
+	if !ok {
+		t.Fatalf("the controller did not come up:\n%s", s.log)
+	}
+}
+
+// kill SIGKILLs the controller.
+func (s *svc) kill() {
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+}
+
+func (s *svc) lp(tok string, args ...string) result {
+	s.t.Helper()
+	return runLP(s.t, runOpts{timeout: 3 * time.Minute},
+		append(args, "--controller", s.url, "--controller-token-file", tok)...)
+}
+
+func (s *svc) ok(tok string, args ...string) result {
+	s.t.Helper()
+	r := s.lp(tok, args...)
+	mustSucceed(s.t, strings.Join(args, " "), r)
+	return r
+}
+
+// startNode starts `lightpath serve --controller` for node.
+func (s *svc) startNode(node, endpoint, root, host, rate string) {
+	s.t.Helper()
+	addr := fmt.Sprintf("%s:%d", host, freePort(s.t, host))
+	args := []string{"serve", "--listen", addr, "--root", root, "--transfer-log", filepath.Join(s.dir, node+".transfers"),
+		"--controller", s.url, "--controller-token-file", s.agent, "--node", node, "--endpoint", endpoint,
+		"--lease", "3s", "--max-tasks", "2"}
+	if rate != "" {
+		args = append(args, "--max-rate", rate)
+	}
+	s.nodes[node] = startLP(s.t, runOpts{timeout: 10 * time.Minute}, args...)
+}
+
+type svcEndpoint struct {
+	Name  string `json:"name"`
+	Site  string `json:"site"`
+	Nodes []struct {
+		Node    string `json:"node"`
+		Address string `json:"address"`
+		Alive   bool   `json:"alive"`
+	} `json:"nodes"`
+}
+
+// endpoints is endpoint list --json.
+func (s *svc) endpoints() map[string]svcEndpoint {
+	r := s.lp(s.admin, "endpoint", "list", "--json")
+	out := map[string]svcEndpoint{}
+	if r.code != 0 {
+		return out
+	}
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var e svcEndpoint
+		if json.Unmarshal([]byte(l), &e) == nil && e.Name != "" {
+			out[e.Name] = e
+		}
+	}
+	return out
+}
+
+// waitNodes waits until each endpoint has n live data nodes.
+func (s *svc) waitNodes(want map[string]int) {
+	s.t.Helper()
+	var eps map[string]svcEndpoint
+	ok := waitFor(30*time.Second, func() bool {
+		eps = s.endpoints()
+		for name, n := range want {
+			alive := 0
+			for _, d := range eps[name].Nodes {
+				if d.Alive {
+					alive++
+				}
+			}
+			if alive != n {
+				return false
+			}
+		}
+		return true
+	})
+	if !ok {
+		s.t.Fatalf("the endpoints' data nodes are not all alive: %+v", eps)
+	}
+}
+
+// svcJob is what the tests read of a job page.
+type svcJob struct {
+	Job struct {
+		ID          string `json:"id"`
+		State       string `json:"state"`
+		Reason      string `json:"reason"`
+		FilesTotal  int    `json:"files_total"`
+		FilesDone   int    `json:"files_done"`
+		FilesFailed int    `json:"files_failed"`
+	} `json:"job"`
+	Files []struct {
+		Path, Dest, State string
+		Checksum          string `json:"checksum"`
+	} `json:"files"`
+	Tasks []struct {
+		ID, Kind, State, From, To string
+		Attempt                   int `json:"attempt"`
+	} `json:"tasks"`
+}
+
+func (s *svc) job(tok, id string) svcJob {
+	s.t.Helper()
+	r := s.ok(tok, "transfer", "status", id, "--json")
+	var j svcJob
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &j); err != nil {
+		s.t.Fatalf("transfer status --json: %v\n%s", err, r.stdout)
+	}
+	return j
+}
+
+// submit submits as alice and returns the job's id.
+func (s *svc) submit(args ...string) (string, bool) {
+	s.t.Helper()
+	r := s.ok(s.alice, append([]string{"transfer", "submit", "--json"}, args...)...)
+	var resp struct {
+		Job struct {
+			ID, State string
+		} `json:"job"`
+		Created bool `json:"created"`
+	}
+	if err := json.Unmarshal([]byte(lastLine(r.stdout)), &resp); err != nil || !strings.HasPrefix(resp.Job.ID, "j-") {
+		s.t.Fatalf("transfer submit --json: %v\n%s", err, r.stdout)
+	}
+	return resp.Job.ID, resp.Created
+}
+
+// makeDataset writes a tree of files of mixed sizes under root/run1 and
+// returns their paths relative to root.
+func makeDataset(t *testing.T, root string, scale int) []string {
+	t.Helper()
+	var files []string
+	add := func(rel string, size int64) {
+		writeRandom(t, filepath.Join(root, rel), size, uint64(len(files)+1))
+		files = append(files, rel)
+	}
+	add("run1/empty", 0)
+	for i := range 30 {
+		add(fmt.Sprintf("run1/small/d%02d/f%03d.dat", i%5, i), int64(1+i*2311))
+	}
+	for i := range 6 {
+		add(fmt.Sprintf("run1/mid/m%d.dat", i), int64(1<<20+i*77777))
+	}
+	for i := range 2 * scale {
+		add(fmt.Sprintf("run1/big/b%d.dat", i), int64(6<<20+i*4099))
+	}
+	return files
+}
+
+// sameDataset checks that every file arrived under dstRoot/in, identical.
+func (s *svc) sameDataset(files []string) {
+	s.t.Helper()
+	for _, rel := range files {
+		if !sameContent(s.t, filepath.Join(s.srcRoot, rel), filepath.Join(s.dstRoot, "in", rel)) {
+			s.t.Errorf("%s: differs at the destination (or is missing)", rel)
+		}
+	}
+	// Nothing half-received is left under a final name or beside one.
+	filepath.WalkDir(s.dstRoot, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && (strings.HasSuffix(p, ".lightpath-part") || strings.HasSuffix(p, ".lightpath-journal")) {
+			s.t.Errorf("work file left at the destination: %s", p)
+		}
+		return nil
+	})
+}
+
+// waitProgress waits until the job has moved some of its files but not
+// all, and returns its page.
+func (s *svc) waitProgress(id string) svcJob {
+	s.t.Helper()
+	var j svcJob
+	if !waitFor(2*time.Minute, func() bool {
+		j = s.job(s.alice, id)
+		return j.Job.FilesDone > 0 || j.Job.State == "SUCCEEDED" || j.Job.State == "FAILED"
+	}) {
+		s.t.Fatalf("job %s moved no file: %+v", id, j.Job)
+	}
+	if j.Job.State != "ACTIVE" {
+		s.t.Fatalf("job %s is %s before the fault could be injected: slow the nodes down (%+v)", id, j.Job.State, j.Job)
+	}
+	return j
+}
+
+// TestServiceEndToEnd: a dataset submitted with transfer submit arrives
+// identical, spread over both node pairs; transfer wait exits 0; the same
+// --id again makes no second job; bad input is refused in one line.
+func TestServiceEndToEnd(t *testing.T) {
+	s := startSvc(t, "")
+	files := makeDataset(t, s.srcRoot, 1)
+
+	r := s.ok(s.admin, "endpoint", "list")
+	for _, want := range []string{"siteA", "siteB", "s1", "s2", "a1", "a2", "b1", "b2", "alive", "127.0.0.11:"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("endpoint list lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	id, created := s.submit("siteA:run1", "siteB:in/", "--id", "run1-first")
+	if !created {
+		t.Errorf("the first submission says it was not created")
+	}
+	w := s.lp(s.alice, "transfer", "wait", id, "--timeout", "3m")
+	if w.code != 0 {
+		t.Fatalf("transfer wait: exit %d\n%s\n%s", w.code, w.stdout, w.stderr)
+	}
+	if !strings.Contains(w.stdout, "SUCCEEDED") {
+		t.Errorf("transfer wait did not print the end:\n%s", w.stdout)
+	}
+	s.sameDataset(files)
+
+	j := s.job(s.alice, id)
+	if j.Job.State != "SUCCEEDED" || j.Job.FilesTotal != len(files) || j.Job.FilesDone != len(files) {
+		t.Errorf("job: %+v, want SUCCEEDED with %d files", j.Job, len(files))
+	}
+	from, to := map[string]bool{}, map[string]bool{}
+	for _, k := range j.Tasks {
+		if k.Kind == "copy" {
+			from[k.From], to[k.To] = true, true
+		}
+	}
+	if !from["a1"] || !from["a2"] || !to["b1"] || !to["b2"] {
+		t.Errorf("the copy tasks ran from %v to %v, want both nodes of each endpoint", from, to)
+	}
+	for _, f := range j.Files {
+		if f.State != "SUCCEEDED" || len(f.Checksum) != 8 {
+			t.Errorf("file %s: %s, checksum %q", f.Path, f.State, f.Checksum)
+		}
+	}
+
+	// The same --id again: the first job, not a second one.
+	again, created := s.submit("siteA:run1", "siteB:in/", "--id", "run1-first")
+	if again != id || created {
+		t.Errorf("resubmission with the same --id: job %s (created %v), want %s", again, created, id)
+	}
+	r = s.ok(s.alice, "transfer", "list")
+	if n := strings.Count(r.stdout, id); n != 1 || !strings.Contains(r.stdout, "KIND") || !strings.Contains(r.stdout, "job") {
+		t.Errorf("transfer list shows job %s %d times:\n%s", id, n, r.stdout)
+	}
+	r = s.ok(s.alice, "transfer", "show", id)
+	for _, want := range []string{id, "SUCCEEDED", "siteA:run1", "files: SUCCEEDED"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("transfer show lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	// Bad input: one line each, nothing made.
+	checkFailure(t, "unknown endpoint", s.lp(s.alice, "transfer", "submit", "nowhere:run1", "siteB:in"), "transfer submit", "nowhere")
+	checkFailure(t, "path with ..", s.lp(s.alice, "transfer", "submit", "siteA:../etc", "siteB:in"), "transfer submit", "out of the endpoint's root")
+	checkFailure(t, "deadline in the past", s.lp(s.alice, "transfer", "submit", "siteA:run1", "siteB:in", "--deadline", "2020-01-01T00:00:00Z"), "transfer submit", "in the past")
+	checkFailure(t, "malformed time", s.lp(s.alice, "transfer", "submit", "siteA:run1", "siteB:in", "--deadline", "tomorrow at nine"), "transfer submit", "invalid time")
+	checkFailure(t, "two policies", s.lp(s.alice, "transfer", "submit", "siteA:run1", "siteB:in", "--overwrite", "--skip-existing"), "transfer submit", "exclude each other")
+	checkFailure(t, "another user's job", s.lp(s.bob, "transfer", "status", id), "transfer status", id)
+	checkFailure(t, "an endpoint bob may not use", s.lp(s.bob, "transfer", "submit", "siteA:run1", "siteB:in"), "transfer submit", "siteA")
+	checkFailure(t, "a resubmission that differs", s.lp(s.alice, "transfer", "submit", "siteA:run1", "siteB:other", "--id", "run1-first"), "transfer submit")
+	r = s.ok(s.alice, "transfer", "list", "--json")
+	if n := strings.Count(r.stdout, `"id":"j-`); n != 1 {
+		t.Errorf("after the bad submissions alice has %d jobs, want 1:\n%s", n, r.stdout)
+	}
+	r = s.ok(s.alice, "transfer", "status", id, "--optimizer")
+	if !strings.Contains(r.stdout, "optimizer") {
+		t.Errorf("transfer status --optimizer says nothing of the optimizer:\n%s", r.stdout)
+	}
+
+	// A cancelled job: cancel says so, wait exits 1.
+	second, _ := s.submit("siteA:run1", "siteB:in2")
+	r = s.ok(s.alice, "transfer", "cancel", second)
+	if !strings.Contains(r.stdout, "CANCELLED") {
+		t.Errorf("transfer cancel: %s", r.stdout)
+	}
+	w = s.lp(s.alice, "transfer", "wait", second)
+	if w.code != 1 || !strings.Contains(w.stderr, "CANCELLED") {
+		t.Errorf("transfer wait of a cancelled job: exit %d\n%s\n%s", w.code, w.stdout, w.stderr)
+	}
+}
+
+// TestServiceDataNodeKilled: a source data node SIGKILLed mid-job; its
+// tasks go back to the queue when its lease lapses and finish on the
+// other node; every file arrives identical.
+func TestServiceDataNodeKilled(t *testing.T) {
+	s := startSvc(t, "40M")
+	files := makeDataset(t, s.srcRoot, 3)
+	id, _ := s.submit("siteA:run1", "siteB:in/")
+	wait := startLP(t, runOpts{timeout: 5 * time.Minute}, "transfer", "wait", id, "--controller", s.url, "--controller-token-file", s.alice)
+	s.waitProgress(id)
+	// A wait that times out first exits 2.
+	if r := s.lp(s.alice, "transfer", "wait", id, "--timeout", "1s"); r.code != 2 || !strings.Contains(r.stderr, "still ACTIVE after 1s") {
+		t.Errorf("transfer wait --timeout 1s of a running job: exit %d\n%s", r.code, r.stderr)
+	}
+	s.nodes["a1"].Signal(syscall.SIGKILL)
+	s.waitNodes(map[string]int{"siteA": 1, "siteB": 2})
+	r := wait.Wait()
+	if r.code != 0 {
+		t.Fatalf("transfer wait: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	s.sameDataset(files)
+	j := s.job(s.alice, id)
+	requeued := false
+	for _, k := range j.Tasks {
+		if k.Kind == "copy" && k.Attempt > 1 {
+			requeued = true
+		}
+	}
+	if !requeued {
+		t.Errorf("no copy task ran a second attempt after a1 was killed: %+v", j.Tasks)
+	}
+}
+
+// TestServiceControllerKilled: the controller SIGKILLed mid-job and
+// started again on its database; the data nodes and transfer wait carry
+// on, and the job succeeds with every file identical.
+func TestServiceControllerKilled(t *testing.T) {
+	s := startSvc(t, "40M")
+	files := makeDataset(t, s.srcRoot, 3)
+	id, _ := s.submit("siteA:run1", "siteB:in/")
+	wait := startLP(t, runOpts{timeout: 5 * time.Minute}, "transfer", "wait", id, "--controller", s.url, "--controller-token-file", s.alice)
+	s.waitProgress(id)
+	s.kill()
+	time.Sleep(2 * time.Second) // the data nodes and wait find it gone
+	s.launch()
+	r := wait.Wait()
+	if r.code != 0 {
+		t.Fatalf("transfer wait: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	s.sameDataset(files)
+	if j := s.job(s.alice, id); j.Job.State != "SUCCEEDED" || j.Job.FilesDone != len(files) {
+		t.Errorf("job after the restart: %+v", j.Job)
+	}
+}
