@@ -70,8 +70,9 @@ LIGHTPATH_CONTROLLER_TOKEN) is of role agent, bound to --node or to no node
 (the data node then makes one bound to its node, as lightpath agent does).
 Other data nodes push to --advertise (default: --listen, when it names a
 host). --max-tasks is how many tasks it runs at once, and --max-rate caps
-what it sends: each task is paced at its booked rate, and at most
---max-rate / --max-tasks; the controller also plans deadlines with it.`,
+what it sends: the controller books deadline jobs within it (a booked task
+is paced at its booked rate), and a task without a booking is paced at an
+equal share of it among the tasks running as it starts.`,
 		Example: `  lightpath serve --listen 0.0.0.0:7070 --root /data
   lightpath serve --listen [::]:7070 --root /data --token-file /etc/lightpath/token
   lightpath serve --listen 127.0.0.1:7070 --root /srv/pub --read-only
@@ -190,7 +191,7 @@ func (d *dataNodeFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&d.node, "node", "", "with --controller: this data node's node in the controller's topology")
 	f.StringVar(&d.endpoint, "endpoint", "", "with --controller: the endpoint (one site's storage) this data node serves")
 	f.StringVar(&d.advertise, "advertise", "", "with --controller: HOST:PORT other data nodes push to (default: --listen, when it names a host)")
-	f.StringVar(&d.maxRate, "max-rate", "", "with --controller: the most this data node sends, e.g. 10G, shared among its --max-tasks (default: no cap)")
+	f.StringVar(&d.maxRate, "max-rate", "", "with --controller: the most this data node sends, e.g. 10G, shared among its running tasks (default: no cap)")
 	f.IntVar(&d.maxTasks, "max-tasks", datanode.DefaultMaxTasks, "with --controller: tasks run at once")
 	f.DurationVar(&d.lease, "lease", datanode.DefaultLease, "with --controller: how long a heartbeat keeps the data node (and its tasks) alive at the controller")
 }

@@ -329,18 +329,16 @@ func (n *node) pushAll(ctx context.Context, w apiv1.TaskWork, b *batcher, meterO
 	return firstErr
 }
 
-// taskRate is the pace of a task's pushes: its booked rate, and no more
-// than the node's share of --max-rate per task it may run at once, so
-// the node never sends above MaxRateBps (0: no pace).
-func taskRate(booked, nodeMax uint64, maxTasks int) uint64 {
-	if nodeMax == 0 {
+// taskRate is the pace of a task's pushes. A booked task runs at its
+// booked rate: the controller planned it within the nodes' --max-rate
+// (shared among the pair's tasks). An unbooked one gets an equal share of
+// --max-rate among the tasks running as it starts (itself included), so
+// the node stays within MaxRateBps (0: no pace).
+func taskRate(booked, nodeMax uint64, running int) uint64 {
+	if booked > 0 || nodeMax == 0 {
 		return booked
 	}
-	share := nodeMax / uint64(max(maxTasks, 1))
-	if booked == 0 || booked > share {
-		return share
-	}
-	return booked
+	return nodeMax / uint64(max(running, 1))
 }
 
 // clientConfig is the mover client's configuration of a task's pushes.
@@ -350,7 +348,7 @@ func (n *node) clientConfig(w apiv1.TaskWork) mover.ClientConfig {
 		Grant:     w.Grant,
 		Token:     n.cfg.Token,
 		TLS:       n.cfg.TLS,
-		Tuning:    mover.Tuning{Rate: taskRate(w.Task.RateBps, n.cfg.MaxRateBps, n.cfg.MaxTasks), DSCP: -1},
+		Tuning:    mover.Tuning{Rate: taskRate(w.Task.RateBps, n.cfg.MaxRateBps, n.running()), DSCP: -1},
 		Streams:   w.Task.Streams,
 		Transport: n.cfg.Transport,
 	}

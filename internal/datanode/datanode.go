@@ -291,11 +291,14 @@ func (n *node) claims(ctx context.Context, registered chan struct{}) {
 			n.start(ctx, tw)
 		}
 		if len(cl.Tasks) == 0 {
+			// A task that ends frees a place in its pair: ask again at
+			// once, so the pair's next task follows without a gap.
 			t := time.NewTimer(idleClaim)
 			select {
 			case <-ctx.Done():
 			case <-t.C:
 			case <-n.beat:
+			case <-n.freed:
 			}
 			t.Stop()
 		}

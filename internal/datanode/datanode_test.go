@@ -385,23 +385,24 @@ func TestPushAllStops(t *testing.T) {
 	}
 }
 
-// TestTaskRate paces a task at its booked rate, within the node's share
-// of --max-rate.
+// TestTaskRate paces a booked task at its booked rate, an unbooked one at
+// its share of --max-rate among the running tasks.
 func TestTaskRate(t *testing.T) {
 	for _, tc := range []struct {
 		booked, nodeMax uint64
-		tasks           int
+		running         int
 		want            uint64
 	}{
 		{0, 0, 4, 0},
 		{500, 0, 4, 500},
 		{0, 1000, 4, 250},
+		{0, 1000, 1, 1000},
 		{100, 1000, 4, 100},
-		{900, 1000, 4, 250},
+		{900, 1000, 4, 900},
 		{0, 1000, 0, 1000},
 	} {
-		if got := taskRate(tc.booked, tc.nodeMax, tc.tasks); got != tc.want {
-			t.Errorf("taskRate(%d, %d, %d) = %d, want %d", tc.booked, tc.nodeMax, tc.tasks, got, tc.want)
+		if got := taskRate(tc.booked, tc.nodeMax, tc.running); got != tc.want {
+			t.Errorf("taskRate(%d, %d, %d) = %d, want %d", tc.booked, tc.nodeMax, tc.running, got, tc.want)
 		}
 	}
 }

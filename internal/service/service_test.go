@@ -964,3 +964,51 @@ func TestOptimizerDecidesAndResumes(t *testing.T) {
 		t.Fatalf("after the restart (concurrency 3 resumed, 2 running) a1 took %d tasks", len(again))
 	}
 }
+
+// TestSharesFitLargeFiles: a booked job of two large files and many small
+// ones sends one large file over each pair. The first pair to claim takes
+// what fits in its share (a large file and some small ones) and leaves
+// the other large file to the pair with room for it, instead of taking
+// both and leaving the other pair the small files.
+func TestSharesFitLargeFiles(t *testing.T) {
+	e := newEnv(t)
+	files := []apiv1.ListedFile{
+		{Path: "data/big0", Source: "data", Size: 400_000_000, MTime: t0},
+		{Path: "data/big1", Source: "data", Size: 400_000_000, MTime: t0},
+	}
+	for i := range 20 {
+		files = append(files, apiv1.ListedFile{Path: fmt.Sprintf("data/small%02d", i), Source: "data", Size: 5_000_000, MTime: t0})
+	}
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)}, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := j.Pairs[0].Start
+	for _, p := range j.Pairs {
+		if p.Start.After(start) {
+			start = p.Start
+		}
+	}
+	e.clk.Set(start)
+	for _, n := range []string{"a1", "a2", "b1", "b2"} {
+		e.beat(n, nil)
+	}
+	e.s.Tick(e.ctx)
+	if j = e.job(j.ID); j.State != transfer.JobActive {
+		t.Fatalf("at its start the job is %s %q", j.State, j.Reason)
+	}
+	bigs := map[string]int{}
+	for _, n := range []string{"a1", "a2"} {
+		for _, w := range e.claim(n, 4) {
+			t.Logf("%s: task %s %d files %d bytes", n, w.Task.ID, len(w.Files), w.Task.Bytes)
+			for _, f := range w.Files {
+				if strings.Contains(f.Path, "big") {
+					bigs[n]++
+				}
+			}
+		}
+	}
+	if bigs["a1"] != 1 || bigs["a2"] != 1 {
+		t.Fatalf("large files per source node: %v, want one each (pairs %+v)", bigs, j.Pairs)
+	}
+}

@@ -355,7 +355,7 @@ func (r *claimRun) freshJob(j *transfer.Job) error {
 			}
 		}
 		for running < pr.concurrency && len(r.out) < r.max {
-			if pr.reserved && pr.share > 0 && assigned >= pr.share && r.othersCanCarry(j, pr, tasks) {
+			if pr.reserved && pr.share > 0 && assigned >= pr.share && r.othersCanCarry(j, pr, tasks, 1) {
 				break
 			}
 			files, err := r.tx.ListJobFiles(r.ctx, store.JobFileFilter{Job: j.ID, States: []string{transfer.FilePending}, Limit: BatchFiles})
@@ -365,11 +365,20 @@ func (r *claimRun) freshJob(j *transfer.Job) error {
 			if len(files) == 0 {
 				return nil
 			}
-			limit := maxBytes
-			if pr.reserved && pr.share > 0 && pr.share > assigned {
-				limit = min(limit, pr.share-assigned)
+			var shareLeft int64 // 0: no share to keep to
+			if pr.reserved && pr.share > 0 {
+				shareLeft = max(pr.share-assigned, 1)
 			}
-			batch := plan.Batches(files, maxFiles, limit)[0]
+			batch := fitBatch(files, maxFiles, maxBytes, shareLeft)
+			if len(batch) == 0 {
+				// Every pending file is larger than what is left of the
+				// pair's share: another pair with room for the first
+				// carries it; if none has, this pair takes it.
+				if r.othersCanCarry(j, pr, tasks, files[0].Size) {
+					break
+				}
+				batch = files[:1]
+			}
 			t := transfer.Task{ID: newID("k-"), Job: j.ID, Kind: transfer.TaskCopy, State: transfer.TaskQueued, CreatedAt: r.now}
 			for _, f := range batch {
 				t.Bytes += f.Size
@@ -388,9 +397,39 @@ func (r *claimRun) freshJob(j *transfer.Job) error {
 	return nil
 }
 
-// othersCanCarry reports whether another pair of a booked job still has
-// share left and live nodes: then a pair past its share takes no more.
-func (r *claimRun) othersCanCarry(j *transfer.Job, pr pairRun, tasks []transfer.Task) bool {
+// fitBatch takes, in order, the files that fit together in maxFiles,
+// maxBytes and what is left of the pair's share (shareLeft; 0 for none),
+// passing over those that would not fit, so a pair near the end of its
+// share takes the small files and leaves a large one to a pair with room
+// for it. A file larger than maxBytes goes alone, when it is the first
+// that fits the share. None when no file fits: the caller decides who
+// takes a file larger than what is left.
+func fitBatch(files []transfer.JobFile, maxFiles int, maxBytes, shareLeft int64) []transfer.JobFile {
+	limit := maxBytes
+	if shareLeft > 0 {
+		limit = min(limit, shareLeft)
+	}
+	var out []transfer.JobFile
+	var bytes int64
+	for _, f := range files {
+		if len(out) >= maxFiles {
+			break
+		}
+		if len(out) == 0 && f.Size > maxBytes && (shareLeft == 0 || f.Size <= shareLeft) {
+			return []transfer.JobFile{f}
+		}
+		if bytes+f.Size <= limit {
+			out = append(out, f)
+			bytes += f.Size
+		}
+	}
+	return out
+}
+
+// othersCanCarry reports whether another pair of a booked job with live
+// nodes still has at least need bytes of its share left: then a pair past
+// its share (need 1), or without room for a file of need bytes, leaves it.
+func (r *claimRun) othersCanCarry(j *transfer.Job, pr pairRun, tasks []transfer.Task, need int64) bool {
 	for _, p := range j.Pairs {
 		if p.From == pr.from && p.To == pr.to || p.ShareBytes == 0 {
 			continue
@@ -407,7 +446,7 @@ func (r *claimRun) othersCanCarry(j *transfer.Job, pr pairRun, tasks []transfer.
 				assigned += t.Bytes
 			}
 		}
-		if assigned < p.ShareBytes {
+		if p.ShareBytes-assigned >= need {
 			return true
 		}
 	}

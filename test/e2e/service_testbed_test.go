@@ -84,7 +84,7 @@ func TestServiceOnTestbed(t *testing.T) {
 	c.ok(c.adminTok, "endpoint", "allow", "site-a", "--user", "alice")
 	c.ok(c.adminTok, "endpoint", "allow", "site-b", "--user", "alice")
 
-	// The dataset: 24 small files and two of 16 MiB, 33 MiB in all.
+	// The dataset: 24 small files and two of 40 MiB, 89 MiB in all.
 	var files []string
 	for i := range 24 {
 		rel := fmt.Sprintf("ds/small/f%02d.dat", i)
@@ -93,7 +93,7 @@ func TestServiceOnTestbed(t *testing.T) {
 	}
 	for i := range 2 {
 		rel := fmt.Sprintf("ds/big%d.bin", i)
-		writeRandom(t, filepath.Join(siteA, rel), 16<<20, uint64(100+i))
+		writeRandom(t, filepath.Join(siteA, rel), 40<<20, uint64(100+i))
 		files = append(files, rel)
 	}
 
@@ -113,8 +113,8 @@ func TestServiceOnTestbed(t *testing.T) {
 
 	t.Run("infeasible deadline", func(t *testing.T) {
 		before := reservations()
-		// 33 MiB at 2 × 150 Mbit/s take about a second at best.
-		r := c.lp(aliceTok, "transfer", "submit", "site-a:ds", "site-b:late", "--deadline", "+300ms")
+		// 89 MiB at 2 × 150 Mbit/s take 2.5 s at best.
+		r := c.lp(aliceTok, "transfer", "submit", "site-a:ds", "site-b:late", "--deadline", "+2s")
 		checkFailure(t, "submit with a deadline that cannot be met", r, "cannot be met", "earliest completion")
 		if got := reservations(); got != before {
 			t.Errorf("an infeasible job left reservations: %d before, %d after", before, got)
@@ -149,6 +149,16 @@ func TestServiceOnTestbed(t *testing.T) {
 		mustSucceed(t, "transfer wait", w)
 		s1 := b.status()
 		j := status(resp.Job.ID)
+		if os.Getenv("LP_DEBUG_TASKS") != "" {
+			r := c.ok(aliceTok, "transfer", "status", resp.Job.ID, "--json")
+			var raw struct {
+				Tasks []map[string]any `json:"tasks"`
+			}
+			json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &raw)
+			for _, tk := range raw.Tasks {
+				t.Logf("task %v %v %v>%v attempt %v files %d bytes %v claimed %v ended %v rate %v streams %v", tk["id"], tk["kind"], tk["from"], tk["to"], tk["attempt"], len(fmt.Sprint(tk["files"])), tk["bytes"], tk["claimed_at"], tk["ended_at"], tk["rate_bps"], tk["streams"])
+			}
+		}
 		t.Logf("job %s: %s in %v (ACTIVE %v), algorithm %q, pairs %+v", j.Job.ID, j.Job.State, time.Since(submitted).Round(time.Millisecond),
 			j.Job.EndedAt.Sub(j.Job.StartedAt).Round(time.Millisecond), j.Job.Algorithm, j.Job.Pairs)
 		if j.Job.State != "SUCCEEDED" || j.Job.FilesDone != len(files) {
