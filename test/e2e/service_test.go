@@ -67,8 +67,10 @@ func startSvc(t *testing.T, rate string) *svc {
 		t.Fatal(err)
 	}
 	s.launch()
+	// The logs go into the test's output when it fails (or always with
+	// SVC_LOGS=1 in the environment).
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || os.Getenv("SVC_LOGS") != "" {
 			t.Logf("controller log:\n%s", s.log)
 			for name, p := range s.nodes {
 				t.Logf("data node %s log:\n%s", name, p.err.String())
