@@ -296,6 +296,7 @@ func TestGrantFence(t *testing.T) {
 			}
 			cfg2 := ClientConfig{Addr: gs.addr, Streams: 2, BlockSize: 1 << 20, Tuning: Tuning{DSCP: -1}, Grant: gs.sign(t, func(g *grant.Grant) { g.Attempt = 2 })}
 			second := make(chan outcome, 1)
+			fenced := time.Now()
 			if how == "fence" {
 				gs.v.Fence("t-1", 2)
 			} else {
@@ -305,6 +306,7 @@ func TestGrantFence(t *testing.T) {
 				}()
 			}
 			o := <-first
+			t.Logf("attempt 1 ended %v after the fence: %v", time.Since(fenced).Round(time.Millisecond), o.err)
 			const reason = "refused: attempt 1 of task t-1 is no longer current"
 			if o.err == nil || !strings.Contains(o.err.Error(), reason) || !retry.IsPermanent(o.err) || o.sum.Attempts != 1 {
 				t.Fatalf("attempt 1: %v (attempts %d), want a permanent %q", o.err, o.sum.Attempts, reason)
@@ -407,5 +409,76 @@ func TestGrantVersions(t *testing.T) {
 	cfg.Addr = serveLoopback(t, plain)
 	if sum, err := pushTree(context.Background(), t, cfg, local, "in/", 0); err != nil || !sum.Verified {
 		t.Fatalf("push with a grant to a server without grants: %v", err)
+	}
+}
+
+// TestGrantPull: a pull needs a read grant covering every path asked for.
+func TestGrantPull(t *testing.T) {
+	gs := serveGranted(t, nil)
+	files := makeTree(t, filepath.Join(gs.root, "in", "run42"), map[string]int{"a.bin": 1<<20 + 3, "sub/b": 10})
+	makeTree(t, filepath.Join(gs.root, "private"), map[string]int{"x": 10})
+	read := func(g *grant.Grant) { g.Mode = grant.Read; g.Paths = []string{"in/run42"} }
+	for _, tc := range []struct {
+		name  string
+		grant string
+		paths []string
+		want  string
+	}{
+		{"covered", gs.sign(t, read), []string{"in/run42"}, ""},
+		{"not covered", gs.sign(t, read), []string{"in/run42", "private"}, `refused: grant: path not covered: "private" is outside in/run42`},
+		{"write grant", gs.sign(t, func(g *grant.Grant) { g.Paths = []string{"in/run42"} }), []string{"in/run42"}, "refused: grant: mode not granted: read, the grant gives write"},
+		{"no grant", "", []string{"in/run42"}, "refused: the server takes pulls only with a grant from the controller"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			back := filepath.Join(t.TempDir(), "back")
+			dst, err := OpenDest(back, true, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dst.Root.Close()
+			cfg := ClientConfig{Addr: gs.addr, Streams: 2, BlockSize: 1 << 20, Tuning: Tuning{DSCP: -1}, Grant: tc.grant}
+			sum, err := Copy(context.Background(), Job{Config: cfg, Options: Options{Recursive: true}, Direction: Pull, Paths: tc.paths, Local: dst, Retries: 2})
+			if tc.want == "" {
+				if err != nil || !sum.Verified {
+					t.Fatalf("pull: %v", err)
+				}
+				for name, data := range files {
+					if got, _ := os.ReadFile(filepath.Join(back, "run42", name)); !bytes.Equal(got, data) {
+						t.Errorf("%s differs after the pull", name)
+					}
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !retry.IsPermanent(err) || sum.Attempts != 1 {
+				t.Fatalf("pull: %v (attempts %d), want a permanent %q", err, sum.Attempts, tc.want)
+			}
+		})
+	}
+}
+
+// TestGrantNoKey: a server that has not yet heard the controller's key
+// answers busy, which is worth a retry (the key comes with the next
+// heartbeat), not a permanent refusal.
+func TestGrantNoKey(t *testing.T) {
+	key, _ := grant.NewKey()
+	srv, err := NewServer(ServerConfig{Root: t.TempDir(), Grants: grant.NewVerifier("dst1", nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := transport.TCP.Listen(context.Background(), "127.0.0.1:0", transport.Options{DSCP: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.Serve(ctx, ln); close(done) }()
+	defer func() { cancel(); <-done; srv.Close() }()
+	tok, _ := grant.Sign(key, writeGrant())
+	local := filepath.Join(t.TempDir(), "run42")
+	makeTree(t, local, map[string]int{"a": 1})
+	cfg := ClientConfig{Addr: ln.Addr().String(), Streams: 1, Tuning: Tuning{DSCP: -1}, Grant: tok}
+	_, err = pushTree(context.Background(), t, cfg, local, "in/", 0)
+	if err == nil || !strings.Contains(err.Error(), "grant: this server has no controller key yet") || retry.IsPermanent(err) {
+		t.Fatalf("push before the key: %v (permanent %v)", err, retry.IsPermanent(err))
 	}
 }

@@ -648,6 +648,11 @@ func (r *receiver) symlink(e wire.Entry, target string) error {
 
 // startFresh prepares to receive every block of f into a new partial file.
 func (r *receiver) startFresh(f *rfile) error {
+	if msg := r.l.cutReason(); msg != "" {
+		// A check of an earlier run's blocks may end after its session
+		// was cut: the partial file and journal are the next attempt's.
+		return errors.New(msg)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.blocks.reset()

@@ -355,6 +355,7 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 		}
 		defer s.releaseGrant(ss)
 		log = log.With("task", ss.grant.Task, "attempt", ss.grant.Attempt)
+		c.SetDeadline(time.Now().Add(s.cfg.IdleTimeout)) // the wait for an older attempt took from it
 	}
 	rand.Read(ss.id[:])
 	acc := &wire.Accept{Session: ss.id, Streams: uint16(streams)}
