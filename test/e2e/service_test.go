@@ -458,3 +458,43 @@ func TestServiceControllerKilled(t *testing.T) {
 		t.Errorf("job after the restart: %+v", j.Job)
 	}
 }
+
+// TestServiceStaleAttempt: a source data node stopped (SIGSTOP) mid-job
+// loses its lease; its tasks go to a new attempt; when it is let go again
+// (SIGCONT) its old attempt can no longer write (the destination fences
+// it, the controller tells it to stop), and the job succeeds with every
+// file identical.
+func TestServiceStaleAttempt(t *testing.T) {
+	s := startSvc(t, "40M")
+	files := makeDataset(t, s.srcRoot, 3)
+	id, _ := s.submit("siteA:run1", "siteB:in/")
+	wait := startLP(t, runOpts{timeout: 5 * time.Minute}, "transfer", "wait", id, "--controller", s.url, "--controller-token-file", s.alice)
+	s.waitProgress(id)
+	s.nodes["a1"].Signal(syscall.SIGSTOP)
+	s.waitNodes(map[string]int{"siteA": 1, "siteB": 2})
+	// Until a task of a1 runs again elsewhere.
+	if !waitFor(time.Minute, func() bool {
+		for _, k := range s.job(s.alice, id).Tasks {
+			if k.Kind == "copy" && k.Attempt > 1 {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatal("no task of the stopped node ran a second attempt")
+	}
+	s.nodes["a1"].Signal(syscall.SIGCONT)
+	r := wait.Wait()
+	if r.code != 0 {
+		t.Fatalf("transfer wait: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	s.sameDataset(files)
+	// The old attempt was stopped: by the controller's word or by the
+	// destination's refusal.
+	if !waitFor(30*time.Second, func() bool {
+		log := s.nodes["a1"].err.String()
+		return strings.Contains(log, "stopping task") || strings.Contains(log, "no longer current") || strings.Contains(log, "task is over")
+	}) {
+		t.Errorf("a1's old attempt was never told to stop:\n%s", s.nodes["a1"].err.String())
+	}
+}
