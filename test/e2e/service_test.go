@@ -339,6 +339,15 @@ func TestServiceEndToEnd(t *testing.T) {
 		t.Errorf("transfer wait did not print the end:\n%s", w.stdout)
 	}
 	s.sameDataset(files)
+	w = s.lp(s.alice, "transfer", "wait", id, "--json")
+	var sum struct {
+		Summary   bool   `json:"summary"`
+		State     string `json:"state"`
+		FilesDone int    `json:"files_done"`
+	}
+	if err := json.Unmarshal([]byte(lastLine(w.stdout)), &sum); w.code != 0 || err != nil || !sum.Summary || sum.State != "SUCCEEDED" || sum.FilesDone != len(files) {
+		t.Errorf("transfer wait --json: exit %d, summary %+v (%v)\n%s", w.code, sum, err, w.stdout)
+	}
 
 	j := s.job(s.alice, id)
 	if j.Job.State != "SUCCEEDED" || j.Job.FilesTotal != len(files) || j.Job.FilesDone != len(files) {
