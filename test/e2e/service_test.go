@@ -402,6 +402,15 @@ func TestServiceEndToEnd(t *testing.T) {
 		t.Errorf("transfer status --optimizer says nothing of the optimizer:\n%s", r.stdout)
 	}
 
+	// allow and --remove.
+	if r := s.ok(s.admin, "endpoint", "allow", "siteA", "--user", "bob"); !strings.Contains(r.stdout, "alice,bob") {
+		t.Errorf("endpoint allow --user bob: %s", r.stdout)
+	}
+	if r := s.ok(s.admin, "endpoint", "allow", "siteA", "--user", "bob", "--remove"); strings.Contains(r.stdout, "bob") {
+		t.Errorf("endpoint allow --user bob --remove: %s", r.stdout)
+	}
+	checkFailure(t, "endpoint allow as a user", s.lp(s.alice, "endpoint", "allow", "siteA", "--user", "alice"), "endpoint allow")
+
 	// A cancelled job: cancel says so, wait exits 1.
 	second, _ := s.submit("siteA:run1", "siteB:in2")
 	r = s.ok(s.alice, "transfer", "cancel", second)
