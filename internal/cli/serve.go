@@ -210,6 +210,10 @@ func (d *dataNodeFlags) check(cmd *cobra.Command, listen string) error {
 		return nil
 	}
 	switch {
+	case cmd.Flags().Changed("tls-cert") || cmd.Flags().Changed("tls-key"):
+		return errors.New("--tls-cert with --controller: data nodes push to each other over plain TCP, each push carrying the controller's grant (TLS between data nodes is not supported yet)")
+	case cmd.Flags().Changed("read-only"):
+		return errors.New("--read-only with --controller: every data node may be a job's destination")
 	case d.node == "" || d.endpoint == "":
 		return errors.New("--controller needs --node and --endpoint (the data node's topology node and its endpoint)")
 	case d.maxTasks < 1:

@@ -142,20 +142,31 @@ func Run(ctx context.Context, cfg Config) error {
 	n.log.Info("data node starting", "node", cfg.Node, "endpoint", cfg.Endpoint, "address", cfg.Address,
 		"root", cfg.Root, "max_tasks", cfg.MaxTasks, "lease", cfg.Lease)
 	registered := make(chan struct{})
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	var loops sync.WaitGroup
 	loops.Add(1)
 	go func() {
 		defer loops.Done()
-		n.heartbeats(ctx, registered)
+		if err := n.heartbeats(ctx, registered); err != nil {
+			stop(err)
+		}
 	}()
 	n.claims(ctx, registered)
 	loops.Wait()
+	refused := context.Cause(ctx)
+	if errors.Is(refused, context.Canceled) {
+		refused = nil
+	}
 	n.mu.Lock()
 	for _, t := range n.tasks {
 		t.cancel(errors.New("the data node is stopping"))
 	}
 	n.mu.Unlock()
 	n.wg.Wait()
+	if refused != nil {
+		return refused
+	}
 	n.log.Info("data node stopped")
 	return nil
 }
@@ -169,8 +180,12 @@ func signal(c chan struct{}) {
 
 // heartbeats renews the node's lease every lease/3 until ctx ends, and
 // applies what each answer says. registered is closed after the first
-// answer.
-func (n *node) heartbeats(ctx context.Context, registered chan struct{}) {
+// answer. A first heartbeat the controller refuses (a node that is not a
+// host of its topology, an endpoint of another site, a token that does
+// not act for the node) is returned: that is a configuration to mend,
+// not an outage to wait out. Once registered, every failure is waited
+// out.
+func (n *node) heartbeats(ctx context.Context, registered chan struct{}) error {
 	every := n.cfg.Lease / 3
 	first := true
 	var lastErr string
@@ -180,7 +195,9 @@ func (n *node) heartbeats(ctx context.Context, registered chan struct{}) {
 		work, err := n.cfg.Client.DataNodeHeartbeat(ctx, n.cfg.Node, req)
 		switch {
 		case ctx.Err() != nil:
-			return
+			return nil
+		case err != nil && first && refusal(err):
+			return fmt.Errorf("the controller refuses to register data node %s of endpoint %s: %w", n.cfg.Node, n.cfg.Endpoint, err)
 		case err != nil:
 			if msg := err.Error(); msg != lastErr {
 				n.log.Warn("heartbeat failed; trying again", "err", err, "every", every)
@@ -200,10 +217,17 @@ func (n *node) heartbeats(ctx context.Context, registered chan struct{}) {
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-time.After(every):
 		}
 	}
+}
+
+// refusal reports whether the controller answered a request with a
+// refusal that asking again will not change (4xx other than 408 and 429).
+func refusal(err error) bool {
+	var ae *client.APIError
+	return errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 && ae.Status != 408 && ae.Status != 429
 }
 
 // apply takes a heartbeat's answer: the grant key and fences go to the

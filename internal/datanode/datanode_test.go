@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"hash/adler32"
 	"hash/crc32"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/mover"
 	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/transfer"
@@ -471,5 +473,27 @@ func TestGrants(t *testing.T) {
 		&batcher{}, func(*mover.Meter, int64) {})
 	if err == nil || !retry.IsPermanent(err) {
 		t.Errorf("a push without a grant: %v, want a permanent refusal", err)
+	}
+}
+
+// TestRefusal tells a controller's refusal (a configuration to mend)
+// from an outage to wait out.
+func TestRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&client.APIError{Status: 400}, true},
+		{&client.APIError{Status: 403}, true},
+		{&client.APIError{Status: 404}, true},
+		{&client.APIError{Status: 408}, false},
+		{&client.APIError{Status: 429}, false},
+		{&client.APIError{Status: 503}, false},
+		{fmt.Errorf("heartbeat: %w", &client.APIError{Status: 409}), true},
+		{errors.New("dial tcp: connection refused"), false},
+	} {
+		if got := refusal(tc.err); got != tc.want {
+			t.Errorf("refusal(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

@@ -127,6 +127,19 @@ func TestClientAgentDeps(t *testing.T) {
 	}
 }
 
+// A data node (serve --controller) enrols with client.Enrol and runs the
+// mover: it links neither the node agent nor the kernel's netlink and
+// nftables.
+func TestDataNodeDeps(t *testing.T) {
+	check(t, module+"internal/datanode", []forbidden{
+		module + "internal/agent",
+		module + "internal/testbed/...",
+		"github.com/vishvananda/netlink/...",
+		"github.com/mdlayher/netlink/...",
+		"github.com/google/nftables/...",
+	})
+}
+
 // The command line parses flags and prints: it hands the mover the
 // mover's own option types and never speaks the wire protocol itself; the
 // copy's libraries (mover.Copy, booking, transfer/report), which the

@@ -67,8 +67,10 @@ func startSvc(t *testing.T, rate string) *svc {
 		t.Fatal(err)
 	}
 	s.launch()
+	// The logs go into the test's output when it fails (or always with
+	// SVC_LOGS=1 in the environment).
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || os.Getenv("SVC_LOGS") != "" {
 			t.Logf("controller log:\n%s", s.log)
 			for name, p := range s.nodes {
 				t.Logf("data node %s log:\n%s", name, p.err.String())
@@ -337,6 +339,15 @@ func TestServiceEndToEnd(t *testing.T) {
 		t.Errorf("transfer wait did not print the end:\n%s", w.stdout)
 	}
 	s.sameDataset(files)
+	w = s.lp(s.alice, "transfer", "wait", id, "--json")
+	var sum struct {
+		Summary   bool   `json:"summary"`
+		State     string `json:"state"`
+		FilesDone int    `json:"files_done"`
+	}
+	if err := json.Unmarshal([]byte(lastLine(w.stdout)), &sum); w.code != 0 || err != nil || !sum.Summary || sum.State != "SUCCEEDED" || sum.FilesDone != len(files) {
+		t.Errorf("transfer wait --json: exit %d, summary %+v (%v)\n%s", w.code, sum, err, w.stdout)
+	}
 
 	j := s.job(s.alice, id)
 	if j.Job.State != "SUCCEEDED" || j.Job.FilesTotal != len(files) || j.Job.FilesDone != len(files) {
@@ -390,6 +401,15 @@ func TestServiceEndToEnd(t *testing.T) {
 	if !strings.Contains(r.stdout, "optimizer") {
 		t.Errorf("transfer status --optimizer says nothing of the optimizer:\n%s", r.stdout)
 	}
+
+	// allow and --remove.
+	if r := s.ok(s.admin, "endpoint", "allow", "siteA", "--user", "bob"); !strings.Contains(r.stdout, "alice,bob") {
+		t.Errorf("endpoint allow --user bob: %s", r.stdout)
+	}
+	if r := s.ok(s.admin, "endpoint", "allow", "siteA", "--user", "bob", "--remove"); strings.Contains(r.stdout, "bob") {
+		t.Errorf("endpoint allow --user bob --remove: %s", r.stdout)
+	}
+	checkFailure(t, "endpoint allow as a user", s.lp(s.alice, "endpoint", "allow", "siteA", "--user", "alice"), "endpoint allow")
 
 	// A cancelled job: cancel says so, wait exits 1.
 	second, _ := s.submit("siteA:run1", "siteB:in2")
@@ -454,5 +474,45 @@ func TestServiceControllerKilled(t *testing.T) {
 	s.sameDataset(files)
 	if j := s.job(s.alice, id); j.Job.State != "SUCCEEDED" || j.Job.FilesDone != len(files) {
 		t.Errorf("job after the restart: %+v", j.Job)
+	}
+}
+
+// TestServiceStaleAttempt: a source data node stopped (SIGSTOP) mid-job
+// loses its lease; its tasks go to a new attempt; when it is let go again
+// (SIGCONT) its old attempt can no longer write (the destination fences
+// it, the controller tells it to stop), and the job succeeds with every
+// file identical.
+func TestServiceStaleAttempt(t *testing.T) {
+	s := startSvc(t, "40M")
+	files := makeDataset(t, s.srcRoot, 3)
+	id, _ := s.submit("siteA:run1", "siteB:in/")
+	wait := startLP(t, runOpts{timeout: 5 * time.Minute}, "transfer", "wait", id, "--controller", s.url, "--controller-token-file", s.alice)
+	s.waitProgress(id)
+	s.nodes["a1"].Signal(syscall.SIGSTOP)
+	s.waitNodes(map[string]int{"siteA": 1, "siteB": 2})
+	// Until a task of a1 runs again elsewhere.
+	if !waitFor(time.Minute, func() bool {
+		for _, k := range s.job(s.alice, id).Tasks {
+			if k.Kind == "copy" && k.Attempt > 1 {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatal("no task of the stopped node ran a second attempt")
+	}
+	s.nodes["a1"].Signal(syscall.SIGCONT)
+	r := wait.Wait()
+	if r.code != 0 {
+		t.Fatalf("transfer wait: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	s.sameDataset(files)
+	// The old attempt was stopped: by the controller's word or by the
+	// destination's refusal.
+	if !waitFor(30*time.Second, func() bool {
+		log := s.nodes["a1"].err.String()
+		return strings.Contains(log, "stopping task") || strings.Contains(log, "no longer current") || strings.Contains(log, "task is over")
+	}) {
+		t.Errorf("a1's old attempt was never told to stop:\n%s", s.nodes["a1"].err.String())
 	}
 }
