@@ -73,6 +73,7 @@ command -v python3 >/dev/null || die "python3 is needed to parse results"
 W=$(mktemp -d /dev/shm/lpservice.XXXXXX) || die "cannot create a work directory in /dev/shm"
 chmod 755 "$W"
 mkdir -p "$W/logs" "$W/site-a" "$W/site-b" "$W/plain"
+APT_LOG=$W/logs/apt.log
 TB=lpsvc$$
 TB_UP=0
 cleanup() {
@@ -89,7 +90,8 @@ trap 'exit 143' TERM
 
 out() { if [[ $JSON == 1 ]]; then printf '%s\n' "$*" >&2; else printf '%s\n' "$*"; fi; }
 emit_json() { if [[ $JSON == 1 ]]; then json_line "$@"; fi; }
-verdict() { if awk -v ok="$1" 'BEGIN { exit !ok }'; then echo PASS; else echo FAIL; fi; }
+# verdict EXPR prints PASS when the awk expression EXPR holds, else FAIL.
+verdict() { if awk "BEGIN { exit !($1) }"; then echo PASS; else echo FAIL; fi; }
 
 LP=${LIGHTPATH:-$W/lightpath}
 if [[ -n ${LIGHTPATH:-} ]]; then
@@ -99,7 +101,7 @@ else
 	(cd "$REPO" && go build -o "$W/lightpath" ./cmd/lightpath) >"$W/logs/build.log" 2>&1 ||
 		die "build failed: $(last_line "$W/logs/build.log")"
 fi
-ensure_commands ss=iproute2 nft=nftables curl=curl
+ensure_commands ss=iproute2 curl=curl
 
 # ---------------------------------------------------------------------------
 # Set-up: controller, testbed with agents, six data nodes, a plain server.

@@ -36,8 +36,10 @@ const (
 	DefaultListTimeout = 5 * time.Minute
 	DefaultReportEvery = time.Second
 	// idleClaim is how long the claim loop waits when nothing was offered
-	// (or until the next heartbeat, whichever comes first).
-	idleClaim = time.Second
+	// (or until the next heartbeat, or a task of its own ends, whichever
+	// comes first): a job's first tasks wait at most that long after its
+	// listing and booking.
+	idleClaim = 250 * time.Millisecond
 	// maxBackoff bounds the wait between attempts while the controller
 	// cannot be reached.
 	maxBackoff = 15 * time.Second

@@ -36,9 +36,14 @@ const (
 	MaxLease     = 5 * time.Minute
 	// MaxAttempts is how often a file is tried before it fails.
 	MaxAttempts = 3
-	// BatchFiles and BatchBytes bound a copy task.
-	BatchFiles = 64
-	BatchBytes = 256 << 20
+	// BatchFiles and BatchBytes bound a copy task. A task is one mover
+	// session, whose opening and closing cost a few round trips and its
+	// ramp-up: small tasks of small files spend more time on that than on
+	// data (64 files a task moved 8 MB in 0.6 s on a 270 Mbit/s pair).
+	// A task is also what a lost node's successor takes over, but the
+	// mover's resume sends only what is missing of it.
+	BatchFiles = 1000
+	BatchBytes = 1 << 30
 	// GrantTTL is how long a task's grant holds.
 	GrantTTL = time.Hour
 	// ListTimeout bounds a list task on its node.

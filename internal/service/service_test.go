@@ -752,12 +752,12 @@ func TestDeadlineOverrun(t *testing.T) {
 
 func TestBatchesCapped(t *testing.T) {
 	e := newEnv(t)
-	e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(300, 1000))
+	e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(3000, 1000))
 	ws := e.claim("a1", 4)
 	if len(ws) != 1 || len(ws[0].Files) != service.BatchFiles {
 		t.Fatalf("a claim of a large dataset: %d tasks, first of %d files", len(ws), len(ws[0].Files))
 	}
-	big := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:big"}, listed(8, 100<<20))
+	big := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:big"}, listed(8, 400<<20))
 	n := 0
 	for _, w := range e.claim("a2", 4) {
 		if w.Task.Job != big.ID {
@@ -928,7 +928,7 @@ func TestQueuedReason(t *testing.T) {
 // each decision, and a restarted controller resumes from the last one.
 func TestOptimizerDecidesAndResumes(t *testing.T) {
 	e := newEnv(t)
-	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(1000, 1000))
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(10000, 1000))
 	first := e.claim("a1", 4)
 	if len(first) != 1 {
 		t.Fatalf("at the start concurrency 1: %d tasks", len(first))
