@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # The demo: the whole system on its embedded default.
 #
-# As root: the two-site testbed (examples/two-site.yaml) with an agent in
-# every node, a controller on SQLite in a temporary directory, a server in
-# b1, and a generated dataset copied from a1 with cp --reserve: it books a
-# channel for its own flow on the dedicated link, starts at once, moves onto
-# the channel when the agents have it in place (they mark the flow,
-# classify it and policy-route it there), and releases it at the end; then
-# a summary (throughput against the reserved
-# rate, bytes per link, verified), the transfer's page as the controller
-# recorded it (its path, bytes per path, the alerts on its path), a
-# screenshot of the live dashboard taken during the copy (headless
-# Chromium), and the web UI's address, kept up until Ctrl-C when standard
-# output is a terminal. Everything is torn down at the
-# end, also when interrupted half-way.
+# As root, the SC|05 bandwidth challenge in miniature: the two-site testbed
+# (examples/two-site.yaml) with an agent in every node, a controller on
+# SQLite in a temporary directory, and a data node (lightpath serve
+# --controller) on each of the four hosts: a1 and a2 serve endpoint site-a,
+# b1 and b2 endpoint site-b, each site's data nodes sharing one directory.
+# A physicist (user alice) hands over a dataset with a deadline (lightpath
+# transfer submit site-a:run site-b:in --deadline +10m): the service lists
+# it on a source node, asks the scheduler for the earliest completion on
+# each node pair's path, books both pairs (held, then committed), and the
+# copy runs over both pairs at once, each on its reservation, steered and
+# paced by the agents; then every file is verified, and the demo prints the
+# booking, the aggregate against what was booked, the bytes each inter-site
+# link carried, the service's metrics and a screenshot of the live dashboard
+# taken during the job (headless Chromium). The web UI's address is kept up
+# until Ctrl-C when standard output is a terminal. Everything is torn down
+# at the end, also when interrupted half-way.
 #
 # Otherwise (not root): what runs on loopback: the controller booking,
 # refusing with alternatives and finding slots, and the mover pushing and
@@ -25,7 +28,9 @@ work=$(mktemp -d /dev/shm/lightpath-demo.XXXXXX 2>/dev/null || mktemp -d)
 pid=
 cpid=
 tbname=
+dnpids=()
 cleanup() {
+	for p in "${dnpids[@]}"; do pkill -P "$p" 2>/dev/null; kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done || true
 	[ -n "$tbname" ] && "$bin" testbed down --name "$tbname" >/dev/null 2>&1 || true
 	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
 	[ -n "$cpid" ] && kill "$cpid" 2>/dev/null && wait "$cpid" 2>/dev/null || true
@@ -45,39 +50,61 @@ if [ "$(id -u)" -eq 0 ]; then
 	cpid=$!
 	waitport 127.0.0.1 "$cport" || { cat "$work/controller.log"; exit 1; }
 	export LIGHTPATH_CONTROLLER="unix:$sock" LIGHTPATH_CONTROLLER_TOKEN="$(cat "$work/admin.token")"
+	# Agents and data nodes each have a user of their own (role agent).
 	"$bin" user add agents --role agent >/dev/null
 	"$bin" user token create agents --out "$work/agent.token" >/dev/null
+	"$bin" user add datanodes --role agent >/dev/null
+	"$bin" user token create datanodes --out "$work/datanode.token" >/dev/null
+	"$bin" user add alice --role user >/dev/null
+	"$bin" user token create alice --out "$work/alice.token" >/dev/null
 	tbname=demo$$
 	echo "== testbed $tbname with an agent in every node"
 	"$bin" testbed up examples/two-site.yaml --name "$tbname" --agents --controller "unix:$sock" --controller-token-file "$work/agent.token"
-	echo "== dataset: 1 GiB of random data and 500 small files"
-	mkdir -p "$work/data/run" "$work/recv"
-	head -c 1G /dev/urandom >"$work/data/run/events.bin"
-	for i in $(seq 1 500); do head -c $(( (RANDOM % 64 + 1) * 1024 )) /dev/urandom >"$work/data/run/calib-$i.dat"; done
-	"$bin" testbed exec --name "$tbname" b1 -- "$bin" serve --listen 198.18.2.1:7070 --root "$work/recv" >"$work/serve.log" 2>&1 &
-	for _ in $(seq 100); do "$bin" testbed exec --name "$tbname" b1 -- sh -c "ss -Hltn 'sport = :7070' | grep -q LISTEN" && break; sleep 0.1; done
+	echo "== dataset on site-a: four files of 256 MiB of random data and 500 small files"
+	mkdir -p "$work/site-a/run/raw" "$work/site-a/run/calib" "$work/site-b"
+	for i in 1 2 3 4; do head -c 256M /dev/urandom >"$work/site-a/run/raw/events-$i.bin"; done
+	for i in $(seq 1 500); do head -c $(( (RANDOM % 64 + 1) * 1024 )) /dev/urandom >"$work/site-a/run/calib/calib-$i.dat"; done
+	echo "== data nodes: lightpath serve --controller in a1, a2 (endpoint site-a) and b1, b2 (endpoint site-b), 600 Mbit/s each at most"
+	for n in a1:198.18.1.1:site-a b1:198.18.2.1:site-b a2:198.18.1.2:site-a b2:198.18.2.2:site-b; do
+		IFS=: read -r node addr ep <<<"$n"
+		"$bin" testbed exec --name "$tbname" "$node" -- "$bin" serve --listen "$addr:7070" --root "$work/$ep" \
+			--controller "unix:$sock" --controller-token-file "$work/datanode.token" --node "$node" --endpoint "$ep" \
+			--max-rate 600M --transfer-log /dev/null >"$work/serve-$node.log" 2>&1 &
+		dnpids+=($!)
+	done
+	for _ in $(seq 200); do
+		[ "$("$bin" endpoint list --json 2>/dev/null | grep -o '"alive":true' | wc -l)" -eq 4 ] && break
+		sleep 0.1
+	done
+	"$bin" endpoint allow site-a --user alice >/dev/null
+	"$bin" endpoint allow site-b --user alice >/dev/null
+	"$bin" endpoint list | sed 's/^/  /'
 	before=$("$bin" testbed status --name "$tbname" --json)
-	# The dashboard, photographed while the copy runs.
+	# The dashboard, photographed while the job runs.
 	shot=${LIGHTPATH_ARTIFACTS:-/tmp}/lightpath-demo-dashboard.png
 	shotpid=
 	if [ -x "$PWD/bin/dashshot" ]; then
-		"$PWD/bin/dashshot" -url "http://127.0.0.1:$cport" -token-file "$work/admin.token" -out "$shot" -wait 3s 2>"$work/dashshot.log" &
+		"$PWD/bin/dashshot" -url "http://127.0.0.1:$cport" -token-file "$work/admin.token" -out "$shot" -wait 4s 2>"$work/dashshot.log" &
 		shotpid=$!
 	fi
-	echo "== copy from a1: lightpath cp --reserve 1.2G -r data lp://198.18.2.1:7070/ (only the dedicated link has 1.2 Gbit/s free)"
-	"$bin" testbed exec --name "$tbname" a1 -- "$bin" cp -r --json --reserve 1.2G --controller "unix:$sock" \
-		--controller-token-file "$work/admin.token" "$work/data" lp://198.18.2.1:7070/ >"$work/cp.ndjson"
-	sed -n 's/.*"type":"reservation","id":"\([^"]*\)","state":"\([A-Z]*\)".*"path":"\([^"]*\)".*/  reservation \1 \2 via \3/p' "$work/cp.ndjson"
-	tail -1 "$work/cp.ndjson" >"$work/cp.json"
+	export LIGHTPATH_CONTROLLER_TOKEN="$(cat "$work/alice.token")"
+	echo "== alice: lightpath transfer submit site-a:run site-b:in --deadline +10m"
+	"$bin" transfer submit site-a:run site-b:in --deadline +10m --json >"$work/submit.json"
+	jid=$(sed -n 's/.*"id":"\(j-[0-9a-f]*\)".*/\1/p' "$work/submit.json" | head -1)
+	"$bin" transfer status "$jid" | sed 's/^/  /'
+	echo "== lightpath transfer wait $jid"
+	"$bin" transfer wait "$jid"
 	after=$("$bin" testbed status --name "$tbname" --json)
-	diff -r "$work/data" "$work/recv/data" && verified=yes || verified=NO
-	tid=$("$bin" transfer list --json | sed -n 's/.*"id":"\(t-[0-9a-f]*\)".*/\1/p' | head -1)
-	python3 - "$work/cp.json" <<PY "$before" "$after" "$verified"
+	diff -r "$work/site-a/run" "$work/site-b/in/run" && verified=yes || verified=NO
+	"$bin" transfer status "$jid" --json >"$work/status.json"
+	python3 - "$work/status.json" "$before" "$after" "$verified" <<'PY'
 import json, sys
-s = json.load(open(sys.argv[1]))
-before, after = json.loads(sys.argv[2]), json.loads(sys.argv[3])
-verified = sys.argv[4]
-reserved = s.get("reserved_bps") or 0
+from datetime import datetime
+page = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+j = page["job"]
+before, after, verified = json.loads(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4]
+def ts(s):
+    return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
 def moved(st, link, frm):
     for l in st["links"]:
         if l["name"] == link:
@@ -85,28 +112,30 @@ def moved(st, link, frm):
                 if d["from"] == frm:
                     return d["bytes"]
     return 0
+active = ts(j["ended_at"]) - ts(j["started_at"])
+booked = sum(p.get("rate_bps") or 0 for p in j.get("pairs") or [])
 print("== summary")
-if reserved:
-    print(f"  copied {s['bytes']/2**30:.2f} GiB in {s['files']} files in {s['seconds']:.1f} s: "
-          f"{s['throughput_bps']/1e9:.2f} Gbit/s against {reserved/1e9:.1f} Gbit/s reserved ({s['throughput_bps']/reserved:.0%}), "
-          f"reservation {s.get('reservation')} {s.get('reservation_state', '')}")
-else:
-    print(f"  copied {s['bytes']/2**30:.2f} GiB in {s['seconds']:.1f} s without a reservation: {s.get('reservation_error', '')}")
-by = s.get("bytes_by_path") or {}
-print(f"  bytes by path (the mover's count): reserved {by.get('reserved', 0)/2**20:.1f} MiB, routed {by.get('routed', 0)/2**20:.1f} MiB")
+print(f"  job {j['id']} {j['state']}: {j['bytes_done']/2**30:.2f} GiB in {j['files_done']} files, "
+      f"booked by {j.get('algorithm') or 'no booking'}, before its deadline: {ts(j['ended_at']) < ts(j['deadline'])}")
+for p in j.get("pairs") or []:
+    print(f"  pair {p['from']} -> {p['to']}: reservation {p.get('reservation') or '-'} at {(p.get('rate_bps') or 0)/1e6:.0f} Mbit/s, "
+          f"moved {p['bytes_done']/2**20:.0f} MiB{(' (routed: ' + p['routed'] + ')') if p.get('routed') else ''}")
+if booked:
+    print(f"  aggregate over both pairs: {j['bytes_done']*8/active/1e6:.0f} Mbit/s while ACTIVE ({active:.1f} s), "
+          f"{j['bytes_done']*8/active/booked:.0%} of the {booked/1e6:.0f} Mbit/s booked")
 for link in ("dedicated", "wan"):
     print(f"  {link:10s} ra > rb carried {(moved(after, link, 'ra') - moved(before, link, 'ra'))/2**20:9.1f} MiB")
-print(f"  verified: by the mover {'yes' if s['verified'] else 'NO'}, by diff -r {verified}")
+print(f"  verified: every file by the service ({j['files_done']} of {j['files_total']}), the whole tree by diff -r: {verified}")
 PY
-	if [ -n "$tid" ]; then
-		echo "== the transfer as the controller recorded it: lightpath transfer show $tid"
-		"$bin" transfer show "$tid" | sed 's/^/  /'
-	fi
-	n=$(python3 -c 'import sys, urllib.request; print(sum(l.startswith(b"lightpath_") for l in urllib.request.urlopen(sys.argv[1]).read().splitlines()))' "http://127.0.0.1:$cport/metrics" || echo "?")
-	echo "== monitoring: $n lightpath series from the controller and the six agents on one scrape of http://127.0.0.1:$cport/metrics"
+	moved=$(python3 -c 'import sys, urllib.request
+for l in urllib.request.urlopen(sys.argv[1]).read().decode().splitlines():
+    if l.startswith("lightpath_service_moved_bytes_total"):
+        print(l.split()[-1])' "http://127.0.0.1:$cport/metrics" | head -1 || echo "?")
+	echo "== monitoring: lightpath_service_moved_bytes_total $moved on http://127.0.0.1:$cport/metrics (and each link, node and agent on the same scrape)"
+	export LIGHTPATH_CONTROLLER_TOKEN="$(cat "$work/admin.token")"
 	if [ -n "$shotpid" ]; then
 		if wait "$shotpid"; then
-			echo "== the dashboard during the copy: $shot"
+			echo "== the dashboard during the job: $shot"
 		else
 			echo "== no dashboard screenshot: $(tail -1 "$work/dashshot.log")"
 		fi

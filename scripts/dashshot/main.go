@@ -1,6 +1,7 @@
 // Command dashshot photographs the controller's dashboard while a transfer
 // runs, for `make demo`: it signs in to the web UI in headless Chromium
-// with a token, waits until the controller lists a running transfer and
+// with a token, waits until the controller lists a running transfer (of
+// cp) or an ACTIVE job of the transfer service that has moved bytes, and
 // the page has shown it for a few seconds of live data, and saves a
 // screenshot of the whole page.
 //
@@ -26,7 +27,7 @@ func main() {
 	url := flag.String("url", "", "the controller's http://HOST:PORT")
 	tokenFile := flag.String("token-file", "", "a token the page signs in with")
 	out := flag.String("out", "dashboard.png", "the PNG to write")
-	wait := flag.Duration("wait", 4*time.Second, "how long to let the page show the running transfer before the shot")
+	wait := flag.Duration("wait", 4*time.Second, "how long to let the page show the running transfer or job before the shot")
 	timeout := flag.Duration("timeout", 2*time.Minute, "give up after this long")
 	flag.Parse()
 	if err := run(*url, *tokenFile, *out, *wait, *timeout); err != nil {
@@ -46,23 +47,37 @@ func chromium() string {
 
 // running reports whether the controller lists a running transfer.
 func running(url, token string) bool {
-	req, _ := http.NewRequest("GET", url+"/api/v1/transfers?limit=5", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
+	// A copy recorded by cp (a running transfer) or a job of the transfer
+	// service moving its files.
 	var l struct {
 		Transfers []struct {
 			State string `json:"state"`
 		} `json:"transfers"`
+		Jobs []struct {
+			State     string `json:"state"`
+			BytesDone int64  `json:"bytes_done"`
+		} `json:"jobs"`
 	}
-	if json.NewDecoder(resp.Body).Decode(&l) != nil {
-		return false
+	for _, path := range []string{"/api/v1/transfers?limit=5", "/api/v1/jobs?limit=5"} {
+		req, _ := http.NewRequest("GET", url+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			continue
+		}
+		err = json.NewDecoder(resp.Body).Decode(&l)
+		resp.Body.Close()
+		if err != nil {
+			continue
+		}
 	}
 	for _, t := range l.Transfers {
 		if t.State == "running" {
+			return true
+		}
+	}
+	for _, j := range l.Jobs {
+		if j.State == "ACTIVE" && j.BytesDone > 0 {
 			return true
 		}
 	}

@@ -190,7 +190,7 @@ export class Jobs {
         h('td', {}, pr.routed ? h('span', { className: 'error-text' }, `routed: ${pr.routed}`) : (pr.reservation ? 'reserved' : 'routed'))))));
     const failed = (p.files || []).filter((f) => f.state === 'FAILED');
     const decisions = (p.decisions || []).slice(0, 10);
-    this.page.replaceChildren(
+    this.page.replaceChildren(...[
       h('h3', {}, 'Job ', h('code', {}, j.id), ' ', h('span', { className: `badge state-${j.state.toLowerCase()}` }, j.state)),
       h('p', { className: 'reason' }, j.reason || ''),
       h('dl', { className: 'facts' },
@@ -203,6 +203,7 @@ export class Jobs {
       h('h4', {}, 'Optimizer'),
       decisions.length
         ? h('ul', { id: 'job-decisions', className: 'alert-list' }, ...decisions.map((d) => h('li', {}, timeEl(d.at), ` ${d.from} → ${d.to}: ${d.reason}`)))
-        : h('p', { className: 'empty' }, 'No decisions yet.'));
+        : h('p', { className: 'empty' }, 'No decisions yet.'),
+    ].filter(Boolean));
   }
 }
