@@ -17,7 +17,14 @@ import (
 // ends, and returns its address.
 func serveLoopback(t *testing.T, root string) string {
 	t.Helper()
-	srv, err := NewServer(ServerConfig{Root: root})
+	return serveConfig(t, ServerConfig{Root: root})
+}
+
+// serveConfig runs a server of cfg on a loopback port until the test
+// ends and returns its address.
+func serveConfig(t *testing.T, cfg ServerConfig) string {
+	t.Helper()
+	srv, err := NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

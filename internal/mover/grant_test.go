@@ -17,7 +17,6 @@ import (
 
 	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/transfer/grant"
-	"github.com/lightpath/lightpath/internal/transport"
 	"github.com/lightpath/lightpath/internal/wire"
 )
 
@@ -39,19 +38,8 @@ func serveGranted(t *testing.T, token []byte) *grantServer {
 	v := grant.NewVerifier("dst1", nil)
 	v.SetKey(key.Public().(ed25519.PublicKey))
 	root := t.TempDir()
-	srv, err := NewServer(ServerConfig{Root: root, Grants: v, Token: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := transport.TCP.Listen(context.Background(), "127.0.0.1:0", transport.Options{DSCP: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { srv.Serve(ctx, ln); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; srv.Close() })
-	return &grantServer{addr: ln.Addr().String(), root: root, key: key, v: v}
+	addr := serveConfig(t, ServerConfig{Root: root, Grants: v, Token: token})
+	return &grantServer{addr: addr, root: root, key: key, v: v}
 }
 
 // writeGrant is a write grant for task t-1, attempt 1, on dst1, covering
@@ -461,23 +449,12 @@ func TestGrantPull(t *testing.T) {
 // heartbeat), not a permanent refusal.
 func TestGrantNoKey(t *testing.T) {
 	key, _ := grant.NewKey()
-	srv, err := NewServer(ServerConfig{Root: t.TempDir(), Grants: grant.NewVerifier("dst1", nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := transport.TCP.Listen(context.Background(), "127.0.0.1:0", transport.Options{DSCP: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { srv.Serve(ctx, ln); close(done) }()
-	defer func() { cancel(); <-done; srv.Close() }()
+	addr := serveConfig(t, ServerConfig{Root: t.TempDir(), Grants: grant.NewVerifier("dst1", nil)})
 	tok, _ := grant.Sign(key, writeGrant())
 	local := filepath.Join(t.TempDir(), "run42")
 	makeTree(t, local, map[string]int{"a": 1})
-	cfg := ClientConfig{Addr: ln.Addr().String(), Streams: 1, Tuning: Tuning{DSCP: -1}, Grant: tok}
-	_, err = pushTree(context.Background(), t, cfg, local, "in/", 0)
+	cfg := ClientConfig{Addr: addr, Streams: 1, Tuning: Tuning{DSCP: -1}, Grant: tok}
+	_, err := pushTree(context.Background(), t, cfg, local, "in/", 0)
 	if err == nil || !strings.Contains(err.Error(), "grant: this server has no controller key yet") || retry.IsPermanent(err) {
 		t.Fatalf("push before the key: %v (permanent %v)", err, retry.IsPermanent(err))
 	}

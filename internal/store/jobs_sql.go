@@ -142,6 +142,20 @@ func inStrings(col string, vals []string) (string, []any) {
 
 // ---- jobs ----
 
+// one is the row a lookup by key found: the first of rows, or an error
+// wrapping reserve.ErrNotFound naming what (e.g. "job j-1") when there
+// is none, or the query's error.
+func one[T any](rows []T, err error, what string) (T, error) {
+	var zero T
+	if err != nil {
+		return zero, fmt.Errorf("get %s: %w", what, err)
+	}
+	if len(rows) == 0 {
+		return zero, fmt.Errorf("%s: %w", what, reserve.ErrNotFound)
+	}
+	return rows[0], nil
+}
+
 func encJob(j transfer.Job) (string, error) {
 	if err := required("id", j.ID, "owner", j.Owner, "state", j.State); err != nil {
 		return "", err
@@ -232,13 +246,7 @@ func (s *sqlStore) CreateJob(ctx context.Context, j transfer.Job) error {
 
 func (s *sqlStore) GetJob(ctx context.Context, id string) (transfer.Job, error) {
 	js, err := s.listJobs(ctx, `id = ?`, []any{id}, 0)
-	if err != nil {
-		return transfer.Job{}, fmt.Errorf("get job %s: %w", id, err)
-	}
-	if len(js) == 0 {
-		return transfer.Job{}, fmt.Errorf("job %s: %w", id, reserve.ErrNotFound)
-	}
-	return js[0], nil
+	return one(js, err, "job "+id)
 }
 
 func (s *sqlStore) GetJobByKey(ctx context.Context, owner, key string) (transfer.Job, error) {
@@ -246,13 +254,7 @@ func (s *sqlStore) GetJobByKey(ctx context.Context, owner, key string) (transfer
 		return transfer.Job{}, fmt.Errorf("job of %s: %w: no key", owner, reserve.ErrNotFound)
 	}
 	js, err := s.listJobs(ctx, `owner = ? AND key = ?`, []any{owner, key}, 1)
-	if err != nil {
-		return transfer.Job{}, fmt.Errorf("get job of %s by key: %w", owner, err)
-	}
-	if len(js) == 0 {
-		return transfer.Job{}, fmt.Errorf("job %q of %s: %w", key, owner, reserve.ErrNotFound)
-	}
-	return js[0], nil
+	return one(js, err, fmt.Sprintf("job %q of %s", key, owner))
 }
 
 func (s *sqlStore) UpdateJob(ctx context.Context, j transfer.Job, expected uint64) error {
@@ -641,13 +643,7 @@ func (s *sqlStore) UpdateTask(ctx context.Context, t transfer.Task) error {
 
 func (s *sqlStore) GetTask(ctx context.Context, id string) (transfer.Task, error) {
 	ts, err := s.listTasks(ctx, `id = ?`, []any{id}, 0)
-	if err != nil {
-		return transfer.Task{}, fmt.Errorf("get task %s: %w", id, err)
-	}
-	if len(ts) == 0 {
-		return transfer.Task{}, fmt.Errorf("task %s: %w", id, reserve.ErrNotFound)
-	}
-	return ts[0], nil
+	return one(ts, err, "task "+id)
 }
 
 func (s *sqlStore) ListTasks(ctx context.Context, f TaskFilter) ([]transfer.Task, error) {
@@ -730,13 +726,7 @@ func (s *sqlStore) PutEndpoint(ctx context.Context, e transfer.Endpoint) error {
 
 func (s *sqlStore) GetEndpoint(ctx context.Context, name string) (transfer.Endpoint, error) {
 	es, err := s.listEndpoints(ctx, `name = ?`, name)
-	if err != nil {
-		return transfer.Endpoint{}, fmt.Errorf("get endpoint %s: %w", name, err)
-	}
-	if len(es) == 0 {
-		return transfer.Endpoint{}, fmt.Errorf("endpoint %s: %w", name, reserve.ErrNotFound)
-	}
-	return es[0], nil
+	return one(es, err, "endpoint "+name)
 }
 
 func (s *sqlStore) ListEndpoints(ctx context.Context) ([]transfer.Endpoint, error) {

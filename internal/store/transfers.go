@@ -103,13 +103,7 @@ func (s *sqlStore) UpdateTransfer(ctx context.Context, t transfer.Transfer) erro
 
 func (s *sqlStore) GetTransfer(ctx context.Context, id string) (transfer.Transfer, error) {
 	ts, err := s.listTransfers(ctx, `id = ?`, []any{id}, 0)
-	if err != nil {
-		return transfer.Transfer{}, fmt.Errorf("get transfer %s: %w", id, err)
-	}
-	if len(ts) == 0 {
-		return transfer.Transfer{}, fmt.Errorf("transfer %s: %w", id, reserve.ErrNotFound)
-	}
-	return ts[0], nil
+	return one(ts, err, "transfer "+id)
 }
 
 // transferCond is the WHERE clause of f (Limit aside).
