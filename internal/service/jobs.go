@@ -339,12 +339,12 @@ func (s *Service) Cancel(ctx context.Context, a controller.Actor, id, why string
 	return j, nil
 }
 
-// runThroughput is an ended job's bytes over its run.
+// runThroughput is an ended job's bits per second over its run.
 func runThroughput(j transfer.Job, now time.Time) float64 {
 	if j.StartedAt.IsZero() || !now.After(j.StartedAt) {
 		return 0
 	}
-	return float64(j.BytesDone) / now.Sub(j.StartedAt).Seconds()
+	return float64(j.BytesDone) * 8 / now.Sub(j.StartedAt).Seconds()
 }
 
 // owner is the actor a job's owner is, for the scheduler's policies.
