@@ -194,6 +194,7 @@ func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.J
 		}
 		return transfer.Job{}, false, err
 	}
+	s.notify() // its list task is claimable
 	s.mu.Unlock()
 	if done == nil {
 		return j, true, nil

@@ -1131,3 +1131,62 @@ func TestJobLimits(t *testing.T) {
 		t.Fatalf("carl's job in cms after the project's ended: %v", err)
 	}
 }
+
+// TestClaimWaits: a claim with Wait and nothing to hand out is held until
+// a change gives it work (a job submitted: its listing; a job listed: its
+// copies), and answered empty when the wait passes or its context ends.
+func TestClaimWaits(t *testing.T) {
+	e := newEnv(t)
+	type result struct {
+		c   apiv1.Claim
+		err error
+	}
+	waiting := func(node, wait string) chan result {
+		done := make(chan result, 1)
+		go func() {
+			c, err := e.s.Claim(e.ctx, agent(node), node, apiv1.ClaimRequest{Max: 4, Wait: wait})
+			done <- result{c, err}
+		}()
+		// It is held while there is nothing for it.
+		time.Sleep(50 * time.Millisecond)
+		select {
+		case r := <-done:
+			t.Fatalf("%s's claim was answered with nothing to hand out: %+v %v", node, r.c, r.err)
+		default:
+		}
+		return done
+	}
+	lister := waiting("a1", "30s")
+	j, _, err := e.s.Submit(e.ctx, alice, transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-lister
+	if r.err != nil || len(r.c.Tasks) != 1 || r.c.Tasks[0].Task.Kind != transfer.TaskList || r.c.Tasks[0].Task.Job != j.ID {
+		t.Fatalf("the waiting claim: %+v %v", r.c, r.err)
+	}
+	copier := waiting("a2", "30s")
+	if _, err := e.s.Listing(e.ctx, agent("a1"), r.c.Tasks[0].Task.ID, apiv1.Listing{Attempt: 1, Files: listed(10, 1000)}); err != nil {
+		t.Fatal(err)
+	}
+	r = <-copier
+	if r.err != nil || len(r.c.Tasks) != 1 || r.c.Tasks[0].Task.Kind != transfer.TaskCopy || r.c.Tasks[0].Task.From != "a2" {
+		t.Fatalf("the waiting claim after the listing: %+v %v", r.c, r.err)
+	}
+	// Nothing more for a2: empty once the wait passes.
+	c, err := e.s.Claim(e.ctx, agent("a2"), "a2", apiv1.ClaimRequest{Max: 4, Wait: "100ms"})
+	if err != nil || c.Tasks == nil || len(c.Tasks) != 0 {
+		t.Fatalf("a claim with nothing to hand out: %+v %v", c, err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	cancel()
+	if _, err := e.s.Claim(ctx, agent("a2"), "a2", apiv1.ClaimRequest{Wait: "30s"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a waiting claim whose context ended: %v", err)
+	}
+	for _, w := range []string{"31s", "-1s", "soon"} {
+		var re *reserve.RequestError
+		if _, err := e.s.Claim(e.ctx, agent("a2"), "a2", apiv1.ClaimRequest{Wait: w}); !errors.As(err, &re) || re.Field != "wait" {
+			t.Fatalf("wait %q: %v", w, err)
+		}
+	}
+}
