@@ -894,7 +894,7 @@ func TestPolicy(t *testing.T) {
 	pol := apiv1.Policy{
 		Default:  apiv1.Limits{MaxDuration: "2h"},
 		Roles:    map[string]apiv1.Limits{"operator": {MaxDuration: "24h"}},
-		Projects: map[string]apiv1.Limits{"cms": {MaxBandwidth: 300 * mbps, MaxProjectBandwidth: 500 * mbps}},
+		Projects: map[string]apiv1.Limits{"cms": {MaxBandwidth: 300 * mbps, MaxProjectBandwidth: 500 * mbps, MaxJobs: 5, MaxProjectJobs: 7}},
 	}
 	if st, raw := e.do("PUT", "/api/v1/policy", alice, pol, nil); st != 403 {
 		t.Errorf("a user sets the policy: %d %s", st, raw)
@@ -929,7 +929,7 @@ func TestPolicy(t *testing.T) {
 	}
 	var got apiv1.Policy
 	e.do("GET", "/api/v1/policy", alice, nil, &got)
-	if got.Default.MaxDuration != "2h0m0s" || got.Projects["cms"].MaxProjectBandwidth != 500*mbps {
+	if got.Default.MaxDuration != "2h0m0s" || got.Projects["cms"].MaxProjectBandwidth != 500*mbps || got.Projects["cms"].MaxJobs != 5 || got.Projects["cms"].MaxProjectJobs != 7 {
 		t.Errorf("policy read back %+v", got)
 	}
 	// It survives a restart.

@@ -514,7 +514,7 @@ func policyOut(p reserve.Policy) apiv1.Policy {
 			}
 			return v.String()
 		}
-		return apiv1.Limits{MaxDuration: d(l.MaxDuration), MinDuration: d(l.MinDuration), Horizon: d(l.Horizon), MaxBandwidth: l.MaxBandwidth, MaxProjectBandwidth: l.MaxProjectBandwidth}
+		return apiv1.Limits{MaxDuration: d(l.MaxDuration), MinDuration: d(l.MinDuration), Horizon: d(l.Horizon), MaxBandwidth: l.MaxBandwidth, MaxProjectBandwidth: l.MaxProjectBandwidth, MaxJobs: l.MaxJobs, MaxProjectJobs: l.MaxProjectJobs}
 	}
 	out := apiv1.Policy{Default: conv(p.Default), Roles: map[string]apiv1.Limits{}, Projects: map[string]apiv1.Limits{}}
 	for r, l := range p.Roles {
@@ -553,6 +553,7 @@ func policyIn(in apiv1.Policy) (reserve.Policy, error) {
 			return out, err
 		}
 		out.MaxBandwidth, out.MaxProjectBandwidth = l.MaxBandwidth, l.MaxProjectBandwidth
+		out.MaxJobs, out.MaxProjectJobs = l.MaxJobs, l.MaxProjectJobs
 		return out, nil
 	}
 	var p reserve.Policy

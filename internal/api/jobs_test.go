@@ -173,3 +173,63 @@ func TestJobRoutes(t *testing.T) {
 		t.Fatalf("jobs after the refusal: %d %s", st, raw)
 	}
 }
+
+// TestClaimWaits: a claim with a wait is held until a job gives it work,
+// or answered empty when the wait passes; a wait over 30s is refused. A
+// submission over the policy's max_jobs is refused with 429 "limit".
+func TestClaimWaits(t *testing.T) {
+	e := newEnv(t, sqliteURL(t), twoSite)
+	alice := e.user("alice", "user")
+	a1, b1 := e.agent("dn-a1", "a1"), e.agent("dn-b1", "b1")
+	for _, n := range []struct{ tok, node, ep string }{{a1, "a1", "src"}, {b1, "b1", "dst"}} {
+		if st, raw := e.do("POST", "/api/v1/datanodes/"+n.node+"/heartbeat", n.tok, apiv1.DataNodeHeartbeat{Endpoint: n.ep, Address: "127.0.0.1:7000"}, nil); st != 200 {
+			t.Fatalf("heartbeat %s: %d %s", n.node, st, raw)
+		}
+	}
+	for _, ep := range []string{"src", "dst"} {
+		if st, raw := e.do("POST", "/api/v1/endpoints/"+ep+"/allow", e.admin, apiv1.EndpointAllow{Users: []string{"alice"}}, nil); st != 200 {
+			t.Fatalf("allow: %d %s", st, raw)
+		}
+	}
+	for _, w := range []string{"31s", "soon", "-1s"} {
+		if st, raw := e.do("POST", "/api/v1/datanodes/a1/claim", a1, apiv1.ClaimRequest{Wait: w}, nil); st != 400 || errorOf(t, raw).Field != "wait" {
+			t.Fatalf("wait %q: %d %s", w, st, raw)
+		}
+	}
+	var c apiv1.Claim
+	if st, raw := e.do("POST", "/api/v1/datanodes/a1/claim", a1, apiv1.ClaimRequest{Wait: "50ms"}, &c); st != 200 || len(c.Tasks) != 0 {
+		t.Fatalf("a wait with nothing to hand out: %d %s", st, raw)
+	}
+	type answer struct {
+		st  int
+		c   apiv1.Claim
+		raw []byte
+	}
+	done := make(chan answer, 1)
+	go func() {
+		var c apiv1.Claim
+		st, raw := e.do("POST", "/api/v1/datanodes/a1/claim", a1, apiv1.ClaimRequest{Max: 2, Wait: "30s"}, &c)
+		done <- answer{st, c, raw}
+	}()
+	// The claim is held while there is nothing for it.
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case a := <-done:
+		t.Fatalf("the claim was answered before there was work: %d %s", a.st, a.raw)
+	default:
+	}
+	if st, raw := e.do("PUT", "/api/v1/policy", e.admin, apiv1.Policy{Default: apiv1.Limits{MaxJobs: 1}}, nil); st != 200 {
+		t.Fatalf("set policy: %d %s", st, raw)
+	}
+	if st, raw := e.do("POST", "/api/v1/jobs", alice, transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, nil); st != 201 {
+		t.Fatalf("submit: %d %s", st, raw)
+	}
+	a := <-done
+	if a.st != 200 || len(a.c.Tasks) != 1 || a.c.Tasks[0].Task.Kind != transfer.TaskList {
+		t.Fatalf("the waiting claim: %d %s", a.st, a.raw)
+	}
+	st, raw := e.do("POST", "/api/v1/jobs", alice, transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in2"}, nil)
+	if d := errorOf(t, raw); st != 429 || d.Code != apiv1.CodeLimit || !strings.Contains(d.Message, "max_jobs 1") {
+		t.Fatalf("a job over max_jobs: %d %s", st, raw)
+	}
+}

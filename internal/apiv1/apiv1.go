@@ -407,6 +407,10 @@ type Limits struct {
 	Horizon             string `json:"horizon,omitempty"`
 	MaxBandwidth        uint64 `json:"max_bandwidth_bps,omitempty"`
 	MaxProjectBandwidth uint64 `json:"max_project_bandwidth_bps,omitempty"`
+	// MaxJobs bounds a user's unfinished transfer jobs, MaxProjectJobs a
+	// project's (every member's together).
+	MaxJobs        int `json:"max_jobs,omitempty"`
+	MaxProjectJobs int `json:"max_project_jobs,omitempty"`
 }
 
 // Agent is a node agent as the controller sees it (GET /api/v1/agents).

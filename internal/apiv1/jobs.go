@@ -100,9 +100,14 @@ type TaskProgress struct {
 }
 
 // ClaimRequest asks for work (POST /api/v1/datanodes/{node}/claim): at
-// most Max tasks (default 1).
+// most Max tasks (default 1). Wait (a Go duration, at most 30s) makes a
+// claim that finds nothing to hand out wait until something could be
+// (a job listed or started, a task ended or requeued, a lease lapsed, a
+// cancel) or Wait passes; it then answers, maybe with no task. A
+// controller that does not know Wait answers at once.
 type ClaimRequest struct {
-	Max int `json:"max,omitempty"`
+	Max  int    `json:"max,omitempty"`
+	Wait string `json:"wait,omitempty"`
 }
 
 // Claim answers a claim: the tasks the node now holds (none: nothing to

@@ -271,6 +271,10 @@ func (d *dataNodeFlags) serve(ctx context.Context, srv *mover.Server, ln net.Lis
 		}
 		cfg.Client, cfg.Node, cfg.Endpoint = c, d.node, d.endpoint
 		cfg.MaxRateBps, cfg.MaxTasks, cfg.Lease = d.maxRateBps, d.maxTasks, d.lease
+		if t := d.ctl.timeout; t > 0 && t < 2*datanode.DefaultClaimWait {
+			// A claim's wait stays well under the request's timeout.
+			cfg.ClaimWait = max(t/2, time.Millisecond)
+		}
 		cfg.Address = d.advertise
 		if cfg.Address == "" {
 			// --listen names the host; the port is the one bound (--listen

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -35,10 +36,15 @@ const (
 	DefaultRetries     = 3
 	DefaultListTimeout = 5 * time.Minute
 	DefaultReportEvery = time.Second
-	// idleClaim is how long the claim loop waits when nothing was offered
-	// (or until the next heartbeat, or a task of its own ends, whichever
-	// comes first): a job's first tasks wait at most that long after its
-	// listing and booking.
+	// DefaultClaimWait is how long an idle node's claim waits at the
+	// controller for something to hand out (apiv1.ClaimRequest.Wait): a
+	// job's tasks are handed out as soon as they are claimable, with no
+	// polling between.
+	DefaultClaimWait = 10 * time.Second
+	// idleClaim is the least time between two claims that came back
+	// empty: a controller that does not know Wait (older) answers at
+	// once, and is then asked at most this often (or at the next
+	// heartbeat, or when a task of its own ends).
 	idleClaim = 250 * time.Millisecond
 	// maxBackoff bounds the wait between attempts while the controller
 	// cannot be reached.
@@ -71,6 +77,10 @@ type Config struct {
 	// ReportEvery is how often a copy task reports its files' verdicts
 	// (default DefaultReportEvery).
 	ReportEvery time.Duration
+	// ClaimWait is how long an idle claim waits at the controller
+	// (default DefaultClaimWait, at most 30s); keep it well under the
+	// client's request timeout.
+	ClaimWait time.Duration
 }
 
 func (c *Config) defaults() error {
@@ -98,6 +108,10 @@ func (c *Config) defaults() error {
 	if c.ReportEvery <= 0 {
 		c.ReportEvery = DefaultReportEvery
 	}
+	if c.ClaimWait <= 0 {
+		c.ClaimWait = DefaultClaimWait
+	}
+	c.ClaimWait = min(c.ClaimWait, 30*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -290,6 +304,7 @@ func (n *node) claims(ctx context.Context, registered chan struct{}) {
 	}
 	backoff := time.Second
 	var lastErr string
+	wait := n.cfg.ClaimWait.String()
 	for ctx.Err() == nil {
 		free := n.cfg.MaxTasks - n.running()
 		if free <= 0 {
@@ -299,9 +314,18 @@ func (n *node) claims(ctx context.Context, registered chan struct{}) {
 			}
 			continue
 		}
-		cl, err := n.cfg.Client.Claim(ctx, n.cfg.Node, apiv1.ClaimRequest{Max: free})
+		asked := time.Now()
+		cl, err := n.cfg.Client.Claim(ctx, n.cfg.Node, apiv1.ClaimRequest{Max: free, Wait: wait})
 		if ctx.Err() != nil {
 			return
+		}
+		var ae *client.APIError
+		if wait != "" && errors.As(err, &ae) && ae.Status == http.StatusBadRequest && ae.Detail.Field == "wait" {
+			// A controller older than claims that wait refuses the
+			// field: ask it without, every idleClaim at most.
+			n.log.Info("the controller does not know claims that wait; asking without", "err", err)
+			wait = ""
+			continue
 		}
 		if err != nil {
 			if msg := err.Error(); msg != lastErr {
@@ -316,10 +340,11 @@ func (n *node) claims(ctx context.Context, registered chan struct{}) {
 		for _, tw := range cl.Tasks {
 			n.start(ctx, tw)
 		}
-		if len(cl.Tasks) == 0 {
+		if gap := idleClaim - time.Since(asked); len(cl.Tasks) == 0 && gap > 0 {
+			// An empty answer at once: a controller that does not wait.
 			// A task that ends frees a place in its pair: ask again at
-			// once, so the pair's next task follows without a gap.
-			t := time.NewTimer(idleClaim)
+			// once then, so the pair's next task follows without a gap.
+			t := time.NewTimer(gap)
 			select {
 			case <-ctx.Done():
 			case <-t.C:

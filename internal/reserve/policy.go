@@ -70,7 +70,18 @@ type Limits struct {
 	// MaxProjectBandwidth bounds the sum of a project's live reservations
 	// at any instant, in bits per second.
 	MaxProjectBandwidth uint64 `json:"max_project_bandwidth_bps,omitempty"`
+	// MaxJobs bounds the unfinished transfer jobs (QUEUED, SCHEDULED or
+	// ACTIVE) one user may have at once, whatever their project.
+	// UnlimitedJobs lifts an inherited limit.
+	MaxJobs int `json:"max_jobs,omitempty"`
+	// MaxProjectJobs bounds a project's unfinished transfer jobs, every
+	// member's together.
+	MaxProjectJobs int `json:"max_project_jobs,omitempty"`
 }
+
+// UnlimitedJobs sets MaxJobs or MaxProjectJobs to "none" where a less
+// specific level of the Policy has one.
+const UnlimitedJobs = math.MaxInt32
 
 // Policy holds the limits per role and per project. Each field of the
 // effective limits comes from the most specific level that sets it:
@@ -90,6 +101,7 @@ type Policy struct {
 // "role user", "default"), so a refusal can tell the user whom to ask.
 type LimitSources struct {
 	MaxDuration, MinDuration, Horizon, MaxBandwidth, MaxProjectBandwidth string
+	MaxJobs, MaxProjectJobs                                              string
 }
 
 // Validate checks a policy an admin submits: known roles, no negative
@@ -99,6 +111,8 @@ func (p Policy) Validate() error {
 		switch {
 		case l.MaxDuration < 0 || l.MinDuration < 0 || l.Horizon < 0:
 			return &RequestError{Field: "policy", Message: fmt.Sprintf("%s: durations must not be negative", where)}
+		case l.MaxJobs < 0 || l.MaxProjectJobs < 0:
+			return &RequestError{Field: "policy", Message: fmt.Sprintf("%s: job limits must not be negative", where)}
 		case l.MaxDuration != 0 && l.MinDuration > l.MaxDuration:
 			return &RequestError{Field: "policy", Message: fmt.Sprintf("%s: minimum duration %s exceeds maximum %s", where, stFormatDuration(l.MinDuration), stFormatDuration(l.MaxDuration))}
 		}
@@ -138,7 +152,7 @@ func (p Policy) Resolve(role Role, project string) (Limits, LimitSources) {
 		levels = append(levels, level{"project " + project, l})
 	}
 	eff := Limits{MaxDuration: DefaultMaxDuration, Horizon: DefaultHorizon}
-	src := LimitSources{"default", "default", "default", "default", "default"}
+	src := LimitSources{"default", "default", "default", "default", "default", "default", "default"}
 	for _, lv := range levels { // least specific first, so later levels win
 		if lv.l.MaxDuration != 0 {
 			eff.MaxDuration, src.MaxDuration = lv.l.MaxDuration, lv.name
@@ -154,6 +168,12 @@ func (p Policy) Resolve(role Role, project string) (Limits, LimitSources) {
 		}
 		if lv.l.MaxProjectBandwidth != 0 {
 			eff.MaxProjectBandwidth, src.MaxProjectBandwidth = lv.l.MaxProjectBandwidth, lv.name
+		}
+		if lv.l.MaxJobs != 0 {
+			eff.MaxJobs, src.MaxJobs = lv.l.MaxJobs, lv.name
+		}
+		if lv.l.MaxProjectJobs != 0 {
+			eff.MaxProjectJobs, src.MaxProjectJobs = lv.l.MaxProjectJobs, lv.name
 		}
 	}
 	return eff, src
@@ -290,6 +310,40 @@ func polTime(p Policy, role Role, project string, start, end, now time.Time, wha
 		return lim, src, &PolicyError{Rule: RuleHorizon, Message: fmt.Sprintf("end %s is beyond the booking horizon of %s for %s: book to end by %s", stFormatTime(end), stFormatDuration(lim.Horizon), polFor(src.Horizon), stFormatTime(now.Add(lim.Horizon)))}
 	}
 	return lim, src, nil
+}
+
+// JobLimit is a job refused by the policy's MaxJobs or MaxProjectJobs:
+// Rule is "max_jobs" or "max_project_jobs", Max the limit, Message names
+// it, where it comes from, and what to do.
+type JobLimit struct {
+	Rule    string
+	Max     int
+	Message string
+}
+
+// CheckJobs checks a new transfer job of user with role in project (may
+// be empty) against p, given how many unfinished jobs the user has
+// (userJobs) and the project has (projectJobs, every member's). It
+// returns nil when the job fits.
+func CheckJobs(p Policy, role Role, user, project string, userJobs, projectJobs int) *JobLimit {
+	lim, src := p.Resolve(role, project)
+	raise := func(source, field string) string {
+		if source == "default" {
+			return fmt.Sprintf("an admin raises it in the policy's default %s (PUT /api/v1/policy)", field)
+		}
+		return fmt.Sprintf("an admin raises it in the policy's %s %s (PUT /api/v1/policy)", source, field)
+	}
+	if lim.MaxJobs != 0 && userJobs >= lim.MaxJobs {
+		return &JobLimit{Rule: "max_jobs", Max: lim.MaxJobs, Message: fmt.Sprintf(
+			"user %s has %d unfinished jobs, the most allowed (max_jobs %d for %s): wait for one to end or cancel one (lightpath transfer cancel ID), or %s",
+			user, userJobs, lim.MaxJobs, polFor(src.MaxJobs), raise(src.MaxJobs, "max_jobs"))}
+	}
+	if lim.MaxProjectJobs != 0 && project != "" && projectJobs >= lim.MaxProjectJobs {
+		return &JobLimit{Rule: "max_project_jobs", Max: lim.MaxProjectJobs, Message: fmt.Sprintf(
+			"project %s has %d unfinished jobs, the most allowed (max_project_jobs %d for %s): wait for one to end, or %s",
+			project, projectJobs, lim.MaxProjectJobs, polFor(src.MaxProjectJobs), raise(src.MaxProjectJobs, "max_project_jobs"))}
+	}
+	return nil
 }
 
 // polFor names a limit's source for a message: "role user", "project cms",

@@ -1,6 +1,7 @@
 package reserve
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -221,7 +222,7 @@ func TestPolicyResolveAndValidate(t *testing.T) {
 	}
 	lim, src := p.Resolve(RoleOperator, "cms")
 	want := Limits{MaxDuration: 72 * time.Hour, Horizon: DefaultHorizon, MaxBandwidth: 20 * rsvGbps, MaxProjectBandwidth: 50 * rsvGbps}
-	wantSrc := LimitSources{MaxDuration: "role operator", MinDuration: "default", Horizon: "default", MaxBandwidth: "project cms", MaxProjectBandwidth: "project cms"}
+	wantSrc := LimitSources{MaxDuration: "role operator", MinDuration: "default", Horizon: "default", MaxBandwidth: "project cms", MaxProjectBandwidth: "project cms", MaxJobs: "default", MaxProjectJobs: "default"}
 	if lim != want || src != wantSrc {
 		t.Errorf("Resolve = %+v %+v\nwant %+v %+v", lim, src, want, wantSrc)
 	}
@@ -273,5 +274,62 @@ func TestFormatDuration(t *testing.T) {
 		if got := stFormatDuration(tc.d); got != tc.want {
 			t.Errorf("stFormatDuration(%v) = %q, want %q", tc.d, got, tc.want)
 		}
+	}
+}
+
+// The job limits: read from a policy's JSON as an admin writes it,
+// inherited field by field, and checked with a message that names the
+// limit, its source and how to raise it.
+func TestPolicyJobLimits(t *testing.T) {
+	var p Policy
+	raw := `{"default":{"max_jobs":2},"roles":{"operator":{"max_jobs":2147483647}},"projects":{"cms":{"max_jobs":3,"max_project_jobs":4},"atlas":{"max_bandwidth_bps":1000}}}`
+	if err := json.Unmarshal([]byte(raw), &p); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		role             Role
+		project          string
+		jobs, projJobs   int
+		srcJobs, srcProj string
+	}{
+		{RoleUser, "", 2, 0, "default", "default"},
+		{RoleUser, "atlas", 2, 0, "default", "default"},
+		{RoleUser, "cms", 3, 4, "project cms", "project cms"},
+		{RoleOperator, "", UnlimitedJobs, 0, "role operator", "default"},
+		{RoleOperator, "cms", 3, 4, "project cms", "project cms"},
+	} {
+		lim, src := p.Resolve(tc.role, tc.project)
+		if lim.MaxJobs != tc.jobs || lim.MaxProjectJobs != tc.projJobs || src.MaxJobs != tc.srcJobs || src.MaxProjectJobs != tc.srcProj {
+			t.Errorf("%s in %q: max_jobs %d (%s), max_project_jobs %d (%s)", tc.role, tc.project, lim.MaxJobs, src.MaxJobs, lim.MaxProjectJobs, src.MaxProjectJobs)
+		}
+	}
+	for _, tc := range []struct {
+		name           string
+		role           Role
+		project        string
+		mine, theirs   int
+		wantRule, want string
+	}{
+		{"below the default", RoleUser, "", 1, 0, "", ""},
+		{"at the default", RoleUser, "", 2, 0, "max_jobs", "user alice has 2 unfinished jobs, the most allowed (max_jobs 2 for everyone): wait for one to end or cancel one (lightpath transfer cancel ID), or an admin raises it in the policy's default max_jobs (PUT /api/v1/policy)"},
+		{"the project's own max_jobs", RoleUser, "cms", 2, 0, "", ""},
+		{"at the project's max_jobs", RoleUser, "cms", 3, 0, "max_jobs", "(max_jobs 3 for project cms)"},
+		{"at the project's total", RoleUser, "cms", 0, 4, "max_project_jobs", "project cms has 4 unfinished jobs, the most allowed (max_project_jobs 4 for project cms): wait for one to end, or an admin raises it in the policy's project cms max_project_jobs (PUT /api/v1/policy)"},
+		{"no project, no project limit", RoleUser, "", 0, 100, "", ""},
+		{"an operator lifted", RoleOperator, "", 1000, 0, "", ""},
+	} {
+		l := CheckJobs(p, tc.role, "alice", tc.project, tc.mine, tc.theirs)
+		switch {
+		case tc.wantRule == "" && l != nil:
+			t.Errorf("%s: refused: %s", tc.name, l.Message)
+		case tc.wantRule != "" && (l == nil || l.Rule != tc.wantRule || !strings.Contains(l.Message, tc.want)):
+			t.Errorf("%s: got %+v, want %s %q", tc.name, l, tc.wantRule, tc.want)
+		}
+	}
+	if err := (Policy{Projects: map[string]Limits{"x": {MaxProjectJobs: -1}}}).Validate(); err == nil {
+		t.Error("a negative job limit was accepted")
 	}
 }

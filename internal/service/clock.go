@@ -18,6 +18,11 @@ func (s *Service) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			// Waiting claims claim once more and answer, rather than
+			// hold their requests on a controller that stops leading.
+			s.mu.Lock()
+			s.notify()
+			s.mu.Unlock()
 			return
 		case <-t.C:
 			s.Tick(ctx)

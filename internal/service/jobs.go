@@ -160,6 +160,10 @@ func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.J
 		ID: newID("j-"), Owner: a.Name, JobRequest: req,
 		State: transfer.JobQueued, CreatedAt: now, UpdatedAt: now, Version: 1,
 	}
+	if err := s.checkJobLimits(ctx, a, req.Project); err != nil {
+		s.mu.Unlock()
+		return transfer.Job{}, false, err
+	}
 	_, live, err := s.liveNodes(ctx, s.st, now)
 	if err != nil {
 		s.mu.Unlock()
@@ -190,6 +194,7 @@ func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.J
 		}
 		return transfer.Job{}, false, err
 	}
+	s.notify() // its list task is claimable
 	s.mu.Unlock()
 	if done == nil {
 		return j, true, nil
@@ -220,6 +225,34 @@ func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.J
 		return transfer.Job{}, false, err
 	}
 	return got, true, nil
+}
+
+// checkJobLimits refuses a new job of a in project when the policy's
+// max_jobs or max_project_jobs is reached (a *controller.LimitError, 429
+// "limit"); the caller holds mu, so two submissions cannot both take the
+// last place.
+func (s *Service) checkJobLimits(ctx context.Context, a controller.Actor, project string) error {
+	lim, _ := s.c.Policy().Resolve(a.Role, project)
+	if lim.MaxJobs == 0 && (lim.MaxProjectJobs == 0 || project == "") {
+		return nil
+	}
+	open, err := s.st.ListJobs(ctx, store.JobFilter{States: []string{transfer.JobQueued, transfer.JobScheduled, transfer.JobActive}})
+	if err != nil {
+		return err
+	}
+	var mine, theirs int
+	for _, j := range open {
+		if j.Owner == a.Name {
+			mine++
+		}
+		if project != "" && j.Project == project {
+			theirs++
+		}
+	}
+	if l := reserve.CheckJobs(s.c.Policy(), a.Role, a.Name, project, mine, theirs); l != nil {
+		return &controller.LimitError{Limit: l.Rule, Max: l.Max, Message: l.Message}
+	}
+	return nil
 }
 
 func listReason(ep string, live bool) string {

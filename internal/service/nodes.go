@@ -62,6 +62,7 @@ func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string
 	now := s.now()
 	exp := now.Add(lease)
 	work := apiv1.DataNodeWork{Node: node, LeaseExpires: exp, GrantKey: s.pub}
+	joined := false // a node new or back: its pairs may take tasks
 	err := s.tx(ctx, func(tx store.Store) error {
 		ep, err := tx.GetEndpoint(ctx, hb.Endpoint)
 		switch {
@@ -80,9 +81,11 @@ func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string
 		if err != nil {
 			return err
 		}
+		joined = true
 		for _, n := range nodes {
 			if n.Node == node && n.Endpoint == hb.Endpoint && now.Before(n.LeaseExpires) {
 				dn.RegisteredAt = n.RegisteredAt
+				joined = false
 			}
 		}
 		if err := tx.PutDataNode(ctx, dn); err != nil {
@@ -141,6 +144,9 @@ func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string
 	})
 	if err != nil {
 		return apiv1.DataNodeWork{}, err
+	}
+	if joined {
+		s.notify()
 	}
 	return work, nil
 }

@@ -53,6 +53,9 @@ const (
 	DefaultSubmitWait = 60 * time.Second
 	// MaxClaim bounds the tasks one claim hands out.
 	MaxClaim = 16
+	// MaxClaimWait bounds how long a claim waits for something to hand
+	// out (apiv1.ClaimRequest.Wait).
+	MaxClaimWait = 30 * time.Second
 
 	settingGrantKey = "service.grant_key"
 )
@@ -95,6 +98,9 @@ type Service struct {
 	// moved is the running total of bytes moved by the service's jobs,
 	// read from the store at start and counted on since.
 	moved int64
+	// changed is closed, and replaced, at every change that may give a
+	// waiting claim something to hand out (see notify).
+	changed chan struct{}
 }
 
 type pairKey struct{ job, from, to string }
@@ -123,6 +129,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		opt:     map[pairKey]*optimize.Pair{},
 		last:    map[pairKey]transfer.Decision{},
 		rates:   map[string]taskRate{},
+		changed: make(chan struct{}),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -239,7 +246,10 @@ func (s *Service) tx(ctx context.Context, fn func(tx store.Store) error) error {
 	return s.st.Tx(ctx, fn)
 }
 
-// saveJob stores j as the next version of itself.
+// saveJob stores j as the next version of itself. The caller holds mu.
+// Every change to a job that could make a task claimable (listed, started,
+// a task ended or requeued, a concurrency raised, cancelled) goes through
+// here, so it wakes the waiting claims (notify).
 func (s *Service) saveJob(ctx context.Context, tx store.Store, j *transfer.Job, now time.Time) error {
 	old := j.Version
 	j.Version++
@@ -248,5 +258,15 @@ func (s *Service) saveJob(ctx context.Context, tx store.Store, j *transfer.Job, 
 		j.Version = old
 		return fmt.Errorf("store job %s: %w", j.ID, err)
 	}
+	s.notify()
 	return nil
+}
+
+// notify wakes the waiting claims: they claim again, and wait again when
+// there is still nothing for them. The caller holds mu, so a woken claim
+// (which claims under mu) sees the change once it is committed; a change
+// that is rolled back only costs the waiters one more claim.
+func (s *Service) notify() {
+	close(s.changed)
+	s.changed = make(chan struct{})
 }

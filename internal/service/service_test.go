@@ -1012,3 +1012,181 @@ func TestSharesFitLargeFiles(t *testing.T) {
 		t.Fatalf("large files per source node: %v, want one each (pairs %+v)", bigs, j.Pairs)
 	}
 }
+
+// The policy's max_jobs and max_project_jobs: a job over either is
+// refused with a *controller.LimitError naming it (429 "limit") and
+// nothing stored; limits inherit from the default, the role and the
+// project; an ended job frees its place.
+func TestJobLimits(t *testing.T) {
+	e := newEnv(t)
+	carl := controller.Actor{Name: "carl", Role: reserve.RoleUser, Projects: []string{"cms"}}
+	if _, err := e.c.AddUser(e.ctx, admin, carl.Name, carl.Role, carl.Projects, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range []string{"src", "dst"} {
+		if _, err := e.s.Allow(e.ctx, admin, ep, apiv1.EndpointAllow{Projects: []string{"cms"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := e.c.SetPolicy(e.ctx, admin, reserve.Policy{
+		Default:  reserve.Limits{MaxJobs: 2},
+		Roles:    map[reserve.Role]reserve.Limits{reserve.RoleOperator: {MaxJobs: reserve.UnlimitedJobs}},
+		Projects: map[string]reserve.Limits{"cms": {MaxJobs: 3, MaxProjectJobs: 2}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	submit := func(a controller.Actor, project string) (transfer.Job, error) {
+		n++
+		j, _, err := e.s.Submit(e.ctx, a, transfer.JobRequest{Sources: []string{"src:data"}, Destination: fmt.Sprintf("dst:in%d", n), Project: project})
+		return j, err
+	}
+	stored := func() int {
+		js, err := e.st.ListJobs(e.ctx, store.JobFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(js)
+	}
+	refused := func(what string, err error, rule, msg string) {
+		t.Helper()
+		var le *controller.LimitError
+		if !errors.As(err, &le) || !errors.Is(err, controller.ErrLimit) || le.Limit != rule || !strings.Contains(le.Message, msg) {
+			t.Fatalf("%s: %v, want a %s limit saying %q", what, err, rule, msg)
+		}
+	}
+	var first transfer.Job
+	for i := range 2 {
+		j, err := submit(alice, "")
+		if err != nil {
+			t.Fatalf("alice's job %d: %v", i+1, err)
+		}
+		if i == 0 {
+			first = j
+		}
+	}
+	before := stored()
+	_, err = submit(alice, "")
+	refused("alice's third job", err, "max_jobs", "user alice has 2 unfinished jobs, the most allowed (max_jobs 2 for everyone)")
+	if !strings.Contains(err.Error(), "PUT /api/v1/policy") || stored() != before {
+		t.Fatalf("refusal %q, %d jobs stored (was %d)", err, stored(), before)
+	}
+	// In project cms alice's own limit is the project's 3.
+	inCMS, err := submit(alice, "cms")
+	if err != nil {
+		t.Fatalf("alice's job in cms: %v", err)
+	}
+	if _, err := submit(carl, "cms"); err != nil {
+		t.Fatalf("carl's job in cms: %v", err)
+	}
+	_, err = submit(carl, "cms")
+	refused("cms's third job", err, "max_project_jobs", "project cms has 2 unfinished jobs, the most allowed (max_project_jobs 2 for project cms)")
+	if _, err := submit(carl, ""); err != nil {
+		t.Fatalf("carl's job outside cms: %v", err)
+	}
+	// Operators are lifted by their role.
+	for i := range 3 {
+		if _, err := submit(oper, ""); err != nil {
+			t.Fatalf("the operator's job %d: %v", i+1, err)
+		}
+	}
+	// A cancelled job frees its place; alice's job in cms counts against
+	// her default limit too.
+	if _, err := e.s.Cancel(e.ctx, alice, first.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	_, err = submit(alice, "")
+	refused("alice's job with one in cms", err, "max_jobs", "user alice has 2 unfinished jobs")
+	if _, err := e.s.Cancel(e.ctx, alice, inCMS.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := submit(alice, ""); err != nil {
+		t.Fatalf("alice's job after a cancel: %v", err)
+	}
+	_, err = submit(alice, "")
+	refused("alice's job over the limit again", err, "max_jobs", "max_jobs 2")
+	// So do finished ones: every job listed empty SUCCEEDS.
+	for {
+		ws := e.claim("a1", service.MaxClaim)
+		if len(ws) == 0 {
+			break
+		}
+		for _, w := range ws {
+			if _, err := e.s.Listing(e.ctx, agent("a1"), w.Task.ID, apiv1.Listing{Attempt: w.Task.Attempt}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	js, _ := e.s.List(e.ctx, alice, store.JobFilter{States: []string{transfer.JobSucceeded}})
+	if len(js) != 2 {
+		t.Fatalf("%d of alice's jobs succeeded, want 2", len(js))
+	}
+	for i := range 2 {
+		if _, err := submit(alice, ""); err != nil {
+			t.Fatalf("alice's job %d after hers ended: %v", i+1, err)
+		}
+	}
+	if _, err := submit(carl, "cms"); err != nil {
+		t.Fatalf("carl's job in cms after the project's ended: %v", err)
+	}
+}
+
+// TestClaimWaits: a claim with Wait and nothing to hand out is held until
+// a change gives it work (a job submitted: its listing; a job listed: its
+// copies), and answered empty when the wait passes or its context ends.
+func TestClaimWaits(t *testing.T) {
+	e := newEnv(t)
+	type result struct {
+		c   apiv1.Claim
+		err error
+	}
+	waiting := func(node, wait string) chan result {
+		done := make(chan result, 1)
+		go func() {
+			c, err := e.s.Claim(e.ctx, agent(node), node, apiv1.ClaimRequest{Max: 4, Wait: wait})
+			done <- result{c, err}
+		}()
+		// It is held while there is nothing for it.
+		time.Sleep(50 * time.Millisecond)
+		select {
+		case r := <-done:
+			t.Fatalf("%s's claim was answered with nothing to hand out: %+v %v", node, r.c, r.err)
+		default:
+		}
+		return done
+	}
+	lister := waiting("a1", "30s")
+	j, _, err := e.s.Submit(e.ctx, alice, transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-lister
+	if r.err != nil || len(r.c.Tasks) != 1 || r.c.Tasks[0].Task.Kind != transfer.TaskList || r.c.Tasks[0].Task.Job != j.ID {
+		t.Fatalf("the waiting claim: %+v %v", r.c, r.err)
+	}
+	copier := waiting("a2", "30s")
+	if _, err := e.s.Listing(e.ctx, agent("a1"), r.c.Tasks[0].Task.ID, apiv1.Listing{Attempt: 1, Files: listed(10, 1000)}); err != nil {
+		t.Fatal(err)
+	}
+	r = <-copier
+	if r.err != nil || len(r.c.Tasks) != 1 || r.c.Tasks[0].Task.Kind != transfer.TaskCopy || r.c.Tasks[0].Task.From != "a2" {
+		t.Fatalf("the waiting claim after the listing: %+v %v", r.c, r.err)
+	}
+	// Nothing more for a2: empty once the wait passes.
+	c, err := e.s.Claim(e.ctx, agent("a2"), "a2", apiv1.ClaimRequest{Max: 4, Wait: "100ms"})
+	if err != nil || c.Tasks == nil || len(c.Tasks) != 0 {
+		t.Fatalf("a claim with nothing to hand out: %+v %v", c, err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	cancel()
+	if _, err := e.s.Claim(ctx, agent("a2"), "a2", apiv1.ClaimRequest{Wait: "30s"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a waiting claim whose context ended: %v", err)
+	}
+	for _, w := range []string{"31s", "-1s", "soon"} {
+		var re *reserve.RequestError
+		if _, err := e.s.Claim(e.ctx, agent("a2"), "a2", apiv1.ClaimRequest{Wait: w}); !errors.As(err, &re) || re.Field != "wait" {
+			t.Fatalf("wait %q: %v", w, err)
+		}
+	}
+}

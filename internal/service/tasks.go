@@ -75,10 +75,46 @@ func (s *Service) Claim(ctx context.Context, a controller.Actor, node string, re
 		n = 1
 	}
 	n = min(n, MaxClaim)
+	var wait time.Duration
+	if req.Wait != "" {
+		d, err := time.ParseDuration(req.Wait)
+		if err != nil || d < 0 || d > MaxClaimWait {
+			return apiv1.Claim{}, invalid("wait", "wait %q: want a duration from 0s to %s", req.Wait, MaxClaimWait)
+		}
+		wait = d
+	}
 	topo := s.c.Topology()
 	if topo == nil {
 		return apiv1.Claim{}, controller.ErrNoTopology
 	}
+	var timeout <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		out, changed, err := s.claimOnce(ctx, node, n, topo)
+		if err != nil {
+			return apiv1.Claim{}, err
+		}
+		if len(out) > 0 || timeout == nil {
+			return apiv1.Claim{Tasks: out}, nil
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			return apiv1.Claim{Tasks: out}, nil
+		case <-ctx.Done():
+			return apiv1.Claim{}, ctx.Err()
+		}
+	}
+}
+
+// claimOnce is one claim; it returns the tasks handed out (never nil) and
+// the channel that closes at the next change, taken under the same hold
+// of mu, so that no change between this claim and the wait is missed.
+func (s *Service) claimOnce(ctx context.Context, node string, n int, topo *controller.Topo) ([]apiv1.TaskWork, <-chan struct{}, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []apiv1.TaskWork
@@ -111,12 +147,12 @@ func (s *Service) Claim(ctx context.Context, a controller.Actor, node string, re
 		return nil
 	})
 	if err != nil {
-		return apiv1.Claim{}, err
+		return nil, nil, err
 	}
 	if out == nil {
 		out = []apiv1.TaskWork{}
 	}
-	return apiv1.Claim{Tasks: out}, nil
+	return out, s.changed, nil
 }
 
 // lists claims the queued listings of the node's endpoint.

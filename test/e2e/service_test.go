@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/apiv1"
 )
 
 // The transfer service end to end, on loopback, with the real binary: a
@@ -52,12 +54,22 @@ type svc struct {
 	// The endpoints' roots.
 	srcRoot, dstRoot string
 	nodes            map[string]*proc
+	// With a standby: its port, process and log; url then names both
+	// controllers (leader first), as the users and data nodes are given
+	// them.
+	standbyPort int
+	standby     *exec.Cmd
+	standbyLog  *lockedBuffer
 }
 
 // startSvc starts the controller, makes the users, starts the four data
 // nodes (each pacing its pushes at rate, --max-rate) and lets alice use
 // both endpoints.
-func startSvc(t *testing.T, rate string) *svc {
+func startSvc(t *testing.T, rate string) *svc { return startSvcWith(t, rate, false) }
+
+// startSvcWith is startSvc, with a standby controller on the same
+// database when standby is true.
+func startSvcWith(t *testing.T, rate string, standby bool) *svc {
 	t.Helper()
 	dir := t.TempDir()
 	s := &svc{t: t, dir: dir, port: freePort(t, "127.0.0.1"), admin: filepath.Join(dir, "admin.token"),
@@ -67,11 +79,19 @@ func startSvc(t *testing.T, rate string) *svc {
 		t.Fatal(err)
 	}
 	s.launch()
+	if standby {
+		s.standbyPort = freePort(t, "127.0.0.1")
+		s.standby, s.standbyLog = s.start(s.standbyPort)
+		s.url += fmt.Sprintf(",http://127.0.0.1:%d", s.standbyPort)
+	}
 	// The logs go into the test's output when it fails (or always with
 	// SVC_LOGS=1 in the environment).
 	t.Cleanup(func() {
 		if t.Failed() || os.Getenv("SVC_LOGS") != "" {
 			t.Logf("controller log:\n%s", s.log)
+			if s.standbyLog != nil {
+				t.Logf("standby controller log:\n%s", s.standbyLog)
+			}
 			for name, p := range s.nodes {
 				t.Logf("data node %s log:\n%s", name, p.err.String())
 			}
@@ -96,19 +116,24 @@ func startSvc(t *testing.T, rate string) *svc {
 // launch starts the controller on s's port and database (again after a
 // kill) and waits for its health.
 func (s *svc) launch() {
+	s.cmd, s.log = s.start(s.port)
+}
+
+// start starts a controller on port and s's database and waits for its
+// health (a standby's too).
+func (s *svc) start(port int) (*exec.Cmd, *lockedBuffer) {
 	t := s.t
 	t.Helper()
-	s.log = &lockedBuffer{}
-	s.cmd = exec.Command(lpBin, "controller", "--listen", fmt.Sprintf("127.0.0.1:%d", s.port),
+	log := &lockedBuffer{}
+	cmd := exec.Command(lpBin, "controller", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--db", "sqlite:"+filepath.Join(s.dir, "db"), "--topology", filepath.Join(s.dir, "topo.yaml"),
 		"--admin-token-file", s.admin)
-	s.cmd.Env = cleanEnv()
-	s.cmd.Stderr = s.log
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := s.cmd.Start(); err != nil {
+	cmd.Env = cleanEnv()
+	cmd.Stderr = log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	cmd := s.cmd
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			cmd.Process.Kill()
@@ -116,7 +141,7 @@ func (s *svc) launch() {
 		}
 	})
 	ok := waitFor(20*time.Second, func() bool {
-		resp, err := http.Get(s.url + "/api/v1/health")
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/v1/health", port))
 		if err != nil {
 			return false
 		}
@@ -125,8 +150,9 @@ func (s *svc) launch() {
 		return resp.StatusCode == 200 && err == nil
 	})
 	if !ok {
-		t.Fatalf("the controller did not come up:\n%s", s.log)
+		t.Fatalf("the controller did not come up:\n%s", log)
 	}
+	return cmd, log
 }
 
 // kill SIGKILLs the controller.
@@ -514,5 +540,36 @@ func TestServiceStaleAttempt(t *testing.T) {
 		return strings.Contains(log, "stopping task") || strings.Contains(log, "no longer current") || strings.Contains(log, "task is over")
 	}) {
 		t.Errorf("a1's old attempt was never told to stop:\n%s", s.nodes["a1"].err.String())
+	}
+}
+
+// TestServiceStandbyTakeover: a leader and a standby on one database; the
+// data nodes, the user and transfer wait are given both URLs. The leader
+// is SIGKILLed mid-job, the standby takes over, and the job still
+// succeeds with every file identical.
+func TestServiceStandbyTakeover(t *testing.T) {
+	s := startSvcWith(t, "40M", true)
+	standbyURL := fmt.Sprintf("http://127.0.0.1:%d", s.standbyPort)
+	if h, err := health(t, standbyURL); err != nil || h.Role != apiv1.RoleStandby {
+		t.Fatalf("the second controller: %+v %v", h, err)
+	}
+	files := makeDataset(t, s.srcRoot, 3)
+	id, _ := s.submit("siteA:run1", "siteB:in/")
+	wait := startLP(t, runOpts{timeout: 5 * time.Minute}, "transfer", "wait", id, "--controller", s.url, "--controller-token-file", s.alice)
+	s.waitProgress(id)
+	s.kill()
+	if !waitFor(30*time.Second, func() bool {
+		h, err := health(t, standbyURL)
+		return err == nil && h.Role == apiv1.RoleLeader
+	}) {
+		t.Fatalf("the standby did not take over:\n%s", s.standbyLog)
+	}
+	r := wait.Wait()
+	if r.code != 0 {
+		t.Fatalf("transfer wait: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	s.sameDataset(files)
+	if j := s.job(s.alice, id); j.Job.State != "SUCCEEDED" || j.Job.FilesDone != len(files) {
+		t.Errorf("job after the takeover: %+v", j.Job)
 	}
 }
