@@ -412,7 +412,10 @@ func (m *Meter) begin(p *Progress) {
 // session's Tuning.Rate is at its start. It applies at once to every data
 // stream of the running attempt (SO_MAX_PACING_RATE on a TCP stream) and
 // to the streams of every later attempt (a retry reconnects at this rate).
-// Between attempts it only records the rate. It fails where the platform
+// Between attempts it only records the rate. The pace binds where this end
+// sends, so in a push: a pull's running session keeps the pace the
+// server's streams opened with, and its next attempt asks for the new one.
+// It fails where the platform
 // cannot pace (the rate still holds for later attempts' Tuning) or when a
 // stream has closed meanwhile.
 func (m *Meter) SetRate(bps uint64) error {
