@@ -83,6 +83,19 @@ type DataNodeWork struct {
 	// Cancel lists the node's tasks to stop: their job was cancelled or
 	// their attempt is no longer current.
 	Cancel []string `json:"cancel,omitempty"`
+	// Rates are the current pace of the node's running copy tasks: a
+	// booked pair's rate shared evenly among the pair's running tasks,
+	// divided again as its tasks end and start. The node re-paces their
+	// pushes at once. RateBps 0 is an unbooked task (the node shares its
+	// --max-rate among its tasks).
+	Rates []TaskRate `json:"rates,omitempty"`
+}
+
+// TaskRate is a running task's current pace, in bits per second.
+type TaskRate struct {
+	Task    string `json:"task"`
+	Attempt int    `json:"attempt"`
+	RateBps uint64 `json:"rate_bps"`
 }
 
 // Fence is a task's current attempt.
@@ -114,6 +127,10 @@ type ClaimRequest struct {
 // do for it now).
 type Claim struct {
 	Tasks []TaskWork `json:"tasks"`
+	// Rates are the new pace of tasks the node already runs whose booked
+	// pair the claimed tasks now share: the node applies them before it
+	// starts the claimed ones, so the pair never runs above its booking.
+	Rates []TaskRate `json:"rates,omitempty"`
 }
 
 // TaskWork is a claimed task with everything the node needs to run it.

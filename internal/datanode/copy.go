@@ -216,6 +216,7 @@ func (n *node) runCopy(ctx context.Context, t *running) {
 		meter = m
 		sentBy += doneSent
 		meterMu.Unlock()
+		t.setMeter(m)
 	})
 	close(stopReports)
 	<-reportsDone
@@ -330,10 +331,11 @@ func (n *node) pushAll(ctx context.Context, w apiv1.TaskWork, b *batcher, meterO
 }
 
 // taskRate is the pace of a task's pushes. A booked task runs at its
-// booked rate: the controller planned it within the nodes' --max-rate
-// (shared among the pair's tasks). An unbooked one gets an equal share of
-// --max-rate among the tasks running as it starts (itself included), so
-// the node stays within MaxRateBps (0: no pace).
+// current share of its pair's booking, as the controller last said (it
+// planned the booking within the nodes' --max-rate). An unbooked one gets
+// an equal share of --max-rate among the tasks running now (itself
+// included), so the node stays within MaxRateBps (0: no pace). Both are
+// set again as tasks start and end (node.repace).
 func taskRate(booked, nodeMax uint64, running int) uint64 {
 	if booked > 0 || nodeMax == 0 {
 		return booked

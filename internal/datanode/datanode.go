@@ -24,6 +24,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
+	"github.com/lightpath/lightpath/internal/mover"
 	"github.com/lightpath/lightpath/internal/transfer"
 	"github.com/lightpath/lightpath/internal/transfer/grant"
 	"github.com/lightpath/lightpath/internal/transport"
@@ -127,9 +128,19 @@ type node struct {
 	mu    sync.Mutex
 	tasks map[string]*running
 	// beat is signalled after every heartbeat the controller answered;
-	// freed after every task that ends.
-	beat, freed chan struct{}
-	wg          sync.WaitGroup
+	// freed after every task that ends; ended too, for the heartbeat
+	// loop, which then sends one at once: the controller divides an
+	// ended task's share of its pair's booking among the pair's other
+	// tasks, and they speed up within a round trip.
+	beat, freed, ended chan struct{}
+	// paceMu orders the re-pacing of the tasks. claimed, under it,
+	// counts the claim answers that changed the tasks' rates: a heartbeat
+	// answer computed before such a claim but read after it would undo
+	// the claim's lower rates, so its rates are not applied when the
+	// count moved while it was asked, and another heartbeat goes at once.
+	paceMu  sync.Mutex
+	claimed uint64
+	wg      sync.WaitGroup
 }
 
 // running is a task the node runs.
@@ -137,6 +148,109 @@ type running struct {
 	work   apiv1.TaskWork
 	cancel context.CancelCauseFunc
 	prog   progress
+
+	paceMu sync.Mutex
+	// booked is the controller's current rate for the task, bits/s (its
+	// share of its pair's booking; 0 unbooked).
+	booked uint64
+	// rate is the pace the task runs at now (taskRate), meter its
+	// running push's, through which it is re-paced.
+	rate  uint64
+	meter *mover.Meter
+}
+
+// pace sets the task's pace, re-pacing its running push if it changed.
+func (t *running) pace(rate uint64, log *slog.Logger) {
+	t.paceMu.Lock()
+	defer t.paceMu.Unlock()
+	if rate == t.rate {
+		return
+	}
+	t.rate = rate
+	if t.meter != nil {
+		if err := t.meter.SetRate(rate); err != nil {
+			log.Debug("re-pace a push", "task", t.work.Task.ID, "err", err)
+		}
+	}
+}
+
+// setMeter makes m, the meter of a push about to start, the one the task
+// is re-paced through, at the task's pace of now.
+func (t *running) setMeter(m *mover.Meter) {
+	t.paceMu.Lock()
+	defer t.paceMu.Unlock()
+	t.meter = m
+	if m != nil {
+		m.SetRate(t.rate) // before the push starts: nothing to fail
+	}
+}
+
+// setBooked takes the controller's rate for the task's attempt.
+func (t *running) setBooked(r apiv1.TaskRate) {
+	if r.Attempt != t.work.Task.Attempt {
+		return
+	}
+	t.paceMu.Lock()
+	t.booked = r.RateBps
+	t.paceMu.Unlock()
+}
+
+// repace sets every running task's pace from its booked rate and the
+// node's --max-rate shared among the tasks running now.
+func (n *node) repace() {
+	n.paceMu.Lock()
+	defer n.paceMu.Unlock()
+	n.repaceLocked()
+}
+
+// takeRates applies the controller's rates for the node's tasks and
+// re-paces them: a claim answer's always, a heartbeat's (asked when the
+// count of claims was since) only when no claim answer came meanwhile.
+// It reports whether it applied them.
+func (n *node) takeRates(rs []apiv1.TaskRate, claim bool, since uint64) bool {
+	n.paceMu.Lock()
+	defer n.paceMu.Unlock()
+	if claim {
+		n.claimed++
+	} else if n.claimed != since {
+		return false
+	}
+	n.setRates(rs)
+	n.repaceLocked()
+	return true
+}
+
+// claimsSoFar is the count of claim answers that brought rates or tasks.
+func (n *node) claimsSoFar() uint64 {
+	n.paceMu.Lock()
+	defer n.paceMu.Unlock()
+	return n.claimed
+}
+
+func (n *node) repaceLocked() {
+	n.mu.Lock()
+	ts := make([]*running, 0, len(n.tasks))
+	for _, t := range n.tasks {
+		ts = append(ts, t)
+	}
+	n.mu.Unlock()
+	for _, t := range ts {
+		t.paceMu.Lock()
+		booked := t.booked
+		t.paceMu.Unlock()
+		t.pace(taskRate(booked, n.cfg.MaxRateBps, len(ts)), n.log)
+	}
+}
+
+// setRates takes the controller's rates for the node's tasks.
+func (n *node) setRates(rs []apiv1.TaskRate) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, r := range rs {
+		if t := n.tasks[r.Task]; t != nil {
+			t.setBooked(r)
+		}
+	}
 }
 
 // errCancelled is the cause of a task the controller said to stop.
@@ -154,7 +268,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer root.Close()
 	n := &node{cfg: cfg, root: root, log: cfg.Logger, tasks: map[string]*running{},
-		beat: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
+		beat: make(chan struct{}, 1), freed: make(chan struct{}, 1), ended: make(chan struct{}, 1)}
 	n.log.Info("data node starting", "node", cfg.Node, "endpoint", cfg.Endpoint, "address", cfg.Address,
 		"root", cfg.Root, "max_tasks", cfg.MaxTasks, "lease", cfg.Lease)
 	registered := make(chan struct{})
@@ -194,8 +308,8 @@ func signal(c chan struct{}) {
 	}
 }
 
-// heartbeats renews the node's lease every lease/3 until ctx ends, and
-// applies what each answer says. registered is closed after the first
+// heartbeats renews the node's lease every lease/3 until ctx ends, and at
+// once after a task ends, and applies what each answer says. registered is closed after the first
 // answer. A first heartbeat the controller refuses (a node that is not a
 // host of its topology, an endpoint of another site, a token that does
 // not act for the node) is returned: that is a configuration to mend,
@@ -208,7 +322,9 @@ func (n *node) heartbeats(ctx context.Context, registered chan struct{}) error {
 	for {
 		req := apiv1.DataNodeHeartbeat{Endpoint: n.cfg.Endpoint, Address: n.cfg.Address,
 			MaxRateBps: n.cfg.MaxRateBps, Lease: n.cfg.Lease.String(), Tasks: n.progress()}
+		claimed := n.claimsSoFar()
 		work, err := n.cfg.Client.DataNodeHeartbeat(ctx, n.cfg.Node, req)
+		again := false
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -225,16 +341,26 @@ func (n *node) heartbeats(ctx context.Context, registered chan struct{}) error {
 				lastErr = ""
 			}
 			n.apply(work)
+			if work.Rates != nil && !n.takeRates(work.Rates, false, claimed) {
+				again = true // a claim's rates are newer: ask again
+			}
 			if first {
 				close(registered)
 				first = false
 			}
 			signal(n.beat)
 		}
+		if again {
+			continue
+		}
+		t := time.NewTimer(every)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil
-		case <-time.After(every):
+		case <-t.C:
+		case <-n.ended:
+			t.Stop()
 		}
 	}
 }
@@ -247,7 +373,8 @@ func refusal(err error) bool {
 }
 
 // apply takes a heartbeat's answer: the grant key and fences go to the
-// server's verifier, the tasks to cancel are stopped.
+// server's verifier, the tasks to cancel are stopped. (Its rates are the
+// heartbeat loop's to apply, with takeRates.)
 func (n *node) apply(w apiv1.DataNodeWork) {
 	if v := n.cfg.Verifier; v != nil {
 		if w.GrantKey != "" {
@@ -337,6 +464,11 @@ func (n *node) claims(ctx context.Context, registered chan struct{}) {
 			continue
 		}
 		backoff, lastErr = time.Second, ""
+		if len(cl.Tasks) > 0 || len(cl.Rates) > 0 {
+			// The running tasks' lower rates first, then the new tasks:
+			// their pair never runs above its booking.
+			n.takeRates(cl.Rates, true, 0)
+		}
 		for _, tw := range cl.Tasks {
 			n.start(ctx, tw)
 		}
@@ -369,7 +501,7 @@ func sleep(ctx context.Context, d time.Duration) {
 func (n *node) start(ctx context.Context, tw apiv1.TaskWork) {
 	id := tw.Task.ID
 	tctx, cancel := context.WithCancelCause(ctx)
-	t := &running{work: tw, cancel: cancel}
+	t := &running{work: tw, cancel: cancel, booked: tw.Task.RateBps}
 	t.prog.start = time.Now()
 	n.mu.Lock()
 	if old := n.tasks[id]; old != nil {
@@ -379,6 +511,9 @@ func (n *node) start(ctx context.Context, tw apiv1.TaskWork) {
 	}
 	n.tasks[id] = t
 	n.mu.Unlock()
+	// Its pace, and the unbooked tasks' smaller share of --max-rate,
+	// before its push starts.
+	n.repace()
 	n.log.Info("task claimed", "task", id, "job", tw.Task.Job, "kind", tw.Task.Kind, "attempt", tw.Task.Attempt,
 		"files", len(tw.Files), "bytes", tw.Task.Bytes, "to", tw.Task.To)
 	n.wg.Add(1)
@@ -391,7 +526,9 @@ func (n *node) start(ctx context.Context, tw apiv1.TaskWork) {
 			}
 			n.mu.Unlock()
 			cancel(nil)
+			n.repace()
 			signal(n.freed)
+			signal(n.ended)
 		}()
 		switch tw.Task.Kind {
 		case transfer.TaskList:

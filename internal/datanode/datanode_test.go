@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -495,5 +496,123 @@ func TestRefusal(t *testing.T) {
 		if got := refusal(tc.err); got != tc.want {
 			t.Errorf("refusal(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestRepace re-paces a running push from the controller's rates: each
+// data stream's pacing cap, read back from its socket, follows a
+// heartbeat's rate for the task (shared among the push's streams), a
+// claim answer's, and the node's --max-rate shared among its running
+// tasks as one ends; a heartbeat answer asked before a claim answer but
+// read after it does not undo the claim's rates.
+func TestRepace(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	addr := serve(t, mover.ServerConfig{Root: dst})
+	data := randomBytes(8<<20, 11)
+	write(t, src, "big/a.dat", data)
+	root, err := os.OpenRoot(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	n := &node{cfg: Config{Retries: 1}, root: root, log: slog.New(slog.DiscardHandler), tasks: map[string]*running{}}
+	const streams = 2
+	w := apiv1.TaskWork{Task: transfer.Task{ID: "k-1", Attempt: 1, RateBps: 8e6, Streams: streams},
+		Files: []transfer.JobFile{{Path: "big/a.dat", Dest: "in/big/a.dat"}}, Address: addr}
+	task := &running{work: w, booked: w.Task.RateBps}
+	n.tasks["k-1"] = task
+	n.repace()
+
+	var mu sync.Mutex
+	var meter *mover.Meter
+	done := make(chan error, 1)
+	go func() {
+		done <- n.pushAll(context.Background(), w, &batcher{}, func(m *mover.Meter, _ int64) {
+			mu.Lock()
+			meter = m
+			mu.Unlock()
+			task.setMeter(m)
+		})
+	}()
+	caps := func() []uint64 {
+		mu.Lock()
+		m := meter
+		mu.Unlock()
+		var out []uint64
+		if m != nil {
+			for _, st := range m.Streams() {
+				out = append(out, st.MaxPacingRate)
+			}
+		}
+		return out
+	}
+	// expect waits until both streams are capped at bps/8/streams bytes/s;
+	// a push that ends first fails the test.
+	expect := func(what string, bps uint64) {
+		t.Helper()
+		want := bps / 8 / streams
+		for {
+			got := caps()
+			if len(got) == streams && got[0] == want && got[1] == want {
+				return
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("%s: the push ended (%v) with its streams capped at %v, want %d each", what, err, got, want)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	now := func(what string, bps uint64) {
+		t.Helper()
+		want := bps / 8 / streams
+		if got := caps(); len(got) != streams || got[0] != want || got[1] != want {
+			t.Fatalf("%s: the streams are capped at %v, want %d each", what, got, want)
+		}
+	}
+	expect("claimed at 8 Mbit/s", 8e6)
+
+	// A heartbeat's answer raises it.
+	if !n.takeRates([]apiv1.TaskRate{{Task: "k-1", Attempt: 1, RateBps: 64e6}}, false, n.claimsSoFar()) {
+		t.Fatal("a heartbeat's rates were not taken")
+	}
+	now("after a heartbeat's 64 Mbit/s", 64e6)
+	// Rates for another attempt are not this one's.
+	n.takeRates([]apiv1.TaskRate{{Task: "k-1", Attempt: 2, RateBps: 1e6}}, false, n.claimsSoFar())
+	now("after a rate for another attempt", 64e6)
+
+	// A claim answer lowers it; a heartbeat asked before that claim and
+	// read after it is not applied.
+	since := n.claimsSoFar()
+	n.takeRates([]apiv1.TaskRate{{Task: "k-1", Attempt: 1, RateBps: 16e6}}, true, 0)
+	now("after a claim's 16 Mbit/s", 16e6)
+	if n.takeRates([]apiv1.TaskRate{{Task: "k-1", Attempt: 1, RateBps: 64e6}}, false, since) {
+		t.Error("a heartbeat asked before a claim undid the claim's rates")
+	}
+	now("after a stale heartbeat", 16e6)
+
+	// Unbooked: the node's --max-rate shared among its running tasks, and
+	// again when one ends.
+	n.cfg.MaxRateBps = 32e6
+	n.mu.Lock()
+	n.tasks["k-2"] = &running{work: apiv1.TaskWork{Task: transfer.Task{ID: "k-2", Attempt: 1}}}
+	n.mu.Unlock()
+	n.takeRates([]apiv1.TaskRate{{Task: "k-1", Attempt: 1, RateBps: 0}}, true, 0)
+	now("unbooked, one of two tasks", 16e6)
+	n.mu.Lock()
+	delete(n.tasks, "k-2")
+	n.mu.Unlock()
+	n.repace()
+	now("unbooked, alone", 32e6)
+
+	// No cap at all: the push finishes.
+	n.cfg.MaxRateBps = 0
+	n.repace()
+	now("no cap", 0)
+	if err := <-done; err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dst, "in/big/a.dat")); !bytes.Equal(got, data) {
+		t.Fatal("the file differs at the destination")
 	}
 }

@@ -109,7 +109,8 @@ type Job struct {
 	// resumed (after 1 s, 2 s, 4 s, … at most 30 s), unless its error is
 	// permanent (retry.IsPermanent) or ctx ended.
 	Retries int
-	// Meter, when set, is kept up to date while the copy runs.
+	// Meter, when set, is kept up to date while the copy runs; its
+	// SetRate re-paces the copy while it runs.
 	Meter *Meter
 	// OnFile, when set, is told each file's verdict as it comes; a file
 	// sent again by a later attempt is told again.
@@ -228,14 +229,18 @@ func Copy(ctx context.Context, job Job) (Summary, error) {
 		prog := &Progress{}
 		m.begin(prog)
 		var ts TransferStats
+		cfg := job.Config
+		if r, ok := m.rate(); ok {
+			cfg.Tuning.Rate = r // re-paced since the copy began
+		}
 		if job.Direction == Push {
 			src := job.Source
 			src.Exclude = delivered
-			ts, runErr = pushOnce(ctx, job.Config, src, job.Remote, strings.HasSuffix(job.Remote, "/") || job.Remote == "", opts, prog, onFile)
+			ts, runErr = pushOnce(ctx, cfg, src, job.Remote, strings.HasSuffix(job.Remote, "/") || job.Remote == "", opts, prog, onFile)
 		} else {
 			dst := job.Local
 			dst.Done = delivered
-			ts, runErr = pullOnce(ctx, job.Config, job.Paths, dst, opts, prog, onFile)
+			ts, runErr = pullOnce(ctx, cfg, job.Paths, dst, opts, prog, onFile)
 		}
 		m.end()
 		last = ts
@@ -279,7 +284,11 @@ func Copy(ctx context.Context, job Job) (Summary, error) {
 		if last.Receiver.Elapsed > 0 {
 			achieved = float64(last.Receiver.Bytes) * 8 / (float64(last.Receiver.Elapsed) / 1e9)
 		}
-		sum.Bottleneck = Judge(last.Sender, last.Receiver, float64(job.Config.Tuning.Rate), achieved)
+		rate := job.Config.Tuning.Rate
+		if r, ok := m.rate(); ok {
+			rate = r
+		}
+		sum.Bottleneck = Judge(last.Sender, last.Receiver, float64(rate), achieved)
 	}
 	if runErr != nil {
 		sum.Errors = append([]string{runErr.Error()}, sum.Failures...)
@@ -365,6 +374,13 @@ type Meter struct {
 	holes int64     // holes recreated by the attempts done
 	cur   *Progress // the running attempt's; nil between attempts
 	last  *Progress // the latest attempt's
+
+	// pace orders re-pacing (SetRate) against a new attempt's streams
+	// coming up, so whichever comes last leaves the latest rate on every
+	// stream. It is taken before mu, never inside it.
+	pace      sync.Mutex
+	paceRate  uint64 // bits per second for the whole session; 0: no cap
+	paceIsSet bool   // SetRate was called: paceRate overrides the job's Tuning.Rate
 }
 
 // Snapshot is a Meter read at one moment.
@@ -385,9 +401,52 @@ func (m *Meter) started(t time.Time) {
 }
 
 func (m *Meter) begin(p *Progress) {
+	p.meter = m
 	m.mu.Lock()
 	m.cur, m.last = p, p
 	m.mu.Unlock()
+}
+
+// SetRate re-paces the copy while it runs: the session's rate becomes bps
+// bits per second (0: no cap), shared evenly among its data streams as a
+// session's Tuning.Rate is at its start. It applies at once to every data
+// stream of the running attempt (SO_MAX_PACING_RATE on a TCP stream) and
+// to the streams of every later attempt (a retry reconnects at this rate).
+// Between attempts it only records the rate. The pace binds where this end
+// sends, so in a push: a pull's running session keeps the pace the
+// server's streams opened with, and its next attempt asks for the new one.
+// It fails where the platform
+// cannot pace (the rate still holds for later attempts' Tuning) or when a
+// stream has closed meanwhile.
+func (m *Meter) SetRate(bps uint64) error {
+	m.pace.Lock()
+	defer m.pace.Unlock()
+	m.paceRate, m.paceIsSet = bps, true
+	m.mu.Lock()
+	p := m.cur
+	m.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	return p.pace(bps)
+}
+
+// rate is the rate SetRate last set, if it was called.
+func (m *Meter) rate() (uint64, bool) {
+	m.pace.Lock()
+	defer m.pace.Unlock()
+	return m.paceRate, m.paceIsSet
+}
+
+// repace applies the rate SetRate set, if any, to p's streams: an attempt
+// whose streams came up while SetRate ran might have been dialled at the
+// older rate.
+func (m *Meter) repace(p *Progress) {
+	m.pace.Lock()
+	defer m.pace.Unlock()
+	if m.paceIsSet {
+		p.pace(m.paceRate)
+	}
 }
 
 func (m *Meter) end() {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/lightpath/lightpath/internal/transport"
 )
@@ -152,5 +153,101 @@ func TestCopy(t *testing.T) {
 	var ff *FilesFailedError
 	if !errors.As(err, &ff) || ff.Failed != 1 || ff.Total != 3 || sum.Verified || sum.FilesFailed != 1 || len(sum.Errors) != 1 {
 		t.Errorf("a refused file: %v, %+v", err, sum)
+	}
+}
+
+// TestCopyRepace re-paces a running push through its Meter: every data
+// stream's pacing cap, read back from the socket, follows the new session
+// rate (shared among the streams as at the start), and a rate set before
+// the copy starts is the one its streams open with.
+func TestCopyRepace(t *testing.T) {
+	serverRoot, local := t.TempDir(), t.TempDir()
+	addr := serveLoopback(t, serverRoot)
+	data := make([]byte, 6<<20)
+	rand.Read(data)
+	if err := os.WriteFile(filepath.Join(local, "big.bin"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const streams = 4
+	caps := func(m *Meter) []uint64 {
+		var out []uint64
+		for _, st := range m.Streams() {
+			out = append(out, st.MaxPacingRate)
+		}
+		return out
+	}
+	push := func(rate uint64, m *Meter) <-chan error {
+		it, err := OpenSource(filepath.Join(local, "big.bin"), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := Source{Items: []SourceItem{it}}
+		cfg := ClientConfig{Addr: addr, Streams: streams, BlockSize: 256 << 10, Tuning: Tuning{DSCP: -1, Rate: rate}}
+		done := make(chan error, 1)
+		go func() {
+			defer src.Close()
+			_, err := Copy(context.Background(), Job{Config: cfg, Direction: Push, Source: src, Remote: "in/", Meter: m})
+			done <- err
+		}()
+		return done
+	}
+	each := func(got []uint64, n int, want uint64) bool {
+		ok := len(got) == n
+		for _, c := range got {
+			ok = ok && c == want
+		}
+		return ok
+	}
+	// waitCaps waits until every stream of the running session is capped at
+	// want bytes/s; a session that ends first fails the test.
+	waitCaps := func(m *Meter, done <-chan error, want uint64) {
+		t.Helper()
+		for {
+			got := caps(m)
+			if each(got, streams, want) {
+				return
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("the copy ended (%v) with its streams capped at %v, want %d on each of %d", err, got, want, streams)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+
+	// 8 Mbit/s: the 6 MiB would take six seconds.
+	var m Meter
+	done := push(8e6, &m)
+	waitCaps(&m, done, 8e6/8/streams)
+	if err := m.SetRate(48e6); err != nil {
+		t.Fatalf("SetRate: %v", err)
+	}
+	if got := caps(&m); !each(got, streams, 48e6/8/streams) {
+		t.Errorf("after SetRate(48 Mbit/s) the streams are capped at %v, want %d each", got, uint64(48e6/8/streams))
+	}
+	if err := m.SetRate(0); err != nil {
+		t.Fatalf("SetRate(0): %v", err)
+	}
+	if got := caps(&m); !each(got, streams, 0) {
+		t.Errorf("after SetRate(0) the streams are capped at %v, want none", got)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("re-paced push: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(serverRoot, "in", "big.bin")); !bytes.Equal(got, data) {
+		t.Fatal("big.bin differs at the server")
+	}
+
+	// A rate set before the copy is the one its session opens with.
+	var m2 Meter
+	if err := m2.SetRate(8e6); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(serverRoot, "in", "big.bin"))
+	done = push(0, &m2)
+	waitCaps(&m2, done, 8e6/8/streams)
+	m2.SetRate(0)
+	if err := <-done; err != nil {
+		t.Fatalf("push: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ package mover
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -333,6 +334,9 @@ type Progress struct {
 
 	// streams are the session's data streams, for Streams.
 	streams atomic.Pointer[[]transport.Conn]
+	// meter is the copy's Meter, which may re-pace the streams; nil for a
+	// server's session.
+	meter *Meter
 }
 
 // setStreams records the session's data streams.
@@ -347,6 +351,32 @@ func (p *Progress) setStreams(l *link) {
 		}
 	}
 	p.streams.Store(&streams)
+	if p.meter != nil {
+		p.meter.repace(p)
+	}
+}
+
+// pace shares bps bits per second (0: no cap) evenly among the session's
+// data streams, as tuningOptions does at its start.
+func (p *Progress) pace(bps uint64) error {
+	streams := p.streams.Load()
+	if streams == nil || len(*streams) == 0 {
+		return nil
+	}
+	var per uint64
+	if bps > 0 {
+		per = max(bps/8/uint64(len(*streams)), 1)
+	}
+	var errs []error
+	for _, c := range *streams {
+		if err := c.SetPacingRate(per); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("re-pace the session's streams: %w", errors.Join(errs...))
+	}
+	return nil
 }
 
 // Streams reads the statistics of each data stream of the session under

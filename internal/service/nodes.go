@@ -127,6 +127,24 @@ func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string
 				return err
 			}
 		}
+		// The node's running copy tasks at their current share of their
+		// pair's booking (a task of the pair may have ended since).
+		repaced := map[string]bool{}
+		for _, t := range tasks {
+			if t.Kind != transfer.TaskCopy || t.State != transfer.TaskActive || t.From != node || repaced[t.Job] {
+				continue
+			}
+			repaced[t.Job] = true
+			j, err := tx.GetJob(ctx, t.Job)
+			if err != nil {
+				return err
+			}
+			rates, err := s.repace(ctx, tx, j, node)
+			if err != nil {
+				return err
+			}
+			work.Rates = append(work.Rates, rates...)
+		}
 		for _, p := range hb.Tasks {
 			t, err := tx.GetTask(ctx, p.Task)
 			if errors.Is(err, reserve.ErrNotFound) {

@@ -69,8 +69,18 @@ type Config struct {
 	// Optimizer configures the per-pair optimizers (its defaults when
 	// zero).
 	Optimizer optimize.Config
-	Log       *slog.Logger
+	// BookedConcurrency is the fewest tasks at once on a booked pair
+	// (DefaultBookedConcurrency when zero); its optimizer may run more.
+	// A second task keeps the pipeline free of gaps: while one task opens
+	// its session or reports its last files, the other moves data. The
+	// booked rate is shared among the running tasks (divideRates), so two
+	// tasks never send above the booking.
+	BookedConcurrency int
+	Log               *slog.Logger
 }
+
+// DefaultBookedConcurrency is Config.BookedConcurrency's default.
+const DefaultBookedConcurrency = 2
 
 // Service is the transfer service. Create it with New and run its clock
 // with Run while the controller leads.
@@ -83,6 +93,8 @@ type Service struct {
 	pub  string
 	wait time.Duration
 	ocfg optimize.Config
+	// bookedConcurrency is Config.BookedConcurrency.
+	bookedConcurrency int
 
 	// mu serialises the service's changes: each is one store transaction
 	// made under it.
@@ -119,20 +131,24 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, errors.New("service: no controller")
 	}
 	s := &Service{
-		c:       cfg.Controller,
-		st:      cfg.Controller.Store(),
-		now:     cfg.Controller.Now,
-		log:     cfg.Log,
-		wait:    cfg.SubmitWait,
-		ocfg:    cfg.Optimizer.WithDefaults(),
-		waiters: map[string]chan error{},
-		opt:     map[pairKey]*optimize.Pair{},
-		last:    map[pairKey]transfer.Decision{},
-		rates:   map[string]taskRate{},
-		changed: make(chan struct{}),
+		c:                 cfg.Controller,
+		st:                cfg.Controller.Store(),
+		now:               cfg.Controller.Now,
+		log:               cfg.Log,
+		wait:              cfg.SubmitWait,
+		ocfg:              cfg.Optimizer.WithDefaults(),
+		bookedConcurrency: cfg.BookedConcurrency,
+		waiters:           map[string]chan error{},
+		opt:               map[pairKey]*optimize.Pair{},
+		last:              map[pairKey]transfer.Decision{},
+		rates:             map[string]taskRate{},
+		changed:           make(chan struct{}),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.bookedConcurrency <= 0 {
+		s.bookedConcurrency = DefaultBookedConcurrency
 	}
 	if s.wait <= 0 {
 		s.wait = DefaultSubmitWait

@@ -1190,3 +1190,140 @@ func TestClaimWaits(t *testing.T) {
 		}
 	}
 }
+
+// TestRatesRedivided: a booked pair's rate is shared among its running
+// tasks and divided again as they start and end. A second task claimed
+// beside a running one takes its share from it in the same answer (the
+// claim's Rates lower the first), so the pair never runs above its
+// booking; when one ends, the next heartbeat gives the other the whole
+// booked rate.
+func TestRatesRedivided(t *testing.T) { eachStore(t, testRatesRedivided) }
+
+func testRatesRedivided(t *testing.T, db string) {
+	e := newEnvAt(t, db)
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)}, listed(40, 100_000_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := j.Pairs[0].Start
+	for _, p := range j.Pairs {
+		if p.Start.After(start) {
+			start = p.Start
+		}
+	}
+	e.clk.Set(start)
+	for _, n := range []string{"a1", "a2", "b1", "b2"} {
+		e.beat(n, nil)
+	}
+	e.s.Tick(e.ctx)
+	if j = e.job(j.ID); j.State != transfer.JobActive {
+		t.Fatalf("at its start the job is %s %q", j.State, j.Reason)
+	}
+	c1, err := e.s.Claim(e.ctx, agent("a1"), "a1", apiv1.ClaimRequest{Max: 1})
+	if err != nil || len(c1.Tasks) != 1 {
+		t.Fatalf("first claim: %v %+v", err, c1)
+	}
+	first := c1.Tasks[0]
+	var booked uint64
+	for _, p := range j.Pairs {
+		if p.From == "a1" && p.To == first.Task.To {
+			booked = p.RateBps
+		}
+	}
+	if booked == 0 || first.Task.RateBps != booked || len(c1.Rates) != 0 {
+		t.Fatalf("a pair's only task runs at the booked %d: %d (rates %+v)", booked, first.Task.RateBps, c1.Rates)
+	}
+
+	// A second task of the pair (booked pairs run two at least): both at
+	// half, the first's new rate in the same answer.
+	c2, err := e.s.Claim(e.ctx, agent("a1"), "a1", apiv1.ClaimRequest{Max: 4})
+	if err != nil || len(c2.Tasks) != 1 {
+		t.Fatalf("second claim: %v %+v", err, c2)
+	}
+	second := c2.Tasks[0]
+	if second.Task.To != first.Task.To {
+		t.Fatalf("the second task goes to %s, the first to %s", second.Task.To, first.Task.To)
+	}
+	if len(c2.Rates) != 1 || c2.Rates[0].Task != first.Task.ID || c2.Rates[0].Attempt != 1 {
+		t.Fatalf("the claim's rates: %+v, want the first task's", c2.Rates)
+	}
+	if sum := c2.Rates[0].RateBps + second.Task.RateBps; sum > booked || second.Task.RateBps != booked/2 || c2.Rates[0].RateBps != booked/2 {
+		t.Fatalf("two tasks of a pair booked %d run at %d and %d", booked, c2.Rates[0].RateBps, second.Task.RateBps)
+	}
+	running := []apiv1.TaskProgress{{Task: first.Task.ID, Attempt: 1}, {Task: second.Task.ID, Attempt: 1}}
+	w := e.beat("a1", running)
+	if got := ratesOf(w.Rates); len(got) != 2 || got[first.Task.ID] != booked/2 || got[second.Task.ID] != booked/2 {
+		t.Fatalf("the heartbeat's rates with two tasks: %v, want %d each", got, booked/2)
+	}
+
+	// The first ends: the second gets the whole booked rate.
+	if _, err := e.s.Report(e.ctx, agent("a1"), first.Task.ID, okReport(first)); err != nil {
+		t.Fatal(err)
+	}
+	w = e.beat("a1", running[1:])
+	if got := ratesOf(w.Rates); len(got) != 1 || got[second.Task.ID] != booked {
+		t.Fatalf("the heartbeat's rates after one task ended: %v, want %s at %d", got, second.Task.ID, booked)
+	}
+	page, err := e.s.Get(e.ctx, alice, j.ID, nil, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, tk := range page.Tasks {
+		if tk.ID == second.Task.ID {
+			found = true
+			if tk.RateBps != booked {
+				t.Errorf("the stored task runs at %d, want %d", tk.RateBps, booked)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("task %s is not in the job's page", second.Task.ID)
+	}
+}
+
+func ratesOf(rs []apiv1.TaskRate) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, r := range rs {
+		out[r.Task] = r.RateBps
+	}
+	return out
+}
+
+func TestDivideRates(t *testing.T) {
+	pairs := []transfer.Pair{
+		{From: "a1", To: "b1", Reservation: "r-1", RateBps: 1000},
+		{From: "a2", To: "b2", Reservation: "r-2", RateBps: 900, Routed: "the window ended"},
+		{From: "a1", To: "b2"},
+	}
+	task := func(id, from, to, state string) transfer.Task {
+		return transfer.Task{ID: id, Kind: transfer.TaskCopy, From: from, To: to, State: state}
+	}
+	for _, tc := range []struct {
+		name  string
+		tasks []transfer.Task
+		want  map[string]uint64
+	}{
+		{"one task: the whole booking", []transfer.Task{task("k1", "a1", "b1", transfer.TaskActive)}, map[string]uint64{"k1": 1000}},
+		{"three share, rounded down", []transfer.Task{task("k1", "a1", "b1", transfer.TaskActive), task("k2", "a1", "b1", transfer.TaskActive), task("k3", "a1", "b1", transfer.TaskActive)},
+			map[string]uint64{"k1": 333, "k2": 333, "k3": 333}},
+		{"ended and queued tasks do not count", []transfer.Task{task("k1", "a1", "b1", transfer.TaskActive), task("k2", "a1", "b1", transfer.TaskSucceeded), task("k3", "a1", "b1", transfer.TaskQueued)},
+			map[string]uint64{"k1": 1000}},
+		{"routed and unbooked pairs: 0", []transfer.Task{task("k1", "a2", "b2", transfer.TaskActive), task("k2", "a1", "b2", transfer.TaskActive)},
+			map[string]uint64{"k1": 0, "k2": 0}},
+		{"pairs apart", []transfer.Task{task("k1", "a1", "b1", transfer.TaskActive), task("k2", "a1", "b2", transfer.TaskActive), task("k3", "a1", "b1", transfer.TaskActive)},
+			map[string]uint64{"k1": 500, "k2": 0, "k3": 500}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := service.DivideRates(pairs, tc.tasks)
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			for id, r := range tc.want {
+				if got[id] != r {
+					t.Errorf("got %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}

@@ -47,6 +47,9 @@ type claimRun struct {
 	dirty map[string]bool
 	max   int
 	out   []apiv1.TaskWork
+	// rates are the current rates of the node's running copy tasks that a
+	// claimed task's pair shares, by task.
+	rates map[string]apiv1.TaskRate
 }
 
 func (r *claimRun) job(id string) (*transfer.Job, error) {
@@ -94,30 +97,32 @@ func (s *Service) Claim(ctx context.Context, a controller.Actor, node string, re
 		timeout = t.C
 	}
 	for {
-		out, changed, err := s.claimOnce(ctx, node, n, topo)
+		cl, changed, err := s.claimOnce(ctx, node, n, topo)
 		if err != nil {
 			return apiv1.Claim{}, err
 		}
-		if len(out) > 0 || timeout == nil {
-			return apiv1.Claim{Tasks: out}, nil
+		if len(cl.Tasks) > 0 || len(cl.Rates) > 0 || timeout == nil {
+			return cl, nil
 		}
 		select {
 		case <-changed:
 		case <-timeout:
-			return apiv1.Claim{Tasks: out}, nil
+			return cl, nil
 		case <-ctx.Done():
 			return apiv1.Claim{}, ctx.Err()
 		}
 	}
 }
 
-// claimOnce is one claim; it returns the tasks handed out (never nil) and
-// the channel that closes at the next change, taken under the same hold
-// of mu, so that no change between this claim and the wait is missed.
-func (s *Service) claimOnce(ctx context.Context, node string, n int, topo *controller.Topo) ([]apiv1.TaskWork, <-chan struct{}, error) {
+// claimOnce is one claim; it returns the tasks handed out (never nil) with
+// the rates of the node's other running tasks the claim lowered, and the
+// channel that closes at the next change, taken under the same hold of
+// mu, so that no change between this claim and the wait is missed.
+func (s *Service) claimOnce(ctx context.Context, node string, n int, topo *controller.Topo) (apiv1.Claim, <-chan struct{}, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []apiv1.TaskWork
+	var rates []apiv1.TaskRate
 	err := s.tx(ctx, func(tx store.Store) error {
 		now := s.now()
 		all, live, err := s.liveNodes(ctx, tx, now)
@@ -128,7 +133,7 @@ func (s *Service) claimOnce(ctx context.Context, node string, n int, topo *contr
 		if i < 0 || !all[i].Alive {
 			return conflict("data node %s has no live registration: it heartbeats first", node)
 		}
-		r := &claimRun{s: s, ctx: ctx, tx: tx, now: now, me: all[i], live: live, topo: topo, jobs: map[string]*transfer.Job{}, dirty: map[string]bool{}, max: n}
+		r := &claimRun{s: s, ctx: ctx, tx: tx, now: now, me: all[i], live: live, topo: topo, jobs: map[string]*transfer.Job{}, dirty: map[string]bool{}, max: n, rates: map[string]apiv1.TaskRate{}}
 		if err := r.lists(); err != nil {
 			return err
 		}
@@ -144,15 +149,21 @@ func (s *Service) claimOnce(ctx context.Context, node string, n int, topo *contr
 			}
 		}
 		out = r.out
+		for _, tr := range r.rates {
+			if !slices.ContainsFunc(out, func(w apiv1.TaskWork) bool { return w.Task.ID == tr.Task }) {
+				rates = append(rates, tr)
+			}
+		}
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return apiv1.Claim{}, nil, err
 	}
 	if out == nil {
 		out = []apiv1.TaskWork{}
 	}
-	return out, s.changed, nil
+	slices.SortFunc(rates, func(a, b apiv1.TaskRate) int { return cmp.Compare(a.Task, b.Task) })
+	return apiv1.Claim{Tasks: out, Rates: rates}, s.changed, nil
 }
 
 // lists claims the queued listings of the node's endpoint.
@@ -279,6 +290,9 @@ func (r *claimRun) pairOf(j *transfer.Job, from, to string) pairRun {
 	pr.share = p.ShareBytes
 	d := r.s.decision(r.ctx, r.tx, *j, from, to, pr.rateBps, r.now)
 	pr.concurrency, pr.streams = max(d.Concurrency, 1), max(d.Streams, 1)
+	if pr.reserved {
+		pr.concurrency = max(pr.concurrency, r.s.bookedConcurrency)
+	}
 	if p.Concurrency != pr.concurrency || p.Streams != pr.streams {
 		p.Concurrency, p.Streams = pr.concurrency, pr.streams
 		r.dirty[j.ID] = true
@@ -494,9 +508,6 @@ func (r *claimRun) claim(j *transfer.Job, t transfer.Task, files []transfer.JobF
 	t.State, t.Attempt, t.ClaimedAt, t.LeaseExpires = transfer.TaskActive, t.Attempt+1, r.now, r.me.LeaseExpires
 	t.From, t.To, t.Error, t.BytesDone = r.me.Node, to.Node, "", 0
 	t.Reservation, t.RateBps, t.Streams = pr.reservation, 0, pr.streams
-	if pr.reserved {
-		t.RateBps = pr.rateBps / uint64(max(pr.concurrency, 1))
-	}
 	t.Files = t.Files[:0]
 	t.Bytes = 0
 	for i := range files {
@@ -515,6 +526,27 @@ func (r *claimRun) claim(j *transfer.Job, t transfer.Task, files []transfer.JobF
 	}
 	if err := r.tx.UpdateTask(r.ctx, t); err != nil {
 		return err
+	}
+	// The pair's booked rate is divided again among its running tasks,
+	// this one included. The others' lower rates go back in this answer
+	// (they all run on this node, the pair's source), and the node applies
+	// them before it starts this task: the pair never runs above its
+	// booking, not even until the next heartbeat. Raising the rates when a
+	// task ends is the heartbeat's (the node sends one as a task ends).
+	rates, err := r.s.repace(r.ctx, r.tx, *j, r.me.Node)
+	if err != nil {
+		return err
+	}
+	for _, tr := range rates {
+		if tr.Task == t.ID {
+			t.RateBps = tr.RateBps
+		}
+		r.rates[tr.Task] = tr
+		for i := range r.out {
+			if r.out[i].Task.ID == tr.Task {
+				r.out[i].Task.RateBps = tr.RateBps
+			}
+		}
 	}
 	g, err := grant.Sign(r.s.key, grant.Grant{
 		User: j.Owner, Job: j.ID, Task: t.ID, Attempt: t.Attempt, Node: to.Node,

@@ -65,7 +65,7 @@ func control(c syscall.RawConn, network, peer string, o Options) error {
 			}
 		}
 		if o.PacingRate > 0 {
-			serr = wrapOpt("SO_MAX_PACING_RATE", unix.SetsockoptUint64(s, unix.SOL_SOCKET, unix.SO_MAX_PACING_RATE, o.PacingRate))
+			serr = setPacingRate(s, o.PacingRate)
 		}
 	})
 	if err != nil {
@@ -117,11 +117,30 @@ func CurrentCC(c syscall.Conn) (string, error) {
 	return strings.TrimRight(name, "\x00"), gerr
 }
 
-// tcpInfo reads a socket's TCP_INFO as a stream's statistics.
+// noPacingCap is SO_MAX_PACING_RATE's "unlimited" (the kernel's ~0UL).
+const noPacingCap = ^uint64(0)
+
+// setPacingRate caps a socket's pacing at bps bytes/s; 0 lifts the cap.
+func setPacingRate(fd int, bps uint64) error {
+	if bps == 0 {
+		bps = noPacingCap
+	}
+	return wrapOpt("SO_MAX_PACING_RATE", unix.SetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_MAX_PACING_RATE, bps))
+}
+
+// tcpInfo reads a socket's TCP_INFO as a stream's statistics, with the
+// pacing cap it runs under.
 func tcpInfo(fd int) (Stats, error) {
 	ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
 	if err != nil {
 		return Stats{}, fmt.Errorf("read TCP_INFO: %w", err)
+	}
+	maxPacing, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_MAX_PACING_RATE)
+	if err != nil {
+		return Stats{}, fmt.Errorf("read SO_MAX_PACING_RATE: %w", err)
+	}
+	if maxPacing == noPacingCap || maxPacing == uint64(^uint32(0)) {
+		maxPacing = 0
 	}
 	us := func(v uint64) time.Duration { return time.Duration(v) * time.Microsecond }
 	return Stats{
@@ -136,6 +155,7 @@ func tcpInfo(fd int) (Stats, error) {
 		BytesAcked:      ti.Bytes_acked,
 		BytesReceived:   ti.Bytes_received,
 		PacingRate:      ti.Pacing_rate,
+		MaxPacingRate:   maxPacing,
 		DeliveryRate:    ti.Delivery_rate,
 		NotSent:         ti.Notsent_bytes,
 		BusyTime:        us(ti.Busy_time),

@@ -28,6 +28,10 @@ func CurrentCC(c syscall.Conn) (string, error) {
 	return "", fmt.Errorf("read the congestion control: %w", platform.ErrUnsupported)
 }
 
+func setPacingRate(fd int, bps uint64) error {
+	return fmt.Errorf("set the pacing rate (SO_MAX_PACING_RATE needs Linux): %w", platform.ErrUnsupported)
+}
+
 func tcpInfo(fd int) (Stats, error) {
 	return Stats{}, fmt.Errorf("TCP_INFO: %w", platform.ErrUnsupported)
 }

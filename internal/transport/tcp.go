@@ -86,6 +86,18 @@ func (c *tcpConn) Tune(o Options) error {
 	return control(rc, network, c.RemoteAddr().String(), o)
 }
 
+func (c *tcpConn) SetPacingRate(bps uint64) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = setPacingRate(int(fd), bps) }); err != nil {
+		return err
+	}
+	return serr
+}
+
 func (c *tcpConn) Stats() (Stats, error) {
 	rc, err := c.SyscallConn()
 	if err != nil {

@@ -52,7 +52,7 @@ type Transport interface {
 // ends; a Write returns only once all of p is accepted or an error ends it.
 //
 // As for any net.Conn, one goroutine may read while another writes, and
-// Close, the deadlines, Stats and Tune may be called from any goroutine at
+// Close, the deadlines, Stats, Tune and SetPacingRate may be called from any goroutine at
 // any time. Close unblocks pending reads and writes, which return errors
 // (net.ErrClosed on this end); a deadline that passes makes a blocked call
 // return an error for which os.ErrDeadlineExceeded is true, and a later
@@ -71,6 +71,12 @@ type Conn interface {
 	// it is; an option that cannot be applied returns an error that names
 	// it, and the stream stays usable.
 	Tune(o Options) error
+	// SetPacingRate caps the stream's sending rate at bps bytes per
+	// second from now on (SO_MAX_PACING_RATE for TCP), raising or lowering
+	// the cap it had; 0 lifts the cap. It lets a running copy be re-paced
+	// without reconnecting. It fails (errors.ErrUnsupported) where the
+	// transport or the platform cannot pace, and once the stream is closed.
+	SetPacingRate(bps uint64) error
 }
 
 // FileSender is the zero-copy capability: a transport whose streams can
@@ -148,6 +154,9 @@ type Stats struct {
 	BytesAcked    uint64 // payload bytes the peer acknowledged
 	BytesReceived uint64
 	PacingRate    uint64 // bytes/s the sender spaces packets at
+	// MaxPacingRate is the cap set on the stream (Options.PacingRate or
+	// SetPacingRate), in bytes/s; 0 when there is none.
+	MaxPacingRate uint64
 	DeliveryRate  uint64 // bytes/s most recently delivered
 	NotSent       uint32 // bytes queued but not yet sent
 	// BusyTime is how long the stream had data to send (TCP_INFO busy

@@ -37,13 +37,15 @@ func TestServiceDashboard(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("token"), strings.TrimSpace(string(tok))), chromedp.Click(chromedp.ID("sign-in")),
 		chromedp.WaitVisible(chromedp.ID("app")))
 
-	// While it runs: listed ACTIVE with its reason, the aggregates moving.
+	// While it runs: listed ACTIVE with its reason, the aggregates moving,
+	// both node pairs on its page (the page shows them once its detail is
+	// loaded again after the first claims, which the aggregates can beat).
 	raw := pollPage(b, "the job running on the jobs panel", `(() => {
 		const tr = document.querySelector('#jobs tbody tr[data-id="`+id+`"]');
 		const bps = Number(document.querySelector('#jobs-throughput')?.dataset.bps || 0);
-		if (!tr || tr.dataset.state !== 'ACTIVE' || bps <= 0) return '';
-		const sites = [...document.querySelectorAll('#jobs-totals .site')].map((e) => e.dataset.site + ': ' + e.textContent);
 		const pairs = document.querySelectorAll('#job-pairs tbody tr').length;
+		if (!tr || tr.dataset.state !== 'ACTIVE' || bps <= 0 || pairs < 2) return '';
+		const sites = [...document.querySelectorAll('#jobs-totals .site')].map((e) => e.dataset.site + ': ' + e.textContent);
 		return JSON.stringify({reason: tr.querySelector('.reason')?.textContent || '', bps, sites, pairs,
 			moved: Number(document.querySelector('#jobs-moved').dataset.bytes)});
 	})()`, 90*time.Second)

@@ -37,6 +37,7 @@ func Run(t *testing.T, newTransport func(t *testing.T) transport.Transport) {
 		{"ListenerClose", testListenerClose},
 		{"Stats", testStats},
 		{"Tune", testTune},
+		{"PacingRate", testPacingRate},
 		{"FileSender", testFileSender},
 		{"ReaderFrom", testReaderFrom},
 		{"ReadLowater", testReadLowater},
@@ -427,6 +428,46 @@ func testTune(t *testing.T, tr transport.Transport) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatal("the bytes read differ from the bytes written")
+	}
+}
+
+// testPacingRate re-paces an established stream, raising, lowering and
+// lifting its cap, and reads the cap back from the stream's statistics
+// each time; the stream carries data before and after.
+func testPacingRate(t *testing.T, tr transport.Transport) {
+	c, s := pair(t, tr)
+	if err := s.SetPacingRate(1 << 20); errors.Is(err, errors.ErrUnsupported) {
+		t.Skip("this platform cannot pace streams")
+	} else if err != nil {
+		t.Fatalf("SetPacingRate: %v", err)
+	}
+	for _, bps := range []uint64{1 << 20, 1 << 26, 3 << 18, 0} {
+		if err := s.SetPacingRate(bps); err != nil {
+			t.Fatalf("SetPacingRate(%d): %v", bps, err)
+		}
+		st, err := s.Stats()
+		if errors.Is(err, errors.ErrUnsupported) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Stats: %v", err)
+		}
+		if st.MaxPacingRate != bps {
+			t.Errorf("after SetPacingRate(%d) the stream's cap reads %d", bps, st.MaxPacingRate)
+		}
+		want := random(64 << 10)
+		werr := writeAsync(s, want, 16<<10)
+		got, err := readN(c, len(want))
+		if err := errors.Join(err, <-werr); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatal("the bytes read differ from the bytes written")
+		}
+	}
+	s.Close()
+	if err := s.SetPacingRate(1 << 20); err == nil {
+		t.Error("SetPacingRate on a closed stream succeeded")
 	}
 }
 

@@ -1,0 +1,4 @@
+package service
+
+// DivideRates is divideRates, for the table test.
+var DivideRates = divideRates
