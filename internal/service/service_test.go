@@ -536,6 +536,28 @@ func TestCancelJob(t *testing.T) {
 
 // submitDeadline submits a deadline job and plays a1 listing it while the
 // submission waits.
+// startBooked moves the clock to the latest start of a booked job's
+// pairs, has every data node heartbeat and the clock tick, and returns
+// the job, which must then be ACTIVE.
+func (e *env) startBooked(j transfer.Job) transfer.Job {
+	e.t.Helper()
+	start := j.Pairs[0].Start
+	for _, p := range j.Pairs {
+		if p.Start.After(start) {
+			start = p.Start
+		}
+	}
+	e.clk.Set(start)
+	for _, n := range []string{"a1", "a2", "b1", "b2"} {
+		e.beat(n, nil)
+	}
+	e.s.Tick(e.ctx)
+	if j = e.job(j.ID); j.State != transfer.JobActive {
+		e.t.Fatalf("at its start the job is %s %q", j.State, j.Reason)
+	}
+	return j
+}
+
 func (e *env) submitDeadline(req transfer.JobRequest, files []apiv1.ListedFile) (transfer.Job, error) {
 	e.t.Helper()
 	type result struct {
@@ -596,20 +618,7 @@ func testDeadlineJobBooked(t *testing.T, db string) {
 		t.Fatalf("shares sum to %d, the dataset is %d", shares, j.BytesTotal)
 	}
 	// The window opens: the job goes ACTIVE and its tasks run paced.
-	start := j.Pairs[0].Start
-	for _, p := range j.Pairs {
-		if p.Start.After(start) {
-			start = p.Start
-		}
-	}
-	e.clk.Set(start)
-	for _, n := range []string{"a1", "a2", "b1", "b2"} {
-		e.beat(n, nil)
-	}
-	e.s.Tick(e.ctx)
-	if j = e.job(j.ID); j.State != transfer.JobActive {
-		t.Fatalf("at its start the job is %s %q", j.State, j.Reason)
-	}
+	j = e.startBooked(j)
 	ws := e.claim("a1", 4)
 	if len(ws) == 0 || ws[0].Task.Reservation == "" || ws[0].Task.RateBps == 0 {
 		t.Fatalf("paced task: %+v", ws)
@@ -983,20 +992,7 @@ func TestSharesFitLargeFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := j.Pairs[0].Start
-	for _, p := range j.Pairs {
-		if p.Start.After(start) {
-			start = p.Start
-		}
-	}
-	e.clk.Set(start)
-	for _, n := range []string{"a1", "a2", "b1", "b2"} {
-		e.beat(n, nil)
-	}
-	e.s.Tick(e.ctx)
-	if j = e.job(j.ID); j.State != transfer.JobActive {
-		t.Fatalf("at its start the job is %s %q", j.State, j.Reason)
-	}
+	j = e.startBooked(j)
 	bigs := map[string]int{}
 	for _, n := range []string{"a1", "a2"} {
 		for _, w := range e.claim(n, 4) {
@@ -1205,20 +1201,7 @@ func testRatesRedivided(t *testing.T, db string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := j.Pairs[0].Start
-	for _, p := range j.Pairs {
-		if p.Start.After(start) {
-			start = p.Start
-		}
-	}
-	e.clk.Set(start)
-	for _, n := range []string{"a1", "a2", "b1", "b2"} {
-		e.beat(n, nil)
-	}
-	e.s.Tick(e.ctx)
-	if j = e.job(j.ID); j.State != transfer.JobActive {
-		t.Fatalf("at its start the job is %s %q", j.State, j.Reason)
-	}
+	j = e.startBooked(j)
 	c1, err := e.s.Claim(e.ctx, agent("a1"), "a1", apiv1.ClaimRequest{Max: 1})
 	if err != nil || len(c1.Tasks) != 1 {
 		t.Fatalf("first claim: %v %+v", err, c1)
