@@ -232,15 +232,8 @@ func (s *sqlStore) CreateJob(ctx context.Context, j transfer.Job) error {
 				return &DuplicateJobError{Existing: old[0]}
 			}
 		}
-		_, err := s.q.exec(ctx, `INSERT INTO jobs (`+jobColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		return s.insertNew(ctx, "job "+j.ID, `INSERT INTO jobs (`+jobColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 			j.ID, j.Owner, j.Key, j.State, encTime(j.CreatedAt), ver, doc)
-		if s.b.isUnique(err) {
-			return fmt.Errorf("create job %s: %w: the id is taken", j.ID, reserve.ErrConflict)
-		}
-		if err != nil {
-			return fmt.Errorf("create job %s: %w", j.ID, err)
-		}
-		return nil
 	})
 }
 
@@ -610,15 +603,8 @@ func (s *sqlStore) CreateTask(ctx context.Context, t transfer.Task) error {
 		if err := s.jobsExist(ctx, []string{t.Job}); err != nil {
 			return fmt.Errorf("create task %s: %w", t.ID, err)
 		}
-		_, err := s.q.exec(ctx, `INSERT INTO tasks (id, job, kind, state, from_node, to_node, created_ns, doc)
+		return s.insertNew(ctx, "task "+t.ID, `INSERT INTO tasks (id, job, kind, state, from_node, to_node, created_ns, doc)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, t.ID, t.Job, t.Kind, t.State, t.From, t.To, encTime(t.CreatedAt), doc)
-		if s.b.isUnique(err) {
-			return fmt.Errorf("create task %s: %w: the id is taken", t.ID, reserve.ErrConflict)
-		}
-		if err != nil {
-			return fmt.Errorf("create task %s: %w", t.ID, err)
-		}
-		return nil
 	})
 }
 

@@ -71,6 +71,19 @@ var _ Store = (*sqlStore)(nil)
 
 func (s *sqlStore) Close() error { return s.b.close() }
 
+// insertNew runs an INSERT of a row whose key must be new, what naming it
+// ("job j-1"): a taken key is reserve.ErrConflict.
+func (s *sqlStore) insertNew(ctx context.Context, what, q string, args ...any) error {
+	_, err := s.q.exec(ctx, q, args...)
+	if s.b.isUnique(err) {
+		return fmt.Errorf("create %s: %w: the id is taken", what, reserve.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", what, err)
+	}
+	return nil
+}
+
 func (s *sqlStore) Tx(ctx context.Context, fn func(Store) error) (err error) {
 	if s.tx {
 		return fn(s)
@@ -570,15 +583,11 @@ func (s *sqlStore) CreateReservation(ctx context.Context, r reserve.Reservation)
 				return fmt.Errorf("create reservation %s: %w", r.ID, err)
 			}
 		}
-		_, err := s.q.exec(ctx, `INSERT INTO reservations (id, owner, project, from_node, to_node, bandwidth,
+		if err := s.insertNew(ctx, "reservation "+r.ID, `INSERT INTO reservations (id, owner, project, from_node, to_node, bandwidth,
 			start_ns, end_ns, flow_spec, dscp, path, state, degraded, degraded_reason, failure_reason,
 			version, idempotency_key, hold_expires_ns, created_ns, managed_nodes, provisioned)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append([]any{r.ID}, args...)...)
-		if s.b.isUnique(err) {
-			return fmt.Errorf("create reservation %s: %w: the id is taken", r.ID, reserve.ErrConflict)
-		}
-		if err != nil {
-			return fmt.Errorf("create reservation %s: %w", r.ID, err)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append([]any{r.ID}, args...)...); err != nil {
+			return err
 		}
 		if err := s.putNodes(ctx, r); err != nil {
 			return fmt.Errorf("create reservation %s: %w", r.ID, err)
@@ -1202,14 +1211,10 @@ func (s *sqlStore) CreateExclusive(ctx context.Context, x reserve.Exclusive) err
 		return fmt.Errorf("create exclusive hold %s: %w", x.ID, err)
 	}
 	return s.write(ctx, func(s *sqlStore) error {
-		_, err := s.q.exec(ctx, `INSERT INTO exclusives (id, owner, project, node, site, start_ns, end_ns,
+		if err := s.insertNew(ctx, "exclusive hold "+x.ID, `INSERT INTO exclusives (id, owner, project, node, site, start_ns, end_ns,
 			state, version, created_ns, cancelled_ns, cancelled_by, why)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append([]any{x.ID}, args...)...)
-		if s.b.isUnique(err) {
-			return fmt.Errorf("create exclusive hold %s: %w: the id is taken", x.ID, reserve.ErrConflict)
-		}
-		if err != nil {
-			return fmt.Errorf("create exclusive hold %s: %w", x.ID, err)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append([]any{x.ID}, args...)...); err != nil {
+			return err
 		}
 		if err := s.putExclNodes(ctx, x); err != nil {
 			return fmt.Errorf("create exclusive hold %s: %w", x.ID, err)

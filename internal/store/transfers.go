@@ -69,15 +69,8 @@ func (s *sqlStore) CreateTransfer(ctx context.Context, t transfer.Transfer) erro
 		return fmt.Errorf("create transfer %s: %w", t.ID, err)
 	}
 	return s.write(ctx, func(s *sqlStore) error {
-		_, err := s.q.exec(ctx, `INSERT INTO transfers (id, owner, state, started_ns, updated_ns, doc) VALUES (?, ?, ?, ?, ?, ?)`,
+		return s.insertNew(ctx, "transfer "+t.ID, `INSERT INTO transfers (id, owner, state, started_ns, updated_ns, doc) VALUES (?, ?, ?, ?, ?, ?)`,
 			t.ID, t.Owner, t.State, encTime(t.StartedAt), encTime(t.UpdatedAt), doc)
-		if s.b.isUnique(err) {
-			return fmt.Errorf("create transfer %s: %w: the id is taken", t.ID, reserve.ErrConflict)
-		}
-		if err != nil {
-			return fmt.Errorf("create transfer %s: %w", t.ID, err)
-		}
-		return nil
 	})
 }
 
