@@ -8,7 +8,8 @@ import (
 	"github.com/lightpath/lightpath/internal/transfer"
 )
 
-// Jobs is the transfer service's part of the store (schema version 6):
+// Jobs is the transfer service's part of the store (schema versions 6
+// and 7):
 // endpoints and their data nodes, jobs, their files, the tasks data nodes
 // run, and the optimizer's decisions. The contract of Store holds for
 // every method (errors, concurrency, copies, times in UTC); storetest
@@ -37,7 +38,8 @@ type Jobs interface {
 	// ListJobs returns the jobs matching every set field of f, newest
 	// first (CreatedAt descending, then ID descending).
 	ListJobs(ctx context.Context, f JobFilter) ([]transfer.Job, error)
-	// DeleteJob removes a job with its files, tasks and decisions (a
+	// DeleteJob removes a job with its files, their parts, tasks and
+	// decisions (a
 	// deadline job refused at submission leaves nothing behind); an
 	// unknown ID is reserve.ErrNotFound.
 	DeleteJob(ctx context.Context, id string) error
@@ -59,6 +61,20 @@ type Jobs interface {
 	// CountJobFiles returns a job's files and their bytes by state (states
 	// without files are absent; an unknown job has none).
 	CountJobFiles(ctx context.Context, job string) (map[string]FileCount, error)
+
+	// AddFileParts stores the parts of files cut in parts, of jobs that
+	// exist (reserve.ErrNotFound otherwise). (Job, Path, Index) is unique:
+	// a part stored already, or given twice, is reserve.ErrConflict and
+	// nothing of the call is stored. Job, Path and State must not be empty
+	// and Index not negative (reserve.ErrInvalid). One transaction.
+	AddFileParts(ctx context.Context, parts []transfer.FilePart) error
+	// UpdateFileParts replaces each stored part (Job, Path, Index) with the
+	// one given; one unknown is reserve.ErrNotFound and nothing of the
+	// call is stored.
+	UpdateFileParts(ctx context.Context, parts []transfer.FilePart) error
+	// ListFileParts returns the parts matching every set field of f,
+	// ordered by Job, Path (byte order), then Index.
+	ListFileParts(ctx context.Context, f FilePartFilter) ([]transfer.FilePart, error)
 
 	// CreateTask stores a new task of a job that exists (reserve.ErrNotFound
 	// otherwise); the ID must be new (reserve.ErrConflict), ID, Job, Kind
@@ -119,6 +135,16 @@ type JobFileFilter struct {
 	// After keeps those whose Path sorts after it (paging).
 	After string
 	Limit int
+}
+
+// FilePartFilter selects parts; zero fields match everything.
+type FilePartFilter struct {
+	Job string
+	// Paths, when not empty, keeps the parts of those files.
+	Paths  []string
+	States []string
+	Task   string
+	Limit  int
 }
 
 // TaskFilter selects tasks; zero fields match everything.

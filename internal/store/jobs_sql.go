@@ -13,7 +13,7 @@ import (
 	"github.com/lightpath/lightpath/internal/transfer"
 )
 
-// Jobs on the SQL backends (schema version 6): each record is a JSON
+// Jobs on the SQL backends (schema versions 6 and 7): each record is a JSON
 // document plus the columns it is selected and ordered by.
 
 // batchRows is how many rows one multi-row statement carries: at most 7
@@ -308,7 +308,7 @@ func (s *sqlStore) ListJobs(ctx context.Context, f JobFilter) ([]transfer.Job, e
 
 func (s *sqlStore) DeleteJob(ctx context.Context, id string) error {
 	return s.write(ctx, func(s *sqlStore) error {
-		for _, table := range []string{"job_files", "tasks", "decisions"} {
+		for _, table := range []string{"file_parts", "job_files", "tasks", "decisions"} {
 			if _, err := s.q.exec(ctx, `DELETE FROM `+table+` WHERE job = ?`, id); err != nil {
 				return fmt.Errorf("delete job %s: %s: %w", id, table, err)
 			}
@@ -568,6 +568,138 @@ func (s *sqlStore) CountJobFiles(ctx context.Context, job string) (map[string]Fi
 	}
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("count files of job %s: %w", job, err)
+	}
+	return out, nil
+}
+
+// ---- file parts ----
+
+// partRow checks p and returns its columns: job, path, idx, state, task, doc.
+func partRow(p transfer.FilePart) ([]any, error) {
+	what := fmt.Sprintf("part %d of file %q of job %s", p.Index, p.Path, p.Job)
+	if err := required("job", p.Job, "path", p.Path, "state", p.State); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if p.Index < 0 {
+		return nil, fmt.Errorf("%s: %w: negative index", what, reserve.ErrInvalid)
+	}
+	if err := checkText("task", p.Task); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := checkDoc("part", p); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	doc, err := encDoc(p)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return []any{p.Job, p.Path, int64(p.Index), p.State, p.Task, doc}, nil
+}
+
+func (s *sqlStore) AddFileParts(ctx context.Context, parts []transfer.FilePart) error {
+	if len(parts) == 0 {
+		return nil
+	}
+	rs := make([][]any, len(parts))
+	var jobs []string
+	for i, p := range parts {
+		r, err := partRow(p)
+		if err != nil {
+			return fmt.Errorf("add file parts: %w", err)
+		}
+		rs[i] = r
+		jobs = append(jobs, p.Job)
+	}
+	return s.write(ctx, func(s *sqlStore) error {
+		if err := s.jobsExist(ctx, jobs); err != nil {
+			return fmt.Errorf("add file parts: %w", err)
+		}
+		for c := range slices.Chunk(rs, batchRows) {
+			q := `INSERT INTO file_parts (job, path, idx, state, task, doc) VALUES ` +
+				strings.Repeat(placeholders(6)+", ", len(c)-1) + placeholders(6)
+			_, err := s.q.exec(ctx, q, slices.Concat(c...)...)
+			if s.b.isUnique(err) {
+				return fmt.Errorf("add file parts: %w: a part of the call is stored already, or given twice", reserve.ErrConflict)
+			}
+			if err != nil {
+				return fmt.Errorf("add file parts: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+func (s *sqlStore) UpdateFileParts(ctx context.Context, parts []transfer.FilePart) error {
+	if len(parts) == 0 {
+		return nil
+	}
+	rs := make([][]any, len(parts))
+	for i, p := range parts {
+		r, err := partRow(p)
+		if err != nil {
+			return fmt.Errorf("update file parts: %w", err)
+		}
+		rs[i] = r
+	}
+	return s.write(ctx, func(s *sqlStore) error {
+		for i, r := range rs {
+			n, err := s.q.exec(ctx, `UPDATE file_parts SET state = ?, task = ?, doc = ? WHERE job = ? AND path = ? AND idx = ?`,
+				r[3], r[4], r[5], r[0], r[1], r[2])
+			if err != nil {
+				return fmt.Errorf("update file parts: %w", err)
+			}
+			if n == 0 {
+				p := parts[i]
+				return fmt.Errorf("update file parts: part %d of file %q of job %s: %w", p.Index, p.Path, p.Job, reserve.ErrNotFound)
+			}
+		}
+		return nil
+	})
+}
+
+func (s *sqlStore) ListFileParts(ctx context.Context, f FilePartFilter) ([]transfer.FilePart, error) {
+	cond, args := []string{"1 = 1"}, []any{}
+	if f.Job != "" {
+		cond, args = append(cond, "job = ?"), append(args, f.Job)
+	}
+	if len(f.Paths) > 0 {
+		c, a := inStrings("path", f.Paths)
+		cond, args = append(cond, c), append(args, a...)
+	}
+	if len(f.States) > 0 {
+		c, a := inStrings("state", f.States)
+		cond, args = append(cond, c), append(args, a...)
+	}
+	if f.Task != "" {
+		cond, args = append(cond, "task = ?"), append(args, f.Task)
+	}
+	q := `SELECT job, path, idx, doc FROM file_parts WHERE ` + strings.Join(cond, " AND ") + ` ORDER BY job, path, idx`
+	if f.Limit > 0 {
+		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
+	}
+	rs, err := s.q.query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list file parts: %w", err)
+	}
+	defer rs.Close()
+	var out []transfer.FilePart
+	for rs.Next() {
+		var (
+			job, path, doc string
+			idx            int64
+		)
+		if err := rs.Scan(&job, &path, &idx, &doc); err != nil {
+			return nil, fmt.Errorf("list file parts: %w", err)
+		}
+		var p transfer.FilePart
+		if err := json.Unmarshal([]byte(doc), &p); err != nil {
+			return nil, fmt.Errorf("part %d of file %q of job %s: stored document: %w", idx, path, job, err)
+		}
+		p.Job, p.Path, p.Index = job, path, int(idx)
+		out = append(out, p)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("list file parts: %w", err)
 	}
 	return out, nil
 }

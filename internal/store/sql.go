@@ -441,6 +441,24 @@ var migrations = [][]string{
 		)`,
 		`CREATE INDEX decisions_job ON decisions (job, at_ns)`,
 	},
+	{
+		// Version 7: the parts of large files (a file's blocks from
+		// several source nodes into one destination node's partial file).
+		// A part is its JSON document plus the columns it is selected by:
+		// a file's parts in order (the primary key), the pending or
+		// moving ones (state), a task's (task).
+		`CREATE TABLE file_parts (
+			job TEXT {{binary}} NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+			path TEXT {{binary}} NOT NULL,
+			idx BIGINT NOT NULL,
+			state TEXT NOT NULL,
+			task TEXT NOT NULL,
+			doc TEXT NOT NULL,
+			PRIMARY KEY (job, path, idx)
+		)`,
+		`CREATE INDEX file_parts_state ON file_parts (state, job)`,
+		`CREATE INDEX file_parts_task ON file_parts (task)`,
+	},
 }
 
 // CodeSchemaVersion returns the schema version this code migrates to.

@@ -153,7 +153,47 @@ type JobFile struct {
 	Expected string    `json:"expected,omitempty"`
 	Task     string    `json:"task,omitempty"` // the task it is in, or last was
 	From     string    `json:"from,omitempty"` // the pair that moved it
-	To       string    `json:"to,omitempty"`
+	// To is the destination node; for a file cut in parts, its owner: the
+	// node whose partial file and resume journal every part fills, fixed
+	// by the first part claimed (cleared when the owner is lost).
+	To string `json:"to,omitempty"`
+	// Parts is how many parts the file is cut into (0: it moves whole,
+	// in one task); PartsDone how many of them arrived verified.
+	Parts     int `json:"parts,omitempty"`
+	PartsDone int `json:"parts_done,omitempty"`
+}
+
+// Part is a byte range of one file that a copy task pushes on its own:
+// the Index-th part of the file, Length bytes from Offset (Offset a
+// multiple of the mover's block size; Length too, but for the last).
+type Part struct {
+	Index  int   `json:"index"`
+	Offset int64 `json:"offset"`
+	Length int64 `json:"length"`
+}
+
+// FilePart is one part of a file cut in parts (JobFile.Parts > 0), with
+// the same life as a file: PENDING, ACTIVE in one task, SUCCEEDED or
+// FAILED. A part's task runs on a pair whose To is the file's owner.
+type FilePart struct {
+	Job  string `json:"job"`
+	Path string `json:"path"` // the file's source path
+	Part
+	State    string `json:"state"`
+	Attempts int    `json:"attempts"`
+	Error    string `json:"error,omitempty"` // the last one
+	// Checksum is the part's bytes' checksum, in hex, of the job's
+	// algorithm, as sender and receiver agreed on it.
+	Checksum string `json:"checksum,omitempty"`
+	Task     string `json:"task,omitempty"` // the task it is in, or last was
+	From     string `json:"from,omitempty"` // the pair that moved it
+	To       string `json:"to,omitempty"`
+	// Complete says its push completed the file at the destination
+	// (every block there, verified, renamed to its final name), and
+	// FileChecksum is then the whole file's checksum (hex, the job's
+	// algorithm) as the destination computed it.
+	Complete     bool   `json:"complete,omitempty"`
+	FileChecksum string `json:"file_checksum,omitempty"`
 }
 
 // Task is a piece of a job a data node runs: a listing, or a batch of
@@ -167,7 +207,9 @@ type Task struct {
 	From    string `json:"from,omitempty"`
 	To      string `json:"to,omitempty"`
 	// Files are the source paths of a copy task.
-	Files        []string  `json:"files,omitempty"`
+	Files []string `json:"files,omitempty"`
+	// Part, when set, makes the task push only this part of its one file.
+	Part         *Part     `json:"part,omitempty"`
 	Bytes        int64     `json:"bytes"`
 	BytesDone    int64     `json:"bytes_done"`
 	Reservation  string    `json:"reservation,omitempty"`

@@ -78,13 +78,19 @@ func sampleJob(id, owner, key string, offset time.Duration) transfer.Job {
 func sampleFile(job, path, state string) transfer.JobFile {
 	return transfer.JobFile{Job: job, Path: path, Dest: "in/" + path, Size: int64(len(path)) * 1000,
 		MTime: base.Add(-time.Hour), State: state, Attempts: 1, Error: "timeout ü", Checksum: "0a0b0c0d",
-		Expected: "0a0b0c0d", Task: "", From: "h1", To: "h2"}
+		Expected: "0a0b0c0d", Task: "", From: "h1", To: "h2", Parts: 4, PartsDone: 1}
+}
+
+func samplePart(job, path string, idx int, state string) transfer.FilePart {
+	return transfer.FilePart{Job: job, Path: path, Part: transfer.Part{Index: idx, Offset: int64(idx) << 26, Length: 1 << 26},
+		State: state, Attempts: 2, Error: "reset ü", Checksum: "01020304", Task: "k-" + path, From: "h1", To: "h2",
+		Complete: true, FileChecksum: "0a0b0c0d"}
 }
 
 func sampleTask(id, job, kind string, offset time.Duration) transfer.Task {
 	at := base.Add(offset)
 	return transfer.Task{ID: id, Job: job, Kind: kind, State: transfer.TaskActive, Attempt: 2, From: "h1", To: "h2",
-		Files: []string{"a", "b"}, Bytes: 2000, BytesDone: 1000, Reservation: "r-1", RateBps: 1e9, Streams: 4,
+		Files: []string{"a", "b"}, Part: &transfer.Part{Index: 1, Offset: 1 << 22, Length: 1000}, Bytes: 2000, BytesDone: 1000, Reservation: "r-1", RateBps: 1e9, Streams: 4,
 		CreatedAt: at, ClaimedAt: at.Add(time.Second), LeaseExpires: at.Add(time.Minute), Error: "x"}
 }
 
@@ -385,6 +391,7 @@ func testJobDelete(t *testing.T, url string) {
 		files := []transfer.JobFile{sampleFile(id, "a", transfer.FilePending), sampleFile(id, "b", transfer.FileActive)}
 		if err := errors.Join(
 			s.AddJobFiles(ctx, files),
+			s.AddFileParts(ctx, []transfer.FilePart{samplePart(id, "b", 0, transfer.FileActive)}),
 			s.CreateTask(ctx, sampleTask("k-"+id, id, transfer.TaskCopy, 0)),
 			s.AppendDecision(ctx, transfer.Decision{Job: id, From: "h1", To: "h2", At: base, Reason: "start"}),
 		); err != nil {
@@ -403,6 +410,9 @@ func testJobDelete(t *testing.T, url string) {
 	}
 	if n, err := s.CountJobFiles(ctx, "j-1"); err != nil || len(n) != 0 {
 		t.Errorf("count of a deleted job's files: %v, %v", n, err)
+	}
+	if ps, err := s.ListFileParts(ctx, store.FilePartFilter{}); err != nil || len(ps) != 1 || ps[0].Job != "j-2" {
+		t.Errorf("parts after deleting j-1: %+v, %v", ps, err)
 	}
 	if ts, err := s.ListTasks(ctx, store.TaskFilter{}); err != nil || !reflect.DeepEqual(taskIDs(ts), []string{"k-j-2"}) {
 		t.Errorf("tasks after deleting j-1: %v, %v", taskIDs(ts), err)
@@ -1026,5 +1036,125 @@ func testJobsTxRestart(t *testing.T, url string) {
 	}
 	if len(fs) != 1 || k.ID != "k-j-2" || len(ds) != 1 || ep.Name != "ep-j-2" || len(ns) != 1 {
 		t.Errorf("after a restart: files %v, task %q, decisions %d, endpoint %q, data nodes %d", filePaths(fs), k.ID, len(ds), ep.Name, len(ns))
+	}
+}
+
+func partKeys(ps []transfer.FilePart) []string {
+	out := []string{}
+	for _, p := range ps {
+		out = append(out, fmt.Sprintf("%s:%s:%d", p.Job, p.Path, p.Index))
+	}
+	return out
+}
+
+func testFileParts(t *testing.T, url string) {
+	ctx := ctxFor(t)
+	s := open(t, url)
+	mustJob(t, s, sampleJob("j-1", "alice", "", 0))
+	mustJob(t, s, sampleJob("j-2", "alice", "", 0))
+	if err := s.AddFileParts(ctx, nil); err != nil {
+		t.Errorf("add no parts: %v", err)
+	}
+	// Given out of order; listed by job, path (byte order), index.
+	given := []transfer.FilePart{
+		samplePart("j-1", "big", 1, transfer.FilePending),
+		samplePart("j-1", "big", 0, transfer.FileActive),
+		samplePart("j-1", "Big", 0, transfer.FilePending),
+		samplePart("j-2", "big", 0, transfer.FileSucceeded),
+		samplePart("j-1", "big", 10, transfer.FilePending),
+	}
+	given[2].Task, given[2].Error, given[2].Complete, given[2].FileChecksum = "", "", false, ""
+	if err := s.AddFileParts(ctx, given); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ListFileParts(ctx, store.FilePartFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"j-1:Big:0", "j-1:big:0", "j-1:big:1", "j-1:big:10", "j-2:big:0"}; !reflect.DeepEqual(partKeys(got), want) {
+		t.Fatalf("parts: %v, want %v", partKeys(got), want)
+	}
+	same(t, "part", got[1], given[1])
+	same(t, "part without task", got[0], given[2])
+	for _, tc := range []struct {
+		name string
+		f    store.FilePartFilter
+		want []string
+	}{
+		{"job", store.FilePartFilter{Job: "j-2"}, []string{"j-2:big:0"}},
+		{"paths", store.FilePartFilter{Job: "j-1", Paths: []string{"big"}}, []string{"j-1:big:0", "j-1:big:1", "j-1:big:10"}},
+		{"states", store.FilePartFilter{States: []string{transfer.FilePending}}, []string{"j-1:Big:0", "j-1:big:1", "j-1:big:10"}},
+		{"task", store.FilePartFilter{Task: "k-big"}, []string{"j-1:big:0", "j-1:big:1", "j-1:big:10", "j-2:big:0"}},
+		{"limit", store.FilePartFilter{Job: "j-1", Limit: 2}, []string{"j-1:Big:0", "j-1:big:0"}},
+		{"none", store.FilePartFilter{Job: "j-none"}, []string{}},
+	} {
+		ps, err := s.ListFileParts(ctx, tc.f)
+		if err != nil || !reflect.DeepEqual(partKeys(ps), tc.want) {
+			t.Errorf("list by %s: %v, %v; want %v", tc.name, partKeys(ps), err, tc.want)
+		}
+	}
+
+	// An update replaces the whole part; an unknown one stores nothing.
+	up := got[2]
+	up.State, up.Task, up.Attempts, up.Checksum, up.Complete = transfer.FileActive, "k-9", 3, "", false
+	if err := s.UpdateFileParts(ctx, []transfer.FilePart{up}); err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := s.ListFileParts(ctx, store.FilePartFilter{Task: "k-9"}); err != nil || len(ps) != 1 {
+		t.Fatalf("updated part: %+v, %v", ps, err)
+	} else {
+		same(t, "updated part", ps[0], up)
+	}
+	up2 := up
+	up2.State = transfer.FileSucceeded
+	missing := samplePart("j-1", "nope", 0, transfer.FilePending)
+	wantErr(t, "update an unknown part", s.UpdateFileParts(ctx, []transfer.FilePart{up2, missing}), reserve.ErrNotFound)
+	if ps, _ := s.ListFileParts(ctx, store.FilePartFilter{Task: "k-9"}); len(ps) != 1 || ps[0].State != transfer.FileActive {
+		t.Errorf("a refused update changed a part: %+v", ps)
+	}
+
+	// Refused additions store nothing.
+	wantErr(t, "add a part of a missing job", s.AddFileParts(ctx, []transfer.FilePart{samplePart("j-none", "x", 0, transfer.FilePending)}), reserve.ErrNotFound)
+	wantErr(t, "add a stored part", s.AddFileParts(ctx, []transfer.FilePart{
+		samplePart("j-1", "new", 0, transfer.FilePending), samplePart("j-1", "big", 0, transfer.FilePending)}), reserve.ErrConflict)
+	wantErr(t, "add a part twice", s.AddFileParts(ctx, []transfer.FilePart{
+		samplePart("j-1", "new", 0, transfer.FilePending), samplePart("j-1", "new", 0, transfer.FilePending)}), reserve.ErrConflict)
+	bad := func(f func(*transfer.FilePart)) transfer.FilePart {
+		p := samplePart("j-1", "new-bad", 0, transfer.FilePending)
+		f(&p)
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		p    transfer.FilePart
+	}{
+		{"no job", bad(func(p *transfer.FilePart) { p.Job = "" })},
+		{"no path", bad(func(p *transfer.FilePart) { p.Path = "" })},
+		{"no state", bad(func(p *transfer.FilePart) { p.State = "" })},
+		{"negative index", bad(func(p *transfer.FilePart) { p.Index = -1 })},
+		{"NUL in the path", bad(func(p *transfer.FilePart) { p.Path = "a\x00" })},
+		{"invalid UTF-8 in the error", bad(func(p *transfer.FilePart) { p.Error = "\xff" })},
+		{"NUL in the task", bad(func(p *transfer.FilePart) { p.Task = "k\x00" })},
+	} {
+		wantErr(t, "add a part with "+tc.name, s.AddFileParts(ctx, []transfer.FilePart{samplePart("j-1", "new", 0, transfer.FilePending), tc.p}), reserve.ErrInvalid)
+		wantErr(t, "update a part with "+tc.name, s.UpdateFileParts(ctx, []transfer.FilePart{tc.p}), reserve.ErrInvalid)
+	}
+	if ps, _ := s.ListFileParts(ctx, store.FilePartFilter{Paths: []string{"new", "new-bad"}}); len(ps) != 0 {
+		t.Errorf("refused additions stored %v", partKeys(ps))
+	}
+	// Inside a transaction rolled back, nothing stays.
+	errBoom := errors.New("boom")
+	err = s.Tx(ctx, func(tx store.Store) error {
+		if err := tx.AddFileParts(ctx, []transfer.FilePart{samplePart("j-1", "tx", 0, transfer.FilePending)}); err != nil {
+			return err
+		}
+		if ps, err := tx.ListFileParts(ctx, store.FilePartFilter{Paths: []string{"tx"}}); err != nil || len(ps) != 1 {
+			t.Errorf("a transaction does not see its part: %v, %v", ps, err)
+		}
+		return errBoom
+	})
+	wantErr(t, "rolled back transaction", err, errBoom)
+	if ps, _ := s.ListFileParts(ctx, store.FilePartFilter{Paths: []string{"tx"}}); len(ps) != 0 {
+		t.Errorf("a rolled back part stayed: %v", partKeys(ps))
 	}
 }
