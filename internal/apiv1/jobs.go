@@ -193,6 +193,15 @@ type FileReport struct {
 	Permanent bool   `json:"permanent,omitempty"`
 	Checksum  string `json:"checksum,omitempty"` // hex, of the job's algorithm
 	Bytes     int64  `json:"bytes,omitempty"`
+	// Part is the part of the file this verdict is about, in a part
+	// task (Task.Part); Checksum is then the part's bytes'. Complete says
+	// the push completed the file at the destination (every part there,
+	// verified, under its final name), and FileChecksum is then the whole
+	// file's checksum (hex, the job's algorithm) as the destination
+	// computed it.
+	Part         *transfer.Part `json:"part,omitempty"`
+	Complete     bool           `json:"complete,omitempty"`
+	FileChecksum string         `json:"file_checksum,omitempty"`
 }
 
 // TaskAnswer answers a task's report or listing: Cancel says stop (the

@@ -38,6 +38,9 @@ func (s *Service) Tick(ctx context.Context) {
 	if err := s.lapse(ctx, now); err != nil {
 		s.log.Warn("requeue the tasks of lost data nodes", "err", err)
 	}
+	if err := s.lapseOwners(ctx, now); err != nil {
+		s.log.Warn("take back the files in parts of lost data nodes", "err", err)
+	}
 	if err := s.deadlines(ctx, now); err != nil {
 		s.log.Warn("start or extend booked jobs", "err", err)
 	}

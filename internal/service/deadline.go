@@ -69,6 +69,9 @@ func (s *Service) endQueued(ctx context.Context, tx store.Store, j *transfer.Job
 			return err
 		}
 	}
+	if err := cancelParts(ctx, tx, j.ID, why); err != nil {
+		return err
+	}
 	j.State, j.Reason, j.EndedAt = transfer.JobFailed, why, now
 	return s.saveJob(ctx, tx, j, now)
 }

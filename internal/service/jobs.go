@@ -357,6 +357,9 @@ func (s *Service) Cancel(ctx context.Context, a controller.Actor, id, why string
 				return err
 			}
 		}
+		if err := cancelParts(ctx, tx, id, "the job was cancelled"); err != nil {
+			return err
+		}
 		j.State, j.EndedAt = transfer.JobCancelled, now
 		j.Reason = "cancelled by " + a.Name
 		if why = oneLine(why); why != "" {

@@ -76,8 +76,22 @@ type Config struct {
 	// booked rate is shared among the running tasks (divideRates), so two
 	// tasks never send above the booking.
 	BookedConcurrency int
-	Log               *slog.Logger
+	// PartMinBytes and PartBytes cut large files into parts: a file of at
+	// least PartMinBytes is moved in parts of PartBytes (rounded up to the
+	// mover's block size; the last part takes the remainder), each its own
+	// task, so the parts of one file come from several source nodes into
+	// one destination node. Zero takes DefaultPartMinBytes and
+	// DefaultPartBytes; a negative PartMinBytes never cuts.
+	PartMinBytes int64
+	PartBytes    int64
+	Log          *slog.Logger
 }
+
+// Config.PartMinBytes's and Config.PartBytes's defaults.
+const (
+	DefaultPartMinBytes = 128 << 20
+	DefaultPartBytes    = 64 << 20
+)
 
 // DefaultBookedConcurrency is Config.BookedConcurrency's default.
 const DefaultBookedConcurrency = 2
@@ -95,6 +109,8 @@ type Service struct {
 	ocfg optimize.Config
 	// bookedConcurrency is Config.BookedConcurrency.
 	bookedConcurrency int
+	// partMin and partBytes are Config.PartMinBytes and Config.PartBytes.
+	partMin, partBytes int64
 
 	// mu serialises the service's changes: each is one store transaction
 	// made under it.
@@ -138,6 +154,8 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		wait:              cfg.SubmitWait,
 		ocfg:              cfg.Optimizer.WithDefaults(),
 		bookedConcurrency: cfg.BookedConcurrency,
+		partMin:           cfg.PartMinBytes,
+		partBytes:         cfg.PartBytes,
 		waiters:           map[string]chan error{},
 		opt:               map[pairKey]*optimize.Pair{},
 		last:              map[pairKey]transfer.Decision{},
@@ -152,6 +170,12 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	if s.wait <= 0 {
 		s.wait = DefaultSubmitWait
+	}
+	if s.partMin == 0 {
+		s.partMin = DefaultPartMinBytes
+	}
+	if s.partBytes <= 0 {
+		s.partBytes = DefaultPartBytes
 	}
 	k, err := s.loadKey(ctx)
 	if err != nil {

@@ -65,6 +65,8 @@ type env struct {
 	st  store.Store
 	c   *controller.Controller
 	s   *service.Service
+	// opts change the service's configuration.
+	opts []func(*service.Config)
 }
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, filepath.Join("..", ".."))) }
@@ -77,17 +79,20 @@ func eachStore(t *testing.T, fn func(t *testing.T, db string)) {
 	t.Run("postgres", func(t *testing.T) { fn(t, pgtest.URL(t)) })
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, opts ...func(*service.Config)) *env {
 	t.Helper()
-	return newEnvAt(t, sqliteURL(t))
+	return newEnvAt(t, sqliteURL(t), opts...)
 }
+
+// wholeFiles configures a service that never cuts files in parts.
+func wholeFiles(c *service.Config) { c.PartMinBytes = -1 }
 
 // newEnvAt is a controller and its service on database db, with users
 // alice, bob and olga, data nodes a1 and a2 of endpoint src (site s1) and
 // b1 and b2 of dst (site s2), and alice allowed on both endpoints.
-func newEnvAt(t *testing.T, db string) *env {
+func newEnvAt(t *testing.T, db string, opts ...func(*service.Config)) *env {
 	t.Helper()
-	e := &env{t: t, ctx: context.Background(), db: db, clk: testclock.New(t0)}
+	e := &env{t: t, ctx: context.Background(), db: db, clk: testclock.New(t0), opts: opts}
 	tp, err := controller.ParseTopology("two.yaml", []byte(twoSites))
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +125,11 @@ func (e *env) open(tp *controller.Topo) {
 		st.Close()
 		e.t.Fatal(err)
 	}
-	s, err := service.New(e.ctx, service.Config{Controller: c, SubmitWait: 20 * time.Second})
+	cfg := service.Config{Controller: c, SubmitWait: 20 * time.Second}
+	for _, o := range e.opts {
+		o(&cfg)
+	}
+	s, err := service.New(e.ctx, cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -760,7 +769,7 @@ func TestDeadlineOverrun(t *testing.T) {
 }
 
 func TestBatchesCapped(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, wholeFiles)
 	e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(3000, 1000))
 	ws := e.claim("a1", 4)
 	if len(ws) != 1 || len(ws[0].Files) != service.BatchFiles {
@@ -980,7 +989,7 @@ func TestOptimizerDecidesAndResumes(t *testing.T) {
 // the other large file to the pair with room for it, instead of taking
 // both and leaving the other pair the small files.
 func TestSharesFitLargeFiles(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, wholeFiles)
 	files := []apiv1.ListedFile{
 		{Path: "data/big0", Source: "data", Size: 400_000_000, MTime: t0},
 		{Path: "data/big1", Source: "data", Size: 400_000_000, MTime: t0},

@@ -220,6 +220,12 @@ func (r *claimRun) requeued() error {
 		if j.State != transfer.JobActive || srcEndpoint(*j) != r.me.Endpoint {
 			continue
 		}
+		if t.Part != nil {
+			if err := r.requeuedPart(j, t); err != nil {
+				return err
+			}
+			continue
+		}
 		dsts := r.live[dstLocation(*j).Endpoint]
 		to, ok := findNode(dsts, t.To)
 		if !ok {
@@ -238,7 +244,7 @@ func (r *claimRun) requeued() error {
 			return err
 		}
 		pr := r.pairOf(j, r.me.Node, to.Node)
-		if err := r.claim(j, t, files, to, pr, false); err != nil {
+		if err := r.claim(j, t, files, nil, to, pr, false); err != nil {
 			return err
 		}
 	}
@@ -405,26 +411,38 @@ func (r *claimRun) freshJob(j *transfer.Job) error {
 			}
 		}
 		for running < pr.concurrency && len(r.out) < r.max {
-			if pr.reserved && pr.share > 0 && assigned >= pr.share && r.othersCanCarry(j, pr, tasks, 1) {
+			if pr.reserved && pr.share > 0 && assigned >= pr.share && r.othersCanCarry(j, pr, tasks, 1, "") {
 				break
+			}
+			var shareLeft int64 // 0: no share to keep to
+			if pr.reserved && pr.share > 0 {
+				shareLeft = max(pr.share-assigned, 1)
+			}
+			// The parts of large files first: one part a task.
+			took, err := r.freshPart(j, to, pr, tasks, shareLeft)
+			if err != nil {
+				return err
+			}
+			if took {
+				tasks = append(tasks, r.out[len(r.out)-1].Task)
+				running++
+				assigned += r.out[len(r.out)-1].Task.Bytes
+				continue
 			}
 			files, err := r.tx.ListJobFiles(r.ctx, store.JobFileFilter{Job: j.ID, States: []string{transfer.FilePending}, Limit: BatchFiles})
 			if err != nil {
 				return err
 			}
+			files = slices.DeleteFunc(files, partedFile) // freshPart's
 			if len(files) == 0 {
-				return nil
-			}
-			var shareLeft int64 // 0: no share to keep to
-			if pr.reserved && pr.share > 0 {
-				shareLeft = max(pr.share-assigned, 1)
+				break
 			}
 			batch := fitBatch(files, maxFiles, maxBytes, shareLeft)
 			if len(batch) == 0 {
 				// Every pending file is larger than what is left of the
 				// pair's share: another pair with room for the first
 				// carries it; if none has, this pair takes it.
-				if r.othersCanCarry(j, pr, tasks, files[0].Size) {
+				if r.othersCanCarry(j, pr, tasks, files[0].Size, "") {
 					break
 				}
 				batch = files[:1]
@@ -436,7 +454,7 @@ func (r *claimRun) freshJob(j *transfer.Job) error {
 			if err := r.tx.CreateTask(r.ctx, t); err != nil {
 				return err
 			}
-			if err := r.claim(j, t, batch, to, pr, true); err != nil {
+			if err := r.claim(j, t, batch, nil, to, pr, true); err != nil {
 				return err
 			}
 			tasks = append(tasks, r.out[len(r.out)-1].Task)
@@ -479,9 +497,11 @@ func fitBatch(files []transfer.JobFile, maxFiles int, maxBytes, shareLeft int64)
 // othersCanCarry reports whether another pair of a booked job with live
 // nodes still has at least need bytes of its share left: then a pair past
 // its share (need 1), or without room for a file of need bytes, leaves it.
-func (r *claimRun) othersCanCarry(j *transfer.Job, pr pairRun, tasks []transfer.Task, need int64) bool {
+// With to set, only the pairs to that destination node count (the owner
+// of a file cut in parts). A part's bytes count in its task's.
+func (r *claimRun) othersCanCarry(j *transfer.Job, pr pairRun, tasks []transfer.Task, need int64, to string) bool {
 	for _, p := range j.Pairs {
-		if p.From == pr.from && p.To == pr.to || p.ShareBytes == 0 {
+		if p.From == pr.from && p.To == pr.to || p.ShareBytes == 0 || to != "" && p.To != to {
 			continue
 		}
 		if _, ok := findNode(r.live[r.me.Endpoint], p.From); !ok {
@@ -503,14 +523,39 @@ func (r *claimRun) othersCanCarry(j *transfer.Job, pr pairRun, tasks []transfer.
 	return false
 }
 
-// claim gives task t with files to this node, pushing to to.
-func (r *claimRun) claim(j *transfer.Job, t transfer.Task, files []transfer.JobFile, to transfer.DataNode, pr pairRun, fresh bool) error {
+// claim gives task t with files to this node, pushing to to; with part
+// set, t pushes that part of its one file, whose owner to becomes.
+func (r *claimRun) claim(j *transfer.Job, t transfer.Task, files []transfer.JobFile, part *transfer.FilePart, to transfer.DataNode, pr pairRun, fresh bool) error {
 	t.State, t.Attempt, t.ClaimedAt, t.LeaseExpires = transfer.TaskActive, t.Attempt+1, r.now, r.me.LeaseExpires
 	t.From, t.To, t.Error, t.BytesDone = r.me.Node, to.Node, "", 0
 	t.Reservation, t.RateBps, t.Streams = pr.reservation, 0, pr.streams
 	t.Files = t.Files[:0]
 	t.Bytes = 0
+	if part != nil {
+		f := &files[0]
+		part.State, part.Task, part.From, part.To = transfer.FileActive, t.ID, t.From, t.To
+		if fresh {
+			part.Attempts++
+		}
+		pp := part.Part
+		t.Files, t.Bytes, t.Part = []string{f.Path}, part.Length, &pp
+		if err := r.tx.UpdateFileParts(r.ctx, []transfer.FilePart{*part}); err != nil {
+			return err
+		}
+		if f.State != transfer.FileActive || f.To != to.Node {
+			if f.State == transfer.FilePending {
+				f.Attempts++ // the file is sent (again) to a new owner
+			}
+			f.State, f.To = transfer.FileActive, to.Node
+			if err := r.tx.UpdateJobFiles(r.ctx, files); err != nil {
+				return err
+			}
+		}
+	}
 	for i := range files {
+		if part != nil {
+			break
+		}
 		f := &files[i]
 		f.State, f.Task, f.From, f.To = transfer.FileActive, t.ID, t.From, t.To
 		if fresh {
@@ -519,7 +564,7 @@ func (r *claimRun) claim(j *transfer.Job, t transfer.Task, files []transfer.JobF
 		t.Files = append(t.Files, f.Path)
 		t.Bytes += f.Size
 	}
-	if len(files) > 0 {
+	if len(files) > 0 && part == nil {
 		if err := r.tx.UpdateJobFiles(r.ctx, files); err != nil {
 			return err
 		}
@@ -647,11 +692,15 @@ func (s *Service) Listing(ctx context.Context, a controller.Actor, id string, l 
 	if err != nil {
 		return apiv1.TaskAnswer{}, err
 	}
+	parts := s.cutParts(files)
 	err = s.tx(ctx, func(tx store.Store) error {
 		for i := 0; i < len(files); i += 1000 {
 			if err := tx.AddJobFiles(ctx, files[i:min(i+1000, len(files))]); err != nil {
 				return err
 			}
+		}
+		if err := tx.AddFileParts(ctx, parts); err != nil {
+			return err
 		}
 		t.State, t.EndedAt, t.Bytes = transfer.TaskSucceeded, now, 0
 		if err := tx.UpdateTask(ctx, t); err != nil {
@@ -741,11 +790,21 @@ func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep
 	now := s.now()
 	topo := s.c.Topology()
 	prevBytes := t.BytesDone
-	var moved int64
-	var ok, failed int
+	var moved, doneBytes int64
+	var ok, failed, seenOK, seenBad int
 	ended := false
 	err = s.tx(ctx, func(tx store.Store) error {
-		moved, ok, failed = 0, 0, 0
+		moved, doneBytes, ok, failed = 0, 0, 0, 0
+		if t.Part != nil {
+			v, err := s.reportPart(ctx, tx, &j, &t, rep, now)
+			if err != nil {
+				return err
+			}
+			moved, doneBytes, ok, failed = v.moved, v.doneBytes, v.filesOK, v.filesBad
+			seenOK, seenBad = v.partsOK, v.partsBad
+			ended = rep.Done
+			return s.endReport(ctx, tx, &j, &t, ok, failed, doneBytes, &ended, now)
+		}
 		files, err := tx.ListJobFiles(ctx, store.JobFileFilter{Job: j.ID, Task: t.ID})
 		if err != nil {
 			return err
@@ -834,22 +893,8 @@ func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep
 				return err
 			}
 		}
-		if err := tx.UpdateTask(ctx, t); err != nil {
-			return err
-		}
-		j.FilesDone += ok
-		j.FilesFailed += failed
-		j.BytesDone += moved
-		if err := s.finish(ctx, tx, &j, now); err != nil {
-			return err
-		}
-		if transfer.JobEnded(j.State) && !ended {
-			if t, err = tx.GetTask(ctx, t.ID); err != nil {
-				return err
-			}
-			ended = true
-		}
-		return s.saveJob(ctx, tx, &j, now)
+		seenOK, seenBad, doneBytes = ok, failed, moved
+		return s.endReport(ctx, tx, &j, &t, ok, failed, doneBytes, &ended, now)
 	})
 	if err != nil {
 		return apiv1.TaskAnswer{}, err
@@ -860,12 +905,36 @@ func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep
 	} else if topo != nil {
 		s.noteRate(topo.Site, t, rep.ThroughputBps, t.LeaseExpires)
 	}
-	s.observe(ctx, s.st, j, t, t.BytesDone-prevBytes, ok, failed, now)
+	s.observe(ctx, s.st, j, t, t.BytesDone-prevBytes, seenOK, seenBad, now)
 	if transfer.JobEnded(j.State) {
 		s.release(ctx, j, "job "+j.ID+" "+strings.ToLower(j.State))
 		s.forget(j.ID)
 	}
 	return apiv1.TaskAnswer{Task: t}, nil
+}
+
+// endReport stores a reported task and its job's tallies (files ok and
+// failed, the bytes of the files that arrived), and ends the job when
+// nothing of it is left; ended is set when the task ended with it.
+func (s *Service) endReport(ctx context.Context, tx store.Store, j *transfer.Job, t *transfer.Task, ok, failed int, doneBytes int64, ended *bool, now time.Time) error {
+	if err := tx.UpdateTask(ctx, *t); err != nil {
+		return err
+	}
+	j.FilesDone += ok
+	j.FilesFailed += failed
+	j.BytesDone += doneBytes
+	if err := s.finish(ctx, tx, j, now); err != nil {
+		return err
+	}
+	if transfer.JobEnded(j.State) && !*ended {
+		got, err := tx.GetTask(ctx, t.ID)
+		if err != nil {
+			return err
+		}
+		*t = got
+		*ended = true
+	}
+	return s.saveJob(ctx, tx, j, now)
 }
 
 // finish ends a job none of whose files is pending or moving, and sets
@@ -904,6 +973,15 @@ func (s *Service) finish(ctx context.Context, tx store.Store, j *transfer.Job, n
 		t.State, t.EndedAt = transfer.TaskSucceeded, now
 		if len(failed) > 0 {
 			t.State, t.Error = transfer.TaskFailed, "some files did not arrive"
+		}
+		if t.Part != nil {
+			parts, err := tx.ListFileParts(ctx, store.FilePartFilter{Job: j.ID, Task: t.ID, States: []string{transfer.FileSucceeded}})
+			if err != nil {
+				return err
+			}
+			if len(parts) == 0 {
+				t.State, t.Error = transfer.TaskFailed, "its part did not arrive"
+			}
 		}
 		if err := tx.UpdateTask(ctx, t); err != nil {
 			return err
