@@ -18,11 +18,11 @@ func TestParts(t *testing.T) {
 		{"no minimum: never cut", 1 << 40, 0, 64 * mib, nil},
 		{"no part size: never cut", 1 << 40, 1, 0, nil},
 		{"one part only", 64 * mib, 1, 64 * mib, nil},
-		{"exact parts", 128 * mib, 128 * mib, 64 * mib, []transfer.Part{{0, 0, 64 * mib}, {1, 64 * mib, 64 * mib}}},
+		{"exact parts", 128 * mib, 128 * mib, 64 * mib, []transfer.Part{{Index: 0, Offset: 0, Length: 64 * mib}, {Index: 1, Offset: 64 * mib, Length: 64 * mib}}},
 		{"the last takes the remainder", 96*mib + 5, 32 * mib, 32 * mib, []transfer.Part{
-			{0, 0, 32 * mib}, {1, 32 * mib, 32 * mib}, {2, 64 * mib, 32 * mib}, {3, 96 * mib, 5}}},
-		{"part size rounded up to a block", 20 * mib, 1, 5 * mib, []transfer.Part{{0, 0, 8 * mib}, {1, 8 * mib, 8 * mib}, {2, 16 * mib, 4 * mib}}},
-		{"part size under a block is a block", 9 * mib, 1, 1, []transfer.Part{{0, 0, 4 * mib}, {1, 4 * mib, 4 * mib}, {2, 8 * mib, mib}}},
+			{Index: 0, Offset: 0, Length: 32 * mib}, {Index: 1, Offset: 32 * mib, Length: 32 * mib}, {Index: 2, Offset: 64 * mib, Length: 32 * mib}, {Index: 3, Offset: 96 * mib, Length: 5}}},
+		{"part size rounded up to a block", 20 * mib, 1, 5 * mib, []transfer.Part{{Index: 0, Offset: 0, Length: 8 * mib}, {Index: 1, Offset: 8 * mib, Length: 8 * mib}, {Index: 2, Offset: 16 * mib, Length: 4 * mib}}},
+		{"part size under a block is a block", 9 * mib, 1, 1, []transfer.Part{{Index: 0, Offset: 0, Length: 4 * mib}, {Index: 1, Offset: 4 * mib, Length: 4 * mib}, {Index: 2, Offset: 8 * mib, Length: mib}}},
 		{"empty file", 0, 0, 4 * mib, nil},
 	} {
 		got := Parts(tc.size, tc.minBytes, tc.bytes)

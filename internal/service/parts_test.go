@@ -1,0 +1,417 @@
+package service_test
+
+// Parts of large files: the service's side, with the test playing the
+// data nodes (real checksums of real bytes, combined by the service).
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/checksum"
+	"github.com/lightpath/lightpath/internal/service"
+	"github.com/lightpath/lightpath/internal/store"
+	"github.com/lightpath/lightpath/internal/transfer"
+)
+
+const mib = 1 << 20
+
+// smallParts cuts files of 8 MiB or more into parts of 4 MiB.
+func smallParts(c *service.Config) { c.PartMinBytes, c.PartBytes = 8*mib, 4*mib }
+
+// bigData is the content of the large file of these tests: 10 MiB and 5
+// bytes, three parts of 4, 4 and 2 MiB + 5.
+func bigData() []byte {
+	b := make([]byte, 10*mib+5)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func crcHex(b []byte) string { return fmt.Sprintf("%08x", checksum.CRC32C(b)) }
+
+// bigListing is data/big (bigData) and one small file, data/small.
+func bigListing(data []byte) []apiv1.ListedFile {
+	return []apiv1.ListedFile{
+		{Path: "data/big", Source: "data", Size: int64(len(data)), MTime: t0},
+		{Path: "data/small", Source: "data", Size: 1000, MTime: t0},
+	}
+}
+
+// partReport is a part task's report: its part arrived with the right
+// checksum; complete, it also completed the file (whole, the whole
+// file's checksum the destination computed).
+func partReport(w apiv1.TaskWork, data []byte, complete bool, whole string) apiv1.TaskReport {
+	p := w.Task.Part
+	fr := apiv1.FileReport{Path: w.Files[0].Path, OK: true, Part: p, Bytes: p.Length,
+		Checksum: crcHex(data[p.Offset : p.Offset+p.Length])}
+	if complete {
+		fr.Complete, fr.FileChecksum = true, whole
+	}
+	return apiv1.TaskReport{Attempt: w.Task.Attempt, Done: true, BytesDone: p.Length, Files: []apiv1.FileReport{fr}}
+}
+
+// oneDestination leaves b2 out: its lease lapses, so the job's pairs
+// are a1 → b1 and a2 → b1.
+func (e *env) oneDestination() {
+	e.t.Helper()
+	for range 2 {
+		e.clk.Add(10 * time.Second)
+		for _, n := range []string{"a1", "a2", "b1"} {
+			e.beat(n, nil)
+		}
+	}
+}
+
+func (e *env) file(job, path string) transfer.JobFile {
+	e.t.Helper()
+	fs, err := e.st.ListJobFiles(e.ctx, store.JobFileFilter{Job: job, Paths: []string{path}})
+	if err != nil || len(fs) != 1 {
+		e.t.Fatalf("file %s: %v, %v", path, fs, err)
+	}
+	return fs[0]
+}
+
+func (e *env) parts(job, path string) []transfer.FilePart {
+	e.t.Helper()
+	ps, err := e.st.ListFileParts(e.ctx, store.FilePartFilter{Job: job, Paths: []string{path}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ps
+}
+
+func (e *env) report(w apiv1.TaskWork, rep apiv1.TaskReport) apiv1.TaskAnswer {
+	e.t.Helper()
+	ans, err := e.s.Report(e.ctx, agent(w.Task.From), w.Task.ID, rep)
+	if err != nil {
+		e.t.Fatalf("report of %s: %v", w.Task.ID, err)
+	}
+	return ans
+}
+
+// claimPart claims one task on node and wants a part of data/big.
+func (e *env) claimPart(node string) apiv1.TaskWork {
+	e.t.Helper()
+	ws := e.claim(node, 1)
+	if len(ws) != 1 || ws[0].Task.Part == nil || len(ws[0].Files) != 1 || ws[0].Files[0].Path != "data/big" {
+		e.t.Fatalf("%s's claim: %+v, want a part of data/big", node, ws)
+	}
+	return ws[0]
+}
+
+// A large file is cut into parts when listed; with two source nodes and
+// one destination node its parts go over both pairs, each carrying bytes;
+// the file's checksum is its parts' combined, and equals the
+// destination's.
+func TestPartsFromTwoSources(t *testing.T) { eachStore(t, testPartsFromTwoSources) }
+
+func testPartsFromTwoSources(t *testing.T, db string) {
+	e := newEnvAt(t, db, smallParts)
+	e.oneDestination()
+	data := bigData()
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, bigListing(data))
+	if j.FilesTotal != 2 || j.BytesTotal != int64(len(data))+1000 {
+		t.Fatalf("listed: %d files, %d bytes", j.FilesTotal, j.BytesTotal)
+	}
+	big := e.file(j.ID, "data/big")
+	if big.Parts != 3 || big.PartsDone != 0 || e.file(j.ID, "data/small").Parts != 0 {
+		t.Fatalf("big file: %d parts, small %d", big.Parts, e.file(j.ID, "data/small").Parts)
+	}
+	ps := e.parts(j.ID, "data/big")
+	want := []transfer.Part{{Index: 0, Offset: 0, Length: 4 * mib}, {Index: 1, Offset: 4 * mib, Length: 4 * mib}, {Index: 2, Offset: 8 * mib, Length: 2*mib + 5}}
+	for i, p := range ps {
+		if p.Part != want[i] || p.State != transfer.FilePending {
+			t.Fatalf("part %d: %+v, want %+v PENDING", i, p, want[i])
+		}
+	}
+
+	// The parts first, one a task, over both pairs to b1.
+	w1 := e.claimPart("a1")
+	w2 := e.claimPart("a2")
+	if w1.Task.Part.Index != 0 || w2.Task.Part.Index != 1 || w1.Task.To != "b1" || w2.Task.To != "b1" {
+		t.Fatalf("parts %d → %s and %d → %s", w1.Task.Part.Index, w1.Task.To, w2.Task.Part.Index, w2.Task.To)
+	}
+	if w1.Task.Bytes != 4*mib || w1.Files[0].Dest != "in/data/big" || w1.Files[0].Size != int64(len(data)) || w1.Address != e.addr("b1") {
+		t.Fatalf("part task: %+v, file %+v", w1.Task, w1.Files[0])
+	}
+	if f := e.file(j.ID, "data/big"); f.State != transfer.FileActive || f.To != "b1" || f.Attempts != 1 {
+		t.Fatalf("the file once its first part is claimed: %s owner %q attempts %d", f.State, f.To, f.Attempts)
+	}
+	whole := crcHex(data)
+	e.report(w1, partReport(w1, data, false, ""))
+	w3 := e.claimPart("a1")
+	if w3.Task.Part.Index != 2 {
+		t.Fatalf("third part: %+v", w3.Task.Part)
+	}
+	// Every part but one in: the file is not done.
+	e.report(w3, partReport(w3, data, false, ""))
+	if f := e.file(j.ID, "data/big"); f.State != transfer.FileActive || f.PartsDone != 2 {
+		t.Fatalf("two parts in: %s %d done", f.State, f.PartsDone)
+	}
+	// The last part's push completed the file at b1.
+	e.report(w2, partReport(w2, data, true, whole))
+	f := e.file(j.ID, "data/big")
+	if f.State != transfer.FileSucceeded || f.PartsDone != 3 || f.Checksum != whole || f.Error != "" {
+		t.Fatalf("the file: %s %d done checksum %s (want %s) %q", f.State, f.PartsDone, f.Checksum, whole, f.Error)
+	}
+	// The small file moves whole.
+	ws := e.claim("a2", 1)
+	if len(ws) != 1 || ws[0].Task.Part != nil || len(ws[0].Files) != 1 || ws[0].Files[0].Path != "data/small" {
+		t.Fatalf("the small file's claim: %+v", ws)
+	}
+	e.report(ws[0], okReport(ws[0]))
+	j = e.job(j.ID)
+	if j.State != transfer.JobSucceeded || j.FilesDone != 2 || j.BytesDone != j.BytesTotal {
+		t.Fatalf("job %s %q: %d files, %d of %d bytes", j.State, j.Reason, j.FilesDone, j.BytesDone, j.BytesTotal)
+	}
+	bytes := map[string]int64{}
+	for _, p := range j.Pairs {
+		bytes[p.From+"→"+p.To] = p.BytesDone
+	}
+	if bytes["a1→b1"] != 4*mib+2*mib+5 || bytes["a2→b1"] != 4*mib+1000 {
+		t.Fatalf("bytes per pair: %v", bytes)
+	}
+	page, err := e.s.Get(e.ctx, alice, j.ID, nil, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pf := range page.Files {
+		if pf.Path == "data/big" && (pf.Parts != 3 || pf.PartsDone != 3) {
+			t.Fatalf("the page's big file: %d of %d parts", pf.PartsDone, pf.Parts)
+		}
+	}
+	for _, tk := range page.Tasks {
+		if tk.Kind == transfer.TaskCopy && tk.State != transfer.TaskSucceeded {
+			t.Fatalf("task %s %s %q", tk.ID, tk.State, tk.Error)
+		}
+	}
+}
+
+// The first part claimed fixes the file's owner: with two destination
+// nodes, the other pair (a2 → b2) carries none of the file's parts.
+func TestPartsOwnerFixed(t *testing.T) {
+	e := newEnv(t, smallParts)
+	data := bigData()
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, bigListing(data))
+	w1 := e.claimPart("a1")
+	owner := w1.Task.To
+	other := map[string]string{"b1": "b2", "b2": "b1"}[owner]
+	if f := e.file(j.ID, "data/big"); f.To != owner {
+		t.Fatalf("owner %q, want %s", f.To, owner)
+	}
+	// a2's pair pushes to the other node: it gets the small file only.
+	ws := e.claim("a2", 4)
+	if len(ws) != 1 || ws[0].Task.Part != nil || ws[0].Files[0].Path != "data/small" || ws[0].Task.To != other {
+		t.Fatalf("a2's claim: %+v", ws)
+	}
+	e.report(ws[0], okReport(ws[0]))
+	if more := e.claim("a2", 4); len(more) != 0 {
+		t.Fatalf("a2 claimed %+v, a part of a file another node owns", more[0].Task)
+	}
+	// The rest of the parts go to the owner, from a1.
+	whole := crcHex(data)
+	e.report(w1, partReport(w1, data, false, ""))
+	for i := 1; i < 3; i++ {
+		w := e.claimPart("a1")
+		if w.Task.To != owner || w.Task.Part.Index != i {
+			t.Fatalf("part %d → %s", w.Task.Part.Index, w.Task.To)
+		}
+		e.report(w, partReport(w, data, i == 2, whole))
+	}
+	if j = e.job(j.ID); j.State != transfer.JobSucceeded {
+		t.Fatalf("job %s %q", j.State, j.Reason)
+	}
+}
+
+// A part that fails goes back to the queue and is pushed again by the
+// next claim; one failing for good fails its file, and the file's other
+// parts with it.
+func TestPartRetriedAndFailed(t *testing.T) { eachStore(t, testPartRetriedAndFailed) }
+
+func testPartRetriedAndFailed(t *testing.T, db string) {
+	e := newEnvAt(t, db, smallParts)
+	e.oneDestination()
+	data := bigData()
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, bigListing(data))
+	w := e.claimPart("a1")
+	ans := e.report(w, apiv1.TaskReport{Attempt: 1, Done: true, Error: "connection reset",
+		Files: []apiv1.FileReport{{Path: "data/big", Part: w.Task.Part, Error: "connection reset"}}})
+	if ans.Task.State != transfer.TaskFailed {
+		t.Fatalf("task after its part failed: %s", ans.Task.State)
+	}
+	p := e.parts(j.ID, "data/big")[0]
+	if p.State != transfer.FilePending || p.Attempts != 1 || p.Error != "connection reset" {
+		t.Fatalf("failed part: %+v", p)
+	}
+	if f := e.file(j.ID, "data/big"); f.State != transfer.FileActive || f.To != "b1" {
+		t.Fatalf("the file keeps its owner: %s %q", f.State, f.To)
+	}
+	again := e.claimPart("a2")
+	if again.Task.Part.Index != 0 || again.Task.ID == w.Task.ID || again.Task.To != "b1" {
+		t.Fatalf("the retry: %+v", again.Task)
+	}
+	if p := e.parts(j.ID, "data/big")[0]; p.State != transfer.FileActive || p.Attempts != 2 || p.Task != again.Task.ID {
+		t.Fatalf("retried part: %+v", p)
+	}
+	// The task ends without a word on its part: it goes back again.
+	e.report(again, apiv1.TaskReport{Attempt: 1, Done: true})
+	if p := e.parts(j.ID, "data/big")[0]; p.State != transfer.FilePending || p.Error != "the task ended without a word on its part" {
+		t.Fatalf("part of a task ended silent: %+v", p)
+	}
+	// Now a part refused for good.
+	w = e.claimPart("a1")
+	e.report(w, apiv1.TaskReport{Attempt: 1, Done: true, Files: []apiv1.FileReport{
+		{Path: "data/big", Part: w.Task.Part, Error: "permission denied", Permanent: true}}})
+	f := e.file(j.ID, "data/big")
+	if f.State != transfer.FileFailed || !strings.Contains(f.Error, "permission denied") {
+		t.Fatalf("the file after a part failed for good: %s %q", f.State, f.Error)
+	}
+	for _, p := range e.parts(j.ID, "data/big") {
+		if p.State != transfer.FileFailed {
+			t.Fatalf("part %d after its file failed: %s", p.Index, p.State)
+		}
+	}
+	ws := e.claim("a2", 4)
+	if len(ws) != 1 || ws[0].Task.Part != nil {
+		t.Fatalf("claim after the file failed: %+v", ws)
+	}
+	e.report(ws[0], okReport(ws[0]))
+	if j = e.job(j.ID); j.State != transfer.JobFailed || !strings.Contains(j.Reason, "data/big: part 0: permission denied") {
+		t.Fatalf("job %s %q", j.State, j.Reason)
+	}
+}
+
+// The owner's lease lapses: the file's parts go back to the queue with
+// the owner cleared, a new owner takes the file afresh, and the parts'
+// old tasks are heard no more.
+func TestPartsOwnerLapse(t *testing.T) { eachStore(t, testPartsOwnerLapse) }
+
+func testPartsOwnerLapse(t *testing.T, db string) {
+	e := newEnvAt(t, db, smallParts)
+	data := bigData()
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, bigListing(data))
+	w1 := e.claimPart("a1")
+	owner := w1.Task.To
+	other := map[string]string{"b1": "b2", "b2": "b1"}[owner]
+	e.report(w1, partReport(w1, data, false, ""))
+	w2 := e.claimPart("a1")
+	// The owner goes silent.
+	for range 2 {
+		e.clk.Add(10 * time.Second)
+		for _, n := range []string{"a1", "a2", other} {
+			e.beat(n, nil)
+		}
+	}
+	e.s.Tick(e.ctx)
+	f := e.file(j.ID, "data/big")
+	if f.State != transfer.FilePending || f.To != "" || f.PartsDone != 0 || !strings.Contains(f.Error, owner+", was lost") {
+		t.Fatalf("the file after its owner lapsed: %s owner %q %d done %q", f.State, f.To, f.PartsDone, f.Error)
+	}
+	for _, p := range e.parts(j.ID, "data/big") {
+		if p.State != transfer.FilePending || p.Task != "" {
+			t.Fatalf("part %d after the owner lapsed: %s in %q", p.Index, p.State, p.Task)
+		}
+	}
+	if j = e.job(j.ID); !strings.Contains(j.Reason, "data node "+owner+" lost") {
+		t.Fatalf("reason: %q", j.Reason)
+	}
+	// The old task's word changes nothing.
+	if ans := e.report(w2, partReport(w2, data, false, "")); ans.Task.State != transfer.TaskFailed {
+		t.Fatalf("the old part task: %s", ans.Task.State)
+	}
+	if e.parts(j.ID, "data/big")[1].State != transfer.FilePending {
+		t.Fatal("the old task's report counted")
+	}
+	// A new owner, every part sent again.
+	whole := crcHex(data)
+	var froms []string
+	for i := range 3 {
+		w := e.claimPart([]string{"a2", "a1", "a2"}[i])
+		if w.Task.To != other || w.Task.Part.Index != i {
+			t.Fatalf("part %d → %s, want %d → %s", w.Task.Part.Index, w.Task.To, i, other)
+		}
+		froms = append(froms, w.Task.From)
+		e.report(w, partReport(w, data, i == 2, whole))
+	}
+	f = e.file(j.ID, "data/big")
+	if f.State != transfer.FileSucceeded || f.To != other || f.Attempts != 2 || f.Checksum != whole {
+		t.Fatalf("the file: %s owner %s attempts %d checksum %s", f.State, f.To, f.Attempts, f.Checksum)
+	}
+}
+
+// The parts' checksums combined must equal the destination's whole-file
+// checksum and the expected one: a mismatch sends the whole file again,
+// a second fails it. Every part in but none completing the file pushes
+// the last part again.
+func TestPartsChecksums(t *testing.T) { eachStore(t, testPartsChecksums) }
+
+func testPartsChecksums(t *testing.T, db string) {
+	e := newEnvAt(t, db, smallParts)
+	e.oneDestination()
+	data := bigData()
+	whole := crcHex(data)
+	// all pushes the file's three parts; the last says complete with dest.
+	all := func(dest string) {
+		t.Helper()
+		for i := range 3 {
+			w := e.claimPart("a1")
+			e.report(w, partReport(w, data, i == 2 && dest != "", dest))
+		}
+	}
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, bigListing(data)[:1])
+	// The destination computed another checksum: the whole file again.
+	all("0badf00d")
+	f := e.file(j.ID, "data/big")
+	if f.State != transfer.FilePending || f.To != "" || f.PartsDone != 0 ||
+		f.Error != "checksum mismatch: the parts combine to "+whole+", the destination has 0badf00d" {
+		t.Fatalf("after a mismatch: %s owner %q done %d %q", f.State, f.To, f.PartsDone, f.Error)
+	}
+	for _, p := range e.parts(j.ID, "data/big") {
+		if p.State != transfer.FilePending || p.Complete || p.Checksum != "" {
+			t.Fatalf("part after a mismatch: %+v", p)
+		}
+	}
+	// Every part in, none completing the file: the last one again.
+	all("")
+	ps := e.parts(j.ID, "data/big")
+	if ps[2].State != transfer.FilePending || ps[0].State != transfer.FileSucceeded || e.file(j.ID, "data/big").PartsDone != 2 {
+		t.Fatalf("parts when none completed the file: %+v", ps)
+	}
+	w := e.claimPart("a1")
+	if w.Task.Part.Index != 2 {
+		t.Fatalf("pushed again: part %d", w.Task.Part.Index)
+	}
+	e.report(w, partReport(w, data, true, whole))
+	if f = e.file(j.ID, "data/big"); f.State != transfer.FileSucceeded || f.Checksum != whole || f.Attempts != 2 {
+		t.Fatalf("the file: %s %s attempts %d %q", f.State, f.Checksum, f.Attempts, f.Error)
+	}
+
+	// The expected checksum is compared with the combined one: sent again
+	// once, then failed.
+	j2 := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:again",
+		Expected: map[string]string{"src:data/big": "00000001"}}, bigListing(data)[:1])
+	all(whole)
+	if f = e.file(j2.ID, "data/big"); f.State != transfer.FilePending || f.Error != "checksum mismatch: got "+whole+", want 00000001" {
+		t.Fatalf("after an expected mismatch: %s %q", f.State, f.Error)
+	}
+	all(whole)
+	if f = e.file(j2.ID, "data/big"); f.State != transfer.FileFailed || f.Attempts != 2 {
+		t.Fatalf("after a second mismatch: %s attempts %d %q", f.State, f.Attempts, f.Error)
+	}
+	if j2 = e.job(j2.ID); j2.State != transfer.JobFailed {
+		t.Fatalf("job %s %q", j2.State, j2.Reason)
+	}
+	// A matching expected checksum, in capitals.
+	j3 := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:third",
+		Expected: map[string]string{"src:data/big": strings.ToUpper(whole)}}, bigListing(data)[:1])
+	all(whole)
+	if j3 = e.job(j3.ID); j3.State != transfer.JobSucceeded {
+		t.Fatalf("job %s %q", j3.State, j3.Reason)
+	}
+}
