@@ -281,12 +281,18 @@ func mayUse(a controller.Actor, ep transfer.Endpoint, project string) error {
 	return forbidden("%s may not use endpoint %s (an admin allows it: lightpath endpoint allow %s --user %s)", a.Name, ep.Name, ep.Name, a.Name)
 }
 
-// accessBps is the capacity of a host's access links, summed.
+// accessBps is the reservable capacity of a host's access links, summed:
+// the pairs sharing a node (two source nodes pushing to one destination
+// node) share what may be booked on its link, not its whole rate.
 func accessBps(topo *controller.Topo, node string) uint64 {
 	var sum uint64
 	for _, l := range topo.Graph.Links() {
 		if l.A == node || l.B == node {
-			sum += l.Capacity
+			c, err := topo.Graph.ReservableCapacity(reserve.Hop{Link: l.Name, From: l.A, To: l.B})
+			if err != nil {
+				c = l.Capacity
+			}
+			sum += c
 		}
 	}
 	return sum

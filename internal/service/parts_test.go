@@ -415,3 +415,37 @@ func testPartsChecksums(t *testing.T, db string) {
 		t.Fatalf("job %s %q", j3.State, j3.Reason)
 	}
 }
+
+// A booked job's shares count a part's bytes: with two source nodes and
+// one destination node, each pair takes parts up to its share and leaves
+// the rest to the other.
+func TestPartsKeepToShares(t *testing.T) {
+	// 800 MB in parts of 288 MiB: 302, 302 and 196 MB, shares of 400 MB.
+	e := newEnv(t, func(c *service.Config) { c.PartMinBytes, c.PartBytes = 400e6, 300e6 })
+	e.oneDestination()
+	const size = 800_000_000
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)},
+		[]apiv1.ListedFile{{Path: "data/big", Source: "data", Size: size, MTime: t0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j = e.startBooked(j)
+	if len(j.Pairs) != 2 || j.Pairs[0].To != "b1" || j.Pairs[1].To != "b1" || j.Pairs[0].ShareBytes+j.Pairs[1].ShareBytes != size {
+		t.Fatalf("pairs: %+v", j.Pairs)
+	}
+	got := map[string][]int{}
+	for _, n := range []string{"a1", "a2"} {
+		for _, w := range e.claim(n, 4) {
+			if w.Task.Part == nil || w.Task.To != "b1" {
+				t.Fatalf("%s claimed %+v", n, w.Task)
+			}
+			got[n] = append(got[n], w.Task.Part.Index)
+		}
+	}
+	// a1's first part leaves less of its share than a second part: a2,
+	// with room, takes it; a2 then takes the last one, which a1 has no
+	// room for either.
+	if fmt.Sprint(got["a1"]) != "[0]" || fmt.Sprint(got["a2"]) != "[1 2]" {
+		t.Fatalf("parts per source node: %v, want all three over both", got)
+	}
+}
