@@ -582,6 +582,7 @@ func printJobPage(w io.Writer, p apiv1.JobPage, optimizer bool) {
 		}
 		fmt.Fprintln(w, "files: "+strings.Join(parts, ", "))
 	}
+	printPartedFiles(w, p.Files)
 	printFailedFiles(w, failed)
 	if optimizer {
 		if len(p.Decisions) == 0 {
@@ -601,6 +602,24 @@ func countOrDash(n int) string {
 		return "-"
 	}
 	return fmt.Sprint(n)
+}
+
+// printPartedFiles shows the files cut in parts: their parts done of
+// all, and the destination node that owns them.
+func printPartedFiles(w io.Writer, files []transfer.JobFile) {
+	var parted []transfer.JobFile
+	for _, f := range files {
+		if f.Parts > 0 {
+			parted = append(parted, f)
+		}
+	}
+	if len(parted) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "files in parts:")
+	printTable(w, []string{"  PATH", "STATE", "SIZE", "PARTS", "OWNER"}, parted, func(f transfer.JobFile) []string {
+		return []string{"  " + f.Path, f.State, units.FormatSize(f.Size), fmt.Sprintf("%d/%d", f.PartsDone, f.Parts), orDash(f.To)}
+	})
 }
 
 func printFailedFiles(w io.Writer, failed []transfer.JobFile) {

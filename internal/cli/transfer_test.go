@@ -68,3 +68,28 @@ func TestSubmitRequest(t *testing.T) {
 		})
 	}
 }
+
+// A job's page shows the files cut in parts, with their parts done of all
+// and their owner; a job without any shows no such table.
+func TestPrintPartedFiles(t *testing.T) {
+	var b strings.Builder
+	printPartedFiles(&b, []transfer.JobFile{
+		{Path: "data/small", Size: 1000, State: transfer.FileSucceeded},
+		{Path: "data/big", Size: 96 << 20, State: transfer.FileActive, Parts: 6, PartsDone: 2, To: "b1"},
+		{Path: "data/other", Size: 64 << 20, State: transfer.FilePending, Parts: 4},
+	})
+	out := b.String()
+	for _, want := range []string{"files in parts:", "PARTS", "OWNER", "data/big", "2/6", "b1", "data/other", "0/4"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "data/small") {
+		t.Errorf("a whole file listed among the parted:\n%s", out)
+	}
+	b.Reset()
+	printPartedFiles(&b, []transfer.JobFile{{Path: "a", State: transfer.FileSucceeded}})
+	if b.String() != "" {
+		t.Errorf("no parted files printed %q", b.String())
+	}
+}
