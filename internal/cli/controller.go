@@ -38,6 +38,7 @@ func newControllerCmd() *cobra.Command {
 		debug                      bool
 		metricsDB, tiers, rulesF   string
 		budget                     string
+		partMin, partSize          string
 		limits                     limitFlags
 		maxConns, maxStreams       int
 	)
@@ -125,7 +126,7 @@ event and live streams one user may hold open (over it, a 429).`,
 			return runController(cmd.Context(), log, controllerOptions{listens: listens, db: dbURL, topology: topoFile,
 				adminFile: adminFile, cert: cert, key: key, pool: pool, hold: holdTimeout,
 				metricsDB: metricsDB, tiers: tiers, budget: budget, rules: rulesF, limits: limits,
-				maxConns: maxConns, maxStreams: maxStreams})
+				maxConns: maxConns, maxStreams: maxStreams, partMin: partMin, partSize: partSize})
 		},
 	}
 	f := cmd.Flags()
@@ -145,6 +146,8 @@ event and live streams one user may hold open (over it, a 429).`,
 	limits.register(f)
 	f.IntVar(&maxConns, "max-conns", 1000, "the most connections open at once, over all listeners (more get a 503)")
 	f.IntVar(&maxStreams, "max-streams", api.DefaultMaxStreams, "the most event and live streams one user may hold open (more get a 429)")
+	f.StringVar(&partMin, "transfer-part-min", "128MiB", "the transfer service cuts files of at least this size into parts (0: never)")
+	f.StringVar(&partSize, "transfer-part-size", "64MiB", "the size of a part of a large file (rounded up to the mover's 4 MiB blocks)")
 	return cmd
 }
 
@@ -157,6 +160,28 @@ type controllerOptions struct {
 	budget, rules           string
 	limits                  limitFlags
 	maxConns, maxStreams    int
+	partMin, partSize       string
+}
+
+// partSizes reads --transfer-part-min and --transfer-part-size as the
+// service's Config.PartMinBytes and Config.PartBytes (a minimum of 0 never
+// cuts: -1 to the service).
+func partSizes(minS, sizeS string) (int64, int64, error) {
+	minB, err := units.ParseSize(minS)
+	if err != nil {
+		return 0, 0, fmt.Errorf("controller: --transfer-part-min: %w", err)
+	}
+	size, err := units.ParseSize(sizeS)
+	if err != nil {
+		return 0, 0, fmt.Errorf("controller: --transfer-part-size: %w", err)
+	}
+	if size <= 0 {
+		return 0, 0, fmt.Errorf("controller: --transfer-part-size %s: want a size above zero", sizeS)
+	}
+	if minB == 0 {
+		minB = -1
+	}
+	return minB, size, nil
 }
 
 // rerouter lets the rules move reservations through the controller.
@@ -371,7 +396,11 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 		return errors.New("controller: the database has no users yet: give --admin-token-file F and the admin's token is written there")
 	}
 
-	svc, err := service.New(ctx, service.Config{Controller: c, Log: log.With("component", "service")})
+	scfg := service.Config{Controller: c, Log: log.With("component", "service")}
+	if scfg.PartMinBytes, scfg.PartBytes, err = partSizes(o.partMin, o.partSize); err != nil {
+		return err
+	}
+	svc, err := service.New(ctx, scfg)
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}

@@ -93,3 +93,29 @@ func TestPrintPartedFiles(t *testing.T) {
 		t.Errorf("no parted files printed %q", b.String())
 	}
 }
+
+func TestPartSizes(t *testing.T) {
+	for _, tc := range []struct {
+		min, size         string
+		wantMin, wantSize int64
+		err               string
+	}{
+		{"128MiB", "64MiB", 128 << 20, 64 << 20, ""},
+		{"0", "64MiB", -1, 64 << 20, ""},
+		{"32MiB", "16MiB", 32 << 20, 16 << 20, ""},
+		{"lots", "64MiB", 0, 0, "--transfer-part-min"},
+		{"128MiB", "0", 0, 0, "--transfer-part-size 0: want a size above zero"},
+		{"128MiB", "x", 0, 0, "--transfer-part-size"},
+	} {
+		gotMin, gotSize, err := partSizes(tc.min, tc.size)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("partSizes(%q, %q): %v, want an error with %q", tc.min, tc.size, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || gotMin != tc.wantMin || gotSize != tc.wantSize {
+			t.Errorf("partSizes(%q, %q) = %d, %d, %v; want %d, %d", tc.min, tc.size, gotMin, gotSize, err, tc.wantMin, tc.wantSize)
+		}
+	}
+}
