@@ -255,32 +255,37 @@ func TestPartResume(t *testing.T) {
 	noWorkFiles(t, filepath.Join(root, "in"))
 }
 
-// TestPartExclusion: while a part is being written, a whole push of the
-// file is refused, and so is a part of it with another block size; the
-// part then finishes.
+// TestPartExclusion: while parts of a file are being written, a whole push
+// of it is refused, and so is a part of it with another block size; the
+// room the file needs is set aside once for all its parts, and given back
+// when they are done.
 func TestPartExclusion(t *testing.T) {
 	root, local := t.TempDir(), t.TempDir()
-	addr := serveLoopback(t, root)
+	srv, addr := serveServer(t, ServerConfig{Root: root})
 	const bs = 1 << 20
-	makeTree(t, local, map[string]int{"big.bin": 24 << 20})
+	const size = 24 << 20
+	data := makeTree(t, local, map[string]int{"big.bin": size})["big.bin"]
 	file := filepath.Join(local, "big.bin")
 	journal := filepath.Join(root, "in", ".big.bin"+journalSuffix)
 	slow := ClientConfig{Addr: addr, Streams: 2, BlockSize: bs, Tuning: Tuning{DSCP: -1, Rate: 40e6}}
-	done := make(chan error, 1)
-	go func() {
-		_, err := pushPart(context.Background(), t, slow, file, "in/big.bin", &Part{Offset: 0, Length: 12 << 20}, Options{}, nil)
+	var res partResults
+	done := make(chan error, 2)
+	push := func(p *Part) {
+		_, err := pushPart(context.Background(), t, slow, file, "in/big.bin", p, Options{}, &res)
 		done <- err
-	}()
-	deadline := time.After(2 * time.Minute)
-	for journalRecords(journal) < 1 {
-		select {
-		case err := <-done:
-			t.Fatalf("the paced part ended too soon: %v", err)
-		case <-deadline:
-			t.Fatal("no block of the part arrived")
-		case <-time.After(20 * time.Millisecond):
+	}
+	waitRecords := func(n int) {
+		deadline := time.After(2 * time.Minute)
+		for journalRecords(journal) < n {
+			select {
+			case <-deadline:
+				t.Fatalf("the journal holds %d blocks, want %d", journalRecords(journal), n)
+			case <-time.After(20 * time.Millisecond):
+			}
 		}
 	}
+	go push(&Part{Offset: 0, Length: size / 2})
+	waitRecords(1)
 	cfg := ClientConfig{Addr: addr, Streams: 1, BlockSize: bs, Tuning: Tuning{DSCP: -1}}
 	_, err := pushPart(context.Background(), t, cfg, file, "in/big.bin", nil, Options{Policy: Overwrite}, nil)
 	var ff *FilesFailedError
@@ -288,15 +293,31 @@ func TestPartExclusion(t *testing.T) {
 		t.Errorf("whole push during a part: %v", err)
 	}
 	cfg.BlockSize = bs / 2
-	_, err = pushPart(context.Background(), t, cfg, file, "in/big.bin", &Part{Offset: 12 << 20, Length: 12 << 20}, Options{}, nil)
+	_, err = pushPart(context.Background(), t, cfg, file, "in/big.bin", &Part{Offset: size / 2, Length: size / 2}, Options{}, nil)
 	if !errors.As(err, &ff) || !strings.Contains(ff.First, errPartOther.Error()) {
 		t.Errorf("part of another block size during a part: %v", err)
 	}
-	if err := <-done; err != nil {
-		t.Fatalf("the part: %v", err)
+	go push(&Part{Offset: size / 2, Length: size / 2})
+	waitRecords(journalRecords(journal) + 2)
+	srv.space.mu.Lock()
+	reserved := srv.space.reserved
+	srv.space.mu.Unlock()
+	if reserved > size {
+		t.Errorf("%d bytes set aside for a file of %d being received in two parts", reserved, size)
 	}
 	if _, err := os.Stat(filepath.Join(root, "in", "big.bin")); err == nil {
 		t.Error("half a file is under its final name")
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatalf("a part: %v", err)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "in", "big.bin")); !bytes.Equal(got, data) || len(res.complete()) != 1 {
+		t.Fatalf("the file at the server differs, or not one verdict says complete: %+v", res.all)
+	}
+	if srv.space.reserved != 0 {
+		t.Errorf("%d bytes still set aside after the parts", srv.space.reserved)
 	}
 }
 
