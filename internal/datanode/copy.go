@@ -99,6 +99,39 @@ func checksumHex(algo string, fr mover.FileResult) string {
 	}
 }
 
+// fileChecksumHex is the whole file's checksum a part push that completed
+// the file reports, in the job's algorithm, or "" when it has none (a
+// skip that left the file unread).
+func fileChecksumHex(algo string, fr mover.FileResult) string {
+	if !fr.Complete {
+		return ""
+	}
+	c := fr.FileCRC32C
+	if algo == transfer.ChecksumAdler32 {
+		if !fr.HasAdler {
+			return ""
+		}
+		c = fr.FileAdler32
+	}
+	if fr.Skipped && c == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%08x", c)
+}
+
+// partJob is the mover's part of a part task (nil for a task of whole
+// files), checked against the task's one file.
+func partJob(w apiv1.TaskWork) (*mover.Part, error) {
+	p := w.Task.Part
+	if p == nil {
+		return nil, nil
+	}
+	if len(w.Files) != 1 {
+		return nil, fmt.Errorf("part %d of a task of %d files: want one", p.Index, len(w.Files))
+	}
+	return &mover.Part{Offset: p.Offset, Length: p.Length}, nil
+}
+
 // permanentReasons are the words of a file's failure that a retry cannot
 // mend: a refused path or grant, a file that is not there or too large.
 var permanentReasons = []string{
@@ -260,6 +293,15 @@ func (n *node) pushAll(ctx context.Context, w apiv1.TaskWork, b *batcher, meterO
 	if err != nil {
 		return retry.Permanent(err)
 	}
+	part, err := partJob(w)
+	if err != nil {
+		return retry.Permanent(err)
+	}
+	if part != nil && pol == mover.Overwrite {
+		// Overwrite would start the file anew at each part; Update
+		// replaces a file that differs all the same.
+		pol = mover.Update
+	}
 	if w.Address == "" {
 		return retry.Permanent(errors.New("the task names no destination server"))
 	}
@@ -286,6 +328,7 @@ func (n *node) pushAll(ctx context.Context, w apiv1.TaskWork, b *batcher, meterO
 			Direction: mover.Push,
 			Source:    mover.Source{Items: items},
 			Remote:    p.Remote,
+			Part:      part,
 			Retries:   n.cfg.Retries,
 			Meter:     m,
 			OnFile: func(fr mover.FileResult) {
@@ -297,8 +340,14 @@ func (n *node) pushAll(ctx context.Context, w apiv1.TaskWork, b *batcher, meterO
 				seen[fr.Path] = true
 				seenMu.Unlock()
 				r := apiv1.FileReport{Path: src, OK: fr.OK, Bytes: fr.Size}
+				if part != nil {
+					r.Part = w.Task.Part
+				}
 				if fr.OK {
 					r.Checksum = checksumHex(algo, fr)
+					if part != nil {
+						r.Complete, r.FileChecksum = fr.Complete, fileChecksumHex(algo, fr)
+					}
 				} else {
 					r.Error = fr.Reason
 					r.Permanent = permanentReason(fr.Reason)

@@ -24,6 +24,7 @@ import (
 	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/transfer"
 	"github.com/lightpath/lightpath/internal/transfer/grant"
+	"github.com/lightpath/lightpath/internal/transfer/plan"
 	"github.com/lightpath/lightpath/internal/transport"
 )
 
@@ -614,5 +615,119 @@ func TestRepace(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(dst, "in/big/a.dat")); !bytes.Equal(got, data) {
 		t.Fatal("the file differs at the destination")
+	}
+}
+
+// TestPushAllParts: the parts of one file, pushed by the tasks of two
+// source nodes (two roots holding the same file) at once into one server,
+// land as the one file; every verdict names its part and carries the
+// part's checksum, and exactly one says it completed the file, with the
+// whole file's checksum. A job's overwrite policy pushes parts as update.
+func TestPushAllParts(t *testing.T) {
+	if plan.BlockAlign != mover.DefaultBlockSize {
+		t.Fatalf("the service cuts parts on %d-byte blocks, the mover pushes %d-byte ones", plan.BlockAlign, mover.DefaultBlockSize)
+	}
+	for _, algo := range []string{transfer.ChecksumCRC32C, transfer.ChecksumAdler32} {
+		t.Run(algo, func(t *testing.T) {
+			dst := t.TempDir()
+			addr := serve(t, mover.ServerConfig{Root: dst})
+			data := randomBytes(10<<20+5, 7)
+			var nodes []*node
+			for range 2 {
+				src := t.TempDir()
+				write(t, src, "run/big.dat", data)
+				root, err := os.OpenRoot(src)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { root.Close() })
+				nodes = append(nodes, &node{cfg: Config{Retries: 1}, root: root, log: slog.New(slog.DiscardHandler)})
+			}
+			mtime := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+			for _, n := range nodes {
+				if err := n.root.Chtimes("run/big.dat", mtime, mtime); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sum := func(b []byte) string {
+				if algo == transfer.ChecksumAdler32 {
+					return hex8(adler32.Checksum(b))
+				}
+				return hex8(crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
+			}
+			parts := plan.Parts(int64(len(data)), 1, 4<<20)
+			if len(parts) != 3 {
+				t.Fatalf("parts: %+v", parts)
+			}
+			file := transfer.JobFile{Path: "run/big.dat", Dest: "in/run/big.dat", Size: int64(len(data)), MTime: mtime}
+			var wg sync.WaitGroup
+			reports := make([][]apiv1.FileReport, len(parts))
+			errs := make([]error, len(parts))
+			for i, p := range parts {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					w := apiv1.TaskWork{Task: transfer.Task{ID: fmt.Sprintf("k-%d", i), Attempt: 1, Part: &p},
+						Files: []transfer.JobFile{file}, Address: addr, Checksum: algo, Policy: transfer.PolicyOverwrite}
+					b := &batcher{}
+					errs[i] = nodes[i%2].pushAll(context.Background(), w, b, func(*mover.Meter, int64) {})
+					reports[i] = b.take()
+				}()
+			}
+			wg.Wait()
+			complete := 0
+			for i, p := range parts {
+				if errs[i] != nil || len(reports[i]) != 1 {
+					t.Fatalf("part %d: %v, reports %+v", i, errs[i], reports[i])
+				}
+				r := reports[i][0]
+				if !r.OK || r.Path != "run/big.dat" || r.Part == nil || *r.Part != p || r.Bytes != p.Length {
+					t.Fatalf("part %d's verdict: %+v", i, r)
+				}
+				if want := sum(data[p.Offset : p.Offset+p.Length]); r.Checksum != want {
+					t.Errorf("part %d: checksum %s, want %s", i, r.Checksum, want)
+				}
+				if r.Complete {
+					complete++
+					if want := sum(data); r.FileChecksum != want {
+						t.Errorf("part %d completed the file with checksum %s, want %s", i, r.FileChecksum, want)
+					}
+				} else if r.FileChecksum != "" {
+					t.Errorf("part %d: a file checksum %s without completing it", i, r.FileChecksum)
+				}
+			}
+			if complete != 1 {
+				t.Errorf("%d parts completed the file, want 1", complete)
+			}
+			have, err := os.ReadFile(filepath.Join(dst, "in/run/big.dat"))
+			if err != nil || !bytes.Equal(have, data) {
+				t.Fatalf("the file at the destination differs (%v)", err)
+			}
+			// A part pushed again finds the file there: skipped, complete.
+			w := apiv1.TaskWork{Task: transfer.Task{ID: "k-again", Attempt: 1, Part: &parts[1]},
+				Files: []transfer.JobFile{file}, Address: addr, Checksum: algo}
+			b := &batcher{}
+			if err := nodes[0].pushAll(context.Background(), w, b, func(*mover.Meter, int64) {}); err != nil {
+				t.Fatal(err)
+			}
+			if rs := b.take(); len(rs) != 1 || !rs[0].OK || !rs[0].Complete || rs[0].FileChecksum != sum(data) {
+				t.Errorf("a part pushed again: %+v", rs)
+			}
+		})
+	}
+}
+
+func TestPartJob(t *testing.T) {
+	f := transfer.JobFile{Path: "a", Dest: "b"}
+	if p, err := partJob(apiv1.TaskWork{Files: []transfer.JobFile{f, f}}); p != nil || err != nil {
+		t.Errorf("a task of whole files: %v, %v", p, err)
+	}
+	w := apiv1.TaskWork{Task: transfer.Task{Part: &transfer.Part{Index: 2, Offset: 8 << 20, Length: 5}}, Files: []transfer.JobFile{f}}
+	if p, err := partJob(w); err != nil || *p != (mover.Part{Offset: 8 << 20, Length: 5}) {
+		t.Errorf("a part task: %v, %v", p, err)
+	}
+	w.Files = append(w.Files, f)
+	if _, err := partJob(w); err == nil {
+		t.Error("a part task of two files accepted")
 	}
 }
