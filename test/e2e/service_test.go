@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -60,6 +61,18 @@ type svc struct {
 	standbyPort int
 	standby     *exec.Cmd
 	standbyLog  *lockedBuffer
+	// ctlArgs are more flags for the controller.
+	ctlArgs []string
+}
+
+// svcOpts are startSvcOpts's choices.
+type svcOpts struct {
+	rate    string // each data node's --max-rate
+	standby bool   // a standby controller on the same database
+	// ctlArgs are more flags for the controller.
+	ctlArgs []string
+	// without are data nodes not to start (of a1, a2, b1, b2).
+	without []string
 }
 
 // startSvc starts the controller, makes the users, starts the four data
@@ -70,10 +83,16 @@ func startSvc(t *testing.T, rate string) *svc { return startSvcWith(t, rate, fal
 // startSvcWith is startSvc, with a standby controller on the same
 // database when standby is true.
 func startSvcWith(t *testing.T, rate string, standby bool) *svc {
+	return startSvcOpts(t, svcOpts{rate: rate, standby: standby})
+}
+
+// startSvcOpts is startSvc with o's choices.
+func startSvcOpts(t *testing.T, o svcOpts) *svc {
 	t.Helper()
+	rate, standby := o.rate, o.standby
 	dir := t.TempDir()
 	s := &svc{t: t, dir: dir, port: freePort(t, "127.0.0.1"), admin: filepath.Join(dir, "admin.token"),
-		srcRoot: mkdir(t, dir, "siteA"), dstRoot: mkdir(t, dir, "siteB"), nodes: map[string]*proc{}}
+		srcRoot: mkdir(t, dir, "siteA"), dstRoot: mkdir(t, dir, "siteB"), nodes: map[string]*proc{}, ctlArgs: o.ctlArgs}
 	s.url = fmt.Sprintf("http://127.0.0.1:%d", s.port)
 	if err := os.WriteFile(filepath.Join(dir, "topo.yaml"), []byte(serviceTopology), 0o644); err != nil {
 		t.Fatal(err)
@@ -102,12 +121,17 @@ func startSvcWith(t *testing.T, rate string, standby bool) *svc {
 		s.ok(s.admin, "user", "token", "create", u.name, "--out", filepath.Join(dir, u.name+".token"))
 	}
 	s.alice, s.bob, s.agent = filepath.Join(dir, "alice.token"), filepath.Join(dir, "bob.token"), filepath.Join(dir, "dn.token")
+	alive := map[string]int{}
 	for i, n := range []struct{ node, endpoint, root string }{
 		{"a1", "siteA", s.srcRoot}, {"a2", "siteA", s.srcRoot}, {"b1", "siteB", s.dstRoot}, {"b2", "siteB", s.dstRoot},
 	} {
+		if slices.Contains(o.without, n.node) {
+			continue
+		}
 		s.startNode(n.node, n.endpoint, n.root, fmt.Sprintf("127.0.0.%d", 11+i), rate)
+		alive[n.endpoint]++
 	}
-	s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
+	s.waitNodes(alive)
 	s.ok(s.admin, "endpoint", "allow", "siteA", "--user", "alice")
 	s.ok(s.admin, "endpoint", "allow", "siteB", "--user", "alice")
 	return s
@@ -128,6 +152,7 @@ func (s *svc) start(port int) (*exec.Cmd, *lockedBuffer) {
 	cmd := exec.Command(lpBin, "controller", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--db", "sqlite:"+filepath.Join(s.dir, "db"), "--topology", filepath.Join(s.dir, "topo.yaml"),
 		"--admin-token-file", s.admin)
+	cmd.Args = append(cmd.Args, s.ctlArgs...)
 	cmd.Env = cleanEnv()
 	cmd.Stderr = log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -449,6 +474,104 @@ func TestServiceEndToEnd(t *testing.T) {
 	w = s.lp(s.alice, "transfer", "wait", second)
 	if w.code != 1 || !strings.Contains(w.stderr, "CANCELLED") {
 		t.Errorf("transfer wait of a cancelled job: exit %d\n%s\n%s", w.code, w.stdout, w.stderr)
+	}
+}
+
+// TestServiceLargeFileParts: one large file, cut into parts (the
+// controller's part sizes lowered), goes from two source data nodes into
+// one destination data node: both source nodes move parts of it, the job
+// succeeds, the file arrives identical with its parts' checksums
+// combined, and transfer show lists its parts.
+func TestServiceLargeFileParts(t *testing.T) {
+	// Paced at 200 Mbit/s a node, so the second source node claims parts
+	// while the first pushes its own.
+	s := startSvcOpts(t, svcOpts{rate: "200M", without: []string{"b2"},
+		ctlArgs: []string{"--transfer-part-min", "32MiB", "--transfer-part-size", "16MiB"}})
+	const size = 96 << 20
+	writeRandom(t, filepath.Join(s.srcRoot, "big/huge.dat"), size, 42)
+	writeRandom(t, filepath.Join(s.srcRoot, "big/small.dat"), 70_000, 43)
+	id, _ := s.submit("siteA:big", "siteB:in/")
+	w := s.lp(s.alice, "transfer", "wait", id, "--timeout", "3m")
+	if w.code != 0 {
+		t.Fatalf("transfer wait: exit %d\n%s\n%s", w.code, w.stdout, w.stderr)
+	}
+	s.sameDataset([]string{"big/huge.dat", "big/small.dat"})
+
+	r := s.ok(s.alice, "transfer", "status", id, "--json")
+	var page struct {
+		Job struct {
+			State string `json:"state"`
+			Pairs []struct {
+				From      string `json:"from"`
+				To        string `json:"to"`
+				BytesDone int64  `json:"bytes_done"`
+			} `json:"pairs"`
+		} `json:"job"`
+		Files []struct {
+			Path      string `json:"path"`
+			State     string `json:"state"`
+			Checksum  string `json:"checksum"`
+			Parts     int    `json:"parts"`
+			PartsDone int    `json:"parts_done"`
+			To        string `json:"to"`
+		} `json:"files"`
+		Tasks []struct {
+			Kind string `json:"kind"`
+			From string `json:"from"`
+			To   string `json:"to"`
+			Part *struct {
+				Index  int   `json:"index"`
+				Length int64 `json:"length"`
+			} `json:"part"`
+		} `json:"tasks"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &page); err != nil {
+		t.Fatalf("transfer status --json: %v\n%s", err, r.stdout)
+	}
+	if page.Job.State != "SUCCEEDED" {
+		t.Fatalf("job %s", page.Job.State)
+	}
+	for _, f := range page.Files {
+		want := 0
+		if f.Path == "big/huge.dat" {
+			want = 6
+		}
+		if f.State != "SUCCEEDED" || f.Parts != want || f.PartsDone != want || len(f.Checksum) != 8 {
+			t.Errorf("file %s: %s, %d of %d parts (want %d), checksum %q", f.Path, f.State, f.PartsDone, f.Parts, want, f.Checksum)
+		}
+		if f.Path == "big/huge.dat" && f.To != "b1" {
+			t.Errorf("the large file's owner: %q, want b1", f.To)
+		}
+	}
+	parts := map[string]int{}
+	for _, k := range page.Tasks {
+		if k.Kind == "copy" && k.Part != nil {
+			parts[k.From]++
+			if k.To != "b1" {
+				t.Errorf("a part went to %s", k.To)
+			}
+		}
+	}
+	moved := map[string]int64{}
+	var total int64
+	for _, p := range page.Job.Pairs {
+		moved[p.From] += p.BytesDone
+		total += p.BytesDone
+		if p.To != "b1" {
+			t.Errorf("pair %s → %s", p.From, p.To)
+		}
+	}
+	if parts["a1"] == 0 || parts["a2"] == 0 || moved["a1"] == 0 || moved["a2"] == 0 {
+		t.Errorf("the parts came from %v, bytes per source node %v: want both source nodes", parts, moved)
+	}
+	if total != size+70_000 {
+		t.Errorf("the pairs moved %d bytes, want %d", total, size+70_000)
+	}
+	r = s.ok(s.alice, "transfer", "show", id)
+	for _, want := range []string{"files in parts:", "big/huge.dat", "6/6", "b1"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("transfer show lacks %q:\n%s", want, r.stdout)
+		}
 	}
 }
 
