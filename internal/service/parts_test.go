@@ -449,3 +449,49 @@ func TestPartsKeepToShares(t *testing.T) {
 		t.Fatalf("parts per source node: %v, want all three over both", got)
 	}
 }
+
+// A part task whose source node is lost goes, at its next attempt, to
+// another source node, still to the file's owner; one whose part was
+// taken back meanwhile (its owner lost too) ends without work.
+func TestPartTaskRequeued(t *testing.T) { eachStore(t, testPartTaskRequeued) }
+
+func testPartTaskRequeued(t *testing.T, db string) {
+	e := newEnvAt(t, db, smallParts)
+	e.oneDestination()
+	data := bigData()
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, bigListing(data)[:1])
+	old := e.claimPart("a1")
+	// a1 goes silent.
+	for range 2 {
+		e.clk.Add(10 * time.Second)
+		e.beat("a2", nil)
+		e.beat("b1", nil)
+	}
+	e.s.Tick(e.ctx)
+	w := e.claimPart("a2")
+	if w.Task.ID != old.Task.ID || w.Task.Attempt != 2 || w.Task.From != "a2" || w.Task.To != "b1" || w.Task.Part.Index != 0 {
+		t.Fatalf("the requeued part task: %+v (part %+v)", w.Task, w.Task.Part)
+	}
+	if p := e.parts(j.ID, "data/big")[0]; p.State != transfer.FileActive || p.Task != w.Task.ID || p.From != "a2" || p.Attempts != 1 {
+		t.Fatalf("its part: %+v", p)
+	}
+	// Now a2 and the owner b1 go silent, a1 and b2 come back: the file
+	// starts afresh at b2, and the task of its old part ends unclaimed.
+	for range 2 {
+		e.clk.Add(10 * time.Second)
+		e.beat("a1", nil)
+		e.beat("b2", nil)
+	}
+	e.s.Tick(e.ctx)
+	if f := e.file(j.ID, "data/big"); f.State != transfer.FilePending || f.To != "" {
+		t.Fatalf("the file: %s owner %q", f.State, f.To)
+	}
+	w = e.claimPart("a1")
+	if w.Task.ID == old.Task.ID || w.Task.To != "b2" || w.Task.Part.Index != 0 {
+		t.Fatalf("after the owner was lost: %+v", w.Task)
+	}
+	tk, err := e.st.GetTask(e.ctx, old.Task.ID)
+	if err != nil || tk.State != transfer.TaskCancelled || !strings.Contains(tk.Error, "taken back") {
+		t.Fatalf("the old part's task: %s %q %v", tk.State, tk.Error, err)
+	}
+}
