@@ -90,6 +90,12 @@ func (s *Service) optimize(ctx context.Context, now time.Time) error {
 			return err
 		}
 		pending := (counts[transfer.FilePending].Files + BatchFiles - 1) / BatchFiles
+		// Each pending part of a large file is a task of its own.
+		parts, err := s.st.ListFileParts(ctx, store.FilePartFilter{Job: j.ID, States: []string{transfer.FilePending}})
+		if err != nil {
+			return err
+		}
+		pending += len(parts)
 		changed := false
 		for i := range j.Pairs {
 			pr := &j.Pairs[i]
