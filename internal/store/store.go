@@ -190,7 +190,7 @@ type Store interface {
 	// descending, then ID descending).
 	ListAlerts(ctx context.Context, f AlertFilter) ([]AlertRecord, error)
 
-	// Jobs is the transfer service's part (schema version 6).
+	// Jobs is the transfer service's part (schema versions 6 and 7).
 	Jobs
 
 	// Tx runs fn in one write transaction: fn's Store sees its own writes,
