@@ -382,13 +382,20 @@ func (s *Service) lapseOwners(ctx context.Context, now time.Time) error {
 		byJob[p.Job] = append(byJob[p.Job], p)
 	}
 	for _, id := range jobs {
+		j, err := s.st.GetJob(ctx, id)
+		if err != nil {
+			return err
+		}
+		if j.State != transfer.JobActive {
+			continue
+		}
 		files, err := filesOf(ctx, s.st, id, byJob[id])
 		if err != nil {
 			return err
 		}
 		var lost []transfer.JobFile
 		for _, f := range files {
-			if f.State == transfer.FileActive && f.To != "" && !alive[f.To] {
+			if f.State == transfer.FileActive && f.To != "" && !reachable(j, f.To, alive) {
 				lost = append(lost, f)
 			}
 		}
@@ -412,12 +419,18 @@ func (s *Service) lapseOwners(ctx context.Context, now time.Time) error {
 					return err
 				}
 				f.Error = "its owner, data node " + f.To + ", was lost (its lease lapsed); the file starts afresh"
+				if alive[f.To] {
+					f.Error = "no live source node has a booked pair to its owner, data node " + f.To + "; the file starts afresh"
+				}
 				f.State, f.To, f.PartsDone = transfer.FilePending, "", 0
 			}
 			if err := tx.UpdateJobFiles(ctx, lost); err != nil {
 				return err
 			}
 			j.Reason = fmt.Sprintf("data node %s lost; the files in parts it owned start afresh", owner)
+			if alive[owner] {
+				j.Reason = fmt.Sprintf("no live pair to data node %s; the files in parts it owned start afresh", owner)
+			}
 			return s.saveJob(ctx, tx, &j, now)
 		})
 		if err != nil {
@@ -426,4 +439,24 @@ func (s *Service) lapseOwners(ctx context.Context, now time.Time) error {
 		s.notify()
 	}
 	return nil
+}
+
+// reachable reports whether a job can still push to owner: it lives and,
+// when the job runs on booked pairs (some with both nodes alive), one of
+// them goes to it from a live source node (freshJob's choice of pairs).
+func reachable(j transfer.Job, owner string, alive map[string]bool) bool {
+	if !alive[owner] {
+		return false
+	}
+	booked := false
+	for _, p := range j.Pairs {
+		if p.Reservation == "" || !alive[p.From] || !alive[p.To] {
+			continue
+		}
+		booked = true
+		if p.To == owner {
+			return true
+		}
+	}
+	return !booked
 }

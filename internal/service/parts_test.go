@@ -495,3 +495,36 @@ func testPartTaskRequeued(t *testing.T, db string) {
 		t.Fatalf("the old part's task: %s %q %v", tk.State, tk.Error, err)
 	}
 }
+
+// A booked job whose only live pair to a file's owner lost its source
+// node: the owner lives but nothing can push to it, so the file is taken
+// back and starts afresh over a pair that can.
+func TestPartsOwnerUnreachable(t *testing.T) {
+	e := newEnv(t, func(c *service.Config) { c.PartMinBytes, c.PartBytes = 400e6, 300e6 })
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)},
+		[]apiv1.ListedFile{{Path: "data/big", Source: "data", Size: 800_000_000, MTime: t0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j = e.startBooked(j)
+	w := e.claimPart("a1")
+	owner := w.Task.To
+	other := map[string]string{"b1": "b2", "b2": "b1"}[owner]
+	for range 2 {
+		e.clk.Add(10 * time.Second)
+		for _, n := range []string{"a2", "b1", "b2"} {
+			e.beat(n, nil)
+		}
+	}
+	e.s.Tick(e.ctx)
+	if f := e.file(j.ID, "data/big"); f.State != transfer.FilePending || f.To != "" || !strings.Contains(f.Error, "no live source node has a booked pair to its owner") {
+		t.Fatalf("the file: %s owner %q %q", f.State, f.To, f.Error)
+	}
+	if j = e.job(j.ID); !strings.Contains(j.Reason, "no live pair to data node "+owner) {
+		t.Fatalf("reason %q", j.Reason)
+	}
+	w2 := e.claimPart("a2")
+	if w2.Task.ID == w.Task.ID || w2.Task.To != other || w2.Task.Part.Index != 0 || w2.Task.Reservation == "" {
+		t.Fatalf("after the file was taken back: %+v", w2.Task)
+	}
+}
