@@ -289,12 +289,12 @@ func TestPartExclusion(t *testing.T) {
 	cfg := ClientConfig{Addr: addr, Streams: 1, BlockSize: bs, Tuning: Tuning{DSCP: -1}}
 	_, err := pushPart(context.Background(), t, cfg, file, "in/big.bin", nil, Options{Policy: Overwrite}, nil)
 	var ff *FilesFailedError
-	if !errors.As(err, &ff) || !strings.Contains(ff.First, "another transfer is writing it now") {
+	if !errors.As(err, &ff) || !strings.Contains(ff.First, "another transfer is writing it now") || !PartRetryable(ff.First) {
 		t.Errorf("whole push during a part: %v", err)
 	}
 	cfg.BlockSize = bs / 2
 	_, err = pushPart(context.Background(), t, cfg, file, "in/big.bin", &Part{Offset: size / 2, Length: size / 2}, Options{}, nil)
-	if !errors.As(err, &ff) || !strings.Contains(ff.First, errPartOther.Error()) {
+	if !errors.As(err, &ff) || !strings.Contains(ff.First, errPartOther.Error()) || !PartRetryable(ff.First) {
 		t.Errorf("part of another block size during a part: %v", err)
 	}
 	go push(&Part{Offset: size / 2, Length: size / 2})
@@ -425,5 +425,22 @@ func TestPartGrant(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(gs.root, "in", "f.bin")); !bytes.Equal(got, data) {
 		t.Fatal("the file at the server differs")
+	}
+}
+
+func TestPartRetryable(t *testing.T) {
+	for _, tc := range []struct {
+		reason string
+		want   bool
+	}{
+		{"in/f.bin: another transfer is writing it now", true},
+		{"in/f.bin: another version of the file is being received in parts (size, time, block size or adler32 differ): try again when they are done", true},
+		{"checksum mismatch: received crc32c 00000001, sent 00000002", false},
+		{"destination in/f.bin exists (use --overwrite, --skip-existing or --update)", false},
+		{"", false},
+	} {
+		if got := PartRetryable(tc.reason); got != tc.want {
+			t.Errorf("PartRetryable(%q) = %v, want %v", tc.reason, got, tc.want)
+		}
 	}
 }
