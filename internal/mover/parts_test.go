@@ -444,3 +444,50 @@ func TestPartRetryable(t *testing.T) {
 		}
 	}
 }
+
+// TestPartFinishesFile: a file whose blocks are all at the server but that
+// was never put in place (its sessions died after the last block) is put
+// in place by a part push, which sends nothing.
+func TestPartFinishesFile(t *testing.T) {
+	root, local := t.TempDir(), t.TempDir()
+	addr := serveLoopback(t, root)
+	const bs = 64 << 10
+	data := makeTree(t, local, map[string]int{"f.bin": 4 * bs})["f.bin"]
+	file := filepath.Join(local, "f.bin")
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the sessions left: the partial file and a journal of every block.
+	if err := os.MkdirAll(filepath.Join(root, "in"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "in", ".f.bin"+partSuffix), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	j, err := createJournal(r, "in/.f.bin"+journalSuffix, wire.Entry{Size: fi.Size(), MTime: fi.ModTime().UnixNano()}, bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if err := j.record(uint32(i), checksum.CRC32C(data[i*bs:(i+1)*bs])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.close()
+	cfg := ClientConfig{Addr: addr, Streams: 1, BlockSize: bs, Tuning: Tuning{DSCP: -1}}
+	var res partResults
+	sum, err := pushPart(context.Background(), t, cfg, file, "in/f.bin", &Part{Offset: 2 * bs, Length: 2 * bs}, Options{Policy: Update}, &res)
+	if err != nil || sum.BytesSent != 0 || len(res.complete()) != 1 || res.complete()[0].FileCRC32C != checksum.CRC32C(data) {
+		t.Fatalf("part of a file whose blocks are all there: %v, %+v, %+v", err, sum, res.all)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "in", "f.bin")); !bytes.Equal(got, data) {
+		t.Fatal("the file at the server differs")
+	}
+	noWorkFiles(t, filepath.Join(root, "in"))
+}
