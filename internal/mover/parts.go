@@ -18,6 +18,7 @@ import (
 	"math"
 	"os"
 	"path"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,6 +53,18 @@ type partFile struct {
 // in parts: worth a retry once those parts are done.
 var errPartOther = errors.New("another version of the file is being received in parts")
 
+// errPathBusy is the reason a file being written by another session is
+// refused.
+const errPathBusy = "another transfer is writing it now"
+
+// PartRetryable says whether a file's failure reason (FileResult.Reason)
+// is one that passes by itself: the file was being written by another
+// session (a whole push, or parts of another version of it). A part push
+// failed so is worth pushing again later; other reasons are not.
+func PartRetryable(reason string) bool {
+	return strings.Contains(reason, errPartOther.Error()) || strings.HasSuffix(reason, ": "+errPathBusy)
+}
+
 // lockPart joins the sessions writing parts of name's version k, or says
 // why not: a whole push holds the path, or parts of another version do.
 func (p *PathLocks) lockPart(name string, k partKey) (*partFile, error) {
@@ -68,7 +81,7 @@ func (p *PathLocks) lockPart(name string, k partKey) (*partFile, error) {
 		return pf, nil
 	}
 	if p.held[name] {
-		return nil, fmt.Errorf("%s: another transfer is writing it now", name)
+		return nil, fmt.Errorf("%s: %s", name, errPathBusy)
 	}
 	pf := &partFile{name: name, key: k, refs: 1}
 	p.held[name] = true

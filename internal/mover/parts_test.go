@@ -289,12 +289,12 @@ func TestPartExclusion(t *testing.T) {
 	cfg := ClientConfig{Addr: addr, Streams: 1, BlockSize: bs, Tuning: Tuning{DSCP: -1}}
 	_, err := pushPart(context.Background(), t, cfg, file, "in/big.bin", nil, Options{Policy: Overwrite}, nil)
 	var ff *FilesFailedError
-	if !errors.As(err, &ff) || !strings.Contains(ff.First, "another transfer is writing it now") {
+	if !errors.As(err, &ff) || !strings.Contains(ff.First, "another transfer is writing it now") || !PartRetryable(ff.First) {
 		t.Errorf("whole push during a part: %v", err)
 	}
 	cfg.BlockSize = bs / 2
 	_, err = pushPart(context.Background(), t, cfg, file, "in/big.bin", &Part{Offset: size / 2, Length: size / 2}, Options{}, nil)
-	if !errors.As(err, &ff) || !strings.Contains(ff.First, errPartOther.Error()) {
+	if !errors.As(err, &ff) || !strings.Contains(ff.First, errPartOther.Error()) || !PartRetryable(ff.First) {
 		t.Errorf("part of another block size during a part: %v", err)
 	}
 	go push(&Part{Offset: size / 2, Length: size / 2})
@@ -426,4 +426,68 @@ func TestPartGrant(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(gs.root, "in", "f.bin")); !bytes.Equal(got, data) {
 		t.Fatal("the file at the server differs")
 	}
+}
+
+func TestPartRetryable(t *testing.T) {
+	for _, tc := range []struct {
+		reason string
+		want   bool
+	}{
+		{"in/f.bin: another transfer is writing it now", true},
+		{"in/f.bin: another version of the file is being received in parts (size, time, block size or adler32 differ): try again when they are done", true},
+		{"checksum mismatch: received crc32c 00000001, sent 00000002", false},
+		{"destination in/f.bin exists (use --overwrite, --skip-existing or --update)", false},
+		{"", false},
+	} {
+		if got := PartRetryable(tc.reason); got != tc.want {
+			t.Errorf("PartRetryable(%q) = %v, want %v", tc.reason, got, tc.want)
+		}
+	}
+}
+
+// TestPartFinishesFile: a file whose blocks are all at the server but that
+// was never put in place (its sessions died after the last block) is put
+// in place by a part push, which sends nothing.
+func TestPartFinishesFile(t *testing.T) {
+	root, local := t.TempDir(), t.TempDir()
+	addr := serveLoopback(t, root)
+	const bs = 64 << 10
+	data := makeTree(t, local, map[string]int{"f.bin": 4 * bs})["f.bin"]
+	file := filepath.Join(local, "f.bin")
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the sessions left: the partial file and a journal of every block.
+	if err := os.MkdirAll(filepath.Join(root, "in"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "in", ".f.bin"+partSuffix), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	j, err := createJournal(r, "in/.f.bin"+journalSuffix, wire.Entry{Size: fi.Size(), MTime: fi.ModTime().UnixNano()}, bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if err := j.record(uint32(i), checksum.CRC32C(data[i*bs:(i+1)*bs])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.close()
+	cfg := ClientConfig{Addr: addr, Streams: 1, BlockSize: bs, Tuning: Tuning{DSCP: -1}}
+	var res partResults
+	sum, err := pushPart(context.Background(), t, cfg, file, "in/f.bin", &Part{Offset: 2 * bs, Length: 2 * bs}, Options{Policy: Update}, &res)
+	if err != nil || sum.BytesSent != 0 || len(res.complete()) != 1 || res.complete()[0].FileCRC32C != checksum.CRC32C(data) {
+		t.Fatalf("part of a file whose blocks are all there: %v, %+v, %+v", err, sum, res.all)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "in", "f.bin")); !bytes.Equal(got, data) {
+		t.Fatal("the file at the server differs")
+	}
+	noWorkFiles(t, filepath.Join(root, "in"))
 }

@@ -552,7 +552,7 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 		return r.partEntry(f, fail) // parts.go
 	}
 	if !r.dst.Locks.lock(target) {
-		return fail(fmt.Errorf("%s: another transfer is writing it now", target))
+		return fail(fmt.Errorf("%s: %s", target, errPathBusy))
 	}
 	f.locked = true
 	// An existing destination: the policy decides.
