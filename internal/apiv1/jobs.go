@@ -68,6 +68,10 @@ type DataNodeHeartbeat struct {
 	MaxRateBps uint64         `json:"max_rate_bps,omitempty"`
 	Lease      string         `json:"lease,omitempty"`
 	Tasks      []TaskProgress `json:"tasks,omitempty"`
+	// Parts says the node pushes parts of large files and its server
+	// takes them (mover protocol 4): only such nodes are handed part
+	// tasks, as source or destination.
+	Parts bool `json:"parts,omitempty"`
 }
 
 // DataNodeWork answers a heartbeat.

@@ -320,7 +320,7 @@ func (n *node) heartbeats(ctx context.Context, registered chan struct{}) error {
 	first := true
 	var lastErr string
 	for {
-		req := apiv1.DataNodeHeartbeat{Endpoint: n.cfg.Endpoint, Address: n.cfg.Address,
+		req := apiv1.DataNodeHeartbeat{Endpoint: n.cfg.Endpoint, Address: n.cfg.Address, Parts: true,
 			MaxRateBps: n.cfg.MaxRateBps, Lease: n.cfg.Lease.String(), Tasks: n.progress()}
 		claimed := n.claimsSoFar()
 		work, err := n.cfg.Client.DataNodeHeartbeat(ctx, n.cfg.Node, req)

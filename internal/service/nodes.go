@@ -76,7 +76,7 @@ func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string
 		case ep.Site != "" && ep.Site != site:
 			return forbidden("node %s is at site %s, and endpoint %s at site %s: the data nodes of an endpoint see the same files, so they are of one site", node, site, ep.Name, ep.Site)
 		}
-		dn := transfer.DataNode{Node: node, Endpoint: hb.Endpoint, Address: hb.Address, MaxRateBps: hb.MaxRateBps, RegisteredAt: now, LeaseExpires: exp}
+		dn := transfer.DataNode{Node: node, Endpoint: hb.Endpoint, Address: hb.Address, MaxRateBps: hb.MaxRateBps, Parts: hb.Parts, RegisteredAt: now, LeaseExpires: exp}
 		nodes, err := tx.ListDataNodes(ctx)
 		if err != nil {
 			return err

@@ -50,6 +50,9 @@ func partedFile(f transfer.JobFile) bool { return f.Parts > 0 }
 // none) is left to another pair to the same destination with room for it.
 // It reports whether it made one.
 func (r *claimRun) freshPart(j *transfer.Job, to transfer.DataNode, pr pairRun, tasks []transfer.Task, shareLeft int64) (bool, error) {
+	if !r.me.Parts || !to.Parts {
+		return false, nil // an older data node: it pushes or takes whole files only
+	}
 	parts, err := r.tx.ListFileParts(r.ctx, store.FilePartFilter{Job: j.ID, States: []string{transfer.FilePending}, Limit: BatchFiles})
 	if err != nil || len(parts) == 0 {
 		return false, err
@@ -128,8 +131,8 @@ func (r *claimRun) requeuedPart(j *transfer.Job, t transfer.Task) error {
 		return nil
 	}
 	to, ok := findNode(r.live[dstLocation(*j).Endpoint], f.To)
-	if !ok {
-		return nil // the owner is lost: the clock takes the file back
+	if !ok || !r.me.Parts {
+		return nil // the owner is lost (the clock takes the file back), or this node pushes no parts
 	}
 	return r.claim(j, t, []transfer.JobFile{f}, &p, to, r.pairOf(j, r.me.Node, to.Node), false)
 }

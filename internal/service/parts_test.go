@@ -528,3 +528,37 @@ func TestPartsOwnerUnreachable(t *testing.T) {
 		t.Fatalf("after the file was taken back: %+v", w2.Task)
 	}
 }
+
+// A data node that does not say it pushes parts (an older one) is handed
+// no part task, as source or as destination; it takes whole files.
+func TestPartsOnlyToNodesThatSayParts(t *testing.T) {
+	e := newEnv(t, smallParts)
+	e.oneDestination()
+	old := func(node string) {
+		t.Helper()
+		if _, err := e.s.Heartbeat(e.ctx, agent(node), node, apiv1.DataNodeHeartbeat{Endpoint: endpointOf(node), Address: e.addr(node), Lease: "15s"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old("a2")
+	data := bigData()
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, bigListing(data))
+	ws := e.claim("a2", 4)
+	if len(ws) != 1 || ws[0].Task.Part != nil || ws[0].Files[0].Path != "data/small" {
+		t.Fatalf("the older source node's claim: %+v", ws)
+	}
+	e.report(ws[0], okReport(ws[0]))
+	if more := e.claim("a2", 4); len(more) != 0 {
+		t.Fatalf("the older source node claimed %+v", more[0].Task)
+	}
+	// An older destination node: no part goes to it.
+	old("b1")
+	if ws := e.claim("a1", 4); len(ws) != 0 {
+		t.Fatalf("a part for an older destination node: %+v", ws[0].Task)
+	}
+	e.beat("b1", nil)
+	w := e.claimPart("a1")
+	if w.Task.To != "b1" || e.file(j.ID, "data/big").To != "b1" {
+		t.Fatalf("part task: %+v", w.Task)
+	}
+}

@@ -161,7 +161,7 @@ func endpointOf(node string) string {
 
 func (e *env) beat(node string, tasks []apiv1.TaskProgress) apiv1.DataNodeWork {
 	e.t.Helper()
-	w, err := e.s.Heartbeat(e.ctx, agent(node), node, apiv1.DataNodeHeartbeat{Endpoint: endpointOf(node), Address: e.addr(node), Lease: "15s", Tasks: tasks})
+	w, err := e.s.Heartbeat(e.ctx, agent(node), node, apiv1.DataNodeHeartbeat{Endpoint: endpointOf(node), Address: e.addr(node), Lease: "15s", Tasks: tasks, Parts: true})
 	if err != nil {
 		e.t.Fatalf("heartbeat %s: %v", node, err)
 	}

@@ -241,8 +241,10 @@ type DataNode struct {
 	Node     string `json:"node"` // its topology node
 	Endpoint string `json:"endpoint"`
 	// Address is HOST:PORT where its server takes pushes from other nodes.
-	Address      string    `json:"address"`
-	MaxRateBps   uint64    `json:"max_rate_bps,omitempty"`
+	Address    string `json:"address"`
+	MaxRateBps uint64 `json:"max_rate_bps,omitempty"`
+	// Parts says it pushes and takes parts of large files.
+	Parts        bool      `json:"parts,omitempty"`
 	RegisteredAt time.Time `json:"registered_at"`
 	LeaseExpires time.Time `json:"lease_expires"`
 	Alive        bool      `json:"alive"`

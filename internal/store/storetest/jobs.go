@@ -896,7 +896,7 @@ func testEndpoints(t *testing.T, url string) {
 	}
 
 	// Data nodes: an upsert by node, Alive never stored.
-	h2 := transfer.DataNode{Node: "h2", Endpoint: "fnal", Address: "198.18.2.2:7071", MaxRateBps: 1e9,
+	h2 := transfer.DataNode{Node: "h2", Endpoint: "fnal", Address: "198.18.2.2:7071", MaxRateBps: 1e9, Parts: true,
 		RegisteredAt: base, LeaseExpires: base.Add(30 * time.Second), Alive: true}
 	h1 := transfer.DataNode{Node: "h1", Endpoint: "cern", Address: "198.18.1.2:7071", RegisteredAt: base, LeaseExpires: base.Add(time.Second)}
 	H := transfer.DataNode{Node: "H", Endpoint: "cern", Address: "[::1]:1", RegisteredAt: base, LeaseExpires: base}
