@@ -40,6 +40,16 @@ func (s *Service) cutParts(files []transfer.JobFile) []transfer.FilePart {
 	return out
 }
 
+// doesParts reports whether a data node said it pushes and takes parts.
+func (s *Service) doesParts(ctx context.Context, node string) bool {
+	ns, err := s.st.ListDataNodes(ctx)
+	if err != nil {
+		return false
+	}
+	i := slices.IndexFunc(ns, func(n transfer.DataNode) bool { return n.Node == node })
+	return i >= 0 && ns[i].Parts
+}
+
 // partedFile reports whether a file moves in parts.
 func partedFile(f transfer.JobFile) bool { return f.Parts > 0 }
 

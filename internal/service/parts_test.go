@@ -561,4 +561,10 @@ func TestPartsOnlyToNodesThatSayParts(t *testing.T) {
 	if w.Task.To != "b1" || e.file(j.ID, "data/big").To != "b1" {
 		t.Fatalf("part task: %+v", w.Task)
 	}
+	// A listing by an older node cuts nothing.
+	old("a1")
+	j2 := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:whole"}, bigListing(data))
+	if f := e.file(j2.ID, "data/big"); f.Parts != 0 || len(e.parts(j2.ID, "data/big")) != 0 {
+		t.Fatalf("a file listed by an older node: %d parts", f.Parts)
+	}
 }

@@ -692,7 +692,12 @@ func (s *Service) Listing(ctx context.Context, a controller.Actor, id string, l 
 	if err != nil {
 		return apiv1.TaskAnswer{}, err
 	}
-	parts := s.cutParts(files)
+	// A listing by an older data node (one that pushes no parts) leaves
+	// every file whole, for nodes of its kind to move.
+	var parts []transfer.FilePart
+	if s.doesParts(ctx, t.From) {
+		parts = s.cutParts(files)
+	}
 	err = s.tx(ctx, func(tx store.Store) error {
 		for i := 0; i < len(files); i += 1000 {
 			if err := tx.AddJobFiles(ctx, files[i:min(i+1000, len(files))]); err != nil {
