@@ -477,6 +477,46 @@ func TestServiceEndToEnd(t *testing.T) {
 	}
 }
 
+// partsPage is what the parts tests read of a job page.
+type partsPage struct {
+	Job struct {
+		State string `json:"state"`
+		Pairs []struct {
+			From      string `json:"from"`
+			To        string `json:"to"`
+			BytesDone int64  `json:"bytes_done"`
+		} `json:"pairs"`
+	} `json:"job"`
+	Files []struct {
+		Path      string `json:"path"`
+		State     string `json:"state"`
+		Checksum  string `json:"checksum"`
+		Attempts  int    `json:"attempts"`
+		Parts     int    `json:"parts"`
+		PartsDone int    `json:"parts_done"`
+		To        string `json:"to"`
+	} `json:"files"`
+	Tasks []struct {
+		Kind string `json:"kind"`
+		From string `json:"from"`
+		To   string `json:"to"`
+		Part *struct {
+			Index  int   `json:"index"`
+			Length int64 `json:"length"`
+		} `json:"part"`
+	} `json:"tasks"`
+}
+
+func (s *svc) partsPage(id string) partsPage {
+	s.t.Helper()
+	r := s.ok(s.alice, "transfer", "status", id, "--json")
+	var page partsPage
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &page); err != nil {
+		s.t.Fatalf("transfer status --json: %v\n%s", err, r.stdout)
+	}
+	return page
+}
+
 // TestServiceLargeFileParts: one large file, cut into parts (the
 // controller's part sizes lowered), goes from two source data nodes into
 // one destination data node: both source nodes move parts of it, the job
@@ -497,37 +537,7 @@ func TestServiceLargeFileParts(t *testing.T) {
 	}
 	s.sameDataset([]string{"big/huge.dat", "big/small.dat"})
 
-	r := s.ok(s.alice, "transfer", "status", id, "--json")
-	var page struct {
-		Job struct {
-			State string `json:"state"`
-			Pairs []struct {
-				From      string `json:"from"`
-				To        string `json:"to"`
-				BytesDone int64  `json:"bytes_done"`
-			} `json:"pairs"`
-		} `json:"job"`
-		Files []struct {
-			Path      string `json:"path"`
-			State     string `json:"state"`
-			Checksum  string `json:"checksum"`
-			Parts     int    `json:"parts"`
-			PartsDone int    `json:"parts_done"`
-			To        string `json:"to"`
-		} `json:"files"`
-		Tasks []struct {
-			Kind string `json:"kind"`
-			From string `json:"from"`
-			To   string `json:"to"`
-			Part *struct {
-				Index  int   `json:"index"`
-				Length int64 `json:"length"`
-			} `json:"part"`
-		} `json:"tasks"`
-	}
-	if err := json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &page); err != nil {
-		t.Fatalf("transfer status --json: %v\n%s", err, r.stdout)
-	}
+	page := s.partsPage(id)
 	if page.Job.State != "SUCCEEDED" {
 		t.Fatalf("job %s", page.Job.State)
 	}
@@ -567,11 +577,48 @@ func TestServiceLargeFileParts(t *testing.T) {
 	if total != size+70_000 {
 		t.Errorf("the pairs moved %d bytes, want %d", total, size+70_000)
 	}
-	r = s.ok(s.alice, "transfer", "show", id)
+	r := s.ok(s.alice, "transfer", "show", id)
 	for _, want := range []string{"files in parts:", "big/huge.dat", "6/6", "b1"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("transfer show lacks %q:\n%s", want, r.stdout)
 		}
+	}
+}
+
+// TestServiceLargeFileOwnerKilled: the destination data node that owns a
+// large file being received in parts is SIGKILLed once some parts are in;
+// its lease lapses, the file's parts go back to the queue, the other
+// destination node takes the file, and it arrives identical.
+func TestServiceLargeFileOwnerKilled(t *testing.T) {
+	s := startSvcOpts(t, svcOpts{rate: "40M",
+		ctlArgs: []string{"--transfer-part-min", "32MiB", "--transfer-part-size", "16MiB"}})
+	writeRandom(t, filepath.Join(s.srcRoot, "big/huge.dat"), 96<<20, 44)
+	id, _ := s.submit("siteA:big", "siteB:in/")
+	wait := startLP(t, runOpts{timeout: 5 * time.Minute}, "transfer", "wait", id, "--controller", s.url, "--controller-token-file", s.alice)
+	var owner string
+	if !waitFor(2*time.Minute, func() bool {
+		p := s.partsPage(id)
+		if len(p.Files) != 1 || p.Job.State != "ACTIVE" {
+			return false
+		}
+		owner = p.Files[0].To
+		return p.Files[0].PartsDone >= 1 && p.Files[0].PartsDone < p.Files[0].Parts
+	}) {
+		t.Fatalf("the file never had some of its parts in: %+v", s.partsPage(id))
+	}
+	other := map[string]string{"b1": "b2", "b2": "b1"}[owner]
+	if other == "" {
+		t.Fatalf("owner %q", owner)
+	}
+	s.nodes[owner].Signal(syscall.SIGKILL)
+	r := wait.Wait()
+	if r.code != 0 {
+		t.Fatalf("transfer wait: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	s.sameDataset([]string{"big/huge.dat"})
+	p := s.partsPage(id)
+	if f := p.Files[0]; f.State != "SUCCEEDED" || f.To != other || f.Attempts != 2 || f.PartsDone != 6 || len(f.Checksum) != 8 {
+		t.Errorf("the file after its owner %s was killed: %+v", owner, f)
 	}
 }
 
