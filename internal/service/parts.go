@@ -63,7 +63,8 @@ func (r *claimRun) freshPart(j *transfer.Job, to transfer.DataNode, pr pairRun, 
 	if !r.me.Parts || !to.Parts {
 		return false, nil // an older data node: it pushes or takes whole files only
 	}
-	parts, err := r.tx.ListFileParts(r.ctx, store.FilePartFilter{Job: j.ID, States: []string{transfer.FilePending}, Limit: BatchFiles})
+	parts, err := r.tx.ListFileParts(r.ctx, store.FilePartFilter{Job: j.ID, States: []string{transfer.FilePending},
+		To: []string{"", pr.to}, Limit: BatchFiles})
 	if err != nil || len(parts) == 0 {
 		return false, err
 	}
@@ -339,11 +340,24 @@ func partsChecksum(algo string, parts []transfer.FilePart, complete transfer.Fil
 }
 
 // restartParts puts every part of a file back to PENDING, out of any
-// task: the file starts afresh (at a new owner, maybe).
+// task and without an owner: the file starts afresh (at a new owner,
+// maybe).
 func restartParts(ctx context.Context, tx store.Store, parts []transfer.FilePart) error {
 	for i := range parts {
 		p := &parts[i]
-		p.State, p.Task, p.Checksum, p.Complete, p.FileChecksum = transfer.FilePending, "", "", false, ""
+		p.State, p.Task, p.To, p.Checksum, p.Complete, p.FileChecksum = transfer.FilePending, "", "", "", false, ""
+	}
+	return tx.UpdateFileParts(ctx, parts)
+}
+
+// setOwner marks every part of file f as going to owner.
+func (s *Service) setOwner(ctx context.Context, tx store.Store, f transfer.JobFile, owner string) error {
+	parts, err := tx.ListFileParts(ctx, store.FilePartFilter{Job: f.Job, Paths: []string{f.Path}})
+	if err != nil {
+		return err
+	}
+	for i := range parts {
+		parts[i].To = owner
 	}
 	return tx.UpdateFileParts(ctx, parts)
 }

@@ -205,6 +205,11 @@ func TestPartsOwnerFixed(t *testing.T) {
 	if f := e.file(j.ID, "data/big"); f.To != owner {
 		t.Fatalf("owner %q, want %s", f.To, owner)
 	}
+	for _, p := range e.parts(j.ID, "data/big") {
+		if p.To != owner {
+			t.Fatalf("part %d goes to %q, not the owner %s", p.Index, p.To, owner)
+		}
+	}
 	// a2's pair pushes to the other node: it gets the small file only.
 	ws := e.claim("a2", 4)
 	if len(ws) != 1 || ws[0].Task.Part != nil || ws[0].Files[0].Path != "data/small" || ws[0].Task.To != other {
@@ -314,8 +319,8 @@ func testPartsOwnerLapse(t *testing.T, db string) {
 		t.Fatalf("the file after its owner lapsed: %s owner %q %d done %q", f.State, f.To, f.PartsDone, f.Error)
 	}
 	for _, p := range e.parts(j.ID, "data/big") {
-		if p.State != transfer.FilePending || p.Task != "" {
-			t.Fatalf("part %d after the owner lapsed: %s in %q", p.Index, p.State, p.Task)
+		if p.State != transfer.FilePending || p.Task != "" || p.To != "" {
+			t.Fatalf("part %d after the owner lapsed: %s in %q to %q", p.Index, p.State, p.Task, p.To)
 		}
 	}
 	if j = e.job(j.ID); !strings.Contains(j.Reason, "data node "+owner+" lost") {

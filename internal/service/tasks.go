@@ -542,6 +542,12 @@ func (r *claimRun) claim(j *transfer.Job, t transfer.Task, files []transfer.JobF
 		if err := r.tx.UpdateFileParts(r.ctx, []transfer.FilePart{*part}); err != nil {
 			return err
 		}
+		if f.To != to.Node {
+			// The owner is fixed: every part of the file goes to it.
+			if err := r.s.setOwner(r.ctx, r.tx, *f, to.Node); err != nil {
+				return err
+			}
+		}
 		if f.State != transfer.FileActive || f.To != to.Node {
 			if f.State == transfer.FilePending {
 				f.Attempts++ // the file is sent (again) to a new owner

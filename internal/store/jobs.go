@@ -144,7 +144,10 @@ type FilePartFilter struct {
 	Paths  []string
 	States []string
 	Task   string
-	Limit  int
+	// To, when not empty, keeps those whose To is one of them ("" for a
+	// part of a file without an owner yet).
+	To    []string
+	Limit int
 }
 
 // TaskFilter selects tasks; zero fields match everything.

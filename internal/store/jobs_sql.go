@@ -574,7 +574,7 @@ func (s *sqlStore) CountJobFiles(ctx context.Context, job string) (map[string]Fi
 
 // ---- file parts ----
 
-// partRow checks p and returns its columns: job, path, idx, state, task, doc.
+// partRow checks p and returns its columns: job, path, idx, state, to_node, task, doc.
 func partRow(p transfer.FilePart) ([]any, error) {
 	what := fmt.Sprintf("part %d of file %q of job %s", p.Index, p.Path, p.Job)
 	if err := required("job", p.Job, "path", p.Path, "state", p.State); err != nil {
@@ -586,6 +586,9 @@ func partRow(p transfer.FilePart) ([]any, error) {
 	if err := checkText("task", p.Task); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
+	if err := checkText("to", p.To); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
 	if err := checkDoc("part", p); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -593,7 +596,7 @@ func partRow(p transfer.FilePart) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	return []any{p.Job, p.Path, int64(p.Index), p.State, p.Task, doc}, nil
+	return []any{p.Job, p.Path, int64(p.Index), p.State, p.To, p.Task, doc}, nil
 }
 
 func (s *sqlStore) AddFileParts(ctx context.Context, parts []transfer.FilePart) error {
@@ -615,8 +618,8 @@ func (s *sqlStore) AddFileParts(ctx context.Context, parts []transfer.FilePart) 
 			return fmt.Errorf("add file parts: %w", err)
 		}
 		for c := range slices.Chunk(rs, batchRows) {
-			q := `INSERT INTO file_parts (job, path, idx, state, task, doc) VALUES ` +
-				strings.Repeat(placeholders(6)+", ", len(c)-1) + placeholders(6)
+			q := `INSERT INTO file_parts (job, path, idx, state, to_node, task, doc) VALUES ` +
+				strings.Repeat(placeholders(7)+", ", len(c)-1) + placeholders(7)
 			_, err := s.q.exec(ctx, q, slices.Concat(c...)...)
 			if s.b.isUnique(err) {
 				return fmt.Errorf("add file parts: %w: a part of the call is stored already, or given twice", reserve.ErrConflict)
@@ -633,25 +636,58 @@ func (s *sqlStore) UpdateFileParts(ctx context.Context, parts []transfer.FilePar
 	if len(parts) == 0 {
 		return nil
 	}
-	rs := make([][]any, len(parts))
+	// A part given twice is written as given last: one UPDATE must not
+	// match a row twice.
+	type key struct {
+		job, path string
+		idx       int
+	}
+	last := make(map[key]int, len(parts))
 	for i, p := range parts {
+		last[key{p.Job, p.Path, p.Index}] = i
+	}
+	uniq := make([]transfer.FilePart, 0, len(last))
+	for i, p := range parts {
+		if last[key{p.Job, p.Path, p.Index}] == i {
+			uniq = append(uniq, p)
+		}
+	}
+	rs := make([][]any, len(uniq))
+	for i, p := range uniq {
 		r, err := partRow(p)
 		if err != nil {
 			return fmt.Errorf("update file parts: %w", err)
 		}
 		rs[i] = r
 	}
+	// As UpdateJobFiles: one statement a batch, the index cast so that
+	// PostgreSQL does not take it for text.
+	row := `(?, ?, CAST(? AS BIGINT), ?, ?, ?, ?)`
 	return s.write(ctx, func(s *sqlStore) error {
-		for i, r := range rs {
-			n, err := s.q.exec(ctx, `UPDATE file_parts SET state = ?, task = ?, doc = ? WHERE job = ? AND path = ? AND idx = ?`,
-				r[3], r[4], r[5], r[0], r[1], r[2])
+		for start := 0; start < len(rs); start += batchRows {
+			c := rs[start:min(start+batchRows, len(rs))]
+			q := `UPDATE file_parts SET state = v.column4, to_node = v.column5, task = v.column6, doc = v.column7
+				FROM (VALUES ` + strings.Repeat(row+", ", len(c)-1) + row + `) AS v
+				WHERE file_parts.job = v.column1 AND file_parts.path = v.column2 AND file_parts.idx = v.column3`
+			n, err := s.q.exec(ctx, q, slices.Concat(c...)...)
 			if err != nil {
 				return fmt.Errorf("update file parts: %w", err)
 			}
-			if n == 0 {
-				p := parts[i]
-				return fmt.Errorf("update file parts: part %d of file %q of job %s: %w", p.Index, p.Path, p.Job, reserve.ErrNotFound)
+			if int(n) == len(c) {
+				continue
 			}
+			// Name the first unknown one; the transaction is discarded.
+			for _, p := range uniq[start : start+len(c)] {
+				var one int64
+				found, err := s.queryRow(ctx, `SELECT 1 FROM file_parts WHERE job = ? AND path = ? AND idx = ?`, []any{p.Job, p.Path, int64(p.Index)}, &one)
+				if err != nil {
+					return fmt.Errorf("update file parts: %w", err)
+				}
+				if !found {
+					return fmt.Errorf("update file parts: part %d of file %q of job %s: %w", p.Index, p.Path, p.Job, reserve.ErrNotFound)
+				}
+			}
+			return fmt.Errorf("update file parts: %d of %d parts updated", n, len(c))
 		}
 		return nil
 	})
@@ -672,6 +708,10 @@ func (s *sqlStore) ListFileParts(ctx context.Context, f FilePartFilter) ([]trans
 	}
 	if f.Task != "" {
 		cond, args = append(cond, "task = ?"), append(args, f.Task)
+	}
+	if len(f.To) > 0 {
+		c, a := inStrings("to_node", f.To)
+		cond, args = append(cond, c), append(args, a...)
 	}
 	q := `SELECT job, path, idx, doc FROM file_parts WHERE ` + strings.Join(cond, " AND ") + ` ORDER BY job, path, idx`
 	if f.Limit > 0 {

@@ -446,12 +446,14 @@ var migrations = [][]string{
 		// several source nodes into one destination node's partial file).
 		// A part is its JSON document plus the columns it is selected by:
 		// a file's parts in order (the primary key), the pending or
-		// moving ones (state), a task's (task).
+		// moving ones (state), those for a destination node (to_node:
+		// the file's owner, or none yet), a task's (task).
 		`CREATE TABLE file_parts (
 			job TEXT {{binary}} NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
 			path TEXT {{binary}} NOT NULL,
 			idx BIGINT NOT NULL,
 			state TEXT NOT NULL,
+			to_node TEXT NOT NULL,
 			task TEXT NOT NULL,
 			doc TEXT NOT NULL,
 			PRIMARY KEY (job, path, idx)

@@ -186,8 +186,11 @@ type FilePart struct {
 	// algorithm, as sender and receiver agreed on it.
 	Checksum string `json:"checksum,omitempty"`
 	Task     string `json:"task,omitempty"` // the task it is in, or last was
-	From     string `json:"from,omitempty"` // the pair that moved it
-	To       string `json:"to,omitempty"`
+	From     string `json:"from,omitempty"` // the source node that moved it
+	// To is the file's owner, on every part of the file from its first
+	// part's claim (empty until then, and again once the file starts
+	// afresh).
+	To string `json:"to,omitempty"`
 	// Complete says its push completed the file at the destination
 	// (every block there, verified, renamed to its final name), and
 	// FileChecksum is then the whole file's checksum (hex, the job's

@@ -1063,7 +1063,7 @@ func testFileParts(t *testing.T, url string) {
 		samplePart("j-2", "big", 0, transfer.FileSucceeded),
 		samplePart("j-1", "big", 10, transfer.FilePending),
 	}
-	given[2].Task, given[2].Error, given[2].Complete, given[2].FileChecksum = "", "", false, ""
+	given[2].Task, given[2].Error, given[2].Complete, given[2].FileChecksum, given[2].To = "", "", false, "", ""
 	if err := s.AddFileParts(ctx, given); err != nil {
 		t.Fatal(err)
 	}
@@ -1086,6 +1086,9 @@ func testFileParts(t *testing.T, url string) {
 		{"states", store.FilePartFilter{States: []string{transfer.FilePending}}, []string{"j-1:Big:0", "j-1:big:1", "j-1:big:10"}},
 		{"task", store.FilePartFilter{Task: "k-big"}, []string{"j-1:big:0", "j-1:big:1", "j-1:big:10", "j-2:big:0"}},
 		{"limit", store.FilePartFilter{Job: "j-1", Limit: 2}, []string{"j-1:Big:0", "j-1:big:0"}},
+		{"no owner", store.FilePartFilter{To: []string{""}}, []string{"j-1:Big:0"}},
+		{"owner or none", store.FilePartFilter{States: []string{transfer.FilePending}, To: []string{"", "h2"}}, []string{"j-1:Big:0", "j-1:big:1", "j-1:big:10"}},
+		{"another owner", store.FilePartFilter{To: []string{"h9"}}, []string{}},
 		{"none", store.FilePartFilter{Job: "j-none"}, []string{}},
 	} {
 		ps, err := s.ListFileParts(ctx, tc.f)
@@ -1094,11 +1097,17 @@ func testFileParts(t *testing.T, url string) {
 		}
 	}
 
-	// An update replaces the whole part; an unknown one stores nothing.
+	// An update replaces the whole part (a part given twice ends as
+	// given last); an unknown one stores nothing.
 	up := got[2]
-	up.State, up.Task, up.Attempts, up.Checksum, up.Complete = transfer.FileActive, "k-9", 3, "", false
-	if err := s.UpdateFileParts(ctx, []transfer.FilePart{up}); err != nil {
+	up.State, up.Task, up.Attempts, up.Checksum, up.Complete, up.To = transfer.FileActive, "k-9", 3, "", false, "h7"
+	first := up
+	first.State = transfer.FileFailed
+	if err := s.UpdateFileParts(ctx, []transfer.FilePart{first, up}); err != nil {
 		t.Fatal(err)
+	}
+	if ps, err := s.ListFileParts(ctx, store.FilePartFilter{To: []string{"h7"}}); err != nil || len(ps) != 1 {
+		t.Fatalf("parts to h7: %+v, %v", ps, err)
 	}
 	if ps, err := s.ListFileParts(ctx, store.FilePartFilter{Task: "k-9"}); err != nil || len(ps) != 1 {
 		t.Fatalf("updated part: %+v, %v", ps, err)
@@ -1142,6 +1151,26 @@ func testFileParts(t *testing.T, url string) {
 	if ps, _ := s.ListFileParts(ctx, store.FilePartFilter{Paths: []string{"new", "new-bad"}}); len(ps) != 0 {
 		t.Errorf("refused additions stored %v", partKeys(ps))
 	}
+	// Many parts (more than one statement's batch) in one call.
+	var many []transfer.FilePart
+	for i := range 1200 {
+		many = append(many, transfer.FilePart{Job: "j-2", Path: "huge", Part: transfer.Part{Index: i, Offset: int64(i) << 22, Length: 1 << 22}, State: transfer.FilePending})
+	}
+	if err := s.AddFileParts(ctx, many); err != nil {
+		t.Fatal(err)
+	}
+	for i := range many {
+		many[i].To = "h3"
+	}
+	if err := s.UpdateFileParts(ctx, many); err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := s.ListFileParts(ctx, store.FilePartFilter{Job: "j-2", Paths: []string{"huge"}, To: []string{"h3"}}); err != nil || len(ps) != 1200 || ps[1199].Index != 1199 {
+		t.Fatalf("many parts updated: %d, %v", len(ps), err)
+	}
+	many[1100].Path = "none"
+	wantErr(t, "update many parts, one unknown", s.UpdateFileParts(ctx, many), reserve.ErrNotFound)
+
 	// Inside a transaction rolled back, nothing stays.
 	errBoom := errors.New("boom")
 	err = s.Tx(ctx, func(tx store.Store) error {
