@@ -104,7 +104,11 @@ func startSvc(t *testing.T, o svcOpts) *svc {
 	}
 	s.url = fmt.Sprintf("http://127.0.0.1:%d", s.port)
 	if o.testbed {
-		s.topo, s.sock = repoFile("examples/two-site.yaml"), "unix:"+filepath.Join(dir, "ctl.sock")
+		topo, err := filepath.Abs(repoFile("examples/two-site.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.topo, s.sock = topo, "unix:"+filepath.Join(dir, "ctl.sock")
 	} else if err := os.WriteFile(s.topo, []byte(serviceTopology), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -165,6 +169,7 @@ func (s *svc) start(port int) (*exec.Cmd, *lockedBuffer) {
 	}
 	cmd := exec.Command(lpBin, args...)
 	cmd.Env = cleanEnv()
+	cmd.Dir = s.dir // with PostgreSQL, the metrics repository defaults to the working directory
 	cmd.Stderr = log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
