@@ -319,14 +319,6 @@ func (s *svc) wait(id string) *proc {
 	return startLP(s.t, runOpts{timeout: 5 * time.Minute}, "transfer", "wait", id, "--controller", s.url, "--controller-token-file", s.alice)
 }
 
-// waitOK waits for a transfer wait started by wait to exit 0.
-func waitOK(t *testing.T, w *proc) {
-	t.Helper()
-	if r := w.Wait(); r.code != 0 {
-		t.Fatalf("transfer wait: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
-	}
-}
-
 // makeDataset writes a tree of files of mixed sizes under root/run1 and
 // returns their paths relative to root.
 func makeDataset(t *testing.T, root string, scale int) []string {
@@ -381,6 +373,29 @@ func (s *svc) succeeded(id string, files []string) apiv1.JobPage {
 		}
 	}
 	return j
+}
+
+// midJob submits the dataset under run1 to siteB:dst as alice (with the
+// more args given), starts transfer wait on it, and returns once the job
+// is under way with a copy task of node running (waitMidJob): the moment
+// to inject a fault.
+func (s *svc) midJob(dst, node string, args ...string) (string, *proc, apiv1.JobPage) {
+	s.t.Helper()
+	id := s.submit(append([]string{"siteA:run1", "siteB:" + dst}, args...)...).Job.ID
+	wait := s.wait(id)
+	return id, wait, s.waitMidJob(id, node)
+}
+
+// arrived waits for transfer wait w of job id to exit 0, then checks that
+// every one of files arrived identical under dst and the job SUCCEEDED,
+// and returns its page.
+func (s *svc) arrived(w *proc, id string, files []string, dst string) apiv1.JobPage {
+	s.t.Helper()
+	if r := w.Wait(); r.code != 0 {
+		s.t.Fatalf("transfer wait: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	s.sameDataset(files, dst)
+	return s.succeeded(id, files)
 }
 
 // waitMidJob waits until job id is ACTIVE with at least a fifth of its
@@ -543,9 +558,7 @@ func TestServiceStandbyTakeover(t *testing.T) {
 				t.Fatalf("the second controller: %+v %v", h, err)
 			}
 			files := makeDataset(t, s.srcRoot, 3)
-			id := s.submit("siteA:run1", "siteB:in/").Job.ID
-			wait := s.wait(id)
-			s.waitMidJob(id, "a1")
+			id, wait, _ := s.midJob("in/", "a1")
 			s.kill()
 			if !waitFor(30*time.Second, func() bool {
 				h, err := health(t, standbyURL)
@@ -553,9 +566,7 @@ func TestServiceStandbyTakeover(t *testing.T) {
 			}) {
 				t.Fatalf("the standby did not take over:\n%s", s.standbyLog)
 			}
-			waitOK(t, wait)
-			s.sameDataset(files, "in")
-			s.succeeded(id, files)
+			s.arrived(wait, id, files, "in")
 		})
 	}
 }

@@ -76,12 +76,10 @@ func TestServiceOnTestbed(t *testing.T) {
 		if !resp.Created || len(resp.Job.Pairs) != 2 || resp.Job.Pairs[0].Reservation == "" || resp.Job.Pairs[1].Reservation == "" {
 			t.Fatalf("the accepted deadline job is not booked on two pairs: %+v", resp)
 		}
-		waitOK(t, s.wait(first))
+		j := s.arrived(s.wait(first), first, files, "in")
 		s1 := s.tb.status()
-		j := s.succeeded(first, files)
 		t.Logf("job %s: %s in %v (ACTIVE %v), algorithm %q, pairs %+v", j.Job.ID, j.Job.State, time.Since(submitted).Round(time.Millisecond),
 			j.Job.EndedAt.Sub(j.Job.StartedAt).Round(time.Millisecond), j.Job.Algorithm, j.Job.Pairs)
-		s.sameDataset(files, "in")
 		if !j.Job.EndedAt.Before(j.Job.Deadline) {
 			t.Errorf("ended at %v, after its deadline %v", j.Job.EndedAt, j.Job.Deadline)
 		}
@@ -175,9 +173,7 @@ func TestServiceOnTestbed(t *testing.T) {
 
 	t.Run("controller killed", func(t *testing.T) {
 		s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
-		id := s.submit("siteA:run1", "siteB:in-ctl", "--deadline", "+2m").Job.ID
-		wait := s.wait(id)
-		j := s.waitMidJob(id, "a1")
+		id, wait, j := s.midJob("in-ctl", "a1", "--deadline", "+2m")
 		failed := s.nodeLogCount("failed; trying again")
 		s.kill()
 		// Until the data nodes found it gone.
@@ -188,13 +184,11 @@ func TestServiceOnTestbed(t *testing.T) {
 		// The reservations carry on under the new process, and the agents
 		// come back to it.
 		for _, p := range j.Job.Pairs {
-			if res := s.reservation(p.Reservation); res.State != "ACTIVE" && res.State != "COMPLETED" {
+			if res := s.reservation(p.Reservation); res.State != "ACTIVE" && s.job(s.alice, id).Job.State == transfer.JobActive {
 				t.Errorf("pair %s → %s: reservation %s is %s after the restart", p.From, p.To, p.Reservation, res.State)
 			}
 		}
-		waitOK(t, wait)
-		s.sameDataset(files, "in-ctl")
-		j = s.succeeded(id, files)
+		j = s.arrived(wait, id, files, "in-ctl")
 		t.Logf("job %s after the restart: %s, pairs %+v", id, j.Job.Reason, j.Job.Pairs)
 		if !j.Job.EndedAt.Before(j.Job.Deadline) {
 			t.Errorf("ended at %v, after its deadline %v", j.Job.EndedAt, j.Job.Deadline)
@@ -206,9 +200,7 @@ func TestServiceOnTestbed(t *testing.T) {
 
 	t.Run("stale attempt", func(t *testing.T) {
 		s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
-		id := s.submit("siteA:run1", "siteB:in-stale", "--deadline", "+2m").Job.ID
-		wait := s.wait(id)
-		s.waitMidJob(id, "a1")
+		id, wait, _ := s.midJob("in-stale", "a1", "--deadline", "+2m")
 		s.nodes["a1"].Signal(syscall.SIGSTOP)
 		stale := running(s.job(s.alice, id), "a1")
 		if len(stale) == 0 {
@@ -247,37 +239,35 @@ func TestServiceOnTestbed(t *testing.T) {
 			}
 		}
 		s.nodes["a1"].Signal(syscall.SIGCONT)
-		waitOK(t, wait)
-		s.sameDataset(files, "in-stale")
-		s.succeeded(id, files)
+		s.arrived(wait, id, files, "in-stale")
 		// a1 stopped its old attempt: by the controller's word or by the
 		// destination's refusal.
 		if !waitFor(30*time.Second, func() bool {
-			log := s.nodes["a1"].err.String()
-			return strings.Contains(log, "stopping task") || strings.Contains(log, "no longer current") || strings.Contains(log, "task is over")
+			for _, l := range strings.Split(s.nodes["a1"].err.String(), "\n") {
+				if strings.Contains(l, again.ID) && (strings.Contains(l, "stopping task") || strings.Contains(l, "no longer current")) {
+					return true
+				}
+			}
+			return false
 		}) {
-			t.Errorf("a1's old attempt was never told to stop:\n%s", s.nodes["a1"].err.String())
+			t.Errorf("a1's old attempt of task %s was never stopped:\n%s", again.ID, s.nodes["a1"].err.String())
 		}
 	})
 
 	t.Run("data node killed", func(t *testing.T) {
 		s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
-		id := s.submit("siteA:run1", "siteB:in-kill", "--deadline", "+2m").Job.ID
-		wait := s.wait(id)
-		s.waitMidJob(id, "a1")
-		// A wait that times out first exits 2.
-		if r := s.lp(s.alice, "transfer", "wait", id, "--timeout", "1s"); r.code != 2 || !strings.Contains(r.stderr, "still ACTIVE after 1s") {
-			t.Errorf("transfer wait --timeout 1s of a running job: exit %d\n%s", r.code, r.stderr)
-		}
+		id, wait, _ := s.midJob("in-kill", "a1", "--deadline", "+2m")
 		s.nodes["a1"].Signal(syscall.SIGKILL)
 		lost := running(s.job(s.alice, id), "a1")
 		if len(lost) == 0 {
 			t.Fatal("a1 ran no task when it was killed")
 		}
+		// While a1's lease lapses: a wait that times out first exits 2.
+		if r := s.lp(s.alice, "transfer", "wait", id, "--timeout", "1s"); r.code != 2 || !strings.Contains(r.stderr, "still ACTIVE after 1s") {
+			t.Errorf("transfer wait --timeout 1s of a running job: exit %d\n%s", r.code, r.stderr)
+		}
 		s.waitNodes(map[string]int{"siteA": 1, "siteB": 2})
-		waitOK(t, wait)
-		s.sameDataset(files, "in-kill")
-		j := s.succeeded(id, files)
+		j := s.arrived(wait, id, files, "in-kill")
 		for _, o := range lost {
 			for _, k := range j.Tasks {
 				if k.ID == o.ID && (k.From == "a1" || k.Attempt != o.Attempt+1 || k.State != transfer.TaskSucceeded) {
