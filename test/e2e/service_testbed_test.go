@@ -270,7 +270,11 @@ func TestServiceOnTestbed(t *testing.T) {
 		j := s.arrived(wait, id, files, "in-kill")
 		for _, o := range lost {
 			for _, k := range j.Tasks {
-				if k.ID == o.ID && (k.From == "a1" || k.Attempt != o.Attempt+1 || k.State != transfer.TaskSucceeded) {
+				if k.ID != o.ID {
+					continue
+				}
+				t.Logf("task %s of the killed node (%d bytes moved by attempt %d): attempt %d on %s → %s, %s", k.ID, o.BytesDone, o.Attempt, k.Attempt, k.From, k.To, k.State)
+				if k.From == "a1" || k.Attempt != o.Attempt+1 || k.State != transfer.TaskSucceeded {
 					t.Errorf("task %s of the killed node: attempt %d on %s, %s; want attempt %d on another node, SUCCEEDED",
 						k.ID, k.Attempt, k.From, k.State, o.Attempt+1)
 				}
