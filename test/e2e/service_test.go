@@ -5,12 +5,9 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -63,9 +60,8 @@ type svc struct {
 	db, topo string // the controllers' --db and --topology
 	port     int
 	url      string
-	sock     string // unix:PATH the agents and data nodes call (on the testbed)
-	cmd      *exec.Cmd
-	log      *lockedBuffer
+	sock     string   // unix:PATH the agents and data nodes call (on the testbed)
+	ctl      *killCtl // the (first) controller
 	// Token files.
 	admin, alice, bob, dn string
 	// The endpoints' roots.
@@ -73,12 +69,11 @@ type svc struct {
 	rate             string
 	nodes            map[string]*proc
 	tb               *tb // the testbed, or nil on loopback
-	// With a standby: its port, process and log; url then names both
+	// With a standby: its port and process; url then names both
 	// controllers (leader first), as the users and data nodes are given
 	// them.
 	standbyPort int
-	standby     *exec.Cmd
-	standbyLog  *lockedBuffer
+	standby     *killCtl
 }
 
 // svcNodes are the data nodes, with their endpoints and their loopback
@@ -115,16 +110,16 @@ func startSvc(t *testing.T, o svcOpts) *svc {
 	s.launch()
 	if o.standby {
 		s.standbyPort = freePort(t, "127.0.0.1")
-		s.standby, s.standbyLog = s.start(s.standbyPort)
+		s.standby = s.start(s.standbyPort)
 		s.url += fmt.Sprintf(",http://127.0.0.1:%d", s.standbyPort)
 	}
 	// The logs go into the test's output when it fails (or always with
 	// SVC_LOGS=1 in the environment).
 	t.Cleanup(func() {
 		if t.Failed() || os.Getenv("SVC_LOGS") != "" {
-			t.Logf("controller log:\n%s", s.log)
-			if s.standbyLog != nil {
-				t.Logf("standby controller log:\n%s", s.standbyLog)
+			t.Logf("controller log:\n%s", s.ctl.log)
+			if s.standby != nil {
+				t.Logf("standby controller log:\n%s", s.standby.log)
 			}
 			for name, p := range s.nodes {
 				t.Logf("data node %s log:\n%s", name, p.err.String())
@@ -153,53 +148,24 @@ func startSvc(t *testing.T, o svcOpts) *svc {
 // launch starts the controller on s's port and database (again after a
 // kill) and waits for its health.
 func (s *svc) launch() {
-	s.cmd, s.log = s.start(s.port)
+	s.ctl = s.start(s.port)
 }
 
 // start starts a controller on port and s's database and waits for its
 // health (a standby's too).
-func (s *svc) start(port int) (*exec.Cmd, *lockedBuffer) {
-	t := s.t
-	t.Helper()
-	log := &lockedBuffer{}
-	args := []string{"controller", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--db", s.db, "--topology", s.topo, "--admin-token-file", s.admin}
+func (s *svc) start(port int) *killCtl {
+	s.t.Helper()
+	var extra []string
 	if s.sock != "" {
-		args = append(args, "--listen", s.sock)
+		extra = []string{"--listen", s.sock}
 	}
-	cmd := exec.Command(lpBin, args...)
-	cmd.Env = cleanEnv()
-	cmd.Dir = s.dir // with PostgreSQL, the metrics repository defaults to the working directory
-	cmd.Stderr = log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	ok := waitFor(20*time.Second, func() bool {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/v1/health", port))
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		_, err = os.Stat(s.admin)
-		return resp.StatusCode == 200 && err == nil
-	})
-	if !ok {
-		t.Fatalf("the controller did not come up:\n%s", log)
-	}
-	return cmd, log
+	return startCtlProc(s.t, s.dir, s.db, s.topo, port, extra...)
 }
 
 // kill SIGKILLs the controller.
 func (s *svc) kill() {
-	s.cmd.Process.Kill()
-	s.cmd.Wait()
+	s.ctl.cmd.Process.Kill()
+	s.ctl.cmd.Wait()
 }
 
 func (s *svc) lp(tok string, args ...string) result {
@@ -564,7 +530,7 @@ func TestServiceStandbyTakeover(t *testing.T) {
 				h, err := health(t, standbyURL)
 				return err == nil && h.Role == apiv1.RoleLeader
 			}) {
-				t.Fatalf("the standby did not take over:\n%s", s.standbyLog)
+				t.Fatalf("the standby did not take over:\n%s", s.standby.log)
 			}
 			s.arrived(wait, id, files, "in")
 		})
