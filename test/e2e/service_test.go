@@ -16,12 +16,13 @@ import (
 	"github.com/lightpath/lightpath/internal/transfer"
 )
 
-// The transfer service end to end, on loopback, with the real binary: a
-// controller on a small topology whose hosts are the data nodes, two
-// `lightpath serve --controller` per endpoint (each on its own 127.0.0.x
-// address; the two nodes of an endpoint serve the same directory, as a
-// site's transfer nodes share a file system), and the command line as a
-// user runs it.
+// The transfer service end to end with the real binary: a controller,
+// two `lightpath serve --controller` per endpoint (the two nodes of an
+// endpoint serve the same directory, as a site's transfer nodes share a
+// file system), and the command line as a user runs it. The harness
+// (startSvc) runs it on loopback, on a small topology whose hosts are the
+// data nodes, each on its own 127.0.0.x address, or on the two-site
+// testbed with agents (TestServiceOnTestbed, where the faults are).
 
 const serviceTopology = `
 sites: [{name: s1}, {name: s2}]
