@@ -573,3 +573,36 @@ func TestPartsOnlyToNodesThatSayParts(t *testing.T) {
 		t.Fatalf("a file listed by an older node: %d parts", f.Parts)
 	}
 }
+
+// A pair past its share still carries the parts of the file its
+// destination owns when no other pair can (they go to other nodes): the
+// file does not wait for shares that nothing else will use.
+func TestPartsPastShareToOwner(t *testing.T) {
+	// 800 MB in parts of 288 MiB over two pairs to two nodes, shares of
+	// 400 MB: the owner's pair carries all three.
+	e := newEnv(t, func(c *service.Config) { c.PartMinBytes, c.PartBytes = 400e6, 300e6 })
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)},
+		[]apiv1.ListedFile{{Path: "data/big", Source: "data", Size: 800_000_000, MTime: t0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j = e.startBooked(j)
+	w := e.claimPart("a1")
+	owner := w.Task.To
+	if ws := e.claim("a2", 4); len(ws) != 0 {
+		t.Fatalf("a2's pair to the other node claimed %+v", ws[0].Task)
+	}
+	for i := range 3 {
+		if i > 0 {
+			w = e.claimPart("a1")
+		}
+		if w.Task.To != owner || w.Task.Part.Index != i {
+			t.Fatalf("part %d → %s", w.Task.Part.Index, w.Task.To)
+		}
+		e.report(w, apiv1.TaskReport{Attempt: 1, Done: true, BytesDone: w.Task.Bytes, Files: []apiv1.FileReport{
+			{Path: "data/big", OK: true, Part: w.Task.Part, Bytes: w.Task.Bytes, Complete: i == 2}}})
+	}
+	if j = e.job(j.ID); j.State != transfer.JobSucceeded {
+		t.Fatalf("job %s %q", j.State, j.Reason)
+	}
+}

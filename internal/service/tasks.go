@@ -411,14 +411,13 @@ func (r *claimRun) freshJob(j *transfer.Job) error {
 			}
 		}
 		for running < pr.concurrency && len(r.out) < r.max {
-			if pr.reserved && pr.share > 0 && assigned >= pr.share && r.othersCanCarry(j, pr, tasks, 1, "") {
-				break
-			}
 			var shareLeft int64 // 0: no share to keep to
 			if pr.reserved && pr.share > 0 {
 				shareLeft = max(pr.share-assigned, 1)
 			}
-			// The parts of large files first: one part a task.
+			// The parts of large files first: one part a task. A pair
+			// past its share still takes the parts only it and the
+			// pairs to the same owner can carry (freshPart).
 			took, err := r.freshPart(j, to, pr, tasks, shareLeft)
 			if err != nil {
 				return err
@@ -428,6 +427,9 @@ func (r *claimRun) freshJob(j *transfer.Job) error {
 				running++
 				assigned += r.out[len(r.out)-1].Task.Bytes
 				continue
+			}
+			if pr.reserved && pr.share > 0 && assigned >= pr.share && r.othersCanCarry(j, pr, tasks, 1, "") {
+				break
 			}
 			files, err := r.tx.ListJobFiles(r.ctx, store.JobFileFilter{Job: j.ID, States: []string{transfer.FilePending}, Limit: BatchFiles})
 			if err != nil {
