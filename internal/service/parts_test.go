@@ -5,6 +5,7 @@ package service_test
 
 import (
 	"fmt"
+	"hash/adler32"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -604,5 +605,28 @@ func TestPartsPastShareToOwner(t *testing.T) {
 	}
 	if j = e.job(j.ID); j.State != transfer.JobSucceeded {
 		t.Fatalf("job %s %q", j.State, j.Reason)
+	}
+}
+
+// A job checked with adler32: its parts' adler32 checksums combine into
+// the whole file's.
+func TestPartsAdler32(t *testing.T) {
+	e := newEnv(t, smallParts)
+	e.oneDestination()
+	data := bigData()
+	adler := func(b []byte) string { return fmt.Sprintf("%08x", adler32.Checksum(b)) }
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Checksum: transfer.ChecksumAdler32,
+		Expected: map[string]string{"src:data/big": adler(data)}}, bigListing(data)[:1])
+	for i := range 3 {
+		w := e.claimPart("a1")
+		p := w.Task.Part
+		fr := apiv1.FileReport{Path: "data/big", OK: true, Part: p, Bytes: p.Length, Checksum: adler(data[p.Offset : p.Offset+p.Length])}
+		if i == 2 {
+			fr.Complete, fr.FileChecksum = true, adler(data)
+		}
+		e.report(w, apiv1.TaskReport{Attempt: w.Task.Attempt, Done: true, Files: []apiv1.FileReport{fr}})
+	}
+	if f := e.file(j.ID, "data/big"); f.State != transfer.FileSucceeded || f.Checksum != adler(data) {
+		t.Fatalf("the file: %s checksum %s, want %s (%q)", f.State, f.Checksum, adler(data), f.Error)
 	}
 }
