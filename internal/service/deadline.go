@@ -206,18 +206,57 @@ func (s *Service) deadlines(ctx context.Context, now time.Time) error {
 				}
 			}
 			if start {
-				j.State, j.StartedAt = transfer.JobActive, now
-				j.Reason = movingReason(j)
-				if err := s.tx(ctx, func(tx store.Store) error { return s.saveJob(ctx, tx, &j, now) }); err != nil {
-					return err
-				}
-				if err := s.overrun(ctx, j, now); err != nil {
+				if err := s.start(ctx, j, now); err != nil {
 					return err
 				}
 			}
 		case j.State == transfer.JobActive:
 			if err := s.overrun(ctx, j, now); err != nil {
 				return err
+			}
+		}
+	}
+	return nil
+}
+
+// start turns a SCHEDULED job ACTIVE: its copies may be claimed. The
+// caller holds mu.
+func (s *Service) start(ctx context.Context, j transfer.Job, now time.Time) error {
+	j.State, j.StartedAt = transfer.JobActive, now
+	j.Reason = movingReason(j)
+	if err := s.tx(ctx, func(tx store.Store) error { return s.saveJob(ctx, tx, &j, now) }); err != nil {
+		return err
+	}
+	return s.overrun(ctx, j, now)
+}
+
+// startActive starts the SCHEDULED jobs one of whose reservations is
+// ACTIVE (its start passed and every managed node has its part in place):
+// Run calls it as a reservation turns ACTIVE, so a booked job's copies
+// begin then rather than at the clock's next tick, and as it (re)subscribes
+// to the controller's events, for what it may have missed.
+func (s *Service) startActive(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	js, err := s.st.ListJobs(ctx, store.JobFilter{States: []string{transfer.JobScheduled}})
+	if err != nil {
+		return err
+	}
+	for _, j := range js {
+		for _, p := range j.Pairs {
+			if p.Reservation == "" {
+				continue
+			}
+			r, err := s.st.GetReservation(ctx, p.Reservation)
+			if err != nil {
+				return err
+			}
+			if r.State == reserve.StateActive {
+				s.log.Debug("a booked job's reservation is ACTIVE: the job starts", "job", j.ID, "reservation", r.ID)
+				if err := s.start(ctx, j, s.now()); err != nil {
+					return err
+				}
+				break
 			}
 		}
 	}

@@ -76,8 +76,14 @@ type Config struct {
 	// booked rate is shared among the running tasks (divideRates), so two
 	// tasks never send above the booking.
 	BookedConcurrency int
-	Log               *slog.Logger
+	// Tick is the period of the service's clock (Run; DefaultTick when
+	// zero).
+	Tick time.Duration
+	Log  *slog.Logger
 }
+
+// DefaultTick is Config.Tick's default.
+const DefaultTick = time.Second
 
 // DefaultBookedConcurrency is Config.BookedConcurrency's default.
 const DefaultBookedConcurrency = 2
@@ -95,6 +101,7 @@ type Service struct {
 	ocfg optimize.Config
 	// bookedConcurrency is Config.BookedConcurrency.
 	bookedConcurrency int
+	tick              time.Duration
 
 	// mu serialises the service's changes: each is one store transaction
 	// made under it.
@@ -138,6 +145,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		wait:              cfg.SubmitWait,
 		ocfg:              cfg.Optimizer.WithDefaults(),
 		bookedConcurrency: cfg.BookedConcurrency,
+		tick:              cfg.Tick,
 		waiters:           map[string]chan error{},
 		opt:               map[pairKey]*optimize.Pair{},
 		last:              map[pairKey]transfer.Decision{},
@@ -152,6 +160,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	if s.wait <= 0 {
 		s.wait = DefaultSubmitWait
+	}
+	if s.tick <= 0 {
+		s.tick = DefaultTick
 	}
 	k, err := s.loadKey(ctx)
 	if err != nil {

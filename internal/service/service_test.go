@@ -120,7 +120,9 @@ func (e *env) open(tp *controller.Topo) {
 		st.Close()
 		e.t.Fatal(err)
 	}
-	s, err := service.New(e.ctx, service.Config{Controller: c, SubmitWait: 20 * time.Second})
+	// The tests move the clock by hand and call Tick themselves: Run's
+	// own tick (in the tests that run it) never comes.
+	s, err := service.New(e.ctx, service.Config{Controller: c, SubmitWait: 20 * time.Second, Tick: time.Hour})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -631,6 +633,45 @@ func testDeadlineJobBooked(t *testing.T, db string) {
 		if r, _ := e.c.Get(e.ctx, alice, p.Reservation); r.State != reserve.StateCancelled {
 			t.Fatalf("reservation %s after the job's cancel: %s", r.ID, r.State)
 		}
+	}
+}
+
+// TestBookedJobStartsWhenActive: Run starts a booked job as soon as one
+// of its reservations turns ACTIVE, from the controller's events, without
+// waiting for its clock's tick (an hour here).
+func TestBookedJobStartsWhenActive(t *testing.T) {
+	e := newEnv(t)
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)}, listed(40, 100_000_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != transfer.JobScheduled {
+		t.Fatalf("booked job: %s %q", j.State, j.Reason)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() { e.s.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	// The controller's clock turns the reservations ACTIVE (their start
+	// is now; no agent manages this topology's nodes).
+	e.clk.Set(j.Pairs[0].Start)
+	e.c.Tick(e.ctx)
+	for _, p := range j.Pairs {
+		if r, err := e.c.Get(e.ctx, alice, p.Reservation); err != nil || r.State != reserve.StateActive {
+			t.Fatalf("reservation %s after the controller's tick: %s %v", p.Reservation, r.State, err)
+		}
+	}
+	for range 2000 {
+		if j = e.job(j.ID); j.State != transfer.JobScheduled {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if j.State != transfer.JobActive || !j.StartedAt.Equal(e.clk.Now()) {
+		t.Fatalf("the job once its reservations are ACTIVE: %s %q, started %v", j.State, j.Reason, j.StartedAt)
+	}
+	if ws := e.claim("a1", 4); len(ws) == 0 || ws[0].Task.Reservation == "" || ws[0].Task.RateBps == 0 {
+		t.Fatalf("paced task: %+v", ws)
 	}
 }
 
