@@ -283,7 +283,7 @@ PY
 }
 
 # TIMELINE_STAGES are timeline's stages, in order, as the table shows them.
-TIMELINE_STAGES=(created listed booked first_reservation_active reservations_active job_active first_claim
+TIMELINE_STAGES=(created listed booked first_reservation_active job_active reservations_active first_claim
 	last_pair_first_claim first_byte last_pair_first_byte first_pair_last_byte last_byte last_task_ended succeeded wait_returned)
 
 # job_run SRC DST [ARGS...] submits a job as alice and waits for it; prints
@@ -397,16 +397,18 @@ if wanted aggregate; then
 	out ""
 	out "Timeline of the job: seconds since the submission, median of $RUNS (min-max)"
 	out "$(printf '  %-34s %8s   %s' stage median spread)"
-	for stage in "${TIMELINE_STAGES[@]}"; do
-		mapfile -t vs < <(for ((r = 1; r <= RUNS; r++)); do
-			python3 -c 'import json, sys; v = json.load(open(sys.argv[1])).get(sys.argv[2]); print("" if v is None else v)' \
-				"$W/logs/timeline-$r.json" "$stage"
-		done | grep .)
-		((${#vs[@]} > 0)) || continue
-		read -r tm tmin tmax < <(stats "${vs[@]}")
+	while read -r stage tm tmin tmax; do
 		out "$(printf '  %-34s %8s   %s' "${stage//_/ }" "$tm" "$tmin-$tmax")"
 		emit_json scenario=timeline "stage=$stage" "seconds:=$tm" "min:=$tmin" "max:=$tmax"
-	done
+	done < <(python3 - "${TIMELINE_STAGES[@]}" <<PY
+import json, statistics, sys
+runs = [json.load(open("$W/logs/timeline-%d.json" % r)) for r in range(1, $RUNS + 1)]
+for stage in sys.argv[1:]:
+    v = sorted(x[stage] for x in runs if x.get(stage) is not None)
+    if v:
+        print("%s %.3f %.3f %.3f" % (stage, statistics.median(v), v[0], v[-1]))
+PY
+	)
 	emit_json scenario=aggregate "aggregate_of_booked:=$am" "aggregate_min:=$amin" "aggregate_max:=$amax" \
 		"speedup:=$sm" "speedup_min:=$smin" "speedup_max:=$smax" "pairs:=$pairs" "job_seconds:=$jm" "cp_seconds:=$cm" \
 		"runs:=$RUNS" "bytes:=$total"
