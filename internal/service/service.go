@@ -56,6 +56,9 @@ const (
 	// MaxClaimWait bounds how long a claim waits for something to hand
 	// out (apiv1.ClaimRequest.Wait).
 	MaxClaimWait = 30 * time.Second
+	// MaxJobWait bounds how long a job's page waits for the job to end
+	// (GET /api/v1/jobs/{id}?wait=, WaitEnded).
+	MaxJobWait = 30 * time.Second
 
 	settingGrantKey = "service.grant_key"
 )
@@ -296,4 +299,35 @@ func (s *Service) saveJob(ctx context.Context, tx store.Store, j *transfer.Job, 
 func (s *Service) notify() {
 	close(s.changed)
 	s.changed = make(chan struct{})
+}
+
+// WaitEnded returns once job id has ended (SUCCEEDED, FAILED or
+// CANCELLED), d has passed or ctx ended, whichever comes first, so that
+// transfer wait learns of the end as it happens rather than at its next
+// poll. A job the actor may not see is not found.
+func (s *Service) WaitEnded(ctx context.Context, a controller.Actor, id string, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		// The channel first, under mu: every change to the job is made
+		// and committed under mu (saveJob), so the read below sees it at
+		// least as new as the channel, and a later change closes it.
+		s.mu.Lock()
+		changed := s.changed
+		s.mu.Unlock()
+		j, err := s.job(ctx, a, id)
+		if err != nil {
+			return err
+		}
+		if transfer.JobEnded(j.State) {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }

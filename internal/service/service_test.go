@@ -1228,6 +1228,49 @@ func TestClaimWaits(t *testing.T) {
 	}
 }
 
+// TestWaitEnded: a wait for a job's end returns as the job ends, or when
+// its time passes while the job runs, or at once for an ended job.
+func TestWaitEnded(t *testing.T) {
+	e := newEnv(t)
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(4, 1000))
+	if err := e.s.WaitEnded(e.ctx, alice, j.ID, 10*time.Millisecond); err != nil {
+		t.Fatalf("a short wait on a running job: %v", err)
+	}
+	if j = e.job(j.ID); j.State != transfer.JobActive {
+		t.Fatalf("the job after a short wait: %s", j.State)
+	}
+	if err := e.s.WaitEnded(e.ctx, bob, j.ID, time.Second); !errors.Is(err, reserve.ErrNotFound) {
+		t.Fatalf("bob waits for alice's job: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.s.WaitEnded(e.ctx, alice, j.ID, 30*time.Second) }()
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("the wait returned while the job runs: %v", err)
+	default:
+	}
+	// Another job's change wakes it, but it waits on.
+	if _, _, err := e.s.Submit(e.ctx, alice, transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:other"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("the wait returned on another job's change: %v", err)
+	default:
+	}
+	if _, err := e.s.Cancel(e.ctx, alice, j.ID, "changed my mind"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the wait as the job ended: %v", err)
+	}
+	if err := e.s.WaitEnded(e.ctx, alice, j.ID, 30*time.Second); err != nil {
+		t.Fatalf("a wait on an ended job: %v", err)
+	}
+}
+
 // TestRatesRedivided: a booked pair's rate is shared among its running
 // tasks and divided again as they start and end. A second task claimed
 // beside a running one takes its share from it in the same answer (the
