@@ -1366,6 +1366,11 @@ func TestDivideRates(t *testing.T) {
 	task := func(id, from, to, state string) transfer.Task {
 		return transfer.Task{ID: id, Kind: transfer.TaskCopy, From: from, To: to, State: state}
 	}
+	sized := func(id string, bytes, done int64) transfer.Task {
+		t := task(id, "a1", "b1", transfer.TaskActive)
+		t.Bytes, t.BytesDone = bytes, done
+		return t
+	}
 	for _, tc := range []struct {
 		name  string
 		tasks []transfer.Task
@@ -1378,6 +1383,10 @@ func TestDivideRates(t *testing.T) {
 			map[string]uint64{"k1": 1000}},
 		{"routed and unbooked pairs: 0", []transfer.Task{task("k1", "a2", "b2", transfer.TaskActive), task("k2", "a1", "b2", transfer.TaskActive)},
 			map[string]uint64{"k1": 0, "k2": 0}},
+		{"by the bytes left", []transfer.Task{sized("k1", 9000, 0), sized("k2", 1000, 0)}, map[string]uint64{"k1": 900, "k2": 100}},
+		{"the bytes sent do not count", []transfer.Task{sized("k1", 10000, 9000), sized("k2", 1000, 0)}, map[string]uint64{"k1": 500, "k2": 500}},
+		{"a small task counts as a second of the booking", []transfer.Task{sized("k1", 100000, 0), sized("k2", 10, 0)},
+			map[string]uint64{"k1": 998, "k2": 1}},
 		{"pairs apart", []transfer.Task{task("k1", "a1", "b1", transfer.TaskActive), task("k2", "a1", "b2", transfer.TaskActive), task("k3", "a1", "b1", transfer.TaskActive)},
 			map[string]uint64{"k1": 500, "k2": 0, "k3": 500}},
 	} {
