@@ -80,6 +80,18 @@ func (b *blockSet) set(i, crc, ad uint32) {
 // setHole records block i as all zeros.
 func (b *blockSet) setHole(i uint32) { b.mark(b.page(i, true), i%pageBlocks, true) }
 
+// unset forgets block i.
+func (b *blockSet) unset(i uint32) {
+	p := b.page(i, false)
+	k := i % pageBlocks
+	if p == nil || !bit(&p.have, k) {
+		return
+	}
+	p.have[k/64] &^= 1 << (k % 64)
+	p.hole[k/64] &^= 1 << (k % 64)
+	b.n--
+}
+
 // count is the number of blocks held.
 func (b *blockSet) count() int { return b.n }
 

@@ -95,9 +95,19 @@ func (c *ClientConfig) dial(ctx context.Context, kind wire.Kind, streams int) (n
 // connect opens a session: the control connection, the request, and the
 // data connections, all to the server's one port.
 func (c *ClientConfig) connect(ctx context.Context, req func(streams int) wire.Msg) (*link, error) {
+	return c.connectVersion(ctx, 0, "", req)
+}
+
+// connectVersion is connect for a request that needs protocol version
+// minVersion at least (what names it, for the refusal).
+func (c *ClientConfig) connectVersion(ctx context.Context, minVersion uint16, what string, req func(streams int) wire.Msg) (*link, error) {
 	conn, r, cn, sn, err := c.dial(ctx, wire.KindControl, max(c.Streams, 1))
 	if err != nil {
 		return nil, err
+	}
+	if r.Version < minVersion {
+		conn.Close()
+		return nil, refusal(fmt.Sprintf("the server at %s speaks protocol version %d, and %s needs %d or later: upgrade its lightpath", c.Addr, r.Version, what, minVersion))
 	}
 	streams := c.Streams
 	if streams <= 0 {
@@ -238,17 +248,22 @@ type TransferStats struct {
 }
 
 // pushOnce sends local sources to the server's dest in one session.
-func pushOnce(ctx context.Context, cfg ClientConfig, src Source, dest string, dirSlash bool, opts wire.Transfer, prog *Progress, onFile func(FileResult)) (TransferStats, error) {
-	l, err := cfg.connect(ctx, func(streams int) wire.Msg {
+func pushOnce(ctx context.Context, cfg ClientConfig, src Source, dest string, dirSlash bool, opts wire.Transfer, part *Part, prog *Progress, onFile func(FileResult)) (TransferStats, error) {
+	var wp *wire.Part
+	var need uint16
+	if part != nil {
+		wp, need = &wire.Part{Offset: part.Offset, Length: part.Length}, wire.VersionPart
+	}
+	l, err := cfg.connectVersion(ctx, need, "a part push", func(streams int) wire.Msg {
 		o := opts
 		o.Tuning, o.Streams, o.BlockSize = cfg.Tuning.wire(), uint16(streams), uint32(cfg.blockSize())
-		return &wire.Put{Transfer: o, Dest: dest, Sources: uint32(len(src.Items)), DirSlash: dirSlash}
+		return &wire.Put{Transfer: o, Dest: dest, Sources: uint32(len(src.Items)), DirSlash: dirSlash, Part: wp}
 	})
 	if err != nil {
 		return TransferStats{}, err
 	}
 	defer l.close()
-	l.blockSize, l.opts, l.prog, l.onFile = cfg.blockSize(), opts, prog, onFile
+	l.blockSize, l.opts, l.part, l.prog, l.onFile = cfg.blockSize(), opts, wp, prog, onFile
 	prog.setStreams(l)
 	res, err := runSender(ctx, l, src)
 	if err != nil {

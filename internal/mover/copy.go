@@ -91,6 +91,47 @@ const (
 	Pull Direction = "pull" // the server's paths to a local destination
 )
 
+// Part is a byte range of one file, pushed on its own (see Job.Part):
+// Offset a multiple of the block size, Offset+Length a multiple of it or
+// the file's size.
+type Part struct{ Offset, Length int64 }
+
+// checkPart refuses a part push that cannot work, before connecting.
+func (j *Job) checkPart() error {
+	p := j.Part
+	if p == nil {
+		return nil
+	}
+	if j.Direction != Push {
+		return refusal("a part is pushed, never pulled")
+	}
+	if len(j.Source.Items) != 1 {
+		return refusal(fmt.Sprintf("a part push takes exactly one source file, not %d", len(j.Source.Items)))
+	}
+	if j.Options.DryRun {
+		return refusal("a part push cannot be a dry run")
+	}
+	it := j.Source.Items[0]
+	fi, err := it.Root.Stat(it.Path)
+	if err != nil {
+		return refusal(fmt.Sprintf("part of %s: %v", it.Path, cleanPathError(err)))
+	}
+	if !fi.Mode().IsRegular() {
+		return refusal(fmt.Sprintf("part of %s: not a regular file", it.Path))
+	}
+	bs := j.Config.blockSize()
+	size := fi.Size()
+	switch {
+	case p.Offset < 0 || p.Length <= 0 || p.Offset > size-p.Length:
+		return refusal(fmt.Sprintf("part %d+%d of %s: outside its %d bytes", p.Offset, p.Length, it.Path, size))
+	case p.Offset%bs != 0:
+		return refusal(fmt.Sprintf("part %d+%d of %s: the offset is not a multiple of the block size %d", p.Offset, p.Length, it.Path, bs))
+	case (p.Offset+p.Length)%bs != 0 && p.Offset+p.Length != size:
+		return refusal(fmt.Sprintf("part %d+%d of %s: it ends neither on a block boundary (%d) nor at the file's end", p.Offset, p.Length, it.Path, bs))
+	}
+	return nil
+}
+
 // Job is one copy.
 type Job struct {
 	Config  ClientConfig
@@ -101,6 +142,14 @@ type Job struct {
 	// lands inside Remote when Remote ends with / or is the root.
 	Source Source
 	Remote string
+	// Part, when set, pushes only this byte range of the one regular file
+	// in Source (see Part): the server writes it into the file's partial
+	// file, shared with the sessions pushing its other parts, and puts the
+	// file in place once every block is there. Anything but a push of
+	// exactly one regular file, or a range not on block boundaries, is
+	// refused before connecting; a server older than protocol version 4
+	// is refused too (permanent errors).
+	Part *Part
 	// Pull: Paths, under the server's root, come into Local.
 	Paths []string
 	Local Dest
@@ -206,6 +255,9 @@ func DryRunStatus(reason string) string {
 // verified (or, in a dry run, judged), the session's error when it
 // failed, or a *FilesFailedError when some files did.
 func Copy(ctx context.Context, job Job) (Summary, error) {
+	if err := job.checkPart(); err != nil {
+		return Summary{Direction: job.Direction, Errors: []string{err.Error()}}, err
+	}
 	m := job.Meter
 	if m == nil {
 		m = &Meter{}
@@ -236,7 +288,7 @@ func Copy(ctx context.Context, job Job) (Summary, error) {
 		if job.Direction == Push {
 			src := job.Source
 			src.Exclude = delivered
-			ts, runErr = pushOnce(ctx, cfg, src, job.Remote, strings.HasSuffix(job.Remote, "/") || job.Remote == "", opts, prog, onFile)
+			ts, runErr = pushOnce(ctx, cfg, src, job.Remote, strings.HasSuffix(job.Remote, "/") || job.Remote == "", opts, job.Part, prog, onFile)
 		} else {
 			dst := job.Local
 			dst.Done = delivered

@@ -25,6 +25,13 @@ func serveLoopback(t *testing.T, root string) string {
 // ends and returns its address.
 func serveConfig(t *testing.T, cfg ServerConfig) string {
 	t.Helper()
+	_, addr := serveServer(t, cfg)
+	return addr
+}
+
+// serveServer is serveConfig that also returns the server.
+func serveServer(t *testing.T, cfg ServerConfig) (*Server, string) {
+	t.Helper()
 	srv, err := NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +44,7 @@ func serveConfig(t *testing.T, cfg ServerConfig) string {
 	done := make(chan struct{})
 	go func() { srv.Serve(ctx, ln); close(done) }()
 	t.Cleanup(func() { cancel(); <-done; srv.Close() })
-	return ln.Addr().String()
+	return srv, ln.Addr().String()
 }
 
 // TestCopy runs copies through the library entry point the command line

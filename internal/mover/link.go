@@ -132,6 +132,9 @@ type link struct {
 	data      []*dataConn
 	blockSize int64
 	opts      wire.Transfer
+	// part is the range a part push carries of its one file; nil for a
+	// whole push (and a pull).
+	part *wire.Part
 	// stall bounds how long any read or write may make no progress.
 	stall  time.Duration
 	prog   *Progress
@@ -223,6 +226,15 @@ func (l *link) awaitPeerClose() {
 }
 
 func (l *link) fileResult(r FileResult) {
+	if l.part == nil {
+		r.Complete = r.OK && !l.opts.Select.DryRun
+		if r.Complete {
+			r.FileCRC32C, r.FileAdler32 = r.CRC32C, r.Adler32
+		}
+	} else {
+		r.Part = &Part{Offset: l.part.Offset, Length: l.part.Length}
+		r.Size = l.part.Length
+	}
 	switch {
 	case r.Skipped:
 		l.prog.FilesSkipped.Add(1)
@@ -398,12 +410,27 @@ func (p *Progress) Streams() []transport.Stats {
 
 // FileResult reports one file's outcome.
 type FileResult struct {
-	Path     string
-	Size     int64
-	OK       bool
-	Skipped  bool
-	Reason   string
+	Path string
+	// Size is the file's size; for a part push, the part's length.
+	Size    int64
+	OK      bool
+	Skipped bool
+	Reason  string
+	// CRC32C and Adler32 are the checksums of the file, or of the part's
+	// bytes for a part push (both ends agreed on them).
 	CRC32C   uint32
 	Adler32  uint32
 	HasAdler bool
+	// Part is set for a part push: the range this verdict is about.
+	Part *Part
+	// Complete says the whole file is in place under its final name,
+	// verified: for a whole push, OK (outside a dry run); for a part push,
+	// this session put the file in place, or found it there already and
+	// equal under the policy.
+	Complete bool
+	// FileCRC32C and FileAdler32 are the whole file's checksums when
+	// Complete: for a part push, as the destination combined them from
+	// every block it verified (zero when a skip left the file unread, as
+	// under Skip).
+	FileCRC32C, FileAdler32 uint32
 }

@@ -9,6 +9,7 @@ import (
 	"hash/adler32"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"slices"
@@ -67,14 +68,18 @@ func (d Dest) allowed(kind uint8, target string) (lead bool, err error) {
 
 // PathLocks holds the destination paths that sessions are writing. A server
 // shares one among all its sessions: a second push to a file being received
-// is refused instead of mixing blocks in one partial file.
+// is refused instead of mixing blocks in one partial file, except that the
+// sessions pushing parts of one version of a file share it (parts).
 type PathLocks struct {
-	mu   sync.Mutex
-	held map[string]bool
+	mu    sync.Mutex
+	held  map[string]bool
+	parts map[string]*partFile
 }
 
 // NewPathLocks returns an empty set.
-func NewPathLocks() *PathLocks { return &PathLocks{held: map[string]bool{}} }
+func NewPathLocks() *PathLocks {
+	return &PathLocks{held: map[string]bool{}, parts: map[string]*partFile{}}
+}
 
 func (p *PathLocks) lock(name string) bool {
 	if p == nil {
@@ -152,6 +157,15 @@ type rfile struct {
 	part    string
 	jname   string
 	nblocks int
+	// lo and hi bound the blocks this session receives: all of them, or
+	// its part's; want is their count.
+	lo, hi uint32
+	want   int
+	// pf is the state shared with the other sessions pushing parts of the
+	// file (parts.go); nil for a whole push. pfHeld says this session
+	// still counts among its holders (guarded by mu).
+	pf     *partFile
+	pfHeld bool
 
 	mu      sync.Mutex
 	ready   chan struct{} // closed once blocks may be written
@@ -330,9 +344,14 @@ func (r *receiver) release(f *rfile) {
 	f.locked = false
 	reserved := f.reserved
 	f.reserved = 0
+	pfHeld := f.pfHeld
+	f.pfHeld = false
 	f.mu.Unlock()
 	if held {
 		r.dst.Locks.unlock(f.target)
+	}
+	if pfHeld {
+		r.releasePart(f.pf)
 	}
 	r.dst.Space.release(reserved)
 }
@@ -475,8 +494,17 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 			return fail(err)
 		}
 		f.nblocks = int((e.Size + r.l.blockSize - 1) / r.l.blockSize)
+		f.lo, f.hi, f.want = 0, uint32(f.nblocks), f.nblocks
 		f.blocks = newBlockSet(r.l.opts.Adler32)
 		f.adler = r.l.opts.Adler32
+		if p := r.l.part; p != nil {
+			if f.lo, f.hi, err = partBlocks(p, e.Size, r.l.blockSize); err != nil {
+				return fail(err)
+			}
+			f.want = int(f.hi - f.lo)
+		}
+	} else if r.l.part != nil {
+		return fail(errors.New("a part push carries one regular file"))
 	}
 	if err := r.add(f); err != nil {
 		return fail(err)
@@ -520,8 +548,11 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 	if err := r.mkdir(path.Dir(target)); err != nil {
 		return fail(err)
 	}
+	if r.l.part != nil {
+		return r.partEntry(f, fail) // parts.go
+	}
 	if !r.dst.Locks.lock(target) {
-		return fail(fmt.Errorf("%s: another transfer is writing it now", target))
+		return fail(fmt.Errorf("%s: %s", target, errPathBusy))
 	}
 	f.locked = true
 	// An existing destination: the policy decides.
@@ -653,6 +684,9 @@ func (r *receiver) startFresh(f *rfile) error {
 		// was cut: the partial file and journal are the next attempt's.
 		return errors.New(msg)
 	}
+	if f.pf != nil {
+		return r.partFresh(f)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.blocks.reset()
@@ -737,6 +771,9 @@ func (r *receiver) offerExisting(f *rfile) {
 		f.inPlace = false
 		r.needAllAfresh(f)
 		return
+	}
+	if f.pf != nil {
+		sums = sums[f.lo:f.hi] // a part's sender checks its own blocks
 	}
 	r.l.ctrl.queue(&wire.Need{Items: []wire.NeedItem{{ID: f.e.ID, Action: wire.NeedSome, Have: wireSums(sums)}}})
 }
@@ -856,13 +893,19 @@ func (r *receiver) plan(m *wire.Plan) error {
 		if r.pol == wire.PolicyRefuse {
 			reason = "already present"
 		}
-		r.result(f, wire.ResultItem{ID: f.e.ID, OK: true, Skipped: true, Reason: reason, CRC: r.fileCRC(f)})
+		it := wire.ResultItem{ID: f.e.ID, OK: true, Skipped: true, Reason: reason}
+		if f.pf != nil {
+			r.partInPlace(f, &it)
+		} else {
+			it.CRC = r.fileCRC(f)
+		}
+		r.result(f, it)
 		return nil
 	}
 	f.mu.Lock()
 	f.state = rReceiving
 	closeReady(f)
-	complete := f.blocks.count() == f.nblocks && f.end != nil
+	complete := f.blocks.count() == f.want && f.end != nil
 	var held int64
 	f.blocks.each(func(i, _, _ uint32, _ bool) {
 		held += min(r.l.blockSize, f.e.Size-int64(i)*r.l.blockSize)
@@ -888,7 +931,7 @@ func (r *receiver) fileEnd(it wire.FileEndItem) error {
 		return nil // only an abort may follow a file's end
 	}
 	f.end = &it
-	complete := f.state == rReceiving && (f.blocks.count() == f.nblocks || it.Abort != "")
+	complete := f.state == rReceiving && (f.blocks.count() == f.want || it.Abort != "")
 	f.mu.Unlock()
 	if complete {
 		r.queueFinal(f)
@@ -946,7 +989,7 @@ func (r *receiver) stream(ctx context.Context, d *dataConn) error {
 }
 
 func (r *receiver) block(ctx context.Context, d *dataConn, f *rfile, h wire.BlockHeader, buf []byte) error {
-	if f.e.Kind != wire.EntryFile || int(h.Index) >= f.nblocks {
+	if f.e.Kind != wire.EntryFile || h.Index < f.lo || h.Index >= f.hi {
 		return fmt.Errorf("%w: block %d of file %d is out of range", wire.ErrMalformed, h.Index, h.File)
 	}
 	off := int64(h.Index) * r.l.blockSize
@@ -1002,12 +1045,18 @@ func (r *receiver) block(ctx context.Context, d *dataConn, f *rfile, h wire.Bloc
 			if !discard {
 				// One writer at a time per file: concurrent writes to one
 				// file only contend for the inode lock in the kernel.
-				f.wmu.Lock()
+				wmu := &f.wmu
+				if f.pf != nil {
+					wmu = &f.pf.wmu // the sessions of a file's parts write one at a time too
+				}
+				wmu.Lock()
 				_, err := fd.WriteAt(buf[:k], off+o)
-				f.wmu.Unlock()
+				wmu.Unlock()
 				if err != nil {
 					r.writeFailed(f, err)
 					discard = true
+				} else if f.pf != nil {
+					r.partWrote(f.pf, k)
 				} else {
 					r.wrote(f, k)
 				}
@@ -1032,8 +1081,13 @@ func (r *receiver) block(ctx context.Context, d *dataConn, f *rfile, h wire.Bloc
 	var jerr error
 	if f.jour != nil {
 		jerr = f.jour.record(h.Index, crc)
+	} else if f.pf != nil {
+		// Recorded in the file's shared state before this session can
+		// see its part complete: the session that finds every block
+		// there finalizes.
+		jerr = f.pf.record(h, crc, ad)
 	}
-	complete := f.blocks.count() == f.nblocks && f.end != nil && f.state == rReceiving
+	complete := f.blocks.count() == f.want && f.end != nil && f.state == rReceiving
 	f.mu.Unlock()
 	if jerr != nil {
 		if isNoSpace(jerr) {
@@ -1054,7 +1108,8 @@ func (r *receiver) block(ctx context.Context, d *dataConn, f *rfile, h wire.Bloc
 // would keep the disk full and fail every later copy, and the error says
 // how much room the file needs to be sent again.
 func (r *receiver) writeFailed(f *rfile, err error) {
-	if !isNoSpace(err) {
+	if !isNoSpace(err) || f.pf != nil {
+		// A part's partial file is the other parts' too: it stays.
 		r.resultFail(f, fmt.Sprintf("write %s: %v", f.target, cleanPathError(err)))
 		return
 	}
@@ -1144,8 +1199,9 @@ func (r *receiver) result(f *rfile, it wire.ResultItem) {
 	}
 	r.release(f)
 	r.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, OK: it.OK, Skipped: it.Skipped, Reason: it.Reason,
-		CRC32C: it.CRC, Adler32: it.Adler32, HasAdler: f.adler})
-	r.l.ctrl.queue(&wire.Result{Items: []wire.ResultItem{it}})
+		CRC32C: it.CRC, Adler32: it.Adler32, HasAdler: f.adler,
+		Complete: it.Complete, FileCRC32C: it.FileCRC, FileAdler32: it.FileAdler32})
+	r.l.ctrl.queue(&wire.Result{Items: []wire.ResultItem{it}, HasPart: r.l.part != nil})
 }
 
 // finalize checks a complete file end to end and puts it in place.
@@ -1154,6 +1210,10 @@ func (r *receiver) finalize(f *rfile) {
 	defer func() { r.ioWait.Add(int64(time.Since(t))) }()
 	if r.l.cutReason() != "" {
 		return // the session was cut: the partial file and journal stay for a resume
+	}
+	if f.pf != nil {
+		r.partFinalize(f) // parts.go
+		return
 	}
 	f.mu.Lock()
 	fd, jour, end := f.f, f.jour, f.end
@@ -1253,8 +1313,15 @@ func (r *receiver) finalize(f *rfile) {
 // sums joins the block sums into whole-file CRC32C and adler32; f.mu held.
 // It is asked only of a file whose blocks are all held.
 func (f *rfile) sums(blockSize int64) (crc, ad uint32) {
+	return sumBlocks(f.blocks, f.adler, f.e.Size, blockSize, 0, math.MaxUint32)
+}
+
+// sumBlocks joins the sums of blocks [lo, hi] of set, which holds them all,
+// into CRC32C and adler32 (when adler) of those bytes of a file of size
+// bytes.
+func sumBlocks(set *blockSet, adler bool, size, blockSize int64, lo, hi uint32) (crc, ad uint32) {
 	ad = 1
-	if f.blocks == nil {
+	if set == nil {
 		return 0, ad
 	}
 	// A hole's sums are those of zeros: computed once for a whole block.
@@ -1262,20 +1329,23 @@ func (f *rfile) sums(blockSize int64) (crc, ad uint32) {
 	var zdone bool
 	zeros := func(n int64) (uint32, uint32) {
 		if n != blockSize {
-			return checksum.ZerosCRC32C(n), adlerZerosIf(f.adler, n)
+			return checksum.ZerosCRC32C(n), adlerZerosIf(adler, n)
 		}
 		if !zdone {
-			zc, za, zdone = checksum.ZerosCRC32C(n), adlerZerosIf(f.adler, n), true
+			zc, za, zdone = checksum.ZerosCRC32C(n), adlerZerosIf(adler, n), true
 		}
 		return zc, za
 	}
-	f.blocks.each(func(i, c, a uint32, hole bool) {
-		n := min(blockSize, f.e.Size-int64(i)*blockSize)
+	set.each(func(i, c, a uint32, hole bool) {
+		if i < lo || i > hi {
+			return
+		}
+		n := min(blockSize, size-int64(i)*blockSize)
 		if hole {
 			c, a = zeros(n)
 		}
 		crc = checksum.CombineCRC32C(crc, c, n)
-		if f.adler {
+		if adler {
 			ad = checksum.CombineAdler32(ad, a, n)
 		}
 	})

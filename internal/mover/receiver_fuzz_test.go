@@ -57,6 +57,10 @@ func runFuzzReceiver(t *testing.T, opts byte, ctrlIn, dataIn []byte) {
 	}()
 	l := &link{ctrl: newCtrl(cs, nil), data: []*dataConn{newDataConn(ds, nil)}, blockSize: 4096,
 		stall: 5 * time.Second, prog: &Progress{}, opts: wire.Transfer{Policy: opts % 4, Adler32: opts&4 != 0}}
+	if opts&8 != 0 {
+		// A part push: blocks (opts>>4)&3 on, 1 to 4 of them.
+		l.part = &wire.Part{Offset: int64(opts>>4&3) * 4096, Length: 4096 * int64(1+opts>>6)}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	done := make(chan struct{})
@@ -96,6 +100,14 @@ func FuzzReceiver(f *testing.F) {
 		blockFrame(wire.DataBlock, 4, 7, 4096, 0, payload))
 	f.Add(byte(3), frames(&wire.Files{Entries: []wire.Entry{file(1, "f", 1<<33)}}, &wire.Plan{ID: 1}, &wire.Resend{ID: 1}),
 		blockFrame(wire.DataHole, 1, math.MaxUint32, 4096, 0, nil))
+	// Part pushes (opts&8): block 1 of a three-block file, sent right, then
+	// blocks outside the part and a second file.
+	f.Add(byte(8|1<<4), frames(&wire.Files{Entries: []wire.Entry{file(1, "p", 3*4096)}}, &wire.ManifestEnd{Count: 1},
+		&wire.FileEnd{Items: []wire.FileEndItem{{ID: 1, CRC: crc}}}, &wire.Done{}),
+		append(blockFrame(wire.DataBlock, 1, 1, 4096, crc, payload), blockFrame(wire.DataEnd, 0, 0, 0, 0, nil)...))
+	f.Add(byte(8|4|1<<4|1<<6), frames(&wire.Files{Entries: []wire.Entry{file(1, "p", 3*4096+1), file(2, "q", 4096),
+		{ID: 3, Kind: wire.EntryDir, Path: "d"}}}, &wire.Plan{ID: 1}, &wire.FileEnd{Items: []wire.FileEndItem{{ID: 1, CRC: crc}}}),
+		append(blockFrame(wire.DataBlock, 1, 0, 4096, crc, payload), blockFrame(wire.DataHole, 1, 2, 4096, 0, nil)...))
 	f.Fuzz(func(t *testing.T, opts byte, ctrlIn, dataIn []byte) {
 		runFuzzReceiver(t, opts, ctrlIn, dataIn)
 	})

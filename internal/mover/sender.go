@@ -58,6 +58,8 @@ type sfile struct {
 	root    *os.Root
 	src     string // path within the source root
 	nblocks int
+	// lo and hi bound the blocks to send: all of them, or a part's.
+	lo, hi uint32
 
 	mu       sync.Mutex
 	f        *os.File
@@ -311,6 +313,12 @@ func (s *sender) walk(ctx context.Context) error {
 		batch, batchBytes = nil, 0
 		return err
 	}
+	srcError := func(p string, err error) error {
+		s.mu.Lock()
+		s.srcErrs = append(s.srcErrs, fmt.Sprintf("%s: %v", p, err))
+		s.mu.Unlock()
+		return s.l.ctrl.queue(&wire.SrcError{Path: p, Reason: err.Error()})
+	}
 	add := func(root *os.Root, e wire.Entry, src string) error {
 		if e.Kind != wire.EntryDir && s.src.Exclude[e.Path] {
 			return nil
@@ -318,12 +326,25 @@ func (s *sender) walk(ctx context.Context) error {
 		s.mu.Lock()
 		e.ID = uint32(len(s.files))
 		f := &sfile{e: e, root: root, src: src}
+		total := e.Size
 		if e.Kind == wire.EntryFile {
 			f.nblocks = int((e.Size + s.l.blockSize - 1) / s.l.blockSize)
+			f.lo, f.hi = 0, uint32(f.nblocks)
+			if p := s.l.part; p != nil {
+				lo, hi, err := partBlocks(p, e.Size, s.l.blockSize)
+				if err != nil {
+					s.mu.Unlock()
+					return srcError(src, err)
+				}
+				f.lo, f.hi, total = lo, hi, p.Length
+			}
 			f.crcs = make([]uint32, f.nblocks)
 			if s.l.opts.Adler32 {
 				f.adlers = make([]uint32, f.nblocks)
 			}
+		} else if s.l.part != nil {
+			s.mu.Unlock()
+			return srcError(src, errors.New("a part push carries one regular file"))
 		}
 		s.files = append(s.files, f)
 		if e.Kind != wire.EntryDir {
@@ -332,7 +353,7 @@ func (s *sender) walk(ctx context.Context) error {
 		s.mu.Unlock()
 		if e.Kind != wire.EntryDir {
 			s.l.prog.FilesTotal.Add(1)
-			s.l.prog.BytesTotal.Add(e.Size)
+			s.l.prog.BytesTotal.Add(total)
 		}
 		batch = append(batch, e)
 		batchBytes += len(e.Path) + len(e.Target) + 32
@@ -340,12 +361,6 @@ func (s *sender) walk(ctx context.Context) error {
 			return flush()
 		}
 		return nil
-	}
-	srcError := func(p string, err error) error {
-		s.mu.Lock()
-		s.srcErrs = append(s.srcErrs, fmt.Sprintf("%s: %v", p, err))
-		s.mu.Unlock()
-		return s.l.ctrl.queue(&wire.SrcError{Path: p, Reason: err.Error()})
 	}
 
 	for _, it := range s.src.Items {
@@ -549,8 +564,9 @@ func (s *sender) need(ctx context.Context, it wire.NeedItem) error {
 		s.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, Reason: it.Reason})
 		s.resolve(f)
 	case wire.NeedSkip:
-		s.l.prog.BytesSkipped.Add(f.e.Size)
-		s.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, Skipped: true, OK: true, Reason: it.Reason})
+		s.l.prog.BytesSkipped.Add(s.partBytes(f))
+		// A part's file, left alone under the policy, is in place.
+		s.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, Skipped: true, OK: true, Reason: it.Reason, Complete: true})
 		s.resolve(f)
 	case wire.NeedAll:
 		if f.e.Kind != wire.EntryFile {
@@ -584,15 +600,36 @@ func (s *sender) need(ctx context.Context, it wire.NeedItem) error {
 			}
 			s.l.prog.BytesSkipped.Add(held)
 			missing := []uint32{} // non-nil: an empty list means nothing to send
-			for i := 0; i < f.nblocks; i++ {
-				if !have[uint32(i)] {
-					missing = append(missing, uint32(i))
+			for i := f.lo; i < f.hi; i++ {
+				if !have[i] {
+					missing = append(missing, i)
 				}
 			}
 			s.schedule(f, missing)
 		}()
 	}
 	return nil
+}
+
+// partBytes is what a file's verdict covers: its size, or its part's.
+func (s *sender) partBytes(f *sfile) int64 {
+	if s.l.part != nil {
+		return s.l.part.Length
+	}
+	return f.e.Size
+}
+
+// partBlocks turns a part into the blocks [lo, hi) of a file of size bytes,
+// refusing one that is not on block boundaries or not within the file.
+func partBlocks(p *wire.Part, size, blockSize int64) (lo, hi uint32, err error) {
+	end := p.Offset + p.Length
+	switch {
+	case p.Offset < 0 || p.Length <= 0 || p.Offset > size-p.Length:
+		return 0, 0, fmt.Errorf("part %d+%d lies outside the file's %d bytes", p.Offset, p.Length, size)
+	case p.Offset%blockSize != 0 || end%blockSize != 0 && end != size:
+		return 0, 0, fmt.Errorf("part %d+%d is not on blocks of %d bytes", p.Offset, p.Length, blockSize)
+	}
+	return uint32(p.Offset / blockSize), uint32((end + blockSize - 1) / blockSize), nil
 }
 
 func (s *sender) blockLen(f *sfile, index uint32) int64 {
@@ -605,7 +642,7 @@ func (s *sender) blockLen(f *sfile, index uint32) int64 {
 func (s *sender) schedule(f *sfile, missing []uint32) {
 	f.mu.Lock()
 	if missing == nil {
-		f.left = f.nblocks
+		f.left = int(f.hi - f.lo)
 	} else {
 		f.left = len(missing)
 	}
@@ -616,7 +653,7 @@ func (s *sender) schedule(f *sfile, missing []uint32) {
 		return
 	}
 	if missing == nil {
-		s.q.push(blockRange{f: f, next: 0, end: uint32(f.nblocks)})
+		s.q.push(blockRange{f: f, next: f.lo, end: f.hi})
 	} else {
 		s.q.push(blockRange{f: f, indexes: missing})
 	}
@@ -635,7 +672,7 @@ func (s *sender) verifyHave(f *sfile, have []wire.BlockSum) (fresh bool, err err
 	}
 	buf := make([]byte, s.l.blockSize)
 	for _, h := range have {
-		if int(h.Index) >= f.nblocks {
+		if h.Index < f.lo || h.Index >= f.hi {
 			return true, nil
 		}
 		n := s.blockLen(f, h.Index)
@@ -694,9 +731,9 @@ func (s *sender) fileEnd(f *sfile) {
 	f.ended = true
 	var crc, ad uint32
 	ad = 1
-	for i, c := range f.crcs {
-		n := s.blockLen(f, uint32(i))
-		crc = checksum.CombineCRC32C(crc, c, n)
+	for i := f.lo; i < f.hi; i++ {
+		n := s.blockLen(f, i)
+		crc = checksum.CombineCRC32C(crc, f.crcs[i], n)
 		if f.adlers != nil {
 			ad = checksum.CombineAdler32(ad, f.adlers[i], n)
 		}
@@ -717,7 +754,8 @@ func (s *sender) result(it wire.ResultItem) error {
 	}
 	f.mu.Unlock()
 	s.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, OK: it.OK, Skipped: it.Skipped, Reason: reason,
-		CRC32C: it.CRC, Adler32: it.Adler32, HasAdler: s.l.opts.Adler32})
+		CRC32C: it.CRC, Adler32: it.Adler32, HasAdler: s.l.opts.Adler32,
+		Complete: it.Complete, FileCRC32C: it.FileCRC, FileAdler32: it.FileAdler32})
 	s.resolve(f)
 	return nil
 }
@@ -727,8 +765,8 @@ func (s *sender) resend(m *wire.Resend) error {
 	if err != nil {
 		return err
 	}
-	if int(m.Index) >= f.nblocks {
-		return fmt.Errorf("%w: resend of block %d of a %d-block file", wire.ErrMalformed, m.Index, f.nblocks)
+	if m.Index < f.lo || m.Index >= f.hi {
+		return fmt.Errorf("%w: resend of block %d of a file sent as blocks %d..%d", wire.ErrMalformed, m.Index, f.lo, f.hi)
 	}
 	f.mu.Lock()
 	if f.resends == nil {

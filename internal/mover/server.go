@@ -400,6 +400,9 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	case *wire.Put:
 		dst, prepErr = s.putDest(m)
 		dst.Grant = ss.grant
+		if m.Part != nil && prepErr == nil && (m.Sources != 1 || m.Select.DryRun) {
+			prepErr = errors.New("a part push carries exactly one file and is no dry run")
+		}
 	case *wire.Get:
 		src, prepErr = s.getSource(m)
 	}
@@ -482,7 +485,7 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	}
 	switch m := m.(type) {
 	case *wire.Put:
-		l.blockSize, l.opts = int64(m.BlockSize), m.Transfer
+		l.blockSize, l.opts, l.part = int64(m.BlockSize), m.Transfer, m.Part
 		var res RecvResult
 		res, runErr = runReceiver(ctx, l, dst)
 		bytes = res.Local.Bytes

@@ -82,7 +82,7 @@ func TestMoverOverTransportInterface(t *testing.T) {
 			defer root.Close()
 			name := "pushed-" + map[bool]string{false: "plain", true: "far"}[tc.far]
 			src := Source{Items: []SourceItem{{Root: root, Path: "f", Name: name}}}
-			ts, err := pushOnce(ctx, cfg, src, "", true, wire.Transfer{}, &Progress{}, nil)
+			ts, err := pushOnce(ctx, cfg, src, "", true, wire.Transfer{}, nil, &Progress{}, nil)
 			if err != nil {
 				t.Fatalf("push: %v", err)
 			}

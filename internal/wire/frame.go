@@ -15,7 +15,7 @@ var Magic = [4]byte{'L', 'P', 'T', 'H'}
 // MaxVersion]; the server answers with the highest version both speak.
 const (
 	MinVersion uint16 = 1
-	MaxVersion uint16 = 3
+	MaxVersion uint16 = 4
 )
 
 // VersionAlloc is the first version whose files frames may carry each
@@ -26,6 +26,11 @@ const VersionAlloc uint16 = 2
 // before its request. An older peer never sees one: a client sends it only
 // when the version agreed is this or later.
 const VersionGrant uint16 = 3
+
+// VersionPart is the first version in which a Put may carry a Part (a byte
+// range of its one file) and a Result the whole file's state (see
+// Result.HasPart).
+const VersionPart uint16 = 4
 
 // MaxFrame bounds a control frame's payload. Senders split long lists (the
 // manifest of a large tree) across frames well below it.

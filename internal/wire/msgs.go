@@ -228,8 +228,8 @@ const (
 	MaxRulePattern = 4096
 )
 
-func (s *Select) appendTail(e *enc) {
-	if len(s.Rules) == 0 && s.Symlinks == LinksCopy && !s.DryRun {
+func (s *Select) appendTail(e *enc, force bool) {
+	if !force && len(s.Rules) == 0 && s.Symlinks == LinksCopy && !s.DryRun {
 		return
 	}
 	e.uv(uint64(len(s.Rules)))
@@ -300,6 +300,18 @@ type Put struct {
 	// destination's name (as cp does).
 	Sources  uint32
 	DirSlash bool // the destination was written with a trailing slash
+	// Part, when set, asks for only this byte range of the one file the
+	// manifest carries (version VersionPart and later): the receiver writes
+	// it into the file's shared partial file and puts the file in place
+	// once every block of it is there. It travels after the select section,
+	// which is then written even when empty.
+	Part *Part
+}
+
+// Part is a byte range of one file: Offset a multiple of the block size,
+// Offset+Length a multiple of it or the file's size.
+type Part struct {
+	Offset, Length int64
 }
 
 func (m *Put) Type() Type { return TPut }
@@ -308,7 +320,11 @@ func (m *Put) appendTo(e *enc) {
 	e.str(m.Dest)
 	e.uv(uint64(m.Sources))
 	e.boolean(m.DirSlash)
-	m.Select.appendTail(e)
+	m.Select.appendTail(e, m.Part != nil)
+	if m.Part != nil {
+		e.iv(m.Part.Offset)
+		e.iv(m.Part.Length)
+	}
 }
 func (m *Put) decode(d *dec) {
 	m.Transfer.decode(d)
@@ -316,6 +332,15 @@ func (m *Put) decode(d *dec) {
 	m.Sources = uint32(d.un("sources", math.MaxUint32))
 	m.DirSlash = d.boolean("dir-slash")
 	m.Select.decodeTail(d)
+	if d.err != nil || len(d.b) == 0 {
+		return
+	}
+	// Version 4: the part, after a select section written even when empty.
+	p := &Part{Offset: d.int("part offset", maxInt64), Length: d.int("part length", maxInt64)}
+	if d.err == nil && (p.Length <= 0 || p.Offset > maxInt64-p.Length) {
+		d.err = malformed("part of %d bytes at %d", p.Length, p.Offset)
+	}
+	m.Part = p
 }
 
 // Get asks the server to send the named paths (relative to its root).
@@ -331,7 +356,7 @@ func (m *Get) appendTo(e *enc) {
 	for _, p := range m.Paths {
 		e.str(p)
 	}
-	m.Select.appendTail(e)
+	m.Select.appendTail(e, false)
 }
 func (m *Get) decode(d *dec) {
 	m.Transfer.decode(d)
@@ -626,12 +651,24 @@ type ResultItem struct {
 	OK      bool
 	Skipped bool // OK, and left as it was (already up to date)
 	Reason  string
-	CRC     uint32 // the receiver's whole-file CRC32C
+	CRC     uint32 // the receiver's whole-file CRC32C (the part's, in a part push)
 	Adler32 uint32
+	// A part push's file (version VersionPart and later, see
+	// Result.HasPart): Complete says the whole file is in place under its
+	// final name, verified; FileCRC and FileAdler32 are then its checksums.
+	Complete    bool
+	FileCRC     uint32
+	FileAdler32 uint32
 }
 
 // Result is a batch of verdicts.
-type Result struct{ Items []ResultItem }
+type Result struct {
+	Items []ResultItem
+	// HasPart says the items carry Complete, FileCRC and FileAdler32: a
+	// section after the items, sent only in a part push (version 4 and
+	// later; an older decoder refuses trailing bytes).
+	HasPart bool
+}
 
 func (m *Result) Type() Type { return TResult }
 func (m *Result) appendTo(e *enc) {
@@ -644,6 +681,14 @@ func (m *Result) appendTo(e *enc) {
 		e.u32(x.CRC)
 		e.u32(x.Adler32)
 	}
+	if m.HasPart {
+		e.uv(uint64(len(m.Items)))
+		for _, x := range m.Items {
+			e.boolean(x.Complete)
+			e.u32(x.FileCRC)
+			e.u32(x.FileAdler32)
+		}
+	}
 }
 func (m *Result) decode(d *dec) {
 	n := d.count("items", 12)
@@ -653,6 +698,20 @@ func (m *Result) decode(d *dec) {
 			Reason: d.str("reason"), CRC: d.u32("crc"), Adler32: d.u32("adler32"),
 		})
 	}
+	if d.err != nil || len(d.b) == 0 {
+		return
+	}
+	// Version 4: the whole file's state, per item.
+	n = d.count("file states", 9)
+	if d.err == nil && n != len(m.Items) {
+		d.err = malformed("%d file states for %d verdicts", n, len(m.Items))
+		return
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		x := &m.Items[i]
+		x.Complete, x.FileCRC, x.FileAdler32 = d.boolean("complete"), d.u32("file crc"), d.u32("file adler32")
+	}
+	m.HasPart = d.err == nil
 }
 
 // Resend asks for a block again (it arrived damaged).

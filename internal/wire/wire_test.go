@@ -44,6 +44,10 @@ func sampleMsgs() []Msg {
 		&Pong{Stamp: 42},
 		&BenchDone{Stats: st},
 		&Grant{Token: "eyJ1c2VyIjoiYSJ9.c2ln"},
+		&Put{Transfer: tr, Dest: "big", Sources: 1, Part: &Part{Offset: 8 << 20, Length: 4 << 20}},
+		&Put{Transfer: trSel, Dest: "big", Sources: 1, Part: &Part{Offset: 0, Length: 1}},
+		&Result{Items: []ResultItem{{ID: 0, OK: true, CRC: 6, Adler32: 7, Complete: true, FileCRC: 8, FileAdler32: 9},
+			{ID: 1, Reason: "checksum mismatch"}}, HasPart: true},
 	}
 }
 
@@ -203,5 +207,57 @@ func TestFilesVersions(t *testing.T) {
 	}
 	if f := m.(*Files); !f.HasAlloc || f.Entries[0].Alloc != 8192 {
 		t.Errorf("version 2 frame read as %+v", f)
+	}
+}
+
+// TestPartVersions checks the version 4 forms: a put without a part and a
+// result without file states encode as version 3 peers wrote them (so
+// older peers still read every message a whole push sends), and malformed
+// parts and file-state sections are refused.
+func TestPartVersions(t *testing.T) {
+	tr := Transfer{Streams: 1, BlockSize: 4096}
+	whole, err := Encode(&Put{Transfer: tr, Dest: "f", Sources: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withPart, err := Encode(&Put{Transfer: tr, Dest: "f", Sources: 1, Part: &Part{Offset: 4096, Length: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(withPart[5:], whole[5:]) || len(withPart) <= len(whole) {
+		t.Errorf("a part is not a tail after a version 3 put:\n%x\n%x", whole, withPart)
+	}
+	m, err := Decode(TPut, whole[5:])
+	if err != nil || m.(*Put).Part != nil {
+		t.Fatalf("version 3 put read as %+v, %v", m, err)
+	}
+	res := &Result{Items: []ResultItem{{ID: 1, OK: true, CRC: 2}}}
+	v3, err := Encode(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.HasPart = true
+	v4, err := Encode(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(v4[5:], v3[5:]) || len(v4) <= len(v3) {
+		t.Errorf("file states are not a tail after a version 3 result")
+	}
+	if m, err := Decode(TResult, v3[5:]); err != nil || m.(*Result).HasPart {
+		t.Fatalf("version 3 result read as %+v, %v", m, err)
+	}
+	for _, tc := range []struct {
+		name string
+		typ  Type
+		b    []byte
+	}{
+		{"empty part", TPut, append(withPart[5:len(withPart)-1:len(withPart)-1], 0)},
+		{"negative part", TPut, append(withPart[5:len(withPart)-1:len(withPart)-1], 1)},
+		{"file states for other items", TResult, append(v3[5:len(v3):len(v3)], 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0)},
+	} {
+		if _, err := Decode(tc.typ, tc.b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: err = %v, want ErrMalformed", tc.name, err)
+		}
 	}
 }

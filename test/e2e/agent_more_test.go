@@ -3,11 +3,8 @@
 package e2e
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -247,20 +244,7 @@ func (a *agentBed) benchIn(node, url string, args ...string) *proc {
 // and returns the status and body.
 func (a *agentBed) post(tokenFile, path string, body any) (int, string) {
 	a.t.Helper()
-	data, err := json.Marshal(body)
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	req, _ := http.NewRequest("POST", a.c.url+path, bytes.NewReader(data))
-	req.Header.Set("Authorization", "Bearer "+readTok(a.t, tokenFile))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	if err != nil {
-		a.t.Fatalf("POST %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(out)
+	return postJSON(a.t, a.c.url, tokenFile, path, body)
 }
 
 func mbps(bps float64) string { return fmt.Sprintf("%.0f Mbit/s", bps/1e6) }

@@ -3,8 +3,10 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
@@ -15,8 +17,14 @@ import (
 
 // getJSON reads a controller route with a token file's token.
 func (c *cliCtl) getJSON(tokenFile, path string, out any) error {
-	req, _ := http.NewRequest("GET", c.url+path, nil)
-	req.Header.Set("Authorization", "Bearer "+readTok(c.t, tokenFile))
+	return getJSON(c.t, c.url, tokenFile, path, out)
+}
+
+// getJSON reads route path of the controller at url with a token file's
+// token.
+func getJSON(t *testing.T, url, tokenFile, path string, out any) error {
+	req, _ := http.NewRequest("GET", url+path, nil)
+	req.Header.Set("Authorization", "Bearer "+readTok(t, tokenFile))
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
 		return err
@@ -26,6 +34,26 @@ func (c *cliCtl) getJSON(tokenFile, path string, out any) error {
 		return fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// postJSON sends a JSON body to route path of the controller at url as
+// the holder of tokenFile and returns the status and body.
+func postJSON(t *testing.T, url, tokenFile, path string, body any) (int, string) {
+	t.Helper()
+	data, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", url+path, bytes.NewReader(data))
+	req.Header.Set("Authorization", "Bearer "+readTok(t, tokenFile))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
 }
 
 // bytesOn sums what one direction of a link delivered.
@@ -48,13 +76,29 @@ func (s testbedStatus) bytesOn(link, from string) uint64 {
 func agentTestbed(t *testing.T, ctlFlags ...string) (*cliCtl, *tb) {
 	skipUnlessNetRoot(t)
 	c := startCLICtl(t, ctlFlags...)
-	agentTok := filepath.Join(c.dir, "agent.token")
-	c.ok(c.adminTok, "user", "add", "agents", "--role", "agent")
-	c.ok(c.adminTok, "user", "token", "create", "agents", "--out", agentTok)
+	return c, agentsUp(t, "examples/two-site.yaml", 6, c.dir, c.url, c.sock, c.adminTok)
+}
+
+// agentsUp brings the topology file up as a testbed with an agent in
+// every one of its n nodes, enrolled (as a user "agents" it makes, its
+// token in dir) at the controller on the unix socket sock, and waits until
+// the controller at url, asked with the admin token in adminTok, has all
+// of them alive.
+func agentsUp(t *testing.T, file string, n int, dir, url, sock, adminTok string) *tb {
+	t.Helper()
+	agentTok := filepath.Join(dir, "agent.token")
+	admin := func(args ...string) result {
+		t.Helper()
+		r := runLP(t, runOpts{timeout: 60 * time.Second}, append(args, "--controller", url, "--controller-token-file", adminTok)...)
+		mustSucceed(t, "lightpath "+strings.Join(args, " "), r)
+		return r
+	}
+	admin("user", "add", "agents", "--role", "agent")
+	admin("user", "token", "create", "agents", "--out", agentTok)
 
 	b := &tb{t: t, name: fmt.Sprintf("e2a%04x", rand.IntN(1<<16))}
-	r := runLP(t, runOpts{timeout: 60 * time.Second}, "testbed", "up", repoFile("examples/two-site.yaml"), "--name", b.name,
-		"--agents", "--controller", c.sock, "--controller-token-file", agentTok)
+	r := runLP(t, runOpts{timeout: 60 * time.Second}, "testbed", "up", repoFile(file), "--name", b.name,
+		"--agents", "--controller", sock, "--controller-token-file", agentTok)
 	t.Cleanup(func() { b.down() })
 	mustSucceed(t, "testbed up --agents", r)
 
@@ -65,7 +109,7 @@ func agentTestbed(t *testing.T, ctlFlags ...string) (*cliCtl, *tb) {
 		} `json:"agents"`
 	}
 	if !waitFor(20*time.Second, func() bool {
-		if err := c.getJSON(c.adminTok, "/api/v1/agents", &agents); err != nil {
+		if err := getJSON(t, url, adminTok, "/api/v1/agents", &agents); err != nil {
 			return false
 		}
 		alive := 0
@@ -74,14 +118,14 @@ func agentTestbed(t *testing.T, ctlFlags ...string) (*cliCtl, *tb) {
 				alive++
 			}
 		}
-		return alive == 6
+		return alive == n
 	}) {
 		t.Fatalf("agents alive: %+v", agents)
 	}
-	if out := c.ok(c.adminTok, "agent", "list").stdout; strings.Count(out, " alive ") != 6 {
-		t.Errorf("agent list does not show six agents alive:\n%s", out)
+	if out := admin("agent", "list").stdout; strings.Count(out, " alive ") != n {
+		t.Errorf("agent list does not show %d agents alive:\n%s", n, out)
 	}
-	return c, b
+	return b
 }
 
 // TestAgentsSteerReservation runs the whole control loop for real: a

@@ -39,19 +39,30 @@ links:
   - {name: l, ends: [h1, h2], rate: 1G, delay: 5ms}
 `
 
-// startKillCtl starts a controller listening on port (and extra's
-// further flags) and waits for its health to answer 200, as a leader or a
-// standby.
+// startKillCtl starts a controller on killTopology listening on port (and
+// extra's further flags) and waits for its health to answer 200, as a
+// leader or a standby.
 func startKillCtl(t *testing.T, dir, db string, port int, extra ...string) *killCtl {
 	t.Helper()
 	topo := filepath.Join(dir, "topo.yaml")
 	if err := os.WriteFile(topo, []byte(killTopology), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return startCtlProc(t, dir, db, topo, port, extra...)
+}
+
+// startCtlProc starts a controller on database db and topology file topo,
+// in directory dir (where its admin token goes, admin.token), listening
+// on 127.0.0.1:port (and extra's further flags), and waits for its health
+// to answer 200, as a leader or a standby.
+func startCtlProc(t *testing.T, dir, db, topo string, port int, extra ...string) *killCtl {
+	t.Helper()
 	c := &killCtl{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", port), log: &lockedBuffer{}}
 	args := []string{"controller", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--db", db, "--topology", topo, "--admin-token-file", filepath.Join(dir, "admin.token")}
 	c.cmd = exec.Command(lpBin, append(args, extra...)...)
+	c.cmd.Env = cleanEnv()
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	c.cmd.Stderr = c.log
 	c.cmd.Dir = dir // with PostgreSQL, the metrics repository defaults to the working directory
 	if err := c.cmd.Start(); err != nil {

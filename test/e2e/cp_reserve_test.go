@@ -79,11 +79,17 @@ func reservationEvents(stdout string) []string {
 // reservation reads a reservation from the controller.
 func (c *cliCtl) reservation(tokenFile, id string) cliResv {
 	c.t.Helper()
+	return readReservation(c.t, c.url, tokenFile, id)
+}
+
+// readReservation reads a reservation from the controller at url.
+func readReservation(t *testing.T, url, tokenFile, id string) cliResv {
+	t.Helper()
 	var got struct {
 		Reservation cliResv `json:"reservation"`
 	}
-	if err := c.getJSON(tokenFile, "/api/v1/reservations/"+id, &got); err != nil {
-		c.t.Fatalf("read reservation %s: %v", id, err)
+	if err := getJSON(t, url, tokenFile, "/api/v1/reservations/"+id, &got); err != nil {
+		t.Fatalf("read reservation %s: %v", id, err)
 	}
 	return got.Reservation
 }

@@ -24,9 +24,9 @@ func TestServiceDashboard(t *testing.T) {
 		t.Skip("no Chromium binary (chromium, chromium-browser or google-chrome) on PATH: scripts/deps.sh installs Debian's chromium")
 	}
 	// Nodes paced at 40 Mbit/s each, so the job lasts a few seconds.
-	s := startSvc(t, "40M")
+	s := startSvc(t, svcOpts{rate: "40M"})
 	files := makeDataset(t, s.srcRoot, 2)
-	id, _ := s.submit("siteA:run1", "siteB:in")
+	id := s.submit("siteA:run1", "siteB:in").Job.ID
 
 	tok, err := os.ReadFile(s.admin)
 	if err != nil {
@@ -75,7 +75,7 @@ func TestServiceDashboard(t *testing.T) {
 		const tr = document.querySelector('#jobs tbody tr[data-id="`+id+`"]');
 		return tr && tr.dataset.state === 'SUCCEEDED' && document.querySelectorAll('#job-decisions li').length > 0 ? 'yes' : '';
 	})()`, 2*time.Minute)
-	s.sameDataset(files)
+	s.sameDataset(files, "in")
 	for _, p := range b.problems.list() {
 		t.Errorf("browser: %s", p)
 	}

@@ -5,24 +5,24 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/store/pgtest"
+	"github.com/lightpath/lightpath/internal/transfer"
 )
 
-// The transfer service end to end, on loopback, with the real binary: a
-// controller on a small topology whose hosts are the data nodes, two
-// `lightpath serve --controller` per endpoint (each on its own 127.0.0.x
-// address; the two nodes of an endpoint serve the same directory, as a
-// site's transfer nodes share a file system), and the command line as a
-// user runs it.
+// The transfer service end to end with the real binary: a controller,
+// two `lightpath serve --controller` per endpoint (the two nodes of an
+// endpoint serve the same directory, as a site's transfer nodes share a
+// file system), and the command line as a user runs it. The harness
+// (startSvc) runs it on loopback, on a small topology whose hosts are the
+// data nodes, each on its own 127.0.0.x address, or on the two-site
+// testbed with agents (TestServiceOnTestbed, where the faults are).
 
 const serviceTopology = `
 sites: [{name: s1}, {name: s2}]
@@ -41,71 +41,104 @@ links:
   - {name: wan, ends: [ra, rb], rate: 10G, delay: 5ms}
 `
 
+// svcOpts says how startSvc builds the service.
+type svcOpts struct {
+	rate    string // every data node's --max-rate ("": no cap)
+	standby bool   // a standby controller on the same store
+	// db is the controllers' store; nil: SQLite in the test's directory.
+	db func(t *testing.T, dir string) string
+	// testbed: on the two-site testbed (root), with an agent in every
+	// node and each data node inside its node's namespace, calling the
+	// controller on its unix socket; otherwise on loopback, on
+	// serviceTopology.
+	testbed bool
+}
+
 // svc is a controller with its users and data nodes.
 type svc struct {
-	t    *testing.T
-	dir  string
-	port int
-	url  string
-	cmd  *exec.Cmd
-	log  *lockedBuffer
+	t        *testing.T
+	dir      string
+	db, topo string // the controllers' --db and --topology
+	port     int
+	url      string
+	sock     string   // unix:PATH the agents and data nodes call (on the testbed)
+	ctl      *killCtl // the (first) controller
 	// Token files.
-	admin, alice, bob, agent string
+	admin, alice, bob, dn string
 	// The endpoints' roots.
 	srcRoot, dstRoot string
+	rate             string
 	nodes            map[string]*proc
-	// With a standby: its port, process and log; url then names both
+	tb               *tb // the testbed, or nil on loopback
+	// With a standby: its port and process; url then names both
 	// controllers (leader first), as the users and data nodes are given
 	// them.
 	standbyPort int
-	standby     *exec.Cmd
-	standbyLog  *lockedBuffer
+	standby     *killCtl
 }
 
-// startSvc starts the controller, makes the users, starts the four data
-// nodes (each pacing its pushes at rate, --max-rate) and lets alice use
-// both endpoints.
-func startSvc(t *testing.T, rate string) *svc { return startSvcWith(t, rate, false) }
+// svcNodes are the data nodes, with their endpoints and their loopback
+// hosts (on the testbed each listens on its node's address).
+var svcNodes = []struct{ node, endpoint, host string }{
+	{"a1", "siteA", "127.0.0.11"}, {"a2", "siteA", "127.0.0.12"}, {"b1", "siteB", "127.0.0.13"}, {"b2", "siteB", "127.0.0.14"},
+}
 
-// startSvcWith is startSvc, with a standby controller on the same
-// database when standby is true.
-func startSvcWith(t *testing.T, rate string, standby bool) *svc {
+// startSvc starts the controller (and the testbed with its agents),
+// makes the users, starts the four data nodes and lets alice use both
+// endpoints.
+func startSvc(t *testing.T, o svcOpts) *svc {
 	t.Helper()
+	if o.testbed {
+		skipUnlessNetRoot(t)
+	}
 	dir := t.TempDir()
 	s := &svc{t: t, dir: dir, port: freePort(t, "127.0.0.1"), admin: filepath.Join(dir, "admin.token"),
-		srcRoot: mkdir(t, dir, "siteA"), dstRoot: mkdir(t, dir, "siteB"), nodes: map[string]*proc{}}
+		srcRoot: scratchDir(t), dstRoot: scratchDir(t), rate: o.rate, nodes: map[string]*proc{},
+		db: "sqlite:" + filepath.Join(dir, "db"), topo: filepath.Join(dir, "topo.yaml")}
+	if o.db != nil {
+		s.db = o.db(t, dir)
+	}
 	s.url = fmt.Sprintf("http://127.0.0.1:%d", s.port)
-	if err := os.WriteFile(filepath.Join(dir, "topo.yaml"), []byte(serviceTopology), 0o644); err != nil {
+	if o.testbed {
+		topo, err := filepath.Abs(repoFile("examples/two-site.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.topo, s.sock = topo, "unix:"+filepath.Join(dir, "ctl.sock")
+	} else if err := os.WriteFile(s.topo, []byte(serviceTopology), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s.launch()
-	if standby {
+	if o.standby {
 		s.standbyPort = freePort(t, "127.0.0.1")
-		s.standby, s.standbyLog = s.start(s.standbyPort)
+		s.standby = s.start(s.standbyPort)
 		s.url += fmt.Sprintf(",http://127.0.0.1:%d", s.standbyPort)
 	}
 	// The logs go into the test's output when it fails (or always with
 	// SVC_LOGS=1 in the environment).
 	t.Cleanup(func() {
 		if t.Failed() || os.Getenv("SVC_LOGS") != "" {
-			t.Logf("controller log:\n%s", s.log)
-			if s.standbyLog != nil {
-				t.Logf("standby controller log:\n%s", s.standbyLog)
+			t.Logf("controller log:\n%s", s.ctl.log)
+			if s.standby != nil {
+				t.Logf("standby controller log:\n%s", s.standby.log)
 			}
 			for name, p := range s.nodes {
 				t.Logf("data node %s log:\n%s", name, p.err.String())
 			}
 		}
 	})
+	if o.testbed {
+		s.tb = agentsUp(t, "examples/two-site.yaml", 6, dir, s.url, s.sock, s.admin)
+	}
+	// Data nodes have a user of their own: an agent's enrolment retires
+	// its user's earlier tokens for its node.
 	for _, u := range []struct{ name, role string }{{"alice", "user"}, {"bob", "user"}, {"dn", "agent"}} {
 		s.ok(s.admin, "user", "add", u.name, "--role", u.role)
 		s.ok(s.admin, "user", "token", "create", u.name, "--out", filepath.Join(dir, u.name+".token"))
 	}
-	s.alice, s.bob, s.agent = filepath.Join(dir, "alice.token"), filepath.Join(dir, "bob.token"), filepath.Join(dir, "dn.token")
-	for i, n := range []struct{ node, endpoint, root string }{
-		{"a1", "siteA", s.srcRoot}, {"a2", "siteA", s.srcRoot}, {"b1", "siteB", s.dstRoot}, {"b2", "siteB", s.dstRoot},
-	} {
-		s.startNode(n.node, n.endpoint, n.root, fmt.Sprintf("127.0.0.%d", 11+i), rate)
+	s.alice, s.bob, s.dn = filepath.Join(dir, "alice.token"), filepath.Join(dir, "bob.token"), filepath.Join(dir, "dn.token")
+	for _, n := range svcNodes {
+		s.startNode(n.node)
 	}
 	s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
 	s.ok(s.admin, "endpoint", "allow", "siteA", "--user", "alice")
@@ -116,49 +149,24 @@ func startSvcWith(t *testing.T, rate string, standby bool) *svc {
 // launch starts the controller on s's port and database (again after a
 // kill) and waits for its health.
 func (s *svc) launch() {
-	s.cmd, s.log = s.start(s.port)
+	s.ctl = s.start(s.port)
 }
 
 // start starts a controller on port and s's database and waits for its
 // health (a standby's too).
-func (s *svc) start(port int) (*exec.Cmd, *lockedBuffer) {
-	t := s.t
-	t.Helper()
-	log := &lockedBuffer{}
-	cmd := exec.Command(lpBin, "controller", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--db", "sqlite:"+filepath.Join(s.dir, "db"), "--topology", filepath.Join(s.dir, "topo.yaml"),
-		"--admin-token-file", s.admin)
-	cmd.Env = cleanEnv()
-	cmd.Stderr = log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+func (s *svc) start(port int) *killCtl {
+	s.t.Helper()
+	var extra []string
+	if s.sock != "" {
+		extra = []string{"--listen", s.sock}
 	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	ok := waitFor(20*time.Second, func() bool {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/v1/health", port))
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		_, err = os.Stat(s.admin)
-		return resp.StatusCode == 200 && err == nil
-	})
-	if !ok {
-		t.Fatalf("the controller did not come up:\n%s", log)
-	}
-	return cmd, log
+	return startCtlProc(s.t, s.dir, s.db, s.topo, port, extra...)
 }
 
 // kill SIGKILLs the controller.
 func (s *svc) kill() {
-	s.cmd.Process.Kill()
-	s.cmd.Wait()
+	s.ctl.cmd.Process.Kill()
+	s.ctl.cmd.Wait()
 }
 
 func (s *svc) lp(tok string, args ...string) result {
@@ -174,38 +182,50 @@ func (s *svc) ok(tok string, args ...string) result {
 	return r
 }
 
-// startNode starts `lightpath serve --controller` for node.
-func (s *svc) startNode(node, endpoint, root, host, rate string) {
+// startNode starts `lightpath serve --controller` for node: on loopback
+// on its own 127.0.0.x address, on the testbed inside the node at its
+// address.
+func (s *svc) startNode(node string) {
 	s.t.Helper()
-	addr := fmt.Sprintf("%s:%d", host, freePort(s.t, host))
-	args := []string{"serve", "--listen", addr, "--root", root, "--transfer-log", filepath.Join(s.dir, node+".transfers"),
-		"--controller", s.url, "--controller-token-file", s.agent, "--node", node, "--endpoint", endpoint,
-		"--lease", "3s", "--max-tasks", "2"}
-	if rate != "" {
-		args = append(args, "--max-rate", rate)
+	for _, n := range svcNodes {
+		if n.node != node {
+			continue
+		}
+		root, ctl := s.srcRoot, s.url
+		if n.endpoint == "siteB" {
+			root = s.dstRoot
+		}
+		if s.sock != "" {
+			ctl = s.sock
+		}
+		args := []string{"--transfer-log", filepath.Join(s.dir, node+".transfers"),
+			"--controller", ctl, "--controller-token-file", s.dn, "--node", node, "--endpoint", n.endpoint,
+			"--lease", "3s", "--max-tasks", "2"}
+		if s.rate != "" {
+			args = append(args, "--max-rate", s.rate)
+		}
+		if s.tb != nil {
+			ip, _ := s.tb.status().node(node)
+			s.nodes[node] = s.tb.serveIn(node, ip+":7070", root, args...)
+			return
+		}
+		addr := fmt.Sprintf("%s:%d", n.host, freePort(s.t, n.host))
+		s.nodes[node] = startLP(s.t, runOpts{timeout: 10 * time.Minute},
+			append([]string{"serve", "--listen", addr, "--root", root}, args...)...)
+		return
 	}
-	s.nodes[node] = startLP(s.t, runOpts{timeout: 10 * time.Minute}, args...)
-}
-
-type svcEndpoint struct {
-	Name  string `json:"name"`
-	Site  string `json:"site"`
-	Nodes []struct {
-		Node    string `json:"node"`
-		Address string `json:"address"`
-		Alive   bool   `json:"alive"`
-	} `json:"nodes"`
+	s.t.Fatalf("no data node %s", node)
 }
 
 // endpoints is endpoint list --json.
-func (s *svc) endpoints() map[string]svcEndpoint {
+func (s *svc) endpoints() map[string]transfer.Endpoint {
 	r := s.lp(s.admin, "endpoint", "list", "--json")
-	out := map[string]svcEndpoint{}
+	out := map[string]transfer.Endpoint{}
 	if r.code != 0 {
 		return out
 	}
 	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-		var e svcEndpoint
+		var e transfer.Endpoint
 		if json.Unmarshal([]byte(l), &e) == nil && e.Name != "" {
 			out[e.Name] = e
 		}
@@ -216,7 +236,7 @@ func (s *svc) endpoints() map[string]svcEndpoint {
 // waitNodes waits until each endpoint has n live data nodes.
 func (s *svc) waitNodes(want map[string]int) {
 	s.t.Helper()
-	var eps map[string]svcEndpoint
+	var eps map[string]transfer.Endpoint
 	ok := waitFor(30*time.Second, func() bool {
 		eps = s.endpoints()
 		for name, n := range want {
@@ -237,50 +257,33 @@ func (s *svc) waitNodes(want map[string]int) {
 	}
 }
 
-// svcJob is what the tests read of a job page.
-type svcJob struct {
-	Job struct {
-		ID          string `json:"id"`
-		State       string `json:"state"`
-		Reason      string `json:"reason"`
-		FilesTotal  int    `json:"files_total"`
-		FilesDone   int    `json:"files_done"`
-		FilesFailed int    `json:"files_failed"`
-	} `json:"job"`
-	Files []struct {
-		Path, Dest, State string
-		Checksum          string `json:"checksum"`
-	} `json:"files"`
-	Tasks []struct {
-		ID, Kind, State, From, To string
-		Attempt                   int `json:"attempt"`
-	} `json:"tasks"`
-}
-
-func (s *svc) job(tok, id string) svcJob {
+// job is transfer status --json: the job's page.
+func (s *svc) job(tok, id string) apiv1.JobPage {
 	s.t.Helper()
 	r := s.ok(tok, "transfer", "status", id, "--json")
-	var j svcJob
+	var j apiv1.JobPage
 	if err := json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &j); err != nil {
 		s.t.Fatalf("transfer status --json: %v\n%s", err, r.stdout)
 	}
 	return j
 }
 
-// submit submits as alice and returns the job's id.
-func (s *svc) submit(args ...string) (string, bool) {
+// submit submits as alice and returns the answer (the job's id, whether
+// it was created).
+func (s *svc) submit(args ...string) apiv1.JobResponse {
 	s.t.Helper()
 	r := s.ok(s.alice, append([]string{"transfer", "submit", "--json"}, args...)...)
-	var resp struct {
-		Job struct {
-			ID, State string
-		} `json:"job"`
-		Created bool `json:"created"`
-	}
+	var resp apiv1.JobResponse
 	if err := json.Unmarshal([]byte(lastLine(r.stdout)), &resp); err != nil || !strings.HasPrefix(resp.Job.ID, "j-") {
 		s.t.Fatalf("transfer submit --json: %v\n%s", err, r.stdout)
 	}
-	return resp.Job.ID, resp.Created
+	return resp
+}
+
+// wait starts transfer wait on job id in the background.
+func (s *svc) wait(id string) *proc {
+	s.t.Helper()
+	return startLP(s.t, runOpts{timeout: 5 * time.Minute}, "transfer", "wait", id, "--controller", s.url, "--controller-token-file", s.alice)
 }
 
 // makeDataset writes a tree of files of mixed sizes under root/run1 and
@@ -305,16 +308,16 @@ func makeDataset(t *testing.T, root string, scale int) []string {
 	return files
 }
 
-// sameDataset checks that every file arrived under dstRoot/in, identical.
-func (s *svc) sameDataset(files []string) {
+// sameDataset checks that every file arrived under dstRoot/dst,
+// identical, and that nothing half-received is left there.
+func (s *svc) sameDataset(files []string, dst string) {
 	s.t.Helper()
 	for _, rel := range files {
-		if !sameContent(s.t, filepath.Join(s.srcRoot, rel), filepath.Join(s.dstRoot, "in", rel)) {
+		if !sameContent(s.t, filepath.Join(s.srcRoot, rel), filepath.Join(s.dstRoot, dst, rel)) {
 			s.t.Errorf("%s: differs at the destination (or is missing)", rel)
 		}
 	}
-	// Nothing half-received is left under a final name or beside one.
-	filepath.WalkDir(s.dstRoot, func(p string, d os.DirEntry, err error) error {
+	filepath.WalkDir(filepath.Join(s.dstRoot, dst), func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && (strings.HasSuffix(p, ".lightpath-part") || strings.HasSuffix(p, ".lightpath-journal")) {
 			s.t.Errorf("work file left at the destination: %s", p)
 		}
@@ -322,31 +325,103 @@ func (s *svc) sameDataset(files []string) {
 	})
 }
 
-// waitProgress waits until the job has moved some of its files but not
-// all, and returns its page.
-func (s *svc) waitProgress(id string) svcJob {
+// succeeded checks that job id ended SUCCEEDED with every one of files
+// verified, and returns its page.
+func (s *svc) succeeded(id string, files []string) apiv1.JobPage {
 	s.t.Helper()
-	var j svcJob
+	j := s.job(s.alice, id)
+	if j.Job.State != transfer.JobSucceeded || j.Job.FilesTotal != len(files) || j.Job.FilesDone != len(files) {
+		s.t.Errorf("job %s: %s (%s), %d of %d files done, want SUCCEEDED with all %d", id, j.Job.State, j.Job.Reason,
+			j.Job.FilesDone, j.Job.FilesTotal, len(files))
+	}
+	for _, f := range j.Files {
+		if f.State != transfer.FileSucceeded || len(f.Checksum) != 8 {
+			s.t.Errorf("file %s: %s, checksum %q", f.Path, f.State, f.Checksum)
+		}
+	}
+	return j
+}
+
+// midJob submits the dataset under run1 to siteB:dst as alice (with the
+// more args given), starts transfer wait on it, and returns once the job
+// is under way with a copy task of node running (waitMidJob): the moment
+// to inject a fault.
+func (s *svc) midJob(dst, node string, args ...string) (string, *proc, apiv1.JobPage) {
+	s.t.Helper()
+	id := s.submit(append([]string{"siteA:run1", "siteB:" + dst}, args...)...).Job.ID
+	wait := s.wait(id)
+	return id, wait, s.waitMidJob(id, node)
+}
+
+// arrived waits for transfer wait w of job id to exit 0, then checks that
+// every one of files arrived identical under dst and the job SUCCEEDED,
+// and returns its page.
+func (s *svc) arrived(w *proc, id string, files []string, dst string) apiv1.JobPage {
+	s.t.Helper()
+	if r := w.Wait(); r.code != 0 {
+		s.t.Fatalf("transfer wait: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	s.sameDataset(files, dst)
+	return s.succeeded(id, files)
+}
+
+// waitMidJob waits until job id is ACTIVE with at least a fifth of its
+// bytes moved and a copy task of node running, and returns its page:
+// the moment to inject a fault. What has moved is read from its copy
+// tasks, whose bytes_done the data nodes' heartbeats keep current: the
+// job's own bytes_done counts the files of the tasks that ended.
+func (s *svc) waitMidJob(id, node string) apiv1.JobPage {
+	s.t.Helper()
+	var j apiv1.JobPage
 	if !waitFor(2*time.Minute, func() bool {
 		j = s.job(s.alice, id)
-		return j.Job.FilesDone > 0 || j.Job.State == "SUCCEEDED" || j.Job.State == "FAILED"
+		if j.Job.State == transfer.JobSucceeded || j.Job.State == transfer.JobFailed {
+			return true
+		}
+		return j.Job.State == transfer.JobActive && j.Job.BytesTotal > 0 && moved(j) >= j.Job.BytesTotal/5 &&
+			len(running(j, node)) > 0
 	}) {
-		s.t.Fatalf("job %s moved no file: %+v", id, j.Job)
+		s.t.Fatalf("job %s did not get under way with a task of %s: %+v", id, node, j.Job)
 	}
-	if j.Job.State != "ACTIVE" {
+	if j.Job.State != transfer.JobActive {
 		s.t.Fatalf("job %s is %s before the fault could be injected: slow the nodes down (%+v)", id, j.Job.State, j.Job)
 	}
 	return j
 }
 
+// moved is what the copy tasks of job page j have moved.
+func moved(j apiv1.JobPage) int64 {
+	var n int64
+	for _, k := range j.Tasks {
+		if k.Kind == transfer.TaskCopy {
+			n += k.BytesDone
+		}
+	}
+	return n
+}
+
+// running is the copy tasks of job page j that node runs.
+func running(j apiv1.JobPage, node string) []transfer.Task {
+	var out []transfer.Task
+	for _, k := range j.Tasks {
+		if k.Kind == transfer.TaskCopy && k.State == transfer.TaskActive && k.From == node {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // TestServiceEndToEnd: a dataset submitted with transfer submit arrives
-// identical, spread over both node pairs; transfer wait exits 0; the same
-// --id again makes no second job; bad input is refused in one line.
+// identical, spread over both node pairs; transfer wait exits 0 (and, with
+// --json, ends with a summary); endpoint list, transfer list, show,
+// status --optimizer, endpoint allow (and --remove) and cancel say what
+// they should. The repeated --id and the bad inputs are checked on the
+// testbed (TestServiceOnTestbed).
 func TestServiceEndToEnd(t *testing.T) {
 	// Paced at 200 Mbit/s a node: unpaced, the 21 MB went over loopback in
 	// about 150 ms, all of it by the node that listed it, before the other
 	// source node's next claim (every 250 ms when idle) could take a part.
-	s := startSvc(t, "200M")
+	s := startSvc(t, svcOpts{rate: "200M"})
 	files := makeDataset(t, s.srcRoot, 1)
 
 	r := s.ok(s.admin, "endpoint", "list")
@@ -356,8 +431,9 @@ func TestServiceEndToEnd(t *testing.T) {
 		}
 	}
 
-	id, created := s.submit("siteA:run1", "siteB:in/", "--id", "run1-first")
-	if !created {
+	resp := s.submit("siteA:run1", "siteB:in/", "--id", "run1-first")
+	id := resp.Job.ID
+	if !resp.Created {
 		t.Errorf("the first submission says it was not created")
 	}
 	w := s.lp(s.alice, "transfer", "wait", id, "--timeout", "3m")
@@ -367,7 +443,7 @@ func TestServiceEndToEnd(t *testing.T) {
 	if !strings.Contains(w.stdout, "SUCCEEDED") {
 		t.Errorf("transfer wait did not print the end:\n%s", w.stdout)
 	}
-	s.sameDataset(files)
+	s.sameDataset(files, "in")
 	w = s.lp(s.alice, "transfer", "wait", id, "--json")
 	var sum struct {
 		Summary   bool   `json:"summary"`
@@ -377,31 +453,8 @@ func TestServiceEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(lastLine(w.stdout)), &sum); w.code != 0 || err != nil || !sum.Summary || sum.State != "SUCCEEDED" || sum.FilesDone != len(files) {
 		t.Errorf("transfer wait --json: exit %d, summary %+v (%v)\n%s", w.code, sum, err, w.stdout)
 	}
+	checkBothPairs(t, s.succeeded(id, files))
 
-	j := s.job(s.alice, id)
-	if j.Job.State != "SUCCEEDED" || j.Job.FilesTotal != len(files) || j.Job.FilesDone != len(files) {
-		t.Errorf("job: %+v, want SUCCEEDED with %d files", j.Job, len(files))
-	}
-	from, to := map[string]bool{}, map[string]bool{}
-	for _, k := range j.Tasks {
-		if k.Kind == "copy" {
-			from[k.From], to[k.To] = true, true
-		}
-	}
-	if !from["a1"] || !from["a2"] || !to["b1"] || !to["b2"] {
-		t.Errorf("the copy tasks ran from %v to %v, want both nodes of each endpoint", from, to)
-	}
-	for _, f := range j.Files {
-		if f.State != "SUCCEEDED" || len(f.Checksum) != 8 {
-			t.Errorf("file %s: %s, checksum %q", f.Path, f.State, f.Checksum)
-		}
-	}
-
-	// The same --id again: the first job, not a second one.
-	again, created := s.submit("siteA:run1", "siteB:in/", "--id", "run1-first")
-	if again != id || created {
-		t.Errorf("resubmission with the same --id: job %s (created %v), want %s", again, created, id)
-	}
 	r = s.ok(s.alice, "transfer", "list")
 	if n := strings.Count(r.stdout, id); n != 1 || !strings.Contains(r.stdout, "KIND") || !strings.Contains(r.stdout, "job") {
 		t.Errorf("transfer list shows job %s %d times:\n%s", id, n, r.stdout)
@@ -411,20 +464,6 @@ func TestServiceEndToEnd(t *testing.T) {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("transfer show lacks %q:\n%s", want, r.stdout)
 		}
-	}
-
-	// Bad input: one line each, nothing made.
-	checkFailure(t, "unknown endpoint", s.lp(s.alice, "transfer", "submit", "nowhere:run1", "siteB:in"), "transfer submit", "nowhere")
-	checkFailure(t, "path with ..", s.lp(s.alice, "transfer", "submit", "siteA:../etc", "siteB:in"), "transfer submit", "out of the endpoint's root")
-	checkFailure(t, "deadline in the past", s.lp(s.alice, "transfer", "submit", "siteA:run1", "siteB:in", "--deadline", "2020-01-01T00:00:00Z"), "transfer submit", "in the past")
-	checkFailure(t, "malformed time", s.lp(s.alice, "transfer", "submit", "siteA:run1", "siteB:in", "--deadline", "tomorrow at nine"), "transfer submit", "invalid time")
-	checkFailure(t, "two policies", s.lp(s.alice, "transfer", "submit", "siteA:run1", "siteB:in", "--overwrite", "--skip-existing"), "transfer submit", "exclude each other")
-	checkFailure(t, "another user's job", s.lp(s.bob, "transfer", "status", id), "transfer status", id)
-	checkFailure(t, "an endpoint bob may not use", s.lp(s.bob, "transfer", "submit", "siteA:run1", "siteB:in"), "transfer submit", "siteA")
-	checkFailure(t, "a resubmission that differs", s.lp(s.alice, "transfer", "submit", "siteA:run1", "siteB:other", "--id", "run1-first"), "transfer submit")
-	r = s.ok(s.alice, "transfer", "list", "--json")
-	if n := strings.Count(r.stdout, `"id":"j-`); n != 1 {
-		t.Errorf("after the bad submissions alice has %d jobs, want 1:\n%s", n, r.stdout)
 	}
 	r = s.ok(s.alice, "transfer", "status", id, "--optimizer")
 	if !strings.Contains(r.stdout, "optimizer") {
@@ -441,7 +480,7 @@ func TestServiceEndToEnd(t *testing.T) {
 	checkFailure(t, "endpoint allow as a user", s.lp(s.alice, "endpoint", "allow", "siteA", "--user", "alice"), "endpoint allow")
 
 	// A cancelled job: cancel says so, wait exits 1.
-	second, _ := s.submit("siteA:run1", "siteB:in2")
+	second := s.submit("siteA:run1", "siteB:in2").Job.ID
 	r = s.ok(s.alice, "transfer", "cancel", second)
 	if !strings.Contains(r.stdout, "CANCELLED") {
 		t.Errorf("transfer cancel: %s", r.stdout)
@@ -452,127 +491,49 @@ func TestServiceEndToEnd(t *testing.T) {
 	}
 }
 
-// TestServiceDataNodeKilled: a source data node SIGKILLed mid-job; its
-// tasks go back to the queue when its lease lapses and finish on the
-// other node; every file arrives identical.
-func TestServiceDataNodeKilled(t *testing.T) {
-	s := startSvc(t, "40M")
-	files := makeDataset(t, s.srcRoot, 3)
-	id, _ := s.submit("siteA:run1", "siteB:in/")
-	wait := startLP(t, runOpts{timeout: 5 * time.Minute}, "transfer", "wait", id, "--controller", s.url, "--controller-token-file", s.alice)
-	s.waitProgress(id)
-	// A wait that times out first exits 2.
-	if r := s.lp(s.alice, "transfer", "wait", id, "--timeout", "1s"); r.code != 2 || !strings.Contains(r.stderr, "still ACTIVE after 1s") {
-		t.Errorf("transfer wait --timeout 1s of a running job: exit %d\n%s", r.code, r.stderr)
-	}
-	s.nodes["a1"].Signal(syscall.SIGKILL)
-	s.waitNodes(map[string]int{"siteA": 1, "siteB": 2})
-	r := wait.Wait()
-	if r.code != 0 {
-		t.Fatalf("transfer wait: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
-	}
-	s.sameDataset(files)
-	j := s.job(s.alice, id)
-	requeued := false
+// checkBothPairs checks that the copy tasks of job page j ran from both
+// source nodes to both destination nodes.
+func checkBothPairs(t *testing.T, j apiv1.JobPage) {
+	t.Helper()
+	from, to := map[string]bool{}, map[string]bool{}
 	for _, k := range j.Tasks {
-		if k.Kind == "copy" && k.Attempt > 1 {
-			requeued = true
+		if k.Kind == transfer.TaskCopy {
+			from[k.From], to[k.To] = true, true
 		}
 	}
-	if !requeued {
-		t.Errorf("no copy task ran a second attempt after a1 was killed: %+v", j.Tasks)
+	if !from["a1"] || !from["a2"] || !to["b1"] || !to["b2"] {
+		t.Errorf("the copy tasks ran from %v to %v, want both nodes of each endpoint", from, to)
 	}
 }
 
-// TestServiceControllerKilled: the controller SIGKILLed mid-job and
-// started again on its database; the data nodes and transfer wait carry
-// on, and the job succeeds with every file identical.
-func TestServiceControllerKilled(t *testing.T) {
-	s := startSvc(t, "40M")
-	files := makeDataset(t, s.srcRoot, 3)
-	id, _ := s.submit("siteA:run1", "siteB:in/")
-	wait := startLP(t, runOpts{timeout: 5 * time.Minute}, "transfer", "wait", id, "--controller", s.url, "--controller-token-file", s.alice)
-	s.waitProgress(id)
-	s.kill()
-	time.Sleep(2 * time.Second) // the data nodes and wait find it gone
-	s.launch()
-	r := wait.Wait()
-	if r.code != 0 {
-		t.Fatalf("transfer wait: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
-	}
-	s.sameDataset(files)
-	if j := s.job(s.alice, id); j.Job.State != "SUCCEEDED" || j.Job.FilesDone != len(files) {
-		t.Errorf("job after the restart: %+v", j.Job)
-	}
-}
-
-// TestServiceStaleAttempt: a source data node stopped (SIGSTOP) mid-job
-// loses its lease; its tasks go to a new attempt; when it is let go again
-// (SIGCONT) its old attempt can no longer write (the destination fences
-// it, the controller tells it to stop), and the job succeeds with every
-// file identical.
-func TestServiceStaleAttempt(t *testing.T) {
-	s := startSvc(t, "40M")
-	files := makeDataset(t, s.srcRoot, 3)
-	id, _ := s.submit("siteA:run1", "siteB:in/")
-	wait := startLP(t, runOpts{timeout: 5 * time.Minute}, "transfer", "wait", id, "--controller", s.url, "--controller-token-file", s.alice)
-	s.waitProgress(id)
-	s.nodes["a1"].Signal(syscall.SIGSTOP)
-	s.waitNodes(map[string]int{"siteA": 1, "siteB": 2})
-	// Until a task of a1 runs again elsewhere.
-	if !waitFor(time.Minute, func() bool {
-		for _, k := range s.job(s.alice, id).Tasks {
-			if k.Kind == "copy" && k.Attempt > 1 {
-				return true
-			}
-		}
-		return false
-	}) {
-		t.Fatal("no task of the stopped node ran a second attempt")
-	}
-	s.nodes["a1"].Signal(syscall.SIGCONT)
-	r := wait.Wait()
-	if r.code != 0 {
-		t.Fatalf("transfer wait: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
-	}
-	s.sameDataset(files)
-	// The old attempt was stopped: by the controller's word or by the
-	// destination's refusal.
-	if !waitFor(30*time.Second, func() bool {
-		log := s.nodes["a1"].err.String()
-		return strings.Contains(log, "stopping task") || strings.Contains(log, "no longer current") || strings.Contains(log, "task is over")
-	}) {
-		t.Errorf("a1's old attempt was never told to stop:\n%s", s.nodes["a1"].err.String())
-	}
-}
-
-// TestServiceStandbyTakeover: a leader and a standby on one database; the
-// data nodes, the user and transfer wait are given both URLs. The leader
-// is SIGKILLed mid-job, the standby takes over, and the job still
-// succeeds with every file identical.
+// TestServiceStandbyTakeover: a leader and a standby on one database
+// (SQLite, then PostgreSQL); the data nodes, the user and transfer wait
+// are given both URLs. The leader is SIGKILLed mid-job, the standby takes
+// over, and the job still succeeds with every file identical.
 func TestServiceStandbyTakeover(t *testing.T) {
-	s := startSvcWith(t, "40M", true)
-	standbyURL := fmt.Sprintf("http://127.0.0.1:%d", s.standbyPort)
-	if h, err := health(t, standbyURL); err != nil || h.Role != apiv1.RoleStandby {
-		t.Fatalf("the second controller: %+v %v", h, err)
-	}
-	files := makeDataset(t, s.srcRoot, 3)
-	id, _ := s.submit("siteA:run1", "siteB:in/")
-	wait := startLP(t, runOpts{timeout: 5 * time.Minute}, "transfer", "wait", id, "--controller", s.url, "--controller-token-file", s.alice)
-	s.waitProgress(id)
-	s.kill()
-	if !waitFor(30*time.Second, func() bool {
-		h, err := health(t, standbyURL)
-		return err == nil && h.Role == apiv1.RoleLeader
-	}) {
-		t.Fatalf("the standby did not take over:\n%s", s.standbyLog)
-	}
-	r := wait.Wait()
-	if r.code != 0 {
-		t.Fatalf("transfer wait: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
-	}
-	s.sameDataset(files)
-	if j := s.job(s.alice, id); j.Job.State != "SUCCEEDED" || j.Job.FilesDone != len(files) {
-		t.Errorf("job after the takeover: %+v", j.Job)
+	for _, store := range []struct {
+		name string
+		db   func(t *testing.T, dir string) string
+	}{
+		{"sqlite", nil},
+		{"postgres", func(t *testing.T, _ string) string { return pgtest.URL(t) }},
+	} {
+		t.Run(store.name, func(t *testing.T) {
+			s := startSvc(t, svcOpts{rate: "40M", standby: true, db: store.db})
+			standbyURL := fmt.Sprintf("http://127.0.0.1:%d", s.standbyPort)
+			if h, err := health(t, standbyURL); err != nil || h.Role != apiv1.RoleStandby {
+				t.Fatalf("the second controller: %+v %v", h, err)
+			}
+			files := makeDataset(t, s.srcRoot, 3)
+			id, wait, _ := s.midJob("in/", "a1")
+			s.kill()
+			if !waitFor(30*time.Second, func() bool {
+				h, err := health(t, standbyURL)
+				return err == nil && h.Role == apiv1.RoleLeader
+			}) {
+				t.Fatalf("the standby did not take over:\n%s", s.standby.log)
+			}
+			s.arrived(wait, id, files, "in")
+		})
 	}
 }

@@ -3,180 +3,96 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/transfer"
 )
 
 // The transfer service on the testbed, as root: the two-site testbed with
-// an agent in every node, a data node in each of a1, a2 (endpoint site-a)
-// and b1, b2 (endpoint site-b), and deadline jobs that book the network
-// before they are accepted, run on both node pairs over their booked
-// paths, and finish before their deadline; an infeasible deadline is
-// refused with the earliest completion and books nothing.
-
-// tbJob is what this test reads of transfer status --json.
-type tbJob struct {
-	Job struct {
-		ID        string    `json:"id"`
-		State     string    `json:"state"`
-		Reason    string    `json:"reason"`
-		Deadline  time.Time `json:"deadline"`
-		StartedAt time.Time `json:"started_at"`
-		EndedAt   time.Time `json:"ended_at"`
-		Files     int       `json:"files_total"`
-		FilesDone int       `json:"files_done"`
-		Bytes     int64     `json:"bytes_total"`
-		BytesDone int64     `json:"bytes_done"`
-		Algorithm string    `json:"algorithm"`
-		Pairs     []struct {
-			From        string    `json:"from"`
-			To          string    `json:"to"`
-			Reservation string    `json:"reservation"`
-			RateBps     uint64    `json:"rate_bps"`
-			Start       time.Time `json:"start"`
-			End         time.Time `json:"end"`
-			ShareBytes  int64     `json:"share_bytes"`
-			BytesDone   int64     `json:"bytes_done"`
-			Routed      string    `json:"routed"`
-		} `json:"pairs"`
-	} `json:"job"`
-	Files []struct {
-		Path     string `json:"path"`
-		State    string `json:"state"`
-		Checksum string `json:"checksum"`
-		From     string `json:"from"`
-		To       string `json:"to"`
-	} `json:"files"`
-}
-
+// an agent in every node, a data node in each of a1, a2 (endpoint siteA)
+// and b1, b2 (endpoint siteB), one controller, and deadline jobs that book
+// the network before they are accepted. One testbed and one controller
+// serve every step, in turn:
+//   - an infeasible deadline is refused with the earliest completion and
+//     books nothing;
+//   - a deadline job runs on both node pairs over their booked paths and
+//     finishes before its deadline, verified file by file; its --id again
+//     gives the same job, and another request under it is refused;
+//   - bad input is refused in one line and stores nothing;
+//   - the controller SIGKILLed mid-job and restarted on its store;
+//   - a source data node stopped (SIGSTOP) until its lease lapses, its
+//     tasks requeued, then let go (SIGCONT): the destination refuses its
+//     old attempt;
+//   - a source data node SIGKILLed mid-job: another node finishes its
+//     tasks;
+//
+// and every job of them succeeds with every file identical.
 func TestServiceOnTestbed(t *testing.T) {
-	c, b := agentTestbed(t)
-	dnTok := filepath.Join(c.dir, "datanode.token")
-	aliceTok := filepath.Join(c.dir, "alice.token")
-	// Data nodes have a user of their own: an agent's enrolment retires
-	// its user's earlier tokens for its node.
-	c.ok(c.adminTok, "user", "add", "datanodes", "--role", "agent")
-	c.ok(c.adminTok, "user", "token", "create", "datanodes", "--out", dnTok)
-	c.ok(c.adminTok, "user", "add", "alice", "--role", "user")
-	c.ok(c.adminTok, "user", "token", "create", "alice", "--out", aliceTok)
-
-	siteA, siteB := scratchDir(t), scratchDir(t)
-	for _, n := range []struct{ node, addr, endpoint, root string }{
-		{"a1", "198.18.1.1:7070", "site-a", siteA}, {"a2", "198.18.1.2:7070", "site-a", siteA},
-		{"b1", "198.18.2.1:7070", "site-b", siteB}, {"b2", "198.18.2.2:7070", "site-b", siteB},
-	} {
-		// Each node sends at most 150 Mbit/s, so the dataset takes seconds
-		// and the planner has a rate to plan with.
-		b.serveIn(n.node, n.addr, n.root, "--controller", c.sock, "--controller-token-file", dnTok, "--node", n.node,
-			"--endpoint", n.endpoint, "--max-rate", "150M", "--lease", "5s", "--transfer-log", "/dev/null")
-	}
-	if !waitFor(30*time.Second, func() bool {
-		r := c.lp(c.adminTok, "endpoint", "list", "--json")
-		return r.code == 0 && strings.Count(r.stdout, `"alive":true`) == 4
-	}) {
-		t.Fatalf("the four data nodes are not alive: %s", c.lp(c.adminTok, "endpoint", "list").stdout)
-	}
-	c.ok(c.adminTok, "endpoint", "allow", "site-a", "--user", "alice")
-	c.ok(c.adminTok, "endpoint", "allow", "site-b", "--user", "alice")
-
-	// The dataset: 24 small files and two of 40 MiB, 89 MiB in all.
-	var files []string
-	for i := range 24 {
-		rel := fmt.Sprintf("ds/small/f%02d.dat", i)
-		writeRandom(t, filepath.Join(siteA, rel), int64(1000+i*40000), uint64(i+1))
-		files = append(files, rel)
-	}
-	for i := range 2 {
-		rel := fmt.Sprintf("ds/big%d.bin", i)
-		writeRandom(t, filepath.Join(siteA, rel), 40<<20, uint64(100+i))
-		files = append(files, rel)
-	}
-
-	reservations := func() int {
-		r := c.ok(c.adminTok, "reserve", "list", "--json")
-		return strings.Count(r.stdout, `"id":"r-`)
-	}
-	status := func(id string) tbJob {
-		t.Helper()
-		r := c.ok(aliceTok, "transfer", "status", id, "--json")
-		var j tbJob
-		if err := json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &j); err != nil {
-			t.Fatalf("transfer status --json: %v\n%s", err, r.stdout)
+	// Each node sends at most 50 Mbit/s, so a job of the 44 MB dataset
+	// takes seconds (a fault lands mid-job) and the planner has a rate to
+	// plan with.
+	const rate = 50e6
+	s := startSvc(t, svcOpts{testbed: true, rate: "50M"})
+	files := makeDataset(t, s.srcRoot, 3)
+	var total int64
+	for _, f := range files {
+		fi, err := os.Stat(filepath.Join(s.srcRoot, f))
+		if err != nil {
+			t.Fatal(err)
 		}
-		return j
+		total += fi.Size()
 	}
+	// deadline is an absolute deadline in d, so that a repeated
+	// submission is the same request.
+	deadline := func(d time.Duration) string { return time.Now().Add(d).UTC().Format(time.RFC3339) }
 
 	t.Run("infeasible deadline", func(t *testing.T) {
-		before := reservations()
-		// 89 MiB at 2 × 150 Mbit/s take 2.5 s at best.
-		r := c.lp(aliceTok, "transfer", "submit", "site-a:ds", "site-b:late", "--deadline", "+2s")
+		before := s.reservations()
+		// 44 MB at 2 × 50 Mbit/s take 3.5 s at best.
+		r := s.lp(s.alice, "transfer", "submit", "siteA:run1", "siteB:late", "--deadline", "+2s")
 		checkFailure(t, "submit with a deadline that cannot be met", r, "cannot be met", "earliest completion")
-		if got := reservations(); got != before {
+		if got := s.reservations(); got != before {
 			t.Errorf("an infeasible job left reservations: %d before, %d after", before, got)
 		}
-		if r := c.ok(aliceTok, "transfer", "list", "--json"); strings.Contains(r.stdout, "site-b:late") {
+		if r := s.ok(s.alice, "transfer", "list", "--json"); strings.Contains(r.stdout, "siteB:late") {
 			t.Errorf("an infeasible job was kept:\n%s", r.stdout)
 		}
 	})
 
+	var first string // the deadline job's id
 	t.Run("deadline job", func(t *testing.T) {
-		s0 := b.status()
+		s0 := s.tb.status()
 		submitted := time.Now()
-		r := c.ok(aliceTok, "transfer", "submit", "site-a:ds", "site-b:in", "--deadline", "+2m", "--json")
-		var resp struct {
-			Job struct {
-				ID    string `json:"id"`
-				State string `json:"state"`
-				Pairs []struct {
-					Reservation string `json:"reservation"`
-				} `json:"pairs"`
-			} `json:"job"`
-		}
-		if err := json.Unmarshal([]byte(lastLine(r.stdout)), &resp); err != nil {
-			t.Fatalf("submit --json: %v\n%s", err, r.stdout)
-		}
+		end := deadline(2 * time.Minute)
+		resp := s.submit("siteA:run1", "siteB:in", "--deadline", end, "--id", "run1-first")
+		first = resp.Job.ID
 		// Booked before it was accepted: the answer names its reservations.
-		if len(resp.Job.Pairs) != 2 || resp.Job.Pairs[0].Reservation == "" || resp.Job.Pairs[1].Reservation == "" {
-			t.Fatalf("the accepted deadline job is not booked on two pairs: %s", r.stdout)
+		if !resp.Created {
+			t.Errorf("the first submission says it was not created")
 		}
-		w := runLP(t, runOpts{timeout: 3 * time.Minute}, "transfer", "wait", resp.Job.ID, "--controller", c.sock,
-			"--controller-token-file", aliceTok)
-		mustSucceed(t, "transfer wait", w)
-		s1 := b.status()
-		j := status(resp.Job.ID)
-		if os.Getenv("LP_DEBUG_TASKS") != "" {
-			r := c.ok(aliceTok, "transfer", "status", resp.Job.ID, "--json")
-			var raw struct {
-				Tasks []map[string]any `json:"tasks"`
-			}
-			json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &raw)
-			for _, tk := range raw.Tasks {
-				t.Logf("task %v %v %v>%v attempt %v files %d bytes %v claimed %v ended %v rate %v streams %v", tk["id"], tk["kind"], tk["from"], tk["to"], tk["attempt"], len(fmt.Sprint(tk["files"])), tk["bytes"], tk["claimed_at"], tk["ended_at"], tk["rate_bps"], tk["streams"])
-			}
-		}
+		booked(t, resp.Job)
+		j := s.arrived(s.wait(first), first, files, "in")
+		s1 := s.tb.status()
 		t.Logf("job %s: %s in %v (ACTIVE %v), algorithm %q, pairs %+v", j.Job.ID, j.Job.State, time.Since(submitted).Round(time.Millisecond),
 			j.Job.EndedAt.Sub(j.Job.StartedAt).Round(time.Millisecond), j.Job.Algorithm, j.Job.Pairs)
-		if j.Job.State != "SUCCEEDED" || j.Job.FilesDone != len(files) {
-			t.Fatalf("job %+v", j.Job)
-		}
 		if !j.Job.EndedAt.Before(j.Job.Deadline) {
 			t.Errorf("ended at %v, after its deadline %v", j.Job.EndedAt, j.Job.Deadline)
 		}
 		if j.Job.Algorithm == "" {
 			t.Errorf("the job does not say which algorithm booked it")
 		}
-		pairs := map[string]bool{}
 		var reservedLinks []string
 		for _, p := range j.Job.Pairs {
-			if p.RateBps == 0 || p.RateBps > 150e6 || p.ShareBytes <= 0 {
-				t.Errorf("pair %s → %s booked %d bit/s for %d bytes: want a share at up to the nodes' 150 Mbit/s", p.From, p.To, p.RateBps, p.ShareBytes)
+			if p.RateBps == 0 || p.RateBps > rate || p.ShareBytes <= 0 {
+				t.Errorf("pair %s → %s booked %d bit/s for %d bytes: want a share at up to the nodes' %v bit/s", p.From, p.To, p.RateBps, p.ShareBytes, rate)
 			}
-			res := c.reservation(c.adminTok, p.Reservation)
+			res := s.reservation(p.Reservation)
 			if res.Owner != "alice" || res.From != p.From || res.To != p.To {
 				t.Errorf("pair %s → %s: reservation %+v", p.From, p.To, res)
 			}
@@ -186,35 +102,228 @@ func TestServiceOnTestbed(t *testing.T) {
 				}
 			}
 		}
+		pairs := map[string]bool{}
 		for _, f := range j.Files {
-			if f.State != "SUCCEEDED" || f.Checksum == "" {
-				t.Errorf("file %s: %s, checksum %q", f.Path, f.State, f.Checksum)
-			}
 			pairs[f.From+">"+f.To] = true
 		}
 		if len(pairs) != 2 {
 			t.Errorf("the files went over %v: want both node pairs", pairs)
 		}
-		for _, rel := range files {
-			sameFile(t, filepath.Join(siteA, rel), filepath.Join(siteB, "in", rel))
-		}
+		checkBothPairs(t, j)
 		var onReserved int64
 		for _, l := range uniq(reservedLinks) {
 			onReserved += int64(s1.bytesOn(l, "ra") - s0.bytesOn(l, "ra"))
-		}
-		var total int64
-		for _, f := range files {
-			fi, err := os.Stat(filepath.Join(siteA, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			total += fi.Size()
 		}
 		t.Logf("bytes on the reserved links %v: %d of %d", uniq(reservedLinks), onReserved, total)
 		if onReserved < total*3/4 {
 			t.Errorf("the reserved links %v carried %d bytes of %d", uniq(reservedLinks), onReserved, total)
 		}
+
+		// The same --id and request again: the first job, not a second
+		// one; another request under it: refused (409), nothing made.
+		jobs, resvs := s.stored()
+		again := s.submit("siteA:run1", "siteB:in", "--deadline", end, "--id", "run1-first")
+		if again.Job.ID != first || again.Created {
+			t.Errorf("resubmission with the same --id: job %s (created %v), want %s", again.Job.ID, again.Created, first)
+		}
+		status, body := s.post(s.alice, "/api/v1/jobs", transfer.JobRequest{Sources: []string{"siteA:run1"}, Destination: "siteB:other",
+			Deadline: j.Job.Deadline, Key: "run1-first"})
+		if status != 409 || !strings.Contains(body, "with another request") {
+			t.Errorf("another request under the same id: %d %s, want 409", status, body)
+		}
+		checkFailure(t, "a resubmission that differs", s.lp(s.alice, "transfer", "submit", "siteA:run1", "siteB:other", "--deadline", end,
+			"--id", "run1-first"), "transfer submit", "run1-first", first)
+		if j2, r2 := s.stored(); j2 != jobs || r2 != resvs {
+			t.Errorf("the repeated submissions stored %d jobs and %d reservations, want none", j2-jobs, r2-resvs)
+		}
 	})
+
+	t.Run("bad input", func(t *testing.T) {
+		if first == "" {
+			t.Skip("needs the deadline job")
+		}
+		jobs, resvs := s.stored()
+		for _, c := range []struct {
+			what string
+			tok  string
+			args []string
+			want []string
+		}{
+			{"unknown endpoint", s.alice, []string{"transfer", "submit", "nowhere:run1", "siteB:in9", "--deadline", "+1m"}, []string{"transfer submit", "nowhere"}},
+			{"path outside the root", s.alice, []string{"transfer", "submit", "siteA:../etc", "siteB:in9", "--deadline", "+1m"}, []string{"transfer submit", "out of the endpoint's root"}},
+			{"destination outside the root", s.alice, []string{"transfer", "submit", "siteA:run1", "siteB:../../x", "--deadline", "+1m"}, []string{"transfer submit", "out of the endpoint's root"}},
+			{"an endpoint bob may not use", s.bob, []string{"transfer", "submit", "siteA:run1", "siteB:in9", "--deadline", "+1m"}, []string{"transfer submit", "siteA"}},
+			{"deadline in the past", s.alice, []string{"transfer", "submit", "siteA:run1", "siteB:in9", "--deadline", "2020-01-01T00:00:00Z"}, []string{"transfer submit", "in the past"}},
+			{"malformed time", s.alice, []string{"transfer", "submit", "siteA:run1", "siteB:in9", "--deadline", "tomorrow at nine"}, []string{"transfer submit", "invalid time"}},
+			{"two policies", s.alice, []string{"transfer", "submit", "siteA:run1", "siteB:in9", "--overwrite", "--skip-existing"}, []string{"transfer submit", "exclude each other"}},
+			{"another user's job", s.bob, []string{"transfer", "status", first}, []string{"transfer status", first}},
+			{"another user's job, cancelled", s.bob, []string{"transfer", "cancel", first}, []string{"transfer cancel", first}},
+		} {
+			checkFailure(t, c.what, s.lp(c.tok, c.args...), c.want...)
+		}
+		if j, r := s.stored(); j != jobs || r != resvs {
+			t.Errorf("the bad input stored %d jobs and %d reservations, want none", j-jobs, r-resvs)
+		}
+		if j := s.job(s.alice, first); j.Job.State != transfer.JobSucceeded {
+			t.Errorf("alice's job after bob's cancel: %s", j.Job.State)
+		}
+		if _, err := os.Stat(filepath.Join(s.dstRoot, "in9")); err == nil {
+			t.Errorf("a refused job made its destination")
+		}
+	})
+
+	t.Run("controller killed", func(t *testing.T) {
+		s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
+		id, wait, j := s.midJob("in-ctl", "a1", "--deadline", "+2m")
+		booked(t, j.Job)
+		failed := s.nodeLogCount("failed; trying again")
+		s.kill()
+		// Until the data nodes found it gone.
+		if !waitFor(30*time.Second, func() bool { return s.nodeLogCount("failed; trying again") > failed }) {
+			t.Errorf("no data node noticed the controller gone")
+		}
+		s.launch()
+		// The reservations carry on under the new process, and the agents
+		// come back to it.
+		for _, p := range j.Job.Pairs {
+			if res := s.reservation(p.Reservation); res.State != "ACTIVE" && s.job(s.alice, id).Job.State == transfer.JobActive {
+				t.Errorf("pair %s → %s: reservation %s is %s after the restart", p.From, p.To, p.Reservation, res.State)
+			}
+		}
+		j = s.arrived(wait, id, files, "in-ctl")
+		t.Logf("job %s after the restart: %s, pairs %+v", id, j.Job.Reason, j.Job.Pairs)
+		if !j.Job.EndedAt.Before(j.Job.Deadline) {
+			t.Errorf("ended at %v, after its deadline %v", j.Job.EndedAt, j.Job.Deadline)
+		}
+		if out := s.ok(s.admin, "agent", "list").stdout; strings.Count(out, " alive ") != 6 {
+			t.Errorf("agent list after the restart does not show six agents alive:\n%s", out)
+		}
+	})
+
+	t.Run("stale attempt", func(t *testing.T) {
+		s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
+		id, wait, j := s.midJob("in-stale", "a1", "--deadline", "+2m")
+		booked(t, j.Job)
+		s.nodes["a1"].Signal(syscall.SIGSTOP)
+		stale := running(s.job(s.alice, id), "a1")
+		if len(stale) == 0 {
+			s.nodes["a1"].Signal(syscall.SIGCONT)
+			t.Fatal("a1 ran no task when it was stopped")
+		}
+		s.waitNodes(map[string]int{"siteA": 1, "siteB": 2})
+		// Until a task of a1 runs again elsewhere, at a new attempt.
+		var again transfer.Task
+		if !waitFor(time.Minute, func() bool {
+			for _, k := range s.job(s.alice, id).Tasks {
+				for _, o := range stale {
+					if k.ID == o.ID && k.Attempt > o.Attempt && k.State == transfer.TaskActive {
+						again = k
+						return true
+					}
+				}
+			}
+			return false
+		}) {
+			s.nodes["a1"].Signal(syscall.SIGCONT)
+			t.Fatal("no task of the stopped node ran a new attempt")
+		}
+		t.Logf("task %s: attempt %d on %s → %s", again.ID, again.Attempt, again.From, again.To)
+		// The destination fences the old attempt (from its heartbeat's
+		// fences, or when the new attempt's grant comes) and cuts its
+		// session, while a1 is still stopped: a1 finds its writes refused
+		// when it runs again.
+		for _, o := range stale {
+			if o.ID != again.ID {
+				continue
+			}
+			refused := fmt.Sprintf("attempt %d of task %s is no longer current", o.Attempt, o.ID)
+			if !waitFor(30*time.Second, func() bool { return strings.Contains(s.nodes[o.To].err.String(), refused) }) {
+				t.Errorf("%s never refused attempt %d of task %s:\n%s", o.To, o.Attempt, o.ID, s.nodes[o.To].err.String())
+			}
+		}
+		s.nodes["a1"].Signal(syscall.SIGCONT)
+		s.arrived(wait, id, files, "in-stale")
+		// a1 stopped its old attempt: by the controller's word or by the
+		// destination's refusal.
+		if !waitFor(30*time.Second, func() bool {
+			for _, l := range strings.Split(s.nodes["a1"].err.String(), "\n") {
+				if strings.Contains(l, again.ID) && (strings.Contains(l, "stopping task") || strings.Contains(l, "no longer current")) {
+					return true
+				}
+			}
+			return false
+		}) {
+			t.Errorf("a1's old attempt of task %s was never stopped:\n%s", again.ID, s.nodes["a1"].err.String())
+		}
+	})
+
+	t.Run("data node killed", func(t *testing.T) {
+		s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
+		id, wait, j := s.midJob("in-kill", "a1", "--deadline", "+2m")
+		booked(t, j.Job)
+		s.nodes["a1"].Signal(syscall.SIGKILL)
+		lost := running(s.job(s.alice, id), "a1")
+		if len(lost) == 0 {
+			t.Fatal("a1 ran no task when it was killed")
+		}
+		// While a1's lease lapses: a wait that times out first exits 2.
+		if r := s.lp(s.alice, "transfer", "wait", id, "--timeout", "1s"); r.code != 2 || !strings.Contains(r.stderr, "still ACTIVE after 1s") {
+			t.Errorf("transfer wait --timeout 1s of a running job: exit %d\n%s", r.code, r.stderr)
+		}
+		s.waitNodes(map[string]int{"siteA": 1, "siteB": 2})
+		j = s.arrived(wait, id, files, "in-kill")
+		for _, o := range lost {
+			for _, k := range j.Tasks {
+				if k.ID != o.ID {
+					continue
+				}
+				t.Logf("task %s of the killed node (%d bytes moved by attempt %d): attempt %d on %s → %s, %s", k.ID, o.BytesDone, o.Attempt, k.Attempt, k.From, k.To, k.State)
+				if k.From == "a1" || k.Attempt != o.Attempt+1 || k.State != transfer.TaskSucceeded {
+					t.Errorf("task %s of the killed node: attempt %d on %s, %s; want attempt %d on another node, SUCCEEDED",
+						k.ID, k.Attempt, k.From, k.State, o.Attempt+1)
+				}
+			}
+		}
+	})
+}
+
+// booked checks that deadline job j is booked on both node pairs, each
+// on a reservation.
+func booked(t *testing.T, j transfer.Job) {
+	t.Helper()
+	if len(j.Pairs) != 2 || j.Pairs[0].Reservation == "" || j.Pairs[1].Reservation == "" {
+		t.Fatalf("deadline job %s is not booked on two pairs: %+v", j.ID, j.Pairs)
+	}
+}
+
+// reservations counts the reservations stored.
+func (s *svc) reservations() int {
+	s.t.Helper()
+	return strings.Count(s.ok(s.admin, "reserve", "list", "--json").stdout, `"id":"r-`)
+}
+
+// stored counts the jobs of alice and bob, and the reservations.
+func (s *svc) stored() (jobs, reservations int) {
+	s.t.Helper()
+	for _, tok := range []string{s.alice, s.bob} {
+		jobs += strings.Count(s.ok(tok, "transfer", "list", "--json").stdout, `"id":"j-`)
+	}
+	return jobs, s.reservations()
+}
+
+// reservation reads a reservation from the (leading) controller.
+func (s *svc) reservation(id string) cliResv {
+	s.t.Helper()
+	return readReservation(s.t, fmt.Sprintf("http://127.0.0.1:%d", s.port), s.admin, id)
+}
+
+// nodeLogCount counts what the data nodes logged containing text.
+func (s *svc) nodeLogCount(text string) int {
+	n := 0
+	for _, p := range s.nodes {
+		n += strings.Count(p.err.String(), text)
+	}
+	return n
 }
 
 func uniq(s []string) []string {
@@ -227,4 +336,11 @@ func uniq(s []string) []string {
 		}
 	}
 	return out
+}
+
+// post sends a JSON body to a route of the (leading) controller as the
+// holder of tok and returns the status and body.
+func (s *svc) post(tok, path string, body any) (int, string) {
+	s.t.Helper()
+	return postJSON(s.t, fmt.Sprintf("http://127.0.0.1:%d", s.port), tok, path, body)
 }
