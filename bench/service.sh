@@ -367,6 +367,7 @@ if wanted aggregate; then
 				a=$(awk -v b="$bytes" -v s="$active" -v k="$booked" 'BEGIN { printf "%.3f", b * 8 / s / k }')
 				agg+=("$a") jwall+=("$wall")
 				cp "$W/logs/timeline.json" "$W/logs/timeline-$r.json"
+				mv "$W/logs/samples" "$W/logs/samples-$r"
 				log "run $r: job $wall s ($active s ACTIVE), $pairs pairs booked $((booked / 1000000)) Mbit/s: aggregate $a of booked"
 				rm -rf "$W/site-b/in-$r"
 			else

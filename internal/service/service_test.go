@@ -553,6 +553,7 @@ func (e *env) startBooked(j transfer.Job) transfer.Job {
 	for _, n := range []string{"a1", "a2", "b1", "b2"} {
 		e.beat(n, nil)
 	}
+	e.c.Tick(e.ctx) // the reservations turn ACTIVE
 	e.s.Tick(e.ctx)
 	if j = e.job(j.ID); j.State != transfer.JobActive {
 		e.t.Fatalf("at its start the job is %s %q", j.State, j.Reason)
@@ -672,6 +673,47 @@ func TestBookedJobStartsWhenActive(t *testing.T) {
 	}
 	if ws := e.claim("a1", 4); len(ws) == 0 || ws[0].Task.Reservation == "" || ws[0].Task.RateBps == 0 {
 		t.Fatalf("paced task: %+v", ws)
+	}
+}
+
+// TestPairWaitsForItsReservation: a booked pair's copies wait for its
+// reservation to be in place (ACTIVE), not only for its start, and go on
+// anyway once ProvisionGrace has passed.
+func TestPairWaitsForItsReservation(t *testing.T) {
+	e := newEnv(t)
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)}, listed(40, 100_000_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := j.Pairs[0].Start
+	for _, p := range j.Pairs {
+		if p.Start.After(start) {
+			start = p.Start
+		}
+	}
+	// The window opens, the reservations are still RESERVED (the
+	// controller's clock has not run): the job is ACTIVE by the service's
+	// tick, its pairs wait.
+	e.clk.Set(start)
+	for _, n := range []string{"a1", "a2", "b1", "b2"} {
+		e.beat(n, nil)
+	}
+	e.s.Tick(e.ctx)
+	if j = e.job(j.ID); j.State != transfer.JobActive {
+		t.Fatalf("at its start the job is %s %q", j.State, j.Reason)
+	}
+	if ws := e.claim("a1", 4); len(ws) != 0 {
+		t.Fatalf("a1's pair copies while its reservation is RESERVED: %+v", ws)
+	}
+	// Past the grace a pair goes on without its reservation in place.
+	e.clk.Set(start.Add(service.ProvisionGrace))
+	if ws := e.claim("a2", 4); len(ws) == 0 || ws[0].Task.Reservation == "" {
+		t.Fatalf("a2's pair after the grace: %+v", ws)
+	}
+	// In place: a1's pair starts.
+	e.c.Tick(e.ctx)
+	if ws := e.claim("a1", 4); len(ws) == 0 || ws[0].Task.Reservation == "" || ws[0].Task.RateBps == 0 {
+		t.Fatalf("a1's pair once its reservation is ACTIVE: %+v", ws)
 	}
 }
 
