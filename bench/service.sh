@@ -20,7 +20,16 @@
 #              ended_at) against the sum of what it could use (the rates its
 #              reservations booked; target >= 0.9), and the speed-up of the
 #              job (submission to SUCCEEDED) over the cp (target >= 0.8 × the
-#              number of node pairs).
+#              number of node pairs). Then the job's timeline, stage by
+#              stage in seconds since the submission (median over the runs):
+#              the job created, listed, booked (its reservations committed),
+#              its first and last reservation ACTIVE, the job ACTIVE, the
+#              first copy claimed (and the last pair's), the first byte
+#              leaving a source node (and the last pair's first), the first
+#              pair's and the last pair's last byte, the last task's report,
+#              SUCCEEDED, and transfer wait returning; from the store (job,
+#              tasks, reservation transitions) and the source nodes' access
+#              links sampled every 20 ms.
 #   overhead   one job of OVERHEAD_FILES files of 1 KiB without a deadline:
 #              the time from submission to the first byte at the destination
 #              (the job's bytes_done turning positive, polled every 50 ms),
@@ -108,6 +117,7 @@ ensure_commands ss=iproute2 curl=curl
 
 HOSTS_A=(a1 a2 a3)
 HOSTS_B=(b1 b2 b3)
+declare -A NODE_PID=()
 declare -A ADDR=([a1]=198.18.1.1 [a2]=198.18.1.2 [a3]=198.18.1.3 [b1]=198.18.2.1 [b2]=198.18.2.2 [b3]=198.18.2.3)
 
 next_port
@@ -139,6 +149,7 @@ for h in "${HOSTS_A[@]}" "${HOSTS_B[@]}"; do
 	start_server_in "lp-$TB-$h" 7070 "$W/logs/serve-$h.log" "$LP" serve --listen "${ADDR[$h]}:7070" --root "$root" \
 		--controller "unix:$SOCK" --controller-token-file "$W/datanode.token" --node "$h" --endpoint "$site" \
 		--transfer-log /dev/null || die "data node $h: $START_ERROR"
+	NODE_PID[$h]=${SERVER_PIDS[-1]}
 done
 start_server_in "lp-$TB-b1" 7071 "$W/logs/serve-plain.log" "$LP" serve --listen "${ADDR[b1]}:7071" --root "$W/plain" \
 	--transfer-log /dev/null || die "plain server on b1: $START_ERROR"
@@ -183,11 +194,105 @@ for i in range(large):
 PY
 }
 
+# sampler OUT writes, every 20 ms until killed, the time and the bytes each
+# source data node (a1 a2 a3) has sent on its access link, read from
+# /proc/PID/net/dev of its server (which runs in the node's namespace).
+sampler() {
+	python3 - "$1" "${NODE_PID[a1]}" "${NODE_PID[a2]}" "${NODE_PID[a3]}" <<'PY' &
+import os, sys, time
+out, pids = open(sys.argv[1], "w"), sys.argv[2:]
+parent, until = os.getppid(), time.time() + 1800
+def tx(pid):
+    n = 0
+    for l in open("/proc/%s/net/dev" % pid).readlines()[2:]:
+        name, rest = l.split(":", 1)
+        if name.strip() != "lo":
+            n += int(rest.split()[8])
+    return n
+while os.getppid() == parent and time.time() < until:
+    out.write("%.4f %s\n" % (time.time(), " ".join(str(tx(p)) for p in pids)))
+    out.flush()
+    time.sleep(0.02)
+PY
+	SAMPLER_PID=$!
+}
+
+# timeline ID T0 T1 SAMPLES prints the job's timeline as one JSON object,
+# each stage in seconds since T0 (just before the submission): from the
+# controller's store (the job, its tasks, its reservations' transitions)
+# and the sampled access links (first and last byte of each source node).
+timeline() {
+	python3 - "$W/ctl.db" "$@" <<'PY'
+import json, sqlite3, sys
+from datetime import datetime
+db, jid, t0, t1, samples = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+def ts(s):
+    return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp() - t0 if s else None
+con = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
+job = json.loads(con.execute("SELECT doc FROM jobs WHERE id = ?", (jid,)).fetchone()[0])
+tasks = [json.loads(d) for (d,) in con.execute("SELECT doc FROM tasks WHERE job = ?", (jid,))]
+rids = [p["reservation"] for p in job.get("pairs") or [] if p.get("reservation")]
+tr = con.execute("SELECT reservation_id, to_state, event, at_ns FROM transitions WHERE reservation_id IN (%s)"
+                 % ",".join("?" * len(rids)), rids).fetchall() if rids else []
+def last(xs):
+    xs = [x for x in xs if x is not None]
+    return max(xs) if xs else None
+def first(xs):
+    xs = [x for x in xs if x is not None]
+    return min(xs) if xs else None
+at = lambda ns: ns / 1e9 - t0
+copies = [t for t in tasks if t["kind"] == "copy"]
+pairs = {}
+for t in copies:
+    pairs.setdefault(t["from"], []).append(t)
+# First and last byte per source node: its access link's counter moving
+# by more than 64 KiB over its value before the submission.
+rows = [list(map(float, l.split())) for l in open(samples) if l.strip()]
+fb, lb = {}, {}
+for i, node in enumerate(["a1", "a2", "a3"]):
+    if not rows:
+        break
+    base, top = rows[0][i + 1], rows[-1][i + 1]
+    for r in rows:
+        if r[i + 1] - base > 65536 and node not in fb:
+            fb[node] = r[0] - t0
+        if top - r[i + 1] <= 65536 and top - base > 65536:
+            lb[node] = r[0] - t0
+            break
+out = {
+    "job": jid,
+    "created": ts(job["created_at"]),
+    "listed": last(ts(t.get("ended_at")) for t in tasks if t["kind"] == "list"),
+    "booked": last(at(ns) for _, st, ev, ns in tr if ev == "commit"),
+    "reservations_active": last(at(ns) for _, st, ev, ns in tr if st == "ACTIVE" and ev != "modify" and ev != "cancel"),
+    "first_reservation_active": first(at(ns) for _, st, ev, ns in tr if st == "ACTIVE" and ev != "modify" and ev != "cancel"),
+    "job_active": ts(job.get("started_at")),
+    "first_claim": first(ts(t.get("claimed_at")) for t in copies),
+    "last_pair_first_claim": last(first(ts(t.get("claimed_at")) for t in ts_) for ts_ in pairs.values()),
+    "first_byte": first(fb.values()),
+    "last_pair_first_byte": last(fb.values()),
+    "first_pair_last_byte": first(lb.values()),
+    "last_byte": last(lb.values()),
+    "last_task_ended": last(ts(t.get("ended_at")) for t in copies),
+    "succeeded": ts(job.get("ended_at")),
+    "wait_returned": t1 - t0,
+    "tasks": len(copies),
+}
+print(json.dumps(out))
+PY
+}
+
+# TIMELINE_STAGES are timeline's stages, in order, as the table shows them.
+TIMELINE_STAGES=(created listed booked first_reservation_active job_active reservations_active first_claim
+	last_pair_first_claim first_byte last_pair_first_byte first_pair_last_byte last_byte last_task_ended succeeded wait_returned)
+
 # job_run SRC DST [ARGS...] submits a job as alice and waits for it; prints
-# "wall_seconds bytes active_seconds booked_bps pairs state".
+# "wall_seconds bytes active_seconds booked_bps pairs state" and writes the
+# job's timeline to $W/logs/timeline.json (see timeline).
 job_run() {
 	local src=$1 dst=$2 t0 t1 id
 	shift 2
+	sampler "$W/logs/samples"
 	t0=$(date +%s.%N)
 	id=$(lp transfer submit "$src" "$dst" "$@" --json 2>"$W/logs/submit.err" | python3 -c '
 import json, sys
@@ -200,7 +305,10 @@ for l in sys.stdin:
 	timeout 900 "$LP" transfer wait "$id" --json >"$W/logs/wait-$id.ndjson" 2>&1 ||
 		die "transfer wait $id: $(last_line "$W/logs/wait-$id.ndjson")"
 	t1=$(date +%s.%N)
+	kill "$SAMPLER_PID" 2>/dev/null || true
+	wait "$SAMPLER_PID" 2>/dev/null || true
 	lp transfer status "$id" --json >"$W/logs/status-$id.ndjson" 2>&1 || die "transfer status $id failed"
+	timeline "$id" "$t0" "$t1" "$W/logs/samples" >"$W/logs/timeline.json" || die "timeline of $id failed"
 	python3 - "$W/logs/status-$id.ndjson" "$t0" "$t1" <<'PY'
 import json, sys
 from datetime import datetime
@@ -258,6 +366,8 @@ if wanted aggregate; then
 				[[ $booked -gt 0 ]] || die "run $r: the deadline job booked nothing"
 				a=$(awk -v b="$bytes" -v s="$active" -v k="$booked" 'BEGIN { printf "%.3f", b * 8 / s / k }')
 				agg+=("$a") jwall+=("$wall")
+				cp "$W/logs/timeline.json" "$W/logs/timeline-$r.json"
+				mv "$W/logs/samples" "$W/logs/samples-$r"
 				log "run $r: job $wall s ($active s ACTIVE), $pairs pairs booked $((booked / 1000000)) Mbit/s: aggregate $a of booked"
 				rm -rf "$W/site-b/in-$r"
 			else
@@ -285,6 +395,21 @@ if wanted aggregate; then
 	out "$(printf '  %-34s %8s   %-15s %s' "speed-up over one cp" "$sm" "$smin-$smax" "$(verdict "$sm >= $target") (target >= $target = 0.8 x $pairs pairs)")"
 	out "$(printf '  %-34s %8s' "job, submission to SUCCEEDED (s)" "$jm")"
 	out "$(printf '  %-34s %8s' "one cp (s)" "$cm")"
+	out ""
+	out "Timeline of the job: seconds since the submission, median of $RUNS (min-max)"
+	out "$(printf '  %-34s %8s   %s' stage median spread)"
+	while read -r stage tm tmin tmax; do
+		out "$(printf '  %-34s %8s   %s' "${stage//_/ }" "$tm" "$tmin-$tmax")"
+		emit_json scenario=timeline "stage=$stage" "seconds:=$tm" "min:=$tmin" "max:=$tmax"
+	done < <(python3 - "${TIMELINE_STAGES[@]}" <<PY
+import json, statistics, sys
+runs = [json.load(open("$W/logs/timeline-%d.json" % r)) for r in range(1, $RUNS + 1)]
+for stage in sys.argv[1:]:
+    v = sorted(x[stage] for x in runs if x.get(stage) is not None)
+    if v:
+        print("%s %.3f %.3f %.3f" % (stage, statistics.median(v), v[0], v[-1]))
+PY
+	)
 	emit_json scenario=aggregate "aggregate_of_booked:=$am" "aggregate_min:=$amin" "aggregate_max:=$amax" \
 		"speedup:=$sm" "speedup_min:=$smin" "speedup_max:=$smax" "pairs:=$pairs" "job_seconds:=$jm" "cp_seconds:=$cm" \
 		"runs:=$RUNS" "bytes:=$total"

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -120,6 +121,15 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request, a controller.Act
 		opt = true
 	default:
 		return invalid("optimizer", "optimizer=%q: want 1 or 0", v)
+	}
+	if v := q.Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > service.MaxJobWait {
+			return invalid("wait", "wait=%q: want a duration from 0s to %s", v, service.MaxJobWait)
+		}
+		if err := svc.WaitEnded(r.Context(), a, r.PathValue("id"), d); err != nil {
+			return err
+		}
 	}
 	p, err := svc.Get(r.Context(), a, r.PathValue("id"), states, noFiles, opt)
 	if err != nil {

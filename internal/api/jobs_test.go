@@ -100,6 +100,17 @@ func TestJobRoutes(t *testing.T) {
 	if st, w, raw := beat(b1, "b1", "dst"); st != 200 || len(w.Fences) != 1 || w.Fences[0].Task != task.ID {
 		t.Fatalf("b1's fences: %d %s", st, raw)
 	}
+	// A page that waits for the job to end answers once the wait passes
+	// while the job runs; a bad wait is refused.
+	var page apiv1.JobPage
+	if st, raw := e.do("GET", "/api/v1/jobs/"+id+"?files=none&wait=50ms", alice, nil, &page); st != 200 || page.Job.State != transfer.JobActive {
+		t.Fatalf("a page that waits for a running job: %d %s", st, raw)
+	}
+	for _, w := range []string{"31s", "-1s", "soon"} {
+		if st, raw := e.do("GET", "/api/v1/jobs/"+id+"?wait="+w, alice, nil, nil); st != 400 || errorOf(t, raw).Field != "wait" {
+			t.Fatalf("wait=%s: %d %s", w, st, raw)
+		}
+	}
 	rep := apiv1.TaskReport{Attempt: 1, Done: true, BytesDone: 5000}
 	for _, f := range c.Tasks[0].Files {
 		rep.Files = append(rep.Files, apiv1.FileReport{Path: f.Path, OK: true, Checksum: "00c0ffee"})
@@ -111,8 +122,8 @@ func TestJobRoutes(t *testing.T) {
 	if st, raw := e.do("POST", "/api/v1/tasks/"+task.ID+"/report", a1, rep, &ans); st != 200 || ans.Cancel || ans.Task.State != transfer.TaskSucceeded {
 		t.Fatalf("report: %d %s", st, raw)
 	}
-	var page apiv1.JobPage
-	if st, raw := e.do("GET", "/api/v1/jobs/"+id+"?files=SUCCEEDED&optimizer=1", alice, nil, &page); st != 200 || page.Job.State != transfer.JobSucceeded || len(page.Files) != 5 || len(page.Tasks) != 2 || len(page.Decisions) == 0 {
+	// An ended job's page is answered at once, wait or not.
+	if st, raw := e.do("GET", "/api/v1/jobs/"+id+"?files=SUCCEEDED&optimizer=1&wait=30s", alice, nil, &page); st != 200 || page.Job.State != transfer.JobSucceeded || len(page.Files) != 5 || len(page.Tasks) != 2 || len(page.Decisions) == 0 {
 		t.Fatalf("the job's page: %d %s", st, raw)
 	}
 	if st, raw := e.do("GET", "/api/v1/jobs/"+id+"?files=bogus", alice, nil, nil); st != 400 {

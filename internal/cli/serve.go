@@ -72,7 +72,11 @@ Other data nodes push to --advertise (default: --listen, when it names a
 host). --max-tasks is how many tasks it runs at once, and --max-rate caps
 what it sends: the controller books deadline jobs within it (a booked task
 is paced at its booked rate), and a task without a booking is paced at an
-equal share of it among the tasks running as it starts.`,
+equal share of it among the tasks running as it starts. With --tls-cert and
+--tls-key a data node serves over TLS, and --tls-ca (which then must be
+given) verifies the other data nodes' certificates as it pushes to them:
+the grants and the data cross the network encrypted. Every data node of a
+deployment then needs a certificate for the host it advertises.`,
 		Example: `  lightpath serve --listen 0.0.0.0:7070 --root /data
   lightpath serve --listen [::]:7070 --root /data --token-file /etc/lightpath/token
   lightpath serve --listen 127.0.0.1:7070 --root /srv/pub --read-only
@@ -141,8 +145,15 @@ equal share of it among the tasks running as it starts.`,
 			logger.Info("serving", "root", root, "listen", ln.Addr().String(), "tls", tlsCfg != nil,
 				"token", len(token) > 0, "read_only", readOnly)
 			if dn.on() {
+				// Pushes to the other data nodes: TLS when this one serves
+				// TLS (check makes --tls-ca come with it); the server name
+				// is each destination's host.
+				var pushTLS *tls.Config
+				if pushTLS, err = clientTLS(dn.tlsCA, ""); err != nil {
+					return fmt.Errorf("serve: %w", err)
+				}
 				err = dn.serve(cmd.Context(), srv, ln, datanode.Config{Root: root, Verifier: verifier, Token: token,
-					Logger: logger.With("component", "datanode")})
+					TLS: pushTLS, Logger: logger.With("component", "datanode")})
 			} else {
 				err = srv.Serve(cmd.Context(), ln)
 			}
@@ -181,6 +192,7 @@ type dataNodeFlags struct {
 	lease              time.Duration
 	maxRateBps         uint64
 	listen             string
+	tlsCA              string
 }
 
 func (d *dataNodeFlags) register(f *pflag.FlagSet) {
@@ -194,6 +206,7 @@ func (d *dataNodeFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&d.maxRate, "max-rate", "", "with --controller: the most this data node sends, e.g. 10G, shared among its running tasks (default: no cap)")
 	f.IntVar(&d.maxTasks, "max-tasks", datanode.DefaultMaxTasks, "with --controller: tasks run at once")
 	f.DurationVar(&d.lease, "lease", datanode.DefaultLease, "with --controller: how long a heartbeat keeps the data node (and its tasks) alive at the controller")
+	f.StringVar(&d.tlsCA, "tls-ca", "", "with --controller and --tls-cert: CA certificate (PEM) that verifies the other data nodes' certificates; pushes to them go over TLS")
 }
 
 func (d *dataNodeFlags) on() bool { return d.ctl.url != "" }
@@ -202,7 +215,7 @@ func (d *dataNodeFlags) on() bool { return d.ctl.url != "" }
 // that cannot say where it is reached.
 func (d *dataNodeFlags) check(cmd *cobra.Command, listen string) error {
 	if !d.on() {
-		for _, name := range []string{"controller-token-file", "controller-ca", "node", "endpoint", "advertise", "max-rate", "max-tasks", "lease"} {
+		for _, name := range []string{"controller-token-file", "controller-ca", "node", "endpoint", "advertise", "max-rate", "max-tasks", "lease", "tls-ca"} {
 			if cmd.Flags().Changed(name) {
 				return fmt.Errorf("--%s needs --controller (it configures a data node of the transfer service)", name)
 			}
@@ -210,8 +223,8 @@ func (d *dataNodeFlags) check(cmd *cobra.Command, listen string) error {
 		return nil
 	}
 	switch {
-	case cmd.Flags().Changed("tls-cert") || cmd.Flags().Changed("tls-key"):
-		return errors.New("--tls-cert with --controller: data nodes push to each other over plain TCP, each push carrying the controller's grant (TLS between data nodes is not supported yet)")
+	case cmd.Flags().Changed("tls-cert") != (d.tlsCA != ""):
+		return errors.New("--tls-cert and --tls-ca go together with --controller: a data node that serves over TLS pushes to the others over TLS, checking their certificates with --tls-ca")
 	case cmd.Flags().Changed("read-only"):
 		return errors.New("--read-only with --controller: every data node may be a job's destination")
 	case d.node == "" || d.endpoint == "":

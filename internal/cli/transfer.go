@@ -668,7 +668,9 @@ asking.`,
 	return cmd
 }
 
-// waitPoll is how often transfer wait asks.
+// waitPoll is how often transfer wait asks. Each request after the first
+// waits at the controller up to waitPoll for the job to end, so the end is
+// seen as it happens, and progress still comes about every waitPoll.
 var waitPoll = time.Second
 
 func runTransferWait(cmd *cobra.Command, o *ctlFlags, id string, timeout time.Duration) error {
@@ -679,6 +681,7 @@ func runTransferWait(cmd *cobra.Command, o *ctlFlags, id string, timeout time.Du
 	}
 	ctx := cmd.Context()
 	var deadline <-chan time.Time
+	until := time.Now().Add(timeout)
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
 		defer t.Stop()
@@ -695,8 +698,21 @@ func runTransferWait(cmd *cobra.Command, o *ctlFlags, id string, timeout time.Du
 	}
 	var last string
 	lostSaid := ""
+	var hold time.Duration // the first answer at once
 	for {
-		p, err := c.Job(ctx, id, client.JobPageOptions{NoFiles: true})
+		asked := time.Now()
+		p, err := c.Job(ctx, id, client.JobPageOptions{NoFiles: true, Wait: hold})
+		// The next request comes gap after this one: at once after the
+		// first answer, or after one that waited; else (an error, a
+		// controller that does not wait) after the rest of waitPoll.
+		gap := waitPoll
+		if err == nil {
+			gap = hold
+		}
+		hold = waitPoll
+		if timeout > 0 {
+			hold = max(min(hold, time.Until(until)), 0)
+		}
 		switch {
 		case err == nil:
 			lostSaid = ""
@@ -732,7 +748,7 @@ func runTransferWait(cmd *cobra.Command, o *ctlFlags, id string, timeout time.Du
 		default:
 			return finish(c.Explain(what, err))
 		}
-		t := time.NewTimer(waitPoll)
+		t := time.NewTimer(max(gap-time.Since(asked), 0))
 		select {
 		case <-ctx.Done():
 			t.Stop()

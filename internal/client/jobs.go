@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/transfer"
@@ -44,11 +45,13 @@ func (c *Client) Jobs(ctx context.Context, o JobOptions) ([]transfer.Job, error)
 
 // JobPageOptions says what GET /api/v1/jobs/{id} carries besides the job:
 // its files in those states (none given: every file), and the optimizer's
-// decisions.
+// decisions. With Wait, the answer waits up to that long (at most 30s)
+// for the job to end; a controller older than Wait answers at once.
 type JobPageOptions struct {
 	Files     []string
 	NoFiles   bool
 	Optimizer bool
+	Wait      time.Duration
 }
 
 // Job is GET /api/v1/jobs/{id}.
@@ -62,6 +65,9 @@ func (c *Client) Job(ctx context.Context, id string, o JobPageOptions) (apiv1.Jo
 	}
 	if o.Optimizer {
 		q.Set("optimizer", "1")
+	}
+	if o.Wait > 0 {
+		q.Set("wait", o.Wait.String())
 	}
 	return get[apiv1.JobPage](ctx, c, "/jobs/"+escape(id), q)
 }

@@ -2,8 +2,10 @@ package datanode
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -398,11 +400,23 @@ func (n *node) clientConfig(w apiv1.TaskWork) mover.ClientConfig {
 		Addr:      w.Address,
 		Grant:     w.Grant,
 		Token:     n.cfg.Token,
-		TLS:       n.cfg.TLS,
+		TLS:       pushTLS(n.cfg.TLS, w.Address),
 		Tuning:    mover.Tuning{Rate: taskRate(w.Task.RateBps, n.cfg.MaxRateBps, n.running()), DSCP: -1},
 		Streams:   w.Task.Streams,
 		Transport: n.cfg.Transport,
 	}
+}
+
+// pushTLS is the TLS configuration of a push to addr: cfg with the
+// destination's host as the name its certificate must carry, unless cfg
+// names one itself. nil (plain TCP) stays nil.
+func pushTLS(cfg *tls.Config, addr string) *tls.Config {
+	if cfg == nil || cfg.ServerName != "" {
+		return cfg
+	}
+	c := cfg.Clone()
+	c.ServerName, _, _ = net.SplitHostPort(addr)
+	return c
 }
 
 // reportUnread reports the files of a push that got no verdict because

@@ -48,10 +48,15 @@ type ClientConfig struct {
 	// sent before the request to a server that speaks protocol version 3
 	// or later, and left out for an older one, which checks no grants.
 	Grant string
+	// LocalAddr, when set, is the IP address every connection of the
+	// session leaves from (transport.Options.LocalAddr).
+	LocalAddr string
 }
 
 func (c *ClientConfig) options(streams int) transport.Options {
-	return tuningOptions(c.Tuning.wire(), streams)
+	o := tuningOptions(c.Tuning.wire(), streams)
+	o.LocalAddr = c.LocalAddr
+	return o
 }
 
 func (c *ClientConfig) dial(ctx context.Context, kind wire.Kind, streams int) (net.Conn, *wire.Reader, [wire.NonceSize]byte, [wire.NonceSize]byte, error) {

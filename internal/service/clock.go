@@ -4,17 +4,32 @@ import (
 	"context"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/transfer"
 )
 
-// Run runs the service's clock until ctx ends: every second it requeues
-// the tasks whose node's lease lapsed, starts booked jobs whose window
-// opened, deals with reservations that end under a running job, and lets
-// the optimizers decide. Run it only while the controller leads.
+// Run runs the service's clock until ctx ends: every Config.Tick it
+// requeues the tasks whose node's lease lapsed, starts booked jobs whose
+// window opened, deals with reservations that end under a running job,
+// and lets the optimizers decide. Between ticks it follows the
+// controller's reservation events, so a booked job starts as soon as one
+// of its reservations turns ACTIVE. Run it only while the controller
+// leads.
 func (s *Service) Run(ctx context.Context) {
-	t := time.NewTicker(time.Second)
+	t := time.NewTicker(s.tick)
 	defer t.Stop()
+	var events <-chan controller.Event
+	stop := func() {}
+	defer func() { stop() }()
+	subscribe := func() {
+		events, stop, _ = s.c.Subscribe(controller.Actor{Name: "service", Role: reserve.RoleAdmin}, "", 0)
+		if err := s.startActive(ctx); err != nil {
+			s.log.Warn("start booked jobs", "err", err)
+		}
+	}
+	subscribe()
 	for {
 		select {
 		case <-ctx.Done():
@@ -26,6 +41,21 @@ func (s *Service) Run(ctx context.Context) {
 			return
 		case <-t.C:
 			s.Tick(ctx)
+			if events == nil {
+				subscribe()
+			}
+		case ev, ok := <-events:
+			if !ok {
+				// Dropped (it fell behind) or the controller closes: it
+				// subscribes again at the next tick.
+				events = nil
+				continue
+			}
+			if tr := ev.Transition; ev.Reservation != nil && tr != nil && tr.To == reserve.StateActive && tr.From != reserve.StateActive {
+				if err := s.startActive(ctx); err != nil {
+					s.log.Warn("start booked jobs", "reservation", ev.Reservation.ID, "err", err)
+				}
+			}
 		}
 	}
 }

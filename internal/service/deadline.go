@@ -209,12 +209,7 @@ func (s *Service) deadlines(ctx context.Context, now time.Time) error {
 				}
 			}
 			if start {
-				j.State, j.StartedAt = transfer.JobActive, now
-				j.Reason = movingReason(j)
-				if err := s.tx(ctx, func(tx store.Store) error { return s.saveJob(ctx, tx, &j, now) }); err != nil {
-					return err
-				}
-				if err := s.overrun(ctx, j, now); err != nil {
+				if err := s.start(ctx, j, now); err != nil {
 					return err
 				}
 			}
@@ -225,6 +220,73 @@ func (s *Service) deadlines(ctx context.Context, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// start turns a SCHEDULED job ACTIVE: its copies may be claimed. The
+// caller holds mu.
+func (s *Service) start(ctx context.Context, j transfer.Job, now time.Time) error {
+	j.State, j.StartedAt = transfer.JobActive, now
+	j.Reason = movingReason(j)
+	if err := s.tx(ctx, func(tx store.Store) error { return s.saveJob(ctx, tx, &j, now) }); err != nil {
+		return err
+	}
+	return s.overrun(ctx, j, now)
+}
+
+// startActive starts the SCHEDULED jobs one of whose reservations is
+// ACTIVE (its start passed and every managed node has its part in place),
+// and wakes the waiting claims (a running job's pair may wait for its
+// reservation: provisioning): Run calls it as a reservation turns ACTIVE,
+// so a booked job's copies begin then rather than at the clock's next
+// tick, and as it (re)subscribes to the controller's events, for what it
+// may have missed.
+func (s *Service) startActive(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// The pairs of running jobs whose reservation this was may start:
+	// the waiting claims claim again.
+	s.notify()
+	js, err := s.st.ListJobs(ctx, store.JobFilter{States: []string{transfer.JobScheduled}})
+	if err != nil {
+		return err
+	}
+	for _, j := range js {
+		for _, p := range j.Pairs {
+			if p.Reservation == "" {
+				continue
+			}
+			r, err := s.st.GetReservation(ctx, p.Reservation)
+			if err != nil {
+				return err
+			}
+			if r.State == reserve.StateActive {
+				s.log.Debug("a booked job's reservation is ACTIVE: the job starts", "job", j.ID, "reservation", r.ID)
+				if err := s.start(ctx, j, s.now()); err != nil {
+					return err
+				}
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// ProvisionGrace is how long after its start a booked pair waits for its
+// reservation to turn ACTIVE (the agents on its path putting their part
+// in place) before its copies start anyway.
+const ProvisionGrace = 10 * time.Second
+
+// provisioning reports whether pair p's reservation is still being put in
+// place: RESERVED past its start, within ProvisionGrace. Its copies wait
+// for it, so that they start on the reserved path (its flows steered onto
+// it, its rate in place) rather than on the routed path and move over
+// mid-stream; Run wakes the waiting claims as the reservation turns ACTIVE.
+func (s *Service) provisioning(ctx context.Context, tx store.Store, p transfer.Pair, now time.Time) bool {
+	if now.Before(p.Start) || !now.Before(p.Start.Add(ProvisionGrace)) {
+		return false
+	}
+	r, err := tx.GetReservation(ctx, p.Reservation)
+	return err == nil && r.State == reserve.StateReserved
 }
 
 // overrun extends (or leaves) the reservations of an ACTIVE job's pairs

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"math/bits"
 
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/store"
@@ -10,13 +11,20 @@ import (
 
 // divideRates is the pace of each running copy task among tasks (one
 // job's): a booked pair's rate (a pair with a reservation that has not
-// moved to the routed path) shared evenly among the pair's ACTIVE copy
-// tasks, rounded down so that they never sum above the booking; 0 for a
-// task of an unbooked pair. Tasks that do not run are left out.
+// moved to the routed path) shared among the pair's ACTIVE copy tasks in
+// proportion to the bytes each has left to send, counted as one second's
+// worth of the booked rate at least, and rounded down so that they never
+// sum above the booking; 0 for a task of an unbooked pair. Tasks that do
+// not run are left out.
 //
-// The pace follows the tasks as they start and end: with one task left,
-// it runs at the whole booked rate instead of the share it was claimed
-// with, and a task that starts beside others takes its share from them.
+// Tasks of equal sizes share evenly. A small task beside a large one (the
+// end of a pair's share) gets a small part: while it opens its session it
+// sends nothing, and the large task keeps most of the booking meanwhile;
+// and tasks that run to the end together do not leave one running alone
+// at a share of the rate. The pace follows the tasks as they start, end
+// and report: with one task left, it runs at the whole booked rate
+// instead of the share it was claimed with, and a task that starts beside
+// others takes its share from them.
 func divideRates(pairs []transfer.Pair, tasks []transfer.Task) map[string]uint64 {
 	type route struct{ from, to string }
 	booked := map[route]uint64{}
@@ -26,17 +34,23 @@ func divideRates(pairs []transfer.Pair, tasks []transfer.Task) map[string]uint64
 		}
 	}
 	runs := func(t transfer.Task) bool { return t.Kind == transfer.TaskCopy && t.State == transfer.TaskActive }
-	n := map[route]uint64{}
+	weight := func(t transfer.Task) uint64 {
+		return max(uint64(max(t.Bytes-t.BytesDone, 0)), booked[route{t.From, t.To}]/8, 1)
+	}
+	sum := map[route]uint64{}
 	for _, t := range tasks {
 		if runs(t) {
-			n[route{t.From, t.To}]++
+			sum[route{t.From, t.To}] += weight(t)
 		}
 	}
 	out := map[string]uint64{}
 	for _, t := range tasks {
 		if runs(t) {
 			k := route{t.From, t.To}
-			out[t.ID] = booked[k] / n[k]
+			// booked × weight / sum, exactly: the quotient is at most
+			// booked, so it fits.
+			hi, lo := bits.Mul64(booked[k], weight(t))
+			out[t.ID], _ = bits.Div64(hi, lo, sum[k])
 		}
 	}
 	return out

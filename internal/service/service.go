@@ -56,6 +56,9 @@ const (
 	// MaxClaimWait bounds how long a claim waits for something to hand
 	// out (apiv1.ClaimRequest.Wait).
 	MaxClaimWait = 30 * time.Second
+	// MaxJobWait bounds how long a job's page waits for the job to end
+	// (GET /api/v1/jobs/{id}?wait=, WaitEnded).
+	MaxJobWait = 30 * time.Second
 
 	settingGrantKey = "service.grant_key"
 )
@@ -84,7 +87,10 @@ type Config struct {
 	// DefaultPartBytes; a negative PartMinBytes never cuts.
 	PartMinBytes int64
 	PartBytes    int64
-	Log          *slog.Logger
+	// Tick is the period of the service's clock (Run; DefaultTick when
+	// zero).
+	Tick time.Duration
+	Log  *slog.Logger
 }
 
 // Config.PartMinBytes's and Config.PartBytes's defaults.
@@ -92,6 +98,9 @@ const (
 	DefaultPartMinBytes = 128 << 20
 	DefaultPartBytes    = 64 << 20
 )
+
+// DefaultTick is Config.Tick's default.
+const DefaultTick = time.Second
 
 // DefaultBookedConcurrency is Config.BookedConcurrency's default.
 const DefaultBookedConcurrency = 2
@@ -111,6 +120,7 @@ type Service struct {
 	bookedConcurrency int
 	// partMin and partBytes are Config.PartMinBytes and Config.PartBytes.
 	partMin, partBytes int64
+	tick               time.Duration
 
 	// mu serialises the service's changes: each is one store transaction
 	// made under it.
@@ -156,6 +166,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		bookedConcurrency: cfg.BookedConcurrency,
 		partMin:           cfg.PartMinBytes,
 		partBytes:         cfg.PartBytes,
+		tick:              cfg.Tick,
 		waiters:           map[string]chan error{},
 		opt:               map[pairKey]*optimize.Pair{},
 		last:              map[pairKey]transfer.Decision{},
@@ -176,6 +187,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	if s.partBytes <= 0 {
 		s.partBytes = DefaultPartBytes
+	}
+	if s.tick <= 0 {
+		s.tick = DefaultTick
 	}
 	k, err := s.loadKey(ctx)
 	if err != nil {
@@ -309,4 +323,35 @@ func (s *Service) saveJob(ctx context.Context, tx store.Store, j *transfer.Job, 
 func (s *Service) notify() {
 	close(s.changed)
 	s.changed = make(chan struct{})
+}
+
+// WaitEnded returns once job id has ended (SUCCEEDED, FAILED or
+// CANCELLED), d has passed or ctx ended, whichever comes first, so that
+// transfer wait learns of the end as it happens rather than at its next
+// poll. A job the actor may not see is not found.
+func (s *Service) WaitEnded(ctx context.Context, a controller.Actor, id string, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		// The channel first, under mu: every change to the job is made
+		// and committed under mu (saveJob), so the read below sees it at
+		// least as new as the channel, and a later change closes it.
+		s.mu.Lock()
+		changed := s.changed
+		s.mu.Unlock()
+		j, err := s.job(ctx, a, id)
+		if err != nil {
+			return err
+		}
+		if transfer.JobEnded(j.State) {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }

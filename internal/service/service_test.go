@@ -125,7 +125,9 @@ func (e *env) open(tp *controller.Topo) {
 		st.Close()
 		e.t.Fatal(err)
 	}
-	cfg := service.Config{Controller: c, SubmitWait: 20 * time.Second}
+	// The tests move the clock by hand and call Tick themselves: Run's
+	// own tick (in the tests that run it) never comes.
+	cfg := service.Config{Controller: c, SubmitWait: 20 * time.Second, Tick: time.Hour}
 	for _, o := range e.opts {
 		o(&cfg)
 	}
@@ -560,6 +562,7 @@ func (e *env) startBooked(j transfer.Job) transfer.Job {
 	for _, n := range []string{"a1", "a2", "b1", "b2"} {
 		e.beat(n, nil)
 	}
+	e.c.Tick(e.ctx) // the reservations turn ACTIVE
 	e.s.Tick(e.ctx)
 	if j = e.job(j.ID); j.State != transfer.JobActive {
 		e.t.Fatalf("at its start the job is %s %q", j.State, j.Reason)
@@ -640,6 +643,86 @@ func testDeadlineJobBooked(t *testing.T, db string) {
 		if r, _ := e.c.Get(e.ctx, alice, p.Reservation); r.State != reserve.StateCancelled {
 			t.Fatalf("reservation %s after the job's cancel: %s", r.ID, r.State)
 		}
+	}
+}
+
+// TestBookedJobStartsWhenActive: Run starts a booked job as soon as one
+// of its reservations turns ACTIVE, from the controller's events, without
+// waiting for its clock's tick (an hour here).
+func TestBookedJobStartsWhenActive(t *testing.T) {
+	e := newEnv(t)
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)}, listed(40, 100_000_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != transfer.JobScheduled {
+		t.Fatalf("booked job: %s %q", j.State, j.Reason)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() { e.s.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	// The controller's clock turns the reservations ACTIVE (their start
+	// is now; no agent manages this topology's nodes).
+	e.clk.Set(j.Pairs[0].Start)
+	e.c.Tick(e.ctx)
+	for _, p := range j.Pairs {
+		if r, err := e.c.Get(e.ctx, alice, p.Reservation); err != nil || r.State != reserve.StateActive {
+			t.Fatalf("reservation %s after the controller's tick: %s %v", p.Reservation, r.State, err)
+		}
+	}
+	for range 2000 {
+		if j = e.job(j.ID); j.State != transfer.JobScheduled {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if j.State != transfer.JobActive || !j.StartedAt.Equal(e.clk.Now()) {
+		t.Fatalf("the job once its reservations are ACTIVE: %s %q, started %v", j.State, j.Reason, j.StartedAt)
+	}
+	if ws := e.claim("a1", 4); len(ws) == 0 || ws[0].Task.Reservation == "" || ws[0].Task.RateBps == 0 {
+		t.Fatalf("paced task: %+v", ws)
+	}
+}
+
+// TestPairWaitsForItsReservation: a booked pair's copies wait for its
+// reservation to be in place (ACTIVE), not only for its start, and go on
+// anyway once ProvisionGrace has passed.
+func TestPairWaitsForItsReservation(t *testing.T) {
+	e := newEnv(t)
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)}, listed(40, 100_000_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := j.Pairs[0].Start
+	for _, p := range j.Pairs {
+		if p.Start.After(start) {
+			start = p.Start
+		}
+	}
+	// The window opens, the reservations are still RESERVED (the
+	// controller's clock has not run): the job is ACTIVE by the service's
+	// tick, its pairs wait.
+	e.clk.Set(start)
+	for _, n := range []string{"a1", "a2", "b1", "b2"} {
+		e.beat(n, nil)
+	}
+	e.s.Tick(e.ctx)
+	if j = e.job(j.ID); j.State != transfer.JobActive {
+		t.Fatalf("at its start the job is %s %q", j.State, j.Reason)
+	}
+	if ws := e.claim("a1", 4); len(ws) != 0 {
+		t.Fatalf("a1's pair copies while its reservation is RESERVED: %+v", ws)
+	}
+	// Past the grace a pair goes on without its reservation in place.
+	e.clk.Set(start.Add(service.ProvisionGrace))
+	if ws := e.claim("a2", 4); len(ws) == 0 || ws[0].Task.Reservation == "" {
+		t.Fatalf("a2's pair after the grace: %+v", ws)
+	}
+	// In place: a1's pair starts.
+	e.c.Tick(e.ctx)
+	if ws := e.claim("a1", 4); len(ws) == 0 || ws[0].Task.Reservation == "" || ws[0].Task.RateBps == 0 {
+		t.Fatalf("a1's pair once its reservation is ACTIVE: %+v", ws)
 	}
 }
 
@@ -1196,6 +1279,49 @@ func TestClaimWaits(t *testing.T) {
 	}
 }
 
+// TestWaitEnded: a wait for a job's end returns as the job ends, or when
+// its time passes while the job runs, or at once for an ended job.
+func TestWaitEnded(t *testing.T) {
+	e := newEnv(t)
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(4, 1000))
+	if err := e.s.WaitEnded(e.ctx, alice, j.ID, 10*time.Millisecond); err != nil {
+		t.Fatalf("a short wait on a running job: %v", err)
+	}
+	if j = e.job(j.ID); j.State != transfer.JobActive {
+		t.Fatalf("the job after a short wait: %s", j.State)
+	}
+	if err := e.s.WaitEnded(e.ctx, bob, j.ID, time.Second); !errors.Is(err, reserve.ErrNotFound) {
+		t.Fatalf("bob waits for alice's job: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.s.WaitEnded(e.ctx, alice, j.ID, 30*time.Second) }()
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("the wait returned while the job runs: %v", err)
+	default:
+	}
+	// Another job's change wakes it, but it waits on.
+	if _, _, err := e.s.Submit(e.ctx, alice, transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:other"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("the wait returned on another job's change: %v", err)
+	default:
+	}
+	if _, err := e.s.Cancel(e.ctx, alice, j.ID, "changed my mind"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the wait as the job ended: %v", err)
+	}
+	if err := e.s.WaitEnded(e.ctx, alice, j.ID, 30*time.Second); err != nil {
+		t.Fatalf("a wait on an ended job: %v", err)
+	}
+}
+
 // TestRatesRedivided: a booked pair's rate is shared among its running
 // tasks and divided again as they start and end. A second task claimed
 // beside a running one takes its share from it in the same answer (the
@@ -1291,6 +1417,11 @@ func TestDivideRates(t *testing.T) {
 	task := func(id, from, to, state string) transfer.Task {
 		return transfer.Task{ID: id, Kind: transfer.TaskCopy, From: from, To: to, State: state}
 	}
+	sized := func(id string, bytes, done int64) transfer.Task {
+		t := task(id, "a1", "b1", transfer.TaskActive)
+		t.Bytes, t.BytesDone = bytes, done
+		return t
+	}
 	for _, tc := range []struct {
 		name  string
 		tasks []transfer.Task
@@ -1303,6 +1434,10 @@ func TestDivideRates(t *testing.T) {
 			map[string]uint64{"k1": 1000}},
 		{"routed and unbooked pairs: 0", []transfer.Task{task("k1", "a2", "b2", transfer.TaskActive), task("k2", "a1", "b2", transfer.TaskActive)},
 			map[string]uint64{"k1": 0, "k2": 0}},
+		{"by the bytes left", []transfer.Task{sized("k1", 9000, 0), sized("k2", 1000, 0)}, map[string]uint64{"k1": 900, "k2": 100}},
+		{"the bytes sent do not count", []transfer.Task{sized("k1", 10000, 9000), sized("k2", 1000, 0)}, map[string]uint64{"k1": 500, "k2": 500}},
+		{"a small task counts as a second of the booking", []transfer.Task{sized("k1", 100000, 0), sized("k2", 10, 0)},
+			map[string]uint64{"k1": 998, "k2": 1}},
 		{"pairs apart", []transfer.Task{task("k1", "a1", "b1", transfer.TaskActive), task("k2", "a1", "b2", transfer.TaskActive), task("k3", "a1", "b1", transfer.TaskActive)},
 			map[string]uint64{"k1": 500, "k2": 0, "k3": 500}},
 	} {

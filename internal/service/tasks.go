@@ -275,7 +275,7 @@ type pairRun struct {
 	concurrency  int
 	streams      int
 	reserved     bool
-	notYetBooked bool // its window has not started
+	notYetBooked bool // its window has not started, or its reservation is not in place yet
 }
 
 // pairOf finds (or makes) the job's pair from → to, with the optimizer's
@@ -291,7 +291,7 @@ func (r *claimRun) pairOf(j *transfer.Job, from, to string) pairRun {
 	p := &j.Pairs[i]
 	if p.Reservation != "" && p.Routed == "" {
 		pr.reservation, pr.rateBps, pr.reserved = p.Reservation, p.RateBps, true
-		pr.notYetBooked = r.now.Before(p.Start)
+		pr.notYetBooked = r.now.Before(p.Start) || r.s.provisioning(r.ctx, r.tx, *p, r.now)
 	}
 	pr.share = p.ShareBytes
 	d := r.s.decision(r.ctx, r.tx, *j, from, to, pr.rateBps, r.now)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"syscall"
 	"time"
 )
@@ -27,6 +28,13 @@ func (tcpTransport) Dial(ctx context.Context, addr string, o Options) (Conn, err
 		Control: func(network, address string, c syscall.RawConn) error {
 			return control(c, network, address, o)
 		},
+	}
+	if o.LocalAddr != "" {
+		ip, err := netip.ParseAddr(o.LocalAddr)
+		if err != nil {
+			return nil, fmt.Errorf("local address %q: %w", o.LocalAddr, err)
+		}
+		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip, 0))
 	}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {

@@ -129,6 +129,11 @@ type Options struct {
 	// (TCP_NOTSENT_LOWAT), keeping the send queue short and latency low
 	// without starving the pipe. 0 means the transport's default.
 	NotSentLowat int
+	// LocalAddr, when set, is the IP address a dialled stream leaves from
+	// (a host's address that a reservation's flow spec names, where the
+	// kernel's own choice could be another); "" lets the kernel choose.
+	// Dial only.
+	LocalAddr string
 }
 
 // DefaultNotSentLowat is what the mover asks for: large enough to keep a

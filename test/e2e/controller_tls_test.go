@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/testcert"
 )
 
 // TestControllerTLSAndUnixSocket serves the controller over HTTPS and a
@@ -23,8 +25,9 @@ import (
 // token rules.
 func TestControllerTLSAndUnixSocket(t *testing.T) {
 	dir := t.TempDir()
-	ca, caKey, caPEM := makeCA(t, "lightpath controller CA")
-	certPEM, keyPEM := makeServerCert(t, ca, caKey)
+	ca := testcert.NewCA(t, "lightpath controller CA")
+	caPEM := ca.PEM
+	certPEM, keyPEM := ca.Server(t)
 	for name, b := range map[string][]byte{"cert.pem": certPEM, "key.pem": keyPEM} {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
 			t.Fatal(err)

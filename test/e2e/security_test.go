@@ -4,15 +4,7 @@ package e2e
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/roottest"
+	"github.com/lightpath/lightpath/internal/testcert"
 )
 
 func TestPathTraversal(t *testing.T) {
@@ -204,68 +197,11 @@ func TestToken(t *testing.T) {
 	}
 }
 
-// makeCA makes a self-signed CA and returns it, its key and its PEM.
-func makeCA(t *testing.T, name string) (*x509.Certificate, *ecdsa.PrivateKey, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(time.Now().UnixNano()),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert, key, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
-
-// makeServerCert makes a server certificate for the loopback addresses,
-// signed by ca, and returns its PEM and its key's PEM.
-func makeServerCert(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: "lightpath e2e server"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")},
-		DNSNames:     []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
-
 func TestTLS(t *testing.T) {
 	dir := scratchDir(t)
-	ca, caKey, caPEM := makeCA(t, "lightpath e2e CA")
-	_, _, otherPEM := makeCA(t, "some other CA")
-	certPEM, keyPEM := makeServerCert(t, ca, caKey)
+	ca := testcert.NewCA(t, "lightpath e2e CA")
+	caPEM, otherPEM := ca.PEM, testcert.NewCA(t, "some other CA").PEM
+	certPEM, keyPEM := ca.Server(t)
 	for name, b := range map[string][]byte{"ca.pem": caPEM, "other.pem": otherPEM, "cert.pem": certPEM, "key.pem": keyPEM} {
 		writeFile(t, filepath.Join(dir, name), string(b), 0o600)
 	}

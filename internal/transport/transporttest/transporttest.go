@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -34,6 +35,7 @@ func Run(t *testing.T, newTransport func(t *testing.T) transport.Transport) {
 		{"ReadDeadline", testReadDeadline},
 		{"WriteDeadline", testWriteDeadline},
 		{"DialErrors", testDialErrors},
+		{"LocalAddr", testLocalAddr},
 		{"ListenerClose", testListenerClose},
 		{"Stats", testStats},
 		{"Tune", testTune},
@@ -296,6 +298,41 @@ func testDialErrors(t *testing.T, tr transport.Transport) {
 	if c, err := tr.Dial(ctxFor(t), ln.Addr().String(), transport.Options{DSCP: -1, CC: "no-such-control"}); err == nil {
 		c.Close()
 		t.Error("dial with an unknown congestion control succeeded")
+	}
+}
+
+// testLocalAddr: a stream dialled with Options.LocalAddr leaves from that
+// address (the peer sees it), and one the host cannot use, or that is no
+// address, fails the dial.
+func testLocalAddr(t *testing.T, tr transport.Transport) {
+	local := "127.0.0.1"
+	if runtime.GOOS == "linux" {
+		local = "127.0.0.2" // all of 127/8 is the host's on Linux
+	}
+	ln := listen(t, tr)
+	acc := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		acc <- c
+	}()
+	c, err := tr.Dial(ctxFor(t), ln.Addr().String(), transport.Options{DSCP: -1, LocalAddr: local})
+	if err != nil {
+		t.Fatalf("dial from %s: %v", local, err)
+	}
+	defer c.Close()
+	s := <-acc
+	if s == nil {
+		t.Fatal("accept failed")
+	}
+	defer s.Close()
+	if got, _, _ := net.SplitHostPort(s.RemoteAddr().String()); got != local {
+		t.Errorf("the peer sees the stream from %s, want %s", got, local)
+	}
+	for _, bad := range []string{"no-address", "192.0.2.1"} { // 192.0.2.1: TEST-NET-1, not the host's
+		if c, err := tr.Dial(ctxFor(t), ln.Addr().String(), transport.Options{DSCP: -1, LocalAddr: bad}); err == nil {
+			c.Close()
+			t.Errorf("dial from %s succeeded", bad)
+		}
 	}
 }
 

@@ -1,0 +1,65 @@
+package datanode
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/mover"
+	"github.com/lightpath/lightpath/internal/testcert"
+	"github.com/lightpath/lightpath/internal/transfer"
+)
+
+// TestPushTLS pushes a copy task's file to a destination that serves TLS:
+// with the CA that signed its certificate the file arrives (the server
+// name taken from the destination's address); with another CA, or without
+// TLS, the push fails and nothing lands.
+func TestPushTLS(t *testing.T) {
+	ca := testcert.NewCA(t, "data nodes")
+	certPEM, keyPEM := ca.Server(t)
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	data := randomBytes(2<<20+7, 9)
+	write(t, src, "run/a.dat", data)
+	root, err := os.OpenRoot(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	for _, tc := range []struct {
+		name string
+		tls  *tls.Config
+		want string // "" to arrive, else a word of the error
+	}{
+		{"same CA", &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS13}, ""},
+		{"other CA", &tls.Config{RootCAs: testcert.NewCA(t, "other").Pool(), MinVersion: tls.VersionTLS13}, "certificate"},
+		{"plain", nil, "TLS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := t.TempDir()
+			addr := serve(t, mover.ServerConfig{Root: dst, TLS: &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13}})
+			n := &node{cfg: Config{Retries: -1, TLS: tc.tls}, root: root, log: slog.New(slog.DiscardHandler)}
+			w := apiv1.TaskWork{Task: transfer.Task{ID: "k-1", Attempt: 1}, Address: addr,
+				Files: []transfer.JobFile{{Path: "run/a.dat", Dest: "in/run/a.dat", Size: int64(len(data))}}}
+			err := n.pushAll(context.Background(), w, &batcher{}, func(*mover.Meter, int64) {})
+			have, rerr := os.ReadFile(filepath.Join(dst, "in/run/a.dat"))
+			switch {
+			case tc.want == "" && (err != nil || rerr != nil || !bytes.Equal(have, data)):
+				t.Fatalf("push: %v; file: %v", err, rerr)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("push: %v, want an error about %s", err, tc.want)
+			case tc.want != "" && rerr == nil:
+				t.Fatal("the file landed")
+			}
+		})
+	}
+}
