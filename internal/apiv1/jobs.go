@@ -148,10 +148,14 @@ type TaskWork struct {
 	Files []transfer.JobFile `json:"files,omitempty"`
 	// Address is the destination node's server; Grant the capability it
 	// takes for this task and attempt.
-	Address  string `json:"address,omitempty"`
-	Grant    string `json:"grant,omitempty"`
-	Checksum string `json:"checksum,omitempty"`
-	Policy   string `json:"policy,omitempty"`
+	Address string `json:"address,omitempty"`
+	Grant   string `json:"grant,omitempty"`
+	// SourceAddr, when set, is the address the push must leave from: the
+	// source of the pair's flow spec, so a booked pair's packets match its
+	// reservation whatever address the kernel would pick.
+	SourceAddr string `json:"source_addr,omitempty"`
+	Checksum   string `json:"checksum,omitempty"`
+	Policy     string `json:"policy,omitempty"`
 	// Timeout bounds a list task.
 	Timeout string `json:"timeout,omitempty"`
 }

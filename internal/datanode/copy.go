@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -404,7 +405,43 @@ func (n *node) clientConfig(w apiv1.TaskWork) mover.ClientConfig {
 		Tuning:    mover.Tuning{Rate: taskRate(w.Task.RateBps, n.cfg.MaxRateBps, n.running()), DSCP: -1},
 		Streams:   w.Task.Streams,
 		Transport: n.cfg.Transport,
+		LocalAddr: n.sourceAddr(w),
 	}
+}
+
+// sourceAddr is the address the task's pushes leave from: the one the
+// controller gives (its pair's flow spec's source) when this host has it.
+// Otherwise the kernel chooses, and the node says so: a booked pair's
+// packets may then miss their reservation.
+func (n *node) sourceAddr(w apiv1.TaskWork) string {
+	if w.SourceAddr == "" {
+		return ""
+	}
+	if !hostHas(w.SourceAddr) {
+		n.log.Warn("the controller asks pushes to leave from an address this host does not have; the kernel chooses",
+			"task", w.Task.ID, "source_addr", w.SourceAddr)
+		return ""
+	}
+	return w.SourceAddr
+}
+
+// hostHas reports whether addr is one of this host's (this network
+// namespace's) interface addresses.
+func hostHas(addr string) bool {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return false
+	}
+	as, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range as {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Unmap() == ip.Unmap() {
+			return true
+		}
+	}
+	return false
 }
 
 // pushTLS is the TLS configuration of a push to addr: cfg with the

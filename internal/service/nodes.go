@@ -298,48 +298,79 @@ func accessBps(topo *controller.Topo, node string) uint64 {
 	return sum
 }
 
-// flowSpec is the flow of a push from node from to data node to: from
-// the source's topology address to the destination server's address.
-func flowSpec(topo *controller.Topo, from string, to transfer.DataNode) (string, error) {
+// pushEnds are the two ends of a push from node from to data node to, as
+// the topology knows them: src is from's address of dst's family, dst the
+// destination server's host when it is one of its node's addresses (else
+// the node's first IPv4 address). exact says the server's host is its
+// node's address, so a push that leaves from src matches a flow spec of
+// src and dst.
+type pushEnds struct {
+	src, dst, port string
+	v6, exact      bool
+}
+
+func endsOf(topo *controller.Topo, from string, to transfer.DataNode) (pushEnds, error) {
 	host, port, err := net.SplitHostPort(to.Address)
 	if err != nil {
-		return "", err
+		return pushEnds{}, err
 	}
 	if _, err := strconv.Atoi(port); err != nil {
-		return "", fmt.Errorf("port %q", port)
+		return pushEnds{}, fmt.Errorf("port %q", port)
 	}
-	dst := host
-	dstV6 := strings.Contains(host, ":")
-	owned := false
+	e := pushEnds{dst: host, port: port, v6: strings.Contains(host, ":")}
 	for _, p := range topo.Addrs[to.Node] {
 		if p.Addr().String() == host {
-			owned = true
+			e.exact = true
 		}
 	}
-	if !owned {
-		dst = ""
+	if !e.exact {
+		e.dst = ""
 		for _, p := range topo.Addrs[to.Node] {
 			if p.Addr().Is4() {
-				dst, dstV6 = p.Addr().String(), false
+				e.dst, e.v6 = p.Addr().String(), false
 				break
 			}
 		}
 	}
-	if dst == "" {
-		return "", fmt.Errorf("node %s has no IPv4 address in the topology", to.Node)
+	if e.dst == "" {
+		return pushEnds{}, fmt.Errorf("node %s has no IPv4 address in the topology", to.Node)
 	}
-	src := ""
 	for _, p := range topo.Addrs[from] {
-		if p.Addr().Is6() == dstV6 {
-			src = p.Addr().String()
+		if p.Addr().Is6() == e.v6 {
+			e.src = p.Addr().String()
 			break
 		}
 	}
-	if src == "" {
-		return "", fmt.Errorf("node %s has no address of the family of %s", from, dst)
+	if e.src == "" {
+		return pushEnds{}, fmt.Errorf("node %s has no address of the family of %s", from, e.dst)
 	}
-	if dstV6 {
-		return fmt.Sprintf("tcp %s > [%s]:%s", src, dst, port), nil
+	return e, nil
+}
+
+// flowSpec is the flow of a push from node from to data node to: from
+// the source's topology address to the destination server's address.
+func flowSpec(topo *controller.Topo, from string, to transfer.DataNode) (string, error) {
+	e, err := endsOf(topo, from, to)
+	if err != nil {
+		return "", err
 	}
-	return fmt.Sprintf("tcp %s > %s:%s", src, dst, port), nil
+	if e.v6 {
+		return fmt.Sprintf("tcp %s > [%s]:%s", e.src, e.dst, e.port), nil
+	}
+	return fmt.Sprintf("tcp %s > %s:%s", e.src, e.dst, e.port), nil
+}
+
+// sourceAddr is the address a push from node from to data node to must
+// leave from for its pair's flow spec to match it, or "" when the spec
+// cannot name the push exactly (the server is reached at an address the
+// topology does not give its node) and the kernel may choose.
+func sourceAddr(topo *controller.Topo, from string, to transfer.DataNode) string {
+	if topo == nil {
+		return ""
+	}
+	e, err := endsOf(topo, from, to)
+	if err != nil || !e.exact {
+		return ""
+	}
+	return e.src
 }

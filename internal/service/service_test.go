@@ -226,6 +226,38 @@ func okReport(w apiv1.TaskWork) apiv1.TaskReport {
 	return r
 }
 
+// TestPushEnds: a push's flow spec names the source node's address and
+// the destination server's; the push is told to leave from that source
+// only when the server's address is its node's, so the spec matches it.
+func TestPushEnds(t *testing.T) {
+	tp, err := controller.ParseTopology("two.yaml", []byte(twoSites))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1 := tp.Addrs["a1"][0].Addr().String()
+	b1 := tp.Addrs["b1"][0].Addr().String()
+	for _, tc := range []struct {
+		name, address, spec, source string
+	}{
+		{"its node's address", b1 + ":7000", "tcp " + a1 + " > " + b1 + ":7000", a1},
+		{"another address", "127.0.0.1:7000", "tcp " + a1 + " > " + b1 + ":7000", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			to := transfer.DataNode{Node: "b1", Address: tc.address}
+			spec, err := service.FlowSpec(tp, "a1", to)
+			if err != nil || spec != tc.spec {
+				t.Errorf("flow spec %q (%v), want %q", spec, err, tc.spec)
+			}
+			if got := service.SourceAddr(tp, "a1", to); got != tc.source {
+				t.Errorf("source %q, want %q", got, tc.source)
+			}
+		})
+	}
+	if got := service.SourceAddr(nil, "a1", transfer.DataNode{Node: "b1", Address: b1 + ":7000"}); got != "" {
+		t.Errorf("without a topology: source %q", got)
+	}
+}
+
 func TestJobLifecycle(t *testing.T) { eachStore(t, testJobLifecycle) }
 
 func testJobLifecycle(t *testing.T, db string) {
@@ -255,6 +287,9 @@ func testJobLifecycle(t *testing.T, db string) {
 		}
 		if w.Files[0].Dest != "in/"+w.Files[0].Path || w.Files[0].State != transfer.FileActive || w.Files[0].Attempts != 1 {
 			t.Fatalf("file: %+v", w.Files[0])
+		}
+		if want := e.c.Topology().Addrs[w.Task.From][0].Addr().String(); w.SourceAddr != want {
+			t.Fatalf("task %s leaves from %q, want %s (its flow spec's source)", w.Task.ID, w.SourceAddr, want)
 		}
 		pub, _ := grant.DecodeKey(e.s.GrantKey())
 		g, err := grant.Parse(pub, w.Grant)

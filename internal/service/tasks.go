@@ -613,7 +613,8 @@ func (r *claimRun) claim(j *transfer.Job, t transfer.Task, files []transfer.JobF
 		j.Reason = why
 		r.dirty[j.ID] = true
 	}
-	r.out = append(r.out, apiv1.TaskWork{Task: t, Files: files, Address: to.Address, Grant: g, Checksum: j.Checksum, Policy: j.Policy})
+	r.out = append(r.out, apiv1.TaskWork{Task: t, Files: files, Address: to.Address, Grant: g, Checksum: j.Checksum, Policy: j.Policy,
+		SourceAddr: sourceAddr(r.topo, t.From, to)})
 	return nil
 }
 

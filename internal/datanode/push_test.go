@@ -63,3 +63,22 @@ func TestPushTLS(t *testing.T) {
 		})
 	}
 }
+
+// TestSourceAddr: a push leaves from the address the controller names
+// when this host has it, and the kernel chooses otherwise (that the
+// stream then leaves from it is the transport conformance suite's
+// LocalAddr test).
+func TestSourceAddr(t *testing.T) {
+	n := &node{cfg: Config{}, log: slog.New(slog.DiscardHandler)}
+	for _, tc := range []struct{ given, want string }{
+		{"127.0.0.1", "127.0.0.1"},
+		{"192.0.2.1", ""}, // TEST-NET-1: not this host's
+		{"", ""},
+		{"not-an-address", ""},
+	} {
+		w := apiv1.TaskWork{Task: transfer.Task{ID: "k-1"}, Address: "127.0.0.1:7000", SourceAddr: tc.given}
+		if got := n.clientConfig(w).LocalAddr; got != tc.want {
+			t.Errorf("source %q: leaves from %q, want %q", tc.given, got, tc.want)
+		}
+	}
+}
