@@ -359,12 +359,43 @@ func TestGrantVersions(t *testing.T) {
 
 	// A version 2 server: the client's first frame after the hello is its
 	// request.
+	addr, firstFrame := oldServer(t, 2)
+	cfg := ClientConfig{Addr: addr, Streams: 1, Tuning: Tuning{DSCP: -1}, Grant: gs.sign(t, nil)}
+	local := filepath.Join(t.TempDir(), "run42")
+	makeTree(t, local, map[string]int{"a": 1})
+	if _, err := pushTree(context.Background(), t, cfg, local, "in/", 0); err == nil || !strings.Contains(err.Error(), "old server") {
+		t.Fatalf("push to the old server: %v", err)
+	}
+	if m := <-firstFrame; m.err != nil || m.m.Type() != wire.TPut {
+		t.Fatalf("a version 2 server got %v (%v) first, want put", m.m, m.err)
+	}
+
+	// A server without grants takes a push that carries one.
+	plain := t.TempDir()
+	cfg.Addr = serveLoopback(t, plain)
+	if sum, err := pushTree(context.Background(), t, cfg, local, "in/", 0); err != nil || !sum.Verified {
+		t.Fatalf("push with a grant to a server without grants: %v", err)
+	}
+}
+
+// frameOrErr is what an old server read first after its hello.
+type frameOrErr struct {
+	m   wire.Msg
+	err error
+}
+
+// oldServer answers one session's hello as a server of protocol version,
+// reads the client's first frame after it (waiting up to 30 s), hands it
+// on, and refuses it: an older peer, for the tests of what a client sends
+// one.
+func oldServer(t *testing.T, version uint16) (addr string, first <-chan frameOrErr) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	first := make(chan wire.Type, 1)
+	t.Cleanup(func() { ln.Close() })
+	ch := make(chan frameOrErr, 1)
 	go func() {
 		c, err := ln.Accept()
 		if err != nil {
@@ -375,29 +406,13 @@ func TestGrantVersions(t *testing.T) {
 			return
 		}
 		w := wire.NewWriter(c)
-		w.Send(&wire.HelloOK{Version: 2})
+		w.Send(&wire.HelloOK{Version: version})
+		c.SetDeadline(time.Now().Add(30 * time.Second))
 		m, err := wire.NewReader(c).Read()
-		if err == nil {
-			first <- m.Type()
-		}
+		ch <- frameOrErr{m, err}
 		w.Send(&wire.Error{Code: wire.CodeRefused, Msg: "old server"})
 	}()
-	cfg := ClientConfig{Addr: ln.Addr().String(), Streams: 1, Tuning: Tuning{DSCP: -1}, Grant: gs.sign(t, nil)}
-	local := filepath.Join(t.TempDir(), "run42")
-	makeTree(t, local, map[string]int{"a": 1})
-	if _, err := pushTree(context.Background(), t, cfg, local, "in/", 0); err == nil || !strings.Contains(err.Error(), "old server") {
-		t.Fatalf("push to the old server: %v", err)
-	}
-	if got := <-first; got != wire.TPut {
-		t.Fatalf("a version 2 server got %s first, want put", got)
-	}
-
-	// A server without grants takes a push that carries one.
-	plain := t.TempDir()
-	cfg.Addr = serveLoopback(t, plain)
-	if sum, err := pushTree(context.Background(), t, cfg, local, "in/", 0); err != nil || !sum.Verified {
-		t.Fatalf("push with a grant to a server without grants: %v", err)
-	}
+	return ln.Addr().String(), ch
 }
 
 // TestGrantPull: a pull needs a read grant covering every path asked for.

@@ -372,35 +372,16 @@ func TestPartRefused(t *testing.T) {
 // TestPartOldServer: a part push to a server of protocol version 3 fails
 // with a permanent error before any request is sent.
 func TestPartOldServer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	after := make(chan error, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		if _, err := wire.ReadHello(c); err != nil {
-			return
-		}
-		wire.NewWriter(c).Send(&wire.HelloOK{Version: 3})
-		c.SetDeadline(time.Now().Add(30 * time.Second))
-		_, err = wire.NewReader(c).Read()
-		after <- err
-	}()
+	addr, after := oldServer(t, 3)
 	local := t.TempDir()
 	makeTree(t, local, map[string]int{"f.bin": 100})
-	cfg := ClientConfig{Addr: ln.Addr().String(), Streams: 1, Tuning: Tuning{DSCP: -1}}
-	_, err = pushPart(context.Background(), t, cfg, filepath.Join(local, "f.bin"), "in/f.bin", &Part{Offset: 0, Length: 100}, Options{}, nil)
+	cfg := ClientConfig{Addr: addr, Streams: 1, Tuning: Tuning{DSCP: -1}}
+	_, err := pushPart(context.Background(), t, cfg, filepath.Join(local, "f.bin"), "in/f.bin", &Part{Offset: 0, Length: 100}, Options{}, nil)
 	if err == nil || !retry.IsPermanent(err) || !strings.Contains(err.Error(), "protocol version 3, and a part push needs 4") {
 		t.Fatalf("part push to a version 3 server: %v", err)
 	}
-	if err := <-after; err == nil {
-		t.Error("the old server was sent a request")
+	if m := <-after; m.err == nil {
+		t.Errorf("the old server was sent %v", m.m)
 	}
 }
 

@@ -502,18 +502,25 @@ func testPartTaskRequeued(t *testing.T, db string) {
 	}
 }
 
-// A booked job whose only live pair to a file's owner lost its source
-// node: the owner lives but nothing can push to it, so the file is taken
-// back and starts afresh over a pair that can.
-func TestPartsOwnerUnreachable(t *testing.T) {
+// bookedBigFile starts a booked job of one 800 MB file in parts of 300 MB
+// over two pairs to two destination nodes, and has a1 claim its first
+// part (which makes the pair's destination the file's owner).
+func bookedBigFile(t *testing.T) (*env, transfer.Job, apiv1.TaskWork) {
+	t.Helper()
 	e := newEnv(t, func(c *service.Config) { c.PartMinBytes, c.PartBytes = 400e6, 300e6 })
 	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)},
 		[]apiv1.ListedFile{{Path: "data/big", Source: "data", Size: 800_000_000, MTime: t0}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	j = e.startBooked(j)
-	w := e.claimPart("a1")
+	return e, e.startBooked(j), e.claimPart("a1")
+}
+
+// A booked job whose only live pair to a file's owner lost its source
+// node: the owner lives but nothing can push to it, so the file is taken
+// back and starts afresh over a pair that can.
+func TestPartsOwnerUnreachable(t *testing.T) {
+	e, j, w := bookedBigFile(t)
 	owner := w.Task.To
 	other := map[string]string{"b1": "b2", "b2": "b1"}[owner]
 	for range 2 {
@@ -581,14 +588,7 @@ func TestPartsOnlyToNodesThatSayParts(t *testing.T) {
 func TestPartsPastShareToOwner(t *testing.T) {
 	// 800 MB in parts of 288 MiB over two pairs to two nodes, shares of
 	// 400 MB: the owner's pair carries all three.
-	e := newEnv(t, func(c *service.Config) { c.PartMinBytes, c.PartBytes = 400e6, 300e6 })
-	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)},
-		[]apiv1.ListedFile{{Path: "data/big", Source: "data", Size: 800_000_000, MTime: t0}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	j = e.startBooked(j)
-	w := e.claimPart("a1")
+	e, j, w := bookedBigFile(t)
 	owner := w.Task.To
 	if ws := e.claim("a2", 4); len(ws) != 0 {
 		t.Fatalf("a2's pair to the other node claimed %+v", ws[0].Task)

@@ -582,17 +582,23 @@ func TestCancelJob(t *testing.T) {
 
 // submitDeadline submits a deadline job and plays a1 listing it while the
 // submission waits.
-// startBooked moves the clock to the latest start of a booked job's
-// pairs, has every data node heartbeat and the clock tick, and returns
-// the job, which must then be ACTIVE.
-func (e *env) startBooked(j transfer.Job) transfer.Job {
-	e.t.Helper()
+// latestStart is the latest start of a booked job's pairs.
+func latestStart(j transfer.Job) time.Time {
 	start := j.Pairs[0].Start
 	for _, p := range j.Pairs {
 		if p.Start.After(start) {
 			start = p.Start
 		}
 	}
+	return start
+}
+
+// startBooked moves the clock to the latest start of a booked job's
+// pairs, has every data node heartbeat and the clock tick, and returns
+// the job, which must then be ACTIVE.
+func (e *env) startBooked(j transfer.Job) transfer.Job {
+	e.t.Helper()
+	start := latestStart(j)
 	e.clk.Set(start)
 	for _, n := range []string{"a1", "a2", "b1", "b2"} {
 		e.beat(n, nil)
@@ -729,12 +735,7 @@ func TestPairWaitsForItsReservation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := j.Pairs[0].Start
-	for _, p := range j.Pairs {
-		if p.Start.After(start) {
-			start = p.Start
-		}
-	}
+	start := latestStart(j)
 	// The window opens, the reservations are still RESERVED (the
 	// controller's clock has not run): the job is ACTIVE by the service's
 	// tick, its pairs wait.
