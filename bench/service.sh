@@ -40,6 +40,8 @@
 # Environment: RUNS (5), SMALL_FILES (2000), LARGE_FILES (3), LARGE_SIZE
 # (256M), DEADLINE (10m), OVERHEAD_FILES (10000), OVERHEAD_RUNS (3), ONLY,
 # JSON=1 (same as --json), KEEP=1 (keep the work directory and its logs),
+# CONTROLLER_ARGS (more flags for the controller, e.g. "--transfer-part-min 0"
+# to move large files whole),
 # LIGHTPATH (a lightpath binary to use instead of building one).
 #
 # Output: a table per scenario on stdout with the commands and targets; with
@@ -125,7 +127,8 @@ CPORT=$PORT
 SOCK=$W/ctl.sock
 log "controller on SQLite, topology examples/service.yaml"
 start_server "$CPORT" "$W/logs/controller.log" "$LP" controller --listen "127.0.0.1:$CPORT" --listen "unix:$SOCK" \
-	--db "sqlite:$W/ctl.db" --topology "$REPO/examples/service.yaml" --admin-token-file "$W/admin.token" ||
+	--db "sqlite:$W/ctl.db" --topology "$REPO/examples/service.yaml" --admin-token-file "$W/admin.token" \
+	${CONTROLLER_ARGS:-} ||
 	die "lightpath controller: $START_ERROR"
 CPID=${SERVER_PIDS[-1]}
 for ((i = 0; i < 100; i++)); do [[ -S $SOCK && -s $W/admin.token ]] && break; sleep 0.1; done

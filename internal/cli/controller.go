@@ -146,8 +146,8 @@ event and live streams one user may hold open (over it, a 429).`,
 	limits.register(f)
 	f.IntVar(&maxConns, "max-conns", 1000, "the most connections open at once, over all listeners (more get a 503)")
 	f.IntVar(&maxStreams, "max-streams", api.DefaultMaxStreams, "the most event and live streams one user may hold open (more get a 429)")
-	f.StringVar(&partMin, "transfer-part-min", "128MiB", "the transfer service cuts files of at least this size into parts (0: never)")
-	f.StringVar(&partSize, "transfer-part-size", "64MiB", "the size of a part of a large file (rounded up to the mover's 4 MiB blocks)")
+	f.StringVar(&partMin, "transfer-part-min", "1GiB", "the transfer service cuts files of at least this size into parts (0: never)")
+	f.StringVar(&partSize, "transfer-part-size", "256MiB", "the size of a part of a large file (rounded up to the mover's 4 MiB blocks)")
 	return cmd
 }
 

@@ -57,7 +57,9 @@ func partedFile(f transfer.JobFile) bool { return f.Parts > 0 }
 // file cut in parts has one this pair may carry: the file has no owner yet
 // (this pair's destination becomes it) or its owner is the pair's To. A
 // part larger than what is left of the pair's share (shareLeft, 0 for
-// none) is left to another pair to the same destination with room for it.
+// none) is left to another pair to the same destination with room for it,
+// and a file without an owner must fit whole in what is left after the
+// parts this pair's destination already owns, or go to a pair with room.
 // It reports whether it made one.
 func (r *claimRun) freshPart(j *transfer.Job, to transfer.DataNode, pr pairRun, tasks []transfer.Task, shareLeft int64) (bool, error) {
 	if !r.me.Parts || !to.Parts {
@@ -72,15 +74,46 @@ func (r *claimRun) freshPart(j *transfer.Job, to transfer.DataNode, pr pairRun, 
 	if err != nil {
 		return false, err
 	}
+	// The parts not yet handed out of the files this pair's destination
+	// owns are as good as this pair's already: a new file is taken (and
+	// its owner fixed, which gives all its parts to the pairs into that
+	// node) only when it fits in what is left of the share after them.
+	// Otherwise the first pair to claim would own every large file, and
+	// carry them all past its share while the others idle.
+	var committed int64
+	left := map[string]int64{} // a new file's bytes not yet handed out
+	for _, p := range parts {
+		if p.To == pr.to {
+			committed += p.Length
+		}
+		if p.To == "" {
+			left[p.Path] += p.Length
+		}
+	}
+	// A pair runs one part of a file at a time: parts are for spreading a
+	// file over several source nodes; one node's streams already fill its
+	// pair. Two parts of one file on one pair at once ran at 0.6 of the
+	// booking on bench/service.sh where one at a time ran at 0.9.
+	busy := map[string]bool{}
+	for _, t := range tasks {
+		if t.Part != nil && len(t.Files) == 1 && t.From == pr.from && t.To == pr.to &&
+			(t.State == transfer.TaskActive || t.State == transfer.TaskQueued) {
+			busy[t.Files[0]] = true
+		}
+	}
 	for _, p := range parts {
 		f, ok := files[p.Path]
 		if !ok || f.State != transfer.FilePending && f.State != transfer.FileActive {
 			continue
 		}
-		if f.To != "" && f.To != pr.to {
+		if f.To != "" && f.To != pr.to || busy[p.Path] {
 			continue
 		}
-		if shareLeft > 0 && p.Length > shareLeft && r.othersCanCarry(j, pr, tasks, p.Length, f.To) {
+		need, room := p.Length, shareLeft
+		if f.To == "" {
+			need, room = left[p.Path], shareLeft-committed/int64(pairsInto(*j, pr.to))
+		}
+		if shareLeft > 0 && need > room && r.othersCanCarry(j, pr, tasks, need, f.To) {
 			continue
 		}
 		t := transfer.Task{ID: newID("k-"), Job: j.ID, Kind: transfer.TaskCopy, State: transfer.TaskQueued, CreatedAt: r.now, Bytes: p.Length}
@@ -93,6 +126,17 @@ func (r *claimRun) freshPart(j *transfer.Job, to transfer.DataNode, pr pairRun, 
 		return true, nil
 	}
 	return false, nil
+}
+
+// pairsInto is how many of the job's pairs push to node to (at least 1).
+func pairsInto(j transfer.Job, to string) int {
+	n := 0
+	for _, p := range j.Pairs {
+		if p.To == to {
+			n++
+		}
+	}
+	return max(n, 1)
 }
 
 // filesOf returns the files the parts are of, by path.

@@ -449,10 +449,15 @@ func TestPartsKeepToShares(t *testing.T) {
 		}
 	}
 	// a1's first part leaves less of its share than a second part: a2,
-	// with room, takes it; a2 then takes the last one, which a1 has no
-	// room for either.
-	if fmt.Sprint(got["a1"]) != "[0]" || fmt.Sprint(got["a2"]) != "[1 2]" {
-		t.Fatalf("parts per source node: %v, want all three over both", got)
+	// with room, takes it. The last one waits for a2, which runs one part
+	// of a file at a time, and a1 has no room for it.
+	if fmt.Sprint(got["a1"]) != "[0]" || fmt.Sprint(got["a2"]) != "[1]" {
+		t.Fatalf("parts per source node: %v, want one over each", got)
+	}
+	for _, n := range []string{"a1", "a2"} {
+		if ws := e.claim(n, 4); len(ws) != 0 {
+			t.Fatalf("%s claimed part %d as well", n, ws[0].Task.Part.Index)
+		}
 	}
 }
 
@@ -628,5 +633,39 @@ func TestPartsAdler32(t *testing.T) {
 	}
 	if f := e.file(j.ID, "data/big"); f.State != transfer.FileSucceeded || f.Checksum != adler(data) {
 		t.Fatalf("the file: %s checksum %s, want %s (%q)", f.State, f.Checksum, adler(data), f.Error)
+	}
+}
+
+// A booked job of several large files over two pairs: the first pair to
+// claim takes (and owns) one file, not every file, and leaves the next to
+// the other pair, so each carries about its share. Before, the first
+// claims made one node the owner of both files, and its pair carried
+// twice its share while the other idled.
+func TestPartsOwnersSpread(t *testing.T) {
+	e := newEnv(t, func(c *service.Config) { c.PartMinBytes, c.PartBytes = 200e6, 100e6 })
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)},
+		[]apiv1.ListedFile{
+			{Path: "data/l1", Source: "data", Size: 400_000_000, MTime: t0},
+			{Path: "data/l2", Source: "data", Size: 400_000_000, MTime: t0},
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.startBooked(j)
+	owners := map[string]string{} // file → the destination of the pair that took it
+	for _, n := range []string{"a1", "a1", "a2", "a2"} {
+		for _, w := range e.claim(n, 1) {
+			if w.Task.Part == nil {
+				t.Fatalf("%s claimed whole files %v", n, w.Task.Files)
+			}
+			f := w.Files[0].Path
+			if o, ok := owners[f]; ok && o != w.Task.To {
+				t.Fatalf("%s's parts go to %s and %s", f, o, w.Task.To)
+			}
+			owners[f] = w.Task.To
+		}
+	}
+	if len(owners) != 2 || owners["data/l1"] == owners["data/l2"] {
+		t.Fatalf("owners %v: want each file owned by another destination node", owners)
 	}
 }
