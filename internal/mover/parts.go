@@ -310,11 +310,7 @@ func (r *receiver) partForget(f *rfile) {
 
 // partWrote counts n bytes written against the file's reservation.
 func (r *receiver) partWrote(pf *partFile, n int64) {
-	pf.mu.Lock()
-	k := min(n, pf.reserved)
-	pf.reserved -= k
-	pf.mu.Unlock()
-	r.dst.Space.release(k)
+	r.dst.Space.release(takeReserved(&pf.mu, &pf.reserved, n))
 }
 
 // releasePart leaves the file's shared state; the last session out closes

@@ -377,11 +377,18 @@ func (r *receiver) reserveSpace(f *rfile) error {
 // wrote counts n bytes written into f's partial file against its
 // reservation: the filesystem's free space now shows them.
 func (r *receiver) wrote(f *rfile, n int64) {
-	f.mu.Lock()
-	k := min(n, f.reserved)
-	f.reserved -= k
-	f.mu.Unlock()
-	r.dst.Space.release(k)
+	r.dst.Space.release(takeReserved(&f.mu, &f.reserved, n))
+}
+
+// takeReserved takes up to n bytes out of a reservation guarded by mu
+// (a file's, or the shared one of a file received in parts) and returns
+// how many it took: those are on the disk now, no longer set aside.
+func takeReserved(mu *sync.Mutex, reserved *int64, n int64) int64 {
+	mu.Lock()
+	defer mu.Unlock()
+	k := min(n, *reserved)
+	*reserved -= k
+	return k
 }
 
 func (r *receiver) readLoop(ctx context.Context) (wire.Stats, error) {
