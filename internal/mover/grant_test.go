@@ -81,15 +81,23 @@ func makeTree(t *testing.T, dir string, files map[string]int) map[string][]byte 
 	return out
 }
 
-// pushTree copies the tree at local into remote with cfg.
-func pushTree(ctx context.Context, t *testing.T, cfg ClientConfig, local, remote string, retries int) (Summary, error) {
+// sourceOf opens local as the one item of a copy's source; the test
+// closes it.
+func sourceOf(t *testing.T, local string, recursive bool) Source {
 	t.Helper()
-	it, err := OpenSource(local, true)
+	it, err := OpenSource(local, recursive)
 	if err != nil {
 		t.Fatal(err)
 	}
 	src := Source{Items: []SourceItem{it}}
-	defer src.Close()
+	t.Cleanup(func() { src.Close() })
+	return src
+}
+
+// pushTree copies the tree at local into remote with cfg.
+func pushTree(ctx context.Context, t *testing.T, cfg ClientConfig, local, remote string, retries int) (Summary, error) {
+	t.Helper()
+	src := sourceOf(t, local, true)
 	return Copy(ctx, Job{Config: cfg, Options: Options{Recursive: true}, Direction: Push, Source: src, Remote: remote, Retries: retries})
 }
 

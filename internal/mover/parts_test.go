@@ -23,12 +23,7 @@ import (
 // to results.
 func pushPart(ctx context.Context, t *testing.T, cfg ClientConfig, file, remote string, part *Part, opts Options, results *partResults) (Summary, error) {
 	t.Helper()
-	it, err := OpenSource(file, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := Source{Items: []SourceItem{it}}
-	defer src.Close()
+	src := sourceOf(t, file, false)
 	var onFile func(FileResult)
 	if results != nil {
 		onFile = results.add
