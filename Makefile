@@ -10,7 +10,7 @@ DESTDIR ?=
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS := -X github.com/lightpath/lightpath/internal/cli.version=$(VERSION)
 
-.PHONY: all build install demo test check unit fuzz bench clean deps
+.PHONY: all build install demo test check unit fuzz bench clean deps bpf
 
 all: build
 
@@ -20,6 +20,11 @@ build:
 install: build
 	install -d "$(DESTDIR)$(PREFIX)/bin"
 	install -m 0755 $(BIN) "$(DESTDIR)$(PREFIX)/bin/lightpath"
+
+# Regenerates the compiled BPF programs (internal/cc/*_bpfel.o) from their
+# sources; the objects are committed, so building needs no clang.
+bpf:
+	@scripts/bpf.sh
 
 # Installs what the tests and the demo need on a fresh Debian machine.
 deps:

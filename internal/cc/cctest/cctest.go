@@ -1,0 +1,88 @@
+// Package cctest lets tests that depend on whether a BPF congestion control
+// is installed (the kernel's registration is global to the host) run one at
+// a time across test binaries, and puts the host back as it found it.
+package cctest
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lightpath/lightpath/internal/cc"
+	"github.com/lightpath/lightpath/internal/roottest"
+)
+
+// lockPath is shared by every test binary on the host.
+const lockPath = "/run/lock/lightpath-cc-test.lock"
+
+// Hold takes the host-wide test lock until t ends and leaves name installed
+// with p (want true, p nil for the defaults) or not installed (want false).
+// At the end it restores what was there before: installed with the
+// parameters it had, or not installed. It needs root.
+func Hold(t testing.TB, name string, want bool, p *cc.Params) {
+	t.Helper()
+	roottest.Require(t, "installs or removes a BPF congestion control")
+	if err := os.MkdirAll(filepath.Dir(lockPath), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	before := installed(t, name)
+	t.Cleanup(func() {
+		defer f.Close()
+		now := installed(t, name)
+		switch {
+		case before == nil && now != nil:
+			if _, err := cc.Remove(name); err != nil {
+				t.Errorf("cctest: put the host back (remove %s): %v", name, err)
+			}
+		case before != nil && (now == nil || *now != *before):
+			if _, _, err := cc.Install(name, *before); err != nil {
+				t.Errorf("cctest: put the host back (install %s): %v", name, err)
+			}
+		}
+	})
+	if !want {
+		if _, err := cc.Remove(name); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	params := cc.DefaultParams
+	if p != nil {
+		params = *p
+	}
+	if _, _, err := cc.Install(name, params); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// installed returns the parameters of name when lightpath installed it.
+func installed(t testing.TB, name string) *cc.Params {
+	ls, err := cc.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ls {
+		if l.Name == name && l.Params != nil {
+			return l.Params
+		}
+	}
+	return nil
+}
+
+// Available reports whether the kernel offers name now.
+func Available(name string) bool {
+	b, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
+	return slices.Contains(strings.Fields(string(b)), name)
+}
