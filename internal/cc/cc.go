@@ -88,7 +88,7 @@ func (p Params) String() string {
 // Loaded is a congestion control the kernel offers.
 type Loaded struct {
 	Name    string  `json:"name"`
-	Source  string  `json:"source"` // "kernel" (built in) or "lightpath" (BPF, pinned)
+	Source  string  `json:"source"`  // "kernel" (built in) or "lightpath" (BPF, pinned)
 	Allowed bool    `json:"allowed"` // in net.ipv4.tcp_allowed_congestion_control
 	Default bool    `json:"default"` // net.ipv4.tcp_congestion_control of this namespace
 	Params  *Params `json:"params,omitempty"`

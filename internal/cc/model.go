@@ -82,7 +82,7 @@ type Round struct {
 	TimeNs     uint64 `json:"time_ns"` // CLOCK_MONOTONIC
 	LocalPort  uint16 `json:"local_port"`
 	RemotePort uint16 `json:"remote_port"`
-	Cwnd       uint32 `json:"cwnd"`     // before the round's decision
+	Cwnd       uint32 `json:"cwnd"` // before the round's decision
 	BaseRTT    uint32 `json:"base_rtt_us"`
 	AvgRTT     uint32 `json:"avg_rtt_us"` // the round's mean
 	Samples    uint32 `json:"samples"`
