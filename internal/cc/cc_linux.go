@@ -198,6 +198,17 @@ func Remove(name string) (bool, error) {
 		}
 	}
 	os.Remove(PinDir) // only when empty
+	if removed {
+		// The kernel lets the link go after the unpin returns: wait
+		// until the name has left the list, so that what follows (an
+		// install, a check) sees it gone.
+		for end := time.Now().Add(5 * time.Second); slices.Contains(readList(sysAvailable), name); {
+			if time.Now().After(end) {
+				return removed, fmt.Errorf("unpinned %s, but the kernel still offers it after 5 s", name)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	// The kernel drops an unregistered name from the allowed list itself;
 	// this covers a registration that outlives its pin (an open fd).
 	allowed := readList(sysAllowed)

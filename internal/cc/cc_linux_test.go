@@ -1,0 +1,201 @@
+//go:build linux
+
+package cc_test
+
+import (
+	"errors"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lightpath/lightpath/internal/cc"
+	"github.com/lightpath/lightpath/internal/cc/cctest"
+)
+
+func readList(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(string(b))
+}
+
+const (
+	available = "/proc/sys/net/ipv4/tcp_available_congestion_control"
+	allowed   = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
+)
+
+// TestInstallRemove: install registers and allows fast and pins it; a
+// second install is idempotent or only retunes; remove leaves no pinned
+// object and the allowed list as it was.
+func TestInstallRemove(t *testing.T) {
+	cctest.Hold(t, "fast", false, nil)
+	allowedBefore := readList(t, allowed)
+	if slices.Contains(readList(t, available), "fast") {
+		t.Fatal("fast is still offered after remove")
+	}
+
+	l, changed, err := cc.Install("fast", cc.DefaultParams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !changed || l.Source != "lightpath" || !l.Allowed || l.Params == nil || *l.Params != cc.DefaultParams || l.Pinned != cc.LinkPin("fast") {
+		t.Fatalf("install: changed %v, %+v", changed, l)
+	}
+	if !slices.Contains(readList(t, available), "fast") || !slices.Contains(readList(t, allowed), "fast") {
+		t.Fatalf("after install: available %v, allowed %v", readList(t, available), readList(t, allowed))
+	}
+	for _, pin := range []string{cc.LinkPin("fast"), cc.ParamsPin("fast"), cc.TracePin("fast")} {
+		if _, err := os.Stat(pin); err != nil {
+			t.Fatalf("pin: %v", err)
+		}
+	}
+
+	// A socket may choose it, and ss shows it on the connection.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error { return setCC(c, "fast") }}
+	conn, err := d.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	port := conn.LocalAddr().(*net.TCPAddr).Port
+	out, err := exec.Command("ss", "-tin", "sport", "=", ":"+strconv.Itoa(port)).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), " fast ") {
+		t.Fatalf("ss -ti does not show fast on the connection: %v\n%s", err, out)
+	}
+
+	// The same again changes nothing; other parameters retune in place.
+	if _, changed, err := cc.Install("fast", cc.DefaultParams); err != nil || changed {
+		t.Fatalf("second install: changed %v, %v", changed, err)
+	}
+	p := cc.Params{Alpha: 40, Gamma: 256}
+	if l, changed, err := cc.Install("fast", p); err != nil || !changed || *l.Params != p {
+		t.Fatalf("retune: changed %v, %+v, %v", changed, l, err)
+	}
+	ls, err := cc.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(ls, func(l cc.Loaded) bool { return l.Name == "fast" })
+	if i < 0 || ls[i].Params == nil || *ls[i].Params != p {
+		t.Fatalf("list after retune: %+v", ls)
+	}
+	// A connection opened before the retune kept working throughout.
+	if _, err := conn.Write([]byte("still here")); err != nil {
+		t.Fatal(err)
+	}
+
+	removed, err := cc.Remove("fast")
+	if err != nil || !removed {
+		t.Fatalf("remove: %v, %v", removed, err)
+	}
+	for _, pin := range []string{cc.LinkPin("fast"), cc.ParamsPin("fast"), cc.TracePin("fast")} {
+		if _, err := os.Stat(pin); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s after remove: %v", pin, err)
+		}
+	}
+	if got := readList(t, allowed); !slices.Equal(got, allowedBefore) {
+		t.Fatalf("allowed list after remove %v, before install %v", got, allowedBefore)
+	}
+	if slices.Contains(readList(t, available), "fast") {
+		t.Fatal("fast still offered after remove")
+	}
+	if removed, err := cc.Remove("fast"); err != nil || removed {
+		t.Fatalf("second remove: %v, %v", removed, err)
+	}
+	if _, _, err := cc.Install("vegas", cc.DefaultParams); err == nil || !strings.Contains(err.Error(), "lightpath can install fast") {
+		t.Fatalf("unknown name: %v", err)
+	}
+	if _, _, err := cc.Install("fast", cc.Params{Alpha: 0, Gamma: 512}); err == nil || !strings.Contains(err.Error(), "alpha 0") {
+		t.Fatalf("bad alpha: %v", err)
+	}
+}
+
+// TestTraceLoopback: every decision the program traces on a real
+// connection is the model's.
+func TestTraceLoopback(t *testing.T) {
+	cctest.Hold(t, "fast", true, nil)
+	tr, err := cc.OpenTrace("fast")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 1<<20)
+		for {
+			if _, err := c.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error { return setCC(c, "fast") }}
+	conn, err := d.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := uint16(conn.LocalAddr().(*net.TCPAddr).Port)
+	go func() {
+		defer conn.Close()
+		buf := make([]byte, 1<<20)
+		for end := time.Now().Add(time.Second); time.Now().Before(end); {
+			if _, err := conn.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	rounds, phases := 0, map[cc.Phase]int{}
+	for {
+		r, err := tr.Read(time.Now().Add(2 * time.Second))
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.LocalPort != port {
+			continue
+		}
+		rounds++
+		phases[r.Phase]++
+		if err := r.Check(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rounds < 100 || phases[cc.PhaseFAST] == 0 || phases[cc.PhaseSlowStartEnds] == 0 {
+		t.Fatalf("%d rounds traced (%v): want slow start to end and FAST to take over", rounds, phases)
+	}
+	t.Logf("%d rounds, all as the model decides: %v", rounds, phases)
+}
+
+func setCC(c syscall.RawConn, name string) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, name)
+	})
+	return errors.Join(err, serr)
+}
