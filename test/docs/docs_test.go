@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/cc/cctest"
 	"github.com/lightpath/lightpath/internal/lpbin"
 	"github.com/lightpath/lightpath/internal/roottest"
 )
@@ -95,6 +96,11 @@ func runPage(t *testing.T, root, rel string, blocks []block) {
 			c.Close()
 			t.Fatalf("%s: another process listens on %s, which the examples use: stop it and run again", rel, addr)
 		}
+	}
+	if strings.Contains(script(blocks), "lightpath cc ") {
+		// The page installs or removes a congestion control, which is
+		// global to the host: one such test at a time, the host put back.
+		cctest.Lock(t, "fast")
 	}
 	tmp := t.TempDir()
 	at := filepath.Join(tmp, "at")

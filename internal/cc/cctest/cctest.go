@@ -21,9 +21,30 @@ const lockPath = "/run/lock/lightpath-cc-test.lock"
 
 // Hold takes the host-wide test lock until t ends and leaves name installed
 // with p (want true, p nil for the defaults) or not installed (want false).
-// At the end it restores what was there before: installed with the
-// parameters it had, or not installed. It needs root.
+// At the end it restores what was there before (see Lock). It needs root.
 func Hold(t testing.TB, name string, want bool, p *cc.Params) {
+	t.Helper()
+	Lock(t, name)
+	if !want {
+		if _, err := cc.Remove(name); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	params := cc.DefaultParams
+	if p != nil {
+		params = *p
+	}
+	if _, _, err := cc.Install(name, params); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Lock takes the host-wide test lock until t ends, for a test that changes
+// name's installation itself (through the binary, say). At the end it
+// restores what was there before: installed with the parameters it had, or
+// not installed. It needs root.
+func Lock(t testing.TB, name string) {
 	t.Helper()
 	roottest.Require(t, "installs or removes a BPF congestion control")
 	if err := os.MkdirAll(filepath.Dir(lockPath), 0o755); err != nil {
@@ -52,19 +73,6 @@ func Hold(t testing.TB, name string, want bool, p *cc.Params) {
 			}
 		}
 	})
-	if !want {
-		if _, err := cc.Remove(name); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	params := cc.DefaultParams
-	if p != nil {
-		params = *p
-	}
-	if _, _, err := cc.Install(name, params); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // installed returns the parameters of name when lightpath installed it.
