@@ -52,6 +52,11 @@ type ServerConfig struct {
 	// untouched before the server removes them as abandoned (at start and
 	// then periodically); 0 means DefaultPartialTTL, negative never.
 	PartialTTL time.Duration
+	// CC is the congestion control of the server's sockets in a session
+	// whose client names none (the client's choice wins): what the server
+	// sends, in a pull or a reverse bench, runs under it. "" leaves the
+	// transport's default. NewServer checks the kernel offers it.
+	CC string
 	// Grants, when set, makes the server a data node of the transfer
 	// service: every session must present a grant the verifier accepts
 	// (signed by the controller for this node, not expired, not of an
@@ -124,6 +129,9 @@ type joined struct {
 
 // NewServer opens the root and checks the configuration.
 func NewServer(cfg ServerConfig) (*Server, error) {
+	if err := transport.CheckCC(cfg.CC); err != nil {
+		return nil, err
+	}
 	fi, err := os.Stat(cfg.Root)
 	if err != nil {
 		return nil, fmt.Errorf("root %s: %w", cfg.Root, cleanPathError(err))
@@ -337,6 +345,9 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 		sendError(c, wire.CodeProtocol, "expected a request")
 		log.Info("connection dropped", "reason", "expected a request, got "+m.Type().String())
 		return
+	}
+	if tuning.CC == "" {
+		tuning.CC = s.cfg.CC
 	}
 	if st != nil {
 		if err := st.Tune(tuningOptions(tuning, streams)); err != nil {
