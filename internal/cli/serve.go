@@ -25,11 +25,11 @@ import (
 func newServeCmd() *cobra.Command {
 	var (
 		listen, root, tokenFile, cert, key, logFile, cc string
-		readOnly                                    bool
-		idle, stall, partialTTL                     time.Duration
-		maxSessions, maxPerClient                   int
-		maxFileSize                                 string
-		dn                                          dataNodeFlags
+		readOnly                                        bool
+		idle, stall, partialTTL                         time.Duration
+		maxSessions, maxPerClient                       int
+		maxFileSize                                     string
+		dn                                              dataNodeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --listen HOST:PORT --root DIR",
