@@ -46,7 +46,7 @@ func control(c syscall.RawConn, network, peer string, o Options) error {
 		}
 		if o.CC != "" {
 			if err := unix.SetsockoptString(s, unix.IPPROTO_TCP, unix.TCP_CONGESTION, o.CC); err != nil {
-				why := ccMissing(o.CC)
+				why := ccMissing(o.CC, AvailableCC())
 				if errors.Is(err, unix.EPERM) {
 					why = "an unprivileged process may only use those in net.ipv4.tcp_allowed_congestion_control"
 				}
@@ -89,25 +89,25 @@ func AvailableCC() []string {
 // named congestion control now; "" (the transport's choice) always passes.
 // Its error names what the kernel offers and, for fast, how to load it. A
 // list that cannot be read leaves the verdict to the socket.
-func CheckCC(name string) error {
-	if name == "" {
-		return nil
-	}
-	avail := AvailableCC()
-	if avail == nil || slices.Contains(avail, name) {
+func CheckCC(name string) error { return checkCC(name, AvailableCC()) }
+
+// checkCC is CheckCC against the list avail.
+func checkCC(name string, avail []string) error {
+	if name == "" || avail == nil || slices.Contains(avail, name) {
 		return nil
 	}
 	what := "not offered"
 	if name == FastCC {
 		what = "not loaded"
 	}
-	return fmt.Errorf("congestion control %q is %s: %s", name, what, ccMissing(name))
+	return fmt.Errorf("congestion control %q is %s: %s", name, what, ccMissing(name, avail))
 }
 
 // ccMissing says what can be had instead of a congestion control the
-// kernel lacks and, for Lightpath's FAST TCP, the command that loads it.
-func ccMissing(name string) string {
-	why := "this kernel offers " + strings.Join(AvailableCC(), ", ")
+// kernel lacks (avail) and, for Lightpath's FAST TCP, the command that
+// loads it.
+func ccMissing(name string, avail []string) string {
+	why := "this kernel offers " + strings.Join(avail, ", ")
 	if name == FastCC {
 		why = "load it with lightpath cc install fast, as root; " + why
 	}

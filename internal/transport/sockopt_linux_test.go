@@ -4,6 +4,7 @@ package transport
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -94,6 +95,31 @@ func TestDefaultCCOnLoopback(t *testing.T) {
 	}
 	if got := defaultCC("198.18.0.1:1"); got != "bbr" {
 		t.Errorf("remote default = %q, want bbr", got)
+	}
+}
+
+// checkCC against a kernel of reno, bbr and cubic: what it offers and the
+// default pass; anything else is refused naming what it offers, and fast,
+// not loaded, with the command that loads it.
+func TestCheckCCList(t *testing.T) {
+	avail := []string{"reno", "bbr", "cubic"}
+	for _, tc := range []struct {
+		name  string
+		avail []string
+		want  string // "" passes
+	}{
+		{"", avail, ""},
+		{"reno", avail, ""},
+		{"cubic", avail, ""},
+		{"fast", append(avail, "fast"), ""},
+		{"vegas", nil, ""}, // no list: the socket decides
+		{"vegas", avail, `congestion control "vegas" is not offered: this kernel offers reno, bbr, cubic`},
+		{"fast", avail, `congestion control "fast" is not loaded: load it with lightpath cc install fast, as root; this kernel offers reno, bbr, cubic`},
+	} {
+		err := checkCC(tc.name, tc.avail)
+		if got := fmt.Sprint(err); tc.want == "" && err != nil || tc.want != "" && got != tc.want {
+			t.Errorf("checkCC(%q, %v) = %v, want %q", tc.name, tc.avail, err, tc.want)
+		}
 	}
 }
 
