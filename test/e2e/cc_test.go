@@ -51,6 +51,18 @@ func TestCpCC(t *testing.T) {
 	check("push --cc reno", cpOK(t, "-P", "2", "--cc", "reno", src, srv.URL("a.bin")), "reno")
 	check("pull --cc reno", cpOK(t, "-P", "2", "--cc", "reno", srv.URL("a.bin"), filepath.Join(dir, "back.bin")), "reno")
 	sameFile(t, src, filepath.Join(dir, "back.bin"))
+	// The server's transfer log names it too, for the push and the pull.
+	sessions := func() (ccs []any) {
+		for _, l := range srv.TransferLog() {
+			if l["kind"] == "session" {
+				ccs = append(ccs, l["cc"])
+			}
+		}
+		return ccs
+	}
+	if !waitFor(10*time.Second, func() bool { return len(sessions()) >= 2 }) || !slices.Equal(sessions()[:2], []any{"reno", "reno"}) {
+		t.Errorf("the server's transfer log: sessions ran %v, want reno twice", sessions())
+	}
 
 	// The human summary says it in a line of its own.
 	r := runLP(t, runOpts{}, "cp", "-P", "2", "--cc", "reno", src, srv.URL("b.bin"))
