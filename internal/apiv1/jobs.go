@@ -156,6 +156,10 @@ type TaskWork struct {
 	SourceAddr string `json:"source_addr,omitempty"`
 	Checksum   string `json:"checksum,omitempty"`
 	Policy     string `json:"policy,omitempty"`
+	// CC is the congestion control the job asks its pushes to run (its
+	// JobRequest.CC); "" leaves the data node's own (serve --cc, or the
+	// transport's default).
+	CC string `json:"cc,omitempty"`
 	// Timeout bounds a list task.
 	Timeout string `json:"timeout,omitempty"`
 }

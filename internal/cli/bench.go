@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lightpath/lightpath/internal/mover"
+	"github.com/lightpath/lightpath/internal/textsafe"
 	"github.com/lightpath/lightpath/internal/units"
 )
 
@@ -20,6 +21,7 @@ type benchSummary struct {
 	Streams       int            `json:"streams"`
 	Retransmits   uint32         `json:"retransmits"`
 	PerStream     []streamReport `json:"per_stream"`
+	CC            string         `json:"cc"` // the congestion controls the streams ran, as cp's summary
 }
 
 type intervalEvent struct {
@@ -42,9 +44,13 @@ func newBenchCmd() *cobra.Command {
 		Long: `Send (or with --reverse receive) data memory to memory for a while over
 -P parallel streams to a server started with lightpath serve, and report the
 throughput with each stream's RTT, congestion window and retransmits (from
-TCP_INFO on the sending side). Nothing touches a disk.`,
+TCP_INFO on the sending side) and the congestion control each ran. Nothing
+touches a disk. --cc NAME is any congestion control the kernel offers (bbr,
+cubic, reno, or fast, FAST TCP, once lightpath cc install fast has loaded
+it, as root).`,
 		Example: `  lightpath bench lp://dtn2:7070
   lightpath bench lp://dtn2:7070 -P 4 -t 30s --cc cubic
+  lightpath bench lp://dtn2:7070 -P 4 --cc fast
   lightpath bench lp://[::1]:7070 --reverse --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
@@ -106,6 +112,7 @@ TCP_INFO on the sending side). Nothing touches a disk.`,
 				s.ThroughputBps = float64(s.Bytes) * 8 / s.Seconds
 			}
 			s.PerStream, s.Retransmits = streamReports(res.PerStream), res.Retransmits
+			s.CC = mover.StreamsCC(res.PerStream)
 			if jsonOut {
 				out.write(s)
 				return nil
@@ -113,9 +120,12 @@ TCP_INFO on the sending side). Nothing touches a disk.`,
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "%s in %.1fs: %s over %d streams, %d retransmits\n",
 				units.FormatSize(s.Bytes), s.Seconds, units.FormatRate(s.ThroughputBps), s.Streams, s.Retransmits)
+			if cc := ccLine(s.PerStream); cc != "" {
+				fmt.Fprintf(w, "  congestion control: %s\n", cc)
+			}
 			for i, p := range s.PerStream {
-				fmt.Fprintf(w, "  stream %d: %s, rtt %.3f ms (var %.3f), cwnd %d, retransmits %d\n",
-					i, units.FormatSize(p.Bytes), p.RTTMs, p.RTTVarMs, p.Cwnd, p.Retransmits)
+				fmt.Fprintf(w, "  stream %d: %s, %s, rtt %.3f ms (var %.3f), cwnd %d, retransmits %d\n",
+					i, orWord(textsafe.Sanitize(p.CC), "cc unknown"), units.FormatSize(p.Bytes), p.RTTMs, p.RTTVarMs, p.Cwnd, p.Retransmits)
 			}
 			return nil
 		},

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lightpath/lightpath/internal/mover"
+	"github.com/lightpath/lightpath/internal/transport"
 	"github.com/lightpath/lightpath/internal/units"
 )
 
@@ -101,6 +102,22 @@ func clientTLS(caFile, addr string) (*tls.Config, error) {
 	return &tls.Config{RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS13}, nil
 }
 
+// registerCC adds --cc, the congestion control of the command's sockets
+// (cp, bench and serve).
+func registerCC(fs *pflag.FlagSet, p *string) {
+	fs.StringVar(p, "cc", "", "congestion control of every stream: any the kernel offers, such as bbr, cubic, reno, or fast "+
+		"(FAST TCP, once loaded with: lightpath cc install fast, as root) (default: bbr where the kernel has it, cubic to loopback peers)")
+}
+
+// checkCC refuses, before anything connects, a --cc the kernel does not
+// offer, naming what it offers (and for fast, how to load it).
+func checkCC(name string) error {
+	if err := transport.CheckCC(name); err != nil {
+		return fmt.Errorf("--cc: %w", err)
+	}
+	return nil
+}
+
 // tuningFlags are the socket options cp and bench share.
 type tuningFlags struct {
 	cc, rate, window, tokenFile, tlsCA string
@@ -110,7 +127,7 @@ type tuningFlags struct {
 
 func (t *tuningFlags) register(fs *pflag.FlagSet, streamsDefault int, streamsHelp string) {
 	fs.IntVarP(&t.streams, "parallel", "P", streamsDefault, streamsHelp)
-	fs.StringVar(&t.cc, "cc", "", "congestion control per socket: bbr, cubic or reno (default: bbr where the kernel has it)")
+	registerCC(fs, &t.cc)
 	fs.StringVar(&t.rate, "rate", "", "cap the rate, paced by the kernel, e.g. 500M or 2Gbps (bits per second)")
 	fs.StringVar(&t.window, "window", "", "socket buffer size per stream, e.g. 64MiB (default: kernel autotuning)")
 	fs.IntVar(&t.dscp, "dscp", -1, "DSCP value 0..63 to mark every packet with (IP_TOS)")
@@ -120,10 +137,8 @@ func (t *tuningFlags) register(fs *pflag.FlagSet, streamsDefault int, streamsHel
 
 func (t *tuningFlags) tuning() (mover.Tuning, error) {
 	tu := mover.Tuning{CC: t.cc, DSCP: -1}
-	switch t.cc {
-	case "", "bbr", "cubic", "reno":
-	default:
-		return tu, fmt.Errorf("--cc %q: want bbr, cubic or reno", t.cc)
+	if err := checkCC(t.cc); err != nil {
+		return tu, err
 	}
 	if t.rate != "" {
 		r, err := units.ParseRate(t.rate)

@@ -92,6 +92,13 @@ the tree is skipped with a warning), skip, or follow (copy the target).
 Output: a progress bar on a terminal; with --json, one JSON object per line:
 progress every second, one per file, and a final summary.
 
+--cc NAME sets the congestion control of every stream, at both ends (the
+server runs it for what it sends in a pull): any the kernel offers, such as
+bbr, cubic, reno, or fast (FAST TCP, once lightpath cc install fast has
+loaded it, as root). Default: bbr where the kernel has it, cubic to
+loopback peers (the server's serve --cc, when it has one, for what it
+sends). The summary names what each stream really ran (cc).
+
 Reserved bandwidth (--reserve RATE|auto, with --controller URL and
 --controller-token-file F): before the copy, cp books a reservation with the
 controller for its own connections: the flow "tcp CLIENT > SERVER:PORT" for
@@ -166,28 +173,31 @@ cannot be reached never stops the copy.`,
 
 // cpSummary is the final line of cp --json; the field names are a contract.
 type cpSummary struct {
-	Type           string         `json:"type"`
-	Direction      string         `json:"direction"`
-	Bytes          int64          `json:"bytes"`
-	Files          int            `json:"files"`
-	FilesFailed    int            `json:"files_failed"`
-	FilesSkipped   int            `json:"files_skipped"`
-	Seconds        float64        `json:"seconds"`
-	ThroughputBps  float64        `json:"throughput_bps"`
-	Streams        int            `json:"streams"`
-	Verified       bool           `json:"verified"`
-	Checksum       string         `json:"checksum"`
-	BytesSent      int64          `json:"bytes_sent"`
-	BytesSkipped   int64          `json:"bytes_skipped"`
-	BytesSparse    int64          `json:"bytes_sparse"`
-	Attempts       int            `json:"attempts"`
-	Retransmits    uint32         `json:"retransmits"`
-	PerStream      []streamReport `json:"per_stream"`
-	Bottleneck     string         `json:"bottleneck"`
-	BottleneckWhy  string         `json:"bottleneck_reason"`
-	SenderIOWait   float64        `json:"sender_io_wait_seconds"`
-	ReceiverIOWait float64        `json:"receiver_io_wait_seconds"`
-	Errors         []string       `json:"errors,omitempty"`
+	Type          string         `json:"type"`
+	Direction     string         `json:"direction"`
+	Bytes         int64          `json:"bytes"`
+	Files         int            `json:"files"`
+	FilesFailed   int            `json:"files_failed"`
+	FilesSkipped  int            `json:"files_skipped"`
+	Seconds       float64        `json:"seconds"`
+	ThroughputBps float64        `json:"throughput_bps"`
+	Streams       int            `json:"streams"`
+	Verified      bool           `json:"verified"`
+	Checksum      string         `json:"checksum"`
+	BytesSent     int64          `json:"bytes_sent"`
+	BytesSkipped  int64          `json:"bytes_skipped"`
+	BytesSparse   int64          `json:"bytes_sparse"`
+	Attempts      int            `json:"attempts"`
+	Retransmits   uint32         `json:"retransmits"`
+	PerStream     []streamReport `json:"per_stream"`
+	// CC names the congestion controls the streams ran (mover.Summary.CC):
+	// "fast", or "fast,cubic" when they differ.
+	CC             string   `json:"cc"`
+	Bottleneck     string   `json:"bottleneck"`
+	BottleneckWhy  string   `json:"bottleneck_reason"`
+	SenderIOWait   float64  `json:"sender_io_wait_seconds"`
+	ReceiverIOWait float64  `json:"receiver_io_wait_seconds"`
+	Errors         []string `json:"errors,omitempty"`
 	// DryRun: nothing was sent; Files and Bytes are what would be sent or
 	// compared, FilesSkipped what would be left alone.
 	DryRun bool `json:"dry_run,omitempty"`
@@ -205,6 +215,7 @@ type cpSummary struct {
 }
 
 type streamReport struct {
+	CC             string  `json:"cc,omitempty"` // the congestion control it ran
 	Bytes          int64   `json:"bytes"`
 	RTTMs          float64 `json:"rtt_ms"`
 	RTTVarMs       float64 `json:"rttvar_ms"`
@@ -215,12 +226,38 @@ type streamReport struct {
 	SndbufLimitedS float64 `json:"sndbuf_limited_seconds"`
 }
 
+// ccLine says which congestion control the streams ran, with how many
+// streams ran each, in the order they first appear: "fast (4 streams)", or
+// "fast (3 streams), cubic (1 stream)"; "" when no stream could say.
+func ccLine(streams []streamReport) string {
+	var names []string
+	count := map[string]int{}
+	for _, s := range streams {
+		if s.CC == "" {
+			continue
+		}
+		if count[s.CC] == 0 {
+			names = append(names, s.CC)
+		}
+		count[s.CC]++
+	}
+	parts := make([]string, len(names))
+	for i, n := range names {
+		word := "streams"
+		if count[n] == 1 {
+			word = "stream"
+		}
+		parts[i] = fmt.Sprintf("%s (%d %s)", textsafe.Sanitize(n), count[n], word)
+	}
+	return strings.Join(parts, ", ")
+}
+
 // streamReports is each stream's account as cp and bench print it.
 func streamReports(streams []mover.StreamSummary) []streamReport {
 	var out []streamReport
 	for _, s := range streams {
 		out = append(out, streamReport{
-			Bytes: s.Bytes, RTTMs: float64(s.RTT) / 1e6, RTTVarMs: float64(s.RTTVar) / 1e6,
+			CC: s.CC, Bytes: s.Bytes, RTTMs: float64(s.RTT) / 1e6, RTTVarMs: float64(s.RTTVar) / 1e6,
 			Cwnd: s.Cwnd, Retransmits: s.Retransmits, DeliveryBps: s.DeliveryBps,
 			RwndLimitedS: s.RwndLimited.Seconds(), SndbufLimitedS: s.SndbufLimited.Seconds(),
 		})
@@ -489,7 +526,7 @@ func (o cpFlags) summary(r mover.Summary) cpSummary {
 		FilesFailed: r.FilesFailed, FilesSkipped: r.FilesSkipped, Seconds: r.Elapsed.Seconds(),
 		ThroughputBps: r.ThroughputBps(), Streams: len(r.Streams), Verified: r.Verified, Checksum: "crc32c",
 		BytesSent: r.BytesSent, BytesSkipped: r.BytesSkipped, BytesSparse: r.BytesSparse, Attempts: r.Attempts,
-		Retransmits: r.Retransmits, PerStream: streamReports(r.Streams),
+		Retransmits: r.Retransmits, PerStream: streamReports(r.Streams), CC: r.CC(),
 		Bottleneck: r.Bottleneck.What, BottleneckWhy: r.Bottleneck.Why,
 		SenderIOWait: r.SenderIOWait.Seconds(), ReceiverIOWait: r.ReceiverIOWait.Seconds(),
 		Errors: r.Errors, DryRun: o.dryRun}
@@ -541,6 +578,9 @@ func printSummary(w io.Writer, s cpSummary) {
 		fmt.Fprintf(w, ", %d attempts", s.Attempts)
 	}
 	fmt.Fprintf(w, "; retransmits %d\n", s.Retransmits)
+	if cc := ccLine(s.PerStream); cc != "" {
+		fmt.Fprintf(w, "  congestion control: %s\n", cc)
+	}
 	if s.Bottleneck != "" {
 		fmt.Fprintf(w, "  bottleneck: %s: %s\n", s.Bottleneck, s.BottleneckWhy)
 	}

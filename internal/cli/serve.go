@@ -24,12 +24,12 @@ import (
 
 func newServeCmd() *cobra.Command {
 	var (
-		listen, root, tokenFile, cert, key, logFile string
-		readOnly                                    bool
-		idle, stall, partialTTL                     time.Duration
-		maxSessions, maxPerClient                   int
-		maxFileSize                                 string
-		dn                                          dataNodeFlags
+		listen, root, tokenFile, cert, key, logFile, cc string
+		readOnly                                        bool
+		idle, stall, partialTTL                         time.Duration
+		maxSessions, maxPerClient                       int
+		maxFileSize                                     string
+		dn                                              dataNodeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --listen HOST:PORT --root DIR",
@@ -54,6 +54,13 @@ and its data within the filesystem's free space; otherwise the client is
 told how much room it needs. Partial files nobody has written for
 --partial-ttl are removed as abandoned, at start and periodically. One
 client address holds at most --max-sessions-per-client sessions at once.
+
+--cc sets the congestion control of the server's sockets in sessions whose
+client names none (a client's --cc wins): what the server sends, in a pull
+or a bench --reverse, runs under it; on a data node, its pushes of tasks
+whose job names none too. Any the kernel offers: bbr, cubic, reno, or fast
+(FAST TCP) once lightpath cc install fast has loaded it (as root). Default:
+bbr where the kernel has it, cubic to loopback peers.
 
 With --controller, the server is also a data node of the transfer service
 (see docs/service.md): it registers with the controller as node --node of
@@ -91,6 +98,9 @@ deployment then needs a certificate for the host it advertises.`,
 			if err := dn.check(cmd, listen); err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
+			if err := checkCC(cc); err != nil {
+				return fmt.Errorf("serve: %w", err)
+			}
 			token, err := readToken(tokenFile)
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
@@ -126,7 +136,7 @@ deployment then needs a certificate for the host it advertises.`,
 			scfg := mover.ServerConfig{
 				Root: root, Token: token, TLS: tlsCfg, ReadOnly: readOnly, Logger: logger,
 				TransferLog: tlog, IdleTimeout: idle, StallTimeout: stall, MaxSessions: maxSessions,
-				MaxSessionsPerClient: maxPerClient, MaxFileSize: maxSize, PartialTTL: partialTTL,
+				MaxSessionsPerClient: maxPerClient, MaxFileSize: maxSize, PartialTTL: partialTTL, CC: cc,
 			}
 			var verifier *grant.Verifier
 			if dn.on() {
@@ -153,7 +163,7 @@ deployment then needs a certificate for the host it advertises.`,
 					return fmt.Errorf("serve: %w", err)
 				}
 				err = dn.serve(cmd.Context(), srv, ln, datanode.Config{Root: root, Verifier: verifier, Token: token,
-					TLS: pushTLS, Logger: logger.With("component", "datanode")})
+					TLS: pushTLS, CC: cc, Logger: logger.With("component", "datanode")})
 			} else {
 				err = srv.Serve(cmd.Context(), ln)
 			}
@@ -177,6 +187,7 @@ deployment then needs a certificate for the host it advertises.`,
 	f.IntVar(&maxSessions, "max-sessions", 64, "concurrent sessions before new ones are told to come back later")
 	f.IntVar(&maxPerClient, "max-sessions-per-client", 16, "concurrent sessions one client address may hold")
 	f.StringVar(&maxFileSize, "max-file-size", "16TiB", "largest file a client may push")
+	registerCC(f, &cc)
 	f.DurationVar(&partialTTL, "partial-ttl", mover.DefaultPartialTTL, "remove partial files nobody has written for this long (0: never)")
 	dn.register(f)
 	return cmd

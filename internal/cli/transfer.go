@@ -273,9 +273,9 @@ func printTransferPage(w io.Writer, p apiv1.TransferPage) {
 // Jobs of the transfer service.
 
 type submitFlags struct {
-	deadline, key, checksum, checksumFile, project string
-	priority                                       int
-	overwrite, skipExisting, update                bool
+	deadline, key, checksum, checksumFile, project, cc string
+	priority                                           int
+	overwrite, skipExisting, update                    bool
 }
 
 func newTransferSubmitCmd(o *ctlFlags) *cobra.Command {
@@ -302,6 +302,12 @@ resubmission sends only what is missing); --overwrite replaces it,
 --skip-existing leaves it alone. --checksum-file F names the checksums the
 files must arrive with: lines "HEX  ENDPOINT:PATH", or "HEX  PATH" under
 the first source's endpoint, HEX in the job's algorithm.
+
+--cc NAME is the congestion control of the job's data streams (bbr, cubic,
+reno, or fast: FAST TCP, which each source data node must have loaded with
+lightpath cc install fast, as root); a data node whose kernel lacks it fails
+the job's tasks, saying so. Default: each data node's own (serve --cc, or
+bbr where the kernel has it).
 
 --id KEY makes the submission idempotent: the same KEY again returns the
 first job (or is refused when the request differs). It prints the job's
@@ -347,6 +353,7 @@ id, its state and what it waits for; follow it with transfer wait.`,
 	fs.StringVar(&f.checksum, "checksum", "", "end-to-end checksum: crc32c (default) or adler32")
 	fs.StringVar(&f.checksumFile, "checksum-file", "", `file of expected checksums: lines "HEX  ENDPOINT:PATH" or "HEX  PATH"`)
 	fs.StringVar(&f.project, "project", "", "the project the job runs under (its limits apply)")
+	fs.StringVar(&f.cc, "cc", "", "congestion control of the job's data streams: bbr, cubic, reno, or fast (loaded on the data nodes with lightpath cc install fast) (default: each data node's own)")
 	fs.BoolVar(&f.update, "update", false, "leave a destination file whose size, time and checksum match, replace it otherwise (the default)")
 	fs.BoolVar(&f.overwrite, "overwrite", false, "replace destination files that exist")
 	fs.BoolVar(&f.skipExisting, "skip-existing", false, "leave destination files that exist alone")
@@ -365,7 +372,10 @@ func orWord(s, def string) string {
 // locations, sources on several endpoints, a deadline not in the future,
 // two policies, a bad checksum file.
 func (f submitFlags) request(args []string, now time.Time) (transfer.JobRequest, error) {
-	req := transfer.JobRequest{Priority: f.priority, Key: f.key, Project: f.project}
+	req := transfer.JobRequest{Priority: f.priority, Key: f.key, Project: f.project, CC: f.cc}
+	if err := transfer.CheckCC(f.cc); err != nil {
+		return req, fmt.Errorf("--cc: %w", err)
+	}
 	srcs, dst := args[:len(args)-1], args[len(args)-1]
 	var first transfer.Location
 	for i, a := range srcs {
@@ -535,6 +545,9 @@ func printJobPage(w io.Writer, p apiv1.JobPage, optimizer bool) {
 	}
 	row("checksum", orWord(j.Checksum, transfer.ChecksumCRC32C))
 	row("policy", orWord(j.Policy, transfer.PolicyUpdate))
+	if j.CC != "" {
+		row("cc", j.CC)
+	}
 	row("done", jobProgress(j))
 	row("throughput", units.FormatRate(j.ThroughputBps))
 	row("algorithm", j.Algorithm)

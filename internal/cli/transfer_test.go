@@ -35,6 +35,9 @@ func TestSubmitRequest(t *testing.T) {
 		{"checksum file", submitFlags{checksum: "adler32", checksumFile: sums}, []string{"siteA:run1", "siteB:in"}, func(r transfer.JobRequest) bool {
 			return r.Checksum == "adler32" && r.Expected["siteA:run1/a.dat"] == "0a0b0c0d" && r.Expected["siteA:run1/b.dat"] == "00000001"
 		}, ""},
+		{"congestion control", submitFlags{cc: "fast"}, []string{"a:x", "b:y"}, func(r transfer.JobRequest) bool { return r.CC == "fast" }, ""},
+		{"congestion control not a name", submitFlags{cc: "Fast TCP"}, []string{"a:x", "b:y"}, nil, `--cc: congestion control "Fast TCP": want lower-case letters`},
+		{"congestion control too long", submitFlags{cc: "averyveryverylongname"}, []string{"a:x", "b:y"}, nil, "want at most 15 bytes"},
 		{"skip", submitFlags{skipExisting: true}, []string{"a:x", "b:y"}, func(r transfer.JobRequest) bool { return r.Policy == transfer.PolicySkip }, ""},
 		{"no endpoint", submitFlags{}, []string{"run1", "siteB:in"}, nil, "source: malformed location"},
 		{"path out of the root", submitFlags{}, []string{"siteA:../etc", "siteB:in"}, nil, "leads out of the endpoint's root"},

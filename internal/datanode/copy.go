@@ -15,6 +15,7 @@ import (
 	"github.com/lightpath/lightpath/internal/mover"
 	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transport"
 )
 
 // push is one session's worth of a copy task: files that land under one
@@ -308,6 +309,11 @@ func (n *node) pushAll(ctx context.Context, w apiv1.TaskWork, b *batcher, meterO
 	if w.Address == "" {
 		return retry.Permanent(errors.New("the task names no destination server"))
 	}
+	if err := transport.CheckCC(w.CC); err != nil {
+		// The job asks for a congestion control this host lacks: no
+		// attempt here would do better until someone loads it.
+		return retry.Permanent(fmt.Errorf("the job's %w", err))
+	}
 	algo := w.Checksum
 	var firstErr error
 	var prevSent int64
@@ -402,7 +408,7 @@ func (n *node) clientConfig(w apiv1.TaskWork) mover.ClientConfig {
 		Grant:     w.Grant,
 		Token:     n.cfg.Token,
 		TLS:       pushTLS(n.cfg.TLS, w.Address),
-		Tuning:    mover.Tuning{Rate: taskRate(w.Task.RateBps, n.cfg.MaxRateBps, n.running()), DSCP: -1},
+		Tuning:    mover.Tuning{CC: orWord(w.CC, n.cfg.CC), Rate: taskRate(w.Task.RateBps, n.cfg.MaxRateBps, n.running()), DSCP: -1},
 		Streams:   w.Task.Streams,
 		Transport: n.cfg.Transport,
 		LocalAddr: n.sourceAddr(w),

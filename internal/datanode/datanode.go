@@ -72,6 +72,9 @@ type Config struct {
 	Token     []byte
 	TLS       *tls.Config
 	Transport transport.Transport
+	// CC is the congestion control of pushes whose job names none (serve
+	// --cc); "" leaves the transport's default.
+	CC string
 	// Retries is how often a copy's failed session is resumed before the
 	// task reports its error (default DefaultRetries; negative: never).
 	Retries int

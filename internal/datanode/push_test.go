@@ -12,8 +12,10 @@ import (
 
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/mover"
+	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/testcert"
 	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transport"
 )
 
 // TestPushTLS pushes a copy task's file to a destination that serves TLS:
@@ -80,5 +82,50 @@ func TestSourceAddr(t *testing.T) {
 		if got := n.clientConfig(w).LocalAddr; got != tc.want {
 			t.Errorf("source %q: leaves from %q, want %q", tc.given, got, tc.want)
 		}
+	}
+}
+
+// A task's pushes run the job's congestion control, or the node's own
+// (serve --cc) when the job names none; one this host's kernel lacks fails
+// the task at once, permanently, saying so (for fast, how to load it).
+func TestTaskCC(t *testing.T) {
+	for _, tc := range []struct{ job, node, want string }{
+		{"reno", "", "reno"},
+		{"reno", "cubic", "reno"},
+		{"", "cubic", "cubic"},
+		{"", "", ""},
+	} {
+		n := &node{cfg: Config{CC: tc.node}, log: slog.New(slog.DiscardHandler)}
+		w := apiv1.TaskWork{Task: transfer.Task{ID: "k-1"}, Address: "127.0.0.1:7000", CC: tc.job}
+		if got := n.clientConfig(w).Tuning.CC; got != tc.want {
+			t.Errorf("job %q, node %q: pushes run %q, want %q", tc.job, tc.node, got, tc.want)
+		}
+	}
+	if len(transport.AvailableCC()) == 0 {
+		t.Skip("this system lists no congestion controls")
+	}
+	src, dst := t.TempDir(), t.TempDir()
+	addr := serve(t, mover.ServerConfig{Root: dst})
+	write(t, src, "a.dat", randomBytes(1000, 5))
+	root, err := os.OpenRoot(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	n := &node{cfg: Config{Retries: 3}, root: root, log: slog.New(slog.DiscardHandler)}
+	refused := map[string]string{"nosuchcc": `congestion control "nosuchcc" is not offered`}
+	if !transport.HasCC(transport.FastCC) {
+		refused[transport.FastCC] = "lightpath cc install fast"
+	}
+	for cc, want := range refused {
+		w := apiv1.TaskWork{Task: transfer.Task{ID: "k-3", Attempt: 1}, CC: cc,
+			Files: []transfer.JobFile{{Path: "a.dat", Dest: "in/a.dat"}}, Address: addr}
+		err := n.pushAll(context.Background(), w, &batcher{}, func(*mover.Meter, int64) {})
+		if err == nil || !retry.IsPermanent(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("a task with cc %s: %v, want a permanent error with %q", cc, err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dst, "in/a.dat")); err == nil {
+		t.Error("a task refused for its congestion control pushed its file")
 	}
 }

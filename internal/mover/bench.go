@@ -105,7 +105,7 @@ func benchRun(l *link, send bool, dur time.Duration) (wire.Stats, error) {
 		}()
 	}
 	wg.Wait()
-	st := wire.Stats{Elapsed: int64(time.Since(start))}
+	st := wire.Stats{Elapsed: int64(time.Since(start)), HasCC: l.ctrl.version >= wire.VersionCC}
 	for i, d := range l.data {
 		if errs[i] != nil {
 			return st, fmt.Errorf("stream %d: %w", i, errs[i])

@@ -8,6 +8,7 @@ package mover
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,7 +21,7 @@ import (
 
 // Tuning is the socket options of a session's streams.
 type Tuning struct {
-	CC     string // congestion control (bbr, cubic, reno); "" for the default
+	CC     string // congestion control (bbr, cubic, reno, fast: any the kernel offers); "" for the default
 	Rate   uint64 // bits per second for the whole session, paced; 0 for no cap
 	Window uint32 // socket buffer bytes per stream; 0 for autotuning
 	DSCP   int8   // the DSCP every packet is marked with; -1 for none
@@ -170,6 +171,10 @@ type Job struct {
 
 // StreamSummary is one stream's account at the end of a session.
 type StreamSummary struct {
+	// CC is the congestion control the stream ran, as its sending socket
+	// said (TCP_CONGESTION); "" when the sender could not say (a server
+	// older than protocol version 5, in a pull or a reverse bench).
+	CC            string
 	Bytes         int64
 	RTT, RTTVar   time.Duration
 	Cwnd          uint32
@@ -211,6 +216,22 @@ type Summary struct {
 	Warnings []string
 	// Planned is a dry run's verdict per entry, sorted by path.
 	Planned []FileResult
+}
+
+// CC names the congestion controls the streams ran, each once in the
+// order the streams first ran it, comma-separated: "fast", or
+// "fast,cubic" when they differ; "" when no stream could say.
+func (s Summary) CC() string { return StreamsCC(s.Streams) }
+
+// StreamsCC names the congestion controls streams ran, as Summary.CC does.
+func StreamsCC(streams []StreamSummary) string {
+	var names []string
+	for _, st := range streams {
+		if st.CC != "" && !slices.Contains(names, st.CC) {
+			names = append(names, st.CC)
+		}
+	}
+	return strings.Join(names, ",")
 }
 
 // ThroughputBps is the payload carried per second of the copy.
@@ -403,7 +424,7 @@ func streamSummaries(snd, rcv wire.Stats) ([]StreamSummary, uint32) {
 	var retrans uint32
 	for i, s := range snd.Streams {
 		r := StreamSummary{
-			Bytes: s.Bytes, RTT: time.Duration(s.RTT), RTTVar: time.Duration(s.RTTVar),
+			CC: s.CC, Bytes: s.Bytes, RTT: time.Duration(s.RTT), RTTVar: time.Duration(s.RTTVar),
 			Cwnd: s.Cwnd, Retransmits: s.Retrans, DeliveryBps: float64(s.DeliveryRate) * 8,
 			RwndLimited: time.Duration(s.RwndLimited), SndbufLimited: time.Duration(s.SndbufLimited),
 		}

@@ -123,6 +123,7 @@ func (d *dataConn) stats() wire.StreamStats {
 	s.SndbufLimited = int64(info.SenderLimited)
 	s.PacingRate = info.PacingRate
 	s.DeliveryRate = info.DeliveryRate
+	s.CC = info.CC
 	return s
 }
 

@@ -52,6 +52,11 @@ type ServerConfig struct {
 	// untouched before the server removes them as abandoned (at start and
 	// then periodically); 0 means DefaultPartialTTL, negative never.
 	PartialTTL time.Duration
+	// CC is the congestion control of the server's sockets in a session
+	// whose client names none (the client's choice wins): what the server
+	// sends, in a pull or a reverse bench, runs under it. "" leaves the
+	// transport's default. NewServer checks the kernel offers it.
+	CC string
 	// Grants, when set, makes the server a data node of the transfer
 	// service: every session must present a grant the verifier accepts
 	// (signed by the controller for this node, not expired, not of an
@@ -124,6 +129,9 @@ type joined struct {
 
 // NewServer opens the root and checks the configuration.
 func NewServer(cfg ServerConfig) (*Server, error) {
+	if err := transport.CheckCC(cfg.CC); err != nil {
+		return nil, err
+	}
 	fi, err := os.Stat(cfg.Root)
 	if err != nil {
 		return nil, fmt.Errorf("root %s: %w", cfg.Root, cleanPathError(err))
@@ -338,6 +346,9 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 		log.Info("connection dropped", "reason", "expected a request, got "+m.Type().String())
 		return
 	}
+	if tuning.CC == "" {
+		tuning.CC = s.cfg.CC
+	}
 	if st != nil {
 		if err := st.Tune(tuningOptions(tuning, streams)); err != nil {
 			sendError(c, wire.CodeRefused, err.Error())
@@ -472,6 +483,7 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	var runErr error
 	var bytes int64
 	var srcErrs int
+	var cc string // what the session's sending sockets ran
 	engineDone := make(chan struct{})
 	if ss.grant != nil {
 		go func() {
@@ -489,11 +501,15 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 		var res RecvResult
 		res, runErr = runReceiver(ctx, l, dst)
 		bytes = res.Local.Bytes
+		streams, _ := streamSummaries(res.Remote, res.Local)
+		cc = StreamsCC(streams)
 	case *wire.Get:
 		l.blockSize, l.opts = int64(m.BlockSize), m.Transfer
 		var res SendResult
 		res, runErr = runSender(ctx, l, src)
 		bytes, srcErrs = res.Local.Bytes, len(res.Errors)
+		streams, _ := streamSummaries(res.Local, res.Remote)
+		cc = StreamsCC(streams)
 	case *wire.Bench:
 		bytes, runErr = serveBench(ctx, l, m)
 	}
@@ -502,7 +518,7 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	if msg := l.cutReason(); msg != "" {
 		runErr = errors.New(msg)
 	}
-	s.logSession(sid, peer, op, l.prog, bytes, srcErrs, time.Since(start), runErr)
+	s.logSession(sid, peer, op, l.prog, bytes, srcErrs, cc, time.Since(start), runErr)
 	if runErr != nil {
 		log.Info("session ended", "session", sid, "op", op, "err", runErr)
 	}
@@ -647,6 +663,10 @@ type logLine struct {
 	Files   int64   `json:"files,omitempty"`
 	Bytes   int64   `json:"bytes,omitempty"`
 	Seconds float64 `json:"seconds,omitempty"`
+	// CC names the congestion controls the session's sending sockets ran
+	// (Summary.CC): the client's in a put (protocol version 5), the
+	// server's in a get.
+	CC string `json:"cc,omitempty"`
 }
 
 func (s *Server) writeLog(l logLine) {
@@ -674,9 +694,9 @@ func (s *Server) logFile(sid, peer, op string, fr FileResult) {
 	s.writeLog(l)
 }
 
-func (s *Server) logSession(sid, peer, op string, p *Progress, bytes int64, srcErrs int, d time.Duration, err error) {
+func (s *Server) logSession(sid, peer, op string, p *Progress, bytes int64, srcErrs int, cc string, d time.Duration, err error) {
 	l := logLine{Session: sid, Peer: peer, Op: op, Kind: "session", Status: "ok",
-		Files: p.FilesDone.Load(), Bytes: bytes, Seconds: d.Seconds()}
+		Files: p.FilesDone.Load(), Bytes: bytes, Seconds: d.Seconds(), CC: cc}
 	if err != nil {
 		l.Status, l.Reason = "failed", err.Error()
 	} else if n := p.FilesFailed.Load() + int64(srcErrs); n > 0 {

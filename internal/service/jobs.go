@@ -67,6 +67,9 @@ func normalize(req *transfer.JobRequest, now time.Time) ([]transfer.Location, tr
 	default:
 		return nil, transfer.Location{}, invalid("policy", "policy %q: want update, overwrite or skip-existing", req.Policy)
 	}
+	if err := transfer.CheckCC(req.CC); err != nil {
+		return nil, transfer.Location{}, invalid("cc", "%s", err)
+	}
 	if req.Priority < -MaxPriority || req.Priority > MaxPriority {
 		return nil, transfer.Location{}, invalid("priority", "priority %d: want -%d to %d", req.Priority, MaxPriority, MaxPriority)
 	}
@@ -98,7 +101,7 @@ func normalize(req *transfer.JobRequest, now time.Time) ([]transfer.Location, tr
 func sameRequest(a, b transfer.JobRequest) bool {
 	return slices.Equal(a.Sources, b.Sources) && a.Destination == b.Destination &&
 		a.Deadline.Equal(b.Deadline) && a.Priority == b.Priority && a.Key == b.Key &&
-		a.Checksum == b.Checksum && a.Policy == b.Policy && a.Project == b.Project &&
+		a.Checksum == b.Checksum && a.Policy == b.Policy && a.Project == b.Project && a.CC == b.CC &&
 		maps.Equal(a.Expected, b.Expected)
 }
 

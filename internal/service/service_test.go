@@ -262,12 +262,12 @@ func TestJobLifecycle(t *testing.T) { eachStore(t, testJobLifecycle) }
 
 func testJobLifecycle(t *testing.T, db string) {
 	e := newEnvAt(t, db)
-	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(100, 1<<20))
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", CC: "fast"}, listed(100, 1<<20))
 	if j.State != transfer.JobActive || j.FilesTotal != 100 || j.BytesTotal != 100<<20 || j.Reason != "moving: 0 of 100 files" {
 		t.Fatalf("listed job: %s %q files %d bytes %d", j.State, j.Reason, j.FilesTotal, j.BytesTotal)
 	}
-	if j.Checksum != transfer.ChecksumCRC32C || j.Policy != transfer.PolicyUpdate {
-		t.Fatalf("defaults: %q %q", j.Checksum, j.Policy)
+	if j.Checksum != transfer.ChecksumCRC32C || j.Policy != transfer.PolicyUpdate || j.CC != "fast" {
+		t.Fatalf("defaults: %q %q, cc %q", j.Checksum, j.Policy, j.CC)
 	}
 	w1 := e.claim("a1", 4)
 	w2 := e.claim("a2", 4)
@@ -282,8 +282,8 @@ func testJobLifecycle(t *testing.T, db string) {
 		t.Fatalf("both pairs push to %s", w1[0].Task.To)
 	}
 	for _, w := range append(w1, w2...) {
-		if w.Task.State != transfer.TaskActive || w.Task.Attempt != 1 || w.Address != e.addr(w.Task.To) || w.Checksum != "crc32c" || w.Policy != "update" {
-			t.Fatalf("task work: %+v", w.Task)
+		if w.Task.State != transfer.TaskActive || w.Task.Attempt != 1 || w.Address != e.addr(w.Task.To) || w.Checksum != "crc32c" || w.Policy != "update" || w.CC != "fast" {
+			t.Fatalf("task work: %+v, cc %q", w.Task, w.CC)
 		}
 		if w.Files[0].Dest != "in/"+w.Files[0].Path || w.Files[0].State != transfer.FileActive || w.Files[0].Attempts != 1 {
 			t.Fatalf("file: %+v", w.Files[0])
@@ -436,6 +436,8 @@ func TestSubmitRefusesBadInput(t *testing.T) {
 		{"checksum", alice, func(r *transfer.JobRequest) { r.Checksum = "md5" }, reserve.ErrInvalid, "checksum"},
 		{"policy", alice, func(r *transfer.JobRequest) { r.Policy = "clobber" }, reserve.ErrInvalid, "policy"},
 		{"priority", alice, func(r *transfer.JobRequest) { r.Priority = 1001 }, reserve.ErrInvalid, "priority"},
+		{"cc not a name", alice, func(r *transfer.JobRequest) { r.CC = "FAST TCP" }, reserve.ErrInvalid, "cc"},
+		{"cc too long", alice, func(r *transfer.JobRequest) { r.CC = "a-name-longer-than-the-kernels" }, reserve.ErrInvalid, "cc"},
 		{"expected not hex", alice, func(r *transfer.JobRequest) { r.Expected = map[string]string{"src:data/x": "zz"} }, reserve.ErrInvalid, "expected_checksums"},
 		{"project not a member", alice, func(r *transfer.JobRequest) { r.Project = "atlas" }, reserve.ErrForbidden, ""},
 		{"agent", agent("a1"), func(r *transfer.JobRequest) {}, reserve.ErrForbidden, ""},
@@ -482,8 +484,12 @@ func TestSubmitIdempotent(t *testing.T) {
 	if _, _, err := e.s.Submit(e.ctx, alice, req); !errors.Is(err, reserve.ErrConflict) {
 		t.Fatalf("a different request under the key: %v", err)
 	}
+	req.Priority, req.CC = 0, "reno"
+	if _, _, err := e.s.Submit(e.ctx, alice, req); !errors.Is(err, reserve.ErrConflict) {
+		t.Fatalf("another congestion control under the key: %v", err)
+	}
 	// The key is the owner's: an operator may use it for another job.
-	req.Priority = 0
+	req.CC = ""
 	if _, created, err := e.s.Submit(e.ctx, oper, req); err != nil || !created {
 		t.Fatalf("another owner's key: %v %v", err, created)
 	}

@@ -87,6 +87,32 @@ type JobRequest struct {
 	Expected map[string]string `json:"expected_checksums,omitempty"`
 	Policy   string            `json:"policy,omitempty"` // update (default), overwrite or skip-existing
 	Project  string            `json:"project,omitempty"`
+	// CC is the congestion control of the job's data streams (bbr, cubic,
+	// reno, fast, ...: any the data nodes' kernels offer; see CheckCC);
+	// "" leaves each data node's own.
+	CC string `json:"cc,omitempty"`
+}
+
+// MaxCCName bounds a congestion control's name: the kernel's
+// TCP_CA_NAME_MAX is 16 bytes with the terminating zero.
+const MaxCCName = 15
+
+// CheckCC checks that a job's congestion control is a name a kernel could
+// offer: short, lower-case letters, digits, - and _. Whether the data
+// nodes' kernels offer it, each says when it runs the job's tasks.
+func CheckCC(name string) error {
+	if name == "" {
+		return nil
+	}
+	if len(name) > MaxCCName {
+		return fmt.Errorf("congestion control %q: want at most %d bytes", name, MaxCCName)
+	}
+	for _, r := range name {
+		if !('a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '-' || r == '_') {
+			return fmt.Errorf("congestion control %q: want lower-case letters, digits, - and _ (such as bbr, cubic, reno, fast)", name)
+		}
+	}
+	return nil
 }
 
 // Job is a dataset moved between two endpoints.

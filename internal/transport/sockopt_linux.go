@@ -8,8 +8,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -46,7 +46,7 @@ func control(c syscall.RawConn, network, peer string, o Options) error {
 		}
 		if o.CC != "" {
 			if err := unix.SetsockoptString(s, unix.IPPROTO_TCP, unix.TCP_CONGESTION, o.CC); err != nil {
-				why := "the kernel offers: " + strings.Join(AvailableCC(), ", ")
+				why := ccMissing(o.CC, AvailableCC())
 				if errors.Is(err, unix.EPERM) {
 					why = "an unprivileged process may only use those in net.ipv4.tcp_allowed_congestion_control"
 				}
@@ -74,20 +74,44 @@ func control(c syscall.RawConn, network, peer string, o Options) error {
 	return serr
 }
 
-var (
-	ccOnce  sync.Once
-	ccAvail []string
-)
-
-// AvailableCC lists the congestion controls this kernel offers.
+// AvailableCC lists the congestion controls this kernel offers now. It
+// reads the list afresh each time: a BPF congestion control (lightpath cc
+// install fast) comes and goes while a process runs.
 func AvailableCC() []string {
-	ccOnce.Do(func() {
-		b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
-		if err == nil {
-			ccAvail = strings.Fields(string(b))
-		}
-	})
-	return ccAvail
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(b))
+}
+
+// CheckCC checks, before a socket is opened, that the kernel offers the
+// named congestion control now; "" (the transport's choice) always passes.
+// Its error names what the kernel offers and, for fast, how to load it. A
+// list that cannot be read leaves the verdict to the socket.
+func CheckCC(name string) error { return checkCC(name, AvailableCC()) }
+
+// checkCC is CheckCC against the list avail.
+func checkCC(name string, avail []string) error {
+	if name == "" || avail == nil || slices.Contains(avail, name) {
+		return nil
+	}
+	what := "not offered"
+	if name == FastCC {
+		what = "not loaded"
+	}
+	return fmt.Errorf("congestion control %q is %s: %s", name, what, ccMissing(name, avail))
+}
+
+// ccMissing says what can be had instead of a congestion control the
+// kernel lacks (avail) and, for Lightpath's FAST TCP, the command that
+// loads it.
+func ccMissing(name string, avail []string) string {
+	why := "this kernel offers " + strings.Join(avail, ", ")
+	if name == FastCC {
+		why = "load it with lightpath cc install fast, as root; " + why
+	}
+	return why
 }
 
 // HasCC reports whether the kernel offers the named congestion control.
@@ -142,8 +166,13 @@ func tcpInfo(fd int) (Stats, error) {
 	if maxPacing == noPacingCap || maxPacing == uint64(^uint32(0)) {
 		maxPacing = 0
 	}
+	cc, err := unix.GetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION)
+	if err != nil {
+		return Stats{}, fmt.Errorf("read TCP_CONGESTION: %w", err)
+	}
 	us := func(v uint64) time.Duration { return time.Duration(v) * time.Microsecond }
 	return Stats{
+		CC:              strings.TrimRight(cc, "\x00"),
 		RTT:             us(uint64(ti.Rtt)),
 		RTTVar:          us(uint64(ti.Rttvar)),
 		MinRTT:          us(uint64(ti.Min_rtt)),

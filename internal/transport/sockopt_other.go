@@ -20,6 +20,15 @@ func control(c syscall.RawConn, network, peer string, o Options) error {
 // AvailableCC lists the congestion controls this kernel offers.
 func AvailableCC() []string { return nil }
 
+// CheckCC checks that a stream may be given the named congestion control:
+// here none, but "" (the transport's choice).
+func CheckCC(name string) error {
+	if name == "" {
+		return nil
+	}
+	return fmt.Errorf("congestion control %q: choosing one needs Linux: %w", name, platform.ErrUnsupported)
+}
+
 // HasCC reports whether the kernel offers the named congestion control.
 func HasCC(name string) bool { return false }
 

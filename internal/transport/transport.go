@@ -106,8 +106,10 @@ type ReadLowater interface {
 // Options tune a stream. Zero values leave the transport's defaults; a
 // transport returns an error for an option it cannot honour.
 type Options struct {
-	// CC names the congestion control ("bbr", "cubic", "reno"); empty
-	// means the transport's choice. TCP takes BBR where the kernel has it
+	// CC names the congestion control: any the kernel offers (bbr, cubic,
+	// reno, and fast, Lightpath's FAST TCP, once lightpath cc install fast
+	// has loaded it; CheckCC says before dialling); empty means the
+	// transport's choice. TCP takes BBR where the kernel has it
 	// and its default otherwise, except to a loopback peer: there is no
 	// bottleneck queue there for BBR to model, and its pacing only costs
 	// (on a 2-core machine, 2 GiB tmpfs to tmpfs at 10.8 Gbit/s against
@@ -136,6 +138,10 @@ type Options struct {
 	LocalAddr string
 }
 
+// FastCC is the name FAST TCP registers under once lightpath cc install
+// fast has loaded it into the kernel (a BPF congestion control).
+const FastCC = "fast"
+
 // DefaultNotSentLowat is what the mover asks for: large enough to keep a
 // fast path full, small enough that a block header is not stuck behind
 // megabytes of queued data.
@@ -147,6 +153,10 @@ const DefaultNotSentLowat = 1 << 20
 // times are what the mover's bottleneck judgement reads. A field the
 // transport cannot measure is zero.
 type Stats struct {
+	// CC is the congestion control the stream runs (TCP_CONGESTION for
+	// TCP), read from the stream itself: what it really ran, whatever was
+	// asked for.
+	CC     string
 	RTT    time.Duration // smoothed round-trip time
 	RTTVar time.Duration // its variation
 	MinRTT time.Duration // the smallest round trip seen

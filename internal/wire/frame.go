@@ -15,7 +15,7 @@ var Magic = [4]byte{'L', 'P', 'T', 'H'}
 // MaxVersion]; the server answers with the highest version both speak.
 const (
 	MinVersion uint16 = 1
-	MaxVersion uint16 = 4
+	MaxVersion uint16 = 5
 )
 
 // VersionAlloc is the first version whose files frames may carry each
@@ -31,6 +31,11 @@ const VersionGrant uint16 = 3
 // range of its one file) and a Result the whole file's state (see
 // Result.HasPart).
 const VersionPart uint16 = 4
+
+// VersionCC is the first version in which a side's account (Stats, in
+// done and bench-done) may name the congestion control each stream ran
+// (Stats.HasCC).
+const VersionCC uint16 = 5
 
 // MaxFrame bounds a control frame's payload. Senders split long lists (the
 // manifest of a large tree) across frames well below it.

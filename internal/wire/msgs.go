@@ -181,7 +181,7 @@ func (t *Tuning) decode(d *dec) {
 	w := d.uv("window")
 	dscp := d.iv("dscp")
 	t.Rate = d.uv("rate")
-	if d.err == nil && (len(t.CC) > 16 || w > 1<<31 || dscp < -1 || dscp > 63) {
+	if d.err == nil && (len(t.CC) > maxCCName || w > 1<<31 || dscp < -1 || dscp > 63) {
 		d.err = malformed("tuning out of range (cc %q, window %d, dscp %d)", t.CC, w, dscp)
 	}
 	t.Window, t.DSCP = uint32(w), int8(dscp)
@@ -750,7 +750,15 @@ type StreamStats struct {
 	SndbufLimited int64  // ns
 	PacingRate    uint64 // bytes/s
 	DeliveryRate  uint64 // bytes/s
+	// CC is the congestion control the stream ran, read from the socket
+	// (version VersionCC and later, see Stats.HasCC); "" where unknown.
+	CC string
 }
+
+// maxCCName bounds a congestion control's name, as the tuning always has
+// (the kernel's names are shorter: TCP_CA_NAME_MAX, 16 bytes, holds the
+// terminating zero).
+const maxCCName = 16
 
 // Stats is one side's account of a session.
 type Stats struct {
@@ -759,6 +767,10 @@ type Stats struct {
 	IOWait  int64 // ns spent in file reads (sender) or writes (receiver)
 	NetWait int64 // ns spent blocked on the network
 	Streams []StreamStats
+	// HasCC says the streams carry CC: a section after the streams, sent
+	// only when the version agreed is VersionCC or later (an older decoder
+	// refuses trailing bytes).
+	HasCC bool
 }
 
 func (s *Stats) appendTo(e *enc) {
@@ -779,6 +791,12 @@ func (s *Stats) appendTo(e *enc) {
 		e.uv(x.PacingRate)
 		e.uv(x.DeliveryRate)
 	}
+	if s.HasCC {
+		e.uv(uint64(len(s.Streams)))
+		for _, x := range s.Streams {
+			e.str(x.CC)
+		}
+	}
 }
 
 func (s *Stats) decode(d *dec) {
@@ -796,6 +814,22 @@ func (s *Stats) decode(d *dec) {
 			PacingRate:    d.uv("pacing"), DeliveryRate: d.uv("delivery"),
 		})
 	}
+	if d.err != nil || len(d.b) == 0 {
+		return
+	}
+	// Version 5: each stream's congestion control.
+	n = d.count("congestion controls", 1)
+	if d.err == nil && n != len(s.Streams) {
+		d.err = malformed("%d congestion controls for %d streams", n, len(s.Streams))
+		return
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		s.Streams[i].CC = d.str("cc")
+		if d.err == nil && len(s.Streams[i].CC) > maxCCName {
+			d.err = malformed("congestion control name of %d bytes", len(s.Streams[i].CC))
+		}
+	}
+	s.HasCC = d.err == nil
 }
 
 // Done closes a session, each side sending its account.

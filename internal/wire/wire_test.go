@@ -15,6 +15,9 @@ func sampleMsgs() []Msg {
 	trSel.Select = Select{Rules: []Rule{{Include: true, Pattern: "*/"}, {Pattern: "*.tmp"}}, Symlinks: LinksFollow, DryRun: true}
 	st := Stats{Bytes: 1 << 40, Elapsed: 3e9, IOWait: 5, NetWait: 7, Streams: []StreamStats{
 		{Bytes: 9, RTT: 1000, RTTVar: 20, Cwnd: 10, Retrans: 3, BusyTime: 1, RwndLimited: 2, SndbufLimited: 3, PacingRate: 4, DeliveryRate: 5}}}
+	stCC := st
+	stCC.Streams = []StreamStats{st.Streams[0], st.Streams[0]}
+	stCC.Streams[0].CC, stCC.Streams[1].CC, stCC.HasCC = "fast", "cubic", true
 	return []Msg{
 		&Error{Code: CodeAuth, Msg: "wrong token"},
 		&HelloOK{Version: 1, Nonce: [NonceSize]byte{1, 2, 3}, AuthRequired: true},
@@ -48,6 +51,9 @@ func sampleMsgs() []Msg {
 		&Put{Transfer: trSel, Dest: "big", Sources: 1, Part: &Part{Offset: 0, Length: 1}},
 		&Result{Items: []ResultItem{{ID: 0, OK: true, CRC: 6, Adler32: 7, Complete: true, FileCRC: 8, FileAdler32: 9},
 			{ID: 1, Reason: "checksum mismatch"}}, HasPart: true},
+		&Done{Stats: stCC},
+		&BenchDone{Stats: stCC},
+		&Done{Stats: Stats{Bytes: 1, HasCC: true}},
 	}
 }
 
@@ -85,6 +91,11 @@ func TestMalformed(t *testing.T) {
 		// no target), then allocations for two entries, or a negative one.
 		{"allocations for other entries", []byte{0, 0, 0, 12, byte(TFiles), 1, 1, 1, 1, 'a', 2, 0, 0, 0, 2, 2, 2}},
 		{"empty grant", []byte{0, 0, 0, 1, byte(TGrant), 0}},
+		// A done with no streams, then congestion controls for one, or
+		// a name longer than the kernel's.
+		{"congestion controls for other streams", []byte{0, 0, 0, 8, byte(TDone), 0, 0, 0, 0, 0, 1, 1, 'a'}},
+		{"congestion control name too long", append([]byte{0, 0, 0, 0x22, byte(TDone), 0, 0, 0, 0, 1,
+			0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 17}, []byte("abcdefghijklmnopq")...)},
 		{"negative allocation", []byte{0, 0, 0, 11, byte(TFiles), 1, 1, 1, 1, 'a', 2, 0, 0, 0, 1, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

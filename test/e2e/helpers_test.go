@@ -461,6 +461,7 @@ func lastLine(s string) string {
 }
 
 type streamReport struct {
+	CC      string   `json:"cc"`
 	Bytes   int64    `json:"bytes"`
 	RTTMs   *float64 `json:"rtt_ms"`
 	Cwnd    *uint32  `json:"cwnd"`
@@ -484,6 +485,7 @@ type summary struct {
 	Attempts      int            `json:"attempts"`
 	Bottleneck    string         `json:"bottleneck"`
 	PerStream     []streamReport `json:"per_stream"`
+	CC            string         `json:"cc"`
 	Errors        []string       `json:"errors"`
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -490,6 +491,37 @@ func TestServiceEndToEnd(t *testing.T) {
 		t.Errorf("endpoint allow --user bob --remove: %s", r.stdout)
 	}
 	checkFailure(t, "endpoint allow as a user", s.lp(s.alice, "endpoint", "allow", "siteA", "--user", "alice"), "endpoint allow")
+
+	// A job's congestion control: the job keeps it, its pushes run it (the
+	// destination servers' transfer logs say what their sessions ran), and
+	// one the data nodes' kernels lack fails the job, saying so.
+	ccJob := s.submit("siteA:run1", "siteB:incc", "--cc", "reno")
+	if ccJob.Job.CC != "reno" {
+		t.Errorf("transfer submit --cc reno: the job's cc is %q", ccJob.Job.CC)
+	}
+	if w := s.lp(s.alice, "transfer", "wait", ccJob.Job.ID, "--timeout", "3m"); w.code != 0 {
+		t.Fatalf("transfer wait of the --cc reno job: exit %d\n%s\n%s", w.code, w.stdout, w.stderr)
+	}
+	s.sameDataset(files, "incc")
+	if r := s.ok(s.alice, "transfer", "show", ccJob.Job.ID); !regexp.MustCompile(`(?m)^cc\s+reno$`).MatchString(r.stdout) {
+		t.Errorf("transfer show of the --cc reno job does not say cc reno:\n%s", r.stdout)
+	}
+	ran := map[any]int{}
+	for _, node := range []string{"b1", "b2"} {
+		for _, l := range readJSONLines(t, filepath.Join(s.dir, node+".transfers")) {
+			if l["kind"] == "session" && l["op"] == "put" && l["status"] == "ok" {
+				ran[l["cc"]]++
+			}
+		}
+	}
+	if ran["reno"] == 0 {
+		t.Errorf("no push of the --cc reno job ran reno at the destinations: sessions ran %v", ran)
+	}
+	bad := s.submit("siteA:run1", "siteB:inbad", "--cc", "nosuchcc").Job.ID
+	w = s.lp(s.alice, "transfer", "wait", bad, "--timeout", "3m")
+	if w.code != 1 || !strings.Contains(w.stdout+w.stderr, `congestion control "nosuchcc" is not offered`) {
+		t.Errorf("transfer wait of a --cc nosuchcc job: exit %d, want 1 naming the congestion control\n%s\n%s", w.code, w.stdout, w.stderr)
+	}
 
 	// A cancelled job: cancel says so, wait exits 1.
 	second := s.submit("siteA:run1", "siteB:in2").Job.ID

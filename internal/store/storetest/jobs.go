@@ -63,7 +63,7 @@ func sampleJob(id, owner, key string, offset time.Duration) transfer.Job {
 			Sources: []string{"cern:/data/run1", "cern:/data/ünï file"}, Destination: "fnal:/in",
 			Deadline: at.Add(time.Hour), Priority: 3, Key: key, Checksum: transfer.ChecksumAdler32,
 			Expected: map[string]string{"cern:/data/run1/a": "0a0b0c0d"}, Policy: transfer.PolicyOverwrite,
-			Project: "atlas",
+			Project: "atlas", CC: "fast",
 		},
 		State: transfer.JobActive, Reason: "moving", CreatedAt: at, UpdatedAt: at.Add(time.Minute),
 		StartedAt: at.Add(time.Second), FilesTotal: 10, FilesDone: 4, FilesFailed: 1,

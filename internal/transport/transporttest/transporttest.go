@@ -421,6 +421,9 @@ func testStats(t *testing.T, tr transport.Transport) {
 	if st.MinRTT > st.RTT+st.RTTVar*4 && st.RTT > 0 {
 		t.Errorf("MinRTT %v above RTT %v", st.MinRTT, st.RTT)
 	}
+	if st.CC == "" && tr.Name() == "tcp" {
+		t.Errorf("no congestion control read from a TCP stream: %+v", st)
+	}
 	if st.ReceiverLimited < 0 || st.SenderLimited < 0 || st.NetworkLimited() < 0 {
 		t.Errorf("negative limited times: %+v", st)
 	}
@@ -455,6 +458,15 @@ func testTune(t *testing.T, tr transport.Transport) {
 	}
 	if err := s.Tune(transport.Options{DSCP: -1, CC: "no-such-control"}); err == nil {
 		t.Error("Tune with an unknown congestion control succeeded")
+	}
+	// The congestion control one end reports running, the other takes,
+	// and then reports.
+	if cs, err := c.Stats(); err == nil && cs.CC != "" {
+		if err := s.Tune(transport.Options{DSCP: -1, CC: cs.CC}); err != nil {
+			t.Errorf("Tune to the congestion control %q its peer runs: %v", cs.CC, err)
+		} else if ss, err := s.Stats(); err != nil || ss.CC != cs.CC {
+			t.Errorf("after Tune to %q, Stats says %q (%v)", cs.CC, ss.CC, err)
+		}
 	}
 	// A refused option leaves the stream usable.
 	want := random(1 << 20)
