@@ -162,15 +162,11 @@ func retune(name string, p Params) (same bool, err error) {
 		return false, fmt.Errorf("open %s: %w", LinkPin(name), err)
 	}
 	l.Close()
-	m, err := ebpf.LoadPinnedMap(ParamsPin(name), nil)
+	m, v, err := readParams(name)
 	if err != nil {
-		return false, fmt.Errorf("open %s: %w", ParamsPin(name), err)
+		return false, err
 	}
 	defer m.Close()
-	var v paramsValue
-	if err := m.Lookup(uint32(0), &v); err != nil {
-		return false, fmt.Errorf("read %s's parameters: %w", name, err)
-	}
 	if v.Alpha == p.Alpha && v.Gamma == p.Gamma {
 		return true, nil
 	}
@@ -250,18 +246,28 @@ func lookup(name string) (Loaded, error) {
 	if _, err := os.Stat(LinkPin(name)); err != nil {
 		return l, nil
 	}
-	m, err := ebpf.LoadPinnedMap(ParamsPin(name), nil)
+	m, v, err := readParams(name)
 	if err != nil {
-		return l, fmt.Errorf("open %s: %w", ParamsPin(name), err)
+		return l, err
 	}
-	defer m.Close()
-	var v paramsValue
-	if err := m.Lookup(uint32(0), &v); err != nil {
-		return l, fmt.Errorf("read %s's parameters: %w", name, err)
-	}
+	m.Close()
 	l.Source, l.Pinned = "lightpath", LinkPin(name)
 	l.Params = &Params{Alpha: v.Alpha, Gamma: v.Gamma}
 	return l, nil
+}
+
+// readParams opens name's pinned parameter map and reads it.
+func readParams(name string) (*ebpf.Map, paramsValue, error) {
+	var v paramsValue
+	m, err := ebpf.LoadPinnedMap(ParamsPin(name), nil)
+	if err != nil {
+		return nil, v, fmt.Errorf("open %s: %w", ParamsPin(name), err)
+	}
+	if err := m.Lookup(uint32(0), &v); err != nil {
+		m.Close()
+		return nil, v, fmt.Errorf("read %s's parameters: %w", name, err)
+	}
+	return m, v, nil
 }
 
 func readList(path string) []string {

@@ -11,11 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/lightpath/lightpath/internal/cc"
 	"github.com/lightpath/lightpath/internal/cc/cctest"
@@ -67,8 +64,7 @@ func TestInstallRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error { return setCC(c, "fast") }}
-	conn, err := d.Dial("tcp", ln.Addr().String())
+	conn, err := cctest.Dial(ln.Addr().String(), "fast")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,21 +136,8 @@ func TestTraceLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		buf := make([]byte, 1<<20)
-		for {
-			if _, err := c.Read(buf); err != nil {
-				return
-			}
-		}
-	}()
-	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error { return setCC(c, "fast") }}
-	conn, err := d.Dial("tcp", ln.Addr().String())
+	cctest.Sink(ln)
+	conn, err := cctest.Dial(ln.Addr().String(), "fast")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,12 +173,4 @@ func TestTraceLoopback(t *testing.T) {
 		t.Fatalf("%d rounds traced (%v): want slow start to end and FAST to take over", rounds, phases)
 	}
 	t.Logf("%d rounds, all as the model decides: %v", rounds, phases)
-}
-
-func setCC(c syscall.RawConn, name string) error {
-	var serr error
-	err := c.Control(func(fd uintptr) {
-		serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, name)
-	})
-	return errors.Join(err, serr)
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -138,32 +138,10 @@ links:
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		buf := make([]byte, 1<<20)
-		for {
-			if _, err := c.Read(buf); err != nil {
-				return
-			}
-		}
-	}()
+	cctest.Sink(ln)
 	var conn *net.TCPConn
-	if err := netns.Do(netns.Path("lp-"+name+"-h1"), func() error {
-		d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-			var serr error
-			err := c.Control(func(fd uintptr) {
-				serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, "fast")
-			})
-			return errors.Join(err, serr)
-		}}
-		c, err := d.Dial("tcp", ln.Addr().String())
-		if err == nil {
-			conn = c.(*net.TCPConn)
-		}
+	if err := netns.Do(netns.Path("lp-"+name+"-h1"), func() (err error) {
+		conn, err = cctest.Dial(ln.Addr().String(), "fast")
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -247,7 +225,7 @@ links:
 		if s.t0 < rounds[end].TimeNs || s.caState != 0 {
 			continue
 		}
-		i, _ := slices.BinarySearchFunc(rounds, s.t0, func(r cc.Round, t uint64) int { return cmpU64(r.TimeNs, t) })
+		i, _ := slices.BinarySearchFunc(rounds, s.t0, func(r cc.Round, t uint64) int { return cmp.Compare(r.TimeNs, t) })
 		if i == 0 || (i < len(rounds) && rounds[i].TimeNs <= s.t1) {
 			continue // a round during the reading: ambiguous
 		}
@@ -276,14 +254,4 @@ links:
 	}
 	t.Logf("%d rounds (slow start ended at %d, cwnd %d); TCP_INFO cwnd matched in %d of %d readings; base RTT %d us, TCP_INFO min %d us; mean round RTT %.0f us, mean srtt %.0f us; final cwnd %d, retransmits %d",
 		len(rounds), end, rounds[end].NextCwnd, matched, compared, base, last.minRTT, avg/float64(len(rounds)-end-1), srtt/float64(len(samples)), last.cwnd, last.retrans)
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

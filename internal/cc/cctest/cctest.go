@@ -4,10 +4,14 @@
 package cctest
 
 import (
+	"errors"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -93,4 +97,35 @@ func installed(t testing.TB, name string) *cc.Params {
 func Available(name string) bool {
 	b, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
 	return slices.Contains(strings.Fields(string(b)), name)
+}
+
+// Dial opens a TCP connection to addr that runs the congestion control
+// name from its first packet (call it inside netns.Do to dial from a
+// namespace).
+func Dial(addr, name string) (*net.TCPConn, error) {
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, name)
+		})
+		return errors.Join(err, serr)
+	}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return c.(*net.TCPConn), nil
+}
+
+// Sink accepts one connection on ln and reads it to its end, in the
+// background.
+func Sink(ln net.Listener) {
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(io.Discard, c)
+	}()
 }
