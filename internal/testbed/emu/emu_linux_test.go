@@ -4,6 +4,7 @@ package emu
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lightpath/lightpath/internal/netns"
 	"github.com/lightpath/lightpath/internal/roottest"
 	"github.com/lightpath/lightpath/internal/topology"
 )
@@ -34,17 +36,38 @@ func TestTunLifecycle(t *testing.T) {
 		t.Errorf("device: type %s mtu %d txqueuelen %d flags %v, want a tuntap, 9000, %d, down", link.Type(), a.MTU, a.TxQLen, a.Flags, txQueueLen)
 	}
 	// Attaching the emulator does not create devices by mistake.
-	if _, err := openTun(ns, "tun8"); err == nil {
+	if _, _, err := openTun(ns, "tun8"); err == nil {
 		t.Error("openTun of a missing device succeeded")
 	}
 	if _, _, err := linkAt(ns, "tun8"); err == nil {
 		t.Error("openTun created a device")
 	}
-	fd, err := openTun(ns, "tun9")
+	fd, uso, err := openTun(ns, "tun9")
 	if err != nil {
 		t.Fatal(err)
 	}
 	unix.Close(fd)
+	var uname unix.Utsname
+	unix.Uname(&uname)
+	t.Logf("kernel %s: USO %v", unix.ByteSliceToString(uname.Release[:]), uso)
+	// The fallback: an offload flag the kernel does not know (bit 15) is
+	// refused with EINVAL, and the device is set up without it, as USO is
+	// before Linux 6.2.
+	err = netns.Do(ns, func() error {
+		fd, err := tunAttach("tun9")
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		took, err := setupTun(fd, 1<<15)
+		if err != nil || took {
+			return fmt.Errorf("setupTun with an unknown offload: took it %v, %v; want a fallback without it", took, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
 	if err := CreateTun(ns, "a-name-far-too-long", 1500); err == nil || !strings.Contains(err.Error(), "device name") {
 		t.Errorf("long name: %v", err)
 	}

@@ -162,7 +162,7 @@ func TestSegmentTCP(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !info.tcp || info.segs != tc.wantSegs || info.gsoSize != tc.mss {
+			if !info.split || info.segs != tc.wantSegs || info.gsoSize != tc.mss {
 				t.Fatalf("parse: %+v, want %d segments of %d", info, tc.wantSegs, tc.mss)
 			}
 			hdrLen := info.hdrLen
@@ -174,7 +174,7 @@ func TestSegmentTCP(t *testing.T) {
 			for i := range info.segs {
 				n := info.segLen(pkt, i)
 				dst := make([]byte, n+5) // room to spare: the length returned counts
-				if m := segmentTCP(dst, pkt, &info, i); m != n {
+				if m := segment(dst, pkt, &info, i); m != n {
 					t.Fatalf("segment %d: length %d, segLen %d", i, m, n)
 				}
 				seg := finishChecksum(t, dst[:n])
@@ -274,7 +274,7 @@ func TestParsePacket(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			info, err := parsePacket(tc.pkt)
-			if (err != nil) != tc.err || info.segs != tc.segs || info.tcp != tc.tcp {
+			if (err != nil) != tc.err || info.segs != tc.segs || info.split != tc.tcp {
 				t.Errorf("parse: %+v, %v; want %d segments, tcp %v, error %v", info, err, tc.segs, tc.tcp, tc.err)
 			}
 			if info.segs == 1 && len(tc.pkt) >= vnetHdrLen && info.wireBytes != len(tc.pkt)-vnetHdrLen {
@@ -297,7 +297,7 @@ func FuzzParsePacket(f *testing.F) {
 		if info.segs < 1 {
 			t.Fatalf("%d segments", info.segs)
 		}
-		if err != nil || !info.tcp {
+		if err != nil || !info.split {
 			return
 		}
 		if info.segs > 4096 {
@@ -306,7 +306,7 @@ func FuzzParsePacket(f *testing.F) {
 		total := 0
 		for i := range info.segs {
 			dst := make([]byte, info.segLen(pkt, i))
-			n := segmentTCP(dst, pkt, &info, i)
+			n := segment(dst, pkt, &info, i)
 			total += n - vnetHdrLen - info.hdrLen
 		}
 		if want := len(pkt) - vnetHdrLen - info.hdrLen; total != want {

@@ -129,12 +129,12 @@ func TestProcessSplitsLossySuperPackets(t *testing.T) {
 	pkt := buildGSO(tc)
 	params := &Params{Delay: time.Millisecond, Loss: topology.Loss{Model: topology.LossRandom, Rate: 0.3}}
 	var out []packet
-	var kill []bool
+	var fate []uint8
 	segs := 0
 	for range 20 {
 		b := getBuffer(maxPacket)
 		n := copy(b.b, pkt)
-		out, kill = p.process(out[:0], kill, params, &b, n, 1000)
+		out, fate = p.process(out[:0], fate, params, &b, n, 1000)
 		if b == nil {
 			t.Fatal("a split super-packet kept its read buffer")
 		}
@@ -165,14 +165,14 @@ func TestProcessSplitsLossySuperPackets(t *testing.T) {
 	// No loss: the super-packet goes on whole, in its own buffer.
 	b := getBuffer(maxPacket)
 	n := copy(b.b, pkt)
-	out, _ = p.process(out[:0], kill, &Params{}, &b, n, 0)
+	out, _ = p.process(out[:0], fate, &Params{}, &b, n, 0)
 	if len(out) != 1 || out[0].segs != 45 || b != nil {
 		t.Errorf("clean link: %d packets, buffer kept %v", len(out), b == nil)
 	}
 	// Down: nothing, counted.
 	b = getBuffer(maxPacket)
 	n = copy(b.b, pkt)
-	out, _ = p.process(out[:0], kill, &Params{Down: true}, &b, n, 0)
+	out, _ = p.process(out[:0], fate, &Params{Down: true}, &b, n, 0)
 	if len(out) != 0 || p.stats().DropsDown != 45 {
 		t.Errorf("down: %d packets out, %d drops", len(out), p.stats().DropsDown)
 	}
