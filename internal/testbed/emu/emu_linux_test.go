@@ -340,3 +340,81 @@ func TestNoLostWakeups(t *testing.T) {
 		t.Fatalf("%d of %d datagrams arrived; a→b %+v", s.count(), seq, l.stats(t, "a"))
 	}
 }
+
+// TestUDPGSO sends UDP GSO batches (UDP_SEGMENT, 20 datagrams of 1400
+// bytes per write) across a link that loses, then duplicates, then
+// reorders: the batches cross the emulator whole where USO is on, and
+// every decision is per datagram, counted exactly (IPv6 is off, so
+// nothing else crosses the link).
+func TestUDPGSO(t *testing.T) {
+	const n, size, batch = 10000, 1400, 20
+	l := newTestLink(t, 1500, Params{Loss: topology.Loss{Model: topology.LossRandom, Rate: 0.05}})
+	uso := true
+	for _, d := range l.e.devs {
+		uso = uso && d.uso
+	}
+	s := l.udpSink(t, 9)
+	// received waits until the sink has every datagram the emulator
+	// delivered since before (a settled pipe: nothing in flight).
+	received := func(before PipeStats, first uint64) (st PipeStats, distinct, copies int) {
+		t.Helper()
+		ok := waitFor(3*time.Second, func() bool {
+			st = l.settledStats(t, "a")
+			distinct, copies = s.tally(first, n)
+			return uint64(distinct+copies) == st.PacketsOut-before.PacketsOut
+		})
+		if !ok {
+			t.Fatalf("the sink has %d datagrams (%d copies), the emulator delivered %d", distinct+copies, copies, st.PacketsOut-before.PacketsOut)
+		}
+		t.Logf("in %d (%d GSO reads), out %d, lost %d, duplicated %d; received %d distinct, %d copies",
+			st.PacketsIn-before.PacketsIn, st.SuperPacketsIn-before.SuperPacketsIn, st.PacketsOut-before.PacketsOut,
+			st.DropsLoss-before.DropsLoss, st.Duplicated-before.Duplicated, distinct, copies)
+		if st.PacketsIn-before.PacketsIn != n {
+			t.Errorf("%d datagrams into the emulator, want %d", st.PacketsIn-before.PacketsIn, n)
+		}
+		if reads := st.SuperPacketsIn - before.SuperPacketsIn; uso && reads < n/batch/2 {
+			t.Errorf("USO is on, yet %d of %d batches reached the emulator whole", reads, n/batch)
+		}
+		if st.DropsDown+st.DropsQueue+st.DropsError != 0 {
+			t.Errorf("drops besides the loss model: %+v", st)
+		}
+		return st, distinct, copies
+	}
+
+	t.Logf("USO on the TUN devices: %v", uso)
+	l.sendGSO(t, 9, 0, n, size, batch)
+	st, distinct, copies := received(PipeStats{}, 0)
+	if lost := int(st.DropsLoss); distinct != n-lost || copies != 0 {
+		t.Errorf("loss: %d distinct datagrams and %d copies arrived, the emulator lost %d of %d", distinct, copies, lost, n)
+	}
+	if f := float64(st.DropsLoss) / n; f < 0.03 || f > 0.07 {
+		t.Errorf("lost %.4f of datagrams, want 0.05 ± 0.02", f)
+	}
+
+	if err := l.e.Set("l", "", Params{Duplicate: 0.1}); err != nil {
+		t.Fatal(err)
+	}
+	before := st
+	l.sendGSO(t, 9, n, n, size, batch)
+	st, distinct, copies = received(before, n)
+	dup := int(st.Duplicated - before.Duplicated)
+	if distinct != n || copies != dup || st.DropsLoss != before.DropsLoss {
+		t.Errorf("duplicate: %d distinct datagrams and %d copies arrived, the emulator made %d copies", distinct, copies, dup)
+	}
+	if f := float64(dup) / n; f < 0.07 || f > 0.13 {
+		t.Errorf("duplicated %.4f of datagrams, want 0.1 ± 0.03", f)
+	}
+
+	if err := l.e.Set("l", "", Params{Delay: 2 * time.Millisecond, Jitter: time.Millisecond, Reorder: true}); err != nil {
+		t.Fatal(err)
+	}
+	before = st
+	l.sendGSO(t, 9, 2*n, n, size, batch)
+	st, distinct, copies = received(before, 2*n)
+	if distinct != n || copies != 0 {
+		t.Errorf("reorder: %d distinct datagrams and %d copies arrived, want %d and none", distinct, copies, n)
+	}
+	if inv := s.inversions(2 * n); inv == 0 {
+		t.Error("jitter with reorder: no datagram out of order")
+	}
+}
