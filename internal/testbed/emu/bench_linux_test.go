@@ -6,13 +6,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/lightpath/lightpath/internal/netns"
 	"github.com/lightpath/lightpath/internal/roottest"
@@ -207,4 +211,122 @@ func TestDelayPrecision(t *testing.T) {
 		}
 	}
 	t.Logf("UDP probes every 2 ms:\n%s", report.String())
+}
+
+// TestUDPThroughput measures how fast UDP crosses the emulator, one
+// datagram per write and in GSO batches (UDP_SEGMENT, 64 KiB per write),
+// beside a bare veth pair: a Go sender as fast as it can for a few
+// seconds, a receiver with UDP_GRO (so GSO batches that cross whole are
+// read whole). It reports what arrived.
+//
+//	LIGHTPATH_EMU_BENCH=1 go test -run TestUDPThroughput -v ./internal/testbed/emu/
+func TestUDPThroughput(t *testing.T) {
+	skipUnlessBench(t)
+	secs := 3
+	if s, err := strconv.Atoi(os.Getenv("LIGHTPATH_EMU_BENCH_SECONDS")); err == nil && s > 0 {
+		secs = s
+	}
+	var report bytes.Buffer
+	fmt.Fprintf(&report, "%-30s %-22s %9s %9s %9s %10s %s\n", "path", "sender", "sent", "received", "lost", "emu CPU", "")
+	for _, mtu := range []int{1500, 9000} {
+		payload := mtu - 28
+		for _, path := range []string{"veth", "emulator"} {
+			for _, gso := range []bool{false, true} {
+				name := fmt.Sprintf("%s-%d-gso-%v", path, mtu, gso)
+				t.Run(name, func(t *testing.T) {
+					var nsA, nsB, dst string
+					var l *testLink
+					if path == "veth" {
+						a, b := vethPair(t, mtu)
+						nsA, nsB, dst = "/run/netns/"+a, "/run/netns/"+b, "198.18.253.2"
+					} else {
+						l = newTestLink(t, mtu, Params{})
+						nsA, nsB, dst = l.nsA, l.nsB, l.addrB.String()
+					}
+					var ru0, ru1 syscall.Rusage
+					syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+					sent, got, wall := udpBlast(t, nsA, nsB, dst, payload, gso, time.Duration(secs)*time.Second)
+					syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+					cpu := "-"
+					extra := ""
+					if l != nil {
+						// The sender and the receiver run in this process
+						// too; say how the emulator read.
+						st := l.stats(t, "a")
+						extra = fmt.Sprintf("(%d datagrams into the emulator, %d reads of more than one)", st.PacketsIn, st.SuperPacketsIn)
+						used := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
+						cpu = fmt.Sprintf("%.0f%%*", used.Seconds()/wall.Seconds()*100)
+					}
+					sender := "1 datagram per write"
+					if gso {
+						sender = "UDP_SEGMENT, 64 KiB"
+					}
+					gbps := func(b uint64) float64 { return float64(b) * 8 / wall.Seconds() / 1e9 }
+					fmt.Fprintf(&report, "%-30s %-22s %9.2f %9.2f %8.1f%% %10s %s\n", fmt.Sprintf("%s, MTU %d", path, mtu), sender,
+						gbps(sent), gbps(got), 100*float64(sent-min(sent, got))/float64(max(1, sent)), cpu, extra)
+				})
+			}
+		}
+	}
+	t.Logf("UDP payload Gbit/s, %d s each (* the whole test process: sender, receiver and emulator):\n%s", secs, report.String())
+}
+
+// udpBlast sends datagrams of payload bytes from nsA to dst:9100 in nsB as
+// fast as it can for d, and returns the payload bytes sent and received
+// and the time it took (until the receiver went quiet).
+func udpBlast(t *testing.T, nsA, nsB, dst string, payload int, gso bool, d time.Duration) (sent, got uint64, wall time.Duration) {
+	t.Helper()
+	var rx, tx *net.UDPConn
+	if err := netns.Do(nsB, func() (err error) {
+		rx, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(dst), Port: 9100})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	rx.SetReadBuffer(32 << 20)
+	if rc, err := rx.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_GRO, 1) })
+	}
+	if err := netns.Do(nsA, func() (err error) {
+		tx, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.ParseIP(dst), Port: 9100})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	tx.SetWriteBuffer(32 << 20)
+	n := payload
+	if gso {
+		if err := setUDPSegment(tx, payload); err != nil {
+			t.Fatal(err)
+		}
+		n = (65535 - 8 - 20) / payload * payload
+	}
+	var recvd atomic.Uint64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 1<<16)
+		for {
+			rx.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			m, err := rx.Read(buf)
+			if err != nil {
+				return
+			}
+			recvd.Add(uint64(m))
+		}
+	}()
+	buf := make([]byte, n)
+	start := time.Now()
+	for time.Since(start) < d {
+		for range 64 {
+			if _, err := tx.Write(buf); err == nil {
+				sent += uint64(n)
+			}
+		}
+	}
+	sendTime := time.Since(start)
+	<-done
+	return sent, recvd.Load(), sendTime
 }
