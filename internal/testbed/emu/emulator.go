@@ -412,8 +412,9 @@ const (
 // the packet in it. Loss and duplication are decided per wire segment (a
 // TCP segment or a UDP datagram of a GSO super-packet); a super-packet
 // goes on whole when every segment passes, and duplicates follow it as
-// single segments. Otherwise it is cut into segments and only the
-// survivors (and their copies) go on. Jitter is drawn per packet read,
+// single segments. Otherwise it is cut: each run of survivors goes on as
+// a smaller super-packet (the kernel cuts it into the same segments it
+// would have cut from the whole), their copies after them. Jitter is drawn per packet read,
 // except with Reorder, where a super-packet is cut so that each segment
 // gets a delay of its own and segments of one batch may overtake each
 // other, as they may on a path that reorders.
@@ -465,21 +466,43 @@ func (p *pipe) process(out []packet, fate []uint8, params *Params, bp **buffer, 
 		out = append(out, p.whole(bp, n, &info, due))
 		for i, f := range fate {
 			if f == fateDup {
-				out = append(out, cutSegment(pkt, &info, i, p.due(params, now)))
+				out = append(out, cutRun(pkt, &info, i, i+1, p.due(params, now)))
 			}
 		}
 		return out, fate
 	}
-	for i, f := range fate {
-		if f == fateLost {
+	if perSeg {
+		for i, f := range fate {
+			if f == fateLost {
+				continue
+			}
+			if i > 0 {
+				due = p.due(params, now)
+			}
+			out = append(out, cutRun(pkt, &info, i, i+1, due))
+			if f == fateDup {
+				out = append(out, cutRun(pkt, &info, i, i+1, p.due(params, now)))
+			}
+		}
+		return out, fate
+	}
+	// The survivors go on in runs, each a smaller super-packet, their
+	// copies after them.
+	for i := 0; i < len(fate); {
+		if fate[i] == fateLost {
+			i++
 			continue
 		}
-		if perSeg && i > 0 {
-			due = p.due(params, now)
+		j := i + 1
+		for j < len(fate) && fate[j] != fateLost {
+			j++
 		}
-		out = append(out, cutSegment(pkt, &info, i, due))
+		out = append(out, cutRun(pkt, &info, i, j, due))
+		i = j
+	}
+	for i, f := range fate {
 		if f == fateDup {
-			out = append(out, cutSegment(pkt, &info, i, p.due(params, now)))
+			out = append(out, cutRun(pkt, &info, i, i+1, p.due(params, now)))
 		}
 	}
 	return out, fate
@@ -513,11 +536,12 @@ func copyPacket(pkt []byte, segs, wire int, due int64) packet {
 	return packet{buf: b, n: int32(len(pkt)), segs: int32(segs), wire: int32(wire), due: due}
 }
 
-// cutSegment queues segment i of the super-packet pkt.
-func cutSegment(pkt []byte, info *pktInfo, i int, due int64) packet {
-	b := getBuffer(info.segLen(pkt, i))
-	m := segment(b.b, pkt, info, i)
-	return packet{buf: b, n: int32(m), segs: 1, wire: int32(m - vnetHdrLen), due: due}
+// cutRun queues the segments [i, j) of the super-packet pkt as one
+// packet.
+func cutRun(pkt []byte, info *pktInfo, i, j int, due int64) packet {
+	b := getBuffer(info.runLen(pkt, i, j))
+	m := segmentRun(b.b, pkt, info, i, j)
+	return packet{buf: b, n: int32(m), segs: int32(j - i), wire: int32(m - vnetHdrLen + (j-i-1)*info.hdrLen), due: due}
 }
 
 // deliver writes pkts straight away when nothing is delayed, and queues

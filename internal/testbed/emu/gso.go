@@ -172,9 +172,13 @@ func parsePacket(pkt []byte) (pktInfo, error) {
 
 // segLen is the length of segment i of a super-packet, vnet header
 // included: the size of the buffer segment needs.
-func (info *pktInfo) segLen(pkt []byte, i int) int {
+func (info *pktInfo) segLen(pkt []byte, i int) int { return info.runLen(pkt, i, i+1) }
+
+// runLen is the length of the run of segments [i, j) of a super-packet,
+// vnet header included: the size of the buffer segmentRun needs.
+func (info *pktInfo) runLen(pkt []byte, i, j int) int {
 	start := info.hdrLen + i*info.gsoSize
-	end := min(start+info.gsoSize, len(pkt)-vnetHdrLen)
+	end := min(info.hdrLen+j*info.gsoSize, len(pkt)-vnetHdrLen)
 	return vnetHdrLen + info.hdrLen + end - start
 }
 
@@ -187,10 +191,17 @@ func (info *pktInfo) segLen(pkt []byte, i int) int {
 // left partial (the pseudo-header sum, with VIRTIO_NET_HDR_F_NEEDS_CSUM
 // pointing at it) for the kernel to finish, exactly as the
 // super-packet's was.
-func segment(dst, pkt []byte, info *pktInfo, i int) int {
+func segment(dst, pkt []byte, info *pktInfo, i int) int { return segmentRun(dst, pkt, info, i, i+1) }
+
+// segmentRun writes the segments [i, j) of pkt as one packet, as segment
+// does for one: a smaller super-packet of the same type and segment size
+// when j-i > 1 (the kernel cuts it as it would have cut those segments of
+// pkt), so that a batch that loses one segment goes on as two. dst must
+// hold info.runLen(pkt, i, j) bytes; it returns that length.
+func segmentRun(dst, pkt []byte, info *pktInfo, i, j int) int {
 	ip := pkt[vnetHdrLen:]
 	start := info.hdrLen + i*info.gsoSize
-	end := min(start+info.gsoSize, len(ip))
+	end := min(info.hdrLen+j*info.gsoSize, len(ip))
 	n := info.hdrLen + end - start
 	out := dst[vnetHdrLen : vnetHdrLen+n]
 	copy(out, ip[:info.hdrLen])
@@ -200,12 +211,17 @@ func segment(dst, pkt []byte, info *pktInfo, i int) int {
 	if info.proto == protoUDP {
 		csumOff = udpCsumOff
 	}
-	// vnet header: one plain packet whose checksum the kernel finishes.
+	// vnet header: one packet (or a smaller super-packet) whose checksum
+	// the kernel finishes.
 	hdr := dst[:vnetHdrLen]
 	clear(hdr)
 	hdr[0] = vnetFlagNeedsCsum
 	hdr[1] = gsoNone
 	binary.LittleEndian.PutUint16(hdr[2:4], uint16(info.hdrLen)) // a hint: what the kernel keeps linear
+	if j-i > 1 {
+		hdr[1] = pkt[1] // the super-packet's type, ECN flag included
+		binary.LittleEndian.PutUint16(hdr[4:6], uint16(info.gsoSize))
+	}
 	binary.LittleEndian.PutUint16(hdr[6:8], uint16(info.l4Off))
 	binary.LittleEndian.PutUint16(hdr[8:10], uint16(csumOff))
 
@@ -231,7 +247,7 @@ func segment(dst, pkt []byte, info *pktInfo, i int) int {
 	} else {
 		seq := binary.BigEndian.Uint32(l4[4:8])
 		binary.BigEndian.PutUint32(l4[4:8], seq+uint32(i*info.gsoSize))
-		if i != info.segs-1 {
+		if j != info.segs {
 			l4[13] &^= tcpFlagFIN | tcpFlagPSH
 		}
 		if i != 0 {

@@ -328,6 +328,18 @@ func FuzzParsePacket(f *testing.F) {
 		if want := len(pkt) - vnetHdrLen - info.hdrLen; total != want {
 			t.Fatalf("segments carry %d payload bytes, want %d", total, want)
 		}
+		// Two runs carry the payload too.
+		half, runs := info.segs/2, 0
+		for _, r := range [][2]int{{0, half}, {half, info.segs}} {
+			if r[0] == r[1] {
+				continue
+			}
+			dst := make([]byte, info.runLen(pkt, r[0], r[1]))
+			runs += segmentRun(dst, pkt, &info, r[0], r[1]) - vnetHdrLen - info.hdrLen
+		}
+		if runs != total {
+			t.Fatalf("runs carry %d payload bytes, segments %d", runs, total)
+		}
 	})
 }
 
@@ -467,6 +479,84 @@ func TestSegmentUDP(t *testing.T) {
 			}
 			if wire != info.wireBytes {
 				t.Errorf("datagrams carry %d bytes, parse said %d", wire, info.wireBytes)
+			}
+		})
+	}
+}
+
+// singles cuts a packet as the kernel would (a GSO packet into its
+// segments, through the code under test, which TestSegmentTCP and
+// TestSegmentUDP check against an independent checksum), and returns the
+// segments with their checksums finished.
+func singles(t *testing.T, pkt []byte) [][]byte {
+	t.Helper()
+	if pkt[1] == gsoNone {
+		return [][]byte{finishChecksum(t, pkt)}
+	}
+	info, err := parsePacket(pkt)
+	if err != nil || !info.split {
+		t.Fatalf("a run does not parse as a super-packet: %+v, %v", info, err)
+	}
+	var out [][]byte
+	for i := range info.segs {
+		dst := make([]byte, info.segLen(pkt, i))
+		segment(dst, pkt, &info, i)
+		out = append(out, finishChecksum(t, dst))
+	}
+	return out
+}
+
+// TestSegmentRun checks that a run of segments cut from a super-packet is
+// a super-packet the kernel cuts into exactly the segments it would have
+// cut from the whole: segmenting the run gives the same bytes as
+// segmenting the original.
+func TestSegmentRun(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pkt  []byte
+	}{
+		{"tcp v4", buildGSO(gsoCase{payload: 10*1448 + 333, mss: 1448, tcpOpts: 12, flags: 0x80 | 0x18 | 0x01, ecn: true, seq: 0xffffff00, id: 0xfffc})},
+		{"tcp v6", buildGSO(gsoCase{v6: true, v6Ext: true, payload: 9 * 1420, mss: 1420, flags: 0x18, seq: 5})},
+		{"udp v4", buildUSO(false, 10*1472+100, 1472, 0xfffd)},
+		{"udp v6", buildUSO(true, 9*1452, 1452, 0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			info, err := parsePacket(tc.pkt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := make([][]byte, info.segs)
+			for k := range info.segs {
+				dst := make([]byte, info.segLen(tc.pkt, k))
+				segment(dst, tc.pkt, &info, k)
+				want[k] = dst
+			}
+			for _, r := range [][2]int{{0, info.segs}, {0, 2}, {0, 1}, {1, 4}, {3, info.segs}, {info.segs - 2, info.segs}, {info.segs - 1, info.segs}} {
+				i, j := r[0], r[1]
+				run := make([]byte, info.runLen(tc.pkt, i, j))
+				if n := segmentRun(run, tc.pkt, &info, i, j); n != len(run) {
+					t.Fatalf("run [%d,%d): length %d, runLen %d", i, j, n, len(run))
+				}
+				if j-i == 1 {
+					if !bytes.Equal(run, want[i]) {
+						t.Errorf("run [%d,%d) differs from segment %d", i, j, i)
+					}
+					continue
+				}
+				ri, err := parsePacket(run)
+				if err != nil || !ri.split || ri.segs != j-i || ri.gsoSize != info.gsoSize || run[1] != tc.pkt[1] {
+					t.Fatalf("run [%d,%d): %+v, %v; want %d segments of %d", i, j, ri, err, j-i, info.gsoSize)
+				}
+				if wire := ri.wireBytes; wire != info.runLen(tc.pkt, i, j)-vnetHdrLen+(j-i-1)*info.hdrLen {
+					t.Errorf("run [%d,%d): %d wire bytes", i, j, wire)
+				}
+				for k := range j - i {
+					dst := make([]byte, ri.segLen(run, k))
+					segment(dst, run, &ri, k)
+					if !bytes.Equal(dst, want[i+k]) {
+						t.Errorf("run [%d,%d): its segment %d differs from the original's segment %d", i, j, k, i+k)
+					}
+				}
 			}
 		})
 	}
