@@ -158,6 +158,9 @@ func TestTCP(t *testing.T) {
 		// lost and its timer backs off for tens of seconds. Keep bursts
 		// short so the test stays short.
 		{"gilbert-elliott loss 1%", Params{Delay: time.Millisecond, Loss: topology.Loss{Model: topology.LossGilbertElliott, P: 0.01, R: 0.5, H: 0.5}}, 16 << 20, 0.003, 0.03},
+		// Copies of segments follow their super-packets: TCP takes them
+		// as duplicates (D-SACK) and the data arrives intact.
+		{"duplicate 2% and loss 0.5%", Params{Delay: time.Millisecond, Duplicate: 0.02, Loss: topology.Loss{Model: topology.LossRandom, Rate: 0.005}}, 16 << 20, 0.001, 0.02},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newTestLink(t, 1500, tc.params)
@@ -179,8 +182,11 @@ func TestTCP(t *testing.T) {
 			if tc.max > 0 && st.DropsLoss == 0 {
 				t.Error("nothing lost")
 			}
-			if st.PacketsIn != st.PacketsOut+st.DropsLoss || st.DropsDown+st.DropsQueue+st.DropsError != 0 {
+			if st.PacketsIn+st.Duplicated != st.PacketsOut+st.DropsLoss || st.DropsDown+st.DropsQueue+st.DropsError != 0 {
 				t.Errorf("counters do not add up: %+v", st)
+			}
+			if d := float64(st.Duplicated) / float64(st.PacketsIn-st.DropsLoss); tc.params.Duplicate > 0 && (d < tc.params.Duplicate/2 || d > tc.params.Duplicate*2) {
+				t.Errorf("duplicated %.4f of segments, want about %.4f", d, tc.params.Duplicate)
 			}
 		})
 	}

@@ -159,14 +159,14 @@ func (l *testLink) stats(t testing.TB, from string) PipeStats {
 }
 
 // settledStats returns the stats of the pipe from from once every packet
-// read has been written or dropped (the last ones of a transfer may still
-// be on their way when it ends).
+// read (and every copy made) has been written or dropped (the last ones of
+// a transfer may still be on their way when it ends).
 func (l *testLink) settledStats(t testing.TB, from string) PipeStats {
 	t.Helper()
 	var st PipeStats
 	waitFor(time.Second, func() bool {
 		st = l.stats(t, from)
-		return st.PacketsIn == st.PacketsOut+st.DropsLoss+st.DropsDown+st.DropsQueue+st.DropsError
+		return st.PacketsIn+st.Duplicated == st.PacketsOut+st.DropsLoss+st.DropsDown+st.DropsQueue+st.DropsError
 	})
 	return st
 }
