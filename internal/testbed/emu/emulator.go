@@ -414,10 +414,12 @@ const (
 // goes on whole when every segment passes, and duplicates follow it as
 // single segments. Otherwise it is cut: each run of survivors goes on as
 // a smaller super-packet (the kernel cuts it into the same segments it
-// would have cut from the whole), their copies after them. Jitter is drawn per packet read,
-// except with Reorder, where a super-packet is cut so that each segment
-// gets a delay of its own and segments of one batch may overtake each
-// other, as they may on a path that reorders.
+// would have cut from the whole), their copies after them. Jitter is
+// drawn per packet read, except with Reorder, where a super-packet is cut
+// so that each segment gets a delay of its own and segments of one batch
+// may overtake each other, as they may on a path that reorders. Copies
+// made after whole has taken the read buffer still read it: nothing else
+// sees the packet until deliver.
 func (p *pipe) process(out []packet, fate []uint8, params *Params, bp **buffer, n int, now int64) ([]packet, []uint8) {
 	pkt := (*bp).b[:n]
 	info, _ := parsePacket(pkt) // a packet we cannot parse still goes on whole
