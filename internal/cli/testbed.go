@@ -226,10 +226,11 @@ func newTestbedStatusCmd() *cobra.Command {
 		Use:   "status [FILE] [--name N] [--json]",
 		Short: "Show a testbed's nodes, links and live counters",
 		Long: `Show a testbed's nodes (namespace, addresses) and links: for each
-direction its egress device (where its htb tree is), its rate, delay, jitter
-and loss now, and its counters: packets and bytes delivered, drops by the
-loss model, while down and by the egress queue, and what is queued now.
-Packets are counted as the segments a wire would carry.`,
+direction its egress device (where its htb tree is), its rate, delay, jitter,
+loss and duplicates now, and its counters: packets and bytes delivered,
+drops by the loss model, while down and by the egress queue, what is queued
+now, and the copies the duplicates made. Packets are counted as the segments
+a wire would carry.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := testbedName(name, args)
@@ -267,7 +268,7 @@ func printStatus(w io.Writer, r *testbed.StatusReport) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "LINK\tDIRECTION\tDEVICE\tRATE\tDELAY\tJITTER\tLOSS\tMTU\tSTATE\tPACKETS\tBYTES\tDROPS loss/down/queue\tQUEUED")
+	fmt.Fprintln(tw, "LINK\tDIRECTION\tDEVICE\tRATE\tDELAY\tJITTER\tLOSS\tDUP\tMTU\tSTATE\tPACKETS\tBYTES\tDROPS loss/down/queue\tQUEUED\tDUPLICATED")
 	for _, l := range r.Links {
 		for _, d := range l.Directions {
 			state := "up"
@@ -277,14 +278,22 @@ func printStatus(w io.Writer, r *testbed.StatusReport) {
 			if d.Error != "" {
 				state = "error: " + d.Error
 			}
-			fmt.Fprintf(tw, "%s (%s)\t%s>%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%d/%d/%d\t%s\n",
+			fmt.Fprintf(tw, "%s (%s)\t%s>%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%d/%d/%d\t%s\t%d\n",
 				l.Name, l.Role, d.From, d.To, d.Device, units.FormatRate(float64(d.RateBPS)),
 				time.Duration(d.DelayNS).String(), time.Duration(d.JitterNS).String(),
-				lossString(d), l.MTU, state, d.Packets, units.FormatSize(int64(d.Bytes)),
-				d.DropsLoss, d.DropsDown, d.DropsQueue, units.FormatSize(int64(d.QueueBytes+d.DelayBytes)))
+				lossString(d), percent(d.Duplicate), l.MTU, state, d.Packets, units.FormatSize(int64(d.Bytes)),
+				d.DropsLoss, d.DropsDown, d.DropsQueue, units.FormatSize(int64(d.QueueBytes+d.DelayBytes)), d.Duplicated)
 		}
 	}
 	tw.Flush()
+}
+
+// percent shows a probability as a percentage, "0" for none.
+func percent(p float64) string {
+	if p == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%.4g%%", p*100)
 }
 
 func lossString(d testbed.DirStatus) string {
@@ -342,13 +351,14 @@ func newTestbedLinkCmd() *cobra.Command {
 	}
 	var (
 		name, from, rate, loss string
+		duplicate              string
 		delay, jitter          time.Duration
 		burst                  float64
 		up, down               bool
 	)
 	set := &cobra.Command{
-		Use:   "set LINK [--rate R] [--delay D] [--jitter D] [--loss P] [--up|--down]",
-		Short: "Change a link's rate, delay, jitter or loss, or cut and restore it",
+		Use:   "set LINK [--rate R] [--delay D] [--jitter D] [--loss P] [--duplicate P] [--up|--down]",
+		Short: "Change a link's rate, delay, jitter, loss or duplicates, or cut and restore it",
 		Long: `Change a link while traffic flows; it takes effect within 100 ms. Both
 directions change unless --from names the node whose outgoing direction to
 change.
@@ -357,11 +367,15 @@ change.
 classes alone. --delay and --jitter apply to packets sent from then on
 (jitter never reorders unless the link allows it). --loss takes a
 percentage (0.1%) or a fraction (0.001); with --loss-burst B the losses come
-in bursts of B packets on average (Gilbert-Elliott). --down drops every
-packet and takes the carrier off both devices; --up restores the link.`,
+in bursts of B packets on average (Gilbert-Elliott). --duplicate takes a
+percentage or a fraction too: each packet (a TCP segment or a UDP
+datagram) that survives the loss arrives twice with that probability; 0
+turns it off. --down drops every packet and takes the carrier off both
+devices; --up restores the link.`,
 		Example: `  lightpath testbed link set wan --delay 50ms --loss 0.1%
   lightpath testbed link set wan --rate 500M
   lightpath testbed link set wan --loss 1% --loss-burst 4 --from ra
+  lightpath testbed link set wan --duplicate 0.5%
   lightpath testbed link set dedicated --down`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -417,11 +431,18 @@ packet and takes the carrier off both devices; --up restores the link.`,
 				}
 				c.Loss = &l
 			}
+			if fs.Changed("duplicate") {
+				p, err := units.ParseFraction(duplicate)
+				if err != nil {
+					return fmt.Errorf("testbed link set: --duplicate: %w", err)
+				}
+				c.Duplicate = &p
+			}
 			if up || down {
 				c.Down = &down
 			}
-			if c.Rate == nil && c.Delay == nil && c.Jitter == nil && c.Loss == nil && c.Down == nil {
-				return errors.New("testbed link set: nothing to change (give --rate, --delay, --jitter, --loss, --up or --down)")
+			if c.Rate == nil && c.Delay == nil && c.Jitter == nil && c.Loss == nil && c.Duplicate == nil && c.Down == nil {
+				return errors.New("testbed link set: nothing to change (give --rate, --delay, --jitter, --loss, --duplicate, --up or --down)")
 			}
 			if err := testbed.LinkSet(n, args[0], c); err != nil {
 				return fmt.Errorf("testbed link set: %w", err)
@@ -437,6 +458,7 @@ packet and takes the carrier off both devices; --up restores the link.`,
 	f.DurationVar(&jitter, "jitter", 0, "jitter around the delay (2ms)")
 	f.StringVar(&loss, "loss", "", "loss, a percentage (0.1%) or a fraction (0.001)")
 	f.Float64Var(&burst, "loss-burst", 0, "mean length of loss bursts, in packets (Gilbert-Elliott)")
+	f.StringVar(&duplicate, "duplicate", "", "duplicated packets, a percentage (0.5%) or a fraction (0.005)")
 	f.BoolVar(&up, "up", false, "restore the link")
 	f.BoolVar(&down, "down", false, "cut the link: drop everything, carrier off")
 	cmd.AddCommand(set)

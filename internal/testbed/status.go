@@ -80,22 +80,27 @@ type DirStatus struct {
 	JitterNS  int64   `json:"jitter_ns"`
 	Reorder   bool    `json:"reorder"`
 	LossModel string  `json:"loss_model"`
-	Loss      float64 `json:"loss"` // the model's mean loss fraction
+	Loss      float64 `json:"loss"`      // the model's mean loss fraction
+	Duplicate float64 `json:"duplicate"` // probability that a packet arrives twice
 	Down      bool    `json:"down"`
 
-	PacketsIn    uint64       `json:"packets_in"` // into the emulator
-	BytesIn      uint64       `json:"bytes_in"`
-	Packets      uint64       `json:"packets"` // delivered to To
-	Bytes        uint64       `json:"bytes"`
-	DropsLoss    uint64       `json:"drops_loss"`    // by the loss model
-	DropsDown    uint64       `json:"drops_down"`    // while the link was down
-	DropsQueue   uint64       `json:"drops_queue"`   // by the egress queue (htb)
-	DelayPackets uint64       `json:"delay_packets"` // in flight in the emulator now
-	DelayBytes   uint64       `json:"delay_bytes"`
-	QueuePackets uint64       `json:"queue_packets"` // waiting in the egress queue now
-	QueueBytes   uint64       `json:"queue_bytes"`
-	Egress       *EgressStats `json:"egress,omitempty"`
-	Error        string       `json:"error,omitempty"`
+	PacketsIn uint64 `json:"packets_in"` // into the emulator
+	BytesIn   uint64 `json:"bytes_in"`
+	// SuperPacketsIn counts the emulator's reads that carried more than
+	// one packet (a TSO or USO super-packet).
+	SuperPacketsIn uint64       `json:"super_packets_in"`
+	Duplicated     uint64       `json:"duplicated"` // extra copies made (counted in packets too)
+	Packets        uint64       `json:"packets"`    // delivered to To
+	Bytes          uint64       `json:"bytes"`
+	DropsLoss      uint64       `json:"drops_loss"`    // by the loss model
+	DropsDown      uint64       `json:"drops_down"`    // while the link was down
+	DropsQueue     uint64       `json:"drops_queue"`   // by the egress queue (htb)
+	DelayPackets   uint64       `json:"delay_packets"` // in flight in the emulator now
+	DelayBytes     uint64       `json:"delay_bytes"`
+	QueuePackets   uint64       `json:"queue_packets"` // waiting in the egress queue now
+	QueueBytes     uint64       `json:"queue_bytes"`
+	Egress         *EgressStats `json:"egress,omitempty"`
+	Error          string       `json:"error,omitempty"`
 }
 
 // LinkChange is what `link set` changes; nil fields stay as they are.
@@ -105,7 +110,9 @@ type LinkChange struct {
 	Delay  *time.Duration
 	Jitter *time.Duration
 	Loss   *topology.Loss
-	Down   *bool
+	// Duplicate is the probability that a packet arrives twice.
+	Duplicate *float64
+	Down      *bool
 }
 
 // UpOptions say what to build.

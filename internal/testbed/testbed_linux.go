@@ -364,7 +364,7 @@ func RunEmulator(ctx context.Context, name string, log *slog.Logger) error {
 func EmuParams(p topology.Params) emu.Params {
 	return emu.Params{
 		Delay: p.Delay, Jitter: p.Jitter, Reorder: p.Reorder, Down: p.Down,
-		Loss: p.Loss,
+		Loss: p.Loss, Duplicate: p.Duplicate,
 	}
 }
 
@@ -503,8 +503,9 @@ func Status(name string) (*StatusReport, error) {
 			if ps, ok := stats[[2]string{l.Name, d[0].Node}]; ok {
 				p := ps.Params
 				ds.DelayNS, ds.JitterNS, ds.Reorder, ds.Down = int64(p.Delay), int64(p.Jitter), p.Reorder, p.Down
-				ds.LossModel, ds.Loss = p.Loss.Model, p.Loss.MeanLoss()
-				ds.PacketsIn, ds.BytesIn = ps.PacketsIn, ps.BytesIn
+				ds.LossModel, ds.Loss, ds.Duplicate = p.Loss.Model, p.Loss.MeanLoss(), p.Duplicate
+				ds.PacketsIn, ds.BytesIn, ds.SuperPacketsIn = ps.PacketsIn, ps.BytesIn, ps.SuperPacketsIn
+				ds.Duplicated = ps.Duplicated
 				ds.Packets, ds.Bytes = ps.PacketsOut, ps.BytesOut
 				ds.DropsLoss, ds.DropsDown = ps.DropsLoss, ps.DropsDown
 				ds.DelayPackets, ds.DelayBytes = ps.QueuedPackets, ps.QueuedBytes
@@ -557,7 +558,7 @@ func LinkSet(name, link string, c LinkChange) error {
 			}
 		}
 	}
-	if c.Delay == nil && c.Jitter == nil && c.Loss == nil && c.Down == nil {
+	if c.Delay == nil && c.Jitter == nil && c.Loss == nil && c.Duplicate == nil && c.Down == nil {
 		return nil
 	}
 	cl, err := emu.Dial(SocketPath(name))
@@ -590,6 +591,9 @@ func LinkSet(name, link string, c LinkChange) error {
 		}
 		if c.Loss != nil {
 			p.Loss = *c.Loss
+		}
+		if c.Duplicate != nil {
+			p.Duplicate = *c.Duplicate
 		}
 		if c.Down != nil {
 			p.Down = *c.Down

@@ -290,7 +290,7 @@ func (p *parser) link(i int, n *yaml.Node) {
 		return
 	}
 	name, label := p.name(f, "link", i, MaxLinkName)
-	p.Allow(f, label, "name", "ends", "role", "rate", "delay", "jitter", "reorder", "loss", "mtu", "queue", "reservable")
+	p.Allow(f, label, "name", "ends", "role", "rate", "delay", "jitter", "reorder", "loss", "duplicate", "mtu", "queue", "reservable")
 	l := Link{
 		Name:       name,
 		Role:       LinkRouted,
@@ -350,6 +350,15 @@ func (p *parser) link(i int, n *yaml.Node) {
 	}
 	if f.Has("loss") {
 		l.Params.Loss, _ = p.loss(f.Vals["loss"], label+": loss")
+	}
+	if f.Has("duplicate") {
+		if s, ok := p.Scalar(f.Vals["duplicate"], label+": duplicate"); ok {
+			if v, err := units.ParseFraction(s); err != nil {
+				p.errorf(f.LineOf("duplicate"), "%s: duplicate: %w", label, err)
+			} else {
+				l.Params.Duplicate = v
+			}
+		}
 	}
 	mtuOK := true
 	if f.Has("mtu") {

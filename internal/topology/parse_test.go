@@ -142,6 +142,14 @@ func TestParseValues(t *testing.T) {
 		{"loss burst", "    loss: {rate: 1%, burst: 4}\n", func(l *Link) bool {
 			return l.Params.Loss.Model == LossGilbertElliott && near(l.Params.Loss.R, 0.25) && near(l.Params.Loss.P, 0.25*0.01/0.99)
 		}},
+		{"duplicate percent", "    duplicate: 0.5%\n", func(l *Link) bool { return near(l.Params.Duplicate, 0.005) }},
+		{"duplicate fraction", "    duplicate: 0.02\n", func(l *Link) bool { return near(l.Params.Duplicate, 0.02) }},
+		{"duplicate zero", "    duplicate: 0\n", func(l *Link) bool { return l.Params.Duplicate == 0 }},
+		{"duplicate all", "    duplicate: 100%\n", func(l *Link) bool { return l.Params.Duplicate == 1 }},
+		{"duplicate with loss", "    loss: 1%\n    duplicate: 1%\n", func(l *Link) bool {
+			return near(l.Params.Duplicate, 0.01) && l.Params.Loss == Loss{Model: LossRandom, Rate: 0.01}
+		}},
+		{"no duplicate by default", "    loss: 1%\n", func(l *Link) bool { return l.Params.Duplicate == 0 }},
 		{"queue bytes", "    queue: 4MiB\n", func(l *Link) bool { return l.Queue == 4<<20 }},
 		{"queue packets", "    mtu: 9000\n    queue: 100\n", func(l *Link) bool { return l.Queue == 900_000 }},
 		{"queue packets before mtu", "    queue: 100\n    mtu: 9000\n", func(l *Link) bool { return l.Queue == 900_000 }},
@@ -240,6 +248,14 @@ links:
 		{"loss burst below 1", base + "    loss: {rate: 1%, burst: 0.5}\n", ":10:", "at least 1"},
 		{"loss burst too lossy", base + "    loss: {rate: 60%, burst: 1}\n", ":10:", "too high for bursts"},
 		{"loss null", base + "    loss:\n", ":10:", "want a fraction"},
+		{"bad duplicate", base + "    duplicate: often\n", ":10:", `link "l1": duplicate: invalid fraction`},
+		{"duplicate above 100%", base + "    duplicate: 150%\n", ":10:", "duplicate"},
+		{"duplicate above 1", base + "    duplicate: 5\n", ":10:", "did you mean 5%?"},
+		{"negative duplicate", base + "    duplicate: -1%\n", ":10:", "duplicate"},
+		{"duplicate line", base + "    loss: 1%\n    duplicate: x\n", ":11:", "duplicate"},
+		{"duplicate null", base + "    duplicate:\n", ":10:", "duplicate"},
+		{"duplicate list", base + "    duplicate: [1%]\n", ":10:", "duplicate"},
+		{"duplicate typo", base + "    duplicat: 1%\n", ":10:", `did you mean "duplicate"?`},
 		{"mtu too big", base + "    mtu: 70000\n", ":10:", "out of range [576, 65535]"},
 		{"mtu too small", base + "    mtu: 500\n", ":10:", "out of range [576, 65535]"},
 		{"mtu below ipv6", base + "    mtu: 1000\n", ":10:", "IPv6"},

@@ -129,7 +129,10 @@ type Params struct {
 	Jitter  time.Duration // uniform in [-Jitter, +Jitter] around Delay, floored at 0
 	Reorder bool          // jitter may reorder packets (default: it does not)
 	Loss    Loss
-	Down    bool
+	// Duplicate is the probability that a packet (a wire segment: a TCP
+	// segment or a UDP datagram) that survived Loss arrives twice.
+	Duplicate float64
+	Down      bool
 }
 
 // End is one end of a link: the node, the TUN device in its namespace,

@@ -5,17 +5,23 @@ package emu
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/lightpath/lightpath/internal/netns"
 	"github.com/lightpath/lightpath/internal/roottest"
+	"github.com/lightpath/lightpath/internal/topology"
 )
 
 // Measurements run by hand, not in CI: timed figures do not belong in
@@ -207,4 +213,163 @@ func TestDelayPrecision(t *testing.T) {
 		}
 	}
 	t.Logf("UDP probes every 2 ms:\n%s", report.String())
+}
+
+// TestUDPThroughput measures how fast UDP crosses the emulator, one
+// datagram per write and in GSO batches (UDP_SEGMENT, 64 KiB per write),
+// beside a bare veth pair: a Go sender at increasing rates (paced per
+// 200 µs), then as fast as it can, for a few seconds each; a receiver
+// with UDP_GRO (so batches that cross whole are read whole). It reports
+// what arrived; the rate where loss starts is what the emulator carries.
+// The sender, the receiver and the emulator share this process (CPU).
+//
+//	LIGHTPATH_EMU_BENCH=1 go test -run TestUDPThroughput -v ./internal/testbed/emu/
+func TestUDPThroughput(t *testing.T) {
+	skipUnlessBench(t)
+	secs := 3
+	if s, err := strconv.Atoi(os.Getenv("LIGHTPATH_EMU_BENCH_SECONDS")); err == nil && s > 0 {
+		secs = s
+	}
+	type run struct {
+		path string // veth, emulator, lossy (emulator with 1% loss)
+		mtu  int
+		gso  bool
+		rate float64 // offered, Gbit/s; 0: as fast as the sender goes
+	}
+	var runs []run
+	for _, mtu := range []int{1500, 9000} {
+		for _, gso := range []bool{false, true} {
+			runs = append(runs, run{"veth", mtu, gso, 0})
+			rates := []float64{1, 2, 4, 8, 0}
+			if mtu == 9000 {
+				rates = []float64{0}
+			}
+			for _, r := range rates {
+				runs = append(runs, run{"emulator", mtu, gso, r})
+			}
+			runs = append(runs, run{"lossy", mtu, gso, 0})
+		}
+	}
+	var report bytes.Buffer
+	fmt.Fprintf(&report, "%-26s %-22s %8s %8s %9s %7s %6s  %s\n", "path", "sender", "offered", "sent", "received", "lost", "CPU", "emulator reads")
+	for _, r := range runs {
+		t.Run(fmt.Sprintf("%s-%d-gso-%v-%g", r.path, r.mtu, r.gso, r.rate), func(t *testing.T) {
+			var nsA, nsB, dst string
+			var l *testLink
+			switch r.path {
+			case "veth":
+				a, b := vethPair(t, r.mtu)
+				nsA, nsB, dst = "/run/netns/"+a, "/run/netns/"+b, "198.18.253.2"
+			default:
+				var params Params
+				if r.path == "lossy" {
+					params.Loss = topology.Loss{Model: topology.LossRandom, Rate: 0.01}
+				}
+				l = newTestLink(t, r.mtu, params)
+				nsA, nsB, dst = l.nsA, l.nsB, l.addrB.String()
+			}
+			var ru0, ru1 syscall.Rusage
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+			sent, got, wall := udpBlast(t, nsA, nsB, dst, r.mtu-28, r.gso, r.rate*1e9, time.Duration(secs)*time.Second)
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+			used := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
+			reads := "-"
+			if l != nil {
+				st := l.stats(t, "a")
+				reads = fmt.Sprintf("%d datagrams, %d reads of more than one", st.PacketsIn, st.SuperPacketsIn)
+			}
+			path := fmt.Sprintf("%s, MTU %d", r.path, r.mtu)
+			if r.path == "lossy" {
+				path = fmt.Sprintf("emulator 1%% loss, MTU %d", r.mtu)
+			}
+			sender := "1 datagram per write"
+			if r.gso {
+				sender = "UDP_SEGMENT, 64 KiB"
+			}
+			offered := "max"
+			if r.rate > 0 {
+				offered = fmt.Sprintf("%g", r.rate)
+			}
+			gbps := func(b uint64) float64 { return float64(b) * 8 / wall.Seconds() / 1e9 }
+			fmt.Fprintf(&report, "%-26s %-22s %8s %8.2f %9.2f %6.1f%% %5.0f%%  %s\n", path, sender, offered,
+				gbps(sent), gbps(got), 100*float64(sent-min(sent, got))/float64(max(1, sent)), used.Seconds()/wall.Seconds()*100, reads)
+		})
+	}
+	t.Logf("UDP payload, Gbit/s, %d s each:\n%s", secs, report.String())
+}
+
+// udpBlast sends datagrams of payload bytes from nsA to dst:9100 in nsB
+// for d, at rate bits per second of payload (0: as fast as it can), and
+// returns the payload bytes sent and received and the time it sent for.
+func udpBlast(t *testing.T, nsA, nsB, dst string, payload int, gso bool, rate float64, d time.Duration) (sent, got uint64, wall time.Duration) {
+	t.Helper()
+	var rx, tx *net.UDPConn
+	if err := netns.Do(nsB, func() (err error) {
+		rx, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(dst), Port: 9100})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	rx.SetReadBuffer(32 << 20)
+	if rc, err := rx.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_GRO, 1) })
+	}
+	if err := netns.Do(nsA, func() (err error) {
+		tx, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.ParseIP(dst), Port: 9100})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	tx.SetWriteBuffer(32 << 20)
+	n := payload
+	if gso {
+		if err := setUDPSegment(tx, payload); err != nil {
+			t.Fatal(err)
+		}
+		n = (65535 - 8 - 20) / payload * payload
+	}
+	var recvd atomic.Uint64
+	var sending atomic.Bool
+	sending.Store(true)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 1<<16)
+		for {
+			// Quiet for 300 ms once the sender is done: all is in.
+			rx.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			m, err := rx.Read(buf)
+			if err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) && sending.Load() {
+					continue
+				}
+				return
+			}
+			recvd.Add(uint64(m))
+		}
+	}()
+	buf := make([]byte, n)
+	start := time.Now()
+	for written := uint64(0); ; {
+		el := time.Since(start)
+		if el >= d {
+			break
+		}
+		if rate > 0 && float64(written+uint64(n))*8 > rate*el.Seconds() {
+			time.Sleep(200 * time.Microsecond)
+			continue
+		}
+		for range 8 {
+			written += uint64(n)
+			if _, err := tx.Write(buf); err == nil {
+				sent += uint64(n)
+			}
+		}
+	}
+	sendTime := time.Since(start)
+	sending.Store(false)
+	<-done
+	return sent, recvd.Load(), sendTime
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"math"
 	"net"
 	"path/filepath"
 	"strings"
@@ -155,20 +156,28 @@ func TestControlWire(t *testing.T) {
 }
 
 func TestParamsJSON(t *testing.T) {
-	p := Params{Delay: 20 * time.Millisecond, Jitter: 1500 * time.Microsecond, Reorder: true, Loss: topology.Loss{Model: topology.LossRandom, Rate: 0.01}, Down: true}
+	p := Params{Delay: 20 * time.Millisecond, Jitter: 1500 * time.Microsecond, Reorder: true, Loss: topology.Loss{Model: topology.LossRandom, Rate: 0.01}, Duplicate: 0.005, Down: true}
 	b, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"delay":"20ms","jitter":"1.5ms","reorder":true,"loss":{"model":"random","rate":0.01},"down":true}`; string(b) != want {
+	if want := `{"delay":"20ms","jitter":"1.5ms","reorder":true,"loss":{"model":"random","rate":0.01},"duplicate":0.005,"down":true}`; string(b) != want {
 		t.Errorf("marshal: %s, want %s", b, want)
 	}
 	var q Params
 	if err := json.Unmarshal(b, &q); err != nil || q != p {
 		t.Errorf("round trip: %+v, %v", q, err)
 	}
-	if err := json.Unmarshal([]byte(`{"delay":20000000}`), &q); err != nil || q.Delay != 20*time.Millisecond || q.Down {
+	if err := json.Unmarshal([]byte(`{"delay":20000000}`), &q); err != nil || q.Delay != 20*time.Millisecond || q.Down || q.Duplicate != 0 {
 		t.Errorf("nanoseconds: %+v, %v", q, err)
+	}
+	for _, d := range []float64{-0.1, 1.5, math.NaN()} {
+		if err := (Params{Duplicate: d}).Validate(); err == nil {
+			t.Errorf("duplicate %v: valid", d)
+		}
+	}
+	if err := (Params{Duplicate: 1}).Validate(); err != nil {
+		t.Errorf("duplicate 1: %v", err)
 	}
 }
 

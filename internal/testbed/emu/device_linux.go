@@ -18,6 +18,7 @@ type device struct {
 	ns, name string
 	f        *os.File
 	rc       syscall.RawConn
+	uso      bool // UDP GSO batches cross whole (TUN_F_USO4/6)
 
 	// Guarded by Emulator.mu.
 	reader  *pipe
@@ -26,7 +27,7 @@ type device struct {
 }
 
 func openDevice(ns, name string) (*device, error) {
-	fd, err := openTun(ns, name)
+	fd, uso, err := openTun(ns, name)
 	if err != nil {
 		return nil, err
 	}
@@ -36,7 +37,7 @@ func openDevice(ns, name string) (*device, error) {
 		f.Close()
 		return nil, fmt.Errorf("open tun %s in %s: %w", name, ns, err)
 	}
-	return &device{ns: ns, name: name, f: f, rc: rc}, nil
+	return &device{ns: ns, name: name, f: f, rc: rc, uso: uso}, nil
 }
 
 func (d *device) close() error {

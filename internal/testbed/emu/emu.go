@@ -1,16 +1,21 @@
 // Package emu is the testbed's link emulator: a user-space daemon that
 // carries packets between the two TUN devices of every emulated link,
-// adding delay, jitter and loss, because the kernel here has no netem.
+// adding delay, jitter, loss and duplicates, because the kernel here has
+// no netem.
 //
 // Each direction of a link is a pipe: it reads packets from one TUN
 // device, decides their fate, holds the survivors in a delay line and
 // writes them into the other TUN device when they are due. The devices use
-// IFF_VNET_HDR with TSO offloads, so the kernel hands the emulator 64 KiB
-// TCP super-packets (GSO) instead of MTU-sized packets: a pipe costs two
-// syscalls per super-packet rather than per wire packet, which is what
-// lets a user-space emulator keep up with the kernel's own veth pairs.
-// Loss stays per wire segment: a super-packet that loses a segment is cut
-// into segments in user space and only the survivors go on.
+// IFF_VNET_HDR with TSO and USO offloads, so the kernel hands the emulator
+// 64 KiB TCP super-packets and the UDP GSO batches of senders that use
+// UDP_SEGMENT (USO needs Linux 6.2; where the kernel refuses it, UDP
+// arrives one datagram at a time) instead of MTU-sized packets: a pipe
+// costs two syscalls per super-packet rather than per wire packet, which
+// is what lets a user-space emulator keep up with the kernel's own veth
+// pairs. Loss and duplication stay per wire segment (a TCP segment or a
+// UDP datagram): a super-packet that loses a segment is cut into segments
+// in user space and only the survivors go on, and a duplicated segment
+// follows its super-packet as a copy of its own.
 //
 // The rate of a link is not the emulator's business: htb on each TUN's
 // egress shapes it before the emulator ever sees a packet. The emulator
@@ -29,6 +34,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -44,7 +50,7 @@ const MaxDelay = time.Minute
 //
 // In JSON, Delay and Jitter are Go duration strings ("20ms", "1.5ms");
 // numbers are accepted on input and mean nanoseconds. JSON field names
-// are lower case: delay, jitter, reorder, loss, down.
+// are lower case: delay, jitter, reorder, loss, duplicate, down.
 type Params struct {
 	Delay time.Duration // one way
 	// Jitter spreads each packet's delay uniformly over
@@ -56,6 +62,10 @@ type Params struct {
 	// queues rather than from packets overtaking each other.
 	Reorder bool
 	Loss    topology.Loss
+	// Duplicate is the probability that a segment that survived the loss
+	// model is delivered twice; the copy gets a delay of its own (the
+	// same one without jitter) and is counted in Duplicated.
+	Duplicate float64
 	// Down drops every packet (counted in DropsDown) and turns the carrier
 	// of both TUN devices of the link off.
 	Down bool
@@ -72,22 +82,26 @@ func (p Params) Validate() error {
 	if err := p.Loss.Validate(); err != nil {
 		return err
 	}
+	if math.IsNaN(p.Duplicate) || p.Duplicate < 0 || p.Duplicate > 1 {
+		return fmt.Errorf("duplicate %v: not a probability", p.Duplicate)
+	}
 	return nil
 }
 
 // paramsJSON is Params on the wire.
 type paramsJSON struct {
-	Delay   jsonDuration  `json:"delay"`
-	Jitter  jsonDuration  `json:"jitter"`
-	Reorder bool          `json:"reorder,omitempty"`
-	Loss    topology.Loss `json:"loss"`
-	Down    bool          `json:"down,omitempty"`
+	Delay     jsonDuration  `json:"delay"`
+	Jitter    jsonDuration  `json:"jitter"`
+	Reorder   bool          `json:"reorder,omitempty"`
+	Loss      topology.Loss `json:"loss"`
+	Duplicate float64       `json:"duplicate,omitempty"`
+	Down      bool          `json:"down,omitempty"`
 }
 
 // MarshalJSON writes durations as Go strings, readable by people who talk
 // to the control socket with nc.
 func (p Params) MarshalJSON() ([]byte, error) {
-	return json.Marshal(paramsJSON{jsonDuration(p.Delay), jsonDuration(p.Jitter), p.Reorder, p.Loss, p.Down})
+	return json.Marshal(paramsJSON{jsonDuration(p.Delay), jsonDuration(p.Jitter), p.Reorder, p.Loss, p.Duplicate, p.Down})
 }
 
 // UnmarshalJSON reads durations as Go strings or as nanoseconds.
@@ -96,7 +110,7 @@ func (p *Params) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*p = Params{Delay: time.Duration(j.Delay), Jitter: time.Duration(j.Jitter), Reorder: j.Reorder, Loss: j.Loss, Down: j.Down}
+	*p = Params{Delay: time.Duration(j.Delay), Jitter: time.Duration(j.Jitter), Reorder: j.Reorder, Loss: j.Loss, Duplicate: j.Duplicate, Down: j.Down}
 	return nil
 }
 
@@ -142,9 +156,11 @@ type PipeSpec struct {
 }
 
 // PipeStats are the counters of one pipe. Packet counts are wire segments
-// (a 64 KiB super-packet at MTU 1500 counts as its 45 segments), byte
-// counts are IP bytes on the wire (each segment with its headers), so the
-// numbers compare with what a real interface would count.
+// (a 64 KiB super-packet at MTU 1500 counts as its 45 segments, a UDP GSO
+// batch as its datagrams), byte counts are IP bytes on the wire (each
+// segment with its headers), so the numbers compare with what a real
+// interface would count. Once the delay line is empty, PacketsIn +
+// Duplicated = PacketsOut + the drops.
 type PipeStats struct {
 	Link string `json:"link"`
 	From string `json:"from"`
@@ -166,9 +182,12 @@ type PipeStats struct {
 	QueuedPackets uint64 `json:"queued_packets"`
 	QueuedBytes   uint64 `json:"queued_bytes"`
 	// SuperPacketsIn counts reads that carried more than one segment:
-	// PacketsIn/SuperPacketsIn near 1 under bulk TCP means GSO offload is
-	// not at work.
+	// PacketsIn/SuperPacketsIn near 1 under bulk TCP (or UDP sent with
+	// UDP_SEGMENT) means GSO offload is not at work.
 	SuperPacketsIn uint64 `json:"super_packets_in"`
+	// Duplicated counts the extra copies the Duplicate parameter made
+	// (segments); they are counted again in PacketsOut when written.
+	Duplicated uint64 `json:"duplicated"`
 
 	Params Params `json:"params"`
 }

@@ -4,6 +4,7 @@ package emu
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lightpath/lightpath/internal/netns"
 	"github.com/lightpath/lightpath/internal/roottest"
 	"github.com/lightpath/lightpath/internal/topology"
 )
@@ -34,17 +36,38 @@ func TestTunLifecycle(t *testing.T) {
 		t.Errorf("device: type %s mtu %d txqueuelen %d flags %v, want a tuntap, 9000, %d, down", link.Type(), a.MTU, a.TxQLen, a.Flags, txQueueLen)
 	}
 	// Attaching the emulator does not create devices by mistake.
-	if _, err := openTun(ns, "tun8"); err == nil {
+	if _, _, err := openTun(ns, "tun8"); err == nil {
 		t.Error("openTun of a missing device succeeded")
 	}
 	if _, _, err := linkAt(ns, "tun8"); err == nil {
 		t.Error("openTun created a device")
 	}
-	fd, err := openTun(ns, "tun9")
+	fd, uso, err := openTun(ns, "tun9")
 	if err != nil {
 		t.Fatal(err)
 	}
 	unix.Close(fd)
+	var uname unix.Utsname
+	unix.Uname(&uname)
+	t.Logf("kernel %s: USO %v", unix.ByteSliceToString(uname.Release[:]), uso)
+	// The fallback: an offload flag the kernel does not know (bit 15) is
+	// refused with EINVAL, and the device is set up without it, as USO is
+	// before Linux 6.2.
+	err = netns.Do(ns, func() error {
+		fd, err := tunAttach("tun9")
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		took, err := setupTun(fd, 1<<15)
+		if err != nil || took {
+			return fmt.Errorf("setupTun with an unknown offload: took it %v, %v; want a fallback without it", took, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
 	if err := CreateTun(ns, "a-name-far-too-long", 1500); err == nil || !strings.Contains(err.Error(), "device name") {
 		t.Errorf("long name: %v", err)
 	}
@@ -135,6 +158,9 @@ func TestTCP(t *testing.T) {
 		// lost and its timer backs off for tens of seconds. Keep bursts
 		// short so the test stays short.
 		{"gilbert-elliott loss 1%", Params{Delay: time.Millisecond, Loss: topology.Loss{Model: topology.LossGilbertElliott, P: 0.01, R: 0.5, H: 0.5}}, 16 << 20, 0.003, 0.03},
+		// Copies of segments follow their super-packets: TCP takes them
+		// as duplicates (D-SACK) and the data arrives intact.
+		{"duplicate 2% and loss 0.5%", Params{Delay: time.Millisecond, Duplicate: 0.02, Loss: topology.Loss{Model: topology.LossRandom, Rate: 0.005}}, 16 << 20, 0.001, 0.02},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newTestLink(t, 1500, tc.params)
@@ -156,8 +182,11 @@ func TestTCP(t *testing.T) {
 			if tc.max > 0 && st.DropsLoss == 0 {
 				t.Error("nothing lost")
 			}
-			if st.PacketsIn != st.PacketsOut+st.DropsLoss || st.DropsDown+st.DropsQueue+st.DropsError != 0 {
+			if st.PacketsIn+st.Duplicated != st.PacketsOut+st.DropsLoss || st.DropsDown+st.DropsQueue+st.DropsError != 0 {
 				t.Errorf("counters do not add up: %+v", st)
+			}
+			if d := float64(st.Duplicated) / float64(st.PacketsIn-st.DropsLoss); tc.params.Duplicate > 0 && (d < tc.params.Duplicate/2 || d > tc.params.Duplicate*2) {
+				t.Errorf("duplicated %.4f of segments, want about %.4f", d, tc.params.Duplicate)
 			}
 		})
 	}
@@ -315,5 +344,83 @@ func TestNoLostWakeups(t *testing.T) {
 	}
 	if !waitFor(2*time.Second, func() bool { return s.count() == seq }) {
 		t.Fatalf("%d of %d datagrams arrived; a→b %+v", s.count(), seq, l.stats(t, "a"))
+	}
+}
+
+// TestUDPGSO sends UDP GSO batches (UDP_SEGMENT, 20 datagrams of 1400
+// bytes per write) across a link that loses, then duplicates, then
+// reorders: the batches cross the emulator whole where USO is on, and
+// every decision is per datagram, counted exactly (IPv6 is off, so
+// nothing else crosses the link).
+func TestUDPGSO(t *testing.T) {
+	const n, size, batch = 10000, 1400, 20
+	l := newTestLink(t, 1500, Params{Loss: topology.Loss{Model: topology.LossRandom, Rate: 0.05}})
+	uso := true
+	for _, d := range l.e.devs {
+		uso = uso && d.uso
+	}
+	s := l.udpSink(t, 9)
+	// received waits until the sink has every datagram the emulator
+	// delivered since before (a settled pipe: nothing in flight).
+	received := func(before PipeStats, first uint64) (st PipeStats, distinct, copies int) {
+		t.Helper()
+		ok := waitFor(3*time.Second, func() bool {
+			st = l.settledStats(t, "a")
+			distinct, copies = s.tally(first, n)
+			return uint64(distinct+copies) == st.PacketsOut-before.PacketsOut
+		})
+		if !ok {
+			t.Fatalf("the sink has %d datagrams (%d copies), the emulator delivered %d", distinct+copies, copies, st.PacketsOut-before.PacketsOut)
+		}
+		t.Logf("in %d (%d GSO reads), out %d, lost %d, duplicated %d; received %d distinct, %d copies",
+			st.PacketsIn-before.PacketsIn, st.SuperPacketsIn-before.SuperPacketsIn, st.PacketsOut-before.PacketsOut,
+			st.DropsLoss-before.DropsLoss, st.Duplicated-before.Duplicated, distinct, copies)
+		if st.PacketsIn-before.PacketsIn != n {
+			t.Errorf("%d datagrams into the emulator, want %d", st.PacketsIn-before.PacketsIn, n)
+		}
+		if reads := st.SuperPacketsIn - before.SuperPacketsIn; uso && reads < n/batch/2 {
+			t.Errorf("USO is on, yet %d of %d batches reached the emulator whole", reads, n/batch)
+		}
+		if st.DropsDown+st.DropsQueue+st.DropsError != 0 {
+			t.Errorf("drops besides the loss model: %+v", st)
+		}
+		return st, distinct, copies
+	}
+
+	t.Logf("USO on the TUN devices: %v", uso)
+	l.sendGSO(t, 9, 0, n, size, batch)
+	st, distinct, copies := received(PipeStats{}, 0)
+	if lost := int(st.DropsLoss); distinct != n-lost || copies != 0 {
+		t.Errorf("loss: %d distinct datagrams and %d copies arrived, the emulator lost %d of %d", distinct, copies, lost, n)
+	}
+	if f := float64(st.DropsLoss) / n; f < 0.03 || f > 0.07 {
+		t.Errorf("lost %.4f of datagrams, want 0.05 ± 0.02", f)
+	}
+
+	if err := l.e.Set("l", "", Params{Duplicate: 0.1}); err != nil {
+		t.Fatal(err)
+	}
+	before := st
+	l.sendGSO(t, 9, n, n, size, batch)
+	st, distinct, copies = received(before, n)
+	dup := int(st.Duplicated - before.Duplicated)
+	if distinct != n || copies != dup || st.DropsLoss != before.DropsLoss {
+		t.Errorf("duplicate: %d distinct datagrams and %d copies arrived, the emulator made %d copies", distinct, copies, dup)
+	}
+	if f := float64(dup) / n; f < 0.07 || f > 0.13 {
+		t.Errorf("duplicated %.4f of datagrams, want 0.1 ± 0.03", f)
+	}
+
+	if err := l.e.Set("l", "", Params{Delay: 2 * time.Millisecond, Jitter: time.Millisecond, Reorder: true}); err != nil {
+		t.Fatal(err)
+	}
+	before = st
+	l.sendGSO(t, 9, 2*n, n, size, batch)
+	st, distinct, copies = received(before, 2*n)
+	if distinct != n || copies != 0 {
+		t.Errorf("reorder: %d distinct datagrams and %d copies arrived, want %d and none", distinct, copies, n)
+	}
+	if inv := s.inversions(2 * n); inv == 0 {
+		t.Error("jitter with reorder: no datagram out of order")
 	}
 }

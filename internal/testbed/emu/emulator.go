@@ -137,7 +137,7 @@ func (e *Emulator) addPipe(spec PipeSpec, in, out *device) error {
 		e.wg.Add(2)
 		go func() { defer e.wg.Done(); p.readLoop() }()
 		go func() { defer e.wg.Done(); p.writeLoop() }()
-		p.log.Info("pipe started", "from_dev", spec.FromDev, "to_dev", spec.ToDev)
+		p.log.Info("pipe started", "from_dev", spec.FromDev, "to_dev", spec.ToDev, "uso", in.uso && out.uso)
 	}
 	return nil
 }
@@ -280,7 +280,7 @@ type counters struct {
 	packetsIn, bytesIn, packetsOut, bytesOut   atomic.Uint64
 	dropsLoss, dropsDown, dropsQueue, dropsErr atomic.Uint64
 	queuedPackets, queuedBytes                 atomic.Int64
-	superPackets                               atomic.Uint64
+	superPackets, duplicated                   atomic.Uint64
 }
 
 // pipe is one direction of a link. Its reader goroutine reads from in,
@@ -355,6 +355,7 @@ func (p *pipe) stats() PipeStats {
 		DropsQueue: p.c.dropsQueue.Load(), DropsError: p.c.dropsErr.Load(),
 		QueuedPackets: uint64(max(0, p.c.queuedPackets.Load())), QueuedBytes: uint64(max(0, p.c.queuedBytes.Load())),
 		SuperPacketsIn: p.c.superPackets.Load(),
+		Duplicated:     p.c.duplicated.Load(),
 		Params:         *p.params.Load(),
 	}
 }
@@ -377,7 +378,7 @@ func (p *pipe) readLoop() {
 	r := p.in.newReader(readBatch)
 	w := p.out.newWriter()
 	var out []packet
-	var kill []bool
+	var fate []uint8
 	for {
 		n, err := r.read()
 		if err != nil {
@@ -390,7 +391,7 @@ func (p *pipe) readLoop() {
 		now := mono()
 		out = out[:0]
 		for i := range n {
-			out, kill = p.process(out, kill, params, &r.bufs[i], r.lens[i], now)
+			out, fate = p.process(out, fate, params, &r.bufs[i], r.lens[i], now)
 		}
 		r.refill()
 		if len(out) > 0 {
@@ -399,10 +400,27 @@ func (p *pipe) readLoop() {
 	}
 }
 
+// Fates of the segments of one packet, decided by process.
+const (
+	fatePass = iota
+	fateLost
+	fateDup // passes, and a copy follows
+)
+
 // process decides the fate of one packet read into *bp and appends what
 // survives to out. It takes the buffer (setting *bp to nil) when it queues
-// the packet in it.
-func (p *pipe) process(out []packet, kill []bool, params *Params, bp **buffer, n int, now int64) ([]packet, []bool) {
+// the packet in it. Loss and duplication are decided per wire segment (a
+// TCP segment or a UDP datagram of a GSO super-packet); a super-packet
+// goes on whole when every segment passes, and duplicates follow it as
+// single segments. Otherwise it is cut: each run of survivors goes on as
+// a smaller super-packet (the kernel cuts it into the same segments it
+// would have cut from the whole), their copies after them. Jitter is
+// drawn per packet read, except with Reorder, where a super-packet is cut
+// so that each segment gets a delay of its own and segments of one batch
+// may overtake each other, as they may on a path that reorders. Copies
+// made after whole has taken the read buffer still read it: nothing else
+// sees the packet until deliver.
+func (p *pipe) process(out []packet, fate []uint8, params *Params, bp **buffer, n int, now int64) ([]packet, []uint8) {
 	pkt := (*bp).b[:n]
 	info, _ := parsePacket(pkt) // a packet we cannot parse still goes on whole
 	p.c.packetsIn.Add(uint64(info.segs))
@@ -412,48 +430,120 @@ func (p *pipe) process(out []packet, kill []bool, params *Params, bp **buffer, n
 	}
 	if params.Down {
 		p.c.dropsDown.Add(uint64(info.segs))
-		return out, kill
+		return out, fate
 	}
+	due := p.due(params, now)
+	perSeg := info.split && info.segs > 1 && params.Reorder && params.Jitter > 0
+	lossOn, dupOn := lossy(&params.Loss), params.Duplicate > 0
+	if !lossOn && !dupOn && !perSeg {
+		return append(out, p.whole(bp, n, &info, due)), fate
+	}
+	fate = slices.Grow(fate[:0], info.segs)[:info.segs]
+	lost, dups := 0, 0
+	for i := range fate {
+		switch {
+		case lossOn && p.loss.lose(&params.Loss):
+			fate[i] = fateLost
+			lost++
+		case dupOn && p.loss.rng.Float64() < params.Duplicate:
+			fate[i] = fateDup
+			dups++
+		default:
+			fate[i] = fatePass
+		}
+	}
+	p.c.dropsLoss.Add(uint64(lost))
+	p.c.duplicated.Add(uint64(dups))
+	switch {
+	case lost == info.segs:
+		return out, fate
+	case !info.split:
+		// One segment (only super-packets that can be cut hold more).
+		out = append(out, p.whole(bp, n, &info, due))
+		if dups > 0 {
+			out = append(out, copyPacket(pkt, info.segs, info.wireBytes, p.due(params, now)))
+		}
+		return out, fate
+	case lost == 0 && !perSeg:
+		out = append(out, p.whole(bp, n, &info, due))
+		for i, f := range fate {
+			if f == fateDup {
+				out = append(out, cutRun(pkt, &info, i, i+1, p.due(params, now)))
+			}
+		}
+		return out, fate
+	}
+	if perSeg {
+		for i, f := range fate {
+			if f == fateLost {
+				continue
+			}
+			if i > 0 {
+				due = p.due(params, now)
+			}
+			out = append(out, cutRun(pkt, &info, i, i+1, due))
+			if f == fateDup {
+				out = append(out, cutRun(pkt, &info, i, i+1, p.due(params, now)))
+			}
+		}
+		return out, fate
+	}
+	// The survivors go on in runs, each a smaller super-packet, their
+	// copies after them.
+	for i := 0; i < len(fate); {
+		if fate[i] == fateLost {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(fate) && fate[j] != fateLost {
+			j++
+		}
+		out = append(out, cutRun(pkt, &info, i, j, due))
+		i = j
+	}
+	for i, f := range fate {
+		if f == fateDup {
+			out = append(out, cutRun(pkt, &info, i, i+1, p.due(params, now)))
+		}
+	}
+	return out, fate
+}
+
+// due draws the release time of a packet read at now.
+func (p *pipe) due(params *Params, now int64) int64 {
 	due := now + int64(params.Delay)
 	if params.Jitter > 0 {
 		j := int64(params.Jitter)
 		due = max(now, due+p.loss.rng.Int64N(2*j+1)-j)
 	}
-	if lossy(&params.Loss) {
-		kill = slices.Grow(kill[:0], info.segs)[:info.segs]
-		lost := 0
-		for i := range kill {
-			kill[i] = p.loss.lose(&params.Loss)
-			if kill[i] {
-				lost++
-			}
-		}
-		switch {
-		case lost == 0:
-		case lost == info.segs || !info.tcp:
-			p.c.dropsLoss.Add(uint64(info.segs))
-			return out, kill
-		default:
-			p.c.dropsLoss.Add(uint64(lost))
-			for i, k := range kill {
-				if k {
-					continue
-				}
-				b := getBuffer(info.segLen(pkt, i))
-				m := segmentTCP(b.b, pkt, &info, i)
-				out = append(out, packet{buf: b, n: int32(m), segs: 1, wire: int32(m - vnetHdrLen), due: due})
-			}
-			return out, kill
-		}
-	}
-	var b *buffer
+	return due
+}
+
+// whole queues the packet read into *bp as it is: copied into a smaller
+// buffer when it fits one, or in the read buffer itself, which it takes.
+func (p *pipe) whole(bp **buffer, n int, info *pktInfo, due int64) packet {
 	if n <= bufSizes[len(bufSizes)-2] {
-		b = getBuffer(n)
-		copy(b.b, pkt)
-	} else {
-		b, *bp = *bp, nil
+		return copyPacket((*bp).b[:n], info.segs, info.wireBytes, due)
 	}
-	return append(out, packet{buf: b, n: int32(n), segs: int32(info.segs), wire: int32(info.wireBytes), due: due}), kill
+	b := *bp
+	*bp = nil
+	return packet{buf: b, n: int32(n), segs: int32(info.segs), wire: int32(info.wireBytes), due: due}
+}
+
+// copyPacket queues a copy of pkt.
+func copyPacket(pkt []byte, segs, wire int, due int64) packet {
+	b := getBuffer(len(pkt))
+	copy(b.b, pkt)
+	return packet{buf: b, n: int32(len(pkt)), segs: int32(segs), wire: int32(wire), due: due}
+}
+
+// cutRun queues the segments [i, j) of the super-packet pkt as one
+// packet.
+func cutRun(pkt []byte, info *pktInfo, i, j int, due int64) packet {
+	b := getBuffer(info.runLen(pkt, i, j))
+	m := segmentRun(b.b, pkt, info, i, j)
+	return packet{buf: b, n: int32(m), segs: int32(j - i), wire: int32(m - vnetHdrLen + (j-i-1)*info.hdrLen), due: due}
 }
 
 // deliver writes pkts straight away when nothing is delayed, and queues

@@ -162,7 +162,7 @@ func TestSegmentTCP(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !info.tcp || info.segs != tc.wantSegs || info.gsoSize != tc.mss {
+			if !info.split || info.segs != tc.wantSegs || info.gsoSize != tc.mss {
 				t.Fatalf("parse: %+v, want %d segments of %d", info, tc.wantSegs, tc.mss)
 			}
 			hdrLen := info.hdrLen
@@ -174,7 +174,7 @@ func TestSegmentTCP(t *testing.T) {
 			for i := range info.segs {
 				n := info.segLen(pkt, i)
 				dst := make([]byte, n+5) // room to spare: the length returned counts
-				if m := segmentTCP(dst, pkt, &info, i); m != n {
+				if m := segment(dst, pkt, &info, i); m != n {
 					t.Fatalf("segment %d: length %d, segLen %d", i, m, n)
 				}
 				seg := finishChecksum(t, dst[:n])
@@ -255,6 +255,14 @@ func TestParsePacket(t *testing.T) {
 	badLen := bytes.Clone(v4)
 	badLen[vnetHdrLen+2]++
 	headerOnly := buildGSO(gsoCase{payload: 0, mss: 1000})
+	uso4 := buildUSO(false, 3000, 1000, 1)
+	uso6 := buildUSO(true, 2500, 1000, 0)
+	usoBadLen := bytes.Clone(uso4)
+	usoBadLen[vnetHdrLen+20+5]++ // the UDP length
+	usoTCPType := bytes.Clone(uso4)
+	usoTCPType[1] = gsoTCPv4
+	ufo := bytes.Clone(uso4)
+	ufo[1] = gsoUDP
 	for _, tc := range []struct {
 		name     string
 		pkt      []byte
@@ -271,10 +279,16 @@ func TestParsePacket(t *testing.T) {
 		{"total length mismatch", badLen, 1, false, true},
 		{"header only", headerOnly, 1, false, false},
 		{"truncated", v4[:vnetHdrLen+30], 1, false, true},
+		{"udp gso v4", uso4, 3, true, false},
+		{"udp gso v6", uso6, 3, true, false},
+		{"udp gso length mismatch", usoBadLen, 1, false, true},
+		{"udp with tcp gso type", usoTCPType, 1, false, true},
+		{"udp fragmentation offload", ufo, 1, false, true},
+		{"udp gso truncated", uso4[:vnetHdrLen+24], 1, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			info, err := parsePacket(tc.pkt)
-			if (err != nil) != tc.err || info.segs != tc.segs || info.tcp != tc.tcp {
+			if (err != nil) != tc.err || info.segs != tc.segs || info.split != tc.tcp {
 				t.Errorf("parse: %+v, %v; want %d segments, tcp %v, error %v", info, err, tc.segs, tc.tcp, tc.err)
 			}
 			if info.segs == 1 && len(tc.pkt) >= vnetHdrLen && info.wireBytes != len(tc.pkt)-vnetHdrLen {
@@ -292,12 +306,14 @@ func FuzzParsePacket(f *testing.F) {
 	f.Add(buildGSO(gsoCase{payload: 100, mss: 40, tcpOpts: 12}))
 	f.Add(buildGSO(gsoCase{v6: true, v6Ext: true, payload: 101, mss: 40}))
 	f.Add(buildGSO(gsoCase{ipOpts: 4, payload: 3, mss: 1}))
+	f.Add(buildUSO(false, 100, 40, 1))
+	f.Add(buildUSO(true, 81, 40, 0))
 	f.Fuzz(func(t *testing.T, pkt []byte) {
 		info, err := parsePacket(pkt)
 		if info.segs < 1 {
 			t.Fatalf("%d segments", info.segs)
 		}
-		if err != nil || !info.tcp {
+		if err != nil || !info.split {
 			return
 		}
 		if info.segs > 4096 {
@@ -306,11 +322,242 @@ func FuzzParsePacket(f *testing.F) {
 		total := 0
 		for i := range info.segs {
 			dst := make([]byte, info.segLen(pkt, i))
-			n := segmentTCP(dst, pkt, &info, i)
+			n := segment(dst, pkt, &info, i)
 			total += n - vnetHdrLen - info.hdrLen
 		}
 		if want := len(pkt) - vnetHdrLen - info.hdrLen; total != want {
 			t.Fatalf("segments carry %d payload bytes, want %d", total, want)
 		}
+		// Two runs carry the payload too.
+		half, runs := info.segs/2, 0
+		for _, r := range [][2]int{{0, half}, {half, info.segs}} {
+			if r[0] == r[1] {
+				continue
+			}
+			dst := make([]byte, info.runLen(pkt, r[0], r[1]))
+			runs += segmentRun(dst, pkt, &info, r[0], r[1]) - vnetHdrLen - info.hdrLen
+		}
+		if runs != total {
+			t.Fatalf("runs carry %d payload bytes, segments %d", runs, total)
+		}
 	})
+}
+
+// buildUSO builds a UDP GSO batch as the kernel hands it to a device with
+// USO: virtio header (GSO_UDP_L4), IP, one UDP header whose length and
+// partial checksum cover the whole batch, payload.
+func buildUSO(v6 bool, payload, segSize int, id uint16) []byte {
+	var ip []byte
+	l4Off := 20
+	udpLen := udpHdrLen + payload
+	if v6 {
+		l4Off = 40
+		ip = make([]byte, 40+udpLen)
+		ip[0] = 0x60
+		binary.BigEndian.PutUint16(ip[4:], uint16(udpLen))
+		ip[6], ip[7] = protoUDP, 64
+		copy(ip[8:], []byte{0x20, 0x01, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1})
+		copy(ip[24:], []byte{0x20, 0x01, 0, 2, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2})
+	} else {
+		ip = make([]byte, 20+udpLen)
+		ip[0] = 0x45
+		binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)))
+		binary.BigEndian.PutUint16(ip[4:], id)
+		ip[6] = 0x40
+		ip[8], ip[9] = 64, protoUDP
+		copy(ip[12:], []byte{198, 18, 1, 1, 198, 18, 2, 2})
+		binary.BigEndian.PutUint16(ip[10:], ^sum16(ip[:20], 0))
+	}
+	udp := ip[l4Off:]
+	binary.BigEndian.PutUint16(udp[0:], 40000)
+	binary.BigEndian.PutUint16(udp[2:], 9000)
+	binary.BigEndian.PutUint16(udp[4:], uint16(udpLen))
+	for i := udpHdrLen; i < len(udp); i++ {
+		udp[i] = byte(i*13 + i>>8)
+	}
+	binary.BigEndian.PutUint16(udp[6:], ^sum16(pseudoProto(ip, v6, len(udp), protoUDP), 0))
+
+	hdr := make([]byte, vnetHdrLen)
+	hdr[0] = vnetFlagNeedsCsum
+	hdr[1] = gsoUDPL4
+	binary.LittleEndian.PutUint16(hdr[2:], uint16(l4Off+udpHdrLen))
+	binary.LittleEndian.PutUint16(hdr[4:], uint16(segSize))
+	binary.LittleEndian.PutUint16(hdr[6:], uint16(l4Off))
+	binary.LittleEndian.PutUint16(hdr[8:], udpCsumOff)
+	return append(hdr, ip...)
+}
+
+// pseudoProto is pseudo for another L4 protocol.
+func pseudoProto(ip []byte, v6 bool, n int, proto byte) []byte {
+	p := pseudo(ip, v6, n)
+	if v6 {
+		p[39] = proto
+	} else {
+		p[9] = proto
+	}
+	return p
+}
+
+func TestSegmentUDP(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		v6              bool
+		payload, size   int
+		id              uint16
+		wantSegs, wantL int // segments, payload of the last
+	}{
+		{"v4 44 datagrams", false, 44 * 1472, 1472, 9, 44, 1472},
+		{"v4 ragged tail", false, 10*1472 + 100, 1472, 1, 11, 100},
+		{"v4 odd size, id wraps", false, 5*1001 + 1, 1001, 0xfffe, 6, 1},
+		{"v4 one datagram", false, 700, 1472, 3, 1, 700},
+		{"v4 jumbo", false, 7 * 8972, 8972, 5, 7, 8972},
+		{"v6", true, 40 * 1452, 1452, 0, 40, 1452},
+		{"v6 ragged", true, 3*1452 + 7, 1452, 0, 4, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pkt := buildUSO(tc.v6, tc.payload, tc.size, tc.id)
+			orig := pkt[vnetHdrLen:]
+			info, err := parsePacket(pkt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !info.split || info.proto != protoUDP || info.segs != tc.wantSegs || info.gsoSize != tc.size || info.hdrLen != info.l4Off+udpHdrLen {
+				t.Fatalf("parse: %+v, want %d UDP datagrams of %d", info, tc.wantSegs, tc.size)
+			}
+			if want := len(orig) + (tc.wantSegs-1)*info.hdrLen; info.wireBytes != want {
+				t.Errorf("wire bytes %d, want %d", info.wireBytes, want)
+			}
+			var payload []byte
+			wire := 0
+			for i := range info.segs {
+				n := info.segLen(pkt, i)
+				dst := make([]byte, n+3)
+				if m := segment(dst, pkt, &info, i); m != n {
+					t.Fatalf("datagram %d: length %d, segLen %d", i, m, n)
+				}
+				if off := binary.LittleEndian.Uint16(dst[8:]); off != udpCsumOff {
+					t.Errorf("datagram %d: csum_offset %d, want %d", i, off, udpCsumOff)
+				}
+				seg := finishChecksum(t, dst[:n])
+				wire += len(seg)
+				udp := seg[info.l4Off:]
+				if got := int(binary.BigEndian.Uint16(udp[4:])); got != len(udp) {
+					t.Errorf("datagram %d: UDP length %d, want %d", i, got, len(udp))
+				}
+				if c := sum16(udp, uint32(^sum16(pseudoProto(seg, tc.v6, len(udp), protoUDP), 0))); c != 0 {
+					t.Errorf("datagram %d: UDP checksum off by %#x", i, c)
+				}
+				if tc.v6 {
+					if got := int(binary.BigEndian.Uint16(seg[4:])); got != len(seg)-40 {
+						t.Errorf("datagram %d: payload length %d, want %d", i, got, len(seg)-40)
+					}
+				} else {
+					if got := int(binary.BigEndian.Uint16(seg[2:])); got != len(seg) {
+						t.Errorf("datagram %d: total length %d, want %d", i, got, len(seg))
+					}
+					if got, want := binary.BigEndian.Uint16(seg[4:]), tc.id+uint16(i); got != want {
+						t.Errorf("datagram %d: id %d, want %d", i, got, want)
+					}
+					if c := sum16(seg[:20], 0); c != 0 {
+						t.Errorf("datagram %d: IPv4 header checksum off by %#x", i, c)
+					}
+				}
+				if !bytes.Equal(udp[:4], orig[info.l4Off:info.l4Off+4]) {
+					t.Errorf("datagram %d: ports changed", i)
+				}
+				want := tc.size
+				if i == info.segs-1 {
+					want = tc.wantL
+				}
+				if len(udp)-udpHdrLen != want {
+					t.Errorf("datagram %d: %d payload bytes, want %d", i, len(udp)-udpHdrLen, want)
+				}
+				payload = append(payload, udp[udpHdrLen:]...)
+			}
+			if !bytes.Equal(payload, orig[info.hdrLen:]) {
+				t.Errorf("datagrams' payload differs from the batch's")
+			}
+			if wire != info.wireBytes {
+				t.Errorf("datagrams carry %d bytes, parse said %d", wire, info.wireBytes)
+			}
+		})
+	}
+}
+
+// singles cuts a packet as the kernel would (a GSO packet into its
+// segments, through the code under test, which TestSegmentTCP and
+// TestSegmentUDP check against an independent checksum), and returns the
+// segments with their checksums finished.
+func singles(t *testing.T, pkt []byte) [][]byte {
+	t.Helper()
+	if pkt[1] == gsoNone {
+		return [][]byte{finishChecksum(t, pkt)}
+	}
+	info, err := parsePacket(pkt)
+	if err != nil || !info.split {
+		t.Fatalf("a run does not parse as a super-packet: %+v, %v", info, err)
+	}
+	var out [][]byte
+	for i := range info.segs {
+		dst := make([]byte, info.segLen(pkt, i))
+		segment(dst, pkt, &info, i)
+		out = append(out, finishChecksum(t, dst))
+	}
+	return out
+}
+
+// TestSegmentRun checks that a run of segments cut from a super-packet is
+// a super-packet the kernel cuts into exactly the segments it would have
+// cut from the whole: segmenting the run gives the same bytes as
+// segmenting the original.
+func TestSegmentRun(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pkt  []byte
+	}{
+		{"tcp v4", buildGSO(gsoCase{payload: 10*1448 + 333, mss: 1448, tcpOpts: 12, flags: 0x80 | 0x18 | 0x01, ecn: true, seq: 0xffffff00, id: 0xfffc})},
+		{"tcp v6", buildGSO(gsoCase{v6: true, v6Ext: true, payload: 9 * 1420, mss: 1420, flags: 0x18, seq: 5})},
+		{"udp v4", buildUSO(false, 10*1472+100, 1472, 0xfffd)},
+		{"udp v6", buildUSO(true, 9*1452, 1452, 0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			info, err := parsePacket(tc.pkt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := make([][]byte, info.segs)
+			for k := range info.segs {
+				dst := make([]byte, info.segLen(tc.pkt, k))
+				segment(dst, tc.pkt, &info, k)
+				want[k] = dst
+			}
+			for _, r := range [][2]int{{0, info.segs}, {0, 2}, {0, 1}, {1, 4}, {3, info.segs}, {info.segs - 2, info.segs}, {info.segs - 1, info.segs}} {
+				i, j := r[0], r[1]
+				run := make([]byte, info.runLen(tc.pkt, i, j))
+				if n := segmentRun(run, tc.pkt, &info, i, j); n != len(run) {
+					t.Fatalf("run [%d,%d): length %d, runLen %d", i, j, n, len(run))
+				}
+				if j-i == 1 {
+					if !bytes.Equal(run, want[i]) {
+						t.Errorf("run [%d,%d) differs from segment %d", i, j, i)
+					}
+					continue
+				}
+				ri, err := parsePacket(run)
+				if err != nil || !ri.split || ri.segs != j-i || ri.gsoSize != info.gsoSize || run[1] != tc.pkt[1] {
+					t.Fatalf("run [%d,%d): %+v, %v; want %d segments of %d", i, j, ri, err, j-i, info.gsoSize)
+				}
+				if wire := ri.wireBytes; wire != info.runLen(tc.pkt, i, j)-vnetHdrLen+(j-i-1)*info.hdrLen {
+					t.Errorf("run [%d,%d): %d wire bytes", i, j, wire)
+				}
+				for k := range j - i {
+					dst := make([]byte, ri.segLen(run, k))
+					segment(dst, run, &ri, k)
+					if !bytes.Equal(dst, want[i+k]) {
+						t.Errorf("run [%d,%d): its segment %d differs from the original's segment %d", i, j, k, i+k)
+					}
+				}
+			}
+		})
+	}
 }

@@ -159,14 +159,14 @@ func (l *testLink) stats(t testing.TB, from string) PipeStats {
 }
 
 // settledStats returns the stats of the pipe from from once every packet
-// read has been written or dropped (the last ones of a transfer may still
-// be on their way when it ends).
+// read (and every copy made) has been written or dropped (the last ones of
+// a transfer may still be on their way when it ends).
 func (l *testLink) settledStats(t testing.TB, from string) PipeStats {
 	t.Helper()
 	var st PipeStats
 	waitFor(time.Second, func() bool {
 		st = l.stats(t, from)
-		return st.PacketsIn == st.PacketsOut+st.DropsLoss+st.DropsDown+st.DropsQueue+st.DropsError
+		return st.PacketsIn+st.Duplicated == st.PacketsOut+st.DropsLoss+st.DropsDown+st.DropsQueue+st.DropsError
 	})
 	return st
 }
@@ -435,4 +435,64 @@ func waitFor(timeout time.Duration, cond func() bool) bool {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return true
+}
+
+// sendGSO sends n datagrams of size bytes from A to B:port, numbered from
+// first (the sequence number leads each datagram), batch of them per
+// write with UDP_SEGMENT, as a GSO sender does; it sleeps a millisecond
+// after each write, so that neither the sink nor the TUN ring overflows.
+func (l *testLink) sendGSO(t testing.TB, port int, first uint64, n, size, batch int) {
+	t.Helper()
+	conn := l.dialUDP(t, port)
+	if err := setUDPSegment(conn, size); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, batch*size)
+	for seq := first; seq < first+uint64(n); {
+		k := min(batch, int(first+uint64(n)-seq))
+		for i := range k {
+			binary.BigEndian.PutUint64(buf[i*size:], seq)
+			seq++
+		}
+		if _, err := conn.Write(buf[:k*size]); err != nil {
+			t.Fatalf("send a batch of %d datagrams with UDP_SEGMENT %d: %v", k, size, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// setUDPSegment turns UDP GSO on for conn: each write of more than size
+// bytes leaves as datagrams of size bytes (the last one shorter).
+func setUDPSegment(conn *net.UDPConn, size int) error {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_SEGMENT, size)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("setsockopt UDP_SEGMENT: %w", serr)
+	}
+	return nil
+}
+
+// tally counts the datagrams numbered [first, first+n) the sink received:
+// distinct ones and extra copies.
+func (s *sink) tally(first uint64, n int) (distinct, copies int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := make(map[uint64]int, n)
+	for _, q := range s.seqs {
+		if q >= first && q < first+uint64(n) {
+			seen[q]++
+		}
+	}
+	for _, c := range seen {
+		copies += c - 1
+	}
+	return len(seen), copies
 }

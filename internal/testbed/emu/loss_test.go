@@ -1,6 +1,7 @@
 package emu
 
 import (
+	"bytes"
 	"encoding/binary"
 	"log/slog"
 	"math"
@@ -129,30 +130,34 @@ func TestProcessSplitsLossySuperPackets(t *testing.T) {
 	pkt := buildGSO(tc)
 	params := &Params{Delay: time.Millisecond, Loss: topology.Loss{Model: topology.LossRandom, Rate: 0.3}}
 	var out []packet
-	var kill []bool
+	var fate []uint8
 	segs := 0
 	for range 20 {
 		b := getBuffer(maxPacket)
 		n := copy(b.b, pkt)
-		out, kill = p.process(out[:0], kill, params, &b, n, 1000)
+		out, fate = p.process(out[:0], fate, params, &b, n, 1000)
 		if b == nil {
 			t.Fatal("a split super-packet kept its read buffer")
 		}
 		for _, o := range out {
-			seg := finishChecksum(t, o.data())
-			if o.segs != 1 || int(o.wire) != len(seg) || o.due != 1000+int64(time.Millisecond) {
-				t.Errorf("segment %+v of %d bytes", o, len(seg))
+			got := singles(t, o.data())
+			wire := 0
+			for _, seg := range got {
+				wire += len(seg)
+				tcp := seg[20:]
+				if c := sum16(tcp, uint32(^sum16(pseudo(seg, false, len(tcp)), 0))); c != 0 {
+					t.Errorf("segment checksum off by %#x", c)
+				}
+				if off := binary.BigEndian.Uint32(tcp[4:]) - tc.seq; off%1448 != 0 {
+					t.Errorf("segment at offset %d", off)
+				}
 			}
-			tcp := seg[20:]
-			if c := sum16(tcp, uint32(^sum16(pseudo(seg, false, len(tcp)), 0))); c != 0 {
-				t.Errorf("segment checksum off by %#x", c)
+			if int(o.segs) != len(got) || int(o.wire) != wire || o.due != 1000+int64(time.Millisecond) {
+				t.Errorf("run %+v of %d segments, %d bytes", o, len(got), wire)
 			}
-			if off := binary.BigEndian.Uint32(tcp[4:]) - tc.seq; off%1448 != 0 {
-				t.Errorf("segment at offset %d", off)
-			}
+			segs += len(got)
 			putBuffer(o.buf)
 		}
-		segs += len(out)
 	}
 	st := p.stats()
 	if st.PacketsIn != 20*45 || st.SuperPacketsIn != 20 || st.DropsLoss+uint64(segs) != st.PacketsIn {
@@ -165,15 +170,116 @@ func TestProcessSplitsLossySuperPackets(t *testing.T) {
 	// No loss: the super-packet goes on whole, in its own buffer.
 	b := getBuffer(maxPacket)
 	n := copy(b.b, pkt)
-	out, _ = p.process(out[:0], kill, &Params{}, &b, n, 0)
+	out, _ = p.process(out[:0], fate, &Params{}, &b, n, 0)
 	if len(out) != 1 || out[0].segs != 45 || b != nil {
 		t.Errorf("clean link: %d packets, buffer kept %v", len(out), b == nil)
 	}
 	// Down: nothing, counted.
 	b = getBuffer(maxPacket)
 	n = copy(b.b, pkt)
-	out, _ = p.process(out[:0], kill, &Params{Down: true}, &b, n, 0)
+	out, _ = p.process(out[:0], fate, &Params{Down: true}, &b, n, 0)
 	if len(out) != 0 || p.stats().DropsDown != 45 {
 		t.Errorf("down: %d packets out, %d drops", len(out), p.stats().DropsDown)
+	}
+}
+
+// TestProcessUDPAndDuplicates runs the reader's decision on UDP GSO
+// batches: loss and duplication per datagram, copies as valid single
+// datagrams, a batch cut per datagram when jitter may reorder, and
+// counters that add up (in + duplicated = out + lost).
+func TestProcessUDPAndDuplicates(t *testing.T) {
+	const segs = 44
+	batch := buildUSO(false, segs*1472, 1472, 1)
+	single := buildUSO(false, 500, 1472, 1)
+	for _, tc := range []struct {
+		name   string
+		pkt    []byte
+		params Params
+		// wholeFirst: the batch goes on whole, duplicates after it.
+		wholeFirst bool
+		perSeg     bool // every datagram its own packet and delay
+		lossMin    float64
+		lossMax    float64
+		dupMin     float64
+		dupMax     float64
+	}{
+		{"clean", batch, Params{Delay: time.Millisecond}, true, false, 0, 0, 0, 0},
+		{"loss 10%", batch, Params{Delay: time.Millisecond, Loss: topology.Loss{Model: topology.LossRandom, Rate: 0.1}}, false, false, 0.07, 0.13, 0, 0},
+		{"duplicate 10%", batch, Params{Delay: time.Millisecond, Duplicate: 0.1}, true, false, 0, 0, 0.07, 0.13},
+		{"duplicate all", batch, Params{Delay: time.Millisecond, Duplicate: 1}, true, false, 0, 0, 1, 1},
+		{"loss and duplicate", batch, Params{Delay: time.Millisecond, Duplicate: 0.2, Loss: topology.Loss{Model: topology.LossRandom, Rate: 0.2}}, false, false, 0.16, 0.24, 0.12, 0.2},
+		{"reorder jitter", batch, Params{Delay: 5 * time.Millisecond, Jitter: 4 * time.Millisecond, Reorder: true}, false, true, 0, 0, 0, 0},
+		{"single duplicated", single, Params{Duplicate: 1}, true, false, 0, 0, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPipe(PipeSpec{Link: "l", From: "a", To: "b"}, nil, nil, slog.New(slog.DiscardHandler))
+			info, err := parsePacket(tc.pkt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []packet
+			var fate []uint8
+			delivered := 0
+			dues := map[int64]bool{}
+			const rounds = 200
+			for range rounds {
+				b := getBuffer(maxPacket)
+				n := copy(b.b, tc.pkt)
+				out, fate = p.process(out[:0], fate, &tc.params, &b, n, 1000)
+				for j, o := range out {
+					whole := j == 0 && int(o.segs) == info.segs && bytes.Equal(o.data(), tc.pkt)
+					if tc.wholeFirst && j == 0 && !whole {
+						t.Fatalf("the batch did not go on whole first: %d segments", o.segs)
+					}
+					if whole && (info.segs == 1 || !tc.perSeg) {
+						// Whole: every datagram passed (or the only one did).
+						delivered += int(o.segs)
+						putBuffer(o.buf)
+						continue
+					}
+					if tc.perSeg && o.segs != 1 {
+						t.Fatalf("packet %d: %d segments, want a single datagram", j, o.segs)
+					}
+					if info.segs > 1 {
+						wire := 0
+						got := singles(t, o.data())
+						for _, seg := range got {
+							udp := seg[20:]
+							if c := sum16(udp, uint32(^sum16(pseudoProto(seg, false, len(udp), protoUDP), 0))); c != 0 {
+								t.Errorf("datagram checksum off by %#x", c)
+							}
+							wire += len(seg)
+						}
+						if int(o.wire) != wire || int(o.segs) != len(got) {
+							t.Errorf("packet of %d segments and %d bytes, its datagrams %d and %d", o.segs, o.wire, len(got), wire)
+						}
+					}
+					if d := o.due - 1000; d < int64(tc.params.Delay-tc.params.Jitter) || d > int64(tc.params.Delay+tc.params.Jitter) {
+						t.Errorf("due in %v, want %v ± %v", time.Duration(d), tc.params.Delay, tc.params.Jitter)
+					}
+					dues[o.due] = true
+					delivered += int(o.segs)
+					putBuffer(o.buf)
+				}
+				if b != nil {
+					putBuffer(b)
+				}
+			}
+			st := p.stats()
+			in := uint64(rounds * info.segs)
+			if st.PacketsIn != in || st.PacketsIn+st.Duplicated != uint64(delivered)+st.DropsLoss {
+				t.Errorf("in %d, duplicated %d, delivered %d, lost %d: do not add up", st.PacketsIn, st.Duplicated, delivered, st.DropsLoss)
+			}
+			lost, dup := float64(st.DropsLoss)/float64(in), float64(st.Duplicated)/float64(in)
+			if lost < tc.lossMin || lost > tc.lossMax {
+				t.Errorf("lost %.3f of datagrams, want [%.2f, %.2f]", lost, tc.lossMin, tc.lossMax)
+			}
+			if dup < tc.dupMin || dup > tc.dupMax {
+				t.Errorf("duplicated %.3f of datagrams, want [%.2f, %.2f]", dup, tc.dupMin, tc.dupMax)
+			}
+			if tc.perSeg && len(dues) < delivered/2 {
+				t.Errorf("%d datagrams share %d due times: jitter is not per datagram", delivered, len(dues))
+			}
+		})
 	}
 }

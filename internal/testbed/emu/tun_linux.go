@@ -14,15 +14,20 @@ import (
 )
 
 // TUN offload flags (include/uapi/linux/if_tun.h), missing from x/sys.
-// No TUN_F_USO*: UDP then arrives one datagram at a time, which the loss
-// model can judge without splitting.
+// TUN_F_USO4 and TUN_F_USO6 (Linux 6.2; the kernel wants both) let UDP
+// GSO batches (UDP_SEGMENT) through whole; an older kernel refuses them
+// with EINVAL and the emulator goes on with TSO alone, UDP then arriving
+// one datagram at a time. No TUN_F_UFO: that is IP fragmentation.
 const (
 	tunFCsum   = 0x01
 	tunFTSO4   = 0x02
 	tunFTSO6   = 0x04
 	tunFTSOECN = 0x08
+	tunFUSO4   = 0x20
+	tunFUSO6   = 0x40
 
 	tunOffloads = tunFCsum | tunFTSO4 | tunFTSO6 | tunFTSOECN
+	tunUSO      = tunFUSO4 | tunFUSO6
 	tunFlags    = unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_VNET_HDR
 
 	// txQueueLen sizes the ring of packets a TUN device holds for its
@@ -140,18 +145,19 @@ func tunAttach(name string) (int, error) {
 
 // openTun attaches to the existing persistent TUN device name in the
 // namespace at nsPath and sets it up for the emulator: virtio headers,
-// checksum and TSO offloads (so that TCP arrives in 64 KiB super-packets,
-// and leaves in them), non-blocking. It returns the file descriptor.
-func openTun(nsPath, name string) (int, error) {
+// checksum, TSO and (where the kernel has it) USO offloads, so that TCP
+// and UDP GSO arrive in 64 KiB super-packets, and leave in them;
+// non-blocking. It returns the file descriptor and whether USO is on.
+func openTun(nsPath, name string) (int, bool, error) {
 	// TUNSETIFF would create a missing device, and a non-persistent one at
 	// that: make sure it exists first.
 	h, link, err := linkAt(nsPath, name)
 	if err != nil {
-		return -1, fmt.Errorf("open tun %s in %s: %w", name, nsPath, err)
+		return -1, false, fmt.Errorf("open tun %s in %s: %w", name, nsPath, err)
 	}
 	h.Close()
 	if t := link.Type(); t != "tuntap" {
-		return -1, fmt.Errorf("open tun %s in %s: a %s device, not a TUN device", name, nsPath, t)
+		return -1, false, fmt.Errorf("open tun %s in %s: a %s device, not a TUN device", name, nsPath, t)
 	}
 	fd := -1
 	err = netns.Do(nsPath, func() error {
@@ -160,31 +166,42 @@ func openTun(nsPath, name string) (int, error) {
 		return err
 	})
 	if err != nil {
-		return -1, fmt.Errorf("open tun %s in %s: %w", name, nsPath, err)
+		return -1, false, fmt.Errorf("open tun %s in %s: %w", name, nsPath, err)
 	}
-	if err := setupTun(fd); err != nil {
+	uso, err := setupTun(fd, tunUSO)
+	if err != nil {
 		unix.Close(fd)
-		return -1, fmt.Errorf("open tun %s in %s: %w", name, nsPath, err)
+		return -1, false, fmt.Errorf("open tun %s in %s: %w", name, nsPath, err)
 	}
-	return fd, nil
+	return fd, uso, nil
 }
 
-func setupTun(fd int) error {
+// setupTun sets the device up with tunOffloads and, if the kernel takes
+// them, the optional offloads (USO); it says whether it took them.
+func setupTun(fd, optional int) (bool, error) {
 	if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETHDRSZ, vnetHdrLen); err != nil {
-		return fmt.Errorf("set vnet header size: %w", err)
+		return false, fmt.Errorf("set vnet header size: %w", err)
 	}
 	// The header is in native byte order unless told otherwise; asking for
 	// little-endian makes it the same everywhere. Only a big-endian kernel
 	// without CONFIG_TUN_VNET_CROSS_LE could refuse, and there the native
 	// order is the wrong one for gso.go.
 	if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETLE, 1); err != nil {
-		return fmt.Errorf("set little-endian vnet header: %w", err)
+		return false, fmt.Errorf("set little-endian vnet header: %w", err)
 	}
-	if err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, tunOffloads); err != nil {
-		return fmt.Errorf("set offloads: %w", err)
+	took := optional != 0
+	err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, tunOffloads|optional)
+	if err == unix.EINVAL && took {
+		// The kernel does not know one of them (USO before 6.2): go on
+		// without them.
+		took = false
+		err = unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, tunOffloads)
+	}
+	if err != nil {
+		return false, fmt.Errorf("set offloads: %w", err)
 	}
 	if err := unix.SetNonblock(fd, true); err != nil {
-		return fmt.Errorf("set non-blocking: %w", err)
+		return false, fmt.Errorf("set non-blocking: %w", err)
 	}
-	return nil
+	return took, nil
 }

@@ -24,6 +24,7 @@ func DeleteTun(nsPath, name string) error {
 // portable code builds (and its control plane can be tested).
 type device struct {
 	ns, name string
+	uso      bool
 	reader   *pipe
 	users    int
 	carrier  bool
