@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -118,7 +119,7 @@ func benchTotal(dirs []benchFigures) benchFigures {
 // benchLine is a direction's (or the total's) summary line; over says
 // over what, if anything ("over 4 streams").
 func benchLine(f benchFigures, over string) string {
-	line := fmt.Sprintf("%s in %.1fs%s: goodput %s", units.FormatSize(f.Bytes), f.Seconds, over, units.FormatRate(f.GoodputBps))
+	line := fmt.Sprintf("%s in %ss%s: goodput %s", units.FormatSize(f.Bytes), strconv.FormatFloat(f.Seconds, 'g', 3, 64), over, units.FormatRate(f.GoodputBps))
 	if f.SendingRateBps != nil {
 		line += fmt.Sprintf(", sending %s", units.FormatRate(*f.SendingRateBps))
 	}
@@ -264,11 +265,11 @@ server sends memory.`,
 			}
 			w := cmd.OutOrStdout()
 			if !bidir {
-				fmt.Fprintln(w, benchLine(s.benchFigures, fmt.Sprintf(" over %d streams", s.Streams)))
+				fmt.Fprintln(w, benchLine(s.benchFigures, " over "+streamsWord(s.Streams)))
 				printBenchStreams(w, s.benchFigures, "  ")
 				return nil
 			}
-			fmt.Fprintln(w, "both ways, "+benchLine(s.benchFigures, fmt.Sprintf(" over %d streams carrying both", s.Streams)))
+			fmt.Fprintln(w, "both ways, "+benchLine(s.benchFigures, " over "+streamsWord(s.Streams)+" carrying both"))
 			for _, d := range s.Directions {
 				fmt.Fprintf(w, "  %s: %s\n", benchDirectionName(d.Direction), benchLine(d, ""))
 				printBenchStreams(w, d, "    ")
@@ -285,6 +286,14 @@ server sends memory.`,
 	f.StringVar(&file, "file", "", "send this file (read once from disk through the page cache) instead of memory; with --reverse a path under the server's served directory")
 	f.BoolVar(&jsonOut, "json", false, "print NDJSON: an interval event every second, then the summary")
 	return cmd
+}
+
+// streamsWord is "1 stream" or "N streams".
+func streamsWord(n int) string {
+	if n == 1 {
+		return "1 stream"
+	}
+	return strconv.Itoa(n) + " streams"
 }
 
 // benchDirectionName says which way a direction ran, for people.
