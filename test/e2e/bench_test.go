@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/testcert"
 )
 
 // benchFigures is one direction of a bench summary, or the whole.
@@ -158,4 +160,32 @@ func TestBenchBidir(t *testing.T) {
 		}
 	}
 	checkFailure(t, "bench --bidir --reverse", runLP(t, runOpts{}, "bench", url, "--bidir", "--reverse"), "--bidir", "--reverse")
+}
+
+// Over TLS every mode runs as well: the figures are those of the streams
+// under TLS, so the wire carries more than the payload (the records'
+// overhead).
+func TestBenchTLS(t *testing.T) {
+	dir := scratchDir(t)
+	ca := testcert.NewCA(t, "lightpath e2e CA")
+	certPEM, keyPEM := ca.Server(t)
+	for name, b := range map[string][]byte{"ca.pem": ca.PEM, "cert.pem": certPEM, "key.pem": keyPEM} {
+		writeFile(t, filepath.Join(dir, name), string(b), 0o600)
+	}
+	root := mkdir(t, dir, "root")
+	writeRandom(t, filepath.Join(root, "srv.bin"), 3<<20, 4)
+	srv := startServer(t, root, "--tls-cert", filepath.Join(dir, "cert.pem"), "--tls-key", filepath.Join(dir, "key.pem"))
+	url, caFile := "lp://"+srv.addr, filepath.Join(dir, "ca.pem")
+
+	s, _ := parseBenchSummary(t, "bench --bidir over TLS", runLP(t, runOpts{}, "bench", url, "--tls-ca", caFile, "-P", "2", "-t", "500ms", "--bidir", "--json"))
+	if len(s.Directions) != 2 {
+		t.Fatalf("bench --bidir over TLS: %d directions", len(s.Directions))
+	}
+	checkFigures(t, "bench --bidir over TLS, client to server", s.Directions[0], "send", 2)
+	checkFigures(t, "bench --bidir over TLS, server to client", s.Directions[1], "receive", 2)
+	s, _ = parseBenchSummary(t, "bench --reverse --file over TLS", runLP(t, runOpts{}, "bench", url, "--tls-ca", caFile, "-t", "60s", "--reverse", "--file", "srv.bin", "--json"))
+	checkFigures(t, "bench --reverse --file over TLS", s.benchFigures, "receive", 1)
+	if s.Bytes != 3<<20 || *s.WireBytes <= s.Bytes {
+		t.Errorf("bench --reverse --file over TLS: %d bytes (%d on the wire), want the file's %d and more on the wire", s.Bytes, *s.WireBytes, 3<<20)
+	}
 }
