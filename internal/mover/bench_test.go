@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/wire"
 )
 
 // checkDirection checks one direction's account is whole and consistent:
@@ -163,5 +165,27 @@ func TestBenchOlderPeer(t *testing.T) {
 		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "speaks protocol version 5") || !strings.Contains(err.Error(), "needs 6") {
 			t.Errorf("%+v at version 5: %v, want a refusal naming the versions", o, err)
 		}
+	}
+}
+
+// An account carries to the peer only the sections the version agreed
+// has: an older peer's decoder refuses trailing bytes.
+func TestBenchOnWire(t *testing.T) {
+	full := wire.Stats{Bytes: 1, HasCC: true, HasWire: true}
+	for _, tc := range []struct {
+		version       uint16
+		wantCC, wantW bool
+	}{
+		{wire.VersionCC - 1, false, false},
+		{wire.VersionCC, true, false},
+		{wire.VersionBench, true, true},
+	} {
+		got := onWire(full, tc.version)
+		if got.HasCC != tc.wantCC || got.HasWire != tc.wantW {
+			t.Errorf("version %d: cc %v, wire %v; want %v, %v", tc.version, got.HasCC, got.HasWire, tc.wantCC, tc.wantW)
+		}
+	}
+	if got := onWire(wire.Stats{HasCC: true}, wire.VersionBench); got.HasWire {
+		t.Error("a receiving account gained a wire section")
 	}
 }
