@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +24,10 @@ func TestBenchFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(dir, "nope.bin")
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -31,6 +36,7 @@ func TestBenchFlags(t *testing.T) {
 		{"missing file", []string{"--file", missing}, "bench: --file: open " + missing + ": no such file or directory"},
 		{"a directory", []string{"--file", dir}, "bench: --file: " + dir + " is a directory: a bench sends one regular file"},
 		{"an empty file", []string{"--file", empty}, "is empty: nothing to send"},
+		{"a FIFO", []string{"--file", fifo}, "bench: --file: " + fifo + " is not a regular file"},
 		{"both ways reversed", []string{"--bidir", "--reverse"}, "bench: --bidir sends both ways already: drop --reverse"},
 		{"both ways reversed, short flag", []string{"--bidir", "-R"}, "drop --reverse"},
 		{"the server's file", []string{"--reverse", "--file", missing}, "connect to 127.0.0.1:1"},

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/lightpath/lightpath/internal/transport"
 	"github.com/lightpath/lightpath/internal/wire"
 )
@@ -50,10 +52,14 @@ type benchFile struct {
 	ioWait atomic.Int64
 }
 
+// benchOpenFlags open a bench's file without blocking should it be a FIFO
+// (it is refused once open); a regular file reads as usual.
+const benchOpenFlags = os.O_RDONLY | unix.O_NONBLOCK
+
 // OpenBenchFile opens a file for a bench to send: a regular file, not
 // empty, read through the page cache as any reader would.
 func OpenBenchFile(name string) (*os.File, error) {
-	f, err := os.Open(name)
+	f, err := os.OpenFile(name, benchOpenFlags, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -115,6 +116,10 @@ func TestBenchRefusals(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(root, "out.bin")); err != nil {
 		t.Fatal(err)
 	}
+	// A FIFO with no writer: opening it must not wait for one.
+	if err := syscall.Mkfifo(filepath.Join(root, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	addr := serveConfig(t, ServerConfig{Root: root})
 	cfg := ClientConfig{Addr: addr, Streams: 1, Tuning: Tuning{DSCP: -1}}
 	for _, tc := range []struct {
@@ -127,6 +132,7 @@ func TestBenchRefusals(t *testing.T) {
 		{"missing", BenchOptions{Reverse: true, ServerFile: "nope.bin"}, "bench file nope.bin: no such file or directory"},
 		{"a directory", BenchOptions{Reverse: true, ServerFile: "d"}, "d is a directory"},
 		{"empty", BenchOptions{Reverse: true, ServerFile: "empty.bin"}, "empty.bin is empty"},
+		{"a FIFO", BenchOptions{Reverse: true, ServerFile: "fifo"}, "fifo is not a regular file"},
 		{"the server's file, not reversed", BenchOptions{ServerFile: "x"}, "only in a reverse bench"},
 		{"both ways reversed", BenchOptions{Bidir: true, Reverse: true}, "has no --reverse"},
 	} {

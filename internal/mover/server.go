@@ -595,7 +595,7 @@ func (s *Server) benchFile(raw string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := s.root.Open(p)
+	f, err := s.root.OpenFile(p, benchOpenFlags, 0)
 	if err != nil {
 		return nil, fmt.Errorf("bench file %s: %w", p, cleanPathError(err))
 	}
