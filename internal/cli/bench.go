@@ -119,7 +119,11 @@ func benchTotal(dirs []benchFigures) benchFigures {
 // benchLine is a direction's (or the total's) summary line; over says
 // over what, if anything ("over 4 streams").
 func benchLine(f benchFigures, over string) string {
-	line := fmt.Sprintf("%s in %ss%s: goodput %s", units.FormatSize(f.Bytes), strconv.FormatFloat(f.Seconds, 'g', 3, 64), over, units.FormatRate(f.GoodputBps))
+	secs := fmt.Sprintf("%.1f", f.Seconds)
+	if f.Seconds < 1 { // a short file's run: three figures, not 0.0
+		secs = strconv.FormatFloat(f.Seconds, 'g', 3, 64)
+	}
+	line := fmt.Sprintf("%s in %ss%s: goodput %s", units.FormatSize(f.Bytes), secs, over, units.FormatRate(f.GoodputBps))
 	if f.SendingRateBps != nil {
 		line += fmt.Sprintf(", sending %s", units.FormatRate(*f.SendingRateBps))
 	}
