@@ -46,6 +46,7 @@ type benchSummary struct {
 	benchFigures
 	Streams    int            `json:"streams"`
 	File       string         `json:"file,omitempty"`
+	Direct     bool           `json:"direct,omitempty"`
 	Directions []benchFigures `json:"directions,omitempty"`
 }
 
@@ -135,9 +136,12 @@ func benchLine(f benchFigures, over string) string {
 }
 
 // checkBenchFlags refuses combinations of bench's flags that mean nothing.
-func checkBenchFlags(reverse, bidir bool) error {
-	if reverse && bidir {
+func checkBenchFlags(reverse, bidir, direct bool, file string) error {
+	switch {
+	case reverse && bidir:
 		return errors.New("bench: --bidir sends both ways already: drop --reverse")
+	case direct && file == "":
+		return errors.New("bench: --direct reads a --file around the page cache: give --file")
 	}
 	return nil
 }
@@ -149,6 +153,7 @@ func newBenchCmd() *cobra.Command {
 		reverse bool
 		bidir   bool
 		file    string
+		direct  bool
 		jsonOut bool
 	)
 	cmd := &cobra.Command{
@@ -169,7 +174,9 @@ memory: the sender reads F instead, once, front to back, all streams
 sharing it, and the test ends when F is all sent or when -t does, whichever
 comes first (raise -t for a large file); the receiver discards it. F is
 read through the page cache, as any reader would: for a true disk read,
-start from a cold cache (as root: sync; echo 3 > /proc/sys/vm/drop_caches).
+start from a cold cache (as root: sync; echo 3 > /proc/sys/vm/drop_caches),
+or give --direct to read F around the cache (O_DIRECT, in 1 MiB reads,
+where its file system offers it).
 With --reverse, F is a file of the server's, a path under its served
 directory (as in lp://HOST:PORT/PATH). With --bidir every stream carries
 data both ways at once; F, if given, is what the client sends, and the
@@ -178,6 +185,7 @@ server sends memory.`,
   lightpath bench lp://dtn2:7070 -P 4 -t 30s --cc cubic
   lightpath bench lp://dtn2:7070 -P 4 --cc fast
   lightpath bench lp://dtn2:7070 --file /data/big.bin -t 60s
+  lightpath bench lp://dtn2:7070 --file /data/big.bin --direct -P 4
   lightpath bench lp://dtn2:7070 --reverse --file runs/big.bin
   lightpath bench lp://dtn2:7070 --bidir -P 2
   lightpath bench lp://[::1]:7070 --reverse --json`,
@@ -201,14 +209,14 @@ server sends memory.`,
 			if dur <= 0 || dur > 24*time.Hour {
 				return errors.New("bench: -t must be within (0, 24h]")
 			}
-			if err := checkBenchFlags(reverse, bidir); err != nil {
+			if err := checkBenchFlags(reverse, bidir, direct, file); err != nil {
 				return err
 			}
-			opts := mover.BenchOptions{Duration: dur, Reverse: reverse, Bidir: bidir}
+			opts := mover.BenchOptions{Duration: dur, Reverse: reverse, Bidir: bidir, Direct: direct}
 			if file != "" && reverse {
 				opts.ServerFile = file
 			} else if file != "" {
-				f, err := mover.OpenBenchFile(file)
+				f, err := mover.OpenBenchFile(file, direct)
 				if err != nil {
 					return fmt.Errorf("bench: --file: %w", err)
 				}
@@ -254,7 +262,7 @@ server sends memory.`,
 			if err != nil {
 				return fmt.Errorf("bench: %w", err)
 			}
-			s := benchSummary{Type: "summary", Streams: res.Streams, File: file}
+			s := benchSummary{Type: "summary", Streams: res.Streams, File: file, Direct: direct}
 			for _, d := range res.Directions {
 				s.Directions = append(s.Directions, directionFigures(d))
 			}
@@ -288,6 +296,7 @@ server sends memory.`,
 	f.BoolVarP(&reverse, "reverse", "R", false, "the server sends, the client receives")
 	f.BoolVar(&bidir, "bidir", false, "both send at once, every stream carrying data both ways")
 	f.StringVar(&file, "file", "", "send this file (read once from disk through the page cache) instead of memory; with --reverse a path under the server's served directory")
+	f.BoolVar(&direct, "direct", false, "read the --file around the page cache (O_DIRECT), straight from the disk")
 	f.BoolVar(&jsonOut, "json", false, "print NDJSON: an interval event every second, then the summary")
 	return cmd
 }

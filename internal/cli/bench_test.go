@@ -39,6 +39,7 @@ func TestBenchFlags(t *testing.T) {
 		{"a FIFO", []string{"--file", fifo}, "bench: --file: " + fifo + " is not a regular file"},
 		{"both ways reversed", []string{"--bidir", "--reverse"}, "bench: --bidir sends both ways already: drop --reverse"},
 		{"both ways reversed, short flag", []string{"--bidir", "-R"}, "drop --reverse"},
+		{"direct without a file", []string{"--direct"}, "bench: --direct reads a --file around the page cache: give --file"},
 		{"the server's file", []string{"--reverse", "--file", missing}, "connect to 127.0.0.1:1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

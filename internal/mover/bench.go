@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -46,28 +47,62 @@ var benchSource = sync.OnceValues(func() (*os.File, error) {
 type benchFile struct {
 	f    *os.File
 	size int64
-	next atomic.Int64
+	// direct: f was opened O_DIRECT, so it is read in aligned chunks
+	// into aligned buffers, never with sendfile.
+	direct bool
+	next   atomic.Int64
 	// ioWait is the time spent reading it (where the streams read it
 	// themselves; sendfile reads and sends in one call).
 	ioWait atomic.Int64
 }
 
-// benchOpenFlags open a bench's file without blocking should it be a FIFO
-// (it is refused once open); a regular file reads as usual.
-const benchOpenFlags = os.O_RDONLY | unix.O_NONBLOCK
+// directAlign is the alignment of O_DIRECT reads: offsets, lengths and
+// buffers in multiples of it (the logical block size is at most 4 KiB on
+// the disks a data node has).
+const directAlign = 4096
+
+// benchOpenFlags are the flags a bench's file opens with: without
+// blocking should it be a FIFO (it is refused once open), and with direct
+// around the page cache.
+func benchOpenFlags(direct bool) (int, error) {
+	flags := os.O_RDONLY | unix.O_NONBLOCK
+	if direct {
+		d, err := directFlag()
+		if err != nil {
+			return 0, err
+		}
+		flags |= d
+	}
+	return flags, nil
+}
 
 // OpenBenchFile opens a file for a bench to send: a regular file, not
-// empty, read through the page cache as any reader would.
-func OpenBenchFile(name string) (*os.File, error) {
-	f, err := os.OpenFile(name, benchOpenFlags, 0)
+// empty, read through the page cache as any reader would, or with direct
+// straight from the disk (O_DIRECT), which the file's file system must
+// offer (tmpfs before Linux 6.6 does not).
+func OpenBenchFile(name string, direct bool) (*os.File, error) {
+	flags, err := benchOpenFlags(direct)
 	if err != nil {
 		return nil, err
+	}
+	f, err := os.OpenFile(name, flags, 0)
+	if err != nil {
+		return nil, directOpenError(err, direct)
 	}
 	if err := checkBenchFile(f, name); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return f, nil
+}
+
+// directOpenError says why a file did not open: EINVAL from an O_DIRECT
+// open is a file system that cannot read around its cache.
+func directOpenError(err error, direct bool) error {
+	if direct && errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("%w: its file system cannot read around the page cache (O_DIRECT): drop --direct", err)
+	}
+	return err
 }
 
 func checkBenchFile(f *os.File, name string) error {
@@ -135,7 +170,13 @@ func benchSendMemory(d *dataConn, until time.Time, n *atomic.Int64) error {
 
 func benchSendFile(d *dataConn, file *benchFile, until time.Time, n *atomic.Int64) error {
 	var buf []byte
-	if d.files == nil {
+	switch {
+	case file.direct:
+		// A chunk and an alignment's room to start it on a boundary.
+		raw := make([]byte, benchChunk+directAlign)
+		skip := (directAlign - int(uintptr(unsafe.Pointer(&raw[0]))%directAlign)) % directAlign
+		buf = raw[skip : skip+benchChunk]
+	case d.files == nil:
 		buf = make([]byte, benchChunk)
 	}
 	for time.Now().Before(until) {
@@ -153,9 +194,9 @@ func benchSendFile(d *dataConn, file *benchFile, until time.Time, n *atomic.Int6
 			continue
 		}
 		t0 := time.Now()
-		r, err := file.f.ReadAt(buf[:k], off)
+		r, err := file.read(buf, off, k)
 		file.ioWait.Add(int64(time.Since(t0)))
-		if err != nil && !(errors.Is(err, io.EOF) && r > 0) {
+		if err != nil {
 			return fmt.Errorf("read the file: %w", err)
 		}
 		w, err := d.conn.Write(buf[:r])
@@ -165,6 +206,40 @@ func benchSendFile(d *dataConn, file *benchFile, until time.Time, n *atomic.Int6
 		}
 	}
 	return nil
+}
+
+// read reads the k bytes at off (a multiple of benchChunk) into buf. An
+// O_DIRECT file is read in one pread of whole aligned blocks (the last
+// one past the end: the read stops there), so no read starts off a
+// boundary.
+func (b *benchFile) read(buf []byte, off, k int64) (int, error) {
+	if !b.direct {
+		r, err := b.f.ReadAt(buf[:k], off)
+		if errors.Is(err, io.EOF) && int64(r) == k {
+			err = nil
+		}
+		return r, err
+	}
+	want := (k + directAlign - 1) / directAlign * directAlign
+	var r int
+	var err error
+	rc, cerr := b.f.SyscallConn()
+	if cerr != nil {
+		return 0, cerr
+	}
+	if cerr := rc.Read(func(fd uintptr) bool {
+		r, err = unix.Pread(int(fd), buf[:want], off)
+		return err != unix.EAGAIN
+	}); cerr != nil {
+		return 0, cerr
+	}
+	switch {
+	case err != nil:
+		return 0, err
+	case int64(r) < k:
+		return r, io.ErrUnexpectedEOF // the file shrank under the test
+	}
+	return int(k), nil
 }
 
 // benchRecv drains one stream into memory until the sender closes it,
@@ -205,7 +280,7 @@ type benchSide struct {
 }
 
 // startBench sets every stream sending, receiving or both for dur.
-func startBench(l *link, send, recv bool, dur time.Duration, file *os.File) (*benchSide, error) {
+func startBench(l *link, send, recv bool, dur time.Duration, file *os.File, direct bool) (*benchSide, error) {
 	n := len(l.data)
 	b := &benchSide{l: l, base: make([]transport.Stats, n), baseOK: make([]bool, n),
 		sent: make([]atomic.Int64, n), recvd: make([]atomic.Int64, n),
@@ -215,7 +290,7 @@ func startBench(l *link, send, recv bool, dur time.Duration, file *os.File) (*be
 		if err != nil {
 			return nil, err
 		}
-		b.file = &benchFile{f: file, size: fi.Size()}
+		b.file = &benchFile{f: file, size: fi.Size(), direct: direct}
 	}
 	for i, d := range l.data {
 		if d.stream != nil {
@@ -326,7 +401,7 @@ func serveBench(ctx context.Context, l *link, m *wire.Bench, file *os.File) (int
 		l.close()
 	}()
 	send, recv := m.Reverse || m.Bidir, !m.Reverse || m.Bidir
-	b, err := startBench(l, send, recv, time.Duration(m.Duration), file)
+	b, err := startBench(l, send, recv, time.Duration(m.Duration), file, m.Direct)
 	if err != nil {
 		return 0, err
 	}
@@ -378,12 +453,17 @@ type BenchOptions struct {
 	Bidir bool
 	// LocalFile is a file the client sends instead of memory (not with
 	// Reverse): read once, front to back, by all the streams together,
-	// ending early when Duration does. OpenBenchFile opens it.
+	// ending early when Duration does. OpenBenchFile opens it (with
+	// Direct, as Direct says).
 	LocalFile *os.File
 	// ServerFile is a path under the server's root that the server sends
 	// instead of memory, in the same way (with Reverse only; protocol
 	// version 6).
 	ServerFile string
+	// Direct: the file is read around the page cache (O_DIRECT), so each
+	// read is a disk's, never sent with sendfile (protocol version 6 for
+	// the server's file).
+	Direct bool
 }
 
 // BenchTick is what a running bench has moved so far, this side's count.
@@ -481,7 +561,7 @@ func Bench(ctx context.Context, cfg ClientConfig, o BenchOptions, tick func(Benc
 	}
 	l, err := cfg.connectVersion(ctx, need, what, func(streams int) wire.Msg {
 		return &wire.Bench{Tuning: cfg.Tuning.wire(), Streams: uint16(streams), Duration: int64(o.Duration),
-			Reverse: o.Reverse, Bidir: o.Bidir, File: o.ServerFile}
+			Reverse: o.Reverse, Bidir: o.Bidir, File: o.ServerFile, Direct: o.Direct && o.ServerFile != ""}
 	})
 	if err != nil {
 		return BenchResult{}, err
@@ -490,7 +570,7 @@ func Bench(ctx context.Context, cfg ClientConfig, o BenchOptions, tick func(Benc
 	stop := context.AfterFunc(ctx, l.close)
 	defer stop()
 	send, recv := !o.Reverse || o.Bidir, o.Reverse || o.Bidir
-	b, err := startBench(l, send, recv, o.Duration, o.LocalFile)
+	b, err := startBench(l, send, recv, o.Duration, o.LocalFile, o.Direct)
 	if err != nil {
 		return BenchResult{}, err
 	}

@@ -419,7 +419,7 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 		src, prepErr = s.getSource(m)
 	case *wire.Bench:
 		if m.File != "" {
-			benchFile, prepErr = s.benchFile(m.File)
+			benchFile, prepErr = s.benchFile(m.File, m.Direct)
 		}
 	}
 	if benchFile != nil {
@@ -590,14 +590,18 @@ func clientPath(p string) (string, error) {
 
 // benchFile opens the file a reverse bench sends: a regular file under
 // the root (os.Root keeps it there, symbolic links included).
-func (s *Server) benchFile(raw string) (*os.File, error) {
+func (s *Server) benchFile(raw string, direct bool) (*os.File, error) {
 	p, err := clientPath(raw)
 	if err != nil {
 		return nil, err
 	}
-	f, err := s.root.OpenFile(p, benchOpenFlags, 0)
+	flags, err := benchOpenFlags(direct)
 	if err != nil {
-		return nil, fmt.Errorf("bench file %s: %w", p, cleanPathError(err))
+		return nil, err
+	}
+	f, err := s.root.OpenFile(p, flags, 0)
+	if err != nil {
+		return nil, fmt.Errorf("bench file %s: %w", p, directOpenError(cleanPathError(err), direct))
 	}
 	if err := checkBenchFile(f, p); err != nil {
 		f.Close()

@@ -380,6 +380,9 @@ type Bench struct {
 	// that the server sends (once, or until the duration ends) instead of
 	// memory (version VersionBench and later).
 	File string
+	// Direct, with File, asks the server to read it around its page cache
+	// (O_DIRECT; version VersionBench and later).
+	Direct bool
 }
 
 // MaxBenchFile bounds the path a Bench may name.
@@ -393,9 +396,10 @@ func (m *Bench) appendTo(e *enc) {
 	e.boolean(m.Reverse)
 	// Version 6: the mode, a tail sent only when it says something, so a
 	// plain bench still reaches an older server.
-	if m.Bidir || m.File != "" {
+	if m.Bidir || m.File != "" || m.Direct {
 		e.boolean(m.Bidir)
 		e.str(m.File)
+		e.boolean(m.Direct)
 	}
 }
 func (m *Bench) decode(d *dec) {
@@ -412,6 +416,7 @@ func (m *Bench) decode(d *dec) {
 	}
 	m.Bidir = d.boolean("bidir")
 	m.File = d.str("file")
+	m.Direct = d.boolean("direct")
 	switch {
 	case d.err != nil:
 	case len(m.File) > MaxBenchFile:
@@ -420,6 +425,8 @@ func (m *Bench) decode(d *dec) {
 		d.err = malformed("a bench both ways has no reverse")
 	case m.File != "" && !m.Reverse:
 		d.err = malformed("a bench names a file only for the server to send (reverse)")
+	case m.Direct && m.File == "":
+		d.err = malformed("a bench reads directly only a file")
 	}
 }
 

@@ -63,6 +63,7 @@ func sampleMsgs() []Msg {
 		&Done{Stats: Stats{Bytes: 1, HasCC: true, HasWire: true}},
 		&Bench{Tuning: tun, Streams: 2, Duration: 1e9, Bidir: true},
 		&Bench{Tuning: tun, Streams: 1, Duration: 1e9, Reverse: true, File: "data/big.bin"},
+		&Bench{Tuning: tun, Streams: 1, Duration: 1e9, Reverse: true, File: "f", Direct: true},
 	}
 }
 
@@ -108,10 +109,11 @@ func TestMalformed(t *testing.T) {
 		// A done with no streams, an empty congestion-control section,
 		// then wire accounts for one stream.
 		{"wire accounts for other streams", []byte{0, 0, 0, 9, byte(TDone), 0, 0, 0, 0, 0, 0, 1, 1, 1}},
-		// A bench (no tuning, 1 stream, 1 ns) both ways and reversed, or
-		// naming a file without reverse.
-		{"bench both ways reversed", []byte{0, 0, 0, 9, byte(TBench), 0, 0, 0, 0, 1, 2, 1, 1, 0}},
-		{"bench file without reverse", []byte{0, 0, 0, 10, byte(TBench), 0, 0, 0, 0, 1, 2, 0, 0, 1, 'f'}},
+		// A bench (no tuning, 1 stream, 1 ns) both ways and reversed,
+		// naming a file without reverse, or direct without a file.
+		{"bench both ways reversed", []byte{0, 0, 0, 10, byte(TBench), 0, 0, 0, 0, 1, 2, 1, 1, 0, 0}},
+		{"bench file without reverse", []byte{0, 0, 0, 11, byte(TBench), 0, 0, 0, 0, 1, 2, 0, 0, 1, 'f', 0}},
+		{"bench direct without a file", []byte{0, 0, 0, 10, byte(TBench), 0, 0, 0, 0, 1, 2, 1, 0, 0, 1}},
 		{"negative allocation", []byte{0, 0, 0, 11, byte(TFiles), 1, 1, 1, 1, 'a', 2, 0, 0, 0, 1, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

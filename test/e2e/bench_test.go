@@ -32,6 +32,7 @@ type benchSummary struct {
 	benchFigures
 	Streams    int            `json:"streams"`
 	File       string         `json:"file"`
+	Direct     bool           `json:"direct"`
 	Directions []benchFigures `json:"directions"`
 }
 
@@ -100,6 +101,27 @@ func TestBenchFile(t *testing.T) {
 	checkFigures(t, "bench --reverse --file", s.benchFigures, "receive", 1)
 	if s.Bytes != serverSize {
 		t.Errorf("bench --reverse --file: %d bytes, want the server's file's %d", s.Bytes, serverSize)
+	}
+
+	// Around the page cache: the whole file from the disk, both ends.
+	for _, tc := range []struct {
+		args []string
+		want int64
+	}{
+		{[]string{"--file", local}, localSize},
+		{[]string{"--reverse", "--file", "runs/srv.bin"}, serverSize},
+	} {
+		args := append([]string{"bench", url, "-t", "60s", "--direct", "--json"}, tc.args...)
+		what := strings.Join(args, " ")
+		r := runLP(t, runOpts{}, args...)
+		if r.code != 0 && strings.Contains(r.stderr, "O_DIRECT") {
+			t.Logf("%s: the scratch file system cannot read around its cache: %s", what, r.stderr)
+			continue
+		}
+		s, _ := parseBenchSummary(t, what, r)
+		if s.Bytes != tc.want || !s.Direct {
+			t.Errorf("%s: %d bytes (direct %v), want the file's %d read directly", what, s.Bytes, s.Direct, tc.want)
+		}
 	}
 
 	r := runLP(t, runOpts{}, "bench", url, "-t", "60s", "--file", local)
