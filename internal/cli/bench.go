@@ -84,8 +84,10 @@ func directionFigures(d mover.BenchDirection) benchFigures {
 	return f
 }
 
-// benchTotal sums the directions of a bench both ways: the rates add up,
-// as the two directions ran at once; the time is the longer one's.
+// benchTotal sums the directions of a bench both ways: the bytes add up
+// and the time is the longer direction's, so the rates are what the two
+// carried together over the whole test (the sum of the directions' rates
+// when they ran as long, less when one ended early, a file sent whole).
 func benchTotal(dirs []benchFigures) benchFigures {
 	t := benchFigures{Direction: "both"}
 	var ccs []string
@@ -93,7 +95,6 @@ func benchTotal(dirs []benchFigures) benchFigures {
 	for _, d := range dirs {
 		t.Bytes += d.Bytes
 		t.Seconds = max(t.Seconds, d.Seconds)
-		t.GoodputBps += d.GoodputBps
 		t.Retransmits += d.Retransmits
 		for _, cc := range strings.Split(d.CC, ",") {
 			if cc != "" && !slices.Contains(ccs, cc) {
@@ -102,16 +103,22 @@ func benchTotal(dirs []benchFigures) benchFigures {
 		}
 		wire = wire && d.SendingRateBps != nil
 	}
+	perSecond := func(bytes float64) float64 {
+		if t.Seconds <= 0 {
+			return 0
+		}
+		return bytes * 8 / t.Seconds
+	}
+	t.GoodputBps = perSecond(float64(t.Bytes))
 	t.ThroughputBps = t.GoodputBps
 	t.CC = strings.Join(ccs, ",")
 	if wire {
-		var rate float64
 		var bytes, resent uint64
 		for _, d := range dirs {
-			rate += *d.SendingRateBps
 			bytes += *d.WireBytes
 			resent += *d.BytesResent
 		}
+		rate := perSecond(float64(bytes))
 		t.SendingRateBps, t.WireBytes, t.BytesResent = &rate, &bytes, &resent
 	}
 	return t
