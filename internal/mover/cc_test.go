@@ -108,11 +108,11 @@ func TestCopyNamesCC(t *testing.T) {
 	check("pull, the server's default", pull(""), "reno")
 	check("pull with "+other, pull(other), other)
 
-	res, err := Bench(context.Background(), cfg(""), 300*time.Millisecond, true, nil)
+	res, err := Bench(context.Background(), cfg(""), BenchOptions{Duration: 300 * time.Millisecond, Reverse: true}, nil)
 	if err != nil {
 		t.Fatalf("reverse bench: %v", err)
 	}
-	if got := StreamsCC(res.PerStream); got != "reno" {
+	if got := StreamsCC(res.Directions[0].PerStream); got != "reno" {
 		t.Errorf("reverse bench: streams ran %q, want the server's reno", got)
 	}
 }

@@ -51,6 +51,9 @@ type ClientConfig struct {
 	// LocalAddr, when set, is the IP address every connection of the
 	// session leaves from (transport.Options.LocalAddr).
 	LocalAddr string
+	// maxVersion, when set, is the highest protocol version offered: the
+	// tests play an older client with it.
+	maxVersion uint16
 }
 
 func (c *ClientConfig) options(streams int) transport.Options {
@@ -85,7 +88,11 @@ func (c *ClientConfig) dial(ctx context.Context, kind wire.Kind, streams int) (n
 		conn = tlc
 	}
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
-	r, cn, sn, err := clientHandshake(conn, kind, c.Token)
+	maxVersion := wire.MaxVersion
+	if c.maxVersion != 0 {
+		maxVersion = c.maxVersion
+	}
+	r, cn, sn, err := clientHandshake(conn, kind, c.Token, maxVersion)
 	if errors.Is(err, errSpeaksHTTP) {
 		conn.Close()
 		return nil, nil, cn, sn, refusal(fmt.Sprintf("lp://%s speaks HTTP, not the Lightpath mover protocol: is it the controller's port? the mover listens where `lightpath serve --listen` says", c.Addr))

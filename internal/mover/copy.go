@@ -182,6 +182,10 @@ type StreamSummary struct {
 	DeliveryBps   float64 // bits per second
 	RwndLimited   time.Duration
 	SndbufLimited time.Duration
+	// WireBytes is the payload the stream put on the wire, retransmissions
+	// included, and ResentBytes what of it was sent again; a bench fills
+	// them in where the sender could say.
+	WireBytes, ResentBytes uint64
 }
 
 // Summary is the account of a copy: every file's last verdict tallied,

@@ -482,3 +482,43 @@ func TestGrantNoKey(t *testing.T) {
 		t.Fatalf("push before the key: %v (permanent %v)", err, retry.IsPermanent(err))
 	}
 }
+
+// TestGrantBenchFile: a server that checks grants sends a file in a
+// reverse bench only under a read grant covering it; a bench from memory
+// touches no path and needs a grant of either mode.
+func TestGrantBenchFile(t *testing.T) {
+	gs := serveGranted(t, nil)
+	makeTree(t, filepath.Join(gs.root, "in", "run42"), map[string]int{"a.bin": 1<<20 + 3})
+	makeTree(t, filepath.Join(gs.root, "private"), map[string]int{"x": 10})
+	read := func(g *grant.Grant) { g.Mode = grant.Read; g.Paths = []string{"in/run42"} }
+	for _, tc := range []struct {
+		name  string
+		grant string
+		file  string
+		want  string
+	}{
+		{"covered", gs.sign(t, read), "in/run42/a.bin", ""},
+		{"from memory, a write grant", gs.sign(t, nil), "", ""},
+		{"not covered", gs.sign(t, read), "private/x", `refused: grant: path not covered: "private/x" is outside in/run42`},
+		{"write grant", gs.sign(t, func(g *grant.Grant) { g.Paths = []string{"in/run42"} }), "in/run42/a.bin", "refused: grant: mode not granted: read, the grant gives write"},
+		{"no grant", "", "in/run42/a.bin", "refused: the server takes benches from a file only with a grant from the controller"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ClientConfig{Addr: gs.addr, Streams: 1, Tuning: Tuning{DSCP: -1}, Grant: tc.grant}
+			dur := time.Minute // a file ends the test when it is all sent
+			if tc.file == "" {
+				dur = 200 * time.Millisecond
+			}
+			res, err := Bench(context.Background(), cfg, BenchOptions{Duration: dur, Reverse: true, ServerFile: tc.file}, nil)
+			if tc.want == "" {
+				if err != nil || (tc.file != "" && res.Directions[0].Bytes != 1<<20+3) {
+					t.Fatalf("bench: %+v, %v", res, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !retry.IsPermanent(err) {
+				t.Fatalf("bench: %v, want a permanent %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -144,14 +144,14 @@ var (
 // clientHandshake runs the opening of a connection from the client's side:
 // hello, version, and the token challenge. It returns the reader to go on
 // with and the two nonces (for the session key).
-func clientHandshake(c net.Conn, kind wire.Kind, token []byte) (*wire.Reader, [wire.NonceSize]byte, [wire.NonceSize]byte, error) {
+func clientHandshake(c net.Conn, kind wire.Kind, token []byte, maxVersion uint16) (*wire.Reader, [wire.NonceSize]byte, [wire.NonceSize]byte, error) {
 	cn := nonce()
 	// The hello ends a line, so that an HTTP server (a controller's port
 	// given by mistake) answers it at once with a 400 instead of waiting
 	// for the rest of a request; 248 random bits are left.
 	cn[wire.NonceSize-1] = '\n'
 	var sn [wire.NonceSize]byte
-	hello := wire.AppendHello(nil, wire.Hello{MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion, Kind: kind, Nonce: cn})
+	hello := wire.AppendHello(nil, wire.Hello{MinVersion: wire.MinVersion, MaxVersion: maxVersion, Kind: kind, Nonce: cn})
 	if _, err := c.Write(hello); err != nil {
 		return nil, cn, sn, fmt.Errorf("send hello: %w", err)
 	}
@@ -176,8 +176,8 @@ func clientHandshake(c net.Conn, kind wire.Kind, token []byte) (*wire.Reader, [w
 		return nil, cn, sn, peerError(m)
 	case *wire.HelloOK:
 		sn = m.Nonce
-		if m.Version < wire.MinVersion || m.Version > wire.MaxVersion {
-			return nil, cn, sn, fmt.Errorf("%w: the server chose protocol version %d, this client speaks %d..%d", wire.ErrMalformed, m.Version, wire.MinVersion, wire.MaxVersion)
+		if m.Version < wire.MinVersion || m.Version > maxVersion {
+			return nil, cn, sn, fmt.Errorf("%w: the server chose protocol version %d, this client speaks %d..%d", wire.ErrMalformed, m.Version, wire.MinVersion, maxVersion)
 		}
 		r.Version = m.Version
 		if !m.AuthRequired {

@@ -406,6 +406,7 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	// Check the request before any data connection opens.
 	var src Source
 	var dst Dest
+	var benchFile *os.File
 	var prepErr error
 	switch m := m.(type) {
 	case *wire.Put:
@@ -416,6 +417,13 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 		}
 	case *wire.Get:
 		src, prepErr = s.getSource(m)
+	case *wire.Bench:
+		if m.File != "" {
+			benchFile, prepErr = s.benchFile(m.File, m.Direct)
+		}
+	}
+	if benchFile != nil {
+		defer benchFile.Close()
 	}
 	if prepErr != nil {
 		unpend()
@@ -511,7 +519,7 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 		streams, _ := streamSummaries(res.Local, res.Remote)
 		cc = StreamsCC(streams)
 	case *wire.Bench:
-		bytes, runErr = serveBench(ctx, l, m)
+		bytes, runErr = serveBench(ctx, l, m, benchFile)
 	}
 	close(engineDone)
 	ss.release()
@@ -578,6 +586,28 @@ func clientPath(p string) (string, error) {
 		}
 	}
 	return path.Clean(p), nil
+}
+
+// benchFile opens the file a reverse bench sends: a regular file under
+// the root (os.Root keeps it there, symbolic links included).
+func (s *Server) benchFile(raw string, direct bool) (*os.File, error) {
+	p, err := clientPath(raw)
+	if err != nil {
+		return nil, err
+	}
+	flags, err := benchOpenFlags(direct)
+	if err != nil {
+		return nil, err
+	}
+	f, err := s.root.OpenFile(p, flags, 0)
+	if err != nil {
+		return nil, fmt.Errorf("bench file %s: %w", p, directOpenError(cleanPathError(err), direct))
+	}
+	if err := checkBenchFile(f, p); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench file: %w", err)
+	}
+	return f, nil
 }
 
 // maxSizeHint tells a client that pushed too large a file which limit it met.
@@ -718,6 +748,10 @@ func (s *Server) admitGrant(ss *session, token string, m wire.Msg, version uint1
 		mode, what = grant.Write, "pushes"
 	case *wire.Get:
 		mode, what = grant.Read, "pulls"
+	case *wire.Bench:
+		if m.(*wire.Bench).File != "" {
+			mode, what = grant.Read, "benches from a file"
+		}
 	}
 	if token == "" {
 		if version < wire.VersionGrant {
@@ -749,6 +783,12 @@ func (s *Server) admitGrant(ss *session, token string, m wire.Msg, version uint1
 				if err := g.Covers(mode, p); err != nil {
 					return wire.CodeRefused, err
 				}
+			}
+		}
+	case *wire.Bench:
+		if p, perr := clientPath(m.File); perr == nil && m.File != "" {
+			if err := g.Covers(mode, p); err != nil {
+				return wire.CodeRefused, err
 			}
 		}
 	}

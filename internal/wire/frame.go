@@ -15,7 +15,7 @@ var Magic = [4]byte{'L', 'P', 'T', 'H'}
 // MaxVersion]; the server answers with the highest version both speak.
 const (
 	MinVersion uint16 = 1
-	MaxVersion uint16 = 5
+	MaxVersion uint16 = 6
 )
 
 // VersionAlloc is the first version whose files frames may carry each
@@ -36,6 +36,12 @@ const VersionPart uint16 = 4
 // done and bench-done) may name the congestion control each stream ran
 // (Stats.HasCC).
 const VersionCC uint16 = 5
+
+// VersionBench is the first version in which a side's account (Stats) may
+// carry what each stream put on the wire and sent again (Stats.HasWire),
+// and a Bench may ask for both directions at once or name a file of the
+// server's to send (Bench.Bidir, Bench.File).
+const VersionBench uint16 = 6
 
 // MaxFrame bounds a control frame's payload. Senders split long lists (the
 // manifest of a large tree) across frames well below it.

@@ -367,13 +367,26 @@ func (m *Get) decode(d *dec) {
 	m.Select.decodeTail(d)
 }
 
-// Bench asks for a memory-to-memory test.
+// Bench asks for a throughput test.
 type Bench struct {
 	Tuning
 	Streams  uint16
 	Duration int64 // nanoseconds
 	Reverse  bool  // the server sends
+	// Bidir asks both sides to send at once, each stream carrying data
+	// both ways (version VersionBench and later; it excludes Reverse).
+	Bidir bool
+	// File, with Reverse, names a regular file under the server's root
+	// that the server sends (once, or until the duration ends) instead of
+	// memory (version VersionBench and later).
+	File string
+	// Direct, with File, asks the server to read it around its page cache
+	// (O_DIRECT; version VersionBench and later).
+	Direct bool
 }
+
+// MaxBenchFile bounds the path a Bench may name.
+const MaxBenchFile = 4096
 
 func (m *Bench) Type() Type { return TBench }
 func (m *Bench) appendTo(e *enc) {
@@ -381,6 +394,13 @@ func (m *Bench) appendTo(e *enc) {
 	e.uv(uint64(m.Streams))
 	e.iv(m.Duration)
 	e.boolean(m.Reverse)
+	// Version 6: the mode, a tail sent only when it says something, so a
+	// plain bench still reaches an older server.
+	if m.Bidir || m.File != "" || m.Direct {
+		e.boolean(m.Bidir)
+		e.str(m.File)
+		e.boolean(m.Direct)
+	}
 }
 func (m *Bench) decode(d *dec) {
 	m.Tuning.decode(d)
@@ -391,6 +411,23 @@ func (m *Bench) decode(d *dec) {
 		d.err = malformed("streams %d out of range 1..256", s)
 	}
 	m.Streams = uint16(s)
+	if d.err != nil || len(d.b) == 0 {
+		return
+	}
+	m.Bidir = d.boolean("bidir")
+	m.File = d.str("file")
+	m.Direct = d.boolean("direct")
+	switch {
+	case d.err != nil:
+	case len(m.File) > MaxBenchFile:
+		d.err = malformed("bench file name of %d bytes, at most %d", len(m.File), MaxBenchFile)
+	case m.Bidir && m.Reverse:
+		d.err = malformed("a bench both ways has no reverse")
+	case m.File != "" && !m.Reverse:
+		d.err = malformed("a bench names a file only for the server to send (reverse)")
+	case m.Direct && m.File == "":
+		d.err = malformed("a bench reads directly only a file")
+	}
 }
 
 // Accept opens a session: data connections join it by ID.
@@ -753,6 +790,10 @@ type StreamStats struct {
 	// CC is the congestion control the stream ran, read from the socket
 	// (version VersionCC and later, see Stats.HasCC); "" where unknown.
 	CC string
+	// WireBytes is what the stream put on the wire (payload bytes sent,
+	// retransmissions included) and ResentBytes what of it was sent again
+	// (version VersionBench and later, see Stats.HasWire).
+	WireBytes, ResentBytes uint64
 }
 
 // maxCCName bounds a congestion control's name, as the tuning always has
@@ -771,6 +812,11 @@ type Stats struct {
 	// only when the version agreed is VersionCC or later (an older decoder
 	// refuses trailing bytes).
 	HasCC bool
+	// HasWire says the streams carry WireBytes and ResentBytes: a section
+	// after the congestion controls, sent only when the version agreed is
+	// VersionBench or later (the congestion controls are then written too,
+	// and the account decodes with HasCC set).
+	HasWire bool
 }
 
 func (s *Stats) appendTo(e *enc) {
@@ -791,10 +837,17 @@ func (s *Stats) appendTo(e *enc) {
 		e.uv(x.PacingRate)
 		e.uv(x.DeliveryRate)
 	}
-	if s.HasCC {
+	if s.HasCC || s.HasWire {
 		e.uv(uint64(len(s.Streams)))
 		for _, x := range s.Streams {
 			e.str(x.CC)
+		}
+	}
+	if s.HasWire {
+		e.uv(uint64(len(s.Streams)))
+		for _, x := range s.Streams {
+			e.uv(x.WireBytes)
+			e.uv(x.ResentBytes)
 		}
 	}
 }
@@ -830,6 +883,20 @@ func (s *Stats) decode(d *dec) {
 		}
 	}
 	s.HasCC = d.err == nil
+	if d.err != nil || len(d.b) == 0 {
+		return
+	}
+	// Version 6: what each stream put on the wire and sent again.
+	n = d.count("wire accounts", 2)
+	if d.err == nil && n != len(s.Streams) {
+		d.err = malformed("%d wire accounts for %d streams", n, len(s.Streams))
+		return
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		s.Streams[i].WireBytes = d.uv("wire bytes")
+		s.Streams[i].ResentBytes = d.uv("resent bytes")
+	}
+	s.HasWire = d.err == nil
 }
 
 // Done closes a session, each side sending its account.

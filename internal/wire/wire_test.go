@@ -18,6 +18,11 @@ func sampleMsgs() []Msg {
 	stCC := st
 	stCC.Streams = []StreamStats{st.Streams[0], st.Streams[0]}
 	stCC.Streams[0].CC, stCC.Streams[1].CC, stCC.HasCC = "fast", "cubic", true
+	stWire := stCC
+	stWire.Streams = []StreamStats{stCC.Streams[0], stCC.Streams[1]}
+	stWire.Streams[0].WireBytes, stWire.Streams[0].ResentBytes = 1<<41, 1<<20
+	stWire.Streams[1].WireBytes = 9
+	stWire.HasWire = true
 	return []Msg{
 		&Error{Code: CodeAuth, Msg: "wrong token"},
 		&HelloOK{Version: 1, Nonce: [NonceSize]byte{1, 2, 3}, AuthRequired: true},
@@ -54,6 +59,11 @@ func sampleMsgs() []Msg {
 		&Done{Stats: stCC},
 		&BenchDone{Stats: stCC},
 		&Done{Stats: Stats{Bytes: 1, HasCC: true}},
+		&BenchDone{Stats: stWire},
+		&Done{Stats: Stats{Bytes: 1, HasCC: true, HasWire: true}},
+		&Bench{Tuning: tun, Streams: 2, Duration: 1e9, Bidir: true},
+		&Bench{Tuning: tun, Streams: 1, Duration: 1e9, Reverse: true, File: "data/big.bin"},
+		&Bench{Tuning: tun, Streams: 1, Duration: 1e9, Reverse: true, File: "f", Direct: true},
 	}
 }
 
@@ -96,6 +106,14 @@ func TestMalformed(t *testing.T) {
 		{"congestion controls for other streams", []byte{0, 0, 0, 8, byte(TDone), 0, 0, 0, 0, 0, 1, 1, 'a'}},
 		{"congestion control name too long", append([]byte{0, 0, 0, 0x22, byte(TDone), 0, 0, 0, 0, 1,
 			0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 17}, []byte("abcdefghijklmnopq")...)},
+		// A done with no streams, an empty congestion-control section,
+		// then wire accounts for one stream.
+		{"wire accounts for other streams", []byte{0, 0, 0, 9, byte(TDone), 0, 0, 0, 0, 0, 0, 1, 1, 1}},
+		// A bench (no tuning, 1 stream, 1 ns) both ways and reversed,
+		// naming a file without reverse, or direct without a file.
+		{"bench both ways reversed", []byte{0, 0, 0, 10, byte(TBench), 0, 0, 0, 0, 1, 2, 1, 1, 0, 0}},
+		{"bench file without reverse", []byte{0, 0, 0, 11, byte(TBench), 0, 0, 0, 0, 1, 2, 0, 0, 1, 'f', 0}},
+		{"bench direct without a file", []byte{0, 0, 0, 10, byte(TBench), 0, 0, 0, 0, 1, 2, 1, 0, 0, 1}},
 		{"negative allocation", []byte{0, 0, 0, 11, byte(TFiles), 1, 1, 1, 1, 'a', 2, 0, 0, 0, 1, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
