@@ -443,8 +443,8 @@ func (c *conn) sendSynAck() error {
 func (c *conn) data(off uint64, p []byte, fin bool) bool {
 	end := off + uint64(len(p))
 	if fin {
-		if c.rFin && c.rFinOff != end {
-			return false // a FIN at another place: not believed
+		if (c.rFin && c.rFinOff != end) || end < c.rHigh {
+			return false // a FIN at another place, or before data: not believed
 		}
 		c.rFin, c.rFinOff = true, end
 	}
@@ -455,8 +455,12 @@ func (c *conn) data(off uint64, p []byte, fin bool) bool {
 	}
 	limit := c.rRead + uint64(len(c.rbuf))
 	if end > limit {
+		// the sender overran the window: keep what fits
 		atomic.AddUint64(&c.stats.dropped, 1)
-		end = limit // the sender overran the window: keep what fits
+		if off >= limit {
+			return true
+		}
+		end = limit
 	}
 	now := c.now()
 	prevCum := c.rCum
