@@ -19,6 +19,8 @@ type relay struct {
 	rnd   *rand.Rand
 	// probabilities, per datagram and direction
 	loss, dup, reorder float64
+	ce                 float64      // marks Congestion Experienced on datagrams to the listener
+	tos                map[byte]int // TOS bytes of the dialler's datagrams, counted
 	client             *net.UDPAddr
 	captured           [][]byte
 	fromServer         int // datagrams the listener sent
@@ -39,7 +41,8 @@ func newRelay(t *testing.T, server net.Addr, seed uint64) *relay {
 		c.SetReadBuffer(16 << 20)
 		c.SetWriteBuffer(16 << 20)
 	}
-	r := &relay{front: front, back: back, rnd: rand.New(rand.NewPCG(seed, seed^0x5eed))}
+	recvTOS(front)
+	r := &relay{front: front, back: back, rnd: rand.New(rand.NewPCG(seed, seed^0x5eed)), tos: map[byte]int{}}
 	r.wg.Add(2)
 	go r.pump(true)
 	go r.pump(false)
@@ -63,14 +66,19 @@ func (r *relay) set(loss, dup, reorder float64) {
 func (r *relay) pump(up bool) {
 	defer r.wg.Done()
 	buf := make([]byte, 65536)
+	oob := make([]byte, 128)
 	for {
 		var n int
 		var err error
 		if up {
 			var from *net.UDPAddr
-			n, from, err = r.front.ReadFromUDP(buf)
+			var oobn int
+			n, oobn, _, from, err = r.front.ReadMsgUDP(buf, oob)
 			if err == nil {
 				r.mu.Lock()
+				if tos, ok := tosIn(oob[:oobn]); ok {
+					r.tos[tos]++
+				}
 				r.client = from
 				if len(r.captured) < 20000 {
 					r.captured = append(r.captured, append([]byte(nil), buf[:n]...))
@@ -98,6 +106,7 @@ func (r *relay) pump(up bool) {
 		if r.rnd.Float64() < r.dup {
 			copies = 2
 		}
+		ce := up && r.rnd.Float64() < r.ce
 		var delay time.Duration
 		if r.rnd.Float64() < r.reorder {
 			delay = time.Duration(1+r.rnd.IntN(5)) * time.Millisecond
@@ -107,9 +116,12 @@ func (r *relay) pump(up bool) {
 			continue
 		}
 		for range copies {
-			if delay > 0 {
+			switch {
+			case ce:
+				r.back.WriteMsgUDP(p, ceOOB(), nil)
+			case delay > 0:
 				time.AfterFunc(delay, func() { r.forward(up, p) })
-			} else {
+			default:
 				r.forward(up, p)
 			}
 		}
@@ -131,6 +143,16 @@ func (r *relay) forward(up bool, p []byte) {
 
 // inject sends p to the listener as if the dialler had sent it.
 func (r *relay) inject(p []byte) { r.back.Write(p) }
+
+func (r *relay) tosSeen() map[byte]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := map[byte]int{}
+	for k, v := range r.tos {
+		m[k] = v
+	}
+	return m
+}
 
 func (r *relay) serverDatagrams() int {
 	r.mu.Lock()
