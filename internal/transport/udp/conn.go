@@ -32,6 +32,13 @@ const (
 // endpoint sends a stream's datagrams.
 type endpoint interface {
 	send(b []byte) error
+	// sendSegments sends b as datagrams of size bytes each, the last
+	// possibly shorter, in one system call (UDP GSO); it fails when GSO
+	// cannot be used (gsoRefused) and the caller sends them one by one.
+	sendSegments(b []byte, size int) error
+	// gso says whether segmented sends are worth trying; noGSO stops them.
+	gso() bool
+	noGSO()
 	// mtu is the path's MTU now, 0 if unknown.
 	mtu() int
 	setTOS(tos int) error
@@ -350,17 +357,18 @@ func (c *conn) sendAck() error {
 
 // input takes a datagram the socket read for this stream: b whole, h and
 // body parsed from it. It reports whether the datagram was accepted
-// (false: dropped, counted).
-func (c *conn) input(b []byte, h header, body []byte, tos byte) bool {
+// (false: dropped, counted) and whether it asks for an ACK at once, which
+// the reader sends (sendAck) once it has taken in all it read in one go.
+func (c *conn) input(b []byte, h header, body []byte, tos byte) (ok, ackNow bool) {
 	if !verify(c.keys.recv, b) {
 		atomic.AddUint64(&c.stats.dropped, 1)
-		return false
+		return false, false
 	}
 	c.mu.Lock()
 	if !c.replay.fresh(h.pn) || c.dead {
 		c.mu.Unlock()
 		atomic.AddUint64(&c.stats.dropped, 1)
-		return false
+		return false, false
 	}
 	c.replay.mark(h.pn)
 	if tos&0b11 == ecnCE {
@@ -393,9 +401,7 @@ func (c *conn) input(b []byte, h header, body []byte, tos byte) bool {
 		}
 		c.noteEcho(h.pn)
 		c.establish()
-		if c.data(off, payload, h.flags&fFIN != 0) {
-			reply = c.sendAck
-		}
+		ackNow = c.data(off, payload, h.flags&fFIN != 0)
 	case tACK:
 		var a ack
 		if parseAck(body, &a) != nil {
@@ -405,7 +411,7 @@ func (c *conn) input(b []byte, h header, body []byte, tos byte) bool {
 		c.onAck(&a, h.flags&fFINACK != 0)
 	case tPING:
 		c.noteEcho(h.pn)
-		reply = c.sendAck
+		ackNow = true
 	case tRST:
 		if _, err := parseRst(body); err == nil {
 			c.fail(syscall.ECONNRESET)
@@ -415,7 +421,7 @@ func (c *conn) input(b []byte, h header, body []byte, tos byte) bool {
 	if reply != nil {
 		reply()
 	}
-	return true
+	return true, ackNow
 }
 
 func (c *conn) noteEcho(pn uint64) {
@@ -713,10 +719,11 @@ func (c *conn) kickSender() {
 // run sends: new data, data again, delayed acks, probes; it ends the
 // stream when it is over.
 func (c *conn) run() {
-	bufs := make([][]byte, maxBatch)
-	for i := range bufs {
-		bufs[i] = make([]byte, 0, maxMTU)
-	}
+	// datagrams are built back to back in the arena, so that a run of
+	// equal-sized ones goes out in one segmented send
+	arena := make([]byte, maxBatch*maxMTU)
+	ackBuf := make([]byte, 0, maxMTU)
+	batch := make([][]byte, 0, maxBatch)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var a ack
@@ -737,10 +744,11 @@ func (c *conn) run() {
 		if sendAck {
 			ackFlags = c.buildAck(&a)
 		}
-		batch, wait := c.fill(now, bufs)
+		var wait time.Duration
+		batch, wait = c.fill(now, arena, batch[:0])
 		c.mu.Unlock()
 		if sendAck {
-			b, _ := c.packet(bufs[len(bufs)-1][:0], tACK, ackFlags)
+			b, _ := c.packet(ackBuf[:0], tACK, ackFlags)
 			c.sendRaw(a.put(b))
 		}
 		if len(batch) > 0 {
@@ -766,14 +774,56 @@ func (c *conn) run() {
 	}
 }
 
+// GSO's limits: the segments of one send, and their bytes (a UDP
+// datagram's length field).
+const (
+	maxSegments = 64
+	maxGSOBytes = 65000
+)
+
+// sendBatch sends datagrams built back to back: each run of equal-sized
+// ones (the last of a run may be shorter) in one segmented send where GSO
+// works, one by one otherwise.
 func (c *conn) sendBatch(batch [][]byte) {
-	for _, b := range batch {
-		err := c.ep.send(b)
-		atomic.AddUint64(&c.stats.datagrams, 1)
-		atomic.AddUint64(&c.stats.sendCalls, 1)
-		if err != nil {
-			c.sendFailed(b, err)
+	for i := 0; i < len(batch); {
+		size := len(batch[i])
+		j, total := i+1, size
+		if c.ep.gso() {
+			for j < len(batch) && j-i < maxSegments && total+len(batch[j]) <= maxGSOBytes && len(batch[j]) <= size {
+				total += len(batch[j])
+				j++
+				if len(batch[j-1]) < size {
+					break
+				}
+			}
 		}
+		if j-i > 1 {
+			err := c.ep.sendSegments(batch[i][:total], size)
+			if err == nil {
+				atomic.AddUint64(&c.stats.datagrams, uint64(j-i))
+				atomic.AddUint64(&c.stats.sendCalls, 1)
+				i = j
+				continue
+			}
+			if gsoRefused(err) {
+				c.ep.noGSO()
+			} else {
+				for _, b := range batch[i:j] {
+					c.sendFailed(b, err)
+				}
+				i = j
+				continue
+			}
+		}
+		for _, b := range batch[i:j] {
+			err := c.ep.send(b)
+			atomic.AddUint64(&c.stats.datagrams, 1)
+			atomic.AddUint64(&c.stats.sendCalls, 1)
+			if err != nil {
+				c.sendFailed(b, err)
+			}
+		}
+		i = j
 	}
 }
 
@@ -875,10 +925,11 @@ func (c *conn) timers(now int64) {
 	}
 }
 
-// fill builds the datagrams the stream may send now into bufs and returns
+// fill builds the datagrams the stream may send now, back to back in the
+// arena, and returns
 // them, or how long to wait before anything may go. Under mu.
-func (c *conn) fill(now int64, bufs [][]byte) ([][]byte, time.Duration) {
-	batch := bufs[:0]
+func (c *conn) fill(now int64, arena []byte, batch [][]byte) ([][]byte, time.Duration) {
+	pos := 0
 	if !c.established || c.dead || c.err != nil {
 		return batch, c.waitTimers(now)
 	}
@@ -891,7 +942,7 @@ func (c *conn) fill(now int64, bufs [][]byte) ([][]byte, time.Duration) {
 	c.lastPace = now
 	win := c.ctl.window(c.mss)
 	c.accountBusy(now)
-	for len(batch) < len(bufs)-1 { // the last buffer is the ack's
+	for len(batch) < maxBatch && pos+maxMTU <= len(arena) {
 		if rate > 0 && c.credit < float64(c.maxDgram)/2 {
 			c.limit = limNetwork
 			return batch, time.Duration((float64(c.maxDgram) - c.credit) / float64(rate) * 1e9)
@@ -914,7 +965,8 @@ func (c *conn) fill(now int64, bufs [][]byte) ([][]byte, time.Duration) {
 				break
 			}
 		}
-		b := c.dataPacket(bufs[len(batch)][:0], s, now)
+		b := c.dataPacket(arena[pos:pos], s, now)
+		pos += len(b)
 		batch = append(batch, b)
 		if rate > 0 {
 			c.credit -= float64(len(b))

@@ -101,7 +101,7 @@ func tosOOB(v6 bool, tos int) []byte {
 }
 
 // oobSize is room for the control messages a read returns.
-var oobSize = unix.CmsgSpace(4) * 4
+var oobSize = unix.CmsgSpace(4) * 8
 
 // tosOf finds the TOS byte (IPv4 IP_TOS, one byte; IPv6 IPV6_TCLASS, an
 // int) among a read's control messages.
@@ -131,3 +131,63 @@ func tosOf(oob []byte) (byte, bool) {
 func isMsgSize(err error) bool { return errorsIs(err, unix.EMSGSIZE) }
 
 func isRefused(err error) bool { return errorsIs(err, unix.ECONNREFUSED) }
+
+// enableGRO asks the kernel to hand a socket's datagrams of one flow over
+// coalesced (UDP_GRO): one read, a buffer of equal-sized datagrams and
+// their size in a control message. It says whether the kernel agreed.
+func enableGRO(rc syscall.RawConn) bool {
+	ok := false
+	rc.Control(func(fd uintptr) {
+		ok = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_GRO, 1) == nil
+	})
+	return ok
+}
+
+// segmentOOB appends the control message that makes one send of a buffer
+// go out as datagrams of size bytes each, the last possibly shorter
+// (UDP_SEGMENT: UDP segmentation offload, done by the NIC or, failing
+// that, once by the kernel).
+func segmentOOB(dst []byte, size int) []byte {
+	n := len(dst)
+	dst = append(dst, make([]byte, unix.CmsgSpace(2))...)
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&dst[n]))
+	h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+	h.SetLen(unix.CmsgLen(2))
+	binary.NativeEndian.PutUint16(dst[n+unix.CmsgLen(0):], uint16(size))
+	return dst
+}
+
+// groSize finds the size of the coalesced datagrams (UDP_GRO) among a
+// read's control messages; 0 when the read is one datagram.
+func groSize(oob []byte) int {
+	for len(oob) >= unix.SizeofCmsghdr {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		n := int(h.Len)
+		if n < unix.SizeofCmsghdr || n > len(oob) {
+			return 0
+		}
+		data := oob[unix.CmsgLen(0):n]
+		if h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO {
+			switch {
+			case len(data) >= 4:
+				return int(binary.NativeEndian.Uint32(data))
+			case len(data) >= 2:
+				return int(binary.NativeEndian.Uint16(data))
+			}
+			return 0
+		}
+		sp := unix.CmsgSpace(n - unix.CmsgLen(0))
+		if sp > len(oob) {
+			return 0
+		}
+		oob = oob[sp:]
+	}
+	return 0
+}
+
+// gsoRefused says whether a segmented send failed for want of GSO (the
+// device cannot checksum, the kernel has no UDP_SEGMENT), not for the
+// datagrams' sake.
+func gsoRefused(err error) bool {
+	return errorsIs(err, unix.EIO) || errorsIs(err, unix.EINVAL) || errorsIs(err, unix.ENOPROTOOPT) || errorsIs(err, unix.EOPNOTSUPP)
+}

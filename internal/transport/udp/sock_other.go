@@ -24,3 +24,11 @@ func tosOf(oob []byte) (byte, bool) { return 0, false }
 func isMsgSize(err error) bool { return errorsIs(err, syscall.EMSGSIZE) }
 
 func isRefused(err error) bool { return errorsIs(err, syscall.ECONNREFUSED) }
+
+func enableGRO(rc syscall.RawConn) bool { return false }
+
+func segmentOOB(dst []byte, size int) []byte { return dst }
+
+func groSize(oob []byte) int { return 0 }
+
+func gsoRefused(err error) bool { return true }

@@ -156,16 +156,26 @@ func (c *conn) handshake(ctx context.Context) error {
 
 // dialEndpoint is a dialled stream's own connected socket.
 type dialEndpoint struct {
-	uc   *net.UDPConn
-	rc   syscall.RawConn
-	v6   bool
-	once sync.Once
+	uc    *net.UDPConn
+	rc    syscall.RawConn
+	v6    bool
+	once  sync.Once
+	nogso atomic.Bool
 }
 
 func (e *dialEndpoint) send(b []byte) error {
 	_, err := e.uc.Write(b)
 	return err
 }
+
+func (e *dialEndpoint) sendSegments(b []byte, size int) error {
+	var oob [32]byte
+	_, _, err := e.uc.WriteMsgUDP(b, segmentOOB(oob[:0], size), nil)
+	return err
+}
+
+func (e *dialEndpoint) gso() bool { return !e.nogso.Load() }
+func (e *dialEndpoint) noGSO()    { e.nogso.Store(true) }
 
 func (e *dialEndpoint) mtu() int { return pathMTU(e.rc, e.v6) }
 
@@ -175,6 +185,7 @@ func (e *dialEndpoint) release() { e.once.Do(func() { e.uc.Close() }) }
 
 // readLoop reads the dialled stream's datagrams until its socket closes.
 func (e *dialEndpoint) readLoop(c *conn) {
+	enableGRO(e.rc)
 	buf := make([]byte, 65536)
 	oob := make([]byte, oobSize)
 	refused := 0
@@ -198,15 +209,40 @@ func (e *dialEndpoint) readLoop(c *conn) {
 			}
 			continue
 		}
-		b := buf[:n]
-		h, body, perr := parseHeader(b)
-		if perr != nil || h.session != c.session || h.stream != c.stream {
-			atomic.AddUint64(&c.stats.dropped, 1)
-			continue
-		}
 		tos, _ := tosOf(oob[:oobn])
-		if c.input(b, h, body, tos) {
-			refused = 0
+		ackNow := false
+		for b := range datagrams(buf[:n], groSize(oob[:oobn])) {
+			h, body, perr := parseHeader(b)
+			if perr != nil || h.session != c.session || h.stream != c.stream {
+				atomic.AddUint64(&c.stats.dropped, 1)
+				continue
+			}
+			ok, ack := c.input(b, h, body, tos)
+			if ok {
+				refused = 0
+			}
+			ackNow = ackNow || ack
+		}
+		if ackNow {
+			c.sendAck()
+		}
+	}
+}
+
+// datagrams yields the datagrams of a read: b itself, or the pieces of
+// size bytes that GRO coalesced into it (the last possibly shorter).
+func datagrams(b []byte, size int) func(func([]byte) bool) {
+	return func(yield func([]byte) bool) {
+		if size <= 0 || size >= len(b) {
+			yield(b)
+			return
+		}
+		for len(b) > 0 {
+			k := min(size, len(b))
+			if !yield(b[:k]) {
+				return
+			}
+			b = b[k:]
 		}
 	}
 }
@@ -245,6 +281,9 @@ func (t *Transport) Listen(ctx context.Context, addr string, o transport.Options
 	}
 	if a, ok := uc.LocalAddr().(*net.UDPAddr); ok {
 		l.v6 = a.IP.To4() == nil
+	}
+	if rc, err := uc.SyscallConn(); err == nil {
+		enableGRO(rc)
 	}
 	go l.readLoop()
 	return l, nil
@@ -354,25 +393,41 @@ func (l *Listener) readLoop() {
 			}
 			continue
 		}
-		b := buf[:n]
-		h, body, err := parseHeader(b)
-		if err != nil {
-			l.dropped.Add(1)
-			continue
-		}
-		id := connID{h.session, h.stream}
-		l.mu.Lock()
-		c := l.conns[id]
-		l.mu.Unlock()
 		tos, _ := tosOf(oob[:oobn])
-		if c != nil {
-			if from != c.ep.(*listenEndpoint).peer || !c.input(b, h, body, tos) {
+		var acks *conn // GRO coalesces one flow's datagrams: one stream
+		for b := range datagrams(buf[:n], groSize(oob[:oobn])) {
+			h, body, err := parseHeader(b)
+			if err != nil {
+				l.dropped.Add(1)
+				continue
+			}
+			id := connID{h.session, h.stream}
+			l.mu.Lock()
+			c := l.conns[id]
+			l.mu.Unlock()
+			if c != nil {
+				if from != c.ep.(*listenEndpoint).peer {
+					l.dropped.Add(1)
+					continue
+				}
+				ok, ackNow := c.input(b, h, body, tos)
+				if !ok {
+					l.dropped.Add(1)
+				}
+				if ackNow {
+					if acks != nil && acks != c {
+						acks.sendAck()
+					}
+					acks = c
+				}
+				continue
+			}
+			if h.typ != tSYN || !l.syn(b, h, body, from) {
 				l.dropped.Add(1)
 			}
-			continue
 		}
-		if h.typ != tSYN || !l.syn(b, h, body, from) {
-			l.dropped.Add(1)
+		if acks != nil {
+			acks.sendAck()
 		}
 	}
 }
@@ -469,12 +524,25 @@ func peerMTU(peer netip.AddrPort, v6 bool) int {
 // listenEndpoint sends a listener's stream's datagrams from the listener's
 // socket.
 type listenEndpoint struct {
-	l    *Listener
-	peer netip.AddrPort
-	mu   sync.Mutex
-	oob  []byte
-	once sync.Once
+	l     *Listener
+	peer  netip.AddrPort
+	mu    sync.Mutex
+	oob   []byte
+	once  sync.Once
+	nogso atomic.Bool
 }
+
+func (e *listenEndpoint) sendSegments(b []byte, size int) error {
+	var buf [64]byte
+	e.mu.Lock()
+	oob := append(buf[:0], e.oob...)
+	e.mu.Unlock()
+	_, _, err := e.l.uc.WriteMsgUDPAddrPort(b, segmentOOB(oob, size), e.peer)
+	return err
+}
+
+func (e *listenEndpoint) gso() bool { return !e.nogso.Load() }
+func (e *listenEndpoint) noGSO()    { e.nogso.Store(true) }
 
 func (e *listenEndpoint) send(b []byte) error {
 	e.mu.Lock()

@@ -51,9 +51,12 @@ func ctx(t *testing.T) context.Context {
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
 
 // viaRelay opens a stream from a dialler through a relay to a listener.
-func viaRelay(t *testing.T, o transport.Options, seed uint64) (client, server transport.Conn, ln *udp.Listener, r *relay) {
+func viaRelay(t *testing.T, o transport.Options, seed uint64, tuning ...udp.Tuning) (client, server transport.Conn, ln *udp.Listener, r *relay) {
 	t.Helper()
 	tr, _ := newSession(t)
+	for _, tu := range tuning {
+		tr.Tuning = tu
+	}
 	l, err := tr.Listen(ctx(t), "127.0.0.1:0", transport.Options{DSCP: -1})
 	if err != nil {
 		t.Fatal(err)
