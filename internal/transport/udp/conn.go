@@ -259,13 +259,44 @@ func (c *conn) setMTU(mtu int) {
 	if mtu <= 0 {
 		mtu = 1500
 	}
-	mtu = min(mtu, maxMTU)
-	ipudp := 28
-	if c.v6 {
-		ipudp = 48
-	}
-	c.maxDgram = max(mtu-ipudp, 576-ipudp)
+	mtu = max(min(mtu, maxMTU), minMTU)
+	c.maxDgram = mtu - c.ipudp()
 	c.mss = c.maxDgram - hdrLen - dataHdr - tagLen
+}
+
+// minMTU: IPv4's minimum datagram every host takes (IPv6's is 1280).
+const minMTU = 576
+
+func (c *conn) ipudp() int {
+	if c.v6 {
+		return 48
+	}
+	return 28
+}
+
+// pathMTU is the MTU the stream's datagrams are sized for.
+func (c *conn) pathMTU() int { return c.maxDgram + c.ipudp() }
+
+// mtuPlateaus are the MTUs a stream steps down through when a send is too
+// big and the kernel cannot say the path's MTU (a listener's stream): the
+// common ones of jumbo, Ethernet, PPPoE, tunnels and IPv6's minimum.
+var mtuPlateaus = []int{9000, 8000, 4000, 1500, 1492, 1480, 1460, 1420, 1400, 1380, 1280, 1200, 1006, minMTU}
+
+// shrinkMTU sizes datagrams down after a send was too big for the path:
+// to what the kernel now says, or to the next plateau below.
+func (c *conn) shrinkMTU() {
+	cur := c.pathMTU()
+	m := c.ep.mtu()
+	if m <= 0 || m >= cur {
+		m = minMTU
+		for _, p := range mtuPlateaus {
+			if p < cur {
+				m = p
+				break
+			}
+		}
+	}
+	c.setMTU(m)
 }
 
 func (c *conn) now() int64 { return int64(time.Since(c.epoch)) }
@@ -805,42 +836,61 @@ func (c *conn) sendBatch(batch [][]byte) {
 				i = j
 				continue
 			}
-			if gsoRefused(err) {
-				c.ep.noGSO()
-			} else {
-				for _, b := range batch[i:j] {
-					c.sendFailed(b, err)
-				}
+			if !gsoRefused(err) {
+				c.sendFailed(batch[i:j], err)
 				i = j
 				continue
 			}
+			// The kernel refused the segmented send: because GSO does not
+			// work here, or because the segments no longer fit the path
+			// (EINVAL too). Sent one by one, the datagrams tell which.
+			fits := true
+			for _, b := range batch[i:j] {
+				err := c.ep.send(b)
+				atomic.AddUint64(&c.stats.datagrams, 1)
+				atomic.AddUint64(&c.stats.sendCalls, 1)
+				if err != nil {
+					fits = fits && !isMsgSize(err)
+					c.sendFailed([][]byte{b}, err)
+				}
+			}
+			if fits {
+				c.ep.noGSO()
+			}
+			i = j
+			continue
 		}
 		for _, b := range batch[i:j] {
 			err := c.ep.send(b)
 			atomic.AddUint64(&c.stats.datagrams, 1)
 			atomic.AddUint64(&c.stats.sendCalls, 1)
 			if err != nil {
-				c.sendFailed(b, err)
+				c.sendFailed([][]byte{b}, err)
 			}
 		}
 		i = j
 	}
 }
 
-// sendFailed handles a datagram the socket refused: too big for the path
-// (shrink and send the segment again), the peer's port closed (the stream
-// is over); anything else is left to the retransmission timer.
-func (c *conn) sendFailed(b []byte, err error) {
+// sendFailed handles datagrams the socket refused (one send: a datagram
+// or a segmented run): too big for the path (size down and send their
+// segments again, cut to fit), the peer's port closed (the stream is
+// over); anything else is left to the retransmission timer.
+func (c *conn) sendFailed(run [][]byte, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
 	case isMsgSize(err):
-		if mtu := c.ep.mtu(); mtu > 0 {
-			c.setMTU(mtu)
-		} else {
-			c.setMTU(min(c.maxDgram+28, 1500) - 100)
+		// Datagrams of the run's size do not fit the path: size down,
+		// unless an earlier send already did.
+		if len(run[0]) <= c.maxDgram {
+			c.shrinkMTU()
 		}
-		if h, body, perr := parseHeader(b); perr == nil && h.typ == tDATA {
+		for _, b := range run {
+			h, body, perr := parseHeader(b)
+			if perr != nil || h.typ != tDATA {
+				continue
+			}
 			if off, _, derr := parseData(body); derr == nil {
 				if s := c.findSeg(off); s != nil && s.state == segInFlight {
 					c.inflight -= int(s.n)
@@ -956,6 +1006,10 @@ func (c *conn) fill(now int64, arena []byte, batch [][]byte) ([][]byte, time.Dur
 			off := c.lostQ[0]
 			c.lostQ = c.lostQ[1:]
 			if x := c.findSeg(off); x != nil && x.state == segLost {
+				if int(x.n) > c.mss {
+					c.splitSeg(x) // cut before the datagrams shrank: cut again
+					continue
+				}
 				s = x
 			}
 		}

@@ -88,18 +88,22 @@ func putHeader(b []byte, h header) {
 }
 
 // syn is the body of SYN: the dialler's random, from which (with the
-// secret, session and stream) both directions' keys are derived, and the
-// dialler's receive window.
+// secret, session and stream) both directions' keys are derived, the
+// dialler's receive window, and the path MTU the dialler's connected
+// socket sees (the listener, whose socket is not connected, starts from
+// it).
 type syn struct {
 	random [16]byte
 	window uint64
+	mtu    uint16
 }
 
-const synLen = 24
+const synLen = 26
 
 func (s syn) put(b []byte) []byte {
 	b = append(b, s.random[:]...)
-	return binary.BigEndian.AppendUint64(b, s.window)
+	b = binary.BigEndian.AppendUint64(b, s.window)
+	return binary.BigEndian.AppendUint16(b, s.mtu)
 }
 
 func parseSyn(b []byte) (syn, error) {
@@ -109,6 +113,7 @@ func parseSyn(b []byte) (syn, error) {
 	}
 	copy(s.random[:], b)
 	s.window = binary.BigEndian.Uint64(b[16:])
+	s.mtu = binary.BigEndian.Uint16(b[24:])
 	return s, nil
 }
 

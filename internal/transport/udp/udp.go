@@ -123,7 +123,10 @@ func (c *conn) handshake(ctx context.Context) error {
 		pn := c.nextPN()
 		b := make([]byte, hdrLen, 128)
 		putHeader(b, header{typ: tSYN, stream: c.stream, session: c.session, pn: pn})
-		b = syn{random: c.random, window: uint64(len(c.rbuf))}.put(b)
+		c.mu.Lock()
+		mtu := c.pathMTU()
+		c.mu.Unlock()
+		b = syn{random: c.random, window: uint64(len(c.rbuf)), mtu: uint16(mtu)}.put(b)
 		c.mu.Lock()
 		c.synPN = pn
 		c.noteSent(pn)
@@ -467,7 +470,7 @@ func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort) boo
 	}
 	c.tun = l.tr.Tuning
 	c.random = random
-	c.setMTU(peerMTU(from, l.v6))
+	c.setMTU(int(s.mtu))
 	c.replay.mark(h.pn)
 	c.peerLimit = s.window
 	c.noteEcho(h.pn)
@@ -506,21 +509,6 @@ func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort) boo
 	return true
 }
 
-// peerMTU asks the kernel for the path MTU to peer through a connected
-// socket of its own (the listener's is not connected).
-func peerMTU(peer netip.AddrPort, v6 bool) int {
-	uc, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(peer))
-	if err != nil {
-		return 0
-	}
-	defer uc.Close()
-	rc, err := uc.SyscallConn()
-	if err != nil {
-		return 0
-	}
-	return pathMTU(rc, v6)
-}
-
 // listenEndpoint sends a listener's stream's datagrams from the listener's
 // socket.
 type listenEndpoint struct {
@@ -552,7 +540,9 @@ func (e *listenEndpoint) send(b []byte) error {
 	return err
 }
 
-func (e *listenEndpoint) mtu() int { return peerMTU(e.peer, e.l.v6) }
+// mtu: the listener's socket is not connected, so the kernel cannot say
+// per peer; a stream steps down on EMSGSIZE instead.
+func (e *listenEndpoint) mtu() int { return 0 }
 
 func (e *listenEndpoint) setTOS(tos int) error {
 	e.mu.Lock()
