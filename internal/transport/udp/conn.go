@@ -25,6 +25,7 @@ const (
 	ackDelay         = 5 * time.Millisecond // an ack is never held longer
 	giveUp           = 30 * time.Second     // no progress this long ends the stream
 	handshakeTimeout = 15 * time.Second
+	keepalive        = 15 * time.Second // an idle stream pings this often
 	linger           = 10 * time.Second // a closed stream waits this long for the peer's FIN
 	maxBatch         = 64               // datagrams built per round of the sender
 )
@@ -116,6 +117,8 @@ type conn struct {
 	lastProbe  int64
 	rtoBackoff int
 	lastProg   int64 // when the peer last acknowledged something new
+	lastHeard  int64 // when the peer's last good datagram came
+	lastPing   int64
 	sentTimes  [1024]sentAt
 	round      roundState
 	lastCE     uint32
@@ -402,6 +405,7 @@ func (c *conn) input(b []byte, h header, body []byte, tos byte) (ok, ackNow bool
 		return false, false
 	}
 	c.replay.mark(h.pn)
+	c.lastHeard = c.now()
 	if tos&0b11 == ecnCE {
 		c.ceCount++
 	}
@@ -510,6 +514,13 @@ func (c *conn) data(off uint64, p []byte, fin bool) bool {
 		if c.repairing[off] {
 			c.stats.repaired += end - s
 			delete(c.repairing, off)
+		}
+		if len(c.repairing) > 4096 {
+			for k := range c.repairing {
+				if k < c.rCum {
+					delete(c.repairing, k)
+				}
+			}
 		}
 		c.insertRange(s, end, now)
 		c.rHigh = max(c.rHigh, end)
@@ -963,6 +974,19 @@ func (c *conn) timers(now int64) {
 		c.fail(syscall.ETIMEDOUT)
 		return
 	}
+	// Keepalive: an idle stream asks for an ACK now and then, and a peer
+	// silent for long is gone (its host or process died), as TCP's
+	// keepalive would find.
+	if silent := now - max(c.lastHeard, c.lastProg); silent > int64(keepalive) && !c.closed {
+		if silent > int64(keepalive+giveUp) {
+			c.fail(syscall.ETIMEDOUT)
+			return
+		}
+		if now-c.lastPing > int64(keepalive)/4 {
+			c.lastPing = now
+			go c.sendCtl(tPING, 0, nil)
+		}
+	}
 	if c.closed {
 		ourDone := !c.finQueued || c.finAcked
 		if ourDone && (c.rFin && c.rCum == c.rFinOff || c.err != nil) {
@@ -1130,6 +1154,9 @@ func (c *conn) waitTimers(now int64) time.Duration {
 	}
 	if c.closed || c.sAcked < c.sWrite || (c.finQueued && !c.finAcked) {
 		next(time.Second)
+	}
+	if c.established && !c.closed {
+		next(keepalive / 4)
 	}
 	return w
 }

@@ -317,6 +317,7 @@ type Listener struct {
 	done    chan struct{}
 	refs    int // the listener and its live streams hold the socket
 	dropped atomic.Uint64
+	swept   time.Time
 }
 
 // Accept returns the next established stream.
@@ -442,6 +443,7 @@ func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort) boo
 		return false
 	}
 	id := connID{h.session, h.stream}
+	l.sweep()
 	l.mu.Lock()
 	_, tomb := l.tombs[tombID{id, random}]
 	closed := l.closed
@@ -507,6 +509,33 @@ func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort) boo
 	c.sendSynAck()
 	go c.run()
 	return true
+}
+
+// sweep forgets, every half minute at most, the ended streams of
+// sessions that are over (Keys no longer knows them): their SYNs are
+// dropped as of an unknown session from then on.
+func (l *Listener) sweep() {
+	l.mu.Lock()
+	if time.Since(l.swept) < 30*time.Second {
+		l.mu.Unlock()
+		return
+	}
+	l.swept = time.Now()
+	sessions := map[[16]byte]bool{}
+	for t := range l.tombs {
+		sessions[t.session] = true
+	}
+	l.mu.Unlock()
+	for s := range sessions {
+		_, sessions[s] = l.tr.Keys(s)
+	}
+	l.mu.Lock()
+	for t := range l.tombs {
+		if !sessions[t.session] {
+			delete(l.tombs, t)
+		}
+	}
+	l.mu.Unlock()
 }
 
 // listenEndpoint sends a listener's stream's datagrams from the listener's
