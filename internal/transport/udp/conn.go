@@ -1019,7 +1019,15 @@ func (c *conn) fill(now int64, arena []byte, batch [][]byte) ([][]byte, time.Dur
 	for len(batch) < maxBatch && pos+maxMTU <= len(arena) {
 		if rate > 0 && c.credit < float64(c.maxDgram)/2 {
 			c.limit = limNetwork
-			return batch, time.Duration((float64(c.maxDgram) - c.credit) / float64(rate) * 1e9)
+			if len(batch) > 0 {
+				return batch, 0
+			}
+			// Sleep until a run worth a system call has built up: a
+			// segmented send's worth at high rates, 200 µs of the rate
+			// otherwise (a timer cannot wake a goroutine for every
+			// datagram at Gbit/s).
+			quantum := min(max(float64(rate)*200e-6, float64(c.maxDgram)), maxGSOBytes)
+			return batch, time.Duration((quantum - c.credit) / float64(rate) * 1e9)
 		}
 		if c.inflight >= win {
 			c.limit = limNetwork
