@@ -969,8 +969,12 @@ func (c *conn) timers(now int64) {
 		c.ctl.onTimeout(c.mss)
 		c.rtoBackoff = min(c.rtoBackoff+1, 10)
 	}
+	// No progress for long with data outstanding ends the stream, unless
+	// the receiver's window is what holds it (a slow reader) and the peer
+	// still answers the window probes.
 	outstanding := c.sAcked < c.sWrite || (c.finQueued && !c.finAcked)
-	if outstanding && now-c.lastProg > int64(giveUp) {
+	shut := c.inflight == 0 && len(c.lostQ) == 0 && c.sNext >= c.peerLimit && c.sNext < c.sWrite
+	if outstanding && now-c.lastProg > int64(giveUp) && (!shut || now-c.lastHeard > int64(giveUp)) {
 		c.fail(syscall.ETIMEDOUT)
 		return
 	}
@@ -1000,8 +1004,8 @@ func (c *conn) timers(now int64) {
 }
 
 // fill builds the datagrams the stream may send now, back to back in the
-// arena, and returns
-// them, or how long to wait before anything may go. Under mu.
+// arena, and returns them, or how long to wait before anything may go.
+// Under mu.
 func (c *conn) fill(now int64, arena []byte, batch [][]byte) ([][]byte, time.Duration) {
 	pos := 0
 	if !c.established || c.dead || c.err != nil {

@@ -271,3 +271,62 @@ func TestAttacks(t *testing.T) {
 		t.Errorf("the listener answered a replayed SYN")
 	}
 }
+
+// TestSlowReader: a reader far slower than the sender (a slow disk) holds
+// the sender back through the flow control window: nothing is sent beyond
+// the window (the receiver drops nothing), the sender reports the time the
+// receiver limited it, and the bytes arrive whole.
+func TestSlowReader(t *testing.T) {
+	tr, _ := newSession(t)
+	ln, err := tr.Listen(ctx(t), "127.0.0.1:0", transport.Options{DSCP: -1, Window: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	acc := make(chan net.Conn, 1)
+	go func() { a, _ := ln.Accept(); acc <- a }()
+	c, err := tr.Dial(ctx(t), ln.Addr().String(), transport.Options{DSCP: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := (<-acc).(transport.Conn)
+	defer s.Close()
+	want := random(3 << 20)
+	werr := make(chan error, 1)
+	go func() {
+		_, err := c.Write(want)
+		if err == nil {
+			err = c.CloseWrite()
+		}
+		werr <- err
+	}()
+	var got []byte
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := s.Read(buf)
+		got = append(got, buf[:n]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond) // the slow disk
+	}
+	if err := <-werr; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("the bytes read differ from the bytes written")
+	}
+	ss, _ := s.Stats()
+	cs, _ := c.Stats()
+	if ss.Dropped != 0 {
+		t.Errorf("the receiver dropped %d datagrams: the sender overran its window", ss.Dropped)
+	}
+	if cs.ReceiverLimited == 0 {
+		t.Errorf("the sender never reports the receiver limiting it: %+v", cs)
+	}
+	t.Logf("sender: busy %v, receiver-limited %v, sent again %d bytes", cs.BusyTime, cs.ReceiverLimited, cs.BytesRetrans)
+}
