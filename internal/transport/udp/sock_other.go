@@ -3,6 +3,7 @@
 package udp
 
 import (
+	"net/netip"
 	"syscall"
 )
 
@@ -15,7 +16,13 @@ func setTOS(rc syscall.RawConn, v6 bool, tos int) error { return nil }
 
 func pathMTU(rc syscall.RawConn, v6 bool) int { return 0 }
 
-func tosOOB(v6 bool, tos int) []byte { return nil }
+func tosOOB(dst []byte, v4 bool, tos int) []byte { return dst }
+
+func enablePktinfo(rc syscall.RawConn, v6 bool) {}
+
+func dstOf(oob []byte) netip.Addr { return netip.Addr{} }
+
+func srcOOB(dst []byte, src netip.Addr) []byte { return dst }
 
 var oobSize = 64
 

@@ -287,6 +287,7 @@ func (t *Transport) Listen(ctx context.Context, addr string, o transport.Options
 	}
 	if rc, err := uc.SyscallConn(); err == nil {
 		enableGRO(rc)
+		enablePktinfo(rc, l.v6)
 	}
 	go l.readLoop()
 	return l, nil
@@ -426,7 +427,7 @@ func (l *Listener) readLoop() {
 				}
 				continue
 			}
-			if h.typ != tSYN || !l.syn(b, h, body, from) {
+			if h.typ != tSYN || !l.syn(b, h, body, from, dstOf(oob[:oobn])) {
 				l.dropped.Add(1)
 			}
 		}
@@ -437,7 +438,7 @@ func (l *Listener) readLoop() {
 }
 
 // syn opens a stream on a SYN that authenticates under its session's key.
-func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort) bool {
+func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort, to netip.Addr) bool {
 	random, ok := synRandom(body)
 	if !ok {
 		return false
@@ -463,13 +464,24 @@ func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort) boo
 	if err != nil {
 		return false
 	}
-	ep := &listenEndpoint{l: l, peer: from, oob: tosOOB(l.v6, tosFor(l.opts.DSCP))}
+	// Answer from the address the SYN came to (a wildcard listener on a
+	// host of several addresses), as the dialler's connected socket
+	// expects.
+	laddr := l.uc.LocalAddr()
+	if to.IsValid() && !to.IsUnspecified() {
+		laddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(to, uint16(laddr.(*net.UDPAddr).Port)))
+	} else {
+		to = netip.Addr{}
+	}
+	ep := &listenEndpoint{l: l, peer: from, src: to, v4: from.Addr().Unmap().Is4()}
+	ep.setTOS(tosFor(l.opts.DSCP))
 	o := l.opts
 	o.CC, o.PacingRate = "", 0
-	c, err := newConn(ep, l.uc.LocalAddr(), net.UDPAddrFromAddrPort(from), h.session, h.stream, false, keys, o, l.tr.Tuning, 0)
+	c, err := newConn(ep, laddr, net.UDPAddrFromAddrPort(from), h.session, h.stream, false, keys, o, l.tr.Tuning, 0)
 	if err != nil {
 		return false
 	}
+	c.v6 = !ep.v4
 	c.tun = l.tr.Tuning
 	c.random = random
 	c.setMTU(int(s.mtu))
@@ -543,14 +555,16 @@ func (l *Listener) sweep() {
 type listenEndpoint struct {
 	l     *Listener
 	peer  netip.AddrPort
+	src   netip.Addr // the address to answer from; invalid: the kernel's choice
+	v4    bool       // the peer is IPv4 (perhaps mapped on a dual-stack socket)
 	mu    sync.Mutex
-	oob   []byte
+	oob   []byte // the control messages of every send: TOS, source
 	once  sync.Once
 	nogso atomic.Bool
 }
 
 func (e *listenEndpoint) sendSegments(b []byte, size int) error {
-	var buf [64]byte
+	var buf [128]byte
 	e.mu.Lock()
 	oob := append(buf[:0], e.oob...)
 	e.mu.Unlock()
@@ -574,8 +588,12 @@ func (e *listenEndpoint) send(b []byte) error {
 func (e *listenEndpoint) mtu() int { return 0 }
 
 func (e *listenEndpoint) setTOS(tos int) error {
+	oob := tosOOB(nil, e.v4, tos)
+	if e.src.IsValid() {
+		oob = srcOOB(oob, e.src)
+	}
 	e.mu.Lock()
-	e.oob = tosOOB(e.l.v6, tos)
+	e.oob = oob
 	e.mu.Unlock()
 	return nil
 }
