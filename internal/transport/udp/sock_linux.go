@@ -5,6 +5,7 @@ package udp
 import (
 	"encoding/binary"
 	"net/netip"
+	"os"
 	"syscall"
 	"unsafe"
 
@@ -54,6 +55,34 @@ func setupSocket(rc syscall.RawConn, v6 bool, tos int) error {
 		return err
 	}
 	return serr
+}
+
+// reusePort lets sockets share a port (SO_REUSEPORT): a listener's and its
+// streams' connected ones.
+func reusePort(rc syscall.RawConn) error {
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// processNetns is the network namespace the process started in: where its
+// threads are unless one is locked and switched for a while (as the
+// testbed and tests do, through internal/netns).
+var processNetns, _ = os.Stat("/proc/thread-self/ns/net")
+
+// threadInProcessNetns says whether the calling thread is in the process's
+// network namespace: sockets a listener opens later, from any thread, land
+// there, so they may stand beside the listener's only then.
+func threadInProcessNetns() bool {
+	a, err := os.Stat("/proc/thread-self/ns/net")
+	if err != nil || processNetns == nil {
+		return false
+	}
+	return os.SameFile(a, processNetns)
 }
 
 // setTOS changes the TOS byte (traffic class) a socket marks.

@@ -264,7 +264,14 @@ func (t *Transport) Listen(ctx context.Context, addr string, o transport.Options
 	if o.DSCP > 63 {
 		return nil, fmt.Errorf("udp listen %s: DSCP %d out of range 0..63", addr, o.DSCP)
 	}
+	// Streams get sockets of their own only where the listener's socket
+	// is in the process's namespace (see peerSocket): its goroutines open
+	// them from any thread.
+	reuse := threadInProcessNetns()
 	lc := net.ListenConfig{Control: func(network, _ string, rc syscall.RawConn) error {
+		if reuse && reusePort(rc) != nil {
+			reuse = false
+		}
 		return setupSocket(rc, network == "udp6", tosFor(o.DSCP))
 	}}
 	pc, err := lc.ListenPacket(ctx, "udp", addr)
@@ -281,6 +288,7 @@ func (t *Transport) Listen(ctx context.Context, addr string, o transport.Options
 		acceptq: make(chan *conn, 128),
 		done:    make(chan struct{}),
 		refs:    1,
+		reuse:   reuse,
 	}
 	if a, ok := uc.LocalAddr().(*net.UDPAddr); ok {
 		l.v6 = a.IP.To4() == nil
@@ -319,6 +327,11 @@ type Listener struct {
 	refs    int // the listener and its live streams hold the socket
 	dropped atomic.Uint64
 	swept   time.Time
+	reuse   bool // SO_REUSEPORT: streams get sockets of their own
+	// relayed counts the datagrams the listener's socket read for streams
+	// that have sockets of their own (those that came before the stream's
+	// socket was connected)
+	relayed atomic.Uint64
 }
 
 // Accept returns the next established stream.
@@ -411,9 +424,12 @@ func (l *Listener) readLoop() {
 			c := l.conns[id]
 			l.mu.Unlock()
 			if c != nil {
-				if from != c.ep.(*listenEndpoint).peer {
+				if from != c.peer {
 					l.dropped.Add(1)
 					continue
+				}
+				if _, own := c.ep.(*dialEndpoint); own {
+					l.relayed.Add(1)
 				}
 				ok, ackNow := c.input(b, h, body, tos)
 				if !ok {
@@ -473,29 +489,56 @@ func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort, to 
 	} else {
 		to = netip.Addr{}
 	}
-	ep := &listenEndpoint{l: l, peer: from, src: to, v4: from.Addr().Unmap().Is4()}
-	ep.setTOS(tosFor(l.opts.DSCP))
+	v4 := from.Addr().Unmap().Is4()
+	// The stream's own socket, connected to the peer, when the kernel
+	// lets one share the port (SO_REUSEPORT): its datagrams then come to
+	// it, read by a goroutine of its own; the shared socket otherwise.
+	var ep endpoint
+	pe := l.peerSocket(from, to, v4)
+	if pe != nil {
+		ep = pe
+		laddr = pe.uc.LocalAddr()
+	} else {
+		le := &listenEndpoint{l: l, peer: from, src: to, v4: v4}
+		le.setTOS(tosFor(l.opts.DSCP))
+		ep = le
+	}
 	o := l.opts
 	o.CC, o.PacingRate = "", 0
 	c, err := newConn(ep, laddr, net.UDPAddrFromAddrPort(from), h.session, h.stream, false, keys, o, l.tr.Tuning, 0)
 	if err != nil {
+		ep.release()
 		return false
 	}
-	c.v6 = !ep.v4
+	c.v6 = !v4
+	c.peer = from
 	c.tun = l.tr.Tuning
 	c.random = random
-	c.setMTU(int(s.mtu))
+	mtu := int(s.mtu)
+	if pe != nil {
+		pe.v6 = c.v6
+		if m := pathMTU(pe.rc, c.v6); m > 0 && (mtu <= 0 || m < mtu) {
+			mtu = m
+		}
+	}
+	c.setMTU(mtu)
 	c.replay.mark(h.pn)
 	c.peerLimit = s.window
 	c.noteEcho(h.pn)
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
+		ep.release()
 		return false
 	}
 	l.conns[id] = c
-	l.refs++
+	if pe == nil {
+		l.refs++
+	}
 	l.mu.Unlock()
+	if pe != nil {
+		go pe.readLoop(c)
+	}
 	c.onDead = func() {
 		l.mu.Lock()
 		if l.conns[id] == c {
@@ -521,6 +564,54 @@ func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort, to 
 	c.sendSynAck()
 	go c.run()
 	return true
+}
+
+// peerSocket opens a socket for a stream, bound to the address and port
+// the SYN came to and connected to its peer, beside the listener's
+// (SO_REUSEPORT on both). The kernel hands a connected socket the
+// datagrams of its peer before an unconnected one; those that came to the
+// listener's socket first still reach the stream through it. nil when the
+// address the SYN came to is unknown or the kernel refuses.
+func (l *Listener) peerSocket(from netip.AddrPort, to netip.Addr, v4 bool) *dialEndpoint {
+	if !l.reuse {
+		return nil
+	}
+	local := to
+	if !local.IsValid() {
+		la := l.uc.LocalAddr().(*net.UDPAddr).AddrPort().Addr()
+		if la.IsUnspecified() {
+			return nil
+		}
+		local = la
+	}
+	network := "udp6"
+	peer := from.Addr()
+	if v4 {
+		network, peer, local = "udp4", peer.Unmap(), local.Unmap()
+	} else if local.Unmap().Is4() {
+		return nil
+	}
+	port := l.uc.LocalAddr().(*net.UDPAddr).Port
+	d := net.Dialer{
+		LocalAddr: net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, uint16(port))),
+		Control: func(network, _ string, rc syscall.RawConn) error {
+			if err := reusePort(rc); err != nil {
+				return err
+			}
+			return setupSocket(rc, network == "udp6", tosFor(l.opts.DSCP))
+		},
+	}
+	nc, err := d.Dial(network, netip.AddrPortFrom(peer, from.Port()).String())
+	if err != nil {
+		return nil
+	}
+	uc := nc.(*net.UDPConn)
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		uc.Close()
+		return nil
+	}
+	return &dialEndpoint{uc: uc, rc: rc}
 }
 
 // sweep forgets, every half minute at most, the ended streams of
