@@ -1110,7 +1110,7 @@ func (c *conn) dataPacket(b []byte, s *seg, now int64) []byte {
 	}
 	b, pn := c.packet(b, tDATA, flags)
 	b = binary.BigEndian.AppendUint64(b, s.off)
-	b = append(b, make([]byte, s.n)...)
+	b = b[:len(b)+int(s.n)] // the arena has room for a datagram at maxMTU
 	c.copyOut(b[len(b)-int(s.n):], s.off)
 	c.noteSent(pn)
 	if s.state != segNew {
