@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -329,4 +330,78 @@ func TestSlowReader(t *testing.T) {
 		t.Errorf("the sender never reports the receiver limiting it: %+v", cs)
 	}
 	t.Logf("sender: busy %v, receiver-limited %v, sent again %d bytes", cs.BusyTime, cs.ReceiverLimited, cs.BytesRetrans)
+}
+
+// TestReset: a stream closed with bytes unread resets: the peer's reads
+// and writes fail with "connection reset", not a silent EOF.
+func TestReset(t *testing.T) {
+	tr, _ := newSession(t)
+	ln, err := tr.Listen(ctx(t), "127.0.0.1:0", transport.Options{DSCP: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	acc := make(chan net.Conn, 1)
+	go func() { a, _ := ln.Accept(); acc <- a }()
+	c, err := tr.Dial(ctx(t), ln.Addr().String(), transport.Options{DSCP: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := <-acc
+	if _, err := c.Write([]byte("never read")); err != nil {
+		t.Fatal(err)
+	}
+	// wait until the bytes are in s's buffer, then close s unread
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, _ := s.(transport.Conn).Stats()
+		if st.BytesReceived > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.Close()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 10)); !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("read from a reset stream: %v, want connection reset", err)
+	}
+	if _, err := c.Write([]byte("more")); !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("write to a reset stream: %v, want connection reset", err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	tr := &udp.Transport{}
+	if ln, err := tr.Listen(ctx(t), "127.0.0.1:0", transport.Options{DSCP: -1}); err == nil {
+		ln.Close()
+		t.Error("a listener without Keys")
+	}
+	keyed, a := newSession(t)
+	ln, err := keyed.Listen(ctx(t), "127.0.0.1:0", transport.Options{DSCP: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if c, err := tr.Dial(ctx(t), ln.Addr().String(), transport.Options{DSCP: -1}); err == nil {
+		c.Close()
+		t.Error("a dial without a session key")
+	}
+	// the key from the dial's options, not the transport's
+	if c, err := tr.Dial(ctx(t), ln.Addr().String(), transport.Options{DSCP: -1, Auth: &a}); err != nil {
+		t.Errorf("a dial with Options.Auth: %v", err)
+	} else {
+		c.Close()
+	}
+	// a wrong key: the listener drops the SYN unanswered, the dial gives up
+	bad := transport.Auth{Session: a.Session, Key: []byte("not the session's secret")}
+	short, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	defer cancel()
+	if c, err := tr.Dial(short, ln.Addr().String(), transport.Options{DSCP: -1, Auth: &bad}); err == nil {
+		c.Close()
+		t.Error("a dial with the wrong key")
+	}
+	if ln.(*udp.Listener).Dropped() == 0 {
+		t.Error("the listener did not count the SYNs under the wrong key")
+	}
 }
