@@ -405,3 +405,33 @@ func TestConfigErrors(t *testing.T) {
 		t.Error("the listener did not count the SYNs under the wrong key")
 	}
 }
+
+// TestIPv6: a stream over IPv6 loopback, DSCP and all; datagrams are sized
+// for IPv6's larger header.
+func TestIPv6(t *testing.T) {
+	tr, _ := newSession(t)
+	ln, err := tr.Listen(ctx(t), "[::1]:0", transport.Options{DSCP: 46})
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	defer ln.Close()
+	acc := make(chan net.Conn, 1)
+	go func() { a, _ := ln.Accept(); acc <- a }()
+	c, err := tr.Dial(ctx(t), ln.Addr().String(), transport.Options{DSCP: 46})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := (<-acc).(transport.Conn)
+	defer s.Close()
+	exchange(t, c, s, random(2<<20), random(2<<20))
+	if err := s.Tune(transport.Options{DSCP: 10}); err != nil {
+		t.Fatal(err)
+	}
+	exchange(t, c, s, random(1<<20), random(1<<20))
+	for _, end := range []transport.Conn{c, s} {
+		if st, _ := end.Stats(); st.MSS != 9000-48-56 {
+			t.Errorf("payload %d over IPv6 loopback, want %d", st.MSS, 9000-48-56)
+		}
+	}
+}
