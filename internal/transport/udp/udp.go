@@ -288,8 +288,8 @@ func (t *Transport) Listen(ctx context.Context, addr string, o transport.Options
 		acceptq: make(chan *conn, 128),
 		done:    make(chan struct{}),
 		refs:    1,
-		reuse:   reuse,
 	}
+	l.reuse.Store(reuse)
 	if a, ok := uc.LocalAddr().(*net.UDPAddr); ok {
 		l.v6 = a.IP.To4() == nil
 	}
@@ -327,7 +327,7 @@ type Listener struct {
 	refs    int // the listener and its live streams hold the socket
 	dropped atomic.Uint64
 	swept   time.Time
-	reuse   bool // SO_REUSEPORT: streams get sockets of their own
+	reuse   atomic.Bool // SO_REUSEPORT: streams get sockets of their own
 	// relayed counts the datagrams the listener's socket read for streams
 	// that have sockets of their own (those that came before the stream's
 	// socket was connected)
@@ -573,7 +573,7 @@ func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort, to 
 // listener's socket first still reach the stream through it. nil when the
 // address the SYN came to is unknown or the kernel refuses.
 func (l *Listener) peerSocket(from netip.AddrPort, to netip.Addr, v4 bool) *dialEndpoint {
-	if !l.reuse {
+	if !l.reuse.Load() {
 		return nil
 	}
 	local := to
