@@ -120,6 +120,7 @@ type conn struct {
 	lastProg   int64 // when the peer last acknowledged something new
 	lastHeard  int64 // when the peer's last good datagram came
 	lastPing   int64
+	mtuChecked int64
 	sentTimes  [1024]sentAt
 	round      roundState
 	lastCE     uint32
@@ -979,6 +980,15 @@ func (c *conn) timers(now int64) {
 	if outstanding && now-c.lastProg > int64(giveUp) && (!shut || now-c.lastHeard > int64(giveUp)) {
 		c.fail(syscall.ETIMEDOUT)
 		return
+	}
+	// The kernel forgets what ICMP taught it of a path after a while
+	// (net.ipv4.route.mtu_expires, 10 minutes): a stream with a socket of
+	// its own then sizes its datagrams up again.
+	if now-c.mtuChecked > int64(time.Minute) {
+		c.mtuChecked = now
+		if m := c.ep.mtu(); m > c.pathMTU() && c.pathMTU() < maxMTU {
+			c.setMTU(m)
+		}
 	}
 	// Keepalive: an idle stream asks for an ACK now and then, and a peer
 	// silent for long is gone (its host or process died), as TCP's
