@@ -124,6 +124,7 @@ func TestLossyPath(t *testing.T) {
 		{"loss, duplicates, reordering", 0.03, 0.03, 0.05, "", 0},
 		{"heavy loss, fixed rate", 0.15, 0.02, 0.05, "fixed", 50 << 20},
 		{"aimd", 0.03, 0.03, 0.05, "aimd", 0},
+		{"a third lost, reordered, duplicated", 0.3, 0.3, 0.3, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, s, _, r := viaRelay(t, transport.Options{DSCP: -1, CC: tc.cc, PacingRate: tc.rate}, 7)
