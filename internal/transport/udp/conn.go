@@ -22,7 +22,8 @@ const (
 	defaultBuffer    = 16 << 20 // send buffer and receive window, each
 	minRTO           = 50 * time.Millisecond
 	maxRTO           = 2 * time.Second
-	ackEvery         = 4                    // data datagrams per ack at most
+	ackEvery         = 4                    // data datagrams per ack at least...
+	ackBytes         = 64 << 10             // ...or this many bytes' worth, whichever is more
 	ackDelay         = 5 * time.Millisecond // an ack is never held longer
 	giveUp           = 30 * time.Second     // no progress this long ends the stream
 	handshakeTimeout = 15 * time.Second
@@ -533,7 +534,7 @@ func (c *conn) data(off uint64, p []byte, fin bool) bool {
 		c.wakeReader()
 	}
 	c.ackCount++
-	if immediate || c.ackCount >= ackEvery {
+	if immediate || c.ackCount >= max(ackEvery, ackBytes/c.mss) {
 		return true
 	}
 	if c.ackDue == 0 {
