@@ -31,6 +31,9 @@ func TestNewController(t *testing.T) {
 			t.Errorf("newController(%q): %v", tc.name, err)
 			continue
 		}
+		if cerr := CheckCC(tc.name); (cerr != nil) != (err != nil) && tc.t == (Tuning{}) {
+			t.Errorf("CheckCC(%q) = %v, newController %v", tc.name, cerr, err)
+		}
 		if err == nil && c.name() != tc.want {
 			t.Errorf("newController(%q, %d) = %s, want %s", tc.name, tc.target, c.name(), tc.want)
 		}
