@@ -43,7 +43,7 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return c
@@ -52,7 +52,7 @@ func ctx(t *testing.T) context.Context {
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
 
 // viaRelay opens a stream from a dialler through a relay to a listener.
-func viaRelay(t *testing.T, o transport.Options, seed uint64, tuning ...udp.Tuning) (client, server transport.Conn, ln *udp.Listener, r *relay) {
+func viaRelay(t testing.TB, o transport.Options, seed uint64, tuning ...udp.Tuning) (client, server transport.Conn, ln *udp.Listener, r *relay) {
 	t.Helper()
 	tr, _ := newSession(t)
 	for _, tu := range tuning {
@@ -90,7 +90,7 @@ func random(n int) []byte {
 
 // exchange sends a from c to s and b from s to c at once and checks both
 // arrive whole.
-func exchange(t *testing.T, c, s transport.Conn, a, b []byte) {
+func exchange(t testing.TB, c, s transport.Conn, a, b []byte) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
