@@ -114,8 +114,7 @@ type conn struct {
 	maxDgram   int
 	ctl        controller
 	target     uint64 // the rate cap (MaxPacingRate)
-	credit     float64
-	lastPace   int64
+	pace       pacer
 	lastProbe  int64
 	rtoBackoff int
 	lastProg   int64 // when the peer last acknowledged something new
@@ -1024,27 +1023,17 @@ func (c *conn) fill(now int64, arena []byte, batch [][]byte) ([][]byte, time.Dur
 	if !c.established || c.dead || c.err != nil {
 		return batch, c.waitTimers(now)
 	}
-	// pacing credit
 	rate := capRate(c.ctl.rate(c.srtt, c.mss), c.target)
-	if rate > 0 {
-		burst := max(float64(8*c.maxDgram), float64(rate)/1000)
-		c.credit = min(c.credit+float64(rate)*float64(now-c.lastPace)/1e9, burst)
-	}
-	c.lastPace = now
+	c.pace.refill(now, rate, c.maxDgram)
 	win := c.ctl.window(c.mss)
 	c.accountBusy(now)
 	for len(batch) < maxBatch && pos+maxMTU <= len(arena) {
-		if rate > 0 && c.credit < float64(c.maxDgram)/2 {
+		if !c.pace.may(rate, c.maxDgram) {
 			c.limit = limNetwork
 			if len(batch) > 0 {
 				return batch, 0
 			}
-			// Sleep until a run worth a system call has built up: a
-			// segmented send's worth at high rates, 200 µs of the rate
-			// otherwise (a timer cannot wake a goroutine for every
-			// datagram at Gbit/s).
-			quantum := min(max(float64(rate)*200e-6, float64(c.maxDgram)), maxGSOBytes)
-			return batch, time.Duration((quantum - c.credit) / float64(rate) * 1e9)
+			return batch, c.pace.wait(rate, c.maxDgram)
 		}
 		if c.inflight >= win {
 			c.limit = limNetwork
@@ -1071,9 +1060,7 @@ func (c *conn) fill(now int64, arena []byte, batch [][]byte) ([][]byte, time.Dur
 		b := c.dataPacket(arena[pos:pos], s, now)
 		pos += len(b)
 		batch = append(batch, b)
-		if rate > 0 {
-			c.credit -= float64(len(b))
-		}
+		c.pace.spend(rate, len(b))
 	}
 	if len(batch) > 0 {
 		return batch, 0
@@ -1130,7 +1117,9 @@ func (c *conn) dataPacket(b []byte, s *seg, now int64) []byte {
 	}
 	c.stats.bytesSent += uint64(s.n)
 	s.state, s.sent = segInFlight, now
-	s.xmits++
+	if s.xmits < 255 {
+		s.xmits++
+	}
 	c.inflight += int(s.n)
 	if c.round.end == 0 {
 		c.round.end = s.off + uint64(s.n) + 1
@@ -1143,6 +1132,48 @@ func (c *conn) copyOut(dst []byte, off uint64) {
 	i := int(off % n)
 	k := copy(dst, c.sbuf[i:])
 	copy(dst[k:], c.sbuf)
+}
+
+// pacer spaces a stream's datagrams at a rate, in user space: a credit of
+// bytes grows with time at the rate, up to a burst (8 datagrams or a
+// millisecond's worth, whichever is more); a datagram goes while the credit
+// lasts.
+type pacer struct {
+	credit float64
+	last   int64 // ns, when the credit was last brought up to date
+}
+
+// refill brings the credit up to now at rate bytes/s (0: no pacing).
+func (p *pacer) refill(now int64, rate uint64, dgram int) {
+	if rate > 0 {
+		burst := max(float64(8*dgram), float64(rate)/1000)
+		p.credit = min(p.credit+float64(rate)*float64(now-p.last)/1e9, burst)
+	}
+	p.last = now
+}
+
+// may says whether a datagram of up to dgram bytes may go now.
+func (p *pacer) may(rate uint64, dgram int) bool {
+	return rate == 0 || p.credit >= float64(dgram)/2
+}
+
+// spend takes a datagram of n bytes from the credit.
+func (p *pacer) spend(rate uint64, n int) {
+	if rate > 0 {
+		p.credit -= float64(n)
+	}
+}
+
+// wait is how long until a run worth a system call has built up: a
+// segmented send's worth at high rates, 200 µs of the rate otherwise, a
+// datagram at least (a timer cannot wake a goroutine for every datagram at
+// Gbit/s).
+func (p *pacer) wait(rate uint64, dgram int) time.Duration {
+	if rate == 0 {
+		return 0
+	}
+	quantum := min(max(float64(rate)*200e-6, float64(dgram)), maxGSOBytes)
+	return time.Duration(max(quantum-p.credit, 0) / float64(rate) * 1e9)
 }
 
 // waitTimers is how long until a timer is due. Under mu.
