@@ -145,6 +145,7 @@ type conn struct {
 	synAckAt  int64  // the listener's last SYNACK
 	nextScan  int64  // when to look for timed-out segments
 	tun       Tuning
+	rxAck     ack // the last ack received, parsed
 	peer      netip.AddrPort  // a listener's stream: the dialler's address as the listener sees it
 	repairing map[uint64]bool // offsets of holes NAKed, to count repairs
 
@@ -339,14 +340,14 @@ func (c *conn) sendCtl(t ptype, flags uint16, body func([]byte) []byte) error {
 	}
 	if t == tSYN || t == tSYNACK || t == tPING {
 		c.mu.Lock()
-		c.noteSent(pn)
+		c.noteSent(pn, c.now())
 		c.mu.Unlock()
 	}
 	return c.sendRaw(b)
 }
 
-func (c *conn) noteSent(pn uint64) {
-	c.sentTimes[pn%uint64(len(c.sentTimes))] = sentAt{pn, c.now()}
+func (c *conn) noteSent(pn uint64, now int64) {
+	c.sentTimes[pn%uint64(len(c.sentTimes))] = sentAt{pn, now}
 }
 
 // buildAck fills a with the receive state. Under mu.
@@ -408,7 +409,8 @@ func (c *conn) input(b []byte, h header, body []byte, tos byte) (ok, ackNow bool
 		return false, false
 	}
 	c.replay.mark(h.pn)
-	c.lastHeard = c.now()
+	now := c.now()
+	c.lastHeard = now
 	if tos&0b11 == ecnCE {
 		c.ceCount++
 	}
@@ -424,7 +426,7 @@ func (c *conn) input(b []byte, h header, body []byte, tos byte) (ok, ackNow bool
 		if c.dialler {
 			if len(body) == 8 {
 				c.peerLimit = max(c.peerLimit, binary.BigEndian.Uint64(body))
-				c.noteEcho(h.pn)
+				c.noteEcho(h.pn, now)
 				if !c.established {
 					c.rttSample(c.synPN, 0, true)
 				}
@@ -437,18 +439,18 @@ func (c *conn) input(b []byte, h header, body []byte, tos byte) (ok, ackNow bool
 		if err != nil {
 			break
 		}
-		c.noteEcho(h.pn)
+		c.noteEcho(h.pn, now)
 		c.establish()
-		ackNow = c.data(off, payload, h.flags&fFIN != 0)
+		ackNow = c.data(off, payload, h.flags&fFIN != 0, now)
 	case tACK:
-		var a ack
-		if parseAck(body, &a) != nil {
+		a := &c.rxAck // its span slices are reused
+		if parseAck(body, a) != nil {
 			break
 		}
 		c.establish()
-		c.onAck(&a, h.flags&fFINACK != 0)
+		c.onAck(a, h.flags&fFINACK != 0)
 	case tPING:
-		c.noteEcho(h.pn)
+		c.noteEcho(h.pn, now)
 		ackNow = true
 	case tRST:
 		if _, err := parseRst(body); err == nil {
@@ -462,9 +464,9 @@ func (c *conn) input(b []byte, h header, body []byte, tos byte) (ok, ackNow bool
 	return true, ackNow
 }
 
-func (c *conn) noteEcho(pn uint64) {
+func (c *conn) noteEcho(pn uint64, now int64) {
 	if pn >= c.echo {
-		c.echo, c.echoAt = pn, c.now()
+		c.echo, c.echoAt = pn, now
 	}
 }
 
@@ -484,7 +486,7 @@ func (c *conn) sendSynAck() error {
 
 // data stores a DATA datagram's payload. It says whether to ack at once.
 // Under mu.
-func (c *conn) data(off uint64, p []byte, fin bool) bool {
+func (c *conn) data(off uint64, p []byte, fin bool, now int64) bool {
 	end := off + uint64(len(p))
 	if fin {
 		if (c.rFin && c.rFinOff != end) || end < c.rHigh {
@@ -506,7 +508,6 @@ func (c *conn) data(off uint64, p []byte, fin bool) bool {
 		}
 		end = limit
 	}
-	now := c.now()
 	prevCum := c.rCum
 	immediate := fin || off > c.rCum || len(c.rRanges) > 0
 	if end <= c.rCum {
@@ -1110,7 +1111,7 @@ func (c *conn) dataPacket(b []byte, s *seg, now int64) []byte {
 	b = binary.BigEndian.AppendUint64(b, s.off)
 	b = b[:len(b)+int(s.n)] // the arena has room for a datagram at maxMTU
 	c.copyOut(b[len(b)-int(s.n):], s.off)
-	c.noteSent(pn)
+	c.noteSent(pn, now)
 	if s.state != segNew {
 		c.stats.bytesRetrans += uint64(s.n)
 		c.stats.retrans++

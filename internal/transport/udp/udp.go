@@ -129,7 +129,7 @@ func (c *conn) handshake(ctx context.Context) error {
 		b = syn{random: c.random, window: uint64(len(c.rbuf)), mtu: uint16(mtu)}.put(b)
 		c.mu.Lock()
 		c.synPN = pn
-		c.noteSent(pn)
+		c.noteSent(pn, c.now())
 		c.mu.Unlock()
 		if err := c.sendRaw(b); err != nil && isRefused(err) {
 			return syscall.ECONNREFUSED
@@ -524,7 +524,7 @@ func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort, to 
 	c.setMTU(mtu)
 	c.replay.mark(h.pn)
 	c.peerLimit = s.window
-	c.noteEcho(h.pn)
+	c.noteEcho(h.pn, c.now())
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
