@@ -145,7 +145,7 @@ type conn struct {
 	synAckAt  int64  // the listener's last SYNACK
 	nextScan  int64  // when to look for timed-out segments
 	tun       Tuning
-	rxAck     ack // the last ack received, parsed
+	rxAck     ack             // the last ack received, parsed
 	peer      netip.AddrPort  // a listener's stream: the dialler's address as the listener sees it
 	repairing map[uint64]bool // offsets of holes NAKed, to count repairs
 
