@@ -87,7 +87,8 @@ type conn struct {
 
 	pn atomic.Uint64 // next packet number to send
 
-	mu sync.Mutex
+	mu  sync.Mutex
+	wmu sync.Mutex // writers take turns filling the send buffer
 
 	// authentication of what arrives
 	replay replayWindow
@@ -1314,24 +1315,66 @@ func (c *conn) Read(b []byte) (int, error) {
 }
 
 func (c *conn) Write(b []byte) (int, error) {
+	n, err := c.writeFrom("write", int64(len(b)), func(p []byte) (int, error) {
+		k := copy(p, b)
+		b = b[k:]
+		return k, nil
+	})
+	return int(n), err
+}
+
+// SendFile writes n bytes of f from off: read straight into the send
+// buffer, one copy fewer than a read into a buffer and a Write.
+func (c *conn) SendFile(f *os.File, off, n int64) (int64, error) {
+	return c.writeFrom("sendfile", n, func(p []byte) (int, error) {
+		k, err := f.ReadAt(p, off)
+		off += int64(k)
+		if err == io.EOF {
+			if k == len(p) {
+				err = nil
+			} else {
+				err = fmt.Errorf("file %s ends at %d: %w", f.Name(), off, io.ErrUnexpectedEOF)
+			}
+		}
+		return k, err
+	})
+}
+
+// ReadFrom writes what r reads until its end, read straight into the send
+// buffer (io.Copy to the stream takes this way).
+func (c *conn) ReadFrom(r io.Reader) (int64, error) {
+	n, err := c.writeFrom("readfrom", -1, r.Read)
+	if err == io.EOF {
+		err = nil
+	}
+	return n, err
+}
+
+// writeFrom fills the send buffer with n bytes (n < 0: until read's
+// io.EOF) from read, which is called, without the stream's lock, on the
+// free room after the bytes written so far. Writers take turns (wmu).
+func (c *conn) writeFrom(op string, n int64, read func([]byte) (int, error)) (int64, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	done := 0
+	var done int64
+	zeros := 0
 	for {
 		if c.closed {
-			return done, opErr("write", c, net.ErrClosed)
+			return done, opErr(op, c, net.ErrClosed)
 		}
 		if c.err != nil {
-			return done, opErr("write", c, c.err)
+			return done, opErr(op, c, c.err)
 		}
 		if c.finQueued {
-			return done, opErr("write", c, syscall.EPIPE)
+			return done, opErr(op, c, syscall.EPIPE)
 		}
-		if done == len(b) {
+		if done == n {
 			return done, nil
 		}
 		if !c.wdl.IsZero() && !time.Now().Before(c.wdl) {
-			return done, opErr("write", c, os.ErrDeadlineExceeded)
+			return done, opErr(op, c, os.ErrDeadlineExceeded)
 		}
 		room := len(c.sbuf) - int(c.sWrite-c.sAcked)
 		if room == 0 {
@@ -1342,17 +1385,35 @@ func (c *conn) Write(b []byte) (int, error) {
 			c.block(c.wwake, c.wdl)
 			continue
 		}
-		n := min(room, len(b)-done)
-		sz := uint64(len(c.sbuf))
-		i := int(c.sWrite % sz)
-		k := copy(c.sbuf[i:], b[done:done+n])
-		copy(c.sbuf, b[done+k:done+n])
-		c.sWrite += uint64(n)
-		done += n
-		if c.busySince == 0 {
-			c.busySince = c.now()
+		// The room past sWrite is nobody else's: the sender reads below
+		// sWrite, and other writers wait for wmu.
+		i := int(c.sWrite % uint64(len(c.sbuf)))
+		k := min(room, len(c.sbuf)-i)
+		if n >= 0 {
+			k = int(min(int64(k), n-done))
 		}
-		c.kickSender()
+		region := c.sbuf[i : i+k]
+		c.mu.Unlock()
+		m, err := read(region)
+		c.mu.Lock()
+		if m > 0 && !c.closed {
+			c.sWrite += uint64(m)
+			done += int64(m)
+			if c.busySince == 0 {
+				c.busySince = c.now()
+			}
+			c.kickSender()
+		}
+		if err != nil {
+			return done, err
+		}
+		if m == 0 {
+			if zeros++; zeros > 100 {
+				return done, io.ErrNoProgress // a reader that never reads
+			}
+		} else {
+			zeros = 0
+		}
 	}
 }
 
