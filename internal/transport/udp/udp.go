@@ -484,7 +484,7 @@ func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort, to 
 	// host of several addresses), as the dialler's connected socket
 	// expects.
 	laddr := l.uc.LocalAddr()
-	if to.IsValid() && !to.IsUnspecified() {
+	if to.IsValid() && !to.IsUnspecified() && !to.IsLinkLocalUnicast() { // a link-local address would need its zone too
 		laddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(to, uint16(laddr.(*net.UDPAddr).Port)))
 	} else {
 		to = netip.Addr{}
