@@ -35,6 +35,10 @@ const (
 // endpoint sends a stream's datagrams.
 type endpoint interface {
 	send(b []byte) error
+	// sendMany sends datagrams each on its own, in as few system calls as
+	// it can (sendmmsg); it returns how many went before the first that
+	// failed, and why that one failed.
+	sendMany(bs [][]byte) (int, error)
 	// sendSegments sends b as datagrams of size bytes each, the last
 	// possibly shorter, in one system call (UDP GSO); it fails when GSO
 	// cannot be used (gsoRefused) and the caller sends them one by one.
@@ -832,60 +836,63 @@ const (
 // ones (the last of a run may be shorter) in one segmented send where GSO
 // works, one by one otherwise.
 func (c *conn) sendBatch(batch [][]byte) {
+	if !c.ep.gso() {
+		c.sendEach(batch)
+		return
+	}
 	for i := 0; i < len(batch); {
 		size := len(batch[i])
 		j, total := i+1, size
-		if c.ep.gso() {
-			for j < len(batch) && j-i < maxSegments && total+len(batch[j]) <= maxGSOBytes && len(batch[j]) <= size {
-				total += len(batch[j])
-				j++
-				if len(batch[j-1]) < size {
-					break
-				}
+		for j < len(batch) && j-i < maxSegments && total+len(batch[j]) <= maxGSOBytes && len(batch[j]) <= size {
+			total += len(batch[j])
+			j++
+			if len(batch[j-1]) < size {
+				break
 			}
 		}
-		if j-i > 1 {
-			err := c.ep.sendSegments(batch[i][:total], size)
-			if err == nil {
-				atomic.AddUint64(&c.stats.datagrams, uint64(j-i))
-				atomic.AddUint64(&c.stats.sendCalls, 1)
-				i = j
-				continue
-			}
-			if !gsoRefused(err) {
-				c.sendFailed(batch[i:j], err)
-				i = j
-				continue
-			}
-			// The kernel refused the segmented send: because GSO does not
-			// work here, or because the segments no longer fit the path
-			// (EINVAL too). Sent one by one, the datagrams tell which.
-			fits := true
-			for _, b := range batch[i:j] {
-				err := c.ep.send(b)
-				atomic.AddUint64(&c.stats.datagrams, 1)
-				atomic.AddUint64(&c.stats.sendCalls, 1)
-				if err != nil {
-					fits = fits && !isMsgSize(err)
-					c.sendFailed([][]byte{b}, err)
-				}
-			}
-			if fits {
-				c.ep.noGSO()
-			}
+		if j-i == 1 {
+			c.sendEach(batch[i:j])
 			i = j
 			continue
 		}
-		for _, b := range batch[i:j] {
-			err := c.ep.send(b)
-			atomic.AddUint64(&c.stats.datagrams, 1)
+		err := c.ep.sendSegments(batch[i][:total], size)
+		switch {
+		case err == nil:
+			atomic.AddUint64(&c.stats.datagrams, uint64(j-i))
 			atomic.AddUint64(&c.stats.sendCalls, 1)
-			if err != nil {
-				c.sendFailed([][]byte{b}, err)
+		case !gsoRefused(err):
+			c.sendFailed(batch[i:j], err)
+		default:
+			// The kernel refused the segmented send: because GSO does not
+			// work here, or because the segments no longer fit the path
+			// (EINVAL too). Sent each on its own, the datagrams tell which.
+			if !c.sendEach(batch[i:j]) {
+				c.ep.noGSO()
 			}
 		}
 		i = j
 	}
+}
+
+// sendEach sends datagrams each on its own, as many as it can in one
+// system call (sendmmsg), and says whether one was too big for the path.
+func (c *conn) sendEach(bs [][]byte) (tooBig bool) {
+	for len(bs) > 0 {
+		n, err := c.ep.sendMany(bs)
+		n = max(n, 0) // sendmmsg failing at the first says -1
+		atomic.AddUint64(&c.stats.sendCalls, 1)
+		atomic.AddUint64(&c.stats.datagrams, uint64(n))
+		if err != nil && n < len(bs) {
+			atomic.AddUint64(&c.stats.datagrams, 1)
+			tooBig = tooBig || isMsgSize(err)
+			c.sendFailed(bs[n:n+1], err)
+			n++
+		} else if n == 0 {
+			return tooBig
+		}
+		bs = bs[n:]
+	}
+	return tooBig
 }
 
 // sendFailed handles datagrams the socket refused (one send: a datagram

@@ -11,9 +11,10 @@ import (
 	"github.com/lightpath/lightpath/internal/transport"
 )
 
-// TestWithoutGSO: a stream whose sends go one datagram at a time (as where
-// the kernel refuses UDP_SEGMENT) carries the same bytes, and says one
-// datagram per send; with GSO on loopback, runs of datagrams share sends.
+// TestWithoutGSO: a stream that cannot use GSO (as where the kernel
+// refuses UDP_SEGMENT) sends its datagrams each on its own, many per
+// system call (sendmmsg), and carries the same bytes; with GSO on
+// loopback, runs of datagrams go as one.
 // The accepted stream reads its datagrams from a socket of its own, not
 // through the listener's.
 func TestWithoutGSO(t *testing.T) {
@@ -57,11 +58,8 @@ func TestWithoutGSO(t *testing.T) {
 		}
 		st, _ := c.Stats()
 		perSend := float64(st.Datagrams) / float64(st.SendCalls)
-		if !gso && st.Datagrams != st.SendCalls {
-			t.Errorf("without GSO: %d datagrams in %d sends", st.Datagrams, st.SendCalls)
-		}
-		if gso && perSend <= 1 {
-			t.Errorf("with GSO on loopback: %.2f datagrams per send", perSend)
+		if perSend <= 1 {
+			t.Errorf("gso %v: %.2f datagrams per send, no batching", gso, perSend)
 		}
 	}
 }

@@ -164,11 +164,16 @@ type dialEndpoint struct {
 	v6    bool
 	once  sync.Once
 	nogso atomic.Bool
+	batch batcher
 }
 
 func (e *dialEndpoint) send(b []byte) error {
 	_, err := e.uc.Write(b)
 	return err
+}
+
+func (e *dialEndpoint) sendMany(bs [][]byte) (int, error) {
+	return e.batch.write(e.uc, e.v6, bs, nil, nil)
 }
 
 func (e *dialEndpoint) sendSegments(b []byte, size int) error {
@@ -652,6 +657,14 @@ type listenEndpoint struct {
 	oob   []byte // the control messages of every send: TOS, source
 	once  sync.Once
 	nogso atomic.Bool
+	batch batcher
+}
+
+func (e *listenEndpoint) sendMany(bs [][]byte) (int, error) {
+	e.mu.Lock()
+	oob := e.oob
+	e.mu.Unlock()
+	return e.batch.write(e.l.uc, e.l.v6, bs, net.UDPAddrFromAddrPort(e.peer), oob)
 }
 
 func (e *listenEndpoint) sendSegments(b []byte, size int) error {
