@@ -18,6 +18,8 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
+
+	"github.com/lightpath/lightpath/internal/cc/fast"
 )
 
 // fastObj is bpf/fast.c compiled by `make bpf` (little-endian BPF).
@@ -49,7 +51,7 @@ func known(name string) error {
 // Install registers name with the kernel, or, when it is already
 // registered by a previous Install, sets its parameters to p in place. It
 // reports whether anything changed.
-func Install(name string, p Params) (Loaded, bool, error) {
+func Install(name string, p fast.Params) (Loaded, bool, error) {
 	if err := known(name); err != nil {
 		return Loaded{}, false, err
 	}
@@ -97,7 +99,7 @@ func Install(name string, p Params) (Loaded, bool, error) {
 }
 
 // load registers name afresh and pins its link and maps.
-func load(name string, p Params) (err error) {
+func load(name string, p fast.Params) (err error) {
 	if _, err := os.Stat(kernelBTF); err != nil {
 		return fmt.Errorf("this kernel has no BTF at %s (CONFIG_DEBUG_INFO_BTF), which BPF congestion control needs", kernelBTF)
 	}
@@ -156,7 +158,7 @@ func explainLoad(name string, err error) error {
 }
 
 // retune sets a registered name's parameters; same says they were already p.
-func retune(name string, p Params) (same bool, err error) {
+func retune(name string, p fast.Params) (same bool, err error) {
 	l, err := link.LoadPinnedLink(LinkPin(name), nil)
 	if err != nil {
 		return false, fmt.Errorf("open %s: %w", LinkPin(name), err)
@@ -252,7 +254,7 @@ func lookup(name string) (Loaded, error) {
 	}
 	m.Close()
 	l.Source, l.Pinned = "lightpath", LinkPin(name)
-	l.Params = &Params{Alpha: v.Alpha, Gamma: v.Gamma}
+	l.Params = &fast.Params{Alpha: v.Alpha, Gamma: v.Gamma}
 	return l, nil
 }
 
@@ -343,13 +345,13 @@ const roundSize = 8 + 2 + 2 + 4*9
 
 // Read returns the next round, waiting until deadline (zero: forever);
 // past it, an error matching os.ErrDeadlineExceeded.
-func (t *Tracer) Read(deadline time.Time) (Round, error) {
+func (t *Tracer) Read(deadline time.Time) (fast.Round, error) {
 	t.rd.SetDeadline(deadline)
 	rec, err := t.rd.Read()
 	if err != nil {
-		return Round{}, err
+		return fast.Round{}, err
 	}
-	var r Round
+	var r fast.Round
 	if len(rec.RawSample) < roundSize {
 		return r, fmt.Errorf("trace record of %d bytes, want %d", len(rec.RawSample), roundSize)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/cc"
 	"github.com/lightpath/lightpath/internal/cc/cctest"
+	"github.com/lightpath/lightpath/internal/cc/fast"
 )
 
 func readList(t *testing.T, path string) []string {
@@ -42,11 +43,11 @@ func TestInstallRemove(t *testing.T) {
 		t.Fatal("fast is still offered after remove")
 	}
 
-	l, changed, err := cc.Install("fast", cc.DefaultParams)
+	l, changed, err := cc.Install("fast", fast.DefaultParams)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !changed || l.Source != "lightpath" || !l.Allowed || l.Params == nil || *l.Params != cc.DefaultParams || l.Pinned != cc.LinkPin("fast") {
+	if !changed || l.Source != "lightpath" || !l.Allowed || l.Params == nil || *l.Params != fast.DefaultParams || l.Pinned != cc.LinkPin("fast") {
 		t.Fatalf("install: changed %v, %+v", changed, l)
 	}
 	if !slices.Contains(readList(t, available), "fast") || !slices.Contains(readList(t, allowed), "fast") {
@@ -76,10 +77,10 @@ func TestInstallRemove(t *testing.T) {
 	}
 
 	// The same again changes nothing; other parameters retune in place.
-	if _, changed, err := cc.Install("fast", cc.DefaultParams); err != nil || changed {
+	if _, changed, err := cc.Install("fast", fast.DefaultParams); err != nil || changed {
 		t.Fatalf("second install: changed %v, %v", changed, err)
 	}
-	p := cc.Params{Alpha: 40, Gamma: 256}
+	p := fast.Params{Alpha: 40, Gamma: 256}
 	if l, changed, err := cc.Install("fast", p); err != nil || !changed || *l.Params != p {
 		t.Fatalf("retune: changed %v, %+v, %v", changed, l, err)
 	}
@@ -114,10 +115,10 @@ func TestInstallRemove(t *testing.T) {
 	if removed, err := cc.Remove("fast"); err != nil || removed {
 		t.Fatalf("second remove: %v, %v", removed, err)
 	}
-	if _, _, err := cc.Install("vegas", cc.DefaultParams); err == nil || !strings.Contains(err.Error(), "lightpath can install fast") {
+	if _, _, err := cc.Install("vegas", fast.DefaultParams); err == nil || !strings.Contains(err.Error(), "lightpath can install fast") {
 		t.Fatalf("unknown name: %v", err)
 	}
-	if _, _, err := cc.Install("fast", cc.Params{Alpha: 0, Gamma: 512}); err == nil || !strings.Contains(err.Error(), "alpha 0") {
+	if _, _, err := cc.Install("fast", fast.Params{Alpha: 0, Gamma: 512}); err == nil || !strings.Contains(err.Error(), "alpha 0") {
 		t.Fatalf("bad alpha: %v", err)
 	}
 }
@@ -151,7 +152,7 @@ func TestTraceLoopback(t *testing.T) {
 			}
 		}
 	}()
-	rounds, phases := 0, map[cc.Phase]int{}
+	rounds, phases := 0, map[fast.Phase]int{}
 	for {
 		r, err := tr.Read(time.Now().Add(2 * time.Second))
 		if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -169,7 +170,7 @@ func TestTraceLoopback(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if rounds < 100 || phases[cc.PhaseFAST] == 0 || phases[cc.PhaseSlowStartEnds] == 0 {
+	if rounds < 100 || phases[fast.PhaseFAST] == 0 || phases[fast.PhaseSlowStartEnds] == 0 {
 		t.Fatalf("%d rounds traced (%v): want slow start to end and FAST to take over", rounds, phases)
 	}
 	t.Logf("%d rounds, all as the model decides: %v", rounds, phases)

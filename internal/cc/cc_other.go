@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/cc/fast"
 	"github.com/lightpath/lightpath/internal/platform"
 )
 
 // Install needs Linux's BPF congestion control.
-func Install(name string, p Params) (Loaded, bool, error) {
+func Install(name string, p fast.Params) (Loaded, bool, error) {
 	return Loaded{}, false, fmt.Errorf("install %s: %w", name, platform.ErrUnsupported)
 }
 
@@ -33,8 +34,8 @@ func OpenTrace(name string) (*Tracer, error) {
 }
 
 // Read needs Linux.
-func (t *Tracer) Read(deadline time.Time) (Round, error) {
-	return Round{}, platform.ErrUnsupported
+func (t *Tracer) Read(deadline time.Time) (fast.Round, error) {
+	return fast.Round{}, platform.ErrUnsupported
 }
 
 // Close needs Linux.

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lightpath/lightpath/internal/cc"
+	"github.com/lightpath/lightpath/internal/cc/fast"
 )
 
 func newCcCmd() *cobra.Command {
@@ -44,11 +45,11 @@ install, remove and trace need root. See docs/cc.md.`,
 
 // ccNote is the JSON line of install and remove.
 type ccNote struct {
-	Name    string     `json:"name"`
-	Action  string     `json:"action"` // installed, retuned, unchanged, removed, absent
-	Params  *cc.Params `json:"params,omitempty"`
-	Pinned  string     `json:"pinned,omitempty"`
-	Allowed bool       `json:"allowed"`
+	Name    string       `json:"name"`
+	Action  string       `json:"action"` // installed, retuned, unchanged, removed, absent
+	Params  *fast.Params `json:"params,omitempty"`
+	Pinned  string       `json:"pinned,omitempty"`
+	Allowed bool         `json:"allowed"`
 }
 
 func newCcInstallCmd() *cobra.Command {
@@ -73,10 +74,10 @@ way to the target window taken per round trip.`,
   sudo lightpath cc install fast --alpha 50`,
 		Args: exactArgs("cc install", "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p := cc.DefaultParams
+			p := fast.DefaultParams
 			p.Alpha = alpha
 			if cmd.Flags().Changed("gamma") {
-				g, err := cc.ParseGamma(gamma)
+				g, err := fast.ParseGamma(gamma)
 				if err != nil {
 					return fmt.Errorf("cc install: %w", err)
 				}
@@ -99,14 +100,14 @@ way to the target window taken per round trip.`,
 			return nil
 		},
 	}
-	cmd.Flags().Uint32Var(&alpha, "alpha", cc.DefaultParams.Alpha, "packets each flow keeps queued in the path")
-	cmd.Flags().StringVar(&gamma, "gamma", cc.GammaString(cc.DefaultParams.Gamma), "fraction of the way to the target window per round trip, in (0, 1]")
+	cmd.Flags().Uint32Var(&alpha, "alpha", fast.DefaultParams.Alpha, "packets each flow keeps queued in the path")
+	cmd.Flags().StringVar(&gamma, "gamma", fast.GammaString(fast.DefaultParams.Gamma), "fraction of the way to the target window per round trip, in (0, 1]")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
 }
 
 // ccInstalled returns the parameters of name when lightpath installed it.
-func ccInstalled(name string) (*cc.Params, error) {
+func ccInstalled(name string) (*fast.Params, error) {
 	ls, err := cc.List()
 	for _, l := range ls {
 		if l.Name == name {
@@ -254,11 +255,11 @@ program's arithmetic and a difference is reported; the exit status is then
 				}
 				if asJSON {
 					line := struct {
-						cc.Round
+						fast.Round
 						Backlog uint32 `json:"backlog"`
 						Phase   string `json:"phase"`
 						Diff    string `json:"model_differs,omitempty"`
-					}{Round: r, Backlog: cc.Backlog(r.Cwnd, r.BaseRTT, max(r.AvgRTT, r.BaseRTT)), Phase: r.Phase.String()}
+					}{Round: r, Backlog: fast.Backlog(r.Cwnd, r.BaseRTT, max(r.AvgRTT, r.BaseRTT)), Phase: r.Phase.String()}
 					if cerr != nil {
 						line.Diff = cerr.Error()
 					}
@@ -266,7 +267,7 @@ program's arithmetic and a difference is reported; the exit status is then
 					continue
 				}
 				fmt.Fprintf(w, "%-6d %-6d %8d %9d %9d %8d %8d  %s\n", r.LocalPort, r.RemotePort, r.Cwnd, r.BaseRTT, r.AvgRTT,
-					cc.Backlog(r.Cwnd, r.BaseRTT, max(r.AvgRTT, r.BaseRTT)), r.NextCwnd, r.Phase)
+					fast.Backlog(r.Cwnd, r.BaseRTT, max(r.AvgRTT, r.BaseRTT)), r.NextCwnd, r.Phase)
 				if cerr != nil {
 					fmt.Fprintf(w, "  model differs: %v\n", cerr)
 				}

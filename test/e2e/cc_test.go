@@ -1,3 +1,5 @@
+//go:build linux
+
 package e2e
 
 import (
@@ -19,6 +21,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/cc"
 	"github.com/lightpath/lightpath/internal/cc/cctest"
+	"github.com/lightpath/lightpath/internal/cc/fast"
 	"github.com/lightpath/lightpath/internal/netns"
 	"github.com/lightpath/lightpath/internal/roottest"
 )
@@ -187,7 +190,7 @@ links:
 		}
 	}()
 
-	var rounds []cc.Round
+	var rounds []fast.Round
 	readEnd := time.Now().Add(traffic + time.Second)
 	for {
 		r, err := tr.Read(readEnd)
@@ -208,12 +211,12 @@ links:
 	wg.Wait()
 
 	// Slow start ended once, then FAST decided every round.
-	end := slices.IndexFunc(rounds, func(r cc.Round) bool { return r.Phase == cc.PhaseSlowStartEnds })
+	end := slices.IndexFunc(rounds, func(r fast.Round) bool { return r.Phase == fast.PhaseSlowStartEnds })
 	if end < 0 || len(rounds)-end < 20 {
 		t.Fatalf("%d rounds traced, slow start ended at round %d: want it to end and 20 FAST rounds after", len(rounds), end)
 	}
 	for _, r := range rounds[end+1:] {
-		if r.Phase != cc.PhaseFAST {
+		if r.Phase != fast.PhaseFAST {
 			t.Fatalf("round in phase %s after slow start ended", r.Phase)
 		}
 	}
@@ -225,7 +228,7 @@ links:
 		if s.t0 < rounds[end].TimeNs || s.caState != 0 {
 			continue
 		}
-		i, _ := slices.BinarySearchFunc(rounds, s.t0, func(r cc.Round, t uint64) int { return cmp.Compare(r.TimeNs, t) })
+		i, _ := slices.BinarySearchFunc(rounds, s.t0, func(r fast.Round, t uint64) int { return cmp.Compare(r.TimeNs, t) })
 		if i == 0 || (i < len(rounds) && rounds[i].TimeNs <= s.t1) {
 			continue // a round during the reading: ambiguous
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/cc"
 	"github.com/lightpath/lightpath/internal/cc/cctest"
+	"github.com/lightpath/lightpath/internal/cc/fast"
 )
 
 // availableCC is what the kernel offers now (FAST appears once lightpath
@@ -116,7 +117,7 @@ func TestCpFAST(t *testing.T) {
 		r := runLP(t, runOpts{timeout: 30 * time.Second}, args...)
 		checkFailure(t, "lightpath "+strings.Join(args, " "), r, "--cc", `"fast"`, "not loaded", "lightpath cc install fast")
 	}
-	if _, _, err := cc.Install("fast", cc.DefaultParams); err != nil {
+	if _, _, err := cc.Install("fast", fast.DefaultParams); err != nil {
 		t.Fatal(err)
 	}
 	s := cpOK(t, "-P", "2", "--cc", "fast", src, srv.URL("c.bin"))

@@ -10,7 +10,7 @@
 // baseRTT is the smallest RTT sample the connection has seen, RTT the mean
 // of the samples of the round that just ended. BPF has no floating point:
 // gamma is a fraction in 1/1024ths, and the update is done in integers as
-// written in fast_update below. internal/cc/model.go is the same arithmetic
+// written in fast_update below. internal/cc/fast (fast.go) is the same arithmetic
 // in Go; its tests and the trace test check the two agree.
 //
 // Slow start: the window grows by the packets acknowledged (doubling per
@@ -134,7 +134,7 @@ static __always_inline int after(__u32 seq1, __u32 seq2)
 // that would leave alpha packets queued at the round's RTT; the new window
 // steps gamma/1024 of the way there, rounded to the nearest packet but at
 // least one packet when the target is a packet or more away; never more
-// than twice w, never below MIN_CWND. model.go's Update is the same.
+// than twice w, never below MIN_CWND. Go's fast.Update is the same.
 static __always_inline __u32 fast_update(__u32 w, __u32 base, __u32 avg, __u32 alpha, __u32 gamma)
 {
 	__u64 target = (__u64)base * w / avg + alpha;

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package cctest lets tests that depend on whether a BPF congestion control
 // is installed (the kernel's registration is global to the host) run one at
 // a time across test binaries, and puts the host back as it found it.
@@ -17,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lightpath/lightpath/internal/cc"
+	"github.com/lightpath/lightpath/internal/cc/fast"
 	"github.com/lightpath/lightpath/internal/roottest"
 )
 
@@ -26,7 +29,7 @@ const lockPath = "/run/lock/lightpath-cc-test.lock"
 // Hold takes the host-wide test lock until t ends and leaves name installed
 // with p (want true, p nil for the defaults) or not installed (want false).
 // At the end it restores what was there before (see Lock). It needs root.
-func Hold(t testing.TB, name string, want bool, p *cc.Params) {
+func Hold(t testing.TB, name string, want bool, p *fast.Params) {
 	t.Helper()
 	Lock(t, name)
 	if !want {
@@ -35,7 +38,7 @@ func Hold(t testing.TB, name string, want bool, p *cc.Params) {
 		}
 		return
 	}
-	params := cc.DefaultParams
+	params := fast.DefaultParams
 	if p != nil {
 		params = *p
 	}
@@ -80,7 +83,7 @@ func Lock(t testing.TB, name string) {
 }
 
 // installed returns the parameters of name when lightpath installed it.
-func installed(t testing.TB, name string) *cc.Params {
+func installed(t testing.TB, name string) *fast.Params {
 	ls, err := cc.List()
 	if err != nil {
 		t.Fatal(err)

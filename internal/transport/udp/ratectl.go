@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lightpath/lightpath/internal/cc"
+	"github.com/lightpath/lightpath/internal/cc/fast"
 )
 
 // Rate controls (Options.CC): what a stream may have in flight and how fast
@@ -51,8 +51,8 @@ type controller interface {
 // Tuning are the rate controls' parameters.
 type Tuning struct {
 	// FAST is the fast control's alpha (packets queued per flow) and
-	// gamma; zero takes cc.DefaultParams.
-	FAST cc.Params
+	// gamma; zero takes fast.DefaultParams.
+	FAST fast.Params
 	// LossTolerance is the fraction of a round's datagrams that may be
 	// lost before fast and fixed take the loss for congestion and slow
 	// down (below it, loss is taken as random and only repaired). It is the
@@ -96,8 +96,8 @@ func newController(name string, target uint64, t Tuning) (controller, error) {
 		return f, nil
 	case CCFast:
 		p := t.FAST
-		if p == (cc.Params{}) {
-			p = cc.DefaultParams
+		if p == (fast.Params{}) {
+			p = fast.DefaultParams
 		}
 		if err := p.Check(); err != nil {
 			return nil, fmt.Errorf("fast: %w", err)
@@ -190,7 +190,7 @@ func (f *fixedCtl) rate(srtt time.Duration, _ int) uint64 {
 	return f.cur
 }
 
-// fastCtl runs FAST's window equation (cc.Decide, the same integer
+// fastCtl runs FAST's window equation (fast.Decide, the same integer
 // arithmetic as the kernel's FAST TCP) once a round on the round's mean
 // round trip and the smallest seen: the window settles where the flow
 // keeps alpha datagrams queued. Slow start doubles the window each round
@@ -198,7 +198,7 @@ func (f *fixedCtl) rate(srtt time.Duration, _ int) uint64 {
 // tolerance; above it, and on CE marks, the window drops by an eighth; a
 // timeout halves it.
 type fastCtl struct {
-	p         cc.Params
+	p         fast.Params
 	t         Tuning
 	w         uint32 // datagrams
 	slowStart bool
@@ -224,19 +224,19 @@ func (f *fastCtl) onAck(acked int, mss int) {
 func (f *fastCtl) onRound(r round) {
 	base, avg := us(r.base), us(r.avg)
 	if float64(r.lost) > f.t.lossTolerance()*float64(r.pkts+r.lost) || r.ce > 0 {
-		f.w = max(f.w-f.w/8, cc.MinCwnd)
+		f.w = max(f.w-f.w/8, fast.MinCwnd)
 		f.slowStart = false
 		return
 	}
-	w, phase := cc.Decide(f.w, base, avg, f.slowStart, f.p)
-	if phase != cc.PhaseSlowStart {
+	w, phase := fast.Decide(f.w, base, avg, f.slowStart, f.p)
+	if phase != fast.PhaseSlowStart {
 		f.slowStart = false
 	}
 	f.w = w
 }
 
 func (f *fastCtl) onTimeout(int) {
-	f.w = max(f.w/2, cc.MinCwnd)
+	f.w = max(f.w/2, fast.MinCwnd)
 	f.slowStart = false
 }
 

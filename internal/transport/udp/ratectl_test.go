@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lightpath/lightpath/internal/cc"
+	"github.com/lightpath/lightpath/internal/cc/fast"
 )
 
 const tmss = 1416
@@ -24,7 +24,7 @@ func TestNewController(t *testing.T) {
 		{"fast", 1 << 20, Tuning{}, CCFast, false},
 		{"aimd", 0, Tuning{}, CCAIMD, false},
 		{"cubic", 0, Tuning{}, "", true},
-		{"fast", 0, Tuning{FAST: cc.Params{Alpha: 0, Gamma: 10}}, "", true},
+		{"fast", 0, Tuning{FAST: fast.Params{Alpha: 0, Gamma: 10}}, "", true},
 	} {
 		c, err := newController(tc.name, tc.target, tc.t)
 		if (err != nil) != tc.err {
@@ -93,9 +93,9 @@ func TestFixed(t *testing.T) {
 	}
 }
 
-// TestFastRound: fast's round is cc.Decide's, FAST TCP's arithmetic.
+// TestFastRound: fast's round is fast.Decide's, FAST TCP's arithmetic.
 func TestFastRound(t *testing.T) {
-	p := cc.DefaultParams
+	p := fast.DefaultParams
 	c, _ := newController(CCFast, 0, Tuning{})
 	f := c.(*fastCtl)
 	// slow start: every acknowledged datagram adds one
@@ -113,14 +113,14 @@ func TestFastRound(t *testing.T) {
 	f.w = 1000
 	avg := 20 * time.Millisecond // backlog 1000*(20-10)/20 = 500 >= alpha
 	f.onRound(round{base: 10 * time.Millisecond, avg: avg, pkts: 1000, mss: tmss})
-	want, _ := cc.Decide(1000, 10000, 20000, true, p)
+	want, _ := fast.Decide(1000, 10000, 20000, true, p)
 	if f.slowStart || f.w != want {
-		t.Fatalf("window %d (slow start %v), want %d from cc.Decide", f.w, f.slowStart, want)
+		t.Fatalf("window %d (slow start %v), want %d from fast.Decide", f.w, f.slowStart, want)
 	}
 	// random loss below the tolerance: FAST's update, no cut
 	w := f.w
 	f.onRound(round{base: 10 * time.Millisecond, avg: 15 * time.Millisecond, pkts: 990, lost: 10, mss: tmss})
-	if want := cc.Update(w, 10000, 15000, p.Alpha, p.Gamma); f.w != want {
+	if want := fast.Update(w, 10000, 15000, p.Alpha, p.Gamma); f.w != want {
 		t.Errorf("after a round with 1%% loss: %d, want %d", f.w, want)
 	}
 	// CE and heavy loss cut an eighth; a timeout halves
@@ -221,7 +221,7 @@ func TestFastShares(t *testing.T) {
 		t.Errorf("Jain's index %.3f for windows %v", jain, last)
 	}
 	queued := sum - link.pkts*link.base.Seconds()
-	alpha := float64(cc.DefaultParams.Alpha)
+	alpha := float64(fast.DefaultParams.Alpha)
 	if math.Abs(queued-2*alpha) > alpha/2 {
 		t.Errorf("%.0f datagrams queued by two flows, want about %.0f", queued, 2*alpha)
 	}

@@ -1,4 +1,9 @@
-package cc
+// Package fast is FAST TCP's window equation in integers: the arithmetic of
+// internal/cc's BPF program (bpf/fast.c), so that it can be table tested,
+// each of the program's traced decisions checked against it, and user-space
+// transports (the UDP transport's fast rate control) run the same rule. It
+// is pure: no kernel, no BPF library.
+package fast
 
 import "fmt"
 
