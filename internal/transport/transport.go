@@ -136,6 +136,21 @@ type Options struct {
 	// kernel's own choice could be another); "" lets the kernel choose.
 	// Dial only.
 	LocalAddr string
+	// Auth authenticates a dialled stream's datagrams where the transport
+	// carries them itself (UDP): the session the control channel agreed on
+	// and the secret it handed over, from which the transport derives its
+	// keys. TCP ignores it (the mover authenticates its TCP streams with
+	// the session bytes it sends first). Dial only.
+	Auth *Auth
+}
+
+// Auth is what a datagram transport needs to authenticate a stream: the
+// session id (the mover's Accept.Session), carried in every datagram, and
+// the session's secret (the mover's Accept.Secret), which never travels on
+// the data path: keys are derived from it per stream and direction.
+type Auth struct {
+	Session [16]byte
+	Key     []byte
 }
 
 // FastCC is the name FAST TCP registers under once lightpath cc install
@@ -184,6 +199,18 @@ type Stats struct {
 	// SenderLimited is how long the sender's own buffer held it back
 	// (TCP sndbuf-limited).
 	SenderLimited time.Duration
+	// Datagrams counts the datagrams sent and SendCalls the system calls
+	// that sent them: Datagrams/SendCalls is the datagrams per batch
+	// (sendmmsg and UDP segmentation offload). Zero for TCP.
+	Datagrams uint64
+	SendCalls uint64
+	// LossRepaired counts the payload bytes that arrived only because
+	// they were sent again (holes the receiver filled from retransmissions).
+	// Zero for TCP.
+	LossRepaired uint64
+	// Dropped counts the datagrams this end threw away unread: forged,
+	// replayed, truncated or otherwise not the peer's. Zero for TCP.
+	Dropped uint64
 }
 
 // NetworkLimited is how long the network (the congestion window or the

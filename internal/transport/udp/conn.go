@@ -1,0 +1,1519 @@
+package udp
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/transport"
+)
+
+// Sizes and times of a stream.
+const (
+	defaultBuffer    = 16 << 20 // send buffer and receive window, each
+	minRTO           = 50 * time.Millisecond
+	maxRTO           = 2 * time.Second
+	ackEvery         = 4                    // data datagrams per ack at most
+	ackDelay         = 5 * time.Millisecond // an ack is never held longer
+	giveUp           = 30 * time.Second     // no progress this long ends the stream
+	handshakeTimeout = 15 * time.Second
+	keepalive        = 15 * time.Second // an idle stream pings this often
+	linger           = 10 * time.Second // a closed stream waits this long for the peer's FIN
+	maxBatch         = 64               // datagrams built per round of the sender
+)
+
+// endpoint sends a stream's datagrams.
+type endpoint interface {
+	send(b []byte) error
+	// sendSegments sends b as datagrams of size bytes each, the last
+	// possibly shorter, in one system call (UDP GSO); it fails when GSO
+	// cannot be used (gsoRefused) and the caller sends them one by one.
+	sendSegments(b []byte, size int) error
+	// gso says whether segmented sends are worth trying; noGSO stops them.
+	gso() bool
+	noGSO()
+	// mtu is the path's MTU now, 0 if unknown.
+	mtu() int
+	setTOS(tos int) error
+	// release gives up the stream's hold on the socket.
+	release()
+}
+
+// seg is a piece of the send buffer that went out in one datagram.
+type seg struct {
+	off   uint64
+	n     uint32
+	fin   bool
+	state uint8
+	xmits uint8
+	sent  int64 // ns since the stream's epoch, of the last send
+}
+
+const (
+	segNew      uint8 = iota // cut but never sent
+	segInFlight              // sent, not yet heard of
+	segLost                  // judged lost, queued to be sent again
+	segSacked                // the receiver has it (above its cumulative ack)
+)
+
+// rng is a received range above the cumulative point; since is when the
+// hole before it opened.
+type rng struct {
+	start, end uint64
+	since      int64
+}
+
+// conn is one stream.
+type conn struct {
+	ep      endpoint
+	laddr   net.Addr
+	raddr   net.Addr
+	session [16]byte
+	stream  uint32
+	dialler bool
+	keys    streamKeys
+	epoch   time.Time
+	v6      bool
+
+	pn atomic.Uint64 // next packet number to send
+
+	mu sync.Mutex
+
+	// authentication of what arrives
+	replay replayWindow
+
+	// handshake
+	established bool
+	estab       chan struct{} // closed once established
+	random      [16]byte
+
+	// sending
+	sbuf       []byte
+	sAcked     uint64 // every byte below it is acknowledged
+	sWrite     uint64 // bytes the application has written
+	sNext      uint64 // first byte never cut into a segment
+	segs       []seg  // segments in offset order, from segHead
+	segHead    int
+	lostQ      []uint64 // offsets of lost segments to send again
+	inflight   int
+	peerLimit  uint64 // flow control: the peer takes bytes below it
+	finQueued  bool   // CloseWrite: the stream ends at finOff
+	finOff     uint64
+	finAcked   bool
+	mss        int
+	maxDgram   int
+	ctl        controller
+	target     uint64 // the rate cap (MaxPacingRate)
+	credit     float64
+	lastPace   int64
+	lastProbe  int64
+	rtoBackoff int
+	lastProg   int64 // when the peer last acknowledged something new
+	lastHeard  int64 // when the peer's last good datagram came
+	lastPing   int64
+	sentTimes  [1024]sentAt
+	round      roundState
+	lastCE     uint32
+
+	// receiving
+	rbuf      []byte
+	rRead     uint64 // bytes the application has read
+	rCum      uint64 // every byte below it arrived
+	rHigh     uint64 // the highest byte that arrived, +1
+	rRanges   []rng
+	rFin      bool
+	rFinOff   uint64
+	ackCount  int
+	ackDue    int64 // when a held ack must go (0: none held)
+	ackNow    bool
+	advLimit  uint64 // the limit last advertised
+	echo      uint64 // the highest packet number received
+	echoAt    int64
+	ceCount   uint32
+	lowat     int
+	synPN     uint64 // the dialler's last SYN
+	synAckAt  int64  // the listener's last SYNACK
+	nextScan  int64  // when to look for timed-out segments
+	tun       Tuning
+	repairing map[uint64]bool // offsets of holes NAKed, to count repairs
+
+	// RTT
+	srtt, rttvar, minRTT time.Duration
+
+	// life
+	closed    bool  // Close was called
+	dead      bool  // the stream is over, its goroutine gone
+	err       error // what ended it (reset, timeout); nil while alive
+	rdl, wdl  time.Time
+	rwake     chan struct{}
+	wwake     chan struct{}
+	rwait     bool
+	wwait     bool
+	kick      chan struct{}
+	done      chan struct{}
+	closeAt   int64
+	onDead    func()
+	tos       int
+	dscp      int
+	stats     counters
+	busySince int64
+	limit     limitKind
+}
+
+type sentAt struct {
+	pn uint64
+	t  int64
+}
+
+type roundState struct {
+	end        uint64 // the round ends when this byte is acknowledged
+	sum        time.Duration
+	n          int
+	pkts, lost int
+	ce         int
+}
+
+type counters struct {
+	bytesSent, bytesRetrans, bytesAcked, bytesRecv uint64
+	retrans                                        uint32
+	datagrams, sendCalls, repaired, dropped        uint64
+	busy, rwndLimited, sndLimited                  time.Duration
+	delivered                                      uint64
+	deliveredAt                                    int64
+	deliveryRate                                   uint64
+}
+
+type limitKind uint8
+
+const (
+	limNone limitKind = iota
+	limNetwork
+	limReceiver
+	limSender
+)
+
+func newConn(ep endpoint, laddr, raddr net.Addr, session [16]byte, stream uint32, dialler bool, keys streamKeys, o transport.Options, t Tuning, mtu int) (*conn, error) {
+	if o.DSCP > 63 {
+		return nil, fmt.Errorf("DSCP %d out of range 0..63", o.DSCP)
+	}
+	ctl, err := newController(o.CC, o.PacingRate, t)
+	if err != nil {
+		return nil, err
+	}
+	size := defaultBuffer
+	if o.Window > 0 {
+		size = max(o.Window, 64<<10)
+	}
+	c := &conn{
+		ep: ep, laddr: laddr, raddr: raddr, session: session, stream: stream,
+		dialler: dialler, keys: keys, epoch: time.Now(),
+		estab:  make(chan struct{}),
+		sbuf:   make([]byte, size),
+		rbuf:   make([]byte, size),
+		ctl:    ctl,
+		target: o.PacingRate,
+		rwake:  make(chan struct{}),
+		wwake:  make(chan struct{}),
+		kick:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+		dscp:   o.DSCP,
+		srtt:   100 * time.Millisecond, rttvar: 50 * time.Millisecond,
+		repairing: map[uint64]bool{},
+	}
+	if a, ok := laddr.(*net.UDPAddr); ok {
+		c.v6 = a.IP.To4() == nil
+	}
+	c.tos = tosFor(o.DSCP)
+	c.setMTU(mtu)
+	c.advLimit = uint64(len(c.rbuf))
+	return c, nil
+}
+
+// tosFor is the TOS byte for a DSCP (negative: none): the DSCP in the top
+// six bits, ECT(0) in the bottom two.
+func tosFor(dscp int) int {
+	tos := ecnECT0
+	if dscp >= 0 {
+		tos |= dscp << 2
+	}
+	return tos
+}
+
+const (
+	ecnECT0 = 0b10
+	ecnCE   = 0b11
+)
+
+// The largest datagram: what a 9000-byte path carries. A larger MTU (the
+// loopback's 65536) is not used: a datagram that big is IP-fragmented on
+// any real path, and no NIC segments it.
+const maxMTU = 9000
+
+// setMTU sizes datagrams for a path MTU (0: unknown, assume 1500).
+func (c *conn) setMTU(mtu int) {
+	if mtu <= 0 {
+		mtu = 1500
+	}
+	mtu = max(min(mtu, maxMTU), minMTU)
+	c.maxDgram = mtu - c.ipudp()
+	c.mss = c.maxDgram - hdrLen - dataHdr - tagLen
+}
+
+// minMTU: IPv4's minimum datagram every host takes (IPv6's is 1280).
+const minMTU = 576
+
+func (c *conn) ipudp() int {
+	if c.v6 {
+		return 48
+	}
+	return 28
+}
+
+// pathMTU is the MTU the stream's datagrams are sized for.
+func (c *conn) pathMTU() int { return c.maxDgram + c.ipudp() }
+
+// mtuPlateaus are the MTUs a stream steps down through when a send is too
+// big and the kernel cannot say the path's MTU (a listener's stream): the
+// common ones of jumbo, Ethernet, PPPoE, tunnels and IPv6's minimum.
+var mtuPlateaus = []int{9000, 8000, 4000, 1500, 1492, 1480, 1460, 1420, 1400, 1380, 1280, 1200, 1006, minMTU}
+
+// shrinkMTU sizes datagrams down after a send was too big for the path:
+// to what the kernel now says, or to the next plateau below.
+func (c *conn) shrinkMTU() {
+	cur := c.pathMTU()
+	m := c.ep.mtu()
+	if m <= 0 || m >= cur {
+		m = minMTU
+		for _, p := range mtuPlateaus {
+			if p < cur {
+				m = p
+				break
+			}
+		}
+	}
+	c.setMTU(m)
+}
+
+func (c *conn) now() int64 { return int64(time.Since(c.epoch)) }
+
+// --- sending datagrams ---
+
+func (c *conn) nextPN() uint64 { return c.pn.Add(1) - 1 }
+
+// packet starts a datagram of type t in b.
+func (c *conn) packet(b []byte, t ptype, flags uint16) ([]byte, uint64) {
+	pn := c.nextPN()
+	b = b[:hdrLen]
+	putHeader(b, header{typ: t, flags: flags, stream: c.stream, session: c.session, pn: pn})
+	return b, pn
+}
+
+func (c *conn) sendRaw(b []byte) error {
+	b = seal(c.keys.send, b)
+	err := c.ep.send(b)
+	atomic.AddUint64(&c.stats.datagrams, 1)
+	atomic.AddUint64(&c.stats.sendCalls, 1)
+	return err
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, maxMTU); return &b }}
+
+// sendCtl sends a datagram with no data (SYN, SYNACK, ACK, PING, RST).
+func (c *conn) sendCtl(t ptype, flags uint16, body func([]byte) []byte) error {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	b, pn := c.packet((*bp)[:0], t, flags)
+	if body != nil {
+		b = body(b)
+	}
+	if t == tSYN || t == tSYNACK || t == tPING {
+		c.mu.Lock()
+		c.noteSent(pn)
+		c.mu.Unlock()
+	}
+	return c.sendRaw(b)
+}
+
+func (c *conn) noteSent(pn uint64) {
+	c.sentTimes[pn%uint64(len(c.sentTimes))] = sentAt{pn, c.now()}
+}
+
+// buildAck fills a with the receive state. Under mu.
+func (c *conn) buildAck(a *ack) (flags uint16) {
+	a.cum, a.limit = c.rCum, c.rRead+uint64(len(c.rbuf))
+	a.echo = c.echo
+	if c.echoAt > 0 {
+		a.delay = uint32(min((c.now()-c.echoAt)/1000, 1<<31))
+	}
+	a.ce = c.ceCount
+	a.sack, a.nak = a.sack[:0], a.nak[:0]
+	now := c.now()
+	reorder := int64(max(c.srtt/4, time.Millisecond))
+	prev := c.rCum
+	for _, r := range c.rRanges {
+		if len(a.sack) < maxSpans {
+			a.sack = append(a.sack, span{r.start, r.end})
+		}
+		// The hole before r is judged lost once three datagrams' worth
+		// arrived past it, or it is older than a quarter round trip.
+		if len(a.nak) < maxSpans && (c.rHigh-r.start >= 3*uint64(c.mss) || now-r.since >= reorder) {
+			a.nak = append(a.nak, span{prev, r.start})
+			c.repairing[prev] = true
+		}
+		prev = r.end
+	}
+	c.advLimit = a.limit
+	c.ackCount, c.ackDue, c.ackNow = 0, 0, false
+	if c.rFin && c.rCum == c.rFinOff {
+		flags |= fFINACK
+	}
+	return flags
+}
+
+// sendAck sends the receive state now.
+func (c *conn) sendAck() error {
+	var a ack
+	c.mu.Lock()
+	flags := c.buildAck(&a)
+	c.mu.Unlock()
+	return c.sendCtl(tACK, flags, a.put)
+}
+
+// --- receiving datagrams ---
+
+// input takes a datagram the socket read for this stream: b whole, h and
+// body parsed from it. It reports whether the datagram was accepted
+// (false: dropped, counted) and whether it asks for an ACK at once, which
+// the reader sends (sendAck) once it has taken in all it read in one go.
+func (c *conn) input(b []byte, h header, body []byte, tos byte) (ok, ackNow bool) {
+	if !verify(c.keys.recv, b) {
+		atomic.AddUint64(&c.stats.dropped, 1)
+		return false, false
+	}
+	c.mu.Lock()
+	if !c.replay.fresh(h.pn) || c.dead {
+		c.mu.Unlock()
+		atomic.AddUint64(&c.stats.dropped, 1)
+		return false, false
+	}
+	c.replay.mark(h.pn)
+	c.lastHeard = c.now()
+	if tos&0b11 == ecnCE {
+		c.ceCount++
+	}
+	var reply func() error
+	switch h.typ {
+	case tSYN:
+		// the dialler's SYN again, with a new packet number: our SYNACK
+		// was lost. Only a listener's stream not yet established answers.
+		if !c.dialler && !c.established {
+			reply = c.sendSynAck
+		}
+	case tSYNACK:
+		if c.dialler {
+			if len(body) == 8 {
+				c.peerLimit = max(c.peerLimit, binary.BigEndian.Uint64(body))
+				c.noteEcho(h.pn)
+				if !c.established {
+					c.rttSample(c.synPN, 0, true)
+				}
+				c.establish()
+				reply = c.sendAck // completes the listener's handshake
+			}
+		}
+	case tDATA:
+		off, payload, err := parseData(body)
+		if err != nil {
+			break
+		}
+		c.noteEcho(h.pn)
+		c.establish()
+		ackNow = c.data(off, payload, h.flags&fFIN != 0)
+	case tACK:
+		var a ack
+		if parseAck(body, &a) != nil {
+			break
+		}
+		c.establish()
+		c.onAck(&a, h.flags&fFINACK != 0)
+	case tPING:
+		c.noteEcho(h.pn)
+		ackNow = true
+	case tRST:
+		if _, err := parseRst(body); err == nil {
+			c.fail(syscall.ECONNRESET)
+		}
+	}
+	c.mu.Unlock()
+	if reply != nil {
+		reply()
+	}
+	return true, ackNow
+}
+
+func (c *conn) noteEcho(pn uint64) {
+	if pn >= c.echo {
+		c.echo, c.echoAt = pn, c.now()
+	}
+}
+
+func (c *conn) establish() {
+	if !c.established {
+		c.established = true
+		c.lastProg = c.now()
+		close(c.estab)
+	}
+}
+
+func (c *conn) sendSynAck() error {
+	return c.sendCtl(tSYNACK, 0, func(b []byte) []byte {
+		return binary.BigEndian.AppendUint64(b, uint64(len(c.rbuf)))
+	})
+}
+
+// data stores a DATA datagram's payload. It says whether to ack at once.
+// Under mu.
+func (c *conn) data(off uint64, p []byte, fin bool) bool {
+	end := off + uint64(len(p))
+	if fin {
+		if (c.rFin && c.rFinOff != end) || end < c.rHigh {
+			return false // a FIN at another place, or before data: not believed
+		}
+		c.rFin, c.rFinOff = true, end
+	}
+	if c.closed && end > c.rCum && len(p) > 0 {
+		// Data for a stream this end closed: nobody will read it.
+		go c.reset()
+		return false
+	}
+	limit := c.rRead + uint64(len(c.rbuf))
+	if end > limit {
+		// the sender overran the window: keep what fits
+		atomic.AddUint64(&c.stats.dropped, 1)
+		if off >= limit {
+			return true
+		}
+		end = limit
+	}
+	now := c.now()
+	prevCum := c.rCum
+	immediate := fin || off > c.rCum || len(c.rRanges) > 0
+	if end <= c.rCum {
+		immediate = true // old data: our ack was lost
+	} else {
+		s := max(off, c.rCum)
+		c.copyIn(s, p[s-off:end-off])
+		if c.repairing[off] {
+			c.stats.repaired += end - s
+			delete(c.repairing, off)
+		}
+		if len(c.repairing) > 4096 {
+			for k := range c.repairing {
+				if k < c.rCum {
+					delete(c.repairing, k)
+				}
+			}
+		}
+		c.insertRange(s, end, now)
+		c.rHigh = max(c.rHigh, end)
+	}
+	if c.rCum > prevCum || (c.rFin && c.rCum == c.rFinOff) {
+		c.stats.bytesRecv += c.rCum - prevCum
+		c.wakeReader()
+	}
+	c.ackCount++
+	if immediate || c.ackCount >= ackEvery {
+		return true
+	}
+	if c.ackDue == 0 {
+		c.ackDue = now + int64(ackDelay)
+		c.kickSender()
+	}
+	return false
+}
+
+func (c *conn) copyIn(off uint64, p []byte) {
+	n := uint64(len(c.rbuf))
+	i := int(off % n)
+	k := copy(c.rbuf[i:], p)
+	copy(c.rbuf, p[k:])
+}
+
+// insertRange records [s, e) as arrived and moves the cumulative point.
+func (c *conn) insertRange(s, e uint64, now int64) {
+	if s <= c.rCum {
+		c.rCum = max(c.rCum, e)
+	} else {
+		i := sort.Search(len(c.rRanges), func(i int) bool { return c.rRanges[i].end >= s })
+		if i == len(c.rRanges) || c.rRanges[i].start > e {
+			c.rRanges = append(c.rRanges, rng{})
+			copy(c.rRanges[i+1:], c.rRanges[i:])
+			c.rRanges[i] = rng{s, e, now}
+		} else {
+			r := &c.rRanges[i]
+			r.start, r.end = min(r.start, s), max(r.end, e)
+			// swallow the ranges it now reaches
+			j := i + 1
+			for j < len(c.rRanges) && c.rRanges[j].start <= r.end {
+				r.end = max(r.end, c.rRanges[j].end)
+				j++
+			}
+			c.rRanges = append(c.rRanges[:i+1], c.rRanges[j:]...)
+		}
+	}
+	// ranges the cumulative point reached
+	k := 0
+	for k < len(c.rRanges) && c.rRanges[k].start <= c.rCum {
+		c.rCum = max(c.rCum, c.rRanges[k].end)
+		k++
+	}
+	if k > 0 {
+		c.rRanges = append(c.rRanges[:0], c.rRanges[k:]...)
+	}
+	if c.rCum > c.rHigh {
+		c.rHigh = c.rCum
+	}
+}
+
+// rttSample measures a round trip from the packet number an ack echoes.
+func (c *conn) rttSample(pn uint64, delay time.Duration, first bool) {
+	s := c.sentTimes[pn%uint64(len(c.sentTimes))]
+	if s.pn != pn || s.t == 0 {
+		return
+	}
+	r := time.Duration(c.now()-s.t) - delay
+	if r <= 0 {
+		r = time.Duration(c.now() - s.t)
+	}
+	if r <= 0 {
+		r = time.Microsecond
+	}
+	if first || c.minRTT == 0 {
+		c.srtt, c.rttvar = r, r/2
+		c.minRTT = r
+	} else {
+		d := c.srtt - r
+		if d < 0 {
+			d = -d
+		}
+		c.rttvar = (3*c.rttvar + d) / 4
+		c.srtt = (7*c.srtt + r) / 8
+		c.minRTT = min(c.minRTT, r)
+	}
+	c.round.sum += r
+	c.round.n++
+}
+
+func (c *conn) rto() time.Duration {
+	r := max(c.srtt+4*c.rttvar, minRTO)
+	for range c.rtoBackoff {
+		r *= 2
+		if r >= maxRTO {
+			return maxRTO
+		}
+	}
+	return min(r, maxRTO)
+}
+
+// onAck applies an ack. Under mu.
+func (c *conn) onAck(a *ack, finAck bool) {
+	c.rttSample(a.echo, time.Duration(a.delay)*time.Microsecond, false)
+	c.peerLimit = max(c.peerLimit, a.limit)
+	now := c.now()
+	acked := 0
+	if a.cum > c.sAcked && a.cum <= c.sNext {
+		acked += int(a.cum - c.sAcked)
+		for c.segHead < len(c.segs) {
+			s := &c.segs[c.segHead]
+			if s.off+uint64(s.n) > a.cum || (s.fin && !finAck) {
+				break
+			}
+			if s.state == segInFlight {
+				c.inflight -= int(s.n)
+			}
+			if s.state != segSacked {
+				c.round.pkts++
+			}
+			c.segHead++
+		}
+		c.sAcked = a.cum
+		c.stats.bytesAcked = c.sAcked
+		c.lastProg, c.rtoBackoff = now, 0
+		c.compact()
+		c.wakeWriter()
+	}
+	if finAck && c.finQueued && c.sAcked == c.finOff && !c.finAcked {
+		c.finAcked = true
+		c.lastProg = now
+		for c.segHead < len(c.segs) { // the FIN segment
+			c.segHead++
+		}
+		c.compact()
+		c.wakeWriter()
+	}
+	for _, sp := range a.sack {
+		c.eachSeg(sp, func(s *seg) {
+			if s.off+uint64(s.n) <= sp.end && s.state != segSacked && s.state != segNew {
+				if s.state == segInFlight {
+					c.inflight -= int(s.n)
+				}
+				s.state = segSacked
+				acked += int(s.n)
+				c.round.pkts++
+				c.lastProg = now
+			}
+		})
+	}
+	lost := 0
+	// A segment sent again is not sent a third time on NAKs that left the
+	// receiver before the second copy could arrive.
+	guard := int64(c.srtt) + 2*int64(c.rttvar)
+	for _, sp := range a.nak {
+		c.eachSeg(sp, func(s *seg) {
+			if s.state == segInFlight && (s.xmits <= 1 || now-s.sent >= guard) {
+				s.state = segLost
+				c.inflight -= int(s.n)
+				c.lostQ = append(c.lostQ, s.off)
+				lost++
+			}
+		})
+	}
+	if a.ce > c.lastCE {
+		c.round.ce += int(a.ce - c.lastCE)
+		c.lastCE = a.ce
+	}
+	c.round.lost += lost
+	if acked > 0 {
+		c.ctl.onAck(acked, c.mss)
+		c.delivered(now)
+	}
+	if c.sAcked >= c.round.end {
+		c.endRound()
+	}
+	c.kickSender()
+}
+
+func (c *conn) delivered(now int64) {
+	if c.stats.deliveredAt == 0 {
+		c.stats.deliveredAt, c.stats.delivered = now, c.sAcked
+		return
+	}
+	if dt := now - c.stats.deliveredAt; dt >= int64(max(c.srtt, 10*time.Millisecond)) {
+		c.stats.deliveryRate = (c.sAcked - c.stats.delivered) * uint64(time.Second) / uint64(dt)
+		c.stats.deliveredAt, c.stats.delivered = now, c.sAcked
+	}
+}
+
+func (c *conn) endRound() {
+	r := round{base: c.minRTT, avg: c.srtt, pkts: c.round.pkts, lost: c.round.lost, ce: c.round.ce, mss: c.mss}
+	if c.round.n > 0 {
+		r.avg = c.round.sum / time.Duration(c.round.n)
+	}
+	if r.base > 0 && r.avg > 0 {
+		c.ctl.onRound(r)
+	}
+	c.round = roundState{end: max(c.sNext, c.sAcked+1)}
+}
+
+// eachSeg calls f for the segments that start within sp.
+func (c *conn) eachSeg(sp span, f func(*seg)) {
+	live := c.segs[c.segHead:]
+	i := sort.Search(len(live), func(i int) bool { return live[i].off >= sp.start })
+	for ; i < len(live) && live[i].off < sp.end; i++ {
+		f(&live[i])
+	}
+}
+
+func (c *conn) findSeg(off uint64) *seg {
+	live := c.segs[c.segHead:]
+	i := sort.Search(len(live), func(i int) bool { return live[i].off >= off })
+	if i < len(live) && live[i].off == off {
+		return &live[i]
+	}
+	return nil
+}
+
+func (c *conn) compact() {
+	if c.segHead > 1024 && c.segHead*2 > len(c.segs) {
+		n := copy(c.segs, c.segs[c.segHead:])
+		c.segs = c.segs[:n]
+		c.segHead = 0
+	}
+}
+
+// --- the sender goroutine ---
+
+func (c *conn) kickSender() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run sends: new data, data again, delayed acks, probes; it ends the
+// stream when it is over.
+func (c *conn) run() {
+	// datagrams are built back to back in the arena, so that a run of
+	// equal-sized ones goes out in one segmented send
+	arena := make([]byte, maxBatch*maxMTU)
+	ackBuf := make([]byte, 0, maxMTU)
+	batch := make([][]byte, 0, maxBatch)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var a ack
+	for {
+		c.mu.Lock()
+		if c.dead {
+			c.mu.Unlock()
+			return
+		}
+		now := c.now()
+		c.timers(now)
+		if c.dead {
+			c.mu.Unlock()
+			return
+		}
+		var ackFlags uint16
+		sendAck := c.ackNow || (c.ackDue != 0 && now >= c.ackDue)
+		if sendAck {
+			ackFlags = c.buildAck(&a)
+		}
+		var wait time.Duration
+		batch, wait = c.fill(now, arena, batch[:0])
+		c.mu.Unlock()
+		if sendAck {
+			b, _ := c.packet(ackBuf[:0], tACK, ackFlags)
+			c.sendRaw(a.put(b))
+		}
+		if len(batch) > 0 {
+			c.sendBatch(batch)
+			continue
+		}
+		if wait <= 0 {
+			wait = time.Hour
+		}
+		timer.Reset(wait)
+		select {
+		case <-c.kick:
+		case <-timer.C:
+		case <-c.done:
+			return
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// GSO's limits: the segments of one send, and their bytes (a UDP
+// datagram's length field).
+const (
+	maxSegments = 64
+	maxGSOBytes = 65000
+)
+
+// sendBatch sends datagrams built back to back: each run of equal-sized
+// ones (the last of a run may be shorter) in one segmented send where GSO
+// works, one by one otherwise.
+func (c *conn) sendBatch(batch [][]byte) {
+	for i := 0; i < len(batch); {
+		size := len(batch[i])
+		j, total := i+1, size
+		if c.ep.gso() {
+			for j < len(batch) && j-i < maxSegments && total+len(batch[j]) <= maxGSOBytes && len(batch[j]) <= size {
+				total += len(batch[j])
+				j++
+				if len(batch[j-1]) < size {
+					break
+				}
+			}
+		}
+		if j-i > 1 {
+			err := c.ep.sendSegments(batch[i][:total], size)
+			if err == nil {
+				atomic.AddUint64(&c.stats.datagrams, uint64(j-i))
+				atomic.AddUint64(&c.stats.sendCalls, 1)
+				i = j
+				continue
+			}
+			if !gsoRefused(err) {
+				c.sendFailed(batch[i:j], err)
+				i = j
+				continue
+			}
+			// The kernel refused the segmented send: because GSO does not
+			// work here, or because the segments no longer fit the path
+			// (EINVAL too). Sent one by one, the datagrams tell which.
+			fits := true
+			for _, b := range batch[i:j] {
+				err := c.ep.send(b)
+				atomic.AddUint64(&c.stats.datagrams, 1)
+				atomic.AddUint64(&c.stats.sendCalls, 1)
+				if err != nil {
+					fits = fits && !isMsgSize(err)
+					c.sendFailed([][]byte{b}, err)
+				}
+			}
+			if fits {
+				c.ep.noGSO()
+			}
+			i = j
+			continue
+		}
+		for _, b := range batch[i:j] {
+			err := c.ep.send(b)
+			atomic.AddUint64(&c.stats.datagrams, 1)
+			atomic.AddUint64(&c.stats.sendCalls, 1)
+			if err != nil {
+				c.sendFailed([][]byte{b}, err)
+			}
+		}
+		i = j
+	}
+}
+
+// sendFailed handles datagrams the socket refused (one send: a datagram
+// or a segmented run): too big for the path (size down and send their
+// segments again, cut to fit), the peer's port closed (the stream is
+// over); anything else is left to the retransmission timer.
+func (c *conn) sendFailed(run [][]byte, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case isMsgSize(err):
+		// Datagrams of the run's size do not fit the path: size down,
+		// unless an earlier send already did.
+		if len(run[0]) <= c.maxDgram {
+			c.shrinkMTU()
+		}
+		for _, b := range run {
+			h, body, perr := parseHeader(b)
+			if perr != nil || h.typ != tDATA {
+				continue
+			}
+			if off, _, derr := parseData(body); derr == nil {
+				if s := c.findSeg(off); s != nil && s.state == segInFlight {
+					c.inflight -= int(s.n)
+					c.splitSeg(s)
+				}
+			}
+		}
+		c.kickSender()
+	case isRefused(err):
+		c.fail(syscall.ECONNREFUSED)
+	}
+}
+
+// splitSeg cuts a segment too big for the datagram size into pieces that
+// fit, all queued to be sent again. Under mu.
+func (c *conn) splitSeg(s *seg) {
+	if int(s.n) <= c.mss {
+		s.state = segLost
+		c.lostQ = append(c.lostQ, s.off)
+		return
+	}
+	i := c.segHead + sort.Search(len(c.segs)-c.segHead, func(i int) bool { return c.segs[c.segHead+i].off >= s.off })
+	old := *s
+	var pieces []seg
+	for off, end := old.off, old.off+uint64(old.n); off < end; {
+		n := min(uint64(c.mss), end-off)
+		pieces = append(pieces, seg{off: off, n: uint32(n), state: segLost, sent: old.sent, xmits: old.xmits})
+		c.lostQ = append(c.lostQ, off)
+		off += n
+	}
+	pieces[len(pieces)-1].fin = old.fin
+	tail := append([]seg(nil), c.segs[i+1:]...)
+	c.segs = append(append(c.segs[:i], pieces...), tail...)
+}
+
+// timers: retransmission timeouts, giving up, lingering after Close. Under mu.
+func (c *conn) timers(now int64) {
+	if !c.established {
+		if now > int64(handshakeTimeout) {
+			c.fail(syscall.ETIMEDOUT)
+			return
+		}
+		if !c.dialler && now-c.synAckAt >= int64(c.rto()) {
+			c.synAckAt = now
+			go c.sendSynAck()
+		}
+		return
+	}
+	rto := int64(c.rto())
+	fired := false
+	if now >= c.nextScan {
+		c.nextScan = now + max(rto/4, int64(time.Millisecond))
+		for i := c.segHead; i < len(c.segs); i++ {
+			s := &c.segs[i]
+			if s.state == segInFlight && now-s.sent >= rto {
+				s.state = segLost
+				c.inflight -= int(s.n)
+				c.lostQ = append(c.lostQ, s.off)
+				c.round.lost++
+				fired = true
+			}
+		}
+	}
+	if fired {
+		c.ctl.onTimeout(c.mss)
+		c.rtoBackoff = min(c.rtoBackoff+1, 10)
+	}
+	// No progress for long with data outstanding ends the stream, unless
+	// the receiver's window is what holds it (a slow reader) and the peer
+	// still answers the window probes.
+	outstanding := c.sAcked < c.sWrite || (c.finQueued && !c.finAcked)
+	shut := c.inflight == 0 && len(c.lostQ) == 0 && c.sNext >= c.peerLimit && c.sNext < c.sWrite
+	if outstanding && now-c.lastProg > int64(giveUp) && (!shut || now-c.lastHeard > int64(giveUp)) {
+		c.fail(syscall.ETIMEDOUT)
+		return
+	}
+	// Keepalive: an idle stream asks for an ACK now and then, and a peer
+	// silent for long is gone (its host or process died), as TCP's
+	// keepalive would find.
+	if silent := now - max(c.lastHeard, c.lastProg); silent > int64(keepalive) && !c.closed {
+		if silent > int64(keepalive+giveUp) {
+			c.fail(syscall.ETIMEDOUT)
+			return
+		}
+		if now-c.lastPing > int64(keepalive)/4 {
+			c.lastPing = now
+			go c.sendCtl(tPING, 0, nil)
+		}
+	}
+	if c.closed {
+		ourDone := !c.finQueued || c.finAcked
+		if ourDone && (c.rFin && c.rCum == c.rFinOff || c.err != nil) {
+			c.teardown()
+			return
+		}
+		if ourDone && now-c.closeAt > int64(linger) {
+			c.teardown()
+		}
+	}
+}
+
+// fill builds the datagrams the stream may send now, back to back in the
+// arena, and returns them, or how long to wait before anything may go.
+// Under mu.
+func (c *conn) fill(now int64, arena []byte, batch [][]byte) ([][]byte, time.Duration) {
+	pos := 0
+	if !c.established || c.dead || c.err != nil {
+		return batch, c.waitTimers(now)
+	}
+	// pacing credit
+	rate := capRate(c.ctl.rate(c.srtt, c.mss), c.target)
+	if rate > 0 {
+		burst := max(float64(8*c.maxDgram), float64(rate)/1000)
+		c.credit = min(c.credit+float64(rate)*float64(now-c.lastPace)/1e9, burst)
+	}
+	c.lastPace = now
+	win := c.ctl.window(c.mss)
+	c.accountBusy(now)
+	for len(batch) < maxBatch && pos+maxMTU <= len(arena) {
+		if rate > 0 && c.credit < float64(c.maxDgram)/2 {
+			c.limit = limNetwork
+			if len(batch) > 0 {
+				return batch, 0
+			}
+			// Sleep until a run worth a system call has built up: a
+			// segmented send's worth at high rates, 200 µs of the rate
+			// otherwise (a timer cannot wake a goroutine for every
+			// datagram at Gbit/s).
+			quantum := min(max(float64(rate)*200e-6, float64(c.maxDgram)), maxGSOBytes)
+			return batch, time.Duration((quantum - c.credit) / float64(rate) * 1e9)
+		}
+		if c.inflight >= win {
+			c.limit = limNetwork
+			break
+		}
+		var s *seg
+		for len(c.lostQ) > 0 && s == nil {
+			off := c.lostQ[0]
+			c.lostQ = c.lostQ[1:]
+			if x := c.findSeg(off); x != nil && x.state == segLost {
+				if int(x.n) > c.mss {
+					c.splitSeg(x) // cut before the datagrams shrank: cut again
+					continue
+				}
+				s = x
+			}
+		}
+		if s == nil {
+			s = c.cut()
+			if s == nil {
+				break
+			}
+		}
+		b := c.dataPacket(arena[pos:pos], s, now)
+		pos += len(b)
+		batch = append(batch, b)
+		if rate > 0 {
+			c.credit -= float64(len(b))
+		}
+	}
+	if len(batch) > 0 {
+		return batch, 0
+	}
+	return batch, c.waitTimers(now)
+}
+
+// cut makes the next new segment, if the flow window and the data allow.
+func (c *conn) cut() *seg {
+	if c.sNext < c.sWrite {
+		if c.sNext >= c.peerLimit {
+			c.limit = limReceiver
+			return nil
+		}
+		n := min(uint64(c.mss), c.sWrite-c.sNext, c.peerLimit-c.sNext)
+		s := seg{off: c.sNext, n: uint32(n)}
+		c.sNext += n
+		s.fin = c.finQueued && c.sNext == c.finOff
+		c.segs = append(c.segs, s)
+		return &c.segs[len(c.segs)-1]
+	}
+	if c.finQueued && c.sNext == c.finOff && !c.finSentSeg() {
+		c.segs = append(c.segs, seg{off: c.finOff, fin: true})
+		return &c.segs[len(c.segs)-1]
+	}
+	c.limit = limNone
+	return nil
+}
+
+// finSentSeg says whether a segment carrying the FIN exists.
+func (c *conn) finSentSeg() bool {
+	if c.finAcked {
+		return true
+	}
+	if n := len(c.segs); n > c.segHead && c.segs[n-1].fin {
+		return true
+	}
+	return false
+}
+
+func (c *conn) dataPacket(b []byte, s *seg, now int64) []byte {
+	var flags uint16
+	if s.fin {
+		flags = fFIN
+	}
+	b, pn := c.packet(b, tDATA, flags)
+	b = binary.BigEndian.AppendUint64(b, s.off)
+	b = append(b, make([]byte, s.n)...)
+	c.copyOut(b[len(b)-int(s.n):], s.off)
+	c.noteSent(pn)
+	if s.state != segNew {
+		c.stats.bytesRetrans += uint64(s.n)
+		c.stats.retrans++
+	}
+	c.stats.bytesSent += uint64(s.n)
+	s.state, s.sent = segInFlight, now
+	s.xmits++
+	c.inflight += int(s.n)
+	if c.round.end == 0 {
+		c.round.end = s.off + uint64(s.n) + 1
+	}
+	return seal(c.keys.send, b)
+}
+
+func (c *conn) copyOut(dst []byte, off uint64) {
+	n := uint64(len(c.sbuf))
+	i := int(off % n)
+	k := copy(dst, c.sbuf[i:])
+	copy(dst[k:], c.sbuf)
+}
+
+// waitTimers is how long until a timer is due. Under mu.
+func (c *conn) waitTimers(now int64) time.Duration {
+	w := time.Duration(0)
+	next := func(d time.Duration) {
+		if d < time.Millisecond/4 {
+			d = time.Millisecond / 4
+		}
+		if w == 0 || d < w {
+			w = d
+		}
+	}
+	if c.ackDue != 0 {
+		next(time.Duration(c.ackDue - now))
+	}
+	if c.inflight > 0 || len(c.lostQ) > 0 {
+		next(c.rto() / 4)
+	}
+	if !c.established && !c.dialler {
+		next(c.rto())
+	}
+	if c.nextScan > now && (c.inflight > 0) {
+		next(time.Duration(c.nextScan - now))
+	}
+	// a window probe: data waits, the peer's window is shut, nothing in
+	// flight to bring an ack
+	if c.established && c.sNext < c.sWrite && c.sNext >= c.peerLimit && c.inflight == 0 {
+		if now-c.lastProbe >= int64(c.rto()) {
+			c.lastProbe = now
+			go c.sendCtl(tPING, 0, nil)
+		}
+		next(c.rto())
+	}
+	if c.closed || c.sAcked < c.sWrite || (c.finQueued && !c.finAcked) {
+		next(time.Second)
+	}
+	if c.established && !c.closed {
+		next(keepalive / 4)
+	}
+	return w
+}
+
+func (c *conn) accountBusy(now int64) {
+	if c.busySince != 0 {
+		d := time.Duration(now - c.busySince)
+		c.stats.busy += d
+		switch c.limit {
+		case limReceiver:
+			c.stats.rwndLimited += d
+		case limSender:
+			c.stats.sndLimited += d
+		}
+	}
+	if c.sAcked < c.sWrite {
+		c.busySince = now
+	} else {
+		c.busySince = 0
+	}
+}
+
+// --- the application's side ---
+
+func (c *conn) wakeReader() {
+	if c.rwait {
+		close(c.rwake)
+		c.rwake = make(chan struct{})
+		c.rwait = false
+	}
+}
+
+func (c *conn) wakeWriter() {
+	if c.wwait {
+		close(c.wwake)
+		c.wwake = make(chan struct{})
+		c.wwait = false
+	}
+}
+
+// block waits, with mu held on entry and exit, for ch or the deadline.
+func (c *conn) block(ch chan struct{}, dl time.Time) {
+	c.mu.Unlock()
+	defer c.mu.Lock()
+	if dl.IsZero() {
+		<-ch
+		return
+	}
+	t := time.NewTimer(time.Until(dl))
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	}
+}
+
+func opErr(op string, c *conn, err error) error {
+	return &net.OpError{Op: op, Net: "udp", Source: c.laddr, Addr: c.raddr, Err: err}
+}
+
+func (c *conn) Read(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		if c.closed {
+			return 0, opErr("read", c, net.ErrClosed)
+		}
+		avail := int(c.rCum - c.rRead)
+		ended := c.rFin && c.rCum == c.rFinOff
+		if avail > 0 && (avail >= min(c.lowat, len(b)) || ended || c.err != nil) {
+			n := min(avail, len(b))
+			i := int(c.rRead % uint64(len(c.rbuf)))
+			k := copy(b[:n], c.rbuf[i:])
+			copy(b[k:n], c.rbuf)
+			c.rRead += uint64(n)
+			// tell the sender of the room when it is worth a datagram
+			if lim := c.rRead + uint64(len(c.rbuf)); lim-c.advLimit >= uint64(len(c.rbuf))/4 || c.advLimit-c.rCum < uint64(4*c.mss) {
+				c.ackNow = true
+				c.kickSender()
+			}
+			return n, nil
+		}
+		if ended && avail == 0 {
+			return 0, io.EOF
+		}
+		if c.err != nil {
+			return 0, opErr("read", c, c.err)
+		}
+		if len(b) == 0 {
+			return 0, nil
+		}
+		if !c.rdl.IsZero() && !time.Now().Before(c.rdl) {
+			return 0, opErr("read", c, os.ErrDeadlineExceeded)
+		}
+		c.rwait = true
+		c.block(c.rwake, c.rdl)
+	}
+}
+
+func (c *conn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	done := 0
+	for {
+		if c.closed {
+			return done, opErr("write", c, net.ErrClosed)
+		}
+		if c.err != nil {
+			return done, opErr("write", c, c.err)
+		}
+		if c.finQueued {
+			return done, opErr("write", c, syscall.EPIPE)
+		}
+		if done == len(b) {
+			return done, nil
+		}
+		if !c.wdl.IsZero() && !time.Now().Before(c.wdl) {
+			return done, opErr("write", c, os.ErrDeadlineExceeded)
+		}
+		room := len(c.sbuf) - int(c.sWrite-c.sAcked)
+		if room == 0 {
+			if c.sNext == c.sWrite {
+				c.limit = limSender
+			}
+			c.wwait = true
+			c.block(c.wwake, c.wdl)
+			continue
+		}
+		n := min(room, len(b)-done)
+		sz := uint64(len(c.sbuf))
+		i := int(c.sWrite % sz)
+		k := copy(c.sbuf[i:], b[done:done+n])
+		copy(c.sbuf, b[done+k:done+n])
+		c.sWrite += uint64(n)
+		done += n
+		if c.busySince == 0 {
+			c.busySince = c.now()
+		}
+		c.kickSender()
+	}
+}
+
+// CloseWrite queues the end of the stream after what was written.
+func (c *conn) CloseWrite() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return opErr("close", c, net.ErrClosed)
+	}
+	if c.err != nil {
+		return opErr("close", c, c.err)
+	}
+	if !c.finQueued {
+		c.finQueued, c.finOff = true, c.sWrite
+		c.kickSender()
+	}
+	return nil
+}
+
+// Close ends the stream on this end at once: reads and writes fail. What
+// was written still goes (as TCP's does after close), then the FIN; a
+// stream closed with bytes unread, or receiving more after its Close, is
+// reset instead.
+func (c *conn) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return opErr("close", c, net.ErrClosed)
+	}
+	c.closed, c.closeAt = true, c.now()
+	c.wakeReader()
+	c.wakeWriter()
+	c.rwait, c.wwait = false, false
+	abort := c.rCum > c.rRead || c.err != nil || !c.established
+	if !c.finQueued {
+		c.finQueued, c.finOff = true, c.sWrite
+	}
+	c.mu.Unlock()
+	if abort {
+		c.reset()
+		return nil
+	}
+	c.kickSender()
+	return nil
+}
+
+// reset sends RST and ends the stream.
+func (c *conn) reset() {
+	c.mu.Lock()
+	dead, estab := c.dead, c.established
+	c.mu.Unlock()
+	if dead {
+		return
+	}
+	if estab {
+		c.sendCtl(tRST, 0, func(b []byte) []byte { return binary.BigEndian.AppendUint32(b, rstClosed) })
+	}
+	c.mu.Lock()
+	c.fail(syscall.ECONNRESET)
+	c.teardown()
+	c.mu.Unlock()
+}
+
+// fail ends the stream with err (the peer reset it, it timed out, the
+// peer's port is closed): what arrived can still be read, then reads and
+// writes return err. Under mu.
+func (c *conn) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+	c.teardown()
+}
+
+// teardown ends the stream's life: the sender goroutine stops, the socket
+// is released. Under mu.
+func (c *conn) teardown() {
+	if c.dead {
+		return
+	}
+	c.dead = true
+	if c.err == nil {
+		c.err = net.ErrClosed
+	}
+	close(c.done)
+	c.wakeReader()
+	c.wakeWriter()
+	if c.onDead != nil {
+		go c.onDead()
+	}
+	go c.ep.release()
+}
+
+func (c *conn) LocalAddr() net.Addr  { return c.laddr }
+func (c *conn) RemoteAddr() net.Addr { return c.raddr }
+
+func (c *conn) SetDeadline(t time.Time) error {
+	c.SetReadDeadline(t)
+	return c.SetWriteDeadline(t)
+}
+
+func (c *conn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rdl = t
+	c.wakeReader()
+	return nil
+}
+
+func (c *conn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.wdl = t
+	c.wakeWriter()
+	return nil
+}
+
+// SetReadLowat makes a read wait for n bytes (or the end).
+func (c *conn) SetReadLowat(n int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lowat = max(n, 0)
+	return nil
+}
+
+func (c *conn) Stats() (transport.Stats, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return transport.Stats{}, opErr("stats", c, net.ErrClosed)
+	}
+	rate := capRate(c.ctl.rate(c.srtt, c.mss), c.target)
+	return transport.Stats{
+		CC:              c.ctl.name(),
+		RTT:             c.srtt,
+		RTTVar:          c.rttvar,
+		MinRTT:          c.minRTT,
+		Cwnd:            uint32(min(c.ctl.window(c.mss)/max(c.mss, 1), 1<<31)),
+		MSS:             uint32(c.mss),
+		Retransmits:     c.stats.retrans,
+		BytesSent:       c.stats.bytesSent,
+		BytesRetrans:    c.stats.bytesRetrans,
+		BytesAcked:      c.stats.bytesAcked,
+		BytesReceived:   c.stats.bytesRecv,
+		PacingRate:      rate,
+		MaxPacingRate:   c.target,
+		DeliveryRate:    c.stats.deliveryRate,
+		NotSent:         uint32(min(c.sWrite-c.sNext, 1<<31)),
+		BusyTime:        c.stats.busy,
+		ReceiverLimited: c.stats.rwndLimited,
+		SenderLimited:   c.stats.sndLimited,
+		Datagrams:       atomic.LoadUint64(&c.stats.datagrams),
+		SendCalls:       atomic.LoadUint64(&c.stats.sendCalls),
+		LossRepaired:    c.stats.repaired,
+		Dropped:         atomic.LoadUint64(&c.stats.dropped),
+	}, nil
+}
+
+// Tune applies the congestion control, the DSCP and the rate cap.
+func (c *conn) Tune(o transport.Options) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return opErr("tune", c, net.ErrClosed)
+	}
+	if o.DSCP > 63 {
+		return fmt.Errorf("DSCP %d out of range 0..63", o.DSCP)
+	}
+	if o.CC != "" && o.CC != c.ctl.name() {
+		ctl, err := newController(o.CC, c.target, c.tuning())
+		if err != nil {
+			return err
+		}
+		c.ctl = ctl
+	}
+	if o.DSCP >= 0 && o.DSCP != c.dscp {
+		if err := c.ep.setTOS(tosFor(o.DSCP)); err != nil {
+			return fmt.Errorf("set DSCP %d: %w", o.DSCP, err)
+		}
+		c.dscp, c.tos = o.DSCP, tosFor(o.DSCP)
+	}
+	if o.PacingRate > 0 {
+		c.target = o.PacingRate
+		c.ctl.setTarget(o.PacingRate)
+	}
+	return nil
+}
+
+func (c *conn) tuning() Tuning { return c.tun }
+
+// SetPacingRate sets the rate cap (fixed's rate); 0 lifts it.
+func (c *conn) SetPacingRate(bps uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return opErr("set pacing rate", c, net.ErrClosed)
+	}
+	c.target = bps
+	c.ctl.setTarget(bps)
+	c.kickSender()
+	return nil
+}
+
+// randomBytes fills a dialler's random.
+func randomBytes() [16]byte {
+	var r [16]byte
+	rand.Read(r[:])
+	return r
+}

@@ -1,0 +1,130 @@
+package udp_test
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/lightpath/lightpath/internal/netns"
+	"github.com/lightpath/lightpath/internal/roottest"
+	"github.com/lightpath/lightpath/internal/transport"
+)
+
+// TestPathMTU: in a namespace of its own whose loopback carries 1400-byte
+// packets, streams size their datagrams from the path (the dialler from
+// IP_MTU, the listener from the dialler's SYN); when the path's MTU drops
+// to 1280 under a running stream, the sends that no longer fit fail with
+// EMSGSIZE (the DF bit), both ends size down and cut what was in flight to
+// fit, and the bytes arrive whole. The namespace never fragmented a packet.
+func TestPathMTU(t *testing.T) {
+	roottest.Require(t, "a network namespace whose loopback MTU the test sets")
+	name := fmt.Sprintf("lpudp-%06x", rand.IntN(1<<24))
+	if err := netns.Create(name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { netns.Delete(name) })
+	path := netns.Path(name)
+	h, err := netns.Handle(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	setMTU := func(mtu int) {
+		t.Helper()
+		if err := h.LinkSetMTU(lo, mtu); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setMTU(1400)
+	if err := h.LinkSetUp(lo); err != nil {
+		t.Fatal(err)
+	}
+
+	tr, _ := newSession(t)
+	var c, s transport.Conn
+	err = netns.Do(path, func() error {
+		ln, err := tr.Listen(ctx(t), "127.0.0.1:0", transport.Options{DSCP: -1})
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { ln.Close() })
+		acc := make(chan net.Conn, 1)
+		go func() { a, _ := ln.Accept(); acc <- a }()
+		if c, err = tr.Dial(ctx(t), ln.Addr().String(), transport.Options{DSCP: -1}); err != nil {
+			return err
+		}
+		a := <-acc
+		if a == nil {
+			return fmt.Errorf("accept failed")
+		}
+		s = a.(transport.Conn)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); s.Close() })
+	payload := func(mtu int) uint32 { return uint32(mtu - 28 - 56) }
+	exchange(t, c, s, random(2<<20), random(2<<20))
+	for _, end := range []transport.Conn{c, s} {
+		if st, _ := end.Stats(); st.MSS != payload(1400) {
+			t.Errorf("payload %d on a 1400-byte path, want %d", st.MSS, payload(1400))
+		}
+	}
+	setMTU(1280)
+	exchange(t, c, s, random(4<<20), random(4<<20))
+	for _, end := range []transport.Conn{c, s} {
+		st, _ := end.Stats()
+		if st.MSS != payload(1280) {
+			t.Errorf("payload %d after the path dropped to 1280, want %d", st.MSS, payload(1280))
+		}
+	}
+	frag := snmp(t, path, "FragCreates")
+	if frag != 0 {
+		t.Errorf("the namespace fragmented %d packets", frag)
+	}
+}
+
+// snmp reads a counter of the Ip line of the namespace's /proc/net/snmp.
+func snmp(t *testing.T, path, field string) int {
+	var v int
+	err := netns.Do(path, func() error {
+		f, err := os.Open("/proc/thread-self/net/snmp")
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		var names []string
+		for sc.Scan() {
+			fields := strings.Fields(sc.Text())
+			if len(fields) == 0 || fields[0] != "Ip:" {
+				continue
+			}
+			if names == nil {
+				names = fields
+				continue
+			}
+			for i, n := range names {
+				if n == field && i < len(fields) {
+					v, err = strconv.Atoi(fields[i])
+					return err
+				}
+			}
+		}
+		return fmt.Errorf("no %s in snmp", field)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}

@@ -1,0 +1,283 @@
+package udp
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/cc"
+)
+
+// Rate controls (Options.CC): what a stream may have in flight and how fast
+// it paces. Each is told of every acknowledgement, of each round (one
+// round trip's worth of acknowledgements) and of timeouts; the stream asks
+// it for its window and rate before it sends.
+const (
+	CCFixed = "fixed" // LambdaStream: steady at the set rate
+	CCFast  = "fast"  // FAST's window equation (internal/cc) from queueing delay
+	CCAIMD  = "aimd"  // Reno-like additive increase, multiplicative decrease
+)
+
+// Names lists the rate controls, for messages.
+var Names = []string{CCFixed, CCFast, CCAIMD}
+
+// round is what a round of acknowledgements measured.
+type round struct {
+	avg, base time.Duration // the round's mean round trip; the smallest ever
+	pkts      int           // data datagrams acknowledged in the round
+	lost      int           // data datagrams found lost (NAKs and timeouts)
+	ce        int           // datagrams that arrived marked CE
+	mss       int
+}
+
+// controller is one rate control's state.
+type controller interface {
+	name() string
+	// onAck: acked bytes newly acknowledged (cumulatively or selectively).
+	onAck(acked int, mss int)
+	// onRound: a round ended.
+	onRound(r round)
+	// onTimeout: a retransmission timeout fired (nothing heard for an RTO).
+	onTimeout(mss int)
+	// window is the bytes allowed in flight.
+	window(mss int) int
+	// rate is the pacing rate in bytes/s for a smoothed round trip srtt;
+	// 0 leaves the stream unpaced (the window limits it).
+	rate(srtt time.Duration, mss int) uint64
+	// setTarget gives the rate set on the stream (Options.PacingRate,
+	// SetPacingRate; 0: none).
+	setTarget(bps uint64)
+}
+
+// Tuning are the rate controls' parameters.
+type Tuning struct {
+	// FAST is the fast control's alpha (packets queued per flow) and
+	// gamma; zero takes cc.DefaultParams.
+	FAST cc.Params
+	// LossTolerance is the fraction of a round's datagrams that may be
+	// lost before fast and fixed take the loss for congestion and slow
+	// down (below it, loss is taken as random and only repaired). It is the
+	// fairness factor against TCP on a shared path: a queue that overflows
+	// because TCP shares it loses more than this, and the UDP flow yields.
+	// 0 means 0.05.
+	LossTolerance float64
+	// DelayThreshold is the queueing delay (the round's mean round trip
+	// above the smallest) at which fixed slows down; 0 means the larger of
+	// 5 ms and a tenth of the smallest round trip.
+	DelayThreshold time.Duration
+}
+
+func (t Tuning) lossTolerance() float64 {
+	if t.LossTolerance <= 0 {
+		return 0.05
+	}
+	return t.LossTolerance
+}
+
+func (t Tuning) delayThreshold(base time.Duration) time.Duration {
+	if t.DelayThreshold > 0 {
+		return t.DelayThreshold
+	}
+	return max(5*time.Millisecond, base/10)
+}
+
+// newController makes the named control; "" picks fixed when a rate is
+// set, fast otherwise.
+func newController(name string, target uint64, t Tuning) (controller, error) {
+	if name == "" {
+		name = CCFast
+		if target > 0 {
+			name = CCFixed
+		}
+	}
+	switch name {
+	case CCFixed:
+		f := &fixedCtl{t: t}
+		f.setTarget(target)
+		return f, nil
+	case CCFast:
+		p := t.FAST
+		if p == (cc.Params{}) {
+			p = cc.DefaultParams
+		}
+		if err := p.Check(); err != nil {
+			return nil, fmt.Errorf("fast: %w", err)
+		}
+		return &fastCtl{p: p, t: t, w: initialWindow, slowStart: true, target: target}, nil
+	case CCAIMD:
+		return &aimdCtl{w: initialWindow * 1500, ssthresh: 1 << 62, target: target}, nil
+	}
+	return nil, fmt.Errorf("congestion control %q: the udp transport offers %v", name, Names)
+}
+
+// initialWindow is the window, in datagrams, a stream starts with.
+const initialWindow = 32
+
+// capRate applies the stream's cap to a rate (0 is no limit on either).
+func capRate(r, target uint64) uint64 {
+	if target > 0 && (r == 0 || r > target) {
+		return target
+	}
+	return r
+}
+
+// windowRate paces a window over a round trip, a quarter faster so that
+// the window, not the pacing, is what binds.
+func windowRate(w int, srtt time.Duration) uint64 {
+	if srtt <= 0 {
+		return 0
+	}
+	return uint64(float64(w) * 1.25 / srtt.Seconds())
+}
+
+// fixedCtl is LambdaStream's control: send at the target rate; loss is
+// repaired, not answered, unless a round loses more than the tolerance; a
+// queueing delay above the threshold or a CE mark lowers the rate by an
+// eighth per round, and the rate climbs back by a sixteenth of the target
+// per round once the delay is below half the threshold.
+type fixedCtl struct {
+	t      Tuning
+	target uint64 // bytes/s; 0: unpaced
+	cur    uint64
+	srtt   time.Duration
+}
+
+func (f *fixedCtl) name() string { return CCFixed }
+
+func (f *fixedCtl) setTarget(bps uint64) { f.target, f.cur = bps, bps }
+
+func (f *fixedCtl) onAck(int, int) {}
+
+func (f *fixedCtl) onRound(r round) {
+	f.srtt = r.avg
+	if f.target == 0 {
+		return
+	}
+	q := r.avg - r.base
+	th := f.t.delayThreshold(r.base)
+	congested := r.ce > 0 || q > th || float64(r.lost) > f.t.lossTolerance()*float64(r.pkts+r.lost)
+	switch {
+	case congested:
+		f.cur = max(f.cur-f.cur/8, f.target/16, 1)
+	case q < th/2:
+		f.cur = min(f.target, f.cur+max(f.target/16, 1))
+	}
+}
+
+func (f *fixedCtl) onTimeout(int) {}
+
+// window: twice what the rate puts in flight over a round trip, and never
+// under 1024 datagrams, so that a stretch of a longer round trip does not
+// stall the rate; unpaced, the receiver's window is the only limit.
+func (f *fixedCtl) window(mss int) int {
+	if f.target == 0 {
+		return 1 << 40
+	}
+	return max(int(2*float64(f.cur)*f.srtt.Seconds()), 1024*mss)
+}
+
+func (f *fixedCtl) rate(srtt time.Duration, _ int) uint64 {
+	if f.srtt == 0 {
+		f.srtt = srtt
+	}
+	return f.cur
+}
+
+// fastCtl runs FAST's window equation (cc.Decide, the same integer
+// arithmetic as the kernel's FAST TCP) once a round on the round's mean
+// round trip and the smallest seen: the window settles where the flow
+// keeps alpha datagrams queued. Slow start doubles the window each round
+// until the queue reaches alpha. Loss is repaired, not answered, up to the
+// tolerance; above it, and on CE marks, the window drops by an eighth; a
+// timeout halves it.
+type fastCtl struct {
+	p         cc.Params
+	t         Tuning
+	w         uint32 // datagrams
+	slowStart bool
+	target    uint64
+	acked     int // bytes acked in slow start, not yet turned into window
+}
+
+func (f *fastCtl) name() string { return CCFast }
+
+func (f *fastCtl) setTarget(bps uint64) { f.target = bps }
+
+func (f *fastCtl) onAck(acked int, mss int) {
+	if !f.slowStart {
+		return
+	}
+	f.acked += acked
+	if n := f.acked / mss; n > 0 {
+		f.w = min(f.w+uint32(n), 1<<30)
+		f.acked -= n * mss
+	}
+}
+
+func (f *fastCtl) onRound(r round) {
+	base, avg := us(r.base), us(r.avg)
+	if float64(r.lost) > f.t.lossTolerance()*float64(r.pkts+r.lost) || r.ce > 0 {
+		f.w = max(f.w-f.w/8, cc.MinCwnd)
+		f.slowStart = false
+		return
+	}
+	w, phase := cc.Decide(f.w, base, avg, f.slowStart, f.p)
+	if phase != cc.PhaseSlowStart {
+		f.slowStart = false
+	}
+	f.w = w
+}
+
+func (f *fastCtl) onTimeout(int) {
+	f.w = max(f.w/2, cc.MinCwnd)
+	f.slowStart = false
+}
+
+func (f *fastCtl) window(mss int) int { return int(f.w) * mss }
+
+func (f *fastCtl) rate(srtt time.Duration, mss int) uint64 {
+	return capRate(windowRate(f.window(mss), srtt), f.target)
+}
+
+// us is d in whole microseconds, at least 1 (FAST divides by it).
+func us(d time.Duration) uint32 {
+	return uint32(max(d.Microseconds(), 1))
+}
+
+// aimdCtl is the Reno-like control, for comparison: slow start to the
+// first loss, then a datagram more per round and half the window on a
+// round with loss or CE marks.
+type aimdCtl struct {
+	w, ssthresh int // bytes
+	target      uint64
+}
+
+func (a *aimdCtl) name() string { return CCAIMD }
+
+func (a *aimdCtl) setTarget(bps uint64) { a.target = bps }
+
+func (a *aimdCtl) onAck(acked int, mss int) {
+	if a.w < a.ssthresh {
+		a.w += acked
+		return
+	}
+	// congestion avoidance: mss per window's worth of acks
+	a.w += max(mss*acked/max(a.w, 1), 1)
+}
+
+func (a *aimdCtl) onRound(r round) {
+	if r.lost > 0 || r.ce > 0 {
+		a.w = max(a.w/2, 2*r.mss)
+		a.ssthresh = a.w
+	}
+}
+
+func (a *aimdCtl) onTimeout(mss int) {
+	a.ssthresh = max(a.w/2, 2*mss)
+	a.w = 2 * mss
+}
+
+func (a *aimdCtl) window(int) int { return a.w }
+
+func (a *aimdCtl) rate(srtt time.Duration, _ int) uint64 {
+	return capRate(windowRate(a.w, srtt), a.target)
+}

@@ -1,0 +1,171 @@
+package udp_test
+
+import (
+	"math/rand/v2"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// relay stands between a dialler and a listener on loopback, forwarding
+// datagrams both ways and misbehaving on demand: it drops, duplicates and
+// delays (so reorders) them at random, and keeps a copy of what the
+// dialler sent for a test to replay or mangle.
+type relay struct {
+	front *net.UDPConn // the dialler talks to it
+	back  *net.UDPConn // connected to the listener
+	mu    sync.Mutex
+	rnd   *rand.Rand
+	// probabilities, per datagram and direction
+	loss, dup, reorder float64
+	ce                 float64      // marks Congestion Experienced on datagrams to the listener
+	tos                map[byte]int // TOS bytes of the dialler's datagrams, counted
+	client             *net.UDPAddr
+	captured           [][]byte
+	fromServer         int // datagrams the listener sent
+	wg                 sync.WaitGroup
+}
+
+func newRelay(t *testing.T, server net.Addr, seed uint64) *relay {
+	t.Helper()
+	front, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := net.DialUDP("udp", nil, server.(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*net.UDPConn{front, back} {
+		c.SetReadBuffer(16 << 20)
+		c.SetWriteBuffer(16 << 20)
+	}
+	recvTOS(front)
+	r := &relay{front: front, back: back, rnd: rand.New(rand.NewPCG(seed, seed^0x5eed)), tos: map[byte]int{}}
+	r.wg.Add(2)
+	go r.pump(true)
+	go r.pump(false)
+	t.Cleanup(func() {
+		front.Close()
+		back.Close()
+		r.wg.Wait()
+	})
+	return r
+}
+
+func (r *relay) Addr() string { return r.front.LocalAddr().String() }
+
+func (r *relay) set(loss, dup, reorder float64) {
+	r.mu.Lock()
+	r.loss, r.dup, r.reorder = loss, dup, reorder
+	r.mu.Unlock()
+}
+
+// pump forwards one direction: up (dialler to listener) or down.
+func (r *relay) pump(up bool) {
+	defer r.wg.Done()
+	buf := make([]byte, 65536)
+	oob := make([]byte, 128)
+	for {
+		var n int
+		var err error
+		if up {
+			var from *net.UDPAddr
+			var oobn int
+			n, oobn, _, from, err = r.front.ReadMsgUDP(buf, oob)
+			if err == nil {
+				r.mu.Lock()
+				if tos, ok := tosIn(oob[:oobn]); ok {
+					r.tos[tos]++
+				}
+				r.client = from
+				if len(r.captured) < 20000 {
+					r.captured = append(r.captured, append([]byte(nil), buf[:n]...))
+				}
+				r.mu.Unlock()
+			}
+		} else {
+			n, err = r.back.Read(buf)
+			if err == nil {
+				r.mu.Lock()
+				r.fromServer++
+				r.mu.Unlock()
+			}
+		}
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && !ne.Timeout() && isClosed(err) {
+				return
+			}
+			continue
+		}
+		p := append([]byte(nil), buf[:n]...)
+		r.mu.Lock()
+		drop := r.rnd.Float64() < r.loss
+		copies := 1
+		if r.rnd.Float64() < r.dup {
+			copies = 2
+		}
+		ce := up && r.rnd.Float64() < r.ce
+		var delay time.Duration
+		if r.rnd.Float64() < r.reorder {
+			delay = time.Duration(1+r.rnd.IntN(5)) * time.Millisecond
+		}
+		r.mu.Unlock()
+		if drop {
+			continue
+		}
+		for range copies {
+			switch {
+			case ce:
+				r.back.WriteMsgUDP(p, ceOOB(), nil)
+			case delay > 0:
+				time.AfterFunc(delay, func() { r.forward(up, p) })
+			default:
+				r.forward(up, p)
+			}
+		}
+	}
+}
+
+func (r *relay) forward(up bool, p []byte) {
+	if up {
+		r.back.Write(p)
+		return
+	}
+	r.mu.Lock()
+	to := r.client
+	r.mu.Unlock()
+	if to != nil {
+		r.front.WriteToUDP(p, to)
+	}
+}
+
+// inject sends p to the listener as if the dialler had sent it.
+func (r *relay) inject(p []byte) { r.back.Write(p) }
+
+func (r *relay) tosSeen() map[byte]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := map[byte]int{}
+	for k, v := range r.tos {
+		m[k] = v
+	}
+	return m
+}
+
+func (r *relay) serverDatagrams() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fromServer
+}
+
+func (r *relay) capturedCopy() [][]byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][]byte(nil), r.captured...)
+}
+
+func isClosed(err error) bool {
+	return err != nil && (errorsIs(err, net.ErrClosed))
+}

@@ -1,0 +1,34 @@
+//go:build !linux
+
+package udp
+
+import (
+	"syscall"
+)
+
+// Elsewhere the socket is left as the system makes it: no DF bit, no TOS
+// read back, the default payload size.
+
+func setupSocket(rc syscall.RawConn, v6 bool, tos int) error { return nil }
+
+func setTOS(rc syscall.RawConn, v6 bool, tos int) error { return nil }
+
+func pathMTU(rc syscall.RawConn, v6 bool) int { return 0 }
+
+func tosOOB(v6 bool, tos int) []byte { return nil }
+
+var oobSize = 64
+
+func tosOf(oob []byte) (byte, bool) { return 0, false }
+
+func isMsgSize(err error) bool { return errorsIs(err, syscall.EMSGSIZE) }
+
+func isRefused(err error) bool { return errorsIs(err, syscall.ECONNREFUSED) }
+
+func enableGRO(rc syscall.RawConn) bool { return false }
+
+func segmentOOB(dst []byte, size int) []byte { return dst }
+
+func groSize(oob []byte) int { return 0 }
+
+func gsoRefused(err error) bool { return true }
