@@ -640,7 +640,7 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	if msg := l.cutReason(); msg != "" {
 		runErr = errors.New(msg)
 	}
-	s.logSession(sid, peer, op, l.prog, bytes, srcErrs, cc, time.Since(start), runErr)
+	s.logSession(sid, peer, op, l.prog, bytes, srcErrs, cc, ss.udp, time.Since(start), runErr)
 	if runErr != nil {
 		log.Info("session ended", "session", sid, "op", op, "err", runErr)
 	}
@@ -811,6 +811,9 @@ type logLine struct {
 	// (Summary.CC): the client's in a put (protocol version 5), the
 	// server's in a get.
 	CC string `json:"cc,omitempty"`
+	// Transport is "udp" for a session whose data went over UDP; empty
+	// for TCP.
+	Transport string `json:"transport,omitempty"`
 }
 
 func (s *Server) writeLog(l logLine) {
@@ -838,9 +841,12 @@ func (s *Server) logFile(sid, peer, op string, fr FileResult) {
 	s.writeLog(l)
 }
 
-func (s *Server) logSession(sid, peer, op string, p *Progress, bytes int64, srcErrs int, cc string, d time.Duration, err error) {
+func (s *Server) logSession(sid, peer, op string, p *Progress, bytes int64, srcErrs int, cc string, udp bool, d time.Duration, err error) {
 	l := logLine{Session: sid, Peer: peer, Op: op, Kind: "session", Status: "ok",
 		Files: p.FilesDone.Load(), Bytes: bytes, Seconds: d.Seconds(), CC: cc}
+	if udp {
+		l.Transport = TransportUDP
+	}
 	if err != nil {
 		l.Status, l.Reason = "failed", err.Error()
 	} else if n := p.FilesFailed.Load() + int64(srcErrs); n > 0 {
