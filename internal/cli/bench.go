@@ -323,13 +323,13 @@ server sends memory.`,
 			}
 			if !bidir {
 				fmt.Fprintln(w, benchLine(s.benchFigures, over))
-				printBenchStreams(w, s.benchFigures, "  ")
+				printBenchStreams(w, s.benchFigures, "  ", s.Transport)
 				return nil
 			}
 			fmt.Fprintln(w, "both ways, "+benchLine(s.benchFigures, over+" carrying both"))
 			for _, d := range s.Directions {
 				fmt.Fprintf(w, "  %s: %s\n", benchDirectionName(d.Direction), benchLine(d, ""))
-				printBenchStreams(w, d, "    ")
+				printBenchStreams(w, d, "    ", s.Transport)
 			}
 			return nil
 		},
@@ -362,13 +362,17 @@ func benchDirectionName(dir string) string {
 	return "server to client"
 }
 
-func printBenchStreams(w io.Writer, f benchFigures, indent string) {
+func printBenchStreams(w io.Writer, f benchFigures, indent, transport string) {
 	var reports []streamReport
 	for _, p := range f.PerStream {
 		reports = append(reports, p.streamReport)
 	}
 	if cc := ccLine(reports); cc != "" {
-		fmt.Fprintf(w, "%scongestion control: %s\n", indent, cc)
+		what := "congestion control"
+		if transport == mover.TransportUDP {
+			what = "udp rate control"
+		}
+		fmt.Fprintf(w, "%s%s: %s\n", indent, what, cc)
 	}
 	for i, p := range f.PerStream {
 		line := fmt.Sprintf("%sstream %d: %s, %s, rtt %.3f ms (var %.3f), cwnd %d, retransmits %d",
