@@ -218,7 +218,12 @@ where its file system offers it).
 With --reverse, F is a file of the server's, a path under its served
 directory (as in lp://HOST:PORT/PATH). With --bidir every stream carries
 data both ways at once; F, if given, is what the client sends, and the
-server sends memory.`,
+server sends memory.
+
+--transport udp runs every mode over the reliable UDP transport (control
+on TCP), --cc naming its rate control: fixed (needs --rate), fast (the
+default) or aimd; each direction then also reports the loss repaired and
+the datagrams sent per system call.`,
 		Example: `  lightpath bench lp://dtn2:7070
   lightpath bench lp://dtn2:7070 -P 4 -t 30s --cc cubic
   lightpath bench lp://dtn2:7070 -P 4 --cc fast
@@ -226,6 +231,7 @@ server sends memory.`,
   lightpath bench lp://dtn2:7070 --file /data/big.bin --direct -P 4
   lightpath bench lp://dtn2:7070 --reverse --file runs/big.bin
   lightpath bench lp://dtn2:7070 --bidir -P 2
+  lightpath bench lp://dtn2:7070 --transport udp --cc fixed --rate 9G
   lightpath bench lp://[::1]:7070 --reverse --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {

@@ -103,8 +103,8 @@ func clientTLS(caFile, addr string) (*tls.Config, error) {
 	return &tls.Config{RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS13}, nil
 }
 
-// registerCC adds --cc, the congestion control of the command's sockets
-// (cp, bench and serve).
+// registerCC adds serve's --cc, the congestion control of its sockets (cp
+// and bench register theirs with the transport's rate controls).
 func registerCC(fs *pflag.FlagSet, p *string) {
 	fs.StringVar(p, "cc", "", "congestion control of every stream: any the kernel offers, such as bbr, cubic, reno, or fast "+
 		"(FAST TCP, once loaded with: lightpath cc install fast, as root) (default: bbr where the kernel has it, cubic to loopback peers)")

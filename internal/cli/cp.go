@@ -99,6 +99,15 @@ loaded it, as root). Default: bbr where the kernel has it, cubic to
 loopback peers (the server's serve --cc, when it has one, for what it
 sends). The summary names what each stream really ran (cc).
 
+--transport udp sends the data over Lightpath's reliable UDP transport
+(the control connection stays TCP; the data streams go to the server's same
+port number over UDP, every datagram authenticated with a key of the
+session). --cc is then its rate control: fixed (steady at --rate, or at the
+reservation's rate with --reserve), fast (FAST's equation on the queueing
+delay) or aimd; default fixed at the reserved rate when --reserve books
+one, fast otherwise. The summary adds the sending rate, the goodput, the
+loss repaired, the bytes sent again and the datagrams per batch.
+
 Reserved bandwidth (--reserve RATE|auto, with --controller URL and
 --controller-token-file F): before the copy, cp books a reservation with the
 controller for its own connections: the flow "tcp CLIENT > SERVER:PORT" for
@@ -136,6 +145,7 @@ cannot be reached never stops the copy.`,
 		Example: `  lightpath cp big.h5 lp://dtn2:7070/incoming/
   lightpath cp -r -P 8 --rate 5G ./run42 lp://dtn2:7070/runs/run42
   lightpath cp -r lp://dtn2:7070/runs/run42 /scratch/
+  lightpath cp -r --transport udp --cc fixed --rate 5G ./run42 lp://dtn2:7070/runs/
   lightpath cp --json --retries 5 lp://[2001:db8::2]:7070/d.tar .
   lightpath cp -r --exclude '*.tmp' --dry-run ./run42 lp://dtn2:7070/runs/
   lightpath cp --reserve 2G --controller unix:/run/lightpath/two-site/controller.sock \
