@@ -195,3 +195,32 @@ func TestUDPRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestTCPOlderPeers: TCP sessions work with clients of versions 5 to 7
+// alike; the wire account travels from version 6, the UDP one never.
+func TestTCPOlderPeers(t *testing.T) {
+	root, local := t.TempDir(), t.TempDir()
+	_, addr := serveUDP(t, ServerConfig{Root: root})
+	data := make([]byte, 2<<20+3)
+	rand.Read(data)
+	src := filepath.Join(local, "f")
+	if err := os.WriteFile(src, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []uint16{5, 6, 7} {
+		it, err := OpenSource(src, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := ClientConfig{Addr: addr, Streams: 2, Tuning: Tuning{DSCP: -1}, maxVersion: v}
+		sum, err := Copy(context.Background(), Job{Config: cfg, Options: Options{Policy: Overwrite}, Direction: Push,
+			Source: Source{Items: []SourceItem{it}}, Remote: "f"})
+		it.Root.Close()
+		if err != nil || !sum.Verified || sum.Transport != TransportTCP {
+			t.Fatalf("version %d: %v, %+v", v, err, sum)
+		}
+		if sum.HasWire != (v >= 6) || sum.HasUDP {
+			t.Errorf("version %d: wire account %v, UDP account %v", v, sum.HasWire, sum.HasUDP)
+		}
+	}
+}
