@@ -199,11 +199,12 @@ type cpSummary struct {
 	BytesSparse   int64   `json:"bytes_sparse"`
 	Attempts      int     `json:"attempts"`
 	Retransmits   uint32  `json:"retransmits"`
-	// Transport carried the data: tcp or udp. GoodputBps is
-	// ThroughputBps under bench's name; the last session's sending rate,
-	// bytes on the wire and sent again are there where its sender could
-	// say, and over UDP the loss repaired (bytes that arrived only thanks
-	// to a retransmission) and the datagrams sent per system call.
+	// Transport carried the data: tcp or udp. GoodputBps is the last
+	// session's payload per second of its sender's time, which its sending
+	// rate (with the bytes on the wire and sent again, where its sender
+	// could say) compares with; over UDP, the loss repaired (bytes that
+	// arrived only thanks to a retransmission) and the datagrams sent per
+	// system call.
 	Transport         string         `json:"transport"`
 	GoodputBps        float64        `json:"goodput_bps"`
 	SendingRateBps    *float64       `json:"sending_rate_bps,omitempty"`
@@ -597,7 +598,7 @@ func (o cpFlags) summary(r mover.Summary) cpSummary {
 		Retransmits: r.Retransmits, PerStream: streamReports(r.Streams), CC: r.CC(),
 		Bottleneck: r.Bottleneck.What, BottleneckWhy: r.Bottleneck.Why,
 		SenderIOWait: r.SenderIOWait.Seconds(), ReceiverIOWait: r.ReceiverIOWait.Seconds(),
-		Errors: r.Errors, DryRun: o.dryRun, Transport: r.Transport, GoodputBps: r.ThroughputBps()}
+		Errors: r.Errors, DryRun: o.dryRun, Transport: r.Transport, GoodputBps: r.GoodputBps()}
 	if r.HasWire {
 		rate, wire, resent := r.SendingRateBps(), r.WireBytes, r.ResentBytes
 		s.SendingRateBps, s.WireBytes, s.BytesResent = &rate, &wire, &resent

@@ -233,6 +233,8 @@ type Summary struct {
 	HasWire                bool
 	WireBytes, ResentBytes uint64
 	SendElapsed            time.Duration
+	// SessionBytes is the payload the last session carried.
+	SessionBytes int64
 	// Over UDP, where both sides could say (HasUDP): the last session's
 	// datagrams and the system calls that sent them, and the payload bytes
 	// that arrived only thanks to a retransmission.
@@ -277,6 +279,18 @@ func (s Summary) SendingRateBps() float64 {
 		return 0
 	}
 	return float64(s.WireBytes) * 8 / s.SendElapsed.Seconds()
+}
+
+// GoodputBps is the payload the last session carried per second of its
+// sender's time, in bits: the figure SendingRateBps compares with (their
+// ratio is what repair cost), where ThroughputBps counts the whole copy's
+// time (connections, retries and verification included). 0 when the
+// sender's time is unknown.
+func (s Summary) GoodputBps() float64 {
+	if s.SendElapsed <= 0 {
+		return 0
+	}
+	return float64(s.SessionBytes) * 8 / s.SendElapsed.Seconds()
 }
 
 // DatagramsPerBatch is the datagrams the last session's sender sent per
@@ -402,6 +416,7 @@ func Copy(ctx context.Context, job Job) (Summary, error) {
 		sum.Transport = TransportUDP
 	}
 	sum.HasWire, sum.SendElapsed = last.Sender.HasWire, time.Duration(last.Sender.Elapsed)
+	sum.SessionBytes = last.Sender.Bytes
 	sum.HasUDP = last.Sender.HasUDP && last.Receiver.HasUDP
 	for _, st := range sum.Streams {
 		sum.WireBytes += st.WireBytes

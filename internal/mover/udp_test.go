@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/testcert"
 	"github.com/lightpath/lightpath/internal/transport"
 )
 
@@ -222,5 +224,38 @@ func TestTCPOlderPeers(t *testing.T) {
 		if sum.HasWire != (v >= 6) || sum.HasUDP {
 			t.Errorf("version %d: wire account %v, UDP account %v", v, sum.HasWire, sum.HasUDP)
 		}
+	}
+}
+
+// TestUDPOverTLS: with TLS, every connection of a UDP session runs TLS,
+// the data connections over their UDP streams.
+func TestUDPOverTLS(t *testing.T) {
+	ca := testcert.NewCA(t, "udp-tls")
+	certPEM, keyPEM := ca.Server(t, "127.0.0.1")
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, local := t.TempDir(), t.TempDir()
+	_, addr := serveUDP(t, ServerConfig{Root: root, TLS: &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13}})
+	data := make([]byte, 3<<20+1)
+	rand.Read(data)
+	src := filepath.Join(local, "f")
+	if err := os.WriteFile(src, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	it, err := OpenSource(src, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Root.Close()
+	cfg := ClientConfig{Addr: addr, Streams: 2, TLS: &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13},
+		Tuning: Tuning{Transport: TransportUDP, DSCP: -1}}
+	sum, err := Copy(context.Background(), Job{Config: cfg, Direction: Push, Source: Source{Items: []SourceItem{it}}, Remote: "f"})
+	if err != nil || !sum.Verified || sum.Transport != TransportUDP || !sum.HasUDP {
+		t.Fatalf("%v, %+v", err, sum)
+	}
+	if got, err := os.ReadFile(filepath.Join(root, "f")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the file on the server: %v", err)
 	}
 }
