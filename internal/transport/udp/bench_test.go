@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/lightpath/lightpath/internal/transport"
 )
@@ -63,4 +64,48 @@ func BenchmarkThroughput(b *testing.B) {
 func udpTransport(t testing.TB) transport.Transport {
 	tr, _ := newSession(t)
 	return tr
+}
+
+// BenchmarkBottleneck: one stream through a relay that is a 25 MB/s link
+// (200 Mbit/s) with a 1 MB drop-tail queue (40 ms of it): fast should fill
+// it with little loss, fixed below the link rate should hold its rate
+// without loss, and fixed above it should find the delay and come down.
+// Reported: goodput, bytes sent again, the rate the stream paced at last.
+func BenchmarkBottleneck(b *testing.B) {
+	const link = 25e6
+	for _, tc := range []struct {
+		name string
+		o    transport.Options
+	}{
+		{"fast", transport.Options{DSCP: -1}},
+		{"aimd", transport.Options{DSCP: -1, CC: "aimd"}},
+		{"fixed-at-0.8", transport.Options{DSCP: -1, CC: "fixed", PacingRate: link * 8 / 10}},
+		{"fixed-at-1.5", transport.Options{DSCP: -1, CC: "fixed", PacingRate: link * 15 / 10}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			c, s, _, r := viaRelay(b, tc.o, 11)
+			r.bottleneck(link, 1<<20)
+			done := make(chan struct{})
+			go func() { io.Copy(io.Discard, s); close(done) }()
+			buf := make([]byte, 1<<20)
+			b.SetBytes(int64(len(buf)))
+			start, n := time.Now(), 0
+			for b.Loop() {
+				if _, err := c.Write(buf); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+			c.CloseWrite()
+			<-done
+			// the goodput to the last byte (the buffers hold the last
+			// writes' bytes after the loop ends)
+			b.ReportMetric(float64(n*len(buf))/time.Since(start).Seconds()/1e6, "goodMB/s")
+			if st, err := c.Stats(); err == nil {
+				b.ReportMetric(float64(st.BytesRetrans)/float64(max(st.BytesSent, 1))*100, "%resent")
+				b.ReportMetric(float64(st.PacingRate)/1e6, "paceMB/s")
+				b.ReportMetric(float64(st.RTT.Microseconds())/1000, "rtt-ms")
+			}
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"sort"
 	"sync"
@@ -21,7 +22,8 @@ const (
 	defaultBuffer    = 16 << 20 // send buffer and receive window, each
 	minRTO           = 50 * time.Millisecond
 	maxRTO           = 2 * time.Second
-	ackEvery         = 4                    // data datagrams per ack at most
+	ackEvery         = 4                    // data datagrams per ack at least...
+	ackBytes         = 64 << 10             // ...or this many bytes' worth, whichever is more
 	ackDelay         = 5 * time.Millisecond // an ack is never held longer
 	giveUp           = 30 * time.Second     // no progress this long ends the stream
 	handshakeTimeout = 15 * time.Second
@@ -85,7 +87,8 @@ type conn struct {
 
 	pn atomic.Uint64 // next packet number to send
 
-	mu sync.Mutex
+	mu  sync.Mutex
+	wmu sync.Mutex // writers take turns filling the send buffer
 
 	// authentication of what arrives
 	replay replayWindow
@@ -112,13 +115,13 @@ type conn struct {
 	maxDgram   int
 	ctl        controller
 	target     uint64 // the rate cap (MaxPacingRate)
-	credit     float64
-	lastPace   int64
+	pace       pacer
 	lastProbe  int64
 	rtoBackoff int
 	lastProg   int64 // when the peer last acknowledged something new
 	lastHeard  int64 // when the peer's last good datagram came
 	lastPing   int64
+	mtuChecked int64
 	sentTimes  [1024]sentAt
 	round      roundState
 	lastCE     uint32
@@ -143,6 +146,8 @@ type conn struct {
 	synAckAt  int64  // the listener's last SYNACK
 	nextScan  int64  // when to look for timed-out segments
 	tun       Tuning
+	rxAck     ack             // the last ack received, parsed
+	peer      netip.AddrPort  // a listener's stream: the dialler's address as the listener sees it
 	repairing map[uint64]bool // offsets of holes NAKed, to count repairs
 
 	// RTT
@@ -336,14 +341,14 @@ func (c *conn) sendCtl(t ptype, flags uint16, body func([]byte) []byte) error {
 	}
 	if t == tSYN || t == tSYNACK || t == tPING {
 		c.mu.Lock()
-		c.noteSent(pn)
+		c.noteSent(pn, c.now())
 		c.mu.Unlock()
 	}
 	return c.sendRaw(b)
 }
 
-func (c *conn) noteSent(pn uint64) {
-	c.sentTimes[pn%uint64(len(c.sentTimes))] = sentAt{pn, c.now()}
+func (c *conn) noteSent(pn uint64, now int64) {
+	c.sentTimes[pn%uint64(len(c.sentTimes))] = sentAt{pn, now}
 }
 
 // buildAck fills a with the receive state. Under mu.
@@ -405,7 +410,8 @@ func (c *conn) input(b []byte, h header, body []byte, tos byte) (ok, ackNow bool
 		return false, false
 	}
 	c.replay.mark(h.pn)
-	c.lastHeard = c.now()
+	now := c.now()
+	c.lastHeard = now
 	if tos&0b11 == ecnCE {
 		c.ceCount++
 	}
@@ -421,7 +427,7 @@ func (c *conn) input(b []byte, h header, body []byte, tos byte) (ok, ackNow bool
 		if c.dialler {
 			if len(body) == 8 {
 				c.peerLimit = max(c.peerLimit, binary.BigEndian.Uint64(body))
-				c.noteEcho(h.pn)
+				c.noteEcho(h.pn, now)
 				if !c.established {
 					c.rttSample(c.synPN, 0, true)
 				}
@@ -434,18 +440,18 @@ func (c *conn) input(b []byte, h header, body []byte, tos byte) (ok, ackNow bool
 		if err != nil {
 			break
 		}
-		c.noteEcho(h.pn)
+		c.noteEcho(h.pn, now)
 		c.establish()
-		ackNow = c.data(off, payload, h.flags&fFIN != 0)
+		ackNow = c.data(off, payload, h.flags&fFIN != 0, now)
 	case tACK:
-		var a ack
-		if parseAck(body, &a) != nil {
+		a := &c.rxAck // its span slices are reused
+		if parseAck(body, a) != nil {
 			break
 		}
 		c.establish()
-		c.onAck(&a, h.flags&fFINACK != 0)
+		c.onAck(a, h.flags&fFINACK != 0)
 	case tPING:
-		c.noteEcho(h.pn)
+		c.noteEcho(h.pn, now)
 		ackNow = true
 	case tRST:
 		if _, err := parseRst(body); err == nil {
@@ -459,9 +465,9 @@ func (c *conn) input(b []byte, h header, body []byte, tos byte) (ok, ackNow bool
 	return true, ackNow
 }
 
-func (c *conn) noteEcho(pn uint64) {
+func (c *conn) noteEcho(pn uint64, now int64) {
 	if pn >= c.echo {
-		c.echo, c.echoAt = pn, c.now()
+		c.echo, c.echoAt = pn, now
 	}
 }
 
@@ -481,7 +487,7 @@ func (c *conn) sendSynAck() error {
 
 // data stores a DATA datagram's payload. It says whether to ack at once.
 // Under mu.
-func (c *conn) data(off uint64, p []byte, fin bool) bool {
+func (c *conn) data(off uint64, p []byte, fin bool, now int64) bool {
 	end := off + uint64(len(p))
 	if fin {
 		if (c.rFin && c.rFinOff != end) || end < c.rHigh {
@@ -503,7 +509,6 @@ func (c *conn) data(off uint64, p []byte, fin bool) bool {
 		}
 		end = limit
 	}
-	now := c.now()
 	prevCum := c.rCum
 	immediate := fin || off > c.rCum || len(c.rRanges) > 0
 	if end <= c.rCum {
@@ -530,7 +535,7 @@ func (c *conn) data(off uint64, p []byte, fin bool) bool {
 		c.wakeReader()
 	}
 	c.ackCount++
-	if immediate || c.ackCount >= ackEvery {
+	if immediate || c.ackCount >= max(ackEvery, ackBytes/c.mss) {
 		return true
 	}
 	if c.ackDue == 0 {
@@ -978,6 +983,15 @@ func (c *conn) timers(now int64) {
 		c.fail(syscall.ETIMEDOUT)
 		return
 	}
+	// The kernel forgets what ICMP taught it of a path after a while
+	// (net.ipv4.route.mtu_expires, 10 minutes): a stream with a socket of
+	// its own then sizes its datagrams up again.
+	if now-c.mtuChecked > int64(time.Minute) {
+		c.mtuChecked = now
+		if m := c.ep.mtu(); m > c.pathMTU() && c.pathMTU() < maxMTU {
+			c.setMTU(m)
+		}
+	}
 	// Keepalive: an idle stream asks for an ACK now and then, and a peer
 	// silent for long is gone (its host or process died), as TCP's
 	// keepalive would find.
@@ -1011,27 +1025,17 @@ func (c *conn) fill(now int64, arena []byte, batch [][]byte) ([][]byte, time.Dur
 	if !c.established || c.dead || c.err != nil {
 		return batch, c.waitTimers(now)
 	}
-	// pacing credit
 	rate := capRate(c.ctl.rate(c.srtt, c.mss), c.target)
-	if rate > 0 {
-		burst := max(float64(8*c.maxDgram), float64(rate)/1000)
-		c.credit = min(c.credit+float64(rate)*float64(now-c.lastPace)/1e9, burst)
-	}
-	c.lastPace = now
+	c.pace.refill(now, rate, c.maxDgram)
 	win := c.ctl.window(c.mss)
 	c.accountBusy(now)
 	for len(batch) < maxBatch && pos+maxMTU <= len(arena) {
-		if rate > 0 && c.credit < float64(c.maxDgram)/2 {
+		if !c.pace.may(rate, c.maxDgram) {
 			c.limit = limNetwork
 			if len(batch) > 0 {
 				return batch, 0
 			}
-			// Sleep until a run worth a system call has built up: a
-			// segmented send's worth at high rates, 200 µs of the rate
-			// otherwise (a timer cannot wake a goroutine for every
-			// datagram at Gbit/s).
-			quantum := min(max(float64(rate)*200e-6, float64(c.maxDgram)), maxGSOBytes)
-			return batch, time.Duration((quantum - c.credit) / float64(rate) * 1e9)
+			return batch, c.pace.wait(rate, c.maxDgram)
 		}
 		if c.inflight >= win {
 			c.limit = limNetwork
@@ -1058,9 +1062,7 @@ func (c *conn) fill(now int64, arena []byte, batch [][]byte) ([][]byte, time.Dur
 		b := c.dataPacket(arena[pos:pos], s, now)
 		pos += len(b)
 		batch = append(batch, b)
-		if rate > 0 {
-			c.credit -= float64(len(b))
-		}
+		c.pace.spend(rate, len(b))
 	}
 	if len(batch) > 0 {
 		return batch, 0
@@ -1108,16 +1110,18 @@ func (c *conn) dataPacket(b []byte, s *seg, now int64) []byte {
 	}
 	b, pn := c.packet(b, tDATA, flags)
 	b = binary.BigEndian.AppendUint64(b, s.off)
-	b = append(b, make([]byte, s.n)...)
+	b = b[:len(b)+int(s.n)] // the arena has room for a datagram at maxMTU
 	c.copyOut(b[len(b)-int(s.n):], s.off)
-	c.noteSent(pn)
+	c.noteSent(pn, now)
 	if s.state != segNew {
 		c.stats.bytesRetrans += uint64(s.n)
 		c.stats.retrans++
 	}
 	c.stats.bytesSent += uint64(s.n)
 	s.state, s.sent = segInFlight, now
-	s.xmits++
+	if s.xmits < 255 {
+		s.xmits++
+	}
 	c.inflight += int(s.n)
 	if c.round.end == 0 {
 		c.round.end = s.off + uint64(s.n) + 1
@@ -1130,6 +1134,48 @@ func (c *conn) copyOut(dst []byte, off uint64) {
 	i := int(off % n)
 	k := copy(dst, c.sbuf[i:])
 	copy(dst[k:], c.sbuf)
+}
+
+// pacer spaces a stream's datagrams at a rate, in user space: a credit of
+// bytes grows with time at the rate, up to a burst (8 datagrams or a
+// millisecond's worth, whichever is more); a datagram goes while the credit
+// lasts.
+type pacer struct {
+	credit float64
+	last   int64 // ns, when the credit was last brought up to date
+}
+
+// refill brings the credit up to now at rate bytes/s (0: no pacing).
+func (p *pacer) refill(now int64, rate uint64, dgram int) {
+	if rate > 0 {
+		burst := max(float64(8*dgram), float64(rate)/1000)
+		p.credit = min(p.credit+float64(rate)*float64(now-p.last)/1e9, burst)
+	}
+	p.last = now
+}
+
+// may says whether a datagram of up to dgram bytes may go now.
+func (p *pacer) may(rate uint64, dgram int) bool {
+	return rate == 0 || p.credit >= float64(dgram)/2
+}
+
+// spend takes a datagram of n bytes from the credit.
+func (p *pacer) spend(rate uint64, n int) {
+	if rate > 0 {
+		p.credit -= float64(n)
+	}
+}
+
+// wait is how long until a run worth a system call has built up: a
+// segmented send's worth at high rates, 200 µs of the rate otherwise, a
+// datagram at least (a timer cannot wake a goroutine for every datagram at
+// Gbit/s).
+func (p *pacer) wait(rate uint64, dgram int) time.Duration {
+	if rate == 0 {
+		return 0
+	}
+	quantum := min(max(float64(rate)*200e-6, float64(dgram)), maxGSOBytes)
+	return time.Duration(max(quantum-p.credit, 0) / float64(rate) * 1e9)
 }
 
 // waitTimers is how long until a timer is due. Under mu.
@@ -1269,24 +1315,66 @@ func (c *conn) Read(b []byte) (int, error) {
 }
 
 func (c *conn) Write(b []byte) (int, error) {
+	n, err := c.writeFrom("write", int64(len(b)), func(p []byte) (int, error) {
+		k := copy(p, b)
+		b = b[k:]
+		return k, nil
+	})
+	return int(n), err
+}
+
+// SendFile writes n bytes of f from off: read straight into the send
+// buffer, one copy fewer than a read into a buffer and a Write.
+func (c *conn) SendFile(f *os.File, off, n int64) (int64, error) {
+	return c.writeFrom("sendfile", n, func(p []byte) (int, error) {
+		k, err := f.ReadAt(p, off)
+		off += int64(k)
+		if err == io.EOF {
+			if k == len(p) {
+				err = nil
+			} else {
+				err = fmt.Errorf("file %s ends at %d: %w", f.Name(), off, io.ErrUnexpectedEOF)
+			}
+		}
+		return k, err
+	})
+}
+
+// ReadFrom writes what r reads until its end, read straight into the send
+// buffer (io.Copy to the stream takes this way).
+func (c *conn) ReadFrom(r io.Reader) (int64, error) {
+	n, err := c.writeFrom("readfrom", -1, r.Read)
+	if err == io.EOF {
+		err = nil
+	}
+	return n, err
+}
+
+// writeFrom fills the send buffer with n bytes (n < 0: until read's
+// io.EOF) from read, which is called, without the stream's lock, on the
+// free room after the bytes written so far. Writers take turns (wmu).
+func (c *conn) writeFrom(op string, n int64, read func([]byte) (int, error)) (int64, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	done := 0
+	var done int64
+	zeros := 0
 	for {
 		if c.closed {
-			return done, opErr("write", c, net.ErrClosed)
+			return done, opErr(op, c, net.ErrClosed)
 		}
 		if c.err != nil {
-			return done, opErr("write", c, c.err)
+			return done, opErr(op, c, c.err)
 		}
 		if c.finQueued {
-			return done, opErr("write", c, syscall.EPIPE)
+			return done, opErr(op, c, syscall.EPIPE)
 		}
-		if done == len(b) {
+		if done == n {
 			return done, nil
 		}
 		if !c.wdl.IsZero() && !time.Now().Before(c.wdl) {
-			return done, opErr("write", c, os.ErrDeadlineExceeded)
+			return done, opErr(op, c, os.ErrDeadlineExceeded)
 		}
 		room := len(c.sbuf) - int(c.sWrite-c.sAcked)
 		if room == 0 {
@@ -1297,17 +1385,35 @@ func (c *conn) Write(b []byte) (int, error) {
 			c.block(c.wwake, c.wdl)
 			continue
 		}
-		n := min(room, len(b)-done)
-		sz := uint64(len(c.sbuf))
-		i := int(c.sWrite % sz)
-		k := copy(c.sbuf[i:], b[done:done+n])
-		copy(c.sbuf, b[done+k:done+n])
-		c.sWrite += uint64(n)
-		done += n
-		if c.busySince == 0 {
-			c.busySince = c.now()
+		// The room past sWrite is nobody else's: the sender reads below
+		// sWrite, and other writers wait for wmu.
+		i := int(c.sWrite % uint64(len(c.sbuf)))
+		k := min(room, len(c.sbuf)-i)
+		if n >= 0 {
+			k = int(min(int64(k), n-done))
 		}
-		c.kickSender()
+		region := c.sbuf[i : i+k]
+		c.mu.Unlock()
+		m, err := read(region)
+		c.mu.Lock()
+		if m > 0 && !c.closed {
+			c.sWrite += uint64(m)
+			done += int64(m)
+			if c.busySince == 0 {
+				c.busySince = c.now()
+			}
+			c.kickSender()
+		}
+		if err != nil {
+			return done, err
+		}
+		if m == 0 {
+			if zeros++; zeros > 100 {
+				return done, io.ErrNoProgress // a reader that never reads
+			}
+		} else {
+			zeros = 0
+		}
 	}
 }
 

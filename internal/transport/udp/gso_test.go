@@ -14,6 +14,8 @@ import (
 // TestWithoutGSO: a stream whose sends go one datagram at a time (as where
 // the kernel refuses UDP_SEGMENT) carries the same bytes, and says one
 // datagram per send; with GSO on loopback, runs of datagrams share sends.
+// The accepted stream reads its datagrams from a socket of its own, not
+// through the listener's.
 func TestWithoutGSO(t *testing.T) {
 	for _, gso := range []bool{false, true} {
 		a := &transport.Auth{Key: []byte("the session's secret, 32 bytes.")}
@@ -46,6 +48,12 @@ func TestWithoutGSO(t *testing.T) {
 		got, err := io.ReadAll(s)
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("gso %v: %d bytes read of %d, %v", gso, len(got), len(want), err)
+		}
+		if _, own := s.(*conn).ep.(*dialEndpoint); !own {
+			t.Errorf("the accepted stream has no socket of its own")
+		}
+		if n := ln.(*Listener).relayed.Load(); n > 4 {
+			t.Errorf("%d datagrams came through the listener's socket, not the stream's", n)
 		}
 		st, _ := c.Stats()
 		perSend := float64(st.Datagrams) / float64(st.SendCalls)

@@ -128,3 +128,68 @@ func snmp(t *testing.T, path, field string) int {
 	}
 	return v
 }
+
+// TestWildcardListener: a listener bound to every address answers each
+// stream from the address the dialler sent to, whatever the kernel would
+// pick as the source for the dialler's address (a multi-homed host: here
+// the dialler leaves from 127.0.0.1 and dials 127.0.0.2, so the kernel's
+// own choice would be 127.0.0.1, which the dialler's connected socket
+// ignores).
+func TestWildcardListener(t *testing.T) {
+	roottest.Require(t, "a network namespace to listen on every address of")
+	name := fmt.Sprintf("lpudp-%06x", rand.IntN(1<<24))
+	if err := netns.Create(name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { netns.Delete(name) })
+	path := netns.Path(name)
+	h, err := netns.Handle(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.LinkSetUp(lo); err != nil {
+		t.Fatal(err)
+	}
+	for _, network := range []string{"udp4 0.0.0.0", "udp6 [::] (dual stack)"} {
+		t.Run(network, func(t *testing.T) {
+			tr, _ := newSession(t)
+			var c, s transport.Conn
+			err = netns.Do(path, func() error {
+				addr := "0.0.0.0:0"
+				if strings.HasPrefix(network, "udp6") {
+					addr = "[::]:0"
+				}
+				ln, err := tr.Listen(ctx(t), addr, transport.Options{DSCP: -1})
+				if err != nil {
+					return err
+				}
+				t.Cleanup(func() { ln.Close() })
+				_, port, _ := net.SplitHostPort(ln.Addr().String())
+				acc := make(chan net.Conn, 1)
+				go func() { a, _ := ln.Accept(); acc <- a }()
+				if c, err = tr.Dial(ctx(t), "127.0.0.2:"+port, transport.Options{DSCP: -1, LocalAddr: "127.0.0.1"}); err != nil {
+					return err
+				}
+				a := <-acc
+				if a == nil {
+					return fmt.Errorf("accept failed")
+				}
+				s = a.(transport.Conn)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close(); s.Close() })
+			exchange(t, c, s, random(1<<20), random(1<<20))
+			if got, _, _ := net.SplitHostPort(s.LocalAddr().String()); got != "127.0.0.2" && got != "::ffff:127.0.0.2" {
+				t.Errorf("the accepted stream's local address is %s, want 127.0.0.2", s.LocalAddr())
+			}
+		})
+	}
+}

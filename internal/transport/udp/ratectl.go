@@ -109,6 +109,14 @@ func newController(name string, target uint64, t Tuning) (controller, error) {
 	return nil, fmt.Errorf("congestion control %q: the udp transport offers %v", name, Names)
 }
 
+// CheckCC says whether a stream may be given the named rate control
+// ("" is the transport's choice), as transport.CheckCC does for TCP's
+// congestion controls: the mover asks before dialling.
+func CheckCC(name string) error {
+	_, err := newController(name, 0, Tuning{})
+	return err
+}
+
 // initialWindow is the window, in datagrams, a stream starts with.
 const initialWindow = 32
 

@@ -31,6 +31,9 @@ func TestNewController(t *testing.T) {
 			t.Errorf("newController(%q): %v", tc.name, err)
 			continue
 		}
+		if cerr := CheckCC(tc.name); (cerr != nil) != (err != nil) && tc.t == (Tuning{}) {
+			t.Errorf("CheckCC(%q) = %v, newController %v", tc.name, cerr, err)
+		}
 		if err == nil && c.name() != tc.want {
 			t.Errorf("newController(%q, %d) = %s, want %s", tc.name, tc.target, c.name(), tc.want)
 		}
@@ -221,5 +224,48 @@ func TestFastShares(t *testing.T) {
 	alpha := float64(cc.DefaultParams.Alpha)
 	if math.Abs(queued-2*alpha) > alpha/2 {
 		t.Errorf("%.0f datagrams queued by two flows, want about %.0f", queued, 2*alpha)
+	}
+}
+
+// TestPacer: a sender that sends whenever the pacer lets it and sleeps as
+// long as it says sends at the rate, give or take a burst, over a
+// simulated second, whatever the rate and datagram size; an idle stream
+// saves up no more than a burst.
+func TestPacer(t *testing.T) {
+	for _, tc := range []struct {
+		rate  uint64
+		dgram int
+	}{
+		{1e9 / 8, 1472}, {1e9 / 8, 8972}, {10e9 / 8, 8972}, {1e6, 1472}, {50e3, 1472},
+	} {
+		var p pacer
+		now, sent := int64(0), 0
+		for now < int64(time.Second) {
+			p.refill(now, tc.rate, tc.dgram)
+			for p.may(tc.rate, tc.dgram) {
+				p.spend(tc.rate, tc.dgram)
+				sent += tc.dgram
+			}
+			w := p.wait(tc.rate, tc.dgram)
+			if w <= 0 {
+				t.Fatalf("rate %d: no wait with no credit", tc.rate)
+			}
+			now += int64(w)
+		}
+		burst := max(8*tc.dgram, int(tc.rate/1000))
+		// the last wait's credit is left unspent when the second ends
+		quantum := min(max(int(float64(tc.rate)*200e-6), tc.dgram), maxGSOBytes)
+		if lo, hi := int(tc.rate)-quantum-tc.dgram, int(tc.rate)+burst+tc.dgram; sent < lo || sent > hi {
+			t.Errorf("rate %d, datagrams of %d: %d bytes in a second, want %d to %d", tc.rate, tc.dgram, sent, lo, hi)
+		}
+		// idle for a minute: one burst, no more
+		p.refill(now+int64(time.Minute), tc.rate, tc.dgram)
+		if p.credit > float64(burst) {
+			t.Errorf("rate %d: %.0f bytes saved up idle, burst %d", tc.rate, p.credit, burst)
+		}
+	}
+	var p pacer
+	if !p.may(0, 1472) || p.wait(0, 1472) != 0 {
+		t.Error("an unpaced stream is held")
 	}
 }

@@ -22,12 +22,18 @@ type relay struct {
 	ce                 float64      // marks Congestion Experienced on datagrams to the listener
 	tos                map[byte]int // TOS bytes of the dialler's datagrams, counted
 	client             *net.UDPAddr
-	captured           [][]byte
-	fromServer         int // datagrams the listener sent
-	wg                 sync.WaitGroup
+	// a bottleneck on the way to the listener: datagrams queue (up to
+	// queueLimit bytes, dropped beyond) and leave at rate bytes/s
+	rate       float64
+	queueLimit int
+	queue      chan []byte
+	queued     int
+	captured   [][]byte
+	fromServer int // datagrams the listener sent
+	wg         sync.WaitGroup
 }
 
-func newRelay(t *testing.T, server net.Addr, seed uint64) *relay {
+func newRelay(t testing.TB, server net.Addr, seed uint64) *relay {
 	t.Helper()
 	front, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
@@ -49,6 +55,11 @@ func newRelay(t *testing.T, server net.Addr, seed uint64) *relay {
 	t.Cleanup(func() {
 		front.Close()
 		back.Close()
+		r.mu.Lock()
+		if r.queue != nil {
+			close(r.queue)
+		}
+		r.mu.Unlock()
 		r.wg.Wait()
 	})
 	return r
@@ -128,8 +139,54 @@ func (r *relay) pump(up bool) {
 	}
 }
 
+// bottleneck makes the way to the listener a link of rate bytes/s with a
+// drop-tail queue of limit bytes.
+func (r *relay) bottleneck(rate float64, limit int) {
+	r.mu.Lock()
+	r.rate, r.queueLimit = rate, limit
+	r.queue = make(chan []byte, 1<<16)
+	q := r.queue
+	r.mu.Unlock()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		next := time.Now() // when the link is free again
+		for p := range q {
+			r.mu.Lock()
+			r.queued -= len(p)
+			r.mu.Unlock()
+			next = next.Add(time.Duration(float64(len(p)) / rate * 1e9))
+			if now := time.Now(); next.Before(now.Add(-2 * time.Millisecond)) {
+				// an idle link saves nothing up; 2 ms make up for the
+				// sleeps' overshoot
+				next = now.Add(-2 * time.Millisecond)
+			}
+			if d := time.Until(next); d > 0 {
+				time.Sleep(d)
+			}
+			if _, err := r.back.Write(p); err != nil && isClosed(err) {
+				return
+			}
+		}
+	}()
+}
+
 func (r *relay) forward(up bool, p []byte) {
 	if up {
+		r.mu.Lock()
+		q := r.queue
+		if q != nil {
+			if r.queued+len(p) > r.queueLimit {
+				r.mu.Unlock()
+				return // tail drop
+			}
+			r.queued += len(p)
+		}
+		r.mu.Unlock()
+		if q != nil {
+			q <- p
+			return
+		}
 		r.back.Write(p)
 		return
 	}

@@ -4,6 +4,8 @@ package udp
 
 import (
 	"encoding/binary"
+	"net/netip"
+	"os"
 	"syscall"
 	"unsafe"
 
@@ -28,6 +30,10 @@ func setupSocket(rc syscall.RawConn, v6 bool, tos int) error {
 			}
 		}
 		if v6 {
+			// a dual-stack socket's IPv4 peers go by the IPv4 options
+			unix.SetsockoptInt(s, unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
+			unix.SetsockoptInt(s, unix.IPPROTO_IP, unix.IP_RECVTOS, 1)
+			unix.SetsockoptInt(s, unix.IPPROTO_IP, unix.IP_TOS, tos)
 			if serr = unix.SetsockoptInt(s, unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO); serr != nil {
 				return
 			}
@@ -49,6 +55,34 @@ func setupSocket(rc syscall.RawConn, v6 bool, tos int) error {
 		return err
 	}
 	return serr
+}
+
+// reusePort lets sockets share a port (SO_REUSEPORT): a listener's and its
+// streams' connected ones.
+func reusePort(rc syscall.RawConn) error {
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// processNetns is the network namespace the process started in: where its
+// threads are unless one is locked and switched for a while (as the
+// testbed and tests do, through internal/netns).
+var processNetns, _ = os.Stat("/proc/thread-self/ns/net")
+
+// threadInProcessNetns says whether the calling thread is in the process's
+// network namespace: sockets a listener opens later, from any thread, land
+// there, so they may stand beside the listener's only then.
+func threadInProcessNetns() bool {
+	a, err := os.Stat("/proc/thread-self/ns/net")
+	if err != nil || processNetns == nil {
+		return false
+	}
+	return os.SameFile(a, processNetns)
 }
 
 // setTOS changes the TOS byte (traffic class) a socket marks.
@@ -85,47 +119,57 @@ func pathMTU(rc syscall.RawConn, v6 bool) int {
 	return mtu
 }
 
-// tosOOB is the control message that marks one datagram sent on a shared
-// (unconnected) socket with tos.
-func tosOOB(v6 bool, tos int) []byte {
-	b := make([]byte, unix.CmsgSpace(4))
-	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
-	if v6 {
-		h.Level, h.Type = unix.IPPROTO_IPV6, unix.IPV6_TCLASS
-	} else {
+// tosOOB appends the control message that marks one datagram sent on a
+// shared (unconnected) socket with tos, for an IPv4 peer or an IPv6 one.
+func tosOOB(dst []byte, v4 bool, tos int) []byte {
+	n := len(dst)
+	dst = append(dst, make([]byte, unix.CmsgSpace(4))...)
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&dst[n]))
+	if v4 {
 		h.Level, h.Type = unix.IPPROTO_IP, unix.IP_TOS
+	} else {
+		h.Level, h.Type = unix.IPPROTO_IPV6, unix.IPV6_TCLASS
 	}
 	h.SetLen(unix.CmsgLen(4))
-	binary.NativeEndian.PutUint32(b[unix.CmsgLen(0):], uint32(tos))
-	return b
+	binary.NativeEndian.PutUint32(dst[n+unix.CmsgLen(0):], uint32(tos))
+	return dst
 }
 
 // oobSize is room for the control messages a read returns.
-var oobSize = unix.CmsgSpace(4) * 8
+var oobSize = unix.CmsgSpace(4)*4 + unix.CmsgSpace(unix.SizeofInet6Pktinfo)*2
 
-// tosOf finds the TOS byte (IPv4 IP_TOS, one byte; IPv6 IPV6_TCLASS, an
-// int) among a read's control messages.
-func tosOf(oob []byte) (byte, bool) {
+// eachCmsg calls fn for each control message of a read until fn says stop.
+func eachCmsg(oob []byte, fn func(level, typ int32, data []byte) bool) {
 	for len(oob) >= unix.SizeofCmsghdr {
 		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
 		n := int(h.Len)
 		if n < unix.SizeofCmsghdr || n > len(oob) {
-			return 0, false
+			return
 		}
-		data := oob[unix.CmsgLen(0):n]
-		switch {
-		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TOS && len(data) >= 1:
-			return data[0], true
-		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_TCLASS && len(data) >= 4:
-			return byte(binary.NativeEndian.Uint32(data)), true
+		if !fn(h.Level, h.Type, oob[unix.CmsgLen(0):n]) {
+			return
 		}
 		sp := unix.CmsgSpace(n - unix.CmsgLen(0))
 		if sp > len(oob) {
-			return 0, false
+			return
 		}
 		oob = oob[sp:]
 	}
-	return 0, false
+}
+
+// tosOf finds the TOS byte (IPv4 IP_TOS, one byte; IPv6 IPV6_TCLASS, an
+// int) among a read's control messages.
+func tosOf(oob []byte) (tos byte, ok bool) {
+	eachCmsg(oob, func(level, typ int32, data []byte) bool {
+		switch {
+		case level == unix.IPPROTO_IP && typ == unix.IP_TOS && len(data) >= 1:
+			tos, ok = data[0], true
+		case level == unix.IPPROTO_IPV6 && typ == unix.IPV6_TCLASS && len(data) >= 4:
+			tos, ok = byte(binary.NativeEndian.Uint32(data)), true
+		}
+		return !ok
+	})
+	return tos, ok
 }
 
 func isMsgSize(err error) bool { return errorsIs(err, unix.EMSGSIZE) }
@@ -159,30 +203,72 @@ func segmentOOB(dst []byte, size int) []byte {
 
 // groSize finds the size of the coalesced datagrams (UDP_GRO) among a
 // read's control messages; 0 when the read is one datagram.
-func groSize(oob []byte) int {
-	for len(oob) >= unix.SizeofCmsghdr {
-		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
-		n := int(h.Len)
-		if n < unix.SizeofCmsghdr || n > len(oob) {
-			return 0
+func groSize(oob []byte) (size int) {
+	eachCmsg(oob, func(level, typ int32, data []byte) bool {
+		if level != unix.SOL_UDP || typ != unix.UDP_GRO {
+			return true
 		}
-		data := oob[unix.CmsgLen(0):n]
-		if h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO {
-			switch {
-			case len(data) >= 4:
-				return int(binary.NativeEndian.Uint32(data))
-			case len(data) >= 2:
-				return int(binary.NativeEndian.Uint16(data))
-			}
-			return 0
+		switch {
+		case len(data) >= 4:
+			size = int(binary.NativeEndian.Uint32(data))
+		case len(data) >= 2:
+			size = int(binary.NativeEndian.Uint16(data))
 		}
-		sp := unix.CmsgSpace(n - unix.CmsgLen(0))
-		if sp > len(oob) {
-			return 0
+		return false
+	})
+	return size
+}
+
+// enablePktinfo makes a listener's socket report each datagram's
+// destination address, so that its answers leave from it (IP_PKTINFO; on a
+// dual-stack socket IPV6_RECVPKTINFO as well, IP_PKTINFO serving the
+// IPv4-mapped peers).
+func enablePktinfo(rc syscall.RawConn, v6 bool) {
+	rc.Control(func(fd uintptr) {
+		unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_PKTINFO, 1)
+		if v6 {
+			unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1)
 		}
-		oob = oob[sp:]
+	})
+}
+
+// dstOf finds the destination address of a read (IP_PKTINFO or
+// IPV6_PKTINFO).
+func dstOf(oob []byte) (dst netip.Addr) {
+	eachCmsg(oob, func(level, typ int32, data []byte) bool {
+		switch {
+		case level == unix.IPPROTO_IP && typ == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
+			p := (*unix.Inet4Pktinfo)(unsafe.Pointer(&data[0]))
+			dst = netip.AddrFrom4(p.Addr)
+		case level == unix.IPPROTO_IPV6 && typ == unix.IPV6_PKTINFO && len(data) >= unix.SizeofInet6Pktinfo:
+			p := (*unix.Inet6Pktinfo)(unsafe.Pointer(&data[0]))
+			dst = netip.AddrFrom16(p.Addr).Unmap()
+		}
+		return !dst.IsValid()
+	})
+	return dst
+}
+
+// srcOOB appends the control message that sends a datagram from src (one
+// of the host's addresses) on an unconnected socket.
+func srcOOB(dst []byte, src netip.Addr) []byte {
+	n := len(dst)
+	if src.Is4() {
+		dst = append(dst, make([]byte, unix.CmsgSpace(unix.SizeofInet4Pktinfo))...)
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&dst[n]))
+		h.Level, h.Type = unix.IPPROTO_IP, unix.IP_PKTINFO
+		h.SetLen(unix.CmsgLen(unix.SizeofInet4Pktinfo))
+		p := (*unix.Inet4Pktinfo)(unsafe.Pointer(&dst[n+unix.CmsgLen(0)]))
+		p.Spec_dst = src.As4()
+		return dst
 	}
-	return 0
+	dst = append(dst, make([]byte, unix.CmsgSpace(unix.SizeofInet6Pktinfo))...)
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&dst[n]))
+	h.Level, h.Type = unix.IPPROTO_IPV6, unix.IPV6_PKTINFO
+	h.SetLen(unix.CmsgLen(unix.SizeofInet6Pktinfo))
+	p := (*unix.Inet6Pktinfo)(unsafe.Pointer(&dst[n+unix.CmsgLen(0)]))
+	p.Addr = src.As16()
+	return dst
 }
 
 // gsoRefused says whether a segmented send failed for want of GSO (the

@@ -3,6 +3,7 @@
 package udp
 
 import (
+	"net/netip"
 	"syscall"
 )
 
@@ -11,11 +12,21 @@ import (
 
 func setupSocket(rc syscall.RawConn, v6 bool, tos int) error { return nil }
 
+// reusePort: a listener's streams share its socket elsewhere (BSD's
+// SO_REUSEPORT does not prefer connected sockets).
+func reusePort(rc syscall.RawConn) error { return syscall.ENOPROTOOPT }
+
 func setTOS(rc syscall.RawConn, v6 bool, tos int) error { return nil }
 
 func pathMTU(rc syscall.RawConn, v6 bool) int { return 0 }
 
-func tosOOB(v6 bool, tos int) []byte { return nil }
+func tosOOB(dst []byte, v4 bool, tos int) []byte { return dst }
+
+func enablePktinfo(rc syscall.RawConn, v6 bool) {}
+
+func dstOf(oob []byte) netip.Addr { return netip.Addr{} }
+
+func srcOOB(dst []byte, src netip.Addr) []byte { return dst }
 
 var oobSize = 64
 
@@ -32,3 +43,5 @@ func segmentOOB(dst []byte, size int) []byte { return dst }
 func groSize(oob []byte) int { return 0 }
 
 func gsoRefused(err error) bool { return true }
+
+func threadInProcessNetns() bool { return true }

@@ -129,7 +129,7 @@ func (c *conn) handshake(ctx context.Context) error {
 		b = syn{random: c.random, window: uint64(len(c.rbuf)), mtu: uint16(mtu)}.put(b)
 		c.mu.Lock()
 		c.synPN = pn
-		c.noteSent(pn)
+		c.noteSent(pn, c.now())
 		c.mu.Unlock()
 		if err := c.sendRaw(b); err != nil && isRefused(err) {
 			return syscall.ECONNREFUSED
@@ -264,7 +264,14 @@ func (t *Transport) Listen(ctx context.Context, addr string, o transport.Options
 	if o.DSCP > 63 {
 		return nil, fmt.Errorf("udp listen %s: DSCP %d out of range 0..63", addr, o.DSCP)
 	}
+	// Streams get sockets of their own only where the listener's socket
+	// is in the process's namespace (see peerSocket): its goroutines open
+	// them from any thread.
+	reuse := threadInProcessNetns()
 	lc := net.ListenConfig{Control: func(network, _ string, rc syscall.RawConn) error {
+		if reuse && reusePort(rc) != nil {
+			reuse = false
+		}
 		return setupSocket(rc, network == "udp6", tosFor(o.DSCP))
 	}}
 	pc, err := lc.ListenPacket(ctx, "udp", addr)
@@ -282,11 +289,13 @@ func (t *Transport) Listen(ctx context.Context, addr string, o transport.Options
 		done:    make(chan struct{}),
 		refs:    1,
 	}
+	l.reuse.Store(reuse)
 	if a, ok := uc.LocalAddr().(*net.UDPAddr); ok {
 		l.v6 = a.IP.To4() == nil
 	}
 	if rc, err := uc.SyscallConn(); err == nil {
 		enableGRO(rc)
+		enablePktinfo(rc, l.v6)
 	}
 	go l.readLoop()
 	return l, nil
@@ -318,6 +327,11 @@ type Listener struct {
 	refs    int // the listener and its live streams hold the socket
 	dropped atomic.Uint64
 	swept   time.Time
+	reuse   atomic.Bool // SO_REUSEPORT: streams get sockets of their own
+	// relayed counts the datagrams the listener's socket read for streams
+	// that have sockets of their own (those that came before the stream's
+	// socket was connected)
+	relayed atomic.Uint64
 }
 
 // Accept returns the next established stream.
@@ -410,9 +424,12 @@ func (l *Listener) readLoop() {
 			c := l.conns[id]
 			l.mu.Unlock()
 			if c != nil {
-				if from != c.ep.(*listenEndpoint).peer {
+				if from != c.peer {
 					l.dropped.Add(1)
 					continue
+				}
+				if _, own := c.ep.(*dialEndpoint); own {
+					l.relayed.Add(1)
 				}
 				ok, ackNow := c.input(b, h, body, tos)
 				if !ok {
@@ -426,7 +443,7 @@ func (l *Listener) readLoop() {
 				}
 				continue
 			}
-			if h.typ != tSYN || !l.syn(b, h, body, from) {
+			if h.typ != tSYN || !l.syn(b, h, body, from, dstOf(oob[:oobn])) {
 				l.dropped.Add(1)
 			}
 		}
@@ -437,7 +454,7 @@ func (l *Listener) readLoop() {
 }
 
 // syn opens a stream on a SYN that authenticates under its session's key.
-func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort) bool {
+func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort, to netip.Addr) bool {
 	random, ok := synRandom(body)
 	if !ok {
 		return false
@@ -463,27 +480,65 @@ func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort) boo
 	if err != nil {
 		return false
 	}
-	ep := &listenEndpoint{l: l, peer: from, oob: tosOOB(l.v6, tosFor(l.opts.DSCP))}
+	// Answer from the address the SYN came to (a wildcard listener on a
+	// host of several addresses), as the dialler's connected socket
+	// expects.
+	laddr := l.uc.LocalAddr()
+	if to.IsValid() && !to.IsUnspecified() && !to.IsLinkLocalUnicast() { // a link-local address would need its zone too
+		laddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(to, uint16(laddr.(*net.UDPAddr).Port)))
+	} else {
+		to = netip.Addr{}
+	}
+	v4 := from.Addr().Unmap().Is4()
+	// The stream's own socket, connected to the peer, when the kernel
+	// lets one share the port (SO_REUSEPORT): its datagrams then come to
+	// it, read by a goroutine of its own; the shared socket otherwise.
+	var ep endpoint
+	pe := l.peerSocket(from, to, v4)
+	if pe != nil {
+		ep = pe
+		laddr = pe.uc.LocalAddr()
+	} else {
+		le := &listenEndpoint{l: l, peer: from, src: to, v4: v4}
+		le.setTOS(tosFor(l.opts.DSCP))
+		ep = le
+	}
 	o := l.opts
 	o.CC, o.PacingRate = "", 0
-	c, err := newConn(ep, l.uc.LocalAddr(), net.UDPAddrFromAddrPort(from), h.session, h.stream, false, keys, o, l.tr.Tuning, 0)
+	c, err := newConn(ep, laddr, net.UDPAddrFromAddrPort(from), h.session, h.stream, false, keys, o, l.tr.Tuning, 0)
 	if err != nil {
+		ep.release()
 		return false
 	}
+	c.v6 = !v4
+	c.peer = from
 	c.tun = l.tr.Tuning
 	c.random = random
-	c.setMTU(int(s.mtu))
+	mtu := int(s.mtu)
+	if pe != nil {
+		pe.v6 = c.v6
+		if m := pathMTU(pe.rc, c.v6); m > 0 && (mtu <= 0 || m < mtu) {
+			mtu = m
+		}
+	}
+	c.setMTU(mtu)
 	c.replay.mark(h.pn)
 	c.peerLimit = s.window
-	c.noteEcho(h.pn)
+	c.noteEcho(h.pn, c.now())
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
+		ep.release()
 		return false
 	}
 	l.conns[id] = c
-	l.refs++
+	if pe == nil {
+		l.refs++
+	}
 	l.mu.Unlock()
+	if pe != nil {
+		go pe.readLoop(c)
+	}
 	c.onDead = func() {
 		l.mu.Lock()
 		if l.conns[id] == c {
@@ -509,6 +564,54 @@ func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort) boo
 	c.sendSynAck()
 	go c.run()
 	return true
+}
+
+// peerSocket opens a socket for a stream, bound to the address and port
+// the SYN came to and connected to its peer, beside the listener's
+// (SO_REUSEPORT on both). The kernel hands a connected socket the
+// datagrams of its peer before an unconnected one; those that came to the
+// listener's socket first still reach the stream through it. nil when the
+// address the SYN came to is unknown or the kernel refuses.
+func (l *Listener) peerSocket(from netip.AddrPort, to netip.Addr, v4 bool) *dialEndpoint {
+	if !l.reuse.Load() {
+		return nil
+	}
+	local := to
+	if !local.IsValid() {
+		la := l.uc.LocalAddr().(*net.UDPAddr).AddrPort().Addr()
+		if la.IsUnspecified() {
+			return nil
+		}
+		local = la
+	}
+	network := "udp6"
+	peer := from.Addr()
+	if v4 {
+		network, peer, local = "udp4", peer.Unmap(), local.Unmap()
+	} else if local.Unmap().Is4() {
+		return nil
+	}
+	port := l.uc.LocalAddr().(*net.UDPAddr).Port
+	d := net.Dialer{
+		LocalAddr: net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, uint16(port))),
+		Control: func(network, _ string, rc syscall.RawConn) error {
+			if err := reusePort(rc); err != nil {
+				return err
+			}
+			return setupSocket(rc, network == "udp6", tosFor(l.opts.DSCP))
+		},
+	}
+	nc, err := d.Dial(network, netip.AddrPortFrom(peer, from.Port()).String())
+	if err != nil {
+		return nil
+	}
+	uc := nc.(*net.UDPConn)
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		uc.Close()
+		return nil
+	}
+	return &dialEndpoint{uc: uc, rc: rc}
 }
 
 // sweep forgets, every half minute at most, the ended streams of
@@ -543,14 +646,16 @@ func (l *Listener) sweep() {
 type listenEndpoint struct {
 	l     *Listener
 	peer  netip.AddrPort
+	src   netip.Addr // the address to answer from; invalid: the kernel's choice
+	v4    bool       // the peer is IPv4 (perhaps mapped on a dual-stack socket)
 	mu    sync.Mutex
-	oob   []byte
+	oob   []byte // the control messages of every send: TOS, source
 	once  sync.Once
 	nogso atomic.Bool
 }
 
 func (e *listenEndpoint) sendSegments(b []byte, size int) error {
-	var buf [64]byte
+	var buf [128]byte
 	e.mu.Lock()
 	oob := append(buf[:0], e.oob...)
 	e.mu.Unlock()
@@ -574,8 +679,12 @@ func (e *listenEndpoint) send(b []byte) error {
 func (e *listenEndpoint) mtu() int { return 0 }
 
 func (e *listenEndpoint) setTOS(tos int) error {
+	oob := tosOOB(nil, e.v4, tos)
+	if e.src.IsValid() {
+		oob = srcOOB(oob, e.src)
+	}
 	e.mu.Lock()
-	e.oob = tosOOB(e.l.v6, tos)
+	e.oob = oob
 	e.mu.Unlock()
 	return nil
 }

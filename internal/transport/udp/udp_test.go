@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,7 +43,7 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return c
@@ -51,7 +52,7 @@ func ctx(t *testing.T) context.Context {
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
 
 // viaRelay opens a stream from a dialler through a relay to a listener.
-func viaRelay(t *testing.T, o transport.Options, seed uint64, tuning ...udp.Tuning) (client, server transport.Conn, ln *udp.Listener, r *relay) {
+func viaRelay(t testing.TB, o transport.Options, seed uint64, tuning ...udp.Tuning) (client, server transport.Conn, ln *udp.Listener, r *relay) {
 	t.Helper()
 	tr, _ := newSession(t)
 	for _, tu := range tuning {
@@ -89,7 +90,7 @@ func random(n int) []byte {
 
 // exchange sends a from c to s and b from s to c at once and checks both
 // arrive whole.
-func exchange(t *testing.T, c, s transport.Conn, a, b []byte) {
+func exchange(t testing.TB, c, s transport.Conn, a, b []byte) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
@@ -123,6 +124,7 @@ func TestLossyPath(t *testing.T) {
 		{"loss, duplicates, reordering", 0.03, 0.03, 0.05, "", 0},
 		{"heavy loss, fixed rate", 0.15, 0.02, 0.05, "fixed", 50 << 20},
 		{"aimd", 0.03, 0.03, 0.05, "aimd", 0},
+		{"a third lost, reordered, duplicated", 0.3, 0.3, 0.3, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, s, _, r := viaRelay(t, transport.Options{DSCP: -1, CC: tc.cc, PacingRate: tc.rate}, 7)
@@ -329,4 +331,108 @@ func TestSlowReader(t *testing.T) {
 		t.Errorf("the sender never reports the receiver limiting it: %+v", cs)
 	}
 	t.Logf("sender: busy %v, receiver-limited %v, sent again %d bytes", cs.BusyTime, cs.ReceiverLimited, cs.BytesRetrans)
+}
+
+// TestReset: a stream closed with bytes unread resets: the peer's reads
+// and writes fail with "connection reset", not a silent EOF.
+func TestReset(t *testing.T) {
+	tr, _ := newSession(t)
+	ln, err := tr.Listen(ctx(t), "127.0.0.1:0", transport.Options{DSCP: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	acc := make(chan net.Conn, 1)
+	go func() { a, _ := ln.Accept(); acc <- a }()
+	c, err := tr.Dial(ctx(t), ln.Addr().String(), transport.Options{DSCP: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := <-acc
+	if _, err := c.Write([]byte("never read")); err != nil {
+		t.Fatal(err)
+	}
+	// wait until the bytes are in s's buffer, then close s unread
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, _ := s.(transport.Conn).Stats()
+		if st.BytesReceived > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.Close()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 10)); !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("read from a reset stream: %v, want connection reset", err)
+	}
+	if _, err := c.Write([]byte("more")); !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("write to a reset stream: %v, want connection reset", err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	tr := &udp.Transport{}
+	if ln, err := tr.Listen(ctx(t), "127.0.0.1:0", transport.Options{DSCP: -1}); err == nil {
+		ln.Close()
+		t.Error("a listener without Keys")
+	}
+	keyed, a := newSession(t)
+	ln, err := keyed.Listen(ctx(t), "127.0.0.1:0", transport.Options{DSCP: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if c, err := tr.Dial(ctx(t), ln.Addr().String(), transport.Options{DSCP: -1}); err == nil {
+		c.Close()
+		t.Error("a dial without a session key")
+	}
+	// the key from the dial's options, not the transport's
+	if c, err := tr.Dial(ctx(t), ln.Addr().String(), transport.Options{DSCP: -1, Auth: &a}); err != nil {
+		t.Errorf("a dial with Options.Auth: %v", err)
+	} else {
+		c.Close()
+	}
+	// a wrong key: the listener drops the SYN unanswered, the dial gives up
+	bad := transport.Auth{Session: a.Session, Key: []byte("not the session's secret")}
+	short, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	defer cancel()
+	if c, err := tr.Dial(short, ln.Addr().String(), transport.Options{DSCP: -1, Auth: &bad}); err == nil {
+		c.Close()
+		t.Error("a dial with the wrong key")
+	}
+	if ln.(*udp.Listener).Dropped() == 0 {
+		t.Error("the listener did not count the SYNs under the wrong key")
+	}
+}
+
+// TestIPv6: a stream over IPv6 loopback, DSCP and all; datagrams are sized
+// for IPv6's larger header.
+func TestIPv6(t *testing.T) {
+	tr, _ := newSession(t)
+	ln, err := tr.Listen(ctx(t), "[::1]:0", transport.Options{DSCP: 46})
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	defer ln.Close()
+	acc := make(chan net.Conn, 1)
+	go func() { a, _ := ln.Accept(); acc <- a }()
+	c, err := tr.Dial(ctx(t), ln.Addr().String(), transport.Options{DSCP: 46})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := (<-acc).(transport.Conn)
+	defer s.Close()
+	exchange(t, c, s, random(2<<20), random(2<<20))
+	if err := s.Tune(transport.Options{DSCP: 10}); err != nil {
+		t.Fatal(err)
+	}
+	exchange(t, c, s, random(1<<20), random(1<<20))
+	for _, end := range []transport.Conn{c, s} {
+		if st, _ := end.Stats(); st.MSS != 9000-48-56 {
+			t.Errorf("payload %d over IPv6 loopback, want %d", st.MSS, 9000-48-56)
+		}
+	}
 }
