@@ -16,6 +16,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/transport"
+	"github.com/lightpath/lightpath/internal/transport/udp"
 	"github.com/lightpath/lightpath/internal/wire"
 )
 
@@ -25,8 +26,9 @@ const (
 	TransportUDP = "udp"
 )
 
-// UDPRateControls are the rate controls a UDP session's --cc takes.
-var UDPRateControls = []string{"fixed", "fast", "aimd"}
+// UDPRateControls are the rate controls a UDP session's --cc takes (the
+// UDP transport's own list; not to be changed).
+var UDPRateControls = udp.Names
 
 // Tuning is the socket options of a session's streams.
 type Tuning struct {

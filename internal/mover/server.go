@@ -14,7 +14,6 @@ import (
 	"net"
 	"os"
 	"path"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -367,10 +366,10 @@ func isUDP(c net.Conn) bool {
 
 // checkUDPCC refuses a rate control the UDP transport lacks.
 func checkUDPCC(name string) error {
-	if name == "" || slices.Contains(UDPRateControls, name) {
+	if udp.CheckCC(name) == nil {
 		return nil
 	}
-	return fmt.Errorf("rate control %q: the UDP transport takes %s", name, strings.Join(UDPRateControls, ", "))
+	return fmt.Errorf("rate control %q: the UDP transport takes %s", name, strings.Join(udp.Names, ", "))
 }
 
 // tuningOptions turns a session's tuning into per-socket options: the rate
