@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/mover"
+	"github.com/lightpath/lightpath/internal/transfer"
 )
 
 func TestParseRemote(t *testing.T) {
@@ -122,5 +124,14 @@ func TestUDPReserved(t *testing.T) {
 				t.Errorf("cc %q rate %d, want %q %d", tu.CC, tu.Rate, tc.wantCC, tc.wantRate)
 			}
 		})
+	}
+}
+
+// TestUDPRateControlLists: the transfer service's list of UDP rate
+// controls (checked at submission, where the transport is not linked) is
+// the transport's own.
+func TestUDPRateControlLists(t *testing.T) {
+	if !slices.Equal(transfer.UDPRateControls, mover.UDPRateControls) {
+		t.Errorf("transfer.UDPRateControls %v, the UDP transport's %v", transfer.UDPRateControls, mover.UDPRateControls)
 	}
 }
