@@ -160,6 +160,9 @@ type TaskWork struct {
 	// JobRequest.CC); "" leaves the data node's own (serve --cc, or the
 	// transport's default).
 	CC string `json:"cc,omitempty"`
+	// Transport carries the pushes' data streams (the job's
+	// JobRequest.Transport): "" or tcp, or udp.
+	Transport string `json:"transport,omitempty"`
 	// Timeout bounds a list task.
 	Timeout string `json:"timeout,omitempty"`
 }

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -123,6 +124,20 @@ func CopyFlow(push bool, client netip.Addr, server netip.AddrPort) reserve.FlowS
 	return reserve.FlowSpec{Flows: []reserve.Flow{f}}
 }
 
+// WithUDP is a copy's flow with each of its tcp flows carried over udp as
+// well: a session whose data streams are UDP to the server's one port
+// (its control connection stays TCP).
+func WithUDP(f reserve.FlowSpec) reserve.FlowSpec {
+	out := reserve.FlowSpec{Flows: slices.Clone(f.Flows)}
+	for _, fl := range f.Flows {
+		if fl.Proto == reserve.ProtoTCP {
+			fl.Proto = reserve.ProtoUDP
+			out.Flows = append(out.Flows, fl)
+		}
+	}
+	return out
+}
+
 // PlanCopy finds the nodes and the flow of a copy between this host's
 // address client and the server's address.
 func PlanCopy(t apiv1.Topology, push bool, client netip.Addr, server netip.AddrPort) (Plan, error) {
@@ -164,6 +179,9 @@ type Request struct {
 	Duration time.Duration
 	Path     []string // the links to take; nil: the controller's choice
 	Project  string
+	// UDP: the copy's data goes over UDP to the same port (cp --transport
+	// udp), so the flow covers udp as well as tcp.
+	UDP bool
 }
 
 // Watcher is told what becomes of a booked reservation while the copy
@@ -206,6 +224,9 @@ func Book(ctx context.Context, c Controller, req Request, w Watcher) (*Booking, 
 	p, err := PlanCopy(topo, req.Push, req.Client, req.Server)
 	if err != nil {
 		return nil, err
+	}
+	if req.UDP {
+		p.Flow = WithUDP(p.Flow)
 	}
 	window := func(bps uint64) time.Duration {
 		switch {

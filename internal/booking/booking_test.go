@@ -40,6 +40,14 @@ func TestCopyFlow(t *testing.T) {
 		if err != nil || !fs.Equal(b.Flow) {
 			t.Errorf("flow %q does not parse back to itself: %v %q", b.Flow, err, fs)
 		}
+		// Over UDP the data's flow is added, to the same port.
+		u := WithUDP(b.Flow)
+		if want := c.want + ", udp " + strings.TrimPrefix(c.want, "tcp "); u.String() != want {
+			t.Errorf("with UDP: %q, want %q", u, want)
+		}
+		if fs, err := reserve.ParseFlowSpec(u.String()); err != nil || !fs.Equal(u) {
+			t.Errorf("flow %q does not parse back to itself: %v %q", u, err, fs)
+		}
 	}
 }
 

@@ -20,17 +20,23 @@ import (
 // both (direction "both"). The sending rate and the bytes on the wire and
 // sent again are absent where the sender could not say.
 type benchFigures struct {
-	Direction      string        `json:"direction"` // send (client to server), receive, or both
-	Bytes          int64         `json:"bytes"`     // payload delivered
-	Seconds        float64       `json:"seconds"`
-	ThroughputBps  float64       `json:"throughput_bps"` // the goodput, under the name cp's summary uses
-	GoodputBps     float64       `json:"goodput_bps"`
-	SendingRateBps *float64      `json:"sending_rate_bps,omitempty"`
-	WireBytes      *uint64       `json:"wire_bytes,omitempty"`
-	BytesResent    *uint64       `json:"bytes_resent,omitempty"`
-	Retransmits    uint32        `json:"retransmits"`
-	CC             string        `json:"cc"` // the congestion controls the streams ran, as cp's summary
-	PerStream      []benchStream `json:"per_stream,omitempty"`
+	Direction      string   `json:"direction"` // send (client to server), receive, or both
+	Bytes          int64    `json:"bytes"`     // payload delivered
+	Seconds        float64  `json:"seconds"`
+	ThroughputBps  float64  `json:"throughput_bps"` // the goodput, under the name cp's summary uses
+	GoodputBps     float64  `json:"goodput_bps"`
+	SendingRateBps *float64 `json:"sending_rate_bps,omitempty"`
+	WireBytes      *uint64  `json:"wire_bytes,omitempty"`
+	BytesResent    *uint64  `json:"bytes_resent,omitempty"`
+	Retransmits    uint32   `json:"retransmits"`
+	// Over UDP, where both sides could say: the payload the receiver got
+	// only from a retransmission, and the sender's datagrams and their
+	// number per system call.
+	LossRepaired      *uint64       `json:"loss_repaired_bytes,omitempty"`
+	Datagrams         *uint64       `json:"datagrams,omitempty"`
+	DatagramsPerBatch *float64      `json:"datagrams_per_batch,omitempty"`
+	CC                string        `json:"cc"` // the congestion controls the streams ran, as cp's summary
+	PerStream         []benchStream `json:"per_stream,omitempty"`
 }
 
 // benchStream is a stream's account in one direction: cp's, and what it
@@ -44,6 +50,7 @@ type benchStream struct {
 type benchSummary struct {
 	Type string `json:"type"`
 	benchFigures
+	Transport  string         `json:"transport"` // tcp or udp
 	Streams    int            `json:"streams"`
 	File       string         `json:"file,omitempty"`
 	Direct     bool           `json:"direct,omitempty"`
@@ -72,6 +79,10 @@ func directionFigures(d mover.BenchDirection) benchFigures {
 		rate, wire, resent := d.SendingRateBps(), d.WireBytes, d.ResentBytes
 		f.SendingRateBps, f.WireBytes, f.BytesResent = &rate, &wire, &resent
 	}
+	if d.HasUDP {
+		repaired, dgrams, batch := d.LossRepaired, d.Datagrams, d.DatagramsPerBatch()
+		f.LossRepaired, f.Datagrams, f.DatagramsPerBatch = &repaired, &dgrams, &batch
+	}
 	reports := streamReports(d.PerStream)
 	for i, r := range reports {
 		s := benchStream{streamReport: r}
@@ -91,7 +102,7 @@ func directionFigures(d mover.BenchDirection) benchFigures {
 func benchTotal(dirs []benchFigures) benchFigures {
 	t := benchFigures{Direction: "both"}
 	var ccs []string
-	wire := true
+	wire, udp := true, true
 	for _, d := range dirs {
 		t.Bytes += d.Bytes
 		t.Seconds = max(t.Seconds, d.Seconds)
@@ -102,6 +113,7 @@ func benchTotal(dirs []benchFigures) benchFigures {
 			}
 		}
 		wire = wire && d.SendingRateBps != nil
+		udp = udp && d.Datagrams != nil
 	}
 	perSecond := func(bytes float64) float64 {
 		if t.Seconds <= 0 {
@@ -121,6 +133,22 @@ func benchTotal(dirs []benchFigures) benchFigures {
 		rate := perSecond(float64(bytes))
 		t.SendingRateBps, t.WireBytes, t.BytesResent = &rate, &bytes, &resent
 	}
+	if udp && len(dirs) > 0 {
+		var repaired, dgrams uint64
+		var calls float64
+		for _, d := range dirs {
+			repaired += *d.LossRepaired
+			dgrams += *d.Datagrams
+			if *d.DatagramsPerBatch > 0 {
+				calls += float64(*d.Datagrams) / *d.DatagramsPerBatch
+			}
+		}
+		batch := 0.0
+		if calls > 0 {
+			batch = float64(dgrams) / calls
+		}
+		t.LossRepaired, t.Datagrams, t.DatagramsPerBatch = &repaired, &dgrams, &batch
+	}
 	return t
 }
 
@@ -138,6 +166,9 @@ func benchLine(f benchFigures, over string) string {
 	line += fmt.Sprintf("; %d retransmits", f.Retransmits)
 	if f.BytesResent != nil {
 		line += fmt.Sprintf(", %s sent again", units.FormatSize(int64(*f.BytesResent)))
+	}
+	if f.LossRepaired != nil {
+		line += fmt.Sprintf("; loss repaired %s, %.1f datagrams per batch", units.FormatSize(int64(*f.LossRepaired)), *f.DatagramsPerBatch)
 	}
 	return line
 }
@@ -187,7 +218,12 @@ where its file system offers it).
 With --reverse, F is a file of the server's, a path under its served
 directory (as in lp://HOST:PORT/PATH). With --bidir every stream carries
 data both ways at once; F, if given, is what the client sends, and the
-server sends memory.`,
+server sends memory.
+
+--transport udp runs every mode over the reliable UDP transport (control
+on TCP), --cc naming its rate control: fixed (needs --rate), fast (the
+default) or aimd; each direction then also reports the loss repaired and
+the datagrams sent per system call.`,
 		Example: `  lightpath bench lp://dtn2:7070
   lightpath bench lp://dtn2:7070 -P 4 -t 30s --cc cubic
   lightpath bench lp://dtn2:7070 -P 4 --cc fast
@@ -195,6 +231,7 @@ server sends memory.`,
   lightpath bench lp://dtn2:7070 --file /data/big.bin --direct -P 4
   lightpath bench lp://dtn2:7070 --reverse --file runs/big.bin
   lightpath bench lp://dtn2:7070 --bidir -P 2
+  lightpath bench lp://dtn2:7070 --transport udp --cc fixed --rate 9G
   lightpath bench lp://[::1]:7070 --reverse --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
@@ -269,7 +306,10 @@ server sends memory.`,
 			if err != nil {
 				return fmt.Errorf("bench: %w", err)
 			}
-			s := benchSummary{Type: "summary", Streams: res.Streams, File: file, Direct: direct}
+			s := benchSummary{Type: "summary", Streams: res.Streams, File: file, Direct: direct, Transport: mover.TransportTCP}
+			if tuning.Transport == mover.TransportUDP {
+				s.Transport = mover.TransportUDP
+			}
 			for _, d := range res.Directions {
 				s.Directions = append(s.Directions, directionFigures(d))
 			}
@@ -283,15 +323,19 @@ server sends memory.`,
 				return nil
 			}
 			w := cmd.OutOrStdout()
+			over := " over " + streamsWord(s.Streams)
+			if s.Transport == mover.TransportUDP {
+				over += " (udp)"
+			}
 			if !bidir {
-				fmt.Fprintln(w, benchLine(s.benchFigures, " over "+streamsWord(s.Streams)))
-				printBenchStreams(w, s.benchFigures, "  ")
+				fmt.Fprintln(w, benchLine(s.benchFigures, over))
+				printBenchStreams(w, s.benchFigures, "  ", s.Transport)
 				return nil
 			}
-			fmt.Fprintln(w, "both ways, "+benchLine(s.benchFigures, " over "+streamsWord(s.Streams)+" carrying both"))
+			fmt.Fprintln(w, "both ways, "+benchLine(s.benchFigures, over+" carrying both"))
 			for _, d := range s.Directions {
 				fmt.Fprintf(w, "  %s: %s\n", benchDirectionName(d.Direction), benchLine(d, ""))
-				printBenchStreams(w, d, "    ")
+				printBenchStreams(w, d, "    ", s.Transport)
 			}
 			return nil
 		},
@@ -324,13 +368,17 @@ func benchDirectionName(dir string) string {
 	return "server to client"
 }
 
-func printBenchStreams(w io.Writer, f benchFigures, indent string) {
+func printBenchStreams(w io.Writer, f benchFigures, indent, transport string) {
 	var reports []streamReport
 	for _, p := range f.PerStream {
 		reports = append(reports, p.streamReport)
 	}
 	if cc := ccLine(reports); cc != "" {
-		fmt.Fprintf(w, "%scongestion control: %s\n", indent, cc)
+		what := "congestion control"
+		if transport == mover.TransportUDP {
+			what = "udp rate control"
+		}
+		fmt.Fprintf(w, "%s%s: %s\n", indent, what, cc)
 	}
 	for i, p := range f.PerStream {
 		line := fmt.Sprintf("%sstream %d: %s, %s, rtt %.3f ms (var %.3f), cwnd %d, retransmits %d",

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -102,8 +103,8 @@ func clientTLS(caFile, addr string) (*tls.Config, error) {
 	return &tls.Config{RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS13}, nil
 }
 
-// registerCC adds --cc, the congestion control of the command's sockets
-// (cp, bench and serve).
+// registerCC adds serve's --cc, the congestion control of its sockets (cp
+// and bench register theirs with the transport's rate controls).
 func registerCC(fs *pflag.FlagSet, p *string) {
 	fs.StringVar(p, "cc", "", "congestion control of every stream: any the kernel offers, such as bbr, cubic, reno, or fast "+
 		"(FAST TCP, once loaded with: lightpath cc install fast, as root) (default: bbr where the kernel has it, cubic to loopback peers)")
@@ -123,11 +124,18 @@ type tuningFlags struct {
 	cc, rate, window, tokenFile, tlsCA string
 	dscp                               int
 	streams                            int
+	transport                          string
+	// reserving: the rate may come from a reservation booked later (cp
+	// --reserve), so a UDP session's --cc fixed may lack --rate here.
+	reserving bool
 }
 
 func (t *tuningFlags) register(fs *pflag.FlagSet, streamsDefault int, streamsHelp string) {
 	fs.IntVarP(&t.streams, "parallel", "P", streamsDefault, streamsHelp)
-	registerCC(fs, &t.cc)
+	fs.StringVar(&t.cc, "cc", "", "congestion control of every stream: with TCP any the kernel offers, such as bbr, cubic, reno, or fast "+
+		"(FAST TCP, once loaded with: lightpath cc install fast, as root) (default: bbr where the kernel has it, cubic to loopback peers); "+
+		"with --transport udp the rate control: fixed (at --rate, or the reserved rate), fast or aimd (default: fixed on a reservation, fast otherwise)")
+	fs.StringVar(&t.transport, "transport", mover.TransportTCP, "what carries the data streams: tcp, or udp (the reliable UDP transport, to the server's same port; control stays on TCP)")
 	fs.StringVar(&t.rate, "rate", "", "cap the rate, paced by the kernel, e.g. 500M or 2Gbps (bits per second)")
 	fs.StringVar(&t.window, "window", "", "socket buffer size per stream, e.g. 64MiB (default: kernel autotuning)")
 	fs.IntVar(&t.dscp, "dscp", -1, "DSCP value 0..63 to mark every packet with (IP_TOS)")
@@ -137,8 +145,21 @@ func (t *tuningFlags) register(fs *pflag.FlagSet, streamsDefault int, streamsHel
 
 func (t *tuningFlags) tuning() (mover.Tuning, error) {
 	tu := mover.Tuning{CC: t.cc, DSCP: -1}
-	if err := checkCC(t.cc); err != nil {
-		return tu, err
+	switch t.transport {
+	case "", mover.TransportTCP:
+		if err := checkCC(t.cc); err != nil {
+			if slices.Contains(mover.UDPRateControls, t.cc) && t.cc != transport.FastCC {
+				return tu, fmt.Errorf("--cc %s is a rate control of the UDP transport: add --transport udp", t.cc)
+			}
+			return tu, err
+		}
+	case mover.TransportUDP:
+		tu.Transport = mover.TransportUDP
+		if t.cc != "" && !slices.Contains(mover.UDPRateControls, t.cc) {
+			return tu, fmt.Errorf("--cc %q with --transport udp: want fixed, fast or aimd", t.cc)
+		}
+	default:
+		return tu, fmt.Errorf("--transport %q: want tcp or udp", t.transport)
 	}
 	if t.rate != "" {
 		r, err := units.ParseRate(t.rate)
@@ -166,6 +187,14 @@ func (t *tuningFlags) tuning() (mover.Tuning, error) {
 	tu.DSCP = int8(t.dscp)
 	if t.streams < 0 || t.streams > 256 {
 		return tu, fmt.Errorf("-P %d out of range 1..256", t.streams)
+	}
+	if tu.Transport == mover.TransportUDP && !t.reserving {
+		switch {
+		case tu.CC == "fixed" && tu.Rate == 0:
+			return tu, errors.New("--cc fixed sends at a set rate: give --rate (or, with cp, --reserve, whose rate it takes)")
+		case tu.CC == "":
+			tu.CC = "fast" // without a reservation; --rate caps it
+		}
 	}
 	return tu, nil
 }

@@ -1,8 +1,13 @@
 package cli
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/lightpath/lightpath/internal/mover"
+	"github.com/lightpath/lightpath/internal/transfer"
 )
 
 func TestParseRemote(t *testing.T) {
@@ -50,5 +55,83 @@ func TestDurationFlag(t *testing.T) {
 		if (err != nil) != tc.err || d != tc.want {
 			t.Errorf("Set(%q) = %v, %v; want %v, error %v", tc.in, d, err, tc.want, tc.err)
 		}
+	}
+}
+
+// TestTuningTransport: --transport and --cc together, checked before
+// anything connects.
+func TestTuningTransport(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		f                 tuningFlags
+		wantCC, wantTrans string
+		wantErr           string
+	}{
+		{"tcp by default", tuningFlags{}, "", "", ""},
+		{"udp defaults to fast", tuningFlags{transport: "udp"}, "fast", "udp", ""},
+		{"udp fast with a cap", tuningFlags{transport: "udp", rate: "1G"}, "fast", "udp", ""},
+		{"udp fixed at a rate", tuningFlags{transport: "udp", cc: "fixed", rate: "1G"}, "fixed", "udp", ""},
+		{"udp aimd", tuningFlags{transport: "udp", cc: "aimd"}, "aimd", "udp", ""},
+		{"udp fixed without a rate", tuningFlags{transport: "udp", cc: "fixed"}, "", "", "--cc fixed sends at a set rate"},
+		{"udp fixed waiting for a reservation", tuningFlags{transport: "udp", cc: "fixed", reserving: true}, "fixed", "udp", ""},
+		{"udp default waiting for a reservation", tuningFlags{transport: "udp", reserving: true}, "", "udp", ""},
+		{"udp with a kernel's name", tuningFlags{transport: "udp", cc: "cubic"}, "", "", `--cc "cubic" with --transport udp: want fixed, fast or aimd`},
+		{"tcp with a UDP rate control", tuningFlags{cc: "fixed"}, "", "", "--cc fixed is a rate control of the UDP transport: add --transport udp"},
+		{"unknown transport", tuningFlags{transport: "sctp"}, "", "", `--transport "sctp": want tcp or udp`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.f.dscp = -1
+			tu, err := tc.f.tuning()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || tu.CC != tc.wantCC || tu.Transport != tc.wantTrans {
+				t.Fatalf("tuning %+v, %v; want cc %q transport %q", tu, err, tc.wantCC, tc.wantTrans)
+			}
+		})
+	}
+}
+
+// TestUDPReserved: a UDP copy's rate control once its reservation is
+// booked, or not.
+func TestUDPReserved(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		in       mover.Tuning
+		reserved uint64
+		wantCC   string
+		wantRate uint64
+		wantErr  bool
+	}{
+		{"default on a reservation", mover.Tuning{Transport: "udp"}, 3e8, "fixed", 3e8, false},
+		{"default with --rate on a reservation", mover.Tuning{Transport: "udp", Rate: 2e8}, 3e8, "fixed", 2e8, false},
+		{"default without a reservation", mover.Tuning{Transport: "udp"}, 0, "fast", 0, false},
+		{"fixed takes the reserved rate", mover.Tuning{Transport: "udp", CC: "fixed"}, 5e8, "fixed", 5e8, false},
+		{"fixed without a rate or a reservation", mover.Tuning{Transport: "udp", CC: "fixed"}, 0, "", 0, true},
+		{"aimd stays", mover.Tuning{Transport: "udp", CC: "aimd"}, 5e8, "aimd", 0, false},
+		{"tcp untouched", mover.Tuning{CC: "cubic"}, 5e8, "cubic", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tu := tc.in
+			err := udpReserved(&tu, tc.reserved, "refused")
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v", err)
+			}
+			if err == nil && (tu.CC != tc.wantCC || tu.Rate != tc.wantRate) {
+				t.Errorf("cc %q rate %d, want %q %d", tu.CC, tu.Rate, tc.wantCC, tc.wantRate)
+			}
+		})
+	}
+}
+
+// TestUDPRateControlLists: the transfer service's list of UDP rate
+// controls (checked at submission, where the transport is not linked) is
+// the transport's own.
+func TestUDPRateControlLists(t *testing.T) {
+	if !slices.Equal(transfer.UDPRateControls, mover.UDPRateControls) {
+		t.Errorf("transfer.UDPRateControls %v, the UDP transport's %v", transfer.UDPRateControls, mover.UDPRateControls)
 	}
 }

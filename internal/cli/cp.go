@@ -99,6 +99,15 @@ loaded it, as root). Default: bbr where the kernel has it, cubic to
 loopback peers (the server's serve --cc, when it has one, for what it
 sends). The summary names what each stream really ran (cc).
 
+--transport udp sends the data over Lightpath's reliable UDP transport
+(the control connection stays TCP; the data streams go to the server's same
+port number over UDP, every datagram authenticated with a key of the
+session). --cc is then its rate control: fixed (steady at --rate, or at the
+reservation's rate with --reserve), fast (FAST's equation on the queueing
+delay) or aimd; default fixed at the reserved rate when --reserve books
+one, fast otherwise. The summary adds the sending rate, the goodput, the
+loss repaired, the bytes sent again and the datagrams per batch.
+
 Reserved bandwidth (--reserve RATE|auto, with --controller URL and
 --controller-token-file F): before the copy, cp books a reservation with the
 controller for its own connections: the flow "tcp CLIENT > SERVER:PORT" for
@@ -136,6 +145,7 @@ cannot be reached never stops the copy.`,
 		Example: `  lightpath cp big.h5 lp://dtn2:7070/incoming/
   lightpath cp -r -P 8 --rate 5G ./run42 lp://dtn2:7070/runs/run42
   lightpath cp -r lp://dtn2:7070/runs/run42 /scratch/
+  lightpath cp -r --transport udp --cc fixed --rate 5G ./run42 lp://dtn2:7070/runs/
   lightpath cp --json --retries 5 lp://[2001:db8::2]:7070/d.tar .
   lightpath cp -r --exclude '*.tmp' --dry-run ./run42 lp://dtn2:7070/runs/
   lightpath cp --reserve 2G --controller unix:/run/lightpath/two-site/controller.sock \
@@ -173,23 +183,37 @@ cannot be reached never stops the copy.`,
 
 // cpSummary is the final line of cp --json; the field names are a contract.
 type cpSummary struct {
-	Type          string         `json:"type"`
-	Direction     string         `json:"direction"`
-	Bytes         int64          `json:"bytes"`
-	Files         int            `json:"files"`
-	FilesFailed   int            `json:"files_failed"`
-	FilesSkipped  int            `json:"files_skipped"`
-	Seconds       float64        `json:"seconds"`
-	ThroughputBps float64        `json:"throughput_bps"`
-	Streams       int            `json:"streams"`
-	Verified      bool           `json:"verified"`
-	Checksum      string         `json:"checksum"`
-	BytesSent     int64          `json:"bytes_sent"`
-	BytesSkipped  int64          `json:"bytes_skipped"`
-	BytesSparse   int64          `json:"bytes_sparse"`
-	Attempts      int            `json:"attempts"`
-	Retransmits   uint32         `json:"retransmits"`
-	PerStream     []streamReport `json:"per_stream"`
+	Type          string  `json:"type"`
+	Direction     string  `json:"direction"`
+	Bytes         int64   `json:"bytes"`
+	Files         int     `json:"files"`
+	FilesFailed   int     `json:"files_failed"`
+	FilesSkipped  int     `json:"files_skipped"`
+	Seconds       float64 `json:"seconds"`
+	ThroughputBps float64 `json:"throughput_bps"`
+	Streams       int     `json:"streams"`
+	Verified      bool    `json:"verified"`
+	Checksum      string  `json:"checksum"`
+	BytesSent     int64   `json:"bytes_sent"`
+	BytesSkipped  int64   `json:"bytes_skipped"`
+	BytesSparse   int64   `json:"bytes_sparse"`
+	Attempts      int     `json:"attempts"`
+	Retransmits   uint32  `json:"retransmits"`
+	// Transport carried the data: tcp or udp. GoodputBps is the last
+	// session's payload per second of its sender's time, which its sending
+	// rate (with the bytes on the wire and sent again, where its sender
+	// could say) compares with; over UDP, the loss repaired (bytes that
+	// arrived only thanks to a retransmission) and the datagrams sent per
+	// system call.
+	Transport         string         `json:"transport"`
+	GoodputBps        float64        `json:"goodput_bps"`
+	SendingRateBps    *float64       `json:"sending_rate_bps,omitempty"`
+	WireBytes         *uint64        `json:"wire_bytes,omitempty"`
+	BytesResent       *uint64        `json:"bytes_resent,omitempty"`
+	LossRepaired      *uint64        `json:"loss_repaired_bytes,omitempty"`
+	Datagrams         *uint64        `json:"datagrams,omitempty"`
+	DatagramsPerBatch *float64       `json:"datagrams_per_batch,omitempty"`
+	PerStream         []streamReport `json:"per_stream"`
 	// CC names the congestion controls the streams ran (mover.Summary.CC):
 	// "fast", or "fast,cubic" when they differ.
 	CC             string   `json:"cc"`
@@ -224,6 +248,10 @@ type streamReport struct {
 	DeliveryBps    float64 `json:"delivery_rate_bps"`
 	RwndLimitedS   float64 `json:"rwnd_limited_seconds"`
 	SndbufLimitedS float64 `json:"sndbuf_limited_seconds"`
+	// Over UDP: the payload this stream repaired, and its sender's
+	// datagrams per system call.
+	LossRepaired      uint64  `json:"loss_repaired_bytes,omitempty"`
+	DatagramsPerBatch float64 `json:"datagrams_per_batch,omitempty"`
 }
 
 // ccLine says which congestion control the streams ran, with how many
@@ -252,6 +280,14 @@ func ccLine(streams []streamReport) string {
 	return strings.Join(parts, ", ")
 }
 
+// perBatch is datagrams per system call, 0 when none were counted.
+func perBatch(datagrams, calls uint64) float64 {
+	if calls == 0 {
+		return 0
+	}
+	return float64(datagrams) / float64(calls)
+}
+
 // streamReports is each stream's account as cp and bench print it.
 func streamReports(streams []mover.StreamSummary) []streamReport {
 	var out []streamReport
@@ -260,6 +296,7 @@ func streamReports(streams []mover.StreamSummary) []streamReport {
 			CC: s.CC, Bytes: s.Bytes, RTTMs: float64(s.RTT) / 1e6, RTTVarMs: float64(s.RTTVar) / 1e6,
 			Cwnd: s.Cwnd, Retransmits: s.Retransmits, DeliveryBps: s.DeliveryBps,
 			RwndLimitedS: s.RwndLimited.Seconds(), SndbufLimitedS: s.SndbufLimited.Seconds(),
+			LossRepaired: s.LossRepaired, DatagramsPerBatch: perBatch(s.Datagrams, s.SendCalls),
 		})
 	}
 	return out
@@ -309,6 +346,10 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 		if err := bk.start(ctx, job, meter.Sent); err != nil {
 			return fmt.Errorf("cp: %w", err)
 		}
+		if err := udpReserved(&job.Config.Tuning, bk.bandwidth(), bk.failure); err != nil {
+			bk.finish(&cpSummary{}, false)
+			return fmt.Errorf("cp: %w", err)
+		}
 	}
 	// With a controller (--controller, or implied by --reserve) the copy
 	// is registered there and reports its progress every second.
@@ -344,6 +385,33 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 	case err != nil:
 		// The error's text may come from the server: printed sanitised.
 		return fmt.Errorf("cp: %s", textsafe.Sanitize(err.Error()))
+	}
+	return nil
+}
+
+// udpReserved sets a UDP copy's rate control once its reservation is
+// booked (reserved bits per second, 0 when none could be, for the reason
+// failure): without --cc, fixed at the reserved rate (or at --rate, when
+// given), or fast with no reservation; --cc fixed without --rate takes the
+// reserved rate, and fails without one.
+func udpReserved(t *mover.Tuning, reserved uint64, failure string) error {
+	if t.Transport != mover.TransportUDP {
+		return nil
+	}
+	switch {
+	case t.CC == "" && reserved > 0:
+		t.CC = "fixed"
+	case t.CC == "":
+		t.CC = "fast"
+		return nil
+	case t.CC != "fixed":
+		return nil
+	}
+	if t.Rate == 0 {
+		if reserved == 0 {
+			return fmt.Errorf("--cc fixed sends at a set rate and no reservation gave one (%s): give --rate", failure)
+		}
+		t.Rate = reserved
 	}
 	return nil
 }
@@ -389,6 +457,7 @@ func (o cpFlags) job(args []string) (*cpJob, error) {
 	if set > 1 {
 		return nil, errors.New("--overwrite, --skip-existing and --update exclude each other")
 	}
+	o.reserving = o.reserve.rate != ""
 	tuning, err := o.tuning()
 	if err != nil {
 		return nil, err
@@ -529,7 +598,15 @@ func (o cpFlags) summary(r mover.Summary) cpSummary {
 		Retransmits: r.Retransmits, PerStream: streamReports(r.Streams), CC: r.CC(),
 		Bottleneck: r.Bottleneck.What, BottleneckWhy: r.Bottleneck.Why,
 		SenderIOWait: r.SenderIOWait.Seconds(), ReceiverIOWait: r.ReceiverIOWait.Seconds(),
-		Errors: r.Errors, DryRun: o.dryRun}
+		Errors: r.Errors, DryRun: o.dryRun, Transport: r.Transport, GoodputBps: r.GoodputBps()}
+	if r.HasWire {
+		rate, wire, resent := r.SendingRateBps(), r.WireBytes, r.ResentBytes
+		s.SendingRateBps, s.WireBytes, s.BytesResent = &rate, &wire, &resent
+	}
+	if r.HasUDP {
+		repaired, dgrams, batch := r.LossRepaired, r.Datagrams, r.DatagramsPerBatch()
+		s.LossRepaired, s.Datagrams, s.DatagramsPerBatch = &repaired, &dgrams, &batch
+	}
 	if o.adler {
 		s.Checksum = "crc32c+adler32"
 	}
@@ -550,6 +627,25 @@ func printDryRun(w io.Writer, planned []mover.FileResult, s cpSummary) {
 	}
 	fmt.Fprintf(w, "dry run: %d files, %s would be sent or compared, %d skipped; nothing was sent\n",
 		s.Files, units.FormatSize(s.Bytes), s.FilesSkipped)
+}
+
+// udpLine is a UDP session's account for people: goodput, sending rate,
+// loss repaired, bytes sent again and datagrams per batch (what is known).
+func udpLine(goodput float64, sending *float64, resent, repaired *uint64, batch *float64) string {
+	line := "over udp: goodput " + units.FormatRate(goodput)
+	if sending != nil {
+		line += ", sending " + units.FormatRate(*sending)
+	}
+	if repaired != nil {
+		line += "; loss repaired " + units.FormatSize(int64(*repaired))
+	}
+	if resent != nil {
+		line += ", " + units.FormatSize(int64(*resent)) + " sent again"
+	}
+	if batch != nil {
+		line += fmt.Sprintf("; %.1f datagrams per batch", *batch)
+	}
+	return line
 }
 
 func printSummary(w io.Writer, s cpSummary) {
@@ -579,7 +675,14 @@ func printSummary(w io.Writer, s cpSummary) {
 	}
 	fmt.Fprintf(w, "; retransmits %d\n", s.Retransmits)
 	if cc := ccLine(s.PerStream); cc != "" {
-		fmt.Fprintf(w, "  congestion control: %s\n", cc)
+		what := "congestion control"
+		if s.Transport == mover.TransportUDP {
+			what = "udp rate control"
+		}
+		fmt.Fprintf(w, "  %s: %s\n", what, cc)
+	}
+	if s.Transport == mover.TransportUDP {
+		fmt.Fprintln(w, "  "+udpLine(s.GoodputBps, s.SendingRateBps, s.BytesResent, s.LossRepaired, s.DatagramsPerBatch))
 	}
 	if s.Bottleneck != "" {
 		fmt.Fprintf(w, "  bottleneck: %s: %s\n", s.Bottleneck, s.BottleneckWhy)

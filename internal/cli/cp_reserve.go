@@ -115,7 +115,7 @@ func (x *cpReserve) start(ctx context.Context, job *cpJob, bytes func() int64) e
 	}
 	if err == nil {
 		req := booking.Request{Push: job.Direction == mover.Push, Client: cl, Server: srv, Cap: job.Config.Tuning.Rate,
-			Duration: x.f.duration, Path: x.f.path, Project: x.f.project}
+			Duration: x.f.duration, Path: x.f.path, Project: x.f.project, UDP: job.Config.Tuning.Transport == mover.TransportUDP}
 		if req.Push {
 			req.Size = job.Source.Size()
 		}
@@ -138,6 +138,15 @@ func (x *cpReserve) start(ctx context.Context, job *cpJob, bytes func() int64) e
 		fmt.Fprintf(x.stderr, "lightpath: cp: no reservation: %s; copying on the routed path\n", textsafe.Sanitize(x.failure))
 	}
 	return nil
+}
+
+// bandwidth is the booked reservation's rate in bits per second; 0 when
+// none was booked.
+func (x *cpReserve) bandwidth() uint64 {
+	if x.b == nil {
+		return 0
+	}
+	return x.b.Booked().Bandwidth
 }
 
 // note says what became of the reservation: an NDJSON line with --json,

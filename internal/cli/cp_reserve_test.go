@@ -129,6 +129,82 @@ func startMover(t *testing.T, root string) string {
 	return ln.Addr().String()
 }
 
+// startMoverUDP is startMover with the server's UDP port open too.
+func startMoverUDP(t *testing.T, root string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no 127.0.0.2 to listen on: %v", err)
+	}
+	srv, err := mover.NewServer(mover.ServerConfig{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	uln, err := srv.ListenUDP(ctx, ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { srv.Serve(ctx, ln, uln); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; srv.Close() })
+	return ln.Addr().String()
+}
+
+// TestCpReserveUDP: a UDP copy with --reserve books its udp flow as well
+// and runs fixed at the reserved rate; with no reservation booked it runs
+// fast, and --cc fixed without --rate then fails, saying why.
+func TestCpReserveUDP(t *testing.T) {
+	srvRoot, local := t.TempDir(), t.TempDir()
+	addr := startMoverUDP(t, srvRoot)
+	port := addr[strings.LastIndex(addr, ":")+1:]
+	if err := os.WriteFile(filepath.Join(local, "f"), bytes.Repeat([]byte("udp "), 100000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fc := &cpController{created: reserve.Reservation{ID: "r-8", State: reserve.StateActive, Version: 2,
+		Path: []reserve.PathHop{{Link: "dedicated", From: "a1", To: "b1"}}}}
+	ctl := httptest.NewServer(fc)
+	t.Cleanup(ctl.Close)
+	summary := func(out string) map[string]any {
+		t.Helper()
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		var sum map[string]any
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil {
+			t.Fatalf("summary: %v\n%s", err, out)
+		}
+		return sum
+	}
+	out, stderr, err := runCpCLI(t, "--json", "--transport", "udp", "--reserve", "300M", "--controller", ctl.URL, filepath.Join(local, "f"), "lp://"+addr+"/f")
+	if err != nil {
+		t.Fatalf("push: %v\n%s", err, stderr)
+	}
+	if sum := summary(out); sum["transport"] != "udp" || sum["cc"] != "fixed" || sum["verified"] != true {
+		t.Errorf("summary: %v", sum)
+	}
+	paths, bodies := fc.seen()
+	for i, p := range paths {
+		if p == "POST /api/v1/reservations" {
+			if want := "tcp 127.0.0.1 > 127.0.0.2:" + port + ", udp 127.0.0.1 > 127.0.0.2:" + port; bodies[i]["flow_spec"] != want {
+				t.Errorf("flow spec %v, want %q", bodies[i]["flow_spec"], want)
+			}
+		}
+	}
+
+	refusing := httptest.NewServer(&cpController{refusal: `{"error":{"code":"capacity","message":"not enough reservable capacity"}}`})
+	t.Cleanup(refusing.Close)
+	out, stderr, err = runCpCLI(t, "--json", "--overwrite", "--transport", "udp", "--reserve", "3G", "--controller", refusing.URL, filepath.Join(local, "f"), "lp://"+addr+"/f")
+	if err != nil {
+		t.Fatalf("push without a reservation: %v\n%s", err, stderr)
+	}
+	if sum := summary(out); sum["cc"] != "fast" || sum["reservation_error"] == nil {
+		t.Errorf("without a reservation: %v", sum)
+	}
+	_, _, err = runCpCLI(t, "--overwrite", "--transport", "udp", "--cc", "fixed", "--reserve", "3G", "--controller", refusing.URL, filepath.Join(local, "f"), "lp://"+addr+"/f")
+	if err == nil || !strings.Contains(err.Error(), "--cc fixed sends at a set rate and no reservation gave one") {
+		t.Errorf("--cc fixed without a reservation: %v", err)
+	}
+}
+
 // runCpCLI runs cp with args and returns stdout, stderr and the error.
 func runCpCLI(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()

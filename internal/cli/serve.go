@@ -37,7 +37,11 @@ func newServeCmd() *cobra.Command {
 		Long: `Serve DIR to lightpath cp and lightpath bench clients.
 
 Every connection of a session, control and data, comes to the one listen
-port, so one firewall rule (and one flow spec) covers a transfer. Nothing
+port, so one firewall rule (and one flow spec) covers a transfer. The
+server listens for UDP on the same port number too: the data streams of a
+session whose client asks for --transport udp come there (its control
+connection stays TCP), each datagram authenticated with a key of that
+session. Nothing
 outside DIR is ever read or written: paths with .., absolute paths and
 symlinks that lead out are refused.
 
@@ -152,7 +156,16 @@ deployment then needs a certificate for the host it advertises.`,
 			if err != nil {
 				return fmt.Errorf("serve: listen: %w", err)
 			}
-			logger.Info("serving", "root", root, "listen", ln.Addr().String(), "tls", tlsCfg != nil,
+			// UDP on the same port number (the one bound, for --listen
+			// HOST:0), for the data of sessions that ask for it.
+			host, _, _ := net.SplitHostPort(listen)
+			_, port, _ := net.SplitHostPort(ln.Addr().String())
+			uln, err := srv.ListenUDP(cmd.Context(), net.JoinHostPort(host, port))
+			if err != nil {
+				ln.Close()
+				return fmt.Errorf("serve: listen for UDP on port %s too: %w", port, err)
+			}
+			logger.Info("serving", "root", root, "listen", ln.Addr().String(), "udp", uln.Addr().String(), "tls", tlsCfg != nil,
 				"token", len(token) > 0, "read_only", readOnly)
 			if dn.on() {
 				// Pushes to the other data nodes: TLS when this one serves
@@ -162,10 +175,10 @@ deployment then needs a certificate for the host it advertises.`,
 				if pushTLS, err = clientTLS(dn.tlsCA, ""); err != nil {
 					return fmt.Errorf("serve: %w", err)
 				}
-				err = dn.serve(cmd.Context(), srv, ln, datanode.Config{Root: root, Verifier: verifier, Token: token,
+				err = dn.serve(cmd.Context(), srv, ln, uln, datanode.Config{Root: root, Verifier: verifier, Token: token,
 					TLS: pushTLS, CC: cc, Logger: logger.With("component", "datanode")})
 			} else {
-				err = srv.Serve(cmd.Context(), ln)
+				err = srv.Serve(cmd.Context(), ln, uln)
 			}
 			logger.Info("stopped")
 			if err != nil {
@@ -272,12 +285,12 @@ func (d *dataNodeFlags) check(cmd *cobra.Command, listen string) error {
 
 // serve runs the mover's server on ln and the data node beside it until
 // ctx ends or either fails.
-func (d *dataNodeFlags) serve(ctx context.Context, srv *mover.Server, ln net.Listener, cfg datanode.Config) error {
+func (d *dataNodeFlags) serve(ctx context.Context, srv *mover.Server, ln, uln net.Listener, cfg datanode.Config) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	served := make(chan error, 1)
 	go func() {
-		served <- srv.Serve(ctx, ln)
+		served <- srv.Serve(ctx, ln, uln)
 		cancel()
 	}()
 	runErr := func() error {

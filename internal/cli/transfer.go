@@ -274,6 +274,7 @@ func printTransferPage(w io.Writer, p apiv1.TransferPage) {
 
 type submitFlags struct {
 	deadline, key, checksum, checksumFile, project, cc string
+	transport                                          string
 	priority                                           int
 	overwrite, skipExisting, update                    bool
 }
@@ -308,6 +309,13 @@ reno, or fast: FAST TCP, which each source data node must have loaded with
 lightpath cc install fast, as root); a data node whose kernel lacks it fails
 the job's tasks, saying so. Default: each data node's own (serve --cc, or
 bbr where the kernel has it).
+
+--transport udp sends the job's data over the reliable UDP transport (the
+control connections stay TCP; every data node's serve listens for UDP on
+its port). --cc is then its rate control: fixed (at the task's booked
+rate, or its share of the data node's --max-rate), fast or aimd; default
+fixed for a job with a --deadline (which books the network), fast
+otherwise.
 
 --id KEY makes the submission idempotent: the same KEY again returns the
 first job (or is refused when the request differs). It prints the job's
@@ -353,7 +361,8 @@ id, its state and what it waits for; follow it with transfer wait.`,
 	fs.StringVar(&f.checksum, "checksum", "", "end-to-end checksum: crc32c (default) or adler32")
 	fs.StringVar(&f.checksumFile, "checksum-file", "", `file of expected checksums: lines "HEX  ENDPOINT:PATH" or "HEX  PATH"`)
 	fs.StringVar(&f.project, "project", "", "the project the job runs under (its limits apply)")
-	fs.StringVar(&f.cc, "cc", "", "congestion control of the job's data streams: bbr, cubic, reno, or fast (loaded on the data nodes with lightpath cc install fast) (default: each data node's own)")
+	fs.StringVar(&f.cc, "cc", "", "congestion control of the job's data streams: bbr, cubic, reno, or fast (loaded on the data nodes with lightpath cc install fast) (default: each data node's own); with --transport udp: fixed, fast or aimd")
+	fs.StringVar(&f.transport, "transport", "", "what carries the job's data streams: tcp (default) or udp")
 	fs.BoolVar(&f.update, "update", false, "leave a destination file whose size, time and checksum match, replace it otherwise (the default)")
 	fs.BoolVar(&f.overwrite, "overwrite", false, "replace destination files that exist")
 	fs.BoolVar(&f.skipExisting, "skip-existing", false, "leave destination files that exist alone")
@@ -372,9 +381,12 @@ func orWord(s, def string) string {
 // locations, sources on several endpoints, a deadline not in the future,
 // two policies, a bad checksum file.
 func (f submitFlags) request(args []string, now time.Time) (transfer.JobRequest, error) {
-	req := transfer.JobRequest{Priority: f.priority, Key: f.key, Project: f.project, CC: f.cc}
+	req := transfer.JobRequest{Priority: f.priority, Key: f.key, Project: f.project, CC: f.cc, Transport: f.transport}
 	if err := transfer.CheckCC(f.cc); err != nil {
 		return req, fmt.Errorf("--cc: %w", err)
+	}
+	if err := transfer.CheckTransport(f.transport, f.cc); err != nil {
+		return req, fmt.Errorf("--transport: %w", err)
 	}
 	srcs, dst := args[:len(args)-1], args[len(args)-1]
 	var first transfer.Location
@@ -547,6 +559,9 @@ func printJobPage(w io.Writer, p apiv1.JobPage, optimizer bool) {
 	row("policy", orWord(j.Policy, transfer.PolicyUpdate))
 	if j.CC != "" {
 		row("cc", j.CC)
+	}
+	if j.Transport != "" {
+		row("transport", j.Transport)
 	}
 	row("done", jobProgress(j))
 	row("throughput", units.FormatRate(j.ThroughputBps))

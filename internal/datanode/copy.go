@@ -309,10 +309,17 @@ func (n *node) pushAll(ctx context.Context, w apiv1.TaskWork, b *batcher, meterO
 	if w.Address == "" {
 		return retry.Permanent(errors.New("the task names no destination server"))
 	}
-	if err := transport.CheckCC(w.CC); err != nil {
-		// The job asks for a congestion control this host lacks: no
-		// attempt here would do better until someone loads it.
+	if err := transfer.CheckTransport(w.Transport, w.CC); err != nil {
 		return retry.Permanent(fmt.Errorf("the job's %w", err))
+	}
+	if w.Transport != transfer.TransportUDP {
+		if err := transport.CheckCC(w.CC); err != nil {
+			// The job asks for a congestion control this host lacks: no
+			// attempt here would do better until someone loads it.
+			return retry.Permanent(fmt.Errorf("the job's %w", err))
+		}
+	} else if w.CC == "fixed" && n.clientConfig(w).Tuning.Rate == 0 {
+		return retry.Permanent(errors.New("the job's rate control fixed sends at a set rate: the task has no booked rate and the data node no --max-rate to share"))
 	}
 	algo := w.Checksum
 	var firstErr error
@@ -402,13 +409,27 @@ func taskRate(booked, nodeMax uint64, running int) uint64 {
 }
 
 // clientConfig is the mover client's configuration of a task's pushes.
+//
+// A UDP job's pushes run its rate control; without one, fixed at the
+// task's booked rate where the job booked one, and fast otherwise (never
+// serve --cc, a kernel's congestion control).
 func (n *node) clientConfig(w apiv1.TaskWork) mover.ClientConfig {
+	tu := mover.Tuning{CC: orWord(w.CC, n.cfg.CC), Rate: taskRate(w.Task.RateBps, n.cfg.MaxRateBps, n.running()), DSCP: -1}
+	if w.Transport == transfer.TransportUDP {
+		tu.Transport, tu.CC = mover.TransportUDP, w.CC
+		switch {
+		case tu.CC == "" && w.Task.RateBps > 0:
+			tu.CC = "fixed"
+		case tu.CC == "":
+			tu.CC = "fast"
+		}
+	}
 	return mover.ClientConfig{
 		Addr:      w.Address,
 		Grant:     w.Grant,
 		Token:     n.cfg.Token,
 		TLS:       pushTLS(n.cfg.TLS, w.Address),
-		Tuning:    mover.Tuning{CC: orWord(w.CC, n.cfg.CC), Rate: taskRate(w.Task.RateBps, n.cfg.MaxRateBps, n.running()), DSCP: -1},
+		Tuning:    tu,
 		Streams:   w.Task.Streams,
 		Transport: n.cfg.Transport,
 		LocalAddr: n.sourceAddr(w),

@@ -411,6 +411,33 @@ func TestTaskRate(t *testing.T) {
 	}
 }
 
+// TestClientConfigTransport: a task's transport and rate control become
+// its pushes' tuning: a UDP job's rate control, fixed at the booked rate
+// when it names none and the task has one, fast otherwise; never serve
+// --cc, a kernel's, for UDP.
+func TestClientConfigTransport(t *testing.T) {
+	n := &node{cfg: Config{CC: "cubic", MaxRateBps: 1000}, log: slog.New(slog.DiscardHandler)}
+	for _, tc := range []struct {
+		name          string
+		w             apiv1.TaskWork
+		transport, cc string
+		rate          uint64
+	}{
+		{"tcp, the node's cc", apiv1.TaskWork{}, "", "cubic", 1000},
+		{"tcp, the job's cc", apiv1.TaskWork{CC: "reno"}, "", "reno", 1000},
+		{"udp booked", apiv1.TaskWork{Transport: "udp", Task: transfer.Task{RateBps: 500}}, "udp", "fixed", 500},
+		{"udp unbooked", apiv1.TaskWork{Transport: "udp"}, "udp", "fast", 1000},
+		{"udp, the job's control", apiv1.TaskWork{Transport: "udp", CC: "aimd", Task: transfer.Task{RateBps: 500}}, "udp", "aimd", 500},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tu := n.clientConfig(tc.w).Tuning
+			if tu.Transport != tc.transport || tu.CC != tc.cc || tu.Rate != tc.rate {
+				t.Errorf("tuning %+v, want transport %q cc %q rate %d", tu, tc.transport, tc.cc, tc.rate)
+			}
+		})
+	}
+}
+
 // TestGrants: a heartbeat's answer gives the server's verifier the
 // controller's key and raises its fences, and stops the tasks it names; a
 // push carries the task's grant, which the destination checks: a valid

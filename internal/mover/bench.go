@@ -350,7 +350,7 @@ func (b *benchSide) moved() (sent, recvd int64) {
 // sending account says what each stream put on the wire (HasWire) where
 // every stream could say.
 func (b *benchSide) account(sending bool) wire.Stats {
-	st := wire.Stats{HasCC: true, HasWire: sending}
+	st := wire.Stats{HasCC: true, HasWire: sending, HasUDP: b.l.udp}
 	st.Elapsed = int64(b.recvTook)
 	if sending {
 		st.Elapsed = int64(b.sendTook)
@@ -359,7 +359,7 @@ func (b *benchSide) account(sending bool) wire.Stats {
 		}
 	}
 	for i, d := range b.l.data {
-		ss := d.stats()
+		ss, _ := d.stats()
 		ss.Bytes = b.recvd[i].Load()
 		if sending {
 			ss.Bytes = b.sent[i].Load()
@@ -374,8 +374,11 @@ func (b *benchSide) account(sending bool) wire.Stats {
 			ss.Retrans = info.Retransmits - min(base.Retransmits, info.Retransmits)
 			ss.WireBytes = info.BytesSent - min(base.BytesSent, info.BytesSent)
 			ss.ResentBytes = info.BytesRetrans - min(base.BytesRetrans, info.BytesRetrans)
+			ss.Datagrams = info.Datagrams - min(base.Datagrams, info.Datagrams)
+			ss.SendCalls = info.SendCalls - min(base.SendCalls, info.SendCalls)
+			ss.LossRepaired = info.LossRepaired - min(base.LossRepaired, info.LossRepaired)
 		} else {
-			st.HasWire = false
+			st.HasWire, st.HasUDP = false, false
 		}
 		st.Bytes += ss.Bytes
 		st.Streams = append(st.Streams, ss)
@@ -388,6 +391,7 @@ func (b *benchSide) account(sending bool) wire.Stats {
 func onWire(st wire.Stats, version uint16) wire.Stats {
 	st.HasCC = st.HasCC && version >= wire.VersionCC
 	st.HasWire = st.HasWire && version >= wire.VersionBench
+	st.HasUDP = st.HasUDP && version >= wire.VersionUDP
 	return st
 }
 
@@ -489,7 +493,26 @@ type BenchDirection struct {
 	WireBytes, ResentBytes uint64
 	// Retransmits counts the segments (packets) sent again.
 	Retransmits uint32
-	PerStream   []StreamSummary
+	// HasUDP says the direction ran over UDP and both sides could give
+	// their datagram accounts: Datagrams and SendCalls the sender's (their
+	// ratio is the datagrams per batch), LossRepaired the payload bytes the
+	// receiver got only from a retransmission.
+	HasUDP                             bool
+	Datagrams, SendCalls, LossRepaired uint64
+	PerStream                          []StreamSummary
+}
+
+// DatagramsPerBatch is the datagrams the sender sent per system call; 0
+// without HasUDP.
+func (d BenchDirection) DatagramsPerBatch() float64 {
+	return perBatch(d.Datagrams, d.SendCalls)
+}
+
+func perBatch(datagrams, calls uint64) float64 {
+	if calls == 0 {
+		return 0
+	}
+	return float64(datagrams) / float64(calls)
 }
 
 // GoodputBps is the payload delivered per second, in bits.
@@ -521,11 +544,17 @@ type BenchResult struct {
 // benchDirection joins the sender's and the receiver's accounts of one
 // direction.
 func benchDirection(send bool, snd, rcv wire.Stats) BenchDirection {
-	d := BenchDirection{Send: send, Bytes: rcv.Bytes, Elapsed: time.Duration(rcv.Elapsed), HasWire: snd.HasWire}
+	d := BenchDirection{Send: send, Bytes: rcv.Bytes, Elapsed: time.Duration(rcv.Elapsed), HasWire: snd.HasWire,
+		HasUDP: snd.HasUDP && rcv.HasUDP}
 	d.PerStream, d.Retransmits = streamSummaries(snd, rcv)
 	for i := range d.PerStream {
 		if i < len(rcv.Streams) {
 			d.PerStream[i].Bytes = rcv.Streams[i].Bytes
+		}
+		if d.HasUDP {
+			d.Datagrams += d.PerStream[i].Datagrams
+			d.SendCalls += d.PerStream[i].SendCalls
+			d.LossRepaired += d.PerStream[i].LossRepaired
 		}
 		if d.HasWire {
 			d.PerStream[i].WireBytes = snd.Streams[i].WireBytes

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/transport"
+	"github.com/lightpath/lightpath/internal/transport/udp"
 	"github.com/lightpath/lightpath/internal/wire"
 )
 
@@ -41,7 +42,8 @@ type ClientConfig struct {
 	Streams   int
 	BlockSize int64
 	Stall     time.Duration
-	// Transport carries the session's connections; nil means TCP.
+	// Transport carries the session's connections; nil means TCP. With
+	// Tuning.Transport "udp" it carries the control connection only.
 	Transport transport.Transport
 	// Grant is the capability the controller signed for this session (a
 	// data node of the transfer service pushing to another one's server);
@@ -62,14 +64,44 @@ func (c *ClientConfig) options(streams int) transport.Options {
 	return o
 }
 
-func (c *ClientConfig) dial(ctx context.Context, kind wire.Kind, streams int) (net.Conn, *wire.Reader, [wire.NonceSize]byte, [wire.NonceSize]byte, error) {
+// udpData says the session's data connections are UDP streams.
+func (c *ClientConfig) udpData() bool { return c.Tuning.Transport == TransportUDP }
+
+// ctrlOptions are the control connection's options: a UDP session's
+// control connection is TCP, under the kernel's congestion control (the
+// session's rate control names a UDP one).
+func (c *ClientConfig) ctrlOptions(streams int) transport.Options {
+	o := c.options(streams)
+	if c.udpData() {
+		o.CC, o.PacingRate = "", 0
+	}
+	return o
+}
+
+// udpTransport dials the data streams of UDP sessions; each dial carries
+// its session's key (transport.Options.Auth).
+var udpTransport = &udp.Transport{}
+
+// dial opens a connection and runs its handshake: the control
+// connection, or a data connection (over UDP under auth, when set).
+func (c *ClientConfig) dial(ctx context.Context, kind wire.Kind, streams int, auth *transport.Auth) (net.Conn, *wire.Reader, [wire.NonceSize]byte, [wire.NonceSize]byte, error) {
 	var cn, sn [wire.NonceSize]byte
 	tr := c.Transport
 	if tr == nil {
 		tr = transport.TCP
 	}
-	tc, err := tr.Dial(ctx, c.Addr, c.options(streams))
+	o := c.ctrlOptions(streams)
+	if kind == wire.KindData {
+		o = c.options(streams)
+	}
+	if auth != nil {
+		tr, o.Auth = udpTransport, auth
+	}
+	tc, err := tr.Dial(ctx, c.Addr, o)
 	if errors.Is(err, syscall.ECONNREFUSED) {
+		if auth != nil {
+			return nil, nil, cn, sn, fmt.Errorf("connect to %s over UDP: %w: does a firewall close the server's UDP port?", c.Addr, syscall.ECONNREFUSED)
+		}
 		return nil, nil, cn, sn, fmt.Errorf("connect to %s: %w: is `lightpath serve` running there?", c.Addr, syscall.ECONNREFUSED)
 	}
 	if err != nil {
@@ -113,7 +145,12 @@ func (c *ClientConfig) connect(ctx context.Context, req func(streams int) wire.M
 // connectVersion is connect for a request that needs protocol version
 // minVersion at least (what names it, for the refusal).
 func (c *ClientConfig) connectVersion(ctx context.Context, minVersion uint16, what string, req func(streams int) wire.Msg) (*link, error) {
-	conn, r, cn, sn, err := c.dial(ctx, wire.KindControl, max(c.Streams, 1))
+	switch c.Tuning.Transport {
+	case "", TransportTCP, TransportUDP:
+	default:
+		return nil, refusal(fmt.Sprintf("unknown transport %q: want tcp or udp", c.Tuning.Transport))
+	}
+	conn, r, cn, sn, err := c.dial(ctx, wire.KindControl, max(c.Streams, 1), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -121,11 +158,19 @@ func (c *ClientConfig) connectVersion(ctx context.Context, minVersion uint16, wh
 		conn.Close()
 		return nil, refusal(fmt.Sprintf("the server at %s speaks protocol version %d, and %s needs %d or later: upgrade its lightpath", c.Addr, r.Version, what, minVersion))
 	}
+	if c.udpData() && r.Version < wire.VersionUDP {
+		conn.Close()
+		return nil, refusal(fmt.Sprintf("the server at %s speaks protocol version %d, and --transport udp needs %d or later: upgrade its lightpath, or use --transport tcp", c.Addr, r.Version, wire.VersionUDP))
+	}
 	streams := c.Streams
 	if streams <= 0 {
-		streams = ChooseStreams(conn, c.Tuning.Rate)
+		if c.udpData() {
+			streams = ChooseUDPStreams(conn, c.Tuning.Rate)
+		} else {
+			streams = ChooseStreams(conn, c.Tuning.Rate)
+		}
 		if st := transport.StreamOf(conn); st != nil {
-			st.Tune(c.options(streams))
+			st.Tune(c.ctrlOptions(streams))
 		}
 	}
 	w := wire.NewWriter(conn)
@@ -138,6 +183,13 @@ func (c *ClientConfig) connectVersion(ctx context.Context, minVersion uint16, wh
 		if err := w.Write(&wire.Grant{Token: c.Grant}); err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("send grant: %w", err)
+		}
+	}
+	if c.udpData() {
+		// With the request, in one write, as the grant.
+		if err := w.Write(&wire.Transport{Name: TransportUDP}); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("send transport: %w", err)
 		}
 	}
 	if err := w.Send(req(streams)); err != nil {
@@ -164,6 +216,10 @@ func (c *ClientConfig) connectVersion(ctx context.Context, minVersion uint16, wh
 	if len(key) == 0 {
 		key = sessionKey(c.Token, cn, sn)
 	}
+	var auth *transport.Auth
+	if c.udpData() {
+		auth = &transport.Auth{Session: acc.Session, Key: udpKey(key, acc.Session)}
+	}
 	data := make([]*dataConn, acc.Streams)
 	errs := make([]error, acc.Streams)
 	var wg sync.WaitGroup
@@ -171,7 +227,7 @@ func (c *ClientConfig) connectVersion(ctx context.Context, minVersion uint16, wh
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			dc, dr, dcn, dsn, err := c.dial(ctx, wire.KindData, int(acc.Streams))
+			dc, dr, dcn, dsn, err := c.dial(ctx, wire.KindData, int(acc.Streams), auth)
 			if err != nil {
 				errs[i] = err
 				return
@@ -206,8 +262,34 @@ func (c *ClientConfig) connectVersion(ctx context.Context, minVersion uint16, wh
 		}
 	}
 	conn.SetDeadline(time.Time{})
-	return &link{ctrl: newCtrl(conn, r), data: data, stall: c.Stall, prog: &Progress{}}, nil
+	return &link{ctrl: newCtrl(conn, r), data: data, stall: c.Stall, prog: &Progress{}, udp: c.udpData()}, nil
 }
+
+// ChooseUDPStreams picks a UDP session's stream count: each UDP stream
+// paces itself and holds a 16 MiB window in user space, so fewer streams
+// fill a path than TCP needs; enough that each one's share of the
+// bandwidth-delay product fits its window, one at least, two on a short
+// path (both cores busy), eight at most (the server reads every stream
+// from one socket).
+func ChooseUDPStreams(c net.Conn, rate uint64) int {
+	st := transport.StreamOf(c)
+	if st == nil {
+		return 2
+	}
+	info, err := st.Stats()
+	if err != nil || info.RTT <= 0 || info.RTT < time.Millisecond {
+		return 2
+	}
+	if rate == 0 {
+		rate = 10e9
+	}
+	bdp := float64(rate) / 8 * info.RTT.Seconds()
+	n := int(bdp/(udpWindow/2)) + 1
+	return min(max(n, 1), 8)
+}
+
+// udpWindow is a UDP stream's default window (docs/udp.md).
+const udpWindow = 16 << 20
 
 // ChooseStreams picks a stream count from the control connection's measured
 // round-trip time and the requested rate: enough streams that each one's

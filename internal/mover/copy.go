@@ -16,12 +16,29 @@ import (
 
 	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/transport"
+	"github.com/lightpath/lightpath/internal/transport/udp"
 	"github.com/lightpath/lightpath/internal/wire"
 )
 
+// The transports of a session's data connections (Tuning.Transport).
+const (
+	TransportTCP = "tcp"
+	TransportUDP = "udp"
+)
+
+// UDPRateControls are the rate controls a UDP session's --cc takes (the
+// UDP transport's own list; not to be changed).
+var UDPRateControls = udp.Names
+
 // Tuning is the socket options of a session's streams.
 type Tuning struct {
-	CC     string // congestion control (bbr, cubic, reno, fast: any the kernel offers); "" for the default
+	// Transport carries the session's data connections: "" or "tcp", or
+	// "udp" (the control connection stays TCP; protocol version 7).
+	Transport string
+	// CC is the congestion control: for TCP any the kernel offers (bbr,
+	// cubic, reno, fast); for UDP fixed, fast or aimd; "" for the default
+	// (for UDP: fixed with a Rate, fast without).
+	CC     string
 	Rate   uint64 // bits per second for the whole session, paced; 0 for no cap
 	Window uint32 // socket buffer bytes per stream; 0 for autotuning
 	DSCP   int8   // the DSCP every packet is marked with; -1 for none
@@ -183,9 +200,13 @@ type StreamSummary struct {
 	RwndLimited   time.Duration
 	SndbufLimited time.Duration
 	// WireBytes is the payload the stream put on the wire, retransmissions
-	// included, and ResentBytes what of it was sent again; a bench fills
-	// them in where the sender could say.
+	// included, and ResentBytes what of it was sent again, where the
+	// sender could say.
 	WireBytes, ResentBytes uint64
+	// Over UDP: the datagrams the sender sent and the system calls that
+	// sent them, and the payload bytes the receiver got only from a
+	// retransmission (zero where a side could not say).
+	Datagrams, SendCalls, LossRepaired uint64
 }
 
 // Summary is the account of a copy: every file's last verdict tallied,
@@ -206,6 +227,21 @@ type Summary struct {
 	Streams                              []StreamSummary
 	Retransmits                          uint32
 	SenderIOWait, ReceiverIOWait         time.Duration
+	// Transport carried the data: "tcp" or "udp".
+	Transport string
+	// The last session's wire account, where its sender could give it
+	// (HasWire): the payload its streams put on the wire, retransmissions
+	// included, what of it was sent again, and the sender's time.
+	HasWire                bool
+	WireBytes, ResentBytes uint64
+	SendElapsed            time.Duration
+	// SessionBytes is the payload the last session carried.
+	SessionBytes int64
+	// Over UDP, where both sides could say (HasUDP): the last session's
+	// datagrams and the system calls that sent them, and the payload bytes
+	// that arrived only thanks to a retransmission.
+	HasUDP                             bool
+	Datagrams, SendCalls, LossRepaired uint64
 	// Bottleneck is judged only for a verified copy.
 	Bottleneck Bottleneck
 	// Verified: every file is in place and its checksum matched end to end.
@@ -237,6 +273,31 @@ func StreamsCC(streams []StreamSummary) string {
 	}
 	return strings.Join(names, ",")
 }
+
+// SendingRateBps is what the last session's sender put on the wire per
+// second, retransmissions included, in bits; 0 without HasWire.
+func (s Summary) SendingRateBps() float64 {
+	if !s.HasWire || s.SendElapsed <= 0 {
+		return 0
+	}
+	return float64(s.WireBytes) * 8 / s.SendElapsed.Seconds()
+}
+
+// GoodputBps is the payload the last session carried per second of its
+// sender's time, in bits: the figure SendingRateBps compares with (their
+// ratio is what repair cost), where ThroughputBps counts the whole copy's
+// time (connections, retries and verification included). 0 when the
+// sender's time is unknown.
+func (s Summary) GoodputBps() float64 {
+	if s.SendElapsed <= 0 {
+		return 0
+	}
+	return float64(s.SessionBytes) * 8 / s.SendElapsed.Seconds()
+}
+
+// DatagramsPerBatch is the datagrams the last session's sender sent per
+// system call; 0 without HasUDP.
+func (s Summary) DatagramsPerBatch() float64 { return perBatch(s.Datagrams, s.SendCalls) }
 
 // ThroughputBps is the payload carried per second of the copy.
 func (s Summary) ThroughputBps() float64 {
@@ -352,6 +413,22 @@ func Copy(ctx context.Context, job Job) (Summary, error) {
 	}
 	sum.Failures = append(sum.Failures, last.SourceErrors...)
 	sum.Streams, sum.Retransmits = streamSummaries(last.Sender, last.Receiver)
+	sum.Transport = TransportTCP
+	if job.Config.udpData() {
+		sum.Transport = TransportUDP
+	}
+	sum.HasWire, sum.SendElapsed = last.Sender.HasWire, time.Duration(last.Sender.Elapsed)
+	sum.SessionBytes = last.Sender.Bytes
+	sum.HasUDP = last.Sender.HasUDP && last.Receiver.HasUDP
+	for _, st := range sum.Streams {
+		sum.WireBytes += st.WireBytes
+		sum.ResentBytes += st.ResentBytes
+		if sum.HasUDP {
+			sum.Datagrams += st.Datagrams
+			sum.SendCalls += st.SendCalls
+			sum.LossRepaired += st.LossRepaired
+		}
+	}
 	sum.SenderIOWait = time.Duration(last.Sender.IOWait)
 	sum.ReceiverIOWait = time.Duration(last.Receiver.IOWait)
 	sum.Verified = runErr == nil && len(sum.Failures) == 0 && !job.Options.DryRun
@@ -434,6 +511,15 @@ func streamSummaries(snd, rcv wire.Stats) ([]StreamSummary, uint32) {
 		}
 		if i < len(rcv.Streams) && r.Bytes == 0 {
 			r.Bytes = rcv.Streams[i].Bytes
+		}
+		if snd.HasWire {
+			r.WireBytes, r.ResentBytes = s.WireBytes, s.ResentBytes
+		}
+		if snd.HasUDP {
+			r.Datagrams, r.SendCalls = s.Datagrams, s.SendCalls
+		}
+		if rcv.HasUDP && i < len(rcv.Streams) {
+			r.LossRepaired = rcv.Streams[i].LossRepaired
 		}
 		retrans += s.Retrans
 		out = append(out, r)

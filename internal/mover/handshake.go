@@ -139,6 +139,7 @@ var (
 	labelServer  = []byte("lightpath v1 server proof")
 	labelSession = []byte("lightpath v1 session key")
 	labelJoin    = []byte("lightpath v1 join")
+	labelUDP     = []byte("lightpath v1 udp key")
 )
 
 // clientHandshake runs the opening of a connection from the client's side:
@@ -270,4 +271,11 @@ func sessionKey(token []byte, cn, sn [wire.NonceSize]byte) []byte {
 
 func joinMAC(key []byte, session [16]byte, stream uint16, cn, sn [wire.NonceSize]byte) []byte {
 	return mac(key, labelJoin, session[:], []byte{byte(stream >> 8), byte(stream)}, cn[:], sn[:])
+}
+
+// udpKey is the secret a UDP session's data streams derive their keys
+// from (transport.Auth.Key): the session key under a label of its own, so
+// the join proofs and the datagrams' MACs never share a key.
+func udpKey(key []byte, session [16]byte) []byte {
+	return mac(key, labelUDP, session[:])
 }

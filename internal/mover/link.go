@@ -105,14 +105,16 @@ func isLoopback(a net.Addr) bool {
 	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
 
-func (d *dataConn) stats() wire.StreamStats {
-	s := wire.StreamStats{Bytes: d.sent.Load()}
+// stats is the stream's account; ok says the transport could give it (the
+// wire and datagram figures are then filled in).
+func (d *dataConn) stats() (s wire.StreamStats, ok bool) {
+	s = wire.StreamStats{Bytes: d.sent.Load()}
 	if d.stream == nil {
-		return s
+		return s, false
 	}
 	info, err := d.stream.Stats()
 	if err != nil {
-		return s
+		return s, false
 	}
 	s.RTT = int64(info.RTT)
 	s.RTTVar = int64(info.RTTVar)
@@ -124,7 +126,28 @@ func (d *dataConn) stats() wire.StreamStats {
 	s.PacingRate = info.PacingRate
 	s.DeliveryRate = info.DeliveryRate
 	s.CC = info.CC
-	return s
+	s.WireBytes, s.ResentBytes = info.BytesSent, info.BytesRetrans
+	s.Datagrams, s.SendCalls, s.LossRepaired = info.Datagrams, info.SendCalls, info.LossRepaired
+	return s, true
+}
+
+// accounts is the streams' accounts as a side's Stats carries them
+// (st.Streams, st.Bytes added up), with the sections the version agreed
+// and the transport allow: the congestion controls (version 5), what each
+// stream put on the wire and sent again (version 6, where every stream
+// could say) and, for UDP, datagrams and loss repaired (version 7).
+func (l *link) accounts(st *wire.Stats) {
+	all := true
+	for _, d := range l.data {
+		ss, ok := d.stats()
+		all = all && ok
+		st.Bytes += ss.Bytes
+		st.Streams = append(st.Streams, ss)
+	}
+	v := l.ctrl.version
+	st.HasCC = v >= wire.VersionCC
+	st.HasWire = all && v >= wire.VersionBench
+	st.HasUDP = all && l.udp && v >= wire.VersionUDP
 }
 
 // link is an established session seen from one end.
@@ -140,6 +163,9 @@ type link struct {
 	stall  time.Duration
 	prog   *Progress
 	onFile func(FileResult) // may be nil; called from several goroutines
+	// udp: the data connections are UDP streams (their accounts carry
+	// datagrams and loss repaired, protocol version 7).
+	udp bool
 
 	closeOnce sync.Once
 

@@ -309,8 +309,14 @@ func runReceiver(ctx context.Context, l *link, dst Dest) (RecvResult, error) {
 	}
 	r.applyDirs()
 	local := wire.Stats{Elapsed: int64(time.Since(r.start)), IOWait: r.ioWait.Load(), NetWait: r.netWait.Load()}
-	for _, d := range l.data {
-		local.Bytes += d.sent.Load()
+	if l.udp && l.ctrl.version >= wire.VersionUDP {
+		// The streams' accounts: what the UDP streams repaired is known
+		// here only.
+		l.accounts(&local)
+	} else {
+		for _, d := range l.data {
+			local.Bytes += d.sent.Load()
+		}
 	}
 	if err := l.ctrl.send(&wire.Done{Stats: local}); err != nil {
 		return RecvResult{}, fmt.Errorf("send done: %w", err)

@@ -22,7 +22,7 @@ func TestPermanentErrors(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	defer srv.Close()
 	cfg := ClientConfig{Addr: strings.TrimPrefix(srv.URL, "http://"), Token: []byte("t")}
-	_, _, _, _, err := cfg.dial(context.Background(), wire.KindControl, 1)
+	_, _, _, _, err := cfg.dial(context.Background(), wire.KindControl, 1, nil)
 	if err == nil || !strings.Contains(err.Error(), "speaks HTTP") {
 		t.Fatalf("dial an HTTP server: %v", err)
 	}

@@ -283,13 +283,8 @@ func (s *sender) stats() wire.Stats {
 		Elapsed: int64(time.Since(s.start)),
 		IOWait:  s.ioWait.Load(),
 		NetWait: s.netWait.Load(),
-		HasCC:   s.l.ctrl.version >= wire.VersionCC,
 	}
-	for _, d := range s.l.data {
-		ss := d.stats()
-		st.Bytes += ss.Bytes
-		st.Streams = append(st.Streams, ss)
-	}
+	s.l.accounts(&st)
 	return st
 }
 

@@ -16,11 +16,13 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/transfer/grant"
 	"github.com/lightpath/lightpath/internal/transport"
+	"github.com/lightpath/lightpath/internal/transport/udp"
 	"github.com/lightpath/lightpath/internal/wire"
 )
 
@@ -80,10 +82,15 @@ type Server struct {
 	locks *PathLocks
 	space *Space
 
-	mu       sync.Mutex
-	pending  map[[16]byte]*session
-	active   map[*session]bool
-	granted  map[*session]bool // sessions under a grant, from its check to their engine's end
+	mu      sync.Mutex
+	pending map[[16]byte]*session
+	active  map[*session]bool
+	granted map[*session]bool // sessions under a grant, from its check to their engine's end
+	// udpKeys are the keys of the UDP sessions under way (pending or
+	// running), which the UDP listener's streams authenticate with.
+	udpKeys map[[16]byte][]byte
+	// udpOn: ListenUDP opened a UDP port, so sessions may ask for UDP.
+	udpOn    atomic.Bool
 	logMu    sync.Mutex
 	conns    sync.WaitGroup
 	shutdown bool
@@ -95,6 +102,7 @@ type session struct {
 	key     []byte
 	streams int
 	tuning  wire.Tuning
+	udp     bool // the data connections are UDP streams
 	joins   chan joined
 	link    *link
 
@@ -165,16 +173,70 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		cfg.PartialTTL = DefaultPartialTTL
 	}
 	return &Server{cfg: cfg, root: root, log: cfg.Logger.With("component", "server"), locks: NewPathLocks(), space: NewSpace(),
-		pending: map[[16]byte]*session{}, active: map[*session]bool{}, granted: map[*session]bool{}}, nil
+		pending: map[[16]byte]*session{}, active: map[*session]bool{}, granted: map[*session]bool{},
+		udpKeys: map[[16]byte][]byte{}}, nil
+}
+
+// ListenUDP opens the server's UDP port at addr (HOST:PORT, the port of
+// its TCP listener) for the data streams of the sessions that ask for
+// UDP; Serve then serves it beside the TCP listener. Its streams are
+// authenticated with the keys of the sessions under way (udpKey), and a
+// datagram of any other session is dropped.
+func (s *Server) ListenUDP(ctx context.Context, addr string) (net.Listener, error) {
+	tr := &udp.Transport{Keys: s.sessionUDPKey}
+	ln, err := tr.Listen(ctx, addr, transport.Options{DSCP: -1})
+	if err != nil {
+		return nil, err
+	}
+	s.udpOn.Store(true)
+	return ln, nil
+}
+
+// sessionUDPKey is the UDP listener's Keys: the key of a UDP session
+// under way, none for any other.
+func (s *Server) sessionUDPKey(id [16]byte) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := s.udpKeys[id]
+	return k, ok
 }
 
 // Serve accepts connections on ln until ctx ends, then closes every session
 // (receivers keep their partial files and journals for a later resume) and
 // returns once all connection handlers have finished.
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+//
+// more are further listeners served alike: the UDP one of ListenUDP. A
+// listener that fails closes the others, and Serve returns its error.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, more ...net.Listener) error {
 	if s.cfg.PartialTTL > 0 {
 		go s.sweepPartials(ctx)
 	}
+	lns := append([]net.Listener{ln}, more...)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var failed atomic.Pointer[error]
+	errc := make(chan error, len(lns))
+	for _, l := range lns {
+		go func() {
+			err := s.accept(ctx, l)
+			if err != nil && failed.CompareAndSwap(nil, &err) {
+				cancel() // the others stop too
+			}
+			errc <- err
+		}()
+	}
+	for range lns {
+		<-errc
+	}
+	s.conns.Wait()
+	if p := failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// accept serves one listener until ctx ends (nil) or it fails.
+func (s *Server) accept(ctx context.Context, ln net.Listener) error {
 	go func() {
 		<-ctx.Done()
 		ln.Close()
@@ -196,7 +258,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		c, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
-				s.conns.Wait()
 				return nil
 			}
 			var ne net.Error
@@ -206,8 +267,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 				time.Sleep(tempDelay)
 				continue
 			}
-			s.conns.Wait()
-			return fmt.Errorf("accept: %w", err)
+			return fmt.Errorf("accept %s: %w", ln.Addr().Network(), err)
 		}
 		tempDelay = 0
 		s.conns.Add(1)
@@ -269,7 +329,8 @@ func (s *Server) handleJoin(c net.Conn, r *wire.Reader, h wire.Hello, sn [wire.N
 	s.mu.Lock()
 	ss := s.pending[j.Session]
 	s.mu.Unlock()
-	if ss == nil || !hmac.Equal(j.MAC, joinMAC(ss.key, j.Session, j.Stream, h.Nonce, sn)) || int(j.Stream) >= ss.streams {
+	if ss == nil || !hmac.Equal(j.MAC, joinMAC(ss.key, j.Session, j.Stream, h.Nonce, sn)) || int(j.Stream) >= ss.streams ||
+		ss.udp != isUDP(c) {
 		sendError(c, wire.CodeAuth, "unknown session or bad session proof")
 		log.Info("connection dropped", "reason", "join refused: unknown session or bad proof")
 		c.Close()
@@ -297,6 +358,20 @@ func (s *Server) handleJoin(c net.Conn, r *wire.Reader, h wire.Hello, sn [wire.N
 	}
 }
 
+// isUDP says a connection runs over a UDP stream (under TLS or not).
+func isUDP(c net.Conn) bool {
+	st := transport.StreamOf(c)
+	return st != nil && st.LocalAddr().Network() == "udp"
+}
+
+// checkUDPCC refuses a rate control the UDP transport lacks.
+func checkUDPCC(name string) error {
+	if udp.CheckCC(name) == nil {
+		return nil
+	}
+	return fmt.Errorf("rate control %q: the UDP transport takes %s", name, strings.Join(udp.Names, ", "))
+}
+
 // tuningOptions turns a session's tuning into per-socket options: the rate
 // is shared among the streams.
 func tuningOptions(t wire.Tuning, streams int) transport.Options {
@@ -314,9 +389,13 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	// answer, so a refusal never leaves the request unread (a close with
 	// unread bytes resets the connection, and the reset can overtake the
 	// refusal).
-	var token string
+	var token, trName string
 	if g, ok := m.(*wire.Grant); ok && err == nil {
 		token = g.Token
+		m, err = r.Read()
+	}
+	if t, ok := m.(*wire.Transport); ok && err == nil {
+		trName = t.Name
 		m, err = r.Read()
 	}
 	if err != nil {
@@ -346,17 +425,42 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 		log.Info("connection dropped", "reason", "expected a request, got "+m.Type().String())
 		return
 	}
-	if tuning.CC == "" {
-		tuning.CC = s.cfg.CC
+	ctrlTuning := tuning
+	switch trName {
+	case "":
+		if tuning.CC == "" {
+			tuning.CC = s.cfg.CC
+		}
+		ctrlTuning = tuning
+	case TransportUDP:
+		if !s.udpOn.Load() {
+			sendError(c, wire.CodeRefused, "this server does not listen for UDP: use --transport tcp")
+			log.Info("request refused", "op", op, "reason", "no UDP listener")
+			return
+		}
+		if err := checkUDPCC(tuning.CC); err != nil {
+			sendError(c, wire.CodeRefused, err.Error())
+			log.Info("request refused", "op", op, "reason", err.Error())
+			return
+		}
+		// The control connection is TCP: the kernel's congestion control
+		// (serve --cc), unpaced; the rate control is the data streams'.
+		ctrlTuning.CC, ctrlTuning.Rate = s.cfg.CC, 0
+	default:
+		msg := fmt.Sprintf("unknown transport %q: this server carries tcp and udp", trName)
+		sendError(c, wire.CodeRefused, msg)
+		log.Info("request refused", "op", op, "reason", msg)
+		return
 	}
 	if st != nil {
-		if err := st.Tune(tuningOptions(tuning, streams)); err != nil {
+		if err := st.Tune(tuningOptions(ctrlTuning, streams)); err != nil {
 			sendError(c, wire.CodeRefused, err.Error())
 			log.Info("request refused", "op", op, "reason", err.Error())
 			return
 		}
 	}
-	ss := &session{client: clientHost(c.RemoteAddr()), streams: streams, tuning: tuning, joins: make(chan joined, streams)}
+	ss := &session{client: clientHost(c.RemoteAddr()), streams: streams, tuning: tuning, joins: make(chan joined, streams),
+		udp: trName == TransportUDP}
 	if s.cfg.Grants != nil {
 		code, err := s.admitGrant(ss, token, m, r.Version)
 		if err != nil {
@@ -396,7 +500,16 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 		return
 	}
 	s.pending[ss.id] = ss
+	if ss.udp {
+		s.udpKeys[ss.id] = udpKey(ss.key, ss.id)
+	}
 	s.mu.Unlock()
+	defer func() {
+		// The session's UDP streams are refused from now on.
+		s.mu.Lock()
+		delete(s.udpKeys, ss.id)
+		s.mu.Unlock()
+	}()
 	unpend := func() {
 		s.mu.Lock()
 		delete(s.pending, ss.id)
@@ -467,7 +580,7 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	}
 	unpend()
 	c.SetDeadline(time.Time{})
-	l := &link{ctrl: newCtrl(c, r), data: data, stall: s.cfg.StallTimeout, prog: &Progress{}}
+	l := &link{ctrl: newCtrl(c, r), data: data, stall: s.cfg.StallTimeout, prog: &Progress{}, udp: ss.udp}
 	ss.link = l
 	s.mu.Lock()
 	if s.shutdown {
@@ -526,7 +639,7 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	if msg := l.cutReason(); msg != "" {
 		runErr = errors.New(msg)
 	}
-	s.logSession(sid, peer, op, l.prog, bytes, srcErrs, cc, time.Since(start), runErr)
+	s.logSession(sid, peer, op, l.prog, bytes, srcErrs, cc, ss.udp, time.Since(start), runErr)
 	if runErr != nil {
 		log.Info("session ended", "session", sid, "op", op, "err", runErr)
 	}
@@ -697,6 +810,9 @@ type logLine struct {
 	// (Summary.CC): the client's in a put (protocol version 5), the
 	// server's in a get.
 	CC string `json:"cc,omitempty"`
+	// Transport is "udp" for a session whose data went over UDP; empty
+	// for TCP.
+	Transport string `json:"transport,omitempty"`
 }
 
 func (s *Server) writeLog(l logLine) {
@@ -724,9 +840,12 @@ func (s *Server) logFile(sid, peer, op string, fr FileResult) {
 	s.writeLog(l)
 }
 
-func (s *Server) logSession(sid, peer, op string, p *Progress, bytes int64, srcErrs int, cc string, d time.Duration, err error) {
+func (s *Server) logSession(sid, peer, op string, p *Progress, bytes int64, srcErrs int, cc string, udp bool, d time.Duration, err error) {
 	l := logLine{Session: sid, Peer: peer, Op: op, Kind: "session", Status: "ok",
 		Files: p.FilesDone.Load(), Bytes: bytes, Seconds: d.Seconds(), CC: cc}
+	if udp {
+		l.Transport = TransportUDP
+	}
 	if err != nil {
 		l.Status, l.Reason = "failed", err.Error()
 	} else if n := p.FilesFailed.Load() + int64(srcErrs); n > 0 {

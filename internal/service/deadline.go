@@ -147,7 +147,7 @@ func (s *Service) book(ctx context.Context, j transfer.Job) ([]transfer.Pair, st
 			continue
 		}
 		to, _ := findNode(dsts, b.Pair.To)
-		fs, err := flowSpec(topo, b.Pair.From, to)
+		fs, err := flowSpec(topo, b.Pair.From, to, j.Transport == transfer.TransportUDP)
 		if err != nil {
 			undo("the job could not be booked")
 			return nil, "", fmt.Errorf("book %s → %s: the flow: %w", b.Pair.From, b.Pair.To, err)

@@ -70,6 +70,9 @@ func normalize(req *transfer.JobRequest, now time.Time) ([]transfer.Location, tr
 	if err := transfer.CheckCC(req.CC); err != nil {
 		return nil, transfer.Location{}, invalid("cc", "%s", err)
 	}
+	if err := transfer.CheckTransport(req.Transport, req.CC); err != nil {
+		return nil, transfer.Location{}, invalid("transport", "%s", err)
+	}
 	if req.Priority < -MaxPriority || req.Priority > MaxPriority {
 		return nil, transfer.Location{}, invalid("priority", "priority %d: want -%d to %d", req.Priority, MaxPriority, MaxPriority)
 	}
@@ -101,7 +104,7 @@ func normalize(req *transfer.JobRequest, now time.Time) ([]transfer.Location, tr
 func sameRequest(a, b transfer.JobRequest) bool {
 	return slices.Equal(a.Sources, b.Sources) && a.Destination == b.Destination &&
 		a.Deadline.Equal(b.Deadline) && a.Priority == b.Priority && a.Key == b.Key &&
-		a.Checksum == b.Checksum && a.Policy == b.Policy && a.Project == b.Project && a.CC == b.CC &&
+		a.Checksum == b.Checksum && a.Policy == b.Policy && a.Project == b.Project && a.CC == b.CC && a.Transport == b.Transport &&
 		maps.Equal(a.Expected, b.Expected)
 }
 

@@ -348,16 +348,22 @@ func endsOf(topo *controller.Topo, from string, to transfer.DataNode) (pushEnds,
 }
 
 // flowSpec is the flow of a push from node from to data node to: from
-// the source's topology address to the destination server's address.
-func flowSpec(topo *controller.Topo, from string, to transfer.DataNode) (string, error) {
+// the source's topology address to the destination server's address; with
+// udp, the data's udp flow to the same port as well.
+func flowSpec(topo *controller.Topo, from string, to transfer.DataNode, udp bool) (string, error) {
 	e, err := endsOf(topo, from, to)
 	if err != nil {
 		return "", err
 	}
+	dst := e.dst + ":" + e.port
 	if e.v6 {
-		return fmt.Sprintf("tcp %s > [%s]:%s", e.src, e.dst, e.port), nil
+		dst = "[" + e.dst + "]:" + e.port
 	}
-	return fmt.Sprintf("tcp %s > %s:%s", e.src, e.dst, e.port), nil
+	fs := fmt.Sprintf("tcp %s > %s", e.src, dst)
+	if udp {
+		fs += fmt.Sprintf(", udp %s > %s", e.src, dst)
+	}
+	return fs, nil
 }
 
 // sourceAddr is the address a push from node from to data node to must

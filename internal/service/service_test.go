@@ -244,9 +244,14 @@ func TestPushEnds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			to := transfer.DataNode{Node: "b1", Address: tc.address}
-			spec, err := service.FlowSpec(tp, "a1", to)
+			spec, err := service.FlowSpec(tp, "a1", to, false)
 			if err != nil || spec != tc.spec {
 				t.Errorf("flow spec %q (%v), want %q", spec, err, tc.spec)
+			}
+			// A UDP job's data goes to the same port over udp.
+			spec, err = service.FlowSpec(tp, "a1", to, true)
+			if want := tc.spec + ", udp " + strings.TrimPrefix(tc.spec, "tcp "); err != nil || spec != want {
+				t.Errorf("udp flow spec %q (%v), want %q", spec, err, want)
 			}
 			if got := service.SourceAddr(tp, "a1", to); got != tc.source {
 				t.Errorf("source %q, want %q", got, tc.source)
@@ -262,12 +267,12 @@ func TestJobLifecycle(t *testing.T) { eachStore(t, testJobLifecycle) }
 
 func testJobLifecycle(t *testing.T, db string) {
 	e := newEnvAt(t, db)
-	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", CC: "fast"}, listed(100, 1<<20))
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", CC: "fast", Transport: "udp"}, listed(100, 1<<20))
 	if j.State != transfer.JobActive || j.FilesTotal != 100 || j.BytesTotal != 100<<20 || j.Reason != "moving: 0 of 100 files" {
 		t.Fatalf("listed job: %s %q files %d bytes %d", j.State, j.Reason, j.FilesTotal, j.BytesTotal)
 	}
-	if j.Checksum != transfer.ChecksumCRC32C || j.Policy != transfer.PolicyUpdate || j.CC != "fast" {
-		t.Fatalf("defaults: %q %q, cc %q", j.Checksum, j.Policy, j.CC)
+	if j.Checksum != transfer.ChecksumCRC32C || j.Policy != transfer.PolicyUpdate || j.CC != "fast" || j.Transport != "udp" {
+		t.Fatalf("defaults: %q %q, cc %q, transport %q", j.Checksum, j.Policy, j.CC, j.Transport)
 	}
 	w1 := e.claim("a1", 4)
 	w2 := e.claim("a2", 4)
@@ -282,8 +287,8 @@ func testJobLifecycle(t *testing.T, db string) {
 		t.Fatalf("both pairs push to %s", w1[0].Task.To)
 	}
 	for _, w := range append(w1, w2...) {
-		if w.Task.State != transfer.TaskActive || w.Task.Attempt != 1 || w.Address != e.addr(w.Task.To) || w.Checksum != "crc32c" || w.Policy != "update" || w.CC != "fast" {
-			t.Fatalf("task work: %+v, cc %q", w.Task, w.CC)
+		if w.Task.State != transfer.TaskActive || w.Task.Attempt != 1 || w.Address != e.addr(w.Task.To) || w.Checksum != "crc32c" || w.Policy != "update" || w.CC != "fast" || w.Transport != "udp" {
+			t.Fatalf("task work: %+v, cc %q, transport %q", w.Task, w.CC, w.Transport)
 		}
 		if w.Files[0].Dest != "in/"+w.Files[0].Path || w.Files[0].State != transfer.FileActive || w.Files[0].Attempts != 1 {
 			t.Fatalf("file: %+v", w.Files[0])
@@ -438,6 +443,8 @@ func TestSubmitRefusesBadInput(t *testing.T) {
 		{"priority", alice, func(r *transfer.JobRequest) { r.Priority = 1001 }, reserve.ErrInvalid, "priority"},
 		{"cc not a name", alice, func(r *transfer.JobRequest) { r.CC = "FAST TCP" }, reserve.ErrInvalid, "cc"},
 		{"cc too long", alice, func(r *transfer.JobRequest) { r.CC = "a-name-longer-than-the-kernels" }, reserve.ErrInvalid, "cc"},
+		{"unknown transport", alice, func(r *transfer.JobRequest) { r.Transport = "quic" }, reserve.ErrInvalid, "transport"},
+		{"a kernel's cc over udp", alice, func(r *transfer.JobRequest) { r.Transport, r.CC = "udp", "cubic" }, reserve.ErrInvalid, "transport"},
 		{"expected not hex", alice, func(r *transfer.JobRequest) { r.Expected = map[string]string{"src:data/x": "zz"} }, reserve.ErrInvalid, "expected_checksums"},
 		{"project not a member", alice, func(r *transfer.JobRequest) { r.Project = "atlas" }, reserve.ErrForbidden, ""},
 		{"agent", agent("a1"), func(r *transfer.JobRequest) {}, reserve.ErrForbidden, ""},

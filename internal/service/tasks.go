@@ -614,7 +614,7 @@ func (r *claimRun) claim(j *transfer.Job, t transfer.Task, files []transfer.JobF
 		r.dirty[j.ID] = true
 	}
 	r.out = append(r.out, apiv1.TaskWork{Task: t, Files: files, Address: to.Address, Grant: g, Checksum: j.Checksum, Policy: j.Policy,
-		CC: j.CC, SourceAddr: sourceAddr(r.topo, t.From, to)})
+		CC: j.CC, Transport: j.Transport, SourceAddr: sourceAddr(r.topo, t.From, to)})
 	return nil
 }
 

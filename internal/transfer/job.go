@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 )
@@ -91,6 +92,35 @@ type JobRequest struct {
 	// reno, fast, ...: any the data nodes' kernels offer; see CheckCC);
 	// "" leaves each data node's own.
 	CC string `json:"cc,omitempty"`
+	// Transport carries the job's data streams: "" or tcp, or udp (the
+	// reliable UDP transport; CC is then fixed, fast or aimd: see
+	// CheckTransport).
+	Transport string `json:"transport,omitempty"`
+}
+
+// The transports a job's data may take (JobRequest.Transport).
+const (
+	TransportTCP = "tcp"
+	TransportUDP = "udp"
+)
+
+// UDPRateControls are the rate controls of a UDP job (JobRequest.CC).
+var UDPRateControls = []string{"fixed", "fast", "aimd"}
+
+// CheckTransport checks a job's transport and, for udp, that its CC is
+// one of the UDP transport's rate controls (or none: fixed at the booked
+// rate where the job books one, fast otherwise).
+func CheckTransport(transport, cc string) error {
+	switch transport {
+	case "", TransportTCP:
+		return nil
+	case TransportUDP:
+		if cc != "" && !slices.Contains(UDPRateControls, cc) {
+			return fmt.Errorf("rate control %q with transport udp: want fixed, fast or aimd", cc)
+		}
+		return nil
+	}
+	return fmt.Errorf("transport %q: want tcp or udp", transport)
 }
 
 // MaxCCName bounds a congestion control's name: the kernel's

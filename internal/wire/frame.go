@@ -15,7 +15,7 @@ var Magic = [4]byte{'L', 'P', 'T', 'H'}
 // MaxVersion]; the server answers with the highest version both speak.
 const (
 	MinVersion uint16 = 1
-	MaxVersion uint16 = 6
+	MaxVersion uint16 = 7
 )
 
 // VersionAlloc is the first version whose files frames may carry each
@@ -42,6 +42,12 @@ const VersionCC uint16 = 5
 // and a Bench may ask for both directions at once or name a file of the
 // server's to send (Bench.Bidir, Bench.File).
 const VersionBench uint16 = 6
+
+// VersionUDP is the first version in which a client may send a Transport
+// frame before its request (the session's data connections are UDP
+// streams), and a side's account may carry each stream's datagrams, send
+// calls and loss repaired (Stats.HasUDP).
+const VersionUDP uint16 = 7
 
 // MaxFrame bounds a control frame's payload. Senders split long lists (the
 // manifest of a large tree) across frames well below it.
@@ -75,6 +81,7 @@ const (
 	TPong      Type = 21
 	TBenchDone Type = 22
 	TGrant     Type = 23
+	TTransport Type = 24
 )
 
 var typeNames = map[Type]string{
@@ -83,7 +90,7 @@ var typeNames = map[Type]string{
 	TJoined: "joined", TFiles: "files", TManifest: "manifest-end", TNeed: "need",
 	TPlan: "plan", TFileEnd: "file-end", TResult: "result", TResend: "resend",
 	TDone: "done", TSrcError: "source-error", TPing: "ping", TPong: "pong",
-	TBenchDone: "bench-done", TGrant: "grant",
+	TBenchDone: "bench-done", TGrant: "grant", TTransport: "transport",
 }
 
 func (t Type) String() string {
@@ -176,6 +183,8 @@ func newMsg(t Type) Msg {
 		return &BenchDone{}
 	case TGrant:
 		return &Grant{}
+	case TTransport:
+		return &Transport{}
 	}
 	return nil
 }

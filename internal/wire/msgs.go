@@ -151,6 +151,24 @@ func (m *Grant) decode(d *dec) {
 	}
 }
 
+// Transport names the transport of a session's data connections when it
+// is not TCP ("udp"), sent by the client after the hello and token
+// exchange (and the grant) and before its request, from version
+// VersionUDP on. A server that cannot carry it refuses the request.
+type Transport struct{ Name string }
+
+// maxTransportName bounds a transport's name.
+const maxTransportName = 16
+
+func (m *Transport) Type() Type      { return TTransport }
+func (m *Transport) appendTo(e *enc) { e.str(m.Name) }
+func (m *Transport) decode(d *dec) {
+	m.Name = d.str("transport")
+	if d.err == nil && (m.Name == "" || len(m.Name) > maxTransportName) {
+		d.err = malformed("transport name of %d bytes: want 1..%d", len(m.Name), maxTransportName)
+	}
+}
+
 // Existing-destination policies.
 const (
 	PolicyRefuse    = 0
@@ -794,6 +812,11 @@ type StreamStats struct {
 	// retransmissions included) and ResentBytes what of it was sent again
 	// (version VersionBench and later, see Stats.HasWire).
 	WireBytes, ResentBytes uint64
+	// Datagrams and SendCalls count what the stream sent and the system
+	// calls that sent it, and LossRepaired the payload bytes it received
+	// only thanks to a retransmission: a datagram transport's account
+	// (version VersionUDP and later, see Stats.HasUDP).
+	Datagrams, SendCalls, LossRepaired uint64
 }
 
 // maxCCName bounds a congestion control's name, as the tuning always has
@@ -817,6 +840,12 @@ type Stats struct {
 	// VersionBench or later (the congestion controls are then written too,
 	// and the account decodes with HasCC set).
 	HasWire bool
+	// HasUDP says the streams carry Datagrams, SendCalls and LossRepaired:
+	// a section after the wire accounts, sent only when the version agreed
+	// is VersionUDP or later and the session's data went over UDP (the
+	// congestion controls and the wire accounts are then written too, and
+	// the account decodes with HasCC and HasWire set).
+	HasUDP bool
 }
 
 func (s *Stats) appendTo(e *enc) {
@@ -837,17 +866,25 @@ func (s *Stats) appendTo(e *enc) {
 		e.uv(x.PacingRate)
 		e.uv(x.DeliveryRate)
 	}
-	if s.HasCC || s.HasWire {
+	if s.HasCC || s.HasWire || s.HasUDP {
 		e.uv(uint64(len(s.Streams)))
 		for _, x := range s.Streams {
 			e.str(x.CC)
 		}
 	}
-	if s.HasWire {
+	if s.HasWire || s.HasUDP {
 		e.uv(uint64(len(s.Streams)))
 		for _, x := range s.Streams {
 			e.uv(x.WireBytes)
 			e.uv(x.ResentBytes)
+		}
+	}
+	if s.HasUDP {
+		e.uv(uint64(len(s.Streams)))
+		for _, x := range s.Streams {
+			e.uv(x.Datagrams)
+			e.uv(x.SendCalls)
+			e.uv(x.LossRepaired)
 		}
 	}
 }
@@ -897,6 +934,21 @@ func (s *Stats) decode(d *dec) {
 		s.Streams[i].ResentBytes = d.uv("resent bytes")
 	}
 	s.HasWire = d.err == nil
+	if d.err != nil || len(d.b) == 0 {
+		return
+	}
+	// Version 7: a datagram transport's account of each stream.
+	n = d.count("datagram accounts", 3)
+	if d.err == nil && n != len(s.Streams) {
+		d.err = malformed("%d datagram accounts for %d streams", n, len(s.Streams))
+		return
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		s.Streams[i].Datagrams = d.uv("datagrams")
+		s.Streams[i].SendCalls = d.uv("send calls")
+		s.Streams[i].LossRepaired = d.uv("loss repaired")
+	}
+	s.HasUDP = d.err == nil
 }
 
 // Done closes a session, each side sending its account.

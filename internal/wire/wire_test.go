@@ -23,6 +23,11 @@ func sampleMsgs() []Msg {
 	stWire.Streams[0].WireBytes, stWire.Streams[0].ResentBytes = 1<<41, 1<<20
 	stWire.Streams[1].WireBytes = 9
 	stWire.HasWire = true
+	stUDP := stWire
+	stUDP.Streams = []StreamStats{stWire.Streams[0], stWire.Streams[1]}
+	stUDP.Streams[0].Datagrams, stUDP.Streams[0].SendCalls, stUDP.Streams[0].LossRepaired = 1<<30, 1<<27, 1<<22
+	stUDP.Streams[1].LossRepaired = 3
+	stUDP.HasUDP = true
 	return []Msg{
 		&Error{Code: CodeAuth, Msg: "wrong token"},
 		&HelloOK{Version: 1, Nonce: [NonceSize]byte{1, 2, 3}, AuthRequired: true},
@@ -64,6 +69,10 @@ func sampleMsgs() []Msg {
 		&Bench{Tuning: tun, Streams: 2, Duration: 1e9, Bidir: true},
 		&Bench{Tuning: tun, Streams: 1, Duration: 1e9, Reverse: true, File: "data/big.bin"},
 		&Bench{Tuning: tun, Streams: 1, Duration: 1e9, Reverse: true, File: "f", Direct: true},
+		&Transport{Name: "udp"},
+		&Done{Stats: stUDP},
+		&BenchDone{Stats: stUDP},
+		&Done{Stats: Stats{Bytes: 1, HasCC: true, HasWire: true, HasUDP: true}},
 	}
 }
 
@@ -109,6 +118,10 @@ func TestMalformed(t *testing.T) {
 		// A done with no streams, an empty congestion-control section,
 		// then wire accounts for one stream.
 		{"wire accounts for other streams", []byte{0, 0, 0, 9, byte(TDone), 0, 0, 0, 0, 0, 0, 1, 1, 1}},
+		// A done with no streams, empty congestion-control and wire
+		// sections, then a datagram account for one stream.
+		{"datagram accounts for other streams", []byte{0, 0, 0, 11, byte(TDone), 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1}},
+		{"empty transport", []byte{0, 0, 0, 1, byte(TTransport), 0}},
 		// A bench (no tuning, 1 stream, 1 ns) both ways and reversed,
 		// naming a file without reverse, or direct without a file.
 		{"bench both ways reversed", []byte{0, 0, 0, 10, byte(TBench), 0, 0, 0, 0, 1, 2, 1, 1, 0, 0}},

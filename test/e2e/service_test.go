@@ -517,6 +517,37 @@ func TestServiceEndToEnd(t *testing.T) {
 	if ran["reno"] == 0 {
 		t.Errorf("no push of the --cc reno job ran reno at the destinations: sessions ran %v", ran)
 	}
+	// A job over UDP: the data nodes push over UDP streams (their
+	// servers' transfer logs say so) under fast, the default without a
+	// booking.
+	udpJob := s.submit("siteA:run1", "siteB:inudp", "--transport", "udp")
+	if udpJob.Job.Transport != "udp" {
+		t.Errorf("transfer submit --transport udp: the job's transport is %q", udpJob.Job.Transport)
+	}
+	if w := s.lp(s.alice, "transfer", "wait", udpJob.Job.ID, "--timeout", "3m"); w.code != 0 {
+		t.Fatalf("transfer wait of the --transport udp job: exit %d\n%s\n%s", w.code, w.stdout, w.stderr)
+	}
+	s.sameDataset(files, "inudp")
+	if r := s.ok(s.alice, "transfer", "show", udpJob.Job.ID); !regexp.MustCompile(`(?m)^transport\s+udp$`).MatchString(r.stdout) {
+		t.Errorf("transfer show of the --transport udp job does not say transport udp:\n%s", r.stdout)
+	}
+	overUDP := 0
+	for _, node := range []string{"b1", "b2"} {
+		for _, l := range readJSONLines(t, filepath.Join(s.dir, node+".transfers")) {
+			if l["kind"] == "session" && l["op"] == "put" && l["status"] == "ok" && l["transport"] == "udp" {
+				overUDP++
+				if l["cc"] != "fast" {
+					t.Errorf("a push of the UDP job ran %v, want fast", l["cc"])
+				}
+			}
+		}
+	}
+	if overUDP == 0 {
+		t.Error("no push of the --transport udp job went over UDP at the destinations")
+	}
+	checkFailure(t, "transfer submit --transport udp --cc cubic",
+		s.lp(s.alice, "transfer", "submit", "siteA:run1", "siteB:x", "--transport", "udp", "--cc", "cubic"), "--transport", "fixed, fast or aimd")
+
 	bad := s.submit("siteA:run1", "siteB:inbad", "--cc", "nosuchcc").Job.ID
 	w = s.lp(s.alice, "transfer", "wait", bad, "--timeout", "3m")
 	if w.code != 1 || !strings.Contains(w.stdout+w.stderr, `congestion control "nosuchcc" is not offered`) {
