@@ -18,7 +18,9 @@
 #             read with tc every 100 ms, divided by the rate, from SETTLE s
 #             on) and retransmits. The median of RUNS runs with the min and
 #             max; the CCs alternate within each run, in an order that
-#             rotates from run to run. One table per round trip.
+#             rotates from run to run. One table per round trip, with the
+#             host's CPU use during the runs (all cores: the bench's own
+#             emulator and iperf3 and whatever else runs on the host).
 #   fairness  two flows of one CC on the same bottleneck (wan at RATE,
 #             FAIR_RTT (50) ms, no loss), the second started FAIR_LATE (10) s
 #             after the first, both ending together FAIR_BOTH (20) s later:
@@ -295,6 +297,18 @@ print("%.1f %.2f %d" % (e["sum_received"]["bits_per_second"] / 1e6,
 PY
 }
 
+# cpu_jiffies prints the host's busy and total CPU time so far (all cores,
+# /proc/stat); busy_pct A B prints the busy share between two of them, in
+# percent. The runs share the host: on a loaded host the emulator's timers
+# slip, which a delay-based congestion control takes for queueing.
+cpu_jiffies() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat; }
+busy_pct() {
+	local -a a b
+	read -ra a <<<"$1"
+	read -ra b <<<"$2"
+	awk -v b0="${a[0]}" -v t0="${a[1]}" -v b1="${b[0]}" -v t1="${b[1]}" 'BEGIN { printf "%.0f", (t1 > t0 ? 100 * (b1 - b0) / (t1 - t0) : 0) }'
+}
+
 # stats V... prints the median, min and max of its arguments.
 stats() {
 	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
@@ -314,7 +328,7 @@ scenario_matrix() {
 	for rtt in $RTTS; do
 		tb=lpf-$rtt
 		up "$tb" "$rtt"
-		declare -A MB=() Q=() RT=()
+		declare -A MB=() Q=() RT=() HB=()
 		for ((run = 1; run <= RUNS; run++)); do
 			order=()
 			for ((i = 0; i < n; i++)); do order+=("${ccs[$(((i + run - 1) % n))]}"); done
@@ -324,14 +338,17 @@ scenario_matrix() {
 					local base=$W/runs/$rtt-$loss-$cc-$run
 					cc_lock "$cc"
 					start_sampler "$tb" "$base.tc"
-					local t0=$EPOCHREALTIME
+					local t0=$EPOCHREALTIME c0 c1 hb
+					c0=$(cpu_jiffies)
 					iperf "$tb" "$cc" 5201 "$DURATION" "$base.json" || { stop_sampler; die "iperf3 -C $cc, RTT $rtt ms, loss $loss: $RUN_ERROR"; }
+					c1=$(cpu_jiffies)
 					cc_unlock
 					stop_sampler
+					hb=$(busy_pct "$c0" "$c1")
 					res=$(analyse "$base.json" "$base.tc" "$t0" "$cc" 2>"$base.err") || die "RTT $rtt ms, loss $loss, $cc: $(last_line "$base.err")"
 					read -r mb q rt <<<"$res"
-					MB[$loss|$cc]+="$mb " Q[$loss|$cc]+="$q " RT[$loss|$cc]+="$rt "
-					log "RTT $rtt ms, loss $loss, run $run/$RUNS, $cc: $mb Mbit/s, queue $q ms, $rt retransmits"
+					MB[$loss|$cc]+="$mb " Q[$loss|$cc]+="$q " RT[$loss|$cc]+="$rt " HB[$loss|$cc]+="$hb "
+					log "RTT $rtt ms, loss $loss, run $run/$RUNS, $cc: $mb Mbit/s, queue $q ms, $rt retransmits, host CPU $hb% busy"
 				done
 			done
 		done
@@ -339,25 +356,28 @@ scenario_matrix() {
 		down "$tb"
 		out ""
 		out "$(awk -v r="$RATE_BPS" 'BEGIN { printf "%g", r / 1e6 }') Mbit/s, $rtt ms round trip, queue $(awk -v b="$QUEUE_BYTES" 'BEGIN { printf "%.2f", b / 1e6 }') MB ($QUEUE_BDP BDP, $(awk -v b="$QUEUE_BYTES" -v r="$RATE_BPS" 'BEGIN { printf "%.0f", b * 8 / r * 1000 }') ms): iperf3, 1 stream, ${DURATION} s; median (min-max) of $RUNS runs"
-		out "$(printf '  %-7s %-6s %22s %22s %22s' loss cc "Mbit/s" "queue ms (from ${SETTLE} s)" retransmits)"
+		out "$(printf '  %-7s %-6s %22s %22s %22s %18s' loss cc "Mbit/s" "queue ms (from ${SETTLE} s)" retransmits "host CPU % busy")"
 		for loss in $LOSSES; do
 			for cc in "${ccs[@]}"; do
-				local -a sm sq sr
+				local -a sm sq sr sh
 				# shellcheck disable=SC2086 # space-separated lists
 				read -ra sm <<<"$(stats ${MB[$loss|$cc]})"
 				# shellcheck disable=SC2086
 				read -ra sq <<<"$(stats ${Q[$loss|$cc]})"
 				# shellcheck disable=SC2086
 				read -ra sr <<<"$(stats ${RT[$loss|$cc]})"
-				out "$(printf '  %-7s %-6s %8.1f (%5.1f-%5.1f) %8.2f (%5.2f-%5.2f) %8.0f (%5.0f-%5.0f)' "$loss" "$cc" \
-					"${sm[0]}" "${sm[1]}" "${sm[2]}" "${sq[0]}" "${sq[1]}" "${sq[2]}" "${sr[0]}" "${sr[1]}" "${sr[2]}")"
+				# shellcheck disable=SC2086
+				read -ra sh <<<"$(stats ${HB[$loss|$cc]})"
+				out "$(printf '  %-7s %-6s %8.1f (%5.1f-%5.1f) %8.2f (%5.2f-%5.2f) %8.0f (%5.0f-%5.0f) %6.0f (%3.0f-%3.0f)' "$loss" "$cc" \
+					"${sm[0]}" "${sm[1]}" "${sm[2]}" "${sq[0]}" "${sq[1]}" "${sq[2]}" "${sr[0]}" "${sr[1]}" "${sr[2]}" "${sh[0]}" "${sh[1]}" "${sh[2]}")"
 				# shellcheck disable=SC2086
 				emit_json scenario=matrix rtt_ms:="$rtt" loss="$loss" cc="$cc" mbps:="${sm[0]}" mbps_min:="${sm[1]}" mbps_max:="${sm[2]}" \
 					queue_ms:="${sq[0]}" queue_ms_min:="${sq[1]}" queue_ms_max:="${sq[2]}" retransmits:="${sr[0]}" \
-					mbps_runs:="$(jlist ${MB[$loss|$cc]})" queue_ms_runs:="$(jlist ${Q[$loss|$cc]})" retransmits_runs:="$(jlist ${RT[$loss|$cc]})"
+					mbps_runs:="$(jlist ${MB[$loss|$cc]})" queue_ms_runs:="$(jlist ${Q[$loss|$cc]})" retransmits_runs:="$(jlist ${RT[$loss|$cc]})" \
+					host_busy_pct_runs:="$(jlist ${HB[$loss|$cc]})"
 			done
 		done
-		unset MB Q RT
+		unset MB Q RT HB
 	done
 	if [[ " $CCS " == *" fast "* ]]; then
 		out "  (fast: $FAST_PARAMS; alpha packets of 1500 bytes queued are $(awk -v p="${FAST_PARAMS#alpha=}" -v r="$RATE_BPS" 'BEGIN { split(p, a, " "); printf "%.2f", a[1] * 1500 * 8 / r * 1000 }') ms at this rate)"
@@ -394,30 +414,34 @@ PY
 
 scenario_fairness() {
 	local tb=lpf-fair cc run res x1 x2 share j jh p1
-	local -A X1=() X2=() SH=() J=() JH=()
+	local -A X1=() X2=() SH=() J=() JH=() HB=()
 	up "$tb" "$FAIR_RTT"
 	for ((run = 1; run <= RUNS; run++)); do
 		for cc in $FAIR_CCS; do
 			local base=$W/runs/fair-$cc-$run
 			cc_lock "$cc"
+			local c0 c1 hb
+			c0=$(cpu_jiffies)
 			(iperf "$tb" "$cc" 5201 $((FAIR_LATE + FAIR_BOTH)) "$base-1.json") &
 			p1=$!
 			sleep "$FAIR_LATE"
 			iperf "$tb" "$cc" 5202 "$FAIR_BOTH" "$base-2.json" || { wait "$p1" || true; die "fairness, second $cc flow: $RUN_ERROR"; }
 			wait "$p1" || die "fairness, first $cc flow: $(last_line "$base-1.json.err")"
+			c1=$(cpu_jiffies)
 			cc_unlock
+			hb=$(busy_pct "$c0" "$c1")
 			res=$(fair_split "$base-1.json" "$base-2.json" "$FAIR_LATE" "$FAIR_BOTH")
 			read -r x1 x2 share j jh <<<"$res"
-			X1[$cc]+="$x1 " X2[$cc]+="$x2 " SH[$cc]+="$share " J[$cc]+="$j " JH[$cc]+="$jh "
-			log "fairness run $run/$RUNS, $cc: first $x1 Mbit/s, second $x2 Mbit/s, second's share $share, Jain $j (last half $jh)"
+			X1[$cc]+="$x1 " X2[$cc]+="$x2 " SH[$cc]+="$share " J[$cc]+="$j " JH[$cc]+="$jh " HB[$cc]+="$hb "
+			log "fairness run $run/$RUNS, $cc: first $x1 Mbit/s, second $x2 Mbit/s, second's share $share, Jain $j (last half $jh), host CPU $hb% busy"
 		done
 	done
 	down "$tb"
 	out ""
 	out "Two flows on one bottleneck ($(awk -v r="$RATE_BPS" 'BEGIN { printf "%g", r / 1e6 }') Mbit/s, $FAIR_RTT ms round trip, no loss, queue $QUEUE_BDP BDP): the second starts $FAIR_LATE s after the first, both run $FAIR_BOTH s together; median (min-max) of $RUNS runs"
-	out "$(printf '  %-6s %20s %20s %22s %22s %22s' cc "first Mbit/s" "second Mbit/s" "second's share" "Jain (both running)" "Jain (last $((FAIR_BOTH / 2)) s)")"
+	out "$(printf '  %-6s %20s %20s %20s %20s %20s %16s' cc "first Mbit/s" "second Mbit/s" "second's share" "Jain (both running)" "Jain (last $((FAIR_BOTH / 2)) s)" "host CPU % busy")"
 	for cc in $FAIR_CCS; do
-		local -a a b s jj hh
+		local -a a b s jj hh hc
 		# shellcheck disable=SC2086 # space-separated lists
 		read -ra a <<<"$(stats ${X1[$cc]})"
 		# shellcheck disable=SC2086
@@ -428,8 +452,10 @@ scenario_fairness() {
 		read -ra jj <<<"$(stats ${J[$cc]})"
 		# shellcheck disable=SC2086
 		read -ra hh <<<"$(stats ${JH[$cc]})"
-		out "$(printf '  %-6s %6.1f (%5.1f-%5.1f) %6.1f (%5.1f-%5.1f) %6.3f (%5.3f-%5.3f) %6.3f (%5.3f-%5.3f) %6.3f (%5.3f-%5.3f)' "$cc" \
-			"${a[@]}" "${b[@]}" "${s[@]}" "${jj[@]}" "${hh[@]}")"
+		# shellcheck disable=SC2086
+		read -ra hc <<<"$(stats ${HB[$cc]})"
+		out "$(printf '  %-6s %6.1f (%5.1f-%5.1f) %6.1f (%5.1f-%5.1f) %6.3f (%5.3f-%5.3f) %6.3f (%5.3f-%5.3f) %6.3f (%5.3f-%5.3f) %6.0f (%3.0f-%3.0f)' "$cc" \
+			"${a[@]}" "${b[@]}" "${s[@]}" "${jj[@]}" "${hh[@]}" "${hc[@]}")"
 		# shellcheck disable=SC2086
 		emit_json scenario=fairness cc="$cc" rtt_ms:="$FAIR_RTT" first_mbps:="${a[0]}" second_mbps:="${b[0]}" second_share:="${s[0]}" \
 			jain:="${jj[0]}" jain_last_half:="${hh[0]}" jain_runs:="$(jlist ${J[$cc]})" second_share_runs:="$(jlist ${SH[$cc]})"
