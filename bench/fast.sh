@@ -28,7 +28,9 @@
 #             fairness index (x1 + x2)^2 / (2 (x1^2 + x2^2)) over that time
 #             and over its last half. FAST is known to favour the latecomer:
 #             it takes the first flow's queue for part of its base RTT. For
-#             each CC in FAIR_CCS (fast cubic), RUNS runs.
+#             each CC in FAIR_CCS ("fast fast:1000 cubic"; fast:N is fast
+#             with alpha N, set for those runs with cc install --alpha and
+#             put back after them), RUNS runs.
 #
 # fast is installed (lightpath cc install fast, its defaults: alpha 100
 # packets, gamma 0.5) if it is not, and removed again at the end if this
@@ -40,7 +42,7 @@
 # Environment: RUNS (5), DURATION (10), SETTLE (3), RATE (1G), RTTS
 # ("20 50 100"), LOSSES ("0 0.01% 0.1%"), CCS ("reno cubic bbr fast"),
 # QUEUE_BDP (1), FAIR_RTT (50), FAIR_LATE (10), FAIR_BOTH (20), FAIR_CCS
-# ("fast cubic"), ONLY, JSON=1 (same as --json), KEEP=1 (keep the work
+# ("fast fast:1000 cubic"), ONLY, JSON=1 (same as --json), KEEP=1 (keep the work
 # directory: iperf3's JSON and the backlog samples of every run), LIGHTPATH
 # (a lightpath binary to use instead of building one).
 #
@@ -68,7 +70,7 @@ QUEUE_BDP=${QUEUE_BDP:-1}
 FAIR_RTT=${FAIR_RTT:-50}
 FAIR_LATE=${FAIR_LATE:-10}
 FAIR_BOTH=${FAIR_BOTH:-20}
-FAIR_CCS=${FAIR_CCS:-fast cubic}
+FAIR_CCS=${FAIR_CCS:-fast fast:1000 cubic}
 ONLY=${ONLY:-}
 JSON=${JSON:-0}
 KEEP=${KEEP:-0}
@@ -85,6 +87,7 @@ for v in FAIR_RTT FAIR_LATE FAIR_BOTH; do
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, not '${!v}'"
 done
 for v in $RTTS; do [[ $v =~ ^[1-9][0-9]*$ ]] || die "RTTS must be round trips in whole ms, not '$v'"; done
+for v in $FAIR_CCS; do [[ $v =~ ^[a-z0-9_-]+$ || $v =~ ^fast:[1-9][0-9]*$ ]] || die "FAIR_CCS takes names and fast:ALPHA, not '$v'"; done
 for v in $LOSSES; do [[ $v =~ ^[0-9.]+%?$ ]] || die "LOSSES must be like 0 or 0.01%, not '$v'"; done
 RATE_BPS=$(numfmt --from=si "${RATE%[bB]ps}" 2>/dev/null) || die "RATE must be like 1G or 500M, not '$RATE'"
 case $ONLY in '' | matrix | fairness) ;; *) die "ONLY must be matrix or fairness, not '$ONLY'" ;; esac
@@ -107,9 +110,11 @@ TESTBEDS=()
 INSTALLED_FAST=0
 SAMPLER=
 CC_FD=
+FAST_ALTERED=0
 cleanup() {
 	local rc=$? tb
 	trap - EXIT INT TERM
+	if [[ $FAST_ALTERED == 1 ]]; then fast_alpha "$FAST_ALPHA" || log "could not put fast's alpha back to $FAST_ALPHA"; fi
 	if [[ -n $CC_FD ]]; then cc_unlock; fi
 	if [[ -n $SAMPLER ]]; then kill "$SAMPLER" 2>/dev/null || true; fi
 	stop_servers
@@ -165,7 +170,7 @@ for line in sys.stdin:
 
 ensure_fast() {
 	local needed=0 c
-	for c in $CCS $FAIR_CCS; do [[ $c != fast ]] || needed=1; done
+	for c in $CCS $FAIR_CCS; do [[ ${c%%:*} != fast ]] || needed=1; done
 	((needed)) || return 0
 	if ! grep -qw fast /proc/sys/net/ipv4/tcp_available_congestion_control; then
 		log "installing fast (lightpath cc install fast); removed again at the end"
@@ -175,7 +180,17 @@ ensure_fast() {
 	fi
 	FAST_PARAMS=$(fast_params)
 	[[ -n $FAST_PARAMS ]] || die "fast is registered but not by lightpath (cc list shows no parameters)"
+	read -r FAST_ALPHA FAST_GAMMA <<<"$(sed 's/alpha=//; s/gamma=//' <<<"$FAST_PARAMS")"
 	log "fast: $FAST_PARAMS"
+}
+
+# fast_alpha N sets fast's alpha (its gamma as found) in place; the caller
+# holds the congestion-control lock.
+fast_alpha() {
+	"$LP" cc install fast --alpha "$1" --gamma "$FAST_GAMMA" >"$W/logs/cc-alpha.out" 2>&1 || {
+		log "cc install fast --alpha $1: $(last_line "$W/logs/cc-alpha.out")"
+		return 1
+	}
 }
 
 ns() { printf 'lp-%s-%s' "$1" "$2"; }
@@ -413,13 +428,18 @@ PY
 }
 
 scenario_fairness() {
-	local tb=lpf-fair cc run res x1 x2 share j jh p1
+	local tb=lpf-fair v cc run res x1 x2 share j jh p1
 	local -A X1=() X2=() SH=() J=() JH=() HB=()
 	up "$tb" "$FAIR_RTT"
 	for ((run = 1; run <= RUNS; run++)); do
-		for cc in $FAIR_CCS; do
-			local base=$W/runs/fair-$cc-$run
+		for v in $FAIR_CCS; do
+			cc=${v%%:*}
+			local base=$W/runs/fair-${v/:/-}-$run
 			cc_lock "$cc"
+			if [[ $v == *:* ]]; then
+				FAST_ALTERED=1
+				fast_alpha "${v#*:}" || die "could not set fast's alpha to ${v#*:}"
+			fi
 			local c0 c1 hb
 			c0=$(cpu_jiffies)
 			(iperf "$tb" "$cc" 5201 $((FAIR_LATE + FAIR_BOTH)) "$base-1.json") &
@@ -428,37 +448,43 @@ scenario_fairness() {
 			iperf "$tb" "$cc" 5202 "$FAIR_BOTH" "$base-2.json" || { wait "$p1" || true; die "fairness, second $cc flow: $RUN_ERROR"; }
 			wait "$p1" || die "fairness, first $cc flow: $(last_line "$base-1.json.err")"
 			c1=$(cpu_jiffies)
+			if [[ $FAST_ALTERED == 1 ]]; then
+				fast_alpha "$FAST_ALPHA" || die "could not put fast's alpha back to $FAST_ALPHA"
+				FAST_ALTERED=0
+			fi
 			cc_unlock
 			hb=$(busy_pct "$c0" "$c1")
 			res=$(fair_split "$base-1.json" "$base-2.json" "$FAIR_LATE" "$FAIR_BOTH")
 			read -r x1 x2 share j jh <<<"$res"
-			X1[$cc]+="$x1 " X2[$cc]+="$x2 " SH[$cc]+="$share " J[$cc]+="$j " JH[$cc]+="$jh " HB[$cc]+="$hb "
-			log "fairness run $run/$RUNS, $cc: first $x1 Mbit/s, second $x2 Mbit/s, second's share $share, Jain $j (last half $jh), host CPU $hb% busy"
+			X1[$v]+="$x1 " X2[$v]+="$x2 " SH[$v]+="$share " J[$v]+="$j " JH[$v]+="$jh " HB[$v]+="$hb "
+			log "fairness run $run/$RUNS, $v: first $x1 Mbit/s, second $x2 Mbit/s, second's share $share, Jain $j (last half $jh), host CPU $hb% busy"
 		done
 	done
 	down "$tb"
 	out ""
 	out "Two flows on one bottleneck ($(awk -v r="$RATE_BPS" 'BEGIN { printf "%g", r / 1e6 }') Mbit/s, $FAIR_RTT ms round trip, no loss, queue $QUEUE_BDP BDP): the second starts $FAIR_LATE s after the first, both run $FAIR_BOTH s together; median (min-max) of $RUNS runs"
-	out "$(printf '  %-6s %20s %20s %20s %20s %20s %16s' cc "first Mbit/s" "second Mbit/s" "second's share" "Jain (both running)" "Jain (last $((FAIR_BOTH / 2)) s)" "host CPU % busy")"
-	for cc in $FAIR_CCS; do
+	out "$(printf '  %-15s %20s %20s %20s %20s %20s %16s' cc "first Mbit/s" "second Mbit/s" "second's share" "Jain (both running)" "Jain (last $((FAIR_BOTH / 2)) s)" "host CPU % busy")"
+	for v in $FAIR_CCS; do
 		local -a a b s jj hh hc
+		local label=$v
+		if [[ $v == fast:* ]]; then label="fast alpha=${v#*:}"; elif [[ $v == fast ]]; then label="fast alpha=$FAST_ALPHA"; fi
 		# shellcheck disable=SC2086 # space-separated lists
-		read -ra a <<<"$(stats ${X1[$cc]})"
+		read -ra a <<<"$(stats ${X1[$v]})"
 		# shellcheck disable=SC2086
-		read -ra b <<<"$(stats ${X2[$cc]})"
+		read -ra b <<<"$(stats ${X2[$v]})"
 		# shellcheck disable=SC2086
-		read -ra s <<<"$(stats ${SH[$cc]})"
+		read -ra s <<<"$(stats ${SH[$v]})"
 		# shellcheck disable=SC2086
-		read -ra jj <<<"$(stats ${J[$cc]})"
+		read -ra jj <<<"$(stats ${J[$v]})"
 		# shellcheck disable=SC2086
-		read -ra hh <<<"$(stats ${JH[$cc]})"
+		read -ra hh <<<"$(stats ${JH[$v]})"
 		# shellcheck disable=SC2086
-		read -ra hc <<<"$(stats ${HB[$cc]})"
-		out "$(printf '  %-6s %6.1f (%5.1f-%5.1f) %6.1f (%5.1f-%5.1f) %6.3f (%5.3f-%5.3f) %6.3f (%5.3f-%5.3f) %6.3f (%5.3f-%5.3f) %6.0f (%3.0f-%3.0f)' "$cc" \
+		read -ra hc <<<"$(stats ${HB[$v]})"
+		out "$(printf '  %-15s %6.1f (%5.1f-%5.1f) %6.1f (%5.1f-%5.1f) %6.3f (%5.3f-%5.3f) %6.3f (%5.3f-%5.3f) %6.3f (%5.3f-%5.3f) %6.0f (%3.0f-%3.0f)' "$label" \
 			"${a[@]}" "${b[@]}" "${s[@]}" "${jj[@]}" "${hh[@]}" "${hc[@]}")"
 		# shellcheck disable=SC2086
-		emit_json scenario=fairness cc="$cc" rtt_ms:="$FAIR_RTT" first_mbps:="${a[0]}" second_mbps:="${b[0]}" second_share:="${s[0]}" \
-			jain:="${jj[0]}" jain_last_half:="${hh[0]}" jain_runs:="$(jlist ${J[$cc]})" second_share_runs:="$(jlist ${SH[$cc]})"
+		emit_json scenario=fairness cc="$label" rtt_ms:="$FAIR_RTT" first_mbps:="${a[0]}" second_mbps:="${b[0]}" second_share:="${s[0]}" \
+			jain:="${jj[0]}" jain_last_half:="${hh[0]}" jain_runs:="$(jlist ${J[$v]})" second_share_runs:="$(jlist ${SH[$v]})"
 	done
 }
 
