@@ -54,12 +54,13 @@ fuzz:
 # The movers against their peers on loopback, the scheduler and the store,
 # the monitoring repository,
 # then (as root) the testbed's fidelity and the movers over an emulated
-# wide-area path, and what steering flows onto reservations costs and gives.
+# wide-area path, what steering flows onto reservations costs and gives, and
+# FAST TCP against the kernel's congestion controls.
 bench: deps build
 	bench/movers.sh
 	bench/scheduler.sh
 	bench/monitoring.sh
-	@if [ "$$(id -u)" -eq 0 ]; then bench/testbed.sh && bench/steering.sh; else echo "bench/testbed.sh and bench/steering.sh skipped: they need root"; fi
+	@if [ "$$(id -u)" -eq 0 ]; then bench/testbed.sh && bench/steering.sh && bench/fast.sh; else echo "bench/testbed.sh, bench/steering.sh and bench/fast.sh skipped: they need root"; fi
 
 clean:
 	rm -rf bin

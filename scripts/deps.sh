@@ -9,6 +9,8 @@ command -v ping >/dev/null || need+=(iputils-ping)
 command -v ip >/dev/null || need+=(iproute2)
 command -v ss >/dev/null || need+=(iproute2)
 command -v pgrep >/dev/null || need+=(procps)
+# FAST TCP's testbed test (test/e2e/fast_test.go) and bench/fast.sh: iperf3.
+command -v iperf3 >/dev/null || need+=(iperf3)
 command -v pg_ctlcluster >/dev/null || need+=(postgresql) # the store's PostgreSQL tests (scripts/postgres.sh)
 # The web UI's end-to-end test drives a headless Chromium (test/e2e/webui_test.go).
 command -v chromium >/dev/null || command -v chromium-browser >/dev/null ||

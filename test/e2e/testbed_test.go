@@ -71,11 +71,15 @@ type tb struct {
 }
 
 // upTestbed brings a topology up under a fresh name and takes it down when
-// the test ends, checking that nothing is left behind.
+// the test ends, checking that nothing is left behind. file is a path in the
+// repository, or an absolute path (a topology the test wrote).
 func upTestbed(t *testing.T, file string) *tb {
 	t.Helper()
+	if !filepath.IsAbs(file) {
+		file = repoFile(file)
+	}
 	b := &tb{t: t, name: fmt.Sprintf("e2e%04x", rand.IntN(1<<16))}
-	r := runLP(t, runOpts{timeout: 60 * time.Second}, "testbed", "up", repoFile(file), "--name", b.name)
+	r := runLP(t, runOpts{timeout: 60 * time.Second}, "testbed", "up", file, "--name", b.name)
 	t.Cleanup(func() { b.down() })
 	mustSucceed(t, "testbed up "+file, r)
 	return b
