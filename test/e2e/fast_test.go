@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lightpath/lightpath/internal/cc"
+	"github.com/lightpath/lightpath/internal/cc/fast"
 	"github.com/lightpath/lightpath/internal/cc/cctest"
 )
 
@@ -295,7 +295,7 @@ func TestFASTOnTestbed(t *testing.T) {
 	}
 	cctest.Hold(t, "fast", true, nil)
 	f := upFastBed(t)
-	alpha := cc.DefaultParams.Alpha
+	alpha := fast.DefaultParams.Alpha
 
 	t.Run("offered", func(t *testing.T) {
 		for _, n := range f.nodes {
