@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lightpath/lightpath/internal/cc/fast"
 	"github.com/lightpath/lightpath/internal/cc/cctest"
+	"github.com/lightpath/lightpath/internal/cc/fast"
 )
 
 // Issue 16's criteria for FAST TCP on the testbed: a 100 Mbit/s path with a
