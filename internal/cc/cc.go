@@ -32,6 +32,17 @@ func LinkPin(name string) string { return filepath.Join(PinDir, "cc-"+name) }
 func ParamsPin(name string) string { return LinkPin(name) + "-params" }
 func TracePin(name string) string  { return LinkPin(name) + "-trace" }
 
+// Action is what Install did.
+type Action string
+
+const (
+	Installed Action = "installed" // registered afresh
+	Retuned   Action = "retuned"   // its parameters set in place
+	Replaced  Action = "replaced"  // another build's program, or a broken pin, replaced
+	Allowed   Action = "allowed"   // only put back in the allowed list
+	Unchanged Action = "unchanged" // already so
+)
+
 // Loaded is a congestion control the kernel offers.
 type Loaded struct {
 	Name    string       `json:"name"`

@@ -4,6 +4,7 @@ package cc
 
 import (
 	"bytes"
+	"crypto/sha256"
 	_ "embed"
 	"encoding/binary"
 	"errors"
@@ -36,10 +37,18 @@ const (
 	structOpsName = "fast"
 )
 
-// paramsValue is struct fast_params of bpf/fast.c.
+// paramsValue is struct fast_params of bpf/fast.c. Build names the
+// program the registration runs (buildID), so that an install by another
+// build of lightpath replaces it instead of retuning it.
 type paramsValue struct {
-	Alpha, Gamma, Trace, Pad uint32
+	Alpha, Gamma, Trace, Build uint32
 }
+
+// buildID is the first four bytes of the embedded object's SHA-256.
+var buildID = func() uint32 {
+	sum := sha256.Sum256(fastObj)
+	return binary.LittleEndian.Uint32(sum[:4])
+}()
 
 func known(name string) error {
 	if !slices.Contains(Names, name) {
@@ -48,54 +57,57 @@ func known(name string) error {
 	return nil
 }
 
-// Install registers name with the kernel, or, when it is already
-// registered by a previous Install, sets its parameters to p in place. It
-// reports whether anything changed.
-func Install(name string, p fast.Params) (Loaded, bool, error) {
+// Install registers name with the kernel, or, when a previous Install
+// registered it, sets its parameters to p in place; a registration of
+// another build of the program (an older lightpath's) is replaced. It
+// reports what it did.
+func Install(name string, p fast.Params) (Loaded, Action, error) {
 	if err := known(name); err != nil {
-		return Loaded{}, false, err
+		return Loaded{}, "", err
 	}
 	if err := p.Check(); err != nil {
-		return Loaded{}, false, err
+		return Loaded{}, "", err
 	}
 	if err := mountBPFFS(); err != nil {
-		return Loaded{}, false, err
+		return Loaded{}, "", err
 	}
-	changed := false
+	action := Unchanged
 	if _, err := os.Stat(LinkPin(name)); err == nil {
 		same, err := retune(name, p)
 		switch {
-		case err == nil:
-			changed = !same
-		default:
-			// A pin left half-way (say the link but not its maps):
-			// take it away and install afresh.
+		case err == nil && !same:
+			action = Retuned
+		case err != nil:
+			// Another build's program, or a pin left half-way (say
+			// the link but not its maps): take it away, install afresh.
 			if _, rerr := Remove(name); rerr != nil {
-				return Loaded{}, false, fmt.Errorf("%w; removing what is left: %v", err, rerr)
+				return Loaded{}, "", fmt.Errorf("%w; removing it: %v", err, rerr)
 			}
 			if err := load(name, p); err != nil {
-				return Loaded{}, false, err
+				return Loaded{}, "", err
 			}
-			changed = true
+			action = Replaced
 		}
 	} else {
 		if slices.Contains(readList(sysAvailable), name) {
-			return Loaded{}, false, fmt.Errorf("a congestion control named %q is already registered, but not by lightpath (no pin at %s)", name, LinkPin(name))
+			return Loaded{}, "", fmt.Errorf("a congestion control named %q is already registered, but not by lightpath (no pin at %s)", name, LinkPin(name))
 		}
 		if err := load(name, p); err != nil {
-			return Loaded{}, false, err
+			return Loaded{}, "", err
 		}
-		changed = true
+		action = Installed
 	}
 	allowed := readList(sysAllowed)
 	if !slices.Contains(allowed, name) {
 		if err := os.WriteFile(sysAllowed, []byte(strings.Join(append(allowed, name), " ")), 0o644); err != nil {
-			return Loaded{}, changed, fmt.Errorf("allow %s for unprivileged sockets (net.ipv4.tcp_allowed_congestion_control): %w", name, err)
+			return Loaded{}, action, fmt.Errorf("allow %s for unprivileged sockets (net.ipv4.tcp_allowed_congestion_control): %w", name, err)
 		}
-		changed = true
+		if action == Unchanged {
+			action = Allowed
+		}
 	}
 	l, err := lookup(name)
-	return l, changed, err
+	return l, action, err
 }
 
 // load registers name afresh and pins its link and maps.
@@ -107,7 +119,7 @@ func load(name string, p fast.Params) (err error) {
 	if err != nil {
 		return fmt.Errorf("read the compiled %s program: %w", name, err)
 	}
-	spec.Maps["fast_params"].Contents = []ebpf.MapKV{{Key: uint32(0), Value: paramsValue{Alpha: p.Alpha, Gamma: p.Gamma}}}
+	spec.Maps["fast_params"].Contents = []ebpf.MapKV{{Key: uint32(0), Value: paramsValue{Alpha: p.Alpha, Gamma: p.Gamma, Build: buildID}}}
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		return explainLoad(name, err)
@@ -169,6 +181,9 @@ func retune(name string, p fast.Params) (same bool, err error) {
 		return false, err
 	}
 	defer m.Close()
+	if v.Build != buildID {
+		return false, fmt.Errorf("the registered %s is another build's program", name)
+	}
 	if v.Alpha == p.Alpha && v.Gamma == p.Gamma {
 		return true, nil
 	}
@@ -341,7 +356,7 @@ func (t *Tracer) set(on uint32) error {
 }
 
 // roundSize is sizeof(struct fast_round).
-const roundSize = 8 + 2 + 2 + 4*9
+const roundSize = 8 + 2 + 2 + 4*11
 
 // Read returns the next round, waiting until deadline (zero: forever);
 // past it, an error matching os.ErrDeadlineExceeded.

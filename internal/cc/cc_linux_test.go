@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/lightpath/lightpath/internal/cc"
 	"github.com/lightpath/lightpath/internal/cc/cctest"
 	"github.com/lightpath/lightpath/internal/cc/fast"
@@ -43,12 +45,12 @@ func TestInstallRemove(t *testing.T) {
 		t.Fatal("fast is still offered after remove")
 	}
 
-	l, changed, err := cc.Install("fast", fast.DefaultParams)
+	l, action, err := cc.Install("fast", fast.DefaultParams)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !changed || l.Source != "lightpath" || !l.Allowed || l.Params == nil || *l.Params != fast.DefaultParams || l.Pinned != cc.LinkPin("fast") {
-		t.Fatalf("install: changed %v, %+v", changed, l)
+	if action != cc.Installed || l.Source != "lightpath" || !l.Allowed || l.Params == nil || *l.Params != fast.DefaultParams || l.Pinned != cc.LinkPin("fast") {
+		t.Fatalf("install: %s, %+v", action, l)
 	}
 	if !slices.Contains(readList(t, available), "fast") || !slices.Contains(readList(t, allowed), "fast") {
 		t.Fatalf("after install: available %v, allowed %v", readList(t, available), readList(t, allowed))
@@ -77,12 +79,12 @@ func TestInstallRemove(t *testing.T) {
 	}
 
 	// The same again changes nothing; other parameters retune in place.
-	if _, changed, err := cc.Install("fast", fast.DefaultParams); err != nil || changed {
-		t.Fatalf("second install: changed %v, %v", changed, err)
+	if _, action, err := cc.Install("fast", fast.DefaultParams); err != nil || action != cc.Unchanged {
+		t.Fatalf("second install: %s, %v", action, err)
 	}
 	p := fast.Params{Alpha: 40, Gamma: 256}
-	if l, changed, err := cc.Install("fast", p); err != nil || !changed || *l.Params != p {
-		t.Fatalf("retune: changed %v, %+v, %v", changed, l, err)
+	if l, action, err := cc.Install("fast", p); err != nil || action != cc.Retuned || *l.Params != p {
+		t.Fatalf("retune: %s, %+v, %v", action, l, err)
 	}
 	ls, err := cc.List()
 	if err != nil {
@@ -91,6 +93,26 @@ func TestInstallRemove(t *testing.T) {
 	i := slices.IndexFunc(ls, func(l cc.Loaded) bool { return l.Name == "fast" })
 	if i < 0 || ls[i].Params == nil || *ls[i].Params != p {
 		t.Fatalf("list after retune: %+v", ls)
+	}
+	// A registration by another build of the program is replaced.
+	m, err := ebpf.LoadPinnedMap(cc.ParamsPin("fast"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v [4]uint32 // struct fast_params: alpha, gamma, trace, build
+	if err := m.Lookup(uint32(0), &v); err != nil {
+		t.Fatal(err)
+	}
+	v[3] ^= 1
+	if err := m.Put(uint32(0), v); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if l, action, err := cc.Install("fast", p); err != nil || action != cc.Replaced || *l.Params != p {
+		t.Fatalf("another build's registration: %s, %+v, %v", action, l, err)
+	}
+	if _, action, err := cc.Install("fast", p); err != nil || action != cc.Unchanged {
+		t.Fatalf("install after the replacement: %s, %v", action, err)
 	}
 	// A connection opened before the retune kept working throughout.
 	if _, err := conn.Write([]byte("still here")); err != nil {

@@ -11,8 +11,8 @@ import (
 )
 
 // Install needs Linux's BPF congestion control.
-func Install(name string, p fast.Params) (Loaded, bool, error) {
-	return Loaded{}, false, fmt.Errorf("install %s: %w", name, platform.ErrUnsupported)
+func Install(name string, p fast.Params) (Loaded, Action, error) {
+	return Loaded{}, "", fmt.Errorf("install %s: %w", name, platform.ErrUnsupported)
 }
 
 // Remove needs Linux.

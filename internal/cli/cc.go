@@ -83,19 +83,11 @@ way to the target window taken per round trip.`,
 				}
 				p.Gamma = g
 			}
-			before, _ := ccInstalled(args[0])
-			l, changed, err := cc.Install(args[0], p)
+			l, action, err := cc.Install(args[0], p)
 			if err != nil {
 				return fmt.Errorf("cc install %s: %w", args[0], err)
 			}
-			action := "unchanged"
-			switch {
-			case before == nil:
-				action = "installed"
-			case changed:
-				action = "retuned"
-			}
-			n := ccNote{Name: l.Name, Action: action, Params: l.Params, Pinned: l.Pinned, Allowed: l.Allowed}
+			n := ccNote{Name: l.Name, Action: string(action), Params: l.Params, Pinned: l.Pinned, Allowed: l.Allowed}
 			printOne(cmd.OutOrStdout(), asJSON, n, "%s %s: %s, pinned at %s, allowed for every user\n", l.Name, action, l.Params, l.Pinned)
 			return nil
 		},
@@ -104,17 +96,6 @@ way to the target window taken per round trip.`,
 	cmd.Flags().StringVar(&gamma, "gamma", fast.GammaString(fast.DefaultParams.Gamma), "fraction of the way to the target window per round trip, in (0, 1]")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
-}
-
-// ccInstalled returns the parameters of name when lightpath installed it.
-func ccInstalled(name string) (*fast.Params, error) {
-	ls, err := cc.List()
-	for _, l := range ls {
-		if l.Name == name {
-			return l.Params, err
-		}
-	}
-	return nil, err
 }
 
 func newCcRemoveCmd() *cobra.Command {
@@ -198,7 +179,9 @@ func newCcTraceCmd() *cobra.Command {
 		Long: `Prints one line per round trip of every connection using NAME (or only
 those with --port as their local or remote port): the window before, the
 base and the round's mean RTT, the backlog it implies, the window after,
-and the phase (slow start, the round that ends it, or FAST's update). With
+and the phase (slow start, the round that ends it, or FAST's update); and
+a line per loss: kept (the queue was short: random loss) or halved
+(congestion), with the threshold it set under NEXT. With
 --check each decision is recomputed by lightpath's own model of the
 program's arithmetic and a difference is reported; the exit status is then
 1. Runs until interrupted or for --duration. One trace at a time.`,
@@ -256,10 +239,9 @@ program's arithmetic and a difference is reported; the exit status is then
 				if asJSON {
 					line := struct {
 						fast.Round
-						Backlog uint32 `json:"backlog"`
-						Phase   string `json:"phase"`
-						Diff    string `json:"model_differs,omitempty"`
-					}{Round: r, Backlog: fast.Backlog(r.Cwnd, r.BaseRTT, max(r.AvgRTT, r.BaseRTT)), Phase: r.Phase.String()}
+						Phase string `json:"phase"`
+						Diff  string `json:"model_differs,omitempty"`
+					}{Round: r, Phase: r.Phase.String()}
 					if cerr != nil {
 						line.Diff = cerr.Error()
 					}
@@ -267,7 +249,7 @@ program's arithmetic and a difference is reported; the exit status is then
 					continue
 				}
 				fmt.Fprintf(w, "%-6d %-6d %8d %9d %9d %8d %8d  %s\n", r.LocalPort, r.RemotePort, r.Cwnd, r.BaseRTT, r.AvgRTT,
-					fast.Backlog(r.Cwnd, r.BaseRTT, max(r.AvgRTT, r.BaseRTT)), r.NextCwnd, r.Phase)
+					r.Backlog, r.NextCwnd, r.Phase)
 				if cerr != nil {
 					fmt.Fprintf(w, "  model differs: %v\n", cerr)
 				}

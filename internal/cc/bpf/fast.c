@@ -17,9 +17,17 @@
 // round) until a round's mean RTT shows the flow's queue: the backlog
 // estimate w*(RTT-baseRTT)/RTT reaches alpha. Then FAST's update takes over.
 //
-// Loss: on a loss (fast retransmit, ECN or timeout) the window is halved
-// (ssthresh = max(w/2, 2), the kernel's recovery takes it there), then the
-// FAST update resumes once per round, growing at most twofold per round.
+// Loss: a loss while the flow's own queue is short (the last round's
+// backlog estimate below alpha/2) is taken for random loss: the kernel
+// repairs it, the window stays (and slow start goes on, if it was on).
+// FAST's own signal is the queue; a buffer that overflows while the flow
+// keeps less than alpha/2 queued is smaller than FAST was told to fill.
+// A loss with the queue built up (backlog >= alpha/2) is congestion: the
+// window is halved (ssthresh = max(w/2, 2), the kernel's recovery takes it
+// there), once per round trip: a loss before the data outstanding at the
+// last halving is acknowledged (a second loss of the same episode, or the
+// timeout that ends it) keeps the threshold that halving set. Then the FAST
+// update resumes once per round, growing at most twofold per round.
 //
 // Built by `make bpf` into internal/cc/fast_bpfel.o, which is committed.
 
@@ -53,6 +61,7 @@ struct inet_connection_sock {
 
 struct tcp_sock {
 	__u32 snd_nxt;
+	__u32 snd_una;
 	__u32 snd_cwnd;
 	__u32 snd_ssthresh;
 	__u32 snd_cwnd_clamp;
@@ -104,7 +113,11 @@ struct fast_round {
 	__u32 ssthresh;  // after the decision
 	__u32 alpha;
 	__u32 gamma;
-	__u32 phase; // 0: FAST update, 1: slow start goes on, 2: slow start ends
+	__u32 phase;   // 0: FAST update, 1: slow start goes on, 2: slow start
+	               // ends, 3: random loss (kept), 4: congestion loss (halved),
+	               // 5: congestion loss of the episode already halved
+	__u32 backlog; // the round's backlog estimate (a loss: the last round's)
+	__u32 pad;
 };
 
 struct {
@@ -118,6 +131,9 @@ struct fast_ca {
 	__u32 rtt_cnt;     // samples this round
 	__u32 base_rtt;    // smallest sample seen, microseconds
 	__u32 beg_snd_nxt; // the round ends when this is acknowledged
+	__u32 backlog;     // the last round's backlog estimate, packets
+	__u32 halved_at;   // snd_nxt at the last halving
+	__u32 halved;      // 1 once the window has been halved
 };
 
 static __always_inline struct fast_ca *ca_of(struct sock *sk)
@@ -167,6 +183,8 @@ void BPF_PROG(fast_init, struct sock *sk)
 	ca->rtt_cnt = 0;
 	ca->base_rtt = 0x7fffffff;
 	ca->beg_snd_nxt = tp->snd_nxt;
+	ca->backlog = 0;
+	ca->halved = 0;
 }
 
 SEC("struct_ops")
@@ -220,9 +238,10 @@ void BPF_PROG(fast_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 			gamma = GAMMA_SCALE / 2;
 		if (avg < base)
 			avg = base;
+		ca->backlog = backlog(w, base, avg);
 		if (tp->snd_cwnd < tp->snd_ssthresh) {
 			phase = 1;
-			if (backlog(w, base, avg) >= alpha)
+			if (ca->backlog >= alpha)
 				phase = 2;
 		}
 		if (phase != 1) {
@@ -249,6 +268,7 @@ void BPF_PROG(fast_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 				.alpha = alpha,
 				.gamma = gamma,
 				.phase = phase,
+				.backlog = ca->backlog,
 			};
 			bpf_ringbuf_output(&fast_trace, &r, sizeof(r), 0);
 		}
@@ -271,13 +291,61 @@ void BPF_PROG(fast_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	}
 }
 
+// fast_loss is the ssthresh a loss leaves (and the phase it traces):
+// Go's fast.OnLoss is the same. again says the loss comes before the data
+// outstanding at the last halving was acknowledged.
+static __always_inline __u32 fast_loss(__u32 cwnd, __u32 ssthresh, __u32 backlog, __u32 alpha, int again, __u32 *phase)
+{
+	if (2 * (__u64)backlog < alpha) {
+		*phase = 3; // random: keep
+		return cwnd < ssthresh ? ssthresh : cwnd;
+	}
+	if (again) {
+		*phase = 5;
+		return ssthresh;
+	}
+	*phase = 4;
+	return cwnd >> 1 < MIN_CWND ? MIN_CWND : cwnd >> 1;
+}
+
 SEC("struct_ops")
 __u32 BPF_PROG(fast_ssthresh, struct sock *sk)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
-	__u32 half = tp->snd_cwnd >> 1;
+	struct fast_ca *ca = ca_of(sk);
+	struct fast_params *p;
+	__u32 zero = 0, alpha = 100, trace = 0, gamma = 0, next, phase;
+	int again = ca->halved && after(ca->halved_at, tp->snd_una);
 
-	return half < MIN_CWND ? MIN_CWND : half;
+	p = bpf_map_lookup_elem(&fast_params, &zero);
+	if (p) {
+		alpha = p->alpha;
+		gamma = p->gamma;
+		trace = p->trace;
+	}
+	next = fast_loss(tp->snd_cwnd, tp->snd_ssthresh, ca->backlog, alpha, again, &phase);
+	if (phase == 4) {
+		ca->halved = 1;
+		ca->halved_at = tp->snd_nxt;
+	}
+	if (trace) {
+		struct fast_round r = {
+			.time_ns = bpf_ktime_get_ns(),
+			.local_port = sk->__sk_common.skc_num,
+			.remote_port = bpf_ntohs(sk->__sk_common.skc_dport),
+			.cwnd = tp->snd_cwnd,
+			.base_rtt = ca->base_rtt,
+			.next_cwnd = next,
+			.ssthresh = tp->snd_ssthresh,
+			.alpha = alpha,
+			.gamma = gamma,
+			.phase = phase,
+			.samples = again, // a loss: 1 when it came before the last halving was acknowledged
+			.backlog = ca->backlog,
+		};
+		bpf_ringbuf_output(&fast_trace, &r, sizeof(r), 0);
+	}
+	return next;
 }
 
 SEC("struct_ops")

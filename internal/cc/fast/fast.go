@@ -45,9 +45,12 @@ func Backlog(w, base, avg uint32) uint32 {
 type Phase uint32
 
 const (
-	PhaseFAST          Phase = iota // FAST's update
-	PhaseSlowStart                  // slow start goes on: no queue of alpha yet
-	PhaseSlowStartEnds              // the queue appeared: FAST's update from here
+	PhaseFAST           Phase = iota // FAST's update
+	PhaseSlowStart                   // slow start goes on: no queue of alpha yet
+	PhaseSlowStartEnds               // the queue appeared: FAST's update from here
+	PhaseLossRandom                  // a loss with the queue short: kept (OnLoss)
+	PhaseLossCongestion              // a loss with the queue built up: halved (OnLoss)
+	PhaseLossAgain                   // a loss of an episode already halved: kept (OnLoss)
 )
 
 func (p Phase) String() string {
@@ -58,6 +61,12 @@ func (p Phase) String() string {
 		return "slow-start"
 	case PhaseSlowStartEnds:
 		return "slow-start-ends"
+	case PhaseLossRandom:
+		return "loss-random"
+	case PhaseLossCongestion:
+		return "loss-congestion"
+	case PhaseLossAgain:
+		return "loss-again"
 	}
 	return fmt.Sprintf("phase-%d", uint32(p))
 }
@@ -82,7 +91,34 @@ func Decide(w, base, avg uint32, inSlowStart bool, p Params) (uint32, Phase) {
 	return Update(w, base, avg, p.Alpha, p.Gamma), phase
 }
 
-// Round is one round's decision as the BPF program traced it.
+// OnLoss is the slow-start threshold a loss leaves (the window the
+// kernel's recovery takes the flow to), as the BPF program's ssthresh
+// decides it (bpf/fast.c, fast_loss), and what it made of the loss.
+// backlog is the last round's estimate of the flow's own queue. Below
+// alpha/2 the loss is taken for random loss, which the kernel repairs: the
+// window stays, and slow start goes on if it was on (ssthresh is returned
+// as it was). Otherwise it is congestion: half the window, at least
+// MinCwnd, once per round trip: a loss that comes before the data
+// outstanding at the last halving is acknowledged (again) keeps the
+// threshold that halving set.
+func OnLoss(cwnd, ssthresh, backlog, alpha uint32, again bool) (uint32, Phase) {
+	switch {
+	case 2*uint64(backlog) < uint64(alpha):
+		if cwnd < ssthresh {
+			return ssthresh, PhaseLossRandom
+		}
+		return cwnd, PhaseLossRandom
+	case again:
+		return ssthresh, PhaseLossAgain
+	}
+	return max(cwnd/2, MinCwnd), PhaseLossCongestion
+}
+
+// Round is one decision as the BPF program traced it: a round's (phases
+// FAST and slow start) or a loss's (the loss phases: Cwnd is the window at
+// the loss, Ssthresh the threshold before it, NextCwnd the one OnLoss set,
+// Backlog the last round's estimate, Samples 1 when the loss came before
+// the last halving was acknowledged).
 type Round struct {
 	TimeNs     uint64 `json:"time_ns"` // CLOCK_MONOTONIC
 	LocalPort  uint16 `json:"local_port"`
@@ -96,10 +132,22 @@ type Round struct {
 	Alpha      uint32 `json:"alpha"`
 	Gamma      uint32 `json:"gamma"`
 	Phase      Phase  `json:"phase"`
+	Backlog    uint32 `json:"backlog"` // the round's estimate of the flow's own queue
+	_          uint32
 }
 
 // Check recomputes r's decision with the model and says how they differ.
 func (r Round) Check() error {
+	if r.Phase == PhaseLossRandom || r.Phase == PhaseLossCongestion || r.Phase == PhaseLossAgain {
+		want, phase := OnLoss(r.Cwnd, r.Ssthresh, r.Backlog, r.Alpha, r.Samples == 1)
+		if phase != r.Phase || r.NextCwnd != want {
+			return fmt.Errorf("loss at cwnd %d, ssthresh %d, backlog %d, alpha %d: the program set %d (%s), the model %d (%s)", r.Cwnd, r.Ssthresh, r.Backlog, r.Alpha, r.NextCwnd, r.Phase, want, phase)
+		}
+		return nil
+	}
+	if b := Backlog(r.Cwnd, r.BaseRTT, max(r.AvgRTT, r.BaseRTT)); b != r.Backlog {
+		return fmt.Errorf("round at cwnd %d, base %d us, avg %d us: the program's backlog is %d, the model's %d", r.Cwnd, r.BaseRTT, r.AvgRTT, r.Backlog, b)
+	}
 	want, phase := Decide(r.Cwnd, r.BaseRTT, r.AvgRTT, r.Phase != PhaseFAST, Params{Alpha: r.Alpha, Gamma: r.Gamma})
 	if phase != r.Phase {
 		return fmt.Errorf("round at cwnd %d, base %d us, avg %d us: the program's phase is %s, the model's %s", r.Cwnd, r.BaseRTT, r.AvgRTT, r.Phase, phase)

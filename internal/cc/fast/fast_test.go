@@ -92,7 +92,7 @@ func TestConverges(t *testing.T) {
 }
 
 func TestRoundCheck(t *testing.T) {
-	r := Round{Cwnd: 2000, BaseRTT: 10000, AvgRTT: 20000, NextCwnd: 1550, Alpha: 100, Gamma: 512, Phase: PhaseFAST}
+	r := Round{Cwnd: 2000, BaseRTT: 10000, AvgRTT: 20000, NextCwnd: 1550, Alpha: 100, Gamma: 512, Phase: PhaseFAST, Backlog: 1000}
 	if err := r.Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -100,9 +100,51 @@ func TestRoundCheck(t *testing.T) {
 	if err := r.Check(); err == nil || !strings.Contains(err.Error(), "the program set 1551, the model 1550") {
 		t.Fatalf("a wrong window: %v", err)
 	}
-	r = Round{Cwnd: 500, BaseRTT: 10000, AvgRTT: 10100, NextCwnd: 500, Alpha: 100, Gamma: 512, Phase: PhaseSlowStartEnds}
+	r.NextCwnd, r.Backlog = 1550, 999
+	if err := r.Check(); err == nil || !strings.Contains(err.Error(), "backlog is 999, the model's 1000") {
+		t.Fatalf("a wrong backlog: %v", err)
+	}
+	r = Round{Cwnd: 500, BaseRTT: 10000, AvgRTT: 10100, NextCwnd: 500, Alpha: 100, Gamma: 512, Phase: PhaseSlowStartEnds, Backlog: 4}
 	if err := r.Check(); err == nil || !strings.Contains(err.Error(), "phase") {
 		t.Fatalf("a wrong phase: %v", err)
+	}
+}
+
+func TestOnLoss(t *testing.T) {
+	const inf = 0x7fffffff
+	for _, c := range []struct {
+		name                           string
+		cwnd, ssthresh, backlog, alpha uint32
+		again                          bool
+		want                           uint32
+		phase                          Phase
+	}{
+		{"random, after slow start", 1000, 900, 10, 100, false, 1000, PhaseLossRandom},
+		{"random, in slow start: it goes on", 300, inf, 0, 100, false, inf, PhaseLossRandom},
+		{"random, soon after a halving", 500, 500, 0, 100, true, 500, PhaseLossRandom},
+		{"just below half alpha", 1000, 900, 49, 100, false, 1000, PhaseLossRandom},
+		{"half alpha: congestion", 1000, 900, 50, 100, false, 500, PhaseLossCongestion},
+		{"congestion in slow start", 3000, inf, 400, 100, false, 1500, PhaseLossCongestion},
+		{"congestion again in the episode: once", 1500, 1500, 400, 100, true, 1500, PhaseLossAgain},
+		{"a timeout after the halving: its threshold stays", 1, 1500, 400, 100, true, 1500, PhaseLossAgain},
+		{"never below two", 3, 3, 100, 100, false, MinCwnd, PhaseLossCongestion},
+		{"alpha 1: a packet queued is congestion", 1000, 900, 1, 1, false, 500, PhaseLossCongestion},
+	} {
+		got, phase := OnLoss(c.cwnd, c.ssthresh, c.backlog, c.alpha, c.again)
+		if got != c.want || phase != c.phase {
+			t.Errorf("%s: OnLoss = %d %s, want %d %s", c.name, got, phase, c.want, c.phase)
+		}
+		r := Round{Cwnd: c.cwnd, Ssthresh: c.ssthresh, Backlog: c.backlog, Alpha: c.alpha, NextCwnd: c.want, Phase: c.phase}
+		if c.again {
+			r.Samples = 1
+		}
+		if err := r.Check(); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		r.NextCwnd++
+		if r.Check() == nil {
+			t.Errorf("%s: a wrong threshold passed the check", c.name)
+		}
 	}
 }
 
