@@ -19,9 +19,12 @@ type relay struct {
 	rnd   *rand.Rand
 	// probabilities, per datagram and direction
 	loss, dup, reorder float64
-	ce                 float64      // marks Congestion Experienced on datagrams to the listener
-	tos                map[byte]int // TOS bytes of the dialler's datagrams, counted
-	client             *net.UDPAddr
+	// a path's delay, each way: every datagram is held delay plus a
+	// uniform draw from [0, jitter), so jitter reorders them
+	delay, jitter time.Duration
+	ce            float64      // marks Congestion Experienced on datagrams to the listener
+	tos           map[byte]int // TOS bytes of the dialler's datagrams, counted
+	client        *net.UDPAddr
 	// a bottleneck on the way to the listener: datagrams queue (up to
 	// queueLimit bytes, dropped beyond) and leave at rate bytes/s
 	rate       float64
@@ -30,7 +33,10 @@ type relay struct {
 	queued     int
 	captured   [][]byte
 	fromServer int // datagrams the listener sent
-	wg         sync.WaitGroup
+	// payload bytes of the dialler's DATA datagrams dropped that were not
+	// retransmissions: what the listener must repair
+	droppedOriginal uint64
+	wg              sync.WaitGroup
 }
 
 func newRelay(t testing.TB, server net.Addr, seed uint64) *relay {
@@ -70,6 +76,13 @@ func (r *relay) Addr() string { return r.front.LocalAddr().String() }
 func (r *relay) set(loss, dup, reorder float64) {
 	r.mu.Lock()
 	r.loss, r.dup, r.reorder = loss, dup, reorder
+	r.mu.Unlock()
+}
+
+// path gives both directions a delay and a jitter.
+func (r *relay) path(delay, jitter time.Duration) {
+	r.mu.Lock()
+	r.delay, r.jitter = delay, jitter
 	r.mu.Unlock()
 }
 
@@ -118,12 +131,20 @@ func (r *relay) pump(up bool) {
 			copies = 2
 		}
 		ce := up && r.rnd.Float64() < r.ce
-		var delay time.Duration
+		delay := r.delay
+		if r.jitter > 0 {
+			delay += time.Duration(r.rnd.Int64N(int64(r.jitter)))
+		}
 		if r.rnd.Float64() < r.reorder {
-			delay = time.Duration(1+r.rnd.IntN(5)) * time.Millisecond
+			delay += time.Duration(1+r.rnd.IntN(5)) * time.Millisecond
 		}
 		r.mu.Unlock()
 		if drop {
+			if up && isOriginalData(p) {
+				r.mu.Lock()
+				r.droppedOriginal += uint64(len(p) - dataOverhead)
+				r.mu.Unlock()
+			}
 			continue
 		}
 		for range copies {
@@ -225,4 +246,20 @@ func (r *relay) capturedCopy() [][]byte {
 
 func isClosed(err error) bool {
 	return err != nil && (errorsIs(err, net.ErrClosed))
+}
+
+// dataOverhead is a DATA datagram's bytes besides its payload: the header
+// (32), the offset (8) and the MAC (16).
+const dataOverhead = 32 + 8 + 16
+
+// isOriginalData says whether p is a DATA datagram sent for the first time
+// (type 3 without the retransmission flag, 4).
+func isOriginalData(p []byte) bool {
+	return len(p) >= dataOverhead && p[1] == 3 && p[3]&4 == 0
+}
+
+func (r *relay) droppedOriginalBytes() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.droppedOriginal
 }

@@ -1,0 +1,12 @@
+package udp
+
+import "github.com/lightpath/lightpath/internal/transport"
+
+// LossTold says how many datagrams, in how many rounds, a stream's rate
+// control was told were lost (what it may slow down for).
+func LossTold(c transport.Conn) (datagrams, rounds uint64) {
+	s := c.(*conn)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats.lossTold, s.stats.lossRounds
+}
