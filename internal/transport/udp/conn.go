@@ -163,6 +163,7 @@ type conn struct {
 
 	// RTT
 	srtt, rttvar, minRTT time.Duration
+	lowRound             time.Duration // the lowest round's mean round trip
 
 	// life
 	closed    bool  // Close was called
@@ -794,6 +795,10 @@ func (c *conn) endRound() {
 	r := round{base: c.minRTT, avg: c.srtt, pkts: c.round.pkts, lost: c.round.lost, ce: c.round.ce, mss: c.mss}
 	if c.round.n > 0 {
 		r.avg = c.round.sum / time.Duration(c.round.n)
+		if c.lowRound == 0 || r.avg < c.lowRound {
+			c.lowRound = r.avg
+		}
+		r.low = c.lowRound
 	}
 	if r.base > 0 && r.avg > 0 {
 		c.ctl.onRound(r)

@@ -36,6 +36,7 @@ func TestReordering(t *testing.T) {
 				r.path(10*time.Millisecond, 3*time.Millisecond)
 			})
 			const n = 24 << 20
+			kernelDrops := rcvbufErrors()
 			start := time.Now()
 			exchange(t, c, s, random(n), random(1000))
 			took := time.Since(start)
@@ -58,6 +59,12 @@ func TestReordering(t *testing.T) {
 			t.Logf("%s: %.0f Mbit/s, sent %d B, again %d B (%.2f%%), repaired %d B, loss told %d datagrams in %d rounds, pacing at %d B/s, rtt %v min %v",
 				tc.cc, float64(n)*8/took.Seconds()/1e6, cs.BytesSent, cs.BytesRetrans,
 				100*float64(cs.BytesRetrans)/float64(cs.BytesSent), ss.LossRepaired, lost, rounds, cs.PacingRate, cs.RTT, cs.MinRTT)
+			if k := rcvbufErrors(); k != kernelDrops {
+				// a receive buffer overflowed on a busy machine: the path
+				// was not lossless after all, and loss is to be repaired
+				t.Logf("the kernel dropped %d datagrams for full receive buffers: not checked", k-kernelDrops)
+				return
+			}
 			if ss.LossRepaired != 0 {
 				t.Errorf("the receiver counts %d bytes repaired on a path that lost nothing", ss.LossRepaired)
 			}
