@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/cc/fast"
 	"github.com/lightpath/lightpath/internal/transport"
 )
 
@@ -222,6 +223,7 @@ func newConn(ep endpoint, laddr, raddr net.Addr, session [16]byte, stream uint32
 	if o.DSCP > 63 {
 		return nil, fmt.Errorf("DSCP %d out of range 0..63", o.DSCP)
 	}
+	t = withFAST(t, o)
 	ctl, err := newController(o.CC, o.PacingRate, t)
 	if err != nil {
 		return nil, err
@@ -248,6 +250,7 @@ func newConn(ep endpoint, laddr, raddr net.Addr, session [16]byte, stream uint32
 	if a, ok := laddr.(*net.UDPAddr); ok {
 		c.v6 = a.IP.To4() == nil
 	}
+	c.tun = t
 	c.tos = tosFor(o.DSCP)
 	c.setMTU(mtu)
 	c.advLimit = uint64(len(c.rbuf))
@@ -1677,12 +1680,17 @@ func (c *conn) Tune(o transport.Options) error {
 	if o.DSCP > 63 {
 		return fmt.Errorf("DSCP %d out of range 0..63", o.DSCP)
 	}
-	if o.CC != "" && o.CC != c.ctl.name() {
-		ctl, err := newController(o.CC, c.target, c.tuning())
+	t := withFAST(c.tun, o)
+	if (o.CC != "" && o.CC != c.ctl.name()) || t.FAST != c.tun.FAST {
+		name := o.CC
+		if name == "" {
+			name = c.ctl.name()
+		}
+		ctl, err := newController(name, c.target, t)
 		if err != nil {
 			return err
 		}
-		c.ctl = ctl
+		c.ctl, c.tun = ctl, t
 	}
 	if o.DSCP >= 0 && o.DSCP != c.dscp {
 		if err := c.ep.setTOS(tosFor(o.DSCP)); err != nil {
@@ -1697,7 +1705,25 @@ func (c *conn) Tune(o transport.Options) error {
 	return nil
 }
 
-func (c *conn) tuning() Tuning { return c.tun }
+// withFAST is t with the stream's own FAST parameters, where its options
+// set them.
+func withFAST(t Tuning, o transport.Options) Tuning {
+	if o.FASTAlpha == 0 && o.FASTGamma == 0 {
+		return t
+	}
+	p := t.FAST
+	if p == (fast.Params{}) {
+		p = fast.DefaultParams
+	}
+	if o.FASTAlpha != 0 {
+		p.Alpha = o.FASTAlpha
+	}
+	if o.FASTGamma != 0 {
+		p.Gamma = o.FASTGamma
+	}
+	t.FAST = p
+	return t
+}
 
 // SetPacingRate sets the rate cap (fixed's rate); 0 lifts it.
 func (c *conn) SetPacingRate(bps uint64) error {

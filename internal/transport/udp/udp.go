@@ -98,7 +98,6 @@ func (t *Transport) Dial(ctx context.Context, addr string, o transport.Options) 
 	ep.v6 = c.v6
 	c.setMTU(pathMTU(rc, c.v6))
 	c.random = random
-	c.tun = t.Tuning
 	go ep.readLoop(c)
 	if err := c.handshake(ctx); err != nil {
 		c.mu.Lock()
@@ -517,7 +516,6 @@ func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort, to 
 	}
 	c.v6 = !v4
 	c.peer = from
-	c.tun = l.tr.Tuning
 	c.random = random
 	mtu := int(s.mtu)
 	if pe != nil {
