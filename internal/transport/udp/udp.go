@@ -193,11 +193,10 @@ func (e *dialEndpoint) release() { e.once.Do(func() { e.uc.Close() }) }
 // readLoop reads the dialled stream's datagrams until its socket closes.
 func (e *dialEndpoint) readLoop(c *conn) {
 	enableGRO(e.rc)
-	buf := make([]byte, 65536)
-	oob := make([]byte, oobSize)
+	rb := newReadBatch(e.uc, e.v6)
 	refused := 0
 	for {
-		n, oobn, _, _, err := e.uc.ReadMsgUDPAddrPort(buf, oob)
+		msgs, err := rb.read()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -216,20 +215,24 @@ func (e *dialEndpoint) readLoop(c *conn) {
 			}
 			continue
 		}
-		tos, _ := tosOf(oob[:oobn])
 		ackNow := false
-		for b := range datagrams(buf[:n], groSize(oob[:oobn])) {
-			h, body, perr := parseHeader(b)
-			if perr != nil || h.session != c.session || h.stream != c.stream {
-				atomic.AddUint64(&c.stats.dropped, 1)
-				continue
+		for _, m := range msgs {
+			oob := m.OOB[:m.NN]
+			tos, _ := tosOf(oob)
+			for b := range datagrams(m.Buffers[0][:m.N], groSize(oob)) {
+				h, body, perr := parseHeader(b)
+				if perr != nil || h.session != c.session || h.stream != c.stream {
+					atomic.AddUint64(&c.stats.dropped, 1)
+					continue
+				}
+				ok, ack := c.input(b, h, body, tos)
+				if ok {
+					refused = 0
+				}
+				ackNow = ackNow || ack
 			}
-			ok, ack := c.input(b, h, body, tos)
-			if ok {
-				refused = 0
-			}
-			ackNow = ackNow || ack
 		}
+		// one ACK for all a read brought in
 		if ackNow {
 			c.sendAck()
 		}
