@@ -161,6 +161,11 @@ type conn struct {
 	reoMax, reoAt int64
 	reoSeen       bool
 	lastRepairs   uint32 // the peer's repair count, last heard
+	// a timeout under judgement: the rate control before it, the peer's
+	// repair count then, and the end (+1) of what it sent again
+	undoCtl     controller
+	undoRepairs uint32
+	undoEnd     uint64
 
 	// RTT
 	srtt, rttvar, minRTT time.Duration
@@ -204,6 +209,7 @@ type counters struct {
 	retrans                                        uint32
 	datagrams, sendCalls, repaired, dropped        uint64
 	lossTold, lossRounds                           uint64 // datagrams and rounds of loss the rate control was told of
+	timeouts, undone                               uint64 // timeouts (episodes) and those found spurious
 	busy, rwndLimited, sndLimited                  time.Duration
 	delivered                                      uint64
 	deliveredAt                                    int64
@@ -773,6 +779,7 @@ func (c *conn) onAck(a *ack, finAck bool) {
 		c.round.lost += int(d)
 		c.lastRepairs = a.repairs
 	}
+	c.checkUndo()
 	if acked > 0 {
 		c.ctl.onAck(acked, c.mss)
 		c.delivered(now)
@@ -781,6 +788,24 @@ func (c *conn) onAck(a *ack, finAck bool) {
 		c.endRound()
 	}
 	c.kickSender()
+}
+
+// checkUndo judges a timeout once everything it sent again is
+// acknowledged: if no retransmission repaired anything since, the
+// originals arrived after all (a delay, not loss), and the rate control
+// gets back the state the timeout cut, unless it has grown past it since
+// (Eifel's undo). Under mu.
+func (c *conn) checkUndo() {
+	if c.undoCtl == nil || c.sAcked < c.undoEnd-1 {
+		return
+	}
+	if c.lastRepairs == c.undoRepairs {
+		if c.undoCtl.window(c.mss) > c.ctl.window(c.mss) {
+			c.ctl = c.undoCtl
+		}
+		c.stats.undone++
+	}
+	c.undoCtl, c.undoEnd = nil, 0
 }
 
 func (c *conn) delivered(now int64) {
@@ -1058,11 +1083,16 @@ func (c *conn) timers(now int64) {
 				c.inflight -= int(s.n)
 				c.lostQ = append(c.lostQ, s.off)
 				fired = true
-
+				c.undoEnd = max(c.undoEnd, s.off+uint64(s.n)+1)
 			}
 		}
 	}
 	if fired {
+		if c.undoCtl == nil {
+			// what to go back to if the timeout proves spurious
+			c.undoCtl, c.undoRepairs = cloneCtl(c.ctl), c.lastRepairs
+			c.stats.timeouts++
+		}
 		c.ctl.onTimeout(c.mss)
 		c.rtoBackoff = min(c.rtoBackoff+1, 10)
 	}
@@ -1691,6 +1721,7 @@ func (c *conn) Tune(o transport.Options) error {
 			return err
 		}
 		c.ctl, c.tun = ctl, t
+		c.undoCtl, c.undoEnd = nil, 0
 	}
 	if o.DSCP >= 0 && o.DSCP != c.dscp {
 		if err := c.ep.setTOS(tosFor(o.DSCP)); err != nil {
@@ -1701,6 +1732,7 @@ func (c *conn) Tune(o transport.Options) error {
 	if o.PacingRate > 0 {
 		c.target = o.PacingRate
 		c.ctl.setTarget(o.PacingRate)
+		c.undoCtl, c.undoEnd = nil, 0
 	}
 	return nil
 }
@@ -1734,6 +1766,7 @@ func (c *conn) SetPacingRate(bps uint64) error {
 	}
 	c.target = bps
 	c.ctl.setTarget(bps)
+	c.undoCtl, c.undoEnd = nil, 0
 	c.kickSender()
 	return nil
 }

@@ -26,3 +26,12 @@ func FASTParams(c transport.Conn) (p fast.Params, ok bool) {
 	}
 	return f.p, true
 }
+
+// Timeouts says how many timeouts a stream's sender had (episodes: one
+// until what it sent again is acknowledged) and how many proved spurious.
+func Timeouts(c transport.Conn) (fired, undone uint64) {
+	s := c.(*conn)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats.timeouts, s.stats.undone
+}

@@ -296,3 +296,19 @@ func (a *aimdCtl) window(int) int { return a.w }
 func (a *aimdCtl) rate(srtt time.Duration, _ int) uint64 {
 	return capRate(windowRate(a.w, srtt), a.target)
 }
+
+// cloneCtl copies a rate control's state.
+func cloneCtl(x controller) controller {
+	switch v := x.(type) {
+	case *fixedCtl:
+		c := *v
+		return &c
+	case *fastCtl:
+		c := *v
+		return &c
+	case *aimdCtl:
+		c := *v
+		return &c
+	}
+	panic(fmt.Sprintf("udp: no copy of rate control %T", x))
+}

@@ -22,9 +22,13 @@ type relay struct {
 	// a path's delay, each way: every datagram is held delay plus a
 	// uniform draw from [0, jitter), so jitter reorders them
 	delay, jitter time.Duration
-	ce            float64      // marks Congestion Experienced on datagrams to the listener
-	tos           map[byte]int // TOS bytes of the dialler's datagrams, counted
-	client        *net.UDPAddr
+	// fifo: datagrams of a direction leave in the order they came, each
+	// after its delay at least (a delay that grows holds the ones behind)
+	fifo   bool
+	line   [2]chan timed
+	ce     float64      // marks Congestion Experienced on datagrams to the listener
+	tos    map[byte]int // TOS bytes of the dialler's datagrams, counted
+	client *net.UDPAddr
 	// a bottleneck on the way to the listener: datagrams queue (up to
 	// queueLimit bytes, dropped beyond) and leave at rate bytes/s
 	rate       float64
@@ -86,6 +90,39 @@ func (r *relay) path(delay, jitter time.Duration) {
 	r.mu.Unlock()
 }
 
+// timed is a datagram in a delay line and when it may leave.
+type timed struct {
+	at time.Time
+	p  []byte
+}
+
+// inOrder makes the relay a delay line that keeps each direction's order
+// (before the path is given a delay).
+func (r *relay) inOrder(t testing.TB) {
+	r.mu.Lock()
+	r.fifo = true
+	for dir := range r.line {
+		r.line[dir] = make(chan timed, 1<<16)
+	}
+	lines := r.line
+	r.mu.Unlock()
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	for dir, ch := range lines {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case d := <-ch:
+					time.Sleep(time.Until(d.at))
+					r.forward(dir == 1, d.p)
+				}
+			}
+		}()
+	}
+}
+
 // pump forwards one direction: up (dialler to listener) or down.
 func (r *relay) pump(up bool) {
 	defer r.wg.Done()
@@ -131,7 +168,7 @@ func (r *relay) pump(up bool) {
 			copies = 2
 		}
 		ce := up && r.rnd.Float64() < r.ce
-		delay := r.delay
+		delay, fifo := r.delay, r.fifo
 		if r.jitter > 0 {
 			delay += time.Duration(r.rnd.Int64N(int64(r.jitter)))
 		}
@@ -151,6 +188,12 @@ func (r *relay) pump(up bool) {
 			switch {
 			case ce:
 				r.back.WriteMsgUDP(p, ceOOB(), nil)
+			case delay > 0 && fifo:
+				dir := 0
+				if up {
+					dir = 1
+				}
+				r.line[dir] <- timed{time.Now().Add(delay), p}
 			case delay > 0:
 				time.AfterFunc(delay, func() { r.forward(up, p) })
 			default:

@@ -156,3 +156,51 @@ func rcvbufErrors() int64 {
 	}
 	return -1
 }
+
+// TestSpuriousTimeout: a path whose delay jumps from 10 ms to 250 ms each
+// way for a moment, keeping the datagrams' order and losing none: the
+// sender's timeouts fire and send again, the originals arrive first, the
+// copies repair nothing, and the rate control gets back what the timeout
+// cut (each timeout is found spurious) and is never told of loss.
+func TestSpuriousTimeout(t *testing.T) {
+	for _, cc := range []string{"fast", "aimd"} {
+		t.Run(cc, func(t *testing.T) {
+			c, s, _, r := viaRelayWith(t, transport.Options{DSCP: -1, CC: cc, PacingRate: 25 << 20}, 3, func(r *relay) {
+				r.inOrder(t)
+				r.path(10*time.Millisecond, 0)
+			})
+			kernelDrops := rcvbufErrors()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				time.Sleep(300 * time.Millisecond)
+				r.path(250*time.Millisecond, 0)
+				time.Sleep(200 * time.Millisecond)
+				r.path(10*time.Millisecond, 0)
+			}()
+			exchange(t, c, s, random(24<<20), random(1000))
+			<-done
+			cs, err := c.Stats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ss, err := s.Stats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			fired, undone := udp.Timeouts(c)
+			lost, _ := udp.LossTold(c)
+			t.Logf("%s: timeouts %d, undone %d; sent again %d B, repaired %d B, loss told %d", cc, fired, undone, cs.BytesRetrans, ss.LossRepaired, lost)
+			if k := rcvbufErrors(); k != kernelDrops {
+				t.Logf("the kernel dropped %d datagrams for full receive buffers: not checked", k-kernelDrops)
+				return
+			}
+			if fired == 0 {
+				t.Fatal("no timeout fired while the path held everything for 250 ms")
+			}
+			if undone != fired || lost != 0 || ss.LossRepaired != 0 {
+				t.Errorf("of %d timeouts %d undone, loss told %d, repaired %d bytes: want every timeout undone, no loss", fired, undone, lost, ss.LossRepaired)
+			}
+		})
+	}
+}
