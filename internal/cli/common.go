@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/lightpath/lightpath/internal/cc/fast"
 	"github.com/lightpath/lightpath/internal/mover"
 	"github.com/lightpath/lightpath/internal/transport"
 	"github.com/lightpath/lightpath/internal/units"
@@ -125,6 +126,8 @@ type tuningFlags struct {
 	dscp                               int
 	streams                            int
 	transport                          string
+	// UDP's fast rate control's alpha and gamma, as given ("": the default)
+	fastAlpha, fastGamma string
 	// reserving: the rate may come from a reservation booked later (cp
 	// --reserve), so a UDP session's --cc fixed may lack --rate here.
 	reserving bool
@@ -136,6 +139,8 @@ func (t *tuningFlags) register(fs *pflag.FlagSet, streamsDefault int, streamsHel
 		"(FAST TCP, once loaded with: lightpath cc install fast, as root) (default: bbr where the kernel has it, cubic to loopback peers); "+
 		"with --transport udp the rate control: fixed (at --rate, or the reserved rate), fast or aimd (default: fixed on a reservation, fast otherwise)")
 	fs.StringVar(&t.transport, "transport", mover.TransportTCP, "what carries the data streams: tcp, or udp (the reliable UDP transport, to the server's same port; control stays on TCP)")
+	fs.StringVar(&t.fastAlpha, "fast-alpha", "", fmt.Sprintf("with --transport udp --cc fast: packets each stream this end sends on keeps queued in the path (default %d)", fast.DefaultParams.Alpha))
+	fs.StringVar(&t.fastGamma, "fast-gamma", "", fmt.Sprintf("with --transport udp --cc fast: fraction of the way to the target window per round trip, in (0, 1] (default %s)", fast.GammaString(fast.DefaultParams.Gamma)))
 	fs.StringVar(&t.rate, "rate", "", "cap the rate, paced by the kernel, e.g. 500M or 2Gbps (bits per second)")
 	fs.StringVar(&t.window, "window", "", "socket buffer size per stream, e.g. 64MiB (default: kernel autotuning)")
 	fs.IntVar(&t.dscp, "dscp", -1, "DSCP value 0..63 to mark every packet with (IP_TOS)")
@@ -196,7 +201,55 @@ func (t *tuningFlags) tuning() (mover.Tuning, error) {
 			tu.CC = "fast" // without a reservation; --rate caps it
 		}
 	}
+	if err := t.fastParams(&tu); err != nil {
+		return tu, err
+	}
 	return tu, nil
+}
+
+// fastParamsSent refuses --fast-alpha and --fast-gamma where the server
+// sends (what): they drive the streams this end sends on and do not cross
+// the wire.
+func fastParamsSent(tu mover.Tuning, what string) error {
+	if tu.FASTAlpha != 0 || tu.FASTGamma != 0 {
+		return fmt.Errorf("--fast-alpha and --fast-gamma drive what this end sends: in %s the server sends, with its own", what)
+	}
+	return nil
+}
+
+// fastParams checks --fast-alpha and --fast-gamma (valid with --transport
+// udp --cc fast) into tu.
+func (t *tuningFlags) fastParams(tu *mover.Tuning) error {
+	if t.fastAlpha == "" && t.fastGamma == "" {
+		return nil
+	}
+	switch {
+	case tu.Transport != mover.TransportUDP:
+		return errors.New("--fast-alpha and --fast-gamma are for --transport udp --cc fast (TCP's fast runs with what lightpath cc install fast was given)")
+	case tu.CC != "fast":
+		return fmt.Errorf("--fast-alpha and --fast-gamma are for --cc fast, not %s", orWord(tu.CC, "the reservation's fixed"))
+	}
+	p := fast.DefaultParams
+	if t.fastAlpha != "" {
+		a, err := strconv.ParseUint(t.fastAlpha, 10, 32)
+		if err != nil {
+			return fmt.Errorf("--fast-alpha %q: want a number of packets", t.fastAlpha)
+		}
+		p.Alpha = uint32(a)
+		tu.FASTAlpha = p.Alpha
+	}
+	if t.fastGamma != "" {
+		g, err := fast.ParseGamma(t.fastGamma)
+		if err != nil {
+			return fmt.Errorf("--fast-gamma: %w", err)
+		}
+		p.Gamma = g
+		tu.FASTGamma = g
+	}
+	if err := p.Check(); err != nil {
+		return fmt.Errorf("--fast-alpha, --fast-gamma: %w", err)
+	}
+	return nil
 }
 
 // durationFlag is a duration written Go style ("10s", "1m30s") or, as

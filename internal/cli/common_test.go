@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/cc/fast"
 	"github.com/lightpath/lightpath/internal/mover"
 	"github.com/lightpath/lightpath/internal/transfer"
 )
@@ -78,6 +80,14 @@ func TestTuningTransport(t *testing.T) {
 		{"udp with a kernel's name", tuningFlags{transport: "udp", cc: "cubic"}, "", "", `--cc "cubic" with --transport udp: want fixed, fast or aimd`},
 		{"tcp with a UDP rate control", tuningFlags{cc: "fixed"}, "", "", "--cc fixed is a rate control of the UDP transport: add --transport udp"},
 		{"unknown transport", tuningFlags{transport: "sctp"}, "", "", `--transport "sctp": want tcp or udp`},
+		{"fast's alpha and gamma", tuningFlags{transport: "udp", cc: "fast", fastAlpha: "200", fastGamma: "0.25"}, "fast", "udp", ""},
+		{"fast's alpha by default fast", tuningFlags{transport: "udp", fastAlpha: "50"}, "fast", "udp", ""},
+		{"fast's alpha over TCP", tuningFlags{cc: "cubic", fastAlpha: "50"}, "", "", "--fast-alpha and --fast-gamma are for --transport udp --cc fast"},
+		{"fast's gamma with fixed", tuningFlags{transport: "udp", cc: "fixed", rate: "1G", fastGamma: "0.5"}, "", "", "are for --cc fast, not fixed"},
+		{"fast's alpha waiting for a reservation", tuningFlags{transport: "udp", reserving: true, fastAlpha: "50"}, "", "", "are for --cc fast, not the reservation's fixed"},
+		{"fast's alpha zero", tuningFlags{transport: "udp", fastAlpha: "0"}, "", "", "alpha 0: want 1 to 100000 packets"},
+		{"fast's alpha not a number", tuningFlags{transport: "udp", fastAlpha: "lots"}, "", "", `--fast-alpha "lots": want a number of packets`},
+		{"fast's gamma above 1", tuningFlags{transport: "udp", fastGamma: "2"}, "", "", "--fast-gamma: gamma \"2\": want a fraction in (0, 1]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.f.dscp = -1
@@ -90,6 +100,12 @@ func TestTuningTransport(t *testing.T) {
 			}
 			if err != nil || tu.CC != tc.wantCC || tu.Transport != tc.wantTrans {
 				t.Fatalf("tuning %+v, %v; want cc %q transport %q", tu, err, tc.wantCC, tc.wantTrans)
+			}
+			if tc.f.fastAlpha != "" && fmt.Sprint(tu.FASTAlpha) != tc.f.fastAlpha {
+				t.Errorf("alpha %d, want %s", tu.FASTAlpha, tc.f.fastAlpha)
+			}
+			if tc.f.fastGamma != "" && fast.GammaString(tu.FASTGamma) != tc.f.fastGamma {
+				t.Errorf("gamma %s, want %s", fast.GammaString(tu.FASTGamma), tc.f.fastGamma)
 			}
 		})
 	}

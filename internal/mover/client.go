@@ -61,6 +61,9 @@ type ClientConfig struct {
 func (c *ClientConfig) options(streams int) transport.Options {
 	o := tuningOptions(c.Tuning.wire(), streams)
 	o.LocalAddr = c.LocalAddr
+	if c.udpData() {
+		o.FASTAlpha, o.FASTGamma = c.Tuning.FASTAlpha, c.Tuning.FASTGamma
+	}
 	return o
 }
 
@@ -74,6 +77,7 @@ func (c *ClientConfig) ctrlOptions(streams int) transport.Options {
 	o := c.options(streams)
 	if c.udpData() {
 		o.CC, o.PacingRate = "", 0
+		o.FASTAlpha, o.FASTGamma = 0, 0
 	}
 	return o
 }

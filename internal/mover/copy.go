@@ -42,6 +42,13 @@ type Tuning struct {
 	Rate   uint64 // bits per second for the whole session, paced; 0 for no cap
 	Window uint32 // socket buffer bytes per stream; 0 for autotuning
 	DSCP   int8   // the DSCP every packet is marked with; -1 for none
+	// FASTAlpha and FASTGamma are UDP's fast rate control's alpha (packets
+	// queued) and gamma (in 1/1024) for the data streams this end dials
+	// (transport.Options.FASTAlpha, FASTGamma); 0 takes the transport's.
+	// They drive what the client sends: they do not cross the wire, so
+	// the server's streams (a pull, bench --reverse, the server's half of
+	// --bidir) run the server's.
+	FASTAlpha, FASTGamma uint32
 }
 
 func (t Tuning) wire() wire.Tuning {

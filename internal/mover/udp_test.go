@@ -261,3 +261,46 @@ func TestUDPOverTLS(t *testing.T) {
 		t.Fatalf("the file on the server: %v", err)
 	}
 }
+
+// TestUDPFASTParams: a session's own FAST alpha and gamma go into the
+// options of the UDP data streams the client dials (not into its TCP
+// control connection's, nor a TCP session's), and a push under them
+// arrives verified.
+func TestUDPFASTParams(t *testing.T) {
+	tu := Tuning{Transport: TransportUDP, CC: "fast", DSCP: -1, FASTAlpha: 20, FASTGamma: 256}
+	cfg := ClientConfig{Tuning: tu}
+	if o := cfg.options(2); o.FASTAlpha != 20 || o.FASTGamma != 256 || o.CC != "fast" {
+		t.Errorf("data stream options %+v: want fast with alpha 20, gamma 256", o)
+	}
+	if o := cfg.ctrlOptions(2); o.FASTAlpha != 0 || o.FASTGamma != 0 || o.CC != "" {
+		t.Errorf("control connection options %+v: want no rate control of UDP's", o)
+	}
+	tcp := ClientConfig{Tuning: Tuning{CC: "cubic", DSCP: -1, FASTAlpha: 20, FASTGamma: 256}}
+	if o := tcp.options(2); o.FASTAlpha != 0 || o.FASTGamma != 0 {
+		t.Errorf("a TCP session's options %+v carry UDP's FAST parameters", o)
+	}
+
+	root, local := t.TempDir(), t.TempDir()
+	_, addr := serveUDP(t, ServerConfig{Root: root})
+	data := make([]byte, 2<<20+3)
+	rand.Read(data)
+	p := filepath.Join(local, "a.bin")
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	it, err := OpenSource(p, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := Source{Items: []SourceItem{it}}
+	defer src.Close()
+	cfg = ClientConfig{Addr: addr, Streams: 2, BlockSize: 1 << 20, Tuning: tu}
+	sum, err := Copy(context.Background(), Job{Config: cfg, Direction: Push, Source: src, Remote: "in/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkUDPSummary(t, "push", sum, 1)
+	if got, err := os.ReadFile(filepath.Join(root, "in", "a.bin")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("on the server: %v (%d bytes, want %d)", err, len(got), len(data))
+	}
+}

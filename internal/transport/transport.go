@@ -142,6 +142,12 @@ type Options struct {
 	// keys. TCP ignores it (the mover authenticates its TCP streams with
 	// the session bytes it sends first). Dial only.
 	Auth *Auth
+	// FASTAlpha and FASTGamma, when not zero, are this stream's parameters
+	// for the UDP transport's fast rate control: alpha the packets it keeps
+	// queued, gamma the step per round in 1/1024 (package cc/fast's Params;
+	// zero takes the transport's). TCP ignores them: the kernel's FAST
+	// runs with the parameters it was installed with.
+	FASTAlpha, FASTGamma uint32
 }
 
 // Auth is what a datagram transport needs to authenticate a stream: the

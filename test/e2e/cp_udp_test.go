@@ -104,6 +104,7 @@ func TestCpUDP(t *testing.T) {
 		{"--file", filepath.Join(tree, "big.bin"), "-t", "30"},
 		{"--reverse", "--file", "srv.bin", "-t", "30", "--cc", "aimd"},
 		{"--bidir", "-P", "2", "-t", "0.3", "--cc", "fixed", "--rate", "500M"},
+		{"-t", "0.3", "--cc", "fast", "--fast-alpha", "50", "--fast-gamma", "0.25"},
 	} {
 		r := runLP(t, env, append([]string{"bench", "--json", "--transport", "udp", "lp://" + srv.addr}, args...)...)
 		mustSucceed(t, "bench --transport udp "+strings.Join(args, " "), r)
@@ -125,6 +126,11 @@ func TestCpUDP(t *testing.T) {
 		{[]string{"bench", "--transport", "udp", "--cc", "fixed", "lp://" + srv.addr}, []string{"--cc fixed", "--rate"}},
 		{[]string{"cp", "--cc", "aimd", tree, srv.URL("x")}, []string{"--transport udp"}},
 		{[]string{"cp", "--transport", "quic", tree, srv.URL("x")}, []string{"--transport", "tcp or udp"}},
+		{[]string{"cp", "--transport", "udp", "--cc", "aimd", "--fast-alpha", "50", tree, srv.URL("x")}, []string{"--fast-alpha", "--cc fast, not aimd"}},
+		{[]string{"cp", "--fast-gamma", "0.5", tree, srv.URL("x")}, []string{"--fast-gamma", "--transport udp --cc fast"}},
+		{[]string{"cp", "--transport", "udp", "--fast-alpha", "0", tree, srv.URL("x")}, []string{"alpha 0", "1 to 100000"}},
+		{[]string{"cp", "--transport", "udp", "--fast-alpha", "50", srv.URL("in/tree"), back + "/"}, []string{"--fast-alpha", "a copy from the server", "the server sends"}},
+		{[]string{"bench", "--transport", "udp", "--reverse", "--fast-gamma", "0.5", "lp://" + srv.addr}, []string{"bench --reverse", "the server sends"}},
 	} {
 		checkFailure(t, strings.Join(tc.args, " "), runLP(t, env, tc.args...), tc.want...)
 	}
@@ -348,7 +354,8 @@ func TestCpUDPHostile(t *testing.T) {
 // through two routers and a 20 ms (one way) wide-area link that loses 1%
 // of the packets at random, then in bursts, then jitters them (reordering)
 // and duplicates 2%: each copy arrives identical and verified, the loss
-// repaired, under each rate control.
+// repaired, under each rate control; where the path only reorders, next to
+// nothing is sent again.
 func TestCpUDPTestbed(t *testing.T) {
 	skipUnlessNetRoot(t)
 	b := upTestbed(t, "test/e2e/testdata/udp-wan.yaml")
@@ -373,6 +380,8 @@ func TestCpUDPTestbed(t *testing.T) {
 		{"random loss", []string{"--loss", "1%"}, nil, "fast", true, false},
 		{"bursty loss", []string{"--loss", "1%", "--loss-burst", "4"}, []string{"--cc", "fixed", "--rate", "300M"}, "fixed", true, false},
 		{"reordering and duplicates", []string{"--loss", "0", "--jitter", "3ms", "--duplicate", "2%"}, nil, "fast", false, true},
+		{"reordering, fixed", []string{"--duplicate", "0"}, []string{"--cc", "fixed", "--rate", "300M"}, "fixed", false, false},
+		{"reordering, aimd", []string{"--jitter", "3ms"}, []string{"--cc", "aimd"}, "aimd", false, false},
 	} {
 		t.Run(ph.name, func(t *testing.T) {
 			b.linkSet(append([]string{"wan"}, ph.link...)...)
@@ -380,11 +389,17 @@ func TestCpUDPTestbed(t *testing.T) {
 			args := append([]string{lpBin, "cp", "--json", "-r", "--transport", "udp", "-P", "2"}, ph.cp...)
 			r := b.exec("h1", append(args, filepath.Join(srcDir, "tree"), "lp://"+h2+":7070/"+dest+"/")...)
 			mustSucceed(t, "cp over the testbed, "+ph.name, r)
-			if s := parseSummary(t, r.stdout); !s.Verified || s.FilesFailed != 0 {
+			s := parseSummary(t, r.stdout)
+			if !s.Verified || s.FilesFailed != 0 {
 				t.Fatalf("not verified: %+v", s)
 			}
 			u := parseUDPSummary(t, r.stdout)
 			checkUDP(t, ph.name, u, ph.cc)
+			// Reordering is not loss: next to nothing is sent again (before
+			// the reorder window, 15 to 40% of the bytes were).
+			if !ph.lossy && *u.BytesResent > uint64(s.Bytes)/50 {
+				t.Errorf("%s: %d of %d bytes sent again on a path that reorders but loses nothing", ph.name, *u.BytesResent, s.Bytes)
+			}
 			if ph.lossy && (u.LossRepaired == nil || *u.LossRepaired == 0 || *u.BytesResent == 0) {
 				t.Errorf("%s: nothing repaired or sent again: %+v", ph.name, u)
 			}

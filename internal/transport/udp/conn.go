@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/cc/fast"
 	"github.com/lightpath/lightpath/internal/transport"
 )
 
@@ -131,31 +132,44 @@ type conn struct {
 	lastCE     uint32
 
 	// receiving
-	rbuf      []byte
-	rRead     uint64 // bytes the application has read
-	rCum      uint64 // every byte below it arrived
-	rHigh     uint64 // the highest byte that arrived, +1
-	rRanges   []rng
-	rFin      bool
-	rFinOff   uint64
-	ackCount  int
-	ackDue    int64 // when a held ack must go (0: none held)
-	ackNow    bool
-	advLimit  uint64 // the limit last advertised
-	echo      uint64 // the highest packet number received
-	echoAt    int64
-	ceCount   uint32
-	lowat     int
-	synPN     uint64 // the dialler's last SYN
-	synAckAt  int64  // the listener's last SYNACK
-	nextScan  int64  // when to look for timed-out segments
-	tun       Tuning
-	rxAck     ack             // the last ack received, parsed
-	peer      netip.AddrPort  // a listener's stream: the dialler's address as the listener sees it
-	repairing map[uint64]bool // offsets of holes NAKed, to count repairs
+	rbuf     []byte
+	rRead    uint64 // bytes the application has read
+	rCum     uint64 // every byte below it arrived
+	rHigh    uint64 // the highest byte that arrived, +1
+	rRanges  []rng
+	rFin     bool
+	rFinOff  uint64
+	ackCount int
+	ackDue   int64 // when a held ack must go (0: none held)
+	ackNow   bool
+	advLimit uint64 // the limit last advertised
+	echo     uint64 // the highest packet number received
+	echoAt   int64
+	ceCount  uint32
+	lowat    int
+	synPN    uint64 // the dialler's last SYN
+	synAckAt int64  // the listener's last SYNACK
+	nextScan int64  // when to look for timed-out segments
+	tun      Tuning
+	rxAck    ack            // the last ack received, parsed
+	peer     netip.AddrPort // a listener's stream: the dialler's address as the listener sees it
+	repairs  uint32         // retransmissions that brought bytes missing here
+	nakDue   int64          // when a hole not yet NAKed becomes old enough (0: none)
+	// reordering seen on the way in: the longest a hole lasted before
+	// the original filled it (reoMax, ns), when a delay near it was last
+	// seen (reoAt), and whether any was (reoSeen)
+	reoMax, reoAt int64
+	reoSeen       bool
+	lastRepairs   uint32 // the peer's repair count, last heard
+	// a timeout under judgement: the rate control before it, the peer's
+	// repair count then, and the end (+1) of what it sent again
+	undoCtl     controller
+	undoRepairs uint32
+	undoEnd     uint64
 
 	// RTT
 	srtt, rttvar, minRTT time.Duration
+	lowRound             time.Duration // the lowest round's mean round trip
 
 	// life
 	closed    bool  // Close was called
@@ -194,6 +208,8 @@ type counters struct {
 	bytesSent, bytesRetrans, bytesAcked, bytesRecv uint64
 	retrans                                        uint32
 	datagrams, sendCalls, repaired, dropped        uint64
+	lossTold, lossRounds                           uint64 // datagrams and rounds of loss the rate control was told of
+	timeouts, undone                               uint64 // timeouts (episodes) and those found spurious
 	busy, rwndLimited, sndLimited                  time.Duration
 	delivered                                      uint64
 	deliveredAt                                    int64
@@ -213,6 +229,7 @@ func newConn(ep endpoint, laddr, raddr net.Addr, session [16]byte, stream uint32
 	if o.DSCP > 63 {
 		return nil, fmt.Errorf("DSCP %d out of range 0..63", o.DSCP)
 	}
+	t = withFAST(t, o)
 	ctl, err := newController(o.CC, o.PacingRate, t)
 	if err != nil {
 		return nil, err
@@ -235,11 +252,11 @@ func newConn(ep endpoint, laddr, raddr net.Addr, session [16]byte, stream uint32
 		done:   make(chan struct{}),
 		dscp:   o.DSCP,
 		srtt:   100 * time.Millisecond, rttvar: 50 * time.Millisecond,
-		repairing: map[uint64]bool{},
 	}
 	if a, ok := laddr.(*net.UDPAddr); ok {
 		c.v6 = a.IP.To4() == nil
 	}
+	c.tun = t
 	c.tos = tosFor(o.DSCP)
 	c.setMTU(mtu)
 	c.advLimit = uint64(len(c.rbuf))
@@ -363,19 +380,25 @@ func (c *conn) buildAck(a *ack) (flags uint16) {
 		a.delay = uint32(min((c.now()-c.echoAt)/1000, 1<<31))
 	}
 	a.ce = c.ceCount
+	a.repairs = c.repairs
 	a.sack, a.nak = a.sack[:0], a.nak[:0]
 	now := c.now()
-	reorder := int64(max(c.srtt/4, time.Millisecond))
+	wnd := c.reorderWindow(now)
+	c.nakDue = 0
 	prev := c.rCum
 	for _, r := range c.rRanges {
 		if len(a.sack) < maxSpans {
 			a.sack = append(a.sack, span{r.start, r.end})
 		}
-		// The hole before r is judged lost once three datagrams' worth
-		// arrived past it, or it is older than a quarter round trip.
-		if len(a.nak) < maxSpans && (c.rHigh-r.start >= 3*uint64(c.mss) || now-r.since >= reorder) {
-			a.nak = append(a.nak, span{prev, r.start})
-			c.repairing[prev] = true
+		// The hole before r is judged lost once it is older than the
+		// reorder window; until this stream has seen reordering, also
+		// once three datagrams' worth arrived past it.
+		if len(a.nak) < maxSpans {
+			if now-r.since >= wnd || (!c.reoSeen && c.rHigh-r.start >= 3*uint64(c.mss)) {
+				a.nak = append(a.nak, span{prev, r.start})
+			} else if due := r.since + wnd; c.nakDue == 0 || due < c.nakDue {
+				c.nakDue = due
+			}
 		}
 		prev = r.end
 	}
@@ -446,7 +469,7 @@ func (c *conn) input(b []byte, h header, body []byte, tos byte) (ok, ackNow bool
 		}
 		c.noteEcho(h.pn, now)
 		c.establish()
-		ackNow = c.data(off, payload, h.flags&fFIN != 0, now)
+		ackNow = c.data(off, payload, h.flags&fFIN != 0, h.flags&fRETX != 0, now)
 	case tACK:
 		a := &c.rxAck // its span slices are reused
 		if parseAck(body, a) != nil {
@@ -489,9 +512,9 @@ func (c *conn) sendSynAck() error {
 	})
 }
 
-// data stores a DATA datagram's payload. It says whether to ack at once.
-// Under mu.
-func (c *conn) data(off uint64, p []byte, fin bool, now int64) bool {
+// data stores a DATA datagram's payload (retx: the sender sent it before).
+// It says whether to ack at once. Under mu.
+func (c *conn) data(off uint64, p []byte, fin, retx bool, now int64) bool {
 	end := off + uint64(len(p))
 	if fin {
 		if (c.rFin && c.rFinOff != end) || end < c.rHigh {
@@ -519,18 +542,20 @@ func (c *conn) data(off uint64, p []byte, fin bool, now int64) bool {
 		immediate = true // old data: our ack was lost
 	} else {
 		s := max(off, c.rCum)
-		c.copyIn(s, p[s-off:end-off])
-		if c.repairing[off] {
-			c.stats.repaired += end - s
-			delete(c.repairing, off)
-		}
-		if len(c.repairing) > 4096 {
-			for k := range c.repairing {
-				if k < c.rCum {
-					delete(c.repairing, k)
-				}
+		if fresh := c.missing(s, end); fresh > 0 {
+			switch {
+			case retx:
+				// a retransmission brought bytes missing here: they
+				// arrived only thanks to it (a late original that
+				// filled the hole first leaves the copy nothing to do)
+				c.stats.repaired += fresh
+				c.repairs++
+			case s < c.rHigh:
+				// an original behind data sent after it: reordering
+				c.noteReorder(s, now)
 			}
 		}
+		c.copyIn(s, p[s-off:end-off])
 		c.insertRange(s, end, now)
 		c.rHigh = max(c.rHigh, end)
 	}
@@ -549,6 +574,50 @@ func (c *conn) data(off uint64, p []byte, fin bool, now int64) bool {
 	return false
 }
 
+// missing is how many bytes of [s, e) have not arrived (s >= rCum). Under mu.
+func (c *conn) missing(s, e uint64) uint64 {
+	n := e - s
+	i := sort.Search(len(c.rRanges), func(i int) bool { return c.rRanges[i].end > s })
+	for ; i < len(c.rRanges) && c.rRanges[i].start < e; i++ {
+		n -= min(e, c.rRanges[i].end) - max(s, c.rRanges[i].start)
+	}
+	return n
+}
+
+// noteReorder records an original datagram at s that arrived after data
+// beyond it: how long the hole it fills had been open. Under mu.
+func (c *conn) noteReorder(s uint64, now int64) {
+	i := sort.Search(len(c.rRanges), func(i int) bool { return c.rRanges[i].start > s })
+	if i == len(c.rRanges) {
+		return
+	}
+	d := now - c.rRanges[i].since
+	if d >= c.reoMax/2 {
+		c.reoAt = now
+	}
+	c.reoMax = max(c.reoMax, d)
+	c.reoSeen = true
+}
+
+// reorderWindow is how old a hole must be before it is NAKed: a quarter
+// round trip (1 ms at least) until reordering is seen; then an eighth of
+// a round trip plus the longest reordering seen, if that is more; at most
+// a retransmission timeout (the sender's timer repairs anything later).
+// A reordering not seen again for 16 round trips (a second at least)
+// counts half. Under mu.
+func (c *conn) reorderWindow(now int64) int64 {
+	w := int64(max(c.srtt/4, time.Millisecond))
+	if !c.reoSeen {
+		return w
+	}
+	if now-c.reoAt > max(16*int64(c.srtt), int64(time.Second)) {
+		c.reoMax /= 2
+		c.reoAt = now
+	}
+	w = max(w, int64(c.srtt/8)+c.reoMax)
+	return min(w, int64(c.rto()))
+}
+
 func (c *conn) copyIn(off uint64, p []byte) {
 	n := uint64(len(c.rbuf))
 	i := int(off % n)
@@ -563,9 +632,15 @@ func (c *conn) insertRange(s, e uint64, now int64) {
 	} else {
 		i := sort.Search(len(c.rRanges), func(i int) bool { return c.rRanges[i].end >= s })
 		if i == len(c.rRanges) || c.rRanges[i].start > e {
+			// a new range; the hole before it opened now, or, within a
+			// hole that was open already, when that one did
+			since := now
+			if i < len(c.rRanges) {
+				since = c.rRanges[i].since
+			}
 			c.rRanges = append(c.rRanges, rng{})
 			copy(c.rRanges[i+1:], c.rRanges[i:])
-			c.rRanges[i] = rng{s, e, now}
+			c.rRanges[i] = rng{s, e, since}
 		} else {
 			r := &c.rRanges[i]
 			r.start, r.end = min(r.start, s), max(r.end, e)
@@ -681,7 +756,6 @@ func (c *conn) onAck(a *ack, finAck bool) {
 			}
 		})
 	}
-	lost := 0
 	// A segment sent again is not sent a third time on NAKs that left the
 	// receiver before the second copy could arrive.
 	guard := int64(c.srtt) + 2*int64(c.rttvar)
@@ -691,7 +765,6 @@ func (c *conn) onAck(a *ack, finAck bool) {
 				s.state = segLost
 				c.inflight -= int(s.n)
 				c.lostQ = append(c.lostQ, s.off)
-				lost++
 			}
 		})
 	}
@@ -699,7 +772,14 @@ func (c *conn) onAck(a *ack, finAck bool) {
 		c.round.ce += int(a.ce - c.lastCE)
 		c.lastCE = a.ce
 	}
-	c.round.lost += lost
+	// Loss, for the rate control, is what the receiver says retransmissions
+	// repaired: a NAK or a timeout only suspects loss, and a segment whose
+	// original arrives after all (reordering) was never lost.
+	if d := int32(a.repairs - c.lastRepairs); d > 0 {
+		c.round.lost += int(d)
+		c.lastRepairs = a.repairs
+	}
+	c.checkUndo()
 	if acked > 0 {
 		c.ctl.onAck(acked, c.mss)
 		c.delivered(now)
@@ -708,6 +788,24 @@ func (c *conn) onAck(a *ack, finAck bool) {
 		c.endRound()
 	}
 	c.kickSender()
+}
+
+// checkUndo judges a timeout once everything it sent again is
+// acknowledged: if no retransmission repaired anything since, the
+// originals arrived after all (a delay, not loss), and the rate control
+// gets back the state the timeout cut, unless it has grown past it since
+// (Eifel's undo). Under mu.
+func (c *conn) checkUndo() {
+	if c.undoCtl == nil || c.sAcked < c.undoEnd-1 {
+		return
+	}
+	if c.lastRepairs == c.undoRepairs {
+		if c.undoCtl.window(c.mss) > c.ctl.window(c.mss) {
+			c.ctl = c.undoCtl
+		}
+		c.stats.undone++
+	}
+	c.undoCtl, c.undoEnd = nil, 0
 }
 
 func (c *conn) delivered(now int64) {
@@ -725,9 +823,17 @@ func (c *conn) endRound() {
 	r := round{base: c.minRTT, avg: c.srtt, pkts: c.round.pkts, lost: c.round.lost, ce: c.round.ce, mss: c.mss}
 	if c.round.n > 0 {
 		r.avg = c.round.sum / time.Duration(c.round.n)
+		if c.lowRound == 0 || r.avg < c.lowRound {
+			c.lowRound = r.avg
+		}
+		r.low = c.lowRound
 	}
 	if r.base > 0 && r.avg > 0 {
 		c.ctl.onRound(r)
+		if r.lost > 0 {
+			c.stats.lossTold += uint64(r.lost)
+			c.stats.lossRounds++
+		}
 	}
 	c.round = roundState{end: max(c.sNext, c.sAcked+1)}
 }
@@ -791,7 +897,7 @@ func (c *conn) run() {
 			return
 		}
 		var ackFlags uint16
-		sendAck := c.ackNow || (c.ackDue != 0 && now >= c.ackDue)
+		sendAck := c.ackNow || (c.ackDue != 0 && now >= c.ackDue) || (c.nakDue != 0 && now >= c.nakDue)
 		if sendAck {
 			ackFlags = c.buildAck(&a)
 		}
@@ -964,7 +1070,11 @@ func (c *conn) timers(now int64) {
 	}
 	rto := int64(c.rto())
 	fired := false
-	if now >= c.nextScan {
+	// As TCP's timer, which each new acknowledgement restarts, the timeout
+	// fires only when nothing new was acknowledged for a timeout: while
+	// acknowledgements come, the receiver's NAKs find the holes, and a
+	// round trip that grows (a queue filling) is not taken for loss.
+	if now >= c.nextScan && now-c.lastProg >= rto {
 		c.nextScan = now + max(rto/4, int64(time.Millisecond))
 		for i := c.segHead; i < len(c.segs); i++ {
 			s := &c.segs[i]
@@ -972,12 +1082,17 @@ func (c *conn) timers(now int64) {
 				s.state = segLost
 				c.inflight -= int(s.n)
 				c.lostQ = append(c.lostQ, s.off)
-				c.round.lost++
 				fired = true
+				c.undoEnd = max(c.undoEnd, s.off+uint64(s.n)+1)
 			}
 		}
 	}
 	if fired {
+		if c.undoCtl == nil {
+			// what to go back to if the timeout proves spurious
+			c.undoCtl, c.undoRepairs = cloneCtl(c.ctl), c.lastRepairs
+			c.stats.timeouts++
+		}
 		c.ctl.onTimeout(c.mss)
 		c.rtoBackoff = min(c.rtoBackoff+1, 10)
 	}
@@ -1115,6 +1230,9 @@ func (c *conn) dataPacket(b []byte, s *seg, now int64) []byte {
 	if s.fin {
 		flags = fFIN
 	}
+	if s.state != segNew {
+		flags |= fRETX
+	}
 	b, pn := c.packet(b, tDATA, flags)
 	b = binary.BigEndian.AppendUint64(b, s.off)
 	b = b[:len(b)+int(s.n)] // the arena has room for a datagram at maxMTU
@@ -1198,6 +1316,9 @@ func (c *conn) waitTimers(now int64) time.Duration {
 	}
 	if c.ackDue != 0 {
 		next(time.Duration(c.ackDue - now))
+	}
+	if c.nakDue != 0 {
+		next(time.Duration(c.nakDue - now))
 	}
 	if c.inflight > 0 || len(c.lostQ) > 0 {
 		next(c.rto() / 4)
@@ -1589,12 +1710,18 @@ func (c *conn) Tune(o transport.Options) error {
 	if o.DSCP > 63 {
 		return fmt.Errorf("DSCP %d out of range 0..63", o.DSCP)
 	}
-	if o.CC != "" && o.CC != c.ctl.name() {
-		ctl, err := newController(o.CC, c.target, c.tuning())
+	t := withFAST(c.tun, o)
+	if (o.CC != "" && o.CC != c.ctl.name()) || t.FAST != c.tun.FAST {
+		name := o.CC
+		if name == "" {
+			name = c.ctl.name()
+		}
+		ctl, err := newController(name, c.target, t)
 		if err != nil {
 			return err
 		}
-		c.ctl = ctl
+		c.ctl, c.tun = ctl, t
+		c.undoCtl, c.undoEnd = nil, 0
 	}
 	if o.DSCP >= 0 && o.DSCP != c.dscp {
 		if err := c.ep.setTOS(tosFor(o.DSCP)); err != nil {
@@ -1605,11 +1732,30 @@ func (c *conn) Tune(o transport.Options) error {
 	if o.PacingRate > 0 {
 		c.target = o.PacingRate
 		c.ctl.setTarget(o.PacingRate)
+		c.undoCtl, c.undoEnd = nil, 0
 	}
 	return nil
 }
 
-func (c *conn) tuning() Tuning { return c.tun }
+// withFAST is t with the stream's own FAST parameters, where its options
+// set them.
+func withFAST(t Tuning, o transport.Options) Tuning {
+	if o.FASTAlpha == 0 && o.FASTGamma == 0 {
+		return t
+	}
+	p := t.FAST
+	if p == (fast.Params{}) {
+		p = fast.DefaultParams
+	}
+	if o.FASTAlpha != 0 {
+		p.Alpha = o.FASTAlpha
+	}
+	if o.FASTGamma != 0 {
+		p.Gamma = o.FASTGamma
+	}
+	t.FAST = p
+	return t
+}
 
 // SetPacingRate sets the rate cap (fixed's rate); 0 lifts it.
 func (c *conn) SetPacingRate(bps uint64) error {
@@ -1620,6 +1766,7 @@ func (c *conn) SetPacingRate(bps uint64) error {
 	}
 	c.target = bps
 	c.ctl.setTarget(bps)
+	c.undoCtl, c.undoEnd = nil, 0
 	c.kickSender()
 	return nil
 }

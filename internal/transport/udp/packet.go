@@ -7,7 +7,7 @@ import (
 
 // The datagram format (docs/udp.md). Every datagram is
 //
-//	0      version (1)
+//	0      version (2)
 //	1      type
 //	2..3   flags
 //	4..7   stream id
@@ -18,7 +18,7 @@ import (
 //
 // all integers big-endian.
 const (
-	version = 1
+	version = 2 // 2: DATA's retransmission flag, ACK's repair count
 	hdrLen  = 32
 	tagLen  = 16
 	minLen  = hdrLen + tagLen
@@ -38,6 +38,7 @@ const (
 const (
 	fFIN    uint16 = 1 // DATA: the stream ends after this payload
 	fFINACK uint16 = 2 // ACK: the peer's FIN arrived (all its bytes are in)
+	fRETX   uint16 = 4 // DATA: the payload was sent before (a retransmission)
 )
 
 // header is a datagram's fixed part.
@@ -151,17 +152,21 @@ type span struct{ start, end uint64 }
 // arrived above cum, nak the holes the receiver judges lost (past its
 // reorder tolerance); echo is the highest packet number received, delay
 // how long the receiver held it before this ack (both for the round trip);
-// ce counts the datagrams that arrived marked Congestion Experienced.
+// ce counts the datagrams that arrived marked Congestion Experienced;
+// repairs the retransmissions that brought bytes the receiver lacked (the
+// sender's count of real loss: a retransmission whose original arrived
+// after all repaired nothing).
 type ack struct {
 	cum, limit uint64
 	echo       uint64
 	delay      uint32 // microseconds
 	ce         uint32
+	repairs    uint32
 	sack, nak  []span
 }
 
 const (
-	ackFixed = 8 + 8 + 8 + 4 + 4 + 1 + 1
+	ackFixed = 8 + 8 + 8 + 4 + 4 + 4 + 1 + 1
 	maxSpans = 32 // of each kind per ack
 )
 
@@ -171,6 +176,7 @@ func (a *ack) put(b []byte) []byte {
 	b = binary.BigEndian.AppendUint64(b, a.echo)
 	b = binary.BigEndian.AppendUint32(b, a.delay)
 	b = binary.BigEndian.AppendUint32(b, a.ce)
+	b = binary.BigEndian.AppendUint32(b, a.repairs)
 	ns, nn := min(len(a.sack), maxSpans), min(len(a.nak), maxSpans)
 	b = append(b, byte(ns), byte(nn))
 	for _, s := range a.sack[:ns] {
@@ -195,7 +201,8 @@ func parseAck(b []byte, a *ack) error {
 	a.echo = binary.BigEndian.Uint64(b[16:])
 	a.delay = binary.BigEndian.Uint32(b[24:])
 	a.ce = binary.BigEndian.Uint32(b[28:])
-	ns, nn := int(b[32]), int(b[33])
+	a.repairs = binary.BigEndian.Uint32(b[32:])
+	ns, nn := int(b[36]), int(b[37])
 	if ns > maxSpans || nn > maxSpans || len(b) != ackFixed+16*(ns+nn) {
 		return errBody
 	}

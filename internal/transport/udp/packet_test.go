@@ -15,7 +15,7 @@ func TestAckRoundTrip(t *testing.T) {
 		name string
 		a    ack
 	}{
-		{"bare", ack{cum: 10, limit: 1 << 20, echo: 7, delay: 300, ce: 2}},
+		{"bare", ack{cum: 10, limit: 1 << 20, echo: 7, delay: 300, ce: 2, repairs: 5}},
 		{"ranges", ack{cum: 100, limit: 1 << 30, sack: []span{{200, 300}, {400, 500}}, nak: []span{{100, 200}, {300, 400}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

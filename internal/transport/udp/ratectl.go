@@ -23,6 +23,7 @@ var Names = []string{CCFixed, CCFast, CCAIMD}
 // round is what a round of acknowledgements measured.
 type round struct {
 	avg, base time.Duration // the round's mean round trip; the smallest ever
+	low       time.Duration // the smallest round's mean so far, this one's included (0: unknown)
 	pkts      int           // data datagrams acknowledged in the round
 	lost      int           // data datagrams found lost (NAKs and timeouts)
 	ce        int           // datagrams that arrived marked CE
@@ -139,7 +140,7 @@ func windowRate(w int, srtt time.Duration) uint64 {
 
 // fixedCtl is LambdaStream's control: send at the target rate; loss is
 // repaired, not answered, unless a round loses more than the tolerance; a
-// queueing delay above the threshold or a CE mark lowers the rate by an
+// queueing delay (the round's mean above the lowest round's) above the threshold or a CE mark lowers the rate by an
 // eighth per round, and the rate climbs back by a sixteenth of the target
 // per round once the delay is below half the threshold.
 type fixedCtl struct {
@@ -160,7 +161,13 @@ func (f *fixedCtl) onRound(r round) {
 	if f.target == 0 {
 		return
 	}
+	// A rising delay is the round's mean above the lowest round's mean:
+	// jitter, which the smallest single round trip catches at its lowest,
+	// averages out over a round and is not taken for a queue.
 	q := r.avg - r.base
+	if r.low > 0 {
+		q = r.avg - r.low
+	}
 	th := f.t.delayThreshold(r.base)
 	congested := r.ce > 0 || q > th || float64(r.lost) > f.t.lossTolerance()*float64(r.pkts+r.lost)
 	switch {
@@ -288,4 +295,20 @@ func (a *aimdCtl) window(int) int { return a.w }
 
 func (a *aimdCtl) rate(srtt time.Duration, _ int) uint64 {
 	return capRate(windowRate(a.w, srtt), a.target)
+}
+
+// cloneCtl copies a rate control's state.
+func cloneCtl(x controller) controller {
+	switch v := x.(type) {
+	case *fixedCtl:
+		c := *v
+		return &c
+	case *fastCtl:
+		c := *v
+		return &c
+	case *aimdCtl:
+		c := *v
+		return &c
+	}
+	panic(fmt.Sprintf("udp: no copy of rate control %T", x))
 }

@@ -58,6 +58,10 @@ func TestFixed(t *testing.T) {
 		{"queueing delay", round{base: base, avg: base + 6*time.Millisecond, pkts: 1000, mss: tmss}, target - target/8},
 		{"delay under the threshold", round{base: base, avg: base + 4*time.Millisecond, pkts: 1000, mss: tmss}, target},
 		{"a CE mark", round{base: base, avg: base, pkts: 1000, ce: 1, mss: tmss}, target - target/8},
+		// jitter: the smallest round trip 6 ms under the rounds' means,
+		// which do not rise
+		{"jitter", round{base: base, avg: base + 6*time.Millisecond, low: base + 5*time.Millisecond, pkts: 1000, mss: tmss}, target},
+		{"delay rising above the lowest round", round{base: base, avg: base + 12*time.Millisecond, low: base + 5*time.Millisecond, pkts: 1000, mss: tmss}, target - target/8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := newController(CCFixed, target, Tuning{})

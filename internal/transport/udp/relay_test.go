@@ -19,9 +19,16 @@ type relay struct {
 	rnd   *rand.Rand
 	// probabilities, per datagram and direction
 	loss, dup, reorder float64
-	ce                 float64      // marks Congestion Experienced on datagrams to the listener
-	tos                map[byte]int // TOS bytes of the dialler's datagrams, counted
-	client             *net.UDPAddr
+	// a path's delay, each way: every datagram is held delay plus a
+	// uniform draw from [0, jitter), so jitter reorders them
+	delay, jitter time.Duration
+	// fifo: datagrams of a direction leave in the order they came, each
+	// after its delay at least (a delay that grows holds the ones behind)
+	fifo   bool
+	line   [2]chan timed
+	ce     float64      // marks Congestion Experienced on datagrams to the listener
+	tos    map[byte]int // TOS bytes of the dialler's datagrams, counted
+	client *net.UDPAddr
 	// a bottleneck on the way to the listener: datagrams queue (up to
 	// queueLimit bytes, dropped beyond) and leave at rate bytes/s
 	rate       float64
@@ -30,7 +37,10 @@ type relay struct {
 	queued     int
 	captured   [][]byte
 	fromServer int // datagrams the listener sent
-	wg         sync.WaitGroup
+	// payload bytes of the dialler's DATA datagrams dropped that were not
+	// retransmissions: what the listener must repair
+	droppedOriginal uint64
+	wg              sync.WaitGroup
 }
 
 func newRelay(t testing.TB, server net.Addr, seed uint64) *relay {
@@ -71,6 +81,46 @@ func (r *relay) set(loss, dup, reorder float64) {
 	r.mu.Lock()
 	r.loss, r.dup, r.reorder = loss, dup, reorder
 	r.mu.Unlock()
+}
+
+// path gives both directions a delay and a jitter.
+func (r *relay) path(delay, jitter time.Duration) {
+	r.mu.Lock()
+	r.delay, r.jitter = delay, jitter
+	r.mu.Unlock()
+}
+
+// timed is a datagram in a delay line and when it may leave.
+type timed struct {
+	at time.Time
+	p  []byte
+}
+
+// inOrder makes the relay a delay line that keeps each direction's order
+// (before the path is given a delay).
+func (r *relay) inOrder(t testing.TB) {
+	r.mu.Lock()
+	r.fifo = true
+	for dir := range r.line {
+		r.line[dir] = make(chan timed, 1<<16)
+	}
+	lines := r.line
+	r.mu.Unlock()
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	for dir, ch := range lines {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case d := <-ch:
+					time.Sleep(time.Until(d.at))
+					r.forward(dir == 1, d.p)
+				}
+			}
+		}()
+	}
 }
 
 // pump forwards one direction: up (dialler to listener) or down.
@@ -118,18 +168,32 @@ func (r *relay) pump(up bool) {
 			copies = 2
 		}
 		ce := up && r.rnd.Float64() < r.ce
-		var delay time.Duration
+		delay, fifo := r.delay, r.fifo
+		if r.jitter > 0 {
+			delay += time.Duration(r.rnd.Int64N(int64(r.jitter)))
+		}
 		if r.rnd.Float64() < r.reorder {
-			delay = time.Duration(1+r.rnd.IntN(5)) * time.Millisecond
+			delay += time.Duration(1+r.rnd.IntN(5)) * time.Millisecond
 		}
 		r.mu.Unlock()
 		if drop {
+			if up && isOriginalData(p) {
+				r.mu.Lock()
+				r.droppedOriginal += uint64(len(p) - dataOverhead)
+				r.mu.Unlock()
+			}
 			continue
 		}
 		for range copies {
 			switch {
 			case ce:
 				r.back.WriteMsgUDP(p, ceOOB(), nil)
+			case delay > 0 && fifo:
+				dir := 0
+				if up {
+					dir = 1
+				}
+				r.line[dir] <- timed{time.Now().Add(delay), p}
 			case delay > 0:
 				time.AfterFunc(delay, func() { r.forward(up, p) })
 			default:
@@ -225,4 +289,20 @@ func (r *relay) capturedCopy() [][]byte {
 
 func isClosed(err error) bool {
 	return err != nil && (errorsIs(err, net.ErrClosed))
+}
+
+// dataOverhead is a DATA datagram's bytes besides its payload: the header
+// (32), the offset (8) and the MAC (16).
+const dataOverhead = 32 + 8 + 16
+
+// isOriginalData says whether p is a DATA datagram sent for the first time
+// (type 3 without the retransmission flag, 4).
+func isOriginalData(p []byte) bool {
+	return len(p) >= dataOverhead && p[1] == 3 && p[3]&4 == 0
+}
+
+func (r *relay) droppedOriginalBytes() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.droppedOriginal
 }

@@ -277,3 +277,6 @@ func srcOOB(dst []byte, src netip.Addr) []byte {
 func gsoRefused(err error) bool {
 	return errorsIs(err, unix.EIO) || errorsIs(err, unix.EINVAL) || errorsIs(err, unix.ENOPROTOOPT) || errorsIs(err, unix.EOPNOTSUPP)
 }
+
+// batchedReads: readBatch reads many datagrams a call (recvmmsg).
+const batchedReads = true

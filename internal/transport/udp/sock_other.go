@@ -45,3 +45,6 @@ func groSize(oob []byte) int { return 0 }
 func gsoRefused(err error) bool { return true }
 
 func threadInProcessNetns() bool { return true }
+
+// batchedReads: readBatch reads one datagram a call here.
+const batchedReads = false

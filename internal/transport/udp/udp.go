@@ -98,7 +98,6 @@ func (t *Transport) Dial(ctx context.Context, addr string, o transport.Options) 
 	ep.v6 = c.v6
 	c.setMTU(pathMTU(rc, c.v6))
 	c.random = random
-	c.tun = t.Tuning
 	go ep.readLoop(c)
 	if err := c.handshake(ctx); err != nil {
 		c.mu.Lock()
@@ -194,11 +193,10 @@ func (e *dialEndpoint) release() { e.once.Do(func() { e.uc.Close() }) }
 // readLoop reads the dialled stream's datagrams until its socket closes.
 func (e *dialEndpoint) readLoop(c *conn) {
 	enableGRO(e.rc)
-	buf := make([]byte, 65536)
-	oob := make([]byte, oobSize)
+	rb := newReadBatch(e.uc, e.v6)
 	refused := 0
 	for {
-		n, oobn, _, _, err := e.uc.ReadMsgUDPAddrPort(buf, oob)
+		msgs, err := rb.read()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -217,20 +215,24 @@ func (e *dialEndpoint) readLoop(c *conn) {
 			}
 			continue
 		}
-		tos, _ := tosOf(oob[:oobn])
 		ackNow := false
-		for b := range datagrams(buf[:n], groSize(oob[:oobn])) {
-			h, body, perr := parseHeader(b)
-			if perr != nil || h.session != c.session || h.stream != c.stream {
-				atomic.AddUint64(&c.stats.dropped, 1)
-				continue
+		for _, m := range msgs {
+			oob := m.OOB[:m.NN]
+			tos, _ := tosOf(oob)
+			for b := range datagrams(m.Buffers[0][:m.N], groSize(oob)) {
+				h, body, perr := parseHeader(b)
+				if perr != nil || h.session != c.session || h.stream != c.stream {
+					atomic.AddUint64(&c.stats.dropped, 1)
+					continue
+				}
+				ok, ack := c.input(b, h, body, tos)
+				if ok {
+					refused = 0
+				}
+				ackNow = ackNow || ack
 			}
-			ok, ack := c.input(b, h, body, tos)
-			if ok {
-				refused = 0
-			}
-			ackNow = ackNow || ack
 		}
+		// one ACK for all a read brought in
 		if ackNow {
 			c.sendAck()
 		}
@@ -517,7 +519,6 @@ func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort, to 
 	}
 	c.v6 = !v4
 	c.peer = from
-	c.tun = l.tr.Tuning
 	c.random = random
 	mtu := int(s.mtu)
 	if pe != nil {

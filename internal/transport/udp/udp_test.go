@@ -54,6 +54,13 @@ func errorsIs(err, target error) bool { return errors.Is(err, target) }
 // viaRelay opens a stream from a dialler through a relay to a listener.
 func viaRelay(t testing.TB, o transport.Options, seed uint64, tuning ...udp.Tuning) (client, server transport.Conn, ln *udp.Listener, r *relay) {
 	t.Helper()
+	return viaRelayWith(t, o, seed, nil, tuning...)
+}
+
+// viaRelayWith is viaRelay with the relay set up by setup (if not nil)
+// before the stream opens, so the handshake crosses the same path.
+func viaRelayWith(t testing.TB, o transport.Options, seed uint64, setup func(*relay), tuning ...udp.Tuning) (client, server transport.Conn, ln *udp.Listener, r *relay) {
+	t.Helper()
 	tr, _ := newSession(t)
 	for _, tu := range tuning {
 		tr.Tuning = tu
@@ -64,6 +71,9 @@ func viaRelay(t testing.TB, o transport.Options, seed uint64, tuning ...udp.Tuni
 	}
 	t.Cleanup(func() { l.Close() })
 	r = newRelay(t, l.Addr(), seed)
+	if setup != nil {
+		setup(r)
+	}
 	acc := make(chan net.Conn, 1)
 	go func() {
 		c, _ := l.Accept()
@@ -218,7 +228,7 @@ func TestAttacks(t *testing.T) {
 		attacks = append(attacks, random(n))
 	}
 	g := random(1400)
-	g[0] = 1 // version, a real type, our session
+	g[0] = syn[0] // our version, a real type, our session
 	g[1] = 3
 	copy(g[8:24], syn[8:24])
 	attacks = append(attacks, g)
