@@ -259,11 +259,13 @@ fail_once() {
 	FAILS[$1]=$((${FAILS[$1]:-0} + 1))
 	log "$1 failed: $2"
 }
-declare -gA FAILS=()
+declare -gA FAILS=() SKIPS=()
 # failures NAME TOOL prints the row of a tool that failed in some runs.
 failures() {
 	[[ -n ${FAILS[$2]:-} ]] || return 0
-	out "$(printf '  %-30s failed in %d of %d runs (first: %s)' "$1" "${FAILS[$2]}" "$RUNS" "${ERR[$2]}")"
+	local skipped=""
+	if [[ -n ${SKIPS[$2]:-} ]]; then skipped=", not tried in the other ${SKIPS[$2]} (it had failed twice)"; fi
+	out "$(printf '  %-30s failed in %d of %d runs%s (first: %s)' "$1" "${FAILS[$2]}" "$RUNS" "$skipped" "${ERR[$2]}")"
 }
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 
@@ -291,7 +293,7 @@ scenario_veth() {
 		ip -n "$a" link set lptv0 mtu "$mtu"
 		ip -n "$b" link set lptv1 mtu "$mtu"
 		len=$((mtu - 28 - 56))
-		RES=() ERR=() FAILS=() LOAD0=$(loadavg)
+		RES=() ERR=() FAILS=() SKIPS=() LOAD0=$(loadavg)
 		for ((run = 1; run <= RUNS; run++)); do
 			order=("${tools[@]}")
 			if ((run % 2 == 0)); then order=(tcp iperf3 udpdef udp1); fi
@@ -403,8 +405,9 @@ uftp_run() {
 		RUN_ERROR="uftpd received $got of $size bytes"
 		return 1
 	fi
-	# uftp prints "Transfer time: N seconds" for the data phase (all passes).
-	secs=$(cat "$logf" "$logf.err" | awk '/[Tt]ransfer time/ { for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+$/) { print $i; exit } }')
+	# uftp prints "Host: 0x... Status: Completed time: N seconds": the
+	# file's transfer, from its FILEINFO to the client's completion.
+	secs=$(cat "$logf" "$logf.err" | awk '/Status: Completed/ { for (i = 1; i < NF; i++) if ($i == "time:") { print $(i + 1); exit } }')
 	[[ -n $secs ]] || secs=$ELAPSED
 	R_GOOD=$(awk -v b="$size" -v s="$secs" 'BEGIN { printf "%.0f", b * 8 / s }')
 	R_SECS=$secs
@@ -444,7 +447,7 @@ scenario_path() {
 	res_bps=$((rate_bps * 9 / 10))
 	"$LP" testbed link set --name "$TB" wan --rate "$rate_bps" --loss "$loss"
 
-	RES=() ERR=() FAILS=() LOAD0=$(loadavg)
+	RES=() ERR=() FAILS=() SKIPS=() LOAD0=$(loadavg)
 	# uftp: a file the wan carries in about DURATION s.
 	local size=$((rate_bps / 8 * DURATION)) uftp_ok=1
 	if [[ -n ${UNAVAILABLE[uftp]:-} || -n ${UNAVAILABLE[uftpd]:-} ]]; then
@@ -468,6 +471,12 @@ scenario_path() {
 		if ((run % 2 == 0)); then order=(uftp iperf3cubic bbr cubic fast fixed); fi
 		for tool in "${order[@]}"; do
 			local logf=$W/logs/path-$tool-$run.json
+			# A tool that failed twice without ever finishing is not tried
+			# again: each failure costs the bench's 30 s write timeout.
+			if ((${FAILS[$tool]:-0} >= 2)) && ! have "$tool"; then
+				SKIPS[$tool]=$((${SKIPS[$tool]:-0} + 1))
+				continue
+			fi
 			log "path run $run/$RUNS: $tool"
 			case $tool in
 			fixed | fast | cubic | bbr)
@@ -526,7 +535,7 @@ scenario_path() {
 		uftp) name="uftp (unicast, fixed rate)" ;;
 		esac
 		if ! have "$tool"; then
-			out "$(printf '  %-30s no result (%s)' "$name" "${ERR[$tool]:-no result}")"
+			if [[ -n ${FAILS[$tool]:-} ]]; then failures "$name" "$tool"; else out "$(printf '  %-30s unavailable (%s)' "$name" "${ERR[$tool]:-no result}")"; fi
 			continue
 		fi
 		failures "$name" "$tool"
@@ -627,7 +636,7 @@ scenario_fair() {
 	start_server_in "$(ns $TB h2)" 7070 "$W/logs/serve-fair.log" "$LP" serve --listen "$H2:7070" --root "$W/root" ||
 		die "lightpath serve in h2: $START_ERROR"
 	local -a client=(ip netns exec "$(ns $TB h1)" "$LP" bench "lp://$H2:7070" --reverse -P 1 --json)
-	RES=() ERR=() FAILS=() LOAD0=$(loadavg)
+	RES=() ERR=() FAILS=() SKIPS=() LOAD0=$(loadavg)
 	for ((run = 1; run <= RUNS; run++)); do
 		# Two UDP fast flows, the second FAIR_LEAD s later.
 		log "fair run $run/$RUNS: two udp fast flows (the second ${FAIR_LEAD} s later)"
