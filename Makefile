@@ -59,7 +59,7 @@ bench: deps build
 	bench/movers.sh
 	bench/scheduler.sh
 	bench/monitoring.sh
-	@if [ "$$(id -u)" -eq 0 ]; then bench/testbed.sh && bench/steering.sh; else echo "bench/testbed.sh and bench/steering.sh skipped: they need root"; fi
+	@if [ "$$(id -u)" -eq 0 ]; then bench/testbed.sh && bench/steering.sh && bench/transports.sh; else echo "bench/testbed.sh, bench/steering.sh and bench/transports.sh skipped: they need root"; fi
 
 clean:
 	rm -rf bin

@@ -628,6 +628,18 @@ print("%.0f %.0f %.4f %.1f" % (ra, rb, jain, e - s))
 PY
 }
 
+# flow_wait CASE PID LOG waits for a flow and counts, in EXITS[CASE], the
+# flows that ended in an error (their interval lines still count).
+flow_wait() {
+	local rc=0
+	wait "$2" || rc=$?
+	if ((rc != 0)); then
+		EXITS[$1]=$((${EXITS[$1]:-0} + 1))
+		[[ -n ${EXIT_WHY[$1]:-} ]] || EXIT_WHY[$1]="exit $rc: $(last_line "$3.err")"
+	fi
+}
+declare -gA EXITS=() EXIT_WHY=()
+
 scenario_fair() {
 	local run v ra rb j secs pa pb
 	TB=lpt-fair
@@ -636,7 +648,7 @@ scenario_fair() {
 	start_server_in "$(ns $TB h2)" 7070 "$W/logs/serve-fair.log" "$LP" serve --listen "$H2:7070" --root "$W/root" ||
 		die "lightpath serve in h2: $START_ERROR"
 	local -a client=(ip netns exec "$(ns $TB h1)" "$LP" bench "lp://$H2:7070" --reverse -P 1 --json)
-	RES=() ERR=() FAILS=() SKIPS=() LOAD0=$(loadavg)
+	RES=() ERR=() FAILS=() SKIPS=() LOAD0=$(loadavg) EXITS=() EXIT_WHY=()
 	for ((run = 1; run <= RUNS; run++)); do
 		# Two UDP fast flows, the second FAIR_LEAD s later.
 		log "fair run $run/$RUNS: two udp fast flows (the second ${FAIR_LEAD} s later)"
@@ -646,14 +658,15 @@ scenario_fair() {
 		sleep "$FAIR_LEAD"
 		stamped "$lb" timeout -k 5 $((DURATION + 40)) "${client[@]}" --transport udp --cc fast -t "${DURATION}s"
 		pb=$STAMPED_PID
-		wait "$pa" || true
-		wait "$pb" || true
+		flow_wait ff "$pa" "$la"
+		flow_wait ff "$pb" "$lb"
 		if v=$(overlap "$la" "$lb" 2>"$W/logs/fair-ff-$run.err"); then
 			read -r ra rb j secs <<<"$v"
 			add ff.a "$ra"
 			add ff.b "$rb"
 			add ff.jain "$j"
 			add ff.secs "$secs"
+			add ff.util "$(awk -v a="$ra" -v b="$rb" 'BEGIN { printf "%.3f", (a + b) / 500e6 }')"
 		else fail_once ff "$(last_line "$W/logs/fair-ff-$run.err"); $(last_line "$la.err")"; fi
 
 		# UDP fast beside TCP CUBIC, started together (which one first alternates).
@@ -670,8 +683,8 @@ scenario_fair() {
 			stamped "$la" timeout -k 5 $((DURATION + 40)) "${client[@]}" --transport udp --cc fast -t "${DURATION}s"
 			pa=$STAMPED_PID
 		fi
-		wait "$pa" || true
-		wait "$pb" || true
+		flow_wait ut "$pa" "$la"
+		flow_wait ut "$pb" "$lb"
 		if v=$(overlap "$la" "$lb" 2>"$W/logs/fair-ut-$run.err"); then
 			read -r ra rb j secs <<<"$v"
 			add ut.udp "$ra"
@@ -679,6 +692,7 @@ scenario_fair() {
 			add ut.share "$(awk -v a="$ra" -v b="$rb" 'BEGIN { printf "%.3f", (a + b > 0) ? b / (a + b) : 0 }')"
 			add ut.jain "$j"
 			add ut.secs "$secs"
+			add ut.util "$(awk -v a="$ra" -v b="$rb" 'BEGIN { printf "%.3f", (a + b) / 500e6 }')"
 		else fail_once ut "$(last_line "$W/logs/fair-ut-$run.err"); $(last_line "$la.err") $(last_line "$lb.err")"; fi
 	done
 
@@ -698,6 +712,9 @@ scenario_fair() {
 		out "$(printf '    %-24s %s Mbit/s' "second flow" "$(spread_mbit $(vals ff.b))")"
 		# shellcheck disable=SC2046
 		out "$(printf '    %-24s %s   %s' "Jain's index" "$(spread_num '%.3f' $(vals ff.jain))" "$(verdict "$(ge "$med" 0.95)") (target >= 0.95)")"
+		# shellcheck disable=SC2046
+		out "$(printf '    %-24s %s of the 500 Mbit/s' "both together" "$(spread_num '%.3f' $(vals ff.util))")"
+		[[ -z ${EXITS[ff]:-} ]] || out "    $((EXITS[ff])) of $((2 * RUNS)) flows ended in an error, their interval lines counted (first: ${EXIT_WHY[ff]})"
 		emit_json scenario=fair case=udp-udp jain:="$med" runs:="[$(vals ff.jain | xargs | tr ' ' ',')]"
 	else
 		out "  two udp fast flows: unavailable (${ERR[ff]:-no result})"
@@ -715,6 +732,9 @@ scenario_fair() {
 		out "$(printf '    %-24s %s   %s' "tcp's share" "$(spread_num '%.3f' $(vals ut.share))" "$(verdict "$(ge "$med" 0.3333)") (target >= 1/3)")"
 		# shellcheck disable=SC2046
 		out "$(printf '    %-24s %s' "Jain's index" "$(spread_num '%.3f' $(vals ut.jain))")"
+		# shellcheck disable=SC2046
+		out "$(printf '    %-24s %s of the 500 Mbit/s' "both together" "$(spread_num '%.3f' $(vals ut.util))")"
+		[[ -z ${EXITS[ut]:-} ]] || out "    $((EXITS[ut])) of $((2 * RUNS)) flows ended in an error, their interval lines counted (first: ${EXIT_WHY[ut]})"
 		emit_json scenario=fair case=udp-tcp tcp_share:="$med" runs:="[$(vals ut.share | xargs | tr ' ' ',')]"
 	else
 		out "  udp fast beside tcp cubic: unavailable (${ERR[ut]:-no result})"
