@@ -54,7 +54,8 @@ fuzz:
 # The movers against their peers on loopback, the scheduler and the store,
 # the monitoring repository,
 # then (as root) the testbed's fidelity and the movers over an emulated
-# wide-area path, and what steering flows onto reservations costs and gives.
+# wide-area path, what steering flows onto reservations costs and gives, and
+# the UDP transport against iperf3 -u, uftp and TCP (bench/transports.sh).
 bench: deps build
 	bench/movers.sh
 	bench/scheduler.sh

@@ -44,7 +44,8 @@
 #
 # Environment: RUNS (5), DURATION (10: seconds per measurement), LINK_RATE
 # (1G), FAIR_LEAD (10), ONLY, JSON=1 (same as --json), KEEP=1 (keep the work
-# directory), LIGHTPATH (a lightpath binary to use instead of building one).
+# directory), LIGHTPATH (a lightpath binary to use instead of building one;
+# LIGHTPATH_FROM, what it was built from, is printed beside it).
 #
 # Output: a table per scenario on stdout, each row with its verdict against
 # its target; with --json one JSON object per row on stdout instead (the
@@ -748,7 +749,7 @@ scenario_fair() {
 install_peers
 build_lightpath
 out "bench/transports.sh on $(uname -n): $(nproc) cores ($(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)), Linux $(uname -r), $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?'), RUNS=$RUNS DURATION=${DURATION}s, $(date -u '+%Y-%m-%d %H:%M UTC')"
-load() { out "  (load average before it: $(cut -d' ' -f1-3 /proc/loadavg))"; }
+out "lightpath: $LP$([[ -n ${LIGHTPATH:-} ]] && printf ' (given by LIGHTPATH%s)' "${LIGHTPATH_FROM:+, built from $LIGHTPATH_FROM}")"
 if wanted veth; then scenario_veth; fi
 if wanted path; then scenario_path; fi
 if wanted fair; then scenario_fair; fi
