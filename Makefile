@@ -55,12 +55,13 @@ fuzz:
 # the monitoring repository,
 # then (as root) the testbed's fidelity and the movers over an emulated
 # wide-area path, what steering flows onto reservations costs and gives, and
-# FAST TCP against the kernel's congestion controls.
+# FAST TCP against the kernel's congestion controls (bench/fast.sh), and
+# the UDP transport against iperf3 -u, uftp and TCP (bench/transports.sh).
 bench: deps build
 	bench/movers.sh
 	bench/scheduler.sh
 	bench/monitoring.sh
-	@if [ "$$(id -u)" -eq 0 ]; then bench/testbed.sh && bench/steering.sh && bench/fast.sh; else echo "bench/testbed.sh, bench/steering.sh and bench/fast.sh skipped: they need root"; fi
+	@if [ "$$(id -u)" -eq 0 ]; then bench/testbed.sh && bench/steering.sh && bench/fast.sh && bench/transports.sh; else echo "bench/testbed.sh, bench/steering.sh, bench/fast.sh and bench/transports.sh skipped: they need root"; fi
 
 clean:
 	rm -rf bin
