@@ -237,3 +237,34 @@ for arg in sys.argv[1:]:
 print(json.dumps(out))
 PY
 }
+
+# ---------------------------------------------------------------------------
+# Lightpath and its testbeds, for the scripts that run them. A script sets
+# LP (where the binary is, or is built: its default ${LIGHTPATH:-...}), W
+# (its work directory, with logs/ inside) and TESTBEDS=() (what its cleanup
+# takes down), then calls these.
+
+# build_lightpath builds the binary at $LP, unless LIGHTPATH names one to use.
+build_lightpath() {
+	if [[ -n ${LIGHTPATH:-} ]]; then
+		[[ -x $LP ]] || die "LIGHTPATH=$LP is not an executable"
+		return 0
+	fi
+	log "building $LP"
+	(cd "$REPO" && go build -o "$LP" ./cmd/lightpath) >"$W/logs/build.log" 2>&1 ||
+		die "build failed: $(last_line "$W/logs/build.log")"
+}
+
+# testbed_up NAME FILE brings a testbed up for this run (one left over by an
+# earlier run is taken down first) and adds it to TESTBEDS.
+testbed_up() {
+	"$LP" testbed down --name "$1" >/dev/null 2>&1 || true
+	"$LP" testbed up "$2" --name "$1" >"$W/logs/up-$1.out" 2>&1 || die "testbed up $2: $(last_line "$W/logs/up-$1.out")"
+	TESTBEDS+=("$1")
+}
+
+# testbed_down NAME takes a testbed down, quietly.
+testbed_down() { "$LP" testbed down --name "$1" >/dev/null 2>&1 || true; }
+
+# ns TESTBED NODE prints the node's network namespace.
+ns() { printf 'lp-%s-%s' "$1" "$2"; }

@@ -105,13 +105,7 @@ emit_json() { if [[ $JSON == 1 ]]; then json_line "$@"; fi; }
 verdict() { if awk "BEGIN { exit !($1) }"; then echo PASS; else echo FAIL; fi; }
 
 LP=${LIGHTPATH:-$W/lightpath}
-if [[ -n ${LIGHTPATH:-} ]]; then
-	[[ -x $LP ]] || die "LIGHTPATH=$LP is not an executable"
-else
-	log "building $W/lightpath"
-	(cd "$REPO" && go build -o "$W/lightpath" ./cmd/lightpath) >"$W/logs/build.log" 2>&1 ||
-		die "build failed: $(last_line "$W/logs/build.log")"
-fi
+build_lightpath
 ensure_commands ss=iproute2 curl=curl
 
 # ---------------------------------------------------------------------------

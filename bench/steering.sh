@@ -121,17 +121,6 @@ install_peers() {
 }
 
 LP=${LIGHTPATH:-$W/lightpath}
-build_lightpath() {
-	if [[ -n ${LIGHTPATH:-} ]]; then
-		[[ -x $LP ]] || die "LIGHTPATH=$LP is not an executable"
-		return 0
-	fi
-	log "building $W/lightpath"
-	(cd "$REPO" && go build -o "$W/lightpath" ./cmd/lightpath) >"$W/logs/build.log" 2>&1 ||
-		die "build failed: $(last_line "$W/logs/build.log")"
-}
-
-ns() { printf 'lp-%s-%s' "$1" "$2"; }
 
 # one_link_topology FILE RATE DELAY writes two sites of two hosts and a
 # router each (the addresses of examples/two-site.yaml: a1 198.18.1.1, a2

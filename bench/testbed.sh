@@ -100,26 +100,6 @@ install_peers() {
 }
 
 LP=${LIGHTPATH:-$REPO/bin/lightpath}
-build_lightpath() {
-	if [[ -n ${LIGHTPATH:-} ]]; then
-		[[ -x $LP ]] || die "LIGHTPATH=$LP is not an executable"
-		return 0
-	fi
-	log "building bin/lightpath"
-	(cd "$REPO" && go build -o bin/lightpath ./cmd/lightpath) >"$W/logs/build.log" 2>&1 ||
-		die "build failed: $(last_line "$W/logs/build.log")"
-}
-
-# up NAME FILE brings a testbed up for this run.
-up() {
-	"$LP" testbed down --name "$1" >/dev/null 2>&1 || true
-	"$LP" testbed up "$2" --name "$1" >"$W/logs/up-$1.out" 2>&1 || die "testbed up $2: $(last_line "$W/logs/up-$1.out")"
-	TESTBEDS+=("$1")
-}
-
-down() { "$LP" testbed down --name "$1" >/dev/null 2>&1 || true; }
-
-ns() { printf 'lp-%s-%s' "$1" "$2"; }
 
 # status_field TB LINK FROM FIELD prints one counter of one direction.
 status_field() {
@@ -167,7 +147,7 @@ print(int(e.get("sum_received", e.get("sum", {})).get("bits_per_second", 0)))
 scenario_rtt() {
 	local tb=lpb-rtt d want got err ok v
 	pair_topology "$W/topo/rtt.yaml" 10G 1ms 1500
-	up "$tb" "$W/topo/rtt.yaml"
+	testbed_up "$tb" "$W/topo/rtt.yaml"
 	out ""
 	out "RTT by ping (30 pings, 50 ms apart), one link, no load"
 	out "$(printf '  %-12s %12s %12s %10s   %s' "one way" "want RTT" "measured" "error" "verdict (5% or 0.3 ms)")"
@@ -180,7 +160,7 @@ scenario_rtt() {
 		out "$(printf '  %-12s %9s ms %9.3f ms %7.3f ms   %s' "${d} ms" "$want" "$v" "$err" "$(verdict "$ok")")"
 		emit_json scenario=rtt delay_ms:="$d" want_rtt_ms:="$want" rtt_ms:="$v" error_ms:="$err" pass:="$([[ $ok == 1 ]] && echo true || echo false)"
 	done
-	down "$tb"
+	testbed_down "$tb"
 }
 
 # ---------------------------------------------------------------------------
@@ -189,7 +169,7 @@ scenario_rtt() {
 scenario_loss() {
 	local tb=lpb-loss p in0 drop0 in1 drop1 emu_loss e2e_loss rate ok len=1000 bytes
 	pair_topology "$W/topo/loss.yaml" 10G 0s 1500
-	up "$tb" "$W/topo/loss.yaml"
+	testbed_up "$tb" "$W/topo/loss.yaml"
 	start_server_in "$(ns $tb h2)" 5201 "$W/logs/iperf3-loss.out" iperf3 -s -B 198.18.1.2 -p 5201 ||
 		die "iperf3 server: $START_ERROR"
 	bytes=$((LOSS_PACKETS * len))
@@ -218,7 +198,7 @@ print("%.5f %d" % (100.0 * s["lost_packets"] / s["packets"], s["packets"]))
 			datagrams:="${e2e_loss#* }" pass:="$([[ $ok == 1 ]] && echo true || echo false)"
 	done
 	stop_servers
-	down "$tb"
+	testbed_down "$tb"
 }
 
 # ---------------------------------------------------------------------------
@@ -227,7 +207,7 @@ print("%.5f %d" % (100.0 * s["lost_packets"] / s["packets"], s["packets"]))
 scenario_tcp() {
 	local tb=lpb-tcp cc bps frac ok
 	pair_topology "$W/topo/tcp.yaml" 1G 25ms 1500
-	up "$tb" "$W/topo/tcp.yaml"
+	testbed_up "$tb" "$W/topo/tcp.yaml"
 	start_server_in "$(ns $tb h2)" 5201 "$W/logs/iperf3-tcp.out" iperf3 -s -B 198.18.1.2 -p 5201 ||
 		die "iperf3 server: $START_ERROR"
 	out ""
@@ -247,7 +227,7 @@ scenario_tcp() {
 		emit_json scenario=tcp cc="$cc" bps:="$bps" fraction:="$frac"
 	done
 	stop_servers
-	down "$tb"
+	testbed_down "$tb"
 }
 
 # ---------------------------------------------------------------------------
@@ -286,7 +266,7 @@ scenario_ceiling() {
 		ip netns del lpb-veth-a && ip netns del lpb-veth-b
 		tb=lpb-ceil$mtu
 		pair_topology "$W/topo/ceil$mtu.yaml" 100G 0s "$mtu"
-		up "$tb" "$W/topo/ceil$mtu.yaml"
+		testbed_up "$tb" "$W/topo/ceil$mtu.yaml"
 		pid=$(cat "/run/lightpath/$tb/emulator.pid")
 		t0=$(cpu_ticks "$pid")
 		emu=$(iperf_between "$(ns $tb h1)" "$(ns $tb h2)" 198.18.1.2 "$W/logs/ceil-$mtu.json")
@@ -301,7 +281,7 @@ scenario_ceiling() {
 		out "$(printf '  %-6s %14s %14s %8s %14s   %s' "$mtu" "$(gbit "$veth")" "$(gbit "$emu")" "$ratio" "$cpu of a core" "$ok")"
 		emit_json scenario=ceiling mtu:="$mtu" veth_bps:="$veth" testbed_bps:="$emu" ratio:="$ratio" emulator_cpu="$cpu"
 		stop_servers
-		down "$tb"
+		testbed_down "$tb"
 	done
 }
 
@@ -341,7 +321,7 @@ mover_run() {
 scenario_movers() {
 	local tb=lpb-movers tool cc run b1ns port frac med ok n
 	declare -A PORTS=([lightpath]=7070 [gridftp]=2811 [xrdcp]=1094)
-	up "$tb" "$REPO/examples/two-site.yaml"
+	testbed_up "$tb" "$REPO/examples/two-site.yaml"
 	b1ns=$(ns "$tb" b1)
 	# The peers take the congestion control from the namespace's default,
 	# and a namespace may only choose one the host allows: allow cubic too
@@ -441,7 +421,7 @@ scenario_movers() {
 			emit_json scenario=movers ratio="lightpath / faster peer" cc="$cc" value:="$(awk -v a="${MEDIAN[lightpath|$cc]}" -v b="$best" 'BEGIN { printf "%.3f", a / b }')"
 		fi
 	done
-	down "$tb"
+	testbed_down "$tb"
 }
 
 main() {

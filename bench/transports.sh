@@ -117,23 +117,6 @@ install_peers() {
 }
 
 LP=${LIGHTPATH:-$REPO/bin/lightpath}
-build_lightpath() {
-	if [[ -n ${LIGHTPATH:-} ]]; then
-		[[ -x $LP ]] || die "LIGHTPATH=$LP is not an executable"
-		return 0
-	fi
-	log "building bin/lightpath"
-	(cd "$REPO" && go build -o bin/lightpath ./cmd/lightpath) >"$W/logs/build.log" 2>&1 ||
-		die "build failed: $(last_line "$W/logs/build.log")"
-}
-
-up() {
-	"$LP" testbed down --name "$1" >/dev/null 2>&1 || true
-	"$LP" testbed up "$2" --name "$1" >"$W/logs/up-$1.out" 2>&1 || die "testbed up $2: $(last_line "$W/logs/up-$1.out")"
-	TESTBEDS+=("$1")
-}
-down() { "$LP" testbed down --name "$1" >/dev/null 2>&1 || true; }
-ns() { printf 'lp-%s-%s' "$1" "$2"; }
 
 # routed_topology FILE RATE DELAY LOSS writes h1 - r1 - wan - r2 - h2.
 routed_topology() {
@@ -418,7 +401,7 @@ scenario_path() {
 	local run tool rate_bps res_bps delay=50ms loss=1% note="" ceil ceil_loss
 	TB=lpt-path
 	routed_topology "$W/topo/path.yaml" "$LINK_RATE" "$delay" "$loss"
-	up "$TB" "$W/topo/path.yaml"
+	testbed_up "$TB" "$W/topo/path.yaml"
 	start_server_in "$(ns $TB h2)" 7070 "$W/logs/serve-path.log" "$LP" serve --listen "$H2:7070" --root "$W/root" ||
 		die "lightpath serve in h2: $START_ERROR"
 	start_server_in "$(ns $TB h2)" 5201 "$W/logs/iperf3-path.log" iperf3 -s -B "$H2" -p 5201 ||
@@ -571,7 +554,7 @@ scenario_path() {
 			"$(spread_num '%.1f' $(vals "$t.resent"))" "$(numfmt --to=iec "$(median $(vals "$t.repaired"))")B")"
 	done
 	stop_servers
-	down "$TB"
+	testbed_down "$TB"
 }
 
 # ---------------------------------------------------------------------------
@@ -645,7 +628,7 @@ scenario_fair() {
 	local run v ra rb j secs pa pb
 	TB=lpt-fair
 	routed_topology "$W/topo/fair.yaml" 500M 25ms 0
-	up "$TB" "$W/topo/fair.yaml"
+	testbed_up "$TB" "$W/topo/fair.yaml"
 	start_server_in "$(ns $TB h2)" 7070 "$W/logs/serve-fair.log" "$LP" serve --listen "$H2:7070" --root "$W/root" ||
 		die "lightpath serve in h2: $START_ERROR"
 	local -a client=(ip netns exec "$(ns $TB h1)" "$LP" bench "lp://$H2:7070" --reverse -P 1 --json)
@@ -741,7 +724,7 @@ scenario_fair() {
 		out "  udp fast beside tcp cubic: unavailable (${ERR[ut]:-no result})"
 	fi
 	stop_servers
-	down "$TB"
+	testbed_down "$TB"
 }
 
 # ---------------------------------------------------------------------------
