@@ -145,16 +145,6 @@ install_peers() {
 }
 
 LP=${LIGHTPATH:-$W/lightpath}
-build_lightpath() {
-	if [[ -n ${LIGHTPATH:-} ]]; then
-		[[ -x $LP ]] || die "LIGHTPATH=$LP is not an executable"
-		return 0
-	fi
-	log "building $W/lightpath"
-	(cd "$REPO" && go build -o "$W/lightpath" ./cmd/lightpath) >"$W/logs/build.log" 2>&1 ||
-		die "build failed: $(last_line "$W/logs/build.log")"
-}
-
 # fast_params prints fast's parameters as cc list --json (one object a
 # line) shows them, or nothing when lightpath has not installed it.
 fast_params() {
@@ -193,8 +183,6 @@ fast_alpha() {
 	}
 }
 
-ns() { printf 'lp-%s-%s' "$1" "$2"; }
-
 # path_topology FILE RTT_MS writes h1 -lan- r -wan- h2 with wan at RATE,
 # RTT_MS round trip and a queue of QUEUE_BDP bandwidth-delay products.
 path_topology() {
@@ -219,9 +207,7 @@ path_topology() {
 up() {
 	local tb=$1
 	path_topology "$W/topo/$tb.yaml" "$2"
-	"$LP" testbed down --name "$tb" >/dev/null 2>&1 || true
-	"$LP" testbed up "$W/topo/$tb.yaml" --name "$tb" >"$W/logs/up-$tb.out" 2>&1 || die "testbed up: $(last_line "$W/logs/up-$tb.out")"
-	TESTBEDS+=("$tb")
+	testbed_up "$tb" "$W/topo/$tb.yaml"
 	read -r WAN_DEV H2 < <("$LP" testbed status --name "$tb" --json | python3 -c '
 import json, sys
 s = json.load(sys.stdin)
@@ -236,7 +222,7 @@ print(dev[0] if dev else "-", h2[0] if h2 else "-")
 
 down() {
 	stop_servers
-	"$LP" testbed down --name "$1" >/dev/null 2>&1 || true
+	testbed_down "$1"
 }
 
 # sample_backlog TB FILE appends "seconds-since-epoch tc-json" to FILE every
