@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/lightpath/lightpath/internal/netns"
 	"github.com/lightpath/lightpath/internal/roottest"
 	"github.com/lightpath/lightpath/internal/transport"
@@ -23,21 +25,8 @@ import (
 // fit, and the bytes arrive whole. The namespace never fragmented a packet.
 func TestPathMTU(t *testing.T) {
 	roottest.Require(t, "a network namespace whose loopback MTU the test sets")
-	name := fmt.Sprintf("lpudp-%06x", rand.IntN(1<<24))
-	if err := netns.Create(name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { netns.Delete(name) })
-	path := netns.Path(name)
-	h, err := netns.Handle(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	lo, err := h.LinkByName("lo")
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, h, lo := loopbackNS(t)
+	var err error
 	setMTU := func(mtu int) {
 		t.Helper()
 		if err := h.LinkSetMTU(lo, mtu); err != nil {
@@ -137,21 +126,8 @@ func snmp(t *testing.T, path, field string) int {
 // ignores).
 func TestWildcardListener(t *testing.T) {
 	roottest.Require(t, "a network namespace to listen on every address of")
-	name := fmt.Sprintf("lpudp-%06x", rand.IntN(1<<24))
-	if err := netns.Create(name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { netns.Delete(name) })
-	path := netns.Path(name)
-	h, err := netns.Handle(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	lo, err := h.LinkByName("lo")
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, h, lo := loopbackNS(t)
+	var err error
 	if err := h.LinkSetUp(lo); err != nil {
 		t.Fatal(err)
 	}
@@ -192,4 +168,27 @@ func TestWildcardListener(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loopbackNS creates a network namespace for the test (deleted when it
+// ends) and returns its path, a netlink handle in it (closed when the test
+// ends) and its loopback device, still down.
+func loopbackNS(t *testing.T) (string, *netlink.Handle, netlink.Link) {
+	t.Helper()
+	name := fmt.Sprintf("lpudp-%06x", rand.IntN(1<<24))
+	if err := netns.Create(name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { netns.Delete(name) })
+	path := netns.Path(name)
+	h, err := netns.Handle(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, h, lo
 }

@@ -1,7 +1,6 @@
 package udp_test
 
 import (
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -40,21 +39,7 @@ func TestReordering(t *testing.T) {
 			start := time.Now()
 			exchange(t, c, s, random(n), random(1000))
 			took := time.Since(start)
-			if err := c.CloseWrite(); err != nil {
-				t.Fatal(err)
-			}
-			s.SetReadDeadline(time.Now().Add(30 * time.Second))
-			if _, err := io.Copy(io.Discard, s); err != nil {
-				t.Fatal(err)
-			}
-			cs, err := c.Stats()
-			if err != nil {
-				t.Fatal(err)
-			}
-			ss, err := s.Stats()
-			if err != nil {
-				t.Fatal(err)
-			}
+			cs, ss := endStats(t, c, s)
 			lost, rounds := udp.LossTold(c)
 			t.Logf("%s: %.0f Mbit/s, sent %d B, again %d B (%.2f%%), repaired %d B, loss told %d datagrams in %d rounds, pacing at %d B/s, rtt %v min %v",
 				tc.cc, float64(n)*8/took.Seconds()/1e6, cs.BytesSent, cs.BytesRetrans,
@@ -92,21 +77,7 @@ func TestLossRepaired(t *testing.T) {
 			r.set(0.03, 0, 0)
 			kernelDrops := rcvbufErrors()
 			exchange(t, c, s, random(12<<20), random(1000))
-			if err := c.CloseWrite(); err != nil {
-				t.Fatal(err)
-			}
-			s.SetReadDeadline(time.Now().Add(30 * time.Second))
-			if _, err := io.Copy(io.Discard, s); err != nil {
-				t.Fatal(err)
-			}
-			cs, err := c.Stats()
-			if err != nil {
-				t.Fatal(err)
-			}
-			ss, err := s.Stats()
-			if err != nil {
-				t.Fatal(err)
-			}
+			cs, ss := endStats(t, c, s)
 			dropped := r.droppedOriginalBytes()
 			t.Logf("%s: dropped %d B of originals, repaired %d B, sent again %d B", cc, dropped, ss.LossRepaired, cs.BytesRetrans)
 			if dropped == 0 {

@@ -141,21 +141,7 @@ func TestLossyPath(t *testing.T) {
 			r.set(tc.loss, tc.dup, tc.reorder)
 			exchange(t, c, s, random(6<<20), random(2<<20))
 			// and the end of the stream crosses the same path
-			if err := c.CloseWrite(); err != nil {
-				t.Fatal(err)
-			}
-			s.SetReadDeadline(time.Now().Add(30 * time.Second))
-			if n, err := io.Copy(io.Discard, s); err != nil || n != 0 {
-				t.Fatalf("read to the end: %d bytes, %v", n, err)
-			}
-			cs, err := c.Stats()
-			if err != nil {
-				t.Fatal(err)
-			}
-			ss, err := s.Stats()
-			if err != nil {
-				t.Fatal(err)
-			}
+			cs, ss := endStats(t, c, s)
 			if cs.Retransmits == 0 || cs.BytesRetrans == 0 {
 				t.Errorf("nothing sent again over a lossy path: %+v", cs)
 			}
@@ -445,4 +431,26 @@ func TestIPv6(t *testing.T) {
 			t.Errorf("payload %d over IPv6 loopback, want %d", st.MSS, 9000-48-56)
 		}
 	}
+}
+
+// endStats ends a stream from c to s once exchange has run: c closes its
+// sending side, s reads to the end (nothing more may come), then both ends'
+// statistics.
+func endStats(t *testing.T, c, s transport.Conn) (cs, ss transport.Stats) {
+	t.Helper()
+	if err := c.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	s.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if n, err := io.Copy(io.Discard, s); err != nil || n != 0 {
+		t.Fatalf("read to the end: %d bytes, %v", n, err)
+	}
+	cs, err := c.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ss, err = s.Stats(); err != nil {
+		t.Fatal(err)
+	}
+	return cs, ss
 }
