@@ -268,3 +268,8 @@ testbed_down() { "$LP" testbed down --name "$1" >/dev/null 2>&1 || true; }
 
 # ns TESTBED NODE prints the node's network namespace.
 ns() { printf 'lp-%s-%s' "$1" "$2"; }
+
+# out prints a table line: on stdout, or on stderr when JSON=1 (stdout then
+# carries the JSON rows emit_json prints).
+out() { if [[ ${JSON:-0} == 1 ]]; then printf '%s\n' "$*" >&2; else printf '%s\n' "$*"; fi; }
+emit_json() { if [[ ${JSON:-0} == 1 ]]; then json_line "$@"; fi; }

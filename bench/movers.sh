@@ -115,11 +115,6 @@ declare -A RESULTS=() # scenario|tool -> bits per second of each run
 declare -A NAME=([iperf3]=iperf3 [iperf2]="iperf (2)" [iperf3cc]="iperf3 -C $SAME_CC" [iperf2cc]="iperf -Z $SAME_CC" [lightpath]=lightpath [baseline]="lightpath (base)"
 	[gridftp]=globus-url-copy [xrdcp]=xrdcp [cat]="cat | cat" [zero]="dd /dev/zero")
 
-# out prints the human table: on stdout, or on stderr when stdout is NDJSON.
-out() {
-	if [[ $JSON == 1 ]]; then printf '%s\n' "$*" >&2; else printf '%s\n' "$*"; fi
-}
-emit_json() { if [[ $JSON == 1 ]]; then json_line "$@"; fi; }
 
 # mark_unavailable SCEN TOOL WHY, unless the tool already failed there.
 mark_unavailable() {

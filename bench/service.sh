@@ -99,8 +99,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-out() { if [[ $JSON == 1 ]]; then printf '%s\n' "$*" >&2; else printf '%s\n' "$*"; fi; }
-emit_json() { if [[ $JSON == 1 ]]; then json_line "$@"; fi; }
 # verdict EXPR prints PASS when the awk expression EXPR holds, else FAIL.
 verdict() { if awk "BEGIN { exit !($1) }"; then echo PASS; else echo FAIL; fi; }
 

@@ -104,8 +104,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-out() { if [[ $JSON == 1 ]]; then printf '%s\n' "$*" >&2; else printf '%s\n' "$*"; fi; }
-emit_json() { if [[ $JSON == 1 ]]; then json_line "$@"; fi; }
 verdict() { if awk -v ok="$1" 'BEGIN { exit !ok }'; then echo PASS; else echo FAIL; fi; }
 jbool() { if [[ $1 == 1 ]]; then echo true; else echo false; fi; }
 declare -A VERDICTS=()

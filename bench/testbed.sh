@@ -85,8 +85,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-out() { if [[ $JSON == 1 ]]; then printf '%s\n' "$*" >&2; else printf '%s\n' "$*"; fi; }
-emit_json() { if [[ $JSON == 1 ]]; then json_line "$@"; fi; }
 
 # ---------------------------------------------------------------------------
 # Tools
