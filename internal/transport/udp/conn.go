@@ -20,7 +20,8 @@ import (
 
 // Sizes and times of a stream.
 const (
-	defaultBuffer    = 16 << 20 // send buffer and receive window, each
+	defaultBuffer    = 16 << 20  // send buffer and receive window, each, to start with
+	maxAutoBuffer    = 128 << 20 // what they may grow to when no Window is set
 	minRTO           = 50 * time.Millisecond
 	maxRTO           = 2 * time.Second
 	ackEvery         = 4                    // data datagrams per ack at least...
@@ -72,10 +73,11 @@ const (
 )
 
 // rng is a received range above the cumulative point; since is when the
-// hole before it opened.
+// hole before it opened, naked when that hole was last NAKed (0: never).
 type rng struct {
 	start, end uint64
 	since      int64
+	naked      int64
 }
 
 // conn is one stream.
@@ -127,12 +129,14 @@ type conn struct {
 	lastHeard  int64 // when the peer's last good datagram came
 	lastPing   int64
 	mtuChecked int64
-	sentTimes  [1024]sentAt
+	sentTimes  []sentAt // by packet number modulo its length; grows to cover what is in flight
+	echoed     uint64   // the highest packet number an ack echoed
 	round      roundState
 	lastCE     uint32
 
 	// receiving
 	rbuf     []byte
+	autoBuf  bool   // no Window was set: sbuf and rbuf grow as the path needs
 	rRead    uint64 // bytes the application has read
 	rCum     uint64 // every byte below it arrived
 	rHigh    uint64 // the highest byte that arrived, +1
@@ -235,23 +239,26 @@ func newConn(ep endpoint, laddr, raddr net.Addr, session [16]byte, stream uint32
 		return nil, err
 	}
 	size := defaultBuffer
+	c0auto := o.Window <= 0
 	if o.Window > 0 {
 		size = max(o.Window, 64<<10)
 	}
 	c := &conn{
 		ep: ep, laddr: laddr, raddr: raddr, session: session, stream: stream,
 		dialler: dialler, keys: keys, epoch: time.Now(),
-		estab:  make(chan struct{}),
-		sbuf:   make([]byte, size),
-		rbuf:   make([]byte, size),
-		ctl:    ctl,
-		target: o.PacingRate,
-		rwake:  make(chan struct{}),
-		wwake:  make(chan struct{}),
-		kick:   make(chan struct{}, 1),
-		done:   make(chan struct{}),
-		dscp:   o.DSCP,
-		srtt:   100 * time.Millisecond, rttvar: 50 * time.Millisecond,
+		estab:     make(chan struct{}),
+		sbuf:      make([]byte, size),
+		rbuf:      make([]byte, size),
+		sentTimes: make([]sentAt, minSentTimes),
+		autoBuf:   c0auto,
+		ctl:       ctl,
+		target:    o.PacingRate,
+		rwake:     make(chan struct{}),
+		wwake:     make(chan struct{}),
+		kick:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		dscp:      o.DSCP,
+		srtt:      100 * time.Millisecond, rttvar: 50 * time.Millisecond,
 	}
 	if a, ok := laddr.(*net.UDPAddr); ok {
 		c.v6 = a.IP.To4() == nil
@@ -368,8 +375,34 @@ func (c *conn) sendCtl(t ptype, flags uint16, body func([]byte) []byte) error {
 	return c.sendRaw(b)
 }
 
+// noteSent records when packet pn left, for the round trip its echo
+// measures. The ring covers the packets in flight: at a few thousand
+// datagrams a round trip, a ring shorter than that kept no packet's time
+// until its echo came, and the stream measured no round trip at all (FAST
+// saw no queue; nothing left slow start on delay).
 func (c *conn) noteSent(pn uint64, now int64) {
-	c.sentTimes[pn%uint64(len(c.sentTimes))] = sentAt{pn, now}
+	n := uint64(len(c.sentTimes))
+	if pn-min(c.echoed, pn) >= n/2 && n < maxSentTimes {
+		c.sentTimes = growSentTimes(c.sentTimes, max(2*int(n), minSentTimes))
+		n = uint64(len(c.sentTimes))
+	}
+	c.sentTimes[pn%n] = sentAt{pn, now}
+}
+
+const (
+	minSentTimes = 1024
+	maxSentTimes = 1 << 20
+)
+
+// growSentTimes moves the send times into a ring of size entries.
+func growSentTimes(old []sentAt, size int) []sentAt {
+	nb := make([]sentAt, size)
+	for _, s := range old {
+		if s.t != 0 {
+			nb[s.pn%uint64(size)] = s
+		}
+	}
+	return nb
 }
 
 // buildAck fills a with the receive state. Under mu.
@@ -386,16 +419,34 @@ func (c *conn) buildAck(a *ack) (flags uint16) {
 	wnd := c.reorderWindow(now)
 	c.nakDue = 0
 	prev := c.rCum
-	for _, r := range c.rRanges {
-		if len(a.sack) < maxSpans {
-			a.sack = append(a.sack, span{r.start, r.end})
-		}
+	// The newest ranges are the ones to report: what arrived since the
+	// last ack is at the top, and the sender learnt of the older ones from
+	// earlier acks. Reporting from the bottom, a path with more holes open
+	// than an ack has spans (1% loss at a few thousand datagrams a round
+	// trip) kept everything above them unacknowledged, in flight for the
+	// sender's window, until the repairs reached it.
+	for i := len(c.rRanges) - 1; i >= 0 && len(a.sack) < maxSpans; i-- {
+		a.sack = append(a.sack, span{c.rRanges[i].start, c.rRanges[i].end})
+	}
+	// A hole NAKed is not NAKed again until its repair had a round trip to
+	// arrive, so that each ack's spans name holes the sender has not yet
+	// heard of: NAKing the lowest holes over and over repaired no more
+	// than maxSpans holes a round trip, fewer than 1% loss opens at a few
+	// thousand datagrams a round trip, and the holes piled up.
+	renak := int64(c.srtt + 2*c.rttvar)
+	for i := range c.rRanges {
+		r := &c.rRanges[i]
 		// The hole before r is judged lost once it is older than the
 		// reorder window; until this stream has seen reordering, also
 		// once three datagrams' worth arrived past it.
 		if len(a.nak) < maxSpans {
 			if now-r.since >= wnd || (!c.reoSeen && c.rHigh-r.start >= 3*uint64(c.mss)) {
-				a.nak = append(a.nak, span{prev, r.start})
+				if r.naked == 0 || now-r.naked >= renak {
+					a.nak = append(a.nak, span{prev, r.start})
+					r.naked = now
+				} else if due := r.naked + renak; c.nakDue == 0 || due < c.nakDue {
+					c.nakDue = due
+				}
 			} else if due := r.since + wnd; c.nakDue == 0 || due < c.nakDue {
 				c.nakDue = due
 			}
@@ -558,6 +609,7 @@ func (c *conn) data(off uint64, p []byte, fin, retx bool, now int64) bool {
 		c.copyIn(s, p[s-off:end-off])
 		c.insertRange(s, end, now)
 		c.rHigh = max(c.rHigh, end)
+		c.growWindow()
 	}
 	if c.rCum > prevCum || (c.rFin && c.rCum == c.rFinOff) {
 		c.stats.bytesRecv += c.rCum - prevCum
@@ -618,6 +670,34 @@ func (c *conn) reorderWindow(now int64) int64 {
 	return min(w, int64(c.rto()))
 }
 
+// growRing copies the bytes at offsets [from, to) of a ring buffer (a byte
+// at offset o sits at o mod its length) into a new ring of size bytes.
+func growRing(old []byte, from, to uint64, size int) []byte {
+	nb := make([]byte, size)
+	n, m := uint64(len(old)), uint64(size)
+	for off := from; off < to; {
+		i, j := off%n, off%m
+		k := min(to-off, n-i, m-j)
+		copy(nb[j:j+k], old[i:i+k])
+		off += k
+	}
+	return nb
+}
+
+// growWindow doubles the receive buffer when data arrives within a quarter
+// of the window's end while the application keeps up with what is in order
+// (less than a quarter of it unread): the window, which must hold a round
+// trip's data and what waits behind holes for a repair, not the reader,
+// then holds the sender back. Only with no Window set, up to
+// maxAutoBuffer. Under mu.
+func (c *conn) growWindow() {
+	n := uint64(len(c.rbuf))
+	if !c.autoBuf || n >= maxAutoBuffer || c.rHigh+n/4 < c.rRead+n || c.rCum-c.rRead >= n/4 {
+		return
+	}
+	c.rbuf = growRing(c.rbuf, c.rRead, c.rRead+n, 2*len(c.rbuf))
+}
+
 func (c *conn) copyIn(off uint64, p []byte) {
 	n := uint64(len(c.rbuf))
 	i := int(off % n)
@@ -634,13 +714,13 @@ func (c *conn) insertRange(s, e uint64, now int64) {
 		if i == len(c.rRanges) || c.rRanges[i].start > e {
 			// a new range; the hole before it opened now, or, within a
 			// hole that was open already, when that one did
-			since := now
+			since, naked := now, int64(0)
 			if i < len(c.rRanges) {
-				since = c.rRanges[i].since
+				since, naked = c.rRanges[i].since, c.rRanges[i].naked
 			}
 			c.rRanges = append(c.rRanges, rng{})
 			copy(c.rRanges[i+1:], c.rRanges[i:])
-			c.rRanges[i] = rng{s, e, since}
+			c.rRanges[i] = rng{s, e, since, naked}
 		} else {
 			r := &c.rRanges[i]
 			r.start, r.end = min(r.start, s), max(r.end, e)
@@ -669,6 +749,10 @@ func (c *conn) insertRange(s, e uint64, now int64) {
 
 // rttSample measures a round trip from the packet number an ack echoes.
 func (c *conn) rttSample(pn uint64, delay time.Duration, first bool) {
+	c.echoed = max(c.echoed, pn)
+	if len(c.sentTimes) == 0 {
+		return
+	}
 	s := c.sentTimes[pn%uint64(len(c.sentTimes))]
 	if s.pn != pn || s.t == 0 {
 		return
@@ -781,7 +865,7 @@ func (c *conn) onAck(a *ack, finAck bool) {
 	}
 	c.checkUndo()
 	if acked > 0 {
-		c.ctl.onAck(acked, c.mss)
+		c.ctl.onAck(acked, c.mss, c.srtt, c.minRTT)
 		c.delivered(now)
 	}
 	if c.sAcked >= c.round.end {
@@ -1148,16 +1232,16 @@ func (c *conn) fill(now int64, arena []byte, batch [][]byte) ([][]byte, time.Dur
 		return batch, c.waitTimers(now)
 	}
 	rate := capRate(c.ctl.rate(c.srtt, c.mss), c.target)
-	c.pace.refill(now, rate, c.maxDgram)
+	c.pace.refill(now, rate, c.mss)
 	win := c.ctl.window(c.mss)
 	c.accountBusy(now)
 	for len(batch) < maxBatch && pos+maxMTU <= len(arena) {
-		if !c.pace.may(rate, c.maxDgram) {
+		if !c.pace.may(rate, c.mss) {
 			c.limit = limNetwork
 			if len(batch) > 0 {
 				return batch, 0
 			}
-			return batch, c.pace.wait(rate, c.maxDgram)
+			return batch, c.pace.wait(rate, c.mss)
 		}
 		if c.inflight >= win {
 			c.limit = limNetwork
@@ -1184,7 +1268,7 @@ func (c *conn) fill(now int64, arena []byte, batch [][]byte) ([][]byte, time.Dur
 		b := c.dataPacket(arena[pos:pos], s, now)
 		pos += len(b)
 		batch = append(batch, b)
-		c.pace.spend(rate, len(b))
+		c.pace.spend(rate, int(s.n))
 	}
 	if len(batch) > 0 {
 		return batch, 0
@@ -1211,7 +1295,25 @@ func (c *conn) cut() *seg {
 		return &c.segs[len(c.segs)-1]
 	}
 	c.limit = limNone
+	if c.wwait && c.growSend() {
+		c.wakeWriter()
+	}
 	return nil
+}
+
+// growSend doubles the send buffer when it is full, everything in it has
+// gone and the rate control would send more: the buffer, holding what
+// waits for an acknowledgement (a round trip, and a repair's more behind
+// each hole), is then the limit. Only with no Window set, up to
+// maxAutoBuffer. Under mu, with no writer inside the buffer (the writer
+// itself, or one waiting for room).
+func (c *conn) growSend() bool {
+	if !c.autoBuf || c.sNext != c.sWrite || len(c.sbuf) >= maxAutoBuffer ||
+		c.sWrite-c.sAcked < uint64(len(c.sbuf)) || c.inflight >= c.ctl.window(c.mss) {
+		return false
+	}
+	c.sbuf = growRing(c.sbuf, c.sAcked, c.sWrite, 2*len(c.sbuf))
+	return true
 }
 
 // finSentSeg says whether a segment carrying the FIN exists.
@@ -1264,19 +1366,31 @@ func (c *conn) copyOut(dst []byte, off uint64) {
 // pacer spaces a stream's datagrams at a rate, in user space: a credit of
 // bytes grows with time at the rate, up to a burst (8 datagrams or a
 // millisecond's worth, whichever is more); a datagram goes while the credit
-// lasts.
+// lasts. The rate counts payload: what the stream delivers, as a booked
+// rate promises (the headers and the MAC ride on top, 5 to 6% at MTU 1500).
+// A sender that slept for the pacer and woke late keeps what it earned
+// meanwhile, up to lateCap of the rate: a timer that fires a millisecond
+// late on a busy host would otherwise cost the stream its rate, where an
+// idle stream must not save up more than the burst.
 type pacer struct {
 	credit float64
 	last   int64 // ns, when the credit was last brought up to date
+	slept  bool  // the sender waited for credit since the last refill
 }
+
+// lateCap is how much of a late wake-up's credit a paced sender keeps.
+const lateCap = 5 * time.Millisecond
 
 // refill brings the credit up to now at rate bytes/s (0: no pacing).
 func (p *pacer) refill(now int64, rate uint64, dgram int) {
 	if rate > 0 {
 		burst := max(float64(8*dgram), float64(rate)/1000)
+		if p.slept {
+			burst = max(burst, float64(rate)*lateCap.Seconds())
+		}
 		p.credit = min(p.credit+float64(rate)*float64(now-p.last)/1e9, burst)
 	}
-	p.last = now
+	p.last, p.slept = now, false
 }
 
 // may says whether a datagram of up to dgram bytes may go now.
@@ -1284,7 +1398,7 @@ func (p *pacer) may(rate uint64, dgram int) bool {
 	return rate == 0 || p.credit >= float64(dgram)/2
 }
 
-// spend takes a datagram of n bytes from the credit.
+// spend takes a datagram's n bytes of payload from the credit.
 func (p *pacer) spend(rate uint64, n int) {
 	if rate > 0 {
 		p.credit -= float64(n)
@@ -1294,11 +1408,13 @@ func (p *pacer) spend(rate uint64, n int) {
 // wait is how long until a run worth a system call has built up: a
 // segmented send's worth at high rates, 200 µs of the rate otherwise, a
 // datagram at least (a timer cannot wake a goroutine for every datagram at
-// Gbit/s).
+// Gbit/s). The sender sleeps that long: its next refill may keep a late
+// wake-up's credit.
 func (p *pacer) wait(rate uint64, dgram int) time.Duration {
 	if rate == 0 {
 		return 0
 	}
+	p.slept = true
 	quantum := min(max(float64(rate)*200e-6, float64(dgram)), maxGSOBytes)
 	return time.Duration(max(quantum-p.credit, 0) / float64(rate) * 1e9)
 }
@@ -1505,6 +1621,9 @@ func (c *conn) writeFrom(op string, n int64, read func([]byte) (int, error)) (in
 			return done, opErr(op, c, os.ErrDeadlineExceeded)
 		}
 		room := len(c.sbuf) - int(c.sWrite-c.sAcked)
+		if room == 0 && c.growSend() {
+			continue
+		}
 		if room == 0 {
 			if c.sNext == c.sWrite {
 				c.limit = limSender
@@ -1777,3 +1896,4 @@ func randomBytes() [16]byte {
 	rand.Read(r[:])
 	return r
 }
+

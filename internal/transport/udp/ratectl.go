@@ -33,8 +33,9 @@ type round struct {
 // controller is one rate control's state.
 type controller interface {
 	name() string
-	// onAck: acked bytes newly acknowledged (cumulatively or selectively).
-	onAck(acked int, mss int)
+	// onAck: acked bytes newly acknowledged (cumulatively or selectively);
+	// srtt the smoothed round trip, base the smallest.
+	onAck(acked int, mss int, srtt, base time.Duration)
 	// onRound: a round ended.
 	onRound(r round)
 	// onTimeout: a retransmission timeout fired (nothing heard for an RTO).
@@ -154,7 +155,7 @@ func (f *fixedCtl) name() string { return CCFixed }
 
 func (f *fixedCtl) setTarget(bps uint64) { f.target, f.cur = bps, bps }
 
-func (f *fixedCtl) onAck(int, int) {}
+func (f *fixedCtl) onAck(int, int, time.Duration, time.Duration) {}
 
 func (f *fixedCtl) onRound(r round) {
 	f.srtt = r.avg
@@ -180,14 +181,14 @@ func (f *fixedCtl) onRound(r round) {
 
 func (f *fixedCtl) onTimeout(int) {}
 
-// window: twice what the rate puts in flight over a round trip, and never
+// window: three times what the rate puts in flight over a round trip, and never
 // under 1024 datagrams, so that a stretch of a longer round trip does not
 // stall the rate; unpaced, the receiver's window is the only limit.
 func (f *fixedCtl) window(mss int) int {
 	if f.target == 0 {
 		return 1 << 40
 	}
-	return max(int(2*float64(f.cur)*f.srtt.Seconds()), 1024*mss)
+	return max(int(3*float64(f.cur)*f.srtt.Seconds()), 1024*mss)
 }
 
 func (f *fixedCtl) rate(srtt time.Duration, _ int) uint64 {
@@ -201,23 +202,31 @@ func (f *fixedCtl) rate(srtt time.Duration, _ int) uint64 {
 // arithmetic as the kernel's FAST TCP) once a round on the round's mean
 // round trip and the smallest seen: the window settles where the flow
 // keeps alpha datagrams queued. Slow start doubles the window each round
-// until the queue reaches alpha. Loss is repaired, not answered, up to the
-// tolerance; above it, and on CE marks, the window drops by an eighth; a
-// timeout halves it.
+// trip until the flow's backlog, judged on every acknowledgement from the
+// smoothed round trip, reaches alpha; it then takes the whole step of
+// FAST's equation at once (gamma 1), which drains what the last round trip
+// of doubling queued. Judged once a round, a queue built by doubling was
+// seen a round trip late, with the window four times the path's, and the
+// queue overflowed for several rounds. Loss is repaired, not answered, up
+// to the tolerance (random loss; a shared queue grows the round trip, which
+// FAST's equation answers); above it, and on CE marks, the window halves,
+// once a round trip: the round after a cut still reports loss the cut
+// came too late to prevent. A timeout halves it too.
 type fastCtl struct {
 	p         fast.Params
 	t         Tuning
 	w         uint32 // datagrams
 	slowStart bool
 	target    uint64
-	acked     int // bytes acked in slow start, not yet turned into window
+	acked     int  // bytes acked in slow start, not yet turned into window
+	cut       bool // the last round cut the window
 }
 
 func (f *fastCtl) name() string { return CCFast }
 
 func (f *fastCtl) setTarget(bps uint64) { f.target = bps }
 
-func (f *fastCtl) onAck(acked int, mss int) {
+func (f *fastCtl) onAck(acked int, mss int, srtt, base time.Duration) {
 	if !f.slowStart {
 		return
 	}
@@ -226,15 +235,21 @@ func (f *fastCtl) onAck(acked int, mss int) {
 		f.w = min(f.w+uint32(n), 1<<30)
 		f.acked -= n * mss
 	}
+	if base > 0 && srtt > base && fast.Backlog(f.w, us(base), us(srtt)) >= f.p.Alpha {
+		f.slowStart = false
+		f.w = max(fast.Update(f.w, us(base), us(srtt), f.p.Alpha, fast.GammaScale), fast.MinCwnd)
+	}
 }
 
 func (f *fastCtl) onRound(r round) {
 	base, avg := us(r.base), us(r.avg)
-	if float64(r.lost) > f.t.lossTolerance()*float64(r.pkts+r.lost) || r.ce > 0 {
-		f.w = max(f.w-f.w/8, fast.MinCwnd)
-		f.slowStart = false
+	heavy := float64(r.lost) > f.t.lossTolerance()*float64(r.pkts+r.lost)
+	if (heavy || r.ce > 0) && !f.cut {
+		f.w = max(f.w/2, fast.MinCwnd)
+		f.slowStart, f.cut = false, true
 		return
 	}
+	f.cut = false
 	w, phase := fast.Decide(f.w, base, avg, f.slowStart, f.p)
 	if phase != fast.PhaseSlowStart {
 		f.slowStart = false
@@ -270,7 +285,7 @@ func (a *aimdCtl) name() string { return CCAIMD }
 
 func (a *aimdCtl) setTarget(bps uint64) { a.target = bps }
 
-func (a *aimdCtl) onAck(acked int, mss int) {
+func (a *aimdCtl) onAck(acked int, mss int, _, _ time.Duration) {
 	if a.w < a.ssthresh {
 		a.w += acked
 		return

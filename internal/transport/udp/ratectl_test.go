@@ -104,9 +104,22 @@ func TestFastRound(t *testing.T) {
 	f := c.(*fastCtl)
 	// slow start: every acknowledged datagram adds one
 	w0 := f.w
-	f.onAck(10*tmss+5, tmss)
+	f.onAck(10*tmss+5, tmss, 0, 0)
 	if f.w != w0+10 {
 		t.Fatalf("slow start: window %d after 10 datagrams acked from %d", f.w, w0)
+	}
+	// an acknowledgement whose round trip shows a backlog of alpha ends
+	// slow start with FAST's whole step (gamma 1)
+	g := *f
+	g.w = 1000
+	g.onAck(tmss, tmss, 20*time.Millisecond, 10*time.Millisecond) // backlog 1001*(20-10)/20 >= alpha
+	if want := fast.Update(1001, 10000, 20000, p.Alpha, fast.GammaScale); g.slowStart || g.w != want {
+		t.Fatalf("slow start on a backlog: window %d (slow start %v), want %d", g.w, g.slowStart, want)
+	}
+	g = *f
+	g.onAck(tmss, tmss, 10100*time.Microsecond, 10*time.Millisecond) // backlog 0
+	if !g.slowStart {
+		t.Fatal("slow start ended without a backlog")
 	}
 	// a round with no queue: slow start goes on
 	f.onRound(round{base: 10 * time.Millisecond, avg: 10 * time.Millisecond, pkts: 40, mss: tmss})
@@ -127,11 +140,23 @@ func TestFastRound(t *testing.T) {
 	if want := fast.Update(w, 10000, 15000, p.Alpha, p.Gamma); f.w != want {
 		t.Errorf("after a round with 1%% loss: %d, want %d", f.w, want)
 	}
-	// CE and heavy loss cut an eighth; a timeout halves
+	// CE and heavy loss halve the window, once a round trip; a timeout
+	// halves it too
 	w = f.w
 	f.onRound(round{base: 10 * time.Millisecond, avg: 15 * time.Millisecond, pkts: 1000, ce: 3, mss: tmss})
-	if f.w != w-w/8 {
-		t.Errorf("after CE: %d, want %d", f.w, w-w/8)
+	if f.w != w/2 {
+		t.Errorf("after CE: %d, want %d", f.w, w/2)
+	}
+	w = f.w
+	heavy := round{base: 10 * time.Millisecond, avg: 15 * time.Millisecond, pkts: 900, lost: 100, mss: tmss}
+	f.onRound(heavy)
+	if want := fast.Update(w, 10000, 15000, p.Alpha, p.Gamma); f.w != want {
+		t.Errorf("the round after a cut: %d, want FAST's update %d (no second cut)", f.w, want)
+	}
+	w = f.w
+	f.onRound(heavy)
+	if f.w != w/2 {
+		t.Errorf("after 10%% loss: %d, want %d", f.w, w/2)
 	}
 	w = f.w
 	f.onTimeout(tmss)
@@ -151,7 +176,7 @@ func TestAIMD(t *testing.T) {
 	c, _ := newController(CCAIMD, 0, Tuning{})
 	a := c.(*aimdCtl)
 	w := a.window(tmss)
-	a.onAck(w, tmss) // slow start: a window's worth acked doubles it
+	a.onAck(w, tmss, 0, 0) // slow start: a window's worth acked doubles it
 	if a.window(tmss) != 2*w {
 		t.Fatalf("slow start: %d, want %d", a.window(tmss), 2*w)
 	}
@@ -159,7 +184,7 @@ func TestAIMD(t *testing.T) {
 	if a.window(tmss) != w {
 		t.Fatalf("loss: %d, want %d", a.window(tmss), w)
 	}
-	a.onAck(w, tmss) // congestion avoidance: a window acked adds a datagram
+	a.onAck(w, tmss, 0, 0) // congestion avoidance: a window acked adds a datagram
 	if got := a.window(tmss); got != w+tmss {
 		t.Fatalf("congestion avoidance: %d, want %d", got, w+tmss)
 	}
@@ -209,7 +234,7 @@ func TestFastShares(t *testing.T) {
 		r := link.rtt(ws)
 		for _, f := range active {
 			// the round's acks, then the round
-			f.onAck(f.window(tmss), tmss)
+			f.onAck(f.window(tmss), tmss, r, link.base)
 			f.onRound(round{base: link.base, avg: r, pkts: int(f.w), mss: tmss})
 		}
 		last = ws
@@ -262,10 +287,29 @@ func TestPacer(t *testing.T) {
 		if lo, hi := int(tc.rate)-quantum-tc.dgram, int(tc.rate)+burst+tc.dgram; sent < lo || sent > hi {
 			t.Errorf("rate %d, datagrams of %d: %d bytes in a second, want %d to %d", tc.rate, tc.dgram, sent, lo, hi)
 		}
-		// idle for a minute: one burst, no more
+		// woken, finding nothing to send, then idle for a minute: one
+		// burst, no more
+		p.refill(now, tc.rate, tc.dgram)
 		p.refill(now+int64(time.Minute), tc.rate, tc.dgram)
 		if p.credit > float64(burst) {
 			t.Errorf("rate %d: %.0f bytes saved up idle, burst %d", tc.rate, p.credit, burst)
+		}
+	}
+	// a sender whose timer fires 2 ms late every time keeps its rate: the
+	// credit earned while it overslept is not lost to the burst's cap
+	for _, rate := range []uint64{1e9 / 8, 450e6 / 8} {
+		var p pacer
+		now, sent := int64(0), 0
+		for now < int64(time.Second) {
+			p.refill(now, rate, 1416)
+			for p.may(rate, 1416) {
+				p.spend(rate, 1416)
+				sent += 1416
+			}
+			now += int64(p.wait(rate, 1416) + 2*time.Millisecond)
+		}
+		if float64(sent) < 0.98*float64(rate) {
+			t.Errorf("rate %d, waking 2 ms late: %d bytes in a second", rate, sent)
 		}
 	}
 	var p pacer
