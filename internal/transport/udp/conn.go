@@ -1896,4 +1896,3 @@ func randomBytes() [16]byte {
 	rand.Read(r[:])
 	return r
 }
-
