@@ -147,39 +147,9 @@ one_link_topology() {
 	EOF
 }
 
-# setup TB TOPOLOGY starts a controller on TOPOLOGY (SQLite in the work
-# directory, reached over a unix socket), an agent user, and the testbed TB
-# with an agent in every node; it returns once all six agents are alive.
-# The ticket commands then talk to it as admin through LIGHTPATH_CONTROLLER
-# and LIGHTPATH_CONTROLLER_TOKEN.
-setup() {
-	local tb=$1 topo=$2 d=$W/ctl-$1 i alive
-	mkdir -p "$d"
-	next_port
-	start_server "$PORT" "$W/logs/controller-$tb.log" "$LP" controller --listen "127.0.0.1:$PORT" \
-		--listen "unix:$d/ctl.sock" --db "sqlite:$d/db" --topology "$topo" --admin-token-file "$d/admin.token" ||
-		die "lightpath controller: $START_ERROR"
-	for ((i = 0; i < 100; i++)); do [[ -S $d/ctl.sock && -s $d/admin.token ]] && break; sleep 0.1; done
-	export LIGHTPATH_CONTROLLER=unix:$d/ctl.sock
-	LIGHTPATH_CONTROLLER_TOKEN=$(cat "$d/admin.token")
-	export LIGHTPATH_CONTROLLER_TOKEN
-	timeout 30 "$LP" user add agents --role agent >"$W/logs/user-$tb.out" 2>&1 || die "user add: $(last_line "$W/logs/user-$tb.out")"
-	timeout 30 "$LP" user token create agents --out "$d/agent.token" >>"$W/logs/user-$tb.out" 2>&1 ||
-		die "user token create: $(last_line "$W/logs/user-$tb.out")"
-	"$LP" testbed down --name "$tb" >/dev/null 2>&1 || true
-	TESTBEDS+=("$tb")
-	timeout 60 "$LP" testbed up "$topo" --name "$tb" --agents --controller "$LIGHTPATH_CONTROLLER" \
-		--controller-token-file "$d/agent.token" >"$W/logs/up-$tb.out" 2>&1 ||
-		die "testbed up $topo --agents: $(last_line "$W/logs/up-$tb.out")"
-	for ((i = 0; i < 200; i++)); do
-		alive=$(timeout 10 "$LP" agent list --json 2>/dev/null | python3 -c '
-import json, sys
-print(sum(1 for l in sys.stdin if json.loads(l).get("alive")))' || echo 0)
-		[[ $alive == 6 ]] && return 0
-		sleep 0.1
-	done
-	die "testbed $tb: $alive of 6 agents alive after 20 s (see /run/lightpath/$tb/agent-*.log)"
-}
+# setup TB TOPOLOGY: agents_testbed_up (lib.sh) for the six nodes of these
+# topologies.
+setup() { agents_testbed_up "$1" "$2" 6; }
 
 # teardown TB removes the testbed (its agents with it) and stops the
 # controller and the servers.

@@ -199,6 +199,46 @@ print(int(g("goodput_bps")), int(g("sending_rate_bps")), int(g("bytes_resent")),
 	read -r R_GOOD R_SEND R_RESENT R_REPAIRED R_DPB R_STREAMS <<<"$vals"
 }
 
+# lp_cp_reserved NS LOG FILE ADDR RATE NAME copies FILE to lp://ADDR/NAME
+# over UDP with cp --reserve RATE --reserve-required (the controller from
+# LIGHTPATH_CONTROLLER) and sets R_GOOD (the session's payload goodput),
+# R_SEND, R_BYTES, R_RESENT, R_REPAIRED, R_STREAMS, R_STEERED (the percent
+# of the bytes that went over the reservation while it steered),
+# R_ELAPSED (the whole command's seconds) and R_CPU.
+lp_cp_reserved() {
+	local nsname=$1 logf=$2 file=$3 addr=$4 rate=$5 name=$6 m0 m1 vals t0
+	m0=$(cpu_mark)
+	t0=$EPOCHREALTIME
+	timed "$logf" $((DURATION * 3 + 60)) ip netns exec "$nsname" "$LP" cp --json --transport udp \
+		--reserve "$rate" --reserve-required --controller "$LIGHTPATH_CONTROLLER" "$file" "lp://$addr/$name" || return 1
+	R_ELAPSED=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')
+	m1=$(cpu_mark)
+	R_CPU=$(cpu_busy "$m0" "$m1")
+	vals=$(python3 -c '
+import json, sys
+s = None
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if line.startswith("{"):
+        o = json.loads(line)
+        if o.get("type") == "summary":
+            s = o
+if s is None:
+    sys.exit("no summary line")
+if not s.get("verified") or s.get("transport") != "udp" or s.get("cc") != "fixed":
+    sys.exit("not a verified udp copy at a fixed rate: %s" % {k: s.get(k) for k in ("verified", "transport", "cc")})
+g = lambda k: s.get(k) if s.get(k) is not None else 0
+b = g("bytes")
+steered = 100.0 * (s.get("bytes_by_path") or {}).get("reserved", 0) / b if b else 0
+print(int(g("goodput_bps")), int(g("sending_rate_bps")), int(b), int(g("bytes_resent")),
+      int(g("loss_repaired_bytes")), g("streams"), "%.1f" % steered)
+' "$logf" 2>"$logf.parse") || {
+		RUN_ERROR="cp --reserve: $(last_line "$logf.parse")"
+		return 1
+	}
+	read -r R_GOOD R_SEND R_BYTES R_RESENT R_REPAIRED R_STREAMS R_STEERED <<<"$vals"
+}
+
 # iperf3_bps FILE prints the received bits per second of an iperf3 -J TCP result.
 iperf3_bps() {
 	python3 -c '
@@ -399,7 +439,9 @@ scenario_path() {
 	local run tool rate_bps res_bps delay=50ms loss=1% note="" ceil ceil_loss
 	TB=lpt-path
 	routed_topology "$W/topo/path.yaml" "$LINK_RATE" "$delay" "$loss"
-	testbed_up "$TB" "$W/topo/path.yaml"
+	# A controller and an agent in every node, for the real reservation
+	# (cp --reserve); the other tools hold none, and the agents leave them be.
+	agents_testbed_up "$TB" "$W/topo/path.yaml" 4
 	start_server_in "$(ns $TB h2)" 7070 "$W/logs/serve-path.log" "$LP" serve --listen "$H2:7070" --root "$W/root" ||
 		die "lightpath serve in h2: $START_ERROR"
 	start_server_in "$(ns $TB h2)" 5201 "$W/logs/iperf3-path.log" iperf3 -s -B "$H2" -p 5201 ||
@@ -447,10 +489,12 @@ scenario_path() {
 		done
 	fi
 
-	local -a tools=(fixed fast cubic bbr iperf3cubic uftp) order
+	# reserved: a file of RESERVED x DURATION, copied by cp --reserve.
+	head -c "$((res_bps / 8 * DURATION))" /dev/urandom >"$W/src/reserved.bin"
+	local -a tools=(reserved fixed fast cubic bbr iperf3cubic uftp) order
 	for ((run = 1; run <= RUNS; run++)); do
 		order=("${tools[@]}")
-		if ((run % 2 == 0)); then order=(uftp iperf3cubic bbr cubic fast fixed); fi
+		if ((run % 2 == 0)); then order=(uftp iperf3cubic bbr cubic fast fixed reserved); fi
 		for tool in "${order[@]}"; do
 			local logf=$W/logs/path-$tool-$run.json
 			# A tool that failed twice without ever finishing is not tried
@@ -476,6 +520,19 @@ scenario_path() {
 					add "$tool.resent" "$(awk -v r="$R_RESENT" -v g="$R_GOOD" -v d="$DURATION" 'BEGIN { printf "%.1f", (g > 0) ? 100 * r * 8 / (g * d) : 0 }')"
 					add "$tool.repaired" "$R_REPAIRED"
 				else fail_once "$tool" "$RUN_ERROR"; fi
+				;;
+			reserved)
+				if lp_cp_reserved "$(ns $TB h1)" "$logf" "$W/src/reserved.bin" "$H2:7070" "$res_bps" "reserved-$run.bin"; then
+					add reserved "$R_GOOD"
+					add reserved.send "$R_SEND"
+					add reserved.cpu "$R_CPU"
+					add reserved.streams "$R_STREAMS"
+					add reserved.resent "$(awk -v r="$R_RESENT" -v b="$R_BYTES" 'BEGIN { printf "%.1f", (b > 0) ? 100 * r / b : 0 }')"
+					add reserved.repaired "$R_REPAIRED"
+					add reserved.steered "$R_STEERED"
+					add reserved.elapsed "$R_ELAPSED"
+				else fail_once reserved "$RUN_ERROR"; fi
+				rm -f "$W/root/reserved-$run.bin"
 				;;
 			iperf3cubic)
 				local m0 m1
@@ -503,12 +560,14 @@ scenario_path() {
 	out "Testbed path h1 - r1 - wan - r2 - h2: wan $(gbit "$rate_bps") Gbit/s, 100 ms round trip (50 ms one way), 1% random loss, MTU 1500"
 	out "  load average at the start: $LOAD0, at the end: $(loadavg)"
 	out "  iperf3 -u ceiling (wan at 10G, no loss, -l 1416 -w 16M -b $(gbit "$offer")G offered): $(gbit "$ceil") Gbit/s received, ${ceil_loss}% lost; $note"
-	out "  fixed: --cc fixed --rate $(gbit "$res_bps")G = the 0.9 of the wan a reservation may take (testbed default reservable), no controller"
+	out "  reserved: cp --transport udp --reserve $(gbit "$res_bps")G (the 0.9 of the wan a reservation may take, testbed default reservable) of a $(numfmt --to=iec "$((res_bps / 8 * DURATION))") file, tmpfs to tmpfs, booked from the controller and steered by the agents; fixed at the reserved rate"
+	out "  fixed: bench --cc fixed --rate $(gbit "$res_bps")G, memory to memory, no reservation"
 	out "  ${DURATION} s per run (uftp: a $(numfmt --to=iec "$size") file at -R $((rate_bps / 1000)) Kbps -C none), median (min-max) of $RUNS runs"
 	out "$(printf '  %-30s %22s %22s %8s %12s %-s' tool "goodput Mbit/s" "sending Mbit/s" streams "cpu %" "verdict")"
-	for tool in fixed fast cubic bbr iperf3cubic uftp; do
+	for tool in reserved fixed fast cubic bbr iperf3cubic uftp; do
 		local name med send r ok="" strm="-"
 		case $tool in
+		reserved) name="lightpath cp udp --reserve" ;;
 		fixed) name="lightpath udp fixed" ;;
 		fast) name="lightpath udp fast" ;;
 		cubic) name="lightpath tcp cubic" ;;
@@ -527,7 +586,7 @@ scenario_path() {
 		# shellcheck disable=SC2046
 		if have "$tool.send"; then send=$(spread_mbit $(vals "$tool.send")); strm=$(median_f $(vals "$tool.streams")); fi
 		case $tool in
-		fixed)
+		reserved | fixed)
 			r=$(ratio "$med" "$res_bps")
 			ok="$(verdict "$(ge "$r" 0.95)") ($r of the reserved $(gbit "$res_bps") Gbit/s; target >= 0.95)"
 			;;
@@ -545,8 +604,11 @@ scenario_path() {
 		emit_json scenario=path tool="$tool" link_bps:="$rate_bps" reserved_bps:="$res_bps" goodput_bps:="$med" ratio:="$r" \
 			runs:="[$(vals "$tool" | xargs | tr ' ' ',')]"
 	done
+	# shellcheck disable=SC2046
+	have reserved && out "$(printf '  %-30s steered onto the reservation: %s %% of the bytes; whole copy (booking, setup, verification) %s s' reserved \
+		"$(spread_num '%.1f' $(vals reserved.steered))" "$(spread_num '%.1f' $(vals reserved.elapsed))")"
 	local t
-	for t in fixed fast cubic bbr; do
+	for t in reserved fixed fast cubic bbr; do
 		# shellcheck disable=SC2046
 		have "$t" && out "$(printf '  %-30s sent again: %s %% of the goodput, loss repaired (median) %s' "$t" \
 			"$(spread_num '%.1f' $(vals "$t.resent"))" "$(numfmt --to=iec "$(median $(vals "$t.repaired"))")B")"

@@ -1231,7 +1231,7 @@ func (c *conn) fill(now int64, arena []byte, batch [][]byte) ([][]byte, time.Dur
 	if !c.established || c.dead || c.err != nil {
 		return batch, c.waitTimers(now)
 	}
-	rate := capRate(c.ctl.rate(c.srtt, c.mss), c.target)
+	rate := c.pacingRate()
 	c.pace.refill(now, rate, c.mss)
 	win := c.ctl.window(c.mss)
 	c.accountBusy(now)
@@ -1274,6 +1274,16 @@ func (c *conn) fill(now int64, arena []byte, batch [][]byte) ([][]byte, time.Dur
 		return batch, 0
 	}
 	return batch, c.waitTimers(now)
+}
+
+// pacingRate is the rate control's rate under the stream's cap; fixed's
+// target is the rate for new data, and its repairs go on top. Under mu.
+func (c *conn) pacingRate() uint64 {
+	r := c.ctl.rate(c.srtt, c.mss)
+	if _, ok := c.ctl.(*fixedCtl); ok {
+		return r
+	}
+	return capRate(r, c.target)
 }
 
 // cut makes the next new segment, if the flow window and the data allow.
@@ -1792,7 +1802,7 @@ func (c *conn) Stats() (transport.Stats, error) {
 	if c.closed {
 		return transport.Stats{}, opErr("stats", c, net.ErrClosed)
 	}
-	rate := capRate(c.ctl.rate(c.srtt, c.mss), c.target)
+	rate := c.pacingRate()
 	return transport.Stats{
 		CC:              c.ctl.name(),
 		RTT:             c.srtt,

@@ -139,8 +139,8 @@ func windowRate(w int, srtt time.Duration) uint64 {
 	return uint64(float64(w) * 1.25 / srtt.Seconds())
 }
 
-// fixedCtl is LambdaStream's control: send at the target rate; loss is
-// repaired, not answered, unless a round loses more than the tolerance; a
+// fixedCtl is LambdaStream's control: send new data at the target rate,
+// the repairs on top; loss is repaired, not answered, unless a round loses more than the tolerance; a
 // queueing delay (the round's mean above the lowest round's) above the threshold or a CE mark lowers the rate by an
 // eighth per round, and the rate climbs back by a sixteenth of the target
 // per round once the delay is below half the threshold.
@@ -149,7 +149,11 @@ type fixedCtl struct {
 	target uint64 // bytes/s; 0: unpaced
 	cur    uint64
 	srtt   time.Duration
+	loss   float64 // the share of datagrams repaired, smoothed over rounds
 }
+
+// maxRepairShare bounds what fixed paces on top of its rate for repairs.
+const maxRepairShare = 0.1
 
 func (f *fixedCtl) name() string { return CCFixed }
 
@@ -168,6 +172,9 @@ func (f *fixedCtl) onRound(r round) {
 	q := r.avg - r.base
 	if r.low > 0 {
 		q = r.avg - r.low
+	}
+	if n := r.pkts + r.lost; n > 0 {
+		f.loss += (float64(r.lost)/float64(n) - f.loss) / 8
 	}
 	th := f.t.delayThreshold(r.base)
 	congested := r.ce > 0 || q > th || float64(r.lost) > f.t.lossTolerance()*float64(r.pkts+r.lost)
@@ -191,11 +198,15 @@ func (f *fixedCtl) window(mss int) int {
 	return max(int(3*float64(f.cur)*f.srtt.Seconds()), 1024*mss)
 }
 
+// rate is the current rate for new data, and on top of it what repairs
+// take (the share of datagrams lost of late, up to maxRepairShare), so
+// that random loss, repaired, does not slow the delivery: a transfer on a
+// booking of R delivers R and ends when the booking says.
 func (f *fixedCtl) rate(srtt time.Duration, _ int) uint64 {
 	if f.srtt == 0 {
 		f.srtt = srtt
 	}
-	return f.cur
+	return uint64(float64(f.cur) / (1 - min(f.loss, maxRepairShare)))
 }
 
 // fastCtl runs FAST's window equation (fast.Decide, the same integer

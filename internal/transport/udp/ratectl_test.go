@@ -40,9 +40,9 @@ func TestNewController(t *testing.T) {
 	}
 }
 
-// TestFixed: the rate holds through random loss, drops by an eighth a
-// round on queueing delay, CE marks and heavy loss, and climbs back to the
-// set rate, never above it.
+// TestFixed: the rate for new data holds through random loss (the repairs
+// paced on top), drops by an eighth a round on queueing delay, CE marks
+// and heavy loss, and climbs back to the set rate, never above it.
 func TestFixed(t *testing.T) {
 	const target = 100 << 20
 	base := 20 * time.Millisecond
@@ -66,10 +66,19 @@ func TestFixed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := newController(CCFixed, target, Tuning{})
 			c.onRound(tc.r)
-			if got := c.rate(base, tmss); got != tc.want {
-				t.Errorf("rate after the round = %d, want %d", got, tc.want)
+			if got := c.(*fixedCtl).cur; got != tc.want {
+				t.Errorf("rate for new data after the round = %d, want %d", got, tc.want)
 			}
 		})
+	}
+	// repairs go on top of the rate: with 1% of the datagrams repaired
+	// round after round, new data still goes at the target
+	c0, _ := newController(CCFixed, target, Tuning{})
+	for range 60 {
+		c0.onRound(round{base: base, avg: base, pkts: 990, lost: 10, mss: tmss})
+	}
+	if got, want := c0.rate(base, tmss), float64(target)/0.99; math.Abs(float64(got)-want) > want/1000 {
+		t.Errorf("pacing with 1%% repaired: %d, want %.0f (the target and the repairs)", got, want)
 	}
 	c, _ := newController(CCFixed, target, Tuning{})
 	congested := round{base: base, avg: base + 50*time.Millisecond, pkts: 1000, mss: tmss}
