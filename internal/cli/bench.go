@@ -271,11 +271,6 @@ the datagrams sent per system call.`,
 			if err != nil {
 				return fmt.Errorf("bench: %w", err)
 			}
-			if reverse {
-				if err := fastParamsSent(tuning, "bench --reverse"); err != nil {
-					return fmt.Errorf("bench: %w", err)
-				}
-			}
 			token, err := readToken(t.tokenFile)
 			if err != nil {
 				return fmt.Errorf("bench: %w", err)

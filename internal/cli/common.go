@@ -207,16 +207,6 @@ func (t *tuningFlags) tuning() (mover.Tuning, error) {
 	return tu, nil
 }
 
-// fastParamsSent refuses --fast-alpha and --fast-gamma where the server
-// sends (what): they drive the streams this end sends on and do not cross
-// the wire.
-func fastParamsSent(tu mover.Tuning, what string) error {
-	if tu.FASTAlpha != 0 || tu.FASTGamma != 0 {
-		return fmt.Errorf("--fast-alpha and --fast-gamma drive what this end sends: in %s the server sends, with its own", what)
-	}
-	return nil
-}
-
 // fastParams checks --fast-alpha and --fast-gamma (valid with --transport
 // udp --cc fast) into tu.
 func (t *tuningFlags) fastParams(tu *mover.Tuning) error {

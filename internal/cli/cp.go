@@ -508,9 +508,6 @@ func (o cpFlags) job(args []string) (*cpJob, error) {
 	j := &cpJob{addr: dstRemote.Addr, src: strings.Join(srcArgs, " "), dst: dstArg}
 	j.Direction = mover.Push
 	if !dstIsRemote {
-		if err := fastParamsSent(tuning, "a copy from the server"); err != nil {
-			return nil, err
-		}
 		j.Direction, j.addr = mover.Pull, srcRemotes[0].Addr
 		for _, r := range srcRemotes {
 			if r.Addr != j.addr {

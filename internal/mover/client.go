@@ -67,6 +67,18 @@ func (c *ClientConfig) options(streams int) transport.Options {
 	return o
 }
 
+// serverSends says whether the server sends data in the session a request
+// opens (a pull, a reverse bench or one both ways).
+func serverSends(m wire.Msg) bool {
+	switch m := m.(type) {
+	case *wire.Get:
+		return true
+	case *wire.Bench:
+		return m.Reverse || m.Bidir
+	}
+	return false
+}
+
 // udpData says the session's data connections are UDP streams.
 func (c *ClientConfig) udpData() bool { return c.Tuning.Transport == TransportUDP }
 
@@ -189,14 +201,26 @@ func (c *ClientConfig) connectVersion(ctx context.Context, minVersion uint16, wh
 			return nil, fmt.Errorf("send grant: %w", err)
 		}
 	}
+	request := req(streams)
 	if c.udpData() {
-		// With the request, in one write, as the grant.
-		if err := w.Write(&wire.Transport{Name: TransportUDP}); err != nil {
+		// With the request, in one write, as the grant. FAST's parameters
+		// go along for the streams the server sends on, where its version
+		// carries them.
+		t := &wire.Transport{Name: TransportUDP}
+		if c.Tuning.FASTAlpha != 0 || c.Tuning.FASTGamma != 0 {
+			if r.Version >= wire.VersionFAST {
+				t.FASTAlpha, t.FASTGamma = c.Tuning.FASTAlpha, c.Tuning.FASTGamma
+			} else if serverSends(request) {
+				conn.Close()
+				return nil, refusal(fmt.Sprintf("the server speaks protocol version %d, which does not carry --fast-alpha and --fast-gamma to the streams it sends on (version %d does): upgrade it, or leave them out", r.Version, wire.VersionFAST))
+			}
+		}
+		if err := w.Write(t); err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("send transport: %w", err)
 		}
 	}
-	if err := w.Send(req(streams)); err != nil {
+	if err := w.Send(request); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("send request: %w", err)
 	}
@@ -270,7 +294,7 @@ func (c *ClientConfig) connectVersion(ctx context.Context, minVersion uint16, wh
 }
 
 // ChooseUDPStreams picks a UDP session's stream count: each UDP stream
-// paces itself and holds a 16 MiB window in user space, so fewer streams
+// paces itself and starts with a 16 MiB window in user space, so fewer streams
 // fill a path than TCP needs; enough that each one's share of the
 // bandwidth-delay product fits its window, one at least, two on a short
 // path (both cores busy), eight at most (the server reads every stream

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/cc/fast"
 	"github.com/lightpath/lightpath/internal/transfer/grant"
 	"github.com/lightpath/lightpath/internal/transport"
 	"github.com/lightpath/lightpath/internal/transport/udp"
@@ -102,7 +103,8 @@ type session struct {
 	key     []byte
 	streams int
 	tuning  wire.Tuning
-	udp     bool // the data connections are UDP streams
+	udp     bool        // the data connections are UDP streams
+	fast    fast.Params // the client's FAST parameters for the UDP streams this end sends on (zero: the transport's)
 	joins   chan joined
 	link    *link
 
@@ -337,7 +339,7 @@ func (s *Server) handleJoin(c net.Conn, r *wire.Reader, h wire.Hello, sn [wire.N
 		return
 	}
 	if st := transport.StreamOf(c); st != nil {
-		if err := st.Tune(tuningOptions(ss.tuning, ss.streams)); err != nil {
+		if err := st.Tune(ss.dataOptions()); err != nil {
 			log.Warn("tune data connection", "err", err)
 		}
 	}
@@ -372,6 +374,35 @@ func checkUDPCC(name string) error {
 	return fmt.Errorf("rate control %q: the UDP transport takes %s", name, strings.Join(udp.Names, ", "))
 }
 
+// dataOptions are the options of the session's data connections: its
+// tuning, and over UDP the client's FAST parameters.
+func (ss *session) dataOptions() transport.Options {
+	o := tuningOptions(ss.tuning, ss.streams)
+	if ss.udp {
+		o.FASTAlpha, o.FASTGamma = ss.fast.Alpha, ss.fast.Gamma
+	}
+	return o
+}
+
+// checkFASTParams refuses FAST parameters a client sent out of range; zero
+// ones take the transport's.
+func checkFASTParams(p fast.Params) error {
+	if p == (fast.Params{}) {
+		return nil
+	}
+	q := fast.DefaultParams
+	if p.Alpha != 0 {
+		q.Alpha = p.Alpha
+	}
+	if p.Gamma != 0 {
+		q.Gamma = p.Gamma
+	}
+	if err := q.Check(); err != nil {
+		return fmt.Errorf("fast alpha %d, gamma %s: %w", q.Alpha, fast.GammaString(q.Gamma), err)
+	}
+	return nil
+}
+
 // tuningOptions turns a session's tuning into per-socket options: the rate
 // is shared among the streams.
 func tuningOptions(t wire.Tuning, streams int) transport.Options {
@@ -390,12 +421,14 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	// unread bytes resets the connection, and the reset can overtake the
 	// refusal).
 	var token, trName string
+	var fastP fast.Params
 	if g, ok := m.(*wire.Grant); ok && err == nil {
 		token = g.Token
 		m, err = r.Read()
 	}
 	if t, ok := m.(*wire.Transport); ok && err == nil {
 		trName = t.Name
+		fastP = fast.Params{Alpha: t.FASTAlpha, Gamma: t.FASTGamma}
 		m, err = r.Read()
 	}
 	if err != nil {
@@ -443,6 +476,11 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 			log.Info("request refused", "op", op, "reason", err.Error())
 			return
 		}
+		if err := checkFASTParams(fastP); err != nil {
+			sendError(c, wire.CodeRefused, err.Error())
+			log.Info("request refused", "op", op, "reason", err.Error())
+			return
+		}
 		// The control connection is TCP: the kernel's congestion control
 		// (serve --cc), unpaced; the rate control is the data streams'.
 		ctrlTuning.CC, ctrlTuning.Rate = s.cfg.CC, 0
@@ -460,7 +498,7 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 		}
 	}
 	ss := &session{client: clientHost(c.RemoteAddr()), streams: streams, tuning: tuning, joins: make(chan joined, streams),
-		udp: trName == TransportUDP}
+		udp: trName == TransportUDP, fast: fastP}
 	if s.cfg.Grants != nil {
 		code, err := s.admitGrant(ss, token, m, r.Version)
 		if err != nil {

@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/cc/fast"
 	"github.com/lightpath/lightpath/internal/testcert"
 	"github.com/lightpath/lightpath/internal/transport"
+	"github.com/lightpath/lightpath/internal/wire"
 )
 
 // serveUDP runs a server of cfg on a loopback port, TCP and UDP, until
@@ -302,5 +304,73 @@ func TestUDPFASTParams(t *testing.T) {
 	checkUDPSummary(t, "push", sum, 1)
 	if got, err := os.ReadFile(filepath.Join(root, "in", "a.bin")); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("on the server: %v (%d bytes, want %d)", err, len(got), len(data))
+	}
+}
+
+// TestUDPFASTParamsServer: the client's FAST parameters cross the wire
+// (protocol 8) into the options of the streams the server sends on, so a
+// pull runs under them; with a server of protocol 7 a pull refuses them
+// and a push sends under them all the same; out of range, the server
+// refuses the session.
+func TestUDPFASTParamsServer(t *testing.T) {
+	ss := &session{streams: 2, udp: true, tuning: wire.Tuning{CC: "fast", DSCP: -1}, fast: fast.Params{Alpha: 20, Gamma: 256}}
+	if o := ss.dataOptions(); o.FASTAlpha != 20 || o.FASTGamma != 256 || o.CC != "fast" {
+		t.Errorf("the server's data stream options %+v: want fast with alpha 20, gamma 256", o)
+	}
+	ss.udp = false
+	if o := ss.dataOptions(); o.FASTAlpha != 0 || o.FASTGamma != 0 {
+		t.Errorf("a TCP session's data options %+v carry FAST parameters", o)
+	}
+	for _, p := range []fast.Params{{}, {Alpha: 20}, {Gamma: 256}, {Alpha: 20, Gamma: 1024}} {
+		if err := checkFASTParams(p); err != nil {
+			t.Errorf("%+v refused: %v", p, err)
+		}
+	}
+	if err := checkFASTParams(fast.Params{Alpha: fast.MaxAlpha + 1}); err == nil {
+		t.Error("alpha above the maximum taken")
+	}
+
+	root, local := t.TempDir(), t.TempDir()
+	_, addr := serveUDP(t, ServerConfig{Root: root})
+	data := make([]byte, 1<<20+7)
+	rand.Read(data)
+	if err := os.WriteFile(filepath.Join(root, "a.bin"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tu := Tuning{Transport: TransportUDP, CC: "fast", DSCP: -1, FASTAlpha: 20, FASTGamma: 256}
+	pull := func(cfg ClientConfig, name string) (Summary, error) {
+		dst, err := OpenDest(filepath.Join(local, name), false, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dst.Root.Close()
+		return Copy(context.Background(), Job{Config: cfg, Direction: Pull, Paths: []string{"a.bin"}, Local: dst})
+	}
+	sum, err := pull(ClientConfig{Addr: addr, Streams: 2, BlockSize: 1 << 20, Tuning: tu}, "back.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkUDPSummary(t, "pull", sum, 1)
+	if got, err := os.ReadFile(filepath.Join(local, "back.bin")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("pulled: %v", err)
+	}
+
+	old := ClientConfig{Addr: addr, Streams: 2, BlockSize: 1 << 20, Tuning: tu, maxVersion: wire.VersionUDP}
+	if _, err := pull(old, "old.bin"); err == nil || !strings.Contains(err.Error(), "protocol version 7") {
+		t.Errorf("a pull under FAST parameters from a protocol 7 server: %v, want a refusal naming the version", err)
+	}
+	it, err := OpenSource(filepath.Join(root, "a.bin"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Root.Close()
+	if sum, err := Copy(context.Background(), Job{Config: old, Direction: Push, Source: Source{Items: []SourceItem{it}}, Remote: "pushed.bin"}); err != nil || !sum.Verified {
+		t.Errorf("a push under FAST parameters to a protocol 7 server: %v", err)
+	}
+
+	bad := tu
+	bad.FASTAlpha = fast.MaxAlpha + 1
+	if _, err := pull(ClientConfig{Addr: addr, Streams: 1, BlockSize: 1 << 20, Tuning: bad}, "bad.bin"); err == nil || !strings.Contains(err.Error(), "alpha") {
+		t.Errorf("alpha out of range: %v, want the server's refusal", err)
 	}
 }

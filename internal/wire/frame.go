@@ -15,7 +15,7 @@ var Magic = [4]byte{'L', 'P', 'T', 'H'}
 // MaxVersion]; the server answers with the highest version both speak.
 const (
 	MinVersion uint16 = 1
-	MaxVersion uint16 = 7
+	MaxVersion uint16 = 8
 )
 
 // VersionAlloc is the first version whose files frames may carry each
@@ -48,6 +48,10 @@ const VersionBench uint16 = 6
 // streams), and a side's account may carry each stream's datagrams, send
 // calls and loss repaired (Stats.HasUDP).
 const VersionUDP uint16 = 7
+
+// VersionFAST is the first version in which a Transport may carry the fast
+// rate control's parameters for the streams the server sends on.
+const VersionFAST uint16 = 8
 
 // MaxFrame bounds a control frame's payload. Senders split long lists (the
 // manifest of a large tree) across frames well below it.

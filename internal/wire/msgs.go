@@ -155,17 +155,49 @@ func (m *Grant) decode(d *dec) {
 // is not TCP ("udp"), sent by the client after the hello and token
 // exchange (and the grant) and before its request, from version
 // VersionUDP on. A server that cannot carry it refuses the request.
-type Transport struct{ Name string }
+// FASTAlpha and FASTGamma, when either is set (version VersionFAST and
+// later: a tail an older server would refuse, so a client sends it only
+// when the version agreed allows), are the fast rate control's alpha
+// (packets) and gamma (1/1024ths) for the streams the server sends on;
+// zero takes the server's own.
+type Transport struct {
+	Name                 string
+	FASTAlpha, FASTGamma uint32
+}
 
 // maxTransportName bounds a transport's name.
 const maxTransportName = 16
 
-func (m *Transport) Type() Type      { return TTransport }
-func (m *Transport) appendTo(e *enc) { e.str(m.Name) }
+// Bounds of a Transport's FAST parameters: the server checks them
+// further (internal/cc/fast).
+const (
+	maxFASTAlpha = 1 << 20
+	maxFASTGamma = 1024
+)
+
+func (m *Transport) Type() Type { return TTransport }
+func (m *Transport) appendTo(e *enc) {
+	e.str(m.Name)
+	if m.FASTAlpha != 0 || m.FASTGamma != 0 {
+		e.uv(uint64(m.FASTAlpha))
+		e.uv(uint64(m.FASTGamma))
+	}
+}
 func (m *Transport) decode(d *dec) {
 	m.Name = d.str("transport")
 	if d.err == nil && (m.Name == "" || len(m.Name) > maxTransportName) {
 		d.err = malformed("transport name of %d bytes: want 1..%d", len(m.Name), maxTransportName)
+	}
+	if d.err != nil || len(d.b) == 0 {
+		return
+	}
+	a, g := d.uv("fast alpha"), d.uv("fast gamma")
+	switch {
+	case d.err != nil:
+	case a > maxFASTAlpha || g > maxFASTGamma || a == 0 && g == 0:
+		d.err = malformed("fast alpha %d, gamma %d: want at most %d and %d, one of them set", a, g, maxFASTAlpha, maxFASTGamma)
+	default:
+		m.FASTAlpha, m.FASTGamma = uint32(a), uint32(g)
 	}
 }
 

@@ -70,6 +70,7 @@ func sampleMsgs() []Msg {
 		&Bench{Tuning: tun, Streams: 1, Duration: 1e9, Reverse: true, File: "data/big.bin"},
 		&Bench{Tuning: tun, Streams: 1, Duration: 1e9, Reverse: true, File: "f", Direct: true},
 		&Transport{Name: "udp"},
+		&Transport{Name: "udp", FASTAlpha: 50, FASTGamma: 256},
 		&Done{Stats: stUDP},
 		&BenchDone{Stats: stUDP},
 		&Done{Stats: Stats{Bytes: 1, HasCC: true, HasWire: true, HasUDP: true}},
