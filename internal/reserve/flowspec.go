@@ -92,16 +92,39 @@ type Flow struct {
 	// connections between the same addresses and ports are not steered.
 	ByUID bool
 	UID   uint32
+	// Cgroup, when set, narrows the flow to the packets of sockets created
+	// in that cgroup (or one below it) on the from node: a path under the
+	// cgroup2 hierarchy's root, without a leading slash
+	// ("lightpath/run-42"), as `lightpath run` makes one per command.
+	Cgroup string
 }
 
+// MaxCgroupPath bounds a flow's cgroup path.
+const MaxCgroupPath = 255
+
 // String prints f in canonical form, such as "tcp 198.18.1.2 > 198.18.2.2:7070"
-// or "tcp 198.18.1.2 > 198.18.2.2:7070 uid 1000".
+// or "tcp 198.18.1.2 > 198.18.2.2:7070 uid 1000 cgroup lightpath/run-42".
 func (f Flow) String() string {
 	s := string(f.Proto) + " " + f.Src.String() + " > " + f.Dst.String()
 	if f.ByUID {
 		s += " uid " + strconv.FormatUint(uint64(f.UID), 10)
 	}
+	if f.Cgroup != "" {
+		s += " cgroup " + f.Cgroup
+	}
 	return s
+}
+
+// cgroupsOverlap reports whether a socket could be in both cgroups (one
+// holds the other, or either is every cgroup).
+func cgroupsOverlap(a, b string) bool {
+	if a == "" || b == "" || a == b {
+		return true
+	}
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	return strings.HasPrefix(b, a+"/")
 }
 
 // overlaps reports whether a packet could match both f and o.
@@ -110,6 +133,9 @@ func (f Flow) overlaps(o Flow) bool {
 		return false
 	}
 	if f.ByUID && o.ByUID && f.UID != o.UID {
+		return false
+	}
+	if !cgroupsOverlap(f.Cgroup, o.Cgroup) {
 		return false
 	}
 	return f.Src.Prefix.Overlaps(o.Src.Prefix) && f.Dst.Prefix.Overlaps(o.Dst.Prefix) &&
@@ -127,7 +153,7 @@ type FlowSpec struct {
 // ParseFlowSpec parses a flow spec:
 //
 //	spec     = flow { "," flow }
-//	flow     = proto SP endpoint ">" endpoint [ SP "uid" SP number ]
+//	flow     = proto SP endpoint ">" endpoint [ SP "uid" SP number ] [ SP "cgroup" SP path ]
 //	proto    = "tcp" | "udp" | "any"            (any case; "any" takes no ports)
 //	endpoint = addr [ ":" ports ]               (IPv4)
 //	         | addr6                            (IPv6 without ports)
@@ -135,6 +161,10 @@ type FlowSpec struct {
 //	addr     = an address, or a prefix with no host bits set (198.18.1.0/24)
 //	ports    = port [ "-" port ]                (1-65535, low to high)
 //	number   = a local user id, 0 to 4294967294 (the sender's, on the from node)
+//	path     = a cgroup under the cgroup2 root, on the from node: names of
+//	           letters, digits, '.', '_', '-', '@' and ':' joined by '/'
+//	           (a leading '/' is dropped; no '.' or '..' names), at most
+//	           255 bytes
 //
 // Spaces may surround every token. Source and destination must be of the
 // same address family, and a flow may not be listed twice. Errors are
@@ -405,24 +435,45 @@ func (p *fsParser) flow(start, end int) (Flow, error) {
 	if dstEnd == m { // a second '>'
 		return Flow{}, p.fail(m, "the destination address after '>'", s[m:fsToken(s, m+1, end, 0)])
 	}
-	if rest := fsSkipSpace(s, dstEnd, end); rest != end {
+	// The options: "uid N", then "cgroup PATH", each at most once.
+	for rest := fsSkipSpace(s, dstEnd, end); rest != end; {
 		kw := fsToken(s, rest, end, 0)
-		if !strings.EqualFold(s[rest:kw], "uid") {
-			return Flow{}, p.fail(rest, "',', \"uid N\" or the end of the spec after the destination", s[rest:fsToken(s, rest+1, end, 0)])
+		word := strings.ToLower(s[rest:kw])
+		switch {
+		case word == "uid" && !f.ByUID && f.Cgroup == "":
+		case word == "cgroup" && f.Cgroup == "":
+		default:
+			want := "',', \"uid N\", \"cgroup PATH\" or the end of the spec after the destination"
+			switch {
+			case f.Cgroup != "":
+				want = "',' or the end of the spec after the cgroup"
+			case f.ByUID:
+				want = "',', \"cgroup PATH\" or the end of the spec after the user id"
+			}
+			return Flow{}, p.fail(rest, want, s[rest:fsToken(s, rest+1, end, 0)])
 		}
 		n := fsSkipSpace(s, kw, end)
-		if n == kw || n == end {
-			return Flow{}, p.fail(n, "a space and a user id after \"uid\"", "")
-		}
 		ne := fsToken(s, n, end, 0)
-		uid, err := strconv.ParseUint(s[n:ne], 10, 32)
-		if err != nil || uid == math.MaxUint32 {
-			return Flow{}, p.fail(n, "a user id from 0 to 4294967294", s[n:ne])
+		if word == "uid" {
+			if n == kw || n == end {
+				return Flow{}, p.fail(n, "a space and a user id after \"uid\"", "")
+			}
+			uid, err := strconv.ParseUint(s[n:ne], 10, 32)
+			if err != nil || uid == math.MaxUint32 {
+				return Flow{}, p.fail(n, "a user id from 0 to 4294967294", s[n:ne])
+			}
+			f.ByUID, f.UID = true, uint32(uid)
+		} else {
+			if n == kw || n == end {
+				return Flow{}, p.fail(n, "a space and a cgroup path after \"cgroup\"", "")
+			}
+			cg, at, ok := cleanCgroup(s[n:ne])
+			if !ok {
+				return Flow{}, p.fail(n+at, "a cgroup path: names of letters, digits, '.', '_', '-', '@' and ':' joined by '/' (no '.' or '..'), at most 255 bytes", s[n:ne])
+			}
+			f.Cgroup = cg
 		}
-		if after := fsSkipSpace(s, ne, end); after != end {
-			return Flow{}, p.fail(after, "',' or the end of the spec after the user id", s[after:fsToken(s, after+1, end, 0)])
-		}
-		f.ByUID, f.UID = true, uint32(uid)
+		rest = fsSkipSpace(s, ne, end)
 	}
 	if f.Dst, err = p.endpoint(m, dstEnd, f.Proto); err != nil {
 		return Flow{}, err
@@ -435,6 +486,34 @@ func (p *fsParser) flow(start, end int) (Flow, error) {
 		return Flow{}, p.fail(m, fam, s[m:dstEnd])
 	}
 	return f, nil
+}
+
+// cleanCgroup checks a flow's cgroup path and drops a leading '/'; when
+// it is not one, at is the offset of what is wrong.
+func cleanCgroup(p string) (cg string, at int, ok bool) {
+	start := 0
+	if strings.HasPrefix(p, "/") {
+		start = 1
+	}
+	cg = p[start:]
+	if cg == "" || len(cg) > MaxCgroupPath {
+		return "", 0, false
+	}
+	name := start
+	for i := start; i <= len(p); i++ {
+		if i == len(p) || p[i] == '/' {
+			if n := p[name:i]; n == "" || n == "." || n == ".." {
+				return "", name, false
+			}
+			name = i + 1
+			continue
+		}
+		c := p[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("._-@:", c) >= 0) {
+			return "", i, false
+		}
+	}
+	return cg, 0, true
 }
 
 // endpoint parses the endpoint in p.in[i:end] (no spaces inside).

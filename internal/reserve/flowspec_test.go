@@ -15,6 +15,8 @@ func TestParseFlowSpec(t *testing.T) {
 	}{
 		{"tcp 198.18.1.2 > 198.18.2.2:7070", "tcp 198.18.1.2 > 198.18.2.2:7070"},
 		{"tcp 198.18.1.2 > 198.18.2.2:7070 uid 1000", "tcp 198.18.1.2 > 198.18.2.2:7070 uid 1000"},
+		{"tcp 198.18.1.2 > 198.18.2.2:7070 cgroup lightpath/run-42", "tcp 198.18.1.2 > 198.18.2.2:7070 cgroup lightpath/run-42"},
+		{"tcp 198.18.1.2 > 198.18.2.2 uid 7  CGROUP\t/a.b/c_d-e@f:g , any 198.18.1.2 > 198.18.2.2 cgroup x", "tcp 198.18.1.2 > 198.18.2.2 uid 7 cgroup a.b/c_d-e@f:g, any 198.18.1.2 > 198.18.2.2 cgroup x"},
 		{"tcp 198.18.1.2 > 198.18.2.2:7070  UID\t0 , udp 198.18.1.2 > 198.18.2.2", "tcp 198.18.1.2 > 198.18.2.2:7070 uid 0, udp 198.18.1.2 > 198.18.2.2"},
 		{"TCP   198.18.1.2>198.18.2.2:7070", "tcp 198.18.1.2 > 198.18.2.2:7070"},
 		{"\ttcp\t198.18.1.2\t>\t198.18.2.2:7070\t", "tcp 198.18.1.2 > 198.18.2.2:7070"},
@@ -87,12 +89,20 @@ func TestParseFlowSpecErrors(t *testing.T) {
 		{"tcp 198.18.1.2 >", 17, "destination"},
 		{"tcp 198.18.1.2 >   ", 20, "destination"},
 		{"tcp 198.18.1.2 > > 198.18.2.2", 18, "destination"},
-		{"tcp 198.18.1.2 > 198.18.2.2 extra", 29, "\"uid N\" or the end"},
+		{"tcp 198.18.1.2 > 198.18.2.2 extra", 29, "\"cgroup PATH\" or the end"},
 		{"tcp 198.18.1.2 > 198.18.2.2 uid", 32, "a user id after"},
 		{"tcp 198.18.1.2 > 198.18.2.2 uid x", 33, "a user id from 0"},
 		{"tcp 198.18.1.2 > 198.18.2.2 uid 4294967295", 33, "a user id from 0"},
 		{"tcp 198.18.1.2 > 198.18.2.2 uid 5 6", 35, "after the user id"},
-		{"tcp 198.18.1.2 > 198.18.2.2 > 198.18.3.3", 29, "\"uid N\" or the end"},
+		{"tcp 198.18.1.2 > 198.18.2.2 > 198.18.3.3", 29, "\"cgroup PATH\" or the end"},
+		{"tcp 198.18.1.2 > 198.18.2.2 cgroup", 35, "a cgroup path after"},
+		{"tcp 198.18.1.2 > 198.18.2.2 cgroup /", 36, "a cgroup path:"},
+		{"tcp 198.18.1.2 > 198.18.2.2 cgroup a/../b", 38, "a cgroup path:"},
+		{"tcp 198.18.1.2 > 198.18.2.2 cgroup a//b", 38, "a cgroup path:"},
+		{"tcp 198.18.1.2 > 198.18.2.2 cgroup a*b", 37, "a cgroup path:"},
+		{"tcp 198.18.1.2 > 198.18.2.2 cgroup a cgroup b", 38, "after the cgroup"},
+		{"tcp 198.18.1.2 > 198.18.2.2 cgroup a uid 1", 38, "after the cgroup"},
+		{"tcp 198.18.1.2 > 198.18.2.2 uid 1 uid 2", 35, "\"cgroup PATH\" or the end of the spec after the user id"},
 		{"tcp 198.18.1.2 > 198.18.2.2,", 29, "a flow"},
 		{"tcp 198.18.1.2 > 198.18.2.2,, tcp 198.18.1.2 > 198.18.2.3", 29, "a flow"},
 		{"tcp 198.18.1 > 198.18.2.2", 5, "address or prefix"},
@@ -124,7 +134,7 @@ func TestParseFlowSpecErrors(t *testing.T) {
 		{"tcp ::ffff:198.18.1.0/120 > 198.18.2.2", 5, "IPv4-mapped"},
 		{"tcp 198.18.1.2 > 198.18.2.2, tcp 198.18.1.2  >  198.18.2.2", 30, "each flow once (this repeats flow 1)"},
 		{tooMany, len(tooMany) - len("tcp 198.18.1.2 > 198.18.2.2:65") + 1, "at most 64 flows"},
-		{"tcp 198.18.1.2 > 198.18.2.2 \x00", 29, "\"uid N\" or the end"},
+		{"tcp 198.18.1.2 > 198.18.2.2 \x00", 29, "\"cgroup PATH\" or the end"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			fs, err := ParseFlowSpec(tc.in)
@@ -200,6 +210,10 @@ func TestFlowSpecOverlaps(t *testing.T) {
 		{"tcp 198.18.1.2:5000 > 198.18.2.2", "tcp 198.18.1.2:5001 > 198.18.2.2", false},
 		{"tcp 198.18.1.2 > 198.18.2.2", "tcp 2001:2::1 > 2001:2::2", false},
 		{"tcp 198.18.1.2 > 198.18.2.2, udp 198.18.1.2 > 198.18.2.2:53", "udp 198.18.1.0/24:1000 > 198.18.2.2", true},
+		{"tcp 198.18.1.2 > 198.18.2.2 cgroup a", "tcp 198.18.1.2 > 198.18.2.2 cgroup a/b", true},
+		{"tcp 198.18.1.2 > 198.18.2.2 cgroup a", "tcp 198.18.1.2 > 198.18.2.2", true},
+		{"tcp 198.18.1.2 > 198.18.2.2 cgroup a", "tcp 198.18.1.2 > 198.18.2.2 cgroup ab", false},
+		{"tcp 198.18.1.2 > 198.18.2.2 cgroup a/b", "tcp 198.18.1.2 > 198.18.2.2 cgroup a/c", false},
 	} {
 		t.Run(tc.a+" ~ "+tc.b, func(t *testing.T) {
 			a, err1 := ParseFlowSpec(tc.a)
@@ -254,6 +268,7 @@ func FuzzParseFlowSpec(f *testing.F) {
 		"tcp 198.18.1.2 > 198.18.2.2:7070",
 		"tcp 198.18.1.2 > 198.18.2.2:7070 uid 1000, udp 198.18.1.2 > 198.18.2.2 UID 0",
 		"tcp 1.2.3.4 > 5.6.7.8 uid 4294967295",
+		"tcp 1.2.3.4 > 5.6.7.8 uid 1 cgroup /lightpath/run-1, udp 1.2.3.4 > 5.6.7.8 cgroup a/../b",
 		"udp 198.18.1.0/24:7000-7010 > 198.18.2.0/24, any 198.18.1.2 > 198.18.2.2",
 		"tcp [2001:2::/64]:5000-5001 > 2001:2:0:1::2",
 		"TCP 2001:2::1 > [2001:2::2]:1",
