@@ -1,7 +1,8 @@
 // Package agent is Lightpath's node agent: it runs in one node's network
 // namespace, registers with the controller and keeps a lease, and makes
 // the node's kernel hold exactly its part of the live reservations that
-// cross it (rate classes, DSCP marking, policy routing, MSS clamping):
+// cross it (rate classes, DSCP marking by flow, user or cgroup, policy
+// routing, routes that carry the reserved path's MTU on the end hosts):
 // computed as a plan (plan.go, pure), compared with what the kernel holds
 // (Fetch) and mended (Apply), then reported to the controller.
 package agent
@@ -185,6 +186,10 @@ func (a *agent) reconcile(ctx context.Context) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("read the links: %w", err)
 	}
 	want = WithoutDown(want, down)
+	want, cgErrs := WithCgroups(want)
+	for dscp, err := range cgErrs {
+		a.cfg.Log.Warn("marking by cgroup", "dscp", dscp, "err", err)
+	}
 	a.reportLinks(ctx, down)
 	have, err := Fetch(a.nsFd, a.devs)
 	if err != nil {
@@ -206,7 +211,11 @@ func (a *agent) reconcile(ctx context.Context) (time.Time, error) {
 				next = t
 			}
 		}
-		a.report(ctx, r, now, applyErr)
+		err := applyErr
+		if e := cgErrs[r.DSCP]; e != nil && r.From == a.cfg.Node {
+			err = errors.Join(err, e)
+		}
+		a.report(ctx, r, now, err)
 	}
 	return next, nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -32,8 +33,13 @@ var nftChains = map[string]*nftables.Chain{
 	ChainMark:     {Name: ChainMark, Table: nftTable, Type: nftables.ChainTypeFilter, Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityRef(-150)},
 	ChainSteerOut: {Name: ChainSteerOut, Table: nftTable, Type: nftables.ChainTypeRoute, Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityRef(-140)},
 	ChainSteerIn:  {Name: ChainSteerIn, Table: nftTable, Type: nftables.ChainTypeFilter, Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityRef(-150)},
-	ChainClamp:    {Name: ChainClamp, Table: nftTable, Type: nftables.ChainTypeFilter, Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityRef(-130)},
 }
+
+// retiredChains are chains of the agent's table that earlier versions
+// used: "clamp" set the MSS of steered SYNs, before end hosts' routes
+// carried the reserved path's MTU. An upgraded agent finds their rules
+// stale and removes them, then the chains.
+var retiredChains = []string{"clamp"}
 
 // Fetch reads the agent-owned objects from the kernel of the namespace
 // behind nsFd: htb classes from 1:100 up and their filters on devs, the
@@ -61,7 +67,7 @@ func Fetch(nsFd int, devs []string) (Plan, error) {
 		for _, c := range cs {
 			hc, ok := c.(*netlink.HtbClass)
 			if maj, minor := netlink.MajorMinor(c.Attrs().Handle); ok && maj == 1 && minor >= topology.ClassBase {
-				p.Classes = append(p.Classes, Class{Dev: dev, Minor: minor, Rate: hc.Rate * 8, Ceil: hc.Ceil * 8})
+				p.Classes = append(p.Classes, Class{Dev: dev, Minor: minor, Rate: hc.Rate * 8, Ceil: hc.Ceil * 8, Prio: hc.Prio})
 			}
 		}
 		fs, err := h.FilterList(link, topology.HTBRoot)
@@ -100,7 +106,7 @@ func Fetch(nsFd int, devs []string) (Plan, error) {
 		}
 		for _, r := range rules {
 			if r.Priority >= topology.RulePrio && r.Priority < topology.RulePrio+64 {
-				p.Rules = append(p.Rules, IPRule{IPv6: fam == netlink.FAMILY_V6, Priority: r.Priority, Mark: r.Mark, Table: r.Table})
+				p.Rules = append(p.Rules, ipRule(r, fam == netlink.FAMILY_V6))
 			}
 		}
 		routes, err := h.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
@@ -111,7 +117,7 @@ func Fetch(nsFd int, devs []string) (Plan, error) {
 			if r.Table < topology.TableBase || r.Table >= topology.TableBase+64 || r.Dst == nil {
 				continue
 			}
-			x := Route{Table: r.Table, Dev: names[r.LinkIndex]}
+			x := Route{Table: r.Table, Dev: names[r.LinkIndex], MTU: r.MTU}
 			if a, ok := netip.AddrFromSlice(r.Dst.IP); ok {
 				ones, _ := r.Dst.Mask.Size()
 				x.Dst = netip.PrefixFrom(a.Unmap(), ones)
@@ -164,6 +170,9 @@ func fetchNft(c *nftables.Conn) (bool, []NftRule, error) {
 		for _, r := range rules {
 			comment, _ := userdata.GetString(r.UserData, userdata.TypeComment)
 			x, err := parseTag(comment)
+			if err == nil && x.Flow.Cgroup != "" {
+				x.CgroupID = cgroupIDOf(r.Exprs)
+			}
 			if k := marshalExprs(r.Exprs); err != nil || x.Chain != ch.Name || k == nil || !bytes.Equal(k, marshalExprs(ruleExprs(x))) {
 				x = NftRule{Chain: ch.Name, Stale: true}
 			}
@@ -299,7 +308,7 @@ func pruneChains(c *nftables.Conn) error {
 	n := 0
 	for _, ch := range chains {
 		if ch.Table.Name == NftTable && !used[ch.Name] {
-			if _, ours := nftChains[ch.Name]; ours {
+			if _, ours := nftChains[ch.Name]; ours || slices.Contains(retiredChains, ch.Name) {
 				c.DelChain(ch)
 				n++
 			}
@@ -374,7 +383,7 @@ func nlClass(c Class, ifindex int) *netlink.HtbClass {
 	burst := func(r uint64) uint32 { return uint32(min(max(r/8/200, 128<<10), 64<<20)) }
 	quantum := uint32(min(max(c.Rate/8/1000, 18000), 200_000))
 	return netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: ifindex, Parent: topology.HTBLink, Handle: netlink.MakeHandle(1, c.Minor)},
-		netlink.HtbClassAttrs{Rate: c.Rate, Ceil: c.Ceil, Quantum: quantum, Buffer: burst(c.Rate), Cbuffer: burst(c.Ceil)})
+		netlink.HtbClassAttrs{Rate: c.Rate, Ceil: c.Ceil, Prio: c.Prio, Quantum: quantum, Buffer: burst(c.Rate), Cbuffer: burst(c.Ceil)})
 }
 
 // delFilter removes the whole priority of f, which only the agent uses.
@@ -397,8 +406,11 @@ func nlFilter(f Filter, ifindex int) *netlink.U32 {
 }
 
 func nlRoute(r Route, ifindex int) *netlink.Route {
-	return &netlink.Route{Table: r.Table, LinkIndex: ifindex, Gw: r.Via.AsSlice(),
-		Dst: &net.IPNet{IP: r.Dst.Addr().AsSlice(), Mask: net.CIDRMask(r.Dst.Bits(), r.Dst.Addr().BitLen())}}
+	return &netlink.Route{Table: r.Table, LinkIndex: ifindex, Gw: r.Via.AsSlice(), MTU: r.MTU, Dst: ipNet(r.Dst)}
+}
+
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
 func nlRule(r IPRule) *netlink.Rule {
@@ -406,6 +418,40 @@ func nlRule(r IPRule) *netlink.Rule {
 	x.Family, x.Priority, x.Mark, x.Table = netlink.FAMILY_V4, r.Priority, r.Mark, r.Table
 	if r.IPv6 {
 		x.Family = netlink.FAMILY_V6
+	}
+	if r.Dst.IsValid() {
+		x.Dst = ipNet(r.Dst)
+	}
+	x.IPProto = int(r.Proto)
+	if !r.DPort.IsZero() {
+		x.Dport = netlink.NewRulePortRange(r.DPort.Lo, r.DPort.Hi)
+	}
+	if !r.SPort.IsZero() {
+		x.Sport = netlink.NewRulePortRange(r.SPort.Lo, r.SPort.Hi)
+	}
+	if r.ByUID {
+		x.UIDRange = netlink.NewRuleUIDRange(r.UID, r.UID)
+	}
+	return x
+}
+
+// ipRule is the IPRule of a rule the kernel holds.
+func ipRule(r netlink.Rule, v6 bool) IPRule {
+	x := IPRule{IPv6: v6, Priority: r.Priority, Mark: r.Mark, Proto: uint8(r.IPProto), Table: r.Table}
+	if r.Dst != nil {
+		if a, ok := netip.AddrFromSlice(r.Dst.IP); ok {
+			ones, _ := r.Dst.Mask.Size()
+			x.Dst = netip.PrefixFrom(a.Unmap(), ones)
+		}
+	}
+	if r.Dport != nil {
+		x.DPort = reserve.PortRange{Lo: r.Dport.Start, Hi: r.Dport.End}
+	}
+	if r.Sport != nil {
+		x.SPort = reserve.PortRange{Lo: r.Sport.Start, Hi: r.Sport.End}
+	}
+	if r.UIDRange != nil {
+		x.ByUID, x.UID = true, r.UIDRange.Start // one user: the only range the agent writes
 	}
 	return x
 }
@@ -456,6 +502,13 @@ func ruleExprs(r NftRule) []expr.Any {
 		// sends, which is where marks by user are put (the output hook).
 		e = append(e, &expr.Meta{Key: expr.MetaKeySKUID, Register: 1}, eq(binaryutil.NativeEndian.PutUint32(r.Flow.UID)))
 	}
+	if r.Flow.Cgroup != "" {
+		// nft's "socket cgroupv2 level N PATH": the sending socket's
+		// cgroup, or its ancestor at the path's depth, is the one with the
+		// id resolved by WithCgroups (a cgroup's id is its inode number).
+		e = append(e, &expr.Socket{Key: expr.SocketKeyCgroupv2, Level: uint32(cgroupLevel(r.Flow.Cgroup)), Register: 1},
+			eq(binaryutil.NativeEndian.PutUint64(r.CgroupID)))
+	}
 	// DSCP: the top six bits of IPv4's second byte, or bits 4-9 of IPv6's
 	// first two bytes.
 	dscpOf := func(d uint8) []byte {
@@ -477,10 +530,6 @@ func ruleExprs(r NftRule) []expr.Any {
 	if r.DSCP != 0 {
 		e = append(e, dscpLoad(), and(dscpMask), eq(dscpOf(r.DSCP)))
 	}
-	if r.SYN {
-		e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, eq([]byte{unix.IPPROTO_TCP}),
-			load(th, 13, 1), and([]byte{0x02}), &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{0}})
-	}
 	switch {
 	case r.SetDSCP != 0:
 		// Rewritten as a whole 16-bit word, as nft(8) does: the kernel
@@ -496,9 +545,6 @@ func ruleExprs(r NftRule) []expr.Any {
 	case r.SetMark != 0:
 		e = append(e, &expr.Immediate{Register: 1, Data: binaryutil.NativeEndian.PutUint32(r.SetMark)},
 			&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1})
-	case r.SetMSS != 0:
-		e = append(e, &expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(r.SetMSS)},
-			&expr.Exthdr{Op: expr.ExthdrOpTcpopt, Type: 2, Offset: 2, Len: 2, SourceRegister: 1})
 	}
 	return e
 }

@@ -26,11 +26,18 @@ const (
 // a chain never matters and the hooks run in a fixed order: marking (which
 // sets the DSCP) before steering (which reads it).
 const (
-	ChainMark     = "mark"      // route, output, -150: set the DSCP of a flow's packets
+	ChainMark     = "mark"      // filter, output, -150: set the DSCP of a flow's packets
 	ChainSteerOut = "steer-out" // route, output, -140: DSCP → firewall mark, local packets
 	ChainSteerIn  = "steer-in"  // filter, prerouting, -150: DSCP → firewall mark, forwarded packets
-	ChainClamp    = "clamp"     // filter, output, -130: MSS of SYNs
 )
+
+// ClassPrio is the htb priority of every reservation class. The testbed's
+// default class 1:2, which carries the traffic that holds no reservation,
+// keeps priority 0: htb serves every class its rate first, then lends
+// spare capacity to the classes of the lowest priority number, so what is
+// left goes to unreserved traffic before reservations borrow beyond their
+// rate.
+const ClassPrio = 1
 
 // Plan is what one node's kernel holds of the agent's: a plain value that
 // Desired computes, Fetch reads back and Diff compares. Every list is
@@ -51,6 +58,7 @@ type Class struct {
 	Minor uint16 // topology.ClassBase + DSCP
 	Rate  uint64 // bits/s guaranteed (a multiple of 8: the kernel keeps bytes)
 	Ceil  uint64 // bits/s it may borrow up to: the link rate
+	Prio  uint32 // htb priority when borrowing: ClassPrio
 }
 
 // Filter is a u32 filter on root 1: that sends packets whose DSCP matches
@@ -71,28 +79,49 @@ type Route struct {
 	Dst   netip.Prefix
 	Via   netip.Addr
 	Dev   string
+	// MTU, on an end host's route to the far end, is the reserved path's
+	// (0: the device's). TCP takes its MSS from it, so connections the
+	// host's rules steer here send segments as large as the path carries.
+	MTU int
 }
 
-// IPRule sends packets with the reservation's firewall mark to its table.
+// IPRule sends the packets (or route lookups) it matches to a
+// reservation's table: those with its firewall mark, and on an end host
+// those of a flow's selectors, which a socket's own route lookup matches.
+// Zero fields match anything.
 type IPRule struct {
 	IPv6     bool
 	Priority int
-	Mark     uint32
+	Mark     uint32       // fwmark
+	Dst      netip.Prefix // to PREFIX
+	Proto    uint8        // ipproto (IPPROTO_TCP, IPPROTO_UDP)
+	DPort    reserve.PortRange
+	SPort    reserve.PortRange
+	ByUID    bool // uidrange UID-UID
+	UID      uint32
 	Table    int
 }
+
+// IP protocol numbers of IPRule.Proto.
+const (
+	protoTCP = 6
+	protoUDP = 17
+)
 
 // NftRule is one rule of the agent's table: a match and one action.
 type NftRule struct {
 	Chain string
 	IPv6  bool
 	// Flow matches protocol, addresses and ports (zero: any packet).
-	Flow reserve.Flow
-	DSCP uint8 // match this DSCP (0: any)
-	SYN  bool  // match TCP SYNs only
+	// A flow with a cgroup matches the sockets of that cgroup (or one
+	// below it) by its id, CgroupID, which is the kernel's: Desired leaves
+	// it 0, WithCgroups sets it, Fetch reads it from the rule.
+	Flow     reserve.Flow
+	CgroupID uint64
+	DSCP     uint8 // match this DSCP (0: any)
 	// The action: exactly one is set.
 	SetDSCP uint8
 	SetMark uint32
-	SetMSS  uint16
 	// Stale marks a rule Fetch found in the agent's table but could not
 	// recognise (no tag of the agent's, or expressions that differ from
 	// what the tag describes): never desired, so Diff removes it.
@@ -202,21 +231,37 @@ func (p *Plan) addReservation(t *topology.Topology, node string, r reserve.Reser
 		end, _ := h.link.End(node)
 		ceil := h.link.Params.Rate / 8 * 8
 		rate := min(r.Bandwidth/8*8, ceil)
-		p.Classes = append(p.Classes, Class{Dev: end.Dev, Minor: minor, Rate: rate, Ceil: ceil})
+		p.Classes = append(p.Classes, Class{Dev: end.Dev, Minor: minor, Rate: rate, Ceil: ceil, Prio: ClassPrio})
 		p.Filters = append(p.Filters,
 			Filter{Dev: end.Dev, Prio: topology.FilterPrio4 + uint16(r.DSCP), Minor: minor, Val: uint32(r.DSCP) << 18, Mask: 0x00fc0000},
 			Filter{Dev: end.Dev, IPv6: true, Prio: topology.FilterPrio6 + uint16(r.DSCP), Minor: minor, Val: uint32(r.DSCP) << 22, Mask: 0x0fc00000})
 	}
-	if err := p.addSteer(t, node, r.DSCP, fwd, r.From, r.To); err != nil {
+	// The route of an end host to the far end carries the reserved path's
+	// MTU; while the reservation is degraded (a link of its path down, or
+	// an agent on it gone), the smaller of that and the routed path's, so
+	// no segment is ever larger than the path the packets may take.
+	mtu := pathMTU(fwd)
+	if r.Degraded {
+		mtu = min(mtu, routedMTU(t, r.From, r.To), routedMTU(t, r.To, r.From))
+	}
+	var selFwd, selRev []IPRule
+	for _, f := range r.FlowSpec.Flows {
+		// A flow of one cgroup is steered on the from node by the mark
+		// its sockets carry: an ip rule cannot match a cgroup.
+		if f.Cgroup == "" {
+			selFwd = append(selFwd, selector(f.Dst, f.Src, f.Proto, f.ByUID, f.UID))
+		}
+		selRev = append(selRev, selector(f.Src, f.Dst, f.Proto, false, 0))
+	}
+	if err := p.addSteer(t, node, r.DSCP, fwd, r.From, r.To, mtu, selFwd); err != nil {
 		return err
 	}
-	if err := p.addSteer(t, node, r.DSCP, rev, r.To, r.From); err != nil {
+	if err := p.addSteer(t, node, r.DSCP, rev, r.To, r.From, mtu, selRev); err != nil {
 		return err
 	}
 	if node != r.From && node != r.To {
 		return nil
 	}
-	mss4, mss6 := clampMSS(t, r, fwd)
 	for _, f := range r.FlowSpec.Flows {
 		m := f
 		if node == r.To {
@@ -224,26 +269,64 @@ func (p *Plan) addReservation(t *topology.Topology, node string, r reserve.Reser
 		}
 		v6 := m.Src.Prefix.Addr().Is6()
 		p.Nft = append(p.Nft, NftRule{Chain: ChainMark, IPv6: v6, Flow: m, SetDSCP: r.DSCP})
-		if f.Proto == reserve.ProtoUDP {
-			continue
-		}
-		c := NftRule{Chain: ChainClamp, IPv6: v6, Flow: m, SYN: true, SetMSS: mss4}
-		c.Flow.Proto = reserve.ProtoTCP
-		// The clamp is for every SYN of these connections, both ways:
-		// whoever sends it.
-		c.Flow.ByUID, c.Flow.UID = false, 0
-		if v6 {
-			c.SetMSS = mss6
-		}
-		p.Nft = append(p.Nft, c)
 	}
 	return nil
 }
 
+// selector is the ip rule that a socket's own route lookup for the
+// packets from src to dst matches: destination, protocol, ports and the
+// sending user. The source address is left out: a socket not bound to one
+// looks its route up without it.
+func selector(dst, src reserve.FlowEndpoint, proto reserve.Protocol, byUID bool, uid uint32) IPRule {
+	r := IPRule{IPv6: dst.Prefix.Addr().Is6(), Dst: dst.Prefix.Masked(), DPort: dst.Ports, SPort: src.Ports, ByUID: byUID, UID: uid}
+	switch proto {
+	case reserve.ProtoTCP:
+		r.Proto = protoTCP
+	case reserve.ProtoUDP:
+		r.Proto = protoUDP
+	}
+	return r
+}
+
+// cgroupLevel is the depth of a cgroup path below the hierarchy's root
+// ("lightpath/run-42": 2), the level nftables' socket cgroupv2 compares
+// at.
+func cgroupLevel(path string) int { return strings.Count(strings.Trim(path, "/"), "/") + 1 }
+
+// pathMTU is the smallest MTU of the links of path.
+func pathMTU(path []hop) int {
+	mtu := 65535
+	for _, h := range path {
+		mtu = min(mtu, h.link.MTU)
+	}
+	return mtu
+}
+
+// routedMTU is the smallest MTU along the routed path from one node to
+// another (65535 when there is none).
+func routedMTU(t *topology.Topology, from, to string) int {
+	mtu := 65535
+	routed, err := t.Path(from, to)
+	if err != nil {
+		return mtu
+	}
+	for _, h := range routed {
+		if l, ok := t.Link(h.Link); ok {
+			mtu = min(mtu, l.MTU)
+		}
+	}
+	return mtu
+}
+
 // addSteer adds the policy routing of one direction (path from origin to
-// dst) at node: on routers always, and at the origin when the path leaves
-// it by another link than its routes would.
-func (p *Plan) addSteer(t *topology.Topology, node string, dscp uint8, path []hop, origin, dst string) error {
+// dst) at node. A router sends the packets that carry the reservation's
+// DSCP (as a firewall mark) through the reserved next hop. The origin, an
+// end host, sends there what its sockets' own route lookups match (sel:
+// the flows' selectors, and the mark a socket may carry), by a route that
+// carries the reserved path's MTU (mtu), so TCP's MSS is the path's; when
+// the path leaves it by another link than its routes would, packets that
+// carry the DSCP are marked and routed again too.
+func (p *Plan) addSteer(t *topology.Topology, node string, dscp uint8, path []hop, origin, dst string, mtu int, sel []IPRule) error {
 	n, _ := t.Node(node)
 	far, ok := t.Node(dst)
 	if !ok {
@@ -254,15 +337,19 @@ func (p *Plan) addSteer(t *topology.Topology, node string, dscp uint8, path []ho
 			continue
 		}
 		local := node == origin
-		if n.Role != topology.RoleRouter {
+		router := n.Role == topology.RoleRouter
+		if !router && !local {
+			continue
+		}
+		elsewhere := local
+		if !router {
 			routed, err := t.Path(node, dst)
-			if !local || err == nil && len(routed) > 0 && routed[0].Link == h.Link {
-				continue
-			}
+			elsewhere = err != nil || len(routed) == 0 || routed[0].Link != h.Link
 		}
 		end, _ := h.link.End(node)
 		peer, _ := h.link.Peer(node)
 		table, mark := topology.TableBase+int(dscp), uint32(topology.MarkBase)+uint32(dscp)
+		prio := topology.RulePrio + int(dscp)
 		for _, v6 := range []bool{false, true} {
 			dstAddr, via := far.IPv4, peer.IPv4.Addr()
 			if v6 {
@@ -271,39 +358,27 @@ func (p *Plan) addSteer(t *topology.Topology, node string, dscp uint8, path []ho
 			if !dstAddr.IsValid() || !via.IsValid() {
 				continue
 			}
-			p.Routes = append(p.Routes, Route{Table: table, Dst: netip.PrefixFrom(dstAddr, dstAddr.BitLen()), Via: via, Dev: end.Dev})
-			p.Rules = append(p.Rules, IPRule{IPv6: v6, Priority: topology.RulePrio + int(dscp), Mark: mark, Table: table})
-			if n.Role == topology.RoleRouter {
+			rt := Route{Table: table, Dst: netip.PrefixFrom(dstAddr, dstAddr.BitLen()), Via: via, Dev: end.Dev}
+			if !router {
+				rt.MTU = mtu
+				for _, s := range sel {
+					if s.IPv6 == v6 {
+						s.Priority, s.Table = prio, table
+						p.Rules = append(p.Rules, s)
+					}
+				}
+			}
+			p.Routes = append(p.Routes, rt)
+			p.Rules = append(p.Rules, IPRule{IPv6: v6, Priority: prio, Mark: mark, Table: table})
+			if router {
 				p.Nft = append(p.Nft, NftRule{Chain: ChainSteerIn, IPv6: v6, DSCP: dscp, SetMark: mark})
 			}
-			if local {
+			if local && elsewhere {
 				p.Nft = append(p.Nft, NftRule{Chain: ChainSteerOut, IPv6: v6, DSCP: dscp, SetMark: mark})
 			}
 		}
 	}
 	return nil
-}
-
-// clampMSS is the MSS (IPv4, IPv6) that fits both the reserved path and
-// the routed one in each direction, so a connection moved between them
-// never waits on path-MTU discovery.
-func clampMSS(t *topology.Topology, r reserve.Reservation, fwd []hop) (uint16, uint16) {
-	mtu := 65535
-	for _, h := range fwd {
-		mtu = min(mtu, h.link.MTU)
-	}
-	for _, ends := range [][2]string{{r.From, r.To}, {r.To, r.From}} {
-		routed, err := t.Path(ends[0], ends[1])
-		if err != nil {
-			continue
-		}
-		for _, h := range routed {
-			if l, ok := t.Link(h.Link); ok {
-				mtu = min(mtu, l.MTU)
-			}
-		}
-	}
-	return uint16(mtu - 40), uint16(mtu - 60)
 }
 
 // normalize sorts every list and drops duplicates, so equal plans are
@@ -383,16 +458,14 @@ type nftTag struct {
 	IPv6    bool   `json:"6,omitempty"`
 	Flow    string `json:"f,omitempty"`
 	DSCP    uint8  `json:"d,omitempty"`
-	SYN     bool   `json:"syn,omitempty"`
 	SetDSCP uint8  `json:"sd,omitempty"`
 	SetMark uint32 `json:"sm,omitempty"`
-	SetMSS  uint16 `json:"mss,omitempty"`
 }
 
 const tagPrefix = "lightpath "
 
 func (r NftRule) tag() string {
-	t := nftTag{Chain: r.Chain, IPv6: r.IPv6, DSCP: r.DSCP, SYN: r.SYN, SetDSCP: r.SetDSCP, SetMark: r.SetMark, SetMSS: r.SetMSS}
+	t := nftTag{Chain: r.Chain, IPv6: r.IPv6, DSCP: r.DSCP, SetDSCP: r.SetDSCP, SetMark: r.SetMark}
 	if r.Flow.Proto != "" {
 		t.Flow = r.Flow.String()
 	}
@@ -412,7 +485,7 @@ func parseTag(s string) (NftRule, error) {
 	if err := json.Unmarshal([]byte(rest), &t); err != nil {
 		return NftRule{}, fmt.Errorf("rule comment %q: %w", s, err)
 	}
-	r := NftRule{Chain: t.Chain, IPv6: t.IPv6, DSCP: t.DSCP, SYN: t.SYN, SetDSCP: t.SetDSCP, SetMark: t.SetMark, SetMSS: t.SetMSS}
+	r := NftRule{Chain: t.Chain, IPv6: t.IPv6, DSCP: t.DSCP, SetDSCP: t.SetDSCP, SetMark: t.SetMark}
 	if t.Flow != "" {
 		fs, err := reserve.ParseFlowSpec(t.Flow)
 		if err != nil || len(fs.Flows) != 1 {

@@ -59,16 +59,20 @@ func summary(p Plan) []string {
 		return "ip"
 	}
 	for _, c := range p.Classes {
-		out = append(out, fmt.Sprintf("class %s 1:%x rate %dM ceil %dM", c.Dev, c.Minor, c.Rate/1e6, c.Ceil/1e6))
+		out = append(out, fmt.Sprintf("class %s 1:%x prio %d rate %dM ceil %dM", c.Dev, c.Minor, c.Prio, c.Rate/1e6, c.Ceil/1e6))
 	}
 	for _, f := range p.Filters {
 		out = append(out, fmt.Sprintf("filter %s %s 1:%x", f.Dev, fam(f.IPv6), f.Minor))
 	}
 	for _, r := range p.Routes {
-		out = append(out, fmt.Sprintf("route %d %s via %s dev %s", r.Table, r.Dst, r.Via, r.Dev))
+		s := fmt.Sprintf("route %d %s via %s dev %s", r.Table, r.Dst, r.Via, r.Dev)
+		if r.MTU != 0 {
+			s += fmt.Sprintf(" mtu %d", r.MTU)
+		}
+		out = append(out, s)
 	}
 	for _, r := range p.Rules {
-		out = append(out, fmt.Sprintf("rule %s %d fwmark %#x table %d", fam(r.IPv6), r.Priority, r.Mark, r.Table))
+		out = append(out, "rule "+fam(r.IPv6)+" "+ruleString(r))
 	}
 	for _, r := range p.Nft {
 		s := "nft " + r.Chain + " " + fam(r.IPv6)
@@ -78,21 +82,46 @@ func summary(p Plan) []string {
 		if r.DSCP != 0 {
 			s += fmt.Sprintf(" dscp %d", r.DSCP)
 		}
-		if r.SYN {
-			s += " syn"
-		}
 		switch {
 		case r.SetDSCP != 0:
 			s += fmt.Sprintf(" set dscp %d", r.SetDSCP)
 		case r.SetMark != 0:
 			s += fmt.Sprintf(" set mark %#x", r.SetMark)
-		case r.SetMSS != 0:
-			s += fmt.Sprintf(" set mss %d", r.SetMSS)
 		}
 		out = append(out, s)
 	}
 	slices.Sort(out)
 	return out
+}
+
+// ruleString prints an ip rule as ip-rule(8) would take it.
+func ruleString(r IPRule) string {
+	s := fmt.Sprint(r.Priority)
+	if r.Mark != 0 {
+		s += fmt.Sprintf(" fwmark %#x", r.Mark)
+	}
+	if r.Dst.IsValid() {
+		s += " to " + r.Dst.String()
+	}
+	switch r.Proto {
+	case 0:
+	case protoTCP:
+		s += " ipproto tcp"
+	case protoUDP:
+		s += " ipproto udp"
+	default:
+		s += fmt.Sprintf(" ipproto %d", r.Proto)
+	}
+	if !r.SPort.IsZero() {
+		s += " sport " + r.SPort.String()
+	}
+	if !r.DPort.IsZero() {
+		s += " dport " + r.DPort.String()
+	}
+	if r.ByUID {
+		s += fmt.Sprintf(" uidrange %d-%d", r.UID, r.UID)
+	}
+	return s + fmt.Sprintf(" lookup %d", r.Table)
 }
 
 func TestDesired(t *testing.T) {
@@ -123,11 +152,16 @@ links:
 	early.Start = t0.Add(time.Second)
 	noDSCP.DSCP = 0
 	finished.State = reserve.StateFinished
+	degraded := viaDedicated
+	degraded.Degraded, degraded.DegradedReason = true, "link dedicated down"
+	many := resv("r5", "a1", "b1", 10, 500e6, "tcp 198.18.1.1 > 198.18.2.1:7070 uid 1000, any 198.18.1.1 > 198.18.2.1 cgroup lightpath/run-1, "+
+		"udp 198.18.1.1:5000-5010 > 198.18.2.0/24, tcp [2001:2:0:1::1] > [2001:2:0:2::1]:7000-7010 uid 0 cgroup a/b/c",
+		"a1-ra:a1>ra", "dedicated:ra>rb", "b1-rb:rb>b1")
 	second := resv("r2", "a2", "b2", 12, 1e9, "udp 198.18.1.2 > 198.18.2.2:9000-9010",
 		"a2-ra:a2>ra", "dedicated:ra>rb", "b2-rb:rb>b2")
 
 	classes := func(dev string, minor, rate, ceil string) []string {
-		return []string{"class " + dev + " " + minor + " rate " + rate + " ceil " + ceil,
+		return []string{"class " + dev + " " + minor + " prio 1 rate " + rate + " ceil " + ceil,
 			"filter " + dev + " ip " + minor, "filter " + dev + " ip6 " + minor}
 	}
 	steerIn := func(dscp int) []string {
@@ -135,8 +169,15 @@ links:
 			fmt.Sprintf("nft steer-in ip6 dscp %d set mark %#x", dscp, 0x100+dscp)}
 	}
 	rules := func(dscp int) []string {
-		return []string{fmt.Sprintf("rule ip %d fwmark %#x table %d", 10000+dscp, 0x100+dscp, 100+dscp),
-			fmt.Sprintf("rule ip6 %d fwmark %#x table %d", 10000+dscp, 0x100+dscp, 100+dscp)}
+		return []string{fmt.Sprintf("rule ip %d fwmark %#x lookup %d", 10000+dscp, 0x100+dscp, 100+dscp),
+			fmt.Sprintf("rule ip6 %d fwmark %#x lookup %d", 10000+dscp, 0x100+dscp, 100+dscp)}
+	}
+	replace := func(l []string, old, new string) []string {
+		var out []string
+		for _, x := range l {
+			out = append(out, strings.Replace(x, old, new, 1))
+		}
+		return out
 	}
 	cat := func(ls ...[]string) []string {
 		var out []string
@@ -158,13 +199,20 @@ links:
 		"route 110 198.18.1.1/32 via 198.19.0.21 dev dedicated",
 		"route 110 2001:2:0:1::1/128 via 2001:2:0:8006::1 dev dedicated",
 	})
-	a1 := cat(classes("a1-ra", "1:10a", "500M", "10000M"), []string{
+	// The end hosts: the flows' packets get the DSCP, and the sockets'
+	// own route lookups (by the flow's selectors, or a socket's mark) a
+	// route of the reserved path's MTU: 9000 all along.
+	a1 := cat(classes("a1-ra", "1:10a", "500M", "10000M"), rules(10), []string{
 		"nft mark ip tcp 198.18.1.1 > 198.18.2.1:7070 set dscp 10",
-		"nft clamp ip tcp 198.18.1.1 > 198.18.2.1:7070 syn set mss 1460",
+		"route 110 198.18.2.1/32 via 198.19.0.2 dev a1-ra mtu 9000",
+		"route 110 2001:2:0:2::1/128 via 2001:2:0:8001::2 dev a1-ra mtu 9000",
+		"rule ip 10010 to 198.18.2.1/32 ipproto tcp dport 7070 lookup 110",
 	})
-	b1 := cat([]string{
+	b1 := cat(rules(10), []string{
 		"nft mark ip tcp 198.18.2.1:7070 > 198.18.1.1 set dscp 10",
-		"nft clamp ip tcp 198.18.2.1:7070 > 198.18.1.1 syn set mss 1460",
+		"route 110 198.18.1.1/32 via 198.19.0.10 dev b1-rb mtu 9000",
+		"route 110 2001:2:0:1::1/128 via 2001:2:0:8003::2 dev b1-rb mtu 9000",
+		"rule ip 10010 to 198.18.1.1/32 ipproto tcp sport 7070 lookup 110",
 	})
 
 	for _, tc := range []struct {
@@ -180,6 +228,39 @@ links:
 		{"not started", twoSite, []reserve.Reservation{early}, nil},
 		{"finished", twoSite, []reserve.Reservation{finished}, nil},
 		{"no DSCP", twoSite, []reserve.Reservation{noDSCP}, nil},
+		{"degraded: no segment larger than the routed path takes", twoSite, []reserve.Reservation{degraded},
+			map[string][]string{"ra": ra, "rb": rb,
+				"a1": replace(a1, " dev a1-ra mtu 9000", " dev a1-ra mtu 1500"),
+				"b1": replace(b1, " dev b1-rb mtu 9000", " dev b1-rb mtu 1500")}},
+		{"by user, by cgroup, by ports and prefixes", twoSite, []reserve.Reservation{many},
+			map[string][]string{"ra": ra, "rb": rb,
+				// On a1, the selectors of the flows without a cgroup: a
+				// cgroup's sockets are steered by the mark they carry
+				// (the fwmark rule). The uid goes into the ip rule too.
+				"a1": cat(classes("a1-ra", "1:10a", "500M", "10000M"), rules(10), []string{
+					"nft mark ip tcp 198.18.1.1 > 198.18.2.1:7070 uid 1000 set dscp 10",
+					"nft mark ip any 198.18.1.1 > 198.18.2.1 cgroup lightpath/run-1 set dscp 10",
+					"nft mark ip udp 198.18.1.1:5000-5010 > 198.18.2.0/24 set dscp 10",
+					"nft mark ip6 tcp 2001:2:0:1::1 > [2001:2:0:2::1]:7000-7010 uid 0 cgroup a/b/c set dscp 10",
+					"route 110 198.18.2.1/32 via 198.19.0.2 dev a1-ra mtu 9000",
+					"route 110 2001:2:0:2::1/128 via 2001:2:0:8001::2 dev a1-ra mtu 9000",
+					"rule ip 10010 to 198.18.2.1/32 ipproto tcp dport 7070 uidrange 1000-1000 lookup 110",
+					"rule ip 10010 to 198.18.2.0/24 ipproto udp sport 5000-5010 lookup 110",
+				}),
+				// On b1, every flow's reverse, whoever sends it.
+				"b1": cat(rules(10), []string{
+					"nft mark ip tcp 198.18.2.1:7070 > 198.18.1.1 set dscp 10",
+					"nft mark ip any 198.18.2.1 > 198.18.1.1 set dscp 10",
+					"nft mark ip udp 198.18.2.0/24 > 198.18.1.1:5000-5010 set dscp 10",
+					"nft mark ip6 tcp [2001:2:0:2::1]:7000-7010 > 2001:2:0:1::1 set dscp 10",
+					"route 110 198.18.1.1/32 via 198.19.0.10 dev b1-rb mtu 9000",
+					"route 110 2001:2:0:1::1/128 via 2001:2:0:8003::2 dev b1-rb mtu 9000",
+					"rule ip 10010 to 198.18.1.1/32 ipproto tcp sport 7070 lookup 110",
+					"rule ip 10010 to 198.18.1.1/32 lookup 110",
+					"rule ip 10010 to 198.18.1.1/32 ipproto udp dport 5000-5010 lookup 110",
+					"rule ip6 10010 to 2001:2:0:1::1/128 ipproto tcp sport 7000-7010 lookup 110",
+				}),
+			}},
 		{"two reservations, two ids", twoSite, []reserve.Reservation{viaDedicated, second},
 			map[string][]string{"a1": a1, "b1": b1,
 				"ra": cat(ra, classes("dedicated", "1:10c", "1000M", "2000M"), steerIn(12), rules(12), []string{
@@ -194,18 +275,30 @@ links:
 					"route 112 198.18.1.2/32 via 198.19.0.21 dev dedicated",
 					"route 112 2001:2:0:1::2/128 via 2001:2:0:8006::1 dev dedicated",
 				}),
-				"a2": cat(classes("a2-ra", "1:10c", "1000M", "10000M"), []string{
-					"nft mark ip udp 198.18.1.2 > 198.18.2.2:9000-9010 set dscp 12"}),
-				"b2": {"nft mark ip udp 198.18.2.2:9000-9010 > 198.18.1.2 set dscp 12"},
+				"a2": cat(classes("a2-ra", "1:10c", "1000M", "10000M"), rules(12), []string{
+					"nft mark ip udp 198.18.1.2 > 198.18.2.2:9000-9010 set dscp 12",
+					"route 112 198.18.2.2/32 via 198.19.0.6 dev a2-ra mtu 9000",
+					"route 112 2001:2:0:2::2/128 via 2001:2:0:8002::2 dev a2-ra mtu 9000",
+					"rule ip 10012 to 198.18.2.2/32 ipproto udp dport 9000-9010 lookup 112",
+				}),
+				"b2": cat(rules(12), []string{
+					"nft mark ip udp 198.18.2.2:9000-9010 > 198.18.1.2 set dscp 12",
+					"route 112 198.18.1.2/32 via 198.19.0.14 dev b2-rb mtu 9000",
+					"route 112 2001:2:0:1::2/128 via 2001:2:0:8004::2 dev b2-rb mtu 9000",
+					"rule ip 10012 to 198.18.1.2/32 ipproto udp sport 9000-9010 lookup 112",
+				}),
 			}},
 		{"triangle: round by Amsterdam, IPv6 flow", triangle, []reserve.Reservation{
 			resv("r3", "gva1", "chi1", 20, 2e9, "tcp [2001:2:0:1::2] > [2001:2:0:3::2]:7070",
 				"gva1-gva:gva1>gva", "gva-ams:gva>ams", "ams-chi:ams>chi", "chi1-chi:chi>chi1")},
 			map[string][]string{
-				"gva1": cat(classes("gva1-gva", "1:114", "2000M", "10000M"), []string{
+				// gva-chi, the routed path, has a 1500 MTU; the reserved
+				// one 9000 all along. An IPv6 flow: its selector is IPv6.
+				"gva1": cat(classes("gva1-gva", "1:114", "2000M", "10000M"), rules(20), []string{
 					"nft mark ip6 tcp 2001:2:0:1::2 > [2001:2:0:3::2]:7070 set dscp 20",
-					// gva-chi, the routed path, has a 1500 MTU.
-					"nft clamp ip6 tcp 2001:2:0:1::2 > [2001:2:0:3::2]:7070 syn set mss 1440",
+					"route 120 198.18.3.2/32 via 198.19.0.2 dev gva1-gva mtu 9000",
+					"route 120 2001:2:0:3::2/128 via 2001:2:0:8001::2 dev gva1-gva mtu 9000",
+					"rule ip6 10020 to 2001:2:0:3::2/128 ipproto tcp dport 7070 lookup 120",
 				}),
 				"gva": cat(classes("gva-ams", "1:114", "2000M", "2500M"), steerIn(20), rules(20), []string{
 					"route 120 198.18.3.2/32 via 198.19.0.22 dev gva-ams",
@@ -225,22 +318,25 @@ links:
 					"route 120 198.18.1.2/32 via 198.19.0.25 dev ams-chi",
 					"route 120 2001:2:0:1::2/128 via 2001:2:0:8007::1 dev ams-chi",
 				}),
-				"chi1": {
-					"nft clamp ip6 tcp [2001:2:0:3::2]:7070 > 2001:2:0:1::2 syn set mss 1440",
+				"chi1": cat(rules(20), []string{
 					"nft mark ip6 tcp [2001:2:0:3::2]:7070 > 2001:2:0:1::2 set dscp 20",
-				},
+					"route 120 198.18.1.2/32 via 198.19.0.14 dev chi1-chi mtu 9000",
+					"route 120 2001:2:0:1::2/128 via 2001:2:0:8004::2 dev chi1-chi mtu 9000",
+					"rule ip6 10020 to 2001:2:0:1::2/128 ipproto tcp sport 7070 lookup 120",
+				}),
 			}},
 		{"a host whose routes leave by another link is steered too", dualHomed, []reserve.Reservation{
 			resv("r4", "h", "x", 30, 2e9, "any 198.18.1.1 > 198.18.2.2", "h-r2:h>r2", "r2-x:r2>x")},
 			map[string][]string{
 				// The rate is cut to the dedicated link's 1G.
+				// A flow of any protocol: its selector has none.
 				"h": cat(classes("h-r2", "1:11e", "1000M", "1000M"), rules(30), []string{
 					"nft mark ip any 198.18.1.1 > 198.18.2.2 set dscp 30",
-					"nft clamp ip tcp 198.18.1.1 > 198.18.2.2 syn set mss 1460",
 					"nft steer-out ip dscp 30 set mark 0x11e",
 					"nft steer-out ip6 dscp 30 set mark 0x11e",
-					"route 130 198.18.2.2/32 via 198.19.0.14 dev h-r2",
-					"route 130 2001:2:0:2::2/128 via 2001:2:0:8004::2 dev h-r2",
+					"route 130 198.18.2.2/32 via 198.19.0.14 dev h-r2 mtu 1500",
+					"route 130 2001:2:0:2::2/128 via 2001:2:0:8004::2 dev h-r2 mtu 1500",
+					"rule ip 10030 to 198.18.2.2/32 lookup 130",
 				}),
 				"r2": cat(classes("r2-x", "1:11e", "2000M", "10000M"), steerIn(30), rules(30), []string{
 					"route 130 198.18.2.2/32 via 198.19.0.10 dev r2-x",
@@ -249,10 +345,13 @@ links:
 					"route 130 2001:2:0:1::1/128 via 2001:2:0:8004::1 dev h-r2",
 				}),
 				// x's routes to h leave by r2-x, as the reverse path does.
-				"x": {
-					"nft clamp ip tcp 198.18.2.2 > 198.18.1.1 syn set mss 1460",
+				// The reverse path's MTU: r2-x is 1500.
+				"x": cat(rules(30), []string{
 					"nft mark ip any 198.18.2.2 > 198.18.1.1 set dscp 30",
-				},
+					"route 130 198.18.1.1/32 via 198.19.0.9 dev r2-x mtu 1500",
+					"route 130 2001:2:0:1::1/128 via 2001:2:0:8003::1 dev r2-x mtu 1500",
+					"rule ip 10030 to 198.18.1.1/32 lookup 130",
+				}),
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -331,9 +430,18 @@ func TestDesiredErrors(t *testing.T) {
 }
 
 func TestDiff(t *testing.T) {
-	cls := Class{Dev: "wan", Minor: 0x10a, Rate: 1e8, Ceil: 1e9}
+	cls := Class{Dev: "wan", Minor: 0x10a, Rate: 1e8, Ceil: 1e9, Prio: ClassPrio}
 	faster := cls
 	faster.Rate = 2e8
+	older := cls // an older agent's class: htb priority 0, as unreserved traffic's
+	older.Prio = 0
+	route9000 := Route{Table: 110, Dst: mustPrefix("198.18.2.1/32"), Via: mustPrefix("198.19.0.2/32").Addr(), Dev: "a1-ra", MTU: 9000}
+	route1500 := route9000
+	route1500.MTU = 1500
+	sel := IPRule{Priority: 10010, Dst: mustPrefix("198.18.2.1/32"), Proto: protoTCP, DPort: reserve.PortRange{Lo: 7070, Hi: 7070}, Table: 110}
+	selUser := sel
+	selUser.ByUID, selUser.UID = true, 1000
+	clamp := NftRule{Chain: "clamp", Stale: true, Handle: 3} // an older agent's MSS clamp, as Fetch reads it
 	flt := Filter{Dev: "wan", Prio: 0x10a, Minor: 0x10a, Val: 0x00280000, Mask: 0x00fc0000}
 	route := Route{Table: 110, Dst: mustPrefix("198.18.2.1/32"), Via: mustPrefix("198.19.0.18/32").Addr(), Dev: "wan"}
 	moved := route
@@ -361,6 +469,14 @@ func TestDiff(t *testing.T) {
 		{"a class and a route change in place", Plan{Classes: []Class{cls}, Routes: []Route{route}},
 			Plan{Classes: []Class{faster}, Routes: []Route{moved}},
 			Plan{Classes: []Class{faster}, Routes: []Route{moved}}, Plan{}},
+		{"an older agent's class is refit to priority 1", Plan{Classes: []Class{older}}, Plan{Classes: []Class{cls}},
+			Plan{Classes: []Class{cls}}, Plan{}},
+		{"a route's MTU changes in place", Plan{Routes: []Route{route9000}}, Plan{Routes: []Route{route1500}},
+			Plan{Routes: []Route{route1500}}, Plan{}},
+		{"a selector narrowed to a user is another rule", Plan{Rules: []IPRule{sel, rule}}, Plan{Rules: []IPRule{selUser, rule}},
+			Plan{Rules: []IPRule{selUser}}, Plan{Rules: []IPRule{sel}}},
+		{"an older agent's clamp goes", Plan{NftTable: true, Nft: []NftRule{clamp, fetched}}, Plan{NftTable: true, Nft: []NftRule{steer}},
+			Plan{}, Plan{Nft: []NftRule{clamp}}},
 		{"stale and repeated rules go", Plan{NftTable: true, Nft: []NftRule{fetched, stale, twice}},
 			Plan{NftTable: true, Nft: []NftRule{steer}},
 			Plan{}, Plan{Nft: []NftRule{stale, twice}}},
