@@ -125,6 +125,9 @@ func Fetch(nsFd int, devs []string) (Plan, error) {
 			if a, ok := netip.AddrFromSlice(r.Gw); ok {
 				x.Via = a.Unmap()
 			}
+			if a, ok := netip.AddrFromSlice(r.Src); ok {
+				x.Src = a.Unmap()
+			}
 			p.Routes = append(p.Routes, x)
 		}
 	}
@@ -406,7 +409,11 @@ func nlFilter(f Filter, ifindex int) *netlink.U32 {
 }
 
 func nlRoute(r Route, ifindex int) *netlink.Route {
-	return &netlink.Route{Table: r.Table, LinkIndex: ifindex, Gw: r.Via.AsSlice(), MTU: r.MTU, Dst: ipNet(r.Dst)}
+	x := &netlink.Route{Table: r.Table, LinkIndex: ifindex, Gw: r.Via.AsSlice(), MTU: r.MTU, Dst: ipNet(r.Dst)}
+	if r.Src.IsValid() {
+		x.Src = r.Src.AsSlice()
+	}
+	return x
 }
 
 func ipNet(p netip.Prefix) *net.IPNet {

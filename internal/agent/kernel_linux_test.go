@@ -12,8 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"net/netip"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -35,6 +39,10 @@ import (
 // TestMain lets this test binary be the testbed's emulator daemon, which
 // testbed.Up starts as `<its own binary> testbed emulator --name N`.
 func TestMain(m *testing.M) {
+	if spec := os.Getenv("LP_AGENT_TEST_UDP"); spec != "" {
+		// A child that sends UDP datagrams from a namespace: "NS ADDR N".
+		os.Exit(sendUDP(spec))
+	}
 	if len(os.Args) == 5 && os.Args[1] == "testbed" && os.Args[2] == "emulator" && os.Args[3] == "--name" {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		err := testbed.RunEmulator(ctx, os.Args[4], slog.New(slog.NewTextHandler(os.Stderr, nil)))
@@ -110,6 +118,10 @@ func (b *kbed) reconcile(t *testing.T, rs []reserve.Reservation, now time.Time) 
 		p, err := Desired(b.topo, n.Name, rs, now)
 		if err != nil {
 			t.Fatalf("%s: desired: %v", n.Name, err)
+		}
+		p, cgErrs := WithCgroups(p)
+		for dscp, err := range cgErrs {
+			t.Fatalf("%s: DSCP %d: %v", n.Name, dscp, err)
 		}
 		want[n.Name] = p
 		have := b.fetch(t, n.Name)
@@ -241,6 +253,12 @@ func TestKernelApply(t *testing.T) {
 		State: reserve.StateActive, Start: now.Add(-time.Minute), End: now.Add(time.Hour),
 		Path: []reserve.PathHop{{Link: "a1-ra", From: "a1", To: "ra"}, {Link: "dedicated", From: "ra", To: "rb"}, {Link: "b1-rb", From: "rb", To: "b1"}}}
 
+	// The hosts' routes to the other site carry the routed path's MTU
+	// (wan: 1500), as the testbed gives them: a connection steered off
+	// the reserved path falls back to it with no ICMP.
+	b.setRouteMTU(t, "a1", 1500, "198.18.2.1", "2001:2:0:2::1")
+	b.setRouteMTU(t, "b1", 1500, "198.18.1.1", "2001:2:0:1::1")
+
 	mss4 := listen(t, b.ns("b1"), "tcp4", "198.18.2.1:7070")
 	mss6 := listen(t, b.ns("b1"), "tcp6", "[2001:2:0:2::1]:7070")
 	other := listen(t, b.ns("b1"), "tcp4", "198.18.2.1:7071")
@@ -268,10 +286,12 @@ func TestKernelApply(t *testing.T) {
 		}
 	}
 
-	// No traffic to b1 before the reservation: a1 would learn the wan's
-	// MTU by path-MTU discovery and hide whether b1's SYN-ACK was clamped.
-
 	want := b.reconcile(t, []reserve.Reservation{r}, now)
+	for _, c := range b.fetch(t, "ra").Classes {
+		if c.Prio != ClassPrio {
+			t.Errorf("ra: class %+v reads back at htb priority %d, want %d", c, c.Prio, ClassPrio)
+		}
+	}
 	t.Run("applying again changes nothing", func(t *testing.T) {
 		for _, n := range []string{"a1", "ra", "rb", "b1"} {
 			if err := Apply(b.fd[n], Diff(Plan{}, want[n])); err != nil {
@@ -287,8 +307,10 @@ func TestKernelApply(t *testing.T) {
 		classBefore := classBytes(t, b.fd["ra"], "dedicated", topology.ClassBase+10)
 		d, m1, m2 := crosses(t, "tcp4", "198.18.2.1:7070", mss4)
 		onDedicated(t, "IPv4 flow", d)
-		if m1 > 1460 || m2 > 1460 {
-			t.Errorf("IPv4 MSS at a1 %d, at b1 %d: want both clamped to at most 1460 (the wan's 1500 MTU)", m1, m2)
+		// Jumbo both ways: a1's SYN from its route in table 110 (MTU
+		// 9000), b1's SYN-ACK from its own (less 12 bytes of timestamps).
+		if m1 < 9000-40-12 || m2 < 9000-40-12 {
+			t.Errorf("IPv4 MSS at a1 %d, at b1 %d: want both jumbo (the reserved path's 9000 MTU)", m1, m2)
 		}
 		if got := classBytes(t, b.fd["ra"], "dedicated", topology.ClassBase+10) - classBefore; got < size {
 			t.Errorf("IPv4: ra's class 1:10a on dedicated sent %d bytes, want at least %d", got, size)
@@ -296,14 +318,17 @@ func TestKernelApply(t *testing.T) {
 		classBefore = classBytes(t, b.fd["ra"], "dedicated", topology.ClassBase+10)
 		d, m1, m2 = crosses(t, "tcp6", "[2001:2:0:2::1]:7070", mss6)
 		onDedicated(t, "IPv6 flow", d)
-		if m1 > 1440 || m2 > 1440 {
-			t.Errorf("IPv6 MSS at a1 %d, at b1 %d: want both clamped to at most 1440", m1, m2)
+		if m1 < 9000-60-12 || m2 < 9000-60-12 {
+			t.Errorf("IPv6 MSS at a1 %d, at b1 %d: want both jumbo (the reserved path's 9000 MTU)", m1, m2)
 		}
 		if got := classBytes(t, b.fd["ra"], "dedicated", topology.ClassBase+10) - classBefore; got < size {
 			t.Errorf("IPv6: ra's class 1:10a on dedicated sent %d bytes, want at least %d", got, size)
 		}
-		d, _, _ = crosses(t, "tcp4", "198.18.2.1:7071", other)
+		d, m1, m2 = crosses(t, "tcp4", "198.18.2.1:7071", other)
 		onWan(t, "a flow outside the spec", d)
+		if m1 > 1460 || m2 > 1460 {
+			t.Errorf("a flow outside the spec: MSS at a1 %d, at b1 %d: want the routed path's (at most 1460)", m1, m2)
+		}
 		if _, err := exec.LookPath("ping"); err == nil {
 			before := b.counters(t)
 			out, err := exec.Command("ip", "netns", "exec", testbed.NamespaceName(b.name, "a1"),
@@ -316,6 +341,77 @@ func TestKernelApply(t *testing.T) {
 			}
 		} else {
 			t.Log("ping is not installed (iputils-ping): the untagged TCP flow above stands for it")
+		}
+	})
+
+	// One connection, open across the reservation's end and its return:
+	// the sender's MSS (ss -ti) follows the route the socket looks up,
+	// with no ICMP from the path (its routers send none) and no path-MTU
+	// exception learned.
+	t.Run("the MSS follows the route", func(t *testing.T) {
+		for _, tc := range []struct {
+			network, addr, far string
+			peer               <-chan int
+			jumbo, routed      int // the MSS of a 9000 and a 1500 MTU, less timestamps
+		}{
+			{"tcp4", "198.18.2.1:7070", "198.18.2.1", mss4, 9000 - 40 - 12, 1500 - 40 - 12},
+			{"tcp6", "[2001:2:0:2::1]:7070", "2001:2:0:2::1", mss6, 9000 - 60 - 12, 1500 - 60 - 12},
+		} {
+			icmpBefore := b.icmpSent(t, "ra") + b.icmpSent(t, "rb")
+			var c net.Conn
+			if err := netns.Do(b.ns("a1"), func() (err error) {
+				c, err = net.DialTimeout(tc.network, tc.addr, 5*time.Second)
+				return err
+			}); err != nil {
+				t.Fatalf("dial %s: %v", tc.addr, err)
+			}
+			c.SetDeadline(time.Now().Add(time.Minute))
+			write := func(what string) (int, int) {
+				t.Helper()
+				before := b.counters(t)
+				if _, err := c.Write(make([]byte, size)); err != nil {
+					t.Fatalf("%s: write: %v", what, err)
+				}
+				// What was written has been acknowledged (ss's unacked) before
+				// the counters are read.
+				mss, pmtu := b.ssMSS(t, "a1", tc.far, true)
+				t.Logf("%s %s: ss -ti at a1: mss %d pmtu %d; bytes %v", tc.network, what, mss, pmtu, b.counters(t).since(before))
+				return mss, pmtu
+			}
+			if mss, pmtu := write("steered"); mss != tc.jumbo || pmtu != 9000 {
+				t.Errorf("%s steered: mss %d, pmtu %d; want %d and 9000", tc.network, mss, pmtu, tc.jumbo)
+			}
+			if peer := <-tc.peer; peer != tc.jumbo {
+				t.Errorf("%s steered: b1's MSS %d, want %d (its SYN-ACK's from its own route)", tc.network, peer, tc.jumbo)
+			}
+			b.reconcile(t, nil, now) // the reservation ends
+			if mss, pmtu := write("after the end"); mss != tc.routed || pmtu != 1500 {
+				t.Errorf("%s after the end: mss %d, pmtu %d; want %d and 1500", tc.network, mss, pmtu, tc.routed)
+			}
+			b.reconcile(t, []reserve.Reservation{r}, now) // and comes back
+			if mss, pmtu := write("steered again"); mss != tc.jumbo || pmtu != 9000 {
+				t.Errorf("%s steered again: mss %d, pmtu %d; want %d and 9000", tc.network, mss, pmtu, tc.jumbo)
+			}
+			c.(*net.TCPConn).CloseWrite()
+			if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+				t.Errorf("%s: want EOF, got %v", tc.network, err)
+			}
+			c.Close()
+			if got := b.icmpSent(t, "ra") + b.icmpSent(t, "rb"); got != icmpBefore {
+				t.Errorf("%s: the routers sent %d ICMP destination-unreachable or packet-too-big messages: the path told the sender its MTU", tc.network, got-icmpBefore)
+			}
+			// The segments a1 had built for the old route when it changed
+			// are too large for the new one: a1's own kernel refuses them
+			// and tells the socket (an ICMP to itself, no packet leaves),
+			// which leaves an exception of the new route's MTU on it, and
+			// never a smaller one.
+			if out := b.exec(t, "a1", "ip", "route", "get", tc.far); strings.Contains(out, " mtu ") {
+				if m := regexp.MustCompile(` mtu (\d+)`).FindStringSubmatch(out); m == nil || m[1] != "1500" {
+					t.Errorf("%s: a1 learned a path MTU smaller than the routed path's: %s", tc.network, out)
+				} else {
+					t.Logf("%s: a1's route to b1: %s", tc.network, strings.Join(strings.Fields(out), " "))
+				}
+			}
 		}
 	})
 
@@ -338,16 +434,24 @@ func TestKernelApply(t *testing.T) {
 		// even with the comment of one of its rules.
 		nc.AddRule(&nftables.Rule{Table: nftTable, Chain: nftChains[ChainMark], Exprs: []expr.Any{&expr.Counter{}},
 			UserData: userdata.AppendString(nil, userdata.TypeComment, have.Nft[len(have.Nft)-1].tag())})
+		// An older agent's MSS clamp: its chain and a rule with its comment.
+		clamp := nc.AddChain(&nftables.Chain{Name: "clamp", Table: nftTable, Type: nftables.ChainTypeFilter,
+			Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityRef(-130)})
+		nc.AddRule(&nftables.Rule{Table: nftTable, Chain: clamp, Exprs: []expr.Any{&expr.Counter{}},
+			UserData: userdata.AppendString(nil, userdata.TypeComment, `lightpath {"c":"clamp","f":"tcp 198.18.1.1 > 198.18.2.1:7070","syn":true,"mss":1460}`)})
 		if err := nc.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		for node, n := range map[string]int{"ra": 2, "a1": 2} {
+		for node, n := range map[string]int{"ra": 2, "a1": 3} {
 			c := Diff(b.fetch(t, node), want[node])
 			if got := len(c.Add.Rules) + len(c.Add.Filters) + len(c.Add.Nft) + len(c.Remove.Nft); got != n {
 				t.Errorf("%s: want %d changes to mend, got %s", node, n, c)
 			}
 		}
 		b.reconcile(t, []reserve.Reservation{r}, now)
+		if ch, err := nft(t, b.fd["a1"]).ListChain(nftTable, "clamp"); err == nil {
+			t.Errorf("a1: the old clamp chain is left: %+v", ch)
+		}
 		d, _, _ := crosses(t, "tcp4", "198.18.2.1:7070", mss4)
 		onDedicated(t, "after mending", d)
 	})
@@ -433,8 +537,11 @@ func TestKernelApply(t *testing.T) {
 				}
 			}
 		}
-		d, _, _ := crosses(t, "tcp4", "198.18.2.1:7070", mss4)
+		d, m1, m2 := crosses(t, "tcp4", "198.18.2.1:7070", mss4)
 		onWan(t, "after the reservation", d)
+		if m1 > 1460 || m2 > 1460 {
+			t.Errorf("after the reservation: MSS at a1 %d, at b1 %d: want the routed path's (at most 1460)", m1, m2)
+		}
 		foreignThere(t, "ra")
 	})
 }
@@ -481,5 +588,140 @@ func classBytes(t *testing.T, fd int, dev string, minor uint16) uint64 {
 		}
 	}
 	t.Fatalf("no class 1:%x on %s", minor, dev)
+	return 0
+}
+
+// setRouteMTU gives node's routes (main table) to addrs an MTU, as the
+// testbed gives hosts' routes to other sites the routed path's.
+func (b *kbed) setRouteMTU(t *testing.T, node string, mtu int, addrs ...string) {
+	t.Helper()
+	h := handle(t, b.fd[node])
+	for _, s := range addrs {
+		a := netip.MustParseAddr(s)
+		fam := netlink.FAMILY_V4
+		if a.Is6() {
+			fam = netlink.FAMILY_V6
+		}
+		dst := &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}
+		rs, err := h.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_MAIN, Dst: dst}, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_DST)
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("%s: route to %s: %v, %v", node, s, rs, err)
+		}
+		rs[0].MTU = mtu
+		if err := h.RouteReplace(&rs[0]); err != nil {
+			t.Fatalf("%s: route to %s with MTU %d: %v", node, s, mtu, err)
+		}
+	}
+}
+
+func (b *kbed) exec(t *testing.T, node string, argv ...string) string {
+	t.Helper()
+	out, err := exec.Command("ip", append([]string{"netns", "exec", testbed.NamespaceName(b.name, node)}, argv...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %s: %v\n%s", node, strings.Join(argv, " "), err, out)
+	}
+	return string(out)
+}
+
+var ssMSSRe, ssPMTURe, ssUnackedRe = regexp.MustCompile(`(?:^|\s)mss:(\d+)`), regexp.MustCompile(`(?:^|\s)pmtu:(\d+)`), regexp.MustCompile(`(?:^|\s)unacked:(\d+)`)
+
+// ssMSS is what `ss -ti` says of node's one established connection to
+// far: its MSS and path MTU. With settled, it waits until all that was
+// sent is acknowledged.
+func (b *kbed) ssMSS(t *testing.T, node, far string, settled bool) (mss, pmtu int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		dst := far
+		if strings.Contains(far, ":") {
+			dst = "[" + far + "]"
+		}
+		out := b.exec(t, node, "ss", "-Htin", "state", "established", "dst", dst)
+		m, p, u := ssMSSRe.FindStringSubmatch(out), ssPMTURe.FindStringSubmatch(out), ssUnackedRe.FindStringSubmatch(out)
+		if m == nil || p == nil {
+			t.Fatalf("%s: ss -ti shows no connection to %s with an MSS:\n%s", node, far, out)
+		}
+		// Recv-Q Send-Q LOCAL PEER: nothing left to send, nothing unacknowledged.
+		if f := strings.Fields(out); !settled || len(f) > 1 && f[1] == "0" && u == nil || time.Now().After(deadline) {
+			mss, _ = strconv.Atoi(m[1])
+			pmtu, _ = strconv.Atoi(p[1])
+			return mss, pmtu
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// icmpSent counts the ICMP messages node sent that tell a sender its
+// path's MTU: IPv4 destination unreachable, IPv6 packet too big.
+func (b *kbed) icmpSent(t *testing.T, node string) int {
+	t.Helper()
+	var n int
+	if err := netns.Do(b.ns(node), func() error {
+		// /proc/thread-self: this thread is the one in the namespace.
+		snmp, err := os.ReadFile("/proc/thread-self/net/snmp")
+		if err != nil {
+			return err
+		}
+		var head []string
+		for _, l := range strings.Split(string(snmp), "\n") {
+			f := strings.Fields(l)
+			if len(f) == 0 || f[0] != "Icmp:" {
+				continue
+			}
+			if head == nil {
+				head = f
+				continue
+			}
+			for i, k := range head {
+				if k == "OutDestUnreachs" && i < len(f) {
+					v, _ := strconv.Atoi(f[i])
+					n += v
+				}
+			}
+		}
+		snmp6, err := os.ReadFile("/proc/thread-self/net/snmp6")
+		if err != nil {
+			return err
+		}
+		for _, l := range strings.Split(string(snmp6), "\n") {
+			if f := strings.Fields(l); len(f) == 2 && f[0] == "Icmp6OutPktTooBigs" {
+				v, _ := strconv.Atoi(f[1])
+				n += v
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("%s: ICMP counters: %v", node, err)
+	}
+	return n
+}
+
+// sendUDP is the child LP_AGENT_TEST_UDP starts: it sends n datagrams of
+// 1000 bytes to addr from namespace ns, each from a socket of its own.
+func sendUDP(spec string) int {
+	f := strings.Fields(spec)
+	if len(f) != 3 {
+		fmt.Fprintln(os.Stderr, "LP_AGENT_TEST_UDP: want NS ADDR N")
+		return 2
+	}
+	n, _ := strconv.Atoi(f[2])
+	err := netns.Do(f[0], func() error {
+		for range n {
+			c, err := net.Dial("udp", f[1])
+			if err != nil {
+				return err
+			}
+			_, err = c.Write(make([]byte, 1000))
+			c.Close()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	return 0
 }

@@ -79,6 +79,9 @@ type Route struct {
 	Dst   netip.Prefix
 	Via   netip.Addr
 	Dev   string
+	// Src, on an end host's route, is the host's own address, the source
+	// a socket not bound to one gets (as on the host's routed routes).
+	Src netip.Addr
 	// MTU, on an end host's route to the far end, is the reserved path's
 	// (0: the device's). TCP takes its MSS from it, so connections the
 	// host's rules steer here send segments as large as the path carries.
@@ -351,16 +354,16 @@ func (p *Plan) addSteer(t *topology.Topology, node string, dscp uint8, path []ho
 		table, mark := topology.TableBase+int(dscp), uint32(topology.MarkBase)+uint32(dscp)
 		prio := topology.RulePrio + int(dscp)
 		for _, v6 := range []bool{false, true} {
-			dstAddr, via := far.IPv4, peer.IPv4.Addr()
+			dstAddr, via, src := far.IPv4, peer.IPv4.Addr(), n.IPv4
 			if v6 {
-				dstAddr, via = far.IPv6, peer.IPv6.Addr()
+				dstAddr, via, src = far.IPv6, peer.IPv6.Addr(), n.IPv6
 			}
 			if !dstAddr.IsValid() || !via.IsValid() {
 				continue
 			}
 			rt := Route{Table: table, Dst: netip.PrefixFrom(dstAddr, dstAddr.BitLen()), Via: via, Dev: end.Dev}
 			if !router {
-				rt.MTU = mtu
+				rt.MTU, rt.Src = mtu, src
 				for _, s := range sel {
 					if s.IPv6 == v6 {
 						s.Priority, s.Table = prio, table

@@ -66,6 +66,9 @@ func summary(p Plan) []string {
 	}
 	for _, r := range p.Routes {
 		s := fmt.Sprintf("route %d %s via %s dev %s", r.Table, r.Dst, r.Via, r.Dev)
+		if r.Src.IsValid() {
+			s += " src " + r.Src.String()
+		}
 		if r.MTU != 0 {
 			s += fmt.Sprintf(" mtu %d", r.MTU)
 		}
@@ -204,14 +207,14 @@ links:
 	// route of the reserved path's MTU: 9000 all along.
 	a1 := cat(classes("a1-ra", "1:10a", "500M", "10000M"), rules(10), []string{
 		"nft mark ip tcp 198.18.1.1 > 198.18.2.1:7070 set dscp 10",
-		"route 110 198.18.2.1/32 via 198.19.0.2 dev a1-ra mtu 9000",
-		"route 110 2001:2:0:2::1/128 via 2001:2:0:8001::2 dev a1-ra mtu 9000",
+		"route 110 198.18.2.1/32 via 198.19.0.2 dev a1-ra src 198.18.1.1 mtu 9000",
+		"route 110 2001:2:0:2::1/128 via 2001:2:0:8001::2 dev a1-ra src 2001:2:0:1::1 mtu 9000",
 		"rule ip 10010 to 198.18.2.1/32 ipproto tcp dport 7070 lookup 110",
 	})
 	b1 := cat(rules(10), []string{
 		"nft mark ip tcp 198.18.2.1:7070 > 198.18.1.1 set dscp 10",
-		"route 110 198.18.1.1/32 via 198.19.0.10 dev b1-rb mtu 9000",
-		"route 110 2001:2:0:1::1/128 via 2001:2:0:8003::2 dev b1-rb mtu 9000",
+		"route 110 198.18.1.1/32 via 198.19.0.10 dev b1-rb src 198.18.2.1 mtu 9000",
+		"route 110 2001:2:0:1::1/128 via 2001:2:0:8003::2 dev b1-rb src 2001:2:0:2::1 mtu 9000",
 		"rule ip 10010 to 198.18.1.1/32 ipproto tcp sport 7070 lookup 110",
 	})
 
@@ -230,8 +233,8 @@ links:
 		{"no DSCP", twoSite, []reserve.Reservation{noDSCP}, nil},
 		{"degraded: no segment larger than the routed path takes", twoSite, []reserve.Reservation{degraded},
 			map[string][]string{"ra": ra, "rb": rb,
-				"a1": replace(a1, " dev a1-ra mtu 9000", " dev a1-ra mtu 1500"),
-				"b1": replace(b1, " dev b1-rb mtu 9000", " dev b1-rb mtu 1500")}},
+				"a1": replace(a1, " mtu 9000", " mtu 1500"),
+				"b1": replace(b1, " mtu 9000", " mtu 1500")}},
 		{"by user, by cgroup, by ports and prefixes", twoSite, []reserve.Reservation{many},
 			map[string][]string{"ra": ra, "rb": rb,
 				// On a1, the selectors of the flows without a cgroup: a
@@ -242,8 +245,8 @@ links:
 					"nft mark ip any 198.18.1.1 > 198.18.2.1 cgroup lightpath/run-1 set dscp 10",
 					"nft mark ip udp 198.18.1.1:5000-5010 > 198.18.2.0/24 set dscp 10",
 					"nft mark ip6 tcp 2001:2:0:1::1 > [2001:2:0:2::1]:7000-7010 uid 0 cgroup a/b/c set dscp 10",
-					"route 110 198.18.2.1/32 via 198.19.0.2 dev a1-ra mtu 9000",
-					"route 110 2001:2:0:2::1/128 via 2001:2:0:8001::2 dev a1-ra mtu 9000",
+					"route 110 198.18.2.1/32 via 198.19.0.2 dev a1-ra src 198.18.1.1 mtu 9000",
+					"route 110 2001:2:0:2::1/128 via 2001:2:0:8001::2 dev a1-ra src 2001:2:0:1::1 mtu 9000",
 					"rule ip 10010 to 198.18.2.1/32 ipproto tcp dport 7070 uidrange 1000-1000 lookup 110",
 					"rule ip 10010 to 198.18.2.0/24 ipproto udp sport 5000-5010 lookup 110",
 				}),
@@ -253,8 +256,8 @@ links:
 					"nft mark ip any 198.18.2.1 > 198.18.1.1 set dscp 10",
 					"nft mark ip udp 198.18.2.0/24 > 198.18.1.1:5000-5010 set dscp 10",
 					"nft mark ip6 tcp [2001:2:0:2::1]:7000-7010 > 2001:2:0:1::1 set dscp 10",
-					"route 110 198.18.1.1/32 via 198.19.0.10 dev b1-rb mtu 9000",
-					"route 110 2001:2:0:1::1/128 via 2001:2:0:8003::2 dev b1-rb mtu 9000",
+					"route 110 198.18.1.1/32 via 198.19.0.10 dev b1-rb src 198.18.2.1 mtu 9000",
+					"route 110 2001:2:0:1::1/128 via 2001:2:0:8003::2 dev b1-rb src 2001:2:0:2::1 mtu 9000",
 					"rule ip 10010 to 198.18.1.1/32 ipproto tcp sport 7070 lookup 110",
 					"rule ip 10010 to 198.18.1.1/32 lookup 110",
 					"rule ip 10010 to 198.18.1.1/32 ipproto udp dport 5000-5010 lookup 110",
@@ -277,14 +280,14 @@ links:
 				}),
 				"a2": cat(classes("a2-ra", "1:10c", "1000M", "10000M"), rules(12), []string{
 					"nft mark ip udp 198.18.1.2 > 198.18.2.2:9000-9010 set dscp 12",
-					"route 112 198.18.2.2/32 via 198.19.0.6 dev a2-ra mtu 9000",
-					"route 112 2001:2:0:2::2/128 via 2001:2:0:8002::2 dev a2-ra mtu 9000",
+					"route 112 198.18.2.2/32 via 198.19.0.6 dev a2-ra src 198.18.1.2 mtu 9000",
+					"route 112 2001:2:0:2::2/128 via 2001:2:0:8002::2 dev a2-ra src 2001:2:0:1::2 mtu 9000",
 					"rule ip 10012 to 198.18.2.2/32 ipproto udp dport 9000-9010 lookup 112",
 				}),
 				"b2": cat(rules(12), []string{
 					"nft mark ip udp 198.18.2.2:9000-9010 > 198.18.1.2 set dscp 12",
-					"route 112 198.18.1.2/32 via 198.19.0.14 dev b2-rb mtu 9000",
-					"route 112 2001:2:0:1::2/128 via 2001:2:0:8004::2 dev b2-rb mtu 9000",
+					"route 112 198.18.1.2/32 via 198.19.0.14 dev b2-rb src 198.18.2.2 mtu 9000",
+					"route 112 2001:2:0:1::2/128 via 2001:2:0:8004::2 dev b2-rb src 2001:2:0:2::2 mtu 9000",
 					"rule ip 10012 to 198.18.1.2/32 ipproto udp sport 9000-9010 lookup 112",
 				}),
 			}},
@@ -296,8 +299,8 @@ links:
 				// one 9000 all along. An IPv6 flow: its selector is IPv6.
 				"gva1": cat(classes("gva1-gva", "1:114", "2000M", "10000M"), rules(20), []string{
 					"nft mark ip6 tcp 2001:2:0:1::2 > [2001:2:0:3::2]:7070 set dscp 20",
-					"route 120 198.18.3.2/32 via 198.19.0.2 dev gva1-gva mtu 9000",
-					"route 120 2001:2:0:3::2/128 via 2001:2:0:8001::2 dev gva1-gva mtu 9000",
+					"route 120 198.18.3.2/32 via 198.19.0.2 dev gva1-gva src 198.18.1.2 mtu 9000",
+					"route 120 2001:2:0:3::2/128 via 2001:2:0:8001::2 dev gva1-gva src 2001:2:0:1::2 mtu 9000",
 					"rule ip6 10020 to 2001:2:0:3::2/128 ipproto tcp dport 7070 lookup 120",
 				}),
 				"gva": cat(classes("gva-ams", "1:114", "2000M", "2500M"), steerIn(20), rules(20), []string{
@@ -320,8 +323,8 @@ links:
 				}),
 				"chi1": cat(rules(20), []string{
 					"nft mark ip6 tcp [2001:2:0:3::2]:7070 > 2001:2:0:1::2 set dscp 20",
-					"route 120 198.18.1.2/32 via 198.19.0.14 dev chi1-chi mtu 9000",
-					"route 120 2001:2:0:1::2/128 via 2001:2:0:8004::2 dev chi1-chi mtu 9000",
+					"route 120 198.18.1.2/32 via 198.19.0.14 dev chi1-chi src 198.18.3.2 mtu 9000",
+					"route 120 2001:2:0:1::2/128 via 2001:2:0:8004::2 dev chi1-chi src 2001:2:0:3::2 mtu 9000",
 					"rule ip6 10020 to 2001:2:0:1::2/128 ipproto tcp sport 7070 lookup 120",
 				}),
 			}},
@@ -334,8 +337,8 @@ links:
 					"nft mark ip any 198.18.1.1 > 198.18.2.2 set dscp 30",
 					"nft steer-out ip dscp 30 set mark 0x11e",
 					"nft steer-out ip6 dscp 30 set mark 0x11e",
-					"route 130 198.18.2.2/32 via 198.19.0.14 dev h-r2 mtu 1500",
-					"route 130 2001:2:0:2::2/128 via 2001:2:0:8004::2 dev h-r2 mtu 1500",
+					"route 130 198.18.2.2/32 via 198.19.0.14 dev h-r2 src 198.18.1.1 mtu 1500",
+					"route 130 2001:2:0:2::2/128 via 2001:2:0:8004::2 dev h-r2 src 2001:2:0:1::1 mtu 1500",
 					"rule ip 10030 to 198.18.2.2/32 lookup 130",
 				}),
 				"r2": cat(classes("r2-x", "1:11e", "2000M", "10000M"), steerIn(30), rules(30), []string{
@@ -348,8 +351,8 @@ links:
 				// The reverse path's MTU: r2-x is 1500.
 				"x": cat(rules(30), []string{
 					"nft mark ip any 198.18.2.2 > 198.18.1.1 set dscp 30",
-					"route 130 198.18.1.1/32 via 198.19.0.9 dev r2-x mtu 1500",
-					"route 130 2001:2:0:1::1/128 via 2001:2:0:8003::1 dev r2-x mtu 1500",
+					"route 130 198.18.1.1/32 via 198.19.0.9 dev r2-x src 198.18.2.2 mtu 1500",
+					"route 130 2001:2:0:1::1/128 via 2001:2:0:8003::1 dev r2-x src 2001:2:0:2::2 mtu 1500",
 					"rule ip 10030 to 198.18.1.1/32 lookup 130",
 				}),
 			}},
