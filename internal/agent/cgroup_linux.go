@@ -133,13 +133,13 @@ func cgroupID(dir string) (uint64, error) {
 }
 
 // cgroupIDOf is the cgroup id a rule's expressions compare the socket's
-// cgroup with (0 if none).
+// cgroup with (0 if none): the 8-byte comparison, the only one of that size
+// a rule of the agent's makes (the socket expression before it is not
+// read back by google/nftables: see readable).
 func cgroupIDOf(es []expr.Any) uint64 {
-	for i, e := range es {
-		if s, ok := e.(*expr.Socket); ok && s.Key == expr.SocketKeyCgroupv2 && i+1 < len(es) {
-			if c, ok := es[i+1].(*expr.Cmp); ok && len(c.Data) == 8 {
-				return binaryutil.NativeEndian.Uint64(c.Data)
-			}
+	for _, e := range es {
+		if c, ok := e.(*expr.Cmp); ok && len(c.Data) == 8 {
+			return binaryutil.NativeEndian.Uint64(c.Data)
 		}
 	}
 	return 0

@@ -176,7 +176,7 @@ func fetchNft(c *nftables.Conn) (bool, []NftRule, error) {
 			if err == nil && x.Flow.Cgroup != "" {
 				x.CgroupID = cgroupIDOf(r.Exprs)
 			}
-			if k := marshalExprs(r.Exprs); err != nil || x.Chain != ch.Name || k == nil || !bytes.Equal(k, marshalExprs(ruleExprs(x))) {
+			if k := marshalExprs(r.Exprs); err != nil || x.Chain != ch.Name || k == nil || !bytes.Equal(k, marshalExprs(readable(ruleExprs(x)))) {
 				x = NftRule{Chain: ch.Name, Stale: true}
 			}
 			x.Handle = r.Handle
@@ -184,6 +184,14 @@ func fetchNft(c *nftables.Conn) (bool, []NftRule, error) {
 		}
 	}
 	return true, out, nil
+}
+
+// readable drops from es what google/nftables cannot read back from the
+// kernel (it skips the socket expression), so a rule read back compares
+// with what was written: a cgroup's rule is still checked for its id,
+// which the comparison after the socket expression holds.
+func readable(es []expr.Any) []expr.Any {
+	return slices.DeleteFunc(slices.Clone(es), func(e expr.Any) bool { _, ok := e.(*expr.Socket); return ok })
 }
 
 func marshalExprs(es []expr.Any) []byte {
