@@ -361,12 +361,17 @@ func senderView(d *sockDiag) string {
 // at b1's sockets every 50 ms, must never stop for 1 s, and the bytes
 // must cross dedicated while the ticket is ACTIVE and wan otherwise.
 // Both orders: a connection made on the 1500 path (moved to 9000 and
-// back), and one made while steered onto 9000 (moved to 1500 when the
-// ticket closes: the agents clamp the MSS of steered flows' SYNs to the
-// smaller MTU so it does not wait on path-MTU discovery).
+// back: it keeps the MSS it was made with), and one made while steered
+// onto 9000, which sends jumbo segments (the end hosts' agents steer the
+// sockets' own route lookups into a table whose route carries the
+// reserved path's MTU), and is moved to 1500 when the ticket closes: its
+// route is then the host's own, which carries the routed path's MTU, so
+// it does not wait on path-MTU discovery.
 func TestAgentMTUPathSwitch(t *testing.T) {
 	skipUnlessNetRoot(t)
 	a := upAgentBed(t)
+	setRouteMTU(a.tb, "a1", "198.18.2.1", 1500)
+	setRouteMTU(a.tb, "b1", "198.18.1.1", 1500)
 	a.serveIn("b1", "198.18.2.1:7070", t.TempDir())
 	rxDiag := openSockDiag(t, "/run/netns/lp-"+a.name+"-b1")
 	txDiag := openSockDiag(t, "/run/netns/lp-"+a.name+"-a1")
@@ -394,7 +399,7 @@ func TestAgentMTUPathSwitch(t *testing.T) {
 		for _, n := range []string{"a1", "ra", "rb", "b1"} {
 			mustSucceed(t, n+": ip route flush cache", e.b.exec(n, "ip", "route", "flush", "cache"))
 		}
-		if got := e.b.exec("a1", "ip", "-4", "route", "get", "198.18.2.1"); strings.Contains(got.stdout, " mtu ") {
+		if got := e.b.exec("a1", "ip", "-4", "route", "get", "198.18.2.1"); strings.Contains(got.stdout, " expires ") {
 			t.Logf("a1 still has a cached path MTU for b1: %s", strings.TrimSpace(got.stdout))
 		}
 		return e
@@ -572,12 +577,11 @@ func TestAgentMTUPathSwitch(t *testing.T) {
 	})
 
 	// A connection made while the ticket steers it onto dedicated (9000),
-	// moved onto wan (1500) when the ticket closes. Its SYNs are clamped
-	// (MSS 1460), so it never sends a segment wan cannot carry. Seen on a
-	// 2-core VM: the move itself costs 250–300 ms without goodput, as
-	// ~2 Gbit/s in flight (cwnd ~27000 segments) lands on a 1 Gbit/s link
-	// with a 6 MB queue and 10000–20000 segments are retransmitted: that
-	// is congestion, not the MTU.
+	// moved onto wan (1500) when the ticket closes. It is made with the
+	// jumbo MSS of the reserved path (both ends' routes in the
+	// reservation's table carry 9000), and sends segments wan can carry
+	// as soon as the agents remove their rules: the socket's route is
+	// then the host's own, of MTU 1500.
 	t.Run("9000-1500", func(t *testing.T) {
 		e := newEnv(t)
 		tk, _, _ := openTicket(e)
@@ -591,15 +595,36 @@ func TestAgentMTUPathSwitch(t *testing.T) {
 		closing, closed := closeTicket(e, tk.ID)
 		time.Sleep(3 * time.Second)
 		end := time.Now()
-		t.Logf("on wan: a1 %s", senderView(txDiag))
+		back := senderView(txDiag)
+		t.Logf("on wan: a1 %s", back)
 		report(e, tl, bench, start, first, end, []phase{
 			{"ticket ACTIVE", first, closing.Add(-300 * time.Millisecond), "dedicated"},
 			{"after the close", closed.Add(time.Second), end, "wan"},
 		}, map[time.Time]string{first: "first byte", closing: "ticket close", closed: "closed"})
-		// The clamp: the connection was made with an MSS that fits 1500.
-		if tl.rcvMSS > 1460 {
-			t.Errorf("b1 saw segments of %d bytes from a connection made while steered: the agents' MSS clamp (1460 for MTU 1500) did not apply (a1: %s)",
+		// Jumbo frames while steered: b1 received segments larger than
+		// 1500 bytes carry, and a1 sent with the reserved path's MSS.
+		if tl.rcvMSS <= 1460 || !strings.Contains(steered, "snd_mss 8948,") {
+			t.Errorf("a connection made while steered: b1 saw segments of up to %d bytes, a1 %s; want jumbo (snd_mss 8948 for MTU 9000)",
 				tl.rcvMSS, steered)
 		}
+		if !strings.Contains(back, "snd_mss 1448,") {
+			t.Errorf("on wan: a1 %s; want snd_mss 1448 (the routed path's 1500)", back)
+		}
 	})
+}
+
+// setRouteMTU gives node's route to the far address the routed path's MTU,
+// as the testbed gives hosts' routes to other sites, unless it has one.
+func setRouteMTU(b *tb, node, far string, mtu int) {
+	b.t.Helper()
+	r := b.exec(node, "ip", "route", "show", far)
+	mustSucceed(b.t, node+": ip route show "+far, r)
+	line := strings.TrimSpace(r.stdout)
+	if line == "" || strings.Contains(line, "\n") {
+		b.t.Fatalf("%s: want one route to %s, got %q", node, far, line)
+	}
+	if strings.Contains(line, " mtu ") {
+		return
+	}
+	mustSucceed(b.t, node+": ip route replace", b.exec(node, append([]string{"ip", "route", "replace"}, append(strings.Fields(line), "mtu", fmt.Sprint(mtu))...)...))
 }

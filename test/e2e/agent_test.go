@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +165,29 @@ func TestAgentsSteerReservation(t *testing.T) {
 		t.Errorf("managed nodes %v: want a1, ra, rb, b1", got.Reservation.ManagedNodes)
 	}
 
+	// The end hosts' tables: a route to the far end with the reserved
+	// path's MTU (9000 all along), which their sockets' route lookups
+	// find by the flow's selectors.
+	table := fmt.Sprint(100 + got.Reservation.DSCP)
+	routeMTU := func(node, far string) string {
+		t.Helper()
+		port := "dport" // a1 sends to port 7070, b1 from it
+		if node == "b1" {
+			port = "sport"
+		}
+		r := b.exec(node, "ip", "route", "get", far, "ipproto", "tcp", port, "7070")
+		mustSucceed(t, node+": ip route get", r)
+		if m := regexp.MustCompile(` mtu (\d+)`).FindStringSubmatch(r.stdout); m != nil && strings.Contains(r.stdout, "table "+table) {
+			return m[1]
+		}
+		return "none: " + strings.Join(strings.Fields(r.stdout), " ")
+	}
+	for node, far := range map[string]string{"a1": "198.18.2.1", "b1": "198.18.1.1"} {
+		if got := routeMTU(node, far); got != "9000" {
+			t.Errorf("%s's route to %s for the flow: MTU %s, want 9000 from table %s", node, far, got, table)
+		}
+	}
+
 	s0 := b.status()
 	bench()
 	s1 := b.status()
@@ -193,6 +217,10 @@ func TestAgentsSteerReservation(t *testing.T) {
 		t.Fatalf("not moved to wan 10 s after dedicated went down: %+v", moved)
 	}
 	t.Logf("moved to wan %.2f s after the link went down (state %s, degraded %v)", time.Since(cut).Seconds(), moved.Reservation.State, moved.Reservation.Degraded)
+	// On wan, the path's MTU is 1500: the end hosts' routes follow.
+	if !waitFor(5*time.Second, func() bool { return routeMTU("a1", "198.18.2.1") == "1500" && routeMTU("b1", "198.18.1.1") == "1500" }) {
+		t.Errorf("moved to wan: a1's route MTU %s, b1's %s; want 1500", routeMTU("a1", "198.18.2.1"), routeMTU("b1", "198.18.1.1"))
+	}
 	s4 := b.status()
 	bench()
 	s5 := b.status()
