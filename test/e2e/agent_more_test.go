@@ -288,14 +288,20 @@ func TestAgentMoreConcurrentReservations(t *testing.T) {
 	if wan > 4<<20 {
 		t.Errorf("wan carried %d bytes: the reserved flows should all be on dedicated", wan)
 	}
-	if m1.summary < 0.9*400e6 {
-		t.Errorf("a1>b1 got %s of its reserved 400 Mbit/s (want at least 90%%)", mbps(m1.summary))
+	// The guarantees hold once the flows are under way (the intervals
+	// after the first): reservations borrow beyond their rate only after
+	// unreserved traffic (htb priority 1 against the default class's 0),
+	// so a flow's slow start is not made up for by borrowing.
+	if m1.steady < 0.9*400e6 {
+		t.Errorf("a1>b1 got %s of its reserved 400 Mbit/s (want at least 90%%)", mbps(m1.steady))
 	}
-	if m2.summary < 0.9*200e6 {
-		t.Errorf("a2>b2 got %s of its reserved 200 Mbit/s (want at least 90%%)", mbps(m2.summary))
+	if m2.steady < 0.9*200e6 {
+		t.Errorf("a2>b2 got %s of its reserved 200 Mbit/s (want at least 90%%)", mbps(m2.steady))
 	}
-	if mo.steady < 50e6 {
-		t.Errorf("the unreserved flow got %s: it should keep at least its floor and borrow what is left", mbps(mo.steady))
+	// What the reservations leave (1G less 600M) goes to the unreserved
+	// flow first.
+	if mo.steady < 0.7*400e6 {
+		t.Errorf("the unreserved flow got %s: it should get most of the 400 Mbit/s the reservations leave", mbps(mo.steady))
 	}
 }
 
