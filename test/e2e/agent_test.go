@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -290,6 +291,76 @@ func TestAgentsMarkByUser(t *testing.T) {
 		t.Logf("as %s: dedicated %d bytes, wan %d bytes", tc.who, ded, wan)
 		if tc.steer && (ded < 10<<20 || wan > 1<<20) || !tc.steer && (wan < 10<<20 || ded > 1<<20) {
 			t.Errorf("as %s: dedicated carried %d bytes and wan %d: want it steered: %v", tc.who, ded, wan, tc.steer)
+		}
+	}
+}
+
+// TestAgentsMarkByCgroup steers only the connections of one cgroup's
+// processes: the same flow sent from outside it stays on the routed path.
+// A reservation naming a cgroup that does not exist on its from node
+// fails, and says why.
+func TestAgentsMarkByCgroup(t *testing.T) {
+	c, b := agentTestbed(t)
+	const root = "/sys/fs/cgroup/unified"
+	if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
+		t.Skipf("no cgroup2 hierarchy at %s: %v", root, err)
+	}
+	cg := fmt.Sprintf("lightpath-e2e-%04x", rand.IntN(1<<16))
+	if err := os.MkdirAll(filepath.Join(root, cg, "job"), 0o755); err != nil {
+		t.Skipf("cannot create a cgroup: %v", err)
+	}
+	t.Cleanup(func() {
+		for _, d := range []string{cg + "/job", cg} {
+			if err := os.Remove(filepath.Join(root, d)); err != nil {
+				t.Errorf("remove cgroup %s: %v", d, err)
+			}
+		}
+	})
+	b.serveIn("b1", "198.18.2.1:7070", t.TempDir())
+
+	type live struct {
+		Reservation struct {
+			State         string `json:"state"`
+			FailureReason string `json:"failure_reason"`
+		} `json:"reservation"`
+	}
+	missing := oneJSON[cliResv](t, c.ok(c.adminTok, "reserve", "create", "--from", "a1", "--to", "b1", "--bandwidth", "300M",
+		"--duration", "10m", "--flow", "tcp 198.18.1.1 > 198.18.2.1:7070 cgroup "+cg+"/nope", "--path", "a1-ra,dedicated,b1-rb", "--json").stdout)
+	var got live
+	if !waitFor(15*time.Second, func() bool {
+		return c.getJSON(c.adminTok, "/api/v1/reservations/"+missing.ID, &got) == nil && got.Reservation.State == "FAILED"
+	}) {
+		t.Fatalf("a reservation naming a missing cgroup: %+v, want FAILED", got)
+	}
+	if !strings.Contains(got.Reservation.FailureReason, "cgroup "+cg+"/nope: does not exist") {
+		t.Errorf("failure reason %q: want it to say the cgroup does not exist", got.Reservation.FailureReason)
+	}
+
+	res := oneJSON[cliResv](t, c.ok(c.adminTok, "reserve", "create", "--from", "a1", "--to", "b1", "--bandwidth", "300M",
+		"--duration", "10m", "--flow", "tcp 198.18.1.1 > 198.18.2.1:7070 cgroup "+cg, "--path", "a1-ra,dedicated,b1-rb", "--json").stdout)
+	if !waitFor(15*time.Second, func() bool {
+		return c.getJSON(c.adminTok, "/api/v1/reservations/"+res.ID, &got) == nil && got.Reservation.State == "ACTIVE"
+	}) {
+		t.Fatalf("not ACTIVE: %+v", got)
+	}
+	for _, tc := range []struct {
+		where string
+		argv  []string
+		steer bool
+	}{
+		{"outside the cgroup", []string{lpBin, "bench", "lp://198.18.2.1:7070", "-t", "2s"}, false},
+		// A process moved into a cgroup below the flow's: its sockets
+		// are the cgroup's.
+		{"in " + cg + "/job", []string{"sh", "-c", "echo $$ > " + filepath.Join(root, cg, "job", "cgroup.procs") +
+			" && exec " + lpBin + " bench lp://198.18.2.1:7070 -t 2s"}, true},
+	} {
+		s0 := b.status()
+		mustSucceed(t, "bench "+tc.where, b.exec("a1", tc.argv...))
+		s1 := b.status()
+		ded, wan := s1.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra"), s1.bytesOn("wan", "ra")-s0.bytesOn("wan", "ra")
+		t.Logf("%s: dedicated %d bytes, wan %d bytes", tc.where, ded, wan)
+		if tc.steer && (ded < 10<<20 || wan > 1<<20) || !tc.steer && (wan < 10<<20 || ded > 1<<20) {
+			t.Errorf("%s: dedicated carried %d bytes and wan %d: want it steered: %v", tc.where, ded, wan, tc.steer)
 		}
 	}
 }
