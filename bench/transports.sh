@@ -20,11 +20,13 @@
 #         1500 everywhere). First the path's iperf3 -u ceiling (wan raised to
 #         10G, no loss, iperf3 -u -l 1416 -w 16M -b 0 for DURATION s); below
 #         1.2 x LINK_RATE the wan runs at 500M instead, and the table says so.
-#         Then, alternating in every run: UDP --cc fixed --rate RESERVED,
-#         RESERVED being the 0.9 of the wan a reservation may take (the
-#         testbed's default `reservable`), i.e. the rate `cp --reserve` would
-#         get; no controller is involved (target: payload goodput >= 0.95 of
-#         RESERVED); UDP --cc fast (target >= 0.85 of the wan rate); TCP
+#         A controller and an agent in every node run throughout. Then,
+#         alternating in every run: cp --transport udp --reserve RESERVED of
+#         a file of RESERVED x 2 DURATION (booked, steered by the agents,
+#         fixed at the reserved rate), RESERVED being the 0.9 of the wan a
+#         reservation may take (the testbed's default `reservable`); bench
+#         --cc fixed --rate RESERVED with no reservation (both: target
+#         payload goodput >= 0.95 of RESERVED); UDP --cc fast (target >= 0.85 of the wan rate); TCP
 #         --cc cubic and --cc bbr (default streams); uftp unicast (uftpd in
 #         h2, uftp -M h2 -R <wan rate> -C none in h1) copying a file of
 #         wan rate x DURATION, its goodput the file over uftp's own transfer
