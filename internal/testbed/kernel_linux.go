@@ -139,10 +139,10 @@ func applyHTB(h *netlink.Handle, nsPath string, ifindex int, p HTB) error {
 	if err := h.QdiscReplace(q); err != nil {
 		return fmt.Errorf("root qdisc: %w", err)
 	}
-	if err := h.ClassReplace(htbClass(ifindex, topology.HTBRoot, topology.HTBLink, p.Rate, p.Rate, p.Quantum)); err != nil {
+	if err := h.ClassReplace(htbClass(ifindex, topology.HTBRoot, topology.HTBLink, p.Rate, p.Rate, p.Quantum, 0)); err != nil {
 		return fmt.Errorf("class 1:1: %w", err)
 	}
-	if err := h.ClassReplace(htbClass(ifindex, topology.HTBLink, topology.HTBDefault, p.Floor, p.Rate, p.Quantum)); err != nil {
+	if err := h.ClassReplace(htbClass(ifindex, topology.HTBLink, topology.HTBDefault, p.Floor, p.Rate, p.Quantum, p.Prio)); err != nil {
 		return fmt.Errorf("class 1:2: %w", err)
 	}
 	return addBfifo(nsPath, ifindex, topology.HTBDefault, topology.HTBLeaf, p.Limit)
@@ -151,16 +151,18 @@ func applyHTB(h *netlink.Handle, nsPath string, ifindex int, p HTB) error {
 // setRate rescales classes 1:1 and 1:2 of one direction and leaves every
 // other class (the agents') alone.
 func setRate(h *netlink.Handle, ifindex int, p HTB) error {
-	if err := h.ClassChange(htbClass(ifindex, topology.HTBRoot, topology.HTBLink, p.Rate, p.Rate, p.Quantum)); err != nil {
+	if err := h.ClassChange(htbClass(ifindex, topology.HTBRoot, topology.HTBLink, p.Rate, p.Rate, p.Quantum, 0)); err != nil {
 		return fmt.Errorf("class 1:1: %w", err)
 	}
-	if err := h.ClassChange(htbClass(ifindex, topology.HTBLink, topology.HTBDefault, p.Floor, p.Rate, p.Quantum)); err != nil {
+	if err := h.ClassChange(htbClass(ifindex, topology.HTBLink, topology.HTBDefault, p.Floor, p.Rate, p.Quantum, p.Prio)); err != nil {
 		return fmt.Errorf("class 1:2: %w", err)
 	}
 	return nil
 }
 
-func htbClass(ifindex int, parent, handle uint32, rate, ceil uint64, quantum uint32) *netlink.HtbClass {
+// htbClass is an htb class; prio matters only to leaves (1:1 is inner:
+// the kernel ignores it there).
+func htbClass(ifindex int, parent, handle uint32, rate, ceil uint64, quantum, prio uint32) *netlink.HtbClass {
 	// Bursts of 5 ms at the rate: enough for htb to keep up at gigabits
 	// with a timer of a few hundred hertz, and for 64 KiB
 	// segmentation-offload packets. (NewHtbClass takes bits per second and
@@ -169,7 +171,7 @@ func htbClass(ifindex int, parent, handle uint32, rate, ceil uint64, quantum uin
 		return uint32(min(max(r/8/200, 128<<10), 64<<20))
 	}
 	return netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: ifindex, Parent: parent, Handle: handle},
-		netlink.HtbClassAttrs{Rate: rate, Ceil: ceil, Quantum: quantum, Buffer: burst(rate), Cbuffer: burst(ceil)})
+		netlink.HtbClassAttrs{Rate: rate, Ceil: ceil, Quantum: quantum, Prio: prio, Buffer: burst(rate), Cbuffer: burst(ceil)})
 }
 
 // addBfifo adds a byte-limited FIFO: the netlink package has no bfifo type,

@@ -15,7 +15,15 @@ type HTB struct {
 	Floor   uint64 // bits/s: class 1:2's guaranteed rate
 	Quantum uint32 // bytes per round when classes borrow
 	Limit   uint32 // bytes: the FIFO under 1:2
+	// Prio is class 1:2's htb priority, DefaultPrio: agents give their
+	// reservation classes a larger number (a lower priority), so that htb
+	// lends spare capacity to unreserved traffic first and to reservations
+	// beyond their rate only after it.
+	Prio uint32
 }
+
+// DefaultPrio is the htb priority of class 1:2, the highest htb has.
+const DefaultPrio = 0
 
 // minFloor keeps class 1:2 valid when a link is entirely reservable: htb
 // refuses a zero rate, and untagged traffic still needs a trickle (routing
@@ -35,7 +43,7 @@ func PlanHTB(l *topology.Link, node string, rate uint64) (HTB, error) {
 	// enough for a jumbo frame, small enough to share fairly.
 	q := min(max(floor/8/1000, uint64(2*l.MTU)), 200_000)
 	limit := min(max(l.Queue, int64(2*l.MTU)), 1<<31)
-	return HTB{Node: node, Dev: e.Dev, Rate: rate, Floor: floor, Quantum: uint32(q), Limit: uint32(limit)}, nil
+	return HTB{Node: node, Dev: e.Dev, Rate: rate, Floor: floor, Quantum: uint32(q), Limit: uint32(limit), Prio: DefaultPrio}, nil
 }
 
 // Sysctl is one setting of a node's namespace, by its dotted name.
