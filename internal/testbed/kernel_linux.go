@@ -193,7 +193,10 @@ func addBfifo(nsPath string, ifindex int, parent, handle, limit uint32) error {
 	})
 }
 
-// addRoutes installs a node's static routes.
+// addRoutes installs a node's static routes, each with the MTU of the
+// path it leads along (topology.Route.MTU): a host then sends no larger
+// packet to another site than the routed path carries, and needs no ICMP
+// to learn it.
 func addRoutes(t *topology.Topology, node, nsPath string) error {
 	h, err := netns.Handle(nsPath)
 	if err != nil {
@@ -208,12 +211,12 @@ func addRoutes(t *topology.Topology, node, nsPath string) error {
 		if err != nil {
 			return fmt.Errorf("%s: route to %s: device %s: %w", node, r.Dst, r.Dev, err)
 		}
-		rt := &netlink.Route{LinkIndex: dev.Attrs().Index, Dst: prefixNet(r.Dst), Gw: r.Via.AsSlice()}
+		rt := &netlink.Route{LinkIndex: dev.Attrs().Index, Dst: prefixNet(r.Dst), Gw: r.Via.AsSlice(), MTU: r.MTU}
 		if r.Src.IsValid() {
 			rt.Src = r.Src.AsSlice()
 		}
 		if err := h.RouteReplace(rt); err != nil {
-			return fmt.Errorf("%s: route to %s via %s dev %s: %w", node, r.Dst, r.Via, r.Dev, err)
+			return fmt.Errorf("%s: route to %s via %s dev %s mtu %d: %w", node, r.Dst, r.Via, r.Dev, r.MTU, err)
 		}
 	}
 	return nil

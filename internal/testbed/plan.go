@@ -59,7 +59,9 @@ func (s Sysctl) Path() string { return "/proc/sys/" + strings.ReplaceAll(s.Key, 
 // link); no duplicate address detection (addresses work at once); TCP
 // buffers large enough for the node's longest bandwidth-delay product; no
 // TCP metrics carried from one connection to the next, so that each test
-// starts alike.
+// starts alike; no TCP MTU probing, so that a connection's segments follow
+// the MTU of its route (the routed path's, or a steered path's) and
+// nothing else.
 func NodeSysctls(t *topology.Topology, n *topology.Node) []Sysctl {
 	fwd := "0"
 	if n.Role == topology.RoleRouter {
@@ -76,6 +78,7 @@ func NodeSysctls(t *topology.Topology, n *topology.Node) []Sysctl {
 		{"net.ipv4.tcp_rmem", "4096 131072 " + maxBuf},
 		{"net.ipv4.tcp_wmem", "4096 16384 " + maxBuf},
 		{"net.ipv4.tcp_no_metrics_save", "1"},
+		{"net.ipv4.tcp_mtu_probing", "0"},
 	}
 }
 
