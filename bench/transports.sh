@@ -512,8 +512,11 @@ scenario_path() {
 			fixed | fast | cubic | bbr)
 				local -a extra=()
 				case $tool in
-				fixed) extra=(--transport udp --cc fixed --rate "$res_bps") ;;
-				fast) extra=(--transport udp --cc fast) ;;
+				# One UDP stream each, as a copy at the booked rate would
+				# take (and as the runs in docs/transports-bench.md did):
+				# without a rate, bench's default would take eight here.
+				fixed) extra=(--transport udp -P 1 --cc fixed --rate "$res_bps") ;;
+				fast) extra=(--transport udp -P 1 --cc fast) ;;
 				cubic | bbr) extra=(--transport tcp --cc "$tool") ;;
 				esac
 				if lp_bench "$(ns $TB h1)" "$logf" "$H2:7070" "${extra[@]}"; then
