@@ -305,20 +305,20 @@ func pathMTU(path []hop) int {
 	return mtu
 }
 
-// routedMTU is the smallest MTU along the routed path from one node to
-// another (65535 when there is none).
+// routedMTU is the MTU of from's route to to's address, the smallest
+// along the routed path (topology.Route.MTU, which the testbed gives the
+// route); 65535 when there is none.
 func routedMTU(t *topology.Topology, from, to string) int {
-	mtu := 65535
-	routed, err := t.Path(from, to)
-	if err != nil {
-		return mtu
+	far, ok := t.Node(to)
+	if !ok {
+		return 65535
 	}
-	for _, h := range routed {
-		if l, ok := t.Link(h.Link); ok {
-			mtu = min(mtu, l.MTU)
+	for _, r := range t.Routes {
+		if r.Node == from && r.Dst == netip.PrefixFrom(far.IPv4, 32) && r.MTU > 0 {
+			return r.MTU
 		}
 	}
-	return mtu
+	return 65535
 }
 
 // addSteer adds the policy routing of one direction (path from origin to
