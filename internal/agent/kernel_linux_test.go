@@ -256,8 +256,13 @@ func TestKernelApply(t *testing.T) {
 	// The hosts' routes to the other site carry the routed path's MTU
 	// (wan: 1500), as the testbed gives them: a connection steered off
 	// the reserved path falls back to it with no ICMP.
-	b.setRouteMTU(t, "a1", 1500, "198.18.2.1", "2001:2:0:2::1")
-	b.setRouteMTU(t, "b1", 1500, "198.18.1.1", "2001:2:0:1::1")
+	for node, addrs := range map[string][]string{"a1": {"198.18.2.1", "2001:2:0:2::1"}, "b1": {"198.18.1.1", "2001:2:0:1::1"}} {
+		for _, a := range addrs {
+			if got := b.routeMTU(t, node, a); got != 1500 {
+				t.Fatalf("%s: the testbed's route to %s has MTU %d, want the routed path's 1500", node, a, got)
+			}
+		}
+	}
 
 	mss4 := listen(t, b.ns("b1"), "tcp4", "198.18.2.1:7070")
 	mss6 := listen(t, b.ns("b1"), "tcp6", "[2001:2:0:2::1]:7070")
@@ -591,27 +596,20 @@ func classBytes(t *testing.T, fd int, dev string, minor uint16) uint64 {
 	return 0
 }
 
-// setRouteMTU gives node's routes (main table) to addrs an MTU, as the
-// testbed gives hosts' routes to other sites the routed path's.
-func (b *kbed) setRouteMTU(t *testing.T, node string, mtu int, addrs ...string) {
+// routeMTU is the MTU of node's route (main table) to addr.
+func (b *kbed) routeMTU(t *testing.T, node, addr string) int {
 	t.Helper()
-	h := handle(t, b.fd[node])
-	for _, s := range addrs {
-		a := netip.MustParseAddr(s)
-		fam := netlink.FAMILY_V4
-		if a.Is6() {
-			fam = netlink.FAMILY_V6
-		}
-		dst := &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}
-		rs, err := h.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_MAIN, Dst: dst}, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_DST)
-		if err != nil || len(rs) != 1 {
-			t.Fatalf("%s: route to %s: %v, %v", node, s, rs, err)
-		}
-		rs[0].MTU = mtu
-		if err := h.RouteReplace(&rs[0]); err != nil {
-			t.Fatalf("%s: route to %s with MTU %d: %v", node, s, mtu, err)
-		}
+	a := netip.MustParseAddr(addr)
+	fam := netlink.FAMILY_V4
+	if a.Is6() {
+		fam = netlink.FAMILY_V6
 	}
+	dst := &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}
+	rs, err := handle(t, b.fd[node]).RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_MAIN, Dst: dst}, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_DST)
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("%s: route to %s: %v, %v", node, addr, rs, err)
+	}
+	return rs[0].MTU
 }
 
 func (b *kbed) exec(t *testing.T, node string, argv ...string) string {
