@@ -14,7 +14,7 @@
 #               host's CPU and the emulator are the limit), with a ticket for
 #               the flow ACTIVE (DSCP marking on a1, DSCP -> firewall mark and
 #               policy routing on ra, an htb class and u32 filter on the link,
-#               MSS clamping) and with it closed, MARK_RUNS alternating runs
+#               ip rules and a route of the path's MTU on the end hosts) and with it closed, MARK_RUNS alternating runs
 #               each (ABBA order; the host-bound throughput varies by several
 #               percent from run to run, so it takes many runs to resolve a
 #               2% difference). Target: median with / median without >= 0.98
