@@ -228,6 +228,14 @@ func Book(ctx context.Context, c Controller, req Request, w Watcher) (*Booking, 
 	if req.UDP {
 		p.Flow = WithUDP(p.Flow)
 	}
+	return BookPlan(ctx, c, p, req, w)
+}
+
+// BookPlan books and follows the reservation of a plan made by the
+// caller (its nodes and flow), as Book does for a copy: req's bandwidth,
+// cap, window and path apply; its addresses and UDP are not read. A
+// command run under `lightpath run` books its cgroup's flow this way.
+func BookPlan(ctx context.Context, c Controller, p Plan, req Request, w Watcher) (*Booking, error) {
 	window := func(bps uint64) time.Duration {
 		switch {
 		case req.Duration > 0:

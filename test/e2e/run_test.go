@@ -1,0 +1,221 @@
+//go:build linux
+
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// lightpath run (issue 18): any command run in a cgroup of its own with
+// its flows booked and steered. Each test builds the setup of
+// TestAgentsSteerReservation: a controller on examples/two-site.yaml and
+// the testbed with an agent in every node (a1 is 198.18.1.1, b1
+// 198.18.2.1; the routed path is wan, the reserved one dedicated).
+
+// cgroup2Root is where this machine mounts the cgroup2 hierarchy (the
+// tests only look there; run finds it in /proc/self/mountinfo).
+const cgroup2Root = "/sys/fs/cgroup/unified"
+
+// runSummaryLine is run --json's last line on stderr.
+type runSummaryLine struct {
+	Type             string `json:"type"`
+	ExitStatus       int    `json:"exit_status"`
+	Cgroup           string `json:"cgroup"`
+	CgroupRemoved    bool   `json:"cgroup_removed"`
+	Reservation      string `json:"reservation"`
+	ReservationState string `json:"reservation_state"`
+	DSCP             int    `json:"dscp"`
+	Mark             uint32 `json:"mark"`
+	FlowSpec         string `json:"flow_spec"`
+	FlowsAdded       int    `json:"flows_added"`
+}
+
+// runEvents reads run --json's lines from its stderr: every line that is
+// JSON (the command's own stderr may be mixed in), the summary last.
+func runEvents(t *testing.T, stderr string) (runSummaryLine, []map[string]any) {
+	t.Helper()
+	var sum runSummaryLine
+	var evs []map[string]any
+	for _, l := range strings.Split(stderr, "\n") {
+		if !strings.HasPrefix(l, "{") {
+			continue
+		}
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) != nil {
+			continue
+		}
+		evs = append(evs, m)
+		if m["type"] == "summary" {
+			json.Unmarshal([]byte(l), &sum)
+		}
+	}
+	if sum.Type != "summary" {
+		t.Fatalf("run --json printed no summary on stderr:\n%s", stderr)
+	}
+	return sum, evs
+}
+
+// runIn starts lightpath run --json in node, booking from → to at bw
+// over dedicated, with cmd as its command.
+func (a *agentBed) runIn(node, from, to, bw string, cmd ...string) *proc {
+	a.t.Helper()
+	path := "a1-ra,dedicated,b1-rb"
+	if from == "b1" {
+		path = "b1-rb,dedicated,a1-ra"
+	}
+	args := []string{"testbed", "exec", "--name", a.name, node, "--", lpBin, "run", "--reserve", bw, "--from", from, "--to", to, "--reserve-path", path,
+		"--controller", a.c.sock, "--controller-token-file", a.c.adminTok, "--json", "--"}
+	return startLP(a.t, runOpts{timeout: 2 * time.Minute}, append(args, cmd...)...)
+}
+
+// checkRunCleanedUp checks that run left nothing: the reservation
+// released, the cgroup gone.
+func (a *agentBed) checkRunCleanedUp(sum runSummaryLine) {
+	a.t.Helper()
+	if got := a.resv(sum.Reservation); got.State != "CANCELLED" || sum.ReservationState != "CANCELLED" {
+		a.t.Errorf("reservation %s after run: %s (summary says %s), want CANCELLED", sum.Reservation, got.State, sum.ReservationState)
+	}
+	if !strings.HasPrefix(sum.Cgroup, "lightpath/run-") || !sum.CgroupRemoved {
+		a.t.Errorf("cgroup %q, removed %v: want lightpath/run-… removed", sum.Cgroup, sum.CgroupRemoved)
+	}
+	if _, err := os.Stat(filepath.Join(cgroup2Root, sum.Cgroup)); !os.IsNotExist(err) {
+		a.t.Errorf("cgroup %s still there after run: %v", sum.Cgroup, err)
+	}
+}
+
+// iperfSent is the bytes an iperf3 -J client sent.
+func iperfSent(t *testing.T, what, stdout string) uint64 {
+	t.Helper()
+	var r struct {
+		End struct {
+			SumSent struct {
+				Bytes uint64 `json:"bytes"`
+			} `json:"sum_sent"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil || r.End.SumSent.Bytes == 0 {
+		t.Fatalf("%s: no iperf3 result (%v):\n%s", what, err, stdout)
+	}
+	return r.End.SumSent.Bytes
+}
+
+// iperfServer starts iperf3 -s on port in node, for one test, and waits
+// until it listens.
+func (a *agentBed) iperfServer(node, port string) {
+	a.t.Helper()
+	startLP(a.t, runOpts{timeout: 2 * time.Minute}, "testbed", "exec", "--name", a.name, node, "--", "iperf3", "-s", "-1", "-p", port)
+	if !waitFor(10*time.Second, func() bool {
+		return a.exec(node, "sh", "-c", "ss -Hltn 'sport = :"+port+"' | grep -q LISTEN").code == 0
+	}) {
+		a.t.Fatalf("iperf3 -s in %s did not listen on %s", node, port)
+	}
+}
+
+// TestRunIperf3Steered: iperf3 under lightpath run --reserve is steered
+// onto the dedicated link by its cgroup, while the same iperf3 started
+// beside it without run stays on wan; run passes on the exit status,
+// releases the reservation and removes its cgroup.
+func TestRunIperf3Steered(t *testing.T) {
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		t.Skip("iperf3 is not installed (Debian package iperf3)")
+	}
+	a := upAgentBed(t)
+	a.iperfServer("b1", "5201")
+	a.iperfServer("b1", "5202")
+
+	s0 := a.status()
+	ran := a.runIn("a1", "a1", "b1", "300M", "iperf3", "-c", "198.18.2.1", "-p", "5201", "-t", "5", "-J")
+	beside := startLP(t, runOpts{timeout: 2 * time.Minute}, "testbed", "exec", "--name", a.name, "a1", "--",
+		"iperf3", "-c", "198.18.2.1", "-p", "5202", "-t", "5", "-J")
+	rr, br := ran.Wait(), beside.Wait()
+	s1 := a.status()
+	mustSucceed(t, "run iperf3", rr)
+	mustSucceed(t, "iperf3 beside", br)
+	sum, evs := runEvents(t, rr.stderr)
+	t.Logf("run's events: %v", evs)
+	if sum.ExitStatus != 0 || sum.DSCP == 0 || sum.Mark != uint32(0x100+sum.DSCP) {
+		t.Errorf("summary %+v: want exit 0, a DSCP and mark 0x100+DSCP", sum)
+	}
+	if want := "cgroup " + sum.Cgroup; !strings.Contains(sum.FlowSpec, "any 198.18.1.1 > 198.18.2.1 "+want) {
+		t.Errorf("flow spec %q: want any 198.18.1.1 > 198.18.2.1 %s", sum.FlowSpec, want)
+	}
+	active := false
+	for _, e := range evs {
+		active = active || e["type"] == "reservation" && e["state"] == "ACTIVE"
+	}
+	if !active {
+		t.Errorf("run never saw its reservation ACTIVE: %v", evs)
+	}
+	runBytes, besideBytes := iperfSent(t, "run iperf3", rr.stdout), iperfSent(t, "iperf3 beside", br.stdout)
+	ded, wan := s1.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra"), s1.bytesOn("wan", "ra")-s0.bytesOn("wan", "ra")
+	t.Logf("iperf3 under run sent %d bytes, beside it %d; dedicated ra>rb carried %d, wan %d", runBytes, besideBytes, ded, wan)
+	// The run's iperf3 starts on wan until the agents make the
+	// reservation ACTIVE, then moves: most of its bytes cross dedicated.
+	// Dedicated carries nothing else, so it never carries more than the
+	// run's bytes and their headers: the beside iperf3 stayed on wan.
+	if ded < runBytes/2 {
+		t.Errorf("dedicated carried %d of the %d bytes iperf3 sent under run: want it steered", ded, runBytes)
+	}
+	if ded > runBytes+runBytes/10+1<<20 {
+		t.Errorf("dedicated carried %d bytes, more than the %d iperf3 sent under run: the iperf3 beside it was steered too", ded, runBytes)
+	}
+	if wan < besideBytes*9/10 {
+		t.Errorf("wan carried %d bytes, less than the %d the iperf3 beside sent: it left the routed path", wan, besideBytes)
+	}
+	a.checkRunCleanedUp(sum)
+}
+
+// TestRunExitStatus: the command's status is run's, 128+N when signal N
+// ended it, also when run itself is interrupted (the signal is passed on);
+// every time the reservation is released and the cgroup removed.
+func TestRunExitStatus(t *testing.T) {
+	a := upAgentBed(t)
+	for _, tc := range []struct {
+		name string
+		cmd  []string
+		want int
+	}{
+		{"exit 3", []string{"sh", "-c", "exit 3"}, 3},
+		{"killed", []string{"sh", "-c", "kill -TERM $$"}, 128 + int(syscall.SIGTERM)},
+		{"in the cgroup", []string{"sh", "-c", "grep -q '^0::/lightpath/run-' /proc/self/cgroup"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := a.runIn("a1", "a1", "b1", "100M", tc.cmd...).Wait()
+			sum, _ := runEvents(t, r.stderr)
+			if r.code != tc.want || sum.ExitStatus != tc.want {
+				t.Errorf("exit status %d, summary %d: want %d\n%s", r.code, sum.ExitStatus, tc.want, r.stderr)
+			}
+			a.checkRunCleanedUp(sum)
+		})
+	}
+
+	// run interrupted: the command gets the SIGINT, run waits for it and
+	// ends with its status after releasing.
+	p := a.runIn("a1", "a1", "b1", "100M", "sleep", "60")
+	if !waitFor(15*time.Second, func() bool { return strings.Contains(p.err.String(), `"type":"reservation"`) }) {
+		t.Fatalf("run booked nothing in 15 s:\n%s", p.err.String())
+	}
+	time.Sleep(300 * time.Millisecond) // sleep has started by now
+	p.Signal(syscall.SIGINT)
+	r := p.Wait()
+	sum, _ := runEvents(t, r.stderr)
+	if want := 128 + int(syscall.SIGINT); r.code != want || sum.ExitStatus != want {
+		t.Errorf("interrupted: exit status %d, summary %d; want %d\n%s", r.code, sum.ExitStatus, want, r.stderr)
+	}
+	a.checkRunCleanedUp(sum)
+
+	// A command that cannot be started: 127, nothing left behind.
+	r = a.runIn("a1", "a1", "b1", "100M", "/nonexistent/cmd").Wait()
+	if r.code != 127 || !strings.Contains(r.stderr, "lightpath: run: start /nonexistent/cmd:") {
+		t.Errorf("missing command: exit %d\n%s", r.code, r.stderr)
+	}
+	sum, _ = runEvents(t, r.stderr)
+	a.checkRunCleanedUp(sum)
+}
