@@ -94,9 +94,10 @@ type Summary struct {
 // routing and the agents match (topology.MarkBase + DSCP).
 func Mark(dscp uint8) uint32 { return uint32(topology.MarkBase) + uint32(dscp) }
 
-// PlanRun is a run's reservation: from → to, a flow between the two
-// nodes' own addresses of each family (the first the topology lists),
-// restricted on the sending host to the
+// PlanRun is a run's reservation: from → to, a flow between every
+// address of one node and every address of the other of the same family
+// (the node's own and its link ends': a socket may be given any of them
+// as its source, by the route it takes or by binding), restricted on the sending host to the
 // run's cgroup (`any FROMADDR > TOADDR cgroup PATH`).
 func PlanRun(t apiv1.Topology, from, to, cgroup string) (booking.Plan, error) {
 	addrs := func(name string) ([]netip.Addr, error) {
@@ -114,10 +115,7 @@ func PlanRun(t apiv1.Topology, from, to, cgroup string) (booking.Plan, error) {
 					}
 					a = p.Addr()
 				}
-				// The node's own address of each family comes first; the
-				// rest are its link ends'.
-				a = a.Unmap()
-				if !slices.ContainsFunc(out, func(b netip.Addr) bool { return b.Is4() == a.Is4() }) {
+				if a = a.Unmap(); !slices.Contains(out, a) {
 					out = append(out, a)
 				}
 			}

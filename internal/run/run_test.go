@@ -22,7 +22,8 @@ func TestPlanRun(t *testing.T) {
 		name, from, to, want, err string
 	}{
 		{name: "both families", from: "a1", to: "b1",
-			want: "any 198.18.1.1 > 198.18.2.1 cgroup lightpath/run-1, any 2001:2:0:1::1 > 2001:2:0:2::1 cgroup lightpath/run-1"},
+			want: "any 198.18.1.1 > 198.18.2.1 cgroup lightpath/run-1, any 2001:2:0:1::1 > 2001:2:0:2::1 cgroup lightpath/run-1, " +
+				"any 198.19.0.1 > 198.18.2.1 cgroup lightpath/run-1, any 2001:2:0:8001::1 > 2001:2:0:2::1 cgroup lightpath/run-1"},
 		{name: "reverse", from: "b1", to: "v4", want: "any 198.18.2.1 > 198.18.3.1 cgroup lightpath/run-1"},
 		{name: "no common family", from: "v4", to: "v6", err: "no addresses of one family"},
 		{name: "unknown", from: "a1", to: "zz", err: `no node "zz"`},
