@@ -328,7 +328,18 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 	// From here the command runs to its end whatever happens to ctx
 	// (an interrupt is forwarded to it), and the reservation is released
 	// after it.
+	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	learnt := make(chan int, 1)
+	if local, lerr := LocalAddrs(); lerr == nil && Owns(topo, cfg.To, local) {
+		// A pull: the far end sends on sockets this host cannot mark.
+		go func() { learnt <- learn(bg, cfg, b, cg, nodeAddrs(topo, cfg.From), note) }()
+	} else {
+		learnt <- 0
+	}
 	status, err := cg.Exec(cfg.Argv, cfg.Stdin, cfg.Stdout, cfg.Stderr)
+	stop()
+	sum.Learnt = <-learnt
 	sum.Status = status
 	why := "lightpath run: the command ended"
 	if ctx.Err() != nil {
@@ -337,4 +348,69 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 	release(why)
 	sum.Seconds = time.Since(t0).Seconds()
 	return sum, err
+}
+
+// nodeAddrs is every address the topology lists for node.
+func nodeAddrs(t apiv1.Topology, node string) []netip.Addr {
+	var out []netip.Addr
+	for _, n := range t.Nodes {
+		if n.Name != node {
+			continue
+		}
+		for _, s := range n.Addresses {
+			if a, err := netip.ParseAddr(s); err == nil {
+				out = append(out, a.Unmap())
+			}
+		}
+	}
+	return out
+}
+
+// learn is the pull side (data flows to this node): every PollInterval
+// it reads the command's connections (sock_diag, the cgroup's sockets)
+// and adds those from the far node that the flow spec does not list yet,
+// as the 5-tuples the far end sends, through the controller's modify, so
+// the far end's agent steers them. It returns how many it added.
+func learn(ctx context.Context, cfg Config, b *booking.Booking, cg *Cgroup, far []netip.Addr, note func(Event)) int {
+	every := cfg.PollInterval
+	if every <= 0 {
+		every = 200 * time.Millisecond
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	added := 0
+	var lastErr string
+	warn := func(err error) {
+		// Said once per distinct problem: a poll every 200 ms would
+		// repeat it.
+		if err.Error() != lastErr {
+			lastErr = err.Error()
+			note(Event{Err: err})
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return added
+		case <-tick.C:
+		}
+		conns, err := cg.Conns()
+		if err != nil {
+			warn(fmt.Errorf("read the command's connections: %w", err))
+			continue
+		}
+		flows := PullFlows(b.Flow(), conns, far)
+		if len(flows) == 0 {
+			continue
+		}
+		r, err := b.AddFlows(ctx, flows)
+		if err != nil {
+			if ctx.Err() == nil {
+				warn(err)
+			}
+			continue
+		}
+		added += len(flows)
+		note(Event{Reservation: r, Flows: flows})
+	}
 }

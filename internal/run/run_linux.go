@@ -19,6 +19,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/lightpath/lightpath/internal/reserve"
 	"golang.org/x/sys/unix"
 )
 
@@ -203,6 +205,46 @@ func LocalAddrs() ([]netip.Addr, error) {
 	for _, a := range as {
 		if p, err := netip.ParsePrefix(a.String()); err == nil {
 			out = append(out, p.Addr().Unmap())
+		}
+	}
+	return out, nil
+}
+
+// Conns is the TCP and UDP sockets (IPv4 and IPv6) of this network
+// namespace that were created in the cgroup, listening ones left out,
+// read with sock_diag.
+func (c *Cgroup) Conns() ([]Conn, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_INET_DIAG)
+	if err != nil {
+		return nil, fmt.Errorf("sock_diag: %w", err)
+	}
+	defer unix.Close(fd)
+	var out []Conn
+	buf := make([]byte, 1<<16)
+	seq := uint32(0)
+	for _, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
+		for _, p := range []struct {
+			num   uint8
+			proto reserve.Protocol
+		}{{unix.IPPROTO_TCP, reserve.ProtoTCP}, {unix.IPPROTO_UDP, reserve.ProtoUDP}} {
+			seq++
+			if err := unix.Sendto(fd, diagRequest(seq, family, p.num, c.ID), 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+				return nil, fmt.Errorf("sock_diag: %w", err)
+			}
+			for {
+				n, _, err := unix.Recvfrom(fd, buf, 0)
+				if err != nil {
+					return nil, fmt.Errorf("sock_diag: %w", err)
+				}
+				conns, done, errno := parseDiag(buf[:n], seq, p.proto, c.ID)
+				out = append(out, conns...)
+				if errno != 0 {
+					return nil, fmt.Errorf("sock_diag: %w", unix.Errno(-errno))
+				}
+				if done {
+					break
+				}
+			}
 		}
 	}
 	return out, nil

@@ -3,6 +3,9 @@ package run
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/roottest"
 )
 
@@ -35,6 +39,16 @@ func TestMain(m *testing.M) {
 	case "cgroup":
 		b, _ := os.ReadFile("/proc/self/cgroup")
 		os.Stdout.Write(b)
+		os.Exit(0)
+	case "connect":
+		// Connect to LP_RUN_TEST_ADDR and hold the connection until the
+		// far end closes it.
+		c, err := net.Dial("tcp", os.Getenv("LP_RUN_TEST_ADDR"))
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(2)
+		}
+		io.Copy(io.Discard, c)
 		os.Exit(0)
 	case "exit":
 		n, _ := strconv.Atoi(os.Getenv("LP_RUN_TEST_CODE"))
@@ -144,5 +158,48 @@ func TestNoWritableCgroup2(t *testing.T) {
 	}
 	if _, err := newCgroupAt(dir); err == nil || !strings.Contains(err.Error(), ErrNoCgroup2.Error()) {
 		t.Errorf("newCgroupAt(%s): %v, want %v", dir, err, ErrNoCgroup2)
+	}
+}
+
+// TestConns: sock_diag finds the connection a process in the cgroup
+// made, and not the test's own sockets outside it.
+func TestConns(t *testing.T) {
+	cg := testCgroup(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	mine, err := net.Dial("tcp", ln.Addr().String()) // outside the cgroup
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mine.Close()
+	first, _ := ln.Accept()
+	defer first.Close()
+
+	t.Setenv("LP_RUN_TEST_HELPER", "connect")
+	t.Setenv("LP_RUN_TEST_ADDR", ln.Addr().String())
+	done := make(chan error, 1)
+	var out bytes.Buffer
+	go func() {
+		_, err := cg.Exec([]string{os.Args[0]}, nil, &out, &out)
+		done <- err
+	}()
+	theirs, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns, err := cg.Conns()
+	theirs.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("helper: %v %s", err, out.String())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Conn{Proto: reserve.ProtoTCP, Local: netip.MustParseAddrPort(theirs.RemoteAddr().String()), Remote: netip.MustParseAddrPort(ln.Addr().String())}
+	if len(conns) != 1 || conns[0] != want {
+		t.Errorf("the cgroup's connections: %+v, want only %+v (the test's own is %s)", conns, want, mine.LocalAddr())
 	}
 }

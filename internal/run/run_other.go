@@ -38,3 +38,8 @@ func (c *Cgroup) Remove() error { return nil }
 func LocalAddrs() ([]netip.Addr, error) {
 	return nil, fmt.Errorf("list this host's addresses: %w", platform.ErrUnsupported)
 }
+
+// Conns needs Linux's sock_diag.
+func (c *Cgroup) Conns() ([]Conn, error) {
+	return nil, fmt.Errorf("read the command's connections: %w", platform.ErrUnsupported)
+}

@@ -219,3 +219,53 @@ func TestRunExitStatus(t *testing.T) {
 	sum, _ = runEvents(t, r.stderr)
 	a.checkRunCleanedUp(sum)
 }
+
+// TestRunPull: data flowing to the node run runs on (iperf3 -R: the
+// server in a1 sends to the client in b1) comes from sockets run cannot
+// mark, so run learns the command's connections (sock_diag) and adds
+// them to the flow spec; a1's agent then steers them onto dedicated,
+// while the same pull started beside it stays on wan.
+func TestRunPull(t *testing.T) {
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		t.Skip("iperf3 is not installed (Debian package iperf3)")
+	}
+	a := upAgentBed(t)
+	a.iperfServer("a1", "5201")
+	a.iperfServer("a1", "5202")
+
+	s0 := a.status()
+	ran := a.runIn("b1", "a1", "b1", "300M", "iperf3", "-c", "198.18.1.1", "-p", "5201", "-R", "-t", "5", "-J")
+	beside := startLP(t, runOpts{timeout: 2 * time.Minute}, "testbed", "exec", "--name", a.name, "b1", "--",
+		"iperf3", "-c", "198.18.1.1", "-p", "5202", "-R", "-t", "5", "-J")
+	rr, br := ran.Wait(), beside.Wait()
+	s1 := a.status()
+	mustSucceed(t, "run iperf3 -R", rr)
+	mustSucceed(t, "iperf3 -R beside", br)
+	sum, evs := runEvents(t, rr.stderr)
+	var learnt []any
+	for _, e := range evs {
+		if e["type"] == "flows" {
+			learnt = append(learnt, e["flows"].([]any)...)
+		}
+	}
+	t.Logf("flows learnt: %v; final flow spec %q", learnt, sum.FlowSpec)
+	if sum.FlowsAdded == 0 || len(learnt) != sum.FlowsAdded || !strings.Contains(sum.FlowSpec, "tcp 198.18.1.1:5201 > 198.18.2.1:") {
+		t.Errorf("flows added %d (events %v), flow spec %q: want the connections to 198.18.1.1:5201 added", sum.FlowsAdded, learnt, sum.FlowSpec)
+	}
+	if strings.Contains(sum.FlowSpec, ":5202") {
+		t.Errorf("flow spec %q has the iperf3 beside run's connection", sum.FlowSpec)
+	}
+	runBytes, besideBytes := iperfSent(t, "run iperf3 -R", rr.stdout), iperfSent(t, "iperf3 -R beside", br.stdout)
+	ded, wan := s1.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra"), s1.bytesOn("wan", "ra")-s0.bytesOn("wan", "ra")
+	t.Logf("a1 sent %d bytes to iperf3 -R under run, %d to the one beside; dedicated ra>rb carried %d, wan %d", runBytes, besideBytes, ded, wan)
+	if ded < runBytes/2 {
+		t.Errorf("dedicated carried %d of the %d bytes a1 sent to the pull under run: want it steered", ded, runBytes)
+	}
+	if ded > runBytes+runBytes/10+1<<20 {
+		t.Errorf("dedicated carried %d bytes, more than the %d of the pull under run: the pull beside it was steered too", ded, runBytes)
+	}
+	if wan < besideBytes*9/10 {
+		t.Errorf("wan carried %d bytes, less than the %d of the pull beside: it left the routed path", wan, besideBytes)
+	}
+	a.checkRunCleanedUp(sum)
+}
