@@ -269,3 +269,79 @@ func TestRunPull(t *testing.T) {
 	}
 	a.checkRunCleanedUp(sum)
 }
+
+// listenIn starts a server in node (argv) and waits until port listens.
+func (a *agentBed) listenIn(node, port string, argv ...string) {
+	a.t.Helper()
+	startLP(a.t, runOpts{timeout: 5 * time.Minute}, append([]string{"testbed", "exec", "--name", a.name, node, "--"}, argv...)...)
+	if !waitFor(15*time.Second, func() bool {
+		return a.exec(node, "sh", "-c", "ss -Hltn 'sport = :"+port+"' | grep -q LISTEN").code == 0
+	}) {
+		a.t.Fatalf("%s in %s did not listen on %s", argv[0], node, port)
+	}
+}
+
+// TestRunApps: xrdcp and globus-url-copy (GridFTP, its data channel on
+// ports of the server's choosing) run under lightpath run, pushing from
+// a1 to b1 and pulling from a1 into b1: each copy arrives whole and its
+// bytes cross dedicated. The servers (xrootd, globus-gridftp-server) run
+// as nobody, as they refuse root or serve anonymous users as nobody.
+func TestRunApps(t *testing.T) {
+	for _, tool := range []string{"xrdcp", "xrootd", "globus-url-copy", "globus-gridftp-server"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed (scripts/deps.sh installs xrootd-client, xrootd-server, globus-gass-copy-progs and globus-gridftp-server-progs)", tool)
+		}
+	}
+	a := upAgentBed(t)
+	// A directory the servers (as nobody) may write in and its parents
+	// traverse; the test's own.
+	dir := t.TempDir()
+	for d := dir; d != filepath.Dir(os.TempDir()) && d != "/"; d = filepath.Dir(d) {
+		if d == os.TempDir() {
+			break
+		}
+		os.Chmod(d, 0o777)
+	}
+	src := filepath.Join(dir, "src.bin")
+	writeRandom(t, src, 200<<20, 18)
+	os.Chmod(src, 0o644)
+	xcfg := filepath.Join(dir, "xrootd.cfg")
+	writeFile(t, xcfg, "all.export "+dir+"\nxrd.port 1094\nall.adminpath "+dir+"\nall.pidpath "+dir+"\n", 0o644)
+	for _, n := range []struct{ node, addr string }{{"a1", "198.18.1.1"}, {"b1", "198.18.2.1"}} {
+		a.listenIn(n.node, "1094", "xrootd", "-R", "nobody", "-c", xcfg, "-l", filepath.Join(dir, "xrootd-"+n.node+".log"), "-n", "lp-"+n.node)
+		a.listenIn(n.node, "2811", "globus-gridftp-server", "-p", "2811", "-aa", "-anonymous-user", "nobody",
+			"-data-interface", n.addr, "-log-level", "ERROR", "-logfile", filepath.Join(dir, "gridftp-"+n.node+".log"))
+	}
+	for _, tc := range []struct {
+		name, node string // where run runs
+		cmd            []string
+		dst            string
+	}{
+		{"xrdcp push", "a1", []string{"xrdcp", "-f", "-s", src, "root://198.18.2.1:1094/" + dir + "/xrd-push.bin"}, "xrd-push.bin"},
+		{"xrdcp pull", "b1", []string{"xrdcp", "-f", "-s", "root://198.18.1.1:1094/" + src, dir + "/xrd-pull.bin"}, "xrd-pull.bin"},
+		{"globus-url-copy push", "a1", []string{"globus-url-copy", "file://" + src, "ftp://198.18.2.1:2811" + dir + "/gftp-push.bin"}, "gftp-push.bin"},
+		{"globus-url-copy pull", "b1", []string{"globus-url-copy", "ftp://198.18.1.1:2811" + src, "file://" + dir + "/gftp-pull.bin"}, "gftp-pull.bin"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s0 := a.status()
+			r := a.runIn(tc.node, "a1", "b1", "500M", tc.cmd...).Wait()
+			s1 := a.status()
+			mustSucceed(t, tc.name, r)
+			sum, _ := runEvents(t, r.stderr)
+			if !sameContent(t, src, filepath.Join(dir, tc.dst)) {
+				t.Errorf("%s: %s differs from the source", tc.name, tc.dst)
+			}
+			ded, wan := s1.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra"), s1.bytesOn("wan", "ra")-s0.bytesOn("wan", "ra")
+			t.Logf("%s: dedicated ra>rb carried %d bytes, wan %d; flows added %d, flow spec %q", tc.name, ded, wan, sum.FlowsAdded, sum.FlowSpec)
+			// A push is steered from its first packets on; a pull once
+			// run has learnt its connections (within a poll or two).
+			if ded < 200<<20/2 {
+				t.Errorf("%s: dedicated carried %d of the %d bytes copied: want the copy steered", tc.name, ded, 200<<20)
+			}
+			if tc.node == "b1" && sum.FlowsAdded == 0 {
+				t.Errorf("%s: run added no connection to the flow spec", tc.name)
+			}
+			a.checkRunCleanedUp(sum)
+		})
+	}
+}
