@@ -314,8 +314,8 @@ func TestRunApps(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, node string // where run runs
-		cmd            []string
-		dst            string
+		cmd        []string
+		dst        string
 	}{
 		{"xrdcp push", "a1", []string{"xrdcp", "-f", "-s", src, "root://198.18.2.1:1094/" + dir + "/xrd-push.bin"}, "xrd-push.bin"},
 		{"xrdcp pull", "b1", []string{"xrdcp", "-f", "-s", "root://198.18.1.1:1094/" + src, dir + "/xrd-pull.bin"}, "xrd-pull.bin"},
