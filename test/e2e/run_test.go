@@ -345,3 +345,32 @@ func TestRunApps(t *testing.T) {
 		})
 	}
 }
+
+// TestRunNoCgroup2: a host whose cgroup2 hierarchy is read-only, or not
+// mounted, gets one clear line and nothing is booked (the controller
+// named does not exist: run stops before asking it). Each case runs in a
+// mount namespace of its own, so the host's hierarchy is untouched.
+func TestRunNoCgroup2(t *testing.T) {
+	skipUnlessNetRoot(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("unshare (util-linux) is not installed")
+	}
+	if _, err := os.Stat(cgroup2Root); err != nil {
+		t.Skipf("no cgroup2 hierarchy at %s: %v", cgroup2Root, err)
+	}
+	for _, tc := range []struct{ name, prep, want string }{
+		{"read-only", "mount -o remount,bind,ro " + cgroup2Root, "read-only file system"},
+		{"not mounted", "umount -l " + cgroup2Root, "no cgroup2 file system is mounted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c",
+				tc.prep+` && exec "$0" run --reserve 1M --from a1 --to b1 --controller unix:/nonexistent.sock -- true`, lpBin)
+			cmd.Env = cleanEnv()
+			out, err := cmd.CombinedOutput()
+			if err == nil || !strings.HasPrefix(string(out), "lightpath: run: no writable cgroup2 hierarchy: ") || !strings.Contains(string(out), tc.want) ||
+				strings.Count(string(out), "\n") != 1 {
+				t.Errorf("%v:\n%s\nwant one line: lightpath: run: no writable cgroup2 hierarchy: ...%s", err, out, tc.want)
+			}
+		})
+	}
+}
