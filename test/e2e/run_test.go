@@ -284,7 +284,8 @@ func (a *agentBed) listenIn(node, port string, argv ...string) {
 // TestRunApps: xrdcp and globus-url-copy (GridFTP, its data channel on
 // ports of the server's choosing) run under lightpath run, pushing from
 // a1 to b1 and pulling from a1 into b1: each copy arrives whole and its
-// bytes cross dedicated. The servers (xrootd, globus-gridftp-server) run
+// bytes cross dedicated, while the same copy started beside it without
+// run stays on wan. The servers (xrootd, globus-gridftp-server) run
 // as nobody, as they refuse root or serve anonymous users as nobody.
 func TestRunApps(t *testing.T) {
 	for _, tool := range []string{"xrdcp", "xrootd", "globus-url-copy", "globus-gridftp-server"} {
@@ -313,30 +314,53 @@ func TestRunApps(t *testing.T) {
 			"-data-interface", n.addr, "-log-level", "ERROR", "-logfile", filepath.Join(dir, "gridftp-"+n.node+".log"))
 	}
 	for _, tc := range []struct {
-		name, node string // where run runs
-		cmd        []string
-		dst        string
+		name, node string                    // where run runs
+		cmd        func(dst string) []string // the copy, landing in dir/dst
 	}{
-		{"xrdcp push", "a1", []string{"xrdcp", "-f", "-s", src, "root://198.18.2.1:1094/" + dir + "/xrd-push.bin"}, "xrd-push.bin"},
-		{"xrdcp pull", "b1", []string{"xrdcp", "-f", "-s", "root://198.18.1.1:1094/" + src, dir + "/xrd-pull.bin"}, "xrd-pull.bin"},
-		{"globus-url-copy push", "a1", []string{"globus-url-copy", "file://" + src, "ftp://198.18.2.1:2811" + dir + "/gftp-push.bin"}, "gftp-push.bin"},
-		{"globus-url-copy pull", "b1", []string{"globus-url-copy", "ftp://198.18.1.1:2811" + src, "file://" + dir + "/gftp-pull.bin"}, "gftp-pull.bin"},
+		{"xrdcp push", "a1", func(dst string) []string {
+			return []string{"xrdcp", "-f", "-s", src, "root://198.18.2.1:1094/" + dir + "/" + dst}
+		}},
+		{"xrdcp pull", "b1", func(dst string) []string {
+			return []string{"xrdcp", "-f", "-s", "root://198.18.1.1:1094/" + src, dir + "/" + dst}
+		}},
+		{"globus-url-copy push", "a1", func(dst string) []string {
+			return []string{"globus-url-copy", "file://" + src, "ftp://198.18.2.1:2811" + dir + "/" + dst}
+		}},
+		{"globus-url-copy pull", "b1", func(dst string) []string {
+			return []string{"globus-url-copy", "ftp://198.18.1.1:2811" + src, "file://" + dir + "/" + dst}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			const size = 200 << 20
+			dst := strings.ReplaceAll(tc.name, " ", "-")
 			s0 := a.status()
-			r := a.runIn(tc.node, "a1", "b1", "500M", tc.cmd...).Wait()
+			ran := a.runIn(tc.node, "a1", "b1", "500M", tc.cmd(dst+".bin")...)
+			// The same copy beside it, without run: it stays routed.
+			beside := startLP(t, runOpts{timeout: 2 * time.Minute}, append([]string{"testbed", "exec", "--name", a.name, tc.node, "--"},
+				tc.cmd(dst+"-beside.bin")...)...)
+			r, br := ran.Wait(), beside.Wait()
 			s1 := a.status()
 			mustSucceed(t, tc.name, r)
+			mustSucceed(t, tc.name+" beside", br)
 			sum, _ := runEvents(t, r.stderr)
-			if !sameContent(t, src, filepath.Join(dir, tc.dst)) {
-				t.Errorf("%s: %s differs from the source", tc.name, tc.dst)
+			for _, f := range []string{dst + ".bin", dst + "-beside.bin"} {
+				if !sameContent(t, src, filepath.Join(dir, f)) {
+					t.Errorf("%s: %s differs from the source", tc.name, f)
+				}
 			}
 			ded, wan := s1.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra"), s1.bytesOn("wan", "ra")-s0.bytesOn("wan", "ra")
-			t.Logf("%s: dedicated ra>rb carried %d bytes, wan %d; flows added %d, flow spec %q", tc.name, ded, wan, sum.FlowsAdded, sum.FlowSpec)
+			t.Logf("%s: dedicated ra>rb carried %d bytes, wan %d; flows added %d", tc.name, ded, wan, sum.FlowsAdded)
 			// A push is steered from its first packets on; a pull once
 			// run has learnt its connections (within a poll or two).
-			if ded < 200<<20/2 {
-				t.Errorf("%s: dedicated carried %d of the %d bytes copied: want the copy steered", tc.name, ded, 200<<20)
+			// Dedicated carries nothing but the copy under run.
+			if ded < size/2 {
+				t.Errorf("%s: dedicated carried %d of the %d bytes copied under run: want the copy steered", tc.name, ded, size)
+			}
+			if ded > size+size/10+1<<20 {
+				t.Errorf("%s: dedicated carried %d bytes, more than the %d copied under run: the copy beside it was steered too", tc.name, ded, size)
+			}
+			if wan < size*9/10 {
+				t.Errorf("%s: wan carried %d bytes, less than the %d the copy beside moved: it left the routed path", tc.name, wan, size)
 			}
 			if tc.node == "b1" && sum.FlowsAdded == 0 {
 				t.Errorf("%s: run added no connection to the flow spec", tc.name)
