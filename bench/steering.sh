@@ -32,8 +32,9 @@
 #               a1 -> b1 (lightpath bench, DURATION s) with and without a
 #               ticket of CROSS_BW (300M); competing unreserved UDP a2 -> b2
 #               (iperf3 -u) over the same link at 0, 25, 50 and 100% of the
-#               link rate; the median of CROSS_RUNS (3). Target: with the
-#               ticket the flow keeps >= 0.9 of CROSS_BW at every load.
+#               link rate; the median of CROSS_RUNS (3), and the median loss
+#               of the UDP (lost_percent of iperf3's receiver). Target: with
+#               the ticket the flow keeps >= 0.9 of CROSS_BW at every load.
 #
 # Environment: MARK_RUNS (15), RUNS (7), DURATION (8), CROSS_RUNS (3), CROSS_RATE (500M),
 # CROSS_BW (300M), POLL_MS (50), STEER_BYTES (262144), ONLY, JSON=1 (same as
@@ -448,12 +449,16 @@ print("%.3f %.3f %.3f %.3f %.3f %s %s" % (r["path_s"], r["before_s"], t.get("wai
 # Cross traffic
 
 # cross_run TB LOAD_BPS CASE RUN measures the flow under LOAD_BPS of UDP
-# from a2 to b2, which starts a second before the flow and ends after it.
+# from a2 to b2, which starts a second before the flow and ends after it;
+# it sets UDP_LOST to the UDP's loss in percent (iperf3's receiver's
+# lost_percent), "-" without UDP.
 cross_run() {
-	local tb=$1 load=$2 c=$3 run=$4 upid='' b0 b1
+	local tb=$1 load=$2 c=$3 run=$4 upid='' b0 b1 ulog
+	ulog="$W/logs/cross-udp-$load-$c-$run.json"
+	UDP_LOST=-
 	if ((load > 0)); then
 		timeout -k 5 $((DURATION + 30)) ip netns exec "$(ns "$tb" a2)" iperf3 -c 198.18.2.2 -p 5201 -u -b "$load" -l 8000 \
-			-t $((DURATION + 2)) -J >"$W/logs/cross-udp-$load-$c-$run.json" 2>&1 </dev/null &
+			-t $((DURATION + 2)) -J >"$ulog" 2>&1 </dev/null &
 		upid=$!
 		sleep 1
 	fi
@@ -462,14 +467,26 @@ cross_run() {
 	b1=$(class_bytes "$tb")
 	STEERED=$(awk -v a="$b0" -v b="$b1" -v n="$BYTES" 'BEGIN { printf "%.3f", (b - a) / n }')
 	if [[ -n $upid ]]; then
-		wait "$upid" || die "iperf3 -u -b $load: $(last_line "$W/logs/cross-udp-$load-$c-$run.json")"
+		wait "$upid" || die "iperf3 -u -b $load: $(last_line "$ulog")"
+		UDP_LOST=$(udp_lost "$ulog") || die "iperf3 -u -b $load: no receiver loss in $ulog"
 	fi
+}
+
+# udp_lost LOG prints the loss in percent the receiver of an iperf3 UDP run
+# saw (end.sum_received; end.sum in iperf3 before 3.10, which has no
+# sum_received).
+udp_lost() {
+	python3 -c '
+import json, sys
+e = json.load(open(sys.argv[1]))["end"]
+s = e.get("sum_received") or e["sum"]
+print("%.3f" % s["lost_percent"])' "$1"
 }
 
 scenario_cross() {
 	local tb=lpst-cross run pct load ok all_ok=1 frac
 	local -a pcts=(0 25 50 100)
-	declare -A R=() S=()
+	declare -A R=() S=() L=()
 	one_link_topology "$W/topo/cross.yaml" "$CROSS_RATE" 25ms
 	setup "$tb" "$W/topo/cross.yaml"
 	serve "$tb"
@@ -479,13 +496,13 @@ scenario_cross() {
 		for pct in "${pcts[@]}"; do
 			load=$((CROSS_RATE_BPS * pct / 100))
 			cross_run "$tb" "$load" without "$run"
-			R[$pct|without]+="$BPS " S[$pct|without]+="$STEERED "
-			log "cross run $run/$CROSS_RUNS load $pct%: without $(mbit "$BPS") Mbit/s"
+			R[$pct|without]+="$BPS " S[$pct|without]+="$STEERED " L[$pct|without]+="$UDP_LOST "
+			log "cross run $run/$CROSS_RUNS load $pct%: without $(mbit "$BPS") Mbit/s, UDP lost $UDP_LOST%"
 			open_ticket "$tb" "$CROSS_BW" "$W/logs/cross-open-$pct-$run.json"
 			[[ $TICKET_PATH == a1-ra,dedicated,b1-rb ]] || die "ticket path $TICKET_PATH: want a1-ra,dedicated,b1-rb"
 			cross_run "$tb" "$load" with "$run"
-			R[$pct|with]+="$BPS " S[$pct|with]+="$STEERED "
-			log "cross run $run/$CROSS_RUNS load $pct%: with $(mbit "$BPS") Mbit/s, steered $STEERED"
+			R[$pct|with]+="$BPS " S[$pct|with]+="$STEERED " L[$pct|with]+="$UDP_LOST "
+			log "cross run $run/$CROSS_RUNS load $pct%: with $(mbit "$BPS") Mbit/s, steered $STEERED, UDP lost $UDP_LOST%"
 			close_ticket "$tb" "$TICKET"
 		done
 	done
@@ -496,10 +513,17 @@ scenario_cross() {
 	out "  flow:  ip netns exec lp-$tb-a1 lightpath bench lp://198.18.2.1:7070 -t ${DURATION}s"
 	out "  load:  ip netns exec lp-$tb-a2 iperf3 -c 198.18.2.2 -u -b LOAD -l 8000 -t $((DURATION + 2))   (unreserved, same link, from 1 s before the flow)"
 	out "  with:  lightpath ticket open --from a1 --to b1 --flows '$FLOW' --bandwidth $CROSS_BW --duration 1h"
-	out "$(printf '  %-6s %12s %16s %16s %14s %9s   %s' load "UDP offered" "without Mbit/s" "with Mbit/s" "with/reserved" steered "verdict (with >= 0.9 of $CROSS_BW)")"
+	out "$(printf '  %-6s %12s %16s %16s %14s %9s %14s %14s   %s' load "UDP offered" "without Mbit/s" "with Mbit/s" "with/reserved" steered "UDP lost w/o" "UDP lost with" "verdict (with >= 0.9 of $CROSS_BW)")"
 	for pct in "${pcts[@]}"; do
 		load=$((CROSS_RATE_BPS * pct / 100))
-		local mw mo st
+		local mw mo st lo=- lw=- jlo=null jlw=null jro='[]' jrw='[]'
+		if ((load > 0)); then
+			# shellcheck disable=SC2086 # space-separated lists
+			lo=$(fmed ${L[$pct|without]}) lw=$(fmed ${L[$pct|with]})
+			# shellcheck disable=SC2086
+			jlo=$lo jlw=$lw jro=$(jlist ${L[$pct|without]}) jrw=$(jlist ${L[$pct|with]})
+			lo+=% lw+=%
+		fi
 		# shellcheck disable=SC2086 # space-separated lists
 		mo=$(median ${R[$pct|without]})
 		# shellcheck disable=SC2086
@@ -509,13 +533,16 @@ scenario_cross() {
 		frac=$(awk -v a="$mw" -v b="$CROSS_BW_BPS" 'BEGIN { printf "%.2f", a / b }')
 		ok=$(awk -v f="$mw" -v b="$CROSS_BW_BPS" 'BEGIN { print (f >= 0.9 * b) }')
 		[[ $ok == 1 ]] || all_ok=0
-		out "$(printf '  %5s%% %7s Mbit/s %16s %16s %14s %9s   %s' "$pct" "$(mbit "$load")" "$(mbit "$mo")" "$(mbit "$mw")" "$frac" "$st" "$(verdict "$ok")")"
+		out "$(printf '  %5s%% %7s Mbit/s %16s %16s %14s %9s %14s %14s   %s' "$pct" "$(mbit "$load")" "$(mbit "$mo")" "$(mbit "$mw")" "$frac" "$st" "$lo" "$lw" "$(verdict "$ok")")"
 		# shellcheck disable=SC2086
 		emit_json scenario=cross load_percent:="$pct" load_bps:="$load" link_bps:="$CROSS_RATE_BPS" reserved_bps:="$CROSS_BW_BPS" \
 			without_bps:="$mo" with_bps:="$mw" with_fraction_of_reserved:="$frac" steered:="$st" \
-			runs_without_bps:="$(jlist ${R[$pct|without]})" runs_with_bps:="$(jlist ${R[$pct|with]})" pass:="$(jbool "$ok")"
+			udp_lost_percent_without:="$jlo" udp_lost_percent_with:="$jlw" \
+			runs_without_bps:="$(jlist ${R[$pct|without]})" runs_with_bps:="$(jlist ${R[$pct|with]})" \
+			runs_udp_lost_percent_without:="$jro" runs_udp_lost_percent_with:="$jrw" pass:="$(jbool "$ok")"
 	done
-	out "  (throughput of the measured flow; steered = bytes through the ticket's htb class on ra / the flow's payload bytes: ~1.006 with headers)"
+	out "  (throughput of the measured flow; steered = bytes through the ticket's htb class on ra / the flow's payload bytes: ~1.006 with headers;"
+	out "   UDP lost = the unreserved UDP's loss, iperf3's receiver's lost_percent, median of the runs)"
 	VERDICTS[cross]=$(verdict "$all_ok")
 }
 

@@ -20,11 +20,13 @@
 #         1500 everywhere). First the path's iperf3 -u ceiling (wan raised to
 #         10G, no loss, iperf3 -u -l 1416 -w 16M -b 0 for DURATION s); below
 #         1.2 x LINK_RATE the wan runs at 500M instead, and the table says so.
-#         Then, alternating in every run: UDP --cc fixed --rate RESERVED,
-#         RESERVED being the 0.9 of the wan a reservation may take (the
-#         testbed's default `reservable`), i.e. the rate `cp --reserve` would
-#         get; no controller is involved (target: payload goodput >= 0.95 of
-#         RESERVED); UDP --cc fast (target >= 0.85 of the wan rate); TCP
+#         A controller and an agent in every node run throughout. Then,
+#         alternating in every run: cp --transport udp --reserve RESERVED of
+#         a file of RESERVED x 2 DURATION (booked, steered by the agents,
+#         fixed at the reserved rate), RESERVED being the 0.9 of the wan a
+#         reservation may take (the testbed's default `reservable`); bench
+#         --cc fixed --rate RESERVED with no reservation (both: target
+#         payload goodput >= 0.95 of RESERVED); UDP --cc fast (target >= 0.85 of the wan rate); TCP
 #         --cc cubic and --cc bbr (default streams); uftp unicast (uftpd in
 #         h2, uftp -M h2 -R <wan rate> -C none in h1) copying a file of
 #         wan rate x DURATION, its goodput the file over uftp's own transfer
@@ -168,17 +170,11 @@ cpu_busy() {
 		'BEGIN { if (t1 > t0) printf "%.0f", 100 * (b1 - b0) / (t1 - t0); else print 0 }'
 }
 
-# lp_bench NS LOG ADDR ARG... runs lightpath bench in NS for DURATION s and
-# sets R_GOOD R_SEND R_RESENT R_REPAIRED R_DPB R_STREAMS R_CPU from its
-# summary. Returns non-zero with RUN_ERROR on failure.
-lp_bench() {
-	local nsname=$1 logf=$2 addr=$3 m0 m1 vals
-	shift 3
-	m0=$(cpu_mark)
-	timed "$logf" $((DURATION + 40)) ip netns exec "$nsname" "$LP" bench "lp://$addr" -t "${DURATION}s" --json "$@" || return 1
-	m1=$(cpu_mark)
-	R_CPU=$(cpu_busy "$m0" "$m1")
-	vals=$(python3 -c '
+# summary_vals LOG CODE runs python CODE with s bound to the last NDJSON
+# summary line of LOG and g(KEY) its field KEY (0 when absent or null) and
+# prints what CODE prints; on failure the reason is in LOG.parse.
+summary_vals() {
+	python3 -c '
 import json, sys
 s = None
 for line in open(sys.argv[1]):
@@ -190,9 +186,23 @@ for line in open(sys.argv[1]):
 if s is None:
     sys.exit("no summary line")
 g = lambda k: s.get(k) if s.get(k) is not None else 0
+exec(sys.argv[2])
+' "$1" "$2" 2>"$1.parse"
+}
+
+# lp_bench NS LOG ADDR ARG... runs lightpath bench in NS for DURATION s and
+# sets R_GOOD R_SEND R_RESENT R_REPAIRED R_DPB R_STREAMS R_CPU from its
+# summary. Returns non-zero with RUN_ERROR on failure.
+lp_bench() {
+	local nsname=$1 logf=$2 addr=$3 m0 m1 vals
+	shift 3
+	m0=$(cpu_mark)
+	timed "$logf" $((DURATION + 40)) ip netns exec "$nsname" "$LP" bench "lp://$addr" -t "${DURATION}s" --json "$@" || return 1
+	m1=$(cpu_mark)
+	R_CPU=$(cpu_busy "$m0" "$m1")
+	vals=$(summary_vals "$logf" '
 print(int(g("goodput_bps")), int(g("sending_rate_bps")), int(g("bytes_resent")),
-      int(g("loss_repaired_bytes")), "%.1f" % g("datagrams_per_batch"), g("streams"))
-' "$logf" 2>"$logf.parse") || {
+      int(g("loss_repaired_bytes")), "%.1f" % g("datagrams_per_batch"), g("streams"))') || {
 		RUN_ERROR="no summary: $(last_line "$logf.parse")"
 		return 1
 	}
@@ -214,25 +224,14 @@ lp_cp_reserved() {
 	R_ELAPSED=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')
 	m1=$(cpu_mark)
 	R_CPU=$(cpu_busy "$m0" "$m1")
-	vals=$(python3 -c '
-import json, sys
-s = None
-for line in open(sys.argv[1]):
-    line = line.strip()
-    if line.startswith("{"):
-        o = json.loads(line)
-        if o.get("type") == "summary":
-            s = o
-if s is None:
-    sys.exit("no summary line")
+	vals=$(summary_vals "$logf" '
 if not s.get("verified") or s.get("transport") != "udp" or s.get("cc") != "fixed":
     sys.exit("not a verified udp copy at a fixed rate: %s" % {k: s.get(k) for k in ("verified", "transport", "cc")})
-g = lambda k: s.get(k) if s.get(k) is not None else 0
 b = g("bytes")
 steered = 100.0 * (s.get("bytes_by_path") or {}).get("reserved", 0) / b if b else 0
 print(int(g("goodput_bps")), int(g("sending_rate_bps")), int(b), int(g("bytes_resent")),
       int(g("loss_repaired_bytes")), g("streams"), "%.1f" % steered)
-' "$logf" 2>"$logf.parse") || {
+') || {
 		RUN_ERROR="cp --reserve: $(last_line "$logf.parse")"
 		return 1
 	}
@@ -513,8 +512,11 @@ scenario_path() {
 			fixed | fast | cubic | bbr)
 				local -a extra=()
 				case $tool in
-				fixed) extra=(--transport udp --cc fixed --rate "$res_bps") ;;
-				fast) extra=(--transport udp --cc fast) ;;
+				# One UDP stream each, as a copy at the booked rate would
+				# take (and as the runs in docs/transports-bench.md did):
+				# without a rate, bench's default would take eight here.
+				fixed) extra=(--transport udp -P 1 --cc fixed --rate "$res_bps") ;;
+				fast) extra=(--transport udp -P 1 --cc fast) ;;
 				cubic | bbr) extra=(--transport tcp --cc "$tool") ;;
 				esac
 				if lp_bench "$(ns $TB h1)" "$logf" "$H2:7070" "${extra[@]}"; then

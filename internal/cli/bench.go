@@ -247,7 +247,7 @@ the datagrams sent per system call.`,
 			if !ok {
 				return fmt.Errorf("bench: %q is not a server address: want lp://HOST:PORT", args[0])
 			}
-			if t.streams < 1 {
+			if t.streams < 0 {
 				return errors.New("bench: -P must be at least 1")
 			}
 			if dur <= 0 || dur > 24*time.Hour {
@@ -301,7 +301,11 @@ the datagrams sent per system call.`,
 				}
 				prev, prevT = n, now
 			}
-			cfg := mover.ClientConfig{Addr: r.Addr, Token: token, TLS: tlsCfg, Tuning: tuning, Streams: t.streams}
+			streams := t.streams
+			if streams == 0 && tuning.Transport != mover.TransportUDP {
+				streams = 1 // over TCP one stream unless -P says more; over UDP as cp chooses
+			}
+			cfg := mover.ClientConfig{Addr: r.Addr, Token: token, TLS: tlsCfg, Tuning: tuning, Streams: streams}
 			res, err := mover.Bench(cmd.Context(), cfg, opts, tick)
 			if err != nil {
 				return fmt.Errorf("bench: %w", err)
@@ -341,7 +345,7 @@ the datagrams sent per system call.`,
 		},
 	}
 	f := cmd.Flags()
-	t.register(f, 1, "parallel streams")
+	t.register(f, 0, "parallel streams (default: 1 over TCP; over UDP as cp chooses them, from the round trip and the rate)")
 	dur = 10 * time.Second
 	f.VarP(durationFlag{&dur}, "time", "t", "how long to send: 10s, 1m, or plain seconds")
 	f.BoolVarP(&reverse, "reverse", "R", false, "the server sends, the client receives")

@@ -38,6 +38,7 @@ and triangle.yaml.`,
   lightpath testbed exec a1 -- ping -c 3 198.18.2.2
   lightpath testbed link set wan --delay 50ms --loss 0.1%
   lightpath testbed link set dedicated --down
+  lightpath testbed link set dedicated --blackhole
   lightpath testbed down`,
 	}
 	cmd.AddCommand(newTestbedUpCmd(), newTestbedDownCmd(), newTestbedStatusCmd(),
@@ -268,21 +269,25 @@ func printStatus(w io.Writer, r *testbed.StatusReport) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "LINK\tDIRECTION\tDEVICE\tRATE\tDELAY\tJITTER\tLOSS\tDUP\tMTU\tSTATE\tPACKETS\tBYTES\tDROPS loss/down/queue\tQUEUED\tDUPLICATED")
+	fmt.Fprintln(tw, "LINK\tDIRECTION\tDEVICE\tRATE\tDELAY\tJITTER\tLOSS\tDUP\tMTU\tSTATE\tPACKETS\tBYTES\tDROPS loss/down/blackhole/queue\tQUEUED\tDUPLICATED\tLARGEST seg/pkt")
 	for _, l := range r.Links {
 		for _, d := range l.Directions {
 			state := "up"
-			if d.Down {
+			switch {
+			case d.Down:
 				state = "DOWN"
+			case d.Blackhole:
+				state = "blackhole"
 			}
 			if d.Error != "" {
 				state = "error: " + d.Error
 			}
-			fmt.Fprintf(tw, "%s (%s)\t%s>%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%d/%d/%d\t%s\t%d\n",
+			fmt.Fprintf(tw, "%s (%s)\t%s>%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%d/%d/%d/%d\t%s\t%d\t%d/%d\n",
 				l.Name, l.Role, d.From, d.To, d.Device, units.FormatRate(float64(d.RateBPS)),
 				time.Duration(d.DelayNS).String(), time.Duration(d.JitterNS).String(),
 				lossString(d), percent(d.Duplicate), l.MTU, state, d.Packets, units.FormatSize(int64(d.Bytes)),
-				d.DropsLoss, d.DropsDown, d.DropsQueue, units.FormatSize(int64(d.QueueBytes+d.DelayBytes)), d.Duplicated)
+				d.DropsLoss, d.DropsDown, d.DropsBlackhole, d.DropsQueue, units.FormatSize(int64(d.QueueBytes+d.DelayBytes)), d.Duplicated,
+				d.MaxSegmentBytes, d.MaxPacketBytes)
 		}
 	}
 	tw.Flush()
@@ -354,11 +359,11 @@ func newTestbedLinkCmd() *cobra.Command {
 		duplicate              string
 		delay, jitter          time.Duration
 		burst                  float64
-		up, down               bool
+		up, down, blackhole    bool
 	)
 	set := &cobra.Command{
-		Use:   "set LINK [--rate R] [--delay D] [--jitter D] [--loss P] [--duplicate P] [--up|--down]",
-		Short: "Change a link's rate, delay, jitter, loss or duplicates, or cut and restore it",
+		Use:   "set LINK [--rate R] [--delay D] [--jitter D] [--loss P] [--duplicate P] [--up|--down|--blackhole]",
+		Short: "Change a link's rate, delay, jitter, loss or duplicates, or cut, blackhole and restore it",
 		Long: `Change a link while traffic flows; it takes effect within 100 ms. Both
 directions change unless --from names the node whose outgoing direction to
 change.
@@ -371,12 +376,16 @@ in bursts of B packets on average (Gilbert-Elliott). --duplicate takes a
 percentage or a fraction too: each packet (a TCP segment or a UDP
 datagram) that survives the loss arrives twice with that probability; 0
 turns it off. --down drops every packet and takes the carrier off both
-devices; --up restores the link.`,
+devices; --blackhole drops every packet and leaves the carrier up (a path
+that is up but broken: nothing watching the devices sees it); --up
+restores the link from either.`,
 		Example: `  lightpath testbed link set wan --delay 50ms --loss 0.1%
   lightpath testbed link set wan --rate 500M
   lightpath testbed link set wan --loss 1% --loss-burst 4 --from ra
   lightpath testbed link set wan --duplicate 0.5%
-  lightpath testbed link set dedicated --down`,
+  lightpath testbed link set dedicated --down
+  lightpath testbed link set dedicated --blackhole
+  lightpath testbed link set dedicated --up`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := testbedName(name, nil)
@@ -385,8 +394,8 @@ devices; --up restores the link.`,
 			}
 			c := testbed.LinkChange{From: from}
 			fs := cmd.Flags()
-			if up && down {
-				return errors.New("testbed link set: --up and --down exclude each other")
+			if n := btoi(up) + btoi(down) + btoi(blackhole); n > 1 {
+				return errors.New("testbed link set: --up, --down and --blackhole exclude each other")
 			}
 			if rate != "" {
 				r, err := units.ParseRate(rate)
@@ -439,10 +448,13 @@ devices; --up restores the link.`,
 				c.Duplicate = &p
 			}
 			if up || down {
-				c.Down = &down
+				c.Down = &down // either ends a blackhole
 			}
-			if c.Rate == nil && c.Delay == nil && c.Jitter == nil && c.Loss == nil && c.Duplicate == nil && c.Down == nil {
-				return errors.New("testbed link set: nothing to change (give --rate, --delay, --jitter, --loss, --duplicate, --up or --down)")
+			if blackhole {
+				c.Blackhole = &blackhole // ends a down
+			}
+			if c.Rate == nil && c.Delay == nil && c.Jitter == nil && c.Loss == nil && c.Duplicate == nil && c.Down == nil && c.Blackhole == nil {
+				return errors.New("testbed link set: nothing to change (give --rate, --delay, --jitter, --loss, --duplicate, --up, --down or --blackhole)")
 			}
 			if err := testbed.LinkSet(n, args[0], c); err != nil {
 				return fmt.Errorf("testbed link set: %w", err)
@@ -461,6 +473,7 @@ devices; --up restores the link.`,
 	f.StringVar(&duplicate, "duplicate", "", "duplicated packets, a percentage (0.5%) or a fraction (0.005)")
 	f.BoolVar(&up, "up", false, "restore the link")
 	f.BoolVar(&down, "down", false, "cut the link: drop everything, carrier off")
+	f.BoolVar(&blackhole, "blackhole", false, "drop everything, carrier left up")
 	cmd.AddCommand(set)
 	return cmd
 }

@@ -294,9 +294,9 @@ func (c *ClientConfig) connectVersion(ctx context.Context, minVersion uint16, wh
 }
 
 // ChooseUDPStreams picks a UDP session's stream count: each UDP stream
-// paces itself and starts with a 16 MiB window in user space, so fewer streams
-// fill a path than TCP needs; enough that each one's share of the
-// bandwidth-delay product fits its window, one at least, two on a short
+// paces itself and holds its window in user space (growing as the path
+// needs), so fewer streams fill a path than TCP needs; enough that each
+// one's share of the bandwidth-delay product fits half of udpWindow, one at least, two on a short
 // path (both cores busy), eight at most (the server reads every stream
 // from one socket).
 func ChooseUDPStreams(c net.Conn, rate uint64) int {
@@ -316,7 +316,9 @@ func ChooseUDPStreams(c net.Conn, rate uint64) int {
 	return min(max(n, 1), 8)
 }
 
-// udpWindow is a UDP stream's default window (docs/udp.md).
+// udpWindow is the window a UDP stream counts on when the stream count is
+// chosen: windows start smaller and grow (docs/udp.md), so this is what one
+// stream may be expected to keep in flight, not what it starts with.
 const udpWindow = 16 << 20
 
 // ChooseStreams picks a stream count from the control connection's measured

@@ -139,10 +139,10 @@ func applyHTB(h *netlink.Handle, nsPath string, ifindex int, p HTB) error {
 	if err := h.QdiscReplace(q); err != nil {
 		return fmt.Errorf("root qdisc: %w", err)
 	}
-	if err := h.ClassReplace(htbClass(ifindex, topology.HTBRoot, topology.HTBLink, p.Rate, p.Rate, p.Quantum)); err != nil {
+	if err := h.ClassReplace(htbClass(ifindex, topology.HTBRoot, topology.HTBLink, p.Rate, p.Rate, p.Quantum, 0)); err != nil {
 		return fmt.Errorf("class 1:1: %w", err)
 	}
-	if err := h.ClassReplace(htbClass(ifindex, topology.HTBLink, topology.HTBDefault, p.Floor, p.Rate, p.Quantum)); err != nil {
+	if err := h.ClassReplace(htbClass(ifindex, topology.HTBLink, topology.HTBDefault, p.Floor, p.Rate, p.Quantum, p.Prio)); err != nil {
 		return fmt.Errorf("class 1:2: %w", err)
 	}
 	return addBfifo(nsPath, ifindex, topology.HTBDefault, topology.HTBLeaf, p.Limit)
@@ -151,16 +151,18 @@ func applyHTB(h *netlink.Handle, nsPath string, ifindex int, p HTB) error {
 // setRate rescales classes 1:1 and 1:2 of one direction and leaves every
 // other class (the agents') alone.
 func setRate(h *netlink.Handle, ifindex int, p HTB) error {
-	if err := h.ClassChange(htbClass(ifindex, topology.HTBRoot, topology.HTBLink, p.Rate, p.Rate, p.Quantum)); err != nil {
+	if err := h.ClassChange(htbClass(ifindex, topology.HTBRoot, topology.HTBLink, p.Rate, p.Rate, p.Quantum, 0)); err != nil {
 		return fmt.Errorf("class 1:1: %w", err)
 	}
-	if err := h.ClassChange(htbClass(ifindex, topology.HTBLink, topology.HTBDefault, p.Floor, p.Rate, p.Quantum)); err != nil {
+	if err := h.ClassChange(htbClass(ifindex, topology.HTBLink, topology.HTBDefault, p.Floor, p.Rate, p.Quantum, p.Prio)); err != nil {
 		return fmt.Errorf("class 1:2: %w", err)
 	}
 	return nil
 }
 
-func htbClass(ifindex int, parent, handle uint32, rate, ceil uint64, quantum uint32) *netlink.HtbClass {
+// htbClass is an htb class; prio matters only to leaves (1:1 is inner:
+// the kernel ignores it there).
+func htbClass(ifindex int, parent, handle uint32, rate, ceil uint64, quantum, prio uint32) *netlink.HtbClass {
 	// Bursts of 5 ms at the rate: enough for htb to keep up at gigabits
 	// with a timer of a few hundred hertz, and for 64 KiB
 	// segmentation-offload packets. (NewHtbClass takes bits per second and
@@ -169,7 +171,7 @@ func htbClass(ifindex int, parent, handle uint32, rate, ceil uint64, quantum uin
 		return uint32(min(max(r/8/200, 128<<10), 64<<20))
 	}
 	return netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: ifindex, Parent: parent, Handle: handle},
-		netlink.HtbClassAttrs{Rate: rate, Ceil: ceil, Quantum: quantum, Buffer: burst(rate), Cbuffer: burst(ceil)})
+		netlink.HtbClassAttrs{Rate: rate, Ceil: ceil, Quantum: quantum, Prio: prio, Buffer: burst(rate), Cbuffer: burst(ceil)})
 }
 
 // addBfifo adds a byte-limited FIFO: the netlink package has no bfifo type,
@@ -191,7 +193,10 @@ func addBfifo(nsPath string, ifindex int, parent, handle, limit uint32) error {
 	})
 }
 
-// addRoutes installs a node's static routes.
+// addRoutes installs a node's static routes, each with the MTU of the
+// path it leads along (topology.Route.MTU): a host then sends no larger
+// packet to another site than the routed path carries, and needs no ICMP
+// to learn it.
 func addRoutes(t *topology.Topology, node, nsPath string) error {
 	h, err := netns.Handle(nsPath)
 	if err != nil {
@@ -206,12 +211,12 @@ func addRoutes(t *topology.Topology, node, nsPath string) error {
 		if err != nil {
 			return fmt.Errorf("%s: route to %s: device %s: %w", node, r.Dst, r.Dev, err)
 		}
-		rt := &netlink.Route{LinkIndex: dev.Attrs().Index, Dst: prefixNet(r.Dst), Gw: r.Via.AsSlice()}
+		rt := &netlink.Route{LinkIndex: dev.Attrs().Index, Dst: prefixNet(r.Dst), Gw: r.Via.AsSlice(), MTU: r.MTU}
 		if r.Src.IsValid() {
 			rt.Src = r.Src.AsSlice()
 		}
 		if err := h.RouteReplace(rt); err != nil {
-			return fmt.Errorf("%s: route to %s via %s dev %s: %w", node, r.Dst, r.Via, r.Dev, err)
+			return fmt.Errorf("%s: route to %s via %s dev %s mtu %d: %w", node, r.Dst, r.Via, r.Dev, r.MTU, err)
 		}
 	}
 	return nil

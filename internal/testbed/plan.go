@@ -15,7 +15,15 @@ type HTB struct {
 	Floor   uint64 // bits/s: class 1:2's guaranteed rate
 	Quantum uint32 // bytes per round when classes borrow
 	Limit   uint32 // bytes: the FIFO under 1:2
+	// Prio is class 1:2's htb priority, DefaultPrio: agents give their
+	// reservation classes a larger number (a lower priority), so that htb
+	// lends spare capacity to unreserved traffic first and to reservations
+	// beyond their rate only after it.
+	Prio uint32
 }
+
+// DefaultPrio is the htb priority of class 1:2, the highest htb has.
+const DefaultPrio = 0
 
 // minFloor keeps class 1:2 valid when a link is entirely reservable: htb
 // refuses a zero rate, and untagged traffic still needs a trickle (routing
@@ -35,7 +43,7 @@ func PlanHTB(l *topology.Link, node string, rate uint64) (HTB, error) {
 	// enough for a jumbo frame, small enough to share fairly.
 	q := min(max(floor/8/1000, uint64(2*l.MTU)), 200_000)
 	limit := min(max(l.Queue, int64(2*l.MTU)), 1<<31)
-	return HTB{Node: node, Dev: e.Dev, Rate: rate, Floor: floor, Quantum: uint32(q), Limit: uint32(limit)}, nil
+	return HTB{Node: node, Dev: e.Dev, Rate: rate, Floor: floor, Quantum: uint32(q), Limit: uint32(limit), Prio: DefaultPrio}, nil
 }
 
 // Sysctl is one setting of a node's namespace, by its dotted name.
@@ -51,7 +59,9 @@ func (s Sysctl) Path() string { return "/proc/sys/" + strings.ReplaceAll(s.Key, 
 // link); no duplicate address detection (addresses work at once); TCP
 // buffers large enough for the node's longest bandwidth-delay product; no
 // TCP metrics carried from one connection to the next, so that each test
-// starts alike.
+// starts alike; no TCP MTU probing, so that a connection's segments follow
+// the MTU of its route (the routed path's, or a steered path's) and
+// nothing else.
 func NodeSysctls(t *topology.Topology, n *topology.Node) []Sysctl {
 	fwd := "0"
 	if n.Role == topology.RoleRouter {
@@ -68,6 +78,7 @@ func NodeSysctls(t *topology.Topology, n *topology.Node) []Sysctl {
 		{"net.ipv4.tcp_rmem", "4096 131072 " + maxBuf},
 		{"net.ipv4.tcp_wmem", "4096 16384 " + maxBuf},
 		{"net.ipv4.tcp_no_metrics_save", "1"},
+		{"net.ipv4.tcp_mtu_probing", "0"},
 	}
 }
 

@@ -83,24 +83,33 @@ type DirStatus struct {
 	Loss      float64 `json:"loss"`      // the model's mean loss fraction
 	Duplicate float64 `json:"duplicate"` // probability that a packet arrives twice
 	Down      bool    `json:"down"`
+	// Blackhole: every packet dropped, the carrier left up.
+	Blackhole bool `json:"blackhole"`
 
 	PacketsIn uint64 `json:"packets_in"` // into the emulator
 	BytesIn   uint64 `json:"bytes_in"`
 	// SuperPacketsIn counts the emulator's reads that carried more than
 	// one packet (a TSO or USO super-packet).
-	SuperPacketsIn uint64       `json:"super_packets_in"`
-	Duplicated     uint64       `json:"duplicated"` // extra copies made (counted in packets too)
-	Packets        uint64       `json:"packets"`    // delivered to To
-	Bytes          uint64       `json:"bytes"`
-	DropsLoss      uint64       `json:"drops_loss"`    // by the loss model
-	DropsDown      uint64       `json:"drops_down"`    // while the link was down
-	DropsQueue     uint64       `json:"drops_queue"`   // by the egress queue (htb)
-	DelayPackets   uint64       `json:"delay_packets"` // in flight in the emulator now
-	DelayBytes     uint64       `json:"delay_bytes"`
-	QueuePackets   uint64       `json:"queue_packets"` // waiting in the egress queue now
-	QueueBytes     uint64       `json:"queue_bytes"`
-	Egress         *EgressStats `json:"egress,omitempty"`
-	Error          string       `json:"error,omitempty"`
+	SuperPacketsIn uint64 `json:"super_packets_in"`
+	Duplicated     uint64 `json:"duplicated"` // extra copies made (counted in packets too)
+	Packets        uint64 `json:"packets"`    // delivered to To
+	Bytes          uint64 `json:"bytes"`
+	DropsLoss      uint64 `json:"drops_loss"`      // by the loss model
+	DropsDown      uint64 `json:"drops_down"`      // while the link was down
+	DropsBlackhole uint64 `json:"drops_blackhole"` // while the link was a blackhole
+	DropsQueue     uint64 `json:"drops_queue"`     // by the egress queue (htb)
+	DelayPackets   uint64 `json:"delay_packets"`   // in flight in the emulator now
+	DelayBytes     uint64 `json:"delay_bytes"`
+	QueuePackets   uint64 `json:"queue_packets"` // waiting in the egress queue now
+	QueueBytes     uint64 `json:"queue_bytes"`
+	// MaxSegmentBytes is the largest TCP or UDP payload of one wire
+	// segment carried since the testbed came up (the gso_size of an
+	// offload packet, which captures on the devices cannot show), and
+	// MaxPacketBytes the largest IP packet a wire would carry.
+	MaxSegmentBytes uint64       `json:"max_segment_bytes"`
+	MaxPacketBytes  uint64       `json:"max_packet_bytes"`
+	Egress          *EgressStats `json:"egress,omitempty"`
+	Error           string       `json:"error,omitempty"`
 }
 
 // LinkChange is what `link set` changes; nil fields stay as they are.
@@ -112,7 +121,13 @@ type LinkChange struct {
 	Loss   *topology.Loss
 	// Duplicate is the probability that a packet arrives twice.
 	Duplicate *float64
-	Down      *bool
+	// Down cuts the direction (true) or restores it (false); either way
+	// it ends a blackhole.
+	Down *bool
+	// Blackhole drops every packet while the carrier stays up (true), or
+	// restores the direction (false); true ends a down. Down and
+	// Blackhole both true is refused.
+	Blackhole *bool
 }
 
 // UpOptions say what to build.

@@ -502,12 +502,13 @@ func Status(name string) (*StatusReport, error) {
 			ds := DirStatus{From: d[0].Node, To: d[1].Node, Device: d[0].Dev}
 			if ps, ok := stats[[2]string{l.Name, d[0].Node}]; ok {
 				p := ps.Params
-				ds.DelayNS, ds.JitterNS, ds.Reorder, ds.Down = int64(p.Delay), int64(p.Jitter), p.Reorder, p.Down
+				ds.DelayNS, ds.JitterNS, ds.Reorder, ds.Down, ds.Blackhole = int64(p.Delay), int64(p.Jitter), p.Reorder, p.Down, p.Blackhole
 				ds.LossModel, ds.Loss, ds.Duplicate = p.Loss.Model, p.Loss.MeanLoss(), p.Duplicate
 				ds.PacketsIn, ds.BytesIn, ds.SuperPacketsIn = ps.PacketsIn, ps.BytesIn, ps.SuperPacketsIn
 				ds.Duplicated = ps.Duplicated
 				ds.Packets, ds.Bytes = ps.PacketsOut, ps.BytesOut
-				ds.DropsLoss, ds.DropsDown = ps.DropsLoss, ps.DropsDown
+				ds.DropsLoss, ds.DropsDown, ds.DropsBlackhole = ps.DropsLoss, ps.DropsDown, ps.DropsBlackhole
+				ds.MaxSegmentBytes, ds.MaxPacketBytes = ps.MaxSegmentBytes, ps.MaxPacketBytes
 				ds.DelayPackets, ds.DelayBytes = ps.QueuedPackets, ps.QueuedBytes
 			}
 			if eg, err := egressStats(name, d[0]); err != nil {
@@ -540,6 +541,9 @@ func LinkSet(name, link string, c LinkChange) error {
 		}
 		return fmt.Errorf("testbed %s has no link %q (links: %s)", name, link, strings.Join(names, ", "))
 	}
+	if c.Down != nil && *c.Down && c.Blackhole != nil && *c.Blackhole {
+		return errors.New("a link is down or a blackhole, not both")
+	}
 	ends := []*topology.End{&l.A, &l.B}
 	if c.From != "" {
 		e, ok := l.End(c.From)
@@ -558,7 +562,7 @@ func LinkSet(name, link string, c LinkChange) error {
 			}
 		}
 	}
-	if c.Delay == nil && c.Jitter == nil && c.Loss == nil && c.Duplicate == nil && c.Down == nil {
+	if c.Delay == nil && c.Jitter == nil && c.Loss == nil && c.Duplicate == nil && c.Down == nil && c.Blackhole == nil {
 		return nil
 	}
 	cl, err := emu.Dial(SocketPath(name))
@@ -596,7 +600,13 @@ func LinkSet(name, link string, c LinkChange) error {
 			p.Duplicate = *c.Duplicate
 		}
 		if c.Down != nil {
-			p.Down = *c.Down
+			p.Down, p.Blackhole = *c.Down, false
+		}
+		if c.Blackhole != nil {
+			p.Blackhole = *c.Blackhole
+			if p.Blackhole {
+				p.Down = false
+			}
 		}
 		if err := cl.Set(link, e.Node, *p); err != nil {
 			return fmt.Errorf("emulator: %w", err)

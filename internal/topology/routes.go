@@ -358,11 +358,16 @@ func (p *parser) connect() {
 // given (the routes in the file, see checkRoutes) or else the computed
 // one. A link's subnets are routed towards whichever end is nearer (end A
 // on a tie); the rule is the same at every node, so forwarding towards
-// them is consistent too.
+// them is consistent too. Each route's MTU is the smallest along the way
+// its traffic goes (pathMTU).
 func computeRoutes(t *Topology, given givenHops) []Route {
 	f := newForwarding(newGraph(t), given)
+	mtus := make(map[string]int, len(t.Links))
+	for _, l := range t.Links {
+		mtus[l.Name] = l.MTU
+	}
 	var routes []Route
-	add := func(x int, a arc, dst4, dst6 netip.Prefix) {
+	add := func(x int, a arc, dst4, dst6 netip.Prefix, mtu int) {
 		if a.link < 0 {
 			return
 		}
@@ -370,14 +375,14 @@ func computeRoutes(t *Topology, given givenHops) []Route {
 		mine, _ := l.End(n.Name)
 		peer, _ := l.Peer(n.Name)
 		routes = append(routes,
-			Route{Node: n.Name, Dst: dst4, Link: l.Name, Dev: mine.Dev, Via: peer.IPv4.Addr(), Src: n.IPv4},
-			Route{Node: n.Name, Dst: dst6, Link: l.Name, Dev: mine.Dev, Via: peer.IPv6.Addr(), Src: n.IPv6})
+			Route{Node: n.Name, Dst: dst4, Link: l.Name, Dev: mine.Dev, Via: peer.IPv4.Addr(), Src: n.IPv4, MTU: mtu},
+			Route{Node: n.Name, Dst: dst6, Link: l.Name, Dev: mine.Dev, Via: peer.IPv6.Addr(), Src: n.IPv6, MTU: mtu})
 	}
 	for x := range t.Nodes {
 		for d := range t.Nodes {
 			if d != x {
 				a, _ := f.nextToNode(x, d)
-				add(x, a, netip.PrefixFrom(t.Nodes[d].IPv4, 32), netip.PrefixFrom(t.Nodes[d].IPv6, 128))
+				add(x, a, netip.PrefixFrom(t.Nodes[d].IPv4, 32), netip.PrefixFrom(t.Nodes[d].IPv6, 128), pathMTU(mtus, f.toNode(x, d), 0))
 			}
 		}
 		for k, l := range t.Links {
@@ -385,10 +390,25 @@ func computeRoutes(t *Topology, given givenHops) []Route {
 				continue // on the link: the kernel's connected route covers it
 			}
 			a, _ := f.nextToLink(x, k)
-			add(x, a, l.A.IPv4.Masked(), l.A.IPv6.Masked())
+			add(x, a, l.A.IPv4.Masked(), l.A.IPv6.Masked(), pathMTU(mtus, f.toLink(x, k), l.MTU))
 		}
 	}
 	return routes
+}
+
+// pathMTU is the smallest MTU (mtus, by link name) of the links of w and
+// dst (the MTU of the link whose subnet the route leads to, 0 for a
+// node): the largest packet that crosses them all. A walk that does not
+// arrive (routes given in the file that loop, which the parser refuses)
+// still gives the smallest along what it crossed.
+func pathMTU(mtus map[string]int, w walk, dst int) int {
+	mtu := dst
+	for _, h := range w.hops {
+		if m := mtus[h.Link]; m > 0 && (mtu == 0 || m < mtu) {
+			mtu = m
+		}
+	}
+	return mtu
 }
 
 // Routes given in the file.

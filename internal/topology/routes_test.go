@@ -474,11 +474,13 @@ func TestGivenRoutesTwoSite(t *testing.T) {
 			t.Errorf("WidestPath(%s, %s) = %q, want %q as without routes", tc.from, tc.to, links(got), links(want))
 		}
 	}
-	// Only the routers' routes change: the hosts' are those computed.
+	// Only the routers' routes change: the hosts' are those computed,
+	// but for their MTUs, which follow the path the routers now take.
 	byNode := func(topo *Topology, node string) []Route {
 		var rs []Route
 		for _, r := range topo.Routes {
 			if r.Node == node {
+				r.MTU = 0
 				rs = append(rs, r)
 			}
 		}
@@ -487,6 +489,23 @@ func TestGivenRoutesTwoSite(t *testing.T) {
 	for _, n := range []string{"a1", "a2", "b1", "b2"} {
 		if got, want := byNode(topo, n), byNode(plain, n); !slices.Equal(got, want) {
 			t.Errorf("%s's routes changed:\n got %+v\nwant %+v", n, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		topo      *Topology
+		node, dst string
+		mtu       int
+	}{
+		{plain, "a1", "198.18.2.1/32", 1500}, // over wan
+		{topo, "a1", "198.18.2.1/32", 9000},  // over dedicated
+		{topo, "b2", "2001:2:0:1::2/128", 9000},
+		{topo, "a1", "198.18.1.2/32", 9000},
+		{topo, "a1", "198.19.0.16/30", 1500}, // wan's subnet, whatever the way there
+	} {
+		for _, r := range tc.topo.Routes {
+			if r.Node == tc.node && r.Dst == netip.MustParsePrefix(tc.dst) && r.MTU != tc.mtu {
+				t.Errorf("route in %s to %s: MTU %d, want %d", tc.node, tc.dst, r.MTU, tc.mtu)
+			}
 		}
 	}
 	if len(topo.Routes) != len(plain.Routes) {
@@ -599,5 +618,73 @@ func TestPathFollowsRoutes(t *testing.T) {
 	bare.Routes = nil
 	if hops, err := bare.Path("a1", "b1"); err != nil || links(hops) != "a1-ra wan b1-rb" {
 		t.Errorf("Path(a1, b1) without routes = %q, %v", links(hops), err)
+	}
+}
+
+// TestRouteMTU checks that each route carries the smallest MTU of the links
+// its traffic crosses: along the path to a node, and to a link's subnet
+// the link itself as well.
+func TestRouteMTU(t *testing.T) {
+	// A 9000-byte LAN at each site, a 1500-byte WAN between routers, and a
+	// 4000-byte tail to a far router.
+	chain := `sites: [{name: a}, {name: b}]
+nodes:
+  - {name: h1, site: a}
+  - {name: r1, site: a, role: router}
+  - {name: r2, site: b, role: router}
+  - {name: h2, site: b}
+  - {name: r3, site: b, role: router}
+links:
+  - {name: h1-r1, ends: [h1, r1], mtu: 9000}
+  - {name: wan, ends: [r1, r2], mtu: 1500}
+  - {name: r2-h2, ends: [r2, h2], mtu: 9000}
+  - {name: tail, ends: [r2, r3], mtu: 4000}
+`
+	for _, tc := range []struct {
+		name, file, in string
+		node, dst      string
+		mtu            int
+	}{
+		{"to a host across the wan", "", chain, "h1", "198.18.2.2/32", 1500},
+		{"back, IPv6", "", chain, "h2", "2001:2:0:1::1/128", 1500},
+		{"to the near router", "", chain, "h1", "198.18.1.2/32", 9000},
+		{"within site b", "", chain, "h2", "198.18.2.3/32", 4000},
+		{"router to router", "", chain, "r1", "198.18.2.1/32", 1500},
+		{"router to the far host", "", chain, "r2", "198.18.1.1/32", 1500},
+		{"a link subnet beyond the wan", "", chain, "h1", "198.19.0.12/30", 1500},
+		{"a smaller link subnet next door", "", chain, "h2", "198.19.0.12/30", 4000},
+		{"a larger link subnet next door", "", chain, "r3", "2001:2:0:8003::/64", 4000},
+		{"a link subnet across the wan", "", chain, "r3", "2001:2:0:8001::/64", 1500},
+		{"two-site: a host to the far site", "two-site.yaml", "", "a1", "198.18.2.1/32", 1500},
+		{"two-site: a host to its router", "two-site.yaml", "", "a1", "198.18.1.3/32", 9000},
+		{"two-site: a host to its site", "two-site.yaml", "", "a1", "2001:2:0:1::2/128", 9000},
+		{"two-site: the dedicated link's subnet", "two-site.yaml", "", "a1", "198.19.0.20/30", 9000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topo := parseOrLoad(t, tc.file, tc.in)
+			var r *Route
+			for i := range topo.Routes {
+				if topo.Routes[i].Node == tc.node && topo.Routes[i].Dst == netip.MustParsePrefix(tc.dst) {
+					r = &topo.Routes[i]
+				}
+			}
+			if r == nil {
+				t.Fatalf("no route in %s to %s", tc.node, tc.dst)
+			}
+			if r.MTU != tc.mtu {
+				t.Errorf("route in %s to %s: %+v; want MTU %d", tc.node, tc.dst, *r, tc.mtu)
+			}
+		})
+	}
+	// Every route of every example has an MTU, no larger than its first
+	// link's.
+	for _, f := range []string{"two-site.yaml", "triangle.yaml"} {
+		topo := loadExample(t, f)
+		for _, r := range topo.Routes {
+			l, _ := topo.Link(r.Link)
+			if r.MTU < 1280 || r.MTU > l.MTU {
+				t.Errorf("%s: route %+v: MTU out of [1280, %d]", f, r, l.MTU)
+			}
+		}
 	}
 }

@@ -159,7 +159,10 @@ type Link struct {
 
 // Route is one static route in one node: packets to Dst leave by Dev (the
 // node's end of Link) towards the peer address Via, with Src as the
-// preferred source (the node's own address).
+// preferred source (the node's own address). MTU is the smallest MTU of
+// the links the route's traffic crosses on its way (following every
+// node's routes), the link of a destination subnet included: a host that
+// sends no larger packets needs no ICMP to learn the path's MTU.
 type Route struct {
 	Node string
 	Dst  netip.Prefix
@@ -167,6 +170,7 @@ type Route struct {
 	Dev  string
 	Via  netip.Addr
 	Src  netip.Addr
+	MTU  int
 }
 
 // Hop is one directed step of a path.

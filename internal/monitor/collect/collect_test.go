@@ -206,18 +206,23 @@ func TestPipePoints(t *testing.T) {
 		{Link: "wan", From: "ra", To: "rb", BytesIn: 100, PacketsIn: 2, DropsLoss: 3, DropsDown: 4, QueuedBytes: 50,
 			Params: emu.Params{Delay: 20 * time.Millisecond, Loss: topology.Loss{Model: topology.LossRandom, Rate: 0.01}, Down: true}},
 		{Link: "wan", From: "rb", To: "ra", BytesIn: 999},
+		{Link: "ded", From: "ra", To: "rb", DropsBlackhole: 7, Params: emu.Params{Blackhole: true}},
 	}
 	got := map[string]float64{}
 	pipePoints("ra", pipes, func(p monitor.Point) { got[monitor.Key(p.Name, p.Labels)] = p.V })
 	for k, v := range map[string]float64{
-		`lightpath_emulator_in_bytes_total{link="wan",to="rb"}`:            100,
-		`lightpath_emulator_drops_total{cause="loss",link="wan",to="rb"}`:  3,
-		`lightpath_emulator_drops_total{cause="down",link="wan",to="rb"}`:  4,
-		`lightpath_emulator_drops_total{cause="queue",link="wan",to="rb"}`: 0,
-		`lightpath_emulator_queued_bytes{link="wan",to="rb"}`:              50,
-		`lightpath_emulator_delay_seconds{link="wan",to="rb"}`:             0.02,
-		`lightpath_emulator_loss_ratio{link="wan",to="rb"}`:                0.01,
-		`lightpath_emulator_down{link="wan",to="rb"}`:                      1,
+		`lightpath_emulator_in_bytes_total{link="wan",to="rb"}`:                100,
+		`lightpath_emulator_drops_total{cause="loss",link="wan",to="rb"}`:      3,
+		`lightpath_emulator_drops_total{cause="down",link="wan",to="rb"}`:      4,
+		`lightpath_emulator_drops_total{cause="queue",link="wan",to="rb"}`:     0,
+		`lightpath_emulator_queued_bytes{link="wan",to="rb"}`:                  50,
+		`lightpath_emulator_delay_seconds{link="wan",to="rb"}`:                 0.02,
+		`lightpath_emulator_loss_ratio{link="wan",to="rb"}`:                    0.01,
+		`lightpath_emulator_down{link="wan",to="rb"}`:                          1,
+		`lightpath_emulator_blackhole{link="wan",to="rb"}`:                     0,
+		`lightpath_emulator_blackhole{link="ded",to="rb"}`:                     1,
+		`lightpath_emulator_down{link="ded",to="rb"}`:                          0,
+		`lightpath_emulator_drops_total{cause="blackhole",link="ded",to="rb"}`: 7,
 	} {
 		if g, ok := got[k]; !ok || g != v {
 			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)

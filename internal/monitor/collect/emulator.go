@@ -28,13 +28,14 @@ func newEmulator(env Env) definition {
 			"lightpath_emulator_in_packets_total":  counter("Packets (wire segments) the emulator read from this node's end of the link."),
 			"lightpath_emulator_out_bytes_total":   counter("Bytes the emulator delivered to the far end of the link."),
 			"lightpath_emulator_out_packets_total": counter("Packets (wire segments) the emulator delivered to the far end of the link."),
-			"lightpath_emulator_drops_total":       counter("Packets the emulator dropped, by cause: loss (the loss model), down (the direction was down), queue (delay line full), error (the kernel refused the write)."),
+			"lightpath_emulator_drops_total":       counter("Packets the emulator dropped, by cause: loss (the loss model), down (the direction was down), blackhole (the direction was a blackhole), queue (delay line full), error (the kernel refused the write)."),
 			"lightpath_emulator_queued_packets":    gauge("Packets in the emulator's delay line now."),
 			"lightpath_emulator_queued_bytes":      gauge("Bytes in the emulator's delay line now."),
 			"lightpath_emulator_delay_seconds":     gauge("One-way delay the emulator adds, as set."),
 			"lightpath_emulator_jitter_seconds":    gauge("Jitter the emulator adds around the delay, as set."),
 			"lightpath_emulator_loss_ratio":        gauge("Long-run loss fraction of the direction's loss model, as set."),
 			"lightpath_emulator_down":              gauge("1 if the direction is set down, else 0."),
+			"lightpath_emulator_blackhole":         gauge("1 if the direction is a blackhole (drops everything, carrier up), else 0."),
 		},
 	}
 }
@@ -81,13 +82,14 @@ func pipePoints(node string, pipes []emu.PipeStats, emit func(monitor.Point)) {
 			{"lightpath_emulator_jitter_seconds", p.Params.Jitter.Seconds()},
 			{"lightpath_emulator_loss_ratio", p.Params.Loss.MeanLoss()},
 			{"lightpath_emulator_down", b2f(p.Params.Down)},
+			{"lightpath_emulator_blackhole", b2f(p.Params.Blackhole)},
 		} {
 			emit(monitor.Point{Name: s.name, Labels: ls, V: s.v})
 		}
 		for _, d := range []struct {
 			cause string
 			v     uint64
-		}{{"loss", p.DropsLoss}, {"down", p.DropsDown}, {"queue", p.DropsQueue}, {"error", p.DropsError}} {
+		}{{"loss", p.DropsLoss}, {"down", p.DropsDown}, {"blackhole", p.DropsBlackhole}, {"queue", p.DropsQueue}, {"error", p.DropsError}} {
 			emit(monitor.Point{Name: "lightpath_emulator_drops_total", Labels: ls.With("cause", d.cause), V: float64(d.v)})
 		}
 	}

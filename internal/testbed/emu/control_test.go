@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"math"
 	"net"
@@ -86,6 +87,13 @@ func TestControl(t *testing.T) {
 	if !st[1].Params.Down || !st[2].Params.Down || st[0].Params.Down {
 		t.Errorf("after set of both directions of wan: %+v", st)
 	}
+	if err := c.Set("wan", "", Params{Blackhole: true}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = c.Status()
+	if !st[1].Params.Blackhole || !st[2].Params.Blackhole || st[1].Params.Down || st[0].Params.Blackhole {
+		t.Errorf("after blackhole of both directions of wan: %+v", st)
+	}
 
 	for _, tc := range []struct {
 		link, from string
@@ -98,6 +106,7 @@ func TestControl(t *testing.T) {
 		{"wan", "", Params{Loss: topology.Loss{Model: topology.LossRandom, Rate: 1.5}}, "not a probability"},
 		{"wan", "", Params{Loss: topology.Loss{Model: "netem"}}, `unknown loss model "netem"`},
 		{"wan", "", Params{Delay: time.Hour}, "more than"},
+		{"wan", "", Params{Down: true, Blackhole: true}, "down and blackhole at once"},
 	} {
 		if err := c.Set(tc.link, tc.from, tc.p); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("set %s from %q %+v: %v, want an error containing %q", tc.link, tc.from, tc.p, err, tc.want)
@@ -139,7 +148,19 @@ func TestControlWire(t *testing.T) {
 	if p := st[0].Params; p.Delay != 1500*time.Microsecond || p.Jitter != 250*time.Microsecond || p.Loss.Rate != 0.001 {
 		t.Errorf("params after set: %+v", p)
 	}
-	for _, bad := range []string{`{"op":"frob"}`, `not json`, `{"op":"set","link":"lan"}`, `{"op":"set","link":"lan","params":{"delay":"soon"}}`} {
+	if m := ask(`{"op":"set","link":"lan","params":{"delay":"1.5ms","blackhole":true}}`); m["ok"] != true {
+		t.Errorf("set blackhole: %v", m)
+	}
+	if p := e.Stats()[0].Params; !p.Blackhole || p.Down || p.Delay != 1500*time.Microsecond {
+		t.Errorf("params after set of blackhole: %+v", p)
+	}
+	if m := ask(`{"op":"status"}`); !strings.Contains(fmt.Sprint(m), "blackhole:true") || !strings.Contains(fmt.Sprint(m), "drops_blackhole:0") {
+		t.Errorf("status after blackhole: %v", m)
+	}
+	if m := ask(`{"op":"set","link":"lan","params":{"delay":"1.5ms","jitter":250000,"loss":{"model":"random","rate":0.001}}}`); m["ok"] != true {
+		t.Errorf("set: %v", m)
+	}
+	for _, bad := range []string{`{"op":"frob"}`, `{"op":"set","link":"lan","params":{"down":true,"blackhole":true}}`, `not json`, `{"op":"set","link":"lan"}`, `{"op":"set","link":"lan","params":{"delay":"soon"}}`} {
 		if m := ask(bad); m["ok"] != false || m["error"] == "" {
 			t.Errorf("%s: %v", bad, m)
 		}
@@ -167,6 +188,17 @@ func TestParamsJSON(t *testing.T) {
 	var q Params
 	if err := json.Unmarshal(b, &q); err != nil || q != p {
 		t.Errorf("round trip: %+v, %v", q, err)
+	}
+	bh := Params{Delay: 5 * time.Millisecond, Blackhole: true}
+	if b, err = json.Marshal(bh); err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"delay":"5ms","jitter":"0s","loss":{},"blackhole":true}`; string(b) != want {
+		t.Errorf("marshal: %s, want %s", b, want)
+	}
+	q = Params{}
+	if err := json.Unmarshal(b, &q); err != nil || q != bh {
+		t.Errorf("round trip of a blackhole: %+v, %v", q, err)
 	}
 	if err := json.Unmarshal([]byte(`{"delay":20000000}`), &q); err != nil || q.Delay != 20*time.Millisecond || q.Down || q.Duplicate != 0 {
 		t.Errorf("nanoseconds: %+v, %v", q, err)

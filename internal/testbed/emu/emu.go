@@ -50,7 +50,8 @@ const MaxDelay = time.Minute
 //
 // In JSON, Delay and Jitter are Go duration strings ("20ms", "1.5ms");
 // numbers are accepted on input and mean nanoseconds. JSON field names
-// are lower case: delay, jitter, reorder, loss, duplicate, down.
+// are lower case: delay, jitter, reorder, loss, duplicate, down,
+// blackhole.
 type Params struct {
 	Delay time.Duration // one way
 	// Jitter spreads each packet's delay uniformly over
@@ -69,6 +70,11 @@ type Params struct {
 	// Down drops every packet (counted in DropsDown) and turns the carrier
 	// of both TUN devices of the link off.
 	Down bool
+	// Blackhole drops every packet (counted in DropsBlackhole) and leaves
+	// the carrier alone: a path that is up but broken, which nothing
+	// watching the device's state can see. A direction is down or
+	// blackholed, not both.
+	Blackhole bool
 }
 
 // Validate says whether the parameters make sense.
@@ -85,6 +91,9 @@ func (p Params) Validate() error {
 	if math.IsNaN(p.Duplicate) || p.Duplicate < 0 || p.Duplicate > 1 {
 		return fmt.Errorf("duplicate %v: not a probability", p.Duplicate)
 	}
+	if p.Down && p.Blackhole {
+		return errors.New("down and blackhole at once: a direction is one or the other")
+	}
 	return nil
 }
 
@@ -96,12 +105,13 @@ type paramsJSON struct {
 	Loss      topology.Loss `json:"loss"`
 	Duplicate float64       `json:"duplicate,omitempty"`
 	Down      bool          `json:"down,omitempty"`
+	Blackhole bool          `json:"blackhole,omitempty"`
 }
 
 // MarshalJSON writes durations as Go strings, readable by people who talk
 // to the control socket with nc.
 func (p Params) MarshalJSON() ([]byte, error) {
-	return json.Marshal(paramsJSON{jsonDuration(p.Delay), jsonDuration(p.Jitter), p.Reorder, p.Loss, p.Duplicate, p.Down})
+	return json.Marshal(paramsJSON{jsonDuration(p.Delay), jsonDuration(p.Jitter), p.Reorder, p.Loss, p.Duplicate, p.Down, p.Blackhole})
 }
 
 // UnmarshalJSON reads durations as Go strings or as nanoseconds.
@@ -110,7 +120,7 @@ func (p *Params) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*p = Params{Delay: time.Duration(j.Delay), Jitter: time.Duration(j.Jitter), Reorder: j.Reorder, Loss: j.Loss, Duplicate: j.Duplicate, Down: j.Down}
+	*p = Params{Delay: time.Duration(j.Delay), Jitter: time.Duration(j.Jitter), Reorder: j.Reorder, Loss: j.Loss, Duplicate: j.Duplicate, Down: j.Down, Blackhole: j.Blackhole}
 	return nil
 }
 
@@ -172,6 +182,9 @@ type PipeStats struct {
 	BytesOut   uint64 `json:"bytes_out"`
 	DropsLoss  uint64 `json:"drops_loss"` // lost by the loss model
 	DropsDown  uint64 `json:"drops_down"` // dropped because the direction was down
+	// DropsBlackhole counts packets dropped because the direction was a
+	// blackhole (carrier up, nothing through).
+	DropsBlackhole uint64 `json:"drops_blackhole"`
 	// DropsQueue counts packets dropped because the delay line held
 	// MaxQueuedBytes already: the emulator's memory is not a wire.
 	DropsQueue uint64 `json:"drops_queue"`
@@ -188,6 +201,15 @@ type PipeStats struct {
 	// Duplicated counts the extra copies the Duplicate parameter made
 	// (segments); they are counted again in PacketsOut when written.
 	Duplicated uint64 `json:"duplicated"`
+	// MaxSegmentBytes is the largest TCP or UDP payload of one wire
+	// segment carried since the pipe started: the gso_size of an offload
+	// super-packet (the MSS, or the UDP_SEGMENT size), the payload of any
+	// other packet. MaxPacketBytes is the largest IP packet a wire would
+	// carry: a super-packet's segments with their headers, any other
+	// packet whole. Packets dropped for down or blackhole do not count;
+	// packets the loss model drops do (they reached the link).
+	MaxSegmentBytes uint64 `json:"max_segment_bytes"`
+	MaxPacketBytes  uint64 `json:"max_packet_bytes"`
 
 	Params Params `json:"params"`
 }

@@ -246,6 +246,110 @@ func TestDownUp(t *testing.T) {
 	}
 }
 
+// TestBlackhole blackholes a link while datagrams flow: nothing crosses
+// it, in either direction, yet the carrier of both devices stays on; the
+// drops are counted apart from a down link's, and clearing it restores
+// the link.
+func TestBlackhole(t *testing.T) {
+	l := newTestLink(t, 1500, Params{Delay: 2 * time.Millisecond})
+	s := l.udpSink(t, 9)
+	c := l.dialUDP(t, 9)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		msg := make([]byte, 200)
+		for i := uint64(0); ; i++ {
+			binary.BigEndian.PutUint64(msg, i)
+			c.Write(msg)
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	defer wg.Wait()
+	defer close(stop)
+
+	if !waitFor(2*time.Second, func() bool { return s.count() >= 50 }) {
+		t.Fatalf("before the blackhole: %d datagrams arrived", s.count())
+	}
+	if err := l.e.Set("l", "", Params{Delay: 2 * time.Millisecond, Blackhole: true}); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing in flight any more once the delay line's last packets were
+	// dropped or delivered.
+	time.Sleep(20 * time.Millisecond)
+	before := s.count()
+	for range 30 {
+		time.Sleep(10 * time.Millisecond)
+		waitCarrier(t, l.nsA, true)
+		waitCarrier(t, l.nsB, true)
+	}
+	if got := s.count(); got != before {
+		t.Errorf("blackhole: %d datagrams arrived", got-before)
+	}
+	st := l.settledStats(t, "a")
+	t.Logf("a→b while blackholed: %+v", st)
+	if !st.Params.Blackhole || st.Params.Down || st.DropsBlackhole < 100 || st.DropsDown != 0 || st.QueuedPackets != 0 {
+		t.Errorf("blackhole: want blackhole params and at least 100 blackhole drops, nothing down: %+v", st)
+	}
+	if st.PacketsIn+st.Duplicated != st.PacketsOut+st.DropsLoss+st.DropsBlackhole+st.DropsQueue+st.DropsError {
+		t.Errorf("counters do not add up: %+v", st)
+	}
+	if !l.stats(t, "b").Params.Blackhole {
+		t.Error("direction b→a is not a blackhole")
+	}
+	if err := l.e.Set("l", "", Params{Delay: 2 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	n := s.count()
+	if !waitFor(2*time.Second, func() bool { return s.count() >= n+50 }) {
+		t.Fatalf("restored: %d datagrams arrived in 2 s", s.count()-n)
+	}
+	if got := l.stats(t, "a").DropsBlackhole; got < st.DropsBlackhole || got > st.DropsBlackhole+5 {
+		t.Errorf("blackhole drops went from %d to %d after the link was restored", st.DropsBlackhole, got)
+	}
+}
+
+// TestLargestSegment sends UDP in GSO batches of a known segment size, and
+// TCP over a 9000-byte link: the largest segment and packet the emulator
+// reports are the wire's, not the super-packets'.
+func TestLargestSegment(t *testing.T) {
+	t.Run("udp", func(t *testing.T) {
+		l := newTestLink(t, 1500, Params{})
+		s := l.udpSink(t, 9)
+		const n = 200
+		l.sendGSO(t, 9, 0, n, 1000, 20)
+		if !waitFor(3*time.Second, func() bool { return s.count() >= n }) {
+			t.Fatalf("%d of %d datagrams arrived", s.count(), n)
+		}
+		st := l.settledStats(t, "a")
+		t.Logf("a→b: %+v", st)
+		if st.MaxSegmentBytes != 1000 || st.MaxPacketBytes != 20+8+1000 {
+			t.Errorf("largest segment %d bytes, packet %d; want 1000 and %d", st.MaxSegmentBytes, st.MaxPacketBytes, 20+8+1000)
+		}
+	})
+	t.Run("tcp 9000", func(t *testing.T) {
+		l := newTestLink(t, 9000, Params{})
+		l.tcpTransfer(t, 5001, 16<<20, 30*time.Second)
+		st := l.settledStats(t, "a")
+		t.Logf("a→b: %+v", st)
+		if st.SuperPacketsIn == 0 {
+			t.Error("no GSO super-packets: offloads are off")
+		}
+		// The MSS is 8960 less TCP options (timestamps: 12 bytes).
+		if st.MaxPacketBytes <= 1500 || st.MaxPacketBytes > 9000 || st.MaxSegmentBytes > 8960 || st.MaxSegmentBytes < 8900 {
+			t.Errorf("largest segment %d bytes, packet %d; want jumbo frames up to 9000 bytes", st.MaxSegmentBytes, st.MaxPacketBytes)
+		}
+		if back := l.stats(t, "b"); back.MaxSegmentBytes != 0 || back.MaxPacketBytes == 0 || back.MaxPacketBytes > 100 {
+			t.Errorf("acknowledgements b→a: largest segment %d bytes, packet %d; want no payload, small packets", back.MaxSegmentBytes, back.MaxPacketBytes)
+		}
+	})
+}
+
 // TestSetWhileFlowing changes the delay under a stream of probes: the new
 // delay applies to packets sent after the change, and a shorter delay
 // does not let new packets overtake old ones.

@@ -171,8 +171,8 @@ func (e *Emulator) closeUnused() {
 // from), or of both when from is "". A new delay applies to packets that
 // arrive from now on; packets already in the delay line keep their due
 // times, and without Reorder later packets still leave after them. Going
-// down drops what the delay line holds, as a cut fibre loses what is in
-// flight.
+// down or into a blackhole drops what the delay line holds, as a cut fibre
+// loses what is in flight.
 func (e *Emulator) Set(link, from string, params Params) error {
 	if err := params.Validate(); err != nil {
 		return fmt.Errorf("set link %s: %w", link, err)
@@ -279,6 +279,8 @@ func (e *Emulator) Close() error {
 type counters struct {
 	packetsIn, bytesIn, packetsOut, bytesOut   atomic.Uint64
 	dropsLoss, dropsDown, dropsQueue, dropsErr atomic.Uint64
+	dropsBlackhole                             atomic.Uint64
+	maxSegment, maxPacket                      atomic.Uint64 // largest wire segment: payload, IP packet
 	queuedPackets, queuedBytes                 atomic.Int64
 	superPackets, duplicated                   atomic.Uint64
 }
@@ -321,7 +323,7 @@ func newPipe(spec PipeSpec, in, out *device, log *slog.Logger) *pipe {
 
 func (p *pipe) setParams(params Params) {
 	p.params.Store(&params)
-	if params.Down {
+	if params.Down || params.Blackhole {
 		p.mu.Lock()
 		var segs, wire int64
 		for p.q.len() > 0 {
@@ -332,11 +334,38 @@ func (p *pipe) setParams(params Params) {
 		}
 		p.queuedCap = 0
 		p.mu.Unlock()
-		p.c.dropsDown.Add(uint64(segs))
+		p.countDrop(&params, uint64(segs))
 		p.c.queuedPackets.Add(-segs)
 		p.c.queuedBytes.Add(-wire)
 	}
 	p.signal()
+}
+
+// countDrop counts segs dropped because the direction is down or a
+// blackhole (params says which).
+func (p *pipe) countDrop(params *Params, segs uint64) {
+	if params.Down {
+		p.c.dropsDown.Add(segs)
+	} else {
+		p.c.dropsBlackhole.Add(segs)
+	}
+}
+
+// noteSizes raises the largest segment and packet seen to those of info.
+func (p *pipe) noteSizes(info *pktInfo) {
+	storeMax(&p.c.maxSegment, uint64(info.segPayload))
+	storeMax(&p.c.maxPacket, uint64(info.segPacket))
+}
+
+// storeMax raises a to v if v is larger; a plain load first, so that the
+// common case (nothing new) writes nothing.
+func storeMax(a *atomic.Uint64, v uint64) {
+	for {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
+			return
+		}
+	}
 }
 
 // signal wakes the writer to look at the delay line again.
@@ -352,11 +381,13 @@ func (p *pipe) stats() PipeStats {
 		PacketsIn: p.c.packetsIn.Load(), BytesIn: p.c.bytesIn.Load(),
 		PacketsOut: p.c.packetsOut.Load(), BytesOut: p.c.bytesOut.Load(),
 		DropsLoss: p.c.dropsLoss.Load(), DropsDown: p.c.dropsDown.Load(),
-		DropsQueue: p.c.dropsQueue.Load(), DropsError: p.c.dropsErr.Load(),
+		DropsBlackhole: p.c.dropsBlackhole.Load(),
+		DropsQueue:     p.c.dropsQueue.Load(), DropsError: p.c.dropsErr.Load(),
 		QueuedPackets: uint64(max(0, p.c.queuedPackets.Load())), QueuedBytes: uint64(max(0, p.c.queuedBytes.Load())),
-		SuperPacketsIn: p.c.superPackets.Load(),
-		Duplicated:     p.c.duplicated.Load(),
-		Params:         *p.params.Load(),
+		SuperPacketsIn:  p.c.superPackets.Load(),
+		Duplicated:      p.c.duplicated.Load(),
+		MaxSegmentBytes: p.c.maxSegment.Load(), MaxPacketBytes: p.c.maxPacket.Load(),
+		Params: *p.params.Load(),
 	}
 }
 
@@ -428,10 +459,11 @@ func (p *pipe) process(out []packet, fate []uint8, params *Params, bp **buffer, 
 	if info.segs > 1 {
 		p.c.superPackets.Add(1)
 	}
-	if params.Down {
-		p.c.dropsDown.Add(uint64(info.segs))
+	if params.Down || params.Blackhole {
+		p.countDrop(params, uint64(info.segs))
 		return out, fate
 	}
+	p.noteSizes(&info)
 	due := p.due(params, now)
 	perSeg := info.split && info.segs > 1 && params.Reorder && params.Jitter > 0
 	lossOn, dupOn := lossy(&params.Loss), params.Duplicate > 0
@@ -592,8 +624,8 @@ func (p *pipe) write(w *devWriter, pkts []packet, queued bool) {
 		p.c.queuedPackets.Add(-segs)
 		p.c.queuedBytes.Add(-wire)
 	}
-	if p.params.Load().Down {
-		p.c.dropsDown.Add(uint64(segs))
+	if params := p.params.Load(); params.Down || params.Blackhole {
+		p.countDrop(params, uint64(segs))
 	} else {
 		failedSegs, failedWire, err := w.write(pkts)
 		p.c.packetsOut.Add(uint64(segs - failedSegs))

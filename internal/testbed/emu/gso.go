@@ -53,6 +53,12 @@ type pktInfo struct {
 	l4Off   int // offset of the TCP or UDP header from the start of the IP packet
 	hdrLen  int // l4Off + TCP or UDP header: the bytes every segment repeats
 	gsoSize int // payload bytes per segment (the MSS, or the UDP_SEGMENT size)
+
+	// The largest wire segment the packet stands for: its TCP or UDP
+	// payload (0 for other protocols and later fragments) and its IP
+	// length. Both 0 for a super-packet that cannot be parsed: its size
+	// on the wire is unknown.
+	segPayload, segPacket int
 }
 
 var errShort = errors.New("packet shorter than its headers")
@@ -71,6 +77,7 @@ func parsePacket(pkt []byte) (pktInfo, error) {
 	info := pktInfo{segs: 1, wireBytes: len(ip)}
 	gsoType := pkt[1] &^ gsoECN
 	if gsoType == gsoNone {
+		info.segPacket, info.segPayload = len(ip), l4Payload(ip)
 		return info, nil
 	}
 	gsoSize := int(binary.LittleEndian.Uint16(pkt[4:6]))
@@ -160,14 +167,69 @@ func parsePacket(pkt []byte) (pktInfo, error) {
 	}
 	payload := len(ip) - info.hdrLen
 	if payload <= 0 {
+		info.segPacket = len(ip)
 		return info, nil // a lone header: one segment, nothing to split
 	}
+	info.segPayload = min(gsoSize, payload)
+	info.segPacket = info.hdrLen + info.segPayload
 	info.split = true
 	info.proto = proto
 	info.gsoSize = gsoSize
 	info.segs = (payload + gsoSize - 1) / gsoSize
 	info.wireBytes = len(ip) + (info.segs-1)*info.hdrLen
 	return info, nil
+}
+
+// l4Payload returns the TCP or UDP payload length of an IP packet that is
+// not a super-packet, or 0 when it is neither (or a fragment after the
+// first, or shorter than its headers).
+func l4Payload(ip []byte) int {
+	if len(ip) < 20 {
+		return 0
+	}
+	var proto byte
+	var off int
+	switch ip[0] >> 4 {
+	case 4:
+		off = int(ip[0]&0xf) * 4
+		if off < 20 || binary.BigEndian.Uint16(ip[6:8])&0x1fff != 0 {
+			return 0
+		}
+		proto = ip[9]
+	case 6:
+		if len(ip) < 40 {
+			return 0
+		}
+		proto, off = ip[6], 40
+		for proto == 0 || proto == 43 || proto == 60 || proto == 44 {
+			if len(ip) < off+8 {
+				return 0
+			}
+			if proto == 44 { // fragment: 8 bytes, the offset in the top 13 bits of bytes 2-3
+				if binary.BigEndian.Uint16(ip[off+2:off+4])>>3 != 0 {
+					return 0
+				}
+				proto, off = ip[off], off+8
+				continue
+			}
+			proto, off = ip[off], off+(int(ip[off+1])+1)*8
+		}
+	default:
+		return 0
+	}
+	hdr := 0
+	switch proto {
+	case protoUDP:
+		hdr = udpHdrLen
+	case protoTCP:
+		if len(ip) < off+20 {
+			return 0
+		}
+		hdr = int(ip[off+12]>>4) * 4
+	default:
+		return 0
+	}
+	return max(0, len(ip)-off-hdr)
 }
 
 // segLen is the length of segment i of a super-packet, vnet header

@@ -169,8 +169,11 @@ func TestSegmentTCP(t *testing.T) {
 			if want := len(orig) + (tc.wantSegs-1)*hdrLen; info.wireBytes != want {
 				t.Errorf("wire bytes %d, want %d", info.wireBytes, want)
 			}
+			if want := min(tc.mss, tc.payload); info.segPayload != want || info.segPacket != hdrLen+want {
+				t.Errorf("largest segment: %d payload bytes in a %d-byte packet, want %d in %d", info.segPayload, info.segPacket, want, hdrLen+want)
+			}
 			var payload []byte
-			wire := 0
+			wire, largest := 0, 0
 			for i := range info.segs {
 				n := info.segLen(pkt, i)
 				dst := make([]byte, n+5) // room to spare: the length returned counts
@@ -179,6 +182,7 @@ func TestSegmentTCP(t *testing.T) {
 				}
 				seg := finishChecksum(t, dst[:n])
 				wire += len(seg)
+				largest = max(largest, len(seg))
 				l4 := info.l4Off
 				tcp := seg[l4:]
 				if tc.v6 {
@@ -235,6 +239,69 @@ func TestSegmentTCP(t *testing.T) {
 			}
 			if wire != info.wireBytes {
 				t.Errorf("segments carry %d bytes, parse said %d", wire, info.wireBytes)
+			}
+			if largest != info.segPacket {
+				t.Errorf("the largest segment is %d bytes, parse said %d", largest, info.segPacket)
+			}
+		})
+	}
+}
+
+// TestPacketSizes checks the largest wire segment parsePacket reports, as
+// the emulator's max_segment_bytes and max_packet_bytes count them.
+func TestPacketSizes(t *testing.T) {
+	plain := func(pkt []byte) []byte { // the same packet, not offloaded
+		pkt = bytes.Clone(pkt)
+		pkt[1] = gsoNone
+		return pkt
+	}
+	tcp4 := buildGSO(gsoCase{tcpOpts: 12, payload: 1000, mss: 1448})
+	tcp6 := buildGSO(gsoCase{v6: true, v6Ext: true, payload: 700, mss: 1428})
+	udp4 := buildUSO(false, 1200, 1472, 1)
+	udp6 := buildUSO(true, 1200, 1452, 0)
+	// An IPv6 fragment header (44) before UDP: the first fragment has a
+	// UDP header, a later one does not.
+	frag := func(offset uint16) []byte {
+		pkt := plain(udp6)
+		ip := pkt[vnetHdrLen:]
+		ext := make([]byte, 8)
+		ext[0] = protoUDP
+		binary.BigEndian.PutUint16(ext[2:], offset<<3)
+		out := append(bytes.Clone(pkt[:vnetHdrLen+40]), ext...)
+		out = append(out, ip[40:]...)
+		out[vnetHdrLen+6] = 44
+		return out
+	}
+	v4Frag := plain(udp4)
+	v4Frag[vnetHdrLen+7] = 100 // fragment offset 100 × 8
+	icmp := plain(udp4)
+	icmp[vnetHdrLen+9] = 1
+	for _, tc := range []struct {
+		name            string
+		pkt             []byte
+		payload, packet int
+	}{
+		{"tcp v4 gso", buildGSO(gsoCase{tcpOpts: 12, payload: 20000, mss: 8948}), 8948, 20 + 32 + 8948},
+		{"tcp v4 gso, less than a segment", tcp4, 1000, 20 + 32 + 1000},
+		{"tcp v4 plain", plain(tcp4), 1000, 20 + 32 + 1000},
+		{"tcp v6 plain, extension header", plain(tcp6), 700, 40 + 8 + 20 + 700},
+		{"udp v4 gso", buildUSO(false, 3000, 1000, 1), 1000, 20 + 8 + 1000},
+		{"udp v6 gso", buildUSO(true, 2500, 1000, 0), 1000, 40 + 8 + 1000},
+		{"udp v4 plain", plain(udp4), 1200, 20 + 8 + 1200},
+		{"udp v6 plain", plain(udp6), 1200, 40 + 8 + 1200},
+		{"udp v6 first fragment", frag(0), 1200, 40 + 8 + 8 + 1200},
+		{"udp v6 later fragment", frag(10), 0, 40 + 8 + 8 + 1200},
+		{"udp v4 later fragment", v4Frag, 0, 20 + 8 + 1200},
+		{"icmp", icmp, 0, 20 + 8 + 1200},
+		{"tcp gso header only", buildGSO(gsoCase{payload: 0, mss: 1000}), 0, 40},
+		{"gso we cannot parse", buildUSO(false, 3000, 0, 1), 0, 0},
+		{"short", []byte{1, 2, 3}, 0, 0},
+		{"vnet header and a byte", append(make([]byte, vnetHdrLen), 0x45), 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			info, _ := parsePacket(tc.pkt)
+			if info.segPayload != tc.payload || info.segPacket != tc.packet {
+				t.Errorf("largest segment: %d payload bytes, packet %d; want %d, %d", info.segPayload, info.segPacket, tc.payload, tc.packet)
 			}
 		})
 	}
@@ -312,6 +379,9 @@ func FuzzParsePacket(f *testing.F) {
 		info, err := parsePacket(pkt)
 		if info.segs < 1 {
 			t.Fatalf("%d segments", info.segs)
+		}
+		if info.segPayload < 0 || info.segPayload > info.segPacket || info.segPacket > max(0, len(pkt)-vnetHdrLen) {
+			t.Fatalf("largest segment: %d payload bytes in a %d-byte packet, read %d bytes", info.segPayload, info.segPacket, len(pkt))
 		}
 		if err != nil || !info.split {
 			return

@@ -166,7 +166,7 @@ func (l *testLink) settledStats(t testing.TB, from string) PipeStats {
 	var st PipeStats
 	waitFor(time.Second, func() bool {
 		st = l.stats(t, from)
-		return st.PacketsIn+st.Duplicated == st.PacketsOut+st.DropsLoss+st.DropsDown+st.DropsQueue+st.DropsError
+		return st.PacketsIn+st.Duplicated == st.PacketsOut+st.DropsLoss+st.DropsDown+st.DropsBlackhole+st.DropsQueue+st.DropsError
 	})
 	return st
 }

@@ -181,6 +181,18 @@ func TestProcessSplitsLossySuperPackets(t *testing.T) {
 	if len(out) != 0 || p.stats().DropsDown != 45 {
 		t.Errorf("down: %d packets out, %d drops", len(out), p.stats().DropsDown)
 	}
+	// Blackhole: nothing, counted apart.
+	b = getBuffer(maxPacket)
+	n = copy(b.b, pkt)
+	out, _ = p.process(out[:0], fate, &Params{Blackhole: true}, &b, n, 0)
+	if st := p.stats(); len(out) != 0 || st.DropsBlackhole != 45 || st.DropsDown != 45 {
+		t.Errorf("blackhole: %d packets out, %d blackhole drops, %d down", len(out), st.DropsBlackhole, st.DropsDown)
+	}
+	// The largest segment is the MSS and its packet's length, from the
+	// packets that went on (the dropped ones carried the same).
+	if st := p.stats(); st.MaxSegmentBytes != 1448 || st.MaxPacketBytes != 1500 {
+		t.Errorf("largest segment %d, packet %d; want 1448, 1500", st.MaxSegmentBytes, st.MaxPacketBytes)
+	}
 }
 
 // TestProcessUDPAndDuplicates runs the reader's decision on UDP GSO

@@ -20,7 +20,7 @@ import (
 
 // Sizes and times of a stream.
 const (
-	defaultBuffer    = 16 << 20  // send buffer and receive window, each, to start with
+	defaultBuffer    = 4 << 20   // send buffer and receive window, each, to start with
 	maxAutoBuffer    = 128 << 20 // what they may grow to when no Window is set
 	minRTO           = 50 * time.Millisecond
 	maxRTO           = 2 * time.Second
