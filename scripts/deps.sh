@@ -11,6 +11,11 @@ command -v ss >/dev/null || need+=(iproute2)
 command -v pgrep >/dev/null || need+=(procps)
 # FAST TCP's testbed test (test/e2e/fast_test.go) and bench/fast.sh: iperf3.
 command -v iperf3 >/dev/null || need+=(iperf3)
+# lightpath run's tests (test/e2e/run_test.go) steer xrdcp and globus-url-copy.
+command -v xrdcp >/dev/null || need+=(xrootd-client)
+command -v xrootd >/dev/null || need+=(xrootd-server)
+command -v globus-url-copy >/dev/null || need+=(globus-gass-copy-progs)
+command -v globus-gridftp-server >/dev/null || need+=(globus-gridftp-server-progs)
 command -v pg_ctlcluster >/dev/null || need+=(postgresql) # the store's PostgreSQL tests (scripts/postgres.sh)
 # The web UI's end-to-end test drives a headless Chromium (test/e2e/webui_test.go).
 command -v chromium >/dev/null || command -v chromium-browser >/dev/null ||

@@ -228,7 +228,7 @@ func (s *Server) modifyReservation(w http.ResponseWriter, r *http.Request, a con
 		return err
 	}
 	res, err := s.c.Modify(r.Context(), a, r.PathValue("id"), controller.ModifyInput{Version: in.Version, Start: in.Start, End: in.End,
-		Bandwidth: in.Bandwidth, Path: in.Path, Reroute: in.Reroute})
+		Bandwidth: in.Bandwidth, Path: in.Path, Reroute: in.Reroute, FlowSpec: in.FlowSpec})
 	if err != nil {
 		return err
 	}

@@ -133,7 +133,8 @@ type ReservationList struct {
 // ModifyRequest changes a reservation (PATCH /api/v1/reservations/{id}).
 // Version is required: the version the client read. Absent fields stay.
 // Path moves it to the named links; Reroute lets the controller choose a
-// new path for the (possibly changed) slot and bandwidth.
+// new path for the (possibly changed) slot and bandwidth; FlowSpec
+// replaces the flows steered.
 type ModifyRequest struct {
 	Version   uint64    `json:"version"`
 	Start     time.Time `json:"start,omitzero"`
@@ -141,6 +142,9 @@ type ModifyRequest struct {
 	Bandwidth uint64    `json:"bandwidth_bps,omitempty"`
 	Path      []string  `json:"path,omitempty"`
 	Reroute   bool      `json:"reroute,omitempty"`
+	// FlowSpec replaces the flow spec of a reservation booked with one
+	// (`lightpath run` adds the connections of a pull this way).
+	FlowSpec string `json:"flow_spec,omitempty"`
 }
 
 // ActionRequest is the body of commit and cancel. Version, when not zero,

@@ -28,7 +28,7 @@ import (
 
 // Controller is what booking needs of the controller: its topology, a
 // search, a create (resent when its answer is lost), the reservation's
-// changes, and a cancel. *client.Client has these; errors are worded by
+// changes, a modify (of its flows) and a cancel. *client.Client has these; errors are worded by
 // Explain as "<what>: <why>".
 type Controller interface {
 	Topology(ctx context.Context) (apiv1.Topology, error)
@@ -36,6 +36,7 @@ type Controller interface {
 	CreateReservationRetrying(ctx context.Context, req apiv1.ReservationRequest, fromNow bool) (apiv1.ReservationResponse, error)
 	Reservation(ctx context.Context, id string) (reserve.Reservation, error)
 	CancelReservation(ctx context.Context, id string, req apiv1.ActionRequest) (reserve.Reservation, error)
+	ModifyReservation(ctx context.Context, id string, req apiv1.ModifyRequest) (reserve.Reservation, error)
 	Watch(ctx context.Context, what, id string, lost func(error),
 		current func(reserve.Reservation) (bool, error), event func(apiv1.Event) (bool, error)) (bool, error)
 	Explain(what string, err error) error
@@ -205,6 +206,7 @@ type Watcher struct {
 type Booking struct {
 	c       Controller
 	booked  reserve.Reservation
+	mu      sync.Mutex // flow, changed by AddFlows
 	flow    reserve.FlowSpec
 	tracker *tracker
 	stop    context.CancelFunc
@@ -228,6 +230,14 @@ func Book(ctx context.Context, c Controller, req Request, w Watcher) (*Booking, 
 	if req.UDP {
 		p.Flow = WithUDP(p.Flow)
 	}
+	return BookPlan(ctx, c, p, req, w)
+}
+
+// BookPlan books and follows the reservation of a plan made by the
+// caller (its nodes and flow), as Book does for a copy: req's bandwidth,
+// cap, window and path apply; its addresses and UDP are not read. A
+// command run under `lightpath run` books its cgroup's flow this way.
+func BookPlan(ctx context.Context, c Controller, p Plan, req Request, w Watcher) (*Booking, error) {
 	window := func(bps uint64) time.Duration {
 		switch {
 		case req.Duration > 0:
@@ -295,7 +305,41 @@ func newKey() string {
 func (b *Booking) Booked() reserve.Reservation { return b.booked }
 
 // Flow is the flow the reservation steers.
-func (b *Booking) Flow() reserve.FlowSpec { return b.flow }
+func (b *Booking) Flow() reserve.FlowSpec {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.flow
+}
+
+// AddFlows adds flows to the reservation's flow spec through the
+// controller's modify (read again and resent once when it changed
+// meanwhile), so the agents steer them too; it returns the reservation as
+// modified.
+func (b *Booking) AddFlows(ctx context.Context, flows []reserve.Flow) (reserve.Reservation, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	spec := reserve.FlowSpec{Flows: append(slices.Clone(b.flow.Flows), flows...)}
+	version := b.tracker.version()
+	if version == 0 {
+		version = b.booked.Version
+	}
+	var err error
+	for try := 0; try < 2; try++ {
+		var r reserve.Reservation
+		r, err = b.c.ModifyReservation(ctx, b.booked.ID, apiv1.ModifyRequest{Version: version, FlowSpec: spec.String()})
+		if err == nil {
+			b.flow = r.FlowSpec
+			b.tracker.observe(r)
+			return r, nil
+		}
+		cur, gerr := b.c.Reservation(ctx, b.booked.ID)
+		if gerr != nil || cur.Version == version {
+			break
+		}
+		version = cur.Version
+	}
+	return reserve.Reservation{}, b.c.Explain("add flows to reservation "+b.booked.ID, err)
+}
 
 // Reserved is the bytes carried while the reservation steered the copy,
 // so far.
@@ -438,6 +482,13 @@ func (t *tracker) observe(r reserve.Reservation) bool {
 		t.note(r, n, now.Sub(t.t0))
 	}
 	return r.State.Terminal()
+}
+
+// version is the newest version of the reservation seen.
+func (t *tracker) version() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.last.Version
 }
 
 // split returns the bytes carried while reserved so far, the copy still

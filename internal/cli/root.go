@@ -130,7 +130,7 @@ Start a server on one end and copy with cp from the other:
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newServeCmd(), newCpCmd(), newBenchCmd(), newTestbedCmd(), newControllerCmd())
-	root.AddCommand(newReserveCmd(), newTicketCmd(), newUserCmd(), newAgentCmd(), newTransferCmd(), newEndpointCmd(), newCcCmd(), newVersionCmd())
+	root.AddCommand(newReserveCmd(), newTicketCmd(), newUserCmd(), newAgentCmd(), newTransferCmd(), newEndpointCmd(), newCcCmd(), newRunCmd(), newVersionCmd())
 	groupAll(root)
 	return root
 }

@@ -477,6 +477,9 @@ type ModifyInput struct {
 	Bandwidth uint64
 	Path      []string
 	Reroute   bool
+	// FlowSpec, when set, replaces the flow spec of a reservation that
+	// has one (one that steers flows, with a DSCP).
+	FlowSpec string
 }
 
 // Modify extends, shortens, changes the bandwidth of, or moves a
@@ -516,6 +519,21 @@ func (c *Controller) Modify(ctx context.Context, a Actor, id string, in ModifyIn
 	}
 	if in.Bandwidth != 0 {
 		upd.Bandwidth = in.Bandwidth
+	}
+	var flows *reserve.FlowSpec
+	if in.FlowSpec != "" {
+		fs, err := reserve.ParseFlowSpec(in.FlowSpec)
+		if err != nil {
+			return Created{}, err
+		}
+		if old.FlowSpec.IsZero() {
+			return Created{}, &reserve.RequestError{Field: "flow_spec", Message: "the reservation steers no flows (it was booked without a flow spec, so it has no DSCP): book one with a flow spec"}
+		}
+		upd.FlowSpec = fs
+		if err := c.checkFlows(upd); err != nil {
+			return Created{}, err
+		}
+		flows = &fs
 	}
 	role := a.Role
 	if err := reserve.CheckModify(c.policy, role, old, upd, c.projectLive(old.Project), now); err != nil {
@@ -563,7 +581,7 @@ func (c *Controller) Modify(ctx context.Context, a Actor, id string, in ModifyIn
 	if xs := reserve.ExclusiveConflicts(old.Owner, upd.Nodes(), upd.Start, upd.End, c.exclusives(), now); len(xs) > 0 {
 		return Created{}, &reserve.ExclusiveConflictError{Holds: xs, Message: "the new path or window crosses nodes held exclusively by others"}
 	}
-	ch := reserve.Modification{}
+	ch := reserve.Modification{FlowSpec: flows}
 	if !upd.Start.Equal(old.Start) {
 		ch.Start = upd.Start
 	}

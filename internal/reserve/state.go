@@ -75,6 +75,9 @@ type Modification struct {
 	Path         []PathHop
 	ManagedNodes []string
 	DSCP         uint8
+	// FlowSpec, when not nil, replaces the flow spec (the agents steer
+	// the new flows; the reservation keeps its state and DSCP).
+	FlowSpec *FlowSpec
 }
 
 // Next applies ev to r at time now and returns the new reservation and the
@@ -379,6 +382,10 @@ func stModify(r Reservation, ev Event, now time.Time) (Reservation, Transition, 
 		n.DSCP = c.DSCP
 		reprovision = true // every hop matches on it
 	}
+	if c.FlowSpec != nil && !c.FlowSpec.Equal(r.FlowSpec) {
+		what = append(what, fmt.Sprintf("flows %s", c.FlowSpec))
+		n.FlowSpec = *c.FlowSpec
+	}
 	if len(what) == 0 {
 		return stUnchanged(r)
 	}
@@ -391,6 +398,7 @@ func stModify(r Reservation, ev Event, now time.Time) (Reservation, Transition, 
 	}
 	return stApply(r, ev, now, r.State, why, func(m *Reservation) {
 		m.Start, m.End, m.Bandwidth, m.Path, m.ManagedNodes, m.DSCP = n.Start, n.End, n.Bandwidth, n.Path, n.ManagedNodes, n.DSCP
+		m.FlowSpec = n.FlowSpec
 		if reprovision {
 			// What the agents put in place no longer matches: each must
 			// report again. An ACTIVE reservation stays ACTIVE meanwhile,

@@ -122,7 +122,7 @@ func TestClientAgentDeps(t *testing.T) {
 		"github.com/prometheus/client_golang/prometheus/promhttp/...",
 	}
 	for _, root := range []string{module + "internal/client", module + "internal/agent",
-		module + "internal/booking", module + "internal/transfer/report", module + "internal/datanode"} {
+		module + "internal/booking", module + "internal/transfer/report", module + "internal/datanode", module + "internal/run"} {
 		check(t, root, not)
 	}
 }

@@ -1,0 +1,127 @@
+package run
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/reserve"
+)
+
+var topo = apiv1.Topology{Name: "two-site", Nodes: []apiv1.TopoNode{
+	{Name: "a1", Addresses: []string{"198.18.1.1", "2001:2:0:1::1", "198.19.0.1", "2001:2:0:8001::1"}},
+	{Name: "b1", Addresses: []string{"198.18.2.1", "2001:2:0:2::1"}},
+	{Name: "v4", Addresses: []string{"198.18.3.1"}},
+	{Name: "v6", Addresses: []string{"2001:2:0:4::1"}},
+	{Name: "none"},
+}}
+
+func TestPlanRun(t *testing.T) {
+	for _, tc := range []struct {
+		name, from, to, want, err string
+	}{
+		{name: "both families", from: "a1", to: "b1",
+			want: "any 198.18.1.1 > 198.18.2.1 cgroup lightpath/run-1, any 2001:2:0:1::1 > 2001:2:0:2::1 cgroup lightpath/run-1, " +
+				"any 198.19.0.1 > 198.18.2.1 cgroup lightpath/run-1, any 2001:2:0:8001::1 > 2001:2:0:2::1 cgroup lightpath/run-1"},
+		{name: "reverse", from: "b1", to: "v4", want: "any 198.18.2.1 > 198.18.3.1 cgroup lightpath/run-1"},
+		{name: "no common family", from: "v4", to: "v6", err: "no addresses of one family"},
+		{name: "unknown", from: "a1", to: "zz", err: `no node "zz"`},
+		{name: "no address", from: "none", to: "a1", err: "node none has no address"},
+		{name: "same", from: "a1", to: "a1", err: "both a1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := PlanRun(topo, tc.from, tc.to, "lightpath/run-1")
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.Flow.String(); got != tc.want || p.From != tc.from || p.To != tc.to {
+				t.Errorf("%s > %s: %q, want %q", p.From, p.To, got, tc.want)
+			}
+			back, err := reserve.ParseFlowSpec(p.Flow.String())
+			if err != nil || !back.Equal(p.Flow) {
+				t.Errorf("the flow spec does not parse back: %v", err)
+			}
+		})
+	}
+}
+
+func TestOwns(t *testing.T) {
+	local := []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("2001:2:0:2::1")}
+	if !Owns(topo, "b1", local) || Owns(topo, "a1", local) || Owns(topo, "zz", local) {
+		t.Errorf("Owns: b1 %v, a1 %v, zz %v; want only b1", Owns(topo, "b1", local), Owns(topo, "a1", local), Owns(topo, "zz", local))
+	}
+}
+
+func TestPullFlows(t *testing.T) {
+	far := []netip.Addr{netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("2001:2:0:1::1")}
+	conn := func(proto reserve.Protocol, local, remote string) Conn {
+		return Conn{Proto: proto, Local: netip.MustParseAddrPort(local), Remote: netip.MustParseAddrPort(remote)}
+	}
+	spec, _ := reserve.ParseFlowSpec("any 198.18.1.1 > 198.18.2.1 cgroup lightpath/run-1, tcp 198.18.1.1:5201 > 198.18.2.1:40000")
+	for _, tc := range []struct {
+		name  string
+		conns []Conn
+		want  string
+	}{
+		{name: "none"},
+		{name: "new tcp", conns: []Conn{conn(reserve.ProtoTCP, "198.18.2.1:40001", "198.18.1.1:5201")},
+			want: "tcp 198.18.1.1:5201 > 198.18.2.1:40001"},
+		{name: "known", conns: []Conn{conn(reserve.ProtoTCP, "198.18.2.1:40000", "198.18.1.1:5201")}},
+		{name: "twice", conns: []Conn{conn(reserve.ProtoUDP, "198.18.2.1:5000", "198.18.1.1:6000"), conn(reserve.ProtoUDP, "198.18.2.1:5000", "198.18.1.1:6000")},
+			want: "udp 198.18.1.1:6000 > 198.18.2.1:5000"},
+		{name: "not the far node", conns: []Conn{conn(reserve.ProtoTCP, "127.0.0.1:40001", "127.0.0.1:53")}},
+		{name: "mapped v4 and v6", conns: []Conn{conn(reserve.ProtoTCP, "[::ffff:198.18.2.1]:2", "[::ffff:198.18.1.1]:1"), conn(reserve.ProtoTCP, "[2001:2:0:2::1]:4", "[2001:2:0:1::1]:3")},
+			want: "tcp 198.18.1.1:1 > 198.18.2.1:2, tcp [2001:2:0:1::1]:3 > [2001:2:0:2::1]:4"},
+		{name: "unconnected", conns: []Conn{conn(reserve.ProtoUDP, "198.18.2.1:5000", "198.18.1.1:0")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := reserve.FlowSpec{Flows: PullFlows(spec, tc.conns, far)}.String()
+			if got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+	// Never past MaxFlows.
+	var many []Conn
+	for p := range 100 {
+		many = append(many, Conn{Proto: reserve.ProtoTCP, Local: netip.AddrPortFrom(netip.MustParseAddr("198.18.2.1"), uint16(1000+p)),
+			Remote: netip.MustParseAddrPort("198.18.1.1:5201")})
+	}
+	if n := len(PullFlows(spec, many, far)); n != reserve.MaxFlows-len(spec.Flows) {
+		t.Errorf("%d flows added to %d: want up to %d in all", n, len(spec.Flows), reserve.MaxFlows)
+	}
+}
+
+func TestCgroup2Mount(t *testing.T) {
+	for _, tc := range []struct{ name, in, want, err string }{
+		{name: "hybrid", in: `31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,name=systemd
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+`, want: "/sys/fs/cgroup/unified"},
+		{name: "unified with optional fields", in: "29 23 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n", want: "/sys/fs/cgroup"},
+		{name: "root mount preferred", in: "1 0 0:1 /sub /a rw - cgroup2 cgroup2 rw\n2 0 0:1 / /b\\040c rw - cgroup2 cgroup2 rw\n", want: "/b c"},
+		{name: "only a subtree", in: "1 0 0:1 /sub /a rw - cgroup2 cgroup2 rw\n", want: "/a"},
+		{name: "none", in: "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw\n", err: "no cgroup2"},
+		{name: "garbage", in: "- cgroup2\n\n x y z\n", err: "no cgroup2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := cgroup2Mount(strings.NewReader(tc.in))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got %q, %v; want error %q", got, err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
