@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -196,25 +195,7 @@ func TestTCP(t *testing.T) {
 func TestDownUp(t *testing.T) {
 	l := newTestLink(t, 1500, Params{Delay: 2 * time.Millisecond})
 	s := l.udpSink(t, 9)
-	c := l.dialUDP(t, 9)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		msg := make([]byte, 200)
-		for i := uint64(0); ; i++ {
-			binary.BigEndian.PutUint64(msg, i)
-			c.Write(msg) // errors while down are expected
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
-	defer wg.Wait()
-	defer close(stop)
+	keepSending(t, l.dialUDP(t, 9))
 
 	if !waitFor(2*time.Second, func() bool { return s.count() >= 50 }) {
 		t.Fatalf("before down: %d datagrams arrived", s.count())
@@ -253,25 +234,7 @@ func TestDownUp(t *testing.T) {
 func TestBlackhole(t *testing.T) {
 	l := newTestLink(t, 1500, Params{Delay: 2 * time.Millisecond})
 	s := l.udpSink(t, 9)
-	c := l.dialUDP(t, 9)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		msg := make([]byte, 200)
-		for i := uint64(0); ; i++ {
-			binary.BigEndian.PutUint64(msg, i)
-			c.Write(msg)
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
-	defer wg.Wait()
-	defer close(stop)
+	keepSending(t, l.dialUDP(t, 9))
 
 	if !waitFor(2*time.Second, func() bool { return s.count() >= 50 }) {
 		t.Fatalf("before the blackhole: %d datagrams arrived", s.count())

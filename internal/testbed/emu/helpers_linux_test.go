@@ -496,3 +496,26 @@ func (s *sink) tally(first uint64, n int) (distinct, copies int) {
 	}
 	return len(seen), copies
 }
+
+// keepSending sends a numbered 200-byte datagram on c every millisecond
+// until the test ends (write errors, as while a link is down, are
+// expected).
+func keepSending(t *testing.T, c net.Conn) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		msg := make([]byte, 200)
+		for i := uint64(0); ; i++ {
+			binary.BigEndian.PutUint64(msg, i)
+			c.Write(msg)
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); wg.Wait() })
+}
