@@ -3,16 +3,15 @@
 package agent
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
+
+	"github.com/lightpath/lightpath/internal/cgroup2"
 )
 
 // maxTag is the longest rule comment the kernel keeps (NFT_USERDATA_MAXLEN
@@ -46,7 +45,7 @@ func WithCgroups(want Plan) (Plan, map[uint8]error) {
 			continue
 		}
 		if root == "" && rootErr == nil {
-			root, rootErr = cgroup2Mount()
+			root, rootErr = cgroup2.Mount()
 		}
 		if rootErr != nil {
 			fail(r.SetDSCP, fmt.Errorf("flow %q: %w", r.Flow, rootErr))
@@ -62,59 +61,6 @@ func WithCgroups(want Plan) (Plan, map[uint8]error) {
 	}
 	out.NftTable = len(out.Nft) > 0
 	return out, errs
-}
-
-// cgroup2Mount finds where the cgroup2 hierarchy's root is mounted
-// (/sys/fs/cgroup on most systems, /sys/fs/cgroup/unified on hybrid ones).
-func cgroup2Mount() (string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", fmt.Errorf("no cgroup2 hierarchy: %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		fields, fs := strings.Fields(pre), strings.Fields(post)
-		if ok && len(fields) >= 5 && len(fs) > 0 && fs[0] == "cgroup2" && fields[3] == "/" {
-			return unescapeMount(fields[4]), nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return "", fmt.Errorf("no cgroup2 hierarchy: %w", err)
-	}
-	return "", errors.New("no cgroup2 hierarchy is mounted on this host")
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, ok := octal(s[i+1 : i+4]); ok {
-				b.WriteByte(n)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func octal(s string) (byte, bool) {
-	if len(s) != 3 {
-		return 0, false
-	}
-	n := 0
-	for _, c := range s {
-		if c < '0' || c > '7' {
-			return 0, false
-		}
-		n = n*8 + int(c-'0')
-	}
-	return byte(n), n < 256
 }
 
 // cgroupID is the id of the cgroup at dir: on cgroup2, its inode number.

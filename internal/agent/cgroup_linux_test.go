@@ -13,21 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/cgroup2"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/roottest"
 )
 
-func TestUnescapeMount(t *testing.T) {
-	for in, want := range map[string]string{
-		"/sys/fs/cgroup/unified": "/sys/fs/cgroup/unified",
-		`/mnt/a\040b`:            "/mnt/a b",
-		`/mnt/tab\011x\134`:      "/mnt/tab\tx\\",
-		`/mnt/bad\9`:             `/mnt/bad\9`,
-	} {
-		if got := unescapeMount(in); got != want {
-			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
-		}
-	}
+func TestCgroupLevel(t *testing.T) {
 	for path, want := range map[string]int{"lightpath/run-42": 2, "a": 1, "a/b/c": 3, "/a/b/": 2} {
 		if got := cgroupLevel(path); got != want {
 			t.Errorf("cgroupLevel(%q) = %d, want %d", path, got, want)
@@ -41,7 +32,7 @@ func TestUnescapeMount(t *testing.T) {
 // one. A flow whose cgroup does not exist gets no rule, and says why.
 func TestKernelCgroupMark(t *testing.T) {
 	roottest.Require(t, "builds a testbed of network namespaces and creates cgroups")
-	root, err := cgroup2Mount()
+	root, err := cgroup2.Mount()
 	if err != nil {
 		t.Skipf("no cgroup2 hierarchy: %v", err)
 	}

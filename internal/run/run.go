@@ -12,14 +12,12 @@
 package run
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/apiv1"
@@ -216,56 +214,6 @@ func PullFlows(spec reserve.FlowSpec, conns []Conn, far []netip.Addr) []reserve.
 	}
 	return out
 }
-
-// cgroup2Mount finds the cgroup2 hierarchy's mount point in
-// /proc/self/mountinfo's text: the first cgroup2 mount of the hierarchy's
-// root, else the first cgroup2 mount.
-func cgroup2Mount(r io.Reader) (string, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	var first string
-	for sc.Scan() {
-		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
-		fields := strings.Fields(sc.Text())
-		sep := slices.Index(fields, "-")
-		if sep < 5 || sep+1 >= len(fields) || fields[sep+1] != "cgroup2" {
-			continue
-		}
-		mnt := unescapeMount(fields[4])
-		if fields[3] == "/" {
-			return mnt, nil
-		}
-		if first == "" {
-			first = mnt
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return "", err
-	}
-	if first == "" {
-		return "", errors.New("no cgroup2 file system is mounted (/proc/self/mountinfo)")
-	}
-	return first, nil
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s)+0 && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
-			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
-			i += 3
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 // Run runs cfg's command in a cgroup of its own with its flows booked
 // and steered, and returns its summary; the error is set when the

@@ -20,8 +20,10 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 
-	"github.com/lightpath/lightpath/internal/reserve"
 	"golang.org/x/sys/unix"
+
+	"github.com/lightpath/lightpath/internal/cgroup2"
+	"github.com/lightpath/lightpath/internal/reserve"
 )
 
 // Cgroup is a run's own cgroup under the cgroup2 hierarchy.
@@ -39,12 +41,7 @@ type Cgroup struct {
 // under the cgroup2 mount found in /proc/self/mountinfo. A host without
 // one this process may write to is ErrNoCgroup2.
 func NewCgroup() (*Cgroup, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNoCgroup2, err)
-	}
-	mnt, err := cgroup2Mount(f)
-	f.Close()
+	mnt, err := cgroup2.Mount()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoCgroup2, err)
 	}
