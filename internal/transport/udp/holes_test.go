@@ -109,3 +109,38 @@ func TestGrowRing(t *testing.T) {
 		t.Error("an empty span copied bytes")
 	}
 }
+
+// TestGrowWindow: the receive window grows, four times over, when data
+// arrives past its middle while the reader keeps up; never for a slow
+// reader, nor with a Window set.
+func TestGrowWindow(t *testing.T) {
+	const n = 4 << 20
+	for _, tc := range []struct {
+		name            string
+		auto            bool
+		high, cum, read uint64
+		want            int
+	}{
+		{"past the middle, reader keeping up", true, 100 + n*6/10, 100 + n/10, 100, 4 * n},
+		{"before the middle", true, 100 + n*4/10, 100 + n/10, 100, n},
+		{"a slow reader", true, 100 + n*9/10, 100 + n*3/10, 100, n},
+		{"a Window set", false, 100 + n*9/10, 100, 100, n},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &conn{rbuf: make([]byte, n), autoBuf: tc.auto, rHigh: tc.high, rCum: tc.cum, rRead: tc.read}
+			c.rbuf[100%n] = 7
+			c.growWindow()
+			if len(c.rbuf) != tc.want {
+				t.Errorf("window %d, want %d", len(c.rbuf), tc.want)
+			}
+			if c.rbuf[100%uint64(len(c.rbuf))] != 7 {
+				t.Error("the unread byte moved")
+			}
+		})
+	}
+	c := &conn{rbuf: make([]byte, maxAutoBuffer/2), autoBuf: true, rHigh: maxAutoBuffer / 2}
+	c.growWindow()
+	if len(c.rbuf) != maxAutoBuffer {
+		t.Errorf("window %d past the cap %d", len(c.rbuf), maxAutoBuffer)
+	}
+}
