@@ -464,13 +464,17 @@ func TestAgentMoreCrossTraffic(t *testing.T) {
 	r := a.reserveActive(a.c.adminTok, "a1", "b1", "300M", "tcp 198.18.1.1 > 198.18.2.1:7070", "a1-ra,dedicated,b1-rb")
 	with, udp := run(fmt.Sprintf("with reservation %s (300M, DSCP %d)", r.ID, r.DSCP))
 
-	if with.summary < 0.9*reserved {
-		t.Errorf("with the reservation the flow got %s under the UDP blast: want at least 90%% of 300 Mbit/s", mbps(with.summary))
+	// After the first interval: spare capacity goes to the unreserved
+	// blast before a reservation may borrow (htb priorities), so the
+	// reserved flow holds its rate and no more, and cannot make up for its
+	// slow start by borrowing.
+	if with.steady < 0.9*reserved {
+		t.Errorf("with the reservation the flow got %s under the UDP blast: want at least 90%% of 300 Mbit/s", mbps(with.steady))
 	}
 	// BBR ignores loss, so in the shared class it still takes a share of
 	// its own against the blast; but not what the reservation guarantees.
-	if without.summary > 0.9*reserved || without.summary > 0.75*with.summary {
-		t.Errorf("without the reservation the flow got %s, with it %s: the reservation should make the difference", mbps(without.summary), mbps(with.summary))
+	if without.steady > 0.9*reserved || without.steady > 0.9*with.steady {
+		t.Errorf("without the reservation the flow got %s, with it %s: the reservation should make the difference", mbps(without.steady), mbps(with.steady))
 	}
 	if udp < 0.05*linkRate {
 		t.Errorf("the blast delivered %s beside the reservation: it should keep its floor", mbps(udp))
