@@ -90,6 +90,26 @@ func (a *agentBed) checkRunCleanedUp(sum runSummaryLine) {
 	}
 }
 
+// checkSteeredApart checks that what (a command) moved runBytes under
+// lightpath run across the dedicated link (ded bytes) and the same command
+// beside it moved besideBytes over wan (wan bytes). The one under run
+// starts on wan until the agents make its reservation ACTIVE, then moves:
+// most of its bytes cross dedicated. Dedicated carries nothing else, so it
+// never carries more than the run's bytes and their headers: the one
+// beside stayed on wan.
+func checkSteeredApart(t *testing.T, what string, runBytes, besideBytes, ded, wan uint64) {
+	t.Helper()
+	if ded < runBytes/2 {
+		t.Errorf("dedicated carried %d of the %d bytes of %s under run: want it steered", ded, runBytes, what)
+	}
+	if ded > runBytes+runBytes/10+1<<20 {
+		t.Errorf("dedicated carried %d bytes, more than the %d of %s under run: the one beside it was steered too", ded, runBytes, what)
+	}
+	if wan < besideBytes*9/10 {
+		t.Errorf("wan carried %d bytes, less than the %d of %s beside: it left the routed path", wan, besideBytes, what)
+	}
+}
+
 // iperfSent is the bytes an iperf3 -J client sent.
 func iperfSent(t *testing.T, what, stdout string) uint64 {
 	t.Helper()
@@ -156,19 +176,7 @@ func TestRunIperf3Steered(t *testing.T) {
 	runBytes, besideBytes := iperfSent(t, "run iperf3", rr.stdout), iperfSent(t, "iperf3 beside", br.stdout)
 	ded, wan := s1.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra"), s1.bytesOn("wan", "ra")-s0.bytesOn("wan", "ra")
 	t.Logf("iperf3 under run sent %d bytes, beside it %d; dedicated ra>rb carried %d, wan %d", runBytes, besideBytes, ded, wan)
-	// The run's iperf3 starts on wan until the agents make the
-	// reservation ACTIVE, then moves: most of its bytes cross dedicated.
-	// Dedicated carries nothing else, so it never carries more than the
-	// run's bytes and their headers: the beside iperf3 stayed on wan.
-	if ded < runBytes/2 {
-		t.Errorf("dedicated carried %d of the %d bytes iperf3 sent under run: want it steered", ded, runBytes)
-	}
-	if ded > runBytes+runBytes/10+1<<20 {
-		t.Errorf("dedicated carried %d bytes, more than the %d iperf3 sent under run: the iperf3 beside it was steered too", ded, runBytes)
-	}
-	if wan < besideBytes*9/10 {
-		t.Errorf("wan carried %d bytes, less than the %d the iperf3 beside sent: it left the routed path", wan, besideBytes)
-	}
+	checkSteeredApart(t, "iperf3", runBytes, besideBytes, ded, wan)
 	a.checkRunCleanedUp(sum)
 }
 
@@ -258,15 +266,7 @@ func TestRunPull(t *testing.T) {
 	runBytes, besideBytes := iperfSent(t, "run iperf3 -R", rr.stdout), iperfSent(t, "iperf3 -R beside", br.stdout)
 	ded, wan := s1.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra"), s1.bytesOn("wan", "ra")-s0.bytesOn("wan", "ra")
 	t.Logf("a1 sent %d bytes to iperf3 -R under run, %d to the one beside; dedicated ra>rb carried %d, wan %d", runBytes, besideBytes, ded, wan)
-	if ded < runBytes/2 {
-		t.Errorf("dedicated carried %d of the %d bytes a1 sent to the pull under run: want it steered", ded, runBytes)
-	}
-	if ded > runBytes+runBytes/10+1<<20 {
-		t.Errorf("dedicated carried %d bytes, more than the %d of the pull under run: the pull beside it was steered too", ded, runBytes)
-	}
-	if wan < besideBytes*9/10 {
-		t.Errorf("wan carried %d bytes, less than the %d of the pull beside: it left the routed path", wan, besideBytes)
-	}
+	checkSteeredApart(t, "the pull", runBytes, besideBytes, ded, wan)
 	a.checkRunCleanedUp(sum)
 }
 
