@@ -144,7 +144,10 @@ func benchSend(d *dataConn, file *benchFile, until time.Time, n *atomic.Int64) e
 func benchSendMemory(d *dataConn, until time.Time, n *atomic.Int64) error {
 	var src *os.File
 	var buf []byte
-	if d.files != nil {
+	// A file in memory only where the stream sends files without a copy
+	// (sendfile(2) on TCP); a stream that copies them (UDP) reads a
+	// memory-backed file's pages one by one, dearer than writing a buffer.
+	if fc, ok := d.files.(transport.FileCopier); d.files != nil && !(ok && fc.SendFileCopies()) {
 		src, _ = benchSource()
 	}
 	if src == nil {

@@ -91,6 +91,17 @@ type FileSender interface {
 	SendFile(f *os.File, off, n int64) (int64, error)
 }
 
+// FileCopier is implemented by a FileSender whose SendFile copies the
+// file's bytes through user space (the UDP transport reads them straight
+// into its send buffer: a copy fewer than a read and a Write, but not the
+// kernel's zero copy). For such a stream, bytes already in memory are
+// cheaper written than read back from a file.
+type FileCopier interface {
+	FileSender
+	// SendFileCopies says SendFile copies through user space.
+	SendFileCopies() bool
+}
+
 // ReadLowater is an optional capability: a stream that can be told not to
 // wake its reader until n bytes are queued (or the stream ends) cuts the
 // reader's wakeups on a fast path. A reader must ask only for bytes the

@@ -1580,6 +1580,10 @@ func (c *conn) Write(b []byte) (int, error) {
 	return int(n), err
 }
 
+// SendFileCopies: SendFile reads the file into the send buffer, a copy in
+// user space (transport.FileCopier).
+func (c *conn) SendFileCopies() bool { return true }
+
 // SendFile writes n bytes of f from off: read straight into the send
 // buffer, one copy fewer than a read into a buffer and a Write.
 func (c *conn) SendFile(f *os.File, off, n int64) (int64, error) {
