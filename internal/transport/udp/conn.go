@@ -151,6 +151,13 @@ type conn struct {
 	echoAt   int64
 	ceCount  uint32
 	lowat    int
+	// a reader waiting: it wakes once rWant bytes are readable (its low
+	// mark, at most its buffer). While nothing is queued, its buffer is
+	// posted: in-order data goes straight into post (postN bytes so far),
+	// a copy fewer than through rbuf.
+	rWant    int
+	post     []byte
+	postN    int
 	synPN    uint64 // the dialler's last SYN
 	synAckAt int64  // the listener's last SYNACK
 	nextScan int64  // when to look for timed-out segments
@@ -606,14 +613,27 @@ func (c *conn) data(off uint64, p []byte, fin, retx bool, now int64) bool {
 				c.noteReorder(s, now)
 			}
 		}
-		c.copyIn(s, p[s-off:end-off])
+		q := p[s-off : end-off]
+		if c.post != nil && s == c.rCum && c.rRead == c.rCum && len(c.rRanges) == 0 {
+			// the next bytes for a reader waiting with nothing queued:
+			// into its buffer, read as they arrive
+			k := copy(c.post[c.postN:], q)
+			c.postN += k
+			c.rRead += uint64(k)
+			q = q[k:]
+			c.noteRoom()
+		}
+		c.copyIn(end-uint64(len(q)), q)
 		c.insertRange(s, end, now)
 		c.rHigh = max(c.rHigh, end)
 		c.growWindow()
 	}
-	if c.rCum > prevCum || (c.rFin && c.rCum == c.rFinOff) {
+	if ended := c.rFin && c.rCum == c.rFinOff; c.rCum > prevCum || ended {
 		c.stats.bytesRecv += c.rCum - prevCum
-		c.wakeReader()
+		// wake the reader for what it waits for, not for every datagram
+		if ready := c.postN + int(c.rCum-c.rRead); ended || ready >= c.rWant || c.post != nil && c.postN == len(c.post) {
+			c.wakeReader()
+		}
 	}
 	c.ackCount++
 	if immediate || c.ackCount >= max(ackEvery, ackBytes/c.mss) {
@@ -1547,11 +1567,7 @@ func (c *conn) Read(b []byte) (int, error) {
 			k := copy(b[:n], c.rbuf[i:])
 			copy(b[k:n], c.rbuf)
 			c.rRead += uint64(n)
-			// tell the sender of the room when it is worth a datagram
-			if lim := c.rRead + uint64(len(c.rbuf)); lim-c.advLimit >= uint64(len(c.rbuf))/4 || c.advLimit-c.rCum < uint64(4*c.mss) {
-				c.ackNow = true
-				c.kickSender()
-			}
+			c.noteRoom()
 			return n, nil
 		}
 		if ended && avail == 0 {
@@ -1567,7 +1583,25 @@ func (c *conn) Read(b []byte) (int, error) {
 			return 0, opErr("read", c, os.ErrDeadlineExceeded)
 		}
 		c.rwait = true
+		c.rWant = min(max(c.lowat, 1), len(b))
+		if avail == 0 {
+			c.post, c.postN = b, 0
+		}
 		c.block(c.rwake, c.rdl)
+		n := c.postN
+		c.post, c.postN = nil, 0
+		if n > 0 {
+			return n, nil // read while waiting: the bytes are the reader's now
+		}
+	}
+}
+
+// noteRoom asks for an ack when reading made room worth telling the sender
+// of. Under mu.
+func (c *conn) noteRoom() {
+	if lim := c.rRead + uint64(len(c.rbuf)); lim-c.advLimit >= uint64(len(c.rbuf))/4 || c.advLimit-c.rCum < uint64(4*c.mss) {
+		c.ackNow = true
+		c.kickSender()
 	}
 }
 
