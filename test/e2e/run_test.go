@@ -251,7 +251,7 @@ func TestRunExitStatus(t *testing.T) {
 
 	// Run on a node that is neither end (a2 for a1 → b1): the flows would
 	// be sent, and the cgroup named, on another host. Refused, nothing
-	// booked, the cgroup removed.
+	// booked.
 	before := len(a.c.listOf(a.c.adminTok))
 	r = a.runIn("a2", "a1", "b1", "100M", "true").Wait()
 	if r.code != 1 || !strings.Contains(r.stderr, "lightpath: run: this host is neither --from a1 nor --to b1") {
@@ -259,9 +259,6 @@ func TestRunExitStatus(t *testing.T) {
 	}
 	if after := len(a.c.listOf(a.c.adminTok)); after != before {
 		t.Errorf("run in a2 for a1 → b1 booked: %d reservations, %d before", after, before)
-	}
-	if left, _ := filepath.Glob(filepath.Join(cgroup2Root, "lightpath", "run-*")); len(left) != 0 {
-		t.Errorf("cgroups left behind: %v", left)
 	}
 }
 
@@ -420,8 +417,8 @@ func TestRunApps(t *testing.T) {
 			if wan < size*9/10 {
 				t.Errorf("%s: wan carried %d bytes, less than the %d the copy beside moved: it left the routed path", tc.name, wan, size)
 			}
-			if tc.node == "b1" && sum.FlowsAdded == 0 {
-				t.Errorf("%s: run added no connection to the flow spec", tc.name)
+			if tc.node == "b1" && (sum.FlowsAdded == 0 || strings.Contains(sum.FlowSpec, "cgroup")) {
+				t.Errorf("%s: flow spec %q, %d connections added: want the connections learnt, and no cgroup on the sending node a1", tc.name, sum.FlowSpec, sum.FlowsAdded)
 			}
 			a.checkRunCleanedUp(sum)
 		})
