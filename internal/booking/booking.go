@@ -183,7 +183,16 @@ type Request struct {
 	// UDP: the copy's data goes over UDP to the same port (cp --transport
 	// udp), so the flow covers udp as well as tcp.
 	UDP bool
+	// KeyPrefix starts the create's idempotency key, naming what booked
+	// it ("run-" for lightpath run); default KeyCp. The rest is random.
+	KeyPrefix string
 }
+
+// KeyCp is the idempotency key prefix of the copies' bookings (cp
+// --reserve). A key is unique per owner at the controller; a prefix of
+// its own per command keeps one command's key from ever being read as
+// another's retry.
+const KeyCp = "cp-"
 
 // Watcher is told what becomes of a booked reservation while the copy
 // runs. Every field is optional.
@@ -206,7 +215,7 @@ type Watcher struct {
 type Booking struct {
 	c       Controller
 	booked  reserve.Reservation
-	mu      sync.Mutex // flow, changed by AddFlows
+	mu      sync.Mutex // flow, changed by SetFlows
 	flow    reserve.FlowSpec
 	tracker *tracker
 	stop    context.CancelFunc
@@ -283,7 +292,7 @@ func BookPlan(ctx context.Context, c Controller, p Plan, req Request, w Watcher)
 	}
 	areq := apiv1.ReservationRequest{
 		From: p.From, To: p.To, Bandwidth: bw, Duration: window(bw).String(),
-		FlowSpec: p.Flow.String(), Path: path, Project: req.Project, IdempotencyKey: newKey(),
+		FlowSpec: p.Flow.String(), Path: path, Project: req.Project, IdempotencyKey: NewKey(req.KeyPrefix),
 	}
 	resp, err := c.CreateReservationRetrying(ctx, areq, true)
 	if err != nil {
@@ -295,10 +304,15 @@ func BookPlan(ctx context.Context, c Controller, p Plan, req Request, w Watcher)
 	return b, nil
 }
 
-func newKey() string {
+// NewKey is an idempotency key: prefix (KeyCp when empty) and 128
+// random bits in hex.
+func NewKey(prefix string) string {
+	if prefix == "" {
+		prefix = KeyCp
+	}
 	b := make([]byte, 16)
 	rand.Read(b)
-	return "cp-" + hex.EncodeToString(b)
+	return prefix + hex.EncodeToString(b)
 }
 
 // Booked is the reservation as it was booked.
@@ -311,14 +325,17 @@ func (b *Booking) Flow() reserve.FlowSpec {
 	return b.flow
 }
 
-// AddFlows adds flows to the reservation's flow spec through the
-// controller's modify (read again and resent once when it changed
-// meanwhile), so the agents steer them too; it returns the reservation as
-// modified.
-func (b *Booking) AddFlows(ctx context.Context, flows []reserve.Flow) (reserve.Reservation, error) {
+// SetFlows makes spec the reservation's flow spec through the
+// controller's modify (read again and resent once when the reservation
+// changed meanwhile), so the agents steer what it now lists; it returns
+// the reservation as modified.
+func (b *Booking) SetFlows(ctx context.Context, spec reserve.FlowSpec) (reserve.Reservation, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	spec := reserve.FlowSpec{Flows: append(slices.Clone(b.flow.Flows), flows...)}
+	if spec.IsZero() {
+		// An empty flow spec in a modify means "unchanged".
+		return reserve.Reservation{}, fmt.Errorf("change the flows of reservation %s: it would steer none (a reservation booked with flows keeps one)", b.booked.ID)
+	}
 	version := b.tracker.version()
 	if version == 0 {
 		version = b.booked.Version
@@ -338,7 +355,7 @@ func (b *Booking) AddFlows(ctx context.Context, flows []reserve.Flow) (reserve.R
 		}
 		version = cur.Version
 	}
-	return reserve.Reservation{}, b.c.Explain("add flows to reservation "+b.booked.ID, err)
+	return reserve.Reservation{}, b.c.Explain("change the flows of reservation "+b.booked.ID, err)
 }
 
 // Reserved is the bytes carried while the reservation steered the copy,

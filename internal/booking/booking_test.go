@@ -139,3 +139,27 @@ func TestTrackerSplitsBytes(t *testing.T) {
 		t.Errorf("after finish: reserved %d, want 1000", reserved)
 	}
 }
+
+// TestNewKey: each booking's idempotency key names what booked it (cp's
+// by default, run's with its prefix) and is random after that, so a key
+// of one command is never another's, nor a second booking's.
+func TestNewKey(t *testing.T) {
+	seen := map[string]bool{}
+	for _, prefix := range []string{"", KeyCp, "run-"} {
+		want := prefix
+		if want == "" {
+			want = KeyCp
+		}
+		for range 100 {
+			k := NewKey(prefix)
+			rest, ok := strings.CutPrefix(k, want)
+			if !ok || len(rest) != 32 || strings.Trim(rest, "0123456789abcdef") != "" || len(k) > 128 {
+				t.Fatalf("NewKey(%q) = %q: want %s and 32 hex digits, at most 128 characters (the controller's limit)", prefix, k, want)
+			}
+			if seen[k] {
+				t.Fatalf("NewKey(%q) repeated %q", prefix, k)
+			}
+			seen[k] = true
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
@@ -613,6 +614,7 @@ did what, when and why).`,
 type modifyFlags struct {
 	window
 	bandwidth string
+	flowSpec  string
 	path      []string
 	reroute   bool
 }
@@ -620,12 +622,19 @@ type modifyFlags struct {
 func newReserveModifyCmd(o *ctlFlags) *cobra.Command {
 	var f modifyFlags
 	cmd := &cobra.Command{
-		Use:   "modify ID [--start TIME] [--end TIME | --duration D] [--bandwidth RATE] [--path LINK,LINK | --reroute]",
-		Short: "Change a reservation's window, bandwidth or path",
-		Long: `Change a reservation: move or stretch its window, change its bandwidth, or
+		Use:   "modify ID [--start TIME] [--end TIME | --duration D] [--bandwidth RATE] [--path LINK,LINK | --reroute] [--flow-spec SPEC]",
+		Short: "Change a reservation's window, bandwidth, path or flows",
+		Long: `Change a reservation: move or stretch its window, change its bandwidth,
 move it to other links (--path) or to a path the controller picks
-(--reroute). What is not given stays. --duration sets the end that far
-after the (new) start.
+(--reroute), or change the flows it steers (--flow-spec). What is not given
+stays. --duration sets the end that far after the (new) start.
+
+--flow-spec replaces the whole flow spec, in create's syntax (its --flow):
+'PROTO SRC[:PORTS] > DST[:PORTS] [uid N] [cgroup PATH]', several joined by
+','; each flow runs from an address of the reservation's from node to one
+of its to node. Only a reservation booked with a flow spec has one to
+change (the DSCP its flows are marked with is given at booking). The agents
+steer the new flows as soon as they see the change.
 
 The command reads the reservation first and sends the version it read, so
 a change made by someone else in between is refused rather than
@@ -635,7 +644,8 @@ longer move its start.`,
 		Example: `  lightpath reserve modify r-7c1e --bandwidth 1G
   lightpath reserve modify r-7c1e --start +2h --duration 3h
   lightpath reserve modify r-7c1e --end 2026-05-01T20:00:00Z
-  lightpath reserve modify r-7c1e --reroute`,
+  lightpath reserve modify r-7c1e --reroute
+  lightpath reserve modify r-7c1e --flow-spec 'tcp 198.18.1.2 > 198.18.2.2:7070, udp 198.18.1.2 > 198.18.2.2:7070'`,
 		Args: exactArgs("reserve modify", "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error { return runReserveModify(cmd, o, f, args[0]) },
 	}
@@ -644,14 +654,21 @@ longer move its start.`,
 	fs.StringVar(&f.bandwidth, "bandwidth", "", "the new bandwidth, e.g. 1G")
 	fs.StringSliceVar(&f.path, "path", nil, "the new links, in order from the reservation's from node")
 	fs.BoolVar(&f.reroute, "reroute", false, "let the controller pick a new path for the (new) window and bandwidth")
+	fs.StringVar(&f.flowSpec, "flow-spec", "", "the new flows to steer, replacing the flow spec: 'PROTO SRC[:PORTS] > DST[:PORTS] [uid N] [cgroup PATH]', several joined by ',' (--flow too, as create spells it)")
+	fs.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		if name == "flow" {
+			name = "flow-spec"
+		}
+		return pflag.NormalizedName(name)
+	})
 	return cmd
 }
 
 func runReserveModify(cmd *cobra.Command, o *ctlFlags, f modifyFlags, id string) error {
 	const what = "reserve modify"
 	now := resolveNow()
-	if f.start == "" && f.end == "" && f.duration == "" && f.bandwidth == "" && len(f.path) == 0 && !f.reroute {
-		return fmt.Errorf("%s: nothing to change: give --start, --end, --duration, --bandwidth, --path or --reroute", what)
+	if f.start == "" && f.end == "" && f.duration == "" && f.bandwidth == "" && len(f.path) == 0 && !f.reroute && f.flowSpec == "" {
+		return fmt.Errorf("%s: nothing to change: give --start, --end, --duration, --bandwidth, --path, --reroute or --flow-spec", what)
 	}
 	if len(f.path) > 0 && f.reroute {
 		return fmt.Errorf("%s: --path and --reroute exclude each other", what)
@@ -660,6 +677,12 @@ func runReserveModify(cmd *cobra.Command, o *ctlFlags, f modifyFlags, id string)
 	var err error
 	if req.Bandwidth, err = parseBandwidth("--bandwidth", f.bandwidth, false); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
+	}
+	if f.flowSpec != "" {
+		if _, err := reserve.ParseFlowSpec(f.flowSpec); err != nil {
+			return fmt.Errorf("%s: --flow-spec: %w", what, err)
+		}
+		req.FlowSpec = f.flowSpec
 	}
 	var start, end time.Time
 	var d time.Duration

@@ -70,14 +70,19 @@ func newRunCmd() *cobra.Command {
 		Short: "Run any command with its flows booked and steered onto a reserved path",
 		Long: `Run CMD in a cgroup of its own (under the cgroup2 hierarchy) with a
 reservation from --from to --to (topology nodes, in the direction the data
-flows) whose flow spec names that cgroup: every flow between the two nodes'
-addresses, "any FROM > TO cgroup PATH". A BPF program on the cgroup gives
-each socket the command creates the reservation's firewall mark, so the
-sending host's policy routing and the agents steer the command's traffic,
-and only its traffic, onto the reserved path. When data flows to this node
-(--to is the node run runs on), the command's connections are read with
-sock_diag every 200 ms and added to the flow spec, so the far end's agent
-steers what it sends.
+flows). Run it on one of the two nodes.
+
+A push (--from is this node) is booked for every flow between the two
+nodes' addresses from that cgroup, "any FROM > TO cgroup PATH". A BPF
+program on the cgroup gives each socket the command creates the
+reservation's firewall mark, so this host's policy routing and the agents
+steer the command's traffic, and only its traffic, onto the reserved path.
+
+A pull (--to is this node) is sent by the far node, which has no such
+cgroup: it is booked for a placeholder flow that matches nothing (udp to a
+port run holds), and the command's connections, read with sock_diag every
+200 ms, replace it in the flow spec as the far end's 5-tuples, so the far
+end's agent steers what it sends.
 
 CMD gets run's standard input, output and error; SIGINT and SIGTERM are
 passed on to it. When it ends, the reservation is released and the cgroup

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"slices"
 	"time"
@@ -92,46 +93,57 @@ type Summary struct {
 // routing and the agents match (topology.MarkBase + DSCP).
 func Mark(dscp uint8) uint32 { return uint32(topology.MarkBase) + uint32(dscp) }
 
-// PlanRun is a run's reservation: from → to, a flow between every
-// address of one node and every address of the other of the same family
-// (the node's own and its link ends': a socket may be given any of them
-// as its source, by the route it takes or by binding), restricted on the sending host to the
-// run's cgroup (`any FROMADDR > TOADDR cgroup PATH`).
-func PlanRun(t apiv1.Topology, from, to, cgroup string) (booking.Plan, error) {
-	addrs := func(name string) ([]netip.Addr, error) {
-		for _, n := range t.Nodes {
-			if n.Name != name {
-				continue
-			}
-			var out []netip.Addr
-			for _, s := range n.Addresses {
-				a, err := netip.ParseAddr(s)
-				if err != nil {
-					p, perr := netip.ParsePrefix(s)
-					if perr != nil {
-						continue
-					}
-					a = p.Addr()
-				}
-				if a = a.Unmap(); !slices.Contains(out, a) {
-					out = append(out, a)
-				}
-			}
-			if len(out) == 0 {
-				return nil, fmt.Errorf("node %s has no address in the controller's topology", name)
-			}
-			return out, nil
+// addrsOf is every address the topology lists for node (a prefix counts
+// as its address), each once.
+func addrsOf(t apiv1.Topology, name string) ([]netip.Addr, error) {
+	for _, n := range t.Nodes {
+		if n.Name != name {
+			continue
 		}
-		return nil, fmt.Errorf("the controller's topology has no node %q", name)
+		var out []netip.Addr
+		for _, s := range n.Addresses {
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				p, perr := netip.ParsePrefix(s)
+				if perr != nil {
+					continue
+				}
+				a = p.Addr()
+			}
+			if a = a.Unmap(); !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("node %s has no address in the controller's topology", name)
+		}
+		return out, nil
 	}
+	return nil, fmt.Errorf("the controller's topology has no node %q", name)
+}
+
+// nodePair is the addresses of a run's two nodes, which must differ.
+func nodePair(t apiv1.Topology, from, to string) (fa, ta []netip.Addr, err error) {
 	if from == to {
-		return booking.Plan{}, fmt.Errorf("--from and --to are both %s: no link to reserve", from)
+		return nil, nil, fmt.Errorf("--from and --to are both %s: no link to reserve", from)
 	}
-	fa, err := addrs(from)
-	if err != nil {
-		return booking.Plan{}, err
+	if fa, err = addrsOf(t, from); err != nil {
+		return nil, nil, err
 	}
-	ta, err := addrs(to)
+	if ta, err = addrsOf(t, to); err != nil {
+		return nil, nil, err
+	}
+	return fa, ta, nil
+}
+
+// PlanRun is a push's reservation (the command runs on the from node):
+// from → to, a flow between every address of one node and every address
+// of the other of the same family (the node's own and its link ends': a
+// socket may be given any of them as its source, by the route it takes or
+// by binding), restricted on the sending host, this one, to the run's
+// cgroup (`any FROMADDR > TOADDR cgroup PATH`).
+func PlanRun(t apiv1.Topology, from, to, cgroup string) (booking.Plan, error) {
+	fa, ta, err := nodePair(t, from, to)
 	if err != nil {
 		return booking.Plan{}, err
 	}
@@ -154,6 +166,54 @@ func PlanRun(t apiv1.Topology, from, to, cgroup string) (booking.Plan, error) {
 		fs.Flows = fs.Flows[:reserve.MaxFlows]
 	}
 	return booking.Plan{From: from, To: to, Flow: fs}, nil
+}
+
+// PullEnds is where a pull's placeholder flow runs (the command runs on
+// the to node, data comes from the from node): near, an address of to
+// that this host has (one of local), and far, the first address of from
+// of near's family.
+func PullEnds(t apiv1.Topology, from, to string, local []netip.Addr) (far, near netip.Addr, err error) {
+	fa, ta, err := nodePair(t, from, to)
+	if err != nil {
+		return far, near, err
+	}
+	for _, n := range ta {
+		if !slices.Contains(local, n) {
+			continue
+		}
+		for _, f := range fa {
+			if f.Is4() == n.Is4() {
+				return f, n, nil
+			}
+		}
+	}
+	return far, near, fmt.Errorf("node %s has no address of the family of this host's addresses of %s", from, to)
+}
+
+// Placeholder is the one flow a pull is booked with before any of the
+// command's connections is known: `udp FAR > NEAR:PORT`, where NEAR:PORT
+// is a UDP socket run holds open, and reads nothing from, for the whole
+// run. A reservation that steers flows needs at least one (the
+// controller gives it its DSCP then, and a modify cannot add the first);
+// this one can only ever match packets sent to run's own socket, so it
+// steers nobody's traffic, and it names no cgroup, which the far node
+// does not have. The first connections learnt replace it.
+func Placeholder(far netip.Addr, near netip.AddrPort) reserve.Flow {
+	n := near.Addr().Unmap()
+	return reserve.Flow{Proto: reserve.ProtoUDP,
+		Src: reserve.FlowEndpoint{Prefix: netip.PrefixFrom(far, far.BitLen())},
+		Dst: reserve.FlowEndpoint{Prefix: netip.PrefixFrom(n, n.BitLen()), Ports: reserve.PortRange{Lo: near.Port(), Hi: near.Port()}}}
+}
+
+// Without is spec without the flows of drop.
+func Without(spec reserve.FlowSpec, drop []reserve.Flow) reserve.FlowSpec {
+	var out reserve.FlowSpec
+	for _, f := range spec.Flows {
+		if !slices.Contains(drop, f) {
+			out.Flows = append(out.Flows, f)
+		}
+	}
+	return out
 }
 
 // Owns says whether node owns one of the local addresses: the node this
@@ -240,15 +300,45 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 	if err != nil {
 		return sum, c.Explain("read the controller's topology", err)
 	}
-	plan, err := PlanRun(topo, cfg.From, cfg.To, cg.Path)
+	local, err := LocalAddrs()
 	if err != nil {
 		return sum, err
+	}
+	// A push (--from is this node) is booked for the cgroup's flows, which
+	// this host's agent marks. A pull (--to is this node) is sent by the
+	// far node, which has no such cgroup: it is booked for a placeholder
+	// that matches nothing, replaced by the command's connections as they
+	// are learnt.
+	var plan booking.Plan
+	var placeholder []reserve.Flow
+	switch {
+	case Owns(topo, cfg.To, local):
+		far, near, err := PullEnds(topo, cfg.From, cfg.To, local)
+		if err != nil {
+			return sum, err
+		}
+		held, err := net.ListenUDP("udp", &net.UDPAddr{IP: near.AsSlice()})
+		if err != nil {
+			return sum, fmt.Errorf("hold a UDP port on %s for the placeholder flow: %w", near, err)
+		}
+		defer held.Close()
+		placeholder = []reserve.Flow{Placeholder(far, netip.AddrPortFrom(near, uint16(held.LocalAddr().(*net.UDPAddr).Port)))}
+		plan = booking.Plan{From: cfg.From, To: cfg.To, Flow: reserve.FlowSpec{Flows: placeholder}}
+	case Owns(topo, cfg.From, local):
+		if plan, err = PlanRun(topo, cfg.From, cfg.To, cg.Path); err != nil {
+			return sum, err
+		}
+	default:
+		if _, _, err := nodePair(topo, cfg.From, cfg.To); err != nil {
+			return sum, err
+		}
+		return sum, fmt.Errorf("this host is neither --from %s nor --to %s (none of its addresses is theirs in the controller's topology): run the command on one of them", cfg.From, cfg.To)
 	}
 	dur := cfg.Duration
 	if dur <= 0 {
 		dur = booking.PullWindow
 	}
-	b, err := booking.BookPlan(ctx, c, plan, booking.Request{Bandwidth: cfg.Bandwidth, Duration: dur, Project: cfg.Project, Path: cfg.Path},
+	b, err := booking.BookPlan(ctx, c, plan, booking.Request{Bandwidth: cfg.Bandwidth, Duration: dur, Project: cfg.Project, Path: cfg.Path, KeyPrefix: KeyPrefix},
 		booking.Watcher{
 			Changed: func(r reserve.Reservation, _ int64, at time.Duration) { note(Event{Reservation: r, At: at}) },
 			Lost:    func(err error) { note(Event{Err: err}) },
@@ -279,9 +369,10 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	learnt := make(chan int, 1)
-	if local, lerr := LocalAddrs(); lerr == nil && Owns(topo, cfg.To, local) {
+	if placeholder != nil {
 		// A pull: the far end sends on sockets this host cannot mark.
-		go func() { learnt <- learn(bg, cfg, b, cg, nodeAddrs(topo, cfg.From), note) }()
+		far, _ := addrsOf(topo, cfg.From)
+		go func() { learnt <- learn(bg, cfg, b, cg, far, placeholder, note) }()
 	} else {
 		learnt <- 0
 	}
@@ -298,28 +389,17 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 	return sum, err
 }
 
-// nodeAddrs is every address the topology lists for node.
-func nodeAddrs(t apiv1.Topology, node string) []netip.Addr {
-	var out []netip.Addr
-	for _, n := range t.Nodes {
-		if n.Name != node {
-			continue
-		}
-		for _, s := range n.Addresses {
-			if a, err := netip.ParseAddr(s); err == nil {
-				out = append(out, a.Unmap())
-			}
-		}
-	}
-	return out
-}
+// KeyPrefix starts the idempotency keys of run's bookings (cp's are
+// booking.KeyCp).
+const KeyPrefix = "run-"
 
 // learn is the pull side (data flows to this node): every PollInterval
 // it reads the command's connections (sock_diag, the cgroup's sockets)
 // and adds those from the far node that the flow spec does not list yet,
 // as the 5-tuples the far end sends, through the controller's modify, so
-// the far end's agent steers them. It returns how many it added.
-func learn(ctx context.Context, cfg Config, b *booking.Booking, cg *Cgroup, far []netip.Addr, note func(Event)) int {
+// the far end's agent steers them; the first ones replace the
+// placeholder. It returns how many it added.
+func learn(ctx context.Context, cfg Config, b *booking.Booking, cg *Cgroup, far []netip.Addr, placeholder []reserve.Flow, note func(Event)) int {
 	every := cfg.PollInterval
 	if every <= 0 {
 		every = 200 * time.Millisecond
@@ -347,11 +427,13 @@ func learn(ctx context.Context, cfg Config, b *booking.Booking, cg *Cgroup, far 
 			warn(fmt.Errorf("read the command's connections: %w", err))
 			continue
 		}
-		flows := PullFlows(b.Flow(), conns, far)
+		spec := Without(b.Flow(), placeholder)
+		flows := PullFlows(spec, conns, far)
 		if len(flows) == 0 {
 			continue
 		}
-		r, err := b.AddFlows(ctx, flows)
+		spec.Flows = append(spec.Flows, flows...)
+		r, err := b.SetFlows(ctx, spec)
 		if err != nil {
 			if ctx.Err() == nil {
 				warn(err)

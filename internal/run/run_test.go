@@ -98,3 +98,79 @@ func TestPullFlows(t *testing.T) {
 		t.Errorf("%d flows added to %d: want up to %d in all", n, len(spec.Flows), reserve.MaxFlows)
 	}
 }
+
+func TestPullEnds(t *testing.T) {
+	ip := netip.MustParseAddr
+	for _, tc := range []struct {
+		name, from, to string
+		local          []netip.Addr
+		far, near, err string
+	}{
+		{name: "v4", from: "a1", to: "b1", local: []netip.Addr{ip("127.0.0.1"), ip("198.18.2.1"), ip("2001:2:0:2::1")}, far: "198.18.1.1", near: "198.18.2.1"},
+		{name: "v6 only here", from: "a1", to: "b1", local: []netip.Addr{ip("2001:2:0:2::1")}, far: "2001:2:0:1::1", near: "2001:2:0:2::1"},
+		{name: "reverse", from: "b1", to: "a1", local: []netip.Addr{ip("198.19.0.1")}, far: "198.18.2.1", near: "198.19.0.1"},
+		{name: "no common family", from: "v6", to: "v4", local: []netip.Addr{ip("198.18.3.1")}, err: "no address of the family"},
+		{name: "not this host", from: "a1", to: "b1", local: []netip.Addr{ip("127.0.0.1")}, err: "no address of the family"},
+		{name: "same", from: "b1", to: "b1", local: []netip.Addr{ip("198.18.2.1")}, err: "both b1"},
+		{name: "unknown", from: "zz", to: "b1", local: []netip.Addr{ip("198.18.2.1")}, err: `no node "zz"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			far, near, err := PullEnds(topo, tc.from, tc.to, tc.local)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || far.String() != tc.far || near.String() != tc.near {
+				t.Errorf("far %s, near %s, %v; want %s, %s", far, near, err, tc.far, tc.near)
+			}
+		})
+	}
+}
+
+// TestPlaceholder: a pull's placeholder is one udp flow to the port run
+// holds, naming no cgroup, that the controller accepts (it parses back and
+// runs between the two nodes' addresses), and the first connections learnt
+// replace it.
+func TestPlaceholder(t *testing.T) {
+	for _, tc := range []struct{ far, near, want string }{
+		{"198.18.1.1", "198.18.2.1:40123", "udp 198.18.1.1 > 198.18.2.1:40123"},
+		{"2001:2:0:1::1", "[2001:2:0:2::1]:9", "udp 2001:2:0:1::1 > [2001:2:0:2::1]:9"},
+		{"198.18.1.1", "[::ffff:198.18.2.1]:7", "udp 198.18.1.1 > 198.18.2.1:7"},
+	} {
+		f := Placeholder(netip.MustParseAddr(tc.far), netip.MustParseAddrPort(tc.near))
+		spec := reserve.FlowSpec{Flows: []reserve.Flow{f}}
+		if spec.String() != tc.want || f.Cgroup != "" {
+			t.Errorf("placeholder %q, want %q", spec, tc.want)
+		}
+		back, err := reserve.ParseFlowSpec(spec.String())
+		if err != nil || !back.Equal(spec) {
+			t.Errorf("%q does not parse back: %v", spec, err)
+		}
+		fa, _ := addrsOf(topo, "a1")
+		ba, _ := addrsOf(topo, "b1")
+		var src, dst []netip.Prefix
+		for _, a := range fa {
+			src = append(src, netip.PrefixFrom(a, a.BitLen()))
+		}
+		for _, a := range ba {
+			dst = append(dst, netip.PrefixFrom(a, a.BitLen()))
+		}
+		if err := spec.Within(src, dst); err != nil {
+			t.Errorf("the controller would refuse %q: %v", spec, err)
+		}
+	}
+
+	ph := Placeholder(netip.MustParseAddr("198.18.1.1"), netip.MustParseAddrPort("198.18.2.1:40123"))
+	booked := reserve.FlowSpec{Flows: []reserve.Flow{ph}}
+	conns := []Conn{{Proto: reserve.ProtoTCP, Local: netip.MustParseAddrPort("198.18.2.1:50000"), Remote: netip.MustParseAddrPort("198.18.1.1:5201")}}
+	spec := Without(booked, []reserve.Flow{ph})
+	spec.Flows = append(spec.Flows, PullFlows(spec, conns, []netip.Addr{netip.MustParseAddr("198.18.1.1")})...)
+	if got := spec.String(); got != "tcp 198.18.1.1:5201 > 198.18.2.1:50000" {
+		t.Errorf("after the first connection: %q", got)
+	}
+	if got := Without(spec, []reserve.Flow{ph}); !got.Equal(spec) {
+		t.Errorf("Without dropped a learnt flow: %q", got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -75,12 +76,33 @@ func (a *agentBed) runIn(node, from, to, bw string, cmd ...string) *proc {
 	return startLP(a.t, runOpts{timeout: 2 * time.Minute}, append(args, cmd...)...)
 }
 
+// runResv is what the controller stores of a run's reservation beyond
+// liveResv: its flow spec and the idempotency key it was booked with.
+type runResv struct {
+	FlowSpec       string `json:"flow_spec"`
+	IdempotencyKey string `json:"idempotency_key"`
+}
+
+func (a *agentBed) runResv(id string) runResv {
+	a.t.Helper()
+	var got struct {
+		Reservation runResv `json:"reservation"`
+	}
+	if err := a.c.getJSON(a.c.adminTok, "/api/v1/reservations/"+id, &got); err != nil {
+		a.t.Fatalf("read reservation %s: %v", id, err)
+	}
+	return got.Reservation
+}
+
 // checkRunCleanedUp checks that run left nothing: the reservation
-// released, the cgroup gone.
+// released, the cgroup gone; and that it booked with a key of its own.
 func (a *agentBed) checkRunCleanedUp(sum runSummaryLine) {
 	a.t.Helper()
 	if got := a.resv(sum.Reservation); got.State != "CANCELLED" || sum.ReservationState != "CANCELLED" {
 		a.t.Errorf("reservation %s after run: %s (summary says %s), want CANCELLED", sum.Reservation, got.State, sum.ReservationState)
+	}
+	if k := a.runResv(sum.Reservation).IdempotencyKey; !strings.HasPrefix(k, "run-") {
+		a.t.Errorf("reservation %s was booked with idempotency key %q: want run's own, run-…", sum.Reservation, k)
 	}
 	if !strings.HasPrefix(sum.Cgroup, "lightpath/run-") || !sum.CgroupRemoved {
 		a.t.Errorf("cgroup %q, removed %v: want lightpath/run-… removed", sum.Cgroup, sum.CgroupRemoved)
@@ -226,13 +248,27 @@ func TestRunExitStatus(t *testing.T) {
 	}
 	sum, _ = runEvents(t, r.stderr)
 	a.checkRunCleanedUp(sum)
+
+	// Run on a node that is neither end (a2 for a1 → b1): the flows would
+	// be sent, and the cgroup named, on another host. Refused, nothing
+	// booked.
+	before := len(a.c.listOf(a.c.adminTok))
+	r = a.runIn("a2", "a1", "b1", "100M", "true").Wait()
+	if r.code != 1 || !strings.Contains(r.stderr, "lightpath: run: this host is neither --from a1 nor --to b1") {
+		t.Errorf("run in a2 for a1 → b1: exit %d\n%s", r.code, r.stderr)
+	}
+	if after := len(a.c.listOf(a.c.adminTok)); after != before {
+		t.Errorf("run in a2 for a1 → b1 booked: %d reservations, %d before", after, before)
+	}
 }
 
 // TestRunPull: data flowing to the node run runs on (iperf3 -R: the
 // server in a1 sends to the client in b1) comes from sockets run cannot
-// mark, so run learns the command's connections (sock_diag) and adds
-// them to the flow spec; a1's agent then steers them onto dedicated,
-// while the same pull started beside it stays on wan.
+// mark, on a node that has no such cgroup on a real deployment: run books
+// a placeholder flow naming no cgroup (udp to a port it holds), learns
+// the command's connections (sock_diag) and puts them in the flow spec in
+// its place; a1's agent then steers them onto dedicated, while the same
+// pull started beside it stays on wan.
 func TestRunPull(t *testing.T) {
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		t.Skip("iperf3 is not installed (Debian package iperf3)")
@@ -251,14 +287,33 @@ func TestRunPull(t *testing.T) {
 	mustSucceed(t, "iperf3 -R beside", br)
 	sum, evs := runEvents(t, rr.stderr)
 	var learnt []any
+	var specs []string // every flow spec the reservation had, as booked first
 	for _, e := range evs {
+		if fs, ok := e["flow_spec"].(string); ok && fs != "" {
+			specs = append(specs, fs)
+		}
 		if e["type"] == "flows" {
 			learnt = append(learnt, e["flows"].([]any)...)
 		}
 	}
-	t.Logf("flows learnt: %v; final flow spec %q", learnt, sum.FlowSpec)
+	t.Logf("flow specs: %q; flows learnt: %v", specs, learnt)
+	// Booked for the placeholder alone: the sending node, a1, is never
+	// asked to find b1's cgroup.
+	if len(specs) == 0 || !regexp.MustCompile(`^udp 198\.18\.1\.1 > 198\.18\.2\.1:\d+$`).MatchString(specs[0]) {
+		t.Errorf("booked flow spec %q: want the placeholder udp 198.18.1.1 > 198.18.2.1:PORT", specs)
+	}
+	for _, fs := range append(specs, sum.FlowSpec, a.runResv(sum.Reservation).FlowSpec) {
+		if strings.Contains(fs, "cgroup") {
+			t.Errorf("flow spec %q names a cgroup: the far node sends this pull and has no such cgroup", fs)
+		}
+	}
 	if sum.FlowsAdded == 0 || len(learnt) != sum.FlowsAdded || !strings.Contains(sum.FlowSpec, "tcp 198.18.1.1:5201 > 198.18.2.1:") {
 		t.Errorf("flows added %d (events %v), flow spec %q: want the connections to 198.18.1.1:5201 added", sum.FlowsAdded, learnt, sum.FlowSpec)
+	}
+	// The learnt connections replaced the placeholder: they are all it
+	// lists.
+	if n := strings.Count(sum.FlowSpec, ",") + 1; n != sum.FlowsAdded || strings.Contains(sum.FlowSpec, "udp") {
+		t.Errorf("final flow spec %q: want the %d connections learnt and nothing else", sum.FlowSpec, sum.FlowsAdded)
 	}
 	if strings.Contains(sum.FlowSpec, ":5202") {
 		t.Errorf("flow spec %q has the iperf3 beside run's connection", sum.FlowSpec)
@@ -362,8 +417,8 @@ func TestRunApps(t *testing.T) {
 			if wan < size*9/10 {
 				t.Errorf("%s: wan carried %d bytes, less than the %d the copy beside moved: it left the routed path", tc.name, wan, size)
 			}
-			if tc.node == "b1" && sum.FlowsAdded == 0 {
-				t.Errorf("%s: run added no connection to the flow spec", tc.name)
+			if tc.node == "b1" && (sum.FlowsAdded == 0 || strings.Contains(sum.FlowSpec, "cgroup")) {
+				t.Errorf("%s: flow spec %q, %d connections added: want the connections learnt, and no cgroup on the sending node a1", tc.name, sum.FlowSpec, sum.FlowsAdded)
 			}
 			a.checkRunCleanedUp(sum)
 		})
