@@ -39,6 +39,7 @@ const (
 	keepalive        = 15 * time.Second // an idle stream pings this often
 	linger           = 10 * time.Second // a closed stream waits this long for the peer's FIN
 	maxBatch         = 64               // datagrams built per round of the sender
+	maxRegions       = 128              // send-ring slots a writer fills per call
 )
 
 // endpoint sends a stream's datagrams.
@@ -113,11 +114,13 @@ type conn struct {
 	random      [16]byte
 
 	// sending
-	sbuf       []byte
-	sAcked     uint64 // every byte below it is acknowledged
-	sWrite     uint64 // bytes the application has written
-	sNext      uint64 // first byte never cut into a segment
-	segs       []seg  // segments in offset order, from segHead
+	sring      sendRing
+	wregions   [][]byte // a writer's room in the send ring: its slots' payloads
+	wbusy      bool     // a writer is filling wregions (without mu)
+	sAcked     uint64   // every byte below it is acknowledged
+	sWrite     uint64   // bytes the application has written
+	sNext      uint64   // first byte never cut into a segment
+	segs       []seg    // segments in offset order, from segHead
 	segHead    int
 	lostQ      []uint64 // offsets of lost segments to send again
 	inflight   int
@@ -262,7 +265,6 @@ func newConn(ep endpoint, laddr, raddr net.Addr, session [16]byte, stream uint32
 		ep: ep, laddr: laddr, raddr: raddr, session: session, stream: stream,
 		dialler: dialler, keys: keys, epoch: time.Now(),
 		estab:     make(chan struct{}),
-		sbuf:      make([]byte, size),
 		rbuf:      make([]byte, size),
 		sentTimes: make([]sentAt, minSentTimes),
 		autoBuf:   c0auto,
@@ -281,6 +283,7 @@ func newConn(ep endpoint, laddr, raddr net.Addr, session [16]byte, stream uint32
 	c.tun = t
 	c.tos = tosFor(o.DSCP)
 	c.setMTU(mtu)
+	c.sring = newSendRing(size, c.mss)
 	c.advLimit = uint64(len(c.rbuf))
 	return c, nil
 }
@@ -313,6 +316,11 @@ func (c *conn) setMTU(mtu int) {
 	mtu = max(min(mtu, maxMTU), minMTU)
 	c.maxDgram = mtu - c.ipudp()
 	c.mss = c.maxDgram - hdrLen - dataHdr - tagLen
+	// The send ring's slots follow the datagrams while they hold nothing
+	// (the path's MTU learnt after the handshake); otherwise when it grows.
+	if c.sring.buf != nil && c.sring.per != c.mss && c.sWrite == c.sAcked && !c.wbusy {
+		c.sring = newSendRing(c.sring.size(), c.mss)
+	}
 }
 
 // minMTU: IPv4's minimum datagram every host takes (IPv6's is 1280).
@@ -1072,7 +1080,7 @@ func (c *conn) sendBatch(batch [][]byte) {
 	for i := 0; i < len(batch); {
 		size := len(batch[i])
 		j, total := i+1, size
-		for j < len(batch) && j-i < maxSegments && total+len(batch[j]) <= maxGSOBytes && len(batch[j]) <= size {
+		for j < len(batch) && j-i < maxSegments && total+len(batch[j]) <= maxGSOBytes && len(batch[j]) <= size && adjacent(batch[j-1], batch[j]) {
 			total += len(batch[j])
 			j++
 			if len(batch[j-1]) < size {
@@ -1304,8 +1312,10 @@ func (c *conn) fill(now int64, arena []byte, batch [][]byte) ([][]byte, time.Dur
 				break
 			}
 		}
-		b := c.dataPacket(arena[pos:pos], s, now)
-		pos += len(b)
+		b, inPlace := c.dataPacket(arena[pos:pos], s, now)
+		if !inPlace {
+			pos += len(b)
+		}
 		batch = append(batch, b)
 		c.pace.spend(rate, int(s.n))
 	}
@@ -1332,7 +1342,10 @@ func (c *conn) cut() *seg {
 			c.limit = limReceiver
 			return nil
 		}
-		n := min(uint64(c.mss), c.sWrite-c.sNext, c.peerLimit-c.sNext)
+		// within one slot of the send ring, so that segments stay on its
+		// slots (a full one goes in place) whatever the writer's pace
+		_, left := c.sring.at(c.sNext)
+		n := min(uint64(c.mss), c.sWrite-c.sNext, c.peerLimit-c.sNext, uint64(left))
 		s := seg{off: c.sNext, n: uint32(n)}
 		c.sNext += n
 		s.fin = c.finQueued && c.sNext == c.finOff
@@ -1357,11 +1370,11 @@ func (c *conn) cut() *seg {
 // maxAutoBuffer. Under mu, with no writer inside the buffer (the writer
 // itself, or one waiting for room).
 func (c *conn) growSend() bool {
-	if !c.autoBuf || c.sNext != c.sWrite || len(c.sbuf) >= maxAutoBuffer ||
-		c.sWrite-c.sAcked < uint64(len(c.sbuf)) || c.inflight >= c.ctl.window(c.mss) {
+	if !c.autoBuf || c.sNext != c.sWrite || c.sring.size() >= maxAutoBuffer ||
+		c.sWrite-c.sAcked < uint64(c.sring.size()) || c.inflight >= c.ctl.window(c.mss) {
 		return false
 	}
-	c.sbuf = growRing(c.sbuf, c.sAcked, c.sWrite, 2*len(c.sbuf))
+	c.sring = c.sring.grow(c.sAcked, c.sWrite, 2*c.sring.size(), c.mss)
 	return true
 }
 
@@ -1376,7 +1389,9 @@ func (c *conn) finSentSeg() bool {
 	return false
 }
 
-func (c *conn) dataPacket(b []byte, s *seg, now int64) []byte {
+// dataPacket makes s's datagram: in its send-ring slot when s fills one
+// (inPlace), else in b, the arena's room for a datagram at maxMTU.
+func (c *conn) dataPacket(b []byte, s *seg, now int64) (dgram []byte, inPlace bool) {
 	var flags uint16
 	if s.fin {
 		flags = fFIN
@@ -1384,10 +1399,16 @@ func (c *conn) dataPacket(b []byte, s *seg, now int64) []byte {
 	if s.state != segNew {
 		flags |= fRETX
 	}
+	inPlace = int(s.n) <= c.mss && c.sring.whole(s.off, int(s.n))
+	if inPlace {
+		b = c.sring.slot(s.off)[:0]
+	}
 	b, pn := c.packet(b, tDATA, flags)
 	b = binary.BigEndian.AppendUint64(b, s.off)
-	b = b[:len(b)+int(s.n)] // the arena has room for a datagram at maxMTU
-	c.copyOut(b[len(b)-int(s.n):], s.off)
+	b = b[:len(b)+int(s.n)]
+	if !inPlace {
+		c.sring.copyOut(b[len(b)-int(s.n):], s.off)
+	}
 	c.noteSent(pn, now)
 	if s.state != segNew {
 		c.stats.bytesRetrans += uint64(s.n)
@@ -1402,14 +1423,7 @@ func (c *conn) dataPacket(b []byte, s *seg, now int64) []byte {
 	if c.round.end == 0 {
 		c.round.end = s.off + uint64(s.n) + 1
 	}
-	return seal(c.keys.send, b)
-}
-
-func (c *conn) copyOut(dst []byte, off uint64) {
-	n := uint64(len(c.sbuf))
-	i := int(off % n)
-	k := copy(dst, c.sbuf[i:])
-	copy(dst[k:], c.sbuf)
+	return seal(c.keys.send, b), inPlace
 }
 
 // pacer spaces a stream's datagrams at a rate, in user space: a credit of
@@ -1622,9 +1636,12 @@ func (c *conn) noteRoom() {
 }
 
 func (c *conn) Write(b []byte) (int, error) {
-	n, err := c.writeFrom("write", int64(len(b)), func(p []byte) (int, error) {
-		k := copy(p, b)
-		b = b[k:]
+	n, err := c.writeFrom("write", int64(len(b)), func(bufs [][]byte) (int, error) {
+		k := 0
+		for _, p := range bufs {
+			w := copy(p, b)
+			b, k = b[w:], k+w
+		}
 		return k, nil
 	})
 	return int(n), err
@@ -1637,11 +1654,15 @@ func (c *conn) SendFileCopies() bool { return true }
 // SendFile writes n bytes of f from off: read straight into the send
 // buffer, one copy fewer than a read into a buffer and a Write.
 func (c *conn) SendFile(f *os.File, off, n int64) (int64, error) {
-	return c.writeFrom("sendfile", n, func(p []byte) (int, error) {
-		k, err := f.ReadAt(p, off)
+	return c.writeFrom("sendfile", n, func(bufs [][]byte) (int, error) {
+		want := 0
+		for _, p := range bufs {
+			want += len(p)
+		}
+		k, err := readAtv(f, bufs, off)
 		off += int64(k)
-		if err == io.EOF {
-			if k == len(p) {
+		if err == io.EOF || err == nil && k < want {
+			if k == want {
 				err = nil
 			} else {
 				err = fmt.Errorf("file %s ends at %d: %w", f.Name(), off, io.ErrUnexpectedEOF)
@@ -1654,7 +1675,7 @@ func (c *conn) SendFile(f *os.File, off, n int64) (int64, error) {
 // ReadFrom writes what r reads until its end, read straight into the send
 // buffer (io.Copy to the stream takes this way).
 func (c *conn) ReadFrom(r io.Reader) (int64, error) {
-	n, err := c.writeFrom("readfrom", -1, r.Read)
+	n, err := c.writeFrom("readfrom", -1, func(bufs [][]byte) (int, error) { return r.Read(bufs[0]) })
 	if err == io.EOF {
 		err = nil
 	}
@@ -1664,7 +1685,7 @@ func (c *conn) ReadFrom(r io.Reader) (int64, error) {
 // writeFrom fills the send buffer with n bytes (n < 0: until read's
 // io.EOF) from read, which is called, without the stream's lock, on the
 // free room after the bytes written so far. Writers take turns (wmu).
-func (c *conn) writeFrom(op string, n int64, read func([]byte) (int, error)) (int64, error) {
+func (c *conn) writeFrom(op string, n int64, read func([][]byte) (int, error)) (int64, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.mu.Lock()
@@ -1687,7 +1708,7 @@ func (c *conn) writeFrom(op string, n int64, read func([]byte) (int, error)) (in
 		if !c.wdl.IsZero() && !time.Now().Before(c.wdl) {
 			return done, opErr(op, c, os.ErrDeadlineExceeded)
 		}
-		room := len(c.sbuf) - int(c.sWrite-c.sAcked)
+		room := c.sring.size() - int(c.sWrite-c.sAcked)
 		if room == 0 && c.growSend() {
 			continue
 		}
@@ -1701,15 +1722,22 @@ func (c *conn) writeFrom(op string, n int64, read func([]byte) (int, error)) (in
 		}
 		// The room past sWrite is nobody else's: the sender reads below
 		// sWrite, and other writers wait for wmu.
-		i := int(c.sWrite % uint64(len(c.sbuf)))
-		k := min(room, len(c.sbuf)-i)
+		k := room
 		if n >= 0 {
 			k = int(min(int64(k), n-done))
 		}
-		region := c.sbuf[i : i+k]
+		regions := c.wregions[:0]
+		for off, end := c.sWrite, c.sWrite+uint64(k); off < end && len(regions) < maxRegions; {
+			r := c.sring.region(off, int(end-off))
+			regions = append(regions, r)
+			off += uint64(len(r))
+		}
+		c.wregions = regions
+		c.wbusy = true
 		c.mu.Unlock()
-		m, err := read(region)
+		m, err := read(regions)
 		c.mu.Lock()
+		c.wbusy = false
 		if m > 0 && !c.closed {
 			c.sWrite += uint64(m)
 			done += int64(m)

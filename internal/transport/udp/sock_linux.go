@@ -4,6 +4,7 @@ package udp
 
 import (
 	"encoding/binary"
+	"io"
 	"net/netip"
 	"os"
 	"syscall"
@@ -280,3 +281,44 @@ func gsoRefused(err error) bool {
 
 // batchedReads: readBatch reads many datagrams a call (recvmmsg).
 const batchedReads = true
+
+// readAtv reads f from off into bufs, one after the other (preadv(2): one
+// system call for many send-ring slots), until they are full or the file
+// ends (io.EOF with what it read).
+func readAtv(f *os.File, bufs [][]byte, off int64) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for len(bufs) > 0 {
+		var n int
+		var rerr error
+		if err := rc.Read(func(fd uintptr) bool {
+			for {
+				n, rerr = unix.Preadv(int(fd), bufs, off)
+				if rerr != unix.EINTR {
+					return true
+				}
+			}
+		}); err != nil {
+			return total, err
+		}
+		if rerr != nil {
+			return total, &os.PathError{Op: "preadv", Path: f.Name(), Err: rerr}
+		}
+		if n == 0 {
+			return total, io.EOF
+		}
+		total, off = total+n, off+int64(n)
+		for n > 0 && len(bufs) > 0 {
+			k := min(n, len(bufs[0]))
+			bufs[0] = bufs[0][k:]
+			n -= k
+			if len(bufs[0]) == 0 {
+				bufs = bufs[1:]
+			}
+		}
+	}
+	return total, nil
+}

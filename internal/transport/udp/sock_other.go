@@ -4,6 +4,7 @@ package udp
 
 import (
 	"net/netip"
+	"os"
 	"syscall"
 )
 
@@ -48,3 +49,17 @@ func threadInProcessNetns() bool { return true }
 
 // batchedReads: readBatch reads one datagram a call here.
 const batchedReads = false
+
+// readAtv reads f from off into bufs, one after the other, until they are
+// full or the file ends (io.EOF with what it read).
+func readAtv(f *os.File, bufs [][]byte, off int64) (int, error) {
+	total := 0
+	for _, p := range bufs {
+		n, err := f.ReadAt(p, off)
+		total, off = total+n, off+int64(n)
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
