@@ -316,7 +316,6 @@ func probeRules(v6 bool, prio int, mark uint32, table int) []IPRule {
 	}
 }
 
-
 // selector is the ip rule that a socket's own route lookup for the
 // packets from src to dst matches: destination, protocol, ports and the
 // sending user. The source address is left out: a socket not bound to one
