@@ -185,6 +185,15 @@ type probeTarget struct {
 	Addr netip.Addr
 }
 
+// pathState is what the agent reads of a probed path: down or not, and
+// whether its last probe judged was answered.
+type pathState struct {
+	probeTarget
+	Down     bool
+	Answered bool
+	Since    time.Time
+}
+
 // probeTargets lists the paths node probes among rs at now: those of the
 // ACTIVE reservations in their window with a DSCP. The first node of the
 // path that has an agent (the from node, as a rule) probes the to node,
