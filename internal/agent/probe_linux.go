@@ -25,8 +25,8 @@ import (
 // probes of the other agents, on sockets of the node's namespace.
 type prober struct {
 	ns, node string
-	log     *slog.Logger
-	changed chan<- struct{}
+	log      *slog.Logger
+	changed  chan<- struct{}
 
 	mu    sync.Mutex
 	paths map[string]*probed // by probeTarget.Key
