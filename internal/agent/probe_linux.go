@@ -157,7 +157,7 @@ func (p *prober) set(ts []probeTarget) {
 			p.log.Warn("probe a path", "id", t.ID, "path", pathString(t.Path), "err", err)
 			continue
 		}
-		x := &probed{target: t, conn: c, token: rand.Uint64(), det: NewDetector()}
+		x := &probed{target: t, conn: c, token: rand.Uint64(), det: NewDetector(t.Timeout)}
 		p.paths[t.Key] = x
 		go p.listen(x)
 	}
