@@ -159,6 +159,13 @@ func TestAgentBlackhole(t *testing.T) {
 		t.Fatalf("10 s after the link came back: degraded %v %q, a1 steers %v, b1 %v\n%s", got.Degraded, got.DegradedReason, steered("a1"), steered("b1"), logs())
 	}
 	t.Logf("link reported up, reservation recovered and steered again %d ms after the link came back", time.Since(back).Milliseconds())
+	// What a1's agent said of it.
+	l, _ := os.ReadFile(filepath.Join("/run/lightpath", a.name, "agent-a1.log"))
+	for _, line := range strings.Split(string(l), "\n") {
+		if strings.Contains(line, "probes") {
+			t.Logf("a1: %s", line)
+		}
+	}
 }
 
 // tail is the last n lines of s.
