@@ -212,8 +212,8 @@ func probeTimeout(t *topology.Topology, path []reserve.PathHop) time.Duration {
 // probeTarget is a path this node probes: the path of reservation ID,
 // towards node Far at Addr.
 type probeTarget struct {
-	// Key names the reservation and its path: a reservation moved to
-	// another path is probed afresh.
+	// Key names the reservation, its DSCP and its path: a reservation
+	// moved to another path is probed afresh.
 	Key  string
 	ID   string
 	DSCP uint8
@@ -272,7 +272,7 @@ func probeTargets(t *topology.Topology, node string, rs []reserve.Reservation, n
 		if !ok {
 			continue
 		}
-		out = append(out, probeTarget{Key: r.ID + " " + pathString(r.Path), ID: r.ID, DSCP: r.DSCP, Path: r.Path, Far: far, Addr: addr, Timeout: probeTimeout(t, r.Path)})
+		out = append(out, probeTarget{Key: fmt.Sprintf("%s %d %s", r.ID, r.DSCP, pathString(r.Path)), ID: r.ID, DSCP: r.DSCP, Path: r.Path, Far: far, Addr: addr, Timeout: probeTimeout(t, r.Path)})
 	}
 	return out
 }

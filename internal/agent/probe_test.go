@@ -218,7 +218,7 @@ func TestProbeTargets(t *testing.T) {
 				var got []string
 				for _, x := range ts {
 					got = append(got, x.Far+" "+x.Addr.String())
-					if x.Key != "r1 a1-ra,dedicated,b1-rb" || x.DSCP != 10 || x.ID != "r1" {
+					if x.Key != "r1 10 a1-ra,dedicated,b1-rb" || x.DSCP != 10 || x.ID != "r1" {
 						t.Errorf("%s: target %+v", n.Name, x)
 					}
 				}
