@@ -64,9 +64,11 @@ type agent struct {
 	watched  *Watched
 	// probes probes the reservations' paths (nil: not probed); holes
 	// remembers, by path (probeTarget.Key), the link reported down for
-	// it.
+	// it, and ups the links reported up (by path and link) for a
+	// reservation degraded for a blackhole that this agent did not report.
 	probes *prober
 	holes  map[string]string
+	ups    map[[2]string]bool
 }
 
 // Run reconciles until ctx ends: at every interval, at every start and
@@ -100,7 +102,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("agent: open network namespace: %w", err)
 	}
 	defer f.Close()
-	a := &agent{cfg: cfg, nsFd: int(f.Fd()), reported: map[string]string{}, linkDown: map[string]bool{}, holes: map[string]string{}}
+	a := &agent{cfg: cfg, nsFd: int(f.Fd()), reported: map[string]string{}, linkDown: map[string]bool{}, holes: map[string]string{}, ups: map[[2]string]bool{}}
 
 	changed := make(chan struct{}, 1)
 	go a.watch(ctx, changed)
@@ -222,7 +224,7 @@ func (a *agent) reconcile(ctx context.Context) (time.Time, error) {
 			a.cfg.Log.Error("apply", "err", applyErr)
 		}
 	}
-	a.reportPaths(ctx, paths)
+	a.reportPaths(ctx, paths, work.Reservations)
 	var next time.Time
 	for _, r := range work.Reservations {
 		for _, t := range []time.Time{r.Start, r.End} {
@@ -290,9 +292,11 @@ func (a *agent) reportLinks(ctx context.Context, down []string) {
 
 // reportPaths tells the controller of the paths whose probes changed
 // state: for a path gone down, a link of it (blame) down, with the reason
-// "blackhole: ..."; for a path back, that link up again. A path no longer
-// probed (its reservation moved or over) is forgotten.
-func (a *agent) reportPaths(ctx context.Context, paths []pathState) {
+// "blackhole: ..."; for a path back, that link up again, and so the links
+// its reservation (in rs) is degraded for by a blackhole found by probes
+// (blackholed) once the path is healthy. A path no longer probed (its
+// reservation moved or over) is forgotten.
+func (a *agent) reportPaths(ctx context.Context, paths []pathState, rs []reserve.Reservation) {
 	cleared := map[string]bool{}
 	for _, s := range paths {
 		if !s.Down && s.Answered {
@@ -322,11 +326,31 @@ func (a *agent) reportPaths(ctx context.Context, paths []pathState) {
 			}
 			delete(a.holes, s.Key)
 			a.cfg.Log.Info("link", "link", link, "down", false, "why", "probes answered on path "+pathString(s.Path))
+		case s.Healthy && !reported:
+			i := slices.IndexFunc(rs, func(r reserve.Reservation) bool { return r.ID == s.ID })
+			if i < 0 {
+				continue
+			}
+			for _, link := range blackholed(rs[i]) {
+				if k := [2]string{s.Key, link}; !a.ups[k] {
+					if _, err := a.cfg.Client.ReportLink(ctx, a.cfg.Node, link, true, ""); err != nil {
+						a.cfg.Log.Warn("report link", "link", link, "down", false, "err", err)
+						continue
+					}
+					a.ups[k] = true
+					a.cfg.Log.Info("link", "link", link, "down", false, "why", "probes answered on path "+pathString(s.Path)+", degraded for a blackhole")
+				}
+			}
 		}
 	}
 	for k := range a.holes {
 		if !probed[k] {
 			delete(a.holes, k)
+		}
+	}
+	for k := range a.ups {
+		if !probed[k[0]] {
+			delete(a.ups, k)
 		}
 	}
 }

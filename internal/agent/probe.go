@@ -130,6 +130,10 @@ func (d *Detector) Down() bool { return d.down }
 // Answered reports whether the last probe judged was answered.
 func (d *Detector) Answered() bool { return d.got > 0 }
 
+// Healthy reports whether the path is up with its last Ups probes
+// answered.
+func (d *Detector) Healthy() bool { return !d.down && d.got >= d.Ups }
+
 // Lost is the number of probes lost in a row.
 func (d *Detector) Lost() int { return d.lost }
 
@@ -230,6 +234,7 @@ type pathState struct {
 	probeTarget
 	Down     bool
 	Answered bool
+	Healthy  bool
 	Since    time.Time
 }
 
@@ -336,6 +341,30 @@ func blame(t *topology.Topology, path []reserve.PathHop, cleared map[string]bool
 		}
 	}
 	return path[0].Link
+}
+
+// blackholed lists the links of r's path that r is degraded for because
+// probes found a blackhole (the controller's reason names each "link L
+// down at NODE since ... (blackhole: ...)"): when this node's probes of
+// the path are answered again, it reports them up, also if it is not the
+// agent that reported them down (the far end did, or this agent before it
+// restarted).
+func blackholed(r reserve.Reservation) []string {
+	if !r.Degraded || !strings.Contains(r.DegradedReason, "(blackhole: ") {
+		return nil
+	}
+	var out []string
+	for _, part := range strings.Split(r.DegradedReason, "; ") { // one a link
+		if !strings.Contains(part, "(blackhole: ") {
+			continue
+		}
+		for _, h := range r.Path {
+			if !slices.Contains(out, h.Link) && strings.HasPrefix(part, "link "+h.Link+" down at ") {
+				out = append(out, h.Link)
+			}
+		}
+	}
+	return out
 }
 
 // blackholeReason is what the agent tells the controller of a path whose

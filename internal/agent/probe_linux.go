@@ -284,7 +284,7 @@ func (p *prober) states() []pathState {
 	defer p.mu.Unlock()
 	out := make([]pathState, 0, len(p.paths))
 	for _, x := range p.paths {
-		out = append(out, pathState{probeTarget: x.target, Down: x.det.Down(), Answered: x.det.Answered(), Since: x.since})
+		out = append(out, pathState{probeTarget: x.target, Down: x.det.Down(), Answered: x.det.Answered(), Healthy: x.det.Healthy(), Since: x.since})
 	}
 	slices.SortFunc(out, func(a, b pathState) int {
 		if a.Key < b.Key {

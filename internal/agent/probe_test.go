@@ -120,8 +120,8 @@ func TestDetectorLongPath(t *testing.T) {
 			}
 		}
 	}
-	if d.Down() || d.Lost() != 0 {
-		t.Fatalf("answered in time: down %v lost %d", d.Down(), d.Lost())
+	if d.Down() || d.Lost() != 0 || !d.Healthy() {
+		t.Fatalf("answered in time: down %v lost %d healthy %v", d.Down(), d.Lost(), d.Healthy())
 	}
 	// Then nothing comes back: probes 18 and 19 (sent at 3.6 and 3.8 s)
 	// and 20-22 (from 4 s) are lost; the fifth, sent at 4.4 s, at its
@@ -133,8 +133,17 @@ func TestDetectorLongPath(t *testing.T) {
 		}
 		d.Sent(uint64(ms/200), at(ms))
 	}
-	if !d.Down() || downAt.Sub(base) != 5000*time.Millisecond {
-		t.Fatalf("down %v at %v, want down at 5 s", d.Down(), downAt.Sub(base))
+	if !d.Down() || downAt.Sub(base) != 5000*time.Millisecond || d.Healthy() {
+		t.Fatalf("down %v at %v (healthy %v), want down at 5 s", d.Down(), downAt.Sub(base), d.Healthy())
+	}
+	// Back: healthy only once Ups in a row are answered.
+	for i, s := range []uint64{100, 101, 102} {
+		ms := 7000 + 200*i
+		d.Sent(s, at(ms))
+		d.Echo(s, at(ms+100))
+		if want := i == 2; d.Healthy() != want || d.Down() == want {
+			t.Fatalf("after %d answered: healthy %v down %v", i+1, d.Healthy(), d.Down())
+		}
 	}
 }
 
@@ -259,6 +268,30 @@ func TestBlame(t *testing.T) {
 	tg := probeTarget{ID: "r1", Path: path, Far: "b1"}
 	if got, want := blackholeReason(tg, "a1"), "blackhole: 5 probes lost on path a1-ra,dedicated,b1-rb (reservation r1, a1 to b1)"; got != want {
 		t.Errorf("reason %q, want %q", got, want)
+	}
+}
+
+func TestBlackholed(t *testing.T) {
+	r := resv("r", "a1", "b1", 1, 1, "", "a1-ra:a1>ra", "dedicated:ra>rb", "b1-rb:rb>b1")
+	const hole = "link dedicated down at a1 since 2026-11-26T09:09:18Z (blackhole: 5 probes lost on path a1-ra,dedicated,b1-rb (reservation r, a1 to b1))"
+	const cut = "link a1-ra down at a1 since 2026-11-26T09:09:18Z (no carrier on a1-ra at a1)"
+	const tail = ": no other path has the bandwidth; the flows take the routed path until it returns"
+	for _, tc := range []struct {
+		degraded bool
+		reason   string
+		want     []string
+	}{
+		{false, "", nil},
+		{true, hole + tail, []string{"dedicated"}},
+		{true, cut + tail, nil},
+		{true, cut + "; " + hole + tail, []string{"dedicated"}},
+		{true, "the agent of rb is gone", nil},
+		{true, "link wan down at a1 since X (blackhole: 5 probes lost on path a1-ra,wan,b1-rb)" + tail, nil}, // not on the path
+	} {
+		r.Degraded, r.DegradedReason = tc.degraded, tc.reason
+		if got := blackholed(r); !slices.Equal(got, tc.want) {
+			t.Errorf("%q: %v, want %v", tc.reason, got, tc.want)
+		}
 	}
 }
 

@@ -21,7 +21,9 @@ import (
 // no room for the reservation (a filler holds it), so the controller
 // degrades it for dedicated; the copy finishes, verified, on the routed
 // path. With the link restored the probes are answered again: the link is
-// reported up, the reservation recovers and the steering comes back.
+// reported up, the reservation recovers and the steering comes back. Then
+// the same with the agents of a1 and b1 restarted while the link comes
+// back: they report it up too.
 func TestAgentBlackhole(t *testing.T) { blackholeUnderCopy(t, false) }
 
 // TestAgentBlackholeMoved is TestAgentBlackhole with room on wan: the
@@ -221,6 +223,25 @@ func blackholeUnderCopy(t *testing.T, movable bool) {
 			t.Logf("a1: %s", line)
 		}
 	}
+
+	// Blackholed again, and the link comes back while both agents are
+	// down: restarted, they find the reservation degraded for a
+	// blackhole over a path their probes answer, and report the link up.
+	a.linkSet("dedicated", "--blackhole")
+	if !waitFor(5*time.Second, func() bool { got = a.resv(r.ID); return got.Degraded }) {
+		t.Fatalf("not degraded 5 s after the second blackhole: %+v\n%s", got, logs())
+	}
+	a.killAgent("a1")
+	a.killAgent("b1")
+	a.linkSet("dedicated", "--up")
+	restart := time.Now()
+	a.startAgent("a1")
+	a.startAgent("b1")
+	if !waitFor(15*time.Second, func() bool { got = a.resv(r.ID); return !got.Degraded && steered("a1") && steered("b1") }) {
+		t.Fatalf("15 s after restarting the agents with the link back: degraded %v %q, a1 steers %v, b1 %v",
+			got.Degraded, got.DegradedReason, steered("a1"), steered("b1"))
+	}
+	t.Logf("restarted, the agents reported the link up: recovered and steered %d ms after the restart", time.Since(restart).Milliseconds())
 }
 
 // tail is the last n lines of s.
