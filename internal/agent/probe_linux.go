@@ -4,6 +4,7 @@ package agent
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -159,7 +160,6 @@ func (p *prober) set(ts []probeTarget) {
 		}
 		x := &probed{target: t, conn: c, token: rand.Uint64(), det: NewDetector(t.Timeout)}
 		p.paths[t.Key] = x
-		go p.listen(x)
 	}
 	for k, x := range p.paths {
 		if !keep[k] {
@@ -180,7 +180,12 @@ func (p *prober) dial(t probeTarget) (*net.UDPConn, error) {
 		// reservation's.
 		d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
 			var serr error
-			if err := rc.Control(func(fd uintptr) { serr = markSocket(int(fd), t.Addr.Is6(), t.DSCP) }); err != nil {
+			if err := rc.Control(func(fd uintptr) {
+				serr = markSocket(int(fd), t.Addr.Is6(), t.DSCP)
+				if serr == nil {
+					serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+				}
+			}); err != nil {
 				return err
 			}
 			return serr
@@ -195,33 +200,63 @@ func (p *prober) dial(t probeTarget) (*net.UDPConn, error) {
 	return c, err
 }
 
-// listen reads the echoes of x's probes until its socket closes.
-func (p *prober) listen(x *probed) {
-	buf := make([]byte, 256)
-	for {
-		n, err := x.conn.Read(buf)
-		at := time.Now()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			continue // ECONNREFUSED: no agent answers there (yet)
+// drain reads the echoes waiting on x's socket without blocking, each at
+// the time the kernel received it (SO_TIMESTAMPNS), so an agent slow to
+// run (a busy host) never takes an echo that came in time for a lost
+// probe; the caller holds mu and judges right after.
+func (p *prober) drain(x *probed) Transition {
+	rc, err := x.conn.SyscallConn()
+	if err != nil {
+		return Unchanged
+	}
+	tr := Unchanged
+	buf, oob := make([]byte, 64), make([]byte, 128)
+	for range 1024 {
+		var n, oobn int
+		var rerr error
+		if err := rc.Read(func(fd uintptr) bool {
+			n, oobn, _, _, rerr = unix.Recvmsg(int(fd), buf, oob, unix.MSG_DONTWAIT)
+			return true
+		}); err != nil || errors.Is(rerr, unix.EAGAIN) {
+			break
+		}
+		if rerr != nil {
+			continue // ECONNREFUSED: no agent answered there (yet)
 		}
 		m, err := parseProbe(buf[:n])
 		if err != nil || m.Kind != probeEcho || m.Token != x.token || m.DSCP != x.target.DSCP {
 			continue
 		}
-		p.mu.Lock()
-		tr := x.det.Echo(m.Seq, at)
-		p.note(x, tr, at)
-		p.mu.Unlock()
-		p.signal(tr)
+		at := received(oob[:oobn])
+		if t := x.det.Echo(m.Seq, at); t != Unchanged {
+			p.note(x, t, at)
+			tr = t
+		}
 	}
+	return tr
 }
 
-// run sends a probe on every path each ProbePeriod, and judges the
-// probes out four times as often, so a probe is judged lost at most a
-// quarter period after its deadline.
+// received is the kernel's receive time in a datagram's control
+// messages (SCM_TIMESTAMPNS), or now if it has none.
+func received(oob []byte) time.Time {
+	cms, _ := unix.ParseSocketControlMessage(oob)
+	for _, c := range cms {
+		if c.Header.Level != unix.SOL_SOCKET || c.Header.Type != unix.SCM_TIMESTAMPNS {
+			continue
+		}
+		switch len(c.Data) { // struct timespec: two longs
+		case 16:
+			return time.Unix(int64(binary.NativeEndian.Uint64(c.Data)), int64(binary.NativeEndian.Uint64(c.Data[8:])))
+		case 8:
+			return time.Unix(int64(int32(binary.NativeEndian.Uint32(c.Data))), int64(int32(binary.NativeEndian.Uint32(c.Data[4:]))))
+		}
+	}
+	return time.Now()
+}
+
+// run sends a probe on every path each ProbePeriod, and reads the echoes
+// and judges the probes out four times as often, so a probe is judged
+// lost at most a quarter period after its deadline.
 func (p *prober) run(ctx context.Context) {
 	const judges = 4
 	t := time.NewTicker(ProbePeriod / judges)
@@ -235,6 +270,9 @@ func (p *prober) run(ctx context.Context) {
 		p.mu.Lock()
 		changed := Unchanged
 		for _, x := range p.paths {
+			if tr := p.drain(x); tr != Unchanged {
+				changed = tr
+			}
 			now := time.Now()
 			if tr := x.det.Tick(now); tr != Unchanged {
 				p.note(x, tr, now)

@@ -5,8 +5,11 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"net"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/roottest"
@@ -120,4 +123,45 @@ func TestProbeKernel(t *testing.T) {
 	}
 	took = waitAll("up after the link came back", func(s pathState) bool { return !s.Down && s.Answered })
 	t.Logf("both ends found the path up %d ms after the link came back", took.Milliseconds())
+}
+
+// TestReceivedTime: an echo read late is judged at the time the kernel
+// received it, not when the agent got round to reading it.
+func TestReceivedTime(t *testing.T) {
+	srv, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	rc, err := srv.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialUDP("udp4", nil, srv.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	before := time.Now()
+	if _, err := c.Write([]byte("echo")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the agent busy elsewhere
+	buf, oob := make([]byte, 16), make([]byte, 128)
+	_, oobn, _, _, err := srv.ReadMsgUDP(buf, oob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := time.Now()
+	at := received(oob[:oobn])
+	if at.Before(before.Add(-time.Second)) || !at.Before(read.Add(-250*time.Millisecond)) {
+		t.Errorf("received at %v: sent at %v, read at %v; want the kernel's time, about when it was sent", at, before, read)
+	}
+	if got := received(nil); got.Before(read) {
+		t.Errorf("no timestamp: %v, want now", got)
+	}
 }
