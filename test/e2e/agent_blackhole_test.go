@@ -119,11 +119,14 @@ func blackholeUnderCopy(t *testing.T, movable bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	agentLog := func(node string) string {
+		l, _ := os.ReadFile(filepath.Join("/run/lightpath", a.name, "agent-"+node+".log"))
+		return string(l)
+	}
 	logs := func() string {
 		var b strings.Builder
 		for _, n := range []string{"a1", "b1"} {
-			l, _ := os.ReadFile(filepath.Join("/run/lightpath", a.name, "agent-"+n+".log"))
-			b.WriteString("--- agent " + n + ":\n" + tail(string(l), 15))
+			b.WriteString("--- agent " + n + ":\n" + tail(agentLog(n), 15))
 		}
 		return b.String()
 	}
@@ -217,8 +220,7 @@ func blackholeUnderCopy(t *testing.T, movable bool) {
 	}
 	t.Logf("link reported up, reservation recovered and steered again %d ms after the link came back", time.Since(back).Milliseconds())
 	// What a1's agent said of it.
-	l, _ := os.ReadFile(filepath.Join("/run/lightpath", a.name, "agent-a1.log"))
-	for _, line := range strings.Split(string(l), "\n") {
+	for _, line := range strings.Split(agentLog("a1"), "\n") {
 		if strings.Contains(line, "probes") {
 			t.Logf("a1: %s", line)
 		}
