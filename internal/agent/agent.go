@@ -4,7 +4,9 @@
 // cross it (rate classes, DSCP marking by flow, user or cgroup, policy
 // routing, routes that carry the reserved path's MTU on the end hosts):
 // computed as a plan (plan.go, pure), compared with what the kernel holds
-// (Fetch) and mended (Apply), then reported to the controller.
+// (Fetch) and mended (Apply), then reported to the controller. It probes
+// the paths of the ACTIVE reservations it ends (probe.go) and withdraws
+// its steering from a path that drops everything.
 package agent
 
 import (
@@ -60,6 +62,13 @@ type agent struct {
 	// its path, so each is sent once.
 	reported map[string]string
 	watched  *Watched
+	// probes probes the reservations' paths (nil: not probed); holes
+	// remembers, by path (probeTarget.Key), the link reported down for
+	// it, and ups the links reported up (by path and link) for a
+	// reservation degraded for a blackhole that this agent did not report.
+	probes *prober
+	holes  map[string]string
+	ups    map[[2]string]bool
 }
 
 // Run reconciles until ctx ends: at every interval, at every start and
@@ -93,7 +102,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("agent: open network namespace: %w", err)
 	}
 	defer f.Close()
-	a := &agent{cfg: cfg, nsFd: int(f.Fd()), reported: map[string]string{}, linkDown: map[string]bool{}}
+	a := &agent{cfg: cfg, nsFd: int(f.Fd()), reported: map[string]string{}, linkDown: map[string]bool{}, holes: map[string]string{}, ups: map[[2]string]bool{}}
 
 	changed := make(chan struct{}, 1)
 	go a.watch(ctx, changed)
@@ -113,6 +122,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if err := watchLinks(ctx, a.nsFd, changed); err != nil {
 		cfg.Log.Warn("links are checked at every round only", "err", err)
+	}
+	if p, err := startProber(ctx, cfg.NetNS, cfg.Node, cfg.Log, changed); err != nil {
+		cfg.Log.Warn("paths are not probed: a blackhole goes unnoticed", "err", err)
+	} else {
+		a.probes = p
 	}
 	for {
 		next, err := a.reconcile(ctx)
@@ -186,6 +200,12 @@ func (a *agent) reconcile(ctx context.Context) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("read the links: %w", err)
 	}
 	want = WithoutDown(want, down)
+	var paths []pathState
+	if a.probes != nil {
+		a.probes.set(probeTargets(a.topo, a.cfg.Node, work.Reservations, now))
+		paths = a.probes.states()
+	}
+	want = WithoutBroken(want, brokenDSCPs(paths))
 	want, cgErrs := WithCgroups(want)
 	for dscp, err := range cgErrs {
 		a.cfg.Log.Warn("marking by cgroup", "dscp", dscp, "err", err)
@@ -204,6 +224,7 @@ func (a *agent) reconcile(ctx context.Context) (time.Time, error) {
 			a.cfg.Log.Error("apply", "err", applyErr)
 		}
 	}
+	a.reportPaths(ctx, paths, work.Reservations)
 	var next time.Time
 	for _, r := range work.Reservations {
 		for _, t := range []time.Time{r.Start, r.End} {
@@ -267,6 +288,82 @@ func (a *agent) reportLinks(ctx context.Context, down []string) {
 		a.linkDown[link] = isDown
 		a.cfg.Log.Info("link", "link", link, "down", isDown)
 	}
+}
+
+// reportPaths tells the controller of the paths whose probes changed
+// state: for a path gone down, a link of it (blame) down, with the reason
+// "blackhole: ..."; for a path back, that link up again, and so the links
+// its reservation (in rs) is degraded for by a blackhole found by probes
+// (blackholed) once the path is healthy. A path no longer probed (its
+// reservation moved or over) is forgotten.
+func (a *agent) reportPaths(ctx context.Context, paths []pathState, rs []reserve.Reservation) {
+	cleared := map[string]bool{}
+	for _, s := range paths {
+		if !s.Down && s.Answered {
+			for _, h := range s.Path {
+				cleared[h.Link] = true
+			}
+		}
+	}
+	probed := map[string]bool{}
+	for _, s := range paths {
+		probed[s.Key] = true
+		link, reported := a.holes[s.Key]
+		switch {
+		case s.Down && !reported:
+			link = blame(a.topo, s.Path, cleared)
+			why := blackholeReason(s.probeTarget, a.cfg.Node)
+			if _, err := a.cfg.Client.ReportLink(ctx, a.cfg.Node, link, false, why); err != nil {
+				a.cfg.Log.Warn("report link", "link", link, "down", true, "err", err)
+				continue
+			}
+			a.holes[s.Key] = link
+			a.cfg.Log.Info("link", "link", link, "down", true, "why", why)
+		case !s.Down && reported:
+			if _, err := a.cfg.Client.ReportLink(ctx, a.cfg.Node, link, true, ""); err != nil {
+				a.cfg.Log.Warn("report link", "link", link, "down", false, "err", err)
+				continue
+			}
+			delete(a.holes, s.Key)
+			a.cfg.Log.Info("link", "link", link, "down", false, "why", "probes answered on path "+pathString(s.Path))
+		case s.Healthy && !reported:
+			i := slices.IndexFunc(rs, func(r reserve.Reservation) bool { return r.ID == s.ID })
+			if i < 0 {
+				continue
+			}
+			for _, link := range blackholed(rs[i]) {
+				if k := [2]string{s.Key, link}; !a.ups[k] {
+					if _, err := a.cfg.Client.ReportLink(ctx, a.cfg.Node, link, true, ""); err != nil {
+						a.cfg.Log.Warn("report link", "link", link, "down", false, "err", err)
+						continue
+					}
+					a.ups[k] = true
+					a.cfg.Log.Info("link", "link", link, "down", false, "why", "probes answered on path "+pathString(s.Path)+", degraded for a blackhole")
+				}
+			}
+		}
+	}
+	for k := range a.holes {
+		if !probed[k] {
+			delete(a.holes, k)
+		}
+	}
+	for k := range a.ups {
+		if !probed[k[0]] {
+			delete(a.ups, k)
+		}
+	}
+}
+
+// brokenDSCPs lists the DSCPs of the paths that are down.
+func brokenDSCPs(paths []pathState) []uint8 {
+	var out []uint8
+	for _, s := range paths {
+		if s.Down {
+			out = append(out, s.DSCP)
+		}
+	}
+	return out
 }
 
 // nodeDevs lists the node's link-end devices (where its classes go) and

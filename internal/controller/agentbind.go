@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/lightpath/lightpath/internal/reserve"
@@ -55,13 +56,29 @@ func (a Actor) ActsFor(node string) error {
 }
 
 // checkLinkEnd refuses a report by node's agent on a link that does not
-// end at node; the caller holds mu and has checked the link exists.
+// end at node, unless node probes a live reservation's path over it
+// (probes); the caller holds mu and has checked the link exists.
 func (c *Controller) checkLinkEnd(a Actor, node, link string) error {
 	l, _ := c.topo.Graph.Link(link)
-	if a.Role != reserve.RoleAdmin && l.A != node && l.B != node {
+	if a.Role != reserve.RoleAdmin && l.A != node && l.B != node && !c.probes(node, link) {
 		return forbidden(fmt.Sprintf("link %s joins %s and %s: node %s does not end it, so its agent cannot report it", link, l.A, l.B, node))
 	}
 	return nil
+}
+
+// probes reports whether node is on the path of an ACTIVE reservation
+// that crosses link: its agent probes that path (docs/agent.md) and
+// reports the link it blames for a blackhole, or back up; the caller holds
+// mu. (Such a report moves every reservation off the link, not only that
+// one: the agents of a path's nodes are trusted with its links.)
+func (c *Controller) probes(node, link string) bool {
+	for _, r := range c.live {
+		if r.State == reserve.StateActive && slices.Contains(r.Nodes(), node) &&
+			slices.ContainsFunc(r.Path, func(h reserve.PathHop) bool { return h.Link == link }) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkUserNode checks a new user's node binding: agents only, and a
