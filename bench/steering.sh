@@ -218,16 +218,23 @@ class_bytes() {
 }
 
 # bench_run TB LOG [ARGS...] runs lightpath bench a1 -> b1:7070 for
-# DURATION s and sets BPS and BYTES from its summary.
+# DURATION s and sets BPS and BYTES from its summary, and STEADY_BPS to its
+# rate after the first interval event (its first second, slow start; the
+# summary's rate when there are fewer than two intervals).
 bench_run() {
 	local tb=$1 logf=$2
 	shift 2
 	timed "$logf" $((DURATION + 30)) ip netns exec "$(ns "$tb" a1)" "$LP" bench lp://198.18.2.1:7070 -t "${DURATION}s" --json "$@" ||
 		die "lightpath bench a1 -> b1: $RUN_ERROR"
-	read -r BPS BYTES < <(python3 -c '
+	read -r BPS BYTES STEADY_BPS < <(python3 -c '
 import json, sys
-s = json.loads(open(sys.argv[1]).read().splitlines()[-1])
-print("%.0f %d" % (s["throughput_bps"], s["bytes"]))' "$logf") || die "lightpath bench: no summary in $logf"
+lines = [json.loads(l) for l in open(sys.argv[1]).read().splitlines() if l.strip()]
+s = lines[-1]
+iv = [l for l in lines if l.get("type") == "interval"]
+steady = s["throughput_bps"]
+if len(iv) >= 2 and iv[-1]["seconds"] - iv[0]["seconds"] > 0.5:
+    steady = (iv[-1]["bytes"] - iv[0]["bytes"]) * 8 / (iv[-1]["seconds"] - iv[0]["seconds"])
+print("%.0f %d %.0f" % (s["throughput_bps"], s["bytes"], steady))' "$logf") || die "lightpath bench: no summary in $logf"
 }
 
 # stats V... prints the median, min, max and (max - min) / median of its
@@ -458,7 +465,7 @@ cross_run() {
 	UDP_LOST=-
 	if ((load > 0)); then
 		timeout -k 5 $((DURATION + 30)) ip netns exec "$(ns "$tb" a2)" iperf3 -c 198.18.2.2 -p 5201 -u -b "$load" -l 8000 \
-			-t $((DURATION + 2)) -J >"$ulog" 2>&1 </dev/null &
+			-w 16M -t $((DURATION + 2)) -J >"$ulog" 2>&1 </dev/null &
 		upid=$!
 		sleep 1
 	fi
@@ -483,65 +490,85 @@ s = e.get("sum_received") or e["sum"]
 print("%.3f" % s["lost_percent"])' "$1"
 }
 
+# cross_loads prints the cross scenario's rows: NAME LOAD_BPS, the UDP
+# offered at 0, 25, 50 and 75% of what the ticket leaves of the link
+# (CROSS_RATE - CROSS_BW), then "over": the whole link rate, an overload.
+cross_loads() {
+	local pct left=$((CROSS_RATE_BPS - CROSS_BW_BPS))
+	for pct in 0 25 50 75; do echo "$pct $((left * pct / 100))"; done
+	echo "over $CROSS_RATE_BPS"
+}
+
 scenario_cross() {
-	local tb=lpst-cross run pct load ok all_ok=1 frac
-	local -a pcts=(0 25 50 100)
-	declare -A R=() S=() L=()
+	local tb=lpst-cross run row load ok all_ok=1 frac left=$((CROSS_RATE_BPS - CROSS_BW_BPS))
+	declare -A R=() S=() L=() Y=()
 	one_link_topology "$W/topo/cross.yaml" "$CROSS_RATE" 25ms
 	setup "$tb" "$W/topo/cross.yaml"
 	serve "$tb"
 	start_server_in "$(ns "$tb" b2)" 5201 "$W/logs/iperf3-server.log" iperf3 -s -B 198.18.2.2 -p 5201 ||
 		die "iperf3 server in b2: $START_ERROR"
 	for ((run = 1; run <= CROSS_RUNS; run++)); do
-		for pct in "${pcts[@]}"; do
-			load=$((CROSS_RATE_BPS * pct / 100))
+		while read -r row load; do
 			cross_run "$tb" "$load" without "$run"
-			R[$pct|without]+="$BPS " S[$pct|without]+="$STEERED " L[$pct|without]+="$UDP_LOST "
-			log "cross run $run/$CROSS_RUNS load $pct%: without $(mbit "$BPS") Mbit/s, UDP lost $UDP_LOST%"
-			open_ticket "$tb" "$CROSS_BW" "$W/logs/cross-open-$pct-$run.json"
+			R[$row|without]+="$BPS " S[$row|without]+="$STEERED " L[$row|without]+="$UDP_LOST " Y[$row|without]+="$STEADY_BPS "
+			log "cross run $run/$CROSS_RUNS load $row: without $(mbit "$BPS") Mbit/s, UDP lost $UDP_LOST%"
+			open_ticket "$tb" "$CROSS_BW" "$W/logs/cross-open-$row-$run.json"
 			[[ $TICKET_PATH == a1-ra,dedicated,b1-rb ]] || die "ticket path $TICKET_PATH: want a1-ra,dedicated,b1-rb"
 			cross_run "$tb" "$load" with "$run"
-			R[$pct|with]+="$BPS " S[$pct|with]+="$STEERED " L[$pct|with]+="$UDP_LOST "
-			log "cross run $run/$CROSS_RUNS load $pct%: with $(mbit "$BPS") Mbit/s, steered $STEERED, UDP lost $UDP_LOST%"
+			R[$row|with]+="$BPS " S[$row|with]+="$STEERED " L[$row|with]+="$UDP_LOST " Y[$row|with]+="$STEADY_BPS "
+			log "cross run $run/$CROSS_RUNS load $row: with $(mbit "$BPS") Mbit/s ($(mbit "$STEADY_BPS") after 1 s), steered $STEERED, UDP lost $UDP_LOST%"
 			close_ticket "$tb" "$TICKET"
-		done
+		done < <(cross_loads)
 	done
 	teardown "$tb"
 
 	out ""
-	out "Cross traffic (UltraScience Net's experiment): one $(mbit "$CROSS_RATE_BPS") Mbit/s link, 25 ms one way; the median of $CROSS_RUNS runs"
+	out "Cross traffic (UltraScience Net's experiment): one $(mbit "$CROSS_RATE_BPS") Mbit/s link, 25 ms one way, $(mbit "$CROSS_BW_BPS") Mbit/s reserved, $(mbit "$left") Mbit/s left; the median of $CROSS_RUNS runs"
 	out "  flow:  ip netns exec lp-$tb-a1 lightpath bench lp://198.18.2.1:7070 -t ${DURATION}s"
-	out "  load:  ip netns exec lp-$tb-a2 iperf3 -c 198.18.2.2 -u -b LOAD -l 8000 -t $((DURATION + 2))   (unreserved, same link, from 1 s before the flow)"
+	out "  load:  ip netns exec lp-$tb-a2 iperf3 -c 198.18.2.2 -u -b LOAD -l 8000 -w 16M -t $((DURATION + 2))   (unreserved, same link, from 1 s before the flow)"
 	out "  with:  lightpath ticket open --from a1 --to b1 --flows '$FLOW' --bandwidth $CROSS_BW --duration 1h"
-	out "$(printf '  %-6s %12s %16s %16s %14s %9s %14s %14s   %s' load "UDP offered" "without Mbit/s" "with Mbit/s" "with/reserved" steered "UDP lost w/o" "UDP lost with" "verdict (with >= 0.9 of $CROSS_BW)")"
-	for pct in "${pcts[@]}"; do
-		load=$((CROSS_RATE_BPS * pct / 100))
-		local mw mo st lo=- lw=- jlo=null jlw=null jro='[]' jrw='[]'
+	out "$(printf '  %-10s %12s %14s %14s %14s %9s %9s %13s %13s   %s' load "UDP offered" "without Mbit/s" "with Mbit/s" "with after 1s" "/reserved" steered "UDP lost w/o" "UDP lost with" "verdict")"
+	while read -r row load; do
+		local mw mo my st lo=- lw=- jlo=null jlw=null jro='[]' jrw='[]' lok=1 label target
+		if [[ $row == over ]]; then label="100% link"; else label="$row% left"; fi
 		if ((load > 0)); then
 			# shellcheck disable=SC2086 # space-separated lists
-			lo=$(fmed ${L[$pct|without]}) lw=$(fmed ${L[$pct|with]})
+			lo=$(fmed ${L[$row|without]}) lw=$(fmed ${L[$row|with]})
 			# shellcheck disable=SC2086
-			jlo=$lo jlw=$lw jro=$(jlist ${L[$pct|without]}) jrw=$(jlist ${L[$pct|with]})
+			jlo=$lo jlw=$lw jro=$(jlist ${L[$row|without]}) jrw=$(jlist ${L[$row|with]})
 			lo+=% lw+=%
 		fi
 		# shellcheck disable=SC2086 # space-separated lists
-		mo=$(median ${R[$pct|without]})
+		mo=$(median ${R[$row|without]})
 		# shellcheck disable=SC2086
-		mw=$(median ${R[$pct|with]})
+		mw=$(median ${R[$row|with]})
 		# shellcheck disable=SC2086
-		st=$(fmed ${S[$pct|with]})
-		frac=$(awk -v a="$mw" -v b="$CROSS_BW_BPS" 'BEGIN { printf "%.2f", a / b }')
-		ok=$(awk -v f="$mw" -v b="$CROSS_BW_BPS" 'BEGIN { print (f >= 0.9 * b) }')
+		my=$(median ${Y[$row|with]})
+		# shellcheck disable=SC2086
+		st=$(fmed ${S[$row|with]})
+		frac=$(awk -v a="$my" -v b="$CROSS_BW_BPS" 'BEGIN { printf "%.2f", a / b }')
+		ok=$(awk -v f="$my" -v b="$CROSS_BW_BPS" 'BEGIN { print (f >= 0.9 * b) }')
+		target="with after 1s >= 0.9 of $CROSS_BW"
+		if [[ $row != over && $row != 0 ]]; then
+			lok=$(awk -v l="$jlw" 'BEGIN { print (l < 1) }')
+			target+=", UDP lost with < 1%"
+			[[ $lok == 1 ]] || ok=0
+		elif [[ $row == over ]]; then
+			target+=" (overload: no loss target)"
+		fi
 		[[ $ok == 1 ]] || all_ok=0
-		out "$(printf '  %5s%% %7s Mbit/s %16s %16s %14s %9s %14s %14s   %s' "$pct" "$(mbit "$load")" "$(mbit "$mo")" "$(mbit "$mw")" "$frac" "$st" "$lo" "$lw" "$(verdict "$ok")")"
+		out "$(printf '  %-10s %5s Mbit/s %14s %14s %14s %9s %9s %13s %13s   %s' "$label" "$(mbit "$load")" "$(mbit "$mo")" "$(mbit "$mw")" "$(mbit "$my")" "$frac" "$st" "$lo" "$lw" "$(verdict "$ok") ($target)")"
 		# shellcheck disable=SC2086
-		emit_json scenario=cross load_percent:="$pct" load_bps:="$load" link_bps:="$CROSS_RATE_BPS" reserved_bps:="$CROSS_BW_BPS" \
-			without_bps:="$mo" with_bps:="$mw" with_fraction_of_reserved:="$frac" steered:="$st" \
+		emit_json scenario=cross load="$row" load_percent_of_left:="$(if [[ $row == over ]]; then echo null; else echo "$row"; fi)" \
+			load_bps:="$load" link_bps:="$CROSS_RATE_BPS" reserved_bps:="$CROSS_BW_BPS" left_bps:="$left" \
+			without_bps:="$mo" with_bps:="$mw" with_after_1s_bps:="$my" with_fraction_of_reserved:="$frac" steered:="$st" \
 			udp_lost_percent_without:="$jlo" udp_lost_percent_with:="$jlw" \
-			runs_without_bps:="$(jlist ${R[$pct|without]})" runs_with_bps:="$(jlist ${R[$pct|with]})" \
-			runs_udp_lost_percent_without:="$jro" runs_udp_lost_percent_with:="$jrw" pass:="$(jbool "$ok")"
-	done
-	out "  (throughput of the measured flow; steered = bytes through the ticket's htb class on ra / the flow's payload bytes: ~1.006 with headers;"
+			runs_without_bps:="$(jlist ${R[$row|without]})" runs_with_bps:="$(jlist ${R[$row|with]})" \
+			runs_with_after_1s_bps:="$(jlist ${Y[$row|with]})" \
+			runs_udp_lost_percent_without:="$jro" runs_udp_lost_percent_with:="$jrw" target="$target" pass:="$(jbool "$ok")"
+	done < <(cross_loads)
+	out "  (throughput of the measured flow, whole run and after its first second (slow start); /reserved = with after 1s / $CROSS_BW;"
+	out "   steered = bytes through the ticket's htb class on ra / the flow's payload bytes: ~1.006 with headers;"
 	out "   UDP lost = the unreserved UDP's loss, iperf3's receiver's lost_percent, median of the runs)"
 	VERDICTS[cross]=$(verdict "$all_ok")
 }
