@@ -62,6 +62,8 @@ CROSS_RATE=${CROSS_RATE:-500M}
 CROSS_BW=${CROSS_BW:-300M}
 POLL_MS=${POLL_MS:-50}
 STEER_BYTES=${STEER_BYTES:-262144}
+MOVE_HOLD=${MOVE_HOLD:-5}
+JT_LIMIT=${JT_LIMIT:-5}
 ONLY=${ONLY:-}
 JSON=${JSON:-0}
 KEEP=${KEEP:-0}
@@ -77,7 +79,11 @@ parse_args "$@"
 [[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "DURATION must be whole seconds, not '$DURATION'"
 [[ $POLL_MS =~ ^[1-9][0-9]*$ ]] || die "POLL_MS must be a positive integer, not '$POLL_MS'"
 [[ $STEER_BYTES =~ ^[1-9][0-9]*$ ]] || die "STEER_BYTES must be a positive integer, not '$STEER_BYTES'"
-case $ONLY in '' | mark | activation | cross) ;; *) die "ONLY must be mark, activation or cross, not '$ONLY'" ;; esac
+case $ONLY in '' | mark | activation | cross | jumbo | jumbo-time | moves | blackhole) ;;
+*) die "ONLY must be mark, activation, cross, jumbo, jumbo-time, moves or blackhole, not '$ONLY'" ;;
+esac
+[[ $MOVE_HOLD =~ ^[1-9][0-9]*$ ]] || die "MOVE_HOLD must be whole seconds, not '$MOVE_HOLD'"
+[[ $JT_LIMIT =~ ^[1-9][0-9]*$ ]] || die "JT_LIMIT must be whole seconds, not '$JT_LIMIT'"
 CROSS_RATE_BPS=$(numfmt --from=si "${CROSS_RATE%[bB]ps}" 2>/dev/null) || die "CROSS_RATE must be like 500M, not '$CROSS_RATE'"
 CROSS_BW_BPS=$(numfmt --from=si "${CROSS_BW%[bB]ps}" 2>/dev/null) || die "CROSS_BW must be like 300M, not '$CROSS_BW'"
 ((CROSS_BW_BPS * 10 <= CROSS_RATE_BPS * 9)) || die "CROSS_BW ($CROSS_BW) must fit in the 90% of CROSS_RATE ($CROSS_RATE) reservations may take"
@@ -188,9 +194,15 @@ print(t["id"], ",".join(h["link"] for h in t["path"]), t.get("waited_seconds", -
 # close_ticket TB ID closes a ticket and waits until the agents have taken
 # its class off the dedicated link and its marking rule off a1.
 close_ticket() {
-	local tb=$1 i
 	timeout 30 "$LP" ticket close "$2" --reason "bench done" >"$W/logs/close.out" 2>&1 ||
 		die "ticket close $2: $(last_line "$W/logs/close.out")"
+	wait_unsteered "$1" "$2"
+}
+
+# wait_unsteered TB ID waits until the agents have taken a closed ticket's
+# class off the dedicated link and its marking rule off a1.
+wait_unsteered() {
+	local tb=$1 i
 	for ((i = 0; i < 100; i++)); do
 		if [[ $(res_classes "$tb") == 0 ]] &&
 			! ip netns exec "$(ns "$tb" a1)" nft list ruleset 2>/dev/null | grep -q 'dscp set'; then
@@ -249,6 +261,10 @@ stats() {
 # arguments with three decimals.
 fmed() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { printf "%.3f\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 fmax() { printf '%s\n' "$@" | sort -g | tail -n 1 | awk '{ printf "%.3f\n", $1 }'; }
+
+# jfields JSON KEY... prints the KEYs of a JSON object on one line (null
+# for a missing or null one).
+jfields() { python3 -c 'import json, sys; r = json.loads(sys.argv[1]); print(*(json.dumps(r.get(k)) if not isinstance(r.get(k), str) else r[k] for k in sys.argv[2:]))' "$@"; }
 
 mbit() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e6 }'; }
 jlist() { local IFS=,; printf '[%s]' "$*"; }
@@ -453,6 +469,377 @@ print("%.3f %.3f %.3f %.3f %.3f %s %s" % (r["path_s"], r["before_s"], t.get("wai
 }
 
 # ---------------------------------------------------------------------------
+# Timelines: what a running flow does while the path under it changes
+
+# timeline.py SPEC runs the commands of a scenario at set times while
+# sampling, from its own threads: the receiving side's TCP sockets (ss -ti
+# in rx_ns, every poll_ms: the sum of bytes_received of the connections to
+# port, what the application got, and the largest rcv_mss), the links'
+# directions leaving node `from` (testbed status --json, every status_ms:
+# bytes_in and max_segment_bytes of each link in links) and, once the
+# action named "open" has printed a ticket, that reservation (reserve show
+# ID --json, every status_ms: state, degraded, its links). SPEC is JSON:
+# {lp, tb, rx_ns, port, from, links, poll_ms, status_ms, until, actions:
+# [{name, at, cmd, bg, timeout}]}; times are seconds after the start, and
+# "{id}" in a cmd stands for the ticket "open" printed. bg
+# actions are started and left running (the flow), the others waited for
+# in turn. It prints one JSON object: every sample as [start, end, ...]
+# (the start and end of its read) and every action's start, end, exit
+# status and last output line.
+write_timeline() {
+	cat >"$W/timeline.py" <<-'PY'
+		import json, re, subprocess, sys, threading, time
+		spec = json.loads(sys.argv[1])
+		t0 = time.monotonic()
+		def now():
+		    return time.monotonic() - t0
+		stop = threading.Event()
+		out = {"rx": [], "links": [], "res": [], "actions": [], "errors": {"rx": 0, "links": 0, "res": 0}}
+		res_id = [None]
+		def every(period, fn, key):
+		    while not stop.is_set():
+		        a = now()
+		        try:
+		            v = fn()
+		        except Exception:
+		            out["errors"][key] += 1
+		            v = None
+		        if v is not None:
+		            out[key].append([a, now()] + v)
+		        time.sleep(max(0.0, period - (now() - a)))
+		rxcmd = ["nsenter", "--net=/run/netns/" + spec["rx_ns"], "ss", "-tinH", "state", "established",
+		         "( sport = :%d )" % spec["port"]]
+		def rx():
+		    o = subprocess.run(rxcmd, capture_output=True, text=True, timeout=5, check=True).stdout
+		    return [sum(int(x) for x in re.findall(r"bytes_received:(\d+)", o)),
+		            max([int(x) for x in re.findall(r"rcvmss:(\d+)", o)] or [0])]
+		def links():
+		    o = subprocess.run([spec["lp"], "testbed", "status", "--name", spec["tb"], "--json"], capture_output=True,
+		                       text=True, timeout=5, check=True).stdout
+		    v = {}
+		    for l in json.loads(o)["links"]:
+		        if l["name"] in spec["links"]:
+		            for d in l["directions"]:
+		                if d["from"] == spec["from"]:
+		                    v[l["name"]] = [d["bytes_in"], d.get("max_segment_bytes", 0)]
+		    return [v]
+		def res():
+		    if res_id[0] is None:
+		        return None
+		    o = subprocess.run([spec["lp"], "reserve", "show", res_id[0], "--json"], capture_output=True, text=True,
+		                       timeout=5, check=True).stdout
+		    r = json.loads(o.strip().splitlines()[0])
+		    return [r.get("state"), bool(r.get("degraded")), ",".join(h["link"] for h in r.get("path") or [])]
+		threads = [threading.Thread(target=every, args=(spec["poll_ms"] / 1000, rx, "rx"), daemon=True),
+		           threading.Thread(target=every, args=(spec["status_ms"] / 1000, links, "links"), daemon=True),
+		           threading.Thread(target=every, args=(spec["status_ms"] / 1000, res, "res"), daemon=True)]
+		for th in threads:
+		    th.start()
+		bg = []
+		for a in spec["actions"]:
+		    time.sleep(max(0.0, a["at"] - now()))
+		    rec = {"name": a["name"], "start": now()}
+		    a["cmd"] = [c.replace("{id}", res_id[0] or "") for c in a["cmd"]]
+		    if a.get("bg"):
+		        p = subprocess.Popen(a["cmd"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+		        bg.append((rec, p, a.get("timeout", 60)))
+		    else:
+		        try:
+		            p = subprocess.run(a["cmd"], capture_output=True, text=True, timeout=a.get("timeout", 30))
+		            rec.update(rc=p.returncode, out=(p.stdout.strip().splitlines() or [""])[-1], err=p.stderr.strip()[-300:])
+		        except subprocess.TimeoutExpired:
+		            rec.update(rc=124, out="", err="timed out")
+		        if a["name"] == "open" and rec["rc"] == 0:
+		            try:
+		                res_id[0] = json.loads(rec["out"])["id"]
+		            except Exception:
+		                pass
+		        rec["end"] = now()
+		        out["actions"].append(rec)
+		time.sleep(max(0.0, spec["until"] - now()))
+		stop.set()
+		for th in threads:
+		    th.join(10)
+		for rec, p, limit in bg:
+		    try:
+		        o, e = p.communicate(timeout=limit)
+		    except subprocess.TimeoutExpired:
+		        p.kill()
+		        o, e = p.communicate()
+		    rec.update(rc=p.returncode, out=(o.strip().splitlines() or [""])[-1], err=e.strip()[-300:], end=now())
+		    out["actions"].append(rec)
+		out["actions"].sort(key=lambda r: r["start"])
+		print(json.dumps(out))
+	PY
+}
+
+# timeline TB LOG SPEC runs timeline.py with SPEC (JSON) and leaves its
+# output in LOG.
+timeline() {
+	timeout -k 5 120 python3 "$W/timeline.py" "$3" >"$2" 2>"$2.err" ||
+		die "timeline on $1: $(last_line "$2.err")"
+}
+
+# two_site_up TB: a controller and agents on examples/two-site.yaml
+# (routed wan, 1 Gbit/s, 1500 bytes; dedicated, 2 Gbit/s, 9000 bytes), and
+# lightpath serve in b1.
+two_site_up() {
+	setup "$1" "$REPO/examples/two-site.yaml"
+	serve "$1"
+}
+
+# flow_spec_json TB UNTIL ACTIONS... prints a timeline SPEC for the two-site
+# testbed TB: the flow's receiver b1:7070, the ra>rb directions of wan and
+# dedicated, and ACTIONS (JSON objects).
+flow_spec_json() {
+	local tb=$1 until=$2
+	shift 2
+	python3 - "$LP" "$tb" "$(ns "$tb" b1)" "$POLL_MS" "$until" "$@" <<-'PY'
+		import json, sys
+		lp, tb, rxns, poll, until = sys.argv[1:6]
+		print(json.dumps({"lp": lp, "tb": tb, "rx_ns": rxns, "port": 7070, "from": "ra", "links": ["wan", "dedicated"],
+		                  "poll_ms": int(poll), "status_ms": int(poll), "until": float(until),
+		                  "actions": [json.loads(a) for a in sys.argv[6:]]}))
+	PY
+}
+
+# act NAME AT [bg] -- CMD... prints one action of a timeline SPEC.
+act() {
+	local name=$1 at=$2 bg=false
+	shift 2
+	if [[ $1 == bg ]]; then bg=true; shift; fi
+	[[ $1 == -- ]] && shift
+	python3 -c 'import json, sys; print(json.dumps({"name": sys.argv[1], "at": float(sys.argv[2]), "bg": sys.argv[3] == "true", "cmd": sys.argv[4:], "timeout": 60}))' \
+		"$name" "$at" "$bg" "$@"
+}
+
+# analyse.py KIND TIMELINE STEER_BYTES reads timeline.py's output and prints
+# one JSON object of the KIND's figures (moves, jumbo-time or blackhole).
+# A gap is the time between two successive reads of b1's sockets that
+# showed bytes received (reads every POLL_MS, so a gap is at least that);
+# "on a link" is the link's ra>rb counter having taken STEER_BYTES.
+write_analyser() {
+	cat >"$W/analyse.py" <<-'PY'
+		import json, sys
+		kind, path, steer = sys.argv[1], sys.argv[2], int(sys.argv[3])
+		t = json.load(open(path))
+		acts = {a["name"]: a for a in t["actions"]}
+		for a in t["actions"]:
+		    if a.get("rc") not in (0, None) and a["name"] != "flow":
+		        sys.exit("%s exited %s: %s" % (a["name"], a.get("rc"), a.get("err") or a.get("out")))
+		rx, links, res = t["rx"], t["links"], t["res"]
+		if len(rx) < 5:
+		    sys.exit("only %d reads of b1's sockets (%s)" % (len(rx), t["errors"]))
+		pts = [rx[0][1]] + [rx[i][1] for i in range(1, len(rx)) if rx[i][2] > rx[i - 1][2]]
+		def gap(a, b):
+		    best, at = 0.0, None
+		    for x, y in zip(pts, pts[1:]):
+		        if y >= a and x <= b and y - x > best:
+		            best, at = y - x, x
+		    return best, at
+		def link_at(name, when):
+		    # the counter of the last read that ended by `when`
+		    v = None
+		    for s in links:
+		        if s[1] <= when and name in s[2]:
+		            v = s[2][name][0]
+		    return v
+		def moved(name, a, b):
+		    x, y = link_at(name, a), link_at(name, b)
+		    return None if x is None or y is None else y - x
+		def first_read(after, pred):
+		    # (start of the read before, end of the first read after `after` for which pred holds)
+		    prev = after
+		    for s in links:
+		        if s[0] < after:
+		            continue
+		        if pred(s):
+		            return prev, s[1]
+		        prev = s[0]
+		    return None, None
+		def frac(a, b):
+		    d, w = moved("dedicated", a, b), moved("wan", a, b)
+		    return None if d is None or w is None or d + w == 0 else round(d / (d + w), 3)
+		def rmss(a, b):
+		    return max([s[3] for s in rx if a <= s[0] <= b] or [0])
+		out = {"reads": {"rx": len(rx), "links": len(links), "res": len(res), "errors": t["errors"]},
+		       "rx_read_ms": round(1000 * sum(s[1] - s[0] for s in rx) / len(rx), 1),
+		       "status_read_ms": round(1000 * sum(s[1] - s[0] for s in links) / max(1, len(links)), 1)}
+		o = acts["open"]
+		out["open_s"] = round(o["end"] - o["start"], 3)
+		out["ticket"] = json.loads(o["out"])["id"]
+		if kind == "moves":
+		    c = acts["close"]
+		    g0, _ = gap(1.0, o["start"] - 0.1)
+		    g1, a1 = gap(o["start"], o["end"] + 3)
+		    g2, a2 = gap(c["start"], c["end"] + 3)
+		    out.update(base_gap_s=round(g0, 3), to_dedicated_gap_s=round(g1, 3), to_dedicated_gap_at_s=round((a1 or 0) - o["start"], 3),
+		               to_routed_gap_s=round(g2, 3), to_routed_gap_at_s=round((a2 or 0) - c["start"], 3),
+		               dedicated_while_active=frac(o["end"] + 1, c["start"]), dedicated_after_close=frac(c["end"] + 1, c["end"] + 3),
+		               rcv_mss_routed=rmss(1.0, o["start"]), rcv_mss_steered=rmss(o["end"] + 1, c["start"]))
+		elif kind == "jumbo-time":
+		    base = None
+		    for s in links:
+		        if s[1] <= o["start"] and "dedicated" in s[2]:
+		            base = s[2]["dedicated"][1]
+		    out["max_segment_before"] = base
+		    f2 = acts["flow2"]
+		    lo, hi = first_read(o["start"], lambda s: "dedicated" in s[2] and s[2]["dedicated"][1] > 1500)
+		    if hi is not None and hi > f2["start"]:
+		        lo, hi = None, None  # not before the second flow started: not the first flow's
+		    out["jumbo_after_active_s"] = None if hi is None else round(hi - o["end"], 3)
+		    out["jumbo_after_active_lower_s"] = None if lo is None else round(lo - o["end"], 3)
+		    out["jumbo_after_open_s"] = None if hi is None else round(hi - o["start"], 3)
+		    d0 = link_at("dedicated", o["start"])
+		    lo2, hi2 = first_read(o["start"], lambda s: "dedicated" in s[2] and d0 is not None and s[2]["dedicated"][0] - d0 >= steer)
+		    out["on_dedicated_after_open_s"] = None if hi2 is None else round(hi2 - o["start"], 3)
+		    last = [s for s in links if "dedicated" in s[2]]
+		    out["max_segment_end"] = last[-1][2]["dedicated"][1] if last else None
+		    out["rcv_mss_steered"] = rmss(o["end"], f2["start"])
+		    out["watched_s"] = round(f2["start"] - o["end"], 3)
+		    # The second flow, a connection made while steered: its first
+		    # jumbo segment, when the first flow had sent none.
+		    m0 = None
+		    for s in links:
+		        if s[1] <= f2["start"] and "dedicated" in s[2]:
+		            m0 = s[2]["dedicated"][1]
+		    out["max_segment_before_flow2"] = m0
+		    out["new_jumbo_after_start_s"] = None
+		    if m0 is not None and m0 <= 1500:
+		        lo, hi = first_read(f2["start"], lambda s: "dedicated" in s[2] and s[2]["dedicated"][1] > 1500)
+		        out["new_jumbo_after_start_s"] = None if hi is None else round(hi - f2["start"], 3)
+		elif kind == "blackhole":
+		    b = acts["blackhole"]
+		    w0 = link_at("wan", b["end"])
+		    lo, hi = first_read(b["end"], lambda s: "wan" in s[2] and w0 is not None and s[2]["wan"][0] - w0 >= steer)
+		    out["routed_after_s"] = None if hi is None else round(hi - b["start"], 3)
+		    out["routed_after_lower_s"] = None if lo is None else round(lo - b["start"], 3)
+		    hit, prev = None, b["start"]
+		    for s in res:
+		        if s[0] < b["start"]:
+		            continue
+		        if s[3] or "dedicated" not in s[4].split(",") or s[2] != "ACTIVE":
+		            hit = s
+		            break
+		        prev = s[0]
+		    out["reservation_after_s"] = None if hit is None else round(hit[1] - b["start"], 3)
+		    out["reservation_after_lower_s"] = None if hit is None else round(prev - b["start"], 3)
+		    out["reservation_then"] = None if hit is None else {"state": hit[2], "degraded": hit[3], "path": hit[4]}
+		    out["on_dedicated_before"] = frac(o["end"] + 1, b["start"])
+		    g, at = gap(b["start"] - 0.1, t["actions"][-1]["end"])
+		    out["gap_s"] = round(g, 3)
+		    out["watched_s"] = round((links[-1][1] if links else b["start"]) - b["start"], 3)
+		print(json.dumps(out))
+	PY
+}
+
+# ---------------------------------------------------------------------------
+# Moves: the longest goodput gap when the flow changes path
+
+scenario_moves() {
+	local tb=lpst-moves run r hold=$MOVE_HOLD until total
+	local -a g1=() g2=() g0=() fa=() fc=() m1=() m2=()
+	two_site_up "$tb"
+	write_timeline
+	write_analyser
+	until=$((3 + hold + 4))
+	total=$((until + 2))
+	for ((run = 1; run <= RUNS; run++)); do
+		local spec
+		spec=$(flow_spec_json "$tb" "$until" \
+			"$(act flow 0 bg -- ip netns exec "$(ns "$tb" a1)" "$LP" bench lp://198.18.2.1:7070 -t "${total}s" --json)" \
+			"$(act open 3 -- "$LP" ticket open --from a1 --to b1 --flows "$FLOW" --bandwidth 1G --duration 1h --wait 10s --json)" \
+			"$(act close $((3 + hold)) -- "$LP" ticket close "{id}" --reason "bench moves")")
+		timeline "$tb" "$W/logs/moves-$run.json" "$spec"
+		r=$(python3 "$W/analyse.py" moves "$W/logs/moves-$run.json" "$STEER_BYTES" 2>"$W/logs/moves-$run.err") ||
+			die "moves run $run: $(last_line "$W/logs/moves-$run.err") (see $W/logs/moves-$run.json)"
+		printf '%s\n' "$r" >"$W/logs/moves-$run.result"
+		local v
+		read -r -a v < <(jfields "$r" to_dedicated_gap_s to_routed_gap_s base_gap_s dedicated_while_active dedicated_after_close rcv_mss_routed rcv_mss_steered ticket)
+		g1+=("${v[0]}") g2+=("${v[1]}") g0+=("${v[2]}") fa+=("${v[3]}") fc+=("${v[4]}") m1+=("${v[5]}") m2+=("${v[6]}")
+		log "moves run $run/$RUNS: longest gap routed -> dedicated ${v[0]} s, dedicated -> routed ${v[1]} s (before any move ${v[2]} s); dedicated's share while ACTIVE ${v[3]}, after close ${v[4]}"
+		wait_unsteered "$tb" "${v[7]}"
+	done
+	teardown "$tb"
+
+	local ok
+	ok=$(awk -v a="$(fmax "${g1[@]}")" -v b="$(fmax "${g2[@]}")" 'BEGIN { print (a < 1 && b < 1) }')
+	VERDICTS[moves]=$(verdict "$ok")
+	out ""
+	out "Moves: the longest goodput gap when a running flow changes path (examples/two-site.yaml: wan 1 Gbit/s 1500 bytes routed, dedicated 2 Gbit/s 9000 bytes)"
+	out "  flow:  ip netns exec lp-$tb-a1 lightpath bench lp://198.18.2.1:7070 -t ${total}s   (from 0 s)"
+	out "  at 3 s: lightpath ticket open --from a1 --to b1 --flows '$FLOW' --bandwidth 1G --duration 1h --wait 10s   (routed -> dedicated)"
+	out "  at $((3 + hold)) s: lightpath ticket close ID   (released: dedicated -> routed)"
+	out "  (b1's sockets' bytes_received read every $POLL_MS ms with ss -ti; a gap = time between two reads showing progress, within 3 s after each move; $RUNS runs)"
+	out "$(printf '  %-36s %8s %8s   %s' move median max "runs (s)")"
+	out "$(printf '  %-36s %7ss %7ss   %s   %s' "routed -> dedicated (ticket opened)" "$(fmed "${g1[@]}")" "$(fmax "${g1[@]}")" "${g1[*]}" "$(verdict "$(awk -v m="$(fmax "${g1[@]}")" 'BEGIN { print (m < 1) }')") (target < 1 s)")"
+	out "$(printf '  %-36s %7ss %7ss   %s   %s' "dedicated -> routed (ticket closed)" "$(fmed "${g2[@]}")" "$(fmax "${g2[@]}")" "${g2[*]}" "$(verdict "$(awk -v m="$(fmax "${g2[@]}")" 'BEGIN { print (m < 1) }')") (target < 1 s)")"
+	out "$(printf '  %-36s %7ss %7ss   %s   %s' "before any move (the poll's floor)" "$(fmed "${g0[@]}")" "$(fmax "${g0[@]}")" "${g0[*]}" "(reference)")"
+	out "  dedicated's share of the ra>rb bytes while ACTIVE: ${fa[*]}; after the close: ${fc[*]}; b1's rcv_mss on routed: ${m1[*]}, steered: ${m2[*]}"
+	emit_json scenario=moves move=to_dedicated median_s:="$(fmed "${g1[@]}")" max_s:="$(fmax "${g1[@]}")" runs_s:="$(jlist "${g1[@]}")" \
+		poll_ms:="$POLL_MS" target="< 1 s" pass:="$(jbool "$(awk -v m="$(fmax "${g1[@]}")" 'BEGIN { print (m < 1) }')")" \
+		dedicated_share:="$(jlist "${fa[@]}")"
+	emit_json scenario=moves move=to_routed median_s:="$(fmed "${g2[@]}")" max_s:="$(fmax "${g2[@]}")" runs_s:="$(jlist "${g2[@]}")" \
+		poll_ms:="$POLL_MS" target="< 1 s" pass:="$(jbool "$(awk -v m="$(fmax "${g2[@]}")" 'BEGIN { print (m < 1) }')")" \
+		dedicated_share:="$(jlist "${fc[@]}")"
+	emit_json scenario=moves move=none median_s:="$(fmed "${g0[@]}")" max_s:="$(fmax "${g0[@]}")" runs_s:="$(jlist "${g0[@]}")" poll_ms:="$POLL_MS"
+}
+
+# ---------------------------------------------------------------------------
+# From ACTIVE to the first jumbo segment
+
+scenario_jumbo_time() {
+	local run r tb until=$((3 + JT_LIMIT + 3)) ok all=1
+	local -a ja=() jl=() jo=() od=() ms=() mb=() mm=() nj=()
+	write_timeline
+	write_analyser
+	for ((run = 1; run <= RUNS; run++)); do
+		# A testbed of its own per run: max_segment_bytes is the largest
+		# since the testbed came up.
+		tb=lpst-jt$run
+		two_site_up "$tb"
+		local spec v
+		spec=$(flow_spec_json "$tb" "$until" \
+			"$(act flow 0 bg -- ip netns exec "$(ns "$tb" a1)" "$LP" bench lp://198.18.2.1:7070 -t "$((until + 2))s" --json)" \
+			"$(act open 3 -- "$LP" ticket open --from a1 --to b1 --flows "$FLOW" --bandwidth 1G --duration 1h --wait 10s --json)" \
+			"$(act flow2 $((3 + JT_LIMIT)) bg -- ip netns exec "$(ns "$tb" a1)" "$LP" bench lp://198.18.2.1:7070 -t 2s --json)")
+		timeline "$tb" "$W/logs/jt-$run.json" "$spec"
+		r=$(python3 "$W/analyse.py" jumbo-time "$W/logs/jt-$run.json" "$STEER_BYTES" 2>"$W/logs/jt-$run.err") ||
+			die "jumbo-time run $run: $(last_line "$W/logs/jt-$run.err") (see $W/logs/jt-$run.json)"
+		printf '%s\n' "$r" >"$W/logs/jt-$run.result"
+		read -r -a v < <(jfields "$r" jumbo_after_active_s jumbo_after_active_lower_s jumbo_after_open_s on_dedicated_after_open_s max_segment_before max_segment_end rcv_mss_steered ticket new_jumbo_after_start_s)
+		ja+=("${v[0]}") jl+=("${v[1]}") jo+=("${v[2]}") od+=("${v[3]}") mb+=("${v[4]}") ms+=("${v[5]}") mm+=("${v[6]}") nj+=("${v[8]}")
+		log "jumbo-time run $run/$RUNS: first jumbo segment on dedicated ${v[0]} s after ACTIVE (${v[2]} s after open; the flow on dedicated ${v[3]} s after open); max_segment_bytes ${v[4]} -> ${v[5]}; b1's rcvmss ${v[6]}; a new connection's first jumbo segment ${v[8]} s after it started"
+		close_ticket "$tb" "${v[7]}"
+		teardown "$tb"
+	done
+
+	# A run with no jumbo segment within JT_LIMIT counts as JT_LIMIT s
+	# in the median and fails the target.
+	local -a jn=()
+	for r in "${ja[@]}"; do if [[ $r == null ]]; then jn+=("$JT_LIMIT") all=0; else jn+=("$r"); fi; done
+	ok=$(awk -v m="$(fmax "${jn[@]}")" -v a="$all" 'BEGIN { print (a && m < 1) }')
+	VERDICTS[jumbo-time]=$(verdict "$ok")
+	out ""
+	out "From ACTIVE to the first jumbo segment: examples/two-site.yaml, a bench a1 -> b1 running on wan (1500 bytes) from 3 s before the ticket"
+	out "  flow:  ip netns exec lp-TB-a1 lightpath bench lp://198.18.2.1:7070 -t $((until + 2))s"
+	out "  at 3 s: lightpath ticket open --from a1 --to b1 --flows '$FLOW' --bandwidth 1G --duration 1h --wait 10s   (returns once ACTIVE)"
+	out "  (testbed status --json read every $POLL_MS ms: dedicated ra>rb max_segment_bytes > 1500; a testbed per run; watched $JT_LIMIT s; $RUNS runs)"
+	out "$(printf '  %-46s %8s %8s   %s' measure median max "runs (s)")"
+	out "$(printf '  %-46s %7ss %7ss   %s   %s' "ACTIVE (open returned) -> first jumbo segment" "$(fmed "${jn[@]}")" "$(fmax "${jn[@]}")" "${ja[*]}" "$(verdict "$ok") (target < 1 s; null: none within ${JT_LIMIT} s)")"
+	out "$(printf '  %-46s %8s %8s   %s' "  the read before it (lower bound)" "" "" "${jl[*]}")"
+	out "$(printf '  %-46s %8s %8s   %s' "open -> first jumbo segment" "" "" "${jo[*]}")"
+	out "$(printf '  %-46s %8s %8s   %s' "open -> the flow's bytes on dedicated" "" "" "${od[*]}")"
+	out "$(printf '  %-46s %8s %8s   %s' "a new connection (bench -t 2s at $((3 + JT_LIMIT)) s)" "" "" "${nj[*]}   (informational: from its start; null if the first flow went jumbo)")"
+	out "  dedicated ra>rb max_segment_bytes before the ticket: ${mb[*]}; at the end: ${ms[*]}; b1's rcvmss of the first flow while steered: ${mm[*]}"
+	emit_json scenario=jumbo-time measure=active_to_jumbo median_s:="$(fmed "${jn[@]}")" max_s:="$(fmax "${jn[@]}")" runs_s:="$(jlist "${ja[@]}")" \
+		lower_bounds_s:="$(jlist "${jl[@]}")" open_to_jumbo_s:="$(jlist "${jo[@]}")" open_to_dedicated_s:="$(jlist "${od[@]}")" \
+		max_segment_bytes_before:="$(jlist "${mb[@]}")" max_segment_bytes_end:="$(jlist "${ms[@]}")" rcvmss_steered:="$(jlist "${mm[@]}")" \
+		new_connection_jumbo_after_start_s:="$(jlist "${nj[@]}")" \
+		poll_ms:="$POLL_MS" watched_s:="$JT_LIMIT" target="< 1 s" pass:="$(jbool "$ok")"
+}
+
+# ---------------------------------------------------------------------------
 # Cross traffic
 
 # cross_run TB LOAD_BPS CASE RUN measures the flow under LOAD_BPS of UDP
@@ -583,12 +970,16 @@ main() {
 	if wanted mark; then scenario_mark; fi
 	if wanted activation; then scenario_activation; fi
 	if wanted cross; then scenario_cross; fi
+	if wanted jumbo-time; then scenario_jumbo_time; fi
+	if wanted moves; then scenario_moves; fi
 	out ""
-	out "Targets: $(for s in mark activation cross; do [[ -n ${VERDICTS[$s]:-} ]] && printf '%s %s  ' "$s" "${VERDICTS[$s]}"; done)"
+	out "Targets: $(for s in mark activation cross jumbo jumbo-time moves blackhole; do [[ -n ${VERDICTS[$s]:-} ]] && printf '%s %s  ' "$s" "${VERDICTS[$s]}"; done)"
 	out "Done in $((SECONDS - t0)) s; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 	for s in "${!VERDICTS[@]}"; do [[ ${VERDICTS[$s]} == PASS ]] || pass=false; done
 	emit_json summary:=true bench=steering seconds:="$((SECONDS - t0))" \
-		mark="${VERDICTS[mark]:-skipped}" activation="${VERDICTS[activation]:-skipped}" cross="${VERDICTS[cross]:-skipped}" pass:="$pass"
+		mark="${VERDICTS[mark]:-skipped}" activation="${VERDICTS[activation]:-skipped}" cross="${VERDICTS[cross]:-skipped}" \
+		jumbo="${VERDICTS[jumbo]:-skipped}" jumbo-time="${VERDICTS[jumbo-time]:-skipped}" moves="${VERDICTS[moves]:-skipped}" \
+		blackhole="${VERDICTS[blackhole]:-skipped}" pass:="$pass"
 	log "done in $((SECONDS - t0)) s"
 }
 
