@@ -64,6 +64,10 @@ POLL_MS=${POLL_MS:-50}
 STEER_BYTES=${STEER_BYTES:-262144}
 MOVE_HOLD=${MOVE_HOLD:-5}
 JT_LIMIT=${JT_LIMIT:-5}
+JUMBO_RATE=${JUMBO_RATE:-10G}
+BH_LIMIT=${BH_LIMIT:-8}
+JUMBO_DELAY=${JUMBO_DELAY:-1ms}
+JUMBO_BW=${JUMBO_BW:-5G}
 ONLY=${ONLY:-}
 JSON=${JSON:-0}
 KEEP=${KEEP:-0}
@@ -84,6 +88,7 @@ case $ONLY in '' | mark | activation | cross | jumbo | jumbo-time | moves | blac
 esac
 [[ $MOVE_HOLD =~ ^[1-9][0-9]*$ ]] || die "MOVE_HOLD must be whole seconds, not '$MOVE_HOLD'"
 [[ $JT_LIMIT =~ ^[1-9][0-9]*$ ]] || die "JT_LIMIT must be whole seconds, not '$JT_LIMIT'"
+[[ $BH_LIMIT =~ ^[1-9][0-9]*$ ]] || die "BH_LIMIT must be whole seconds, not '$BH_LIMIT'"
 CROSS_RATE_BPS=$(numfmt --from=si "${CROSS_RATE%[bB]ps}" 2>/dev/null) || die "CROSS_RATE must be like 500M, not '$CROSS_RATE'"
 CROSS_BW_BPS=$(numfmt --from=si "${CROSS_BW%[bB]ps}" 2>/dev/null) || die "CROSS_BW must be like 300M, not '$CROSS_BW'"
 ((CROSS_BW_BPS * 10 <= CROSS_RATE_BPS * 9)) || die "CROSS_BW ($CROSS_BW) must fit in the 90% of CROSS_RATE ($CROSS_RATE) reservations may take"
@@ -647,12 +652,15 @@ write_analyser() {
 		def moved(name, a, b):
 		    x, y = link_at(name, a), link_at(name, b)
 		    return None if x is None or y is None else y - x
-		def first_read(after, pred):
-		    # (start of the read before, end of the first read after `after` for which pred holds)
+		def first_read(after, pred, before=1e9):
+		    # (start of the read before, end of the first read after `after`
+		    # (and starting before `before`) for which pred holds)
 		    prev = after
 		    for s in links:
 		        if s[0] < after:
 		            continue
+		        if s[0] >= before:
+		            break
 		        if pred(s):
 		            return prev, s[1]
 		        prev = s[0]
@@ -709,15 +717,17 @@ write_analyser() {
 		        lo, hi = first_read(f2["start"], lambda s: "dedicated" in s[2] and s[2]["dedicated"][1] > 1500)
 		        out["new_jumbo_after_start_s"] = None if hi is None else round(hi - f2["start"], 3)
 		elif kind == "blackhole":
-		    b = acts["blackhole"]
+		    b, up = acts["blackhole"], acts["up"]
 		    w0 = link_at("wan", b["end"])
-		    lo, hi = first_read(b["end"], lambda s: "wan" in s[2] and w0 is not None and s[2]["wan"][0] - w0 >= steer)
+		    lo, hi = first_read(b["end"], lambda s: "wan" in s[2] and w0 is not None and s[2]["wan"][0] - w0 >= steer, up["start"])
 		    out["routed_after_s"] = None if hi is None else round(hi - b["start"], 3)
 		    out["routed_after_lower_s"] = None if lo is None else round(lo - b["start"], 3)
 		    hit, prev = None, b["start"]
 		    for s in res:
 		        if s[0] < b["start"]:
 		            continue
+		        if s[0] >= up["start"]:
+		            break
 		        if s[3] or "dedicated" not in s[4].split(",") or s[2] != "ACTIVE":
 		            hit = s
 		            break
@@ -726,9 +736,11 @@ write_analyser() {
 		    out["reservation_after_lower_s"] = None if hit is None else round(prev - b["start"], 3)
 		    out["reservation_then"] = None if hit is None else {"state": hit[2], "degraded": hit[3], "path": hit[4]}
 		    out["on_dedicated_before"] = frac(o["end"] + 1, b["start"])
-		    g, at = gap(b["start"] - 0.1, t["actions"][-1]["end"])
+		    g, at = gap(b["start"] - 0.1, up["start"])
 		    out["gap_s"] = round(g, 3)
-		    out["watched_s"] = round((links[-1][1] if links else b["start"]) - b["start"], 3)
+		    out["watched_s"] = round(up["start"] - b["start"], 3)
+		    ws = [s for s in res if s[0] < b["start"]]
+		    out["reservation_before"] = {"state": ws[-1][2], "degraded": ws[-1][3], "path": ws[-1][4]} if ws else None
 		print(json.dumps(out))
 	PY
 }
@@ -786,6 +798,166 @@ scenario_moves() {
 }
 
 # ---------------------------------------------------------------------------
+# Jumbo frames against 1460-byte segments
+
+# jumbo_topology FILE writes the sites and hosts of one_link_topology joined
+# by a routed wan (1 Gbit/s, JUMBO_DELAY, 1500 bytes) and a dedicated link
+# (JUMBO_RATE, JUMBO_DELAY, 9000 bytes) that only reservations use.
+jumbo_topology() {
+	cat >"$1" <<-EOF
+		sites:
+		  - name: site-a
+		  - name: site-b
+		nodes:
+		  - {name: a1, site: site-a}
+		  - {name: a2, site: site-a}
+		  - {name: ra, site: site-a, role: router}
+		  - {name: b1, site: site-b}
+		  - {name: b2, site: site-b}
+		  - {name: rb, site: site-b, role: router}
+		links:
+		  - &lan {name: a1-ra, ends: [a1, ra], mtu: 9000}
+		  - {<<: *lan, name: a2-ra, ends: [a2, ra]}
+		  - {<<: *lan, name: b1-rb, ends: [b1, rb]}
+		  - {<<: *lan, name: b2-rb, ends: [b2, rb]}
+		  - {name: wan, ends: [ra, rb], rate: 1G, delay: $JUMBO_DELAY, mtu: 1500}
+		  - {name: dedicated, ends: [ra, rb], role: dedicated, rate: $JUMBO_RATE, delay: $JUMBO_DELAY, mtu: 9000}
+	EOF
+}
+
+# mss_cap TB BYTES puts, on a1 and b1, one nftables rule (table inet
+# lpbench, an output chain) that lowers the MSS option of every SYN and
+# SYN-ACK above BYTES to BYTES: 1460 gives 1460-byte segments (1448 of
+# payload with timestamps) on the 9000-byte path; 8960, what the steered
+# route's MTU gives anyway, changes nothing. The same rule in both cases,
+# so that they differ only in the segment size.
+mss_cap() {
+	local n
+	for n in a1 b1; do
+		ip netns exec "$(ns "$1" "$n")" nft -f - <<-EOF || die "nft in $n: cannot set the MSS cap"
+			table inet lpbench
+			delete table inet lpbench
+			table inet lpbench {
+				chain out {
+					type filter hook output priority mangle; policy accept;
+					tcp flags & syn == syn tcp option maxseg size > $2 tcp option maxseg size set $2
+				}
+			}
+		EOF
+	done
+}
+
+# cpu_run.py LOG LIMIT CMD... runs CMD (its stdout in LOG, stderr in
+# LOG.err) and prints its exit status and the CPU seconds (user + system)
+# it used, from wait4(2).
+write_cpu_run() {
+	cat >"$W/cpu_run.py" <<-'PY'
+		import os, subprocess, sys, threading
+		logf, limit, cmd = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+		with open(logf, "w") as o, open(logf + ".err", "w") as e:
+		    p = subprocess.Popen(cmd, stdout=o, stderr=e, stdin=subprocess.DEVNULL)
+		timer = threading.Timer(limit, p.kill)
+		timer.start()
+		_, status, ru = os.wait4(p.pid, 0)
+		timer.cancel()
+		print(os.waitstatus_to_exitcode(status), "%.3f" % (ru.ru_utime + ru.ru_stime))
+	PY
+}
+
+# proc_cpu PID prints the CPU seconds (user + system) process PID has used.
+proc_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.2f\n", ($12 + $13) / hz }' "/proc/$1/stat"; }
+
+# dir_max TB LINK FROM prints max_segment_bytes of LINK's direction from FROM.
+dir_max() {
+	"$LP" testbed status --name "$1" --json | python3 -c '
+import json, sys
+for l in json.load(sys.stdin)["links"]:
+    if l["name"] == sys.argv[1]:
+        for d in l["directions"]:
+            if d["from"] == sys.argv[2]:
+                print(d.get("max_segment_bytes", 0))' "$2" "$3"
+}
+
+scenario_jumbo() {
+	local tb=lpst-jumbo run order c spid epid ok rc cpu s0 s1 e0 e1
+	local -a bps_j=() bps_s=() tx_j=() tx_s=() rx_j=() rx_s=() em_j=() em_s=()
+	local max_std=- max_jumbo=-
+	jumbo_topology "$W/topo/jumbo.yaml"
+	setup "$tb" "$W/topo/jumbo.yaml"
+	serve "$tb"
+	spid=${SERVER_PIDS[-1]}
+	epid=$("$LP" testbed status --name "$tb" --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["emulator_pid"])')
+	[[ -r /proc/$epid/stat ]] || die "testbed $tb: no emulator process $epid"
+	write_cpu_run
+	open_ticket "$tb" "$JUMBO_BW" "$W/logs/jumbo-open.json"
+	[[ $TICKET_PATH == a1-ra,dedicated,b1-rb ]] || die "ticket path $TICKET_PATH: want a1-ra,dedicated,b1-rb"
+	measure() {
+		local c=$1 cap=8960 logf
+		[[ $c == jumbo ]] || cap=1460
+		mss_cap "$tb" "$cap"
+		logf=$W/logs/jumbo-$c-$run.json
+		s0=$(proc_cpu "$spid") e0=$(proc_cpu "$epid")
+		read -r rc cpu < <(python3 "$W/cpu_run.py" "$logf" $((DURATION + 30)) ip netns exec "$(ns "$tb" a1)" "$LP" bench lp://198.18.2.1:7070 -t "${DURATION}s" --json)
+		s1=$(proc_cpu "$spid") e1=$(proc_cpu "$epid")
+		[[ $rc == 0 ]] || die "jumbo run $run $c: bench exit $rc: $(last_line "$logf.err")"
+		read -r BPS BYTES < <(python3 -c '
+import json, sys
+s = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+print("%.0f %d" % (s["throughput_bps"], s["bytes"]))' "$logf") || die "jumbo run $run: no summary in $logf"
+		local txg rxg emg
+		emg=$(awk -v a="$e0" -v z="$e1" -v b="$BYTES" 'BEGIN { printf "%.3f", (z - a) / (b * 8 / 1e9) }')
+		txg=$(awk -v c="$cpu" -v b="$BYTES" 'BEGIN { printf "%.3f", c / (b * 8 / 1e9) }')
+		rxg=$(awk -v a="$s0" -v z="$s1" -v b="$BYTES" 'BEGIN { printf "%.3f", (z - a) / (b * 8 / 1e9) }')
+		if [[ $c == jumbo ]]; then
+			bps_j+=("$BPS") tx_j+=("$txg") rx_j+=("$rxg") em_j+=("$emg")
+			[[ $max_jumbo != - ]] || max_jumbo=$(dir_max "$tb" dedicated ra)
+		else
+			bps_s+=("$BPS") tx_s+=("$txg") rx_s+=("$rxg") em_s+=("$emg")
+			# The first 1460 run comes before any jumbo run: the largest
+			# segment dedicated has carried is still this case's.
+			[[ $max_std != - ]] || max_std=$(dir_max "$tb" dedicated ra)
+		fi
+		log "jumbo run $run/$RUNS $c (MSS cap $cap): $(gbit "$BPS") Gbit/s, CPU s per Gbit: sender $txg, receiver $rxg, emulator $emg"
+	}
+	for ((run = 1; run <= RUNS; run++)); do
+		if ((run % 2)); then order="std jumbo"; else order="jumbo std"; fi
+		for c in $order; do measure "$c"; done
+	done
+	close_ticket "$tb" "$TICKET"
+	teardown "$tb"
+
+	local sj ss ratio
+	read -r -a sj < <(stats "${bps_j[@]}")
+	read -r -a ss < <(stats "${bps_s[@]}")
+	ratio=$(awk -v a="${sj[0]}" -v b="${ss[0]}" 'BEGIN { printf "%.3f", a / b }')
+	ok=$(awk -v j="$max_jumbo" -v s="$max_std" 'BEGIN { print (j > 1500 && s <= 1460) }')
+	VERDICTS[jumbo]=$(verdict "$ok")
+	out ""
+	out "Jumbo frames: one TCP flow a1 -> b1 steered onto a $JUMBO_RATE, $JUMBO_DELAY, 9000-byte dedicated link (routed wan: 1 Gbit/s, 1500 bytes), MSS 8960 against 1460"
+	out "  ip netns exec lp-$tb-a1 lightpath bench lp://198.18.2.1:7070 -t ${DURATION}s   ($RUNS runs per case, alternating ABBA)"
+	out "  ticket: lightpath ticket open --from a1 --to b1 --flows '$FLOW' --bandwidth $JUMBO_BW --duration 1h   (ACTIVE throughout)"
+	out "  1460: nft on a1 and b1: tcp flags & syn == syn tcp option maxseg size > 1460 tcp option maxseg size set 1460   (jumbo: the same rule with 8960)"
+	out "$(printf '  %-8s %9s %9s %9s %8s %14s %16s %16s %12s' case median min max spread "sender s/Gbit" "receiver s/Gbit" "emulator s/Gbit" "max segment")"
+	out "$(printf '  %-8s %9s %9s %9s %7.1f%% %14s %16s %16s %12s' 1460 "$(gbit "${ss[0]}")" "$(gbit "${ss[1]}")" "$(gbit "${ss[2]}")" "$(awk -v s="${ss[3]}" 'BEGIN { print 100 * s }')" \
+		"$(fmed "${tx_s[@]}")" "$(fmed "${rx_s[@]}")" "$(fmed "${em_s[@]}")" "$max_std")"
+	out "$(printf '  %-8s %9s %9s %9s %7.1f%% %14s %16s %16s %12s' jumbo "$(gbit "${sj[0]}")" "$(gbit "${sj[1]}")" "$(gbit "${sj[2]}")" "$(awk -v s="${sj[3]}" 'BEGIN { print 100 * s }')" \
+		"$(fmed "${tx_j[@]}")" "$(fmed "${rx_j[@]}")" "$(fmed "${em_j[@]}")" "$max_jumbo")"
+	out "  goodput jumbo / 1460: $ratio   $(verdict "$ok") (check: dedicated's max_segment_bytes > 1500 with jumbo, <= 1460 after the first 1460 run)"
+	out "  (Gbit/s, goodput; s/Gbit = CPU seconds (user + system) per gigabit delivered, medians: the sender lightpath bench (wait4), the receiver lightpath serve"
+	out "   and the testbed's emulator (/proc/PID/stat), which also bears the kernel's receive path of the packets it writes into b1 and rb;"
+	out "   runs: 1460 $(for i in "${bps_s[@]}"; do printf '%s ' "$(gbit "$i")"; done)| jumbo $(for i in "${bps_j[@]}"; do printf '%s ' "$(gbit "$i")"; done))"
+	emit_json scenario=jumbo case=1460 median_bps:="${ss[0]}" min_bps:="${ss[1]}" max_bps:="${ss[2]}" spread:="${ss[3]}" runs_bps:="$(jlist "${bps_s[@]}")" \
+		sender_cpu_s_per_gbit:="$(fmed "${tx_s[@]}")" receiver_cpu_s_per_gbit:="$(fmed "${rx_s[@]}")" \
+		runs_sender_cpu_s_per_gbit:="$(jlist "${tx_s[@]}")" runs_receiver_cpu_s_per_gbit:="$(jlist "${rx_s[@]}")" \
+		emulator_cpu_s_per_gbit:="$(fmed "${em_s[@]}")" runs_emulator_cpu_s_per_gbit:="$(jlist "${em_s[@]}")" max_segment_bytes:="$max_std"
+	emit_json scenario=jumbo case=jumbo median_bps:="${sj[0]}" min_bps:="${sj[1]}" max_bps:="${sj[2]}" spread:="${sj[3]}" runs_bps:="$(jlist "${bps_j[@]}")" \
+		sender_cpu_s_per_gbit:="$(fmed "${tx_j[@]}")" receiver_cpu_s_per_gbit:="$(fmed "${rx_j[@]}")" \
+		runs_sender_cpu_s_per_gbit:="$(jlist "${tx_j[@]}")" runs_receiver_cpu_s_per_gbit:="$(jlist "${rx_j[@]}")" \
+		emulator_cpu_s_per_gbit:="$(fmed "${em_j[@]}")" runs_emulator_cpu_s_per_gbit:="$(jlist "${em_j[@]}")" max_segment_bytes:="$max_jumbo"
+	emit_json scenario=jumbo ratio:="$ratio" check="max_segment_bytes > 1500 with jumbo, <= 1460 at 1460" pass:="$(jbool "$ok")"
+}
+
+# ---------------------------------------------------------------------------
 # From ACTIVE to the first jumbo segment
 
 scenario_jumbo_time() {
@@ -837,6 +1009,68 @@ scenario_jumbo_time() {
 		max_segment_bytes_before:="$(jlist "${mb[@]}")" max_segment_bytes_end:="$(jlist "${ms[@]}")" rcvmss_steered:="$(jlist "${mm[@]}")" \
 		new_connection_jumbo_after_start_s:="$(jlist "${nj[@]}")" \
 		poll_ms:="$POLL_MS" watched_s:="$JT_LIMIT" target="< 1 s" pass:="$(jbool "$ok")"
+}
+
+# ---------------------------------------------------------------------------
+# From a blackhole to the withdrawal
+
+scenario_blackhole() {
+	local tb=lpst-bh run r bh=6 until detected=0 ok
+	local -a ra=() rl=() sa=() sl=() gp=() then=()
+	two_site_up "$tb"
+	write_timeline
+	write_analyser
+	until=$((bh + BH_LIMIT + 1))
+	for ((run = 1; run <= RUNS; run++)); do
+		local spec v
+		spec=$(flow_spec_json "$tb" "$until" \
+			"$(act flow 0 bg -- ip netns exec "$(ns "$tb" a1)" "$LP" bench lp://198.18.2.1:7070 -t "$((until + 1))s" --json)" \
+			"$(act open 3 -- "$LP" ticket open --from a1 --to b1 --flows "$FLOW" --bandwidth 1G --duration 1h --wait 10s --json)" \
+			"$(act blackhole "$bh" -- "$LP" testbed link set dedicated --blackhole --name "$tb")" \
+			"$(act up $((bh + BH_LIMIT)) -- "$LP" testbed link set dedicated --up --name "$tb")")
+		timeline "$tb" "$W/logs/bh-$run.json" "$spec"
+		r=$(python3 "$W/analyse.py" blackhole "$W/logs/bh-$run.json" "$STEER_BYTES" 2>"$W/logs/bh-$run.err") ||
+			die "blackhole run $run: $(last_line "$W/logs/bh-$run.err") (see $W/logs/bh-$run.json)"
+		printf '%s\n' "$r" >"$W/logs/bh-$run.result"
+		read -r -a v < <(jfields "$r" routed_after_s routed_after_lower_s reservation_after_s reservation_after_lower_s gap_s on_dedicated_before ticket)
+		ra+=("${v[0]}") rl+=("${v[1]}") sa+=("${v[2]}") sl+=("${v[3]}") gp+=("${v[4]}")
+		then+=("$(python3 -c 'import json, sys; r = json.loads(sys.argv[1])["reservation_then"]; print("-" if r is None else "%s%s/%s" % (r["state"], "+degraded" if r["degraded"] else "", r["path"] or "none"))' "$r")")
+		log "blackhole run $run/$RUNS: the flow on wan ${v[0]} s after the blackhole, the reservation off dedicated ${v[2]} s after (${then[-1]}); longest gap ${v[4]} s; dedicated's share before ${v[5]}"
+		timeout 30 "$LP" ticket close "${v[6]}" --reason "bench blackhole" >"$W/logs/close.out" 2>&1 ||
+			log "ticket close ${v[6]}: $(last_line "$W/logs/close.out")"
+		wait_unsteered "$tb" "${v[6]}"
+		sleep 1
+	done
+	teardown "$tb"
+
+	local -a rn=() sn=()
+	for r in "${ra[@]}"; do if [[ $r == null ]]; then rn+=("$BH_LIMIT"); else rn+=("$r") detected=1; fi; done
+	for r in "${sa[@]}"; do if [[ $r == null ]]; then sn+=("$BH_LIMIT"); else sn+=("$r") detected=1; fi; done
+	ok=$(awk -v a="$(fmax "${rn[@]}")" -v b="$(fmax "${sn[@]}")" -v n="${ra[*]} ${sa[*]}" 'BEGIN { print (a < 2 && b < 2 && n !~ /null/) }')
+	VERDICTS[blackhole]=$(verdict "$ok")
+	out ""
+	out "From a blackhole to the withdrawal: examples/two-site.yaml, a bench a1 -> b1 steered onto dedicated by a 1G ticket (wan cannot take it: it degrades)"
+	out "  flow:  ip netns exec lp-$tb-a1 lightpath bench lp://198.18.2.1:7070 -t $((until + 1))s;  at 3 s: lightpath ticket open ... --bandwidth 1G"
+	out "  at $bh s: lightpath testbed link set dedicated --blackhole   (carrier stays up);  at $((bh + BH_LIMIT)) s: --up"
+	out "  (testbed status --json and reserve show ID --json read every $POLL_MS ms; on wan = wan's ra>rb has taken $STEER_BYTES bytes; $RUNS runs; null: not within ${BH_LIMIT} s)"
+	if ((!detected)); then
+		out "  agents do not detect blackholes in this build: neither the flow nor the reservation left dedicated within ${BH_LIMIT} s in any run"
+	fi
+	out "$(printf '  %-44s %8s %8s   %s' measure median max "runs (s)")"
+	out "$(printf '  %-44s %7ss %7ss   %s   %s' "blackhole -> the flow's bytes on wan" "$(fmed "${rn[@]}")" "$(fmax "${rn[@]}")" "${ra[*]}" "(target < 2 s)")"
+	out "$(printf '  %-44s %8s %8s   %s' "  the read before it (lower bound)" "" "" "${rl[*]}")"
+	out "$(printf '  %-44s %7ss %7ss   %s   %s' "blackhole -> the reservation off dedicated" "$(fmed "${sn[@]}")" "$(fmax "${sn[@]}")" "${sa[*]}" "(target < 2 s)")"
+	out "$(printf '  %-44s %8s %8s   %s' "  the read before it (lower bound)" "" "" "${sl[*]}")"
+	out "$(printf '  %-44s %7ss %7ss   %s   %s' "the flow's longest gap from the blackhole" "$(fmed "${gp[@]}")" "$(fmax "${gp[@]}")" "${gp[*]}" "(informational)")"
+	out "  the reservation then (reserve show: state/path): ${then[*]}"
+	out "  verdict: ${VERDICTS[blackhole]}$( ((detected)) || printf ' (agents do not detect blackholes in this build)')"
+	emit_json scenario=blackhole measure=routed median_s:="$(fmed "${rn[@]}")" max_s:="$(fmax "${rn[@]}")" runs_s:="$(jlist "${ra[@]}")" \
+		lower_bounds_s:="$(jlist "${rl[@]}")" watched_s:="$BH_LIMIT" target="< 2 s"
+	emit_json scenario=blackhole measure=reservation median_s:="$(fmed "${sn[@]}")" max_s:="$(fmax "${sn[@]}")" runs_s:="$(jlist "${sa[@]}")" \
+		lower_bounds_s:="$(jlist "${sl[@]}")" watched_s:="$BH_LIMIT" target="< 2 s"
+	emit_json scenario=blackhole measure=gap median_s:="$(fmed "${gp[@]}")" max_s:="$(fmax "${gp[@]}")" runs_s:="$(jlist "${gp[@]}")"
+	emit_json scenario=blackhole detected:="$(jbool "$detected")" \
+		note="$(if ((detected)); then echo "detected"; else echo "agents do not detect blackholes in this build"; fi)" pass:="$(jbool "$ok")"
 }
 
 # ---------------------------------------------------------------------------
@@ -970,8 +1204,10 @@ main() {
 	if wanted mark; then scenario_mark; fi
 	if wanted activation; then scenario_activation; fi
 	if wanted cross; then scenario_cross; fi
+	if wanted jumbo; then scenario_jumbo; fi
 	if wanted jumbo-time; then scenario_jumbo_time; fi
 	if wanted moves; then scenario_moves; fi
+	if wanted blackhole; then scenario_blackhole; fi
 	out ""
 	out "Targets: $(for s in mark activation cross jumbo jumbo-time moves blackhole; do [[ -n ${VERDICTS[$s]:-} ]] && printf '%s %s  ' "$s" "${VERDICTS[$s]}"; done)"
 	out "Done in $((SECONDS - t0)) s; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
