@@ -60,6 +60,11 @@ type agent struct {
 	// its path, so each is sent once.
 	reported map[string]string
 	watched  *Watched
+	// probes probes the reservations' paths (nil: not probed); holes
+	// remembers, by path (probeTarget.Key), the link reported down for
+	// it.
+	probes *prober
+	holes  map[string]string
 }
 
 // Run reconciles until ctx ends: at every interval, at every start and
@@ -93,7 +98,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("agent: open network namespace: %w", err)
 	}
 	defer f.Close()
-	a := &agent{cfg: cfg, nsFd: int(f.Fd()), reported: map[string]string{}, linkDown: map[string]bool{}}
+	a := &agent{cfg: cfg, nsFd: int(f.Fd()), reported: map[string]string{}, linkDown: map[string]bool{}, holes: map[string]string{}}
 
 	changed := make(chan struct{}, 1)
 	go a.watch(ctx, changed)
@@ -113,6 +118,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if err := watchLinks(ctx, a.nsFd, changed); err != nil {
 		cfg.Log.Warn("links are checked at every round only", "err", err)
+	}
+	if p, err := startProber(ctx, cfg.NetNS, cfg.Node, cfg.Log, changed); err != nil {
+		cfg.Log.Warn("paths are not probed: a blackhole goes unnoticed", "err", err)
+	} else {
+		a.probes = p
 	}
 	for {
 		next, err := a.reconcile(ctx)
@@ -186,6 +196,12 @@ func (a *agent) reconcile(ctx context.Context) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("read the links: %w", err)
 	}
 	want = WithoutDown(want, down)
+	var paths []pathState
+	if a.probes != nil {
+		a.probes.set(probeTargets(a.topo, a.cfg.Node, work.Reservations, now))
+		paths = a.probes.states()
+	}
+	want = WithoutBroken(want, brokenDSCPs(paths))
 	want, cgErrs := WithCgroups(want)
 	for dscp, err := range cgErrs {
 		a.cfg.Log.Warn("marking by cgroup", "dscp", dscp, "err", err)
@@ -204,6 +220,7 @@ func (a *agent) reconcile(ctx context.Context) (time.Time, error) {
 			a.cfg.Log.Error("apply", "err", applyErr)
 		}
 	}
+	a.reportPaths(ctx, paths)
 	var next time.Time
 	for _, r := range work.Reservations {
 		for _, t := range []time.Time{r.Start, r.End} {
@@ -267,6 +284,60 @@ func (a *agent) reportLinks(ctx context.Context, down []string) {
 		a.linkDown[link] = isDown
 		a.cfg.Log.Info("link", "link", link, "down", isDown)
 	}
+}
+
+// reportPaths tells the controller of the paths whose probes changed
+// state: for a path gone down, a link of it (blame) down, with the reason
+// "blackhole: ..."; for a path back, that link up again. A path no longer
+// probed (its reservation moved or over) is forgotten.
+func (a *agent) reportPaths(ctx context.Context, paths []pathState) {
+	cleared := map[string]bool{}
+	for _, s := range paths {
+		if !s.Down && s.Answered {
+			for _, h := range s.Path {
+				cleared[h.Link] = true
+			}
+		}
+	}
+	probed := map[string]bool{}
+	for _, s := range paths {
+		probed[s.Key] = true
+		link, reported := a.holes[s.Key]
+		switch {
+		case s.Down && !reported:
+			link = blame(a.topo, s.Path, cleared)
+			why := blackholeReason(s.probeTarget, a.cfg.Node)
+			if _, err := a.cfg.Client.ReportLink(ctx, a.cfg.Node, link, false, why); err != nil {
+				a.cfg.Log.Warn("report link", "link", link, "down", true, "err", err)
+				continue
+			}
+			a.holes[s.Key] = link
+			a.cfg.Log.Info("link", "link", link, "down", true, "why", why)
+		case !s.Down && reported:
+			if _, err := a.cfg.Client.ReportLink(ctx, a.cfg.Node, link, true, ""); err != nil {
+				a.cfg.Log.Warn("report link", "link", link, "down", false, "err", err)
+				continue
+			}
+			delete(a.holes, s.Key)
+			a.cfg.Log.Info("link", "link", link, "down", false, "why", "probes answered on path "+pathString(s.Path))
+		}
+	}
+	for k := range a.holes {
+		if !probed[k] {
+			delete(a.holes, k)
+		}
+	}
+}
+
+// brokenDSCPs lists the DSCPs of the paths that are down.
+func brokenDSCPs(paths []pathState) []uint8 {
+	var out []uint8
+	for _, s := range paths {
+		if s.Down {
+			out = append(out, s.DSCP)
+		}
+	}
+	return out
 }
 
 // nodeDevs lists the node's link-end devices (where its classes go) and

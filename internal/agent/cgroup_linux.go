@@ -14,53 +14,25 @@ import (
 	"github.com/lightpath/lightpath/internal/cgroup2"
 )
 
-// maxTag is the longest rule comment the kernel keeps (NFT_USERDATA_MAXLEN
-// is 256 bytes, with its type and length).
-const maxTag = 250
-
-// WithCgroups resolves the cgroups that want's marking rules name: each
-// gets its cgroup's id (CgroupID), which the kernel matches. A rule whose
-// cgroup does not exist (or cannot be matched) is left out, and the reason
-// is returned under the DSCP it sets, so the agent can report it against
-// that reservation.
+// WithCgroups resolves the cgroups that want's marking rules name (see
+// withCgroups): each gets its cgroup's id (CgroupID), which the kernel
+// matches.
 func WithCgroups(want Plan) (Plan, map[uint8]error) {
-	var errs map[uint8]error
-	fail := func(dscp uint8, err error) {
-		if errs == nil {
-			errs = map[uint8]error{}
-		}
-		errs[dscp] = errors.Join(errs[dscp], err)
-	}
 	var root string
 	var rootErr error
-	out := want
-	out.Nft = nil
-	for _, r := range want.Nft {
-		if r.Flow.Cgroup == "" {
-			out.Nft = append(out.Nft, r)
-			continue
-		}
-		if len(r.tag()) > maxTag {
-			fail(r.SetDSCP, fmt.Errorf("flow %q is too long for a rule's comment (%d bytes of %d): use a shorter cgroup path", r.Flow, len(r.tag()), maxTag))
-			continue
-		}
+	return withCgroups(want, func(path string) (uint64, error) {
 		if root == "" && rootErr == nil {
 			root, rootErr = cgroup2.Mount()
 		}
 		if rootErr != nil {
-			fail(r.SetDSCP, fmt.Errorf("flow %q: %w", r.Flow, rootErr))
-			continue
+			return 0, rootErr
 		}
-		id, err := cgroupID(filepath.Join(root, r.Flow.Cgroup))
+		id, err := cgroupID(filepath.Join(root, path))
 		if err != nil {
-			fail(r.SetDSCP, fmt.Errorf("flow %q: cgroup %s: %w", r.Flow, r.Flow.Cgroup, err))
-			continue
+			return 0, fmt.Errorf("cgroup %s: %w", path, err)
 		}
-		r.CgroupID = id
-		out.Nft = append(out.Nft, r)
-	}
-	out.NftTable = len(out.Nft) > 0
-	return out, errs
+		return id, nil
+	})
 }
 
 // cgroupID is the id of the cgroup at dir: on cgroup2, its inode number.

@@ -1,6 +1,10 @@
 package agent
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/lightpath/lightpath/internal/topology"
+)
 
 // WithoutDown returns want without the policy routing that would send
 // packets out of a device whose carrier is gone (a reserved hop that is
@@ -29,5 +33,37 @@ func WithoutDown(want Plan, down []string) Plan {
 			out.Rules = append(out.Rules, r)
 		}
 	}
+	return out
+}
+
+// WithoutBroken returns want without the steering of the reservations
+// whose paths the probes found broken (by DSCP), as WithoutDown does for a
+// dead device: the marking of their flows (so no router steers their
+// packets by the DSCP), the ip rules that send their packets and their
+// sockets' route lookups to the reservation's table, and the rules that
+// turn the DSCP into that mark. The flows then take the routed path. What
+// the probes need stays, so they go on testing the path: the table's
+// routes, the probes' rules (ProbeRulePrio) and the classes.
+func WithoutBroken(want Plan, broken []uint8) Plan {
+	if len(broken) == 0 {
+		return want
+	}
+	out := want
+	out.Rules = nil
+	for _, r := range want.Rules {
+		d := r.Priority - topology.RulePrio
+		if d >= 0 && d <= topology.MaxDSCP && slices.Contains(broken, uint8(d)) {
+			continue
+		}
+		out.Rules = append(out.Rules, r)
+	}
+	out.Nft = nil
+	for _, r := range want.Nft {
+		if slices.Contains(broken, r.SetDSCP) || r.DSCP != 0 && slices.Contains(broken, r.DSCP) {
+			continue
+		}
+		out.Nft = append(out.Nft, r)
+	}
+	out.NftTable = len(out.Nft) > 0
 	return out
 }

@@ -66,7 +66,7 @@ func Fetch(nsFd int, devs []string) (Plan, error) {
 		}
 		for _, c := range cs {
 			hc, ok := c.(*netlink.HtbClass)
-			if maj, minor := netlink.MajorMinor(c.Attrs().Handle); ok && maj == 1 && minor >= topology.ClassBase {
+			if maj, minor := netlink.MajorMinor(c.Attrs().Handle); ok && maj == 1 && (minor >= topology.ClassBase || minor == topology.ProbeMinor) {
 				p.Classes = append(p.Classes, Class{Dev: dev, Minor: minor, Rate: hc.Rate * 8, Ceil: hc.Ceil * 8, Prio: hc.Prio})
 			}
 		}
@@ -81,12 +81,13 @@ func Fetch(nsFd int, devs []string) (Plan, error) {
 			}
 			a := f.Attrs()
 			maj, minor := netlink.MajorMinor(u.ClassId)
-			if !(maj == 1 && minor >= topology.ClassBase || a.Priority >= topology.FilterPrio4 && a.Priority < topology.FilterPrio6+64) {
+			if !(maj == 1 && (minor >= topology.ClassBase || minor == topology.ProbeMinor) ||
+				a.Priority >= topology.ProbeFilterPrio && a.Priority < topology.FilterPrio6+64) {
 				continue
 			}
 			x := Filter{Dev: dev, IPv6: a.Protocol == unix.ETH_P_IPV6, Prio: a.Priority, Minor: minor}
-			if u.Sel != nil && len(u.Sel.Keys) == 1 && u.Sel.Keys[0].Off == 0 {
-				x.Val, x.Mask = u.Sel.Keys[0].Val, u.Sel.Keys[0].Mask
+			if u.Sel != nil {
+				filterKeys(&x, u.Sel.Keys)
 			}
 			p.Filters = append(p.Filters, x)
 		}
@@ -105,7 +106,7 @@ func Fetch(nsFd int, devs []string) (Plan, error) {
 			return Plan{}, fmt.Errorf("ip rules: %w", err)
 		}
 		for _, r := range rules {
-			if r.Priority >= topology.RulePrio && r.Priority < topology.RulePrio+64 {
+			if r.Priority >= topology.ProbeRulePrio && r.Priority < topology.RulePrio+64 {
 				p.Rules = append(p.Rules, ipRule(r, fam == netlink.FAMILY_V6))
 			}
 		}
@@ -412,8 +413,62 @@ func nlFilter(f Filter, ifindex int) *netlink.U32 {
 	return &netlink.U32{
 		FilterAttrs: netlink.FilterAttrs{LinkIndex: ifindex, Parent: topology.HTBRoot, Priority: f.Prio, Protocol: proto},
 		ClassId:     netlink.MakeHandle(1, f.Minor),
-		Sel:         &netlink.TcU32Sel{Flags: netlink.TC_U32_TERMINAL, Keys: []netlink.TcU32Key{{Val: f.Val, Mask: f.Mask}}},
+		Sel:         &netlink.TcU32Sel{Flags: netlink.TC_U32_TERMINAL, Keys: u32Keys(f)},
 	}
+}
+
+// Where a u32 key looks, from the network header: the word holding the
+// protocol (IPv4's byte 9, IPv6's next header, byte 6) and the word of the
+// UDP ports after a header without options or extensions.
+const (
+	protoOff4, protoOff6 = 8, 4
+	portsOff4, portsOff6 = 20, 40
+)
+
+// u32Keys are f's keys: the first word's (the DSCP), then for a probe's
+// filter the protocol (UDP) and the port.
+func u32Keys(f Filter) []netlink.TcU32Key {
+	var keys []netlink.TcU32Key
+	if f.Mask != 0 || f.SPort == 0 && f.DPort == 0 {
+		keys = append(keys, netlink.TcU32Key{Val: f.Val, Mask: f.Mask})
+	}
+	if f.SPort == 0 && f.DPort == 0 {
+		return keys
+	}
+	pk, po := netlink.TcU32Key{Val: protoUDP << 16, Mask: 0x00ff0000, Off: protoOff4}, int32(portsOff4)
+	if f.IPv6 {
+		pk, po = netlink.TcU32Key{Val: protoUDP << 8, Mask: 0x0000ff00, Off: protoOff6}, portsOff6
+	}
+	keys = append(keys, pk)
+	if f.SPort != 0 {
+		keys = append(keys, netlink.TcU32Key{Val: uint32(f.SPort) << 16, Mask: 0xffff0000, Off: po})
+	}
+	if f.DPort != 0 {
+		keys = append(keys, netlink.TcU32Key{Val: uint32(f.DPort), Mask: 0x0000ffff, Off: po})
+	}
+	return keys
+}
+
+// filterKeys reads a filter's keys back into x. Keys that are not the
+// agent's leave x so that it differs from any filter the agent wants
+// (Diff then replaces it).
+func filterKeys(x *Filter, keys []netlink.TcU32Key) {
+	y := *x
+	y.Val, y.Mask = 0, 0
+	for _, k := range keys {
+		switch {
+		case k.Off == 0 && k.OffMask == 0:
+			y.Val, y.Mask = k.Val, k.Mask
+		case (k.Off == portsOff4 && !y.IPv6 || k.Off == portsOff6 && y.IPv6) && k.Mask == 0xffff0000:
+			y.SPort = uint16(k.Val >> 16)
+		case (k.Off == portsOff4 && !y.IPv6 || k.Off == portsOff6 && y.IPv6) && k.Mask == 0x0000ffff:
+			y.DPort = uint16(k.Val)
+		}
+	}
+	if !slices.Equal(keys, u32Keys(y)) {
+		y.Mask = ^uint32(0) // not what it seems: never equal to a wanted filter
+	}
+	*x = y
 }
 
 func nlRoute(r Route, ifindex int) *netlink.Route {

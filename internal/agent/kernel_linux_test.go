@@ -293,7 +293,11 @@ func TestKernelApply(t *testing.T) {
 
 	want := b.reconcile(t, []reserve.Reservation{r}, now)
 	for _, c := range b.fetch(t, "ra").Classes {
-		if c.Prio != ClassPrio {
+		if c.Minor == topology.ProbeMinor {
+			if c.Prio != 0 || c.Rate != ProbeRate {
+				t.Errorf("ra: the probes' class %+v reads back at htb priority %d, rate %d, want 0 and %d", c, c.Prio, c.Rate, ProbeRate)
+			}
+		} else if c.Prio != ClassPrio {
 			t.Errorf("ra: class %+v reads back at htb priority %d, want %d", c, c.Prio, ClassPrio)
 		}
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -63,7 +64,9 @@ type Class struct {
 
 // Filter is a u32 filter on root 1: that sends packets whose DSCP matches
 // to a class: "match ip tos (dscp<<2) 0xfc" for IPv4, the traffic class
-// in the first word of the IPv6 header for IPv6.
+// in the first word of the IPv6 header for IPv6. A probe's filter matches
+// UDP packets to or from a port instead ("match ip protocol 17 0xff match
+// ip dport PORT 0xffff", the header taken as 20 bytes, 40 for IPv6).
 type Filter struct {
 	Dev   string
 	IPv6  bool
@@ -71,6 +74,8 @@ type Filter struct {
 	Minor uint16 // the class
 	Val   uint32 // the key on the header's first 32-bit word (offset 0)
 	Mask  uint32
+	// SPort or DPort, when set, match UDP packets from or to that port.
+	SPort, DPort uint16
 }
 
 // Route is a route in a reservation's routing table.
@@ -239,6 +244,16 @@ func (p *Plan) addReservation(t *topology.Topology, node string, r reserve.Reser
 			Filter{Dev: end.Dev, Prio: topology.FilterPrio4 + uint16(r.DSCP), Minor: minor, Val: uint32(r.DSCP) << 18, Mask: 0x00fc0000},
 			Filter{Dev: end.Dev, IPv6: true, Prio: topology.FilterPrio6 + uint16(r.DSCP), Minor: minor, Val: uint32(r.DSCP) << 22, Mask: 0x0fc00000})
 	}
+	// The probes of the path (probe.go) have a class of their own on
+	// every egress of either direction, so that neither a full
+	// reservation nor unreserved traffic can starve them.
+	for _, h := range append(slices.Clone(fwd), rev...) {
+		if h.From != node {
+			continue
+		}
+		end, _ := h.link.End(node)
+		p.addProbeClass(end.Dev, h.link.Params.Rate)
+	}
 	// The route of an end host to the far end carries the reserved path's
 	// MTU; while the reservation is degraded (a link of its path down, or
 	// an agent on it gone), the smaller of that and the routed path's, so
@@ -274,6 +289,31 @@ func (p *Plan) addReservation(t *topology.Topology, node string, r reserve.Reser
 		p.Nft = append(p.Nft, NftRule{Chain: ChainMark, IPv6: v6, Flow: m, SetDSCP: r.DSCP})
 	}
 	return nil
+}
+
+// addProbeClass adds the probes' class on dev, a link of rate bits/s,
+// and its filters: ProbeRate guaranteed and at most, priority 0.
+func (p *Plan) addProbeClass(dev string, rate uint64) {
+	r := min(ProbeRate, rate/8*8)
+	p.Classes = append(p.Classes, Class{Dev: dev, Minor: topology.ProbeMinor, Rate: r, Ceil: r, Prio: 0})
+	prio := uint16(topology.ProbeFilterPrio)
+	for _, v6 := range []bool{false, true} {
+		p.Filters = append(p.Filters,
+			Filter{Dev: dev, IPv6: v6, Prio: prio, Minor: topology.ProbeMinor, DPort: ProbePort},
+			Filter{Dev: dev, IPv6: v6, Prio: prio + 1, Minor: topology.ProbeMinor, SPort: ProbePort})
+		prio += 2
+	}
+}
+
+// probeRules are the ip rules that send a reservation's probes and their
+// echoes (UDP to or from ProbePort, with the reservation's mark) to its
+// table.
+func probeRules(v6 bool, prio int, mark uint32, table int) []IPRule {
+	port := reserve.PortRange{Lo: ProbePort, Hi: ProbePort}
+	return []IPRule{
+		{IPv6: v6, Priority: prio, Mark: mark, Proto: protoUDP, DPort: port, Table: table},
+		{IPv6: v6, Priority: prio, Mark: mark, Proto: protoUDP, SPort: port, Table: table},
+	}
 }
 
 // selector is the ip rule that a socket's own route lookup for the
@@ -373,6 +413,10 @@ func (p *Plan) addSteer(t *topology.Topology, node string, dscp uint8, path []ho
 			}
 			p.Routes = append(p.Routes, rt)
 			p.Rules = append(p.Rules, IPRule{IPv6: v6, Priority: prio, Mark: mark, Table: table})
+			// The probes carry the mark too, and keep their way onto the
+			// path by these rules while the flows' steering is withdrawn
+			// (WithoutBroken): probes go to ProbePort, echoes come from it.
+			p.Rules = append(p.Rules, probeRules(v6, topology.ProbeRulePrio+int(dscp), mark, table)...)
 			if router {
 				p.Nft = append(p.Nft, NftRule{Chain: ChainSteerIn, IPv6: v6, DSCP: dscp, SetMark: mark})
 			}
@@ -498,3 +542,40 @@ func parseTag(s string) (NftRule, error) {
 	}
 	return r, nil
 }
+
+// withCgroups resolves the cgroups that want's marking rules name, through
+// resolve (a cgroup path below the hierarchy's root to its id, which the
+// kernel matches). A rule whose cgroup cannot be resolved is left out, and
+// the reason is returned under the DSCP it sets, so the agent can report
+// it against that reservation.
+func withCgroups(want Plan, resolve func(path string) (uint64, error)) (Plan, map[uint8]error) {
+	var errs map[uint8]error
+	out := want
+	out.Nft = nil
+	for _, r := range want.Nft {
+		if r.Flow.Cgroup == "" {
+			out.Nft = append(out.Nft, r)
+			continue
+		}
+		var err error
+		if n := len(r.tag()); n > maxTag {
+			err = fmt.Errorf("flow %q is too long for a rule's comment (%d bytes of %d): use a shorter cgroup path", r.Flow, n, maxTag)
+		} else if r.CgroupID, err = resolve(r.Flow.Cgroup); err != nil {
+			err = fmt.Errorf("flow %q: %w", r.Flow, err)
+		}
+		if err != nil {
+			if errs == nil {
+				errs = map[uint8]error{}
+			}
+			errs[r.SetDSCP] = errors.Join(errs[r.SetDSCP], err)
+			continue
+		}
+		out.Nft = append(out.Nft, r)
+	}
+	out.NftTable = len(out.Nft) > 0
+	return out, errs
+}
+
+// maxTag is the longest rule comment the kernel keeps (NFT_USERDATA_MAXLEN
+// is 256 bytes, with its type and length).
+const maxTag = 250

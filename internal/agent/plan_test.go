@@ -62,7 +62,14 @@ func summary(p Plan) []string {
 		out = append(out, fmt.Sprintf("class %s 1:%x prio %d rate %dM ceil %dM", c.Dev, c.Minor, c.Prio, c.Rate/1e6, c.Ceil/1e6))
 	}
 	for _, f := range p.Filters {
-		out = append(out, fmt.Sprintf("filter %s %s 1:%x", f.Dev, fam(f.IPv6), f.Minor))
+		l := fmt.Sprintf("filter %s %s 1:%x", f.Dev, fam(f.IPv6), f.Minor)
+		if f.SPort != 0 {
+			l += fmt.Sprintf(" udp sport %d", f.SPort)
+		}
+		if f.DPort != 0 {
+			l += fmt.Sprintf(" udp dport %d", f.DPort)
+		}
+		out = append(out, l)
 	}
 	for _, r := range p.Routes {
 		s := fmt.Sprintf("route %d %s via %s dev %s", r.Table, r.Dst, r.Via, r.Dev)
@@ -171,9 +178,32 @@ links:
 		return []string{fmt.Sprintf("nft steer-in ip dscp %d set mark %#x", dscp, 0x100+dscp),
 			fmt.Sprintf("nft steer-in ip6 dscp %d set mark %#x", dscp, 0x100+dscp)}
 	}
+	// Wherever a mark is steered, the probes are too (by their port).
 	rules := func(dscp int) []string {
-		return []string{fmt.Sprintf("rule ip %d fwmark %#x lookup %d", 10000+dscp, 0x100+dscp, 100+dscp),
-			fmt.Sprintf("rule ip6 %d fwmark %#x lookup %d", 10000+dscp, 0x100+dscp, 100+dscp)}
+		var out []string
+		for _, fam := range []string{"ip", "ip6"} {
+			for _, sel := range []string{"", " ipproto udp dport 7471", " ipproto udp sport 7471"} {
+				prio := 10000 + dscp
+				if sel != "" {
+					prio -= 64
+				}
+				out = append(out, fmt.Sprintf("rule %s %d fwmark %#x%s lookup %d", fam, prio, 0x100+dscp, sel, 100+dscp))
+			}
+		}
+		return out
+	}
+	// The probes' class on every egress of the path, either way.
+	probe := func(devs ...string) []string {
+		var out []string
+		for _, dev := range devs {
+			out = append(out, "class "+dev+" 1:ff prio 0 rate 1M ceil 1M")
+			for _, fam := range []string{"ip", "ip6"} {
+				for _, m := range []string{"sport", "dport"} {
+					out = append(out, "filter "+dev+" "+fam+" 1:ff udp "+m+" 7471")
+				}
+			}
+		}
+		return out
 	}
 	replace := func(l []string, old, new string) []string {
 		var out []string
@@ -188,15 +218,15 @@ links:
 			out = append(out, l...)
 		}
 		slices.Sort(out)
-		return out
+		return slices.Compact(out)
 	}
-	ra := cat(classes("dedicated", "1:10a", "500M", "2000M"), steerIn(10), rules(10), []string{
+	ra := cat(probe("dedicated", "a1-ra"), classes("dedicated", "1:10a", "500M", "2000M"), steerIn(10), rules(10), []string{
 		"route 110 198.18.2.1/32 via 198.19.0.22 dev dedicated",
 		"route 110 2001:2:0:2::1/128 via 2001:2:0:8006::2 dev dedicated",
 		"route 110 198.18.1.1/32 via 198.19.0.1 dev a1-ra",
 		"route 110 2001:2:0:1::1/128 via 2001:2:0:8001::1 dev a1-ra",
 	})
-	rb := cat(classes("b1-rb", "1:10a", "500M", "10000M"), steerIn(10), rules(10), []string{
+	rb := cat(probe("b1-rb", "dedicated"), classes("b1-rb", "1:10a", "500M", "10000M"), steerIn(10), rules(10), []string{
 		"route 110 198.18.2.1/32 via 198.19.0.9 dev b1-rb",
 		"route 110 2001:2:0:2::1/128 via 2001:2:0:8003::1 dev b1-rb",
 		"route 110 198.18.1.1/32 via 198.19.0.21 dev dedicated",
@@ -205,13 +235,13 @@ links:
 	// The end hosts: the flows' packets get the DSCP, and the sockets'
 	// own route lookups (by the flow's selectors, or a socket's mark) a
 	// route of the reserved path's MTU: 9000 all along.
-	a1 := cat(classes("a1-ra", "1:10a", "500M", "10000M"), rules(10), []string{
+	a1 := cat(probe("a1-ra"), classes("a1-ra", "1:10a", "500M", "10000M"), rules(10), []string{
 		"nft mark ip tcp 198.18.1.1 > 198.18.2.1:7070 set dscp 10",
 		"route 110 198.18.2.1/32 via 198.19.0.2 dev a1-ra src 198.18.1.1 mtu 9000",
 		"route 110 2001:2:0:2::1/128 via 2001:2:0:8001::2 dev a1-ra src 2001:2:0:1::1 mtu 9000",
 		"rule ip 10010 to 198.18.2.1/32 ipproto tcp dport 7070 lookup 110",
 	})
-	b1 := cat(rules(10), []string{
+	b1 := cat(probe("b1-rb"), rules(10), []string{
 		"nft mark ip tcp 198.18.2.1:7070 > 198.18.1.1 set dscp 10",
 		"route 110 198.18.1.1/32 via 198.19.0.10 dev b1-rb src 198.18.2.1 mtu 9000",
 		"route 110 2001:2:0:1::1/128 via 2001:2:0:8003::2 dev b1-rb src 2001:2:0:2::1 mtu 9000",
@@ -240,7 +270,7 @@ links:
 				// On a1, the selectors of the flows without a cgroup: a
 				// cgroup's sockets are steered by the mark they carry
 				// (the fwmark rule). The uid goes into the ip rule too.
-				"a1": cat(classes("a1-ra", "1:10a", "500M", "10000M"), rules(10), []string{
+				"a1": cat(probe("a1-ra"), classes("a1-ra", "1:10a", "500M", "10000M"), rules(10), []string{
 					"nft mark ip tcp 198.18.1.1 > 198.18.2.1:7070 uid 1000 set dscp 10",
 					"nft mark ip any 198.18.1.1 > 198.18.2.1 cgroup lightpath/run-1 set dscp 10",
 					"nft mark ip udp 198.18.1.1:5000-5010 > 198.18.2.0/24 set dscp 10",
@@ -251,7 +281,7 @@ links:
 					"rule ip 10010 to 198.18.2.0/24 ipproto udp sport 5000-5010 lookup 110",
 				}),
 				// On b1, every flow's reverse, whoever sends it.
-				"b1": cat(rules(10), []string{
+				"b1": cat(probe("b1-rb"), rules(10), []string{
 					"nft mark ip tcp 198.18.2.1:7070 > 198.18.1.1 set dscp 10",
 					"nft mark ip any 198.18.2.1 > 198.18.1.1 set dscp 10",
 					"nft mark ip udp 198.18.2.0/24 > 198.18.1.1:5000-5010 set dscp 10",
@@ -266,25 +296,25 @@ links:
 			}},
 		{"two reservations, two ids", twoSite, []reserve.Reservation{viaDedicated, second},
 			map[string][]string{"a1": a1, "b1": b1,
-				"ra": cat(ra, classes("dedicated", "1:10c", "1000M", "2000M"), steerIn(12), rules(12), []string{
+				"ra": cat(ra, probe("a2-ra"), classes("dedicated", "1:10c", "1000M", "2000M"), steerIn(12), rules(12), []string{
 					"route 112 198.18.2.2/32 via 198.19.0.22 dev dedicated",
 					"route 112 2001:2:0:2::2/128 via 2001:2:0:8006::2 dev dedicated",
 					"route 112 198.18.1.2/32 via 198.19.0.5 dev a2-ra",
 					"route 112 2001:2:0:1::2/128 via 2001:2:0:8002::1 dev a2-ra",
 				}),
-				"rb": cat(rb, classes("b2-rb", "1:10c", "1000M", "10000M"), steerIn(12), rules(12), []string{
+				"rb": cat(rb, probe("b2-rb"), classes("b2-rb", "1:10c", "1000M", "10000M"), steerIn(12), rules(12), []string{
 					"route 112 198.18.2.2/32 via 198.19.0.13 dev b2-rb",
 					"route 112 2001:2:0:2::2/128 via 2001:2:0:8004::1 dev b2-rb",
 					"route 112 198.18.1.2/32 via 198.19.0.21 dev dedicated",
 					"route 112 2001:2:0:1::2/128 via 2001:2:0:8006::1 dev dedicated",
 				}),
-				"a2": cat(classes("a2-ra", "1:10c", "1000M", "10000M"), rules(12), []string{
+				"a2": cat(probe("a2-ra"), classes("a2-ra", "1:10c", "1000M", "10000M"), rules(12), []string{
 					"nft mark ip udp 198.18.1.2 > 198.18.2.2:9000-9010 set dscp 12",
 					"route 112 198.18.2.2/32 via 198.19.0.6 dev a2-ra src 198.18.1.2 mtu 9000",
 					"route 112 2001:2:0:2::2/128 via 2001:2:0:8002::2 dev a2-ra src 2001:2:0:1::2 mtu 9000",
 					"rule ip 10012 to 198.18.2.2/32 ipproto udp dport 9000-9010 lookup 112",
 				}),
-				"b2": cat(rules(12), []string{
+				"b2": cat(probe("b2-rb"), rules(12), []string{
 					"nft mark ip udp 198.18.2.2:9000-9010 > 198.18.1.2 set dscp 12",
 					"route 112 198.18.1.2/32 via 198.19.0.14 dev b2-rb src 198.18.2.2 mtu 9000",
 					"route 112 2001:2:0:1::2/128 via 2001:2:0:8004::2 dev b2-rb src 2001:2:0:2::2 mtu 9000",
@@ -297,31 +327,31 @@ links:
 			map[string][]string{
 				// gva-chi, the routed path, has a 1500 MTU; the reserved
 				// one 9000 all along. An IPv6 flow: its selector is IPv6.
-				"gva1": cat(classes("gva1-gva", "1:114", "2000M", "10000M"), rules(20), []string{
+				"gva1": cat(probe("gva1-gva"), classes("gva1-gva", "1:114", "2000M", "10000M"), rules(20), []string{
 					"nft mark ip6 tcp 2001:2:0:1::2 > [2001:2:0:3::2]:7070 set dscp 20",
 					"route 120 198.18.3.2/32 via 198.19.0.2 dev gva1-gva src 198.18.1.2 mtu 9000",
 					"route 120 2001:2:0:3::2/128 via 2001:2:0:8001::2 dev gva1-gva src 2001:2:0:1::2 mtu 9000",
 					"rule ip6 10020 to 2001:2:0:3::2/128 ipproto tcp dport 7070 lookup 120",
 				}),
-				"gva": cat(classes("gva-ams", "1:114", "2000M", "2500M"), steerIn(20), rules(20), []string{
+				"gva": cat(probe("gva-ams", "gva1-gva"), classes("gva-ams", "1:114", "2000M", "2500M"), steerIn(20), rules(20), []string{
 					"route 120 198.18.3.2/32 via 198.19.0.22 dev gva-ams",
 					"route 120 2001:2:0:3::2/128 via 2001:2:0:8006::2 dev gva-ams",
 					"route 120 198.18.1.2/32 via 198.19.0.1 dev gva1-gva",
 					"route 120 2001:2:0:1::2/128 via 2001:2:0:8001::1 dev gva1-gva",
 				}),
-				"ams": cat(classes("ams-chi", "1:114", "2000M", "2500M"), steerIn(20), rules(20), []string{
+				"ams": cat(probe("ams-chi", "gva-ams"), classes("ams-chi", "1:114", "2000M", "2500M"), steerIn(20), rules(20), []string{
 					"route 120 198.18.3.2/32 via 198.19.0.26 dev ams-chi",
 					"route 120 2001:2:0:3::2/128 via 2001:2:0:8007::2 dev ams-chi",
 					"route 120 198.18.1.2/32 via 198.19.0.21 dev gva-ams",
 					"route 120 2001:2:0:1::2/128 via 2001:2:0:8006::1 dev gva-ams",
 				}),
-				"chi": cat(classes("chi1-chi", "1:114", "2000M", "10000M"), steerIn(20), rules(20), []string{
+				"chi": cat(probe("chi1-chi", "ams-chi"), classes("chi1-chi", "1:114", "2000M", "10000M"), steerIn(20), rules(20), []string{
 					"route 120 198.18.3.2/32 via 198.19.0.13 dev chi1-chi",
 					"route 120 2001:2:0:3::2/128 via 2001:2:0:8004::1 dev chi1-chi",
 					"route 120 198.18.1.2/32 via 198.19.0.25 dev ams-chi",
 					"route 120 2001:2:0:1::2/128 via 2001:2:0:8007::1 dev ams-chi",
 				}),
-				"chi1": cat(rules(20), []string{
+				"chi1": cat(probe("chi1-chi"), rules(20), []string{
 					"nft mark ip6 tcp [2001:2:0:3::2]:7070 > 2001:2:0:1::2 set dscp 20",
 					"route 120 198.18.1.2/32 via 198.19.0.14 dev chi1-chi src 198.18.3.2 mtu 9000",
 					"route 120 2001:2:0:1::2/128 via 2001:2:0:8004::2 dev chi1-chi src 2001:2:0:3::2 mtu 9000",
@@ -333,7 +363,7 @@ links:
 			map[string][]string{
 				// The rate is cut to the dedicated link's 1G.
 				// A flow of any protocol: its selector has none.
-				"h": cat(classes("h-r2", "1:11e", "1000M", "1000M"), rules(30), []string{
+				"h": cat(probe("h-r2"), classes("h-r2", "1:11e", "1000M", "1000M"), rules(30), []string{
 					"nft mark ip any 198.18.1.1 > 198.18.2.2 set dscp 30",
 					"nft steer-out ip dscp 30 set mark 0x11e",
 					"nft steer-out ip6 dscp 30 set mark 0x11e",
@@ -341,7 +371,7 @@ links:
 					"route 130 2001:2:0:2::2/128 via 2001:2:0:8004::2 dev h-r2 src 2001:2:0:1::1 mtu 1500",
 					"rule ip 10030 to 198.18.2.2/32 lookup 130",
 				}),
-				"r2": cat(classes("r2-x", "1:11e", "2000M", "10000M"), steerIn(30), rules(30), []string{
+				"r2": cat(probe("r2-x", "h-r2"), classes("r2-x", "1:11e", "2000M", "10000M"), steerIn(30), rules(30), []string{
 					"route 130 198.18.2.2/32 via 198.19.0.10 dev r2-x",
 					"route 130 2001:2:0:2::2/128 via 2001:2:0:8003::2 dev r2-x",
 					"route 130 198.18.1.1/32 via 198.19.0.13 dev h-r2",
@@ -349,7 +379,7 @@ links:
 				}),
 				// x's routes to h leave by r2-x, as the reverse path does.
 				// The reverse path's MTU: r2-x is 1500.
-				"x": cat(rules(30), []string{
+				"x": cat(probe("r2-x"), rules(30), []string{
 					"nft mark ip any 198.18.2.2 > 198.18.1.1 set dscp 30",
 					"route 130 198.18.1.1/32 via 198.19.0.9 dev r2-x src 198.18.2.2 mtu 1500",
 					"route 130 2001:2:0:1::1/128 via 2001:2:0:8003::1 dev r2-x src 2001:2:0:2::2 mtu 1500",
@@ -393,10 +423,21 @@ func TestDesiredFilters(t *testing.T) {
 	}
 	// tc's "match ip tos 0xb8 0xfc" for EF (46), and its IPv6 equivalent
 	// on the first word of the header (traffic class bits 20-27).
-	want := []Filter{
+	var want []Filter
+	for _, dev := range []string{"a1-ra", "wan"} {
+		// The probes' filters, ahead of the reservations': "match ip
+		// protocol 17 0xff match ip dport 7471 0xffff" and the like.
+		want = append(want,
+			Filter{Dev: dev, Prio: topology.ProbeFilterPrio, Minor: topology.ProbeMinor, DPort: ProbePort},
+			Filter{Dev: dev, Prio: topology.ProbeFilterPrio + 1, Minor: topology.ProbeMinor, SPort: ProbePort},
+			Filter{Dev: dev, IPv6: true, Prio: topology.ProbeFilterPrio + 2, Minor: topology.ProbeMinor, DPort: ProbePort},
+			Filter{Dev: dev, IPv6: true, Prio: topology.ProbeFilterPrio + 3, Minor: topology.ProbeMinor, SPort: ProbePort})
+	}
+	want = append(want, []Filter{
 		{Dev: "wan", Prio: topology.FilterPrio4 + 46, Minor: topology.ClassBase + 46, Val: 0x00b80000, Mask: 0x00fc0000},
 		{Dev: "wan", IPv6: true, Prio: topology.FilterPrio6 + 46, Minor: topology.ClassBase + 46, Val: 0x0b800000, Mask: 0x0fc00000},
-	}
+	}...)
+	want = sortUniq(want)
 	if !reflect.DeepEqual(p.Filters, want) {
 		t.Errorf("filters\n got %+v\nwant %+v", p.Filters, want)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/lightpath/lightpath/internal/reserve"
@@ -55,13 +56,26 @@ func (a Actor) ActsFor(node string) error {
 }
 
 // checkLinkEnd refuses a report by node's agent on a link that does not
-// end at node; the caller holds mu and has checked the link exists.
+// end at node, unless node probes a live reservation's path over it
+// (probes); the caller holds mu and has checked the link exists.
 func (c *Controller) checkLinkEnd(a Actor, node, link string) error {
 	l, _ := c.topo.Graph.Link(link)
-	if a.Role != reserve.RoleAdmin && l.A != node && l.B != node {
+	if a.Role != reserve.RoleAdmin && l.A != node && l.B != node && !c.probes(node, link) {
 		return forbidden(fmt.Sprintf("link %s joins %s and %s: node %s does not end it, so its agent cannot report it", link, l.A, l.B, node))
 	}
 	return nil
+}
+
+// probes reports whether node is on the path of a live reservation that
+// crosses link: its agent probes that path (docs/agent.md) and reports
+// the link it blames for a blackhole, or back up; the caller holds mu.
+func (c *Controller) probes(node, link string) bool {
+	for _, r := range c.live {
+		if slices.Contains(r.Nodes(), node) && slices.ContainsFunc(r.Path, func(h reserve.PathHop) bool { return h.Link == link }) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkUserNode checks a new user's node binding: agents only, and a

@@ -201,6 +201,46 @@ links:
 	h.create(controller.CreateInput{From: "a", To: "c", Bandwidth: 100 * mbit, Duration: time.Minute})
 }
 
+// TestLinkReportByProber: an agent on the path of a live reservation
+// reports a link of that path it does not end (its probes found the path a
+// blackhole): the reservation, with no other path, is degraded for the
+// link, and the same agent's report of the link back recovers it. Off the
+// path, the same report is refused.
+func TestLinkReportByProber(t *testing.T) {
+	const chain = `
+sites: [{name: s1}, {name: s2}]
+nodes:
+  - {name: a, site: s1}
+  - {name: b, site: s1, role: router}
+  - {name: c, site: s2}
+  - {name: d, site: s2}
+links:
+  - {name: ab, ends: [a, b], rate: 1G}
+  - {name: bc, ends: [b, c], rate: 1G}
+  - {name: bd, ends: [b, d], rate: 1G}
+`
+	h := newHarness(t, chain)
+	r := h.create(controller.CreateInput{From: "a", To: "c", Bandwidth: 100 * mbit, Duration: time.Hour})
+	h.at(t0)
+	const why = "blackhole: 5 probes lost on path ab,bc (reservation R, a to c)"
+	if _, err := h.c.LinkDown(h.ctx, agentOf("d"), "d", "bc", why); err == nil || !strings.Contains(err.Error(), "node d does not end it") {
+		t.Fatalf("d, off the path, reports bc down: %v", err)
+	}
+	moved, err := h.c.LinkDown(h.ctx, agentOf("a"), "a", "bc", why)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(moved) != 1 || !moved[0].Degraded || !strings.Contains(moved[0].DegradedReason, "link bc down at a") || !strings.Contains(moved[0].DegradedReason, why) {
+		t.Fatalf("after a's report: %+v, want r degraded for bc with the probes' reason", moved)
+	}
+	if err := h.c.LinkUp(h.ctx, agentOf("a"), "a", "bc"); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.get(r.ID); got.Degraded {
+		t.Fatalf("after a's report of bc back: still degraded %q", got.DegradedReason)
+	}
+}
+
 // TestRerouteAround pins the alerting rule's reroute: reservations in
 // their window on the named links move to another path with room; one
 // that no other path can carry stays where it is and is not degraded (a

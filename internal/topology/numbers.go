@@ -37,6 +37,19 @@ const (
 	TableBase = 100
 	// RulePrio + DSCP is the priority of that ip rule (both families).
 	RulePrio = 10000
+	// ProbeMinor is the htb class (1:ff) of the agents' path probes, one
+	// per egress device that carries a reservation, and ProbeFilterPrio
+	// to ProbeFilterPrio+3 the priorities of the u32 filters that send the
+	// probes (UDP to or from ProbePort, IPv4 and IPv6) to it, ahead of the
+	// reservations' filters.
+	ProbeMinor      = 0xff
+	ProbeFilterPrio = 0xfc
+	// ProbeRulePrio + DSCP is the priority of the ip rules that send the
+	// probes of the reservation (UDP to or from ProbePort, with its mark)
+	// to its table: apart from RulePrio's, so that either can be deleted
+	// without the other (the kernel deletes the first rule that matches
+	// what a request names).
+	ProbeRulePrio = RulePrio - 64
 	// MaxDSCP is the largest DSCP, so each range above holds MaxDSCP+1
 	// numbers from its base.
 	MaxDSCP = 63

@@ -1,0 +1,306 @@
+package agent
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/topology"
+)
+
+// Path probes: a path can be up, every carrier on it present, and still
+// drop everything (a blackhole). So the agents probe each ACTIVE
+// reservation's path in band: the agent at one end sends a small UDP
+// datagram to the agent at the other end every ProbePeriod, marked like the
+// reservation's flows (its DSCP in the IP header, the firewall mark
+// MarkBase+DSCP on the socket) so that it takes the reserved path, and the
+// far agent sends it back the same way. ProbeLosses probes in a row without
+// an echo within their period mean the path is down: the agent withdraws
+// its steering of the reservation (WithoutBroken) and reports a link of the
+// path down to the controller; ProbeUps echoes in a row bring it back.
+// docs/agent.md describes it.
+const (
+	// ProbePort is the UDP port each agent answers probes on, in its
+	// node's namespace (IPv4 and IPv6).
+	ProbePort = 7471
+	// ProbePeriod is how often a path is probed, and how long an echo
+	// may take.
+	ProbePeriod = 200 * time.Millisecond
+	// ProbeLosses probes lost in a row take a path down; ProbeUps echoes
+	// in a row bring it back.
+	ProbeLosses = 5
+	ProbeUps    = 3
+	// ProbeRate is the rate (bits/s) of the probes' htb class, 1:ff,
+	// guaranteed and at most, on every egress of a reserved path.
+	ProbeRate = 1_000_000
+)
+
+// A probe on the wire (the UDP payload, big-endian): "LPPB", the kind
+// (probeAsk, or probeEcho on the way back), the reservation's DSCP, two
+// zero bytes, the prober's token and the probe's sequence number.
+const (
+	probeMagic = "LPPB"
+	probeLen   = 24
+	probeAsk   = 1
+	probeEcho  = 2
+)
+
+type probeMsg struct {
+	Kind  byte
+	DSCP  uint8
+	Token uint64
+	Seq   uint64
+}
+
+func (m probeMsg) marshal() []byte {
+	b := make([]byte, probeLen)
+	copy(b, probeMagic)
+	b[4], b[5] = m.Kind, m.DSCP
+	binary.BigEndian.PutUint64(b[8:], m.Token)
+	binary.BigEndian.PutUint64(b[16:], m.Seq)
+	return b
+}
+
+var errNotProbe = errors.New("not a lightpath probe")
+
+func parseProbe(b []byte) (probeMsg, error) {
+	if len(b) != probeLen || string(b[:4]) != probeMagic || b[6] != 0 || b[7] != 0 {
+		return probeMsg{}, errNotProbe
+	}
+	m := probeMsg{Kind: b[4], DSCP: b[5], Token: binary.BigEndian.Uint64(b[8:]), Seq: binary.BigEndian.Uint64(b[16:])}
+	if m.Kind != probeAsk && m.Kind != probeEcho || m.DSCP == 0 || m.DSCP > topology.MaxDSCP {
+		return probeMsg{}, errNotProbe
+	}
+	return m, nil
+}
+
+// Transition is what an event did to a path's state.
+type Transition int
+
+// Transitions.
+const (
+	Unchanged Transition = iota
+	WentDown
+	WentUp
+)
+
+func (t Transition) String() string {
+	return [...]string{"unchanged", "down", "up"}[t]
+}
+
+// Detector judges one path from its probes, a pure state machine: feed it
+// every probe sent (Sent), every echo received (Echo) and the clock (Tick).
+// A probe is lost when no echo came within Period of sending it; Losses
+// lost in a row take the path down, and then Ups answered in a row bring
+// it back. A probe is judged at the first Tick a Period after it was sent,
+// or when the next one is sent, whichever comes first.
+type Detector struct {
+	Period      time.Duration
+	Losses, Ups int
+
+	seq     uint64
+	sentAt  time.Time
+	pending bool // the last probe sent is not judged yet
+	lost    int  // lost in a row
+	got     int  // answered in a row
+	down    bool
+}
+
+// NewDetector is a Detector with the agents' numbers.
+func NewDetector() *Detector {
+	return &Detector{Period: ProbePeriod, Losses: ProbeLosses, Ups: ProbeUps}
+}
+
+// Down reports whether the path is down.
+func (d *Detector) Down() bool { return d.down }
+
+// Answered reports whether the last probe judged was answered.
+func (d *Detector) Answered() bool { return d.got > 0 }
+
+// Lost is the number of probes lost in a row.
+func (d *Detector) Lost() int { return d.lost }
+
+// Sent records probe seq sent at at, judging the one before it if that
+// is still pending (its echo did not come).
+func (d *Detector) Sent(seq uint64, at time.Time) Transition {
+	tr := Unchanged
+	if d.pending {
+		tr = d.lose()
+	}
+	d.seq, d.sentAt, d.pending = seq, at, true
+	return tr
+}
+
+// Echo records the echo of probe seq received at at. Only the echo of the
+// pending probe within its period counts: a late one, or one of an older
+// probe, is ignored.
+func (d *Detector) Echo(seq uint64, at time.Time) Transition {
+	if !d.pending || seq != d.seq || at.Sub(d.sentAt) > d.Period {
+		return Unchanged
+	}
+	d.pending = false
+	d.lost = 0
+	d.got++
+	if d.down && d.got >= d.Ups {
+		d.down = false
+		return WentUp
+	}
+	return Unchanged
+}
+
+// Tick judges the pending probe once its period is over at now.
+func (d *Detector) Tick(now time.Time) Transition {
+	if !d.pending || now.Sub(d.sentAt) < d.Period {
+		return Unchanged
+	}
+	return d.lose()
+}
+
+func (d *Detector) lose() Transition {
+	d.pending = false
+	d.got = 0
+	d.lost++
+	if !d.down && d.lost >= d.Losses {
+		d.down = true
+		return WentDown
+	}
+	return Unchanged
+}
+
+// probeTarget is a path this node probes: the path of reservation ID,
+// towards node Far at Addr.
+type probeTarget struct {
+	// Key names the reservation and its path: a reservation moved to
+	// another path is probed afresh.
+	Key  string
+	ID   string
+	DSCP uint8
+	Path []reserve.PathHop
+	Far  string
+	Addr netip.Addr
+}
+
+// pathState is what the agent reads of a probed path: down or not, and
+// whether its last probe judged was answered.
+type pathState struct {
+	probeTarget
+	Down     bool
+	Answered bool
+	Since    time.Time
+}
+
+// probeTargets lists the paths node probes among rs at now: those of the
+// ACTIVE reservations in their window with a DSCP. The first node of the
+// path that has an agent (the from node, as a rule) probes the to node,
+// and the to node probes it back, so each end learns of a blackhole in
+// either direction and withdraws its own steering; both ends need agents
+// (the far agent answers).
+func probeTargets(t *topology.Topology, node string, rs []reserve.Reservation, now time.Time) []probeTarget {
+	var out []probeTarget
+	for _, r := range rs {
+		if r.State != reserve.StateActive || now.Before(r.Start) || !now.Before(r.End) || r.DSCP == 0 || len(r.Path) == 0 {
+			continue
+		}
+		managed := func(n string) bool { return slices.Contains(r.ManagedNodes, n) }
+		first := ""
+		for _, n := range append([]string{r.From}, pathNodes(r.Path)...) {
+			if managed(n) {
+				first = n
+				break
+			}
+		}
+		if first == "" || first == r.To || !managed(r.To) {
+			continue
+		}
+		far := ""
+		switch node {
+		case first:
+			far = r.To
+		case r.To:
+			if first == r.From {
+				far = r.From
+			}
+		}
+		if far == "" {
+			continue
+		}
+		addr, ok := probeAddr(t, node, far)
+		if !ok {
+			continue
+		}
+		out = append(out, probeTarget{Key: r.ID + " " + pathString(r.Path), ID: r.ID, DSCP: r.DSCP, Path: r.Path, Far: far, Addr: addr})
+	}
+	return out
+}
+
+// pathNodes lists the nodes a path reaches, hop by hop.
+func pathNodes(path []reserve.PathHop) []string {
+	out := make([]string, len(path))
+	for i, h := range path {
+		out[i] = h.To
+	}
+	return out
+}
+
+// pathString names a path by its links, as --path takes it.
+func pathString(path []reserve.PathHop) string {
+	ls := make([]string, len(path))
+	for i, h := range path {
+		ls[i] = h.Link
+	}
+	return strings.Join(ls, ",")
+}
+
+// probeAddr is the address node probes far at: IPv4 when both have one,
+// else IPv6.
+func probeAddr(t *topology.Topology, node, far string) (netip.Addr, bool) {
+	n, ok1 := t.Node(node)
+	f, ok2 := t.Node(far)
+	switch {
+	case !ok1 || !ok2:
+		return netip.Addr{}, false
+	case n.IPv4.IsValid() && f.IPv4.IsValid():
+		return f.IPv4, true
+	case n.IPv6.IsValid() && f.IPv6.IsValid():
+		return f.IPv6, true
+	}
+	return netip.Addr{}, false
+}
+
+// blame picks the link of path to report down when its probes are lost: a
+// probe cannot tell which link dropped it, so it is the first link between
+// two sites (where a dedicated circuit is) that cleared does not hold (the
+// links of other paths whose probes are answered), else the first link
+// that cleared does not hold, else the first link between two sites, else
+// the first link.
+func blame(t *topology.Topology, path []reserve.PathHop, cleared map[string]bool) string {
+	if len(path) == 0 {
+		return ""
+	}
+	interSite := func(h reserve.PathHop) bool {
+		a, ok1 := t.Node(h.From)
+		b, ok2 := t.Node(h.To)
+		return ok1 && ok2 && a.Site != b.Site
+	}
+	for _, pick := range []func(reserve.PathHop) bool{
+		func(h reserve.PathHop) bool { return interSite(h) && !cleared[h.Link] },
+		func(h reserve.PathHop) bool { return !cleared[h.Link] },
+		interSite,
+	} {
+		if i := slices.IndexFunc(path, pick); i >= 0 {
+			return path[i].Link
+		}
+	}
+	return path[0].Link
+}
+
+// blackholeReason is what the agent tells the controller of a path whose
+// probes are lost.
+func blackholeReason(tg probeTarget, node string) string {
+	return fmt.Sprintf("blackhole: %d probes lost on path %s (reservation %s, %s to %s)", ProbeLosses, pathString(tg.Path), tg.ID, node, tg.Far)
+}

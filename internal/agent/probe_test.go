@@ -1,0 +1,250 @@
+package agent
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/reserve"
+)
+
+// TestDetector feeds the detector scripts of probes sent, echoes and clock
+// ticks (times in milliseconds) and checks each transition.
+func TestDetector(t *testing.T) {
+	type ev struct {
+		kind string // "send", "echo", "tick"
+		seq  uint64
+		ms   int
+		want Transition
+	}
+	// every sends probe seq at 200·seq ms and, if answered, its echo 30
+	// ms later; then ticks just past its period.
+	every := func(from, to uint64, answered bool, last Transition) []ev {
+		var out []ev
+		for s := from; s <= to; s++ {
+			out = append(out, ev{"send", s, int(200 * s), Unchanged})
+			if answered {
+				out = append(out, ev{"echo", s, int(200*s) + 30, Unchanged})
+			}
+			out = append(out, ev{"tick", 0, int(200*s) + 200, Unchanged})
+		}
+		if last != Unchanged {
+			if answered {
+				out[len(out)-2].want = last
+			} else {
+				out[len(out)-1].want = last
+			}
+		}
+		return out
+	}
+	cat := func(ls ...[]ev) []ev {
+		var out []ev
+		for _, l := range ls {
+			out = append(out, l...)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name     string
+		script   []ev
+		down     bool
+		lost     int
+		answered bool
+	}{
+		{"all answered", every(1, 20, true, Unchanged), false, 0, true},
+		{"four lost are not five", cat(every(1, 3, true, Unchanged), every(4, 7, false, Unchanged), every(8, 9, true, Unchanged)), false, 0, true},
+		{"five lost in a row: down at the fifth's deadline", cat(every(1, 3, true, Unchanged), every(4, 8, false, WentDown)), true, 5, false},
+		{"lost on and on: down once", cat(every(1, 5, false, WentDown), every(6, 20, false, Unchanged)), true, 20, false},
+		{"losses with an answer between never add up", cat(every(1, 4, false, Unchanged), every(5, 5, true, Unchanged), every(6, 9, false, Unchanged)), false, 4, false},
+		{"down, then three answered: up", cat(every(1, 5, false, WentDown), every(6, 7, true, Unchanged), every(8, 8, true, WentUp)), false, 0, true},
+		{"down, two answered and a loss: still down", cat(every(1, 5, false, WentDown), every(6, 7, true, Unchanged), every(8, 8, false, Unchanged), every(9, 10, true, Unchanged)), true, 0, true},
+		{"a late echo (after its period) is a loss", cat(every(1, 4, false, Unchanged), []ev{
+			{"send", 5, 1000, Unchanged}, {"echo", 5, 1201, Unchanged}, {"tick", 0, 1200, WentDown}}), true, 5, false},
+		{"an echo of an older probe does not count", cat(every(1, 4, false, Unchanged), []ev{
+			{"send", 5, 1000, Unchanged}, {"echo", 4, 1010, Unchanged}, {"tick", 0, 1200, WentDown}}), true, 5, false},
+		{"a probe not ticked is judged when the next is sent", []ev{
+			{"send", 1, 0, Unchanged}, {"send", 2, 190, Unchanged}, {"send", 3, 380, Unchanged}, {"send", 4, 570, Unchanged},
+			{"send", 5, 760, Unchanged}, {"send", 6, 950, WentDown}}, true, 5, false},
+		{"a tick before the period judges nothing", []ev{
+			{"send", 1, 0, Unchanged}, {"tick", 0, 199, Unchanged}, {"echo", 1, 199, Unchanged}, {"tick", 0, 400, Unchanged}}, false, 0, true},
+		{"an echo twice counts once", cat(every(1, 5, false, WentDown), []ev{
+			{"send", 6, 1200, Unchanged}, {"echo", 6, 1210, Unchanged}, {"echo", 6, 1220, Unchanged}, {"echo", 6, 1230, Unchanged}}), true, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := NewDetector()
+			base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			for i, e := range tc.script {
+				at := base.Add(time.Duration(e.ms) * time.Millisecond)
+				var got Transition
+				switch e.kind {
+				case "send":
+					got = d.Sent(e.seq, at)
+				case "echo":
+					got = d.Echo(e.seq, at)
+				case "tick":
+					got = d.Tick(at)
+				}
+				if got != e.want {
+					t.Fatalf("event %d (%s %d at %d ms): %v, want %v", i, e.kind, e.seq, e.ms, got, e.want)
+				}
+			}
+			if d.Down() != tc.down || d.Lost() != tc.lost || d.Answered() != tc.answered {
+				t.Errorf("at the end: down %v lost %d answered %v, want %v %d %v", d.Down(), d.Lost(), d.Answered(), tc.down, tc.lost, tc.answered)
+			}
+		})
+	}
+}
+
+func TestProbeWire(t *testing.T) {
+	m := probeMsg{Kind: probeAsk, DSCP: 46, Token: 0x0102030405060708, Seq: 42}
+	b := m.marshal()
+	if len(b) != probeLen || string(b[:4]) != "LPPB" {
+		t.Fatalf("marshal: %x", b)
+	}
+	if got, err := parseProbe(b); err != nil || got != m {
+		t.Fatalf("parse: %+v, %v; want %+v", got, err, m)
+	}
+	for name, bad := range map[string][]byte{
+		"short":     b[:23],
+		"long":      append(slices.Clone(b), 0),
+		"magic":     append([]byte("LPPC"), b[4:]...),
+		"kind 3":    append(append([]byte{}, b[:4]...), append([]byte{3}, b[5:]...)...),
+		"DSCP 0":    append(append([]byte{}, b[:5]...), append([]byte{0}, b[6:]...)...),
+		"DSCP 64":   append(append([]byte{}, b[:5]...), append([]byte{64}, b[6:]...)...),
+		"not zeros": append(append([]byte{}, b[:6]...), append([]byte{1}, b[7:]...)...),
+	} {
+		if _, err := parseProbe(bad); err == nil {
+			t.Errorf("%s: %x parsed", name, bad)
+		}
+	}
+}
+
+func FuzzParseProbe(f *testing.F) {
+	f.Add(probeMsg{Kind: probeEcho, DSCP: 10, Token: 7, Seq: 9}.marshal())
+	f.Add([]byte("LPPB"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := parseProbe(b)
+		if err != nil {
+			return
+		}
+		if back := m.marshal(); string(back) != string(b) {
+			t.Fatalf("%x parses as %+v, which marshals as %x", b, m, back)
+		}
+	})
+}
+
+func TestProbeTargets(t *testing.T) {
+	tp := loadTopo(t, "../../examples/two-site.yaml")
+	all := []string{"a1", "b1", "ra", "rb"}
+	r := resv("r1", "a1", "b1", 10, 500e6, "tcp 198.18.1.1 > 198.18.2.1:7070", "a1-ra:a1>ra", "dedicated:ra>rb", "b1-rb:rb>b1")
+	r.State, r.ManagedNodes = reserve.StateActive, all
+	unmanagedFrom := r
+	unmanagedFrom.ManagedNodes = []string{"b1", "ra", "rb"}
+	unmanagedTo := r
+	unmanagedTo.ManagedNodes = []string{"a1", "ra", "rb"}
+	reserved := r
+	reserved.State = reserve.StateReserved
+	over := r
+	over.End = t0
+	for _, tc := range []struct {
+		name string
+		r    reserve.Reservation
+		want map[string]string // node → "far address"
+	}{
+		{"both ends probe each other", r, map[string]string{"a1": "b1 198.18.2.1", "b1": "a1 198.18.1.1"}},
+		{"from not managed: the first managed node probes the to node", unmanagedFrom, map[string]string{"ra": "b1 198.18.2.1"}},
+		{"to not managed: nobody can answer", unmanagedTo, nil},
+		{"not ACTIVE yet", reserved, nil},
+		{"over", over, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, n := range tp.Nodes {
+				ts := probeTargets(tp, n.Name, []reserve.Reservation{tc.r}, t0)
+				var got []string
+				for _, x := range ts {
+					got = append(got, x.Far+" "+x.Addr.String())
+					if x.Key != "r1 a1-ra,dedicated,b1-rb" || x.DSCP != 10 || x.ID != "r1" {
+						t.Errorf("%s: target %+v", n.Name, x)
+					}
+				}
+				want := tc.want[n.Name]
+				if want == "" && len(got) != 0 || want != "" && (len(got) != 1 || got[0] != want) {
+					t.Errorf("%s probes %v, want %q", n.Name, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestBlame(t *testing.T) {
+	tp := loadTopo(t, "../../examples/two-site.yaml")
+	path := resv("r", "a1", "b1", 1, 1, "", "a1-ra:a1>ra", "dedicated:ra>rb", "b1-rb:rb>b1").Path
+	for _, tc := range []struct {
+		cleared []string
+		want    string
+	}{
+		{nil, "dedicated"},
+		{[]string{"a1-ra"}, "dedicated"},
+		{[]string{"dedicated"}, "a1-ra"},
+		{[]string{"dedicated", "a1-ra"}, "b1-rb"},
+		{[]string{"dedicated", "a1-ra", "b1-rb"}, "dedicated"},
+	} {
+		cleared := map[string]bool{}
+		for _, l := range tc.cleared {
+			cleared[l] = true
+		}
+		if got := blame(tp, path, cleared); got != tc.want {
+			t.Errorf("cleared %v: blame %s, want %s", tc.cleared, got, tc.want)
+		}
+	}
+	local := resv("r", "a1", "a2", 1, 1, "", "a1-ra:a1>ra", "a2-ra:ra>a2").Path
+	if got := blame(tp, local, map[string]bool{"a1-ra": true}); got != "a2-ra" {
+		t.Errorf("within a site: blame %s, want a2-ra", got)
+	}
+	tg := probeTarget{ID: "r1", Path: path, Far: "b1"}
+	if got, want := blackholeReason(tg, "a1"), "blackhole: 5 probes lost on path a1-ra,dedicated,b1-rb (reservation r1, a1 to b1)"; got != want {
+		t.Errorf("reason %q, want %q", got, want)
+	}
+}
+
+// TestWithoutBroken: a reservation whose path is broken loses the steering
+// of its flows at this node (marking, rules, marks by DSCP) but keeps what
+// its probes need (the table's routes, the probes' rules) and its classes;
+// another reservation keeps everything.
+func TestWithoutBroken(t *testing.T) {
+	tp := loadTopo(t, "../../examples/two-site.yaml")
+	r1 := resv("r1", "a1", "b1", 10, 500e6, "tcp 198.18.1.1 > 198.18.2.1:7070", "a1-ra:a1>ra", "dedicated:ra>rb", "b1-rb:rb>b1")
+	r2 := resv("r2", "a1", "b2", 12, 100e6, "udp 198.18.1.1 > 198.18.2.2:9000", "a1-ra:a1>ra", "wan:ra>rb", "b2-rb:rb>b2")
+	for _, node := range []string{"a1", "ra"} {
+		want, err := Desired(tp, node, []reserve.Reservation{r1, r2}, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := WithoutBroken(want, nil); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: nothing broken changed the plan", node)
+		}
+		got := WithoutBroken(want, []uint8{10})
+		has := func(p Plan, s string) bool {
+			return slices.ContainsFunc(summary(p), func(l string) bool { return strings.Contains(l, s) })
+		}
+		for _, s := range []string{"fwmark 0x10a lookup 110", "to 198.18.2.1/32", "set dscp 10", "dscp 10 set mark"} {
+			if has(got, s) {
+				t.Errorf("%s: %q left with r1's path broken:\n%s", node, s, strings.Join(summary(got), "\n"))
+			}
+		}
+		for _, s := range []string{"9946 fwmark 0x10a ipproto udp dport 7471 lookup 110", "9946 fwmark 0x10a ipproto udp sport 7471 lookup 110",
+			"route 110 198.18.2.1/32", "1:10a", "1:ff", "fwmark 0x10c lookup 112"} {
+			if has(want, s) && !has(got, s) {
+				t.Errorf("%s: %q gone with r1's path broken", node, s)
+			}
+		}
+		if !has(want, "9946 fwmark 0x10a ipproto udp dport 7471") {
+			t.Errorf("%s: no probe rule in the plan:\n%s", node, strings.Join(summary(want), "\n"))
+		}
+		if got.NftTable != (len(got.Nft) > 0) {
+			t.Errorf("%s: NftTable %v with %d rules", node, got.NftTable, len(got.Nft))
+		}
+	}
+}

@@ -1,0 +1,171 @@
+//go:build linux
+
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestAgentBlackhole blackholes the dedicated link under a reserved copy
+// (issue 18, part 4): the carrier stays up, so only the agents' path
+// probes can tell. a1 and b1 probe each other every 200 ms over the
+// reserved path; after five probes lost in a row each withdraws its
+// steering of the reservation (its ip rule at priority 10000+DSCP goes)
+// and reports the link down, within two seconds of the blackhole. wan has
+// no room for the reservation (a filler holds it), so the controller
+// degrades it for dedicated; the copy finishes, verified, on the routed
+// path. With the link restored the probes are answered again: the link is
+// reported up, the reservation recovers and the steering comes back.
+func TestAgentBlackhole(t *testing.T) {
+	skipUnlessNetRoot(t)
+	a := upAgentBed(t)
+	// 500 Mbit/s makes the copy last long enough to be blackholed in the
+	// middle.
+	a.linkSet("dedicated", "--rate", "500M")
+	srcDir, dstDir := scratchDir(t), scratchDir(t)
+	src := filepath.Join(srcDir, "data.bin")
+	const size = 300 << 20
+	writeRandom(t, src, size, 43)
+	a.serveIn("b1", "198.18.2.1:7070", dstDir, "--stall-timeout", "3s")
+	// wan (900 Mbit/s reservable) keeps 100 Mbit/s free: the reservation
+	// cannot move there.
+	a.reserveActive(a.c.adminTok, "a2", "b2", "800M", "tcp 198.18.1.2 > 198.18.2.2:7070", "a2-ra,wan,b2-rb")
+	r := a.reserveActive(a.c.adminTok, "a1", "b1", "400M", "tcp 198.18.1.1 > 198.18.2.1:7070", "a1-ra,dedicated,b1-rb")
+	prio := strconv.Itoa(10000 + r.DSCP)
+	probePrio := strconv.Itoa(10000 - 64 + r.DSCP)
+
+	// steered says whether node holds the reservation's steering rule.
+	ns := func(node string) string { return "lp-" + a.name + "-" + node }
+	steered := func(node string) bool {
+		out, err := exec.Command("ip", "netns", "exec", ns(node), "ip", "-4", "rule", "show", "pref", prio).Output()
+		if err != nil {
+			t.Fatalf("ip rule in %s: %v", node, err)
+		}
+		return strings.TrimSpace(string(out)) != ""
+	}
+	for _, n := range []string{"a1", "b1"} {
+		if !steered(n) {
+			t.Fatalf("%s holds no rule at priority %s with the reservation ACTIVE", n, prio)
+		}
+		if out := a.sh(n, "ip -4 rule show pref "+probePrio); !strings.Contains(out, "dport 7471") || !strings.Contains(out, "sport 7471") {
+			t.Fatalf("%s: the probes' rules at priority %s: %q", n, probePrio, out)
+		}
+		if out := a.sh(n, "tc class show dev "+map[string]string{"a1": "a1-ra", "b1": "b1-rb"}[n]); !strings.Contains(out, "class htb 1:ff ") {
+			t.Fatalf("%s: no probe class 1:ff:\n%s", n, out)
+		}
+	}
+
+	s0 := a.status()
+	cp := startLP(t, runOpts{timeout: 2 * time.Minute}, "testbed", "exec", "--name", a.name, "a1", "--",
+		lpBin, "cp", "--json", "--retries", "5", "--stall-timeout", "3s", src, "lp://198.18.2.1:7070/data.bin")
+	var s1 testbedStatus
+	if !waitFor(20*time.Second, func() bool {
+		s1 = a.status()
+		return s1.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra") > 60<<20 || cp.Exited()
+	}) || cp.Exited() {
+		t.Fatalf("the copy did not get under way on dedicated: %s", cp.err.String())
+	}
+
+	// The blackhole. Its moment is somewhere while the command runs:
+	// the time to withdrawal is measured from the command's start (an
+	// upper bound) and from its end (a lower bound).
+	start := time.Now()
+	a.linkSet("dedicated", "--blackhole")
+	set := time.Now()
+	t.Logf("blackholed dedicated after %d MB crossed it (the command took %d ms)",
+		(s1.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra"))/1e6, set.Sub(start).Milliseconds())
+	withdrawn := map[string]time.Time{}
+	deadline := start.Add(10 * time.Second)
+	for len(withdrawn) < 2 && time.Now().Before(deadline) {
+		for _, n := range []string{"a1", "b1"} {
+			if _, done := withdrawn[n]; !done && !steered(n) {
+				withdrawn[n] = time.Now()
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	logs := func() string {
+		var b strings.Builder
+		for _, n := range []string{"a1", "b1"} {
+			l, _ := os.ReadFile(filepath.Join("/run/lightpath", a.name, "agent-"+n+".log"))
+			b.WriteString("--- agent " + n + ":\n" + tail(string(l), 15))
+		}
+		return b.String()
+	}
+	for _, n := range []string{"a1", "b1"} {
+		at, ok := withdrawn[n]
+		if !ok {
+			t.Fatalf("%s still steers the reservation 10 s after the blackhole\n%s", n, logs())
+		}
+		upper, lower := at.Sub(start), at.Sub(set)
+		t.Logf("%s withdrew its steering %d ms after the blackhole (%d ms after the command returned; polled every 20 ms)",
+			n, upper.Milliseconds(), lower.Milliseconds())
+		// The detector's bound: five periods of 200 ms and the reaction.
+		// Measured from the command's start, no slack added.
+		if upper >= 2*time.Second {
+			t.Errorf("%s withdrew %v after the blackhole: want under 2 s", n, upper)
+		}
+	}
+
+	// The controller heard: the reservation is degraded for dedicated,
+	// for a blackhole.
+	var got liveResv
+	if !waitFor(5*time.Second, func() bool { got = a.resv(r.ID); return got.Degraded }) {
+		t.Fatalf("reservation not degraded 5 s after the blackhole: %+v\n%s", got, logs())
+	}
+	for _, want := range []string{"link dedicated down at ", "blackhole: 5 probes lost on path a1-ra,dedicated,b1-rb"} {
+		if !strings.Contains(got.DegradedReason, want) {
+			t.Errorf("degraded reason %q lacks %q", got.DegradedReason, want)
+		}
+	}
+	if strings.Contains(got.DegradedReason, "no carrier") {
+		t.Errorf("degraded reason %q speaks of the carrier", got.DegradedReason)
+	}
+	t.Logf("reservation %s: %s, degraded: %s", r.ID, got.State, got.DegradedReason)
+	show := a.c.ok(a.c.adminTok, "reserve", "show", r.ID, "--json").stdout
+	if !strings.Contains(show, `"degraded": true`) && !strings.Contains(show, `"degraded":true`) {
+		t.Errorf("reserve show --json does not say degraded:\n%s", show)
+	}
+
+	if !waitFor(60*time.Second, cp.Exited) {
+		t.Fatalf("60 s after the blackhole the copy has not finished: %s\n%s", lastLine(cp.err.String()), logs())
+	}
+	res := cp.Wait()
+	mustSucceed(t, "cp across the blackhole", res)
+	sum := parseSummary(t, res.stdout)
+	if !sum.Verified {
+		t.Errorf("summary not verified: %+v", sum)
+	}
+	sameFile(t, src, filepath.Join(dstDir, "data.bin"))
+	s2 := a.status()
+	wan := s2.bytesOn("wan", "ra") - s1.bytesOn("wan", "ra")
+	t.Logf("finished %.1f s after the blackhole in %d attempts, %s overall; wan ra>rb carried %d MB since the blackhole",
+		time.Since(start).Seconds(), sum.Attempts, mbps(sum.ThroughputBps), wan/1e6)
+	if wan < 10<<20 {
+		t.Errorf("wan carried %d bytes after the blackhole: the rest should have gone over the routed path", wan)
+	}
+
+	// Restored: the probes are answered, the link is reported up, the
+	// reservation recovers and both ends steer again.
+	back := time.Now()
+	a.linkSet("dedicated", "--up")
+	if !waitFor(10*time.Second, func() bool { got = a.resv(r.ID); return !got.Degraded && steered("a1") && steered("b1") }) {
+		t.Fatalf("10 s after the link came back: degraded %v %q, a1 steers %v, b1 %v\n%s", got.Degraded, got.DegradedReason, steered("a1"), steered("b1"), logs())
+	}
+	t.Logf("link reported up, reservation recovered and steered again %d ms after the link came back", time.Since(back).Milliseconds())
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(ls) > n {
+		ls = ls[len(ls)-n:]
+	}
+	return strings.Join(ls, "\n") + "\n"
+}
