@@ -520,8 +520,11 @@ print("%.3f %.3f %.3f %.3f %.3f %s %s" % (r["path_s"], r["before_s"], t.get("wai
 # directions leaving node `from` (testbed status --json, every status_ms:
 # bytes_in and max_segment_bytes of each link in links) and, once the
 # action named "open" has printed a ticket, that reservation (reserve show
-# ID --json, every status_ms: state, degraded, its links). SPEC is JSON:
-# {lp, tb, rx_ns, port, from, links, poll_ms, status_ms, until, actions:
+# ID --json, every status_ms: state, degraded, its links) and, with
+# steer_ns, that namespace's nftables rules that set a DSCP (nft list
+# ruleset, every poll_ms: how many; none once the agent withdrew its
+# marking). SPEC is JSON:
+# {lp, tb, rx_ns, port, from, links, poll_ms, status_ms, until, steer_ns, actions:
 # [{name, at, cmd, bg, timeout}]}; times are seconds after the start, and
 # "{id}" in a cmd stands for the ticket "open" printed. bg
 # actions are started and left running (the flow), the others waited for
@@ -536,7 +539,7 @@ write_timeline() {
 		def now():
 		    return time.monotonic() - t0
 		stop = threading.Event()
-		out = {"rx": [], "links": [], "res": [], "actions": [], "errors": {"rx": 0, "links": 0, "res": 0}}
+		out = {"rx": [], "links": [], "res": [], "steer": [], "actions": [], "errors": {"rx": 0, "links": 0, "res": 0, "steer": 0}}
 		res_id = [None]
 		def every(period, fn, key):
 		    while not stop.is_set():
@@ -572,7 +575,14 @@ write_timeline() {
 		                       timeout=5, check=True).stdout
 		    r = json.loads(o.strip().splitlines()[0])
 		    return [r.get("state"), bool(r.get("degraded")), ",".join(h["link"] for h in r.get("path") or [])]
-		threads = [threading.Thread(target=every, args=(spec["poll_ms"] / 1000, rx, "rx"), daemon=True),
+		def steer():
+		    if not spec.get("steer_ns"):
+		        return None
+		    o = subprocess.run(["nsenter", "--net=/run/netns/" + spec["steer_ns"], "nft", "list", "ruleset"], capture_output=True,
+		                       text=True, timeout=5, check=True).stdout
+		    return [o.count("dscp set")]
+		threads = [threading.Thread(target=every, args=(spec["poll_ms"] / 1000, steer, "steer"), daemon=True),
+		           threading.Thread(target=every, args=(spec["poll_ms"] / 1000, rx, "rx"), daemon=True),
 		           threading.Thread(target=every, args=(spec["status_ms"] / 1000, links, "links"), daemon=True),
 		           threading.Thread(target=every, args=(spec["status_ms"] / 1000, res, "res"), daemon=True)]
 		for th in threads:
@@ -632,14 +642,14 @@ two_site_up() {
 
 # flow_spec_json TB UNTIL ACTIONS... prints a timeline SPEC for the two-site
 # testbed TB: the flow's receiver b1:7070, the ra>rb directions of wan and
-# dedicated, and ACTIONS (JSON objects).
+# dedicated, a1's marking rules, and ACTIONS (JSON objects).
 flow_spec_json() {
 	local tb=$1 until=$2
 	shift 2
 	python3 - "$LP" "$tb" "$(ns "$tb" b1)" "$POLL_MS" "$until" "$@" <<-'PY'
 		import json, sys
 		lp, tb, rxns, poll, until = sys.argv[1:6]
-		print(json.dumps({"lp": lp, "tb": tb, "rx_ns": rxns, "port": 7070, "from": "ra", "links": ["wan", "dedicated"],
+		print(json.dumps({"lp": lp, "tb": tb, "rx_ns": rxns, "steer_ns": "lp-%s-a1" % tb, "port": 7070, "from": "ra", "links": ["wan", "dedicated"],
 		                  "poll_ms": int(poll), "status_ms": int(poll), "until": float(until),
 		                  "actions": [json.loads(a) for a in sys.argv[6:]]}))
 	PY
@@ -772,6 +782,22 @@ write_analyser() {
 		    out["reservation_after_s"] = None if hit is None else round(hit[1] - b["start"], 3)
 		    out["reservation_after_lower_s"] = None if hit is None else round(prev - b["start"], 3)
 		    out["reservation_then"] = None if hit is None else {"state": hit[2], "degraded": hit[3], "path": hit[4]}
+		    # a1's marking rules gone: the agent's withdrawal at the sender
+		    st = t["steer"]
+		    before = [x for x in st if x[1] <= b["start"]]
+		    out["marked_before"] = before[-1][2] if before else None
+		    hit, prev = None, b["start"]
+		    for x in st:
+		        if x[0] < b["start"]:
+		            continue
+		        if x[0] >= up["start"]:
+		            break
+		        if x[2] == 0:
+		            hit = x
+		            break
+		        prev = x[0]
+		    out["withdrawn_after_s"] = None if hit is None or not out["marked_before"] else round(hit[1] - b["start"], 3)
+		    out["withdrawn_after_lower_s"] = None if out["withdrawn_after_s"] is None else round(prev - b["start"], 3)
 		    out["on_dedicated_before"] = frac(o["end"] + 1, b["start"])
 		    g, at = gap(b["start"] - 0.1, up["start"])
 		    out["gap_s"] = round(g, 3)
@@ -1054,7 +1080,7 @@ scenario_jumbo_time() {
 
 scenario_blackhole() {
 	local tb=lpst-bh run r bh=6 until detected=0 ok
-	local -a ra=() rl=() sa=() sl=() gp=() then=()
+	local -a ra=() rl=() sa=() sl=() gp=() then=() wa=() wl=()
 	two_site_up "$tb"
 	write_timeline
 	write_analyser
@@ -1070,10 +1096,11 @@ scenario_blackhole() {
 		r=$(python3 "$W/analyse.py" blackhole "$W/logs/bh-$run.json" "$STEER_BYTES" 2>"$W/logs/bh-$run.err") ||
 			die "blackhole run $run: $(last_line "$W/logs/bh-$run.err") (see $W/logs/bh-$run.json)"
 		printf '%s\n' "$r" >"$W/logs/bh-$run.result"
-		read -r -a v < <(jfields "$r" routed_after_s routed_after_lower_s reservation_after_s reservation_after_lower_s gap_s on_dedicated_before ticket)
-		ra+=("${v[0]}") rl+=("${v[1]}") sa+=("${v[2]}") sl+=("${v[3]}") gp+=("${v[4]}")
+		read -r -a v < <(jfields "$r" routed_after_s routed_after_lower_s reservation_after_s reservation_after_lower_s gap_s on_dedicated_before ticket \
+			withdrawn_after_s withdrawn_after_lower_s)
+		ra+=("${v[0]}") rl+=("${v[1]}") sa+=("${v[2]}") sl+=("${v[3]}") gp+=("${v[4]}") wa+=("${v[7]}") wl+=("${v[8]}")
 		then+=("$(python3 -c 'import json, sys; r = json.loads(sys.argv[1])["reservation_then"]; print("-" if r is None else "%s%s/%s" % (r["state"], "+degraded" if r["degraded"] else "", r["path"] or "none"))' "$r")")
-		log "blackhole run $run/$RUNS: the flow on wan ${v[0]} s after the blackhole, the reservation off dedicated ${v[2]} s after (${then[-1]}); longest gap ${v[4]} s; dedicated's share before ${v[5]}"
+		log "blackhole run $run/$RUNS: a1's marking withdrawn ${v[7]} s after the blackhole, the flow on wan ${v[0]} s after, the reservation off dedicated ${v[2]} s after (${then[-1]}); longest gap ${v[4]} s; dedicated's share before ${v[5]}"
 		timeout 30 "$LP" ticket close "${v[6]}" --reason "bench blackhole" >"$W/logs/close.out" 2>&1 ||
 			log "ticket close ${v[6]}: $(last_line "$W/logs/close.out")"
 		wait_unsteered "$tb" "${v[6]}"
@@ -1081,7 +1108,8 @@ scenario_blackhole() {
 	done
 	teardown "$tb"
 
-	local -a rn=() sn=()
+	local -a rn=() sn=() wn=()
+	for r in "${wa[@]}"; do if [[ $r == null ]]; then wn+=("$BH_LIMIT"); else wn+=("$r") detected=1; fi; done
 	for r in "${ra[@]}"; do if [[ $r == null ]]; then rn+=("$BH_LIMIT"); else rn+=("$r") detected=1; fi; done
 	for r in "${sa[@]}"; do if [[ $r == null ]]; then sn+=("$BH_LIMIT"); else sn+=("$r") detected=1; fi; done
 	ok=$(awk -v a="$(fmax "${rn[@]}")" -v b="$(fmax "${sn[@]}")" -v n="${ra[*]} ${sa[*]}" 'BEGIN { print (a < 2 && b < 2 && n !~ /null/) }')
@@ -1095,6 +1123,8 @@ scenario_blackhole() {
 		out "  agents do not detect blackholes in this build: neither the flow nor the reservation left dedicated within ${BH_LIMIT} s in any run"
 	fi
 	out "$(printf '  %-44s %8s %8s   %s' measure median max "runs (s)")"
+	out "$(printf '  %-44s %7ss %7ss   %s   %s' "blackhole -> a1's marking rules withdrawn" "$(fmed "${wn[@]}")" "$(fmax "${wn[@]}")" "${wa[*]}" "(informational: the agent's part)")"
+	out "$(printf '  %-44s %8s %8s   %s' "  the read before it (lower bound)" "" "" "${wl[*]}")"
 	out "$(printf '  %-44s %7ss %7ss   %s   %s' "blackhole -> the flow's bytes on wan" "$(fmed "${rn[@]}")" "$(fmax "${rn[@]}")" "${ra[*]}" "(target < 2 s)")"
 	out "$(printf '  %-44s %8s %8s   %s' "  the read before it (lower bound)" "" "" "${rl[*]}")"
 	out "$(printf '  %-44s %7ss %7ss   %s   %s' "blackhole -> the reservation off dedicated" "$(fmed "${sn[@]}")" "$(fmax "${sn[@]}")" "${sa[*]}" "(target < 2 s)")"
@@ -1102,6 +1132,8 @@ scenario_blackhole() {
 	out "$(printf '  %-44s %7ss %7ss   %s   %s' "the flow's longest gap from the blackhole" "$(fmed "${gp[@]}")" "$(fmax "${gp[@]}")" "${gp[*]}" "(informational)")"
 	out "  the reservation then (reserve show: state/path): ${then[*]}"
 	out "  verdict: ${VERDICTS[blackhole]}$( ((detected)) || printf ' (agents do not detect blackholes in this build)')"
+	emit_json scenario=blackhole measure=withdrawn median_s:="$(fmed "${wn[@]}")" max_s:="$(fmax "${wn[@]}")" runs_s:="$(jlist "${wa[@]}")" \
+		lower_bounds_s:="$(jlist "${wl[@]}")" watched_s:="$BH_LIMIT"
 	emit_json scenario=blackhole measure=routed median_s:="$(fmed "${rn[@]}")" max_s:="$(fmax "${rn[@]}")" runs_s:="$(jlist "${ra[@]}")" \
 		lower_bounds_s:="$(jlist "${rl[@]}")" watched_s:="$BH_LIMIT" target="< 2 s"
 	emit_json scenario=blackhole measure=reservation median_s:="$(fmed "${sn[@]}")" max_s:="$(fmax "${sn[@]}")" runs_s:="$(jlist "${sa[@]}")" \
