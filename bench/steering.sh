@@ -516,7 +516,8 @@ print("%.3f %.3f %.3f %.3f %.3f %s %s" % (r["path_s"], r["before_s"], t.get("wai
 # timeline.py SPEC runs the commands of a scenario at set times while
 # sampling, from its own threads: the receiving side's TCP sockets (ss -ti
 # in rx_ns, every poll_ms: the sum of bytes_received of the connections to
-# port, what the application got, and the largest rcv_mss), the links'
+# port, what the application got, the largest rcvmss, and how many have
+# received 64 KiB or more: the data connections), the links'
 # directions leaving node `from` (testbed status --json, every status_ms:
 # bytes_in and max_segment_bytes of each link in links) and, once the
 # action named "open" has printed a ticket, that reservation (reserve show
@@ -556,8 +557,9 @@ write_timeline() {
 		         "( sport = :%d )" % spec["port"]]
 		def rx():
 		    o = subprocess.run(rxcmd, capture_output=True, text=True, timeout=5, check=True).stdout
-		    return [sum(int(x) for x in re.findall(r"bytes_received:(\d+)", o)),
-		            max([int(x) for x in re.findall(r"rcvmss:(\d+)", o)] or [0])]
+		    got = [int(x) for x in re.findall(r"bytes_received:(\d+)", o)]
+		    return [sum(got), max([int(x) for x in re.findall(r"rcvmss:(\d+)", o)] or [0]),
+		            sum(1 for x in got if x >= 65536)]
 		def links():
 		    o = subprocess.run([spec["lp"], "testbed", "status", "--name", spec["tb"], "--json"], capture_output=True,
 		                       text=True, timeout=5, check=True).stdout
@@ -760,9 +762,16 @@ write_analyser() {
 		            m0 = s[2]["dedicated"][1]
 		    out["max_segment_before_flow2"] = m0
 		    out["new_jumbo_after_start_s"] = None
+		    out["new_jumbo_after_data_s"] = None
 		    if m0 is not None and m0 <= 1500:
 		        lo, hi = first_read(f2["start"], lambda s: "dedicated" in s[2] and s[2]["dedicated"][1] > 1500)
 		        out["new_jumbo_after_start_s"] = None if hi is None else round(hi - f2["start"], 3)
+		        # from the first read of b1's sockets showing the second data
+		        # connection (the bench's own start-up left out)
+		        two = [x for x in rx if x[0] >= f2["start"] and x[4] >= 2]
+		        if hi is not None and two:
+		            out["new_jumbo_after_data_s"] = round(hi - two[0][1], 3)
+		        out["rcv_mss_new"] = max([x[3] for x in rx if x[0] >= f2["start"]] or [0])
 		elif kind == "blackhole":
 		    b, up = acts["blackhole"], acts["up"]
 		    w0 = link_at("wan", b["end"])
@@ -1026,7 +1035,7 @@ print("%.0f %d" % (s["throughput_bps"], s["bytes"]))' "$logf") || die "jumbo run
 
 scenario_jumbo_time() {
 	local run r tb until=$((3 + JT_LIMIT + 3)) ok all=1
-	local -a ja=() jl=() jo=() od=() ms=() mb=() mm=() nj=()
+	local -a ja=() jl=() jo=() od=() ms=() mb=() mm=() nj=() nd=() nm=()
 	write_timeline
 	write_analyser
 	for ((run = 1; run <= RUNS; run++)); do
@@ -1043,9 +1052,10 @@ scenario_jumbo_time() {
 		r=$(python3 "$W/analyse.py" jumbo-time "$W/logs/jt-$run.json" "$STEER_BYTES" 2>"$W/logs/jt-$run.err") ||
 			die "jumbo-time run $run: $(last_line "$W/logs/jt-$run.err") (see $W/logs/jt-$run.json)"
 		printf '%s\n' "$r" >"$W/logs/jt-$run.result"
-		read -r -a v < <(jfields "$r" jumbo_after_active_s jumbo_after_active_lower_s jumbo_after_open_s on_dedicated_after_open_s max_segment_before max_segment_end rcv_mss_steered ticket new_jumbo_after_start_s)
-		ja+=("${v[0]}") jl+=("${v[1]}") jo+=("${v[2]}") od+=("${v[3]}") mb+=("${v[4]}") ms+=("${v[5]}") mm+=("${v[6]}") nj+=("${v[8]}")
-		log "jumbo-time run $run/$RUNS: first jumbo segment on dedicated ${v[0]} s after ACTIVE (${v[2]} s after open; the flow on dedicated ${v[3]} s after open); max_segment_bytes ${v[4]} -> ${v[5]}; b1's rcvmss ${v[6]}; a new connection's first jumbo segment ${v[8]} s after it started"
+		read -r -a v < <(jfields "$r" jumbo_after_active_s jumbo_after_active_lower_s jumbo_after_open_s on_dedicated_after_open_s max_segment_before max_segment_end rcv_mss_steered ticket new_jumbo_after_start_s \
+			new_jumbo_after_data_s rcv_mss_new)
+		ja+=("${v[0]}") jl+=("${v[1]}") jo+=("${v[2]}") od+=("${v[3]}") mb+=("${v[4]}") ms+=("${v[5]}") mm+=("${v[6]}") nj+=("${v[8]}") nd+=("${v[9]}") nm+=("${v[10]}")
+		log "jumbo-time run $run/$RUNS: first jumbo segment on dedicated ${v[0]} s after ACTIVE (${v[2]} s after open; the flow on dedicated ${v[3]} s after open); max_segment_bytes ${v[4]} -> ${v[5]}; b1's rcvmss ${v[6]}; a new connection's first jumbo segment ${v[8]} s after its bench started, ${v[9]} s after its data reached b1 (rcvmss ${v[10]})"
 		close_ticket "$tb" "${v[7]}"
 		teardown "$tb"
 	done
@@ -1066,12 +1076,14 @@ scenario_jumbo_time() {
 	out "$(printf '  %-46s %8s %8s   %s' "  the read before it (lower bound)" "" "" "${jl[*]}")"
 	out "$(printf '  %-46s %8s %8s   %s' "open -> first jumbo segment" "" "" "${jo[*]}")"
 	out "$(printf '  %-46s %8s %8s   %s' "open -> the flow's bytes on dedicated" "" "" "${od[*]}")"
-	out "$(printf '  %-46s %8s %8s   %s' "a new connection (bench -t 2s at $((3 + JT_LIMIT)) s)" "" "" "${nj[*]}   (informational: from its start; null if the first flow went jumbo)")"
+	out "$(printf '  %-46s %8s %8s   %s' "a new connection (bench -t 2s at $((3 + JT_LIMIT)) s)" "" "" "${nj[*]}   (informational: from its bench's start; null if the first flow went jumbo)")"
+	out "$(printf '  %-46s %8s %8s   %s' "  from its first data at b1" "" "" "${nd[*]}   (b1's rcvmss then: ${nm[*]})")"
 	out "  dedicated ra>rb max_segment_bytes before the ticket: ${mb[*]}; at the end: ${ms[*]}; b1's rcvmss of the first flow while steered: ${mm[*]}"
 	emit_json scenario=jumbo-time measure=active_to_jumbo median_s:="$(fmed "${jn[@]}")" max_s:="$(fmax "${jn[@]}")" runs_s:="$(jlist "${ja[@]}")" \
 		lower_bounds_s:="$(jlist "${jl[@]}")" open_to_jumbo_s:="$(jlist "${jo[@]}")" open_to_dedicated_s:="$(jlist "${od[@]}")" \
 		max_segment_bytes_before:="$(jlist "${mb[@]}")" max_segment_bytes_end:="$(jlist "${ms[@]}")" rcvmss_steered:="$(jlist "${mm[@]}")" \
-		new_connection_jumbo_after_start_s:="$(jlist "${nj[@]}")" \
+		new_connection_jumbo_after_start_s:="$(jlist "${nj[@]}")" new_connection_jumbo_after_data_s:="$(jlist "${nd[@]}")" \
+		new_connection_rcvmss:="$(jlist "${nm[@]}")" \
 		poll_ms:="$POLL_MS" watched_s:="$JT_LIMIT" target="< 1 s" pass:="$(jbool "$ok")"
 }
 
