@@ -859,7 +859,7 @@ scenario_moves() {
 	out "$(printf '  %-36s %7ss %7ss   %s   %s' "routed -> dedicated (ticket opened)" "$(fmed "${g1[@]}")" "$(fmax "${g1[@]}")" "${g1[*]}" "$(verdict "$(awk -v m="$(fmax "${g1[@]}")" 'BEGIN { print (m < 1) }')") (target < 1 s)")"
 	out "$(printf '  %-36s %7ss %7ss   %s   %s' "dedicated -> routed (ticket closed)" "$(fmed "${g2[@]}")" "$(fmax "${g2[@]}")" "${g2[*]}" "$(verdict "$(awk -v m="$(fmax "${g2[@]}")" 'BEGIN { print (m < 1) }')") (target < 1 s)")"
 	out "$(printf '  %-36s %7ss %7ss   %s   %s' "before any move (the poll's floor)" "$(fmed "${g0[@]}")" "$(fmax "${g0[@]}")" "${g0[*]}" "(reference)")"
-	out "  dedicated's share of the ra>rb bytes while ACTIVE: ${fa[*]}; after the close: ${fc[*]}; b1's rcv_mss on routed: ${m1[*]}, steered: ${m2[*]}"
+	out "  dedicated's share of the ra>rb bytes while ACTIVE: ${fa[*]}; after the close: ${fc[*]}; b1's rcvmss on routed: ${m1[*]}, steered: ${m2[*]}"
 	emit_json scenario=moves move=to_dedicated median_s:="$(fmed "${g1[@]}")" max_s:="$(fmax "${g1[@]}")" runs_s:="$(jlist "${g1[@]}")" \
 		poll_ms:="$POLL_MS" target="< 1 s" pass:="$(jbool "$(awk -v m="$(fmax "${g1[@]}")" 'BEGIN { print (m < 1) }')")" \
 		dedicated_share:="$(jlist "${fa[@]}")"
