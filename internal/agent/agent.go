@@ -4,7 +4,9 @@
 // cross it (rate classes, DSCP marking by flow, user or cgroup, policy
 // routing, routes that carry the reserved path's MTU on the end hosts):
 // computed as a plan (plan.go, pure), compared with what the kernel holds
-// (Fetch) and mended (Apply), then reported to the controller.
+// (Fetch) and mended (Apply), then reported to the controller. It probes
+// the paths of the ACTIVE reservations it ends (probe.go) and withdraws
+// its steering from a path that drops everything.
 package agent
 
 import (

@@ -20,7 +20,8 @@ import (
 // reservation's flows (its DSCP in the IP header, the firewall mark
 // MarkBase+DSCP on the socket) so that it takes the reserved path, and the
 // far agent sends it back the same way. ProbeLosses probes in a row without
-// an echo within their period mean the path is down: the agent withdraws
+// an echo within their timeout (the period, plus the path's round trip on
+// the topology: probeTimeout) mean the path is down: the agent withdraws
 // its steering of the reservation (WithoutBroken) and reports a link of the
 // path down to the controller; ProbeUps echoes in a row bring it back.
 // docs/agent.md describes it.
@@ -28,8 +29,7 @@ const (
 	// ProbePort is the UDP port each agent answers probes on, in its
 	// node's namespace (IPv4 and IPv6).
 	ProbePort = 7471
-	// ProbePeriod is how often a path is probed, and how long an echo
-	// may take.
+	// ProbePeriod is how often a path is probed.
 	ProbePeriod = 200 * time.Millisecond
 	// ProbeLosses probes lost in a row take a path down; ProbeUps echoes
 	// in a row bring it back.
@@ -95,25 +95,33 @@ func (t Transition) String() string {
 
 // Detector judges one path from its probes, a pure state machine: feed it
 // every probe sent (Sent), every echo received (Echo) and the clock (Tick).
-// A probe is lost when no echo came within Period of sending it; Losses
+// A probe is lost when no echo came within Timeout of sending it; Losses
 // lost in a row take the path down, and then Ups answered in a row bring
-// it back. A probe is judged at the first Tick a Period after it was sent,
-// or when the next one is sent, whichever comes first.
+// it back. Probes are judged in the order they were sent: one answered as
+// soon as its echo comes and those before it are judged, one lost at the
+// first event at or after its deadline.
 type Detector struct {
-	Period      time.Duration
+	// Timeout is how long an echo may take: the probe period, or on a
+	// path whose round trip is longer, that plus the round trip
+	// (probeTimeout).
+	Timeout     time.Duration
 	Losses, Ups int
 
-	seq     uint64
-	sentAt  time.Time
-	pending bool // the last probe sent is not judged yet
-	lost    int  // lost in a row
-	got     int  // answered in a row
-	down    bool
+	out  []sent // the probes not judged yet, oldest first
+	lost int    // lost in a row
+	got  int    // answered in a row
+	down bool
 }
 
-// NewDetector is a Detector with the agents' numbers.
-func NewDetector() *Detector {
-	return &Detector{Period: ProbePeriod, Losses: ProbeLosses, Ups: ProbeUps}
+type sent struct {
+	seq      uint64
+	at       time.Time
+	answered bool
+}
+
+// NewDetector is a Detector with the agents' numbers and an echo timeout.
+func NewDetector(timeout time.Duration) *Detector {
+	return &Detector{Timeout: timeout, Losses: ProbeLosses, Ups: ProbeUps}
 }
 
 // Down reports whether the path is down.
@@ -125,44 +133,60 @@ func (d *Detector) Answered() bool { return d.got > 0 }
 // Lost is the number of probes lost in a row.
 func (d *Detector) Lost() int { return d.lost }
 
-// Sent records probe seq sent at at, judging the one before it if that
-// is still pending (its echo did not come).
+// Sent records probe seq sent at at, and judges the probes whose deadline
+// has passed.
 func (d *Detector) Sent(seq uint64, at time.Time) Transition {
-	tr := Unchanged
-	if d.pending {
-		tr = d.lose()
+	tr := d.judge(at)
+	d.out = append(d.out, sent{seq: seq, at: at})
+	if len(d.out) > 1024 { // never, with a deadline; but bounded
+		d.out = d.out[1:]
 	}
-	d.seq, d.sentAt, d.pending = seq, at, true
 	return tr
 }
 
-// Echo records the echo of probe seq received at at. Only the echo of the
-// pending probe within its period counts: a late one, or one of an older
-// probe, is ignored.
+// Echo records the echo of probe seq received at at. Only the echo of a
+// probe not judged yet, within its timeout, counts: a late one, one of a
+// probe judged already, or a second one, is ignored.
 func (d *Detector) Echo(seq uint64, at time.Time) Transition {
-	if !d.pending || seq != d.seq || at.Sub(d.sentAt) > d.Period {
-		return Unchanged
+	for i := range d.out {
+		if x := &d.out[i]; x.seq == seq && at.Sub(x.at) <= d.Timeout {
+			x.answered = true
+		}
 	}
-	d.pending = false
-	d.lost = 0
-	d.got++
-	if d.down && d.got >= d.Ups {
-		d.down = false
-		return WentUp
-	}
-	return Unchanged
+	return d.judge(at)
 }
 
-// Tick judges the pending probe once its period is over at now.
-func (d *Detector) Tick(now time.Time) Transition {
-	if !d.pending || now.Sub(d.sentAt) < d.Period {
-		return Unchanged
+// Tick judges the probes whose deadline has passed at now.
+func (d *Detector) Tick(now time.Time) Transition { return d.judge(now) }
+
+// judge judges the probes from the oldest on: answered ones, and lost
+// ones whose deadline is past now, up to the first still waiting. It
+// returns the last transition.
+func (d *Detector) judge(now time.Time) Transition {
+	tr := Unchanged
+	for len(d.out) > 0 {
+		x := d.out[0]
+		if !x.answered && now.Sub(x.at) < d.Timeout {
+			break
+		}
+		d.out = d.out[1:]
+		if t := d.judged(x.answered); t != Unchanged {
+			tr = t
+		}
 	}
-	return d.lose()
+	return tr
 }
 
-func (d *Detector) lose() Transition {
-	d.pending = false
+func (d *Detector) judged(answered bool) Transition {
+	if answered {
+		d.lost = 0
+		d.got++
+		if d.down && d.got >= d.Ups {
+			d.down = false
+			return WentUp
+		}
+		return Unchanged
+	}
 	d.got = 0
 	d.lost++
 	if !d.down && d.lost >= d.Losses {
@@ -172,17 +196,32 @@ func (d *Detector) lose() Transition {
 	return Unchanged
 }
 
+// probeTimeout is how long the echo of a probe over path may take: the
+// probe period, plus the path's round trip on the topology (twice its
+// links' delay and jitter), so a long path is not taken for a broken one.
+func probeTimeout(t *topology.Topology, path []reserve.PathHop) time.Duration {
+	var oneWay time.Duration
+	for _, h := range path {
+		if l, ok := t.Link(h.Link); ok {
+			oneWay += l.Params.Delay + l.Params.Jitter
+		}
+	}
+	return ProbePeriod + 2*oneWay
+}
+
 // probeTarget is a path this node probes: the path of reservation ID,
 // towards node Far at Addr.
 type probeTarget struct {
-	// Key names the reservation and its path: a reservation moved to
-	// another path is probed afresh.
+	// Key names the reservation, its DSCP and its path: a reservation
+	// moved to another path is probed afresh.
 	Key  string
 	ID   string
 	DSCP uint8
 	Path []reserve.PathHop
 	Far  string
 	Addr netip.Addr
+	// Timeout is how long an echo may take (probeTimeout).
+	Timeout time.Duration
 }
 
 // pathState is what the agent reads of a probed path: down or not, and
@@ -233,7 +272,7 @@ func probeTargets(t *topology.Topology, node string, rs []reserve.Reservation, n
 		if !ok {
 			continue
 		}
-		out = append(out, probeTarget{Key: r.ID + " " + pathString(r.Path), ID: r.ID, DSCP: r.DSCP, Path: r.Path, Far: far, Addr: addr})
+		out = append(out, probeTarget{Key: fmt.Sprintf("%s %d %s", r.ID, r.DSCP, pathString(r.Path)), ID: r.ID, DSCP: r.DSCP, Path: r.Path, Far: far, Addr: addr, Timeout: probeTimeout(t, r.Path)})
 	}
 	return out
 }

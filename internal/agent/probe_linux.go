@@ -157,7 +157,7 @@ func (p *prober) set(ts []probeTarget) {
 			p.log.Warn("probe a path", "id", t.ID, "path", pathString(t.Path), "err", err)
 			continue
 		}
-		x := &probed{target: t, conn: c, token: rand.Uint64(), det: NewDetector()}
+		x := &probed{target: t, conn: c, token: rand.Uint64(), det: NewDetector(t.Timeout)}
 		p.paths[t.Key] = x
 		go p.listen(x)
 	}
@@ -219,12 +219,14 @@ func (p *prober) listen(x *probed) {
 	}
 }
 
-// run sends a probe on every path each ProbePeriod, judging the one
-// before.
+// run sends a probe on every path each ProbePeriod, and judges the
+// probes out four times as often, so a probe is judged lost at most a
+// quarter period after its deadline.
 func (p *prober) run(ctx context.Context) {
-	t := time.NewTicker(ProbePeriod)
+	const judges = 4
+	t := time.NewTicker(ProbePeriod / judges)
 	defer t.Stop()
-	for {
+	for n := 0; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
@@ -237,6 +239,9 @@ func (p *prober) run(ctx context.Context) {
 			if tr := x.det.Tick(now); tr != Unchanged {
 				p.note(x, tr, now)
 				changed = tr
+			}
+			if n%judges != 0 {
+				continue
 			}
 			x.seq++
 			x.conn.Write(probeMsg{Kind: probeAsk, DSCP: x.target.DSCP, Token: x.token, Seq: x.seq}.marshal())

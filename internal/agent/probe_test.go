@@ -60,20 +60,25 @@ func TestDetector(t *testing.T) {
 		{"losses with an answer between never add up", cat(every(1, 4, false, Unchanged), every(5, 5, true, Unchanged), every(6, 9, false, Unchanged)), false, 4, false},
 		{"down, then three answered: up", cat(every(1, 5, false, WentDown), every(6, 7, true, Unchanged), every(8, 8, true, WentUp)), false, 0, true},
 		{"down, two answered and a loss: still down", cat(every(1, 5, false, WentDown), every(6, 7, true, Unchanged), every(8, 8, false, Unchanged), every(9, 10, true, Unchanged)), true, 0, true},
-		{"a late echo (after its period) is a loss", cat(every(1, 4, false, Unchanged), []ev{
-			{"send", 5, 1000, Unchanged}, {"echo", 5, 1201, Unchanged}, {"tick", 0, 1200, WentDown}}), true, 5, false},
+		{"a late echo (after its timeout) is a loss", cat(every(1, 4, false, Unchanged), []ev{
+			{"send", 5, 1000, Unchanged}, {"tick", 0, 1200, WentDown}, {"echo", 5, 1201, Unchanged}}), true, 5, false},
+		{"an echo past its timeout, before any tick, is a loss too", cat(every(1, 4, false, Unchanged), []ev{
+			{"send", 5, 1000, Unchanged}, {"echo", 5, 1201, WentDown}}), true, 5, false},
 		{"an echo of an older probe does not count", cat(every(1, 4, false, Unchanged), []ev{
 			{"send", 5, 1000, Unchanged}, {"echo", 4, 1010, Unchanged}, {"tick", 0, 1200, WentDown}}), true, 5, false},
-		{"a probe not ticked is judged when the next is sent", []ev{
+		{"without ticks, probes are judged when the next are sent", []ev{
 			{"send", 1, 0, Unchanged}, {"send", 2, 190, Unchanged}, {"send", 3, 380, Unchanged}, {"send", 4, 570, Unchanged},
-			{"send", 5, 760, Unchanged}, {"send", 6, 950, WentDown}}, true, 5, false},
+			{"send", 5, 760, Unchanged}, {"send", 6, 950, Unchanged}, {"send", 7, 1140, WentDown}}, true, 5, false},
+		{"echoes out of order: each counts", []ev{
+			{"send", 1, 0, Unchanged}, {"send", 2, 100, Unchanged}, {"echo", 2, 150, Unchanged}, {"echo", 1, 160, Unchanged},
+			{"tick", 0, 400, Unchanged}}, false, 0, true},
 		{"a tick before the period judges nothing", []ev{
 			{"send", 1, 0, Unchanged}, {"tick", 0, 199, Unchanged}, {"echo", 1, 199, Unchanged}, {"tick", 0, 400, Unchanged}}, false, 0, true},
 		{"an echo twice counts once", cat(every(1, 5, false, WentDown), []ev{
 			{"send", 6, 1200, Unchanged}, {"echo", 6, 1210, Unchanged}, {"echo", 6, 1220, Unchanged}, {"echo", 6, 1230, Unchanged}}), true, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := NewDetector()
+			d := NewDetector(ProbePeriod)
 			base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			for i, e := range tc.script {
 				at := base.Add(time.Duration(e.ms) * time.Millisecond)
@@ -94,6 +99,54 @@ func TestDetector(t *testing.T) {
 				t.Errorf("at the end: down %v lost %d answered %v, want %v %d %v", d.Down(), d.Lost(), d.Answered(), tc.down, tc.lost, tc.answered)
 			}
 		})
+	}
+}
+
+// TestDetectorLongPath: on a path whose round trip is longer than the
+// period, several probes are out at once; each has its timeout.
+func TestDetectorLongPath(t *testing.T) {
+	d := NewDetector(500 * time.Millisecond)
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	// Answered 450 ms after each probe, every 200 ms: never down.
+	for s := 0; s < 20; s++ {
+		d.Tick(at(200 * s))
+		if tr := d.Sent(uint64(s), at(200*s)); tr != Unchanged {
+			t.Fatalf("probe %d: %v", s, tr)
+		}
+		if s >= 2 {
+			if tr := d.Echo(uint64(s-2), at(200*s+50)); tr != Unchanged {
+				t.Fatalf("echo %d: %v", s-2, tr)
+			}
+		}
+	}
+	if d.Down() || d.Lost() != 0 {
+		t.Fatalf("answered in time: down %v lost %d", d.Down(), d.Lost())
+	}
+	// Then nothing comes back: probes 18 and 19 (sent at 3.6 and 3.8 s)
+	// and 20-22 (from 4 s) are lost; the fifth, sent at 4.4 s, at its
+	// deadline 4.9 s, which the tick at 5 s finds.
+	var downAt time.Time
+	for ms := 4000; ms <= 6000; ms += 200 {
+		if tr := d.Tick(at(ms)); tr == WentDown && downAt.IsZero() {
+			downAt = at(ms)
+		}
+		d.Sent(uint64(ms/200), at(ms))
+	}
+	if !d.Down() || downAt.Sub(base) != 5000*time.Millisecond {
+		t.Fatalf("down %v at %v, want down at 5 s", d.Down(), downAt.Sub(base))
+	}
+}
+
+func TestProbeTimeout(t *testing.T) {
+	tp := loadTopo(t, "../../examples/two-site.yaml")
+	r := resv("r", "a1", "b1", 1, 1, "", "a1-ra:a1>ra", "dedicated:ra>rb", "b1-rb:rb>b1")
+	if got := probeTimeout(tp, r.Path); got != 250*time.Millisecond {
+		t.Errorf("two-site over dedicated (25 ms one way): timeout %v, want 250ms", got)
+	}
+	local := resv("r", "a1", "a2", 1, 1, "", "a1-ra:a1>ra", "a2-ra:ra>a2")
+	if got := probeTimeout(tp, local.Path); got != ProbePeriod {
+		t.Errorf("within a site: timeout %v, want the period", got)
 	}
 }
 
@@ -165,7 +218,7 @@ func TestProbeTargets(t *testing.T) {
 				var got []string
 				for _, x := range ts {
 					got = append(got, x.Far+" "+x.Addr.String())
-					if x.Key != "r1 a1-ra,dedicated,b1-rb" || x.DSCP != 10 || x.ID != "r1" {
+					if x.Key != "r1 10 a1-ra,dedicated,b1-rb" || x.DSCP != 10 || x.ID != "r1" {
 						t.Errorf("%s: target %+v", n.Name, x)
 					}
 				}

@@ -66,12 +66,15 @@ func (c *Controller) checkLinkEnd(a Actor, node, link string) error {
 	return nil
 }
 
-// probes reports whether node is on the path of a live reservation that
-// crosses link: its agent probes that path (docs/agent.md) and reports
-// the link it blames for a blackhole, or back up; the caller holds mu.
+// probes reports whether node is on the path of an ACTIVE reservation
+// that crosses link: its agent probes that path (docs/agent.md) and
+// reports the link it blames for a blackhole, or back up; the caller holds
+// mu. (Such a report moves every reservation off the link, not only that
+// one: the agents of a path's nodes are trusted with its links.)
 func (c *Controller) probes(node, link string) bool {
 	for _, r := range c.live {
-		if slices.Contains(r.Nodes(), node) && slices.ContainsFunc(r.Path, func(h reserve.PathHop) bool { return h.Link == link }) {
+		if r.State == reserve.StateActive && slices.Contains(r.Nodes(), node) &&
+			slices.ContainsFunc(r.Path, func(h reserve.PathHop) bool { return h.Link == link }) {
 			return true
 		}
 	}
