@@ -4,7 +4,7 @@
 # in every node (testbed up --agents), and tickets (lightpath ticket open,
 # close) whose flows the agents mark, classify and policy-route.
 #
-#   bench/steering.sh [--json] [--only mark|activation|cross]
+#   bench/steering.sh [--json] [--only mark|activation|cross|jumbo|jumbo-time|moves|blackhole]
 #
 # Scenarios (run as root; each starts its own controller and testbed and
 # removes both):
@@ -31,13 +31,50 @@
 #               link of CROSS_RATE (500M), 25 ms one way; the measured flow
 #               a1 -> b1 (lightpath bench, DURATION s) with and without a
 #               ticket of CROSS_BW (300M); competing unreserved UDP a2 -> b2
-#               (iperf3 -u) over the same link at 0, 25, 50 and 100% of the
-#               link rate; the median of CROSS_RUNS (3), and the median loss
-#               of the UDP (lost_percent of iperf3's receiver). Target: with
-#               the ticket the flow keeps >= 0.9 of CROSS_BW at every load.
+#               (iperf3 -u -w 16M) over the same link at 0, 25, 50 and 75% of
+#               what the ticket leaves (CROSS_RATE - CROSS_BW), and at the
+#               whole link rate (an overload); the median of CROSS_RUNS (3),
+#               and the median loss of the UDP (lost_percent of iperf3's
+#               receiver). Targets (issue 18): with the ticket, the flow's
+#               rate after its first second >= 0.9 of CROSS_BW at every load,
+#               and the UDP at 25, 50 and 75% loses < 1% (the overload row
+#               has no loss target).
+#   jumbo       one TCP flow a1 -> b1 (lightpath bench, DURATION s) steered
+#               by a JUMBO_BW (5G) ticket onto a dedicated link of JUMBO_RATE
+#               (10G) and JUMBO_DELAY (1ms), 9000 bytes (the routed wan: 1G,
+#               1500 bytes), at its own MSS (8960: jumbo segments) and with
+#               the MSS capped at 1460 (an nftables rule on a1 and b1 that
+#               lowers the SYNs' MSS option; the jumbo runs carry the same
+#               rule with 8960, so only the segment size differs): goodput
+#               and CPU seconds per gigabit of the sender (lightpath bench,
+#               wait4), the receiver (lightpath serve, /proc/PID/stat) and the
+#               emulator; RUNS alternating runs each, median and spread.
+#               Check: dedicated's max_segment_bytes > 1500 with jumbo and
+#               <= 1460 after the first 1460 run.
+#   jumbo-time  the time from the reservation becoming ACTIVE to the first
+#               jumbo segment on the dedicated link (max_segment_bytes > 1500
+#               in testbed status --json, read every POLL_MS), with a bench
+#               a1 -> b1 running on wan from 3 s before `ticket open`; watched
+#               JT_LIMIT (5) s; then a new connection's first jumbo segment
+#               (informational). A testbed per run. Target: < 1 s.
+#   moves       the longest goodput gap when a running flow moves: a bench
+#               a1 -> b1 on wan; at 3 s a 1G ticket moves it onto dedicated,
+#               MOVE_HOLD (5) s later the ticket is closed (released) and the
+#               flow goes back to wan; b1's sockets' bytes_received (ss -ti)
+#               read every POLL_MS; the longest time between two reads showing
+#               progress within 3 s after each move. RUNS runs. Target: no gap
+#               of 1 s or more in either direction.
+#   blackhole   the time from `testbed link set dedicated --blackhole` (a
+#               steered bench running) to the withdrawal: the flow's bytes on
+#               wan again (STEER_BYTES), and the reservation off the link
+#               (reserve show --json: degraded, another path, or not ACTIVE),
+#               each read every POLL_MS; watched BH_LIMIT (8) s, then the link
+#               is restored. RUNS runs. Target: < 2 s (issue 18, part 4);
+#               a build whose agents do not probe says so in its row.
 #
 # Environment: MARK_RUNS (15), RUNS (7), DURATION (8), CROSS_RUNS (3), CROSS_RATE (500M),
-# CROSS_BW (300M), POLL_MS (50), STEER_BYTES (262144), ONLY, JSON=1 (same as
+# CROSS_BW (300M), POLL_MS (50), STEER_BYTES (262144), JUMBO_RATE (10G), JUMBO_DELAY (1ms),
+# JUMBO_BW (5G), JT_LIMIT (5), MOVE_HOLD (5), BH_LIMIT (8), ONLY, JSON=1 (same as
 # --json), KEEP=1 (keep the work directory and its logs), LIGHTPATH (a
 # lightpath binary to use instead of building one into the work directory).
 #
@@ -62,6 +99,12 @@ CROSS_RATE=${CROSS_RATE:-500M}
 CROSS_BW=${CROSS_BW:-300M}
 POLL_MS=${POLL_MS:-50}
 STEER_BYTES=${STEER_BYTES:-262144}
+MOVE_HOLD=${MOVE_HOLD:-5}
+JT_LIMIT=${JT_LIMIT:-5}
+JUMBO_RATE=${JUMBO_RATE:-10G}
+BH_LIMIT=${BH_LIMIT:-8}
+JUMBO_DELAY=${JUMBO_DELAY:-1ms}
+JUMBO_BW=${JUMBO_BW:-5G}
 ONLY=${ONLY:-}
 JSON=${JSON:-0}
 KEEP=${KEEP:-0}
@@ -77,7 +120,12 @@ parse_args "$@"
 [[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "DURATION must be whole seconds, not '$DURATION'"
 [[ $POLL_MS =~ ^[1-9][0-9]*$ ]] || die "POLL_MS must be a positive integer, not '$POLL_MS'"
 [[ $STEER_BYTES =~ ^[1-9][0-9]*$ ]] || die "STEER_BYTES must be a positive integer, not '$STEER_BYTES'"
-case $ONLY in '' | mark | activation | cross) ;; *) die "ONLY must be mark, activation or cross, not '$ONLY'" ;; esac
+case $ONLY in '' | mark | activation | cross | jumbo | jumbo-time | moves | blackhole) ;;
+*) die "ONLY must be mark, activation, cross, jumbo, jumbo-time, moves or blackhole, not '$ONLY'" ;;
+esac
+[[ $MOVE_HOLD =~ ^[1-9][0-9]*$ ]] || die "MOVE_HOLD must be whole seconds, not '$MOVE_HOLD'"
+[[ $JT_LIMIT =~ ^[1-9][0-9]*$ ]] || die "JT_LIMIT must be whole seconds, not '$JT_LIMIT'"
+[[ $BH_LIMIT =~ ^[1-9][0-9]*$ ]] || die "BH_LIMIT must be whole seconds, not '$BH_LIMIT'"
 CROSS_RATE_BPS=$(numfmt --from=si "${CROSS_RATE%[bB]ps}" 2>/dev/null) || die "CROSS_RATE must be like 500M, not '$CROSS_RATE'"
 CROSS_BW_BPS=$(numfmt --from=si "${CROSS_BW%[bB]ps}" 2>/dev/null) || die "CROSS_BW must be like 300M, not '$CROSS_BW'"
 ((CROSS_BW_BPS * 10 <= CROSS_RATE_BPS * 9)) || die "CROSS_BW ($CROSS_BW) must fit in the 90% of CROSS_RATE ($CROSS_RATE) reservations may take"
@@ -188,9 +236,15 @@ print(t["id"], ",".join(h["link"] for h in t["path"]), t.get("waited_seconds", -
 # close_ticket TB ID closes a ticket and waits until the agents have taken
 # its class off the dedicated link and its marking rule off a1.
 close_ticket() {
-	local tb=$1 i
 	timeout 30 "$LP" ticket close "$2" --reason "bench done" >"$W/logs/close.out" 2>&1 ||
 		die "ticket close $2: $(last_line "$W/logs/close.out")"
+	wait_unsteered "$1" "$2"
+}
+
+# wait_unsteered TB ID waits until the agents have taken a closed ticket's
+# class off the dedicated link and its marking rule off a1.
+wait_unsteered() {
+	local tb=$1 i
 	for ((i = 0; i < 100; i++)); do
 		if [[ $(res_classes "$tb") == 0 ]] &&
 			! ip netns exec "$(ns "$tb" a1)" nft list ruleset 2>/dev/null | grep -q 'dscp set'; then
@@ -218,16 +272,23 @@ class_bytes() {
 }
 
 # bench_run TB LOG [ARGS...] runs lightpath bench a1 -> b1:7070 for
-# DURATION s and sets BPS and BYTES from its summary.
+# DURATION s and sets BPS and BYTES from its summary, and STEADY_BPS to its
+# rate after the first interval event (its first second, slow start; the
+# summary's rate when there are fewer than two intervals).
 bench_run() {
 	local tb=$1 logf=$2
 	shift 2
 	timed "$logf" $((DURATION + 30)) ip netns exec "$(ns "$tb" a1)" "$LP" bench lp://198.18.2.1:7070 -t "${DURATION}s" --json "$@" ||
 		die "lightpath bench a1 -> b1: $RUN_ERROR"
-	read -r BPS BYTES < <(python3 -c '
+	read -r BPS BYTES STEADY_BPS < <(python3 -c '
 import json, sys
-s = json.loads(open(sys.argv[1]).read().splitlines()[-1])
-print("%.0f %d" % (s["throughput_bps"], s["bytes"]))' "$logf") || die "lightpath bench: no summary in $logf"
+lines = [json.loads(l) for l in open(sys.argv[1]).read().splitlines() if l.strip()]
+s = lines[-1]
+iv = [l for l in lines if l.get("type") == "interval"]
+steady = s["throughput_bps"]
+if len(iv) >= 2 and iv[-1]["seconds"] - iv[0]["seconds"] > 0.5:
+    steady = (iv[-1]["bytes"] - iv[0]["bytes"]) * 8 / (iv[-1]["seconds"] - iv[0]["seconds"])
+print("%.0f %d %.0f" % (s["throughput_bps"], s["bytes"], steady))' "$logf") || die "lightpath bench: no summary in $logf"
 }
 
 # stats V... prints the median, min, max and (max - min) / median of its
@@ -242,6 +303,10 @@ stats() {
 # arguments with three decimals.
 fmed() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { printf "%.3f\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 fmax() { printf '%s\n' "$@" | sort -g | tail -n 1 | awk '{ printf "%.3f\n", $1 }'; }
+
+# jfields JSON KEY... prints the KEYs of a JSON object on one line (null
+# for a missing or null one).
+jfields() { python3 -c 'import json, sys; r = json.loads(sys.argv[1]); print(*(json.dumps(r.get(k)) if not isinstance(r.get(k), str) else r[k] for k in sys.argv[2:]))' "$@"; }
 
 mbit() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e6 }'; }
 jlist() { local IFS=,; printf '[%s]' "$*"; }
@@ -446,6 +511,651 @@ print("%.3f %.3f %.3f %.3f %.3f %s %s" % (r["path_s"], r["before_s"], t.get("wai
 }
 
 # ---------------------------------------------------------------------------
+# Timelines: what a running flow does while the path under it changes
+
+# timeline.py SPEC runs the commands of a scenario at set times while
+# sampling, from its own threads: the receiving side's TCP sockets (ss -ti
+# in rx_ns, every poll_ms: the sum of bytes_received of the connections to
+# port, what the application got, the largest rcvmss, and how many have
+# received 64 KiB or more: the data connections), the links'
+# directions leaving node `from` (testbed status --json, every status_ms:
+# bytes_in and max_segment_bytes of each link in links) and, once the
+# action named "open" has printed a ticket, that reservation (reserve show
+# ID --json, every status_ms: state, degraded, its links) and, with
+# steer_ns, that namespace's nftables rules that set a DSCP (nft list
+# ruleset, every poll_ms: how many; none once the agent withdrew its
+# marking). SPEC is JSON:
+# {lp, tb, rx_ns, port, from, links, poll_ms, status_ms, until, steer_ns, actions:
+# [{name, at, cmd, bg, timeout}]}; times are seconds after the start, and
+# "{id}" in a cmd stands for the ticket "open" printed. bg
+# actions are started and left running (the flow), the others waited for
+# in turn. It prints one JSON object: every sample as [start, end, ...]
+# (the start and end of its read) and every action's start, end, exit
+# status and last output line.
+write_timeline() {
+	cat >"$W/timeline.py" <<-'PY'
+		import json, re, subprocess, sys, threading, time
+		spec = json.loads(sys.argv[1])
+		t0 = time.monotonic()
+		def now():
+		    return time.monotonic() - t0
+		stop = threading.Event()
+		out = {"rx": [], "links": [], "res": [], "steer": [], "actions": [], "errors": {"rx": 0, "links": 0, "res": 0, "steer": 0}}
+		res_id = [None]
+		def every(period, fn, key):
+		    while not stop.is_set():
+		        a = now()
+		        try:
+		            v = fn()
+		        except Exception:
+		            out["errors"][key] += 1
+		            v = None
+		        if v is not None:
+		            out[key].append([a, now()] + v)
+		        time.sleep(max(0.0, period - (now() - a)))
+		rxcmd = ["nsenter", "--net=/run/netns/" + spec["rx_ns"], "ss", "-tinH", "state", "established",
+		         "( sport = :%d )" % spec["port"]]
+		def rx():
+		    o = subprocess.run(rxcmd, capture_output=True, text=True, timeout=5, check=True).stdout
+		    got = [int(x) for x in re.findall(r"bytes_received:(\d+)", o)]
+		    return [sum(got), max([int(x) for x in re.findall(r"rcvmss:(\d+)", o)] or [0]),
+		            sum(1 for x in got if x >= 65536)]
+		def links():
+		    o = subprocess.run([spec["lp"], "testbed", "status", "--name", spec["tb"], "--json"], capture_output=True,
+		                       text=True, timeout=5, check=True).stdout
+		    v = {}
+		    for l in json.loads(o)["links"]:
+		        if l["name"] in spec["links"]:
+		            for d in l["directions"]:
+		                if d["from"] == spec["from"]:
+		                    v[l["name"]] = [d["bytes_in"], d.get("max_segment_bytes", 0)]
+		    return [v]
+		def res():
+		    if res_id[0] is None:
+		        return None
+		    o = subprocess.run([spec["lp"], "reserve", "show", res_id[0], "--json"], capture_output=True, text=True,
+		                       timeout=5, check=True).stdout
+		    r = json.loads(o.strip().splitlines()[0])
+		    return [r.get("state"), bool(r.get("degraded")), ",".join(h["link"] for h in r.get("path") or [])]
+		def steer():
+		    if not spec.get("steer_ns"):
+		        return None
+		    o = subprocess.run(["nsenter", "--net=/run/netns/" + spec["steer_ns"], "nft", "list", "ruleset"], capture_output=True,
+		                       text=True, timeout=5, check=True).stdout
+		    return [o.count("dscp set")]
+		threads = [threading.Thread(target=every, args=(spec["poll_ms"] / 1000, steer, "steer"), daemon=True),
+		           threading.Thread(target=every, args=(spec["poll_ms"] / 1000, rx, "rx"), daemon=True),
+		           threading.Thread(target=every, args=(spec["status_ms"] / 1000, links, "links"), daemon=True),
+		           threading.Thread(target=every, args=(spec["status_ms"] / 1000, res, "res"), daemon=True)]
+		for th in threads:
+		    th.start()
+		bg = []
+		for a in spec["actions"]:
+		    time.sleep(max(0.0, a["at"] - now()))
+		    rec = {"name": a["name"], "start": now()}
+		    a["cmd"] = [c.replace("{id}", res_id[0] or "") for c in a["cmd"]]
+		    if a.get("bg"):
+		        p = subprocess.Popen(a["cmd"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+		        bg.append((rec, p, a.get("timeout", 60)))
+		    else:
+		        try:
+		            p = subprocess.run(a["cmd"], capture_output=True, text=True, timeout=a.get("timeout", 30))
+		            rec.update(rc=p.returncode, out=(p.stdout.strip().splitlines() or [""])[-1], err=p.stderr.strip()[-300:])
+		        except subprocess.TimeoutExpired:
+		            rec.update(rc=124, out="", err="timed out")
+		        if a["name"] == "open" and rec["rc"] == 0:
+		            try:
+		                res_id[0] = json.loads(rec["out"])["id"]
+		            except Exception:
+		                pass
+		        rec["end"] = now()
+		        out["actions"].append(rec)
+		time.sleep(max(0.0, spec["until"] - now()))
+		stop.set()
+		for th in threads:
+		    th.join(10)
+		for rec, p, limit in bg:
+		    try:
+		        o, e = p.communicate(timeout=limit)
+		    except subprocess.TimeoutExpired:
+		        p.kill()
+		        o, e = p.communicate()
+		    rec.update(rc=p.returncode, out=(o.strip().splitlines() or [""])[-1], err=e.strip()[-300:], end=now())
+		    out["actions"].append(rec)
+		out["actions"].sort(key=lambda r: r["start"])
+		print(json.dumps(out))
+	PY
+}
+
+# timeline TB LOG SPEC runs timeline.py with SPEC (JSON) and leaves its
+# output in LOG.
+timeline() {
+	timeout -k 5 120 python3 "$W/timeline.py" "$3" >"$2" 2>"$2.err" ||
+		die "timeline on $1: $(last_line "$2.err")"
+}
+
+# two_site_up TB: a controller and agents on examples/two-site.yaml
+# (routed wan, 1 Gbit/s, 1500 bytes; dedicated, 2 Gbit/s, 9000 bytes), and
+# lightpath serve in b1.
+two_site_up() {
+	setup "$1" "$REPO/examples/two-site.yaml"
+	serve "$1"
+}
+
+# flow_spec_json TB UNTIL ACTIONS... prints a timeline SPEC for the two-site
+# testbed TB: the flow's receiver b1:7070, the ra>rb directions of wan and
+# dedicated, a1's marking rules, and ACTIONS (JSON objects).
+flow_spec_json() {
+	local tb=$1 until=$2
+	shift 2
+	python3 - "$LP" "$tb" "$(ns "$tb" b1)" "$POLL_MS" "$until" "$@" <<-'PY'
+		import json, sys
+		lp, tb, rxns, poll, until = sys.argv[1:6]
+		print(json.dumps({"lp": lp, "tb": tb, "rx_ns": rxns, "steer_ns": "lp-%s-a1" % tb, "port": 7070, "from": "ra", "links": ["wan", "dedicated"],
+		                  "poll_ms": int(poll), "status_ms": int(poll), "until": float(until),
+		                  "actions": [json.loads(a) for a in sys.argv[6:]]}))
+	PY
+}
+
+# act NAME AT [bg] -- CMD... prints one action of a timeline SPEC.
+act() {
+	local name=$1 at=$2 bg=false
+	shift 2
+	if [[ $1 == bg ]]; then bg=true; shift; fi
+	[[ $1 == -- ]] && shift
+	python3 -c 'import json, sys; print(json.dumps({"name": sys.argv[1], "at": float(sys.argv[2]), "bg": sys.argv[3] == "true", "cmd": sys.argv[4:], "timeout": 60}))' \
+		"$name" "$at" "$bg" "$@"
+}
+
+# analyse.py KIND TIMELINE STEER_BYTES reads timeline.py's output and prints
+# one JSON object of the KIND's figures (moves, jumbo-time or blackhole).
+# A gap is the time between two successive reads of b1's sockets that
+# showed bytes received (reads every POLL_MS, so a gap is at least that);
+# "on a link" is the link's ra>rb counter having taken STEER_BYTES.
+write_analyser() {
+	cat >"$W/analyse.py" <<-'PY'
+		import json, sys
+		kind, path, steer = sys.argv[1], sys.argv[2], int(sys.argv[3])
+		t = json.load(open(path))
+		acts = {a["name"]: a for a in t["actions"]}
+		for a in t["actions"]:
+		    if a.get("rc") not in (0, None) and a["name"] != "flow":
+		        sys.exit("%s exited %s: %s" % (a["name"], a.get("rc"), a.get("err") or a.get("out")))
+		rx, links, res = t["rx"], t["links"], t["res"]
+		if len(rx) < 5:
+		    sys.exit("only %d reads of b1's sockets (%s)" % (len(rx), t["errors"]))
+		pts = [rx[0][1]] + [rx[i][1] for i in range(1, len(rx)) if rx[i][2] > rx[i - 1][2]]
+		def gap(a, b):
+		    best, at = 0.0, None
+		    for x, y in zip(pts, pts[1:]):
+		        if y >= a and x <= b and y - x > best:
+		            best, at = y - x, x
+		    return best, at
+		def link_at(name, when):
+		    # the counter of the last read that ended by `when`
+		    v = None
+		    for s in links:
+		        if s[1] <= when and name in s[2]:
+		            v = s[2][name][0]
+		    return v
+		def moved(name, a, b):
+		    x, y = link_at(name, a), link_at(name, b)
+		    return None if x is None or y is None else y - x
+		def first_read(after, pred, before=1e9):
+		    # (start of the read before, end of the first read after `after`
+		    # (and starting before `before`) for which pred holds)
+		    prev = after
+		    for s in links:
+		        if s[0] < after:
+		            continue
+		        if s[0] >= before:
+		            break
+		        if pred(s):
+		            return prev, s[1]
+		        prev = s[0]
+		    return None, None
+		def frac(a, b):
+		    d, w = moved("dedicated", a, b), moved("wan", a, b)
+		    return None if d is None or w is None or d + w == 0 else round(d / (d + w), 3)
+		def rmss(a, b):
+		    return max([s[3] for s in rx if a <= s[0] <= b] or [0])
+		out = {"reads": {"rx": len(rx), "links": len(links), "res": len(res), "errors": t["errors"]},
+		       "rx_read_ms": round(1000 * sum(s[1] - s[0] for s in rx) / len(rx), 1),
+		       "status_read_ms": round(1000 * sum(s[1] - s[0] for s in links) / max(1, len(links)), 1)}
+		o = acts["open"]
+		out["open_s"] = round(o["end"] - o["start"], 3)
+		out["ticket"] = json.loads(o["out"])["id"]
+		if kind == "moves":
+		    c = acts["close"]
+		    g0, _ = gap(1.0, o["start"] - 0.1)
+		    g1, a1 = gap(o["start"], o["end"] + 3)
+		    g2, a2 = gap(c["start"], c["end"] + 3)
+		    out.update(base_gap_s=round(g0, 3), to_dedicated_gap_s=round(g1, 3), to_dedicated_gap_at_s=round((a1 or 0) - o["start"], 3),
+		               to_routed_gap_s=round(g2, 3), to_routed_gap_at_s=round((a2 or 0) - c["start"], 3),
+		               dedicated_while_active=frac(o["end"] + 1, c["start"]), dedicated_after_close=frac(c["end"] + 1, c["end"] + 3),
+		               rcv_mss_routed=rmss(1.0, o["start"]), rcv_mss_steered=rmss(o["end"] + 1, c["start"]))
+		elif kind == "jumbo-time":
+		    base = None
+		    for s in links:
+		        if s[1] <= o["start"] and "dedicated" in s[2]:
+		            base = s[2]["dedicated"][1]
+		    out["max_segment_before"] = base
+		    f2 = acts["flow2"]
+		    lo, hi = first_read(o["start"], lambda s: "dedicated" in s[2] and s[2]["dedicated"][1] > 1500)
+		    if hi is not None and hi > f2["start"]:
+		        lo, hi = None, None  # not before the second flow started: not the first flow's
+		    out["jumbo_after_active_s"] = None if hi is None else round(hi - o["end"], 3)
+		    out["jumbo_after_active_lower_s"] = None if lo is None else round(lo - o["end"], 3)
+		    out["jumbo_after_open_s"] = None if hi is None else round(hi - o["start"], 3)
+		    d0 = link_at("dedicated", o["start"])
+		    lo2, hi2 = first_read(o["start"], lambda s: "dedicated" in s[2] and d0 is not None and s[2]["dedicated"][0] - d0 >= steer)
+		    out["on_dedicated_after_open_s"] = None if hi2 is None else round(hi2 - o["start"], 3)
+		    last = [s for s in links if "dedicated" in s[2]]
+		    out["max_segment_end"] = last[-1][2]["dedicated"][1] if last else None
+		    out["rcv_mss_steered"] = rmss(o["end"], f2["start"])
+		    out["watched_s"] = round(f2["start"] - o["end"], 3)
+		    # The second flow, a connection made while steered: its first
+		    # jumbo segment, when the first flow had sent none.
+		    m0 = None
+		    for s in links:
+		        if s[1] <= f2["start"] and "dedicated" in s[2]:
+		            m0 = s[2]["dedicated"][1]
+		    out["max_segment_before_flow2"] = m0
+		    out["new_jumbo_after_start_s"] = None
+		    out["new_jumbo_after_data_s"] = None
+		    if m0 is not None and m0 <= 1500:
+		        lo, hi = first_read(f2["start"], lambda s: "dedicated" in s[2] and s[2]["dedicated"][1] > 1500)
+		        out["new_jumbo_after_start_s"] = None if hi is None else round(hi - f2["start"], 3)
+		        # from the first read of b1's sockets showing the second data
+		        # connection (the bench's own start-up left out)
+		        two = [x for x in rx if x[0] >= f2["start"] and x[4] >= 2]
+		        if hi is not None and two:
+		            out["new_jumbo_after_data_s"] = round(hi - two[0][1], 3)
+		        out["rcv_mss_new"] = max([x[3] for x in rx if x[0] >= f2["start"]] or [0])
+		elif kind == "blackhole":
+		    b, up = acts["blackhole"], acts["up"]
+		    w0 = link_at("wan", b["end"])
+		    lo, hi = first_read(b["end"], lambda s: "wan" in s[2] and w0 is not None and s[2]["wan"][0] - w0 >= steer, up["start"])
+		    out["routed_after_s"] = None if hi is None else round(hi - b["start"], 3)
+		    out["routed_after_lower_s"] = None if lo is None else round(lo - b["start"], 3)
+		    hit, prev = None, b["start"]
+		    for s in res:
+		        if s[0] < b["start"]:
+		            continue
+		        if s[0] >= up["start"]:
+		            break
+		        if s[3] or "dedicated" not in s[4].split(",") or s[2] != "ACTIVE":
+		            hit = s
+		            break
+		        prev = s[0]
+		    out["reservation_after_s"] = None if hit is None else round(hit[1] - b["start"], 3)
+		    out["reservation_after_lower_s"] = None if hit is None else round(prev - b["start"], 3)
+		    out["reservation_then"] = None if hit is None else {"state": hit[2], "degraded": hit[3], "path": hit[4]}
+		    # a1's marking rules gone: the agent's withdrawal at the sender
+		    st = t["steer"]
+		    before = [x for x in st if x[1] <= b["start"]]
+		    out["marked_before"] = before[-1][2] if before else None
+		    hit, prev = None, b["start"]
+		    for x in st:
+		        if x[0] < b["start"]:
+		            continue
+		        if x[0] >= up["start"]:
+		            break
+		        if x[2] == 0:
+		            hit = x
+		            break
+		        prev = x[0]
+		    out["withdrawn_after_s"] = None if hit is None or not out["marked_before"] else round(hit[1] - b["start"], 3)
+		    out["withdrawn_after_lower_s"] = None if out["withdrawn_after_s"] is None else round(prev - b["start"], 3)
+		    out["on_dedicated_before"] = frac(o["end"] + 1, b["start"])
+		    g, at = gap(b["start"] - 0.1, up["start"])
+		    out["gap_s"] = round(g, 3)
+		    out["watched_s"] = round(up["start"] - b["start"], 3)
+		    ws = [s for s in res if s[0] < b["start"]]
+		    out["reservation_before"] = {"state": ws[-1][2], "degraded": ws[-1][3], "path": ws[-1][4]} if ws else None
+		print(json.dumps(out))
+	PY
+}
+
+# ---------------------------------------------------------------------------
+# Moves: the longest goodput gap when the flow changes path
+
+scenario_moves() {
+	local tb=lpst-moves run r hold=$MOVE_HOLD until total
+	local -a g1=() g2=() g0=() fa=() fc=() m1=() m2=()
+	two_site_up "$tb"
+	write_timeline
+	write_analyser
+	until=$((3 + hold + 4))
+	total=$((until + 2))
+	for ((run = 1; run <= RUNS; run++)); do
+		local spec
+		spec=$(flow_spec_json "$tb" "$until" \
+			"$(act flow 0 bg -- ip netns exec "$(ns "$tb" a1)" "$LP" bench lp://198.18.2.1:7070 -t "${total}s" --json)" \
+			"$(act open 3 -- "$LP" ticket open --from a1 --to b1 --flows "$FLOW" --bandwidth 1G --duration 1h --wait 10s --json)" \
+			"$(act close $((3 + hold)) -- "$LP" ticket close "{id}" --reason "bench moves")")
+		timeline "$tb" "$W/logs/moves-$run.json" "$spec"
+		r=$(python3 "$W/analyse.py" moves "$W/logs/moves-$run.json" "$STEER_BYTES" 2>"$W/logs/moves-$run.err") ||
+			die "moves run $run: $(last_line "$W/logs/moves-$run.err") (see $W/logs/moves-$run.json)"
+		printf '%s\n' "$r" >"$W/logs/moves-$run.result"
+		local v
+		read -r -a v < <(jfields "$r" to_dedicated_gap_s to_routed_gap_s base_gap_s dedicated_while_active dedicated_after_close rcv_mss_routed rcv_mss_steered ticket)
+		g1+=("${v[0]}") g2+=("${v[1]}") g0+=("${v[2]}") fa+=("${v[3]}") fc+=("${v[4]}") m1+=("${v[5]}") m2+=("${v[6]}")
+		log "moves run $run/$RUNS: longest gap routed -> dedicated ${v[0]} s, dedicated -> routed ${v[1]} s (before any move ${v[2]} s); dedicated's share while ACTIVE ${v[3]}, after close ${v[4]}"
+		wait_unsteered "$tb" "${v[7]}"
+	done
+	teardown "$tb"
+
+	local ok
+	ok=$(awk -v a="$(fmax "${g1[@]}")" -v b="$(fmax "${g2[@]}")" 'BEGIN { print (a < 1 && b < 1) }')
+	VERDICTS[moves]=$(verdict "$ok")
+	out ""
+	out "Moves: the longest goodput gap when a running flow changes path (examples/two-site.yaml: wan 1 Gbit/s 1500 bytes routed, dedicated 2 Gbit/s 9000 bytes)"
+	out "  flow:  ip netns exec lp-$tb-a1 lightpath bench lp://198.18.2.1:7070 -t ${total}s   (from 0 s)"
+	out "  at 3 s: lightpath ticket open --from a1 --to b1 --flows '$FLOW' --bandwidth 1G --duration 1h --wait 10s   (routed -> dedicated)"
+	out "  at $((3 + hold)) s: lightpath ticket close ID   (released: dedicated -> routed)"
+	out "  (b1's sockets' bytes_received read every $POLL_MS ms with ss -ti; a gap = time between two reads showing progress, within 3 s after each move; $RUNS runs)"
+	out "$(printf '  %-36s %8s %8s   %s' move median max "runs (s)")"
+	out "$(printf '  %-36s %7ss %7ss   %s   %s' "routed -> dedicated (ticket opened)" "$(fmed "${g1[@]}")" "$(fmax "${g1[@]}")" "${g1[*]}" "$(verdict "$(awk -v m="$(fmax "${g1[@]}")" 'BEGIN { print (m < 1) }')") (target < 1 s)")"
+	out "$(printf '  %-36s %7ss %7ss   %s   %s' "dedicated -> routed (ticket closed)" "$(fmed "${g2[@]}")" "$(fmax "${g2[@]}")" "${g2[*]}" "$(verdict "$(awk -v m="$(fmax "${g2[@]}")" 'BEGIN { print (m < 1) }')") (target < 1 s)")"
+	out "$(printf '  %-36s %7ss %7ss   %s   %s' "before any move (the poll's floor)" "$(fmed "${g0[@]}")" "$(fmax "${g0[@]}")" "${g0[*]}" "(reference)")"
+	out "  dedicated's share of the ra>rb bytes while ACTIVE: ${fa[*]}; after the close: ${fc[*]}; b1's rcvmss on routed: ${m1[*]}, steered: ${m2[*]}"
+	emit_json scenario=moves move=to_dedicated median_s:="$(fmed "${g1[@]}")" max_s:="$(fmax "${g1[@]}")" runs_s:="$(jlist "${g1[@]}")" \
+		poll_ms:="$POLL_MS" target="< 1 s" pass:="$(jbool "$(awk -v m="$(fmax "${g1[@]}")" 'BEGIN { print (m < 1) }')")" \
+		dedicated_share:="$(jlist "${fa[@]}")"
+	emit_json scenario=moves move=to_routed median_s:="$(fmed "${g2[@]}")" max_s:="$(fmax "${g2[@]}")" runs_s:="$(jlist "${g2[@]}")" \
+		poll_ms:="$POLL_MS" target="< 1 s" pass:="$(jbool "$(awk -v m="$(fmax "${g2[@]}")" 'BEGIN { print (m < 1) }')")" \
+		dedicated_share:="$(jlist "${fc[@]}")"
+	emit_json scenario=moves move=none median_s:="$(fmed "${g0[@]}")" max_s:="$(fmax "${g0[@]}")" runs_s:="$(jlist "${g0[@]}")" poll_ms:="$POLL_MS"
+}
+
+# ---------------------------------------------------------------------------
+# Jumbo frames against 1460-byte segments
+
+# jumbo_topology FILE writes the sites and hosts of one_link_topology joined
+# by a routed wan (1 Gbit/s, JUMBO_DELAY, 1500 bytes) and a dedicated link
+# (JUMBO_RATE, JUMBO_DELAY, 9000 bytes) that only reservations use.
+jumbo_topology() {
+	cat >"$1" <<-EOF
+		sites:
+		  - name: site-a
+		  - name: site-b
+		nodes:
+		  - {name: a1, site: site-a}
+		  - {name: a2, site: site-a}
+		  - {name: ra, site: site-a, role: router}
+		  - {name: b1, site: site-b}
+		  - {name: b2, site: site-b}
+		  - {name: rb, site: site-b, role: router}
+		links:
+		  - &lan {name: a1-ra, ends: [a1, ra], mtu: 9000}
+		  - {<<: *lan, name: a2-ra, ends: [a2, ra]}
+		  - {<<: *lan, name: b1-rb, ends: [b1, rb]}
+		  - {<<: *lan, name: b2-rb, ends: [b2, rb]}
+		  - {name: wan, ends: [ra, rb], rate: 1G, delay: $JUMBO_DELAY, mtu: 1500}
+		  - {name: dedicated, ends: [ra, rb], role: dedicated, rate: $JUMBO_RATE, delay: $JUMBO_DELAY, mtu: 9000}
+	EOF
+}
+
+# mss_cap TB BYTES puts, on a1 and b1, one nftables rule (table inet
+# lpbench, an output chain) that lowers the MSS option of every SYN and
+# SYN-ACK above BYTES to BYTES: 1460 gives 1460-byte segments (1448 of
+# payload with timestamps) on the 9000-byte path; 8960, what the steered
+# route's MTU gives anyway, changes nothing. The same rule in both cases,
+# so that they differ only in the segment size.
+mss_cap() {
+	local n
+	for n in a1 b1; do
+		ip netns exec "$(ns "$1" "$n")" nft -f - <<-EOF || die "nft in $n: cannot set the MSS cap"
+			table inet lpbench
+			delete table inet lpbench
+			table inet lpbench {
+				chain out {
+					type filter hook output priority mangle; policy accept;
+					tcp flags & syn == syn tcp option maxseg size > $2 tcp option maxseg size set $2
+				}
+			}
+		EOF
+	done
+}
+
+# cpu_run.py LOG LIMIT CMD... runs CMD (its stdout in LOG, stderr in
+# LOG.err) and prints its exit status and the CPU seconds (user + system)
+# it used, from wait4(2).
+write_cpu_run() {
+	cat >"$W/cpu_run.py" <<-'PY'
+		import os, subprocess, sys, threading
+		logf, limit, cmd = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+		with open(logf, "w") as o, open(logf + ".err", "w") as e:
+		    p = subprocess.Popen(cmd, stdout=o, stderr=e, stdin=subprocess.DEVNULL)
+		timer = threading.Timer(limit, p.kill)
+		timer.start()
+		_, status, ru = os.wait4(p.pid, 0)
+		timer.cancel()
+		print(os.waitstatus_to_exitcode(status), "%.3f" % (ru.ru_utime + ru.ru_stime))
+	PY
+}
+
+# proc_cpu PID prints the CPU seconds (user + system) process PID has used.
+proc_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.2f\n", ($12 + $13) / hz }' "/proc/$1/stat"; }
+
+# dir_max TB LINK FROM prints max_segment_bytes of LINK's direction from FROM.
+dir_max() {
+	"$LP" testbed status --name "$1" --json | python3 -c '
+import json, sys
+for l in json.load(sys.stdin)["links"]:
+    if l["name"] == sys.argv[1]:
+        for d in l["directions"]:
+            if d["from"] == sys.argv[2]:
+                print(d.get("max_segment_bytes", 0))' "$2" "$3"
+}
+
+scenario_jumbo() {
+	local tb=lpst-jumbo run order c spid epid ok rc cpu s0 s1 e0 e1
+	local -a bps_j=() bps_s=() tx_j=() tx_s=() rx_j=() rx_s=() em_j=() em_s=()
+	local max_std=- max_jumbo=-
+	jumbo_topology "$W/topo/jumbo.yaml"
+	setup "$tb" "$W/topo/jumbo.yaml"
+	serve "$tb"
+	spid=${SERVER_PIDS[-1]}
+	# The emulator's pid, as the testbed records it (docs/testbed.md).
+	epid=$(cat "/run/lightpath/$tb/emulator.pid" 2>/dev/null) || die "testbed $tb: no /run/lightpath/$tb/emulator.pid"
+	[[ -r /proc/$epid/stat ]] || die "testbed $tb: no emulator process $epid"
+	write_cpu_run
+	open_ticket "$tb" "$JUMBO_BW" "$W/logs/jumbo-open.json"
+	[[ $TICKET_PATH == a1-ra,dedicated,b1-rb ]] || die "ticket path $TICKET_PATH: want a1-ra,dedicated,b1-rb"
+	measure() {
+		local c=$1 cap=8960 logf
+		[[ $c == jumbo ]] || cap=1460
+		mss_cap "$tb" "$cap"
+		logf=$W/logs/jumbo-$c-$run.json
+		s0=$(proc_cpu "$spid") e0=$(proc_cpu "$epid")
+		read -r rc cpu < <(python3 "$W/cpu_run.py" "$logf" $((DURATION + 30)) ip netns exec "$(ns "$tb" a1)" "$LP" bench lp://198.18.2.1:7070 -t "${DURATION}s" --json)
+		s1=$(proc_cpu "$spid") e1=$(proc_cpu "$epid")
+		[[ $rc == 0 ]] || die "jumbo run $run $c: bench exit $rc: $(last_line "$logf.err")"
+		read -r BPS BYTES < <(python3 -c '
+import json, sys
+s = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+print("%.0f %d" % (s["throughput_bps"], s["bytes"]))' "$logf") || die "jumbo run $run: no summary in $logf"
+		local txg rxg emg
+		emg=$(awk -v a="$e0" -v z="$e1" -v b="$BYTES" 'BEGIN { printf "%.3f", (z - a) / (b * 8 / 1e9) }')
+		txg=$(awk -v c="$cpu" -v b="$BYTES" 'BEGIN { printf "%.3f", c / (b * 8 / 1e9) }')
+		rxg=$(awk -v a="$s0" -v z="$s1" -v b="$BYTES" 'BEGIN { printf "%.3f", (z - a) / (b * 8 / 1e9) }')
+		if [[ $c == jumbo ]]; then
+			bps_j+=("$BPS") tx_j+=("$txg") rx_j+=("$rxg") em_j+=("$emg")
+			[[ $max_jumbo != - ]] || max_jumbo=$(dir_max "$tb" dedicated ra)
+		else
+			bps_s+=("$BPS") tx_s+=("$txg") rx_s+=("$rxg") em_s+=("$emg")
+			# The first 1460 run comes before any jumbo run: the largest
+			# segment dedicated has carried is still this case's.
+			[[ $max_std != - ]] || max_std=$(dir_max "$tb" dedicated ra)
+		fi
+		log "jumbo run $run/$RUNS $c (MSS cap $cap): $(gbit "$BPS") Gbit/s, CPU s per Gbit: sender $txg, receiver $rxg, emulator $emg"
+	}
+	for ((run = 1; run <= RUNS; run++)); do
+		if ((run % 2)); then order="std jumbo"; else order="jumbo std"; fi
+		for c in $order; do measure "$c"; done
+	done
+	close_ticket "$tb" "$TICKET"
+	teardown "$tb"
+
+	local sj ss ratio
+	read -r -a sj < <(stats "${bps_j[@]}")
+	read -r -a ss < <(stats "${bps_s[@]}")
+	ratio=$(awk -v a="${sj[0]}" -v b="${ss[0]}" 'BEGIN { printf "%.3f", a / b }')
+	ok=$(awk -v j="$max_jumbo" -v s="$max_std" 'BEGIN { print (j > 1500 && s <= 1460) }')
+	VERDICTS[jumbo]=$(verdict "$ok")
+	out ""
+	out "Jumbo frames: one TCP flow a1 -> b1 steered onto a $JUMBO_RATE, $JUMBO_DELAY, 9000-byte dedicated link (routed wan: 1 Gbit/s, 1500 bytes), MSS 8960 against 1460"
+	out "  ip netns exec lp-$tb-a1 lightpath bench lp://198.18.2.1:7070 -t ${DURATION}s   ($RUNS runs per case, alternating ABBA)"
+	out "  ticket: lightpath ticket open --from a1 --to b1 --flows '$FLOW' --bandwidth $JUMBO_BW --duration 1h   (ACTIVE throughout)"
+	out "  1460: nft on a1 and b1: tcp flags & syn == syn tcp option maxseg size > 1460 tcp option maxseg size set 1460   (jumbo: the same rule with 8960)"
+	out "$(printf '  %-8s %9s %9s %9s %8s %14s %16s %16s %12s' case median min max spread "sender s/Gbit" "receiver s/Gbit" "emulator s/Gbit" "max segment")"
+	out "$(printf '  %-8s %9s %9s %9s %7.1f%% %14s %16s %16s %12s' 1460 "$(gbit "${ss[0]}")" "$(gbit "${ss[1]}")" "$(gbit "${ss[2]}")" "$(awk -v s="${ss[3]}" 'BEGIN { print 100 * s }')" \
+		"$(fmed "${tx_s[@]}")" "$(fmed "${rx_s[@]}")" "$(fmed "${em_s[@]}")" "$max_std")"
+	out "$(printf '  %-8s %9s %9s %9s %7.1f%% %14s %16s %16s %12s' jumbo "$(gbit "${sj[0]}")" "$(gbit "${sj[1]}")" "$(gbit "${sj[2]}")" "$(awk -v s="${sj[3]}" 'BEGIN { print 100 * s }')" \
+		"$(fmed "${tx_j[@]}")" "$(fmed "${rx_j[@]}")" "$(fmed "${em_j[@]}")" "$max_jumbo")"
+	out "  goodput jumbo / 1460: $ratio   $(verdict "$ok") (check: dedicated's max_segment_bytes > 1500 with jumbo, <= 1460 after the first 1460 run)"
+	out "  (Gbit/s, goodput; s/Gbit = CPU seconds (user + system) per gigabit delivered, medians: the sender lightpath bench (wait4), the receiver lightpath serve"
+	out "   and the testbed's emulator (/proc/PID/stat), which also bears the kernel's receive path of the packets it writes into b1 and rb;"
+	out "   runs: 1460 $(for i in "${bps_s[@]}"; do printf '%s ' "$(gbit "$i")"; done)| jumbo $(for i in "${bps_j[@]}"; do printf '%s ' "$(gbit "$i")"; done))"
+	emit_json scenario=jumbo case=1460 median_bps:="${ss[0]}" min_bps:="${ss[1]}" max_bps:="${ss[2]}" spread:="${ss[3]}" runs_bps:="$(jlist "${bps_s[@]}")" \
+		sender_cpu_s_per_gbit:="$(fmed "${tx_s[@]}")" receiver_cpu_s_per_gbit:="$(fmed "${rx_s[@]}")" \
+		runs_sender_cpu_s_per_gbit:="$(jlist "${tx_s[@]}")" runs_receiver_cpu_s_per_gbit:="$(jlist "${rx_s[@]}")" \
+		emulator_cpu_s_per_gbit:="$(fmed "${em_s[@]}")" runs_emulator_cpu_s_per_gbit:="$(jlist "${em_s[@]}")" max_segment_bytes:="$max_std"
+	emit_json scenario=jumbo case=jumbo median_bps:="${sj[0]}" min_bps:="${sj[1]}" max_bps:="${sj[2]}" spread:="${sj[3]}" runs_bps:="$(jlist "${bps_j[@]}")" \
+		sender_cpu_s_per_gbit:="$(fmed "${tx_j[@]}")" receiver_cpu_s_per_gbit:="$(fmed "${rx_j[@]}")" \
+		runs_sender_cpu_s_per_gbit:="$(jlist "${tx_j[@]}")" runs_receiver_cpu_s_per_gbit:="$(jlist "${rx_j[@]}")" \
+		emulator_cpu_s_per_gbit:="$(fmed "${em_j[@]}")" runs_emulator_cpu_s_per_gbit:="$(jlist "${em_j[@]}")" max_segment_bytes:="$max_jumbo"
+	emit_json scenario=jumbo ratio:="$ratio" check="max_segment_bytes > 1500 with jumbo, <= 1460 at 1460" pass:="$(jbool "$ok")"
+}
+
+# ---------------------------------------------------------------------------
+# From ACTIVE to the first jumbo segment
+
+scenario_jumbo_time() {
+	local run r tb until=$((3 + JT_LIMIT + 3)) ok all=1
+	local -a ja=() jl=() jo=() od=() ms=() mb=() mm=() nj=() nd=() nm=()
+	write_timeline
+	write_analyser
+	for ((run = 1; run <= RUNS; run++)); do
+		# A testbed of its own per run: max_segment_bytes is the largest
+		# since the testbed came up.
+		tb=lpst-jt$run
+		two_site_up "$tb"
+		local spec v
+		spec=$(flow_spec_json "$tb" "$until" \
+			"$(act flow 0 bg -- ip netns exec "$(ns "$tb" a1)" "$LP" bench lp://198.18.2.1:7070 -t "$((until + 2))s" --json)" \
+			"$(act open 3 -- "$LP" ticket open --from a1 --to b1 --flows "$FLOW" --bandwidth 1G --duration 1h --wait 10s --json)" \
+			"$(act flow2 $((3 + JT_LIMIT)) bg -- ip netns exec "$(ns "$tb" a1)" "$LP" bench lp://198.18.2.1:7070 -t 2s --json)")
+		timeline "$tb" "$W/logs/jt-$run.json" "$spec"
+		r=$(python3 "$W/analyse.py" jumbo-time "$W/logs/jt-$run.json" "$STEER_BYTES" 2>"$W/logs/jt-$run.err") ||
+			die "jumbo-time run $run: $(last_line "$W/logs/jt-$run.err") (see $W/logs/jt-$run.json)"
+		printf '%s\n' "$r" >"$W/logs/jt-$run.result"
+		read -r -a v < <(jfields "$r" jumbo_after_active_s jumbo_after_active_lower_s jumbo_after_open_s on_dedicated_after_open_s max_segment_before max_segment_end rcv_mss_steered ticket new_jumbo_after_start_s \
+			new_jumbo_after_data_s rcv_mss_new)
+		ja+=("${v[0]}") jl+=("${v[1]}") jo+=("${v[2]}") od+=("${v[3]}") mb+=("${v[4]}") ms+=("${v[5]}") mm+=("${v[6]}") nj+=("${v[8]}") nd+=("${v[9]}") nm+=("${v[10]}")
+		log "jumbo-time run $run/$RUNS: first jumbo segment on dedicated ${v[0]} s after ACTIVE (${v[2]} s after open; the flow on dedicated ${v[3]} s after open); max_segment_bytes ${v[4]} -> ${v[5]}; b1's rcvmss ${v[6]}; a new connection's first jumbo segment ${v[8]} s after its bench started, ${v[9]} s after its data reached b1 (rcvmss ${v[10]})"
+		close_ticket "$tb" "${v[7]}"
+		teardown "$tb"
+	done
+
+	# A run with no jumbo segment within JT_LIMIT counts as JT_LIMIT s
+	# in the median and fails the target.
+	local -a jn=()
+	for r in "${ja[@]}"; do if [[ $r == null ]]; then jn+=("$JT_LIMIT") all=0; else jn+=("$r"); fi; done
+	ok=$(awk -v m="$(fmax "${jn[@]}")" -v a="$all" 'BEGIN { print (a && m < 1) }')
+	VERDICTS[jumbo-time]=$(verdict "$ok")
+	out ""
+	out "From ACTIVE to the first jumbo segment: examples/two-site.yaml, a bench a1 -> b1 running on wan (1500 bytes) from 3 s before the ticket"
+	out "  flow:  ip netns exec lp-TB-a1 lightpath bench lp://198.18.2.1:7070 -t $((until + 2))s"
+	out "  at 3 s: lightpath ticket open --from a1 --to b1 --flows '$FLOW' --bandwidth 1G --duration 1h --wait 10s   (returns once ACTIVE)"
+	out "  (testbed status --json read every $POLL_MS ms: dedicated ra>rb max_segment_bytes > 1500; a testbed per run; watched $JT_LIMIT s; $RUNS runs)"
+	out "$(printf '  %-46s %8s %8s   %s' measure median max "runs (s)")"
+	out "$(printf '  %-46s %7ss %7ss   %s   %s' "ACTIVE (open returned) -> first jumbo segment" "$(fmed "${jn[@]}")" "$(fmax "${jn[@]}")" "${ja[*]}" "$(verdict "$ok") (target < 1 s; null: none within ${JT_LIMIT} s)")"
+	out "$(printf '  %-46s %8s %8s   %s' "  the read before it (lower bound)" "" "" "${jl[*]}")"
+	out "$(printf '  %-46s %8s %8s   %s' "open -> first jumbo segment" "" "" "${jo[*]}")"
+	out "$(printf '  %-46s %8s %8s   %s' "open -> the flow's bytes on dedicated" "" "" "${od[*]}")"
+	out "$(printf '  %-46s %8s %8s   %s' "a new connection (bench -t 2s at $((3 + JT_LIMIT)) s)" "" "" "${nj[*]}   (informational: from its bench's start; null if the first flow went jumbo)")"
+	out "$(printf '  %-46s %8s %8s   %s' "  from its first data at b1" "" "" "${nd[*]}   (b1's rcvmss then: ${nm[*]})")"
+	out "  dedicated ra>rb max_segment_bytes before the ticket: ${mb[*]}; at the end: ${ms[*]}; b1's rcvmss of the first flow while steered: ${mm[*]}"
+	emit_json scenario=jumbo-time measure=active_to_jumbo median_s:="$(fmed "${jn[@]}")" max_s:="$(fmax "${jn[@]}")" runs_s:="$(jlist "${ja[@]}")" \
+		lower_bounds_s:="$(jlist "${jl[@]}")" open_to_jumbo_s:="$(jlist "${jo[@]}")" open_to_dedicated_s:="$(jlist "${od[@]}")" \
+		max_segment_bytes_before:="$(jlist "${mb[@]}")" max_segment_bytes_end:="$(jlist "${ms[@]}")" rcvmss_steered:="$(jlist "${mm[@]}")" \
+		new_connection_jumbo_after_start_s:="$(jlist "${nj[@]}")" new_connection_jumbo_after_data_s:="$(jlist "${nd[@]}")" \
+		new_connection_rcvmss:="$(jlist "${nm[@]}")" \
+		poll_ms:="$POLL_MS" watched_s:="$JT_LIMIT" target="< 1 s" pass:="$(jbool "$ok")"
+}
+
+# ---------------------------------------------------------------------------
+# From a blackhole to the withdrawal
+
+scenario_blackhole() {
+	local tb=lpst-bh run r bh=6 until detected=0 ok
+	local -a ra=() rl=() sa=() sl=() gp=() then=() wa=() wl=()
+	two_site_up "$tb"
+	write_timeline
+	write_analyser
+	until=$((bh + BH_LIMIT + 1))
+	for ((run = 1; run <= RUNS; run++)); do
+		local spec v
+		spec=$(flow_spec_json "$tb" "$until" \
+			"$(act flow 0 bg -- ip netns exec "$(ns "$tb" a1)" "$LP" bench lp://198.18.2.1:7070 -t "$((until + 1))s" --json)" \
+			"$(act open 3 -- "$LP" ticket open --from a1 --to b1 --flows "$FLOW" --bandwidth 1G --duration 1h --wait 10s --json)" \
+			"$(act blackhole "$bh" -- "$LP" testbed link set dedicated --blackhole --name "$tb")" \
+			"$(act up $((bh + BH_LIMIT)) -- "$LP" testbed link set dedicated --up --name "$tb")")
+		timeline "$tb" "$W/logs/bh-$run.json" "$spec"
+		r=$(python3 "$W/analyse.py" blackhole "$W/logs/bh-$run.json" "$STEER_BYTES" 2>"$W/logs/bh-$run.err") ||
+			die "blackhole run $run: $(last_line "$W/logs/bh-$run.err") (see $W/logs/bh-$run.json)"
+		printf '%s\n' "$r" >"$W/logs/bh-$run.result"
+		read -r -a v < <(jfields "$r" routed_after_s routed_after_lower_s reservation_after_s reservation_after_lower_s gap_s on_dedicated_before ticket \
+			withdrawn_after_s withdrawn_after_lower_s)
+		ra+=("${v[0]}") rl+=("${v[1]}") sa+=("${v[2]}") sl+=("${v[3]}") gp+=("${v[4]}") wa+=("${v[7]}") wl+=("${v[8]}")
+		then+=("$(python3 -c 'import json, sys; r = json.loads(sys.argv[1])["reservation_then"]; print("-" if r is None else "%s%s/%s" % (r["state"], "+degraded" if r["degraded"] else "", r["path"] or "none"))' "$r")")
+		log "blackhole run $run/$RUNS: a1's marking withdrawn ${v[7]} s after the blackhole, the flow on wan ${v[0]} s after, the reservation off dedicated ${v[2]} s after (${then[-1]}); longest gap ${v[4]} s; dedicated's share before ${v[5]}"
+		timeout 30 "$LP" ticket close "${v[6]}" --reason "bench blackhole" >"$W/logs/close.out" 2>&1 ||
+			log "ticket close ${v[6]}: $(last_line "$W/logs/close.out")"
+		wait_unsteered "$tb" "${v[6]}"
+		sleep 1
+	done
+	teardown "$tb"
+
+	local -a rn=() sn=() wn=()
+	for r in "${wa[@]}"; do if [[ $r == null ]]; then wn+=("$BH_LIMIT"); else wn+=("$r") detected=1; fi; done
+	for r in "${ra[@]}"; do if [[ $r == null ]]; then rn+=("$BH_LIMIT"); else rn+=("$r") detected=1; fi; done
+	for r in "${sa[@]}"; do if [[ $r == null ]]; then sn+=("$BH_LIMIT"); else sn+=("$r") detected=1; fi; done
+	ok=$(awk -v a="$(fmax "${rn[@]}")" -v b="$(fmax "${sn[@]}")" -v n="${ra[*]} ${sa[*]}" 'BEGIN { print (a < 2 && b < 2 && n !~ /null/) }')
+	VERDICTS[blackhole]=$(verdict "$ok")
+	out ""
+	out "From a blackhole to the withdrawal: examples/two-site.yaml, a bench a1 -> b1 steered onto dedicated by a 1G ticket (wan cannot take it: it degrades)"
+	out "  flow:  ip netns exec lp-$tb-a1 lightpath bench lp://198.18.2.1:7070 -t $((until + 1))s;  at 3 s: lightpath ticket open ... --bandwidth 1G"
+	out "  at $bh s: lightpath testbed link set dedicated --blackhole   (carrier stays up);  at $((bh + BH_LIMIT)) s: --up"
+	out "  (testbed status --json and reserve show ID --json read every $POLL_MS ms; on wan = wan's ra>rb has taken $STEER_BYTES bytes; $RUNS runs; null: not within ${BH_LIMIT} s)"
+	if ((!detected)); then
+		out "  agents do not detect blackholes in this build: neither the flow nor the reservation left dedicated within ${BH_LIMIT} s in any run"
+	fi
+	out "$(printf '  %-44s %8s %8s   %s' measure median max "runs (s)")"
+	out "$(printf '  %-44s %7ss %7ss   %s   %s' "blackhole -> a1's marking rules withdrawn" "$(fmed "${wn[@]}")" "$(fmax "${wn[@]}")" "${wa[*]}" "(informational: the agent's part)")"
+	out "$(printf '  %-44s %8s %8s   %s' "  the read before it (lower bound)" "" "" "${wl[*]}")"
+	out "$(printf '  %-44s %7ss %7ss   %s   %s' "blackhole -> the flow's bytes on wan" "$(fmed "${rn[@]}")" "$(fmax "${rn[@]}")" "${ra[*]}" "(target < 2 s)")"
+	out "$(printf '  %-44s %8s %8s   %s' "  the read before it (lower bound)" "" "" "${rl[*]}")"
+	out "$(printf '  %-44s %7ss %7ss   %s   %s' "blackhole -> the reservation off dedicated" "$(fmed "${sn[@]}")" "$(fmax "${sn[@]}")" "${sa[*]}" "(target < 2 s)")"
+	out "$(printf '  %-44s %8s %8s   %s' "  the read before it (lower bound)" "" "" "${sl[*]}")"
+	out "$(printf '  %-44s %7ss %7ss   %s   %s' "the flow's longest gap from the blackhole" "$(fmed "${gp[@]}")" "$(fmax "${gp[@]}")" "${gp[*]}" "(informational)")"
+	out "  the reservation then (reserve show: state/path): ${then[*]}"
+	out "  verdict: ${VERDICTS[blackhole]}$( ((detected)) || printf ' (agents do not detect blackholes in this build)')"
+	emit_json scenario=blackhole measure=withdrawn median_s:="$(fmed "${wn[@]}")" max_s:="$(fmax "${wn[@]}")" runs_s:="$(jlist "${wa[@]}")" \
+		lower_bounds_s:="$(jlist "${wl[@]}")" watched_s:="$BH_LIMIT"
+	emit_json scenario=blackhole measure=routed median_s:="$(fmed "${rn[@]}")" max_s:="$(fmax "${rn[@]}")" runs_s:="$(jlist "${ra[@]}")" \
+		lower_bounds_s:="$(jlist "${rl[@]}")" watched_s:="$BH_LIMIT" target="< 2 s"
+	emit_json scenario=blackhole measure=reservation median_s:="$(fmed "${sn[@]}")" max_s:="$(fmax "${sn[@]}")" runs_s:="$(jlist "${sa[@]}")" \
+		lower_bounds_s:="$(jlist "${sl[@]}")" watched_s:="$BH_LIMIT" target="< 2 s"
+	emit_json scenario=blackhole measure=gap median_s:="$(fmed "${gp[@]}")" max_s:="$(fmax "${gp[@]}")" runs_s:="$(jlist "${gp[@]}")"
+	emit_json scenario=blackhole detected:="$(jbool "$detected")" \
+		note="$(if ((detected)); then echo "detected"; else echo "agents do not detect blackholes in this build"; fi)" pass:="$(jbool "$ok")"
+}
+
+# ---------------------------------------------------------------------------
 # Cross traffic
 
 # cross_run TB LOAD_BPS CASE RUN measures the flow under LOAD_BPS of UDP
@@ -458,7 +1168,7 @@ cross_run() {
 	UDP_LOST=-
 	if ((load > 0)); then
 		timeout -k 5 $((DURATION + 30)) ip netns exec "$(ns "$tb" a2)" iperf3 -c 198.18.2.2 -p 5201 -u -b "$load" -l 8000 \
-			-t $((DURATION + 2)) -J >"$ulog" 2>&1 </dev/null &
+			-w 16M -t $((DURATION + 2)) -J >"$ulog" 2>&1 </dev/null &
 		upid=$!
 		sleep 1
 	fi
@@ -483,65 +1193,85 @@ s = e.get("sum_received") or e["sum"]
 print("%.3f" % s["lost_percent"])' "$1"
 }
 
+# cross_loads prints the cross scenario's rows: NAME LOAD_BPS, the UDP
+# offered at 0, 25, 50 and 75% of what the ticket leaves of the link
+# (CROSS_RATE - CROSS_BW), then "over": the whole link rate, an overload.
+cross_loads() {
+	local pct left=$((CROSS_RATE_BPS - CROSS_BW_BPS))
+	for pct in 0 25 50 75; do echo "$pct $((left * pct / 100))"; done
+	echo "over $CROSS_RATE_BPS"
+}
+
 scenario_cross() {
-	local tb=lpst-cross run pct load ok all_ok=1 frac
-	local -a pcts=(0 25 50 100)
-	declare -A R=() S=() L=()
+	local tb=lpst-cross run row load ok all_ok=1 frac left=$((CROSS_RATE_BPS - CROSS_BW_BPS))
+	declare -A R=() S=() L=() Y=()
 	one_link_topology "$W/topo/cross.yaml" "$CROSS_RATE" 25ms
 	setup "$tb" "$W/topo/cross.yaml"
 	serve "$tb"
 	start_server_in "$(ns "$tb" b2)" 5201 "$W/logs/iperf3-server.log" iperf3 -s -B 198.18.2.2 -p 5201 ||
 		die "iperf3 server in b2: $START_ERROR"
 	for ((run = 1; run <= CROSS_RUNS; run++)); do
-		for pct in "${pcts[@]}"; do
-			load=$((CROSS_RATE_BPS * pct / 100))
+		while read -r row load; do
 			cross_run "$tb" "$load" without "$run"
-			R[$pct|without]+="$BPS " S[$pct|without]+="$STEERED " L[$pct|without]+="$UDP_LOST "
-			log "cross run $run/$CROSS_RUNS load $pct%: without $(mbit "$BPS") Mbit/s, UDP lost $UDP_LOST%"
-			open_ticket "$tb" "$CROSS_BW" "$W/logs/cross-open-$pct-$run.json"
+			R[$row|without]+="$BPS " S[$row|without]+="$STEERED " L[$row|without]+="$UDP_LOST " Y[$row|without]+="$STEADY_BPS "
+			log "cross run $run/$CROSS_RUNS load $row: without $(mbit "$BPS") Mbit/s, UDP lost $UDP_LOST%"
+			open_ticket "$tb" "$CROSS_BW" "$W/logs/cross-open-$row-$run.json"
 			[[ $TICKET_PATH == a1-ra,dedicated,b1-rb ]] || die "ticket path $TICKET_PATH: want a1-ra,dedicated,b1-rb"
 			cross_run "$tb" "$load" with "$run"
-			R[$pct|with]+="$BPS " S[$pct|with]+="$STEERED " L[$pct|with]+="$UDP_LOST "
-			log "cross run $run/$CROSS_RUNS load $pct%: with $(mbit "$BPS") Mbit/s, steered $STEERED, UDP lost $UDP_LOST%"
+			R[$row|with]+="$BPS " S[$row|with]+="$STEERED " L[$row|with]+="$UDP_LOST " Y[$row|with]+="$STEADY_BPS "
+			log "cross run $run/$CROSS_RUNS load $row: with $(mbit "$BPS") Mbit/s ($(mbit "$STEADY_BPS") after 1 s), steered $STEERED, UDP lost $UDP_LOST%"
 			close_ticket "$tb" "$TICKET"
-		done
+		done < <(cross_loads)
 	done
 	teardown "$tb"
 
 	out ""
-	out "Cross traffic (UltraScience Net's experiment): one $(mbit "$CROSS_RATE_BPS") Mbit/s link, 25 ms one way; the median of $CROSS_RUNS runs"
+	out "Cross traffic (UltraScience Net's experiment): one $(mbit "$CROSS_RATE_BPS") Mbit/s link, 25 ms one way, $(mbit "$CROSS_BW_BPS") Mbit/s reserved, $(mbit "$left") Mbit/s left; the median of $CROSS_RUNS runs"
 	out "  flow:  ip netns exec lp-$tb-a1 lightpath bench lp://198.18.2.1:7070 -t ${DURATION}s"
-	out "  load:  ip netns exec lp-$tb-a2 iperf3 -c 198.18.2.2 -u -b LOAD -l 8000 -t $((DURATION + 2))   (unreserved, same link, from 1 s before the flow)"
+	out "  load:  ip netns exec lp-$tb-a2 iperf3 -c 198.18.2.2 -u -b LOAD -l 8000 -w 16M -t $((DURATION + 2))   (unreserved, same link, from 1 s before the flow)"
 	out "  with:  lightpath ticket open --from a1 --to b1 --flows '$FLOW' --bandwidth $CROSS_BW --duration 1h"
-	out "$(printf '  %-6s %12s %16s %16s %14s %9s %14s %14s   %s' load "UDP offered" "without Mbit/s" "with Mbit/s" "with/reserved" steered "UDP lost w/o" "UDP lost with" "verdict (with >= 0.9 of $CROSS_BW)")"
-	for pct in "${pcts[@]}"; do
-		load=$((CROSS_RATE_BPS * pct / 100))
-		local mw mo st lo=- lw=- jlo=null jlw=null jro='[]' jrw='[]'
+	out "$(printf '  %-10s %12s %14s %14s %14s %9s %9s %13s %13s   %s' load "UDP offered" "without Mbit/s" "with Mbit/s" "with after 1s" "/reserved" steered "UDP lost w/o" "UDP lost with" "verdict")"
+	while read -r row load; do
+		local mw mo my st lo=- lw=- jlo=null jlw=null jro='[]' jrw='[]' lok=1 label target
+		if [[ $row == over ]]; then label="100% link"; else label="$row% left"; fi
 		if ((load > 0)); then
 			# shellcheck disable=SC2086 # space-separated lists
-			lo=$(fmed ${L[$pct|without]}) lw=$(fmed ${L[$pct|with]})
+			lo=$(fmed ${L[$row|without]}) lw=$(fmed ${L[$row|with]})
 			# shellcheck disable=SC2086
-			jlo=$lo jlw=$lw jro=$(jlist ${L[$pct|without]}) jrw=$(jlist ${L[$pct|with]})
+			jlo=$lo jlw=$lw jro=$(jlist ${L[$row|without]}) jrw=$(jlist ${L[$row|with]})
 			lo+=% lw+=%
 		fi
 		# shellcheck disable=SC2086 # space-separated lists
-		mo=$(median ${R[$pct|without]})
+		mo=$(median ${R[$row|without]})
 		# shellcheck disable=SC2086
-		mw=$(median ${R[$pct|with]})
+		mw=$(median ${R[$row|with]})
 		# shellcheck disable=SC2086
-		st=$(fmed ${S[$pct|with]})
-		frac=$(awk -v a="$mw" -v b="$CROSS_BW_BPS" 'BEGIN { printf "%.2f", a / b }')
-		ok=$(awk -v f="$mw" -v b="$CROSS_BW_BPS" 'BEGIN { print (f >= 0.9 * b) }')
+		my=$(median ${Y[$row|with]})
+		# shellcheck disable=SC2086
+		st=$(fmed ${S[$row|with]})
+		frac=$(awk -v a="$my" -v b="$CROSS_BW_BPS" 'BEGIN { printf "%.2f", a / b }')
+		ok=$(awk -v f="$my" -v b="$CROSS_BW_BPS" 'BEGIN { print (f >= 0.9 * b) }')
+		target="with after 1s >= 0.9 of $CROSS_BW"
+		if [[ $row != over && $row != 0 ]]; then
+			lok=$(awk -v l="$jlw" 'BEGIN { print (l < 1) }')
+			target+=", UDP lost with < 1%"
+			[[ $lok == 1 ]] || ok=0
+		elif [[ $row == over ]]; then
+			target+=" (overload: no loss target)"
+		fi
 		[[ $ok == 1 ]] || all_ok=0
-		out "$(printf '  %5s%% %7s Mbit/s %16s %16s %14s %9s %14s %14s   %s' "$pct" "$(mbit "$load")" "$(mbit "$mo")" "$(mbit "$mw")" "$frac" "$st" "$lo" "$lw" "$(verdict "$ok")")"
+		out "$(printf '  %-10s %5s Mbit/s %14s %14s %14s %9s %9s %13s %13s   %s' "$label" "$(mbit "$load")" "$(mbit "$mo")" "$(mbit "$mw")" "$(mbit "$my")" "$frac" "$st" "$lo" "$lw" "$(verdict "$ok") ($target)")"
 		# shellcheck disable=SC2086
-		emit_json scenario=cross load_percent:="$pct" load_bps:="$load" link_bps:="$CROSS_RATE_BPS" reserved_bps:="$CROSS_BW_BPS" \
-			without_bps:="$mo" with_bps:="$mw" with_fraction_of_reserved:="$frac" steered:="$st" \
+		emit_json scenario=cross load="$row" load_percent_of_left:="$(if [[ $row == over ]]; then echo null; else echo "$row"; fi)" \
+			load_bps:="$load" link_bps:="$CROSS_RATE_BPS" reserved_bps:="$CROSS_BW_BPS" left_bps:="$left" \
+			without_bps:="$mo" with_bps:="$mw" with_after_1s_bps:="$my" with_fraction_of_reserved:="$frac" steered:="$st" \
 			udp_lost_percent_without:="$jlo" udp_lost_percent_with:="$jlw" \
-			runs_without_bps:="$(jlist ${R[$pct|without]})" runs_with_bps:="$(jlist ${R[$pct|with]})" \
-			runs_udp_lost_percent_without:="$jro" runs_udp_lost_percent_with:="$jrw" pass:="$(jbool "$ok")"
-	done
-	out "  (throughput of the measured flow; steered = bytes through the ticket's htb class on ra / the flow's payload bytes: ~1.006 with headers;"
+			runs_without_bps:="$(jlist ${R[$row|without]})" runs_with_bps:="$(jlist ${R[$row|with]})" \
+			runs_with_after_1s_bps:="$(jlist ${Y[$row|with]})" \
+			runs_udp_lost_percent_without:="$jro" runs_udp_lost_percent_with:="$jrw" target="$target" pass:="$(jbool "$ok")"
+	done < <(cross_loads)
+	out "  (throughput of the measured flow, whole run and after its first second (slow start); /reserved = with after 1s / $CROSS_BW;"
+	out "   steered = bytes through the ticket's htb class on ra / the flow's payload bytes: ~1.006 with headers;"
 	out "   UDP lost = the unreserved UDP's loss, iperf3's receiver's lost_percent, median of the runs)"
 	VERDICTS[cross]=$(verdict "$all_ok")
 }
@@ -556,12 +1286,18 @@ main() {
 	if wanted mark; then scenario_mark; fi
 	if wanted activation; then scenario_activation; fi
 	if wanted cross; then scenario_cross; fi
+	if wanted jumbo; then scenario_jumbo; fi
+	if wanted jumbo-time; then scenario_jumbo_time; fi
+	if wanted moves; then scenario_moves; fi
+	if wanted blackhole; then scenario_blackhole; fi
 	out ""
-	out "Targets: $(for s in mark activation cross; do [[ -n ${VERDICTS[$s]:-} ]] && printf '%s %s  ' "$s" "${VERDICTS[$s]}"; done)"
+	out "Targets: $(for s in mark activation cross jumbo jumbo-time moves blackhole; do [[ -n ${VERDICTS[$s]:-} ]] && printf '%s %s  ' "$s" "${VERDICTS[$s]}"; done)"
 	out "Done in $((SECONDS - t0)) s; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 	for s in "${!VERDICTS[@]}"; do [[ ${VERDICTS[$s]} == PASS ]] || pass=false; done
 	emit_json summary:=true bench=steering seconds:="$((SECONDS - t0))" \
-		mark="${VERDICTS[mark]:-skipped}" activation="${VERDICTS[activation]:-skipped}" cross="${VERDICTS[cross]:-skipped}" pass:="$pass"
+		mark="${VERDICTS[mark]:-skipped}" activation="${VERDICTS[activation]:-skipped}" cross="${VERDICTS[cross]:-skipped}" \
+		jumbo="${VERDICTS[jumbo]:-skipped}" jumbo-time="${VERDICTS[jumbo-time]:-skipped}" moves="${VERDICTS[moves]:-skipped}" \
+		blackhole="${VERDICTS[blackhole]:-skipped}" pass:="$pass"
 	log "done in $((SECONDS - t0)) s"
 }
 
