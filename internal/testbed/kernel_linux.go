@@ -212,6 +212,7 @@ func addRoutes(t *topology.Topology, node, nsPath string) error {
 			return fmt.Errorf("%s: route to %s: device %s: %w", node, r.Dst, r.Dev, err)
 		}
 		rt := &netlink.Route{LinkIndex: dev.Attrs().Index, Dst: prefixNet(r.Dst), Gw: r.Via.AsSlice(), MTU: r.MTU}
+		rt.AdvMSS = advMSS(r, dev.Attrs().MTU)
 		if r.Src.IsValid() {
 			rt.Src = r.Src.AsSlice()
 		}
@@ -220,6 +221,24 @@ func addRoutes(t *topology.Topology, node, nsPath string) error {
 		}
 	}
 	return nil
+}
+
+// advMSS is the MSS a route's TCP connections advertise: what the device
+// takes (its MTU less the IP and TCP headers) where the path's MTU is
+// smaller, 0 (the route's MTU's) otherwise. Advertising what the host can
+// take, not what the routed path carries, lets a connection made on the
+// routed path send jumbo segments once it is steered onto a reserved path
+// of a larger MTU: the sender's own route still holds it to the path it
+// is on (TCP takes the smaller of the two), and the peer's SYN fixed the
+// most it may ever send.
+func advMSS(r topology.Route, devMTU int) int {
+	if r.MTU <= 0 || devMTU <= r.MTU {
+		return 0
+	}
+	if r.Dst.Addr().Is4() {
+		return devMTU - 40
+	}
+	return devMTU - 60
 }
 
 // namespaceInode identifies a namespace, to find the processes inside it.

@@ -565,11 +565,19 @@ func TestAgentMTUPathSwitch(t *testing.T) {
 		t.Logf("on wan: a1 %s", senderView(txDiag))
 		tk, opened, active := openTicket(e)
 		time.Sleep(3 * time.Second)
-		t.Logf("on dedicated: a1 %s", senderView(txDiag))
+		steered := senderView(txDiag)
+		t.Logf("on dedicated: a1 %s", steered)
 		closing, closed := closeTicket(e, tk.ID)
 		time.Sleep(3 * time.Second)
 		end := time.Now()
-		t.Logf("back on wan: a1 %s", senderView(txDiag))
+		back := senderView(txDiag)
+		t.Logf("back on wan: a1 %s", back)
+		// Made on wan, the connection goes jumbo once moved: both ends'
+		// routes advertise the MSS their devices take (testbed advmss),
+		// and a1's own route held it to wan's 1500 until the move.
+		if !strings.Contains(steered, "snd_mss 8948,") || !strings.Contains(back, "snd_mss 1448,") {
+			t.Errorf("a connection made on wan: a1 on dedicated %s, back on wan %s; want snd_mss 8948, then 1448", steered, back)
+		}
 		// The link counters are read every 250 ms: each phase keeps 0.3 s
 		// clear of the move before it ends. Once ACTIVE every node has
 		// its part: 0.5 s for what was queued on wan (a BDP: 6 MB) to
