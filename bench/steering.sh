@@ -197,6 +197,7 @@ one_link_topology() {
 		  - {<<: *lan, name: b2-rb, ends: [b2, rb]}
 		  - {name: dedicated, ends: [ra, rb], role: dedicated, rate: $2, delay: $3, mtu: 9000}
 	EOF
+	if [[ -n ${4:-} ]]; then printf '  - %s\n' "$4" >>"$1"; fi
 }
 
 # setup TB TOPOLOGY: agents_testbed_up (lib.sh) for the six nodes of these
@@ -879,25 +880,8 @@ scenario_moves() {
 # by a routed wan (1 Gbit/s, JUMBO_DELAY, 1500 bytes) and a dedicated link
 # (JUMBO_RATE, JUMBO_DELAY, 9000 bytes) that only reservations use.
 jumbo_topology() {
-	cat >"$1" <<-EOF
-		sites:
-		  - name: site-a
-		  - name: site-b
-		nodes:
-		  - {name: a1, site: site-a}
-		  - {name: a2, site: site-a}
-		  - {name: ra, site: site-a, role: router}
-		  - {name: b1, site: site-b}
-		  - {name: b2, site: site-b}
-		  - {name: rb, site: site-b, role: router}
-		links:
-		  - &lan {name: a1-ra, ends: [a1, ra], mtu: 9000}
-		  - {<<: *lan, name: a2-ra, ends: [a2, ra]}
-		  - {<<: *lan, name: b1-rb, ends: [b1, rb]}
-		  - {<<: *lan, name: b2-rb, ends: [b2, rb]}
-		  - {name: wan, ends: [ra, rb], rate: 1G, delay: $JUMBO_DELAY, mtu: 1500}
-		  - {name: dedicated, ends: [ra, rb], role: dedicated, rate: $JUMBO_RATE, delay: $JUMBO_DELAY, mtu: 9000}
-	EOF
+	one_link_topology "$1" "$JUMBO_RATE" "$JUMBO_DELAY" \
+		"{name: wan, ends: [ra, rb], rate: 1G, delay: $JUMBO_DELAY, mtu: 1500}"
 }
 
 # mss_cap TB BYTES puts, on a1 and b1, one nftables rule (table inet

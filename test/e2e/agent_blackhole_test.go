@@ -72,16 +72,7 @@ func blackholeUnderCopy(t *testing.T, movable bool) {
 		}
 	}
 
-	s0 := a.status()
-	cp := startLP(t, runOpts{timeout: 2 * time.Minute}, "testbed", "exec", "--name", a.name, "a1", "--",
-		lpBin, "cp", "--json", "--retries", "5", "--stall-timeout", "3s", src, "lp://198.18.2.1:7070/data.bin")
-	var s1 testbedStatus
-	if !waitFor(20*time.Second, func() bool {
-		s1 = a.status()
-		return s1.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra") > 60<<20 || cp.Exited()
-	}) || cp.Exited() {
-		t.Fatalf("the copy did not get under way on dedicated: %s", cp.err.String())
-	}
+	cp, s0, s1 := a.copyOnDedicated(t, src)
 
 	// The blackhole. Its moment is somewhere while the command runs:
 	// the time to withdrawal is measured from the command's start (an

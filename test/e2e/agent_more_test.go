@@ -604,6 +604,24 @@ func TestAgentMoreRestart(t *testing.T) {
 	}
 }
 
+// copyOnDedicated starts a reserved copy of src from a1 to b1's server
+// (--retries 5, --stall-timeout 3s) and waits until 60 MB of it crossed
+// dedicated: the moment to break the link under it. It returns the copy
+// and the testbed's counters before it and then.
+func (a *agentBed) copyOnDedicated(t *testing.T, src string) (cp *proc, s0, s1 testbedStatus) {
+	t.Helper()
+	s0 = a.status()
+	cp = startLP(t, runOpts{timeout: 2 * time.Minute}, "testbed", "exec", "--name", a.name, "a1", "--",
+		lpBin, "cp", "--json", "--retries", "5", "--stall-timeout", "3s", src, "lp://198.18.2.1:7070/data.bin")
+	if !waitFor(20*time.Second, func() bool {
+		s1 = a.status()
+		return s1.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra") > 60<<20 || cp.Exited()
+	}) || cp.Exited() {
+		t.Fatalf("the copy did not get under way on dedicated: %s", cp.err.String())
+	}
+	return cp, s0, s1
+}
+
 // TestAgentMoreLinkCut cuts the dedicated link under a reserved copy of
 // 300 MiB (a1 to b1, --retries 5): the agents withdraw the steering from
 // the dead hop (the controller moves the reservation to wan) and the copy
@@ -620,16 +638,7 @@ func TestAgentMoreLinkCut(t *testing.T) {
 	a.serveIn("b1", "198.18.2.1:7070", dstDir, "--stall-timeout", "3s")
 	r := a.reserveActive(a.c.adminTok, "a1", "b1", "400M", "tcp 198.18.1.1 > 198.18.2.1:7070", "a1-ra,dedicated,b1-rb")
 
-	s0 := a.status()
-	cp := startLP(t, runOpts{timeout: 2 * time.Minute}, "testbed", "exec", "--name", a.name, "a1", "--",
-		lpBin, "cp", "--json", "--retries", "5", "--stall-timeout", "3s", src, "lp://198.18.2.1:7070/data.bin")
-	var s1 testbedStatus
-	if !waitFor(20*time.Second, func() bool {
-		s1 = a.status()
-		return s1.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra") > 60<<20 || cp.Exited()
-	}) || cp.Exited() {
-		t.Fatalf("the copy did not get under way on dedicated: %s", cp.err.String())
-	}
+	cp, s0, s1 := a.copyOnDedicated(t, src)
 	cut := time.Now()
 	a.linkSet("dedicated", "--down")
 	t.Logf("cut dedicated after %d MB crossed it", (s1.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra"))/1e6)
