@@ -34,14 +34,7 @@ func TestAgentBlackholeMoved(t *testing.T) { blackholeUnderCopy(t, true) }
 func blackholeUnderCopy(t *testing.T, movable bool) {
 	skipUnlessNetRoot(t)
 	a := upAgentBed(t)
-	// 500 Mbit/s makes the copy last long enough to be blackholed in the
-	// middle.
-	a.linkSet("dedicated", "--rate", "500M")
-	srcDir, dstDir := scratchDir(t), scratchDir(t)
-	src := filepath.Join(srcDir, "data.bin")
-	const size = 300 << 20
-	writeRandom(t, src, size, 43)
-	a.serveIn("b1", "198.18.2.1:7070", dstDir, "--stall-timeout", "3s")
+	src, dstDir := a.copyBed(t, 43)
 	if !movable {
 		// wan (900 Mbit/s reservable) keeps 100 Mbit/s free: the
 		// reservation cannot move there.

@@ -604,6 +604,19 @@ func TestAgentMoreRestart(t *testing.T) {
 	}
 }
 
+// copyBed readies a copy to break in the middle: dedicated at 500 Mbit/s
+// (so that 300 MiB lasts long enough), a 300 MiB file of random bytes
+// (seed) and a server in b1 (--stall-timeout 3s) writing into dstDir.
+func (a *agentBed) copyBed(t *testing.T, seed uint64) (src, dstDir string) {
+	t.Helper()
+	a.linkSet("dedicated", "--rate", "500M")
+	dstDir = scratchDir(t)
+	src = filepath.Join(scratchDir(t), "data.bin")
+	writeRandom(t, src, 300<<20, seed)
+	a.serveIn("b1", "198.18.2.1:7070", dstDir, "--stall-timeout", "3s")
+	return src, dstDir
+}
+
 // copyOnDedicated starts a reserved copy of src from a1 to b1's server
 // (--retries 5, --stall-timeout 3s) and waits until 60 MB of it crossed
 // dedicated: the moment to break the link under it. It returns the copy
@@ -629,13 +642,7 @@ func (a *agentBed) copyOnDedicated(t *testing.T, src string) (cp *proc, s0, s1 t
 func TestAgentMoreLinkCut(t *testing.T) {
 	skipUnlessNetRoot(t)
 	a := upAgentBed(t)
-	// 500 Mbit/s makes the copy last long enough to be cut in the middle.
-	a.linkSet("dedicated", "--rate", "500M")
-	srcDir, dstDir := scratchDir(t), scratchDir(t)
-	src := filepath.Join(srcDir, "data.bin")
-	const size = 300 << 20
-	writeRandom(t, src, size, 41)
-	a.serveIn("b1", "198.18.2.1:7070", dstDir, "--stall-timeout", "3s")
+	src, dstDir := a.copyBed(t, 41)
 	r := a.reserveActive(a.c.adminTok, "a1", "b1", "400M", "tcp 198.18.1.1 > 198.18.2.1:7070", "a1-ra,dedicated,b1-rb")
 
 	cp, s0, s1 := a.copyOnDedicated(t, src)
