@@ -210,15 +210,29 @@ links:
 	}
 	wg.Wait()
 
-	// Slow start ended once, then FAST decided every round.
+	// Slow start ended once, then FAST decided every round, but for the
+	// decisions on a loss (each checked against the model above): the
+	// path loses nothing of its own, but an emulator starved of CPU by
+	// tests beside it may drop from its queue.
 	end := slices.IndexFunc(rounds, func(r fast.Round) bool { return r.Phase == fast.PhaseSlowStartEnds })
 	if end < 0 || len(rounds)-end < 20 {
 		t.Fatalf("%d rounds traced, slow start ended at round %d: want it to end and 20 FAST rounds after", len(rounds), end)
 	}
+	losses := 0
 	for _, r := range rounds[end+1:] {
-		if r.Phase != fast.PhaseFAST {
+		switch r.Phase {
+		case fast.PhaseFAST:
+		case fast.PhaseLossRandom, fast.PhaseLossCongestion, fast.PhaseLossAgain:
+			losses++
+		default:
 			t.Fatalf("round in phase %s after slow start ended", r.Phase)
 		}
+	}
+	if fastRounds := len(rounds) - end - 1 - losses; fastRounds < 20 {
+		t.Fatalf("%d FAST rounds after slow start ended (and %d on a loss): want 20", fastRounds, losses)
+	}
+	if losses > 0 {
+		t.Logf("%d decisions on a loss after slow start ended", losses)
 	}
 
 	// TCP_INFO between two rounds shows the window the last one set.
