@@ -135,7 +135,11 @@ fails naming the nodes and each agent's last log line.`,
 					return fmt.Errorf("testbed up: %w (nothing was built)", err)
 				}
 			}
-			res, err := testbed.Up(cmd.Context(), testbed.UpOptions{Name: name, File: file, Data: data, Logf: logf})
+			// LIGHTPATH_TESTBED_EMULATOR names another lightpath binary to
+			// run the emulator daemon: the tests run this binary under the
+			// race detector, and the emulator, their harness, at full speed.
+			exe := strings.TrimSpace(os.Getenv("LIGHTPATH_TESTBED_EMULATOR"))
+			res, err := testbed.Up(cmd.Context(), testbed.UpOptions{Name: name, File: file, Data: data, Exe: exe, Logf: logf})
 			if err != nil {
 				return fmt.Errorf("testbed up: %w", err)
 			}

@@ -28,14 +28,23 @@ var lpBin, binDir string
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
-	dir, bin, err := lpbin.Build("lightpath-docs-bin-")
+	built, err := lpbin.Build("lightpath-docs-bin-")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "docs: %v\n", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	binDir, lpBin = dir, bin
-	return m.Run()
+	defer built.RemoveAll()
+	if err := built.Setenv(); err != nil {
+		fmt.Fprintf(os.Stderr, "docs: %v\n", err)
+		return 1
+	}
+	binDir, lpBin = built.Dir, built.Bin
+	code := m.Run()
+	if reports, err := built.Reports(); err != nil || reports != "" {
+		fmt.Fprintf(os.Stderr, "docs: the lightpath processes the examples ran found data races (%v):\n%s", err, reports)
+		code = 1
+	}
+	return code
 }
 
 // pageTimeout bounds one page's examples.
@@ -198,11 +207,12 @@ func entries(dir string) map[string]bool {
 }
 
 // cleanEnv is the test's environment without any LIGHTPATH_ variable, as
-// on a fresh host.
+// on a fresh host, but the emulator's binary (lpbin.Setenv).
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LIGHTPATH_") && !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "TMPDIR=") {
+		if strings.HasPrefix(kv, lpbin.EmulatorEnv+"=") ||
+			!strings.HasPrefix(kv, "LIGHTPATH_") && !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "TMPDIR=") {
 			env = append(env, kv)
 		}
 	}

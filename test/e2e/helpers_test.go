@@ -37,18 +37,28 @@ func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 func runMain(m *testing.M) int {
 	// The permission test runs the server as an unprivileged user: Build
 	// leaves the binary's directory open to others.
-	dir, bin, err := lpbin.Build("lightpath-e2e-bin-")
+	built, err := lpbin.Build("lightpath-e2e-bin-")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	lpBin = bin
+	defer built.RemoveAll()
+	if err := built.Setenv(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
+	lpBin = built.Bin
 	// Tests write only under their temporary directories: anything new in
 	// this package's directory afterwards fails the run, named.
 	before := dirEntries(".")
 	// A PostgreSQL for the controller tests that run on both stores.
 	code := pgtest.Main(m, filepath.Join("..", ".."))
+	// Every process the tests ran was built with -race: a race any of them
+	// found fails the run, whichever test started it.
+	if reports, err := built.Reports(); err != nil || reports != "" {
+		fmt.Fprintf(os.Stderr, "e2e: the lightpath processes the tests ran found data races (%v):\n%s", err, reports)
+		code = 1
+	}
 	wd, _ := os.Getwd()
 	for name := range dirEntries(".") {
 		if !before[name] {
@@ -99,12 +109,12 @@ func mkdir(t *testing.T, parts ...string) string {
 	return d
 }
 
-// cleanEnv is the test's environment without any LIGHTPATH_ variable, plus
-// extra.
+// cleanEnv is the test's environment without any LIGHTPATH_ variable but
+// the emulator's binary (lpbin.Setenv), plus extra.
 func cleanEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LIGHTPATH_") {
+		if !strings.HasPrefix(kv, "LIGHTPATH_") || strings.HasPrefix(kv, lpbin.EmulatorEnv+"=") {
 			env = append(env, kv)
 		}
 	}
