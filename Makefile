@@ -2,7 +2,12 @@
 GO      ?= go
 BIN     := bin/lightpath
 PKGS    := ./...
-FUZZTIME ?= 10s
+# The fuzz pass: FUZZBUDGET seconds in all, shared by the targets; or
+# FUZZTIME=30s for that long each.
+FUZZBUDGET ?= 120
+FUZZTIME ?=
+# make test-stress N=3: the e2e and root suites three times beside a busy core.
+N ?= 1
 # make install puts $(BIN) in $(DESTDIR)$(PREFIX)/bin.
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -10,7 +15,7 @@ DESTDIR ?=
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS := -X github.com/lightpath/lightpath/internal/cli.version=$(VERSION)
 
-.PHONY: all build install demo test check unit fuzz bench clean deps bpf
+.PHONY: all build install demo test test-stress check vulncheck unit fuzz bench clean deps bpf
 
 all: build
 
@@ -34,10 +39,16 @@ demo: deps build
 	$(GO) build -o bin/dashshot ./scripts/dashshot
 	@scripts/demo.sh
 
-# The whole test suite: formatting, vet, unit and end-to-end tests (the
-# end-to-end ones run the real binary; those that need root skip elsewhere),
-# with the race detector, then a short pass of every fuzz target.
-test: deps check unit fuzz
+# The whole test suite: formatting, vet, staticcheck, a short pass of every
+# fuzz target, then unit and end-to-end tests with the race detector (the
+# end-to-end ones run the real binary, built with -race too; those that need
+# root skip elsewhere). It ends with every failure, the slowest twenty tests
+# and each package's time.
+test: deps check fuzz unit
+
+# The end-to-end and root suites, N times, while stress-ng keeps a core busy.
+test-stress: deps build
+	@scripts/stress.sh $(N)
 
 check:
 	@fmt=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -46,10 +57,10 @@ check:
 	GOOS=darwin $(GO) vet $(PKGS)
 
 unit: build
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	@scripts/gotest.sh $(PKGS)
 
 fuzz:
-	@scripts/fuzz.sh $(FUZZTIME)
+	@FUZZBUDGET=$(FUZZBUDGET) scripts/fuzz.sh $(FUZZTIME)
 
 # The movers against their peers on loopback, the scheduler and the store,
 # the monitoring repository,

@@ -11,6 +11,8 @@ command -v ss >/dev/null || need+=(iproute2)
 command -v pgrep >/dev/null || need+=(procps)
 # FAST TCP's testbed test (test/e2e/fast_test.go) and bench/fast.sh: iperf3.
 command -v iperf3 >/dev/null || need+=(iperf3)
+# make test-stress keeps a core busy with stress-ng while the suites run.
+command -v stress-ng >/dev/null || need+=(stress-ng)
 # lightpath run's tests (test/e2e/run_test.go) steer xrdcp and globus-url-copy.
 command -v xrdcp >/dev/null || need+=(xrootd-client)
 command -v xrootd >/dev/null || need+=(xrootd-server)
