@@ -20,7 +20,8 @@
 #             max; the CCs alternate within each run, in an order that
 #             rotates from run to run. One table per round trip, with the
 #             host's CPU use during the runs (all cores: the bench's own
-#             emulator and iperf3 and whatever else runs on the host).
+#             emulator and iperf3 and whatever else runs on the host), and
+#             each CC's median Mbit/s over Reno's at the same loss (x reno).
 #   fairness  two flows of one CC on the same bottleneck (wan at RATE,
 #             FAIR_RTT (50) ms, no loss), the second started FAIR_LATE (10) s
 #             after the first, both ending together FAIR_BOTH (20) s later:
@@ -355,22 +356,31 @@ scenario_matrix() {
 		down "$tb"
 		out ""
 		out "$(awk -v r="$RATE_BPS" 'BEGIN { printf "%g", r / 1e6 }') Mbit/s, $rtt ms round trip, queue $(awk -v b="$QUEUE_BYTES" 'BEGIN { printf "%.2f", b / 1e6 }') MB ($QUEUE_BDP BDP, $(awk -v b="$QUEUE_BYTES" -v r="$RATE_BPS" 'BEGIN { printf "%.0f", b * 8 / r * 1000 }') ms): iperf3, 1 stream, ${DURATION} s; median (min-max) of $RUNS runs"
-		out "$(printf '  %-7s %-6s %22s %22s %22s %18s' loss cc "Mbit/s" "queue ms (from ${SETTLE} s)" retransmits "host CPU % busy")"
+		out "$(printf '  %-7s %-6s %22s %8s %22s %22s %18s' loss cc "Mbit/s" "x reno" "queue ms (from ${SETTLE} s)" retransmits "host CPU % busy")"
 		for loss in $LOSSES; do
+			# Each CC's median Mbit/s over Reno's at the same loss: FAST
+			# (issue 16) is to carry at least twice Reno's under 0.1% loss.
+			local reno=
+			if [[ -n ${MB[$loss|reno]:-} ]]; then
+				# shellcheck disable=SC2086 # space-separated lists
+				read -r reno _ <<<"$(stats ${MB[$loss|reno]})"
+			fi
 			for cc in "${ccs[@]}"; do
 				local -a sm sq sr sh
+				local vs=null
 				# shellcheck disable=SC2086 # space-separated lists
 				read -ra sm <<<"$(stats ${MB[$loss|$cc]})"
+				if [[ -n $reno ]]; then vs=$(awk -v a="${sm[0]}" -v b="$reno" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "null" }'); fi
 				# shellcheck disable=SC2086
 				read -ra sq <<<"$(stats ${Q[$loss|$cc]})"
 				# shellcheck disable=SC2086
 				read -ra sr <<<"$(stats ${RT[$loss|$cc]})"
 				# shellcheck disable=SC2086
 				read -ra sh <<<"$(stats ${HB[$loss|$cc]})"
-				out "$(printf '  %-7s %-6s %8.1f (%5.1f-%5.1f) %8.2f (%5.2f-%5.2f) %8.0f (%5.0f-%5.0f) %6.0f (%3.0f-%3.0f)' "$loss" "$cc" \
-					"${sm[0]}" "${sm[1]}" "${sm[2]}" "${sq[0]}" "${sq[1]}" "${sq[2]}" "${sr[0]}" "${sr[1]}" "${sr[2]}" "${sh[0]}" "${sh[1]}" "${sh[2]}")"
+				out "$(printf '  %-7s %-6s %8.1f (%5.1f-%5.1f) %8s %8.2f (%5.2f-%5.2f) %8.0f (%5.0f-%5.0f) %6.0f (%3.0f-%3.0f)' "$loss" "$cc" \
+					"${sm[0]}" "${sm[1]}" "${sm[2]}" "${vs/null/-}" "${sq[0]}" "${sq[1]}" "${sq[2]}" "${sr[0]}" "${sr[1]}" "${sr[2]}" "${sh[0]}" "${sh[1]}" "${sh[2]}")"
 				# shellcheck disable=SC2086
-				emit_json scenario=matrix rtt_ms:="$rtt" loss="$loss" cc="$cc" mbps:="${sm[0]}" mbps_min:="${sm[1]}" mbps_max:="${sm[2]}" \
+				emit_json scenario=matrix rtt_ms:="$rtt" loss="$loss" cc="$cc" mbps:="${sm[0]}" mbps_min:="${sm[1]}" mbps_max:="${sm[2]}" mbps_vs_reno:="$vs" \
 					queue_ms:="${sq[0]}" queue_ms_min:="${sq[1]}" queue_ms_max:="${sq[2]}" retransmits:="${sr[0]}" \
 					mbps_runs:="$(jlist ${MB[$loss|$cc]})" queue_ms_runs:="$(jlist ${Q[$loss|$cc]})" retransmits_runs:="$(jlist ${RT[$loss|$cc]})" \
 					host_busy_pct_runs:="$(jlist ${HB[$loss|$cc]})"
