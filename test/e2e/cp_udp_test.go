@@ -174,9 +174,12 @@ func TestCpUDPResume(t *testing.T) {
 			writeRandom(t, src, size, 17)
 			args := []string{"cp", "--json", "--transport", "udp", "-P", "2", "--block-size", "64KiB", "--rate", "40M", src, srv.URL("big.bin")}
 			p := startLP(t, runOpts{}, args...)
-			time.Sleep(2 * time.Second)
-			if p.Exited() {
-				t.Fatalf("cp finished before it could be interrupted: %+v", p.Wait())
+			// Interrupted once the journal records a few blocks: at
+			// 40 Mbit/s the rest takes seconds, so the copy is still
+			// running.
+			journal := filepath.Join(root, ".big.bin.lightpath-journal")
+			if !waitFor(time.Minute, func() bool { return journalBlocks(journal) >= 4 || p.Exited() }) || p.Exited() {
+				t.Fatalf("cp journalled no blocks, or finished before it could be interrupted: %+v", p.Wait())
 			}
 			p.Signal(sig)
 			r := p.Wait()
@@ -194,6 +197,17 @@ func TestCpUDPResume(t *testing.T) {
 			checkNoWorkFiles(t, root)
 		})
 	}
+}
+
+// journalBlocks is how many blocks a resume journal records (a 24-byte
+// header, then 8 bytes a block: internal/mover/journal.go), or 0 when
+// there is none yet.
+func journalBlocks(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size() < 24 {
+		return 0
+	}
+	return (fi.Size() - 24) / 8
 }
 
 // udpRelay forwards datagrams between clients and a server's UDP port,
