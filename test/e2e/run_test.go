@@ -15,10 +15,11 @@ import (
 )
 
 // lightpath run (issue 18): any command run in a cgroup of its own with
-// its flows booked and steered. Each test builds the setup of
-// TestAgentsSteerReservation: a controller on examples/two-site.yaml and
-// the testbed with an agent in every node (a1 is 198.18.1.1, b1
-// 198.18.2.1; the routed path is wan, the reserved one dedicated).
+// its flows booked and steered. TestRun builds the setup of
+// TestAgentsSteerReservation once for its subtests: a controller on
+// examples/two-site.yaml and the testbed with an agent in every node (a1
+// is 198.18.1.1, b1 198.18.2.1; the routed path is wan, the reserved one
+// dedicated).
 
 // cgroup2Root is where this machine mounts the cgroup2 hierarchy (the
 // tests only look there; run finds it in /proc/self/mountinfo).
@@ -61,6 +62,27 @@ func runEvents(t *testing.T, stderr string) (runSummaryLine, []map[string]any) {
 		t.Fatalf("run --json printed no summary on stderr:\n%s", stderr)
 	}
 	return sum, evs
+}
+
+// in is a's view for subtest t, which does not stop or restart the
+// controller: what fails there fails t, and what t starts ends with it.
+func (a *agentBed) in(t *testing.T) *agentBed {
+	b := *a.tb
+	b.t = t
+	c := a.c
+	return &agentBed{tb: &b, agentTok: a.agentTok, st: a.st,
+		c: &cliCtl{t: t, url: c.url, sock: c.sock, dir: c.dir, adminTok: c.adminTok, extra: c.extra, stopFn: c.stopFn}}
+}
+
+// TestRun runs its subtests on one controller and testbed, one after
+// another: each counts what the links carried while it ran, and each run
+// releases its reservation and removes its cgroup before the next.
+func TestRun(t *testing.T) {
+	a := upAgentBed(t)
+	t.Run("iperf3 steered", func(t *testing.T) { runIperf3Steered(t, a.in(t)) })
+	t.Run("exit status", func(t *testing.T) { runExitStatus(t, a.in(t)) })
+	t.Run("pull", func(t *testing.T) { runPull(t, a.in(t)) })
+	t.Run("apps", func(t *testing.T) { runApps(t, a.in(t)) })
 }
 
 // runIn starts lightpath run --json in node, booking from → to at bw
@@ -160,15 +182,14 @@ func (a *agentBed) iperfServer(node, port string) {
 	}
 }
 
-// TestRunIperf3Steered: iperf3 under lightpath run --reserve is steered
+// runIperf3Steered: iperf3 under lightpath run --reserve is steered
 // onto the dedicated link by its cgroup, while the same iperf3 started
 // beside it without run stays on wan; run passes on the exit status,
 // releases the reservation and removes its cgroup.
-func TestRunIperf3Steered(t *testing.T) {
+func runIperf3Steered(t *testing.T, a *agentBed) {
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		t.Skip("iperf3 is not installed (Debian package iperf3)")
 	}
-	a := upAgentBed(t)
 	a.iperfServer("b1", "5201")
 	a.iperfServer("b1", "5202")
 
@@ -202,11 +223,10 @@ func TestRunIperf3Steered(t *testing.T) {
 	a.checkRunCleanedUp(sum)
 }
 
-// TestRunExitStatus: the command's status is run's, 128+N when signal N
+// runExitStatus: the command's status is run's, 128+N when signal N
 // ended it, also when run itself is interrupted (the signal is passed on);
 // every time the reservation is released and the cgroup removed.
-func TestRunExitStatus(t *testing.T) {
-	a := upAgentBed(t)
+func runExitStatus(t *testing.T, a *agentBed) {
 	for _, tc := range []struct {
 		name string
 		cmd  []string
@@ -217,6 +237,7 @@ func TestRunExitStatus(t *testing.T) {
 		{"in the cgroup", []string{"sh", "-c", "grep -q '^0::/lightpath/run-' /proc/self/cgroup"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			a := a.in(t)
 			r := a.runIn("a1", "a1", "b1", "100M", tc.cmd...).Wait()
 			sum, _ := runEvents(t, r.stderr)
 			if r.code != tc.want || sum.ExitStatus != tc.want {
@@ -227,12 +248,12 @@ func TestRunExitStatus(t *testing.T) {
 	}
 
 	// run interrupted: the command gets the SIGINT, run waits for it and
-	// ends with its status after releasing.
-	p := a.runIn("a1", "a1", "b1", "100M", "sleep", "60")
-	if !waitFor(15*time.Second, func() bool { return strings.Contains(p.err.String(), `"type":"reservation"`) }) {
-		t.Fatalf("run booked nothing in 15 s:\n%s", p.err.String())
+	// ends with its status after releasing. Interrupted once the command
+	// runs in run's cgroup.
+	p := a.runIn("a1", "a1", "b1", "100M", "sleep", "3600")
+	if !waitFor(time.Minute, func() bool { return inRunCgroup("sleep", "3600") || p.Exited() }) || p.Exited() {
+		t.Fatalf("the command did not start in run's cgroup:\n%s", p.err.String())
 	}
-	time.Sleep(300 * time.Millisecond) // sleep has started by now
 	p.Signal(syscall.SIGINT)
 	r := p.Wait()
 	sum, _ := runEvents(t, r.stderr)
@@ -262,18 +283,36 @@ func TestRunExitStatus(t *testing.T) {
 	}
 }
 
-// TestRunPull: data flowing to the node run runs on (iperf3 -R: the
+// inRunCgroup says whether a process with command line argv runs in a
+// cgroup lightpath run made.
+func inRunCgroup(argv ...string) bool {
+	want := strings.Join(argv, "\x00") + "\x00"
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range cmdlines {
+		if b, err := os.ReadFile(f); err != nil || string(b) != want {
+			continue
+		}
+		cg, err := os.ReadFile(filepath.Join(filepath.Dir(f), "cgroup"))
+		if err == nil && runCgroupRE.Match(cg) {
+			return true
+		}
+	}
+	return false
+}
+
+var runCgroupRE = regexp.MustCompile(`(?m)^0::/lightpath/run-`)
+
+// runPull: data flowing to the node run runs on (iperf3 -R: the
 // server in a1 sends to the client in b1) comes from sockets run cannot
 // mark, on a node that has no such cgroup on a real deployment: run books
 // a placeholder flow naming no cgroup (udp to a port it holds), learns
 // the command's connections (sock_diag) and puts them in the flow spec in
 // its place; a1's agent then steers them onto dedicated, while the same
 // pull started beside it stays on wan.
-func TestRunPull(t *testing.T) {
+func runPull(t *testing.T, a *agentBed) {
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		t.Skip("iperf3 is not installed (Debian package iperf3)")
 	}
-	a := upAgentBed(t)
 	a.iperfServer("a1", "5201")
 	a.iperfServer("a1", "5202")
 
@@ -336,19 +375,18 @@ func (a *agentBed) listenIn(node, port string, argv ...string) {
 	}
 }
 
-// TestRunApps: xrdcp and globus-url-copy (GridFTP, its data channel on
+// runApps: xrdcp and globus-url-copy (GridFTP, its data channel on
 // ports of the server's choosing) run under lightpath run, pushing from
 // a1 to b1 and pulling from a1 into b1: each copy arrives whole and its
 // bytes cross dedicated, while the same copy started beside it without
 // run stays on wan. The servers (xrootd, globus-gridftp-server) run
 // as nobody, as they refuse root or serve anonymous users as nobody.
-func TestRunApps(t *testing.T) {
+func runApps(t *testing.T, a *agentBed) {
 	for _, tool := range []string{"xrdcp", "xrootd", "globus-url-copy", "globus-gridftp-server"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s is not installed (scripts/deps.sh installs xrootd-client, xrootd-server, globus-gass-copy-progs and globus-gridftp-server-progs)", tool)
 		}
 	}
-	a := upAgentBed(t)
 	// A directory the servers (as nobody) may write in and its parents
 	// traverse; the test's own.
 	dir := t.TempDir()
@@ -386,6 +424,7 @@ func TestRunApps(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			a := a.in(t)
 			const size = 200 << 20
 			dst := strings.ReplaceAll(tc.name, " ", "-")
 			s0 := a.status()
