@@ -83,6 +83,7 @@ func checkFigures(t *testing.T, what string, f benchFigures, direction string, s
 // with --reverse the server's, a path under its root; files the server
 // must not or cannot send are refused in one line.
 func TestBenchFile(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	root := mkdir(t, dir, "root")
 	const localSize, serverSize = 4<<20 + 11, 6<<20 + 5
@@ -151,6 +152,7 @@ func TestBenchFile(t *testing.T) {
 // direction carries data and reports its own figures, and the summary's
 // are their sum.
 func TestBenchBidir(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, mkdir(t, scratchDir(t), "root"))
 	url := "lp://" + srv.addr
 	s, lines := parseBenchSummary(t, "bench --bidir", runLP(t, runOpts{}, "bench", url, "-P", "2", "-t", "1500ms", "--bidir", "--json"))
@@ -190,6 +192,7 @@ func TestBenchBidir(t *testing.T) {
 // under TLS, so the wire carries more than the payload (the records'
 // overhead).
 func TestBenchTLS(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	ca := testcert.NewCA(t, "lightpath e2e CA")
 	certPEM, keyPEM := ca.Server(t)

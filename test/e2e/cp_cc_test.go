@@ -32,6 +32,7 @@ func availableCC(t *testing.T) []string {
 // own serve --cc when the client names none), and in a reverse bench. A
 // --cc the kernel does not offer fails at once in one line.
 func TestCpCC(t *testing.T) {
+	t.Parallel()
 	avail := availableCC(t)
 	if !slices.Contains(avail, "reno") {
 		t.Skip("the kernel offers no reno")
