@@ -134,8 +134,9 @@ func (tr fastTrace) phases() map[fast.Phase]int {
 }
 
 // cwndMatches compares each TCP_INFO reading taken after round `from`, out
-// of loss recovery and between two traced decisions, with the window the
-// last decision before it set.
+// of loss recovery and slow start (where the kernel grows the window on
+// each ACK) and between two traced decisions, with the window the last
+// decision before it set.
 func (tr fastTrace) cwndMatches(from int) (matched, compared int, mismatches []string) {
 	for _, s := range tr.samples {
 		if s.t0 < tr.rounds[from].TimeNs || s.caState != 0 {
@@ -144,6 +145,9 @@ func (tr fastTrace) cwndMatches(from int) (matched, compared int, mismatches []s
 		i, _ := slices.BinarySearchFunc(tr.rounds, s.t0, func(r fast.Round, t uint64) int { return cmp.Compare(r.TimeNs, t) })
 		if i == 0 || i == len(tr.rounds) || tr.rounds[i].TimeNs <= s.t1 {
 			continue // after the last decision read, or one during the reading: ambiguous
+		}
+		if tr.rounds[i-1].Phase == fast.PhaseSlowStart {
+			continue
 		}
 		compared++
 		if s.cwnd == tr.rounds[i-1].NextCwnd {
@@ -294,9 +298,10 @@ func TestFASTOnTestbed(t *testing.T) {
 	})
 
 	// After slow start, FAST decides every round (or on a loss: an
-	// emulator starved of CPU by tests beside it may drop from its queue),
-	// each decision the model's, and the connection's own TCP_INFO (cwnd,
-	// min RTT) agrees with the trace.
+	// emulator starved of CPU by tests beside it may drop from its queue,
+	// and a retransmission timeout sends the connection back to slow
+	// start), each decision the model's, and the connection's own TCP_INFO
+	// (cwnd, min RTT) agrees with the trace.
 	t.Run("trace", func(t *testing.T) {
 		fastRounds := func(tr fastTrace, from int) int {
 			n := 0
@@ -329,7 +334,9 @@ func TestFASTOnTestbed(t *testing.T) {
 			case fast.PhaseLossRandom, fast.PhaseLossCongestion, fast.PhaseLossAgain:
 				losses++
 			default:
-				t.Fatalf("round in phase %s after slow start ended", r.Phase)
+				if losses == 0 {
+					t.Fatalf("round in phase %s after slow start ended, with no loss between", r.Phase)
+				}
 			}
 		}
 		if n := fastRounds(tr, end); n < 20 {
