@@ -47,3 +47,11 @@ func SetMinRTO(c transport.Conn, d time.Duration) {
 	defer s.mu.Unlock()
 	s.rtoFloor = d
 }
+
+// RTO is a stream's retransmission timeout now.
+func RTO(c transport.Conn) time.Duration {
+	s := c.(*conn)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rto()
+}

@@ -137,8 +137,8 @@ func rcvbufErrors() int64 {
 	return -1
 }
 
-// TestSpuriousTimeout: a path whose delay jumps from 10 ms to 250 ms each
-// way for a moment, keeping the datagrams' order and losing none: the
+// TestSpuriousTimeout: a path whose delay jumps from 10 ms to 250 ms (or
+// more: past the sender's timeout) each way until a timeout fires, keeping the datagrams' order and losing none: the
 // sender's timeouts fire and send again, the originals arrive first, the
 // copies repair nothing, and the rate control gets back what the timeout
 // cut (each timeout is found spurious) and is never told of loss.
@@ -151,23 +151,28 @@ func TestSpuriousTimeout(t *testing.T) {
 			})
 			kernelDrops := rcvbufErrors()
 			// The delay jumps once 4 MiB have arrived, so that the stream
-			// is in full flow however slowly a busy machine got it going,
-			// and stays up for 200 ms (the scenario, not a wait).
+			// is in full flow however slowly a busy machine got it going.
+			// It jumps past the sender's timeout (at least 250 ms each way:
+			// on a busy machine the RTT's variance can put the timeout
+			// above that) and falls back once a timeout has fired.
 			done, over := make(chan struct{}), make(chan struct{})
 			go func() {
 				defer close(done)
-				for {
-					if st, _ := s.Stats(); st.BytesReceived >= 4<<20 {
-						break
+				wait := func(cond func() bool) bool {
+					for !cond() {
+						select {
+						case <-over:
+							return false
+						case <-time.After(time.Millisecond):
+						}
 					}
-					select {
-					case <-over:
-						return
-					case <-time.After(time.Millisecond):
-					}
+					return true
 				}
-				r.path(250*time.Millisecond, 0)
-				time.Sleep(200 * time.Millisecond)
+				if !wait(func() bool { st, _ := s.Stats(); return st.BytesReceived >= 4<<20 }) {
+					return
+				}
+				r.path(max(250*time.Millisecond, udp.RTO(c)+50*time.Millisecond), 0)
+				wait(func() bool { fired, _ := udp.Timeouts(c); return fired > 0 })
 				r.path(10*time.Millisecond, 0)
 			}()
 			exchange(t, c, s, random(24<<20), random(1000))
