@@ -60,16 +60,18 @@ func TestProbeKernel(t *testing.T) {
 		}
 		return s[0]
 	}
+	// The deadline only bounds a hang: how soon a path is found down is
+	// logged, not checked (bench/steering.sh times it).
 	waitAll := func(what string, ok func(pathState) bool) time.Duration {
 		t.Helper()
 		start := time.Now()
-		for time.Since(start) < 5*time.Second {
+		for time.Since(start) < time.Minute {
 			if ok(state("a1")) && ok(state("b1")) {
 				return time.Since(start)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		t.Fatalf("%s: not within 5 s: a1 %+v, b1 %+v", what, state("a1"), state("b1"))
+		t.Fatalf("%s: not within a minute: a1 %+v, b1 %+v", what, state("a1"), state("b1"))
 		return 0
 	}
 	waitAll("answered", func(s pathState) bool { return s.Answered && !s.Down })
@@ -112,10 +114,17 @@ func TestProbeKernel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The probes go on every ProbePeriod: their class on dedicated keeps
+	// counting in both directions.
 	ra1, rb1 := probeBytes()
-	time.Sleep(3 * ProbePeriod)
-	if ra2, rb2 := probeBytes(); ra2 == ra1 || rb2 == rb1 {
-		t.Errorf("with the steering withdrawn the probes left dedicated: its probe class carried %d bytes ra>rb and %d rb>ra since", ra2-ra1, rb2-rb1)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(ProbePeriod / 4) {
+		ra2, rb2 := probeBytes()
+		if ra2 > ra1 && rb2 > rb1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("with the steering withdrawn the probes left dedicated: its probe class carried %d bytes ra>rb and %d rb>ra in a minute", ra2-ra1, rb2-rb1)
+		}
 	}
 
 	if err := testbed.LinkSet(b.name, "dedicated", testbed.LinkChange{Blackhole: &no}); err != nil {

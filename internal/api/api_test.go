@@ -75,6 +75,7 @@ type env struct {
 	limits      controller.Limits
 	metricsAuth bool
 	h           *api.Server
+	svc         *service.Service
 }
 
 func sqliteURL(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "c.db") }
@@ -121,7 +122,7 @@ func (e *env) start(topo string) {
 		t.Fatal(err)
 	}
 	h := api.NewServer(c, nil, "test", nil).RequireMetricsToken(e.metricsAuth).WithSignIn(file).WithService(svc)
-	e.h = h
+	e.h, e.svc = h, svc
 	closeMon := func() {}
 	if e.mon != nil {
 		closeMon = e.mon.attach(t, h, c, st, e.dir)

@@ -217,17 +217,27 @@ func TestClaimWaits(t *testing.T) {
 		raw []byte
 	}
 	done := make(chan answer, 1)
+	parked := e.svc.Parked()
 	go func() {
 		var c apiv1.Claim
 		st, raw := e.do("POST", "/api/v1/datanodes/a1/claim", a1, apiv1.ClaimRequest{Max: 2, Wait: "30s"}, &c)
 		done <- answer{st, c, raw}
 	}()
-	// The claim is held while there is nothing for it.
-	time.Sleep(100 * time.Millisecond)
-	select {
-	case a := <-done:
-		t.Fatalf("the claim was answered before there was work: %d %s", a.st, a.raw)
-	default:
+	// The claim is held while there is nothing for it: once the service
+	// has looked and parked it, it must not have answered.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		held := e.svc.Parked() > parked
+		select {
+		case a := <-done:
+			t.Fatalf("the claim was answered before there was work: %d %s", a.st, a.raw)
+		default:
+		}
+		if held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the claim never waited")
+		}
 	}
 	if st, raw := e.do("PUT", "/api/v1/policy", e.admin, apiv1.Policy{Default: apiv1.Limits{MaxJobs: 1}}, nil); st != 200 {
 		t.Fatalf("set policy: %d %s", st, raw)

@@ -332,7 +332,8 @@ func TestUnreachable(t *testing.T) {
 	}
 
 	// A controller that answers too late is unreachable too (and retryable).
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { time.Sleep(300 * time.Millisecond) }))
+	// It answers only once the client has given up (its request ended).
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	defer slow.Close()
 	c, _ = New(slow.URL, "", WithTimeout(50*time.Millisecond))
 	if _, err := c.Health(context.Background()); !errors.As(err, &ue) || !retry.IsTransient(err) {

@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/controller"
@@ -143,6 +144,9 @@ type Service struct {
 	// changed is closed, and replaced, at every change that may give a
 	// waiting claim something to hand out (see notify).
 	changed chan struct{}
+	// parked counts the times a claim or a job wait found nothing and
+	// began waiting for the next change (see Parked).
+	parked atomic.Uint64
 }
 
 type pairKey struct{ job, from, to string }
@@ -329,6 +333,13 @@ func (s *Service) notify() {
 	s.changed = make(chan struct{})
 }
 
+// Parked returns how many times a claim with a wait or a WaitEnded has
+// found nothing and begun waiting for the next change. It only grows: a
+// caller that sees it pass a value it read before knows a waiter has
+// looked since (and, if woken, looked again), which is how the tests know
+// that a waiting claim is held rather than merely slow to answer.
+func (s *Service) Parked() uint64 { return s.parked.Load() }
+
 // WaitEnded returns once job id has ended (SUCCEEDED, FAILED or
 // CANCELLED), d has passed or ctx ended, whichever comes first, so that
 // transfer wait learns of the end as it happens rather than at its next
@@ -350,6 +361,7 @@ func (s *Service) WaitEnded(ctx context.Context, a controller.Actor, id string, 
 		if transfer.JobEnded(j.State) {
 			return nil
 		}
+		s.parked.Add(1)
 		select {
 		case <-changed:
 		case <-t.C:

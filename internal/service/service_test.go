@@ -635,7 +635,7 @@ func (e *env) submitDeadline(req transfer.JobRequest, files []apiv1.ListedFile) 
 		j, _, err := e.s.Submit(e.ctx, alice, req)
 		done <- result{j, err}
 	}()
-	for range 2000 {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
 		select {
 		case r := <-done:
 			return r.j, r.err
@@ -725,7 +725,7 @@ func TestBookedJobStartsWhenActive(t *testing.T) {
 			t.Fatalf("reservation %s after the controller's tick: %s %v", p.Reservation, r.State, err)
 		}
 	}
-	for range 2000 {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
 		if j = e.job(j.ID); j.State != transfer.JobScheduled {
 			break
 		}
@@ -1280,17 +1280,20 @@ func TestClaimWaits(t *testing.T) {
 	}
 	waiting := func(node, wait string) chan result {
 		done := make(chan result, 1)
+		parked := e.s.Parked()
 		go func() {
 			c, err := e.s.Claim(e.ctx, agent(node), node, apiv1.ClaimRequest{Max: 4, Wait: wait})
 			done <- result{c, err}
 		}()
-		// It is held while there is nothing for it.
-		time.Sleep(50 * time.Millisecond)
-		select {
-		case r := <-done:
-			t.Fatalf("%s's claim was answered with nothing to hand out: %+v %v", node, r.c, r.err)
-		default:
-		}
+		// It is held while there is nothing for it: once it has looked
+		// and begun waiting, it must not have answered.
+		heldAfter(t, e.s, parked, func() {
+			select {
+			case r := <-done:
+				t.Fatalf("%s's claim was answered with nothing to hand out: %+v %v", node, r.c, r.err)
+			default:
+			}
+		})
 		return done
 	}
 	lister := waiting("a1", "30s")
@@ -1328,6 +1331,20 @@ func TestClaimWaits(t *testing.T) {
 	}
 }
 
+// heldAfter waits until a claim or job wait has parked since Parked read
+// parked (it looked, found nothing and waits for the next change), then
+// runs check, which tells whether the wait answered anyway.
+func heldAfter(t *testing.T, s *service.Service, parked uint64, check func()) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); s.Parked() <= parked; time.Sleep(time.Millisecond) {
+		check()
+		if time.Now().After(deadline) {
+			t.Fatal("no wait parked within a minute")
+		}
+	}
+	check()
+}
+
 // TestWaitEnded: a wait for a job's end returns as the job ends, or when
 // its time passes while the job runs, or at once for an ended job.
 func TestWaitEnded(t *testing.T) {
@@ -1343,23 +1360,25 @@ func TestWaitEnded(t *testing.T) {
 		t.Fatalf("bob waits for alice's job: %v", err)
 	}
 	done := make(chan error, 1)
+	parked := e.s.Parked()
 	go func() { done <- e.s.WaitEnded(e.ctx, alice, j.ID, 30*time.Second) }()
-	time.Sleep(50 * time.Millisecond)
-	select {
-	case err := <-done:
-		t.Fatalf("the wait returned while the job runs: %v", err)
-	default:
+	notReturned := func(what string) func() {
+		return func() {
+			select {
+			case err := <-done:
+				t.Fatalf("the wait returned %s: %v", what, err)
+			default:
+			}
+		}
 	}
-	// Another job's change wakes it, but it waits on.
+	heldAfter(t, e.s, parked, notReturned("while the job runs"))
+	// Another job's change wakes it, but it waits on: it has looked again
+	// once it parks again.
+	parked = e.s.Parked()
 	if _, _, err := e.s.Submit(e.ctx, alice, transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:other"}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
-	select {
-	case err := <-done:
-		t.Fatalf("the wait returned on another job's change: %v", err)
-	default:
-	}
+	heldAfter(t, e.s, parked, notReturned("on another job's change"))
 	if _, err := e.s.Cancel(e.ctx, alice, j.ID, "changed my mind"); err != nil {
 		t.Fatal(err)
 	}

@@ -104,6 +104,7 @@ func (s *Service) Claim(ctx context.Context, a controller.Actor, node string, re
 		if len(cl.Tasks) > 0 || len(cl.Rates) > 0 || timeout == nil {
 			return cl, nil
 		}
+		s.parked.Add(1)
 		select {
 		case <-changed:
 		case <-timeout:

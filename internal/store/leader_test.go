@@ -41,8 +41,8 @@ func TestPostgresLeaderStepsDown(t *testing.T) {
 	}
 	select {
 	case <-old.Lost():
-	case <-time.After(15 * time.Second):
-		t.Fatal("Lost did not close 15 s after the lock's connection was cut")
+	case <-time.After(time.Minute): // the lock is checked every second: this only bounds a hang
+		t.Fatal("Lost did not close a minute after the lock's connection was cut")
 	}
 	next, err := store.Lead(ctx, url, nil)
 	if err != nil {

@@ -107,6 +107,42 @@ func newPair(t *testing.T) *pair {
 	return p
 }
 
+// waitCarrier waits until the veth pair's ends are both operationally
+// up: before, the kernel holds or drops what is sent on them.
+func (p *pair) waitCarrier(t *testing.T) {
+	t.Helper()
+	for _, x := range []struct{ ns, dev string }{{p.a, "a0"}, {p.b, "b0"}} {
+		h := handle(t, x.ns)
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+			l, err := h.LinkByName(x.dev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Attrs().OperState == netlink.OperUp {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: operstate %v, not up", x.dev, l.Attrs().OperState)
+			}
+		}
+	}
+}
+
+// collectUntil collects from c until ok holds of what it reports (what
+// was sent is counted once the kernel has dealt with it) or a minute has
+// passed, and returns the last round's points.
+func collectUntil(t *testing.T, c Collector, ok func(map[string]float64) bool) map[string]float64 {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		got := collectOne(t, c)
+		if ok(got) || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // sendUDP sends n datagrams of size bytes from namespace ns to to.
 func sendUDP(t *testing.T, ns string, to netip.AddrPort, n, size int) {
 	t.Helper()
@@ -127,7 +163,7 @@ func sendUDP(t *testing.T, ns string, to netip.AddrPort, n, size int) {
 
 func collectOne(t *testing.T, c Collector) map[string]float64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	got := map[string]float64{}
 	err := c.Collect(ctx, func(p monitor.Point) {
@@ -149,10 +185,12 @@ func collectOne(t *testing.T, c Collector) map[string]float64 {
 func TestInterfacesRoot(t *testing.T) {
 	roottest.Require(t, "creates network namespaces, veth pairs and htb classes")
 	p := newPair(t)
-	time.Sleep(100 * time.Millisecond) // veth carrier
+	p.waitCarrier(t)
 	sendUDP(t, p.a, netip.AddrPortFrom(p.pb.Addr(), 9), 20, 1000)
-	got := collectOne(t, &interfacesCollector{Env{Node: "a", NetNS: p.a, Topo: p.topo}})
 	ls := `{device="a0",link="wan"}`
+	got := collectUntil(t, &interfacesCollector{Env{Node: "a", NetNS: p.a, Topo: p.topo}}, func(got map[string]float64) bool {
+		return got["lightpath_interface_transmit_packets_total"+ls] >= 20
+	})
 	if got["lightpath_interface_transmit_packets_total"+ls] < 20 || got["lightpath_interface_transmit_bytes_total"+ls] < 20000 {
 		t.Errorf("transmit counters: %v", got)
 	}
@@ -193,18 +231,20 @@ func TestHTBRoot(t *testing.T) {
 			t.Fatalf("htb class %x: %v", c.handle, err)
 		}
 	}
-	time.Sleep(100 * time.Millisecond)
+	p.waitCarrier(t)
 	sendUDP(t, p.a, netip.AddrPortFrom(p.pb.Addr(), 9), 30, 1000)
-	time.Sleep(200 * time.Millisecond) // 30 kB at 10 Mbit/s drain in 24 ms
-	got := collectOne(t, &htbCollector{Env{Node: "a", NetNS: p.a, Topo: p.topo}})
 	res := `{class="1:105",device="a0",dscp="5",kind="reservation",link="wan"}`
+	link := `{class="1:1",device="a0",kind="link",link="wan"}`
+	// 30 kB at 10 Mbit/s drain in 24 ms; the counters follow.
+	got := collectUntil(t, &htbCollector{Env{Node: "a", NetNS: p.a, Topo: p.topo}}, func(got map[string]float64) bool {
+		return got["lightpath_htb_sent_packets_total"+res] >= 30 && got["lightpath_htb_sent_packets_total"+link] >= 30
+	})
 	if got["lightpath_htb_sent_packets_total"+res] < 30 || got["lightpath_htb_sent_bytes_total"+res] < 30000 {
 		t.Errorf("class 1:105 counters: %v", got)
 	}
 	if got["lightpath_htb_rate_bytes_per_second"+res] != 10e6/8 || got["lightpath_htb_ceil_bytes_per_second"+res] != 100e6/8 {
 		t.Errorf("class 1:105 rates: rate %v ceil %v", got["lightpath_htb_rate_bytes_per_second"+res], got["lightpath_htb_ceil_bytes_per_second"+res])
 	}
-	link := `{class="1:1",device="a0",kind="link",link="wan"}`
 	if got["lightpath_htb_rate_bytes_per_second"+link] != 100e6/8 || got["lightpath_htb_sent_packets_total"+link] < 30 {
 		t.Errorf("class 1:1: %v", got)
 	}
@@ -238,14 +278,17 @@ func TestTCPRoot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
 	flows := []FlowMatch{{Reservation: "r1", DSCP: 5, Spec: "tcp 198.19.7.1 > 198.19.7.2:7070", Ports: []int{7070}}}
 	// No flows: nothing, and no error.
 	if got := collectOne(t, &tcpCollector{Env{Node: "a", NetNS: p.a}}); len(got) != 0 {
 		t.Errorf("no flows, yet %v", got)
 	}
-	got := collectOne(t, &tcpCollector{Env{Node: "a", NetNS: p.a, Flows: func() []FlowMatch { return flows }}})
 	ls := monitor.L("dscp", "5", "flow", c.LocalAddr().String()+">"+srv.String(), "side", "client").String()
+	// The writes returned once the bytes were queued: wait for them to be
+	// acknowledged.
+	got := collectUntil(t, &tcpCollector{Env{Node: "a", NetNS: p.a, Flows: func() []FlowMatch { return flows }}}, func(got map[string]float64) bool {
+		return got["lightpath_tcp_acked_bytes_total"+ls] >= 64*64<<10
+	})
 	if got["lightpath_tcp_rtt_seconds"+ls] <= 0 || got["lightpath_tcp_cwnd_segments"+ls] <= 0 || got["lightpath_tcp_acked_bytes_total"+ls] < 64*64<<10 {
 		t.Errorf("client socket: %v", got)
 	}
@@ -262,7 +305,7 @@ func TestTCPRoot(t *testing.T) {
 func TestProbeRoot(t *testing.T) {
 	roottest.Require(t, "creates network namespaces, veth pairs and htb classes")
 	p := newPair(t)
-	time.Sleep(100 * time.Millisecond)
+	p.waitCarrier(t)
 	ra := NewRegistry(Env{Node: "a", NetNS: p.a, Topo: p.topo})
 	rb := NewRegistry(Env{Node: "b", NetNS: p.b, Topo: p.topo})
 	t.Cleanup(func() { ra.Close(); rb.Close() })
@@ -276,6 +319,8 @@ func TestProbeRoot(t *testing.T) {
 		return nil
 	}
 	pa, pb := probeOf(ra), probeOf(rb)
+	// Every answer is expected: a late one is not loss.
+	pa.(*probeCollector).wait, pb.(*probeCollector).wait = time.Minute, time.Minute
 	// The first round of each only starts its responder and probes
 	// nothing (a neighbour started at the same time may not answer yet).
 	if got := collectOne(t, pb); len(got) != 0 {
@@ -294,7 +339,7 @@ func TestProbeRoot(t *testing.T) {
 
 	// Throughput from a to b's sink.
 	var bps float64
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := netns.Do(p.a, func() (err error) {
 		bps, err = Throughput(ctx, p.pb.Addr().String(), 300*time.Millisecond)
@@ -316,6 +361,7 @@ func TestProbeRoot(t *testing.T) {
 	if err := hb.LinkSetDown(lb); err != nil {
 		t.Fatal(err)
 	}
+	pa.(*probeCollector).wait = 0 // nothing can answer: the round's usual wait
 	got = collectOne(t, pa)
 	if got["lightpath_probe_loss_ratio"+ls] != 1 {
 		t.Errorf("peer down: %v", got)

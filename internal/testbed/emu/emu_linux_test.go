@@ -87,21 +87,26 @@ func TestDelay(t *testing.T) {
 	l := newTestLink(t, 1500, Params{})
 	l.udpEcho(t, 7)
 	c := l.dialUDP(t, 7)
-	base := rtts(l.probeRTT(t, c, 50, 64, 2*time.Millisecond, 300*time.Millisecond))
-	if len(base) < 45 || quantile(base, .5) > 2*time.Millisecond {
-		t.Fatalf("no delay: %d of 50 probes back, median %v", len(base), quantile(base, .5))
+	base := rtts(l.probeRTT(t, c, 50, 64, 2*time.Millisecond, hang))
+	if len(base) < 45 {
+		t.Fatalf("no delay: %d of 50 probes back", len(base))
 	}
 	for _, oneWay := range []time.Duration{time.Millisecond, 10 * time.Millisecond} {
 		if err := l.e.Set("l", "", Params{Delay: oneWay}); err != nil {
 			t.Fatal(err)
 		}
-		r := rtts(l.probeRTT(t, c, 200, 64, 2*time.Millisecond, 300*time.Millisecond))
+		r := rtts(l.probeRTT(t, c, 200, 64, 2*time.Millisecond, hang))
 		t.Logf("one-way %v: %d of 200 back, RTT min %v median %v p90 %v max %v (no delay: median %v)",
 			oneWay, len(r), r[0], quantile(r, .5), quantile(r, .9), r[len(r)-1], quantile(base, .5))
-		// Loose bounds: this checks the delay line, it does not time the
-		// host. Packets must never leave much before they are due.
-		if len(r) < 190 || r[0] < 2*oneWay-100*time.Microsecond || quantile(r, .5) > 2*oneWay+5*time.Millisecond {
-			t.Errorf("one-way delay %v: RTT min %v median %v, want ≥ %v and about it", oneWay, r[0], quantile(r, .5), 2*oneWay)
+		// Packets never leave before they are due, however busy the host
+		// (a late one is the host's doing: how late the emulator releases
+		// packets is measured by bench/testbed.sh rtt, and the due time's
+		// arithmetic is checked in TestProcessSplitsLossySuperPackets).
+		if len(r) < 190 || r[0] < 2*oneWay-100*time.Microsecond {
+			t.Errorf("one-way delay %v: %d of 200 back, RTT min %v, want ≥ %v", oneWay, len(r), r[0], 2*oneWay)
+		}
+		if st := l.stats(t, "a"); st.Params.Delay != oneWay {
+			t.Errorf("the pipe a→b delays by %v, want %v", st.Params.Delay, oneWay)
 		}
 	}
 }
@@ -122,7 +127,7 @@ func TestJitterOrder(t *testing.T) {
 		}
 	}
 	send(0, 1000)
-	if !waitFor(2*time.Second, func() bool { return s.count() >= 990 }) {
+	if !waitFor(hang, func() bool { return s.count() >= 990 }) {
 		t.Fatalf("%d of 1000 datagrams arrived", s.count())
 	}
 	if n := s.inversions(0); n != 0 {
@@ -132,7 +137,7 @@ func TestJitterOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	send(1000, 1000)
-	if !waitFor(2*time.Second, func() bool { return s.count() >= 1980 }) {
+	if !waitFor(hang, func() bool { return s.count() >= 1980 }) {
 		t.Fatalf("%d of 2000 datagrams arrived", s.count())
 	}
 	if n := s.inversions(1000); n == 0 {
@@ -195,9 +200,9 @@ func TestTCP(t *testing.T) {
 func TestDownUp(t *testing.T) {
 	l := newTestLink(t, 1500, Params{Delay: 2 * time.Millisecond})
 	s := l.udpSink(t, 9)
-	keepSending(t, l.dialUDP(t, 9))
+	sent := keepSending(t, l.dialUDP(t, 9))
 
-	if !waitFor(2*time.Second, func() bool { return s.count() >= 50 }) {
+	if !waitFor(hang, func() bool { return s.count() >= 50 }) {
 		t.Fatalf("before down: %d datagrams arrived", s.count())
 	}
 	for _, from := range []string{"a", ""} { // one direction down takes the link's carrier down
@@ -206,13 +211,21 @@ func TestDownUp(t *testing.T) {
 		}
 		waitCarrier(t, l.nsA, false)
 		waitCarrier(t, l.nsB, false)
-		time.Sleep(20 * time.Millisecond)
-		before := s.count()
-		time.Sleep(300 * time.Millisecond)
-		if got := s.count(); got != before {
-			t.Errorf("down (from %q): %d datagrams arrived", from, got-before)
+		// The delay line's last packets, read before the carrier went
+		// off, have been delivered or dropped: from here on nothing may
+		// leave the emulator towards b. The moment has passed once the
+		// sender has offered 300 more datagrams and whatever the emulator
+		// read of them has been dealt with.
+		before := l.settledStats(t, "a")
+		offered := sent.Load()
+		if !waitFor(hang, func() bool { return sent.Load() >= offered+300 }) {
+			t.Fatalf("the sender offered %d datagrams", sent.Load()-offered)
 		}
-		if st := l.stats(t, "a"); st.QueuedPackets != 0 || !st.Params.Down {
+		st := l.settledStats(t, "a")
+		if st.PacketsOut != before.PacketsOut {
+			t.Errorf("down (from %q): the emulator delivered %d datagrams", from, st.PacketsOut-before.PacketsOut)
+		}
+		if !st.Params.Down {
 			t.Errorf("down: %+v", st)
 		}
 		if err := l.e.Set("l", "", Params{Delay: 2 * time.Millisecond}); err != nil {
@@ -221,8 +234,8 @@ func TestDownUp(t *testing.T) {
 		waitCarrier(t, l.nsA, true)
 		waitCarrier(t, l.nsB, true)
 		n := s.count()
-		if !waitFor(2*time.Second, func() bool { return s.count() >= n+50 }) {
-			t.Fatalf("up again: %d datagrams arrived in 2 s", s.count()-n)
+		if !waitFor(hang, func() bool { return s.count() >= n+50 }) {
+			t.Fatalf("up again: %d datagrams arrived", s.count()-n)
 		}
 	}
 }
@@ -236,28 +249,36 @@ func TestBlackhole(t *testing.T) {
 	s := l.udpSink(t, 9)
 	keepSending(t, l.dialUDP(t, 9))
 
-	if !waitFor(2*time.Second, func() bool { return s.count() >= 50 }) {
+	if !waitFor(hang, func() bool { return s.count() >= 50 }) {
 		t.Fatalf("before the blackhole: %d datagrams arrived", s.count())
 	}
 	if err := l.e.Set("l", "", Params{Delay: 2 * time.Millisecond, Blackhole: true}); err != nil {
 		t.Fatal(err)
 	}
-	// Nothing in flight any more once the delay line's last packets were
-	// dropped or delivered.
-	time.Sleep(20 * time.Millisecond)
-	before := s.count()
-	for range 30 {
-		time.Sleep(10 * time.Millisecond)
+	// Once a packet read after the change was dropped and the pipe has
+	// settled, the delay line's last packets are out: from here on
+	// nothing may leave the emulator towards b. The moment has passed
+	// once 100 more were dropped; the carriers stay on meanwhile.
+	var before PipeStats
+	if !waitFor(hang, func() bool { before = l.stats(t, "a"); return before.DropsBlackhole > 0 }) {
+		t.Fatalf("nothing dropped by the blackhole: %+v", before)
+	}
+	before = l.settledStats(t, "a")
+	ok := waitFor(hang, func() bool {
 		waitCarrier(t, l.nsA, true)
 		waitCarrier(t, l.nsB, true)
-	}
-	if got := s.count(); got != before {
-		t.Errorf("blackhole: %d datagrams arrived", got-before)
+		return l.stats(t, "a").DropsBlackhole >= before.DropsBlackhole+100
+	})
+	if !ok {
+		t.Fatalf("blackhole drops went from %d to %d only", before.DropsBlackhole, l.stats(t, "a").DropsBlackhole)
 	}
 	st := l.settledStats(t, "a")
 	t.Logf("a→b while blackholed: %+v", st)
-	if !st.Params.Blackhole || st.Params.Down || st.DropsBlackhole < 100 || st.DropsDown != 0 || st.QueuedPackets != 0 {
-		t.Errorf("blackhole: want blackhole params and at least 100 blackhole drops, nothing down: %+v", st)
+	if st.PacketsOut != before.PacketsOut {
+		t.Errorf("blackhole: the emulator delivered %d datagrams", st.PacketsOut-before.PacketsOut)
+	}
+	if !st.Params.Blackhole || st.Params.Down || st.DropsDown != 0 || st.QueuedPackets != 0 {
+		t.Errorf("blackhole: want blackhole params, nothing down: %+v", st)
 	}
 	if st.PacketsIn+st.Duplicated != st.PacketsOut+st.DropsLoss+st.DropsBlackhole+st.DropsQueue+st.DropsError {
 		t.Errorf("counters do not add up: %+v", st)
@@ -269,11 +290,17 @@ func TestBlackhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := s.count()
-	if !waitFor(2*time.Second, func() bool { return s.count() >= n+50 }) {
-		t.Fatalf("restored: %d datagrams arrived in 2 s", s.count()-n)
+	if !waitFor(hang, func() bool { return s.count() >= n+50 }) {
+		t.Fatalf("restored: %d datagrams arrived", s.count()-n)
 	}
-	if got := l.stats(t, "a").DropsBlackhole; got < st.DropsBlackhole || got > st.DropsBlackhole+5 {
-		t.Errorf("blackhole drops went from %d to %d after the link was restored", st.DropsBlackhole, got)
+	// Those 50 were read after the change, in order: no packet read
+	// since may be blackholed, as the next 50 delivered show.
+	after := l.stats(t, "a")
+	if !waitFor(hang, func() bool { return l.stats(t, "a").PacketsOut >= after.PacketsOut+50 }) {
+		t.Fatalf("restored: the emulator delivered %d more", l.stats(t, "a").PacketsOut-after.PacketsOut)
+	}
+	if got := l.stats(t, "a").DropsBlackhole; got != after.DropsBlackhole {
+		t.Errorf("blackhole drops went from %d to %d once the link was restored", after.DropsBlackhole, got)
 	}
 }
 
@@ -286,7 +313,7 @@ func TestLargestSegment(t *testing.T) {
 		s := l.udpSink(t, 9)
 		const n = 200
 		l.sendGSO(t, 9, 0, n, 1000, 20)
-		if !waitFor(3*time.Second, func() bool { return s.count() >= n }) {
+		if !waitFor(hang, func() bool { return s.count() >= n }) {
 			t.Fatalf("%d of %d datagrams arrived", s.count(), n)
 		}
 		st := l.settledStats(t, "a")
@@ -315,29 +342,35 @@ func TestLargestSegment(t *testing.T) {
 
 // TestSetWhileFlowing changes the delay under a stream of probes: the new
 // delay applies to packets sent after the change, and a shorter delay
-// does not let new packets overtake old ones.
+// does not let new packets overtake old ones. The changes come at points
+// in the stream (after probe 150; after probe 400, once 50 probes sent at
+// the longer delay are back), not at times, so a busy host only stretches
+// the run; the checks are lower bounds, which lateness cannot break.
 func TestSetWhileFlowing(t *testing.T) {
 	l := newTestLink(t, 1500, Params{Delay: 5 * time.Millisecond})
 	l.udpEcho(t, 7)
 	c := l.dialUDP(t, 7)
 	start := time.Now()
-	var up, down time.Time
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		time.Sleep(300 * time.Millisecond)
-		up = time.Now()
-		if err := l.e.Set("l", "", Params{Delay: 30 * time.Millisecond}); err != nil {
-			t.Error(err)
+	var up0, up, down0, down time.Time // before and after each change
+	probes := l.probeRTTWith(t, c, 600, 64, 2*time.Millisecond, hang, func(i int, back func(func(probe) bool) int) {
+		switch i {
+		case 150:
+			up0 = time.Now()
+			if err := l.e.Set("l", "", Params{Delay: 30 * time.Millisecond}); err != nil {
+				t.Error(err)
+			}
+			up = time.Now()
+		case 400:
+			if !waitFor(hang, func() bool { return back(func(p probe) bool { return p.sent.After(up) }) >= 50 }) {
+				t.Error("50 probes sent at 30 ms never came back")
+			}
+			down0 = time.Now()
+			if err := l.e.Set("l", "", Params{Delay: 2 * time.Millisecond}); err != nil {
+				t.Error(err)
+			}
+			down = time.Now()
 		}
-		time.Sleep(500 * time.Millisecond)
-		down = time.Now()
-		if err := l.e.Set("l", "", Params{Delay: 2 * time.Millisecond}); err != nil {
-			t.Error(err)
-		}
-	}()
-	probes := l.probeRTT(t, c, 600, 64, 2*time.Millisecond, 300*time.Millisecond)
-	<-done
+	})
 	var before, slow, fast []time.Duration
 	var back []probe
 	for _, p := range probes {
@@ -346,11 +379,11 @@ func TestSetWhileFlowing(t *testing.T) {
 		}
 		back = append(back, p)
 		switch {
-		case p.sent.Before(up.Add(-10 * time.Millisecond)):
+		case p.sent.Add(p.rtt).Before(up0):
 			before = append(before, p.rtt)
-		case p.sent.After(up.Add(100*time.Millisecond)) && p.sent.Before(down.Add(-40*time.Millisecond)): // back before the next change
+		case p.sent.After(up) && p.sent.Add(p.rtt).Before(down0): // both ways at 30 ms
 			slow = append(slow, p.rtt)
-		case p.sent.After(down.Add(100 * time.Millisecond)):
+		case p.sent.After(down):
 			fast = append(fast, p.rtt)
 		}
 	}
@@ -362,14 +395,17 @@ func TestSetWhileFlowing(t *testing.T) {
 	if len(back) < len(probes)*95/100 {
 		t.Errorf("%d of %d probes back", len(back), len(probes))
 	}
-	check := func(name string, r []time.Duration, oneWay time.Duration) {
-		if len(r) < 20 || r[0] < 2*oneWay-100*time.Microsecond || quantile(r, .5) > 2*oneWay+5*time.Millisecond {
-			t.Errorf("%s: %d probes, RTT min %v median %v, want about %v", name, len(r), quantile(r, 0), quantile(r, .5), 2*oneWay)
+	check := func(name string, r []time.Duration, oneWay time.Duration, want int) {
+		if len(r) < want || r[0] < 2*oneWay-100*time.Microsecond {
+			t.Errorf("%s: %d probes, RTT min %v, want at least %d, none under %v", name, len(r), quantile(r, 0), want, 2*oneWay)
 		}
 	}
-	check("before", before, 5*time.Millisecond)
-	check("after raising the delay", slow, 30*time.Millisecond)
-	check("after lowering the delay", fast, 2*time.Millisecond)
+	check("before", before, 5*time.Millisecond, 1)
+	check("after raising the delay", slow, 30*time.Millisecond, 50)
+	check("after lowering the delay", fast, 2*time.Millisecond, 1)
+	if st := l.stats(t, "a"); st.Params.Delay != 2*time.Millisecond {
+		t.Errorf("the pipe a→b delays by %v after the last change, want 2ms", st.Params.Delay)
+	}
 	slices.SortFunc(back, func(a, b probe) int { return a.arrival - b.arrival })
 	for i := 1; i < len(back); i++ {
 		if back[i].seq < back[i-1].seq {
@@ -409,7 +445,7 @@ func TestNoLostWakeups(t *testing.T) {
 			time.Sleep(time.Duration(rng.IntN(500)) * time.Microsecond)
 		}
 	}
-	if !waitFor(2*time.Second, func() bool { return s.count() == seq }) {
+	if !waitFor(hang, func() bool { return s.count() == seq }) {
 		t.Fatalf("%d of %d datagrams arrived; a→b %+v", s.count(), seq, l.stats(t, "a"))
 	}
 }
@@ -431,7 +467,7 @@ func TestUDPGSO(t *testing.T) {
 	// delivered since before (a settled pipe: nothing in flight).
 	received := func(before PipeStats, first uint64) (st PipeStats, distinct, copies int) {
 		t.Helper()
-		ok := waitFor(3*time.Second, func() bool {
+		ok := waitFor(hang, func() bool {
 			st = l.settledStats(t, "a")
 			distinct, copies = s.tally(first, n)
 			return uint64(distinct+copies) == st.PacketsOut-before.PacketsOut

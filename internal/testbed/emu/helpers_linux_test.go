@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,7 +123,7 @@ func newTestLink(t testing.TB, mtu int, params Params) *testLink {
 // operationally up (or not): only then does the kernel queue to it.
 func waitCarrier(t testing.TB, ns string, on bool) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(hang)
 	for {
 		h, link, err := linkAt(ns, testDev)
 		if err != nil {
@@ -164,11 +165,19 @@ func (l *testLink) stats(t testing.TB, from string) PipeStats {
 func (l *testLink) settledStats(t testing.TB, from string) PipeStats {
 	t.Helper()
 	var st PipeStats
-	waitFor(time.Second, func() bool {
+	if !waitFor(hang, func() bool {
 		st = l.stats(t, from)
-		return st.PacketsIn+st.Duplicated == st.PacketsOut+st.DropsLoss+st.DropsDown+st.DropsBlackhole+st.DropsQueue+st.DropsError
-	})
+		return settled(st)
+	}) {
+		t.Errorf("the pipe from %s never settled: %+v", from, st)
+	}
 	return st
+}
+
+// settled tells whether every packet the pipe read (and every copy it
+// made) has been written or dropped.
+func settled(st PipeStats) bool {
+	return st.QueuedPackets == 0 && st.PacketsIn+st.Duplicated == st.PacketsOut+st.DropsLoss+st.DropsDown+st.DropsBlackhole+st.DropsQueue+st.DropsError
 }
 
 // listenUDP opens a UDP socket in B on port.
@@ -227,18 +236,38 @@ type probe struct {
 }
 
 // probeRTT sends n probes of size bytes, one every interval, through an
-// echo server on B and returns them once the last has come back or
-// timed out (after wait).
+// echo server on B and returns them once all have come back or none has
+// for wait.
 func (l *testLink) probeRTT(t testing.TB, conn *net.UDPConn, n int, size int, interval, wait time.Duration) []probe {
+	t.Helper()
+	return l.probeRTTWith(t, conn, n, size, interval, wait, nil)
+}
+
+// probeRTTWith is probeRTT calling before(i, back) ahead of sending probe
+// i, so that a test can change the link at a point in the stream of
+// probes; back counts the probes so far that satisfy ok (those not back
+// have rtt 0).
+func (l *testLink) probeRTTWith(t testing.TB, conn *net.UDPConn, n int, size int, interval, wait time.Duration, before func(i int, back func(ok func(probe) bool) int)) []probe {
 	t.Helper()
 	probes := make([]probe, n)
 	var mu sync.Mutex
+	back := func(ok func(probe) bool) int {
+		mu.Lock()
+		defer mu.Unlock()
+		k := 0
+		for _, p := range probes {
+			if p.rtt > 0 && ok(p) {
+				k++
+			}
+		}
+		return k
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		arrivals := 0
 		buf := make([]byte, 2048)
-		for {
+		for arrivals < n {
 			conn.SetReadDeadline(time.Now().Add(wait))
 			m, err := conn.Read(buf)
 			if err != nil {
@@ -262,6 +291,9 @@ func (l *testLink) probeRTT(t testing.TB, conn *net.UDPConn, n int, size int, in
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for i := range n {
+		if before != nil {
+			before(i, back)
+		}
 		binary.BigEndian.PutUint64(msg, uint64(i))
 		mu.Lock()
 		probes[i] = probe{seq: i, sent: time.Now()}
@@ -272,7 +304,9 @@ func (l *testLink) probeRTT(t testing.TB, conn *net.UDPConn, n int, size int, in
 		<-tick.C
 	}
 	<-done
-	return probes
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Clone(probes)
 }
 
 func rtts(probes []probe) []time.Duration {
@@ -425,6 +459,10 @@ func (s *sink) inversions(first uint64) int {
 	return n
 }
 
+// hang bounds every wait for an event: it only stops a test that would
+// hang, so it is far longer than any busy machine needs.
+const hang = time.Minute
+
 // waitFor polls cond every 5 ms until it holds or timeout passes.
 func waitFor(timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
@@ -499,9 +537,10 @@ func (s *sink) tally(first uint64, n int) (distinct, copies int) {
 
 // keepSending sends a numbered 200-byte datagram on c every millisecond
 // until the test ends (write errors, as while a link is down, are
-// expected).
-func keepSending(t *testing.T, c net.Conn) {
+// expected), and returns the count of datagrams it has offered so far.
+func keepSending(t *testing.T, c net.Conn) *atomic.Uint64 {
 	stop := make(chan struct{})
+	var sent atomic.Uint64
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -510,6 +549,7 @@ func keepSending(t *testing.T, c net.Conn) {
 		for i := uint64(0); ; i++ {
 			binary.BigEndian.PutUint64(msg, i)
 			c.Write(msg)
+			sent.Add(1)
 			select {
 			case <-stop:
 				return
@@ -518,4 +558,5 @@ func keepSending(t *testing.T, c net.Conn) {
 		}
 	}()
 	t.Cleanup(func() { close(stop); wg.Wait() })
+	return &sent
 }

@@ -105,6 +105,10 @@ type conn struct {
 	mu  sync.Mutex
 	wmu sync.Mutex // writers take turns filling the send buffer
 
+	// rtoFloor raises minRTO for this stream when set (tests: a busy
+	// machine's stalls would otherwise fire timeouts a test is not about).
+	rtoFloor time.Duration
+
 	// authentication of what arrives
 	replay replayWindow
 
@@ -828,7 +832,7 @@ func (c *conn) rttSample(pn uint64, delay time.Duration, first bool) {
 }
 
 func (c *conn) rto() time.Duration {
-	r := max(c.srtt+4*c.rttvar, minRTO)
+	r := max(c.srtt+4*c.rttvar, minRTO, c.rtoFloor)
 	for range c.rtoBackoff {
 		r *= 2
 		if r >= maxRTO {

@@ -1,6 +1,8 @@
 package udp
 
 import (
+	"time"
+
 	"github.com/lightpath/lightpath/internal/cc/fast"
 	"github.com/lightpath/lightpath/internal/transport"
 )
@@ -34,4 +36,22 @@ func Timeouts(c transport.Conn) (fired, undone uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stats.timeouts, s.stats.undone
+}
+
+// SetMinRTO raises a stream's least retransmission timeout to d (at most
+// maxRTO applies still), so that a test about loss detection is not
+// muddled by timeouts a busy machine's stalls would fire.
+func SetMinRTO(c transport.Conn, d time.Duration) {
+	s := c.(*conn)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rtoFloor = d
+}
+
+// RTO is a stream's retransmission timeout now.
+func RTO(c transport.Conn) time.Duration {
+	s := c.(*conn)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rto()
 }

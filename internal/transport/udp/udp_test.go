@@ -234,6 +234,17 @@ func TestAttacks(t *testing.T) {
 	other.Write(syn)          // a replayed SYN from another address
 	other.Write(captured[5])  // a replayed datagram from another address
 	other.Write(random(1000)) // garbage
+	dropped := func() uint64 {
+		ss1, _ := s.Stats()
+		return ln.Dropped() - drops + ss1.Dropped - ss0.Dropped
+	}
+	// Every forged datagram has been read and dropped once the counts
+	// say so: only then is "no answer" a finding.
+	for deadline := time.Now().Add(time.Minute); dropped() < uint64(len(attacks)+4); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d forged datagrams, %d dropped in a minute", len(attacks)+4, dropped())
+		}
+	}
 	if after := quiet(r); after != sent {
 		t.Errorf("the listener sent %d datagrams answering forged ones", after-sent)
 	}
@@ -241,10 +252,8 @@ func TestAttacks(t *testing.T) {
 	if n, err := other.Read(make([]byte, 2000)); err == nil {
 		t.Errorf("a %d-byte answer came to a forged datagram", n)
 	}
-	ss1, _ := s.Stats()
-	dropped := ln.Dropped() - drops + ss1.Dropped - ss0.Dropped
-	if dropped < uint64(len(attacks)) {
-		t.Errorf("%d forged datagrams, %d dropped", len(attacks)+4, dropped)
+	if d := dropped(); d < uint64(len(attacks)) {
+		t.Errorf("%d forged datagrams, %d dropped", len(attacks)+4, d)
 	}
 	// the streams carry on, unharmed
 	exchange(t, c, s, random(1<<20), random(1<<20))
@@ -253,10 +262,15 @@ func TestAttacks(t *testing.T) {
 	if _, err := io.Copy(io.Discard, s); err != nil {
 		t.Fatal(err)
 	}
-	// the stream is over: its SYN, replayed, opens nothing
-	time.Sleep(100 * time.Millisecond)
+	// the stream is over: its SYN, replayed, is dropped and opens nothing
 	sent = quiet(r)
+	dropsBefore := dropped()
 	r.inject(syn)
+	for deadline := time.Now().Add(time.Minute); dropped() == dropsBefore; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a replayed SYN was not dropped")
+		}
+	}
 	acc := make(chan net.Conn, 1)
 	go func() { a, _ := ln.Accept(); acc <- a }()
 	select {
@@ -264,7 +278,7 @@ func TestAttacks(t *testing.T) {
 		if a != nil {
 			t.Error("a replayed SYN opened a stream")
 		}
-	case <-time.After(500 * time.Millisecond):
+	case <-time.After(100 * time.Millisecond):
 	}
 	if after := quiet(r); after != sent {
 		t.Errorf("the listener answered a replayed SYN")
@@ -399,8 +413,11 @@ func TestConfigErrors(t *testing.T) {
 		c.Close()
 		t.Error("a dial with the wrong key")
 	}
-	if ln.(*udp.Listener).Dropped() == 0 {
-		t.Error("the listener did not count the SYNs under the wrong key")
+	// The dial sent its SYN at once; the listener counts it as it reads.
+	for deadline := time.Now().Add(time.Minute); ln.(*udp.Listener).Dropped() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the listener did not count the SYNs under the wrong key")
+		}
 	}
 }
 
@@ -509,14 +526,30 @@ func TestWaitingReader(t *testing.T) {
 		c, s, _, _ := viaRelay(t, transport.Options{DSCP: -1}, 12)
 		s.(transport.ReadLowater).SetReadLowat(64 << 10)
 		want := random(10 << 10)
-		s.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-		go c.Write(want)
+		type read struct {
+			n   int
+			err error
+		}
 		buf := make([]byte, 1<<20)
-		n, err := s.Read(buf)
-		if err != nil || !bytes.Equal(buf[:n], want) {
+		done := make(chan read, 1)
+		go func() { n, err := s.Read(buf); done <- read{n, err} }()
+		go c.Write(want)
+		// The deadline passes only once the bytes are in (short of the
+		// mark, so the read still waits), however slow the machine.
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+			if st, _ := s.Stats(); st.BytesReceived >= uint64(len(want)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the bytes written never arrived")
+			}
+		}
+		s.SetReadDeadline(time.Now())
+		r := <-done
+		if n, err := r.n, r.err; err != nil || !bytes.Equal(buf[:n], want) {
 			t.Fatalf("read %d bytes (%v), want the %d written and no error", n, err, len(want))
 		}
-		n, err = s.Read(buf)
+		n, err := s.Read(buf)
 		if n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatalf("a second read past the deadline: %d, %v; want a timeout", n, err)
 		}
