@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/store/pgtest"
 	"github.com/lightpath/lightpath/internal/transfer"
 )
@@ -250,7 +252,7 @@ func (s *svc) endpoints() map[string]transfer.Endpoint {
 func (s *svc) waitNodes(want map[string]int) {
 	s.t.Helper()
 	var eps map[string]transfer.Endpoint
-	ok := waitFor(30*time.Second, func() bool {
+	ok := waitFor(2*time.Minute, func() bool {
 		eps = s.endpoints()
 		for name, n := range want {
 			alive := 0
@@ -382,12 +384,21 @@ func (s *svc) arrived(w *proc, id string, files []string, dst string) apiv1.JobP
 // bytes moved and a copy task of node running, and returns its page:
 // the moment to inject a fault. What has moved is read from its copy
 // tasks, whose bytes_done the data nodes' heartbeats keep current: the
-// job's own bytes_done counts the files of the tasks that ended.
+// job's own bytes_done counts the files of the tasks that ended. It
+// polls the API from the test itself, not through a command (a process
+// to start, slow beside a busy core), so that a job of a few seconds is
+// not over between two looks.
 func (s *svc) waitMidJob(id, node string) apiv1.JobPage {
 	s.t.Helper()
+	cl, err := client.New(s.url, readTok(s.t, s.alice), client.WithTimeout(30*time.Second))
+	if err != nil {
+		s.t.Fatal(err)
+	}
 	var j apiv1.JobPage
 	if !waitFor(2*time.Minute, func() bool {
-		j = s.job(s.alice, id)
+		if j, err = cl.Job(context.Background(), id, client.JobPageOptions{}); err != nil {
+			return false
+		}
 		if j.Job.State == transfer.JobSucceeded || j.Job.State == transfer.JobFailed {
 			return true
 		}
@@ -602,7 +613,7 @@ func TestServiceStandbyTakeover(t *testing.T) {
 			files := makeDataset(t, s.srcRoot, 3)
 			id, wait, _ := s.midJob("in/", "a1")
 			s.kill()
-			if !waitFor(30*time.Second, func() bool {
+			if !waitFor(2*time.Minute, func() bool {
 				h, err := health(t, standbyURL)
 				return err == nil && h.Role == apiv1.RoleLeader
 			}) {
