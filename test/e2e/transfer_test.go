@@ -297,7 +297,7 @@ func TestBench(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"bench", srv.URL(""), "-P", "2", "-t", "1s", "--json"}, tc.args...)
-			r := runLP(t, runOpts{timeout: 30 * time.Second}, args...)
+			r := runLP(t, runOpts{timeout: 2 * time.Minute}, args...)
 			mustSucceed(t, strings.Join(args, " "), r)
 			s, lines := parseNDJSON(t, r.stdout, "throughput_bps", "streams", "per_stream", "seconds", "bytes")
 			if s.ThroughputBps <= 0 || s.Bytes <= 0 {
