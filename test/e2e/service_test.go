@@ -61,6 +61,10 @@ type svcOpts struct {
 	ctlArgs []string
 	// without are data nodes (of svcNodes) not to start.
 	without []string
+	// advertise, on loopback, gives the address a data node listening on
+	// listen tells the others to push to ("": listen itself), such as a
+	// proxy's.
+	advertise func(node, listen string) string
 }
 
 // svc is a controller with its users and data nodes.
@@ -85,6 +89,7 @@ type svc struct {
 	standbyPort int
 	standby     *killCtl
 	ctlArgs     []string // svcOpts.ctlArgs
+	advertise   func(node, listen string) string
 }
 
 // svcNodes are the data nodes, with their endpoints and their loopback
@@ -104,7 +109,7 @@ func startSvc(t *testing.T, o svcOpts) *svc {
 	dir := t.TempDir()
 	s := &svc{t: t, dir: dir, port: freePort(t, "127.0.0.1"), admin: filepath.Join(dir, "admin.token"),
 		srcRoot: scratchDir(t), dstRoot: scratchDir(t), rate: o.rate, nodes: map[string]*proc{},
-		db: "sqlite:" + filepath.Join(dir, "db"), topo: filepath.Join(dir, "topo.yaml"), ctlArgs: o.ctlArgs}
+		db: "sqlite:" + filepath.Join(dir, "db"), topo: filepath.Join(dir, "topo.yaml"), ctlArgs: o.ctlArgs, advertise: o.advertise}
 	if o.db != nil {
 		s.db = o.db(t, dir)
 	}
@@ -225,6 +230,11 @@ func (s *svc) startNode(node string) {
 			return
 		}
 		addr := fmt.Sprintf("%s:%d", n.host, freePort(s.t, n.host))
+		if s.advertise != nil {
+			if a := s.advertise(node, addr); a != "" {
+				args = append(args, "--advertise", a)
+			}
+		}
 		s.nodes[node] = startLP(s.t, runOpts{timeout: 10 * time.Minute},
 			append([]string{"serve", "--listen", addr, "--root", root}, args...)...)
 		return
