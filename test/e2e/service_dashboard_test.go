@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,33 +23,14 @@ func TestServiceDashboard(t *testing.T) {
 	if chrome == "" {
 		t.Skip("no Chromium binary (chromium, chromium-browser or google-chrome) on PATH: scripts/deps.sh installs Debian's chromium")
 	}
-	// The pushes to the destination nodes go through a proxy. Until the
-	// page has shown the job running, it passes the first 16 MiB (half
+	// The pushes to the destination nodes go through a gate that, until
+	// the page has shown the job running, passes the first 16 MiB (half
 	// the dataset: blocks done, so a throughput to show) at the nodes'
-	// pace, then one read every 250 ms for all connections together:
-	// what is left cannot arrive before the page's wait gives up (90 s),
-	// however slowly the browser renders beside a busy core, yet every
-	// stream moves well within the servers' stall timeout. Then the job
-	// ends in seconds. The pause in the proxy only paces bytes.
-	var (
-		hold   atomic.Bool
-		passed atomic.Int64
-		slowMu sync.Mutex
-	)
-	hold.Store(true)
-	throttle := func(_ int, up bool, _ int64, b []byte) {
-		if up && hold.Load() && passed.Add(int64(len(b))) > 16<<20 {
-			slowMu.Lock()
-			time.Sleep(250 * time.Millisecond)
-			slowMu.Unlock()
-		}
-	}
-	s := startSvc(t, svcOpts{rate: "40M", advertise: func(node, listen string) string {
-		if !strings.HasPrefix(node, "b") {
-			return ""
-		}
-		return startProxy(t, listen, false, throttle).Addr()
-	}})
+	// pace, then crawls: what is left cannot arrive before the page's
+	// wait gives up (90 s), however slowly the browser renders beside a
+	// busy core. Then the job ends in seconds.
+	gate := newPushGate(16 << 20)
+	s := startSvc(t, svcOpts{rate: "40M", advertise: gate.advertise(t)})
 	files := makeDataset(t, s.srcRoot, 2)
 	id := s.submit("siteA:run1", "siteB:in").Job.ID
 
@@ -86,7 +65,7 @@ func TestServiceDashboard(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &live); err != nil {
 		t.Fatal(err)
 	}
-	hold.Store(false)
+	gate.open()
 	t.Logf("while running: %+v", live)
 	if !strings.HasPrefix(live.Reason, "moving:") {
 		t.Errorf("the running job's reason on the panel: %q", live.Reason)

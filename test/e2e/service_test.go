@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -638,21 +640,78 @@ func TestServiceStandbyTakeover(t *testing.T) {
 // moves in parts of 16 MiB.
 var partArgs = []string{"--transfer-part-min", "32MiB", "--transfer-part-size", "16MiB"}
 
+// pushGate holds a job running for as long as a test needs: the
+// destination data nodes advertise a proxy (svcOpts.advertise) which,
+// until open, passes the first free bytes pushed at the nodes' pace, then
+// one read every 250 ms for all connections together. At that crawl a
+// job of tens of MiB cannot end within a test's wait, yet every stream
+// still moves well within the servers' stall timeout. The pause only
+// paces bytes.
+type pushGate struct {
+	free   int64
+	closed atomic.Bool
+	passed atomic.Int64
+	mu     sync.Mutex
+}
+
+func newPushGate(free int64) *pushGate {
+	g := &pushGate{free: free}
+	g.closed.Store(true)
+	return g
+}
+
+// open lets everything through from now on.
+func (g *pushGate) open() { g.closed.Store(false) }
+
+func (g *pushGate) tamper(_ int, up bool, _ int64, b []byte) {
+	if up && g.closed.Load() && g.passed.Add(int64(len(b))) > g.free {
+		g.mu.Lock()
+		time.Sleep(250 * time.Millisecond)
+		g.mu.Unlock()
+	}
+}
+
+// advertise is svcOpts.advertise: a gated proxy before each destination
+// (siteB) data node.
+func (g *pushGate) advertise(t *testing.T) func(node, listen string) string {
+	return func(node, listen string) string {
+		if !strings.HasPrefix(node, "b") {
+			return ""
+		}
+		return startProxy(t, listen, false, g.tamper).Addr()
+	}
+}
+
 // TestServiceLargeFileParts: one large file, cut into parts (the
 // controller's part sizes lowered), goes from two source data nodes into
 // one destination data node: both source nodes move parts of it, the job
 // succeeds, the file arrives identical with its parts' checksums
 // combined, and transfer show lists its parts.
 func TestServiceLargeFileParts(t *testing.T) {
-	// Paced at 200 Mbit/s a node, so the second source node claims parts
-	// while the first pushes its own.
-	s := startSvc(t, svcOpts{rate: "200M", without: []string{"b2"}, ctlArgs: partArgs})
+	// The pushes crawl (pushGate) until both source nodes run a part: no
+	// part can end first, so however the machine schedules the nodes'
+	// claims, the second finds parts left. Then at 200 Mbit/s a node.
+	gate := newPushGate(0)
+	s := startSvc(t, svcOpts{rate: "200M", without: []string{"b2"}, ctlArgs: partArgs, advertise: gate.advertise(t)})
 	const size = 96 << 20
 	files := []string{"big/huge.dat", "big/small.dat"}
 	writeRandom(t, filepath.Join(s.srcRoot, files[0]), size, 42)
 	writeRandom(t, filepath.Join(s.srcRoot, files[1]), 70_000, 43)
 	id := s.submit("siteA:big", "siteB:in/").Job.ID
-	p := s.arrived(s.wait(id), id, files, "in")
+	w := s.wait(id)
+	if !waitFor(2*time.Minute, func() bool {
+		from := map[string]bool{}
+		for _, k := range s.job(s.alice, id).Tasks {
+			if k.Kind == transfer.TaskCopy && k.Part != nil {
+				from[k.From] = true
+			}
+		}
+		return from["a1"] && from["a2"]
+	}) {
+		t.Fatalf("the two source nodes did not both take a part: %+v", s.job(s.alice, id).Tasks)
+	}
+	gate.open()
+	p := s.arrived(w, id, files, "in")
 	for _, f := range p.Files {
 		want := 0
 		if f.Path == files[0] {
