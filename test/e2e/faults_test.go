@@ -531,6 +531,7 @@ func frame(typ byte, payload []byte) []byte {
 }
 
 func TestGarbage(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	root := mkdir(t, dir, "root")
 	writeRandom(t, filepath.Join(root, "data.bin"), 2<<20, 121)

@@ -41,6 +41,7 @@ func checkSparse(t *testing.T, name string) {
 }
 
 func TestPushPullMixedTree(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	src := mkdir(t, dir, "src")
 	mt := makeMixedTree(t, src)
@@ -268,6 +269,7 @@ func TestExistingDestination(t *testing.T) {
 }
 
 func TestManySmallFiles(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	src := mkdir(t, dir, "small")
 	const n = 2000
