@@ -454,10 +454,12 @@ func running(j apiv1.JobPage, node string) []transfer.Task {
 // they should. The repeated --id and the bad inputs are checked on the
 // testbed (TestServiceOnTestbed).
 func TestServiceEndToEnd(t *testing.T) {
-	// Paced at 200 Mbit/s a node: unpaced, the 21 MB went over loopback in
-	// about 150 ms, all of it by the node that listed it, before the other
-	// source node's next claim (every 250 ms when idle) could take a part.
-	s := startSvc(t, svcOpts{rate: "200M"})
+	// The first job's pushes crawl (pushGate) until its copy tasks run
+	// from both source nodes to both destination nodes: none can end
+	// first, so however the machine schedules the nodes' claims, the
+	// late one finds work left. Then at 200 Mbit/s a node.
+	gate := newPushGate(0)
+	s := startSvc(t, svcOpts{rate: "200M", advertise: gate.advertise(t)})
 	files := makeDataset(t, s.srcRoot, 1)
 
 	r := s.ok(s.admin, "endpoint", "list")
@@ -472,6 +474,18 @@ func TestServiceEndToEnd(t *testing.T) {
 	if !resp.Created {
 		t.Errorf("the first submission says it was not created")
 	}
+	if !waitFor(2*time.Minute, func() bool {
+		from, to := map[string]bool{}, map[string]bool{}
+		for _, k := range s.job(s.alice, id).Tasks {
+			if k.Kind == transfer.TaskCopy {
+				from[k.From], to[k.To] = true, true
+			}
+		}
+		return from["a1"] && from["a2"] && to["b1"] && to["b2"]
+	}) {
+		t.Fatalf("the job's copy tasks never ran over both node pairs: %+v", s.job(s.alice, id).Tasks)
+	}
+	gate.open()
 	w := s.lp(s.alice, "transfer", "wait", id, "--timeout", "3m")
 	if w.code != 0 {
 		t.Fatalf("transfer wait: exit %d\n%s\n%s", w.code, w.stdout, w.stderr)
@@ -542,7 +556,25 @@ func TestServiceEndToEnd(t *testing.T) {
 	}
 	// A job over UDP: the data nodes push over UDP streams (their
 	// servers' transfer logs say so) under fast, the default without a
-	// booking.
+	// booking. The gate's proxy relays TCP alone: the destination nodes
+	// start again, advertising their own addresses.
+	s.advertise = nil
+	for _, n := range []string{"b1", "b2"} {
+		s.nodes[n].Signal(syscall.SIGTERM)
+		s.nodes[n].Wait()
+		s.startNode(n)
+	}
+	if !waitFor(2*time.Minute, func() bool {
+		nodes := s.endpoints()["siteB"].Nodes
+		for _, d := range nodes {
+			if !d.Alive || strings.HasPrefix(d.Address, "127.0.0.1:") {
+				return false
+			}
+		}
+		return len(nodes) == 2
+	}) {
+		t.Fatalf("the destination nodes did not come back on their own addresses: %+v", s.endpoints()["siteB"])
+	}
 	udpJob := s.submit("siteA:run1", "siteB:inudp", "--transport", "udp")
 	if udpJob.Job.Transport != "udp" {
 		t.Errorf("transfer submit --transport udp: the job's transport is %q", udpJob.Job.Transport)
