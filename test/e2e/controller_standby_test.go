@@ -157,6 +157,7 @@ func standbyTakeover(t *testing.T, dbOf func(t *testing.T, dir string) string) {
 		t.Errorf("the second controller before the kill: %+v %v, want standby", h, err)
 	}
 	a.killWhenAnswered(t, &mu, answered, 150, 2*time.Minute)
+	killed := time.Now()
 	// Then it leads: the order is what is checked, not how soon (the
 	// deadline only bounds a hang).
 	var role string
@@ -171,6 +172,7 @@ func standbyTakeover(t *testing.T, dbOf func(t *testing.T, dir string) string) {
 		}
 	}
 	takenOver.Store(true)
+	t.Logf("the standby leads %v after the kill", time.Since(killed).Round(time.Millisecond))
 	// The clients carry on against the new leader.
 	waitFor(3*time.Minute, func() bool { return after.Load() >= 50 || ctx.Err() != nil })
 	stop.Store(true)
