@@ -1121,6 +1121,17 @@ func (r *receiver) block(ctx context.Context, d *dataConn, f *rfile, h wire.Bloc
 // would keep the disk full and fail every later copy, and the error says
 // how much room the file needs to be sent again.
 func (r *receiver) writeFailed(f *rfile, err error) {
+	if errors.Is(err, os.ErrClosed) {
+		f.mu.Lock()
+		failed := f.state == rFinal && f.f == nil
+		f.mu.Unlock()
+		if failed {
+			// Another stream's failed write closed the partial file
+			// under this one, and gives the file's verdict (a full
+			// disk), which "file already closed" must not beat.
+			return
+		}
+	}
 	if !isNoSpace(err) || f.pf != nil {
 		// A part's partial file is the other parts' too: it stays.
 		r.resultFail(f, fmt.Sprintf("write %s: %v", f.target, cleanPathError(err)))

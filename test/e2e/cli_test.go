@@ -44,7 +44,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, []string{"frobnicate"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := runLP(t, runOpts{timeout: 30 * time.Second}, tc.args...)
+			r := runLP(t, runOpts{timeout: 2 * time.Minute}, tc.args...)
 			checkFailure(t, "lightpath "+strings.Join(tc.args, " "), r, tc.want...)
 		})
 	}
@@ -70,7 +70,7 @@ func TestUnknownVerbs(t *testing.T) {
 		{"two levels down", []string{"user", "token", "crate"}, []string{`unknown command "crate" for "lightpath user token"; did you mean "create"?`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := runLP(t, runOpts{timeout: 30 * time.Second}, tc.args...)
+			r := runLP(t, runOpts{timeout: 2 * time.Minute}, tc.args...)
 			checkFailure(t, "lightpath "+strings.Join(tc.args, " "), r, tc.want...)
 			if r.stdout != "" {
 				t.Errorf("stdout is not empty (help printed?):\n%s", r.stdout)
@@ -78,7 +78,7 @@ func TestUnknownVerbs(t *testing.T) {
 		})
 	}
 	// A group run alone still prints its help and succeeds.
-	r := runLP(t, runOpts{timeout: 30 * time.Second}, "testbed", "link")
+	r := runLP(t, runOpts{timeout: 2 * time.Minute}, "testbed", "link")
 	if r.code != 0 || !strings.Contains(r.stdout, "lightpath testbed link [command]") {
 		t.Errorf("lightpath testbed link: exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}

@@ -70,13 +70,12 @@ func TestControllerRevokeEndsWatch(t *testing.T) {
 	c.ok(c.adminTok, "user", "add", "alice", "--role", "user")
 	aliceTok := filepath.Join(c.dir, "alice.token")
 	c.ok(c.adminTok, "user", "token", "create", "alice", "--out", aliceTok)
-	w := startLP(t, runOpts{timeout: 60 * time.Second}, "reserve", "watch", "--controller", c.url, "--controller-token-file", aliceTok)
+	w := startLP(t, runOpts{timeout: 5 * time.Minute}, "reserve", "watch", "--controller", c.url, "--controller-token-file", aliceTok)
 	// Once alice's stream is open, a booking of hers shows on it.
-	c.ok(aliceTok, "reserve", "create", "--from", "a1", "--to", "b1", "--bandwidth", "10M", "--start", "+1h", "--duration", "1h")
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(w.out.String(), "RESERVED") && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	subscribed(t, w, func() string {
+		return oneJSON[cliResv](t, c.ok(aliceTok, "reserve", "create", "--from", "a1", "--to", "b1", "--bandwidth", "10M",
+			"--start", "+1h", "--duration", "1h", "--json").stdout).ID
+	})
 	r := c.ok(c.adminTok, "user", "token", "revoke", "--user", "alice")
 	if !strings.Contains(r.stdout, "revoked 1 token(s) of alice: t-") {
 		t.Errorf("revoke --user said %q", r.stdout)

@@ -74,7 +74,7 @@ func startCtlProc(t *testing.T, dir, db, topo string, port int, extra ...string)
 			c.cmd.Wait()
 		}
 	})
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // bounds a hang only
 	for {
 		resp, err := http.Get(c.url + "/api/v1/health")
 		if err == nil {
@@ -86,7 +86,7 @@ func startCtlProc(t *testing.T, dir, db, topo string, port int, extra ...string)
 		if time.Now().After(deadline) {
 			t.Fatalf("controller did not come up: %v\n%s", err, c.log)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // polling the health: no event to wait on
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "admin.token"))
 	if err != nil {
@@ -203,7 +203,7 @@ func killMidLoad(t *testing.T, dbOf func(t *testing.T, dir string) string) {
 		})
 	}
 	// Let the load run, then kill the controller in the middle of it.
-	c.killWhenAnswered(t, &mu, answered, 150, 10*time.Second)
+	c.killWhenAnswered(t, &mu, answered, 150, 2*time.Minute)
 	stop.Store(true)
 	wg.Wait()
 	mu.Lock()
@@ -261,7 +261,8 @@ func (l *lockedBuffer) String() string {
 }
 
 // killWhenAnswered SIGKILLs the controller once n of a load's creates were
-// answered (or within has passed), and reaps it.
+// answered (or within, a bound on a hang, has passed), and reaps it. The
+// 20 ms between looks paces a poll of a count the load goroutines keep.
 func (c *killCtl) killWhenAnswered(t *testing.T, mu *sync.Mutex, answered map[int]string, n int, within time.Duration) {
 	t.Helper()
 	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {

@@ -49,11 +49,11 @@ func TestControllerTLSAndUnixSocket(t *testing.T) {
 
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
-	trusting := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	trusting := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	url := fmt.Sprintf("https://127.0.0.1:%d/api/v1/health", port)
 	var resp *http.Response
 	var err error
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) { // polls until it serves
 		if resp, err = trusting.Get(url); err == nil || time.Now().After(deadline) {
 			break
 		}
@@ -68,7 +68,7 @@ func TestControllerTLSAndUnixSocket(t *testing.T) {
 	if !strings.Contains(log.String(), "url=https://127.0.0.1:") || !strings.Contains(log.String(), "url=unix://"+sock) {
 		t.Errorf("the log does not say where it listens:\n%s", log.String())
 	}
-	if _, err := (&http.Client{Timeout: 5 * time.Second}).Get(url); err == nil {
+	if _, err := (&http.Client{Timeout: 30 * time.Second}).Get(url); err == nil {
 		t.Errorf("a client that does not trust the CA connected")
 	}
 	if r, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/v1/health", port)); err == nil && r.StatusCode == 200 {
@@ -76,7 +76,7 @@ func TestControllerTLSAndUnixSocket(t *testing.T) {
 	}
 
 	tok, _ := os.ReadFile(filepath.Join(dir, "admin.token"))
-	overSock := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+	overSock := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 		}}}

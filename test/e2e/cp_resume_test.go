@@ -64,8 +64,8 @@ func TestTreeInterruptedResume(t *testing.T) {
 
 			p := startLP(t, runOpts{}, args...)
 			// Interrupt once some files have arrived whole.
-			if !waitFor(30*time.Second, func() bool { return strings.Count(p.out.String(), `"status":"ok"`) >= 3 || p.Exited() }) {
-				t.Fatalf("no file arrived within 30s:\n%s", p.err.String())
+			if !waitFor(2*time.Minute, func() bool { return strings.Count(p.out.String(), `"status":"ok"`) >= 3 || p.Exited() }) {
+				t.Fatalf("no file arrived in 2 min:\n%s", p.err.String())
 			}
 			if p.Exited() {
 				t.Fatalf("cp finished before it could be interrupted: %+v", p.Wait())

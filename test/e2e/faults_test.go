@@ -116,12 +116,13 @@ func TestDiskFull(t *testing.T) {
 		writeRandom(t, mid, 5<<20, 73)
 		args := []string{"cp", "--json", "-P", "2", "--block-size", "64KiB", "--rate", "8M", mid, srv.URL("mid.bin")}
 		p := startLP(t, runOpts{}, args...)
-		// Once the copy is under way, fill what is left of the disk.
-		if !waitFor(10*time.Second, func() bool {
-			_, err := os.Lstat(filepath.Join(mnt, ".mid.bin.lightpath-part"))
-			return err == nil
-		}) {
-			t.Fatalf("the copy did not start: %+v", p.Wait())
+		// Once the copy is under way, hold the client still while what is
+		// left of the disk fills, so that it cannot finish first however
+		// the machine schedules it.
+		waitJournaled(t, p, filepath.Join(mnt, ".mid.bin.lightpath-journal"), 1)
+		p.Signal(syscall.SIGSTOP)
+		if p.Exited() {
+			t.Fatalf("the copy finished before the disk could fill: %+v", p.Wait())
 		}
 		filler := filepath.Join(mnt, "filler")
 		f, err := os.Create(filler)
@@ -135,10 +136,8 @@ func TestDiskFull(t *testing.T) {
 			}
 		}
 		f.Close()
+		p.Signal(syscall.SIGCONT)
 		r := p.Wait()
-		if r.code == 0 {
-			t.Skip("the copy finished before the disk was full")
-		}
 		t.Logf("%s", strings.TrimSpace(r.stderr))
 		checkFailure(t, "push into a disk that fills up", r, "no space left", "needs 5.00 MiB", "free space there and run the same command again")
 		checkNoWorkFiles(t, mnt)
@@ -176,7 +175,7 @@ func TestPartialTTL(t *testing.T) {
 	writeFile(t, keep, "a finished file, however old", 0o644)
 	os.Chtimes(keep, old, old)
 	srv := startServer(t, root, "--partial-ttl", "2h")
-	if !waitFor(10*time.Second, func() bool { return strings.Contains(srv.Stderr(), "removed abandoned partial files") }) {
+	if !waitFor(2*time.Minute, func() bool { return strings.Contains(srv.Stderr(), "removed abandoned partial files") }) {
 		t.Errorf("the server did not report removing abandoned partial files:\n%s", srv.Stderr())
 	}
 	for _, p := range stale {
@@ -201,15 +200,15 @@ const (
 )
 
 // interruptedCopy starts a rate-limited copy (args without "cp"), cuts it
-// short after a while as how says, and checks the partial file and journal
-// are left in dstDir for a resume. It returns the cp arguments for running
-// the same command again; the server is left stopped unless the client was
-// the one interrupted.
-func interruptedCopy(t *testing.T, srv *server, how interruption, after time.Duration, dstDir, dstName string, args ...string) []string {
+// short as how says once its journal records a few blocks, and checks the
+// partial file and journal are left in dstDir for a resume. It returns the
+// cp arguments for running the same command again; the server is left
+// stopped unless the client was the one interrupted.
+func interruptedCopy(t *testing.T, srv *server, how interruption, dstDir, dstName string, args ...string) []string {
 	t.Helper()
 	args = append([]string{"cp", "--json", "-P", "2", "--block-size", "64KiB", "--rate", "40M"}, args...)
 	p := startLP(t, runOpts{}, args...)
-	time.Sleep(after)
+	waitJournaled(t, p, filepath.Join(dstDir, "."+dstName+".lightpath-journal"), 8)
 	if p.Exited() {
 		t.Fatalf("cp finished before it could be interrupted: %+v", p.Wait())
 	}
@@ -232,6 +231,22 @@ func interruptedCopy(t *testing.T, srv *server, how interruption, after time.Dur
 		t.Fatalf("%s appeared under its final name though incomplete", dstName)
 	}
 	return args
+}
+
+// waitJournaled waits until the journal at path records at least blocks
+// blocks (each record 8 bytes after the header), so that a copy cut short
+// now has something to resume, however slowly it started. At 40 Mbit/s
+// the files these tests copy take seconds more to finish, which is what
+// lets the caller interrupt it.
+func waitJournaled(t *testing.T, p *proc, path string, blocks int64) {
+	t.Helper()
+	const header = 4 + 8 + 8 + 4 // magic, size, mtime, block size
+	if !waitFor(2*time.Minute, func() bool {
+		fi, err := os.Stat(path)
+		return (err == nil && fi.Size() >= header+8*blocks) || p.Exited()
+	}) {
+		t.Fatalf("%s did not record %d blocks:\n%s", path, blocks, p.err.String())
+	}
 }
 
 func checkNoWorkFiles(t *testing.T, dir string) {
@@ -291,7 +306,7 @@ func TestServerKilledResume(t *testing.T) {
 			if !tc.push {
 				srcArg = srv.URL("big.bin")
 			}
-			args := interruptedCopy(t, srv, tc.how, 2*time.Second, dstDir, "big.bin", srcArg, dst)
+			args := interruptedCopy(t, srv, tc.how, dstDir, "big.bin", srcArg, dst)
 			if tc.how != intClient {
 				srv.Start() // same port, same root
 			}
@@ -314,12 +329,13 @@ func TestServerRestartWithRetries(t *testing.T) {
 	srv := startServer(t, root)
 
 	p := startLP(t, runOpts{}, "cp", "--json", "--retries", "5", "-P", "2", "--block-size", "64KiB", "--rate", "40M", src, srv.URL("big.bin"))
-	time.Sleep(2 * time.Second)
+	waitJournaled(t, p, filepath.Join(root, ".big.bin.lightpath-journal"), 8)
 	if p.Exited() {
 		t.Fatalf("cp finished before the server was killed: %+v", p.Wait())
 	}
+	// The kill closes the client's connections, so its attempt fails
+	// whenever the server is back: no pause is needed between the two.
 	srv.Kill()
-	time.Sleep(300 * time.Millisecond)
 	srv.Start()
 	r := p.Wait()
 	mustSucceed(t, "cp --retries 5 across a server restart", r)
@@ -361,7 +377,7 @@ func TestSourceChangedBetweenRuns(t *testing.T) {
 			root := mkdir(t, dir, "root")
 			srv := startServer(t, root)
 
-			args := interruptedCopy(t, srv, killServer, 1500*time.Millisecond, root, "data.bin", src, srv.URL("data.bin"))
+			args := interruptedCopy(t, srv, killServer, root, "data.bin", src, srv.URL("data.bin"))
 			writeRandom(t, src, size, 92)
 			newer := old.Add(time.Hour)
 			if tc.sameTime {
@@ -461,14 +477,18 @@ func TestStalledClient(t *testing.T) {
 				args = append(args, filepath.Join(local, "big.bin"), srv.URL("big.bin"))
 			}
 			p := startLP(t, runOpts{}, args...)
-			time.Sleep(time.Second)
+			dstDir := root
+			if tc.op == "get" {
+				dstDir = local
+			}
+			waitJournaled(t, p, filepath.Join(dstDir, ".big.bin.lightpath-journal"), 8)
 			if p.Exited() {
 				t.Fatalf("cp finished before it could be stopped: %+v", p.Wait())
 			}
 			p.Signal(syscall.SIGSTOP)
 			stopped := time.Now()
 			var ended map[string]any
-			freed := waitFor(20*time.Second, func() bool {
+			freed := waitFor(2*time.Minute, func() bool {
 				for _, l := range readJSONLines(t, tlog) {
 					if l["kind"] == "session" && l["op"] == tc.op {
 						ended = l
@@ -480,7 +500,7 @@ func TestStalledClient(t *testing.T) {
 			p.Signal(syscall.SIGKILL) // a stopped process dies of it too
 			p.Wait()
 			if !freed {
-				t.Fatalf("the server did not end the session of a stopped client within 20s")
+				t.Fatalf("the server did not end the session of a stopped client (--stall-timeout 2s) in 2 min")
 			}
 			t.Logf("session ended %.1fs after the client stopped: %v", time.Since(stopped).Seconds(), ended)
 			if ended["status"] != "failed" {
@@ -511,6 +531,7 @@ func frame(typ byte, payload []byte) []byte {
 }
 
 func TestGarbage(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	root := mkdir(t, dir, "root")
 	writeRandom(t, filepath.Join(root, "data.bin"), 2<<20, 121)
@@ -562,16 +583,17 @@ func TestGarbage(t *testing.T) {
 			if tc.halfClose {
 				c.(*net.TCPConn).CloseWrite()
 			}
-			// The server must drop us (after its idle timeout at worst).
-			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			// The server must drop us (after its 2 s idle timeout at
+			// worst; the deadline bounds a hang).
+			c.SetReadDeadline(time.Now().Add(time.Minute))
 			start := time.Now()
 			_, err := io.Copy(io.Discard, c)
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				t.Fatalf("the server kept the connection open for 10s")
+				t.Fatalf("the server kept the connection open for a minute")
 			}
 			t.Logf("dropped after %v", time.Since(start).Round(time.Millisecond))
-			if !waitFor(3*time.Second, func() bool { return len(dropped()) > before }) {
+			if !waitFor(time.Minute, func() bool { return len(dropped()) > before }) {
 				t.Errorf("the server did not log why it dropped the connection")
 			} else {
 				t.Logf("server: %s", dropped()[before])
@@ -587,14 +609,14 @@ func TestGarbage(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c, err := net.DialTimeout("tcp", srv.addr, 5*time.Second)
+				c, err := net.DialTimeout("tcp", srv.addr, time.Minute)
 				if err != nil {
 					t.Errorf("dial %d: %v", i, err)
 					return
 				}
 				defer c.Close()
 				c.Write(bytes.Repeat([]byte{byte(i)}, 100+i*97))
-				c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				c.SetReadDeadline(time.Now().Add(time.Minute))
 				io.Copy(io.Discard, c)
 			}()
 		}
@@ -626,8 +648,9 @@ func TestConcurrentPushSameDestination(t *testing.T) {
 	cp := func(src string) *proc {
 		return startLP(t, runOpts{}, "cp", "--json", "--overwrite", "--rate", "40M", "--block-size", "64KiB", "-P", "2", src, srv.URL("same.bin"))
 	}
+	// B starts once A is under way, so that the two overlap.
 	pa := cp(a)
-	time.Sleep(300 * time.Millisecond)
+	waitJournaled(t, pa, filepath.Join(root, ".same.bin.lightpath-journal"), 1)
 	pb := cp(b)
 	ra := pa.Wait()
 	aDone := time.Now()
@@ -676,7 +699,7 @@ func TestPersistentCorruption(t *testing.T) {
 			}
 		}
 	})
-	r := runLP(t, runOpts{timeout: 30 * time.Second}, "cp", "--json", "-P", "2", src, p.URL("data.bin"))
+	r := runLP(t, runOpts{timeout: 3 * time.Minute}, "cp", "--json", "-P", "2", src, p.URL("data.bin"))
 	checkFailure(t, "cp through a link that damages every block", r, "damaged")
 	if _, err := os.Lstat(filepath.Join(root, "data.bin")); err == nil {
 		t.Errorf("data.bin appeared under its final name")
@@ -693,7 +716,7 @@ func TestResumeWithOtherBlockSize(t *testing.T) {
 	writeRandom(t, src, size, 151)
 	root := mkdir(t, dir, "root")
 	srv := startServer(t, root)
-	interruptedCopy(t, srv, killServer, 1500*time.Millisecond, root, "data.bin", src, srv.URL("data.bin"))
+	interruptedCopy(t, srv, killServer, root, "data.bin", src, srv.URL("data.bin"))
 	srv.Start()
 	s := cpOK(t, "-P", "2", "--block-size", "192KiB", src, srv.URL("data.bin"))
 	t.Logf("bytes_sent %d, bytes_skipped %d", s.BytesSent, s.BytesSkipped)
@@ -713,15 +736,27 @@ func TestMaxSessions(t *testing.T) {
 	small := filepath.Join(dir, "small.txt")
 	writeFile(t, small, "small\n", 0o644)
 
-	long := startLP(t, runOpts{}, "cp", "-q", "--rate", "40M", big, srv.URL("big.bin"))
-	time.Sleep(500 * time.Millisecond)
+	// The long cp holds the slot: stopped once under way (well within the
+	// server's 30 s stall timeout), it cannot finish and free it early
+	// however the machine schedules it.
+	long := startLP(t, runOpts{}, "cp", "-q", "--block-size", "64KiB", "--rate", "40M", big, srv.URL("big.bin"))
+	waitJournaled(t, long, filepath.Join(root, ".big.bin.lightpath-journal"), 1)
+	long.Signal(syscall.SIGSTOP)
 	if long.Exited() {
 		t.Fatalf("the long cp finished too early: %+v", long.Wait())
 	}
 	out, errs, code := runCp(t, small, srv.URL("refused.txt"))
 	checkFailure(t, "cp while the only session is taken", result{out, errs, code}, "too many sessions")
-	s := cpOK(t, "--retries", "4", small, srv.URL("later.txt"))
-	if s.Attempts < 2 {
+	// Once the retrying cp has been turned away, the long one goes on;
+	// the retries' backoff (1, 2, 4, 8, 16 s) outlasts its few seconds.
+	retrying := startLP(t, runOpts{}, "cp", "--json", "--retries", "5", small, srv.URL("later.txt"))
+	if !waitFor(2*time.Minute, func() bool { return strings.Contains(retrying.out.String(), `"type":"retry"`) || retrying.Exited() }) {
+		t.Fatalf("the retrying cp was not turned away: %s", retrying.out.String())
+	}
+	long.Signal(syscall.SIGCONT)
+	r := retrying.Wait()
+	mustSucceed(t, "cp --retries 5 while the slot is taken", r)
+	if s := parseSummary(t, r.stdout); s.Attempts < 2 {
 		t.Errorf("attempts %d: the retry should have waited for the session slot", s.Attempts)
 	}
 	sameFile(t, small, filepath.Join(root, "later.txt"))

@@ -38,7 +38,7 @@ func newRawPeer(t *testing.T, c net.Conn) *rawPeer {
 
 func (p *rawPeer) send(m wire.Msg) {
 	p.t.Helper()
-	p.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	p.c.SetWriteDeadline(time.Now().Add(time.Minute))
 	if err := p.w.Send(m); err != nil {
 		p.t.Fatalf("send %s: %v", m.Type(), err)
 	}
@@ -48,7 +48,7 @@ func (p *rawPeer) send(m wire.Msg) {
 func (p *rawPeer) read() wire.Msg {
 	p.t.Helper()
 	for {
-		p.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		p.c.SetReadDeadline(time.Now().Add(time.Minute))
 		m, err := p.r.Read()
 		if err != nil {
 			p.t.Fatalf("read: %v", err)
@@ -65,7 +65,7 @@ func (p *rawPeer) read() wire.Msg {
 // the client's side of the handshake (no token), offering versions 1..maxV.
 func dialRaw(t *testing.T, addr string, local net.Addr, kind wire.Kind, maxV uint16) *rawPeer {
 	t.Helper()
-	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: local}
+	d := net.Dialer{Timeout: time.Minute, LocalAddr: local}
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatalf("dial %s: %v", addr, err)
@@ -228,7 +228,7 @@ func fakeServer(t *testing.T, serve func(ctrl *rawPeer, data []*rawPeer)) string
 		t.Cleanup(func() { c.Close() })
 		p := newRawPeer(t, c)
 		var hb [wire.HelloSize]byte
-		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		c.SetReadDeadline(time.Now().Add(time.Minute))
 		if _, err := p.br.Read(hb[:1]); err != nil {
 			return nil
 		}
@@ -309,7 +309,7 @@ func TestHostileServerPull(t *testing.T) {
 		ctrl.w.Send(&wire.ManifestEnd{Count: 2})
 		got := map[uint32]wire.NeedItem{}
 		for len(got) < 2 {
-			ctrl.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			ctrl.c.SetReadDeadline(time.Now().Add(time.Minute))
 			m, err := ctrl.r.Read()
 			if err != nil {
 				break
@@ -327,7 +327,7 @@ func TestHostileServerPull(t *testing.T) {
 			d.c.Write(end[:])
 		}
 		ctrl.w.Send(&wire.Done{})
-		ctrl.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		ctrl.c.SetReadDeadline(time.Now().Add(time.Minute))
 		ctrl.r.Read()
 	})
 	r := runLP(t, runOpts{}, "cp", "--json", "-r", "-P", "2", "lp://"+addr+"/tree", filepath.Join(local, "tree"))
@@ -346,7 +346,7 @@ func TestHostileServerPull(t *testing.T) {
 		if it := got[2]; it.Action != wire.NeedFail {
 			t.Errorf("1 TiB: answer %+v, want a refusal (no room for it here)", it)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatalf("the fake server got no answers")
 	}
 	if !strings.Contains(r.stdout, "exceeds") {

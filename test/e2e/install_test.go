@@ -58,7 +58,7 @@ func TestMakeInstallAndVersion(t *testing.T) {
 	var h struct {
 		Version string `json:"version"`
 	}
-	ok := waitFor(15*time.Second, func() bool {
+	ok := waitFor(2*time.Minute, func() bool {
 		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/api/v1/health")
 		if err != nil {
 			return false

@@ -23,8 +23,14 @@ func TestServiceDashboard(t *testing.T) {
 	if chrome == "" {
 		t.Skip("no Chromium binary (chromium, chromium-browser or google-chrome) on PATH: scripts/deps.sh installs Debian's chromium")
 	}
-	// Nodes paced at 40 Mbit/s each, so the job lasts a few seconds.
-	s := startSvc(t, svcOpts{rate: "40M"})
+	// The pushes to the destination nodes go through a gate that, until
+	// the page has shown the job running, passes the first 16 MiB (half
+	// the dataset: blocks done, so a throughput to show) at the nodes'
+	// pace, then crawls: what is left cannot arrive before the page's
+	// wait gives up (90 s), however slowly the browser renders beside a
+	// busy core. Then the job ends in seconds.
+	gate := newPushGate(16 << 20)
+	s := startSvc(t, svcOpts{rate: "40M", advertise: gate.advertise(t)})
 	files := makeDataset(t, s.srcRoot, 2)
 	id := s.submit("siteA:run1", "siteB:in").Job.ID
 
@@ -59,6 +65,7 @@ func TestServiceDashboard(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &live); err != nil {
 		t.Fatal(err)
 	}
+	gate.open()
 	t.Logf("while running: %+v", live)
 	if !strings.HasPrefix(live.Reason, "moving:") {
 		t.Errorf("the running job's reason on the panel: %q", live.Reason)

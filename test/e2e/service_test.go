@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,11 +11,14 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/store/pgtest"
 	"github.com/lightpath/lightpath/internal/transfer"
 )
@@ -59,6 +63,10 @@ type svcOpts struct {
 	ctlArgs []string
 	// without are data nodes (of svcNodes) not to start.
 	without []string
+	// advertise, on loopback, gives the address a data node listening on
+	// listen tells the others to push to ("": listen itself), such as a
+	// proxy's.
+	advertise func(node, listen string) string
 }
 
 // svc is a controller with its users and data nodes.
@@ -83,6 +91,7 @@ type svc struct {
 	standbyPort int
 	standby     *killCtl
 	ctlArgs     []string // svcOpts.ctlArgs
+	advertise   func(node, listen string) string
 }
 
 // svcNodes are the data nodes, with their endpoints and their loopback
@@ -102,7 +111,7 @@ func startSvc(t *testing.T, o svcOpts) *svc {
 	dir := t.TempDir()
 	s := &svc{t: t, dir: dir, port: freePort(t, "127.0.0.1"), admin: filepath.Join(dir, "admin.token"),
 		srcRoot: scratchDir(t), dstRoot: scratchDir(t), rate: o.rate, nodes: map[string]*proc{},
-		db: "sqlite:" + filepath.Join(dir, "db"), topo: filepath.Join(dir, "topo.yaml"), ctlArgs: o.ctlArgs}
+		db: "sqlite:" + filepath.Join(dir, "db"), topo: filepath.Join(dir, "topo.yaml"), ctlArgs: o.ctlArgs, advertise: o.advertise}
 	if o.db != nil {
 		s.db = o.db(t, dir)
 	}
@@ -223,6 +232,11 @@ func (s *svc) startNode(node string) {
 			return
 		}
 		addr := fmt.Sprintf("%s:%d", n.host, freePort(s.t, n.host))
+		if s.advertise != nil {
+			if a := s.advertise(node, addr); a != "" {
+				args = append(args, "--advertise", a)
+			}
+		}
 		s.nodes[node] = startLP(s.t, runOpts{timeout: 10 * time.Minute},
 			append([]string{"serve", "--listen", addr, "--root", root}, args...)...)
 		return
@@ -250,7 +264,7 @@ func (s *svc) endpoints() map[string]transfer.Endpoint {
 func (s *svc) waitNodes(want map[string]int) {
 	s.t.Helper()
 	var eps map[string]transfer.Endpoint
-	ok := waitFor(30*time.Second, func() bool {
+	ok := waitFor(2*time.Minute, func() bool {
 		eps = s.endpoints()
 		for name, n := range want {
 			alive := 0
@@ -382,12 +396,21 @@ func (s *svc) arrived(w *proc, id string, files []string, dst string) apiv1.JobP
 // bytes moved and a copy task of node running, and returns its page:
 // the moment to inject a fault. What has moved is read from its copy
 // tasks, whose bytes_done the data nodes' heartbeats keep current: the
-// job's own bytes_done counts the files of the tasks that ended.
+// job's own bytes_done counts the files of the tasks that ended. It
+// polls the API from the test itself, not through a command (a process
+// to start, slow beside a busy core), so that a job of a few seconds is
+// not over between two looks.
 func (s *svc) waitMidJob(id, node string) apiv1.JobPage {
 	s.t.Helper()
+	cl, err := client.New(s.url, readTok(s.t, s.alice), client.WithTimeout(30*time.Second))
+	if err != nil {
+		s.t.Fatal(err)
+	}
 	var j apiv1.JobPage
 	if !waitFor(2*time.Minute, func() bool {
-		j = s.job(s.alice, id)
+		if j, err = cl.Job(context.Background(), id, client.JobPageOptions{}); err != nil {
+			return false
+		}
 		if j.Job.State == transfer.JobSucceeded || j.Job.State == transfer.JobFailed {
 			return true
 		}
@@ -431,10 +454,12 @@ func running(j apiv1.JobPage, node string) []transfer.Task {
 // they should. The repeated --id and the bad inputs are checked on the
 // testbed (TestServiceOnTestbed).
 func TestServiceEndToEnd(t *testing.T) {
-	// Paced at 200 Mbit/s a node: unpaced, the 21 MB went over loopback in
-	// about 150 ms, all of it by the node that listed it, before the other
-	// source node's next claim (every 250 ms when idle) could take a part.
-	s := startSvc(t, svcOpts{rate: "200M"})
+	// The first job's pushes crawl (pushGate) until its copy tasks run
+	// from both source nodes to both destination nodes: none can end
+	// first, so however the machine schedules the nodes' claims, the
+	// late one finds work left. Then at 200 Mbit/s a node.
+	gate := newPushGate(0)
+	s := startSvc(t, svcOpts{rate: "200M", advertise: gate.advertise(t)})
 	files := makeDataset(t, s.srcRoot, 1)
 
 	r := s.ok(s.admin, "endpoint", "list")
@@ -449,6 +474,18 @@ func TestServiceEndToEnd(t *testing.T) {
 	if !resp.Created {
 		t.Errorf("the first submission says it was not created")
 	}
+	if !waitFor(2*time.Minute, func() bool {
+		from, to := map[string]bool{}, map[string]bool{}
+		for _, k := range s.job(s.alice, id).Tasks {
+			if k.Kind == transfer.TaskCopy {
+				from[k.From], to[k.To] = true, true
+			}
+		}
+		return from["a1"] && from["a2"] && to["b1"] && to["b2"]
+	}) {
+		t.Fatalf("the job's copy tasks never ran over both node pairs: %+v", s.job(s.alice, id).Tasks)
+	}
+	gate.open()
 	w := s.lp(s.alice, "transfer", "wait", id, "--timeout", "3m")
 	if w.code != 0 {
 		t.Fatalf("transfer wait: exit %d\n%s\n%s", w.code, w.stdout, w.stderr)
@@ -519,7 +556,25 @@ func TestServiceEndToEnd(t *testing.T) {
 	}
 	// A job over UDP: the data nodes push over UDP streams (their
 	// servers' transfer logs say so) under fast, the default without a
-	// booking.
+	// booking. The gate's proxy relays TCP alone: the destination nodes
+	// start again, advertising their own addresses.
+	s.advertise = nil
+	for _, n := range []string{"b1", "b2"} {
+		s.nodes[n].Signal(syscall.SIGTERM)
+		s.nodes[n].Wait()
+		s.startNode(n)
+	}
+	if !waitFor(2*time.Minute, func() bool {
+		nodes := s.endpoints()["siteB"].Nodes
+		for _, d := range nodes {
+			if !d.Alive || strings.HasPrefix(d.Address, "127.0.0.1:") {
+				return false
+			}
+		}
+		return len(nodes) == 2
+	}) {
+		t.Fatalf("the destination nodes did not come back on their own addresses: %+v", s.endpoints()["siteB"])
+	}
 	udpJob := s.submit("siteA:run1", "siteB:inudp", "--transport", "udp")
 	if udpJob.Job.Transport != "udp" {
 		t.Errorf("transfer submit --transport udp: the job's transport is %q", udpJob.Job.Transport)
@@ -602,7 +657,7 @@ func TestServiceStandbyTakeover(t *testing.T) {
 			files := makeDataset(t, s.srcRoot, 3)
 			id, wait, _ := s.midJob("in/", "a1")
 			s.kill()
-			if !waitFor(30*time.Second, func() bool {
+			if !waitFor(2*time.Minute, func() bool {
 				h, err := health(t, standbyURL)
 				return err == nil && h.Role == apiv1.RoleLeader
 			}) {
@@ -617,21 +672,78 @@ func TestServiceStandbyTakeover(t *testing.T) {
 // moves in parts of 16 MiB.
 var partArgs = []string{"--transfer-part-min", "32MiB", "--transfer-part-size", "16MiB"}
 
+// pushGate holds a job running for as long as a test needs: the
+// destination data nodes advertise a proxy (svcOpts.advertise) which,
+// until open, passes the first free bytes pushed at the nodes' pace, then
+// one read every 250 ms for all connections together. At that crawl a
+// job of tens of MiB cannot end within a test's wait, yet every stream
+// still moves well within the servers' stall timeout. The pause only
+// paces bytes.
+type pushGate struct {
+	free   int64
+	closed atomic.Bool
+	passed atomic.Int64
+	mu     sync.Mutex
+}
+
+func newPushGate(free int64) *pushGate {
+	g := &pushGate{free: free}
+	g.closed.Store(true)
+	return g
+}
+
+// open lets everything through from now on.
+func (g *pushGate) open() { g.closed.Store(false) }
+
+func (g *pushGate) tamper(_ int, up bool, _ int64, b []byte) {
+	if up && g.closed.Load() && g.passed.Add(int64(len(b))) > g.free {
+		g.mu.Lock()
+		time.Sleep(250 * time.Millisecond)
+		g.mu.Unlock()
+	}
+}
+
+// advertise is svcOpts.advertise: a gated proxy before each destination
+// (siteB) data node.
+func (g *pushGate) advertise(t *testing.T) func(node, listen string) string {
+	return func(node, listen string) string {
+		if !strings.HasPrefix(node, "b") {
+			return ""
+		}
+		return startProxy(t, listen, false, g.tamper).Addr()
+	}
+}
+
 // TestServiceLargeFileParts: one large file, cut into parts (the
 // controller's part sizes lowered), goes from two source data nodes into
 // one destination data node: both source nodes move parts of it, the job
 // succeeds, the file arrives identical with its parts' checksums
 // combined, and transfer show lists its parts.
 func TestServiceLargeFileParts(t *testing.T) {
-	// Paced at 200 Mbit/s a node, so the second source node claims parts
-	// while the first pushes its own.
-	s := startSvc(t, svcOpts{rate: "200M", without: []string{"b2"}, ctlArgs: partArgs})
+	// The pushes crawl (pushGate) until both source nodes run a part: no
+	// part can end first, so however the machine schedules the nodes'
+	// claims, the second finds parts left. Then at 200 Mbit/s a node.
+	gate := newPushGate(0)
+	s := startSvc(t, svcOpts{rate: "200M", without: []string{"b2"}, ctlArgs: partArgs, advertise: gate.advertise(t)})
 	const size = 96 << 20
 	files := []string{"big/huge.dat", "big/small.dat"}
 	writeRandom(t, filepath.Join(s.srcRoot, files[0]), size, 42)
 	writeRandom(t, filepath.Join(s.srcRoot, files[1]), 70_000, 43)
 	id := s.submit("siteA:big", "siteB:in/").Job.ID
-	p := s.arrived(s.wait(id), id, files, "in")
+	w := s.wait(id)
+	if !waitFor(2*time.Minute, func() bool {
+		from := map[string]bool{}
+		for _, k := range s.job(s.alice, id).Tasks {
+			if k.Kind == transfer.TaskCopy && k.Part != nil {
+				from[k.From] = true
+			}
+		}
+		return from["a1"] && from["a2"]
+	}) {
+		t.Fatalf("the two source nodes did not both take a part: %+v", s.job(s.alice, id).Tasks)
+	}
+	gate.open()
+	p := s.arrived(w, id, files, "in")
 	for _, f := range p.Files {
 		want := 0
 		if f.Path == files[0] {

@@ -41,6 +41,7 @@ func checkSparse(t *testing.T, name string) {
 }
 
 func TestPushPullMixedTree(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	src := mkdir(t, dir, "src")
 	mt := makeMixedTree(t, src)
@@ -268,6 +269,7 @@ func TestExistingDestination(t *testing.T) {
 }
 
 func TestManySmallFiles(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	src := mkdir(t, dir, "small")
 	const n = 2000
@@ -297,7 +299,7 @@ func TestBench(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"bench", srv.URL(""), "-P", "2", "-t", "1s", "--json"}, tc.args...)
-			r := runLP(t, runOpts{timeout: 30 * time.Second}, args...)
+			r := runLP(t, runOpts{timeout: 2 * time.Minute}, args...)
 			mustSucceed(t, strings.Join(args, " "), r)
 			s, lines := parseNDJSON(t, r.stdout, "throughput_bps", "streams", "per_stream", "seconds", "bytes")
 			if s.ThroughputBps <= 0 || s.Bytes <= 0 {

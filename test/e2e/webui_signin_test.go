@@ -26,7 +26,7 @@ func TestWebUISignIn(t *testing.T) {
 	}
 	ctl := startWebUIController(t)
 	var link string
-	if !waitFor(10*time.Second, func() bool {
+	if !waitFor(2*time.Minute, func() bool {
 		m := signInLinkRE.FindStringSubmatch(ctl.log())
 		if m != nil {
 			link = m[1]

@@ -108,7 +108,7 @@ func startWebUIController(t *testing.T) *webuiController {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
-		case <-time.After(10 * time.Second):
+		case <-time.After(time.Minute):
 			_ = cmd.Process.Kill()
 			<-exited
 		}
@@ -121,8 +121,8 @@ func startWebUIController(t *testing.T) *webuiController {
 		c.url = "http://" + addr
 	case err := <-exited:
 		t.Fatalf("lightpath controller exited before listening (%v):\n%s", err, c.log())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("lightpath controller did not log a listening line within 30s:\n%s", c.log())
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("lightpath controller did not log a listening line in 2 min:\n%s", c.log())
 	}
 	b, err := os.ReadFile(tokenFile)
 	if err != nil {
@@ -290,7 +290,7 @@ func TestWebUI(t *testing.T) {
 	if who := b.text("#whoami"); !strings.Contains(who, "admin") {
 		t.Errorf("whoami shows %q, want the admin", who)
 	}
-	b.within(15*time.Second, "the event stream connects",
+	b.do("the event stream connects",
 		chromedp.WaitReady(chromedp.CSS(`#live-status[data-state="on"]`)))
 
 	t.Run("rates parse as on the command line", func(t *testing.T) {
@@ -341,7 +341,7 @@ func TestWebUI(t *testing.T) {
 	}
 	barSel := fmt.Sprintf(`#timeline li.booking[data-id=%q]`, first)
 	rowSel := fmt.Sprintf(`#my-reservations tr[data-id=%q]`, first)
-	b.within(15*time.Second, "the booking appears in the timeline and in my reservations",
+	b.do("the booking appears in the timeline and in my reservations",
 		chromedp.WaitVisible(chromedp.CSS(barSel)),
 		chromedp.WaitVisible(chromedp.CSS(rowSel)))
 	nbars := webuiRun(b, "count the booking's bars", chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll(%q).length`, barSel)))
@@ -404,7 +404,7 @@ func TestWebUI(t *testing.T) {
 	ctl.call(t, "POST", "/api/v1/reservations", map[string]any{
 		"from": "b2", "to": "a2", "bandwidth_bps": 100e6, "duration": "30m",
 	}, &other)
-	b.within(15*time.Second, "a booking from another client appears without a reload",
+	b.do("a booking from another client appears without a reload",
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#my-reservations tr[data-id=%q]`, other.Reservation.ID))),
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#timeline li.booking[data-id=%q]`, other.Reservation.ID))))
 
@@ -413,7 +413,7 @@ func TestWebUI(t *testing.T) {
 	webuiRun(b, "the timeline spans 7 days", chromedp.Poll[bool](`(() => {
 		const d = document.getElementById('timeline').dataset;
 		return Date.parse(d.to) - Date.parse(d.from) === 7 * 24 * 3600 * 1000;
-	})()`, chromedp.WithPollingTimeout(15*time.Second)))
+	})()`, chromedp.WithPollingTimeout(2*time.Minute)))
 	b.do("the alternative taken shows over 7 days",
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#timeline li.booking[data-id=%q]`, third))))
 
@@ -428,7 +428,7 @@ func TestWebUI(t *testing.T) {
 	// shown) and the timeline.
 	for _, id := range []string{first, second, third, other.Reservation.ID} {
 		row := fmt.Sprintf(`#my-reservations tr[data-id=%q]`, id)
-		b.within(15*time.Second, "cancel "+id,
+		b.do("cancel "+id,
 			chromedp.Click(chromedp.CSS(row+" button.cancel")),
 			chromedp.WaitNotPresent(chromedp.CSS(row)),
 			chromedp.WaitNotPresent(chromedp.CSS(fmt.Sprintf(`#timeline li.booking[data-id=%q]`, id))))
@@ -500,10 +500,11 @@ func (b *webuiBrowser) fail(what string, err error) {
 }
 
 // do runs steps, each group bounded: chromedp's waits poll until their
-// context ends.
+// context ends. The bound only stops a hang: a busy machine's browser may
+// take its time.
 func (b *webuiBrowser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	b.within(30*time.Second, what, steps...)
+	b.within(2*time.Minute, what, steps...)
 }
 
 // within is do with another bound.
