@@ -231,7 +231,7 @@ func (b *bench) time(k kind, n int) row {
 func reservation(bk reserve.Booking, now time.Time) (reserve.Reservation, error) {
 	path := make([]reserve.PathHop, len(bk.Path))
 	for i, h := range bk.Path {
-		path[i] = reserve.PathHop{Link: h.Link, From: h.From, To: h.To}
+		path[i] = reserve.PathHop(h)
 	}
 	r := reserve.Reservation{ID: bk.ID, Owner: "bench", Project: "bench", From: path[0].From, To: path[len(path)-1].To,
 		Bandwidth: bk.Bandwidth, Start: bk.Start, End: bk.End, Path: path}

@@ -320,7 +320,7 @@ func alternatives(a reserve.Alternatives) *apiv1.Alternatives {
 func slot(r reserve.Result) apiv1.Slot {
 	s := apiv1.Slot{Algorithm: r.Algorithm, Bandwidth: r.Bandwidth, Start: r.Start.UTC(), End: r.End.UTC()}
 	for _, h := range r.Path {
-		s.Path = append(s.Path, reserve.PathHop{Link: h.Link, From: h.From, To: h.To})
+		s.Path = append(s.Path, reserve.PathHop(h))
 	}
 	for _, w := range r.Windows {
 		s.Windows = append(s.Windows, apiv1.Window{First: w.First.UTC(), Last: w.Last.UTC()})

@@ -101,7 +101,8 @@ themselves (the controller's /metrics has every agent's series anyway).`,
 				return fmt.Errorf("agent %s: %w", node, err)
 			}
 			if minted != "" {
-				if err := os.MkdirAll(spool, 0o700); err == nil {
+				err := os.MkdirAll(spool, 0o700)
+				if err == nil {
 					err = writeSecret(tokFile, minted)
 				}
 				if err != nil {

@@ -95,7 +95,7 @@ Needs root (or a delegated cgroup2 subtree and CAP_BPF/CAP_NET_ADMIN).`,
   lightpath run --reserve auto --from b1 --to a1 -- xrdcp root://198.18.2.1//data/f /tmp/f`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return errors.New("run: no command given: lightpath run --reserve RATE --from NODE --to NODE -- CMD ARGS...")
+				return errors.New("run: no command given (lightpath run --reserve RATE --from NODE --to NODE -- CMD ARGS...)")
 			}
 			return nil
 		},

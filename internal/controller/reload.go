@@ -134,7 +134,7 @@ func (c *Controller) Timeline(from, to time.Time, link string) ([]DirectionTimel
 			continue
 		}
 		for _, h := range r.Path {
-			hop := reserve.Hop{Link: h.Link, From: h.From, To: h.To}
+			hop := reserve.Hop(h)
 			byHop[hop] = append(byHop[hop], r)
 		}
 	}

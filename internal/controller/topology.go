@@ -185,7 +185,7 @@ func (t *Topo) checkNode(field, node string) error {
 func toPathHops(hs []reserve.Hop) []reserve.PathHop {
 	out := make([]reserve.PathHop, len(hs))
 	for i, h := range hs {
-		out[i] = reserve.PathHop{Link: h.Link, From: h.From, To: h.To}
+		out[i] = reserve.PathHop(h)
 	}
 	return out
 }
@@ -193,7 +193,7 @@ func toPathHops(hs []reserve.Hop) []reserve.PathHop {
 func toHops(ps []reserve.PathHop) []reserve.Hop {
 	out := make([]reserve.Hop, len(ps))
 	for i, p := range ps {
-		out[i] = reserve.Hop{Link: p.Link, From: p.From, To: p.To}
+		out[i] = reserve.Hop(p)
 	}
 	return out
 }

@@ -900,13 +900,13 @@ func (s *Server) logSession(sid, peer, op string, p *Progress, bytes int64, srcE
 // It returns the error code to refuse with.
 func (s *Server) admitGrant(ss *session, token string, m wire.Msg, version uint16) (uint8, error) {
 	mode, what := "", "sessions"
-	switch m.(type) {
+	switch m := m.(type) {
 	case *wire.Put:
 		mode, what = grant.Write, "pushes"
 	case *wire.Get:
 		mode, what = grant.Read, "pulls"
 	case *wire.Bench:
-		if m.(*wire.Bench).File != "" {
+		if m.File != "" {
 			mode, what = grant.Read, "benches from a file"
 		}
 	}

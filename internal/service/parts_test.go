@@ -336,13 +336,11 @@ func testPartsOwnerLapse(t *testing.T, db string) {
 	}
 	// A new owner, every part sent again.
 	whole := crcHex(data)
-	var froms []string
 	for i := range 3 {
 		w := e.claimPart([]string{"a2", "a1", "a2"}[i])
 		if w.Task.To != other || w.Task.Part.Index != i {
 			t.Fatalf("part %d → %s, want %d → %s", w.Task.Part.Index, w.Task.To, i, other)
 		}
-		froms = append(froms, w.Task.From)
 		e.report(w, partReport(w, data, i == 2, whole))
 	}
 	f = e.file(j.ID, "data/big")

@@ -133,13 +133,13 @@ func newLocker(url string) (locker, error) {
 			return memoryLocker{}, nil
 		}
 		if path == "" {
-			return nil, fmt.Errorf("sqlite: no path: want sqlite:PATH or sqlite::memory:")
+			return nil, fmt.Errorf("sqlite: no path (want sqlite:PATH or sqlite::memory:)")
 		}
 		return fileLocker(path + ".lock"), nil
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
 		return &pgLocker{url: url}, nil
 	}
-	return nil, fmt.Errorf("%w: database URL %q: want sqlite:PATH or postgres://...", reserve.ErrInvalid, redact(url))
+	return nil, fmt.Errorf("%w: database URL %q (want sqlite:PATH or postgres://...)", reserve.ErrInvalid, redact(url))
 }
 
 // fileLocker is SQLite's: an flock on the file of that path.

@@ -35,7 +35,7 @@ type sqliteBackend struct {
 
 func openSQLite(path string) (*sqlStore, error) {
 	if path == "" {
-		return nil, fmt.Errorf("sqlite: no path: want sqlite:PATH or sqlite::memory:")
+		return nil, fmt.Errorf("sqlite: no path (want sqlite:PATH or sqlite::memory:)")
 	}
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("sqlite: path %q must not contain ? or #", path)

@@ -397,7 +397,7 @@ func openURL(ctx context.Context, url string) (*sqlStore, error) {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
 		return openPostgres(ctx, url)
 	}
-	return nil, fmt.Errorf("%w: database URL %q: want sqlite:PATH or postgres://...", reserve.ErrInvalid, redact(url))
+	return nil, fmt.Errorf("%w: database URL %q (want sqlite:PATH or postgres://...)", reserve.ErrInvalid, redact(url))
 }
 
 // redact hides a password in a URL so it never lands in an error message.

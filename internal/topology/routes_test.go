@@ -237,7 +237,6 @@ func TestRoutesConsistent(t *testing.T) {
 				for steps := 0; at != owner.Name; steps++ {
 					if on := onLinkTo(topo, at, dst); on != "" {
 						hops = append(hops, Hop{Link: on, From: at, To: owner.Name})
-						at = owner.Name
 						break
 					}
 					r, ok := lookup(at, dst)

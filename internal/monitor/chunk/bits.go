@@ -6,14 +6,6 @@ type bitWriter struct {
 	free uint8 // unused low bits in the last byte (0..7)
 }
 
-func (w *bitWriter) writeBit(bit bool) {
-	var v uint64
-	if bit {
-		v = 1
-	}
-	w.writeBits(v, 1)
-}
-
 // writeBits writes the low n bits of v (n ≤ 64).
 func (w *bitWriter) writeBits(v uint64, n int) {
 	for n > 0 {

@@ -337,14 +337,6 @@ func fits(v int64, n int) bool {
 	return v >= -(1<<uint(n-1)) && v < 1<<uint(n-1)
 }
 
-func signExtend(v uint64, n int) int64 {
-	if n == 64 {
-		return int64(v)
-	}
-	shift := uint(64 - n)
-	return int64(v<<shift) >> shift
-}
-
 func zigzag(v int64) uint64   { return uint64(v<<1) ^ uint64(v>>63) }
 func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 

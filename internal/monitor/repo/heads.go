@@ -62,11 +62,11 @@ type snapChunk struct {
 }
 
 type snapTier struct {
-	lastT          int64
-	bucket, n      int64
-	sum            float64
-	chunks         []snapChunk // sealed ones first, then at most one head
-	hasBucket, has bool
+	lastT     int64
+	bucket, n int64
+	sum       float64
+	chunks    []snapChunk // sealed ones first, then at most one head
+	hasBucket bool
 }
 
 type snapSeries struct {

@@ -32,10 +32,9 @@ const (
 )
 
 type wal struct {
-	dir  string
-	seq  uint64 // current segment number
-	f    *os.File
-	size int64 // bytes in segments not yet deleted
+	dir string
+	seq uint64 // current segment number
+	f   *os.File
 }
 
 func segName(dir string, seq uint64) string {

@@ -23,11 +23,11 @@ func DeleteTun(nsPath, name string) error {
 // device is never opened outside Linux; the type exists so that the
 // portable code builds (and its control plane can be tested).
 type device struct {
-	ns, name string
-	uso      bool
-	reader   *pipe
-	users    int
-	carrier  bool
+	name    string
+	uso     bool
+	reader  *pipe
+	users   int
+	carrier bool
 }
 
 func openDevice(ns, name string) (*device, error) {
