@@ -4,7 +4,7 @@ BIN     := bin/lightpath
 PKGS    := ./...
 # The fuzz pass: FUZZBUDGET seconds in all, shared by the targets; or
 # FUZZTIME=30s for that long each.
-FUZZBUDGET ?= 120
+FUZZBUDGET ?= 60
 FUZZTIME ?=
 # make test-stress N=3: the e2e and root suites three times beside a busy core.
 N ?= 1

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every fuzz target within a fixed total budget (CI), or each for as
 # long as asked:
-#   scripts/fuzz.sh              FUZZBUDGET seconds in all (default 120),
-#                                shared evenly, at least 3 s a target
+#   scripts/fuzz.sh              FUZZBUDGET seconds of fuzzing in all (default 60),
+#                                shared evenly, at least 2 s a target (each
+#                                also spends a few seconds building and
+#                                replaying its corpus)
 #   scripts/fuzz.sh 10m          10 minutes each
 # A finding fails the run; its input is kept in the package's
 # testdata/fuzz, to commit with the fix.
@@ -18,9 +20,9 @@ done
 if (($#)) && [ -n "$1" ]; then
 	t=$1
 else
-	budget=${FUZZBUDGET:-120}
+	budget=${FUZZBUDGET:-60}
 	each=$((budget / ${#targets[@]}))
-	((each >= 3)) || each=3
+	((each >= 2)) || each=2
 	t=${each}s
 	echo "fuzz: ${#targets[@]} targets, ${t} each (FUZZBUDGET=${budget}s)"
 fi
