@@ -608,6 +608,44 @@ func TestAgentMoreCrossTraffic(t *testing.T) {
 	}
 }
 
+// agentsRound waits until every agent of the bed has run a whole
+// reconcile round that began after the call. A round starts with a
+// heartbeat, which renews the agent's lease (lease_expires in
+// /api/v1/agents, to the nanosecond): the second renewal seen after the
+// call ends a round that began after it. Renewals closer together than a
+// poll are seen as one, which only makes the wait longer.
+func (a *agentBed) agentsRound() {
+	a.t.Helper()
+	type agents struct {
+		Agents []struct {
+			Node         string    `json:"node"`
+			LeaseExpires time.Time `json:"lease_expires"`
+		} `json:"agents"`
+	}
+	last, seen := map[string]time.Time{}, map[string]int{}
+	read := func() bool {
+		var got agents
+		if err := a.c.getJSON(a.c.adminTok, "/api/v1/agents", &got); err != nil {
+			return false
+		}
+		done := 0
+		for _, ag := range got.Agents {
+			if was, ok := last[ag.Node]; ok && !ag.LeaseExpires.Equal(was) {
+				seen[ag.Node]++
+			}
+			last[ag.Node] = ag.LeaseExpires
+			if seen[ag.Node] >= 2 {
+				done++
+			}
+		}
+		return done == len(a.st.Nodes)
+	}
+	read()
+	if !waitFor(time.Minute, read) {
+		a.t.Fatalf("not every agent renewed its lease twice in a minute: renewals seen %v", seen)
+	}
+}
+
 // agentPid finds the pid of the agent of node among the testbed's
 // processes (in the node's namespace, talking to this controller).
 func (a *agentBed) agentPid(node string) int {
@@ -898,9 +936,9 @@ func TestAgentMoreRefusals(t *testing.T) {
 	if n := len(c.listOf(c.adminTok)); n != count {
 		t.Errorf("%d reservations after the refusals, %d before", n, count)
 	}
-	// The agents act on events at once and reconcile every 2 s: give them
-	// a round to do anything they would.
-	time.Sleep(3 * time.Second)
+	// The agents act on events at once and reconcile every 2 s: let each
+	// run a whole round after the refusals before looking.
+	a.agentsRound()
 	if d := kernelDiff(before, a.kernels()); d != "" {
 		t.Errorf("the refusals changed the agents' kernels:\n%s", d)
 	}
