@@ -83,11 +83,11 @@ func (a *agentBed) reserveActive(tok, from, to, bw, flow, path string) liveResv 
 	res := oneJSON[cliResv](a.t, a.c.ok(tok, "reserve", "create", "--from", from, "--to", to, "--bandwidth", bw,
 		"--duration", "10m", "--flow", flow, "--path", path, "--json").stdout)
 	var got liveResv
-	if !waitFor(15*time.Second, func() bool {
+	if !waitFor(time.Minute, func() bool {
 		got = a.resv(res.ID)
 		return got.State == "ACTIVE"
 	}) {
-		a.t.Fatalf("reservation %s %s>%s not ACTIVE after 15 s: %+v\n%s", res.ID, from, to, got, a.c.Log())
+		a.t.Fatalf("reservation %s %s>%s not ACTIVE after a minute: %+v\n%s", res.ID, from, to, got, a.c.Log())
 	}
 	return got
 }
@@ -672,7 +672,7 @@ func (a *agentBed) killAgent(node string) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		a.t.Fatalf("kill agent %d: %v", pid, err)
 	}
-	if !waitFor(5*time.Second, func() bool {
+	if !waitFor(time.Minute, func() bool {
 		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		// Gone, or a zombie waiting for its parent.
 		return err != nil || strings.Contains(string(st), ") Z ")
@@ -726,21 +726,14 @@ func TestAgentMoreRestart(t *testing.T) {
 		start := time.Now()
 		a.startAgent("ra")
 		var now []string
-		if !waitFor(5*time.Second, func() bool { now = a.agentObjects("ra"); return slices.Equal(now, want) }) {
-			t.Fatalf("5 s after the restart ra holds\n%s\nwant\n%s", strings.Join(now, "\n"), strings.Join(want, "\n"))
+		if !waitFor(time.Minute, func() bool { now = a.agentObjects("ra"); return slices.Equal(now, want) }) {
+			t.Fatalf("a minute after the restart ra holds\n%s\nwant\n%s", strings.Join(now, "\n"), strings.Join(want, "\n"))
 		}
 		t.Logf("repaired %.2f s after the restart (%s)", time.Since(start).Seconds(), script)
 		if got := a.resv(r.ID); got.State != "ACTIVE" {
 			t.Errorf("reservation after the restart: %+v", got)
 		}
-		s0 := a.status()
-		mustSucceed(t, "bench a1 -> b1", a.exec("a1", lpBin, "bench", "lp://198.18.2.1:7070", "-t", "2s"))
-		s1 := a.status()
-		ded, wan := s1.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra"), s1.bytesOn("wan", "ra")-s0.bytesOn("wan", "ra")
-		t.Logf("after the repair: dedicated ra>rb %d bytes, wan ra>rb %d bytes", ded, wan)
-		if ded < 10<<20 || wan > 1<<20 {
-			t.Errorf("after the repair the flow is not steered: dedicated %d bytes, wan %d", ded, wan)
-		}
+		benchWhere(t, a.tb, "after the repair", "dedicated", lpBin, "bench", "lp://198.18.2.1:7070", "--json", "-t", "2s")
 	}
 
 	// Cancelled while the agent is down: nothing is left once it is back.
@@ -750,7 +743,7 @@ func TestAgentMoreRestart(t *testing.T) {
 		a.c.ok(a.c.adminTok, "reserve", "cancel", r.ID)
 		// The other agents clean up at once; ra's objects stay until its
 		// agent is back.
-		if !waitFor(5*time.Second, func() bool { return len(a.agentObjects("a1")) == 0 && len(a.agentObjects("rb")) == 0 }) {
+		if !waitFor(time.Minute, func() bool { return len(a.agentObjects("a1")) == 0 && len(a.agentObjects("rb")) == 0 }) {
 			t.Errorf("a1 or rb still hold the cancelled reservation: %v %v", a.agentObjects("a1"), a.agentObjects("rb"))
 		}
 		left := a.agentObjects("ra")
@@ -759,8 +752,8 @@ func TestAgentMoreRestart(t *testing.T) {
 		}
 		start := time.Now()
 		a.startAgent("ra")
-		if !waitFor(5*time.Second, func() bool { left = a.agentObjects("ra"); return len(left) == 0 }) {
-			t.Fatalf("5 s after the restart ra still holds:\n%s", strings.Join(left, "\n"))
+		if !waitFor(time.Minute, func() bool { left = a.agentObjects("ra"); return len(left) == 0 }) {
+			t.Fatalf("a minute after the restart ra still holds:\n%s", strings.Join(left, "\n"))
 		}
 		t.Logf("ra clean %.2f s after the restart", time.Since(start).Seconds())
 		if hasNft != nil {
@@ -791,7 +784,7 @@ func (a *agentBed) copyOnDedicated(t *testing.T, src string) (cp *proc, s0, s1 t
 	s0 = a.status()
 	cp = startLP(t, runOpts{timeout: 2 * time.Minute}, "testbed", "exec", "--name", a.name, "a1", "--",
 		lpBin, "cp", "--json", "--retries", "5", "--stall-timeout", "3s", src, "lp://198.18.2.1:7070/data.bin")
-	if !waitFor(20*time.Second, func() bool {
+	if !waitFor(time.Minute, func() bool {
 		s1 = a.status()
 		return s1.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra") > 60<<20 || cp.Exited()
 	}) || cp.Exited() {
@@ -815,7 +808,7 @@ func TestAgentMoreLinkCut(t *testing.T) {
 	a.linkSet("dedicated", "--down")
 	t.Logf("cut dedicated after %d MB crossed it", (s1.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra"))/1e6)
 
-	if !waitFor(30*time.Second, cp.Exited) {
+	if !waitFor(90*time.Second, cp.Exited) {
 		// What the kernels say: is the flow still steered onto the dead
 		// link?
 		ra, rb := a.agentObjects("ra"), a.agentObjects("rb")
@@ -827,7 +820,7 @@ func TestAgentMoreLinkCut(t *testing.T) {
 		for _, h := range got.Path {
 			path = append(path, h.Link)
 		}
-		msg := fmt.Sprintf("30 s after the cut the copy has not finished; the reservation is %s on %v (degraded %v %q); "+
+		msg := fmt.Sprintf("90 s after the cut the copy has not finished; the reservation is %s on %v (degraded %v %q); "+
 			"ra or rb still route its flows onto dedicated: %v; wan ra>rb carried %d bytes since the start; cp says: %s",
 			got.State, path, got.Degraded, got.DegradedReason, steered,
 			s2.bytesOn("wan", "ra")-s0.bytesOn("wan", "ra"), lastLine(cp.err.String()))
@@ -852,8 +845,10 @@ func TestAgentMoreLinkCut(t *testing.T) {
 	t.Logf("finished %.1f s after the cut in %d attempts, %s overall; dedicated ra>rb carried %d MB, wan ra>rb %d MB; reservation %s on %v, degraded %v %q",
 		time.Since(cut).Seconds(), sum.Attempts, mbps(sum.ThroughputBps), (s2.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra"))/1e6,
 		(s2.bytesOn("wan", "ra")-s0.bytesOn("wan", "ra"))/1e6, got.State, path, got.Degraded, got.DegradedReason)
-	if s2.bytesOn("wan", "ra")-s0.bytesOn("wan", "ra") < 10<<20 {
-		t.Errorf("wan carried little after the cut: the rest should have gone over the routed path")
+	// Every byte of the file crossed ra>rb once at least, on dedicated
+	// before the cut or on wan after it.
+	if ded, wan := s2.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra"), s2.bytesOn("wan", "ra")-s0.bytesOn("wan", "ra"); ded+wan < 300<<20 || wan == 0 {
+		t.Errorf("dedicated carried %d bytes and wan %d of the 300 MiB copy: the rest should have gone over the routed path", ded, wan)
 	}
 }
 
