@@ -110,7 +110,7 @@ func agentsUp(t *testing.T, file string, n int, dir, url, sock, adminTok string)
 			Alive bool   `json:"alive"`
 		} `json:"agents"`
 	}
-	if !waitFor(20*time.Second, func() bool {
+	if !waitFor(time.Minute, func() bool {
 		if err := getJSON(t, url, adminTok, "/api/v1/agents", &agents); err != nil {
 			return false
 		}

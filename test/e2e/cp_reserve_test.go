@@ -264,7 +264,7 @@ func TestCpReserve(t *testing.T) {
 			}
 			return evs[len(evs)-1].ID, evs[len(evs)-1].State
 		}
-		if !waitFor(30*time.Second, func() bool { return sent() >= size/5 || p.Exited() }) || p.Exited() {
+		if !waitFor(time.Minute, func() bool { return sent() >= size/5 || p.Exited() }) || p.Exited() {
 			t.Fatalf("the copy did not get a fifth of the way:\n%s%s", p.out.String(), p.err.String())
 		}
 		if id, st := state(); id == "" || st != "RESERVED" {
