@@ -25,7 +25,10 @@ import (
 // reported up, the reservation recovers and the steering comes back. Then
 // the same with the agents of a1 and b1 restarted while the link comes
 // back: they report it up too.
-func TestAgentBlackhole(t *testing.T) { blackholeUnderCopy(t, false) }
+func TestAgentBlackhole(t *testing.T) {
+	t.Parallel()
+	blackholeUnderCopy(t, false)
+}
 
 // TestAgentBlackholeMoved is TestAgentBlackhole with room on wan: the
 // controller moves the reservation there and the copy finishes on it.
@@ -33,7 +36,10 @@ func TestAgentBlackhole(t *testing.T) { blackholeUnderCopy(t, false) }
 // How long the withdrawal takes (the detector's bound: five probes of 200
 // ms and the reaction, under 2 s) is measured by bench/steering.sh
 // (blackhole, rows withdrawn and reservation); the tests log it.
-func TestAgentBlackholeMoved(t *testing.T) { blackholeUnderCopy(t, true) }
+func TestAgentBlackholeMoved(t *testing.T) {
+	t.Parallel()
+	blackholeUnderCopy(t, true)
+}
 
 func blackholeUnderCopy(t *testing.T, movable bool) {
 	skipUnlessNetRoot(t)

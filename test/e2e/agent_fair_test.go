@@ -23,6 +23,7 @@ import (
 // under such load are measured by bench/steering.sh (cross, rows 25, 50
 // and 75% of what is left: "UDP lost with" and "with after 1s").
 func TestAgentUnreservedFits(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		t.Skip("iperf3 is not installed (Debian package iperf3)")

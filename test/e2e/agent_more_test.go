@@ -330,6 +330,7 @@ func resvClass(dscp int) string { return "1:" + strconv.FormatInt(int64(0x100+ds
 // of them over wan. The rates these shares give under load are
 // bench/steering.sh's (cross).
 func TestAgentMoreConcurrentReservations(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	a := upAgentBed(t)
 	a.linkSet("dedicated", "--rate", "1G")
@@ -513,6 +514,7 @@ func udpSink(t *testing.T, ns, addr string) (got *atomic.Int64, stop func()) {
 // its reservation; much less without one) is bench/steering.sh's cross
 // scenario, row "over" (the whole link rate of UDP).
 func TestAgentMoreCrossTraffic(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	a := upAgentBed(t)
 	const linkRate = 500e6
@@ -696,6 +698,7 @@ func (a *agentBed) startAgent(node string) *proc {
 // reservation still live the objects come back; with the reservation
 // cancelled while the agent was down, nothing of the agent's is left.
 func TestAgentMoreRestart(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	a := upAgentBed(t)
 	a.serveIn("b1", "198.18.2.1:7070", t.TempDir())
@@ -798,6 +801,7 @@ func (a *agentBed) copyOnDedicated(t *testing.T, src string) (cp *proc, s0, s1 t
 // the dead hop (the controller moves the reservation to wan) and the copy
 // finishes, verified, on the routed path.
 func TestAgentMoreLinkCut(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	a := upAgentBed(t)
 	src, dstDir := a.copyBed(t, 41)
@@ -857,6 +861,7 @@ func TestAgentMoreLinkCut(t *testing.T) {
 // (cancel, modify, booking on its owner's behalf) each get a clear error
 // and change nothing: not the reservation, not the agents' kernels.
 func TestAgentMoreRefusals(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	a := upAgentBed(t)
 	c := a.c

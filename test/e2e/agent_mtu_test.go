@@ -367,6 +367,7 @@ func senderView(d *sockDiag) string {
 // move). The test logs its own timeline (b1's sockets' bytes_received
 // every 50 ms) and longest gap, and asserts none of it.
 func TestAgentMTUPathSwitch(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	a := upAgentBed(t)
 	// The hosts' routes to the far site carry the routed path's MTU, as

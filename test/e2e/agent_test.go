@@ -158,6 +158,7 @@ func benchWhere(t *testing.T, b *tb, what, on string, argv ...string) {
 // ACTIVE at once; the flow's bytes then cross the dedicated link and not
 // wan; cancelled, it is removed and the flow is back on wan.
 func TestAgentsSteerReservation(t *testing.T) {
+	t.Parallel()
 	c, b := agentTestbed(t)
 	b.serveIn("b1", "198.18.2.1:7070", t.TempDir())
 	bench := []string{lpBin, "bench", "lp://198.18.2.1:7070", "--json", "-t", "2s"}
@@ -260,6 +261,7 @@ func TestAgentsSteerReservation(t *testing.T) {
 // TestAgentsMarkByUser steers only the connections of one local user:
 // the same flow sent by another user stays on the routed path.
 func TestAgentsMarkByUser(t *testing.T) {
+	t.Parallel()
 	c, b := agentTestbed(t)
 	b.serveIn("b1", "198.18.2.1:7070", t.TempDir())
 	res := oneJSON[cliResv](t, c.ok(c.adminTok, "reserve", "create", "--from", "a1", "--to", "b1", "--bandwidth", "300M",
@@ -291,6 +293,7 @@ func TestAgentsMarkByUser(t *testing.T) {
 // A reservation naming a cgroup that does not exist on its from node
 // fails, and says why.
 func TestAgentsMarkByCgroup(t *testing.T) {
+	t.Parallel()
 	c, b := agentTestbed(t)
 	const root = "/sys/fs/cgroup/unified"
 	if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {

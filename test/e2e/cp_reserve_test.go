@@ -150,6 +150,7 @@ func checkSteered(t *testing.T, sum reserveSummary, n0 int64, ded, wan uint64) {
 }
 
 func TestCpReserve(t *testing.T) {
+	t.Parallel()
 	c, b := agentTestbed(t)
 	userTok := filepath.Join(c.dir, "alice.token")
 	c.ok(c.adminTok, "user", "add", "alice", "--role", "user")
@@ -336,6 +337,7 @@ func TestCpReserve(t *testing.T) {
 // of the controller's topology owns: cp warns and copies on the routed
 // path, or with --reserve-required fails and copies nothing. Needs no root.
 func TestCpReserveUnknownAddress(t *testing.T) {
+	t.Parallel()
 	c := startCLICtl(t)
 	userTok := filepath.Join(c.dir, "alice.token")
 	c.ok(c.adminTok, "user", "add", "alice", "--role", "user")

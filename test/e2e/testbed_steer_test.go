@@ -66,6 +66,7 @@ func (b *tb) nsPath(node string) string { return "/run/netns/lp-" + b.name + "-"
 // and counts the drops apart from a down link's, --up restores it, and
 // --down with --blackhole is refused.
 func TestTestbedBlackhole(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	b := upTestbed(t, "examples/two-site.yaml")
 	s := b.status()
@@ -197,6 +198,7 @@ func dirOf(ds []dirStatus, from string) dirStatus {
 // because a1's route to site-b carries the routed path's MTU (ip route get
 // says so) and a1 sends no larger packet, with no ICMP needed.
 func TestTestbedLargestSegment(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	b := upTestbed(t, "examples/two-site.yaml")
 	s := b.status()
