@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -247,17 +248,21 @@ func agentLog(a *agentBed, node string) string {
 	return string(l)
 }
 
+var withdrawRE = regexp.MustCompile(`; remove \d+ classes, \d+ filters, \d+ routes, [1-9]\d* rules`)
+
 // probesFirst checks the order of the withdrawal in the agents' logs from
 // the offsets in from (where each log ended before the blackhole): an
-// agent whose probes found the blackhole mended its kernel (withdrew its
-// steering) before it reported the link down, and at least one of them
+// agent whose probes found the blackhole withdrew its steering (a mend
+// that removes its ip rules) before it reported the link down, and at least one of them
 // reported it.
 func probesFirst(t *testing.T, a *agentBed, from map[string]int) {
 	t.Helper()
 	reported := 0
 	for node, off := range from {
 		lines := strings.Split(agentLog(a, node)[off:], "\n")
-		mend := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "msg=mend ") })
+		// The withdrawal: a mend that removes rules (the steering's ip
+		// rules), not one that only puts something back.
+		mend := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "msg=mend ") && withdrawRE.MatchString(l) })
 		report := slices.IndexFunc(lines, func(l string) bool {
 			return strings.Contains(l, "msg=link ") && strings.Contains(l, "down=true") && strings.Contains(l, "blackhole: ")
 		})
@@ -267,7 +272,9 @@ func probesFirst(t *testing.T, a *agentBed, from map[string]int) {
 		reported++
 		if mend < 0 || mend > report {
 			t.Errorf("%s reported the blackhole before it withdrew its steering:\n%s", node, strings.Join(lines[:report+1], "\n"))
+			continue
 		}
+		t.Logf("%s withdrew, then reported:\n%s\n%s", node, lines[mend], lines[report])
 	}
 	if reported == 0 {
 		t.Errorf("neither a1 nor b1 logged a report of the blackhole:\n%s%s", tail(agentLog(a, "a1"), 10), tail(agentLog(a, "b1"), 10))
