@@ -248,20 +248,22 @@ func agentLog(a *agentBed, node string) string {
 	return string(l)
 }
 
-var withdrawRE = regexp.MustCompile(`; remove \d+ classes, \d+ filters, \d+ routes, [1-9]\d* rules`)
+// withdrawRE matches an agent's mend that takes the steering off the
+// path: its ip rules removed (withdrawn), or its table's routes (the
+// reservation moved to another path, with the same rules).
+var withdrawRE = regexp.MustCompile(`; remove \d+ classes, \d+ filters, (\d+ routes, [1-9]\d* rules|[1-9]\d* routes, \d+ rules)`)
 
 // probesFirst checks the order of the withdrawal in the agents' logs from
 // the offsets in from (where each log ended before the blackhole): an
-// agent whose probes found the blackhole withdrew its steering (a mend
-// that removes its ip rules) before it reported the link down, and at least one of them
+// agent whose probes found the blackhole took its steering off the path
+// (withdrawRE) before it reported the link down, and at least one of them
 // reported it.
 func probesFirst(t *testing.T, a *agentBed, from map[string]int) {
 	t.Helper()
 	reported := 0
 	for node, off := range from {
 		lines := strings.Split(agentLog(a, node)[off:], "\n")
-		// The withdrawal: a mend that removes rules (the steering's ip
-		// rules), not one that only puts something back.
+		// The withdrawal, not a mend that only puts something back.
 		mend := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "msg=mend ") && withdrawRE.MatchString(l) })
 		report := slices.IndexFunc(lines, func(l string) bool {
 			return strings.Contains(l, "msg=link ") && strings.Contains(l, "down=true") && strings.Contains(l, "blackhole: ")
