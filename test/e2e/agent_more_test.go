@@ -744,7 +744,7 @@ func TestAgentMoreRestart(t *testing.T) {
 		if got := a.resv(r.ID); got.State != "ACTIVE" {
 			t.Errorf("reservation after the restart: %+v", got)
 		}
-		benchWhere(t, a.tb, "after the repair", "dedicated", lpBin, "bench", "lp://198.18.2.1:7070", "--json", "-t", "2s")
+		benchWhere(t, a.tb, "after the repair", "dedicated", lpBin, "bench", "lp://198.18.2.1:7070", "--json", "-t", "2s", "--rate", "200M")
 	}
 
 	// Cancelled while the agent is down: nothing is left once it is back.

@@ -435,10 +435,12 @@ func TestAgentMTUPathSwitch(t *testing.T) {
 		return began, time.Now()
 	}
 	// The bench is sized to outlast any run (it is killed at the end of
-	// one): the checks wait for bytes, not for time.
+	// one): the checks wait for bytes, not for time. It is paced below
+	// wan's 1 Gbit/s so that a busy machine's emulator keeps up with it
+	// (see TestAgentMoreCrossTraffic).
 	benchFor := func(e *env) (*proc, time.Time) {
 		return startLP(e.t, runOpts{timeout: 5 * time.Minute}, "testbed", "exec", "--name", a.name, "a1", "--",
-			lpBin, "bench", "lp://198.18.2.1:7070", "--json", "-t", "4m"), time.Now()
+			lpBin, "bench", "lp://198.18.2.1:7070", "--json", "-t", "4m", "--rate", "400M"), time.Now()
 	}
 	// waitMoving waits until b1 has received bytes: the transfer is under way.
 	waitMoving := func(e *env, tl *mtuTimeline, bench *proc) time.Time {
