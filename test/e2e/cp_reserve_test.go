@@ -99,7 +99,10 @@ func readReservation(t *testing.T, url, tokenFile, id string) cliResv {
 // and never waits for the reservation, so on a busy machine a copy could
 // be done before the agents steer it; with the server stopped it moves
 // next to no data until then. It returns cp's result and the bytes cp had
-// counted when it saw the reservation ACTIVE.
+// counted when it saw the reservation ACTIVE. The push is paced (--rate)
+// below the link: a full link on a machine too busy for
+// the testbed's emulator delays the agents' probes past their deadline
+// (see TestAgentMoreCrossTraffic).
 func activeFirst(t *testing.T, b *tb, srv *proc, args ...string) (result, int64) {
 	t.Helper()
 	srv.Signal(syscall.SIGSTOP)
@@ -171,7 +174,7 @@ func TestCpReserve(t *testing.T) {
 
 	t.Run("push", func(t *testing.T) {
 		s0 := b.status()
-		r, n0 := activeFirst(t, b, srv, "cp", "--json", "--reserve", "300M", "--controller", c.sock, "--controller-token-file", userTok,
+		r, n0 := activeFirst(t, b, srv, "cp", "--json", "--rate", "400M", "--reserve", "300M", "--controller", c.sock, "--controller-token-file", userTok,
 			src, "lp://198.18.2.1:7070/data.bin")
 		s1 := b.status()
 		mustSucceed(t, "cp --reserve 300M (push)", r)
@@ -201,6 +204,7 @@ func TestCpReserve(t *testing.T) {
 	t.Run("pull", func(t *testing.T) {
 		pullDir := scratchDir(t)
 		s0 := b.status()
+		// Not paced: --rate would cap what auto books.
 		r, n0 := activeFirst(t, b, srv, "cp", "--json", "--reserve", "auto", "--reserve-path", "b1-rb,dedicated,a1-ra",
 			"--controller", c.sock, "--controller-token-file", userTok, "lp://198.18.2.1:7070/data.bin", pullDir+"/")
 		s1 := b.status()
