@@ -297,15 +297,15 @@ func startMTUTimeline(diag *sockDiag, bed string) *mtuTimeline {
 	return m
 }
 
-// latest is the last sample of the links' ra>rb counters (zero before
-// the first).
-func (m *mtuTimeline) latest() (wan, ded uint64) {
+// latest is the last sample of the links' ra>rb counters; ok is false
+// before the first.
+func (m *mtuTimeline) latest() (wan, ded uint64, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.wan) > 0 {
-		wan, ded = m.wan[len(m.wan)-1].v, m.ded[len(m.ded)-1].v
+	if len(m.wan) == 0 {
+		return 0, 0, false
 	}
-	return wan, ded
+	return m.wan[len(m.wan)-1].v, m.ded[len(m.ded)-1].v, true
 }
 
 // snapshot copies what was sampled so far.
@@ -461,10 +461,14 @@ func TestAgentMTUPathSwitch(t *testing.T) {
 	onLink := func(e *env, tl *mtuTimeline, bench *proc, link string, n uint64) (wan, ded uint64) {
 		t := e.t
 		t.Helper()
-		w0, d0 := tl.latest()
-		var w1, d1 uint64
+		// The base is a sample read from the status: a timeline just
+		// started may have none yet.
+		var w0, d0, w1, d1 uint64
+		if !waitFor(time.Minute, func() (ok bool) { w0, d0, ok = tl.latest(); return ok }) {
+			t.Fatal("no testbed status read in a minute")
+		}
 		if !waitFor(2*time.Minute, func() bool {
-			w1, d1 = tl.latest()
+			w1, d1, _ = tl.latest()
 			return link == "wan" && w1 >= w0+n || link == "dedicated" && d1 >= d0+n || bench.Exited()
 		}) || bench.Exited() {
 			t.Fatalf("waiting for %d MB of the flow on %s: wan carried %d bytes, dedicated %d; bench: %s",
