@@ -225,15 +225,24 @@ func TestAgentsSteerReservation(t *testing.T) {
 			Path  []struct {
 				Link string `json:"link"`
 			} `json:"path"`
-			Degraded bool `json:"degraded"`
+			Degraded     bool     `json:"degraded"`
+			ManagedNodes []string `json:"managed_nodes"`
+			Provisioned  []string `json:"provisioned"`
 		} `json:"reservation"`
 	}
+	// Moved, and every node's agent has put its part of the new path in
+	// place (a move clears provisioned until each reports again): until
+	// then ra may still steer the flow onto the dead link.
 	if !waitFor(time.Minute, func() bool {
-		return c.getJSON(c.adminTok, "/api/v1/reservations/"+res.ID, &moved) == nil && len(moved.Reservation.Path) == 3 && moved.Reservation.Path[1].Link == "wan"
+		if c.getJSON(c.adminTok, "/api/v1/reservations/"+res.ID, &moved) != nil {
+			return false
+		}
+		r := moved.Reservation
+		return len(r.Path) == 3 && r.Path[1].Link == "wan" && len(r.ManagedNodes) > 0 && len(r.Provisioned) == len(r.ManagedNodes)
 	}) {
-		t.Fatalf("not moved to wan a minute after dedicated went down: %+v", moved)
+		t.Fatalf("not moved to wan and provisioned a minute after dedicated went down: %+v", moved)
 	}
-	t.Logf("moved to wan %.2f s after the link went down (state %s, degraded %v)", time.Since(cut).Seconds(), moved.Reservation.State, moved.Reservation.Degraded)
+	t.Logf("moved to wan and provisioned %.2f s after the link went down (state %s, degraded %v)", time.Since(cut).Seconds(), moved.Reservation.State, moved.Reservation.Degraded)
 	// On wan, the path's MTU is 1500: the end hosts' routes follow.
 	if !waitFor(time.Minute, func() bool { return routeMTU("a1", "198.18.2.1") == "1500" && routeMTU("b1", "198.18.1.1") == "1500" }) {
 		t.Errorf("moved to wan: a1's route MTU %s, b1's %s; want 1500", routeMTU("a1", "198.18.2.1"), routeMTU("b1", "198.18.1.1"))
