@@ -17,6 +17,7 @@ import (
 // bound to its own node with it, keeps it in its spool (mode 0600), and
 // that token speaks for its node alone (issue 12, attacker 2).
 func TestAgentsEnrolPerNode(t *testing.T) {
+	t.Parallel()
 	c, b := agentTestbed(t)
 	var toks struct {
 		Tokens []struct {

