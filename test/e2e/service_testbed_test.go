@@ -204,19 +204,20 @@ func TestServiceOnTestbed(t *testing.T) {
 		s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
 		id, wait, j := s.midJob("in-stale", "a1", "--deadline", "+2m")
 		booked(t, j.Job)
+		// The tasks a1 ran as the controller last saw them: read again
+		// after the stop, they may already be requeued and claimed by a2
+		// (its lease lapses 3 s on).
+		stale := running(j, "a1")
 		s.nodes["a1"].Signal(syscall.SIGSTOP)
-		stale := running(s.job(s.alice, id), "a1")
-		if len(stale) == 0 {
-			s.nodes["a1"].Signal(syscall.SIGCONT)
-			t.Fatal("a1 ran no task when it was stopped")
-		}
 		s.waitNodes(map[string]int{"siteA": 1, "siteB": 2})
-		// Until a task of a1 runs again elsewhere, at a new attempt.
+		// Until a task of a1 runs again elsewhere, at a new attempt (or
+		// has run: a new attempt with little left to move may end between
+		// two looks).
 		var again transfer.Task
 		if !waitFor(time.Minute, func() bool {
 			for _, k := range s.job(s.alice, id).Tasks {
 				for _, o := range stale {
-					if k.ID == o.ID && k.Attempt > o.Attempt && k.State == transfer.TaskActive {
+					if k.ID == o.ID && k.Attempt > o.Attempt && k.From != "a1" && (k.State == transfer.TaskActive || k.State == transfer.TaskSucceeded) {
 						again = k
 						return true
 					}
@@ -261,15 +262,29 @@ func TestServiceOnTestbed(t *testing.T) {
 		s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
 		id, wait, j := s.midJob("in-kill", "a1", "--deadline", "+2m")
 		booked(t, j.Job)
+		// a2, the other source node, is stopped while a1 dies: with no
+		// live source node the job cannot end, however long what follows
+		// takes on a busy machine.
+		s.nodes["a2"].Signal(syscall.SIGSTOP)
 		s.nodes["a1"].Signal(syscall.SIGKILL)
-		lost := running(s.job(s.alice, id), "a1")
+		// a1's tasks: ACTIVE until its lease lapses, then QUEUED, still
+		// naming a1 (no live source node can claim them while a2 is
+		// stopped), however late this reads them.
+		var lost []transfer.Task
+		for _, k := range s.job(s.alice, id).Tasks {
+			if k.Kind == transfer.TaskCopy && k.From == "a1" && (k.State == transfer.TaskActive || k.State == transfer.TaskQueued) {
+				lost = append(lost, k)
+			}
+		}
 		if len(lost) == 0 {
+			s.nodes["a2"].Signal(syscall.SIGCONT)
 			t.Fatal("a1 ran no task when it was killed")
 		}
-		// While a1's lease lapses: a wait that times out first exits 2.
+		// A wait that times out first exits 2.
 		if r := s.lp(s.alice, "transfer", "wait", id, "--timeout", "1s"); r.code != 2 || !strings.Contains(r.stderr, "still ACTIVE after 1s") {
 			t.Errorf("transfer wait --timeout 1s of a running job: exit %d\n%s", r.code, r.stderr)
 		}
+		s.nodes["a2"].Signal(syscall.SIGCONT)
 		s.waitNodes(map[string]int{"siteA": 1, "siteB": 2})
 		j = s.arrived(wait, id, files, "in-kill")
 		for _, o := range lost {
