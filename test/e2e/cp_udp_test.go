@@ -499,9 +499,13 @@ func TestCpUDPTestbed(t *testing.T) {
 			b.linkSet(append([]string{"wan"}, ph.link...)...)
 			dest := strings.ReplaceAll(ph.name, " ", "-")
 			args := append([]string{lpBin, "cp", "--json", "-r", "--transport", "udp", "-P", "2"}, ph.cp...)
-			drops0 := b.pathDrops(t)
+			// What the path dropped is read only where it is checked: each
+			// read takes about a second.
+			var drops0 drops
+			if !ph.lossy {
+				drops0 = b.pathDrops(t)
+			}
 			r := b.exec("h1", append(args, filepath.Join(srcDir, "tree"), "lp://"+h2+":7070/"+dest+"/")...)
-			drops := b.pathDrops(t).minus(drops0)
 			mustSucceed(t, "cp over the testbed, "+ph.name, r)
 			s := parseSummary(t, r.stdout)
 			if !s.Verified || s.FilesFailed != 0 {
@@ -513,11 +517,14 @@ func TestCpUDPTestbed(t *testing.T) {
 			// was dropped, by the emulator or by a kernel on the way (a
 			// busy machine's full queue or receive buffer), each drop at
 			// most one 64 KiB packet.
-			if !ph.lossy && *u.LossRepaired > drops.packets()*64<<10 {
-				t.Errorf("%s: %d bytes repaired on a path that reorders, where %v dropped: the originals arrived, a retransmission cannot have brought them",
-					ph.name, *u.LossRepaired, drops)
+			if !ph.lossy {
+				drops := b.pathDrops(t).minus(drops0)
+				if *u.LossRepaired > drops.packets()*64<<10 {
+					t.Errorf("%s: %d bytes repaired on a path that reorders, where %v dropped: the originals arrived, a retransmission cannot have brought them",
+						ph.name, *u.LossRepaired, drops)
+				}
+				t.Logf("%s: dropped on the way: %v", ph.name, drops)
 			}
-			t.Logf("%s: dropped on the way: %v", ph.name, drops)
 			if ph.lossy && (u.LossRepaired == nil || *u.LossRepaired == 0 || *u.BytesResent == 0) {
 				t.Errorf("%s: nothing repaired or sent again: %+v", ph.name, u)
 			}
