@@ -38,6 +38,7 @@ func newControllerCmd() *cobra.Command {
 		debug                      bool
 		metricsDB, tiers, rulesF   string
 		budget                     string
+		rulesEvery                 time.Duration
 		partMin, partSize          string
 		limits                     limitFlags
 		maxConns, maxStreams       int
@@ -87,8 +88,8 @@ dropping the oldest data first. The agents' series appear on /metrics
 labelled by node, and are queried at /api/v1/metrics/query. Transfers that
 cp registers (cp --controller, implied by --reserve) are kept there too.
 
---rules FILE runs alerting rules (see docs/monitoring.md): every few
-seconds each rule's expression is evaluated on the repository's series;
+--rules FILE runs alerting rules (see docs/monitoring.md): every
+--rules-interval (5 s) each rule's expression is evaluated on the repository's series;
 a series whose condition holds for the rule's "for" duration fires, and
 the rule's actions run: log, webhook, command, or reroute (move the
 reservations crossing the series' link to another admissible path). Every
@@ -125,7 +126,7 @@ event and live streams one user may hold open (over it, a 429).`,
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl})).With("component", "controller")
 			return runController(cmd.Context(), log, controllerOptions{listens: listens, db: dbURL, topology: topoFile,
 				adminFile: adminFile, cert: cert, key: key, pool: pool, hold: holdTimeout,
-				metricsDB: metricsDB, tiers: tiers, budget: budget, rules: rulesF, limits: limits,
+				metricsDB: metricsDB, tiers: tiers, budget: budget, rules: rulesF, rulesEvery: rulesEvery, limits: limits,
 				maxConns: maxConns, maxStreams: maxStreams, partMin: partMin, partSize: partSize})
 		},
 	}
@@ -143,6 +144,7 @@ event and live streams one user may hold open (over it, a 429).`,
 	f.StringVar(&tiers, "metrics-tiers", "raw:3h,1m:7d,10m:180d", "the repository's tiers: STEP:RETENTION,... (raw first)")
 	f.StringVar(&budget, "metrics-budget", "4GiB", "the most disk the repository may use; past it the oldest data is dropped")
 	f.StringVar(&rulesF, "rules", "", "alerting rules file (YAML); re-read when it changes")
+	f.DurationVar(&rulesEvery, "rules-interval", alert.DefaultInterval, "how often the rules are evaluated")
 	limits.register(f)
 	f.IntVar(&maxConns, "max-conns", 1000, "the most connections open at once, over all listeners (more get a 503)")
 	f.IntVar(&maxStreams, "max-streams", api.DefaultMaxStreams, "the most event and live streams one user may hold open (more get a 429)")
@@ -158,6 +160,7 @@ type controllerOptions struct {
 	hold                    time.Duration
 	metricsDB, tiers        string
 	budget, rules           string
+	rulesEvery              time.Duration
 	limits                  limitFlags
 	maxConns, maxStreams    int
 	partMin, partSize       string
@@ -242,6 +245,9 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	}
 	if o.maxStreams < 1 {
 		return fmt.Errorf("controller: --max-streams %d: want at least 1", o.maxStreams)
+	}
+	if o.rulesEvery <= 0 {
+		return fmt.Errorf("controller: --rules-interval %v: want a duration above zero", o.rulesEvery)
 	}
 	var tlsCfg *tls.Config
 	if o.cert != "" || o.key != "" {
@@ -432,7 +438,8 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 		tr.SetLimits(o.limits.transfer())
 		handler.WithTransfers(tr)
 		hist := alert.NewHistory(st)
-		ev := alert.New(alert.Options{Source: alert.RepoSource(rp), History: hist, Reroute: rerouter(c), Log: log.With("component", "rules")})
+		ev := alert.New(alert.Options{Source: alert.RepoSource(rp), History: hist, Reroute: rerouter(c), Interval: o.rulesEvery,
+			Log: log.With("component", "rules")})
 		if o.rules != "" {
 			if err := ev.Load(o.rules); err != nil {
 				return fmt.Errorf("controller: --rules: %w", err)

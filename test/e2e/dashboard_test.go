@@ -74,7 +74,7 @@ func TestDashboard(t *testing.T) {
 	// The rule sees ra → rb on wan and on dedicated (each its own series):
 	// the copy's 150 Mbit/s is 15 % of wan and 7.5 % of dedicated; the
 	// agents' own traffic is a few kbit/s. It fires at the first
-	// evaluation (every 5 s) that sees the copy.
+	// evaluation (every 200 ms here) that sees the copy.
 	const rule = "ra-rb-busy"
 	rules := filepath.Join(t.TempDir(), "rules.yaml")
 	if err := os.WriteFile(rules, []byte(`rules:
@@ -89,7 +89,7 @@ func TestDashboard(t *testing.T) {
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, tb := agentTestbed(t, "--rules", rules)
+	c, tb := agentTestbed(t, "--rules", rules, "--rules-interval", "200ms")
 	userTok := filepath.Join(c.dir, "alice.token")
 	c.ok(c.adminTok, "user", "add", "alice", "--role", "user")
 	c.ok(c.adminTok, "user", "token", "create", "alice", "--out", userTok)

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -109,6 +110,29 @@ func (h *hook) states(rule string) []string {
 	return out
 }
 
+// pidWith is the first lightpath process running subcommand sub (its
+// first argument) with every one of parts among its arguments, or 0 (not
+// the testbed exec that started it, whose arguments hold them too).
+func pidWith(sub string, parts ...string) int {
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range cmdlines {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		all := len(args) > 1 && args[1] == sub
+		for _, p := range parts {
+			all = all && slices.Contains(args, p)
+		}
+		if all {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+			return pid
+		}
+	}
+	return 0
+}
+
 func TestMonitoringOnTestbed(t *testing.T) {
 	skipUnlessNetRoot(t)
 	wh := startHook(t)
@@ -136,7 +160,9 @@ func TestMonitoringOnTestbed(t *testing.T) {
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, b := agentTestbed(t, "--rules", rules)
+	// Rules evaluated every 200 ms: each fires at the first evaluation
+	// after its condition has held for its "for".
+	c, b := agentTestbed(t, "--rules", rules, "--rules-interval", "200ms")
 	nodes := []string{"a1", "a2", "b1", "b2", "ra", "rb"}
 
 	t.Run("every node's series on one scrape", func(t *testing.T) {
@@ -215,12 +241,57 @@ func TestMonitoringOnTestbed(t *testing.T) {
 		c.ok(c.adminTok, "user", "token", "create", "alice", "--out", userTok)
 		srcDir, dstDir := scratchDir(t), scratchDir(t)
 		src := filepath.Join(srcDir, "data.bin")
-		writeRandom(t, src, 384<<20, 41)
+		writeRandom(t, src, 8<<20, 41)
 		b.serveIn("b1", "198.18.2.1:7070", dstDir)
-		// 200 Mbit/s for about 16 s: long enough for the rules (evaluated
-		// every 5 s) to see wan busy and move the reservation.
-		r := b.exec("a1", lpBin, "cp", "--json", "--rate", "200M", "--reserve", "300M", "--reserve-path", "a1-ra,wan,b1-rb",
-			"--controller", c.sock, "--controller-token-file", userTok, src, "lp://198.18.2.1:7070/data.bin")
+		b.serveIn("b2", "198.18.2.2:7071", scratchDir(t))
+		// The copy is held until the rule has moved its reservation: b1's
+		// server is stopped, so the copy is registered and booked on wan
+		// but cannot end. What makes wan busy is another flow, a2 → b2 at
+		// 200 Mbit/s (a fifth of wan) with no reservation, until the
+		// reroute.
+		srv := pidWith("serve", "--root", dstDir)
+		if srv == 0 {
+			t.Fatal("no process of b1's server")
+		}
+		syscall.Kill(srv, syscall.SIGSTOP)
+		defer syscall.Kill(srv, syscall.SIGCONT)
+		cp := startLP(t, runOpts{timeout: 3 * time.Minute}, "testbed", "exec", "--name", b.name, "a1", "--", lpBin, "cp", "--json", "--retries", "5",
+			"--reserve", "300M", "--reserve-path", "a1-ra,wan,b1-rb", "--controller", c.sock, "--controller-token-file", userTok,
+			src, "lp://198.18.2.1:7070/data.bin")
+		var resv string
+		if !waitFor(time.Minute, func() bool {
+			var l struct {
+				Transfers []struct {
+					Reservation string `json:"reservation"`
+					State       string `json:"state"`
+				} `json:"transfers"`
+			}
+			if c.getJSON(userTok, "/api/v1/transfers", &l) == nil && len(l.Transfers) == 1 && l.Transfers[0].State == "running" {
+				resv = l.Transfers[0].Reservation
+			}
+			return resv != "" || cp.Exited()
+		}) || resv == "" {
+			t.Fatalf("the copy was not registered running with a reservation:\n%s", cp.err.String())
+		}
+		busy := startLP(t, runOpts{timeout: 3 * time.Minute}, "testbed", "exec", "--name", b.name, "a2", "--",
+			lpBin, "bench", "lp://198.18.2.2:7071", "--rate", "200M", "-t", "150")
+		rerouted := func() bool {
+			for _, h := range c.reservation(c.adminTok, resv).History {
+				if strings.Contains(h.Why, "rerouted by rule wan-busy") {
+					return true
+				}
+			}
+			return false
+		}
+		if !waitFor(2*time.Minute, func() bool { return rerouted() || busy.Exited() }) || !rerouted() {
+			t.Errorf("wan-busy did not move reservation %s while wan was busy: %+v", resv, c.reservation(c.adminTok, resv).History)
+		}
+		if pid := pidWith("bench", "lp://198.18.2.2:7071"); pid != 0 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		busy.Wait()
+		syscall.Kill(srv, syscall.SIGCONT)
+		r := cp.Wait()
 		mustSucceed(t, "cp --reserve over wan", r)
 		sum := parseReserveSummary(t, r.stdout)
 		var list struct {
@@ -240,13 +311,8 @@ func TestMonitoringOnTestbed(t *testing.T) {
 		if tr.State != "succeeded" || !tr.Verified || tr.Reservation != sum.Reservation || tr.BytesDone != sum.BytesSent {
 			t.Errorf("the recorded transfer %+v does not match cp's summary %s", tr, lastLine(r.stdout))
 		}
-		res := c.reservation(c.adminTok, sum.Reservation)
-		moved := false
-		for _, h := range res.History {
-			moved = moved || strings.Contains(h.Why, "rerouted by rule wan-busy")
-		}
-		if !moved {
-			t.Errorf("the reservation was not rerouted by wan-busy: %+v", res.History)
+		if sum.Reservation != resv {
+			t.Errorf("cp's summary names reservation %s, the transfer's was %s", sum.Reservation, resv)
 		}
 		out := c.ok(userTok, "transfer", "show", tr.ID).stdout
 		if !strings.Contains(out, "wan-busy firing") || !strings.Contains(out, "reroute ok") {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/transfer"
 )
 
@@ -201,22 +202,50 @@ func TestServiceOnTestbed(t *testing.T) {
 	})
 
 	t.Run("stale attempt", func(t *testing.T) {
-		s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
-		id, wait, j := s.midJob("in-stale", "a1", "--deadline", "+2m")
-		booked(t, j.Job)
-		s.nodes["a1"].Signal(syscall.SIGSTOP)
-		stale := running(s.job(s.alice, id), "a1")
-		if len(stale) == 0 {
-			s.nodes["a1"].Signal(syscall.SIGCONT)
-			t.Fatal("a1 ran no task when it was stopped")
+		// The tasks a1 ran at the last look before the stop, less those
+		// it ended in between (read after the stop: the others are still
+		// ACTIVE on a1, or requeued and claimed again once its lease
+		// lapsed). Had it ended them all, the job is let finish and
+		// another one tried.
+		var (
+			id, dst string
+			wait    *proc
+			stale   []transfer.Task
+		)
+		for try := 1; len(stale) == 0; try++ {
+			if try > 3 {
+				t.Fatal("a1 ended its tasks before it could be stopped, three times")
+			}
+			s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
+			dst = fmt.Sprintf("in-stale%d", try)
+			var j apiv1.JobPage
+			id, wait, j = s.midJob(dst, "a1", "--deadline", "+2m")
+			booked(t, j.Job)
+			seen := running(j, "a1")
+			s.nodes["a1"].Signal(syscall.SIGSTOP)
+			now := s.job(s.alice, id)
+			for _, o := range seen {
+				for _, k := range now.Tasks {
+					if k.ID == o.ID && !(k.Attempt == o.Attempt && k.State == transfer.TaskSucceeded) {
+						stale = append(stale, o)
+					}
+				}
+			}
+			if len(stale) == 0 {
+				t.Logf("try %d: a1 ended its tasks before it was stopped", try)
+				s.nodes["a1"].Signal(syscall.SIGCONT)
+				s.arrived(wait, id, files, dst)
+			}
 		}
 		s.waitNodes(map[string]int{"siteA": 1, "siteB": 2})
-		// Until a task of a1 runs again elsewhere, at a new attempt.
+		// Until a task of a1 runs again elsewhere, at a new attempt (or
+		// has run: a new attempt with little left to move may end between
+		// two looks).
 		var again transfer.Task
 		if !waitFor(time.Minute, func() bool {
 			for _, k := range s.job(s.alice, id).Tasks {
 				for _, o := range stale {
-					if k.ID == o.ID && k.Attempt > o.Attempt && k.State == transfer.TaskActive {
+					if k.ID == o.ID && k.Attempt > o.Attempt && k.From != "a1" && (k.State == transfer.TaskActive || k.State == transfer.TaskSucceeded) {
 						again = k
 						return true
 					}
@@ -242,7 +271,7 @@ func TestServiceOnTestbed(t *testing.T) {
 			}
 		}
 		s.nodes["a1"].Signal(syscall.SIGCONT)
-		s.arrived(wait, id, files, "in-stale")
+		s.arrived(wait, id, files, dst)
 		// a1 stopped its old attempt: by the controller's word or by the
 		// destination's refusal.
 		if !waitFor(30*time.Second, func() bool {
@@ -258,20 +287,50 @@ func TestServiceOnTestbed(t *testing.T) {
 	})
 
 	t.Run("data node killed", func(t *testing.T) {
-		s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
-		id, wait, j := s.midJob("in-kill", "a1", "--deadline", "+2m")
-		booked(t, j.Job)
-		s.nodes["a1"].Signal(syscall.SIGKILL)
-		lost := running(s.job(s.alice, id), "a1")
-		if len(lost) == 0 {
-			t.Fatal("a1 ran no task when it was killed")
+		// Both source nodes are stopped, then a1's tasks read: a1 can no
+		// longer end them. Had it ended them all between the last look
+		// and the stop, the job is let finish and another one tried.
+		// With a2 stopped while a1 dies no source node is alive, so the
+		// job cannot end, however long what follows takes.
+		var (
+			id, dst string
+			wait    *proc
+			lost    []transfer.Task
+		)
+		for try := 1; len(lost) == 0; try++ {
+			if try > 3 {
+				t.Fatal("a1 ended its tasks before it could be stopped, three times")
+			}
+			s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
+			dst = fmt.Sprintf("in-kill%d", try)
+			var j apiv1.JobPage
+			id, wait, j = s.midJob(dst, "a1", "--deadline", "+2m")
+			booked(t, j.Job)
+			s.nodes["a2"].Signal(syscall.SIGSTOP)
+			s.nodes["a1"].Signal(syscall.SIGSTOP)
+			// a1's tasks: ACTIVE until its lease lapses, then QUEUED,
+			// still naming a1 (no live source node can claim them),
+			// however late this reads them.
+			for _, k := range s.job(s.alice, id).Tasks {
+				if k.Kind == transfer.TaskCopy && k.From == "a1" && (k.State == transfer.TaskActive || k.State == transfer.TaskQueued) {
+					lost = append(lost, k)
+				}
+			}
+			if len(lost) == 0 {
+				t.Logf("try %d: a1 ended its tasks before it was stopped", try)
+				s.nodes["a1"].Signal(syscall.SIGCONT)
+				s.nodes["a2"].Signal(syscall.SIGCONT)
+				s.arrived(wait, id, files, dst)
+			}
 		}
-		// While a1's lease lapses: a wait that times out first exits 2.
+		s.nodes["a1"].Signal(syscall.SIGKILL)
+		// A wait that times out first exits 2.
 		if r := s.lp(s.alice, "transfer", "wait", id, "--timeout", "1s"); r.code != 2 || !strings.Contains(r.stderr, "still ACTIVE after 1s") {
 			t.Errorf("transfer wait --timeout 1s of a running job: exit %d\n%s", r.code, r.stderr)
 		}
+		s.nodes["a2"].Signal(syscall.SIGCONT)
 		s.waitNodes(map[string]int{"siteA": 1, "siteB": 2})
-		j = s.arrived(wait, id, files, "in-kill")
+		j := s.arrived(wait, id, files, dst)
 		for _, o := range lost {
 			for _, k := range j.Tasks {
 				if k.ID != o.ID {
