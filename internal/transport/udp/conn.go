@@ -198,14 +198,20 @@ type conn struct {
 	lowRound             time.Duration // the lowest round's mean round trip
 
 	// life
-	closed    bool  // Close was called
-	dead      bool  // the stream is over, its goroutine gone
-	err       error // what ended it (reset, timeout); nil while alive
-	rdl, wdl  time.Time
-	rwake     chan struct{}
-	wwake     chan struct{}
-	rwait     bool
-	wwait     bool
+	closed   bool  // Close was called
+	dead     bool  // the stream is over, its goroutine gone
+	err      error // what ended it (reset, timeout); nil while alive
+	rdl, wdl time.Time
+	rwake    chan struct{}
+	wwake    chan struct{}
+	rwait    bool
+	wwait    bool
+	// sendPin is the lowest stream offset whose send-ring slot a batch
+	// being sent (outside mu) reads in place, while pinned: an ack may
+	// free that slot meanwhile, but the writer may not refill it until
+	// the send is over.
+	sendPin   uint64
+	pinned    bool
 	kick      chan struct{}
 	done      chan struct{}
 	closeAt   int64
@@ -1045,6 +1051,12 @@ func (c *conn) run() {
 		}
 		if len(batch) > 0 {
 			c.sendBatch(batch)
+			c.mu.Lock()
+			if c.pinned {
+				c.pinned = false
+				c.wakeWriter()
+			}
+			c.mu.Unlock()
 			continue
 		}
 		if wait <= 0 {
@@ -1319,6 +1331,8 @@ func (c *conn) fill(now int64, arena []byte, batch [][]byte) ([][]byte, time.Dur
 		b, inPlace := c.dataPacket(arena[pos:pos], s, now)
 		if !inPlace {
 			pos += len(b)
+		} else if !c.pinned || s.off < c.sendPin {
+			c.sendPin, c.pinned = s.off, true
 		}
 		batch = append(batch, b)
 		c.pace.spend(rate, int(s.n))
@@ -1712,7 +1726,12 @@ func (c *conn) writeFrom(op string, n int64, read func([][]byte) (int, error)) (
 		if !c.wdl.IsZero() && !time.Now().Before(c.wdl) {
 			return done, opErr(op, c, os.ErrDeadlineExceeded)
 		}
-		room := c.sring.size() - int(c.sWrite-c.sAcked)
+		// Acked slots are free, but for those a send under way reads.
+		free := c.sAcked
+		if c.pinned && c.sendPin < free {
+			free = c.sendPin
+		}
+		room := c.sring.size() - int(c.sWrite-free)
 		if room == 0 && c.growSend() {
 			continue
 		}
