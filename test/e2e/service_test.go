@@ -649,12 +649,25 @@ func TestServiceStandbyTakeover(t *testing.T) {
 		{"postgres", func(t *testing.T, _ string) string { return pgtest.URL(t) }},
 	} {
 		t.Run(store.name, func(t *testing.T) {
-			s := startSvc(t, svcOpts{rate: "40M", standby: true, db: store.db})
+			// Half the dataset goes at the nodes' pace, the rest crawls
+			// (pushGate) until the standby leads: the job cannot end
+			// before the controller is killed, however slow the machine.
+			gate := newPushGate(0)
+			s := startSvc(t, svcOpts{rate: "40M", standby: true, db: store.db, advertise: gate.advertise(t)})
 			standbyURL := fmt.Sprintf("http://127.0.0.1:%d", s.standbyPort)
 			if h, err := health(t, standbyURL); err != nil || h.Role != apiv1.RoleStandby {
 				t.Fatalf("the second controller: %+v %v", h, err)
 			}
 			files := makeDataset(t, s.srcRoot, 3)
+			var total int64
+			for _, f := range files {
+				fi, err := os.Stat(filepath.Join(s.srcRoot, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				total += fi.Size()
+			}
+			gate.free.Store(total / 2)
 			id, wait, _ := s.midJob("in/", "a1")
 			s.kill()
 			if !waitFor(2*time.Minute, func() bool {
@@ -663,6 +676,7 @@ func TestServiceStandbyTakeover(t *testing.T) {
 			}) {
 				t.Fatalf("the standby did not take over:\n%s", s.standby.log)
 			}
+			gate.open()
 			s.arrived(wait, id, files, "in")
 		})
 	}
@@ -680,14 +694,15 @@ var partArgs = []string{"--transfer-part-min", "32MiB", "--transfer-part-size", 
 // still moves well within the servers' stall timeout. The pause only
 // paces bytes.
 type pushGate struct {
-	free   int64
+	free   atomic.Int64 // settable while connections pass
 	closed atomic.Bool
 	passed atomic.Int64
 	mu     sync.Mutex
 }
 
 func newPushGate(free int64) *pushGate {
-	g := &pushGate{free: free}
+	g := &pushGate{}
+	g.free.Store(free)
 	g.closed.Store(true)
 	return g
 }
@@ -696,7 +711,7 @@ func newPushGate(free int64) *pushGate {
 func (g *pushGate) open() { g.closed.Store(false) }
 
 func (g *pushGate) tamper(_ int, up bool, _ int64, b []byte) {
-	if up && g.closed.Load() && g.passed.Add(int64(len(b))) > g.free {
+	if up && g.closed.Load() && g.passed.Add(int64(len(b))) > g.free.Load() {
 		g.mu.Lock()
 		time.Sleep(250 * time.Millisecond)
 		g.mu.Unlock()

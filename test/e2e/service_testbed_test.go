@@ -116,7 +116,10 @@ func TestServiceOnTestbed(t *testing.T) {
 			onReserved += int64(s1.bytesOn(l, "ra") - s0.bytesOn(l, "ra"))
 		}
 		t.Logf("bytes on the reserved links %v: %d of %d", uniq(reservedLinks), onReserved, total)
-		if onReserved < total*3/4 {
+		// Copies are handed out only once the job is ACTIVE, which it is
+		// once its reservations are, every node's part in place: every
+		// byte went steered, whenever it went.
+		if onReserved < total {
 			t.Errorf("the reserved links %v carried %d bytes of %d", uniq(reservedLinks), onReserved, total)
 		}
 
