@@ -20,10 +20,12 @@ import (
 // reservation's flows (its DSCP in the IP header, the firewall mark
 // MarkBase+DSCP on the socket) so that it takes the reserved path, and the
 // far agent sends it back the same way. ProbeLosses probes in a row without
-// an echo within their timeout (the period, plus the path's round trip on
-// the topology: probeTimeout) mean the path is down: the agent withdraws
-// its steering of the reservation (WithoutBroken) and reports a link of the
-// path down to the controller; ProbeUps echoes in a row bring it back.
+// an echo within their timeout (at least the period plus the path's round
+// trip on the topology, probeTimeout; longer on a path whose echoes have
+// been slow), and no late echo meanwhile, mean the path is down (Detector):
+// the agent withdraws its steering of the reservation (WithoutBroken) and
+// reports a link of the path down to the controller; ProbeUps echoes in a
+// row bring it back.
 // docs/agent.md describes it.
 const (
 	// ProbePort is the UDP port each agent answers probes on, in its
@@ -95,22 +97,46 @@ func (t Transition) String() string {
 
 // Detector judges one path from its probes, a pure state machine: feed it
 // every probe sent (Sent), every echo received (Echo) and the clock (Tick).
-// A probe is lost when no echo came within Timeout of sending it; Losses
-// lost in a row take the path down, and then Ups answered in a row bring
-// it back. Probes are judged in the order they were sent: one answered as
-// soon as its echo comes and those before it are judged, one lost at the
-// first event at or after its deadline.
+// A probe is lost when no echo came within its timeout of sending it;
+// Losses lost in a row take the path down, and then Ups answered in a row
+// bring it back. Probes are judged in the order they were sent: one
+// answered as soon as its echo comes and those before it are judged, one
+// lost at the first event at or after its deadline.
+//
+// A blackhole is a path where nothing comes back; a path whose echoes come
+// late still carries packets, and that is what a busy host looks like (the
+// echoing agent, or a software data plane, starved of CPU for a while,
+// then answering a burst at once). So:
+//
+//   - the echo of a probe already judged lost (a late echo, up to
+//     LateLimit after its probe) ends the run of losses while the path is
+//     up: the path goes down only when Losses probes in a row are lost and
+//     no echo at all came back in the meantime. It does not count towards
+//     coming back up: that takes Ups echoes in time.
+//   - the timeout adapts like TCP's retransmission timeout (RFC 6298):
+//     the smoothed round trip of every echo, in time or late, plus four
+//     times its mean deviation, never under Timeout (the floor: a quiet
+//     path is judged as promptly as before) nor over MaxTimeout. A path
+//     whose echoes have been slow gets the time they took.
 type Detector struct {
-	// Timeout is how long an echo may take: the probe period, or on a
-	// path whose round trip is longer, that plus the round trip
-	// (probeTimeout).
-	Timeout     time.Duration
+	// Timeout is the least time an echo may take: the probe period, or
+	// on a path whose round trip is longer, that plus the round trip
+	// (probeTimeout). MaxTimeout caps the adaptive timeout.
+	Timeout, MaxTimeout time.Duration
+	// LateLimit is how long after its probe a late echo still shows
+	// the path alive.
+	LateLimit   time.Duration
 	Losses, Ups int
 
 	out  []sent // the probes not judged yet, oldest first
-	lost int    // lost in a row
+	lost []sent // the probes judged lost in the last LateLimit, oldest first
+	run  int    // lost in a row
 	got  int    // answered in a row
 	down bool
+
+	srtt, rttvar time.Duration // 0, 0 until the first echo
+	late         int           // late echoes seen, for the agent's log
+	lateRTT      time.Duration // and the last one's round trip
 }
 
 type sent struct {
@@ -119,9 +145,18 @@ type sent struct {
 	answered bool
 }
 
-// NewDetector is a Detector with the agents' numbers and an echo timeout.
+// The adaptive timeout's cap and the late echoes' limit (Detector): a
+// blackhole is found within (ProbeLosses-1)·ProbePeriod + probeMaxTimeout
+// of its first lost probe however slow the path has been.
+const (
+	probeMaxTimeout = 2 * time.Second
+	probeLateLimit  = 5 * time.Second
+)
+
+// NewDetector is a Detector with the agents' numbers and a least echo
+// timeout.
 func NewDetector(timeout time.Duration) *Detector {
-	return &Detector{Timeout: timeout, Losses: ProbeLosses, Ups: ProbeUps}
+	return &Detector{Timeout: timeout, MaxTimeout: max(timeout, probeMaxTimeout), LateLimit: max(timeout, probeLateLimit), Losses: ProbeLosses, Ups: ProbeUps}
 }
 
 // Down reports whether the path is down.
@@ -135,7 +170,13 @@ func (d *Detector) Answered() bool { return d.got > 0 }
 func (d *Detector) Healthy() bool { return !d.down && d.got >= d.Ups }
 
 // Lost is the number of probes lost in a row.
-func (d *Detector) Lost() int { return d.lost }
+func (d *Detector) Lost() int { return d.run }
+
+// CurrentTimeout is the timeout probes are judged with now: Timeout until
+// the echoes' round trips call for more, at most MaxTimeout.
+func (d *Detector) CurrentTimeout() time.Duration {
+	return min(max(d.srtt+4*d.rttvar, d.Timeout), max(d.MaxTimeout, d.Timeout))
+}
 
 // Sent records probe seq sent at at, and judges the probes whose deadline
 // has passed.
@@ -148,16 +189,53 @@ func (d *Detector) Sent(seq uint64, at time.Time) Transition {
 	return tr
 }
 
-// Echo records the echo of probe seq received at at. Only the echo of a
-// probe not judged yet, within its timeout, counts: a late one, one of a
-// probe judged already, or a second one, is ignored.
+// Echo records the echo of probe seq received at at. The echo of a probe
+// not judged yet, within the timeout, answers it; the echo of a probe
+// judged lost (or past its deadline) is late: it feeds the round trip
+// estimate and, while the path is up, ends the run of losses. The echo of
+// a probe it never sent or forgot, or a second echo, is ignored.
 func (d *Detector) Echo(seq uint64, at time.Time) Transition {
+	tr := d.judge(at) // with the timeout as it was: an echo does not stretch its own deadline
 	for i := range d.out {
-		if x := &d.out[i]; x.seq == seq && at.Sub(x.at) <= d.Timeout {
+		if x := &d.out[i]; x.seq == seq && !x.answered {
 			x.answered = true
+			d.sample(at.Sub(x.at))
+			if t := d.judge(at); t != Unchanged {
+				tr = t
+			}
+			return tr
 		}
 	}
-	return d.judge(at)
+	for i, x := range d.lost {
+		if x.seq != seq {
+			continue
+		}
+		d.lost = slices.Delete(d.lost, i, i+1)
+		d.late, d.lateRTT = d.late+1, at.Sub(x.at)
+		d.sample(d.lateRTT)
+		if !d.down {
+			d.run = 0
+		}
+		break
+	}
+	return tr
+}
+
+// sample feeds a round trip to the estimate (RFC 6298's gains).
+func (d *Detector) sample(rtt time.Duration) {
+	if rtt < 0 {
+		rtt = 0
+	}
+	if d.srtt == 0 && d.rttvar == 0 {
+		d.srtt, d.rttvar = rtt, rtt/2
+		return
+	}
+	dev := d.srtt - rtt
+	if dev < 0 {
+		dev = -dev
+	}
+	d.rttvar += (dev - d.rttvar) / 4
+	d.srtt += (rtt - d.srtt) / 8
 }
 
 // Tick judges the probes whose deadline has passed at now.
@@ -167,13 +245,23 @@ func (d *Detector) Tick(now time.Time) Transition { return d.judge(now) }
 // ones whose deadline is past now, up to the first still waiting. It
 // returns the last transition.
 func (d *Detector) judge(now time.Time) Transition {
+	for len(d.lost) > 0 && now.Sub(d.lost[0].at) > d.LateLimit {
+		d.lost = d.lost[1:]
+	}
+	timeout := d.CurrentTimeout()
 	tr := Unchanged
 	for len(d.out) > 0 {
 		x := d.out[0]
-		if !x.answered && now.Sub(x.at) < d.Timeout {
+		if !x.answered && now.Sub(x.at) < timeout {
 			break
 		}
 		d.out = d.out[1:]
+		if !x.answered {
+			d.lost = append(d.lost, x)
+			if len(d.lost) > 1024 {
+				d.lost = d.lost[1:]
+			}
+		}
 		if t := d.judged(x.answered); t != Unchanged {
 			tr = t
 		}
@@ -183,7 +271,7 @@ func (d *Detector) judge(now time.Time) Transition {
 
 func (d *Detector) judged(answered bool) Transition {
 	if answered {
-		d.lost = 0
+		d.run = 0
 		d.got++
 		if d.down && d.got >= d.Ups {
 			d.down = false
@@ -192,8 +280,8 @@ func (d *Detector) judged(answered bool) Transition {
 		return Unchanged
 	}
 	d.got = 0
-	d.lost++
-	if !d.down && d.lost >= d.Losses {
+	d.run++
+	if !d.down && d.run >= d.Losses {
 		d.down = true
 		return WentDown
 	}

@@ -228,7 +228,15 @@ func (p *prober) drain(x *probed) Transition {
 			continue
 		}
 		at := received(oob[:oobn])
-		if t := x.det.Echo(m.Seq, at); t != Unchanged {
+		late, run := x.det.late, x.det.Lost()
+		t := x.det.Echo(m.Seq, at)
+		if x.det.late > late && run > 0 && !x.det.Down() {
+			// Worth a line once a run: it says the host (or the data
+			// plane) is slow, which an operator wants to know.
+			p.log.Info(fmt.Sprintf("late probe echo on path %s: %d probes lost in a row, but the path carries packets", pathString(x.target.Path), run),
+				"id", x.target.ID, "far", x.target.Far, "rtt", x.det.lateRTT.Round(time.Millisecond).String(), "timeout", x.det.CurrentTimeout().Round(time.Millisecond).String())
+		}
+		if t != Unchanged {
 			p.note(x, t, at)
 			tr = t
 		}

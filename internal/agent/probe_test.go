@@ -64,8 +64,17 @@ func TestDetector(t *testing.T) {
 			{"send", 5, 1000, Unchanged}, {"tick", 0, 1200, WentDown}, {"echo", 5, 1201, Unchanged}}), true, 5, false},
 		{"an echo past its timeout, before any tick, is a loss too", cat(every(1, 4, false, Unchanged), []ev{
 			{"send", 5, 1000, Unchanged}, {"echo", 5, 1201, WentDown}}), true, 5, false},
-		{"an echo of an older probe does not count", cat(every(1, 4, false, Unchanged), []ev{
-			{"send", 5, 1000, Unchanged}, {"echo", 4, 1010, Unchanged}, {"tick", 0, 1200, WentDown}}), true, 5, false},
+		{"an echo of a probe it never sent does not count", cat(every(1, 4, false, Unchanged), []ev{
+			{"send", 5, 1000, Unchanged}, {"echo", 99, 1010, Unchanged}, {"tick", 0, 1200, WentDown}}), true, 5, false},
+		{"a late echo ends the run of losses, and lengthens the timeout", cat(every(1, 4, false, Unchanged), []ev{
+			// 210 ms: srtt 210, rttvar 105, timeout 630 ms
+			{"send", 5, 1000, Unchanged}, {"echo", 4, 1010, Unchanged}, {"tick", 0, 1629, Unchanged}, {"tick", 0, 1630, Unchanged}}), false, 1, false},
+		{"down, late echoes do not bring it up", cat(every(1, 5, false, WentDown), []ev{
+			{"echo", 1, 1250, Unchanged}, {"echo", 5, 1260, Unchanged}}, every(7, 9, false, Unchanged)), true, 5, false},
+		{"down, late echoes, then three in time: up", cat(every(1, 5, false, WentDown), []ev{
+			{"echo", 4, 1250, Unchanged}, {"echo", 5, 1260, Unchanged}}, every(7, 8, true, Unchanged), every(9, 9, true, WentUp)), false, 0, true},
+		{"the echo of a probe lost long ago (past LateLimit) does not count", cat(every(1, 1, false, Unchanged), every(2, 30, true, Unchanged), every(31, 34, false, Unchanged), []ev{
+			{"echo", 1, 6900, Unchanged}}, every(35, 35, false, WentDown)), true, 5, false},
 		{"without ticks, probes are judged when the next are sent", []ev{
 			{"send", 1, 0, Unchanged}, {"send", 2, 190, Unchanged}, {"send", 3, 380, Unchanged}, {"send", 4, 570, Unchanged},
 			{"send", 5, 760, Unchanged}, {"send", 6, 950, Unchanged}, {"send", 7, 1140, WentDown}}, true, 5, false},
@@ -144,6 +153,163 @@ func TestDetectorLongPath(t *testing.T) {
 		if want := i == 2; d.Healthy() != want || d.Down() == want {
 			t.Fatalf("after %d answered: healthy %v down %v", i+1, d.Healthy(), d.Down())
 		}
+	}
+}
+
+// farEnd models the far end of a path as the prober sees it: a probe
+// sent at ms reaches the far agent 25 ms later (two-site's dedicated
+// link), which answers at once unless it is stalled (starved of CPU, as
+// the agent or a software data plane is on a busy host: it answers what
+// queued up when the stall ends); the echo takes 25 ms back. From
+// blackhole on (if not 0), nothing crosses the path. slow delays echoes
+// further (a queue on the way back).
+type farEnd struct {
+	stalls    [][2]int           // [from, to) in ms
+	slow      func(sent int) int // more ms on the way back, if not nil
+	blackhole int
+}
+
+func (f farEnd) echo(sent int) (int, bool) {
+	at := sent + 25
+	if f.blackhole > 0 && at >= f.blackhole {
+		return 0, false
+	}
+	for _, s := range f.stalls {
+		if at >= s[0] && at < s[1] {
+			at = s[1]
+		}
+	}
+	if f.blackhole > 0 && at >= f.blackhole {
+		return 0, false
+	}
+	if f.slow != nil {
+		at += f.slow(sent)
+	}
+	return at + 25, true
+}
+
+// run drives d as the prober does for ms milliseconds: every 50 ms it
+// reads the echoes arrived (at the kernel's time), judges (Tick) and,
+// every 200 ms, sends a probe. It returns the times of the transitions.
+func (f farEnd) run(d *Detector, ms int) (downs, ups []int) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	type echo struct {
+		at  int
+		seq uint64
+	}
+	var inFlight []echo
+	note := func(tr Transition, ms int) {
+		switch tr {
+		case WentDown:
+			downs = append(downs, ms)
+		case WentUp:
+			ups = append(ups, ms)
+		}
+	}
+	for now := 0; now <= ms; now += 50 {
+		slices.SortStableFunc(inFlight, func(a, b echo) int { return a.at - b.at })
+		for len(inFlight) > 0 && inFlight[0].at <= now {
+			note(d.Echo(inFlight[0].seq, at(inFlight[0].at)), inFlight[0].at)
+			inFlight = inFlight[1:]
+		}
+		note(d.Tick(at(now)), now)
+		if now%200 == 0 {
+			seq := uint64(now/200 + 1)
+			note(d.Sent(seq, at(now)), now)
+			if e, ok := f.echo(now); ok {
+				inFlight = append(inFlight, echo{e, seq})
+			}
+		}
+	}
+	return downs, ups
+}
+
+// TestDetectorBusyHost: a path whose echoes come late in bursts, as on a
+// busy host, stays up; a blackhole is found as promptly as ever on a
+// quiet path, and within (Losses-1) periods plus MaxTimeout on a busy one.
+func TestDetectorBusyHost(t *testing.T) {
+	// stalls of d ms every gap ms from start on
+	stalls := func(start, gap int, ds ...int) [][2]int {
+		var out [][2]int
+		for _, d := range ds {
+			out = append(out, [2]int{start, start + d})
+			start += d + gap
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		far   farEnd
+		busy  bool // five echoes in a row late, at least
+		ms    int
+		downs []int // when it went down, exactly
+		ups   []int
+		check func(t *testing.T, d *Detector, downs []int)
+	}{
+		{name: "quiet", far: farEnd{}, ms: 20000},
+		{name: "a blackhole on a quiet path: down at the fifth lost probe's deadline, as before",
+			// the probe sent at 5000 ms is the first lost; the fifth,
+			// sent at 5800, is judged at its deadline, 250 ms later.
+			far: farEnd{blackhole: 5000}, ms: 10000, downs: []int{6050}},
+		{name: "stalls of 300 ms to 900 ms, far apart (each on a quiet path)",
+			far: farEnd{stalls: stalls(2000, 5000, 300, 500, 700, 900, 900, 600)}, ms: 40000},
+		{name: "a busy host: stalls growing to 1.5 s, 2 s apart", busy: true,
+			far: farEnd{stalls: stalls(2000, 2000, 400, 700, 1000, 1300, 1500, 1500, 1200, 1500)}, ms: 30000},
+		{name: "a busy host: stalls of 1-1.5 s, 1 s apart, after a first of 900 ms", busy: true,
+			far: farEnd{stalls: stalls(2000, 1000, 900, 1500, 1000, 1500, 1500, 1200, 1500, 1000)}, ms: 30000},
+		{name: "a slow queue: from 2 s on, every echo 300-900 ms late", busy: true,
+			far: farEnd{slow: func(sent int) int {
+				if sent < 2000 {
+					return 0
+				}
+				return 300 + sent*7919%601
+			}}, ms: 20000},
+		{name: "a blackhole on a busy host: down within 4 periods and MaxTimeout of its first lost probe",
+			far: farEnd{stalls: stalls(2000, 1000, 900, 1500, 1500), blackhole: 10000}, ms: 20000,
+			check: func(t *testing.T, d *Detector, downs []int) {
+				if len(downs) != 1 || downs[0] > 10000+800+int(probeMaxTimeout/time.Millisecond)+50 {
+					t.Errorf("down at %v, want once, by %d ms", downs, 10000+800+probeMaxTimeout.Milliseconds()+50)
+				}
+			}},
+		{name: "a first stall longer than the detection time on a quiet path looks like a blackhole; the echoes bring it back",
+			// The first lost probe is sent at 2000 ms; nothing comes
+			// back until 3525, past the fifth's deadline (3050): no
+			// detector that is as prompt as before can tell this from
+			// a blackhole. The burst of late echoes lengthens the
+			// timeout; then three echoes in time bring the path up.
+			far: farEnd{stalls: [][2]int{{2000, 3500}}}, ms: 6000, downs: []int{3050}, ups: []int{3850}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := NewDetector(250 * time.Millisecond)
+			if tc.busy {
+				// The scenario is one a fixed 250 ms timeout takes
+				// for a blackhole: five echoes in a row late.
+				worst, run := 0, 0
+				for ms := 0; ms <= tc.ms; ms += 200 {
+					if e, _ := tc.far.echo(ms); e-ms > 250 {
+						run++
+					} else {
+						run = 0
+					}
+					worst = max(worst, run)
+				}
+				if worst < ProbeLosses {
+					t.Fatalf("at most %d echoes in a row late: not a busy host", worst)
+				}
+			}
+			downs, ups := tc.far.run(d, tc.ms)
+			if tc.check != nil {
+				tc.check(t, d, downs)
+				return
+			}
+			if !slices.Equal(downs, tc.downs) || !slices.Equal(ups, tc.ups) {
+				t.Errorf("down at %v, up at %v (ms); want down at %v, up at %v", downs, ups, tc.downs, tc.ups)
+			}
+			if len(tc.downs) == 0 && d.Lost() != 0 {
+				t.Errorf("at the end: %d lost in a row", d.Lost())
+			}
+		})
 	}
 }
 
