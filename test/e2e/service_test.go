@@ -609,7 +609,13 @@ func TestServiceEndToEnd(t *testing.T) {
 		t.Errorf("transfer wait of a --cc nosuchcc job: exit %d, want 1 naming the congestion control\n%s\n%s", w.code, w.stdout, w.stderr)
 	}
 
-	// A cancelled job: cancel says so, wait exits 1.
+	// A cancelled job: cancel says so, wait exits 1. The source nodes are
+	// stopped meanwhile, so the job cannot end before the cancel comes,
+	// however slow the machine.
+	for _, n := range []string{"a1", "a2"} {
+		s.nodes[n].Signal(syscall.SIGSTOP)
+		defer s.nodes[n].Signal(syscall.SIGCONT)
+	}
 	second := s.submit("siteA:run1", "siteB:in2").Job.ID
 	r = s.ok(s.alice, "transfer", "cancel", second)
 	if !strings.Contains(r.stdout, "CANCELLED") {
