@@ -313,6 +313,20 @@ func (s *svc) wait(id string) *proc {
 	return startLP(s.t, runOpts{timeout: 5 * time.Minute}, "transfer", "wait", id, "--controller", s.url, "--controller-token-file", s.alice)
 }
 
+// datasetBytes is the size of files (makeDataset's) under root.
+func datasetBytes(t *testing.T, root string, files []string) int64 {
+	t.Helper()
+	var total int64
+	for _, f := range files {
+		fi, err := os.Stat(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += fi.Size()
+	}
+	return total
+}
+
 // makeDataset writes a tree of files of mixed sizes under root/run1 and
 // returns their paths relative to root.
 func makeDataset(t *testing.T, root string, scale int) []string {
@@ -665,15 +679,7 @@ func TestServiceStandbyTakeover(t *testing.T) {
 				t.Fatalf("the second controller: %+v %v", h, err)
 			}
 			files := makeDataset(t, s.srcRoot, 3)
-			var total int64
-			for _, f := range files {
-				fi, err := os.Stat(filepath.Join(s.srcRoot, f))
-				if err != nil {
-					t.Fatal(err)
-				}
-				total += fi.Size()
-			}
-			gate.free.Store(total / 2)
+			gate.free.Store(datasetBytes(t, s.srcRoot, files) / 2)
 			id, wait, _ := s.midJob("in/", "a1")
 			s.kill()
 			if !waitFor(2*time.Minute, func() bool {

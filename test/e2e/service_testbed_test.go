@@ -41,14 +41,7 @@ func TestServiceOnTestbed(t *testing.T) {
 	const rate = 50e6
 	s := startSvc(t, svcOpts{testbed: true, rate: "50M"})
 	files := makeDataset(t, s.srcRoot, 3)
-	var total int64
-	for _, f := range files {
-		fi, err := os.Stat(filepath.Join(s.srcRoot, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		total += fi.Size()
-	}
+	total := datasetBytes(t, s.srcRoot, files)
 	// deadline is an absolute deadline in d, so that a repeated
 	// submission is the same request.
 	deadline := func(d time.Duration) string { return time.Now().Add(d).UTC().Format(time.RFC3339) }
