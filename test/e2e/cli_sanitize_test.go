@@ -16,6 +16,7 @@ import (
 // so it cannot clear an operator's screen. --json keeps the string as
 // stored.
 func TestCLISanitizesStoredStrings(t *testing.T) {
+	t.Parallel()
 	c := startCLICtl(t)
 	evil := "run42\x1b[2J\x1b[Hgone\r\x07"
 	body, _ := json.Marshal(map[string]string{"direction": "push", "source": evil, "destination": "lp://b1:7070/in\x1b]0;owned\x07"})

@@ -13,6 +13,7 @@ import (
 // TestUsageErrors checks mistakes on the command line fail at once, with one
 // error line naming the mistake.
 func TestUsageErrors(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	file := filepath.Join(dir, "f.txt")
 	writeFile(t, file, "x\n", 0o644)
@@ -54,6 +55,7 @@ func TestUsageErrors(t *testing.T) {
 // print the group's help and exit 0), naming the verb and the nearest real
 // one, and that help references name real commands.
 func TestUnknownVerbs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		args []string

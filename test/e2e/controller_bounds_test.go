@@ -19,6 +19,7 @@ import (
 // their WAL and shared-memory files, the admin token) are private to its
 // user.
 func TestControllerBounds(t *testing.T) {
+	t.Parallel()
 	c := startCLICtl(t, "--max-conns", "2")
 	c.ok(c.adminTok, "user", "add", "alice", "--role", "user")
 	files, err := filepath.Glob(filepath.Join(c.dir, "*"))
@@ -66,6 +67,7 @@ func TestControllerBounds(t *testing.T) {
 // stream with a token ends when that token is revoked (by revoking every
 // token of its user), saying why, instead of watching on.
 func TestControllerRevokeEndsWatch(t *testing.T) {
+	t.Parallel()
 	c := startCLICtl(t)
 	c.ok(c.adminTok, "user", "add", "alice", "--role", "user")
 	aliceTok := filepath.Join(c.dir, "alice.token")

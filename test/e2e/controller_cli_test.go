@@ -228,6 +228,7 @@ func (c *cliCtl) listOf(tokenFile string, args ...string) []cliResv {
 // TestControllerCLILifecycle books, lists, shows, modifies and cancels a
 // reservation, over TCP and the unix socket, in tables and in NDJSON.
 func TestControllerCLILifecycle(t *testing.T) {
+	t.Parallel()
 	c := startCLICtl(t)
 	adm := c.adminTok
 
@@ -362,6 +363,7 @@ func readTok(t *testing.T, file string) string {
 // TestControllerCLICapacity fills the window, then checks a create that
 // does not fit is refused with the alternatives, and that find agrees.
 func TestControllerCLICapacity(t *testing.T) {
+	t.Parallel()
 	c := startCLICtl(t)
 	adm := c.adminTok
 	// 1.5G fits only on the dedicated link, then 800M only on the wan:
@@ -447,6 +449,7 @@ type cliErrorBody struct {
 // TestControllerCLIUsers adds a user, gives it a token, books with that
 // token, and revokes it.
 func TestControllerCLIUsers(t *testing.T) {
+	t.Parallel()
 	c := startCLICtl(t)
 	adm := c.adminTok
 
@@ -535,6 +538,7 @@ func TestControllerCLIUsers(t *testing.T) {
 // watched, one that becomes ACTIVE at its start, one cancelled while
 // waited for.
 func TestControllerCLIWatch(t *testing.T) {
+	t.Parallel()
 	c := startCLICtl(t)
 	adm := c.adminTok
 	opts := runOpts{env: []string{"TZ=UTC"}, timeout: 60 * time.Second}
@@ -654,6 +658,7 @@ func pokeByModify(c *cliCtl, id string) func() string {
 // TestControllerCLIExclusive holds a site, sees another user's booking
 // refused there, and releases it.
 func TestControllerCLIExclusive(t *testing.T) {
+	t.Parallel()
 	c := startCLICtl(t)
 	adm := c.adminTok
 	c.ok(adm, "user", "add", "alice", "--role", "user")

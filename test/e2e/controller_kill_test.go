@@ -140,6 +140,7 @@ type killResv struct {
 // is there, none overbooks, and a client's retry of a request the kill cut
 // off (same idempotency key) books at most once.
 func TestControllerSIGKILLMidLoad(t *testing.T) {
+	t.Parallel()
 	for name, db := range map[string]func(t *testing.T, dir string) string{
 		"sqlite":   func(_ *testing.T, dir string) string { return "sqlite:" + filepath.Join(dir, "db") },
 		"postgres": func(t *testing.T, _ string) string { return pgtest.URL(t) },

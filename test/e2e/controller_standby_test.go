@@ -32,6 +32,7 @@ import (
 // overbooks nothing (checked by brute force over the stored
 // reservations), and the clients carry on against it.
 func TestControllerStandbyTakeover(t *testing.T) {
+	t.Parallel()
 	for name, db := range map[string]func(t *testing.T, dir string) string{
 		"sqlite":   func(_ *testing.T, dir string) string { return "sqlite:" + filepath.Join(dir, "db") },
 		"postgres": func(t *testing.T, _ string) string { return pgtest.URL(t) },
@@ -218,6 +219,7 @@ func standbyTakeover(t *testing.T, dbOf func(t *testing.T, dir string) string) {
 // steps down: it exits non-zero saying why, so that a supervisor restarts
 // it as a standby, instead of serving on while another may lead.
 func TestControllerPostgresLostLead(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := pgtest.URL(t)
 	c := startKillCtl(t, dir, db, freePort(t, "127.0.0.1"))

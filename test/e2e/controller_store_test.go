@@ -20,6 +20,7 @@ import (
 // database (SQLite, PostgreSQL); started again, it still finds each once
 // and imports nothing more.
 func TestControllerImportsFirstWaveMetricsFile(t *testing.T) {
+	t.Parallel()
 	for name, db := range map[string]func(t *testing.T, dir string) string{
 		"sqlite":   func(_ *testing.T, dir string) string { return "sqlite:" + filepath.Join(dir, "db") },
 		"postgres": func(t *testing.T, _ string) string { return pgtest.URL(t) },

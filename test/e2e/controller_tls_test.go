@@ -24,6 +24,7 @@ import (
 // refuses one that does not; the socket serves plain HTTP with the same
 // token rules.
 func TestControllerTLSAndUnixSocket(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := testcert.NewCA(t, "lightpath controller CA")
 	caPEM := ca.PEM

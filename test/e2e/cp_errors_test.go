@@ -14,6 +14,7 @@ import (
 // TestCpMisleadingErrors: the errors a new user met when pointing cp at the
 // wrong thing say what is wrong and are the last thing printed.
 func TestCpMisleadingErrors(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	src := filepath.Join(dir, "f.txt")
 	writeFile(t, src, "data\n", 0o644)
@@ -56,6 +57,7 @@ func TestCpMisleadingErrors(t *testing.T) {
 // TestCpSanitisesPeerStrings: names and messages from the server reach the
 // terminal with their control characters spelled out, never obeyed.
 func TestCpSanitisesPeerStrings(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	root := mkdir(t, dir, "root")
 	evil := "evil\x1b[2J\x1b]0;pwned\x07.txt"

@@ -37,6 +37,7 @@ func makeResumeTree(t *testing.T, dir string) int64 {
 // the tree, sends only what is missing (files an earlier run completed are
 // already present, not "destination exists") and says verified.
 func TestTreeInterruptedResume(t *testing.T) {
+	t.Parallel()
 	c := startCLICtl(t)
 	userTok := filepath.Join(c.dir, "alice.token")
 	c.ok(c.adminTok, "user", "add", "alice", "--role", "user")

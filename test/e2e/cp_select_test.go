@@ -61,6 +61,7 @@ func listTree(t *testing.T, dir string) []string {
 // treatment and --dry-run, pushing and pulling: the server walks a pull,
 // so the options travel in the request.
 func TestCpSelect(t *testing.T) {
+	t.Parallel()
 	for _, push := range []bool{true, false} {
 		t.Run(map[bool]string{true: "push", false: "pull"}[push], func(t *testing.T) {
 			dir := scratchDir(t)

@@ -469,6 +469,7 @@ func TestCpUDPHostile(t *testing.T) {
 // sent again there, a NAK or a timer misjudging a late datagram, is a
 // figure of the machine's load, not a fault; it is logged.)
 func TestCpUDPTestbed(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	b := upTestbed(t, "test/e2e/testdata/udp-wan.yaml")
 	h2, _ := b.status().node("h2")

@@ -67,6 +67,7 @@ func pollPage(b *webuiBrowser, what, expr string, d time.Duration) string {
 // succeeded. Through all of it the page writes no console error and
 // throws nothing.
 func TestDashboard(t *testing.T) {
+	t.Parallel()
 	chrome := chromiumPath()
 	if chrome == "" {
 		t.Skip("no Chromium binary (chromium, chromium-browser or google-chrome) on PATH: scripts/deps.sh installs Debian's chromium")

@@ -23,6 +23,7 @@ import (
 )
 
 func TestMissingSource(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	root := mkdir(t, dir, "root")
 	writeFile(t, filepath.Join(root, "here.txt"), "present\n", 0o644)
@@ -69,6 +70,7 @@ func TestMissingSource(t *testing.T) {
 // (something else filled it) fails saying so, and its partial file is
 // removed rather than left to keep the disk full.
 func TestDiskFull(t *testing.T) {
+	t.Parallel()
 	roottest.Require(t, "mounts a tmpfs or runs the server as another user")
 	dir := scratchDir(t)
 	mnt := mkdir(t, dir, "small")
@@ -154,6 +156,7 @@ func TestDiskFull(t *testing.T) {
 // journals: those nobody wrote for --partial-ttl go at start, fresh ones
 // (a copy to be resumed) stay.
 func TestPartialTTL(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	root := mkdir(t, dir, "root")
 	old := time.Now().Add(-3 * time.Hour)
@@ -414,6 +417,7 @@ func flipOnce(up bool, at int64, flipped *atomic.Bool) tamperFunc {
 }
 
 func TestCorruptedBlock(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	const size = 16 << 20
 	src := filepath.Join(dir, "data.bin")

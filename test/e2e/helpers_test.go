@@ -121,15 +121,56 @@ func cleanEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
-// freePort finds a port that is free on host right now.
+// freePort finds a port that is free on host right now, for a server a
+// test starts. Tests run side by side, so it hands out ports below the
+// kernel's ephemeral range, each once per test binary: a port found by
+// listening on port 0 is an ephemeral one, which any outgoing connection
+// of another test may take before the server binds it. The port is free
+// for TCP and UDP alike (the mover's UDP transport listens on the same
+// number).
 func freePort(t *testing.T, host string) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatalf("find a free port on %s: %v", host, err)
+	lo, hi := portsFrom, ephemeralStart()
+	for range hi - lo {
+		p := lo + int(nextPort.Add(1))%(hi-lo)
+		addr := net.JoinHostPort(host, strconv.Itoa(p))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		if pc, err := net.ListenPacket("udp", addr); err == nil {
+			pc.Close()
+			return p
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatalf("no free port on %s in [%d, %d)", host, lo, hi)
+	return 0
+}
+
+// portsFrom is the lowest port freePort hands out; nextPort counts from a
+// random place so that two test binaries rarely walk the same ports.
+const portsFrom = 10000
+
+var nextPort atomic.Int64
+
+func init() { nextPort.Store(rand.Int64N(1 << 20)) }
+
+// ephemeralStart is where the kernel's ephemeral ports begin
+// (net.ipv4.ip_local_port_range), 32768 when it cannot be read.
+func ephemeralStart() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	if n, err := strconv.Atoi(f[0]); err == nil && n > portsFrom+1000 {
+		return n
+	}
+	return 32768
 }
 
 // ---------------------------------------------------------------------------

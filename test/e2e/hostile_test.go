@@ -151,6 +151,7 @@ func needs(p *rawPeer, ids ...uint32) map[uint32]wire.NeedItem {
 // the server's memory stays where it was, and other clients are served
 // meanwhile.
 func TestHostileManifest(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	root := mkdir(t, dir, "root")
 	srv := startServer(t, root)
@@ -298,6 +299,7 @@ func readFull(r *bufio.Reader, b []byte) (int, error) {
 // bytes and 1 TiB: cp refuses them with a reason and exits cleanly, without
 // a panic.
 func TestHostileServerPull(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	local := mkdir(t, dir, "local")
 	answers := make(chan map[uint32]wire.NeedItem, 1)
@@ -358,6 +360,7 @@ func TestHostileServerPull(t *testing.T) {
 // address: past --max-sessions-per-client (16 by default) it is refused with
 // a reason, and another client is still served at once.
 func TestSessionsPerClient(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	root := mkdir(t, dir, "root")
 	srv := startServer(t, root, "--max-sessions", "20", "--idle-timeout", "60s")
@@ -400,6 +403,7 @@ func TestSessionsPerClient(t *testing.T) {
 // text and lead out only when resolved: the receiver refuses m. Neither a
 // pull nor a push may leave a link that resolves outside the destination.
 func TestLinksLeadingOut(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	mkTree := func(top string) string {
 		tree := mkdir(t, top, "tree")

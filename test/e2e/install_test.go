@@ -19,6 +19,7 @@ import (
 // says the version the Makefile gave it, by `version` and by --version,
 // and that a controller reports the same in GET /api/v1/health.
 func TestMakeInstallAndVersion(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("make is not installed")
 	}

@@ -112,8 +112,11 @@ func (h *hook) states(rule string) []string {
 
 // pidWith is the first lightpath process running subcommand sub (its
 // first argument) with every one of parts among its arguments, or 0 (not
-// the testbed exec that started it, whose arguments hold them too).
-func pidWith(sub string, parts ...string) int {
+// the testbed exec that started it, whose arguments hold them too). With
+// netns (a path such as /run/netns/lp-BED-NODE) only a process in that
+// network namespace counts: tests beside this one run the same commands
+// in testbeds of their own.
+func pidWith(netns, sub string, parts ...string) int {
 	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, f := range cmdlines {
 		b, err := os.ReadFile(f)
@@ -125,8 +128,8 @@ func pidWith(sub string, parts ...string) int {
 		for _, p := range parts {
 			all = all && slices.Contains(args, p)
 		}
-		if all {
-			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+		if all && (netns == "" || pidInNetns(pid, netns)) {
 			return pid
 		}
 	}
@@ -134,6 +137,7 @@ func pidWith(sub string, parts ...string) int {
 }
 
 func TestMonitoringOnTestbed(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	wh := startHook(t)
 	rules := filepath.Join(t.TempDir(), "rules.yaml")
@@ -249,7 +253,7 @@ func TestMonitoringOnTestbed(t *testing.T) {
 		// but cannot end. What makes wan busy is another flow, a2 → b2 at
 		// 200 Mbit/s (a fifth of wan) with no reservation, until the
 		// reroute.
-		srv := pidWith("serve", "--root", dstDir)
+		srv := pidWith("", "serve", "--root", dstDir)
 		if srv == 0 {
 			t.Fatal("no process of b1's server")
 		}
@@ -286,7 +290,7 @@ func TestMonitoringOnTestbed(t *testing.T) {
 		if !waitFor(2*time.Minute, func() bool { return rerouted() || busy.Exited() }) || !rerouted() {
 			t.Errorf("wan-busy did not move reservation %s while wan was busy: %+v", resv, c.reservation(c.adminTok, resv).History)
 		}
-		if pid := pidWith("bench", "lp://198.18.2.2:7071"); pid != 0 {
+		if pid := pidWith("/run/netns/lp-"+b.name+"-a2", "bench", "lp://198.18.2.2:7071"); pid != 0 {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 		busy.Wait()
@@ -438,4 +442,12 @@ func promtoolPath() string {
 		return "/usr/local/lib/lightpath/promtool"
 	}
 	return ""
+}
+
+// pidInNetns says whether process pid runs in the network namespace bound at
+// path.
+func pidInNetns(pid int, path string) bool {
+	var a, b syscall.Stat_t
+	return syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &a) == nil && syscall.Stat(path, &b) == nil &&
+		a.Ino == b.Ino && a.Dev == b.Dev
 }

@@ -15,6 +15,7 @@ import (
 // controller, and a reservation booked without a flow spec has none to
 // change. Each a one-line error, the reservation left as it was.
 func TestReserveModifyFlowSpec(t *testing.T) {
+	t.Parallel()
 	c := startCLICtl(t)
 	adm := c.adminTok
 	type flowResv struct {

@@ -13,6 +13,7 @@ import (
 // create does, and a create by --size and --deadline that cannot be met
 // says when the data could arrive.
 func TestReserveInPeoplesTerms(t *testing.T) {
+	t.Parallel()
 	c := startCLICtl(t)
 	adm := c.adminTok
 	tokyo, err := time.LoadLocation("Asia/Tokyo")

@@ -192,6 +192,7 @@ func (a *agentBed) in(t *testing.T) *agentBed {
 // another: each counts what the links carried while it ran, and each run
 // releases its reservation and removes its cgroup before the next.
 func TestRun(t *testing.T) {
+	t.Parallel()
 	a := upAgentBed(t)
 	t.Run("iperf3 steered", func(t *testing.T) { runIperf3Steered(t, a.in(t)) })
 	t.Run("exit status", func(t *testing.T) { runExitStatus(t, a.in(t)) })
@@ -572,7 +573,7 @@ func runApps(t *testing.T, a *agentBed) {
 			"-data-interface", n.addr, "-log-level", "ERROR", "-logfile", filepath.Join(dir, "gridftp-"+n.node+".log"))
 	}
 	xrootdA1 := pidOf(func(args []string) bool {
-		return filepath.Base(args[0]) == "xrootd" && slices.Contains(args, "lp-a1")
+		return filepath.Base(args[0]) == "xrootd" && slices.Contains(args, "lp-a1") && slices.Contains(args, xcfg)
 	})
 	if xrootdA1 == 0 {
 		t.Fatal("no process of a1's xrootd")
@@ -664,6 +665,7 @@ func runApps(t *testing.T, a *agentBed) {
 // named does not exist: run stops before asking it). Each case runs in a
 // mount namespace of its own, so the host's hierarchy is untouched.
 func TestRunNoCgroup2(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skip("unshare (util-linux) is not installed")

@@ -17,6 +17,7 @@ import (
 )
 
 func TestPathTraversal(t *testing.T) {
+	t.Parallel()
 	// parent/
 	//   sentinel.txt        must never be read or written
 	//   outside/inside.txt  likewise
@@ -144,6 +145,7 @@ func TestPathTraversal(t *testing.T) {
 }
 
 func TestToken(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	token := fmt.Sprintf("e2e-token-%x", time.Now().UnixNano())
 	tokenFile := filepath.Join(dir, "token")
@@ -198,6 +200,7 @@ func TestToken(t *testing.T) {
 }
 
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	ca := testcert.NewCA(t, "lightpath e2e CA")
 	caPEM, otherPEM := ca.PEM, testcert.NewCA(t, "some other CA").PEM
@@ -252,6 +255,7 @@ func TestTLS(t *testing.T) {
 }
 
 func TestReadOnly(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	root := mkdir(t, dir, "root")
 	writeRandom(t, filepath.Join(root, "pub", "data.bin"), 1<<20, 61)
@@ -273,6 +277,7 @@ func TestReadOnly(t *testing.T) {
 }
 
 func TestPermissionDenied(t *testing.T) {
+	t.Parallel()
 	roottest.Require(t, "mounts a tmpfs or runs the server as another user")
 	const nobody = 65534
 	dir := scratchDir(t)

@@ -19,6 +19,7 @@ import (
 // optimizer's decisions; once it ends the panel says SUCCEEDED. The page
 // writes no console error and throws nothing meanwhile.
 func TestServiceDashboard(t *testing.T) {
+	t.Parallel()
 	chrome := chromiumPath()
 	if chrome == "" {
 		t.Skip("no Chromium binary (chromium, chromium-browser or google-chrome) on PATH: scripts/deps.sh installs Debian's chromium")

@@ -468,6 +468,7 @@ func running(j apiv1.JobPage, node string) []transfer.Task {
 // they should. The repeated --id and the bad inputs are checked on the
 // testbed (TestServiceOnTestbed).
 func TestServiceEndToEnd(t *testing.T) {
+	t.Parallel()
 	// The first job's pushes crawl (pushGate) until its copy tasks run
 	// from both source nodes to both destination nodes: none can end
 	// first, so however the machine schedules the nodes' claims, the
@@ -661,6 +662,7 @@ func checkBothPairs(t *testing.T, j apiv1.JobPage) {
 // are given both URLs. The leader is SIGKILLed mid-job, the standby takes
 // over, and the job still succeeds with every file identical.
 func TestServiceStandbyTakeover(t *testing.T) {
+	t.Parallel()
 	for _, store := range []struct {
 		name string
 		db   func(t *testing.T, dir string) string
@@ -747,6 +749,7 @@ func (g *pushGate) advertise(t *testing.T) func(node, listen string) string {
 // succeeds, the file arrives identical with its parts' checksums
 // combined, and transfer show lists its parts.
 func TestServiceLargeFileParts(t *testing.T) {
+	t.Parallel()
 	// The pushes crawl (pushGate) until both source nodes run a part: no
 	// part can end first, so however the machine schedules the nodes'
 	// claims, the second finds parts left. Then at 200 Mbit/s a node.
@@ -820,6 +823,7 @@ func TestServiceLargeFileParts(t *testing.T) {
 // its lease lapses, the file's parts go back to the queue, the other
 // destination node takes the file, and it arrives identical.
 func TestServiceLargeFileOwnerKilled(t *testing.T) {
+	t.Parallel()
 	s := startSvc(t, svcOpts{rate: "40M", ctlArgs: partArgs})
 	files := []string{"big/huge.dat"}
 	writeRandom(t, filepath.Join(s.srcRoot, files[0]), 96<<20, 44)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/units"
 )
 
 // The transfer service on the testbed, as root: the two-site testbed with
@@ -35,9 +37,10 @@ import (
 //
 // and every job of them succeeds with every file identical.
 func TestServiceOnTestbed(t *testing.T) {
-	// Each node sends at most 50 Mbit/s, so a job of the 44 MB dataset
-	// takes seconds (a fault lands mid-job) and the planner has a rate to
-	// plan with.
+	t.Parallel()
+	// Each node sends at most 50 Mbit/s, so the planner has a rate to
+	// plan with; the fault steps slow the nodes further (crawl) so that
+	// the fault lands mid-job.
 	const rate = 50e6
 	s := startSvc(t, svcOpts{testbed: true, rate: "50M"})
 	files := makeDataset(t, s.srcRoot, 3)
@@ -171,10 +174,12 @@ func TestServiceOnTestbed(t *testing.T) {
 
 	t.Run("controller killed", func(t *testing.T) {
 		s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
+		restore := s.crawl()
 		id, wait, j := s.midJob("in-ctl", "a1", "--deadline", "+2m")
 		booked(t, j.Job)
 		failed := s.nodeLogCount("failed; trying again")
 		s.kill()
+		restore()
 		// Until the data nodes found it gone.
 		if !waitFor(30*time.Second, func() bool { return s.nodeLogCount("failed; trying again") > failed }) {
 			t.Errorf("no data node noticed the controller gone")
@@ -215,10 +220,12 @@ func TestServiceOnTestbed(t *testing.T) {
 			s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
 			dst = fmt.Sprintf("in-stale%d", try)
 			var j apiv1.JobPage
+			restore := s.crawl()
 			id, wait, j = s.midJob(dst, "a1", "--deadline", "+2m")
 			booked(t, j.Job)
 			seen := running(j, "a1")
 			s.nodes["a1"].Signal(syscall.SIGSTOP)
+			restore()
 			now := s.job(s.alice, id)
 			for _, o := range seen {
 				for _, k := range now.Tasks {
@@ -300,10 +307,12 @@ func TestServiceOnTestbed(t *testing.T) {
 			s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
 			dst = fmt.Sprintf("in-kill%d", try)
 			var j apiv1.JobPage
+			restore := s.crawl()
 			id, wait, j = s.midJob(dst, "a1", "--deadline", "+2m")
 			booked(t, j.Job)
 			s.nodes["a2"].Signal(syscall.SIGSTOP)
 			s.nodes["a1"].Signal(syscall.SIGSTOP)
+			restore()
 			// a1's tasks: ACTIVE until its lease lapses, then QUEUED,
 			// still naming a1 (no live source node can claim them),
 			// however late this reads them.
@@ -398,4 +407,39 @@ func uniq(s []string) []string {
 func (s *svc) post(tok, path string, body any) (int, string) {
 	s.t.Helper()
 	return postJSON(s.t, fmt.Sprintf("http://127.0.0.1:%d", s.port), tok, path, body)
+}
+
+// crawl slows the source site's data nodes (a1 and a2) to a fifth of the
+// rate they may send at, through the outgoing direction of their access
+// links, until the func it returns gives the links their rate back. A job
+// of the dataset then takes many times longer than the look that finds
+// it under way, so the fault a test injects after that look lands
+// mid-job however busy the machine is. The controller's plan does not
+// change: it books by the topology, not by the links' present rate.
+func (s *svc) crawl() (restore func()) {
+	s.t.Helper()
+	rate, err := units.ParseRate(s.rate)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	was := map[string]uint64{}
+	st := s.tb.status()
+	for _, n := range []string{"a1", "a2"} {
+		for _, l := range st.Links {
+			for _, d := range l.Directions {
+				if l.Name == n+"-ra" && d.From == n {
+					was[n] = d.RateBPS
+				}
+			}
+		}
+		if was[n] == 0 {
+			s.t.Fatalf("no link %s-ra from %s in the testbed's status", n, n)
+		}
+		s.tb.linkSet(n+"-ra", "--from", n, "--rate", strconv.FormatUint(rate/5, 10))
+	}
+	return func() {
+		for n, r := range was {
+			s.tb.linkSet(n+"-ra", "--from", n, "--rate", strconv.FormatUint(r, 10))
+		}
+	}
 }

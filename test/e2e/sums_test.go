@@ -16,6 +16,7 @@ import (
 // each end joins (holes included, whose sums the receiver does not keep)
 // must be those of the file.
 func TestSparseSums(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	src := filepath.Join(dir, "sparse.img")
 	f, err := os.Create(src)

@@ -18,6 +18,7 @@ import (
 // have registered; down removes what up made and leaves the running
 // controller's socket, which still answers; up works beside it again.
 func TestTestbedBesideController(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	name := fmt.Sprintf("e2s%04x", rand.IntN(1<<16))
 	dir := filepath.Join("/run/lightpath", name)
@@ -84,6 +85,7 @@ func TestTestbedBesideController(t *testing.T) {
 // and that agents which cannot register make up fail, naming the nodes and
 // what their logs say, instead of saying "agents started".
 func TestTestbedAgentsFailClearly(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	c := startCLICtl(t)
 	agentTok := filepath.Join(c.dir, "agent.token")

@@ -234,6 +234,7 @@ func checkAllPairs(t *testing.T, b *tb, s testbedStatus) {
 }
 
 func TestTestbedTwoSite(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	b := upTestbed(t, "examples/two-site.yaml")
 	s := b.status()
@@ -303,8 +304,26 @@ func TestTestbedTwoSite(t *testing.T) {
 			t.Errorf("a1->b1 RTT %.1f ms over a 25 ms one-way path: want at least 50", rtt)
 		}
 		b.linkSet("wan", "--delay", "5ms")
-		if rtt := b.pingRTT("a1", b1, 10); rtt < 9.8 || rtt >= 49 {
-			t.Errorf("a1->b1 least RTT %.1f ms after setting 5 ms one way: want at least 10 and below the 50 of 25 ms one way", rtt)
+		for _, l := range b.status().Links {
+			for _, d := range l.Directions {
+				if l.Name == "wan" && d.DelayNS != int64(5*time.Millisecond) {
+					t.Errorf("wan %s→%s: delay %v after setting 5 ms", d.From, d.To, time.Duration(d.DelayNS))
+				}
+			}
+		}
+		// Load can hold a ping up for any time, so the new delay shows
+		// in the first round of pings whose least RTT is below the old
+		// delay's (a round is a few pings; a minute bounds a hang); none
+		// may come back faster than the new delay allows.
+		var rtt float64
+		waitFor(time.Minute, func() bool {
+			if rtt = b.pingRTT("a1", b1, 5); rtt < 9.8 {
+				t.Errorf("a1->b1 least RTT %.1f ms after setting 5 ms one way: want at least 10", rtt)
+			}
+			return rtt < 49
+		})
+		if rtt >= 49 {
+			t.Errorf("a1->b1 least RTT still %.1f ms a minute after setting 5 ms one way (it was 25 ms)", rtt)
 		}
 		// A reservation's class, as an agent will add it: a new rate must
 		// leave it alone.
@@ -356,6 +375,7 @@ func TestTestbedTwoSite(t *testing.T) {
 }
 
 func TestTestbedTriangle(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	b := upTestbed(t, "examples/triangle.yaml")
 	// A second testbed at the same time, with the same addresses in
@@ -372,6 +392,7 @@ func TestTestbedTriangle(t *testing.T) {
 }
 
 func TestTestbedMalformed(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	dir := scratchDir(t)
 	bad := filepath.Join(dir, "bad.yaml")
@@ -392,6 +413,7 @@ links:
 }
 
 func TestTestbedDownAfterCrashedUp(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	// What an up that died half-way leaves: the state directory with the
 	// topology, and some of the namespaces.
@@ -440,6 +462,7 @@ func (b *tb) serveIn(node, addr, root string, args ...string) *proc {
 }
 
 func TestMoverOverLossyWAN(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	b := upTestbed(t, "examples/two-site.yaml")
 	s := b.status()
@@ -471,6 +494,7 @@ func TestMoverOverLossyWAN(t *testing.T) {
 }
 
 func TestMoverLinkDownAndUp(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	b := upTestbed(t, "examples/two-site.yaml")
 	s := b.status()

@@ -79,6 +79,7 @@ func (b *tb) udpDir(t *testing.T, link, from string) udpDir {
 // duplicates per datagram, the batches crossing the emulator whole. Other traffic (IPv6 neighbour
 // discovery) may cross the link too, hence a few packets of slack.
 func TestTestbedUDP(t *testing.T) {
+	t.Parallel()
 	skipUnlessNetRoot(t)
 	file := filepath.Join(t.TempDir(), "udp.yaml")
 	if err := os.WriteFile(file, []byte(udpTopology), 0o644); err != nil {

@@ -31,6 +31,7 @@ var openedRE = regexp.MustCompile(`^opened ticket (r-[0-9a-f]+): `)
 // closes it, and checks what must change nothing: a malformed flow spec,
 // flows of other nodes, another user's ticket, a --wait that runs out.
 func TestTicketCLI(t *testing.T) {
+	t.Parallel()
 	c := startCLICtl(t)
 	adm := c.adminTok
 	alice, bob := filepath.Join(c.dir, "alice.token"), filepath.Join(c.dir, "bob.token")
@@ -202,6 +203,7 @@ func TestTicketCLI(t *testing.T) {
 // the API, as lightpath agent does, and reports their parts in place by
 // hand: open waits for both, and says which ones it still waits for.
 func TestTicketCLIWaitsForAgents(t *testing.T) {
+	t.Parallel()
 	c := startCLICtl(t)
 	adm := c.adminTok
 	// Each node's agent has a token bound to its node (the controller

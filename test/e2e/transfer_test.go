@@ -104,6 +104,7 @@ func TestPushPullMixedTree(t *testing.T) {
 }
 
 func TestSingleFile(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	src := filepath.Join(dir, "data.bin")
 	writeRandom(t, src, 1<<20+17, 11)
@@ -170,6 +171,7 @@ func TestSingleFile(t *testing.T) {
 }
 
 func TestIPv6(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "[::1]:0")
 	if err != nil {
 		t.Skipf("no IPv6 loopback here: %v", err)
@@ -196,6 +198,7 @@ func TestIPv6(t *testing.T) {
 }
 
 func TestExistingDestination(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	root := mkdir(t, dir, "root")
 	srv := startServer(t, root)
@@ -288,6 +291,7 @@ func TestManySmallFiles(t *testing.T) {
 }
 
 func TestBench(t *testing.T) {
+	t.Parallel()
 	root := scratchDir(t)
 	srv := startServer(t, root)
 	for _, tc := range []struct {
@@ -323,6 +327,7 @@ func TestBench(t *testing.T) {
 // TestOddNames copies names that are legal on POSIX filesystems but trip up
 // path handling: each must arrive as it is, both ways.
 func TestOddNames(t *testing.T) {
+	t.Parallel()
 	dir := scratchDir(t)
 	root := mkdir(t, dir, "root")
 	srv := startServer(t, root)
@@ -358,6 +363,7 @@ func TestOddNames(t *testing.T) {
 // may cross the wire), and the copies must have the same data at the same
 // offsets and the same size.
 func TestVeryLargeSparseFile(t *testing.T) {
+	t.Parallel()
 	src := scratchDir(t)
 	root := scratchDir(t)
 	local := scratchDir(t)

@@ -20,6 +20,7 @@ var signInLinkRE = regexp.MustCompile(`url="?(http://[^"\s]+/#/signin\?code=[0-9
 // logs at start signs in without a token, and a second use of it is
 // refused with a message that says why.
 func TestWebUISignIn(t *testing.T) {
+	t.Parallel()
 	chrome := chromiumPath()
 	if chrome == "" {
 		t.Skip("no Chromium binary (chromium, chromium-browser or google-chrome) on PATH: scripts/deps.sh installs Debian's chromium")

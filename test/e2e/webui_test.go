@@ -241,6 +241,7 @@ func (b *browserProblems) list() []string {
 // of it the page writes no console error and throws nothing (the failed
 // loads the test provokes on purpose aside).
 func TestWebUI(t *testing.T) {
+	t.Parallel()
 	chrome := chromiumPath()
 	if chrome == "" {
 		t.Skip("no Chromium binary (chromium, chromium-browser or google-chrome) on PATH: scripts/deps.sh installs Debian's chromium")

@@ -53,10 +53,8 @@ func newRelay(t testing.TB, server net.Addr, seed uint64) *relay {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []*net.UDPConn{front, back} {
-		c.SetReadBuffer(16 << 20)
-		c.SetWriteBuffer(16 << 20)
-	}
+	relayBuffers(front)
+	relayBuffers(back)
 	recvTOS(front)
 	r := &relay{front: front, back: back, rnd: rand.New(rand.NewPCG(seed, seed^0x5eed)), tos: map[byte]int{}}
 	r.wg.Add(2)
