@@ -408,13 +408,26 @@ func (s *svc) arrived(w *proc, id string, files []string, dst string) apiv1.JobP
 
 // waitMidJob waits until job id is ACTIVE with at least a fifth of its
 // bytes moved and a copy task of node running, and returns its page:
-// the moment to inject a fault. What has moved is read from its copy
-// tasks, whose bytes_done the data nodes' heartbeats keep current: the
-// job's own bytes_done counts the files of the tasks that ended. It
-// polls the API from the test itself, not through a command (a process
-// to start, slow beside a busy core), so that a job of a few seconds is
-// not over between two looks.
+// the moment to inject a fault. It fails the test when the job ended
+// first (underWay).
 func (s *svc) waitMidJob(id, node string) apiv1.JobPage {
+	s.t.Helper()
+	j, ok := s.underWay(id, node)
+	if !ok {
+		s.t.Fatalf("job %s is %s before the fault could be injected: slow the nodes down (%+v)", id, j.Job.State, j.Job)
+	}
+	return j
+}
+
+// underWay waits until job id is ACTIVE with at least a fifth of its bytes
+// moved and a copy task of node running, and returns its page, or the
+// page and false when the job ended before it was seen so. What has moved
+// is read from its copy tasks, whose bytes_done the data nodes' heartbeats
+// keep current: the job's own bytes_done counts the files of the tasks
+// that ended. It polls the API from the test itself, not through a
+// command (a process to start, slow beside a busy core), so that a job of
+// a few seconds is seldom over between two looks.
+func (s *svc) underWay(id, node string) (apiv1.JobPage, bool) {
 	s.t.Helper()
 	cl, err := client.New(s.url, readTok(s.t, s.alice), client.WithTimeout(30*time.Second))
 	if err != nil {
@@ -433,10 +446,7 @@ func (s *svc) waitMidJob(id, node string) apiv1.JobPage {
 	}) {
 		s.t.Fatalf("job %s did not get under way with a task of %s: %+v", id, node, j.Job)
 	}
-	if j.Job.State != transfer.JobActive {
-		s.t.Fatalf("job %s is %s before the fault could be injected: slow the nodes down (%+v)", id, j.Job.State, j.Job)
-	}
-	return j
+	return j, j.Job.State == transfer.JobActive
 }
 
 // moved is what the copy tasks of job page j have moved.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/transfer"
-	"github.com/lightpath/lightpath/internal/units"
 )
 
 // The transfer service on the testbed, as root: the two-site testbed with
@@ -38,9 +36,9 @@ import (
 // and every job of them succeeds with every file identical.
 func TestServiceOnTestbed(t *testing.T) {
 	t.Parallel()
-	// Each node sends at most 50 Mbit/s, so the planner has a rate to
-	// plan with; the fault steps slow the nodes further (crawl) so that
-	// the fault lands mid-job.
+	// Each node sends at most 50 Mbit/s, so a job of the 44 MB dataset
+	// takes seconds (a fault lands mid-job) and the planner has a rate to
+	// plan with.
 	const rate = 50e6
 	s := startSvc(t, svcOpts{testbed: true, rate: "50M"})
 	files := makeDataset(t, s.srcRoot, 3)
@@ -173,13 +171,12 @@ func TestServiceOnTestbed(t *testing.T) {
 	})
 
 	t.Run("controller killed", func(t *testing.T) {
-		s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
-		restore := s.crawl()
-		id, wait, j := s.midJob("in-ctl", "a1", "--deadline", "+2m")
-		booked(t, j.Job)
-		failed := s.nodeLogCount("failed; trying again")
-		s.kill()
-		restore()
+		var failed int
+		id, dst, wait, j := s.faultMidJob(t, files, "in-ctl", func(apiv1.JobPage) bool {
+			failed = s.nodeLogCount("failed; trying again")
+			s.kill()
+			return true
+		})
 		// Until the data nodes found it gone.
 		if !waitFor(30*time.Second, func() bool { return s.nodeLogCount("failed; trying again") > failed }) {
 			t.Errorf("no data node noticed the controller gone")
@@ -192,7 +189,7 @@ func TestServiceOnTestbed(t *testing.T) {
 				t.Errorf("pair %s → %s: reservation %s is %s after the restart", p.From, p.To, p.Reservation, res.State)
 			}
 		}
-		j = s.arrived(wait, id, files, "in-ctl")
+		j = s.arrived(wait, id, files, dst)
 		t.Logf("job %s after the restart: %s, pairs %+v", id, j.Job.Reason, j.Job.Pairs)
 		if !j.Job.EndedAt.Before(j.Job.Deadline) {
 			t.Errorf("ended at %v, after its deadline %v", j.Job.EndedAt, j.Job.Deadline)
@@ -208,25 +205,11 @@ func TestServiceOnTestbed(t *testing.T) {
 		// ACTIVE on a1, or requeued and claimed again once its lease
 		// lapsed). Had it ended them all, the job is let finish and
 		// another one tried.
-		var (
-			id, dst string
-			wait    *proc
-			stale   []transfer.Task
-		)
-		for try := 1; len(stale) == 0; try++ {
-			if try > 3 {
-				t.Fatal("a1 ended its tasks before it could be stopped, three times")
-			}
-			s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
-			dst = fmt.Sprintf("in-stale%d", try)
-			var j apiv1.JobPage
-			restore := s.crawl()
-			id, wait, j = s.midJob(dst, "a1", "--deadline", "+2m")
-			booked(t, j.Job)
+		var stale []transfer.Task
+		id, dst, wait, _ := s.faultMidJob(t, files, "in-stale", func(j apiv1.JobPage) bool {
 			seen := running(j, "a1")
 			s.nodes["a1"].Signal(syscall.SIGSTOP)
-			restore()
-			now := s.job(s.alice, id)
+			now := s.job(s.alice, j.Job.ID)
 			for _, o := range seen {
 				for _, k := range now.Tasks {
 					if k.ID == o.ID && !(k.Attempt == o.Attempt && k.State == transfer.TaskSucceeded) {
@@ -235,11 +218,10 @@ func TestServiceOnTestbed(t *testing.T) {
 				}
 			}
 			if len(stale) == 0 {
-				t.Logf("try %d: a1 ended its tasks before it was stopped", try)
 				s.nodes["a1"].Signal(syscall.SIGCONT)
-				s.arrived(wait, id, files, dst)
 			}
-		}
+			return len(stale) > 0
+		})
 		s.waitNodes(map[string]int{"siteA": 1, "siteB": 2})
 		// Until a task of a1 runs again elsewhere, at a new attempt (or
 		// has run: a new attempt with little left to move may end between
@@ -295,39 +277,24 @@ func TestServiceOnTestbed(t *testing.T) {
 		// and the stop, the job is let finish and another one tried.
 		// With a2 stopped while a1 dies no source node is alive, so the
 		// job cannot end, however long what follows takes.
-		var (
-			id, dst string
-			wait    *proc
-			lost    []transfer.Task
-		)
-		for try := 1; len(lost) == 0; try++ {
-			if try > 3 {
-				t.Fatal("a1 ended its tasks before it could be stopped, three times")
-			}
-			s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
-			dst = fmt.Sprintf("in-kill%d", try)
-			var j apiv1.JobPage
-			restore := s.crawl()
-			id, wait, j = s.midJob(dst, "a1", "--deadline", "+2m")
-			booked(t, j.Job)
+		var lost []transfer.Task
+		id, dst, wait, _ := s.faultMidJob(t, files, "in-kill", func(j apiv1.JobPage) bool {
 			s.nodes["a2"].Signal(syscall.SIGSTOP)
 			s.nodes["a1"].Signal(syscall.SIGSTOP)
-			restore()
 			// a1's tasks: ACTIVE until its lease lapses, then QUEUED,
 			// still naming a1 (no live source node can claim them),
 			// however late this reads them.
-			for _, k := range s.job(s.alice, id).Tasks {
+			for _, k := range s.job(s.alice, j.Job.ID).Tasks {
 				if k.Kind == transfer.TaskCopy && k.From == "a1" && (k.State == transfer.TaskActive || k.State == transfer.TaskQueued) {
 					lost = append(lost, k)
 				}
 			}
 			if len(lost) == 0 {
-				t.Logf("try %d: a1 ended its tasks before it was stopped", try)
 				s.nodes["a1"].Signal(syscall.SIGCONT)
 				s.nodes["a2"].Signal(syscall.SIGCONT)
-				s.arrived(wait, id, files, dst)
 			}
-		}
+			return len(lost) > 0
+		})
 		s.nodes["a1"].Signal(syscall.SIGKILL)
 		// A wait that times out first exits 2.
 		if r := s.lp(s.alice, "transfer", "wait", id, "--timeout", "1s"); r.code != 2 || !strings.Contains(r.stderr, "still ACTIVE after 1s") {
@@ -409,37 +376,31 @@ func (s *svc) post(tok, path string, body any) (int, string) {
 	return postJSON(s.t, fmt.Sprintf("http://127.0.0.1:%d", s.port), tok, path, body)
 }
 
-// crawl slows the source site's data nodes (a1 and a2) to a fifth of the
-// rate they may send at, through the outgoing direction of their access
-// links, until the func it returns gives the links their rate back. A job
-// of the dataset then takes many times longer than the look that finds
-// it under way, so the fault a test injects after that look lands
-// mid-job however busy the machine is. The controller's plan does not
-// change: it books by the topology, not by the links' present rate.
-func (s *svc) crawl() (restore func()) {
-	s.t.Helper()
-	rate, err := units.ParseRate(s.rate)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	was := map[string]uint64{}
-	st := s.tb.status()
-	for _, n := range []string{"a1", "a2"} {
-		for _, l := range st.Links {
-			for _, d := range l.Directions {
-				if l.Name == n+"-ra" && d.From == n {
-					was[n] = d.RateBPS
-				}
+// faultMidJob submits a deadline job of the dataset (files) to a fresh
+// destination named prefix and the try's number, waits until it is under
+// way with a task of a1 running, checks it was booked, and calls fault,
+// which injects the fault and says whether it landed mid-job (false: what
+// it needed ended first; it has undone what it did). A job that ended
+// before it was seen under way, or that the fault missed, is let finish
+// verified and another is tried, three at most: a job lasts seconds, and
+// a busy machine can let one slip between two looks.
+func (s *svc) faultMidJob(t *testing.T, files []string, prefix string, fault func(apiv1.JobPage) bool) (id, dst string, wait *proc, j apiv1.JobPage) {
+	t.Helper()
+	for try := 1; try <= 3; try++ {
+		s.waitNodes(map[string]int{"siteA": 2, "siteB": 2})
+		dst = fmt.Sprintf("%s%d", prefix, try)
+		id = s.submit("siteA:run1", "siteB:"+dst, "--deadline", "+2m").Job.ID
+		wait = s.wait(id)
+		var ok bool
+		if j, ok = s.underWay(id, "a1"); ok {
+			booked(t, j.Job)
+			if fault(j) {
+				return id, dst, wait, j
 			}
 		}
-		if was[n] == 0 {
-			s.t.Fatalf("no link %s-ra from %s in the testbed's status", n, n)
-		}
-		s.tb.linkSet(n+"-ra", "--from", n, "--rate", strconv.FormatUint(rate/5, 10))
+		t.Logf("try %d: job %s ended what the fault needed before it landed", try, id)
+		s.arrived(wait, id, files, dst)
 	}
-	return func() {
-		for n, r := range was {
-			s.tb.linkSet(n+"-ra", "--from", n, "--rate", strconv.FormatUint(r, 10))
-		}
-	}
+	t.Fatal("three jobs ended what the fault needed before it could land")
+	return
 }
