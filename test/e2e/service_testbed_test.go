@@ -309,9 +309,12 @@ func TestServiceOnTestbed(t *testing.T) {
 					continue
 				}
 				t.Logf("task %s of the killed node (%d bytes moved by attempt %d): attempt %d on %s → %s, %s", k.ID, o.BytesDone, o.Attempt, k.Attempt, k.From, k.To, k.State)
-				if k.From == "a1" || k.Attempt != o.Attempt+1 || k.State != transfer.TaskSucceeded {
-					t.Errorf("task %s of the killed node: attempt %d on %s, %s; want attempt %d on another node, SUCCEEDED",
-						k.ID, k.Attempt, k.From, k.State, o.Attempt+1)
+				// A later attempt, not necessarily the next: a2 was stopped as
+				// long as a1, so on a busy machine its own lease may lapse
+				// too and the task be handed out once more.
+				if k.From == "a1" || k.Attempt <= o.Attempt || k.State != transfer.TaskSucceeded {
+					t.Errorf("task %s of the killed node: attempt %d on %s, %s; want a later attempt than %d on another node, SUCCEEDED",
+						k.ID, k.Attempt, k.From, k.State, o.Attempt)
 				}
 			}
 		}
