@@ -55,7 +55,7 @@ func TestAgentUnreservedFits(t *testing.T) {
 	}) || udp.Exited() {
 		t.Fatalf("the UDP did not get under way in class 1:2: %s", udp.err.String())
 	}
-	m := parseBench(t, "bench a1 -> b1 beside the UDP", a.exec("a1", lpBin, "bench", "lp://198.18.2.1:7070", "--json", "-t", "2s", "--rate", "100M"))
+	m := parseBench(t, "bench a1 -> b1 beside the UDP", a.exec("a1", append([]string{lpBin, "bench", "lp://198.18.2.1:7070", "--json", "--rate", "100M"}, fixedBench(t)...)...))
 	res := udp.Wait()
 	mustSucceed(t, "iperf3 -u", res)
 	c1 := a.htbClasses("ra", "dedicated")

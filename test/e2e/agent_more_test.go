@@ -236,6 +236,23 @@ func parseBench(t *testing.T, what string, r result) benchRate {
 	return br
 }
 
+// fixedBench is the arguments that make a bench move a fixed amount of
+// data, a 24 MiB file (written for each call in a world-readable
+// directory, so that a bench run as another user reads it too), however
+// long a busy machine takes: its -t only bounds a hang. A bench of a
+// fixed duration moves nothing at all when the machine stalls that long
+// (test-stress saw a 2 s bench deliver 0 bytes), and the tests count
+// where a flow's bytes went.
+func fixedBench(t *testing.T) []string {
+	t.Helper()
+	f := filepath.Join(scratchDir(t), "bench.bin")
+	writeRandom(t, f, 24<<20, uint64(len(t.Name())))
+	if err := os.Chmod(f, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--file", f, "-t", "2m"}
+}
+
 // benchIn starts lightpath bench --json in a node.
 func (a *agentBed) benchIn(node, url string, args ...string) *proc {
 	a.t.Helper()
@@ -363,14 +380,14 @@ func TestAgentMoreConcurrentReservations(t *testing.T) {
 	s0 := a.status()
 	// The unreserved flow first: the reserved ones start once its bytes
 	// are going through class 1:2, so all three share the link.
-	other := a.benchIn("ra", "lp://"+rbDed+":7071", "-t", "4s", "-P", "2", "--rate", "100M")
+	other := a.benchIn("ra", "lp://"+rbDed+":7071", append(fixedBench(t), "-P", "2", "--rate", "100M")...)
 	if !waitFor(30*time.Second, func() bool {
 		return a.htbClasses("ra", "dedicated")["1:2"].bytes > c0["1:2"].bytes+4<<20 || other.Exited()
 	}) || other.Exited() {
 		t.Fatalf("the unreserved flow did not get under way in class 1:2: %s", other.err.String())
 	}
-	p1 := a.benchIn("a1", "lp://198.18.2.1:7070", "-t", "2s", "--rate", "100M")
-	p2 := a.benchIn("a2", "lp://198.18.2.2:7070", "-t", "2s", "--rate", "100M")
+	p1 := a.benchIn("a1", "lp://198.18.2.1:7070", append(fixedBench(t), "--rate", "100M")...)
+	p2 := a.benchIn("a2", "lp://198.18.2.2:7070", append(fixedBench(t), "--rate", "100M")...)
 	m1 := parseBench(t, "bench a1 -> b1", p1.Wait())
 	m2 := parseBench(t, "bench a2 -> b2", p2.Wait())
 	mo := parseBench(t, "bench ra -> rb (unreserved)", other.Wait())
@@ -554,7 +571,7 @@ func TestAgentMoreCrossTraffic(t *testing.T) {
 			br := <-blast
 			t.Fatalf("%s: the sink received %d bytes of the blast (%d sent, %v)", label, got.Load()-got0, br.n, br.err)
 		}
-		m = parseBench(t, "bench a1 -> b1 "+label, a.exec("a1", lpBin, "bench", "lp://198.18.2.1:7070", "--json", "-t", "2s", "--rate", "100M"))
+		m = parseBench(t, "bench a1 -> b1 "+label, a.exec("a1", append([]string{lpBin, "bench", "lp://198.18.2.1:7070", "--json", "--rate", "100M"}, fixedBench(t)...)...))
 		close(quit)
 		br := <-blast
 		secs := time.Since(start).Seconds()
@@ -744,7 +761,7 @@ func TestAgentMoreRestart(t *testing.T) {
 		if got := a.resv(r.ID); got.State != "ACTIVE" {
 			t.Errorf("reservation after the restart: %+v", got)
 		}
-		benchWhere(t, a.tb, "after the repair", "dedicated", lpBin, "bench", "lp://198.18.2.1:7070", "--json", "-t", "2s", "--rate", "200M")
+		benchWhere(t, a.tb, "after the repair", "dedicated", append([]string{lpBin, "bench", "lp://198.18.2.1:7070", "--json", "--rate", "200M"}, fixedBench(t)...)...)
 	}
 
 	// Cancelled while the agent is down: nothing is left once it is back.

@@ -165,7 +165,7 @@ func TestAgentsSteerReservation(t *testing.T) {
 	t.Parallel()
 	c, b := agentTestbed(t)
 	b.serveIn("b1", "198.18.2.1:7070", t.TempDir())
-	bench := []string{lpBin, "bench", "lp://198.18.2.1:7070", "--json", "-t", "2s", "--rate", "200M"}
+	bench := append([]string{lpBin, "bench", "lp://198.18.2.1:7070", "--json", "--rate", "200M"}, fixedBench(t)...)
 
 	start := time.Now()
 	res := oneJSON[cliResv](t, c.ok(c.adminTok, "reserve", "create", "--from", "a1", "--to", "b1", "--bandwidth", "300M",
@@ -297,7 +297,7 @@ func TestAgentsMarkByUser(t *testing.T) {
 		{"root", nil, "wan"},
 		{"nobody (uid 65534)", []string{"setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"}, "dedicated"},
 	} {
-		benchWhere(t, b, "as "+tc.who, tc.on, append(tc.prefix, lpBin, "bench", "lp://198.18.2.1:7070", "--json", "-t", "2s", "--rate", "200M")...)
+		benchWhere(t, b, "as "+tc.who, tc.on, append(tc.prefix, append([]string{lpBin, "bench", "lp://198.18.2.1:7070", "--json", "--rate", "200M"}, fixedBench(t)...)...)...)
 	}
 }
 
@@ -350,16 +350,17 @@ func TestAgentsMarkByCgroup(t *testing.T) {
 	}) {
 		t.Fatalf("not ACTIVE: %+v", got)
 	}
+	fixed := fixedBench(t)
 	for _, tc := range []struct {
 		where string
 		argv  []string
 		on    string
 	}{
-		{"outside the cgroup", []string{lpBin, "bench", "lp://198.18.2.1:7070", "--json", "-t", "2s", "--rate", "200M"}, "wan"},
+		{"outside the cgroup", append([]string{lpBin, "bench", "lp://198.18.2.1:7070", "--json", "--rate", "200M"}, fixed...), "wan"},
 		// A process moved into a cgroup below the flow's: its sockets
 		// are the cgroup's.
 		{"in " + cg + "/job", []string{"sh", "-c", "echo $$ > " + filepath.Join(root, cg, "job", "cgroup.procs") +
-			" && exec " + lpBin + " bench lp://198.18.2.1:7070 --json -t 2s --rate 200M"}, "dedicated"},
+			" && exec " + lpBin + " bench lp://198.18.2.1:7070 --json --rate 200M " + strings.Join(fixed, " ")}, "dedicated"},
 	} {
 		benchWhere(t, b, tc.where, tc.on, tc.argv...)
 	}
