@@ -99,8 +99,10 @@ func agentsUp(t *testing.T, file string, n int, dir, url, sock, adminTok string)
 	admin("user", "token", "create", "agents", "--out", agentTok)
 
 	b := &tb{t: t, name: fmt.Sprintf("e2a%04x", rand.IntN(1<<16))}
-	r := runLP(t, runOpts{timeout: 60 * time.Second}, "testbed", "up", repoFile(file), "--name", b.name,
-		"--agents", "--controller", sock, "--controller-token-file", agentTok)
+	// --agents-wait only bounds a hang: on a busy machine six agents
+	// can take longer than the default 30 s to start and register.
+	r := runLP(t, runOpts{timeout: 3 * time.Minute}, "testbed", "up", repoFile(file), "--name", b.name,
+		"--agents", "--controller", sock, "--controller-token-file", agentTok, "--agents-wait", "2m")
 	t.Cleanup(func() { b.down() })
 	mustSucceed(t, "testbed up --agents", r)
 
