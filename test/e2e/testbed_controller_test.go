@@ -32,7 +32,7 @@ func TestTestbedBesideController(t *testing.T) {
 	b := &tb{t: t, name: name}
 	up := func(args ...string) result {
 		t.Helper()
-		return runLP(t, runOpts{timeout: 90 * time.Second}, append([]string{"testbed", "up", repoFile("examples/two-site.yaml"), "--name", name}, args...)...)
+		return runLP(t, runOpts{timeout: 3 * time.Minute}, append([]string{"testbed", "up", repoFile("examples/two-site.yaml"), "--name", name}, args...)...)
 	}
 	down := func() result {
 		t.Helper()
@@ -42,7 +42,8 @@ func TestTestbedBesideController(t *testing.T) {
 	}
 	t.Cleanup(func() { runLP(t, runOpts{timeout: 60 * time.Second}, "testbed", "down", "--name", name) })
 
-	r := up("--agents", "--controller", "unix:"+sock, "--controller-token-file", agentTok)
+	// --agents-wait only bounds a hang (the default is 30 s).
+	r := up("--agents", "--controller", "unix:"+sock, "--controller-token-file", agentTok, "--agents-wait", "2m")
 	mustSucceed(t, "testbed up --agents beside the controller's socket", r)
 	if !strings.Contains(r.stderr, "agents registered on 6 nodes") {
 		t.Errorf("testbed up --agents did not say the agents registered:\n%s", r.stderr)
