@@ -509,10 +509,11 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	cancel()
 	wg.Wait()
 	if lost {
-		// The lock's connection failed: a standby may lead already, and
-		// writes would fail on the fence anyway. Exit non-zero so a
-		// supervisor restarts this one, as a standby.
-		return errors.New("controller: lost the lead on the database (its lock's connection failed): another controller may lead; restart to stand by")
+		// The lock's connection failed or another controller raised the
+		// epoch: a standby may lead already, and writes would fail on the
+		// fence anyway. Exit non-zero so a supervisor restarts this one,
+		// as a standby.
+		return fmt.Errorf("controller: lost the lead on the database (%v): another controller may lead; restart to stand by", lead.Err())
 	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("controller: serve: %w", err)
