@@ -369,6 +369,9 @@ type Listener struct {
 	// socket was connected)
 	relayed atomic.Uint64
 	refused atomic.Uint64
+	// judged counts the datagrams of no stream the listener has handled
+	// (SYNs opened a stream or were dropped): tests wait on it
+	judged atomic.Uint64
 }
 
 // Accept returns the next established stream.
@@ -483,6 +486,7 @@ func (l *Listener) readLoop() {
 			if h.typ != tSYN || !l.syn(b, h, body, from, dstOf(oob[:oobn])) {
 				l.dropped.Add(1)
 			}
+			l.judged.Add(1)
 		}
 		if acks != nil {
 			acks.sendAck()
