@@ -615,9 +615,13 @@ func (c *conn) establish() {
 	}
 }
 
+// sendSynAck sends the listener's SYNACK. Not under mu.
 func (c *conn) sendSynAck() error {
+	c.mu.Lock()
+	w := c.rwin()
+	c.mu.Unlock()
 	return c.sendCtl(tSYNACK, 0, func(b []byte) []byte {
-		return binary.BigEndian.AppendUint64(b, c.rwin())
+		return binary.BigEndian.AppendUint64(b, w)
 	})
 }
 
