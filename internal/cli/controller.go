@@ -72,12 +72,13 @@ LIGHTPATH_CONTROLLER_TOKEN).
 which processes inside a testbed's namespaces can reach.
 
 One controller leads a database at a time. A second started on the same
---db waits as a standby (logged): its TCP listeners answer
-/api/v1/health with "role": "standby" and everything else 503, and it
-binds its unix sockets only once it leads. When the leader dies it takes
-over, loading the state from the database. On PostgreSQL a leader whose
-lock connection fails exits non-zero (restart it: it comes back as the
-standby). Clients take several URLs, comma-separated, and follow the
+--db (by any path to the same SQLite file) waits as a standby (logged):
+its TCP listeners answer /api/v1/health with "role": "standby" and
+everything else 503, and it binds its unix sockets only once it leads.
+When the leader dies it takes over, loading the state from the database.
+A leader that loses the lead (on PostgreSQL, its lock connection fails;
+on either, another raised the leader epoch) exits non-zero (restart it:
+it comes back as the standby). Clients take several URLs, comma-separated, and follow the
 leader (docs/controller.md).
 
 The monitoring repository keeps what the agents push (and what transfers
