@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
 	"net"
 	"net/http"
+	"net/netip"
 	"path"
 	"strings"
 	"sync"
@@ -26,14 +28,25 @@ type HTTPOptions struct {
 	ReadTimeout       time.Duration // the whole request, body included
 	WriteTimeout      time.Duration // the answer; each stream frame gets it anew
 	IdleTimeout       time.Duration // a keep-alive connection between requests
-	MaxStreams        int           // open event/live streams per identity (0: DefaultMaxStreams)
+	// UnauthTimeout is how long a connection that has not yet
+	// authenticated (no request of it carried a valid token) may sit
+	// idle or take to send a request's header, from when it opened or its
+	// last answer: anyone can open such connections, so they are let go
+	// quickly. 0: no such bound. Only connections of a ConnLimit's
+	// listener are tracked.
+	UnauthTimeout time.Duration
+	MaxStreams    int // open event/live streams per identity (0: DefaultMaxStreams)
 }
+
+// DefaultUnauthTimeout is the controller's bound on connections that have
+// not authenticated: a health check or a sign-in needs far less.
+const DefaultUnauthTimeout = 5 * time.Second
 
 // DefaultHTTPOptions are the controller's bounds: a 1 MiB body arrives in
 // a minute even at 150 kbit/s.
 func DefaultHTTPOptions() HTTPOptions {
 	return HTTPOptions{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute,
-		IdleTimeout: 2 * time.Minute, MaxStreams: DefaultMaxStreams}
+		IdleTimeout: 2 * time.Minute, UnauthTimeout: DefaultUnauthTimeout, MaxStreams: DefaultMaxStreams}
 }
 
 // HTTPServer returns an http.Server that serves s within o's bounds; ctx
@@ -52,24 +65,75 @@ func (s *Server) bound(o HTTPOptions) {
 }
 
 func httpServer(ctx context.Context, o HTTPOptions, h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: o.ReadHeaderTimeout, ReadTimeout: o.ReadTimeout,
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: o.ReadHeaderTimeout, ReadTimeout: o.ReadTimeout,
 		WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if lc := limitConnOf(c); lc != nil {
+			return context.WithValue(ctx, limitConnKey{}, lc)
+		}
+		return ctx
+	}
+	if d := o.UnauthTimeout; d > 0 {
+		srv.ConnState = func(c net.Conn, st http.ConnState) {
+			if lc := limitConnOf(c); lc != nil {
+				lc.state(st, d)
+			}
+		}
+	}
+	return srv
+}
+
+// authenticated notes that the connection of a request authenticated (a
+// valid token): it leaves its client address's count of connections not
+// yet authenticated, and the short timeout for those.
+func authenticated(ctx context.Context) {
+	if lc, ok := ctx.Value(limitConnKey{}).(*limitConn); ok {
+		lc.authenticated()
+	}
+}
+
+type limitConnKey struct{}
+
+// limitConnOf finds a ConnLimit's connection under c (a TLS one wraps it).
+func limitConnOf(c net.Conn) *limitConn {
+	for {
+		switch cc := c.(type) {
+		case *limitConn:
+			return cc
+		case interface{ NetConn() net.Conn }:
+			c = cc.NetConn()
+		default:
+			return nil
+		}
+	}
 }
 
 // ConnLimit caps the connections open at once across the listeners it
-// wraps. A connection over the cap is answered 503 (on a plain listener)
-// and closed at once, so it holds no descriptor for longer than that.
+// wraps, and those not yet authenticated from one client address (TCP
+// listeners: the peer's IP address). A connection over a cap is answered
+// 503 (on a plain listener) and closed at once, so it holds no descriptor
+// for longer than that.
 type ConnLimit struct {
 	slots chan struct{}
 	// refusing bounds the connections being answered 503 at once; past
 	// it, excess connections are closed without an answer.
-	refusing chan struct{}
+	refusing  chan struct{}
+	perClient int
+	mu        sync.Mutex
+	clients   map[netip.Addr]int // connections not yet authenticated, by client address
 }
 
-// NewConnLimit returns a cap of n connections.
-func NewConnLimit(n int) *ConnLimit {
-	return &ConnLimit{slots: make(chan struct{}, n), refusing: make(chan struct{}, 16)}
+// DefaultMaxConnsPerClient is the controller's cap on the connections not
+// yet authenticated from one client address: more than a host's agent,
+// data node and command-line clients open at once.
+const DefaultMaxConnsPerClient = 64
+
+// NewConnLimit returns a cap of n connections, and of perClient not yet
+// authenticated from one client address (0: no such cap).
+func NewConnLimit(n, perClient int) *ConnLimit {
+	return &ConnLimit{slots: make(chan struct{}, n), refusing: make(chan struct{}, 16),
+		perClient: perClient, clients: map[netip.Addr]int{}}
 }
 
 // Wrap returns ln with the cap applied. plain says the connections speak
@@ -84,16 +148,59 @@ type limitListener struct {
 	plain bool
 }
 
+// clientOf is the address a connection counts against (invalid: none, as
+// a unix socket's peers).
+func clientOf(c net.Conn) netip.Addr {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		ip, _ := netip.AddrFromSlice(a.IP)
+		return ip.Unmap()
+	}
+	return netip.Addr{}
+}
+
+// takeClient counts a connection from client; false when client holds
+// the most connections not yet authenticated already.
+func (l *ConnLimit) takeClient(client netip.Addr) bool {
+	if l.perClient <= 0 || !client.IsValid() {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.clients[client] >= l.perClient {
+		return false
+	}
+	l.clients[client]++
+	return true
+}
+
+func (l *ConnLimit) releaseClient(client netip.Addr) {
+	if l.perClient <= 0 || !client.IsValid() {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.clients[client]--; l.clients[client] <= 0 {
+		delete(l.clients, client)
+	}
+}
+
 func (ll *limitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := ll.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
+		client := clientOf(c)
+		var msg string
 		select {
 		case ll.l.slots <- struct{}{}:
-			return &limitConn{Conn: c, release: func() { <-ll.l.slots }}, nil
+			if ll.l.takeClient(client) {
+				return &limitConn{Conn: c, l: ll.l, client: client}, nil
+			}
+			<-ll.l.slots
+			msg = fmt.Sprintf("the controller has %d connections open from %s that have not authenticated, the most one client address may hold (--max-conns-per-client): close some, or try again shortly", ll.l.perClient, client)
 		default:
+			msg = fmt.Sprintf("the controller has %d connections open, the most it takes (--max-conns): try again shortly", cap(ll.l.slots))
 		}
 		if !ll.plain {
 			c.Close()
@@ -103,7 +210,7 @@ func (ll *limitListener) Accept() (net.Conn, error) {
 		case ll.l.refusing <- struct{}{}:
 			go func() {
 				defer func() { <-ll.l.refusing }()
-				refuseConn(c, cap(ll.l.slots))
+				refuseConn(c, msg)
 			}()
 		default:
 			c.Close()
@@ -115,7 +222,7 @@ func (ll *limitListener) Accept() (net.Conn, error) {
 // reads the request's header first (a client takes no answer before it
 // has asked), and what follows before closing, so that the close does not
 // reset the answer away; a client that sends nothing within 2 s is closed.
-func refuseConn(c net.Conn, max int) {
+func refuseConn(c net.Conn, msg string) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(2 * time.Second))
 	br := bufio.NewReaderSize(c, 4096)
@@ -128,7 +235,8 @@ func refuseConn(c net.Conn, max int) {
 			break
 		}
 	}
-	body := fmt.Sprintf(`{"error":{"code":%q,"message":"the controller has %d connections open, the most it takes (--max-conns): try again shortly"}}`+"\n", apiv1.CodeUnavailable, max)
+	b, _ := json.Marshal(apiv1.ErrorBody{Error: apiv1.ErrorDetail{Code: apiv1.CodeUnavailable, Message: msg}})
+	body := string(b) + "\n"
 	fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: %d\r\nRetry-After: 1\r\nConnection: close\r\n\r\n%s", len(body), body)
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		cw.CloseWrite()
@@ -138,13 +246,60 @@ func refuseConn(c net.Conn, max int) {
 
 type limitConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	l      *ConnLimit
+	client netip.Addr
+	once   sync.Once
+	mu     sync.Mutex
+	authed bool        // a request of it carried a valid token
+	left   bool        // off its client address's count
+	timer  *time.Timer // closes it while it waits unauthenticated
+}
+
+// state follows the server's view of the connection: while it waits for
+// a request (new, or idle after an answer) and has not authenticated, it
+// is closed after d.
+func (c *limitConn) state(st http.ConnState, d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	if c.authed || (st != http.StateNew && st != http.StateIdle) {
+		return
+	}
+	c.timer = time.AfterFunc(d, func() { c.Close() })
+}
+
+func (c *limitConn) authenticated() {
+	c.mu.Lock()
+	c.authed = true
+	c.mu.Unlock()
+	c.leaveClient()
+}
+
+// leaveClient takes the connection off its client address's count, once.
+func (c *limitConn) leaveClient() {
+	c.mu.Lock()
+	left := c.left
+	c.left = true
+	c.mu.Unlock()
+	if !left {
+		c.l.releaseClient(c.client)
+	}
 }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.once.Do(func() {
+		<-c.l.slots
+		c.mu.Lock()
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		c.mu.Unlock()
+		c.leaveClient()
+	})
 	return err
 }
 

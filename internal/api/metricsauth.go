@@ -20,6 +20,7 @@ func (s *Server) metricsGate(h http.Handler) http.Handler {
 				writeError(w, err)
 				return
 			}
+			authenticated(r.Context())
 		}
 		h.ServeHTTP(w, r)
 	})

@@ -192,6 +192,7 @@ func (s *Server) wrap(rt Route) http.HandlerFunc {
 				if a, err = s.c.Authenticate(r.Context(), requestToken(r, rt.Path)); err != nil {
 					return err
 				}
+				authenticated(r.Context())
 			}
 			return rt.h(w, r, a)
 		}()

@@ -256,7 +256,7 @@ func serveHTTP(t *testing.T, e *env, o api.HTTPOptions, maxConns int) string {
 		t.Fatal(err)
 	}
 	srv := e.h.HTTPServer(context.Background(), o)
-	go srv.Serve(api.NewConnLimit(maxConns).Wrap(ln, true))
+	go srv.Serve(api.NewConnLimit(maxConns, 0).Wrap(ln, true))
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String()
 }

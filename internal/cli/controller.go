@@ -42,6 +42,8 @@ func newControllerCmd() *cobra.Command {
 		partMin, partSize          string
 		limits                     limitFlags
 		maxConns, maxStreams       int
+		maxConnsPerClient          int
+		unauthTimeout              time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "controller --listen HOST:PORT [--listen unix:PATH] [--db URL] [--topology FILE]",
@@ -70,12 +72,13 @@ LIGHTPATH_CONTROLLER_TOKEN).
 which processes inside a testbed's namespaces can reach.
 
 One controller leads a database at a time. A second started on the same
---db waits as a standby (logged): its TCP listeners answer
-/api/v1/health with "role": "standby" and everything else 503, and it
-binds its unix sockets only once it leads. When the leader dies it takes
-over, loading the state from the database. On PostgreSQL a leader whose
-lock connection fails exits non-zero (restart it: it comes back as the
-standby). Clients take several URLs, comma-separated, and follow the
+--db (by any path to the same SQLite file) waits as a standby (logged):
+its TCP listeners answer /api/v1/health with "role": "standby" and
+everything else 503, and it binds its unix sockets only once it leads.
+When the leader dies it takes over, loading the state from the database.
+A leader that loses the lead (on PostgreSQL, its lock connection fails;
+on either, another raised the leader epoch) exits non-zero (restart it:
+it comes back as the standby). Clients take several URLs, comma-separated, and follow the
 leader (docs/controller.md).
 
 The monitoring repository keeps what the agents push (and what transfers
@@ -108,10 +111,13 @@ transfers. Agents are bound to their nodes (docs/controller.md).
 Connections are bounded: a request's header must arrive within 10 s and
 the whole request within a minute, an answer is written within a minute
 (each frame of a stream gets the minute anew, so streams live on), and a
-keep-alive connection idle for 2 minutes is closed. --max-conns caps the
-connections open at once (over it, a connection gets a 503 and is
-closed; keep it below the process's descriptor limit) and --max-streams the
-event and live streams one user may hold open (over it, a 429).`,
+keep-alive connection idle for 2 minutes is closed; one that has not yet
+authenticated (no request with a valid token) within --unauth-timeout
+(5 s). --max-conns caps the connections open at once (over it, a
+connection gets a 503 and is closed; keep it below the process's
+descriptor limit), --max-conns-per-client those not yet authenticated from
+one client address (over it, a 503) and --max-streams the event and live
+streams one user may hold open (over it, a 429).`,
 		Example: `  lightpath controller --listen 127.0.0.1:8080 --topology examples/two-site.yaml \
       --admin-token-file ./admin.token
   lightpath controller --listen 127.0.0.1:8080 --listen unix:/run/lightpath/two-site/controller.sock \
@@ -127,7 +133,8 @@ event and live streams one user may hold open (over it, a 429).`,
 			return runController(cmd.Context(), log, controllerOptions{listens: listens, db: dbURL, topology: topoFile,
 				adminFile: adminFile, cert: cert, key: key, pool: pool, hold: holdTimeout,
 				metricsDB: metricsDB, tiers: tiers, budget: budget, rules: rulesF, rulesEvery: rulesEvery, limits: limits,
-				maxConns: maxConns, maxStreams: maxStreams, partMin: partMin, partSize: partSize})
+				maxConns: maxConns, maxStreams: maxStreams, partMin: partMin, partSize: partSize,
+				maxConnsPerClient: maxConnsPerClient, unauthTimeout: unauthTimeout})
 		},
 	}
 	f := cmd.Flags()
@@ -147,6 +154,8 @@ event and live streams one user may hold open (over it, a 429).`,
 	f.DurationVar(&rulesEvery, "rules-interval", alert.DefaultInterval, "how often the rules are evaluated")
 	limits.register(f)
 	f.IntVar(&maxConns, "max-conns", 1000, "the most connections open at once, over all listeners (more get a 503)")
+	f.IntVar(&maxConnsPerClient, "max-conns-per-client", api.DefaultMaxConnsPerClient, "the most connections not yet authenticated one client address may hold open (more get a 503)")
+	f.DurationVar(&unauthTimeout, "unauth-timeout", api.DefaultUnauthTimeout, "how long a connection that has not authenticated may sit idle or take to send a request's header")
 	f.IntVar(&maxStreams, "max-streams", api.DefaultMaxStreams, "the most event and live streams one user may hold open (more get a 429)")
 	f.StringVar(&partMin, "transfer-part-min", "1GiB", "the transfer service cuts files of at least this size into parts (0: never)")
 	f.StringVar(&partSize, "transfer-part-size", "256MiB", "the size of a part of a large file (rounded up to the mover's 4 MiB blocks)")
@@ -163,6 +172,8 @@ type controllerOptions struct {
 	rulesEvery              time.Duration
 	limits                  limitFlags
 	maxConns, maxStreams    int
+	maxConnsPerClient       int
+	unauthTimeout           time.Duration
 	partMin, partSize       string
 }
 
@@ -243,6 +254,12 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	if o.maxConns < 1 {
 		return fmt.Errorf("controller: --max-conns %d: want at least 1", o.maxConns)
 	}
+	if o.maxConnsPerClient < 1 {
+		return fmt.Errorf("controller: --max-conns-per-client %d: want at least 1", o.maxConnsPerClient)
+	}
+	if o.unauthTimeout <= 0 {
+		return fmt.Errorf("controller: --unauth-timeout %v: want a duration above zero", o.unauthTimeout)
+	}
 	if o.maxStreams < 1 {
 		return fmt.Errorf("controller: --max-streams %d: want at least 1", o.maxStreams)
 	}
@@ -297,7 +314,7 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	// only once this one leads.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	limit := api.NewConnLimit(o.maxConns)
+	limit := api.NewConnLimit(o.maxConns, o.maxConnsPerClient)
 	var lns []net.Listener
 	defer func() {
 		for _, ln := range lns {
@@ -306,6 +323,7 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	}()
 	hopts := api.DefaultHTTPOptions()
 	hopts.MaxStreams = o.maxStreams
+	hopts.UnauthTimeout = o.unauthTimeout
 	gate := api.NewGate(Version, kind)
 	srv := gate.HTTPServer(ctx, hopts)
 	errc := make(chan error, len(o.listens))
@@ -492,10 +510,11 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	cancel()
 	wg.Wait()
 	if lost {
-		// The lock's connection failed: a standby may lead already, and
-		// writes would fail on the fence anyway. Exit non-zero so a
-		// supervisor restarts this one, as a standby.
-		return errors.New("controller: lost the lead on the database (its lock's connection failed): another controller may lead; restart to stand by")
+		// The lock's connection failed or another controller raised the
+		// epoch: a standby may lead already, and writes would fail on the
+		// fence anyway. Exit non-zero so a supervisor restarts this one,
+		// as a standby.
+		return fmt.Errorf("controller: lost the lead on the database (%v): another controller may lead; restart to stand by", lead.Err())
 	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("controller: serve: %w", err)

@@ -88,8 +88,11 @@ type Server struct {
 	active  map[*session]bool
 	granted map[*session]bool // sessions under a grant, from its check to their engine's end
 	// udpKeys are the keys of the UDP sessions under way (pending or
-	// running), which the UDP listener's streams authenticate with.
-	udpKeys map[[16]byte][]byte
+	// running), which the UDP listener's streams authenticate with, and
+	// udpStreams how many streams each agreed on: the listener opens no
+	// more for it.
+	udpKeys    map[[16]byte][]byte
+	udpStreams map[[16]byte]int
 	// udpOn: ListenUDP opened a UDP port, so sessions may ask for UDP.
 	udpOn    atomic.Bool
 	logMu    sync.Mutex
@@ -176,7 +179,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	return &Server{cfg: cfg, root: root, log: cfg.Logger.With("component", "server"), locks: NewPathLocks(), space: NewSpace(),
 		pending: map[[16]byte]*session{}, active: map[*session]bool{}, granted: map[*session]bool{},
-		udpKeys: map[[16]byte][]byte{}}, nil
+		udpKeys: map[[16]byte][]byte{}, udpStreams: map[[16]byte]int{}}, nil
 }
 
 // ListenUDP opens the server's UDP port at addr (HOST:PORT, the port of
@@ -185,7 +188,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 // authenticated with the keys of the sessions under way (udpKey), and a
 // datagram of any other session is dropped.
 func (s *Server) ListenUDP(ctx context.Context, addr string) (net.Listener, error) {
-	tr := &udp.Transport{Keys: s.sessionUDPKey}
+	tr := &udp.Transport{Keys: s.sessionUDPKey, Streams: s.sessionUDPStreams}
 	ln, err := tr.Listen(ctx, addr, transport.Options{DSCP: -1})
 	if err != nil {
 		return nil, err
@@ -201,6 +204,14 @@ func (s *Server) sessionUDPKey(id [16]byte) ([]byte, bool) {
 	defer s.mu.Unlock()
 	k, ok := s.udpKeys[id]
 	return k, ok
+}
+
+// sessionUDPStreams is the UDP listener's Streams: the streams a UDP
+// session agreed on.
+func (s *Server) sessionUDPStreams(id [16]byte) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.udpStreams[id]
 }
 
 // Serve accepts connections on ln until ctx ends, then closes every session
@@ -540,12 +551,14 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	s.pending[ss.id] = ss
 	if ss.udp {
 		s.udpKeys[ss.id] = udpKey(ss.key, ss.id)
+		s.udpStreams[ss.id] = ss.streams
 	}
 	s.mu.Unlock()
 	defer func() {
 		// The session's UDP streams are refused from now on.
 		s.mu.Lock()
 		delete(s.udpKeys, ss.id)
+		delete(s.udpStreams, ss.id)
 		s.mu.Unlock()
 	}()
 	unpend := func() {

@@ -101,13 +101,13 @@ func TestUDPSession(t *testing.T) {
 			deadline := time.Now().Add(time.Minute)
 			for {
 				srv.mu.Lock()
-				n := len(srv.udpKeys)
+				n := len(srv.udpKeys) + len(srv.udpStreams)
 				srv.mu.Unlock()
 				if n == 0 {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("%d UDP session keys left after the sessions ended", n)
+					t.Fatalf("%d UDP session keys and stream counts left after the sessions ended", n)
 				}
 				time.Sleep(10 * time.Millisecond)
 			}

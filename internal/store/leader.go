@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/reserve"
@@ -18,16 +19,27 @@ import (
 // database's leader lock (Lead) and only then loads its state; a second
 // one waits for the lock as a standby. The lock is the backend's:
 //
-//   - SQLite: an exclusive flock on PATH.lock, a file of its own beside
-//     the database (POSIX locks on the database file itself would vanish
-//     whenever any descriptor of it closes, which the SQLite driver does),
-//     held by an open descriptor for the leader's life; the kernel drops
-//     it when the process dies.
+//   - SQLite: an exclusive flock on the database file itself, held by a
+//     descriptor of its own for the leader's life; the kernel drops it
+//     when the process dies. A lock on the file, not on a name, follows
+//     the database however it is reached (a symlink, another path to its
+//     directory, a hard link): two controllers given two paths to one
+//     database still contend for one lock. (A flock belongs to the open
+//     file, so it does not vanish when the SQLite driver closes another
+//     descriptor of the database, as a POSIX lock would, and SQLite's own
+//     POSIX locks do not meet it.) The leader takes an flock on PATH.lock
+//     beside the path it was given first, the lock controllers before
+//     this one took, so that one of those and this one never lead
+//     together on the same path.
 //   - PostgreSQL: a session advisory lock held on a dedicated connection
 //     (not one of the pool's) with short TCP keepalives on both sides. The
 //     server drops the lock when that connection ends; the leader checks
 //     the connection every second and, when it fails, its Lost channel
 //     closes: it must stop writing, since a standby may lead already.
+//
+// A leader that finds it no longer leads says so at once: its Lost
+// closes when its lock may be gone (PostgreSQL), when a write finds the
+// epoch overtaken, or when its check of the epoch (every second) does.
 //
 // A lock alone does not stop a deposed leader's late write (a leader
 // whose connection was cut may still have a transaction on its way).
@@ -54,12 +66,25 @@ type heldLock interface {
 	release() error
 }
 
+// epochPoll is how often a leader checks that the stored epoch is still
+// its own.
+const epochPoll = time.Second
+
+// errLockLost is why a PostgreSQL leader's lead ended.
+var errLockLost = errors.New("its lock's connection failed")
+
 // Leadership is this process's lead on a database: the lock, the epoch it
 // was granted and the Store fenced with it.
 type Leadership struct {
 	held  heldLock
 	epoch int64
 	store Store
+
+	lost     chan struct{} // closed once the lead is lost
+	lostOnce sync.Once
+	why      error
+	stop     chan struct{} // closed by Release: the watch ends
+	stopOnce sync.Once
 }
 
 // Lead blocks until this process holds the leader lock of the database
@@ -113,7 +138,44 @@ func Lead(ctx context.Context, url string, standby func()) (*Leadership, error) 
 		return nil, fmt.Errorf("take the lead: %w", err)
 	}
 	ss := s.(*sqlStore)
-	return &Leadership{held: h, epoch: epoch, store: &sqlStore{b: ss.b, q: ss.q, epoch: epoch}}, nil
+	l := &Leadership{held: h, epoch: epoch, lost: make(chan struct{}), stop: make(chan struct{})}
+	l.store = &sqlStore{b: ss.b, q: ss.q, epoch: epoch, deposed: l.depose}
+	go l.watch(ss.q)
+	return l, nil
+}
+
+// depose ends the lead for why (the first reason stays).
+func (l *Leadership) depose(why error) {
+	l.lostOnce.Do(func() {
+		l.why = why
+		close(l.lost)
+	})
+}
+
+// watch ends the lead when the lock is lost or the stored epoch is
+// another's, until Release.
+func (l *Leadership) watch(q querier) {
+	t := time.NewTicker(epochPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-l.held.lost():
+			l.depose(errLockLost)
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := checkEpoch(ctx, q, l.epoch)
+			cancel()
+			// Only an epoch read and found another's ends the lead: a read
+			// that failed (a busy or closed database) says nothing.
+			if errors.Is(err, ErrDeposed) {
+				l.depose(err)
+				return
+			}
+		}
+	}
 }
 
 // locker tries a database's leader lock, again and again while a standby
@@ -135,18 +197,40 @@ func newLocker(url string) (locker, error) {
 		if path == "" {
 			return nil, fmt.Errorf("sqlite: no path (want sqlite:PATH or sqlite::memory:)")
 		}
-		return fileLocker(path + ".lock"), nil
+		return dbLocker(path), nil
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
 		return &pgLocker{url: url}, nil
 	}
 	return nil, fmt.Errorf("%w: database URL %q (want sqlite:PATH or postgres://...)", reserve.ErrInvalid, redact(url))
 }
 
-// fileLocker is SQLite's: an flock on the file of that path.
-type fileLocker string
+// dbLocker is SQLite's, for the database at that path: flocks on PATH.lock
+// and on the database file itself, both or neither.
+type dbLocker string
 
-func (f fileLocker) try(context.Context) (heldLock, error) { return tryFileLock(string(f)) }
-func (fileLocker) close()                                  {}
+func (f dbLocker) try(context.Context) (heldLock, error) {
+	byPath, err := tryFileLock(string(f) + ".lock")
+	if err != nil || byPath == nil {
+		return nil, err
+	}
+	byFile, err := tryFileLock(string(f))
+	if err != nil || byFile == nil {
+		byPath.release()
+		return nil, err
+	}
+	return bothLocks{byPath, byFile}, nil
+}
+
+func (dbLocker) close() {}
+
+// bothLocks are two locks held together.
+type bothLocks [2]heldLock
+
+func (b bothLocks) lost() <-chan struct{} { return nil }
+
+func (b bothLocks) release() error {
+	return errors.Join(b[1].release(), b[0].release())
+}
 
 // memoryLocker is a private in-memory database's: nobody shares it.
 type memoryLocker struct{}
@@ -204,15 +288,29 @@ func (l *Leadership) Store() Store { return l.store }
 // leader of a database, then one more at each takeover).
 func (l *Leadership) Epoch() int64 { return l.epoch }
 
-// Lost is closed when the lock may no longer be held (on PostgreSQL, its
-// connection failed): a standby may lead already, so the holder must stop
-// serving. It never closes on SQLite, whose lock lives as long as the
-// process.
-func (l *Leadership) Lost() <-chan struct{} { return l.held.lost() }
+// Lost is closed when this process no longer leads, or may not: the
+// lock may no longer be held (on PostgreSQL, its connection failed), or
+// another controller raised the epoch (a write of Store, or the check
+// every second, found it). A standby may lead already, so the holder must
+// stop serving. Err says why.
+func (l *Leadership) Lost() <-chan struct{} { return l.lost }
+
+// Err says why Lost closed (nil while it has not).
+func (l *Leadership) Err() error {
+	select {
+	case <-l.lost:
+		return l.why
+	default:
+		return nil
+	}
+}
 
 // Release gives the lock up, so a standby takes over. It does not close
 // Store.
-func (l *Leadership) Release() error { return l.held.release() }
+func (l *Leadership) Release() error {
+	l.stopOnce.Do(func() { close(l.stop) })
+	return l.held.release()
+}
 
 // memoryLock is the lead on a private in-memory database.
 type memoryLock struct{}

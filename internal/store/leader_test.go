@@ -3,6 +3,9 @@ package store_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -79,5 +82,91 @@ func TestLeadURLs(t *testing.T) {
 	defer l.Store().Close()
 	if err := l.Store().PutSetting(ctx, "k", "v"); err != nil || l.Epoch() != 1 {
 		t.Errorf("the in-memory leader writes: %v, epoch %d", err, l.Epoch())
+	}
+}
+
+// TestSQLiteLeaderSymlink: two leads on one SQLite database reached by two
+// paths (one through a symlinked directory) contend for one lock: the
+// second waits as a standby until the first releases.
+func TestSQLiteLeaderSymlink(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("data", filepath.Join(dir, "alias")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	first, err := store.Lead(ctx, "sqlite:"+filepath.Join(dir, "data", "db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Store().Close()
+	standby := make(chan struct{})
+	type lead struct {
+		l   *store.Leadership
+		err error
+	}
+	second := make(chan lead, 1)
+	go func() {
+		l, err := store.Lead(ctx, "sqlite:"+filepath.Join(dir, "alias", "db"), func() { close(standby) })
+		second <- lead{l, err}
+	}()
+	select {
+	case <-standby:
+	case l := <-second:
+		if l.err == nil {
+			l.l.Release()
+			l.l.Store().Close()
+		}
+		t.Fatalf("the lead through the symlink did not wait: %v", l.err)
+	}
+	if err := first.Release(); err != nil {
+		t.Fatal(err)
+	}
+	l := <-second
+	if l.err != nil {
+		t.Fatalf("the standby's lead once the first released: %v", l.err)
+	}
+	defer l.l.Release()
+	defer l.l.Store().Close()
+	if l.l.Epoch() != first.Epoch()+1 {
+		t.Errorf("epochs %d then %d", first.Epoch(), l.l.Epoch())
+	}
+}
+
+// TestSQLiteLeaderDeposed: a leader whose epoch another raised (a
+// controller that took the database over by some path no lock covers)
+// learns it at once: Lost closes, Err says it was deposed, and its writes
+// fail.
+func TestSQLiteLeaderDeposed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := store.Lead(ctx, "sqlite:"+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	defer l.Store().Close()
+	other, err := store.Open(ctx, "sqlite:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.PutSetting(ctx, store.EpochKey, strconv.FormatInt(l.Epoch()+1, 10)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Lost():
+	case <-ctx.Done(): // the epoch is checked every second: this only bounds a hang
+		t.Fatal("Lost did not close after another raised the epoch")
+	}
+	if err := l.Err(); !errors.Is(err, store.ErrDeposed) {
+		t.Errorf("Err = %v, want ErrDeposed", err)
+	}
+	if err := l.Store().PutSetting(ctx, "x", "y"); !errors.Is(err, store.ErrDeposed) {
+		t.Errorf("the deposed leader's write: %v, want ErrDeposed", err)
 	}
 }

@@ -65,6 +65,9 @@ type sqlStore struct {
 	// fails with ErrDeposed unless the stored leader epoch is still this
 	// (see Lead).
 	epoch int64
+	// deposed, when not nil, is told when a write found the epoch
+	// overtaken (the Leadership's Lost closes at once).
+	deposed func(error)
 }
 
 var _ Store = (*sqlStore)(nil)
@@ -105,6 +108,9 @@ func (s *sqlStore) Tx(ctx context.Context, fn func(Store) error) (err error) {
 		if err = checkEpoch(ctx, t, s.epoch); err != nil {
 			done = true
 			t.rollback(context.WithoutCancel(ctx))
+			if errors.Is(err, ErrDeposed) && s.deposed != nil {
+				s.deposed(err)
+			}
 			return err
 		}
 	}

@@ -20,7 +20,7 @@ import (
 // user.
 func TestControllerBounds(t *testing.T) {
 	t.Parallel()
-	c := startCLICtl(t, "--max-conns", "2")
+	c := startCLICtl(t, "--max-conns", "2", "--unauth-timeout", "1h")
 	c.ok(c.adminTok, "user", "add", "alice", "--role", "user")
 	files, err := filepath.Glob(filepath.Join(c.dir, "*"))
 	if err != nil {

@@ -150,6 +150,7 @@ type conn struct {
 
 	// receiving
 	rbuf     []byte
+	bufSize  int    // rbuf's and sring's size to start with: a listener's stream gets them when it joins
 	autoBuf  bool   // no Window was set: sbuf and rbuf grow as the path needs
 	rRead    uint64 // bytes the application has read
 	rCum     uint64 // every byte below it arrived
@@ -275,7 +276,7 @@ func newConn(ep endpoint, laddr, raddr net.Addr, session [16]byte, stream uint32
 		ep: ep, laddr: laddr, raddr: raddr, session: session, stream: stream,
 		dialler: dialler, keys: keys, epoch: time.Now(),
 		estab:     make(chan struct{}),
-		rbuf:      make([]byte, size),
+		bufSize:   size,
 		sentTimes: make([]sentAt, minSentTimes),
 		autoBuf:   c0auto,
 		ctl:       ctl,
@@ -293,9 +294,31 @@ func newConn(ep endpoint, laddr, raddr net.Addr, session [16]byte, stream uint32
 	c.tun = t
 	c.tos = tosFor(o.DSCP)
 	c.setMTU(mtu)
-	c.sring = newSendRing(size, c.mss)
-	c.advLimit = uint64(len(c.rbuf))
+	c.advLimit = uint64(size)
+	// A listener's stream takes its buffers only when its handshake
+	// completes (establish): a SYN, which anyone holding the session's
+	// key can send for any stream id, costs no megabytes.
+	if dialler {
+		c.allocBuffers()
+	}
 	return c, nil
+}
+
+// allocBuffers gives the stream its receive buffer and send ring.
+func (c *conn) allocBuffers() {
+	if c.rbuf == nil {
+		c.rbuf = make([]byte, c.bufSize)
+		c.sring = newSendRing(c.bufSize, c.mss)
+	}
+}
+
+// rwin is the receive buffer's size, which the stream advertises: what
+// it will be for a listener's stream not yet joined.
+func (c *conn) rwin() uint64 {
+	if c.rbuf == nil {
+		return uint64(c.bufSize)
+	}
+	return uint64(len(c.rbuf))
 }
 
 // tosFor is the TOS byte for a DSCP (negative: none): the DSCP in the top
@@ -440,7 +463,7 @@ func growSentTimes(old []sentAt, size int) []sentAt {
 
 // buildAck fills a with the receive state. Under mu.
 func (c *conn) buildAck(a *ack) (flags uint16) {
-	a.cum, a.limit = c.rCum, c.rRead+uint64(len(c.rbuf))
+	a.cum, a.limit = c.rCum, c.rRead+c.rwin()
 	a.echo = c.echo
 	if c.echoAt > 0 {
 		a.delay = uint32(min((c.now()-c.echoAt)/1000, 1<<31))
@@ -585,15 +608,20 @@ func (c *conn) noteEcho(pn uint64, now int64) {
 
 func (c *conn) establish() {
 	if !c.established {
+		c.allocBuffers()
 		c.established = true
 		c.lastProg = c.now()
 		close(c.estab)
 	}
 }
 
+// sendSynAck sends the listener's SYNACK. Not under mu.
 func (c *conn) sendSynAck() error {
+	c.mu.Lock()
+	w := c.rwin()
+	c.mu.Unlock()
 	return c.sendCtl(tSYNACK, 0, func(b []byte) []byte {
-		return binary.BigEndian.AppendUint64(b, uint64(len(c.rbuf)))
+		return binary.BigEndian.AppendUint64(b, w)
 	})
 }
 

@@ -36,9 +36,30 @@ type Transport struct {
 	Keys func(session [16]byte) (key []byte, ok bool)
 	// Auth authenticates a dialled stream whose Options carry no Auth.
 	Auth *transport.Auth
+	// Streams says how many streams a session may open at a listener: the
+	// count its control channel agreed on (the mover's Accept.Streams).
+	// SYNs for more are dropped. Nil, or 0 for a session: DefaultStreams.
+	Streams func(session [16]byte) int
+	// MaxHalfOpen and MaxHalfOpenPerClient bound a listener's streams
+	// whose handshake is under way, overall and from one client address
+	// (0: DefaultMaxHalfOpen, DefaultMaxHalfOpenPerClient). A SYN past
+	// them is dropped; the dialler sends it again.
+	MaxHalfOpen, MaxHalfOpenPerClient int
 	// Tuning are the rate controls' parameters.
 	Tuning Tuning
 }
+
+// Bounds of a listener's streams when the Transport sets none.
+const (
+	// DefaultStreams: the most streams a mover session asks for (cp -P).
+	DefaultStreams = 256
+	// DefaultMaxHalfOpen and DefaultMaxHalfOpenPerClient: a half-open
+	// stream holds a socket and a goroutine (its buffers come when it
+	// joins), for up to the handshake's 15 s. A client opening more
+	// streams at once than its share waits a SYN retry for the rest.
+	DefaultMaxHalfOpen          = 1024
+	DefaultMaxHalfOpenPerClient = 64
+)
 
 // Name is "udp".
 func (*Transport) Name() string { return "udp" }
@@ -287,14 +308,16 @@ func (t *Transport) Listen(ctx context.Context, addr string, o transport.Options
 	}
 	uc := pc.(*net.UDPConn)
 	l := &Listener{
-		tr:      t,
-		uc:      uc,
-		opts:    o,
-		conns:   map[connID]*conn{},
-		tombs:   map[tombID]struct{}{},
-		acceptq: make(chan *conn, 128),
-		done:    make(chan struct{}),
-		refs:    1,
+		tr:       t,
+		uc:       uc,
+		opts:     o,
+		conns:    map[connID]*conn{},
+		tombs:    map[tombID]struct{}{},
+		opened:   map[[16]byte]int{},
+		halfOpen: map[netip.Addr]int{},
+		acceptq:  make(chan *conn, 128),
+		done:     make(chan struct{}),
+		refs:     1,
 	}
 	l.reuse.Store(reuse)
 	if a, ok := uc.LocalAddr().(*net.UDPAddr); ok {
@@ -321,24 +344,34 @@ type tombID struct {
 // Listener is a UDP listener: a socket, the streams it accepted, those
 // waiting to be accepted.
 type Listener struct {
-	tr      *Transport
-	uc      *net.UDPConn
-	opts    transport.Options
-	v6      bool
-	mu      sync.Mutex
-	conns   map[connID]*conn
-	tombs   map[tombID]struct{} // streams over; their SYNs are replays
-	acceptq chan *conn
-	closed  bool
-	done    chan struct{}
-	refs    int // the listener and its live streams hold the socket
-	dropped atomic.Uint64
-	swept   time.Time
-	reuse   atomic.Bool // SO_REUSEPORT: streams get sockets of their own
+	tr    *Transport
+	uc    *net.UDPConn
+	opts  transport.Options
+	v6    bool
+	mu    sync.Mutex
+	conns map[connID]*conn
+	tombs map[tombID]struct{} // streams over; their SYNs are replays
+	// opened counts each session's streams, over and live, against the
+	// session's Streams; halfOpen the streams whose handshake is under
+	// way by client address, halfTotal all of them.
+	opened    map[[16]byte]int
+	halfOpen  map[netip.Addr]int
+	halfTotal int
+	acceptq   chan *conn
+	closed    bool
+	done      chan struct{}
+	refs      int // the listener and its live streams hold the socket
+	dropped   atomic.Uint64
+	swept     time.Time
+	reuse     atomic.Bool // SO_REUSEPORT: streams get sockets of their own
 	// relayed counts the datagrams the listener's socket read for streams
 	// that have sockets of their own (those that came before the stream's
 	// socket was connected)
 	relayed atomic.Uint64
+	refused atomic.Uint64
+	// judged counts the datagrams of no stream the listener has handled
+	// (SYNs opened a stream or were dropped): tests wait on it
+	judged atomic.Uint64
 }
 
 // Accept returns the next established stream.
@@ -453,6 +486,7 @@ func (l *Listener) readLoop() {
 			if h.typ != tSYN || !l.syn(b, h, body, from, dstOf(oob[:oobn])) {
 				l.dropped.Add(1)
 			}
+			l.judged.Add(1)
 		}
 		if acks != nil {
 			acks.sendAck()
@@ -487,6 +521,16 @@ func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort, to 
 	if err != nil {
 		return false
 	}
+	client := from.Addr().Unmap()
+	if !l.admit(h.session, client) {
+		return false
+	}
+	admitted := true
+	defer func() {
+		if admitted {
+			l.halfDone(h.session, client, true)
+		}
+	}()
 	// Answer from the address the SYN came to (a wildcard listener on a
 	// host of several addresses), as the dialler's connected socket
 	// expects.
@@ -541,6 +585,7 @@ func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort, to 
 	if pe == nil {
 		l.refs++
 	}
+	admitted = false // the stream holds its place from now on
 	l.mu.Unlock()
 	if pe != nil {
 		go pe.readLoop(c)
@@ -556,12 +601,14 @@ func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort, to 
 	go func() {
 		select {
 		case <-c.estab:
+			l.halfDone(h.session, client, false)
 			select {
 			case l.acceptq <- c:
 			case <-l.done:
 				c.Close()
 			}
 		case <-c.done:
+			l.halfDone(h.session, client, false)
 		}
 	}()
 	c.mu.Lock()
@@ -571,6 +618,53 @@ func (l *Listener) syn(b []byte, h header, body []byte, from netip.AddrPort, to 
 	go c.run()
 	return true
 }
+
+// admit takes a half-open place for a SYN of session from client, and
+// one of the session's streams; false when the session has opened all it
+// agreed on, or client or the listener has too many handshakes under way.
+func (l *Listener) admit(session [16]byte, client netip.Addr) bool {
+	limit := DefaultStreams
+	if l.tr.Streams != nil {
+		if n := l.tr.Streams(session); n > 0 {
+			limit = n
+		}
+	}
+	maxHalf, perClient := l.tr.MaxHalfOpen, l.tr.MaxHalfOpenPerClient
+	if maxHalf <= 0 {
+		maxHalf = DefaultMaxHalfOpen
+	}
+	if perClient <= 0 {
+		perClient = DefaultMaxHalfOpenPerClient
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.opened[session] >= limit || l.halfTotal >= maxHalf || l.halfOpen[client] >= perClient {
+		l.refused.Add(1)
+		return false
+	}
+	l.opened[session]++
+	l.halfOpen[client]++
+	l.halfTotal++
+	return true
+}
+
+// halfDone gives back a half-open place: the stream joined or ended
+// (undo: it never opened, and gives the session's stream back too).
+func (l *Listener) halfDone(session [16]byte, client netip.Addr, undo bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if undo {
+		l.opened[session]--
+	}
+	l.halfTotal--
+	if l.halfOpen[client]--; l.halfOpen[client] <= 0 {
+		delete(l.halfOpen, client)
+	}
+}
+
+// Refused counts the SYNs dropped for the listener's bounds: a session's
+// streams beyond what it agreed on, handshakes beyond the half-open caps.
+func (l *Listener) Refused() uint64 { return l.refused.Load() }
 
 // peerSocket opens a socket for a stream, bound to the address and port
 // the SYN came to and connected to its peer, beside the listener's
@@ -634,6 +728,9 @@ func (l *Listener) sweep() {
 	for t := range l.tombs {
 		sessions[t.session] = true
 	}
+	for s := range l.opened {
+		sessions[s] = true
+	}
 	l.mu.Unlock()
 	for s := range sessions {
 		_, sessions[s] = l.tr.Keys(s)
@@ -642,6 +739,11 @@ func (l *Listener) sweep() {
 	for t := range l.tombs {
 		if !sessions[t.session] {
 			delete(l.tombs, t)
+		}
+	}
+	for s := range l.opened {
+		if !sessions[s] {
+			delete(l.opened, s)
 		}
 	}
 	l.mu.Unlock()
