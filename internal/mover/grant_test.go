@@ -171,7 +171,7 @@ func TestGrantPush(t *testing.T) {
 	gs.v.Fence("t-1", 2)
 	cfg := ClientConfig{Addr: gs.addr, Streams: 2, BlockSize: 1 << 20, Tuning: Tuning{DSCP: -1}, Grant: gs.sign(t, func(g *grant.Grant) { g.Paths = []string{"out"} })}
 	sum, err := pushTree(context.Background(), t, cfg, local, "out/", 3)
-	const stale = "refused: grant: a newer attempt of the task exists: attempt 1 of task t-1, attempt 2 is current"
+	const stale = "refused: grant: fenced: attempt 1 of task t-1 is no longer current (the fence is at attempt 2)"
 	if err == nil || !strings.Contains(err.Error(), stale) || !retry.IsPermanent(err) || sum.Attempts != 1 {
 		t.Fatalf("stale attempt: %v (attempts %d), want %q", err, sum.Attempts, stale)
 	}

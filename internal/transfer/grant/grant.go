@@ -58,7 +58,9 @@ var (
 	ErrSignature = errors.New("grant: bad signature")
 	ErrExpired   = errors.New("grant: expired")
 	ErrWrongNode = errors.New("grant: issued for another node")
-	ErrStale     = errors.New("grant: a newer attempt of the task exists")
+	// ErrStale is an attempt older than its task's fence: a newer
+	// attempt exists, or the controller said this one is over.
+	ErrStale = errors.New("grant: fenced")
 	// ErrOver is the controller's word (Confirm) that the attempt is no
 	// longer its task's current one: the task ended, failed, was
 	// cancelled or re-attempted.
@@ -382,7 +384,7 @@ func (v *Verifier) Verify(token string) (Grant, error) {
 	case g.Node != v.node:
 		return Grant{}, fmt.Errorf("%w: %s, this is %s", ErrWrongNode, g.Node, v.node)
 	case g.Attempt < v.fences[g.Task].attempt:
-		return Grant{}, fmt.Errorf("%w: attempt %d of task %s, attempt %d is current", ErrStale, g.Attempt, g.Task, v.fences[g.Task].attempt)
+		return Grant{}, fmt.Errorf("%w: attempt %d of task %s is no longer current (the fence is at attempt %d)", ErrStale, g.Attempt, g.Task, v.fences[g.Task].attempt)
 	}
 	v.life = max(v.life, g.Expires.Sub(now))
 	// The fence outlives the grant by the longest lifetime seen, for the
