@@ -429,7 +429,7 @@ func (n *node) confirmGrant(ctx context.Context, task string, attempt int) error
 	case err != nil:
 		return err
 	case !st.Current:
-		return fmt.Errorf("%w: %s", grant.ErrOver, orWord(st.Reason, fmt.Sprintf("attempt %d of task %s is not current", attempt, task)))
+		return fmt.Errorf("%w: %s", grant.ErrOver, orWord(st.Reason, fmt.Sprintf("attempt %d of task %s is no longer current", attempt, task)))
 	}
 	return nil
 }

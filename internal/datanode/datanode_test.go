@@ -776,8 +776,8 @@ func TestConfirmGrant(t *testing.T) {
 		saying string // in the error
 	}{
 		{name: "current", status: 200, body: `{"current":true}`},
-		{name: "over", status: 200, body: `{"current":false,"reason":"attempt 1 of task k-1 is not current: job j-1 was cancelled"}`,
-			want: grant.ErrOver, saying: "grant: its task's attempt is over: attempt 1 of task k-1 is not current: job j-1 was cancelled"},
+		{name: "over", status: 200, body: `{"current":false,"reason":"attempt 1 of task k-1 is no longer current: job j-1 was cancelled"}`,
+			want: grant.ErrOver, saying: "grant: its task's attempt is over: attempt 1 of task k-1 is no longer current: job j-1 was cancelled"},
 		{name: "older controller", status: 404, body: `{"error":{"code":"not_found","message":"no route POST /api/v1/datanodes/b1/grants/check (see /api/v1/openapi.json)"}}`},
 		{name: "standby", status: 503, body: `{"error":{"code":"unavailable","message":"a standby"}}`, saying: "a standby"},
 	} {

@@ -541,8 +541,8 @@ func TestGrantConfirm(t *testing.T) {
 		asks      int // the questions the push led to
 	}{
 		{name: "current", asks: 1},
-		{name: "over", answer: fmt.Errorf("%w: attempt 1 of task t-1 is not current: job j-1 has ended (SUCCEEDED)", grant.ErrOver),
-			want: "refused: grant: its task's attempt is over: attempt 1 of task t-1 is not current: job j-1 has ended (SUCCEEDED)", permanent: true, asks: 1},
+		{name: "over", answer: fmt.Errorf("%w: attempt 1 of task t-1 is no longer current: job j-1 has ended (SUCCEEDED)", grant.ErrOver),
+			want: "refused: grant: its task's attempt is over: attempt 1 of task t-1 is no longer current: job j-1 has ended (SUCCEEDED)", permanent: true, asks: 1},
 		{name: "controller away", answer: errors.New("dial tcp: connection refused"),
 			want: "ask the controller whether attempt 1 of task t-1 is current: dial tcp: connection refused", asks: 2},
 	} {

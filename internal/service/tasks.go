@@ -691,7 +691,7 @@ func (s *Service) CheckGrant(ctx context.Context, a controller.Actor, node strin
 // at the destination's next heartbeat (Granted), which cuts its sessions.
 func (s *Service) grantStatus(ctx context.Context, st store.Store, node, task string, attempt int) (apiv1.GrantStatus, error) {
 	notCurrent := func(why string) (apiv1.GrantStatus, error) {
-		return apiv1.GrantStatus{Reason: fmt.Sprintf("attempt %d of task %s is not current: %s", attempt, task, why)}, nil
+		return apiv1.GrantStatus{Reason: fmt.Sprintf("attempt %d of task %s is no longer current: %s", attempt, task, why)}, nil
 	}
 	t, err := st.GetTask(ctx, task)
 	if errors.Is(err, reserve.ErrNotFound) {
