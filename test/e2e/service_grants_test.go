@@ -301,16 +301,28 @@ func (c *crafted) finish() error {
 	}
 }
 
-// craftedPush pushes one file of content to dir/name on addr under grant.
+// craftedPush pushes one file of content to dir/name on addr under grant,
+// trying again while the server says it is busy (as a data node's client
+// would: a server just started has no controller key until its first
+// heartbeat's answer, which it applies just after the controller lists it
+// alive).
 func craftedPush(t *testing.T, addr, grant, dir, name string, content []byte) error {
 	t.Helper()
-	c, err := openCrafted(t, addr, grant, dir, name, content)
-	if err != nil {
-		return err
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c, err := openCrafted(t, addr, grant, dir, name, content)
+		var r *errRefused
+		if errors.As(err, &r) && r.code == wire.CodeBusy && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		defer c.ctrl.c.Close()
+		defer c.data.c.Close()
+		return c.finish()
 	}
-	defer c.ctrl.c.Close()
-	defer c.data.c.Close()
-	return c.finish()
 }
 
 // refusedUnwritten asserts that a push under a dead grant is refused with
