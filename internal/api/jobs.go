@@ -225,6 +225,23 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, a controller.Acto
 	return nil
 }
 
+func (s *Server) grantCheck(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
+	svc, err := s.needService()
+	if err != nil {
+		return err
+	}
+	var in apiv1.GrantCheck
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	st, err := svc.CheckGrant(r.Context(), a, r.PathValue("node"), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
 func (s *Server) taskListing(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
 	svc, err := s.needService()
 	if err != nil {

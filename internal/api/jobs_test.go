@@ -115,12 +115,30 @@ func TestJobRoutes(t *testing.T) {
 	for _, f := range c.Tasks[0].Files {
 		rep.Files = append(rep.Files, apiv1.FileReport{Path: f.Path, OK: true, Checksum: "00c0ffee"})
 	}
-	if st, raw := e.do("POST", "/api/v1/tasks/"+task.ID+"/report", b1, rep, &ans); st != 200 || !ans.Cancel {
+	// Another node is refused, and told nothing of the task.
+	if st, raw := e.do("POST", "/api/v1/tasks/"+task.ID+"/report", b1, rep, nil); st != 403 || strings.Contains(string(raw), id) || strings.Contains(strings.ReplaceAll(string(raw), task.ID, ""), "a1") {
 		t.Fatalf("another node reports a1's task: %d %s", st, raw)
+	}
+	// The destination asks whether the attempt is current: yes while it
+	// runs (only b1's token asks for b1), no once the task ended.
+	var gs apiv1.GrantStatus
+	check := apiv1.GrantCheck{Task: task.ID, Attempt: 1}
+	if st, raw := e.do("POST", "/api/v1/datanodes/b1/grants/check", b1, check, &gs); st != 200 || !gs.Current {
+		t.Fatalf("b1 checks the running attempt: %d %s", st, raw)
+	}
+	if st, raw := e.do("POST", "/api/v1/datanodes/b1/grants/check", a1, check, nil); st != 403 {
+		t.Fatalf("a1 checks for b1: %d %s", st, raw)
+	}
+	if st, raw := e.do("POST", "/api/v1/datanodes/b1/grants/check", b1, apiv1.GrantCheck{Task: task.ID}, nil); st != 400 {
+		t.Fatalf("a check without an attempt: %d %s", st, raw)
 	}
 	ans = apiv1.TaskAnswer{}
 	if st, raw := e.do("POST", "/api/v1/tasks/"+task.ID+"/report", a1, rep, &ans); st != 200 || ans.Cancel || ans.Task.State != transfer.TaskSucceeded {
 		t.Fatalf("report: %d %s", st, raw)
+	}
+	gs = apiv1.GrantStatus{}
+	if st, raw := e.do("POST", "/api/v1/datanodes/b1/grants/check", b1, check, &gs); st != 200 || gs.Current || !strings.Contains(gs.Reason, "SUCCEEDED") {
+		t.Fatalf("b1 checks the ended attempt: %d %s", st, raw)
 	}
 	// An ended job's page is answered at once, wait or not.
 	if st, raw := e.do("GET", "/api/v1/jobs/"+id+"?files=SUCCEEDED&optimizer=1&wait=30s", alice, nil, &page); st != 200 || page.Job.State != transfer.JobSucceeded || len(page.Files) != 5 || len(page.Tasks) != 2 || len(page.Decisions) == 0 {

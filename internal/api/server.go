@@ -164,6 +164,7 @@ func (s *Server) Routes() []Route {
 		{Method: "POST", Path: "/api/v1/endpoints/{name}/allow", h: s.allowEndpoint},
 		{Method: "POST", Path: "/api/v1/datanodes/{node}/heartbeat", h: s.dataNodeHeartbeat},
 		{Method: "POST", Path: "/api/v1/datanodes/{node}/claim", h: s.claim},
+		{Method: "POST", Path: "/api/v1/datanodes/{node}/grants/check", h: s.grantCheck},
 		{Method: "POST", Path: "/api/v1/tasks/{id}/listing", h: s.taskListing},
 		{Method: "POST", Path: "/api/v1/tasks/{id}/report", h: s.taskReport},
 	}

@@ -72,6 +72,11 @@ type DataNodeHeartbeat struct {
 	// takes them (mover protocol 4): only such nodes are handed part
 	// tasks, as source or destination.
 	Parts bool `json:"parts,omitempty"`
+	// Granted are the attempts under which the node's server runs
+	// sessions now (pushes it takes): the answer fences each that is no
+	// longer current (its task ended, failed, was cancelled or
+	// re-attempted), which ends them.
+	Granted []Fence `json:"granted,omitempty"`
 }
 
 // DataNodeWork answers a heartbeat.
@@ -82,7 +87,9 @@ type DataNodeWork struct {
 	// which the node's server checks the grants of the pushes it takes.
 	GrantKey string `json:"grant_key"`
 	// Fences are, for the tasks whose destination is this node, the
-	// current attempt: the server refuses (and cuts) any older one.
+	// current attempt: the server refuses (and cuts) any older one. For
+	// an attempt in the heartbeat's Granted that is no longer current, a
+	// fence one past it: it is refused, and cut.
 	Fences []Fence `json:"fences,omitempty"`
 	// Cancel lists the node's tasks to stop: their job was cancelled or
 	// their attempt is no longer current.
@@ -106,6 +113,23 @@ type TaskRate struct {
 type Fence struct {
 	Task    string `json:"task"`
 	Attempt int    `json:"attempt"`
+}
+
+// GrantCheck asks whether an attempt of a task pushed to the node is still
+// current (POST /api/v1/datanodes/{node}/grants/check): the node's server
+// asks before it takes a session under the attempt's grant.
+type GrantCheck struct {
+	Task    string `json:"task"`
+	Attempt int    `json:"attempt"`
+}
+
+// GrantStatus answers a GrantCheck. Current is true only while the task
+// is ACTIVE at that attempt, pushing to the node, and its job has not
+// ended; otherwise Reason says why not (for a task that is not the
+// node's, without its details).
+type GrantStatus struct {
+	Current bool   `json:"current"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // TaskProgress is a running task's word in a heartbeat.

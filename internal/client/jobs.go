@@ -100,6 +100,12 @@ func (c *Client) Claim(ctx context.Context, node string, req apiv1.ClaimRequest)
 	return post[apiv1.Claim](ctx, c, "/datanodes/"+escape(node)+"/claim", req)
 }
 
+// CheckGrant is POST /api/v1/datanodes/{node}/grants/check: whether an
+// attempt of a task pushed to the node is still current.
+func (c *Client) CheckGrant(ctx context.Context, node string, req apiv1.GrantCheck) (apiv1.GrantStatus, error) {
+	return post[apiv1.GrantStatus](ctx, c, "/datanodes/"+escape(node)+"/grants/check", req)
+}
+
 // ReportListing is POST /api/v1/tasks/{id}/listing.
 func (c *Client) ReportListing(ctx context.Context, task string, l apiv1.Listing) (apiv1.TaskAnswer, error) {
 	return post[apiv1.TaskAnswer](ctx, c, "/tasks/"+escape(task)+"/listing", l)

@@ -238,6 +238,13 @@ func (n *node) runCopy(ctx context.Context, t *running) {
 			}
 			batch := b.take()
 			ans, err := report(ctx, apiv1.TaskReport{Files: batch})
+			if err != nil && refusal(err) {
+				// The controller will not hear this node on the task
+				// (another node holds it now, or it is gone): no later
+				// report would be heard either.
+				n.stop(id, fmt.Errorf("%w: %v", errCancelled, err))
+				continue
+			}
 			if err != nil {
 				b.putBack(batch)
 				continue

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -144,6 +145,8 @@ type node struct {
 	paceMu  sync.Mutex
 	claimed uint64
 	wg      sync.WaitGroup
+	// oldController logs once that the controller cannot confirm grants.
+	oldController sync.Once
 }
 
 // running is a task the node runs.
@@ -272,6 +275,9 @@ func Run(ctx context.Context, cfg Config) error {
 	defer root.Close()
 	n := &node{cfg: cfg, root: root, log: cfg.Logger, tasks: map[string]*running{},
 		beat: make(chan struct{}, 1), freed: make(chan struct{}, 1), ended: make(chan struct{}, 1)}
+	if cfg.Verifier != nil {
+		cfg.Verifier.SetConfirm(n.confirmGrant)
+	}
 	n.log.Info("data node starting", "node", cfg.Node, "endpoint", cfg.Endpoint, "address", cfg.Address,
 		"root", cfg.Root, "max_tasks", cfg.MaxTasks, "lease", cfg.Lease)
 	registered := make(chan struct{})
@@ -324,7 +330,7 @@ func (n *node) heartbeats(ctx context.Context, registered chan struct{}) error {
 	var lastErr string
 	for {
 		req := apiv1.DataNodeHeartbeat{Endpoint: n.cfg.Endpoint, Address: n.cfg.Address, Parts: true,
-			MaxRateBps: n.cfg.MaxRateBps, Lease: n.cfg.Lease.String(), Tasks: n.progress()}
+			MaxRateBps: n.cfg.MaxRateBps, Lease: n.cfg.Lease.String(), Tasks: n.progress(), Granted: n.granted()}
 		claimed := n.claimsSoFar()
 		work, err := n.cfg.Client.DataNodeHeartbeat(ctx, n.cfg.Node, req)
 		again := false
@@ -377,9 +383,14 @@ func refusal(err error) bool {
 
 // apply takes a heartbeat's answer: the grant key and fences go to the
 // server's verifier, the tasks to cancel are stopped. (Its rates are the
-// heartbeat loop's to apply, with takeRates.)
+// heartbeat loop's to apply, with takeRates.) The fences go first: a
+// server that has no key yet (just started) takes no session, and takes
+// none under a fenced attempt once it has one.
 func (n *node) apply(w apiv1.DataNodeWork) {
 	if v := n.cfg.Verifier; v != nil {
+		for _, f := range w.Fences {
+			v.Fence(f.Task, f.Attempt)
+		}
 		if w.GrantKey != "" {
 			if k, err := grant.DecodeKey(w.GrantKey); err == nil {
 				v.SetKey(k)
@@ -387,13 +398,55 @@ func (n *node) apply(w apiv1.DataNodeWork) {
 				n.log.Warn("the controller's grant key", "err", err)
 			}
 		}
-		for _, f := range w.Fences {
-			v.Fence(f.Task, f.Attempt)
-		}
 	}
 	for _, id := range w.Cancel {
 		n.stop(id, errCancelled)
 	}
+}
+
+// confirmTimeout bounds the question a session's start waits on.
+const confirmTimeout = 10 * time.Second
+
+// confirmGrant asks the controller whether an attempt of a task pushed
+// to this node is still current: the server's verifier asks it before it
+// takes a session under the attempt's grant (grant.Verifier.Confirm).
+// Not current is grant.ErrOver with the controller's reason; a
+// controller that cannot be asked is an error of its own, which the
+// server answers as busy (the pushing node tries again).
+func (n *node) confirmGrant(ctx context.Context, task string, attempt int) error {
+	ctx, cancel := context.WithTimeout(ctx, confirmTimeout)
+	defer cancel()
+	st, err := n.cfg.Client.CheckGrant(ctx, n.cfg.Node, apiv1.GrantCheck{Task: task, Attempt: attempt})
+	var ae *client.APIError
+	switch {
+	case errors.As(err, &ae) && ae.Status == http.StatusNotFound && strings.HasPrefix(ae.Detail.Message, "no route"):
+		// A controller older than the route: it cannot be asked, and
+		// its fences are all there is (as before it).
+		n.oldController.Do(func() {
+			n.log.Warn("the controller cannot confirm grants (it is older than this data node): pushes are checked against its fences only")
+		})
+		return nil
+	case err != nil:
+		return err
+	case !st.Current:
+		return fmt.Errorf("%w: %s", grant.ErrOver, orWord(st.Reason, fmt.Sprintf("attempt %d of task %s is no longer current", attempt, task)))
+	}
+	return nil
+}
+
+// granted is what the heartbeat says of the sessions the node's server
+// runs: the attempts they run under, each of which the answer fences if
+// it is no longer current.
+func (n *node) granted() []apiv1.Fence {
+	v := n.cfg.Verifier
+	if v == nil {
+		return nil
+	}
+	var out []apiv1.Fence
+	for _, h := range v.Held() {
+		out = append(out, apiv1.Fence{Task: h.Task, Attempt: h.Attempt})
+	}
+	return out
 }
 
 // stop cancels a running task.

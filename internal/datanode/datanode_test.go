@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/adler32"
 	"hash/crc32"
+	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -756,5 +760,69 @@ func TestPartJob(t *testing.T) {
 	w.Files = append(w.Files, f)
 	if _, err := partJob(w); err == nil {
 		t.Error("a part task of two files accepted")
+	}
+}
+
+// TestConfirmGrant: the verifier's question to the controller, through
+// the route, and what each answer becomes: current, over (with the
+// controller's reason), an older controller without the route (not asked:
+// fences only), and a controller that cannot answer now.
+func TestConfirmGrant(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+		want   error  // matched with errors.Is; nil: accepted
+		saying string // in the error
+	}{
+		{name: "current", status: 200, body: `{"current":true}`},
+		{name: "over", status: 200, body: `{"current":false,"reason":"attempt 1 of task k-1 is no longer current: job j-1 was cancelled"}`,
+			want: grant.ErrOver, saying: "grant: its task's attempt is over: attempt 1 of task k-1 is no longer current: job j-1 was cancelled"},
+		{name: "older controller", status: 404, body: `{"error":{"code":"not_found","message":"no route POST /api/v1/datanodes/b1/grants/check (see /api/v1/openapi.json)"}}`},
+		{name: "standby", status: 503, body: `{"error":{"code":"unavailable","message":"a standby"}}`, saying: "a standby"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got apiv1.GrantCheck
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method != "POST" || r.URL.Path != "/api/v1/datanodes/b1/grants/check" {
+					t.Errorf("%s %s", r.Method, r.URL.Path)
+				}
+				json.NewDecoder(r.Body).Decode(&got)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tc.status)
+				io.WriteString(w, tc.body)
+			}))
+			defer srv.Close()
+			c, err := client.New(srv.URL, "tok", client.WithTimeout(5*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := &node{cfg: Config{Client: c, Node: "b1"}, log: slog.New(slog.DiscardHandler)}
+			err = n.confirmGrant(context.Background(), "k-1", 1)
+			if got != (apiv1.GrantCheck{Task: "k-1", Attempt: 1}) {
+				t.Errorf("asked %+v", got)
+			}
+			switch {
+			case tc.saying == "" && err != nil:
+				t.Fatalf("confirm: %v, want accepted", err)
+			case tc.saying != "" && (err == nil || !strings.Contains(err.Error(), tc.saying)):
+				t.Fatalf("confirm: %v, want %q", err, tc.saying)
+			case tc.want != nil && !errors.Is(err, tc.want):
+				t.Fatalf("confirm: %v, want %v", err, tc.want)
+			case tc.want == nil && errors.Is(err, grant.ErrOver):
+				t.Fatalf("confirm: %v: a controller that cannot answer is not a refusal", err)
+			}
+		})
+	}
+	// The heartbeat names the attempts the server's sessions hold.
+	v := grant.NewVerifier("b1", nil)
+	release := v.Hold("k-2", 3)
+	n := &node{cfg: Config{Verifier: v}}
+	if g := n.granted(); len(g) != 1 || g[0] != (apiv1.Fence{Task: "k-2", Attempt: 3}) {
+		t.Errorf("granted %+v", g)
+	}
+	release()
+	if g := n.granted(); len(g) != 0 {
+		t.Errorf("granted after the session: %+v", g)
 	}
 }

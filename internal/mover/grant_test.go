@@ -7,11 +7,13 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -169,7 +171,7 @@ func TestGrantPush(t *testing.T) {
 	gs.v.Fence("t-1", 2)
 	cfg := ClientConfig{Addr: gs.addr, Streams: 2, BlockSize: 1 << 20, Tuning: Tuning{DSCP: -1}, Grant: gs.sign(t, func(g *grant.Grant) { g.Paths = []string{"out"} })}
 	sum, err := pushTree(context.Background(), t, cfg, local, "out/", 3)
-	const stale = "refused: grant: a newer attempt of the task exists: attempt 1 of task t-1, attempt 2 is current"
+	const stale = "refused: grant: fenced: attempt 1 of task t-1 is no longer current (the fence is at attempt 2)"
 	if err == nil || !strings.Contains(err.Error(), stale) || !retry.IsPermanent(err) || sum.Attempts != 1 {
 		t.Fatalf("stale attempt: %v (attempts %d), want %q", err, sum.Attempts, stale)
 	}
@@ -518,6 +520,83 @@ func TestGrantBenchFile(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !retry.IsPermanent(err) {
 				t.Fatalf("bench: %v, want a permanent %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestGrantConfirm: a server whose verifier asks the controller takes a
+// push only when the controller says its attempt is current: an attempt
+// that is over is refused for good (and fenced: not asked again), a
+// controller that cannot be asked makes the push wait (busy), and while a
+// session runs its attempt is listed as held.
+func TestGrantConfirm(t *testing.T) {
+	local := filepath.Join(t.TempDir(), "run42")
+	makeTree(t, local, map[string]int{"a.bin": 1 << 20})
+	for _, tc := range []struct {
+		name      string
+		answer    error
+		want      string // "" for success
+		permanent bool
+		asks      int // the questions the push led to
+	}{
+		{name: "current", asks: 1},
+		{name: "over", answer: fmt.Errorf("%w: attempt 1 of task t-1 is no longer current: job j-1 has ended (SUCCEEDED)", grant.ErrOver),
+			want: "refused: grant: its task's attempt is over: attempt 1 of task t-1 is no longer current: job j-1 has ended (SUCCEEDED)", permanent: true, asks: 1},
+		{name: "controller away", answer: errors.New("dial tcp: connection refused"),
+			want: "ask the controller whether attempt 1 of task t-1 is current: dial tcp: connection refused", asks: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gs := serveGranted(t, nil)
+			var mu sync.Mutex
+			var asked []grant.Held
+			gs.v.SetConfirm(func(_ context.Context, task string, attempt int) error {
+				mu.Lock()
+				defer mu.Unlock()
+				asked = append(asked, grant.Held{Task: task, Attempt: attempt})
+				// While the session is being admitted nothing is held:
+				// the hold begins once it is.
+				if h := gs.v.Held(); len(h) != 0 {
+					t.Errorf("held before admission: %v", h)
+				}
+				return tc.answer
+			})
+			cfg := ClientConfig{Addr: gs.addr, Streams: 1, BlockSize: 1 << 20, Tuning: Tuning{DSCP: -1}, Grant: gs.sign(t, nil)}
+			src := sourceOf(t, local, true)
+			var heldDuring []grant.Held
+			job := Job{Config: cfg, Options: Options{Recursive: true}, Direction: Push, Source: src, Remote: "in/", Retries: 1,
+				OnFile: func(FileResult) { heldDuring = gs.v.Held() }}
+			sum, err := Copy(context.Background(), job)
+			mu.Lock()
+			n := len(asked)
+			mu.Unlock()
+			if n != tc.asks {
+				t.Errorf("asked %d times, want %d", n, tc.asks)
+			}
+			if tc.want == "" {
+				if err != nil || !sum.Verified {
+					t.Fatalf("push: %v", err)
+				}
+				if len(heldDuring) != 1 || heldDuring[0] != (grant.Held{Task: "t-1", Attempt: 1}) {
+					t.Errorf("held during the session: %v", heldDuring)
+				}
+				// The server lets go of the session just after the client
+				// sees its end.
+				for deadline := time.Now().Add(30 * time.Second); len(gs.v.Held()) != 0; time.Sleep(10 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("still held after the session: %v", gs.v.Held())
+					}
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || retry.IsPermanent(err) != tc.permanent {
+				t.Fatalf("push: %v (permanent %v), want %q (permanent %v)", err, retry.IsPermanent(err), tc.want, tc.permanent)
+			}
+			if _, err := os.Stat(filepath.Join(gs.root, "in")); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("a refused push wrote at the destination: %v", err)
+			}
+			if tc.permanent && gs.v.Current("t-1", 1) {
+				t.Error("an attempt the controller says is over is not fenced")
 			}
 		})
 	}

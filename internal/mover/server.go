@@ -120,6 +120,9 @@ type session struct {
 	// ended, or it never started): a newer attempt waits for it.
 	released chan struct{}
 	relOnce  sync.Once
+	// unhold ends the verifier's record of the session under its attempt
+	// (grant.Verifier.Hold), which the data node's heartbeat names.
+	unhold func()
 }
 
 func (ss *session) fence() { ss.cutOnce.Do(func() { close(ss.cut) }) }
@@ -127,6 +130,9 @@ func (ss *session) fence() { ss.cutOnce.Do(func() { close(ss.cut) }) }
 func (ss *session) release() {
 	if ss.released != nil {
 		ss.relOnce.Do(func() { close(ss.released) })
+	}
+	if ss.unhold != nil {
+		ss.unhold()
 	}
 }
 
@@ -511,7 +517,7 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	ss := &session{client: clientHost(c.RemoteAddr()), streams: streams, tuning: tuning, joins: make(chan joined, streams),
 		udp: trName == TransportUDP, fast: fastP}
 	if s.cfg.Grants != nil {
-		code, err := s.admitGrant(ss, token, m, r.Version)
+		code, err := s.admitGrant(ctx, ss, token, m, r.Version)
 		if err != nil {
 			sendError(c, code, err.Error())
 			log.Info("request refused", "op", op, "reason", err.Error())
@@ -911,7 +917,7 @@ func (s *Server) logSession(sid, peer, op string, p *Progress, bytes int64, srcE
 // the sessions of older attempts of its task are waited for (they are
 // being ended) so that this one finds their partial files free to resume.
 // It returns the error code to refuse with.
-func (s *Server) admitGrant(ss *session, token string, m wire.Msg, version uint16) (uint8, error) {
+func (s *Server) admitGrant(ctx context.Context, ss *session, token string, m wire.Msg, version uint16) (uint8, error) {
 	mode, what := "", "sessions"
 	switch m := m.(type) {
 	case *wire.Put:
@@ -962,6 +968,16 @@ func (s *Server) admitGrant(ss *session, token string, m wire.Msg, version uint1
 			}
 		}
 	}
+	// The controller's word that the attempt is still current, asked
+	// afresh for every session: a grant is not renewed, and a task that
+	// ended (or a restart of this server) leaves no fence behind to
+	// refuse it by; see grant.Verifier.Confirm.
+	if err := s.cfg.Grants.Confirm(ctx, g); err != nil {
+		if errors.Is(err, grant.ErrOver) || errors.Is(err, grant.ErrStale) {
+			return wire.CodeRefused, err
+		}
+		return wire.CodeBusy, fmt.Errorf("ask the controller whether attempt %d of task %s is current: %w", g.Attempt, g.Task, err)
+	}
 	s.mu.Lock()
 	if !s.cfg.Grants.Current(g.Task, g.Attempt) {
 		// A newer attempt verified since this one did.
@@ -969,6 +985,7 @@ func (s *Server) admitGrant(ss *session, token string, m wire.Msg, version uint1
 		return wire.CodeRefused, fmt.Errorf("%w: attempt %d of task %s is no longer current", grant.ErrStale, g.Attempt, g.Task)
 	}
 	ss.grant, ss.cut, ss.released = &g, make(chan struct{}), make(chan struct{})
+	ss.unhold = s.cfg.Grants.Hold(g.Task, g.Attempt)
 	var older []*session
 	for o := range s.granted {
 		if o.grant.Task == g.Task && o.grant.Attempt < g.Attempt {

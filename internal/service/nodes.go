@@ -55,6 +55,9 @@ func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string
 		}
 		lease = d
 	}
+	if len(hb.Granted) > MaxGranted {
+		return apiv1.DataNodeWork{}, invalid("granted", "%d attempts granted, at most %d", len(hb.Granted), MaxGranted)
+	}
 	site := topo.Site[node]
 
 	s.mu.Lock()
@@ -144,6 +147,22 @@ func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string
 				return err
 			}
 			work.Rates = append(work.Rates, rates...)
+		}
+		// The attempts the node's server runs sessions under that are no
+		// longer current are fenced one past, which cuts those sessions:
+		// their task ended, failed, was cancelled or re-attempted since
+		// the server confirmed them (grant.Verifier.Confirm).
+		for _, g := range hb.Granted {
+			if g.Task == "" || g.Attempt < 1 {
+				continue
+			}
+			st, err := s.grantStatus(ctx, tx, node, g.Task, g.Attempt)
+			if err != nil {
+				return err
+			}
+			if !st.Current {
+				work.Fences = append(work.Fences, apiv1.Fence{Task: g.Task, Attempt: g.Attempt + 1})
+			}
 		}
 		for _, p := range hb.Tasks {
 			t, err := tx.GetTask(ctx, p.Task)

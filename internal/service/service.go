@@ -45,8 +45,17 @@ const (
 	// mover's resume sends only what is missing of it.
 	BatchFiles = 1000
 	BatchBytes = 1 << 30
-	// GrantTTL is how long a task's grant holds.
+	// GrantTTL is how long a task's grant holds at most. It is not what
+	// ends a grant: a destination asks the controller at the start of
+	// every session whether the grant's attempt is still current, and
+	// fences the sessions of one that ended (CheckGrant, Heartbeat's
+	// Granted), so a grant dies with its task whatever its expiry. The
+	// expiry bounds it where that cannot be asked (a mover server with
+	// grants but no controller to ask), and it is long because a grant is
+	// not renewed: a task's resumed sessions present it again.
 	GrantTTL = time.Hour
+	// MaxGranted bounds the attempts a heartbeat names as granted.
+	MaxGranted = 4096
 	// ListTimeout bounds a list task on its node.
 	ListTimeout = 5 * time.Minute
 	// DefaultSubmitWait bounds how long a deadline job's submission waits

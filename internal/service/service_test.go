@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -540,8 +541,10 @@ func testLeaseLapseRequeues(t *testing.T, db string) {
 	if w := e.beat("a1", []apiv1.TaskProgress{{Task: old.Task.ID, Attempt: 1}}); len(w.Cancel) != 1 || w.Cancel[0] != old.Task.ID {
 		t.Fatalf("a1's heartbeat: cancel %v", w.Cancel)
 	}
+	// a1 no longer holds the task: its report is refused, and says
+	// nothing of the task (a2 holds it now).
 	ans, err := e.s.Report(e.ctx, agent("a1"), old.Task.ID, okReport(old))
-	if err != nil || !ans.Cancel || !strings.Contains(ans.Reason, "attempt 1 of task "+old.Task.ID+" is no longer current") {
+	if !errors.Is(err, reserve.ErrForbidden) || ans.Task.ID != "" || strings.Contains(err.Error(), "a2") {
 		t.Fatalf("the old attempt's report: %v %+v", err, ans)
 	}
 	if e.job(j.ID).FilesDone != 0 {
@@ -1520,5 +1523,104 @@ func TestDivideRates(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGrantDiesWithItsTask: the controller says an attempt is current only
+// while its task runs it towards the asking node; once the task ends, is
+// cancelled or re-attempted, the destination's question and its
+// heartbeat's Granted both say so (the latter as a fence one past the
+// attempt), and a node the task does not push to learns nothing of it.
+func TestGrantDiesWithItsTask(t *testing.T) {
+	e := newEnv(t)
+	status := func(node, task string, attempt int) apiv1.GrantStatus {
+		t.Helper()
+		st, err := e.s.CheckGrant(e.ctx, agent(node), node, apiv1.GrantCheck{Task: task, Attempt: attempt})
+		if err != nil {
+			t.Fatalf("check %s/%d at %s: %v", task, attempt, node, err)
+		}
+		return st
+	}
+	// fenced says whether node's heartbeat, naming the attempt as held,
+	// is answered with a fence one past it.
+	fenced := func(node, task string, attempt int) bool {
+		t.Helper()
+		w, err := e.s.Heartbeat(e.ctx, agent(node), node, apiv1.DataNodeHeartbeat{Endpoint: endpointOf(node), Address: e.addr(node),
+			Lease: "15s", Parts: true, Granted: []apiv1.Fence{{Task: task, Attempt: attempt}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(w.Fences, apiv1.Fence{Task: task, Attempt: attempt + 1})
+	}
+	other := func(n string) string {
+		if n == "b1" {
+			return "b2"
+		}
+		return "b1"
+	}
+
+	// Ended: the task of a job of one file, which arrived.
+	e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(1, 1000))
+	w := e.claim("a1", 1)[0]
+	id, to := w.Task.ID, w.Task.To
+	if st := status(to, id, 1); !st.Current || fenced(to, id, 1) {
+		t.Fatalf("a running attempt: %+v", st)
+	}
+	if st := status(to, id, 2); st.Current {
+		t.Fatalf("an attempt not yet made: %+v", st)
+	}
+	// Another node of the endpoint asks: not current, and not a word of
+	// the task's job or state.
+	if st := status(other(to), id, 1); st.Current || strings.Contains(st.Reason, w.Task.Job) || strings.Contains(st.Reason, "ACTIVE") {
+		t.Fatalf("asked by a node it does not push to: %+v", st)
+	}
+	if _, err := e.s.CheckGrant(e.ctx, agent("a1"), to, apiv1.GrantCheck{Task: id, Attempt: 1}); !errors.Is(err, reserve.ErrForbidden) {
+		t.Fatalf("a1 asks for %s: %v", to, err)
+	}
+	if _, err := e.s.Report(e.ctx, agent("a1"), id, okReport(w)); err != nil {
+		t.Fatal(err)
+	}
+	if st := status(to, id, 1); st.Current || !strings.Contains(st.Reason, "has ended (SUCCEEDED)") {
+		t.Fatalf("after the job succeeded: %+v", st)
+	}
+	if !fenced(to, id, 1) {
+		t.Fatal("the heartbeat does not fence an attempt held after its job ended")
+	}
+
+	// Cancelled.
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(1, 1000))
+	w = e.claim("a1", 1)[0]
+	id, to = w.Task.ID, w.Task.To
+	if _, err := e.s.Cancel(e.ctx, alice, j.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if st := status(to, id, 1); st.Current || !strings.Contains(st.Reason, "was cancelled") || !fenced(to, id, 1) {
+		t.Fatalf("after a cancel: %+v", st)
+	}
+
+	// Re-attempted: a1's lease lapses and a2 takes the task over.
+	e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(1, 1000))
+	w = e.claim("a1", 1)[0]
+	id, to = w.Task.ID, w.Task.To
+	for range 2 {
+		e.clk.Add(10 * time.Second)
+		for _, n := range []string{"a2", "b1", "b2"} {
+			e.beat(n, nil)
+		}
+	}
+	e.s.Tick(e.ctx)
+	if st := status(to, id, 1); st.Current || !strings.Contains(st.Reason, "QUEUED") || !fenced(to, id, 1) {
+		t.Fatalf("after the lease lapsed: %+v", st)
+	}
+	ws := e.claim("a2", 1)
+	if len(ws) != 1 || ws[0].Task.ID != id || ws[0].Task.Attempt != 2 {
+		t.Fatalf("requeued claim: %+v", ws)
+	}
+	to2 := ws[0].Task.To
+	if st := status(to2, id, 2); !st.Current {
+		t.Fatalf("the new attempt: %+v", st)
+	}
+	if st := status(to2, id, 1); st.Current || !strings.Contains(st.Reason, "attempt 2 is") || !fenced(to2, id, 1) {
+		t.Fatalf("the old attempt after the new one: %+v", st)
 	}
 }

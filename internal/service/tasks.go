@@ -639,27 +639,88 @@ func staleAnswer(t transfer.Task, attempt int, j transfer.Job) apiv1.TaskAnswer 
 	return apiv1.TaskAnswer{Task: t, Cancel: true, Reason: why}
 }
 
-// task returns a task for its holder's word, and whether a speaks for
-// the node holding it. An agent of another node (one whose attempt was
-// taken over) is told to stop, not refused.
-func (s *Service) task(ctx context.Context, a controller.Actor, id, kind string) (transfer.Task, transfer.Job, bool, error) {
+// task returns a task for its holder's word. Only the node holding the
+// task (the one its current attempt, or its last, was handed to) or an
+// admin is heard; any other is refused before anything of the task is
+// read out, not even its kind: a node learns of a task what it was handed
+// with it, and a stale report must not be a way to read another node's
+// tasks (their files, their job, their destination). A holder whose
+// attempt is no longer current is told to stop by the caller
+// (staleAnswer); a node whose attempt was taken over by another node is
+// refused here, and stops at the refusal (or at its heartbeat's cancel).
+func (s *Service) task(ctx context.Context, a controller.Actor, id, kind string) (transfer.Task, transfer.Job, error) {
+	if a.Role != reserve.RoleAdmin && a.Role != reserve.RoleAgent {
+		return transfer.Task{}, transfer.Job{}, forbidden("only the data node running task %s reports on it", id)
+	}
+	if err := a.ActsFor(a.Node); err != nil {
+		return transfer.Task{}, transfer.Job{}, err // an agent bound to no node
+	}
 	t, err := s.st.GetTask(ctx, id)
 	if errors.Is(err, reserve.ErrNotFound) {
-		return t, transfer.Job{}, false, notFound("task", id)
+		return transfer.Task{}, transfer.Job{}, notFound("task", id)
 	} else if err != nil {
-		return t, transfer.Job{}, false, err
+		return transfer.Task{}, transfer.Job{}, err
+	}
+	if t.From == "" || a.ActsFor(t.From) != nil {
+		return transfer.Task{}, transfer.Job{}, forbidden("task %s is not held by node %s: only the data node running a task reports on it", id, cmp.Or(a.Node, a.Name))
 	}
 	if t.Kind != kind {
-		return t, transfer.Job{}, false, invalid("task", "task %s is a %s task, not a %s task", id, t.Kind, kind)
-	}
-	holder := a.ActsFor(t.From) == nil && t.From != ""
-	if !holder {
-		if err := a.ActsFor(a.Node); err != nil {
-			return t, transfer.Job{}, false, err
-		}
+		return transfer.Task{}, transfer.Job{}, invalid("task", "task %s is a %s task, not a %s task", id, t.Kind, kind)
 	}
 	j, err := s.st.GetJob(ctx, t.Job)
-	return t, j, holder, err
+	return t, j, err
+}
+
+// CheckGrant says whether an attempt of a copy task pushed to node is
+// still current, for node's server before it takes a session under the
+// attempt's grant (grant.Verifier.Confirm). Only the node's own agent
+// token (or an admin) asks; a task that does not push to node is answered
+// "not current" without a word of its details.
+func (s *Service) CheckGrant(ctx context.Context, a controller.Actor, node string, c apiv1.GrantCheck) (apiv1.GrantStatus, error) {
+	if err := a.ActsFor(node); err != nil {
+		return apiv1.GrantStatus{}, err
+	}
+	if c.Task == "" || c.Attempt < 1 {
+		return apiv1.GrantStatus{}, invalid("task", "give the task and its attempt (at least 1)")
+	}
+	return s.grantStatus(ctx, s.st, node, c.Task, c.Attempt)
+}
+
+// grantStatus is CheckGrant's answer, read from st. Reading without mu is
+// enough: an attempt that ends just after it was said current is fenced
+// at the destination's next heartbeat (Granted), which cuts its sessions.
+func (s *Service) grantStatus(ctx context.Context, st store.Store, node, task string, attempt int) (apiv1.GrantStatus, error) {
+	notCurrent := func(why string) (apiv1.GrantStatus, error) {
+		return apiv1.GrantStatus{Reason: fmt.Sprintf("attempt %d of task %s is no longer current: %s", attempt, task, why)}, nil
+	}
+	t, err := st.GetTask(ctx, task)
+	if errors.Is(err, reserve.ErrNotFound) {
+		return notCurrent("no such task pushes to node " + node)
+	} else if err != nil {
+		return apiv1.GrantStatus{}, err
+	}
+	if t.Kind != transfer.TaskCopy || t.To != node {
+		// Said like an unknown task: whether it exists elsewhere is not
+		// this node's to learn.
+		return notCurrent("no such task pushes to node " + node)
+	}
+	j, err := st.GetJob(ctx, t.Job)
+	if errors.Is(err, reserve.ErrNotFound) {
+		return notCurrent("its job is gone")
+	} else if err != nil {
+		return apiv1.GrantStatus{}, err
+	}
+	switch {
+	case j.State == transfer.JobCancelled:
+		return notCurrent(fmt.Sprintf("job %s was cancelled", j.ID))
+	case transfer.JobEnded(j.State):
+		return notCurrent(fmt.Sprintf("job %s has ended (%s)", j.ID, j.State))
+	case t.Attempt != attempt:
+		return notCurrent(fmt.Sprintf("attempt %d is", t.Attempt))
+	case t.State != transfer.TaskActive:
+		return notCurrent(fmt.Sprintf("the task is %s", t.State))
+	}
+	return apiv1.GrantStatus{Current: true}, nil
 }
 
 // Listing takes a list task's result: the job's files are stored, and the
@@ -668,11 +729,11 @@ func (s *Service) task(ctx context.Context, a controller.Actor, id, kind string)
 func (s *Service) Listing(ctx context.Context, a controller.Actor, id string, l apiv1.Listing) (apiv1.TaskAnswer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t, j, holder, err := s.task(ctx, a, id, transfer.TaskList)
+	t, j, err := s.task(ctx, a, id, transfer.TaskList)
 	if err != nil {
 		return apiv1.TaskAnswer{}, err
 	}
-	if !holder || t.State != transfer.TaskActive || t.Attempt != l.Attempt || transfer.JobEnded(j.State) {
+	if t.State != transfer.TaskActive || t.Attempt != l.Attempt || transfer.JobEnded(j.State) {
 		return staleAnswer(t, l.Attempt, j), nil
 	}
 	now := s.now()
@@ -795,11 +856,11 @@ func listedFiles(j transfer.Job, listed []apiv1.ListedFile) ([]transfer.JobFile,
 func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep apiv1.TaskReport) (apiv1.TaskAnswer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t, j, holder, err := s.task(ctx, a, id, transfer.TaskCopy)
+	t, j, err := s.task(ctx, a, id, transfer.TaskCopy)
 	if err != nil {
 		return apiv1.TaskAnswer{}, err
 	}
-	if !holder || t.State != transfer.TaskActive || t.Attempt != rep.Attempt || transfer.JobEnded(j.State) {
+	if t.State != transfer.TaskActive || t.Attempt != rep.Attempt || transfer.JobEnded(j.State) {
 		return staleAnswer(t, rep.Attempt, j), nil
 	}
 	now := s.now()

@@ -4,11 +4,19 @@
 // node claims a task; the destination node's server checks it before it
 // takes a push, refuses any path it does not cover, and refuses an older
 // attempt of a task than the newest it has seen or been told of (a fence),
-// so a node whose lease lapsed while it kept running cannot write. It
-// links nothing but the standard library.
+// so a node whose lease lapsed while it kept running cannot write.
+//
+// A grant dies with its task: a signature and an expiry say only that the
+// controller once issued it, not that its attempt is still the task's
+// current one. So a Verifier with a Confirm hook (a data node's) asks the
+// controller at the start of every session whether the grant's attempt is
+// current, and lists the attempts its sessions hold (Held) for its
+// heartbeat, whose answer fences those that ended. It links nothing but
+// the standard library.
 package grant
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
@@ -16,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -49,10 +58,16 @@ var (
 	ErrSignature = errors.New("grant: bad signature")
 	ErrExpired   = errors.New("grant: expired")
 	ErrWrongNode = errors.New("grant: issued for another node")
-	ErrStale     = errors.New("grant: a newer attempt of the task exists")
-	ErrNoKey     = errors.New("grant: this server has no controller key yet")
-	ErrPath      = errors.New("grant: path not covered")
-	ErrMode      = errors.New("grant: mode not granted")
+	// ErrStale is an attempt older than its task's fence: a newer
+	// attempt exists, or the controller said this one is over.
+	ErrStale = errors.New("grant: fenced")
+	// ErrOver is the controller's word (Confirm) that the attempt is no
+	// longer its task's current one: the task ended, failed, was
+	// cancelled or re-attempted.
+	ErrOver  = errors.New("grant: its task's attempt is over")
+	ErrNoKey = errors.New("grant: this server has no controller key yet")
+	ErrPath  = errors.New("grant: path not covered")
+	ErrMode  = errors.New("grant: mode not granted")
 )
 
 // NewKey makes a new signing key.
@@ -201,6 +216,17 @@ type Verifier struct {
 	life time.Duration
 	// changed is closed, and replaced, whenever a fence rises.
 	changed chan struct{}
+	// confirm asks the controller whether an attempt is current (nil: no
+	// one to ask; see SetConfirm).
+	confirm func(ctx context.Context, task string, attempt int) error
+	// held counts the sessions running under each attempt (Hold).
+	held map[Held]int
+}
+
+// Held is an attempt of a task under which sessions run on this server.
+type Held struct {
+	Task    string
+	Attempt int
 }
 
 type fence struct {
@@ -213,7 +239,80 @@ func NewVerifier(node string, now func() time.Time) *Verifier {
 	if now == nil {
 		now = time.Now
 	}
-	return &Verifier{node: node, now: now, fences: map[string]fence{}, changed: make(chan struct{})}
+	return &Verifier{node: node, now: now, fences: map[string]fence{}, changed: make(chan struct{}), held: map[Held]int{}}
+}
+
+// SetConfirm sets how the verifier asks the controller whether an attempt
+// of a task is still current: fn returns nil when it is, an error that
+// matches ErrOver when it is not (the task ended, failed, was cancelled
+// or re-attempted), and any other error when it could not ask. A data
+// node sets it before its server takes a session.
+func (v *Verifier) SetConfirm(fn func(ctx context.Context, task string, attempt int) error) {
+	v.mu.Lock()
+	v.confirm = fn
+	v.mu.Unlock()
+}
+
+// Confirm asks the controller whether g's attempt is still its task's
+// current one, after Verify and before a session starts under g: the
+// signature and the expiry cannot say that a task has ended since the
+// grant was signed, and the fences a restarted server was told are gone.
+// An attempt that is over is fenced here (so every later session under it
+// is refused without asking, and running ones are cut) and refused with an
+// error matching ErrOver; a controller that cannot be asked gives its
+// error, which the server answers as busy (worth a retry). Without a
+// Confirm hook it accepts (a server outside the transfer service's data
+// nodes, e.g. in tests of the mover).
+func (v *Verifier) Confirm(ctx context.Context, g Grant) error {
+	v.mu.Lock()
+	fn := v.confirm
+	v.mu.Unlock()
+	if fn == nil {
+		return nil
+	}
+	err := fn(ctx, g.Task, g.Attempt)
+	if errors.Is(err, ErrOver) || errors.Is(err, ErrStale) {
+		v.Fence(g.Task, g.Attempt+1)
+	}
+	return err
+}
+
+// Hold records that a session runs under attempt of task, until the
+// returned func is called (once): Held lists it meanwhile.
+func (v *Verifier) Hold(task string, attempt int) (release func()) {
+	h := Held{Task: task, Attempt: attempt}
+	v.mu.Lock()
+	v.held[h]++
+	v.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			v.mu.Lock()
+			if v.held[h]--; v.held[h] <= 0 {
+				delete(v.held, h)
+			}
+			v.mu.Unlock()
+		})
+	}
+}
+
+// Held lists the attempts under which sessions run now, by task then
+// attempt: a data node's heartbeat names them, and the controller answers
+// with a fence for each that is no longer current, which cuts them.
+func (v *Verifier) Held() []Held {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make([]Held, 0, len(v.held))
+	for h := range v.held {
+		out = append(out, h)
+	}
+	slices.SortFunc(out, func(a, b Held) int {
+		if c := strings.Compare(a.Task, b.Task); c != 0 {
+			return c
+		}
+		return a.Attempt - b.Attempt
+	})
+	return out
 }
 
 // Changed returns a channel closed at the next rise of any fence: a server
@@ -285,7 +384,7 @@ func (v *Verifier) Verify(token string) (Grant, error) {
 	case g.Node != v.node:
 		return Grant{}, fmt.Errorf("%w: %s, this is %s", ErrWrongNode, g.Node, v.node)
 	case g.Attempt < v.fences[g.Task].attempt:
-		return Grant{}, fmt.Errorf("%w: attempt %d of task %s, attempt %d is current", ErrStale, g.Attempt, g.Task, v.fences[g.Task].attempt)
+		return Grant{}, fmt.Errorf("%w: attempt %d of task %s is no longer current (the fence is at attempt %d)", ErrStale, g.Attempt, g.Task, v.fences[g.Task].attempt)
 	}
 	v.life = max(v.life, g.Expires.Sub(now))
 	// The fence outlives the grant by the longest lifetime seen, for the

@@ -1,11 +1,13 @@
 package grant
 
 import (
+	"context"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -343,4 +345,93 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("re-signed grant refused: %v", err)
 		}
 	})
+}
+
+// Confirm asks the hook, and an attempt the controller says is over is
+// fenced: the same grant is refused afterwards without asking, and a
+// session under it is no longer current.
+func TestConfirm(t *testing.T) {
+	key := mustKey(t)
+	errDown := errors.New("controller unreachable")
+	for _, tc := range []struct {
+		name   string
+		hook   func(ctx context.Context, task string, attempt int) error
+		want   error // from Confirm
+		fenced bool  // the attempt is no longer current after
+	}{
+		{name: "no hook accepts"},
+		{name: "current", hook: func(context.Context, string, int) error { return nil }},
+		{name: "over", hook: func(_ context.Context, task string, _ int) error {
+			return fmt.Errorf("%w: task %s has ended (SUCCEEDED)", ErrOver, task)
+		}, want: ErrOver, fenced: true},
+		{name: "re-attempted", hook: func(context.Context, string, int) error {
+			return fmt.Errorf("%w: attempt 2 is current", ErrStale)
+		}, want: ErrStale, fenced: true},
+		{name: "cannot ask", hook: func(context.Context, string, int) error { return errDown }, want: errDown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &clock{t: t0}
+			v := NewVerifier("dst1", c.now)
+			v.SetKey(key.Public().(ed25519.PublicKey))
+			if tc.hook != nil {
+				var asked []Held
+				hook := tc.hook
+				v.SetConfirm(func(ctx context.Context, task string, attempt int) error {
+					asked = append(asked, Held{task, attempt})
+					return hook(ctx, task, attempt)
+				})
+				defer func() {
+					if len(asked) != 1 || asked[0] != (Held{"t-1", 1}) {
+						t.Errorf("asked %v, want [{t-1 1}]", asked)
+					}
+				}()
+			}
+			tok := mustSign(t, key, base())
+			g, err := v.Verify(tok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ch := v.Changed()
+			err = v.Confirm(context.Background(), g)
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("Confirm: %v, want %v", err, tc.want)
+			}
+			if got := !v.Current("t-1", 1); got != tc.fenced {
+				t.Fatalf("fenced %v, want %v", got, tc.fenced)
+			}
+			if !tc.fenced {
+				return
+			}
+			select {
+			case <-ch:
+			default:
+				t.Error("Changed did not fire: running sessions of the attempt are not cut")
+			}
+			if _, err := v.Verify(tok); !errors.Is(err, ErrStale) {
+				t.Errorf("the same grant verified again: %v, want ErrStale", err)
+			}
+		})
+	}
+}
+
+func TestHeld(t *testing.T) {
+	v := NewVerifier("dst1", nil)
+	r1 := v.Hold("t-2", 1)
+	r2 := v.Hold("t-1", 3)
+	r3 := v.Hold("t-1", 3)
+	r4 := v.Hold("t-1", 2)
+	if got, want := v.Held(), []Held{{"t-1", 2}, {"t-1", 3}, {"t-2", 1}}; !slices.Equal(got, want) {
+		t.Fatalf("Held %v, want %v", got, want)
+	}
+	r2()
+	r2() // a second release is a no-op
+	r4()
+	if got, want := v.Held(), []Held{{"t-1", 3}, {"t-2", 1}}; !slices.Equal(got, want) {
+		t.Fatalf("after releases: Held %v, want %v", got, want)
+	}
+	r3()
+	r1()
+	if got := v.Held(); len(got) != 0 {
+		t.Fatalf("all released: Held %v", got)
+	}
 }
