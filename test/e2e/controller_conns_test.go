@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +60,7 @@ func ask(t *testing.T, c net.Conn, path, token string) (int, string) {
 func TestControllerConnsPerClient(t *testing.T) {
 	t.Parallel()
 	c := startCLICtl(t, "--unauth-timeout", "1h")
-	admin := readToken(t, c.adminTok)
+	admin := readTok(t, c.adminTok)
 	addr := strings.TrimPrefix(c.url, "http://")
 	// One connection authenticates first: it does not count.
 	if _, st, body := idleHealth(t, addr, "127.0.0.1", "/api/v1/whoami", admin); st != 200 {
@@ -88,7 +87,7 @@ func TestControllerConnsPerClient(t *testing.T) {
 func TestControllerUnauthTimeout(t *testing.T) {
 	t.Parallel()
 	c := startCLICtl(t, "--unauth-timeout", "1s")
-	admin := readToken(t, c.adminTok)
+	admin := readTok(t, c.adminTok)
 	addr := strings.TrimPrefix(c.url, "http://")
 	authed, st, body := idleHealth(t, addr, "127.0.0.1", "/api/v1/whoami", admin)
 	if st != 200 {
@@ -117,13 +116,4 @@ func TestControllerUnauthTimeout(t *testing.T) {
 
 func isReset(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "connection reset")
-}
-
-func readToken(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
 }

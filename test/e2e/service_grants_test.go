@@ -62,7 +62,7 @@ func startFakeSource(t *testing.T, s *svc) *fakeSource {
 	}
 	f := &fakeSource{t: t, s: s, held: map[string]int{}}
 	f.c = s.apiClient(s.tokenFor("dn", "a1"))
-	f.admin = s.apiClient(readToken(t, s.admin))
+	f.admin = s.apiClient(readTok(t, s.admin))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done })
@@ -177,16 +177,7 @@ func (s *svc) tokenFor(user, node string) string {
 	}
 	out := filepath.Join(s.dir, user+"-"+node+".token")
 	s.ok(s.admin, "user", "token", "create", user, "--node", node, "--out", out)
-	return readToken(s.t, out)
-}
-
-func readToken(t *testing.T, file string) string {
-	t.Helper()
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
+	return readTok(s.t, out)
 }
 
 func (s *svc) apiClient(token string) *client.Client {
