@@ -267,6 +267,9 @@ func (c *Controller) CreateToken(ctx context.Context, a Actor, user string, expi
 		if err := c.checkTokenLimit(ctx, tx, user, now); err != nil {
 			return err
 		}
+		if err := c.liveNodeToken(ctx, tx, a, user, node); err != nil {
+			return err
+		}
 		return tx.CreateToken(ctx, t)
 	}, store.AuditEntry{At: now, Who: a.Name, What: "create token " + t.ID, Detail: "for " + user + nodeDetail(node)})
 	if errors.Is(err, reserve.ErrNotFound) {
@@ -300,7 +303,9 @@ func (c *Controller) RevokeUserTokens(ctx context.Context, a Actor, user string)
 		}
 		var ids []string
 		for _, t := range ts {
-			if !t.RevokedAt.IsZero() {
+			// An agent's token revokes only what it may revoke one by
+			// one: not the tokens of the nodes it does not act for.
+			if !t.RevokedAt.IsZero() || a.Role == reserve.RoleAgent && !c.revocableBy(ctx, a, t) {
 				continue
 			}
 			if err := tx.RevokeToken(ctx, t.ID, now); err != nil {
@@ -354,7 +359,14 @@ func (c *Controller) RevokeToken(ctx context.Context, a Actor, id string) error 
 		if err != nil {
 			return err
 		}
-		if !slices.ContainsFunc(mine, func(t store.Token) bool { return t.ID == id && c.revocableBy(ctx, a, t) }) {
+		i := slices.IndexFunc(mine, func(t store.Token) bool { return t.ID == id })
+		if i < 0 {
+			return notFound("token", id)
+		}
+		if !c.revocableBy(ctx, a, mine[i]) {
+			if a.Role == reserve.RoleAgent && a.Node == "" {
+				return forbidden(fmt.Sprintf("token %s acts for node %s: an agent's token bound to no node cannot revoke it (an admin does: lightpath user token revoke %s)", id, mine[i].Node, id))
+			}
 			return notFound("token", id)
 		}
 	}
