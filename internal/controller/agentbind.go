@@ -148,12 +148,14 @@ func nodeDetail(node string) string {
 // may revoke t: a token bound to a node revokes only the tokens that act
 // for that node, so one node's agent cannot cut off the others.
 func (c *Controller) revocableBy(ctx context.Context, a Actor, t store.Token) bool {
+	u, err := c.st.GetUser(ctx, t.User)
+	return err == nil && revocable(a, u, t)
+}
+
+// revocable is revocableBy with t's user u read.
+func revocable(a Actor, u store.User, t store.Token) bool {
 	if t.Node == a.Node && a.Node != "" {
 		return true
-	}
-	u, err := c.st.GetUser(ctx, t.User)
-	if err != nil {
-		return false
 	}
 	if a.Node == "" {
 		// An agent's token bound to no node (one handed to every node)

@@ -288,14 +288,15 @@ func (c *Controller) RevokeUserTokens(ctx context.Context, a Actor, user string)
 	if a.Role != reserve.RoleAdmin && a.Name != user {
 		return nil, forbidden("only an admin may revoke another user's tokens")
 	}
-	if _, err := c.st.GetUser(ctx, user); errors.Is(err, reserve.ErrNotFound) {
+	u, err := c.st.GetUser(ctx, user)
+	if errors.Is(err, reserve.ErrNotFound) {
 		return nil, notFound("user", user)
 	} else if err != nil {
 		return nil, err
 	}
 	now := c.now()
 	var revoked []store.Token
-	err := c.st.Tx(ctx, func(tx store.Store) error {
+	err = c.st.Tx(ctx, func(tx store.Store) error {
 		revoked = revoked[:0]
 		ts, err := tx.ListTokens(ctx, user)
 		if err != nil {
@@ -305,7 +306,7 @@ func (c *Controller) RevokeUserTokens(ctx context.Context, a Actor, user string)
 		for _, t := range ts {
 			// An agent's token revokes only what it may revoke one by
 			// one: not the tokens of the nodes it does not act for.
-			if !t.RevokedAt.IsZero() || a.Role == reserve.RoleAgent && !c.revocableBy(ctx, a, t) {
+			if !t.RevokedAt.IsZero() || a.Role == reserve.RoleAgent && !revocable(a, u, t) {
 				continue
 			}
 			if err := tx.RevokeToken(ctx, t.ID, now); err != nil {
