@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -190,6 +191,9 @@ func TestEndpointsAreAnAdminsDecision(t *testing.T) {
 	checkFailure(t, "endpoint add of another site's node", e.lp(e.admin, "endpoint", "add", "squat", "--site", "s2", "--node", "a1"),
 		"endpoint add", "node a1 is at site s1, not s2")
 	e.ok(e.admin, "endpoint", "add", "squat", "--site", "s2", "--node", "b2")
+	if r := e.ok(e.alice, "endpoint", "list"); !regexp.MustCompile(`(?m)^squat +s2 +b2 +not registered `).MatchString(r.stdout) {
+		t.Errorf("endpoint list does not show b2 listed by squat, not registered yet:\n%s", r.stdout)
+	}
 	if st, raw := e.beat(b2, "b2", "squat"); st != 200 {
 		t.Errorf("b2 joins squat once an admin listed it: %d %s", st, raw)
 	}
