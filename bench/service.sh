@@ -128,13 +128,24 @@ export LIGHTPATH_CONTROLLER=unix:$SOCK
 LIGHTPATH_CONTROLLER_TOKEN=$(cat "$W/admin.token")
 export LIGHTPATH_CONTROLLER_TOKEN
 lp() { timeout 60 "$LP" "$@"; }
-# Agents and data nodes each get a user of their own (role agent): each
-# enrolment retires its user's earlier tokens for the node.
+# Agents and data nodes each get a user of their own (role agent).
 {
 	lp user add agents --role agent && lp user token create agents --out "$W/agent.token"
-	lp user add datanodes --role agent && lp user token create datanodes --out "$W/datanode.token"
+	lp user add datanodes --role agent
 	lp user add alice --role user && lp user token create alice --out "$W/alice.token"
 } >"$W/logs/users.out" 2>&1 || die "users: $(last_line "$W/logs/users.out")"
+# Which nodes serve an endpoint is the admin's decision; each data node
+# gets a token bound to its node.
+dn_tokens() {
+	local h
+	for h in "${HOSTS_A[@]}" "${HOSTS_B[@]}"; do
+		lp user token create datanodes --node "$h" --out "$W/datanode-$h.token" || return 1
+	done
+}
+{
+	lp endpoint add site-a --site site-a --node "$(IFS=,; echo "${HOSTS_A[*]}")" &&
+		lp endpoint add site-b --site site-b --node "$(IFS=,; echo "${HOSTS_B[*]}")" && dn_tokens
+} >"$W/logs/endpoints.out" 2>&1 || die "endpoints: $(last_line "$W/logs/endpoints.out")"
 TB_UP=1
 lp testbed up "$REPO/examples/service.yaml" --name "$TB" --agents --controller "$LIGHTPATH_CONTROLLER" \
 	--controller-token-file "$W/agent.token" >"$W/logs/up.out" 2>&1 || die "testbed up: $(last_line "$W/logs/up.out")"
@@ -142,7 +153,7 @@ for h in "${HOSTS_A[@]}" "${HOSTS_B[@]}"; do
 	site=site-a root=$W/site-a
 	[[ $h == b* ]] && site=site-b root=$W/site-b
 	start_server_in "lp-$TB-$h" 7070 "$W/logs/serve-$h.log" "$LP" serve --listen "${ADDR[$h]}:7070" --root "$root" \
-		--controller "unix:$SOCK" --controller-token-file "$W/datanode.token" --node "$h" --endpoint "$site" \
+		--controller "unix:$SOCK" --controller-token-file "$W/datanode-$h.token" --node "$h" --endpoint "$site" \
 		--transfer-log /dev/null || die "data node $h: $START_ERROR"
 	NODE_PID[$h]=${SERVER_PIDS[-1]}
 done

@@ -54,7 +54,13 @@ if [ "$(id -u)" -eq 0 ]; then
 	"$bin" user add agents --role agent >/dev/null
 	"$bin" user token create agents --out "$work/agent.token" >/dev/null
 	"$bin" user add datanodes --role agent >/dev/null
-	"$bin" user token create datanodes --out "$work/datanode.token" >/dev/null
+	# Which nodes serve an endpoint is the admin's decision; each data
+	# node gets a token bound to its node.
+	"$bin" endpoint add site-a --site site-a --node a1,a2 >/dev/null
+	"$bin" endpoint add site-b --site site-b --node b1,b2 >/dev/null
+	for node in a1 a2 b1 b2; do
+		"$bin" user token create datanodes --node "$node" --out "$work/datanode-$node.token" >/dev/null
+	done
 	"$bin" user add alice --role user >/dev/null
 	"$bin" user token create alice --out "$work/alice.token" >/dev/null
 	tbname=demo$$
@@ -68,7 +74,7 @@ if [ "$(id -u)" -eq 0 ]; then
 	for n in a1:198.18.1.1:site-a b1:198.18.2.1:site-b a2:198.18.1.2:site-a b2:198.18.2.2:site-b; do
 		IFS=: read -r node addr ep <<<"$n"
 		"$bin" testbed exec --name "$tbname" "$node" -- "$bin" serve --listen "$addr:7070" --root "$work/$ep" \
-			--controller "unix:$sock" --controller-token-file "$work/datanode.token" --node "$node" --endpoint "$ep" \
+			--controller "unix:$sock" --controller-token-file "$work/datanode-$node.token" --node "$node" --endpoint "$ep" \
 			--max-rate 600M --transfer-log /dev/null >"$work/serve-$node.log" 2>&1 &
 		dnpids+=($!)
 	done

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"time"
@@ -133,6 +134,11 @@ func Run(ctx context.Context, cfg Config) error {
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
+			}
+			// A token revoked or expired stays so: an admin enrols the
+			// node again, and an agent whose token went elsewhere stops.
+			if ae := (*client.APIError)(nil); errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
+				return fmt.Errorf("the controller no longer takes node %s's token (revoked or expired; an admin enrols the node again): %w", cfg.Node, err)
 			}
 			cfg.Log.Warn("reconcile", "err", err)
 		}

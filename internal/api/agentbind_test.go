@@ -171,7 +171,7 @@ func TestUnboundAgentEnrols(t *testing.T) {
 }
 
 // lightpath agent enrols with an unbound agent token: one token bound to
-// its node, kept and reused; enrolling again replaces it.
+// its node, kept and reused; enrolling again needs an admin.
 func TestAgentEnrol(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), twoSite)
 	fleet := e.user("agents", "agent")
@@ -194,13 +194,38 @@ func TestAgentEnrol(t *testing.T) {
 	if _, again, err := client.Enrol(ctx, c, "ra", minted, nil); err != nil || again != "" {
 		t.Errorf("enrol with the kept token: minted %q, %v", again, err)
 	}
-	// Lost: a new one, and the old one is revoked.
+	// Lost: the shared token does not enrol ra again while ra's token
+	// lives (a copy of it elsewhere would take ra over, issue 28), nor
+	// revoke ra's token; the old one keeps working. Once an admin revokes
+	// it, enrolment makes a new one.
+	if _, again, err := client.Enrol(ctx, c, "ra", "", nil); err == nil || again != "" || !strings.Contains(err.Error(), "enrol as node ra: conflict: node ra is enrolled already") || !strings.Contains(err.Error(), "needs an admin") {
+		t.Fatalf("enrol again while ra's token lives: %q, %v", again, err)
+	}
+	var toks apiv1.TokenList
+	e.do("GET", "/api/v1/users/agents/tokens", e.admin, nil, &toks)
+	var raID string
+	for _, tk := range toks.Tokens {
+		if tk.Node == "ra" {
+			raID = tk.ID
+		}
+	}
+	if st, raw := e.do("DELETE", "/api/v1/tokens/"+raID, fleet, nil, nil); st != 403 || !strings.Contains(string(raw), "bound to no node cannot revoke it") {
+		t.Errorf("the shared token revoking ra's: %d %s", st, raw)
+	}
+	if st, raw := e.do("DELETE", "/api/v1/users/agents/tokens", fleet, nil, nil); st != 200 {
+		t.Errorf("the shared token revoking every token of agents: %d %s", st, raw)
+	}
+	if st, raw := e.do("GET", "/api/v1/whoami", minted, nil, nil); st != 200 {
+		t.Errorf("ra's token after the shared one's attempts: %d %s", st, raw)
+	}
+	if st, raw := e.do("DELETE", "/api/v1/tokens/"+raID, e.admin, nil, nil); st != 204 {
+		t.Fatalf("an admin revokes ra's token: %d %s", st, raw)
+	}
+	fleet = e.token("agents", e.admin, "").Secret // the shared one revoked itself above
+	c = c.WithToken(fleet)
 	_, second, err := client.Enrol(ctx, c, "ra", "", nil)
 	if err != nil || second == "" || second == minted {
-		t.Fatalf("enrol again: %q, %v", second, err)
-	}
-	if st, raw := e.do("GET", "/api/v1/whoami", minted, nil, nil); st != 401 {
-		t.Errorf("the replaced token: %d %s", st, raw)
+		t.Fatalf("enrol again after an admin revoked ra's token: %q, %v", second, err)
 	}
 	// A token kept for another node is not used: enrolment starts over.
 	if _, third, err := client.Enrol(ctx, c, "rb", second, nil); err != nil || third == "" {

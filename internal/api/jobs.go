@@ -188,6 +188,52 @@ func (s *Server) allowEndpoint(w http.ResponseWriter, r *http.Request, a control
 	return nil
 }
 
+func (s *Server) addEndpoint(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
+	svc, err := s.needService()
+	if err != nil {
+		return err
+	}
+	var in apiv1.EndpointAdd
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	ep, created, err := svc.AddEndpoint(r.Context(), a, in)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, ep)
+	return nil
+}
+
+func (s *Server) removeEndpoint(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
+	svc, err := s.needService()
+	if err != nil {
+		return err
+	}
+	if _, err := svc.RemoveEndpoint(r.Context(), a, r.PathValue("name"), nil); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) removeEndpointNode(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
+	svc, err := s.needService()
+	if err != nil {
+		return err
+	}
+	ep, err := svc.RemoveEndpoint(r.Context(), a, r.PathValue("name"), []string{r.PathValue("node")})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ep)
+	return nil
+}
+
 func (s *Server) dataNodeHeartbeat(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
 	svc, err := s.needService()
 	if err != nil {

@@ -23,6 +23,38 @@ func TestJobRoutes(t *testing.T) {
 		st, raw := e.do("POST", "/api/v1/datanodes/"+node+"/heartbeat", tok, apiv1.DataNodeHeartbeat{Endpoint: ep, Address: "127.0.0.1:7000", Tasks: tasks}, &w)
 		return st, w, raw
 	}
+	// Endpoints are an admin's to add: a data node joins one that lists
+	// it, and creates none.
+	if st, _, raw := beat(a1, "a1", "src"); st != 403 || !strings.Contains(string(raw), "endpoint src does not exist: an admin creates it") {
+		t.Fatalf("heartbeat a1 before src exists: %d %s", st, raw)
+	}
+	if st, raw := e.do("POST", "/api/v1/endpoints", a1, apiv1.EndpointAdd{Name: "src", Site: "site-a", Nodes: []string{"a1"}}, nil); st != 403 {
+		t.Fatalf("a node adds src: %d %s", st, raw)
+	}
+	for _, add := range []apiv1.EndpointAdd{{Name: "src", Site: "site-a", Nodes: []string{"a1"}}, {Name: "dst", Site: "site-b", Nodes: []string{"b1"}}} {
+		var ep transfer.Endpoint
+		if st, raw := e.do("POST", "/api/v1/endpoints", e.admin, add, &ep); st != 201 || ep.Site != add.Site || len(ep.Members) != 1 {
+			t.Fatalf("add %s: %d %s", add.Name, st, raw)
+		}
+	}
+	if st, raw := e.do("POST", "/api/v1/endpoints", e.admin, apiv1.EndpointAdd{Name: "src", Site: "site-b"}, nil); st != 409 {
+		t.Fatalf("add src at another site: %d %s", st, raw)
+	}
+	if st, raw := e.do("POST", "/api/v1/endpoints", e.admin, apiv1.EndpointAdd{Name: "gone", Site: "site-b"}, nil); st != 201 {
+		t.Fatalf("add gone: %d %s", st, raw)
+	}
+	if st, raw := e.do("DELETE", "/api/v1/endpoints/gone", e.admin, nil, nil); st != 204 {
+		t.Fatalf("remove gone: %d %s", st, raw)
+	}
+	if st, raw := e.do("DELETE", "/api/v1/endpoints/gone", e.admin, nil, nil); st != 404 {
+		t.Fatalf("remove gone again: %d %s", st, raw)
+	}
+	if st, raw := e.do("DELETE", "/api/v1/endpoints/dst/nodes/b2", e.admin, nil, nil); st != 400 {
+		t.Fatalf("remove b2, not listed, from dst: %d %s", st, raw)
+	}
+	if st, raw := e.do("DELETE", "/api/v1/endpoints/src", b1, nil, nil); st != 403 {
+		t.Fatalf("a node removes src: %d %s", st, raw)
+	}
 	if st, w, raw := beat(a1, "a1", "src"); st != 200 || w.GrantKey == "" || w.Node != "a1" {
 		t.Fatalf("heartbeat a1: %d %s", st, raw)
 	}
@@ -211,6 +243,10 @@ func TestClaimWaits(t *testing.T) {
 	alice := e.user("alice", "user")
 	a1, b1 := e.agent("dn-a1", "a1"), e.agent("dn-b1", "b1")
 	for _, n := range []struct{ tok, node, ep string }{{a1, "a1", "src"}, {b1, "b1", "dst"}} {
+		site := map[string]string{"src": "site-a", "dst": "site-b"}[n.ep]
+		if st, raw := e.do("POST", "/api/v1/endpoints", e.admin, apiv1.EndpointAdd{Name: n.ep, Site: site, Nodes: []string{n.node}}, nil); st != 201 {
+			t.Fatalf("add %s: %d %s", n.ep, st, raw)
+		}
 		if st, raw := e.do("POST", "/api/v1/datanodes/"+n.node+"/heartbeat", n.tok, apiv1.DataNodeHeartbeat{Endpoint: n.ep, Address: "127.0.0.1:7000"}, nil); st != 200 {
 			t.Fatalf("heartbeat %s: %d %s", n.node, st, raw)
 		}

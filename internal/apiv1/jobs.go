@@ -57,6 +57,16 @@ type EndpointAllow struct {
 	Remove   bool     `json:"remove,omitempty"`
 }
 
+// EndpointAdd creates an endpoint at a site, or adds data nodes to one
+// (POST /api/v1/endpoints, admin). Nodes are the topology nodes that may
+// register as its data nodes; a node of an agent's or a data node's token
+// registers for no other endpoint.
+type EndpointAdd struct {
+	Name  string   `json:"name"`
+	Site  string   `json:"site"`
+	Nodes []string `json:"nodes,omitempty"`
+}
+
 // DataNodeHeartbeat registers a data node or renews its lease
 // (POST /api/v1/datanodes/{node}/heartbeat, a token of role agent bound to
 // the node, or an admin's). Lease defaults to 15s, at most 5m. Tasks are

@@ -33,7 +33,7 @@ func TestWireFormat(t *testing.T) {
 		api.TransferList{}, api.TransferPage{}, api.Live{}, api.StreamEnd{}, api.SignInHint{},
 		api.SignInRequest{}, api.SignIn{},
 		api.JobResponse{}, api.JobList{}, api.JobPage{}, api.JobRefusal{}, api.EndpointList{},
-		api.EndpointAllow{}, api.DataNodeHeartbeat{}, api.DataNodeWork{}, api.ClaimRequest{}, api.Claim{},
+		api.EndpointAllow{}, api.EndpointAdd{}, api.DataNodeHeartbeat{}, api.DataNodeWork{}, api.ClaimRequest{}, api.Claim{},
 		api.Listing{}, api.TaskReport{}, api.TaskAnswer{},
 	} {
 		p := reflect.New(reflect.TypeOf(v))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -17,32 +18,39 @@ func newEndpointCmd() *cobra.Command {
 	var o ctlFlags
 	cmd := &cobra.Command{
 		Use:   "endpoint",
-		Short: "List the transfer service's endpoints and their data nodes; say who may use one",
+		Short: "Add, remove and list the transfer service's endpoints and their data nodes; say who may use one",
 		Long: `An endpoint is one site's storage, served by its data nodes (lightpath serve
 --controller --node NODE --endpoint NAME); every data node of an endpoint
-sees the same files. An endpoint appears when its first data node
-registers. "list" shows each endpoint, its site, and its data nodes, alive
-(lease held) or gone, with the address other nodes push to. "allow" (an
-admin's) says who may use an endpoint: users and projects; an endpoint
-nobody was allowed on is for admins and operators only.
+sees the same files. Which nodes serve an endpoint is an admin's
+decision: "add" (an admin's) creates an endpoint at a site with the nodes
+that may serve it, or adds nodes to one; a data node registers only for
+an endpoint that lists its node (one whose controller token is an
+admin's creates its endpoint and joins it by itself). "remove" removes an
+endpoint, or with --node only those nodes from it. "list" shows each
+endpoint, its site, and its data nodes, alive (lease held) or gone, with
+the address other nodes push to. "allow" (an admin's) says who may use an
+endpoint: users and projects; an endpoint nobody was allowed on is for
+admins and operators only.
 
 Every verb takes --controller, --controller-token-file and --json as
 lightpath reserve does. See docs/service.md.`,
-		Example: `  lightpath endpoint list
+		Example: `  lightpath endpoint add cern --site geneva --node dtn1,dtn2
+  lightpath endpoint list
   lightpath endpoint allow cern --project cms
   lightpath endpoint allow cern --user alice --remove`,
 	}
 	o.register(cmd.PersistentFlags())
 	verbGroup(cmd)
-	cmd.AddCommand(newEndpointListCmd(&o), newEndpointAllowCmd(&o))
+	cmd.AddCommand(newEndpointAddCmd(&o), newEndpointRemoveCmd(&o), newEndpointListCmd(&o), newEndpointAllowCmd(&o))
 	return cmd
 }
 
 // endpointRow is one line of endpoint list: an endpoint and one of its
 // data nodes (or none).
 type endpointRow struct {
-	ep   transfer.Endpoint
-	node *transfer.DataNode
+	ep     transfer.Endpoint
+	node   *transfer.DataNode
+	listed string // a node the endpoint lists that has not registered
 }
 
 func newEndpointListCmd(o *ctlFlags) *cobra.Command {
@@ -55,18 +63,27 @@ func newEndpointListCmd(o *ctlFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			printList(cmd.OutOrStdout(), o.json, eps, "no endpoints: no data node has registered", func(w io.Writer, eps []transfer.Endpoint) {
+			printList(cmd.OutOrStdout(), o.json, eps, "no endpoints: add one (lightpath endpoint add NAME --site S --node N)", func(w io.Writer, eps []transfer.Endpoint) {
 				var rows []endpointRow
 				for _, ep := range eps {
-					if len(ep.Nodes) == 0 {
+					if len(ep.Nodes) == 0 && len(ep.Members) == 0 {
 						rows = append(rows, endpointRow{ep: ep})
 					}
 					for i := range ep.Nodes {
 						rows = append(rows, endpointRow{ep: ep, node: &ep.Nodes[i]})
 					}
+					// Listed nodes that have not registered yet.
+					for _, m := range ep.Members {
+						if !slices.ContainsFunc(ep.Nodes, func(n transfer.DataNode) bool { return n.Node == m }) {
+							rows = append(rows, endpointRow{ep: ep, listed: m})
+						}
+					}
 				}
 				printTable(w, []string{"ENDPOINT", "SITE", "NODE", "STATE", "ADDRESS", "MAX RATE", "LEASE EXPIRES", "ALLOWED"}, rows, func(r endpointRow) []string {
 					cells := []string{r.ep.Name, orDash(r.ep.Site), "-", "-", "-", "-", "-", allowedOf(r.ep)}
+					if r.listed != "" {
+						cells[2], cells[3] = r.listed, "not registered"
+					}
 					if n := r.node; n != nil {
 						state := "alive"
 						if !n.Alive {
@@ -142,4 +159,102 @@ and operators alone.`,
 	f.StringArrayVar(&projects, "project", nil, "a project whose members may use the endpoint (repeatable)")
 	f.BoolVar(&remove, "remove", false, "take the users and projects away instead")
 	return cmd
+}
+
+func newEndpointAddCmd(o *ctlFlags) *cobra.Command {
+	var (
+		site  string
+		nodes []string
+	)
+	cmd := &cobra.Command{
+		Use:   "add NAME --site S [--node N,...]",
+		Short: "Create an endpoint at a site with the data nodes that may serve it, or add nodes to one",
+		Long: `Create endpoint NAME at site S (of the topology) with the nodes (--node,
+comma-separated or repeated; hosts of site S) whose data nodes may serve
+it, or add those nodes to endpoint NAME if it exists at S. Admins only. A
+data node (lightpath serve --controller --node N --endpoint NAME)
+registers only for an endpoint that lists N, and for no other while it
+is registered: no node makes itself a data node of an endpoint, nor moves
+to another one.`,
+		Example: `  lightpath endpoint add cern --site geneva --node dtn1,dtn2
+  lightpath endpoint add cern --site geneva --node dtn3`,
+		Args: exactArgs("endpoint add", "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			const what = "endpoint add"
+			if site == "" {
+				return fmt.Errorf("%s: give --site (the topology site of endpoint %s)", what, args[0])
+			}
+			for _, n := range nodes {
+				if strings.TrimSpace(n) == "" {
+					return errors.New(what + ": an empty --node")
+				}
+			}
+			ep, err := fetch(o, what, func(c *client.Client) (transfer.Endpoint, error) {
+				return c.AddEndpoint(cmd.Context(), apiv1.EndpointAdd{Name: args[0], Site: site, Nodes: nodes})
+			})
+			if err != nil {
+				return err
+			}
+			printOne(cmd.OutOrStdout(), o.json, ep, "endpoint %s at site %s: data nodes %s\n", ep.Name, ep.Site, membersOf(ep))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&site, "site", "", "the topology site of the endpoint")
+	f.StringSliceVar(&nodes, "node", nil, "nodes that may serve the endpoint (comma-separated or repeated)")
+	return cmd
+}
+
+func newEndpointRemoveCmd(o *ctlFlags) *cobra.Command {
+	var nodes []string
+	cmd := &cobra.Command{
+		Use:   "remove NAME [--node N,...]",
+		Short: "Remove an endpoint, or only some of its data nodes",
+		Long: `Remove endpoint NAME and its data nodes' registrations, or with --node
+(comma-separated or repeated) only those nodes from its list: they take
+no more of its tasks, and their heartbeats for it are refused (a node
+may then be added to another endpoint). Admins only. An endpoint that
+unfinished jobs use is kept: cancel them or let them end first.`,
+		Example: `  lightpath endpoint remove cern --node dtn2
+  lightpath endpoint remove cern`,
+		Args: exactArgs("endpoint remove", "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			const what = "endpoint remove"
+			for _, n := range nodes {
+				if strings.TrimSpace(n) == "" {
+					return errors.New(what + ": an empty --node")
+				}
+			}
+			if len(nodes) == 0 {
+				if _, err := fetch(o, what, func(c *client.Client) (struct{}, error) {
+					return struct{}{}, c.RemoveEndpoint(cmd.Context(), args[0])
+				}); err != nil {
+					return err
+				}
+				printOne(cmd.OutOrStdout(), o.json, map[string]string{"removed": args[0]}, "endpoint %s removed\n", args[0])
+				return nil
+			}
+			var ep transfer.Endpoint
+			for _, n := range nodes {
+				var err error
+				if ep, err = fetch(o, what, func(c *client.Client) (transfer.Endpoint, error) {
+					return c.RemoveEndpointNode(cmd.Context(), args[0], n)
+				}); err != nil {
+					return err
+				}
+			}
+			printOne(cmd.OutOrStdout(), o.json, ep, "endpoint %s at site %s: data nodes %s\n", ep.Name, ep.Site, membersOf(ep))
+			return nil
+		},
+	}
+	cmd.Flags().StringSliceVar(&nodes, "node", nil, "remove only these nodes from the endpoint (comma-separated or repeated)")
+	return cmd
+}
+
+// membersOf words the nodes that may serve an endpoint.
+func membersOf(ep transfer.Endpoint) string {
+	if len(ep.Members) == 0 {
+		return "none (a data node with an admin's token may still join)"
+	}
+	return strings.Join(ep.Members, ",")
 }

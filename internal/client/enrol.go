@@ -17,13 +17,13 @@ import (
 // The controller takes an agent's reports only for the node its identity
 // is bound to; an agent token bound to no node (one token handed to every
 // agent, as testbed up --agents does, or one made before node bindings)
-// may only create tokens bound to a node for itself. Enrol does that,
-// unless kept, a token it created before, still acts for node, and
-// revokes the user's other tokens bound to node, which earlier enrolments
-// made. A token
-// already bound to node, or an admin's, is used as it is; one bound to
-// another node is an error. While the controller cannot be reached, Enrol
-// waits for it.
+// may only create tokens bound to a node for itself, and only for a node
+// that holds no live token of its user: enrolling a node again (its kept
+// token lost) needs an admin, so a copy of the shared token elsewhere
+// cannot take a node over. Enrol does that, unless kept, a token it
+// created before, still acts for node. A token already bound to node, or
+// an admin's, is used as it is; one bound to another node is an error.
+// While the controller cannot be reached, Enrol waits for it.
 func Enrol(ctx context.Context, c *Client, node, kept string, log *slog.Logger) (*Client, string, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -53,21 +53,9 @@ func Enrol(ctx context.Context, c *Client, node, kept string, log *slog.Logger) 
 	}
 	tok, err := c.CreateToken(ctx, who.User, apiv1.TokenRequest{Node: node})
 	if err != nil {
-		return nil, "", fmt.Errorf("create a token bound to %s for %s: %w", node, who.User, err)
+		return nil, "", fmt.Errorf("enrol as node %s: %w", node, err)
 	}
 	log.Info("enrolled: a token of its own for this node", "user", who.User, "token", tok.ID)
-	// The tokens earlier enrolments made for this node belong to agents
-	// that are gone (a testbed brought down and up again): revoke them,
-	// so they neither pile up to the limit on tokens nor stay usable.
-	if ts, err := c.Tokens(ctx, who.User); err == nil {
-		for _, old := range ts {
-			if old.Node == node && old.ID != tok.ID && old.RevokedAt.IsZero() {
-				if err := c.RevokeToken(ctx, old.ID); err != nil {
-					log.Warn("revoke an earlier token of this node", "token", old.ID, "err", err)
-				}
-			}
-		}
-	}
 	return c.WithToken(tok.Secret), tok.Secret, nil
 }
 

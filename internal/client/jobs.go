@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"net/http"
 	"net/url"
 	"strconv"
 	"time"
@@ -87,6 +88,23 @@ func (c *Client) Endpoints(ctx context.Context) ([]transfer.Endpoint, error) {
 // AllowEndpoint is POST /api/v1/endpoints/{name}/allow (admin).
 func (c *Client) AllowEndpoint(ctx context.Context, name string, req apiv1.EndpointAllow) (transfer.Endpoint, error) {
 	return post[transfer.Endpoint](ctx, c, "/endpoints/"+escape(name)+"/allow", req)
+}
+
+// AddEndpoint is POST /api/v1/endpoints (admins): creates an endpoint at
+// a site with the nodes that may serve it, or adds nodes to one.
+func (c *Client) AddEndpoint(ctx context.Context, req apiv1.EndpointAdd) (transfer.Endpoint, error) {
+	return post[transfer.Endpoint](ctx, c, "/endpoints", req)
+}
+
+// RemoveEndpoint is DELETE /api/v1/endpoints/{name} (admins).
+func (c *Client) RemoveEndpoint(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/endpoints/"+escape(name), nil, nil, nil)
+}
+
+// RemoveEndpointNode is DELETE /api/v1/endpoints/{name}/nodes/{node}
+// (admins): the node no longer serves the endpoint.
+func (c *Client) RemoveEndpointNode(ctx context.Context, name, node string) (transfer.Endpoint, error) {
+	return call[transfer.Endpoint](ctx, c, http.MethodDelete, "/endpoints/"+escape(name)+"/nodes/"+escape(node), nil, nil)
 }
 
 // DataNodeHeartbeat is POST /api/v1/datanodes/{node}/heartbeat: registers

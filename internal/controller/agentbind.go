@@ -148,9 +148,43 @@ func nodeDetail(node string) string {
 // may revoke t: a token bound to a node revokes only the tokens that act
 // for that node, so one node's agent cannot cut off the others.
 func (c *Controller) revocableBy(ctx context.Context, a Actor, t store.Token) bool {
-	if a.Node == "" || t.Node == a.Node {
+	u, err := c.st.GetUser(ctx, t.User)
+	return err == nil && revocable(a, u, t)
+}
+
+// revocable is revocableBy with t's user u read.
+func revocable(a Actor, u store.User, t store.Token) bool {
+	if t.Node == a.Node && a.Node != "" {
 		return true
 	}
-	u, err := c.st.GetUser(ctx, t.User)
-	return err == nil && boundNode(u, t) == a.Node
+	if a.Node == "" {
+		// An agent's token bound to no node (one handed to every node)
+		// cuts off no node: revoking a node's token and enrolling in its
+		// place would take the node over.
+		return a.Role != reserve.RoleAgent || boundNode(u, t) == ""
+	}
+	return boundNode(u, t) == a.Node
+}
+
+// liveNodeToken refuses an agent's token bound to no node that creates a
+// token for node while its user holds a live one bound to node: the node
+// is enrolled already, and a second enrolment (a copy of the shared token
+// on another host) would act for it beside the real one. An admin
+// enrols it again (revoking the old token, or creating one bound to it).
+func (c *Controller) liveNodeToken(ctx context.Context, tx store.Store, a Actor, user, node string) error {
+	if a.Role != reserve.RoleAgent || a.Node != "" || node == "" {
+		return nil
+	}
+	ts, err := tx.ListTokens(ctx, user)
+	if err != nil {
+		return err
+	}
+	now := c.now()
+	for _, t := range ts {
+		if t.Node == node && t.Active(now) {
+			return fmt.Errorf("%w: node %s is enrolled already (token %s of %s is bound to it): enrolling it again needs an admin (lightpath user token revoke %s; or give the node a token bound to it: lightpath user token create %s --node %s)",
+				reserve.ErrConflict, node, t.ID, user, t.ID, user, node)
+		}
+	}
+	return nil
 }

@@ -267,6 +267,9 @@ func (c *Controller) CreateToken(ctx context.Context, a Actor, user string, expi
 		if err := c.checkTokenLimit(ctx, tx, user, now); err != nil {
 			return err
 		}
+		if err := c.liveNodeToken(ctx, tx, a, user, node); err != nil {
+			return err
+		}
 		return tx.CreateToken(ctx, t)
 	}, store.AuditEntry{At: now, Who: a.Name, What: "create token " + t.ID, Detail: "for " + user + nodeDetail(node)})
 	if errors.Is(err, reserve.ErrNotFound) {
@@ -285,14 +288,15 @@ func (c *Controller) RevokeUserTokens(ctx context.Context, a Actor, user string)
 	if a.Role != reserve.RoleAdmin && a.Name != user {
 		return nil, forbidden("only an admin may revoke another user's tokens")
 	}
-	if _, err := c.st.GetUser(ctx, user); errors.Is(err, reserve.ErrNotFound) {
+	u, err := c.st.GetUser(ctx, user)
+	if errors.Is(err, reserve.ErrNotFound) {
 		return nil, notFound("user", user)
 	} else if err != nil {
 		return nil, err
 	}
 	now := c.now()
 	var revoked []store.Token
-	err := c.st.Tx(ctx, func(tx store.Store) error {
+	err = c.st.Tx(ctx, func(tx store.Store) error {
 		revoked = revoked[:0]
 		ts, err := tx.ListTokens(ctx, user)
 		if err != nil {
@@ -300,7 +304,9 @@ func (c *Controller) RevokeUserTokens(ctx context.Context, a Actor, user string)
 		}
 		var ids []string
 		for _, t := range ts {
-			if !t.RevokedAt.IsZero() {
+			// An agent's token revokes only what it may revoke one by
+			// one: not the tokens of the nodes it does not act for.
+			if !t.RevokedAt.IsZero() || a.Role == reserve.RoleAgent && !revocable(a, u, t) {
 				continue
 			}
 			if err := tx.RevokeToken(ctx, t.ID, now); err != nil {
@@ -354,7 +360,14 @@ func (c *Controller) RevokeToken(ctx context.Context, a Actor, id string) error 
 		if err != nil {
 			return err
 		}
-		if !slices.ContainsFunc(mine, func(t store.Token) bool { return t.ID == id && c.revocableBy(ctx, a, t) }) {
+		i := slices.IndexFunc(mine, func(t store.Token) bool { return t.ID == id })
+		if i < 0 {
+			return notFound("token", id)
+		}
+		if !c.revocableBy(ctx, a, mine[i]) {
+			if a.Role == reserve.RoleAgent && a.Node == "" {
+				return forbidden(fmt.Sprintf("token %s acts for node %s: an agent's token bound to no node cannot revoke it (an admin does: lightpath user token revoke %s)", id, mine[i].Node, id))
+			}
 			return notFound("token", id)
 		}
 	}

@@ -322,8 +322,9 @@ func signal(c chan struct{}) {
 // answer. A first heartbeat the controller refuses (a node that is not a
 // host of its topology, an endpoint of another site, a token that does
 // not act for the node) is returned: that is a configuration to mend,
-// not an outage to wait out. Once registered, every failure is waited
-// out.
+// not an outage to wait out. Once registered, a refused token (revoked,
+// expired) or registration is returned too; every other failure is
+// waited out.
 func (n *node) heartbeats(ctx context.Context, registered chan struct{}) error {
 	every := n.cfg.Lease / 3
 	first := true
@@ -339,6 +340,12 @@ func (n *node) heartbeats(ctx context.Context, registered chan struct{}) error {
 			return nil
 		case err != nil && first && refusal(err):
 			return fmt.Errorf("the controller refuses to register data node %s of endpoint %s: %w", n.cfg.Node, n.cfg.Endpoint, err)
+		case err != nil && dismissed(err):
+			// Its token revoked or expired, or the node taken off its
+			// endpoint: an admin's decision, which waiting does not
+			// change (and a node whose token went to another host must
+			// not keep serving).
+			return fmt.Errorf("the controller no longer takes data node %s of endpoint %s (an admin enrols it again or lists it): %w", n.cfg.Node, n.cfg.Endpoint, err)
 		case err != nil:
 			if msg := err.Error(); msg != lastErr {
 				n.log.Warn("heartbeat failed; trying again", "err", err, "every", every)
@@ -372,6 +379,13 @@ func (n *node) heartbeats(ctx context.Context, registered chan struct{}) error {
 			t.Stop()
 		}
 	}
+}
+
+// dismissed reports whether the controller refused the node's token (401)
+// or its registration (403).
+func dismissed(err error) bool {
+	var ae *client.APIError
+	return errors.As(err, &ae) && (ae.Status == 401 || ae.Status == 403)
 }
 
 // refusal reports whether the controller answered a request with a

@@ -26,8 +26,11 @@ func checkName(field, name string) error {
 }
 
 // Heartbeat registers a data node of an endpoint or renews its lease, and
-// its running tasks' leases with it. The first data node of an endpoint
-// creates it, at the node's site; a node of another site is refused.
+// its running tasks' leases with it. A node registers only for an
+// endpoint that lists it (endpoints.go) and for no other while it is
+// registered; a node of another site is refused. A node presenting an
+// admin's token acts for the admin: it may create its endpoint at its
+// site, join it and move to it (the testbed and scripts start nodes so).
 func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string, hb apiv1.DataNodeHeartbeat) (apiv1.DataNodeWork, error) {
 	if err := a.ActsFor(node); err != nil {
 		return apiv1.DataNodeWork{}, err
@@ -67,17 +70,33 @@ func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string
 	work := apiv1.DataNodeWork{Node: node, LeaseExpires: exp, GrantKey: s.pub}
 	joined := false // a node new or back: its pairs may take tasks
 	err := s.tx(ctx, func(tx store.Store) error {
+		admin := a.Role == reserve.RoleAdmin
 		ep, err := tx.GetEndpoint(ctx, hb.Endpoint)
 		switch {
+		case errors.Is(err, reserve.ErrNotFound) && !admin:
+			return forbidden("endpoint %s does not exist: an admin creates it and lists its data nodes (lightpath endpoint add %s --site %s --node %s)", hb.Endpoint, hb.Endpoint, site, node)
 		case errors.Is(err, reserve.ErrNotFound):
-			ep = transfer.Endpoint{Name: hb.Endpoint, Site: site, CreatedAt: now}
+			ep = transfer.Endpoint{Name: hb.Endpoint, Site: site, CreatedAt: now, Members: []string{node}}
 			if err := tx.PutEndpoint(ctx, ep); err != nil {
+				return err
+			}
+			if err := tx.AppendAudit(ctx, store.AuditEntry{At: now, Who: a.Name, What: "add endpoint " + ep.Name, Detail: "site " + site + ", nodes " + node + " (by its data node's heartbeat)"}); err != nil {
 				return err
 			}
 		case err != nil:
 			return err
 		case ep.Site != "" && ep.Site != site:
 			return forbidden("node %s is at site %s, and endpoint %s at site %s: the data nodes of an endpoint see the same files, so they are of one site", node, site, ep.Name, ep.Site)
+		case !slices.Contains(ep.Members, node) && !admin:
+			return forbidden("endpoint %s does not list node %s as a data node: an admin adds it (lightpath endpoint add %s --site %s --node %s)", ep.Name, node, ep.Name, ep.Site, node)
+		case !slices.Contains(ep.Members, node):
+			ep.Members = members(ep.Members, node)
+			if err := tx.PutEndpoint(ctx, ep); err != nil {
+				return err
+			}
+			if err := tx.AppendAudit(ctx, store.AuditEntry{At: now, Who: a.Name, What: "add data nodes to endpoint " + ep.Name, Detail: node + " (by its heartbeat)"}); err != nil {
+				return err
+			}
 		}
 		dn := transfer.DataNode{Node: node, Endpoint: hb.Endpoint, Address: hb.Address, MaxRateBps: hb.MaxRateBps, Parts: hb.Parts, RegisteredAt: now, LeaseExpires: exp}
 		nodes, err := tx.ListDataNodes(ctx)
@@ -86,7 +105,19 @@ func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string
 		}
 		joined = true
 		for _, n := range nodes {
-			if n.Node == node && n.Endpoint == hb.Endpoint && now.Before(n.LeaseExpires) {
+			if n.Node != node {
+				continue
+			}
+			if n.Endpoint != hb.Endpoint {
+				if !admin {
+					return forbidden("node %s is a data node of endpoint %s: it does not move to %s by itself (an admin removes it first: lightpath endpoint remove %s --node %s)", node, n.Endpoint, hb.Endpoint, n.Endpoint, node)
+				}
+				if err := s.moveOut(ctx, tx, n, a.Name, now); err != nil {
+					return err
+				}
+				continue
+			}
+			if now.Before(n.LeaseExpires) {
 				dn.RegisteredAt = n.RegisteredAt
 				joined = false
 			}

@@ -104,6 +104,11 @@ func newEnvAt(t *testing.T, db string, opts ...func(*service.Config)) *env {
 			t.Fatal(err)
 		}
 	}
+	for _, ep := range []apiv1.EndpointAdd{{Name: "src", Site: "s1", Nodes: []string{"a1", "a2"}}, {Name: "dst", Site: "s2", Nodes: []string{"b1", "b2"}}} {
+		if _, _, err := e.s.AddEndpoint(e.ctx, admin, ep); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, n := range []string{"a1", "a2", "b1", "b2"} {
 		e.beat(n, nil)
 	}
@@ -417,7 +422,7 @@ func TestFileRetriesAndFailure(t *testing.T) {
 
 func TestSubmitRefusesBadInput(t *testing.T) {
 	e := newEnv(t)
-	if _, err := e.s.Heartbeat(e.ctx, agent("a1"), "a1", apiv1.DataNodeHeartbeat{Endpoint: "closed", Address: e.addr("a1")}); err != nil {
+	if _, _, err := e.s.AddEndpoint(e.ctx, admin, apiv1.EndpointAdd{Name: "closed", Site: "s1"}); err != nil {
 		t.Fatal(err)
 	}
 	e.beat("a1", nil)

@@ -98,10 +98,18 @@ type Jobs interface {
 	GetEndpoint(ctx context.Context, name string) (transfer.Endpoint, error)
 	// ListEndpoints returns every endpoint ordered by name (Nodes empty).
 	ListEndpoints(ctx context.Context) ([]transfer.Endpoint, error)
+	// DeleteEndpoint removes an endpoint and the registrations of its data
+	// nodes, or returns an error wrapping reserve.ErrNotFound.
+	DeleteEndpoint(ctx context.Context, name string) error
 	// PutDataNode registers a data node or renews its lease (an upsert by
-	// Node: a node serves one endpoint at a time). Node and Endpoint must
-	// not be empty (reserve.ErrInvalid).
+	// Node: a node serves one endpoint at a time). A node registered for
+	// another endpoint is refused (reserve.ErrConflict): it moves only
+	// once its registration is deleted. Node and Endpoint must not be
+	// empty (reserve.ErrInvalid).
 	PutDataNode(ctx context.Context, n transfer.DataNode) error
+	// DeleteDataNode removes a node's registration, or returns an error
+	// wrapping reserve.ErrNotFound.
+	DeleteDataNode(ctx context.Context, node string) error
 	// ListDataNodes returns every registered data node ordered by node,
 	// lapsed leases included (Alive is the caller's to set).
 	ListDataNodes(ctx context.Context) ([]transfer.DataNode, error)

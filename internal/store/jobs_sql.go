@@ -934,10 +934,50 @@ func (s *sqlStore) PutDataNode(ctx context.Context, n transfer.DataNode) error {
 		return fmt.Errorf("register data node %s: %w", n.Node, err)
 	}
 	return s.write(ctx, func(s *sqlStore) error {
-		if _, err := s.q.exec(ctx, `INSERT INTO datanodes (node, endpoint, lease_ns, doc) VALUES (?, ?, ?, ?)
-			ON CONFLICT (node) DO UPDATE SET endpoint = excluded.endpoint, lease_ns = excluded.lease_ns, doc = excluded.doc`,
-			n.Node, n.Endpoint, encTime(n.LeaseExpires), doc); err != nil {
+		// The upsert renews a registration of the same endpoint only: a
+		// node never moves to another one by registering.
+		k, err := s.q.exec(ctx, `INSERT INTO datanodes (node, endpoint, lease_ns, doc) VALUES (?, ?, ?, ?)
+			ON CONFLICT (node) DO UPDATE SET lease_ns = excluded.lease_ns, doc = excluded.doc
+			WHERE datanodes.endpoint = excluded.endpoint`,
+			n.Node, n.Endpoint, encTime(n.LeaseExpires), doc)
+		if err != nil {
 			return fmt.Errorf("register data node %s: %w", n.Node, err)
+		}
+		if k == 0 {
+			var ep string
+			if _, err := s.queryRow(ctx, `SELECT endpoint FROM datanodes WHERE node = ?`, []any{n.Node}, &ep); err != nil {
+				return fmt.Errorf("register data node %s: %w", n.Node, err)
+			}
+			return fmt.Errorf("register data node %s: %w: it is registered for endpoint %s, not %s", n.Node, reserve.ErrConflict, ep, n.Endpoint)
+		}
+		return nil
+	})
+}
+
+func (s *sqlStore) DeleteDataNode(ctx context.Context, node string) error {
+	return s.write(ctx, func(s *sqlStore) error {
+		k, err := s.q.exec(ctx, `DELETE FROM datanodes WHERE node = ?`, node)
+		if err != nil {
+			return fmt.Errorf("delete data node %s: %w", node, err)
+		}
+		if k == 0 {
+			return fmt.Errorf("delete data node %s: %w", node, reserve.ErrNotFound)
+		}
+		return nil
+	})
+}
+
+func (s *sqlStore) DeleteEndpoint(ctx context.Context, name string) error {
+	return s.write(ctx, func(s *sqlStore) error {
+		if _, err := s.q.exec(ctx, `DELETE FROM datanodes WHERE endpoint = ?`, name); err != nil {
+			return fmt.Errorf("delete endpoint %s: data nodes: %w", name, err)
+		}
+		k, err := s.q.exec(ctx, `DELETE FROM endpoints WHERE name = ?`, name)
+		if err != nil {
+			return fmt.Errorf("delete endpoint %s: %w", name, err)
+		}
+		if k == 0 {
+			return fmt.Errorf("delete endpoint %s: %w", name, reserve.ErrNotFound)
 		}
 		return nil
 	})

@@ -288,8 +288,11 @@ type Endpoint struct {
 	// Site is the topology site of its data nodes.
 	Site string `json:"site,omitempty"`
 	// Users and Projects may use it; both empty: admins and operators only.
-	Users     []string   `json:"users,omitempty"`
-	Projects  []string   `json:"projects,omitempty"`
+	Users    []string `json:"users,omitempty"`
+	Projects []string `json:"projects,omitempty"`
+	// Members are the topology nodes an admin listed as its data nodes:
+	// only they may register for it (an admin's token aside).
+	Members   []string   `json:"members,omitempty"`
 	Nodes     []DataNode `json:"nodes,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
 }

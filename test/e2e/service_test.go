@@ -147,13 +147,30 @@ func startSvc(t *testing.T, o svcOpts) *svc {
 	if o.testbed {
 		s.tb = agentsUp(t, "examples/two-site.yaml", 6, dir, s.url, s.sock, s.admin)
 	}
-	// Data nodes have a user of their own: an agent's enrolment retires
-	// its user's earlier tokens for its node.
+	// Data nodes have a user of their own, apart from the agents'.
 	for _, u := range []struct{ name, role string }{{"alice", "user"}, {"bob", "user"}, {"dn", "agent"}} {
 		s.ok(s.admin, "user", "add", u.name, "--role", u.role)
 		s.ok(s.admin, "user", "token", "create", u.name, "--out", filepath.Join(dir, u.name+".token"))
 	}
 	s.alice, s.bob, s.dn = filepath.Join(dir, "alice.token"), filepath.Join(dir, "bob.token"), filepath.Join(dir, "dn.token")
+	// An admin says which nodes serve each endpoint, and gives each data
+	// node a token bound to its node (docs/service.md deploys them so).
+	sites := map[string]string{"siteA": "s1", "siteB": "s2"}
+	if o.testbed {
+		sites = map[string]string{"siteA": "site-a", "siteB": "site-b"}
+	}
+	for _, ep := range []string{"siteA", "siteB"} {
+		var nodes []string
+		for _, n := range svcNodes {
+			if n.endpoint == ep {
+				nodes = append(nodes, n.node)
+			}
+		}
+		s.ok(s.admin, "endpoint", "add", ep, "--site", sites[ep], "--node", strings.Join(nodes, ","))
+	}
+	for _, n := range svcNodes {
+		s.ok(s.admin, "user", "token", "create", "dn", "--node", n.node, "--out", filepath.Join(dir, "dn-"+n.node+".token"))
+	}
 	alive := map[string]int{}
 	for _, n := range svcNodes {
 		if slices.Contains(o.without, n.node) {
@@ -221,7 +238,7 @@ func (s *svc) startNode(node string) {
 			ctl = s.sock
 		}
 		args := []string{"--transfer-log", filepath.Join(s.dir, node+".transfers"),
-			"--controller", ctl, "--controller-token-file", s.dn, "--node", node, "--endpoint", n.endpoint,
+			"--controller", ctl, "--controller-token-file", filepath.Join(s.dir, "dn-"+node+".token"), "--node", node, "--endpoint", n.endpoint,
 			"--lease", "3s", "--max-tasks", "2"}
 		if s.rate != "" {
 			args = append(args, "--max-rate", s.rate)

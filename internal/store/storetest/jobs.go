@@ -907,7 +907,23 @@ func testEndpoints(t *testing.T, url string) {
 			t.Fatal(err)
 		}
 	}
-	h1.Endpoint, h1.LeaseExpires, h1.Address = "fnal", base.Add(time.Hour), "198.18.1.3:7071"
+	// A node does not move to another endpoint by registering: only once
+	// its registration is deleted.
+	h1.LeaseExpires = base.Add(2 * time.Second)
+	if err := s.PutDataNode(ctx, h1); err != nil {
+		t.Fatalf("renew h1: %v", err)
+	}
+	moved := h1
+	moved.Endpoint, moved.LeaseExpires, moved.Address = "fnal", base.Add(time.Hour), "198.18.1.3:7071"
+	wantErr(t, "move h1 to fnal by registering", s.PutDataNode(ctx, moved), reserve.ErrConflict)
+	if ns, err := s.ListDataNodes(ctx); err != nil || len(ns) != 3 || ns[1].Endpoint != "cern" || !ns[1].LeaseExpires.Equal(base.Add(2*time.Second)) {
+		t.Errorf("data nodes after a refused move: %+v, %v", ns, err)
+	}
+	wantErr(t, "delete an unregistered data node", s.DeleteDataNode(ctx, "h9"), reserve.ErrNotFound)
+	if err := s.DeleteDataNode(ctx, "h1"); err != nil {
+		t.Fatal(err)
+	}
+	h1 = moved
 	if err := s.PutDataNode(ctx, h1); err != nil {
 		t.Fatal(err)
 	}
@@ -933,6 +949,22 @@ func testEndpoints(t *testing.T, url string) {
 	}
 	if ns, err := s.ListDataNodes(ctx); err != nil || len(ns) != 3 {
 		t.Errorf("data nodes after refused puts: %v, %v", ns, err)
+	}
+
+	// Deleting an endpoint deletes its data nodes' registrations, and
+	// nothing of the others.
+	wantErr(t, "delete an endpoint that does not exist", s.DeleteEndpoint(ctx, "none"), reserve.ErrNotFound)
+	if err := s.DeleteEndpoint(ctx, "fnal"); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "get a deleted endpoint", func() error { _, err := s.GetEndpoint(ctx, "fnal"); return err }(), reserve.ErrNotFound)
+	if ns, err := s.ListDataNodes(ctx); err != nil {
+		t.Fatal(err)
+	} else {
+		same(t, "data nodes after deleting fnal", ns, []transfer.DataNode{H})
+	}
+	if l, err := s.ListEndpoints(ctx); err != nil || len(l) != 2 {
+		t.Errorf("endpoints after deleting fnal: %+v, %v", l, err)
 	}
 }
 
