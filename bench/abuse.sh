@@ -118,10 +118,18 @@ def call(method, path, who, body=None):
     h = {"Authorization": "Bearer " + tok[who]}
     if data is not None:
         h["Content-Type"] = "application/json"
+    global conn
     t0 = time.monotonic()
-    conn.request(method, path, body=data, headers=h)
-    r = conn.getresponse()
-    raw = r.read()
+    try:
+        conn.request(method, path, body=data, headers=h)
+        r = conn.getresponse()
+        raw = r.read()
+    except (http.client.HTTPException, OSError) as e:
+        # The controller gave up on the request (its write timeout): a
+        # row says so, and the next request has a new connection.
+        conn.close()
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        return 0, ("no answer: %s" % type(e).__name__).encode(), time.monotonic() - t0
     return r.status, raw, time.monotonic() - t0
 
 def row(**kw):
@@ -158,7 +166,9 @@ if only in ("", "submit"):
             st, raw, secs = call("POST", "/api/v1/jobs", who, body)
             c1 = cpu()
             why = ""
-            if st >= 300:
+            if st == 0:
+                why = raw.decode()
+            elif st >= 300:
                 try:
                     why = json.loads(raw)["error"]["message"]
                 except Exception:

@@ -245,3 +245,37 @@ func TestRefusedListingFailsJob(t *testing.T) {
 	}
 	failed(j, fmt.Sprintf("listing the dataset failed %d times; the last: data node a1 lost (its lease lapsed)", service.MaxAttempts))
 }
+
+// A queued listing stored before tasks kept their endpoint gets its job's
+// at start, and is claimed by its endpoint's nodes as any other.
+func TestOldTasksGetEndpoint(t *testing.T) {
+	e := newEnv(t)
+	j, _, err := e.s.Submit(e.ctx, alice, transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.DeleteJob(e.ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	j.Version = 1
+	if err := e.st.CreateJob(e.ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	old := transfer.Task{ID: "k-old", Job: j.ID, Kind: transfer.TaskList, State: transfer.TaskQueued, CreatedAt: t0}
+	if err := e.st.CreateTask(e.ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if ws := e.claim("a1", 4); len(ws) != 0 {
+		t.Fatalf("a task without an endpoint was claimed: %+v", ws)
+	}
+	e.restart()
+	for _, n := range []string{"a1", "a2", "b1", "b2"} {
+		e.beat(n, nil)
+	}
+	if got, err := e.st.GetTask(e.ctx, "k-old"); err != nil || got.Endpoint != "src" {
+		t.Fatalf("after a restart: %+v %v", got, err)
+	}
+	if ws := e.claim("a1", 4); len(ws) != 1 || ws[0].Task.ID != "k-old" {
+		t.Fatalf("claim: %+v", ws)
+	}
+}
