@@ -136,6 +136,8 @@ func queuedCost(t *testing.T, n int) (tick, other, mine [2]int) {
 func TestQueuedJobsCostConstant(t *testing.T) {
 	tick5, other5, mine5 := queuedCost(t, 5)
 	tick300, other300, mine300 := queuedCost(t, 300)
+	t.Logf("[queries rows] with 5 and 300 jobs waiting: tick %v %v, another endpoint's claim %v %v, a claim of 4 listings %v %v",
+		tick5, tick300, other5, other300, mine5, mine300)
 	if tick5 != tick300 {
 		t.Errorf("a tick read [queries rows] %v with 5 jobs waiting, %v with 300", tick5, tick300)
 	}
