@@ -191,6 +191,9 @@ if only in ("", "queued"):
         must(st, raw, "job %d" % i)
         n += 1
         lat.append(secs)
+        if n % 500 == 0:
+            beat()
+            print("queued %d" % n, file=sys.stderr, flush=True)
     st, raw, _ = call("GET", "/api/v1/jobs?state=QUEUED", "alice")
     unfinished_before = len(json.loads(raw)["jobs"])
     st, raw, _ = call("PUT", "/api/v1/policy", "admin", {"default": {"max_jobs": 2147483647, "max_project_jobs": 2147483647}})
