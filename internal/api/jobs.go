@@ -50,6 +50,9 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, a controller.
 	if err := decode(w, r, &in); err != nil {
 		return err
 	}
+	if err := service.CheckSources(len(in.Sources)); err != nil {
+		return err
+	}
 	j, created, err := svc.Submit(r.Context(), a, in)
 	if err != nil {
 		return err
@@ -295,6 +298,13 @@ func (s *Server) taskListing(w http.ResponseWriter, r *http.Request, a controlle
 	}
 	var in apiv1.Listing
 	if err := decodeLimit(w, r, &in, MaxListingBytes); err != nil {
+		var he *httpError
+		if errors.As(err, &he) && he.status == http.StatusRequestEntityTooLarge {
+			// Sent again it would be refused again: the job fails.
+			if ferr := svc.RefuseListing(r.Context(), a, r.PathValue("id"), he.msg+": list fewer files a job (split it)"); ferr != nil {
+				return ferr
+			}
+		}
 		return err
 	}
 	if err := checkText(in); err != nil {

@@ -248,6 +248,8 @@ func statusOf(err error) int {
 		return http.StatusServiceUnavailable
 	case errors.Is(err, controller.ErrLimit):
 		return http.StatusTooManyRequests
+	case errors.Is(err, service.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
 	case errors.As(err, &ref), errors.Is(err, reserve.ErrCapacity), errors.Is(err, reserve.ErrConflict):
 		return http.StatusConflict
 	case errors.Is(err, reserve.ErrInvalid):
@@ -270,9 +272,12 @@ func writeError(w http.ResponseWriter, err error) {
 	var ref *controller.Refusal
 	var re *reserve.RequestError
 	var se *controller.StrandError
+	var tl *service.TooLargeError
 	switch {
 	case errors.As(err, &he):
 		d.Code, d.Field = he.code, he.field
+	case errors.As(err, &tl):
+		d.Code, d.Field = apiv1.CodeTooLarge, tl.Field
 	case errors.As(err, &ref):
 		d.Code = apiv1.CodeCapacity
 		d.Alternatives = alternatives(ref.Alternatives)

@@ -45,6 +45,12 @@ const (
 	// "now": a client resolves "now" before its request travels, and its
 	// clock may be a little behind the controller's.
 	StartGrace = 10 * time.Second
+	// DefaultMaxJobs and DefaultMaxProjectJobs bound the unfinished
+	// transfer jobs of a user and of a project where no level of the
+	// Policy sets them: every waiting job is a row the service keeps and
+	// answers for, so none is unbounded by default (issue 28).
+	DefaultMaxJobs        = 500
+	DefaultMaxProjectJobs = 2000
 )
 
 // UnlimitedDuration and UnlimitedBandwidth set a limit to "none" where a
@@ -71,11 +77,12 @@ type Limits struct {
 	// at any instant, in bits per second.
 	MaxProjectBandwidth uint64 `json:"max_project_bandwidth_bps,omitempty"`
 	// MaxJobs bounds the unfinished transfer jobs (QUEUED, SCHEDULED or
-	// ACTIVE) one user may have at once, whatever their project.
-	// UnlimitedJobs lifts an inherited limit.
+	// ACTIVE) one user may have at once, whatever their project
+	// (DefaultMaxJobs when no level sets it). UnlimitedJobs lifts an
+	// inherited limit.
 	MaxJobs int `json:"max_jobs,omitempty"`
 	// MaxProjectJobs bounds a project's unfinished transfer jobs, every
-	// member's together.
+	// member's together (DefaultMaxProjectJobs when no level sets it).
 	MaxProjectJobs int `json:"max_project_jobs,omitempty"`
 }
 
@@ -151,7 +158,7 @@ func (p Policy) Resolve(role Role, project string) (Limits, LimitSources) {
 	if l, ok := p.Projects[project]; ok && project != "" {
 		levels = append(levels, level{"project " + project, l})
 	}
-	eff := Limits{MaxDuration: DefaultMaxDuration, Horizon: DefaultHorizon}
+	eff := Limits{MaxDuration: DefaultMaxDuration, Horizon: DefaultHorizon, MaxJobs: DefaultMaxJobs, MaxProjectJobs: DefaultMaxProjectJobs}
 	src := LimitSources{"default", "default", "default", "default", "default", "default", "default"}
 	for _, lv := range levels { // least specific first, so later levels win
 		if lv.l.MaxDuration != 0 {

@@ -221,12 +221,13 @@ func TestPolicyResolveAndValidate(t *testing.T) {
 		Projects: map[string]Limits{"cms": {MaxBandwidth: 20 * rsvGbps, MaxProjectBandwidth: 50 * rsvGbps}},
 	}
 	lim, src := p.Resolve(RoleOperator, "cms")
-	want := Limits{MaxDuration: 72 * time.Hour, Horizon: DefaultHorizon, MaxBandwidth: 20 * rsvGbps, MaxProjectBandwidth: 50 * rsvGbps}
+	want := Limits{MaxDuration: 72 * time.Hour, Horizon: DefaultHorizon, MaxBandwidth: 20 * rsvGbps, MaxProjectBandwidth: 50 * rsvGbps,
+		MaxJobs: DefaultMaxJobs, MaxProjectJobs: DefaultMaxProjectJobs}
 	wantSrc := LimitSources{MaxDuration: "role operator", MinDuration: "default", Horizon: "default", MaxBandwidth: "project cms", MaxProjectBandwidth: "project cms", MaxJobs: "default", MaxProjectJobs: "default"}
 	if lim != want || src != wantSrc {
 		t.Errorf("Resolve = %+v %+v\nwant %+v %+v", lim, src, want, wantSrc)
 	}
-	if lim, _ := (Policy{}).Resolve(RoleUser, ""); lim != (Limits{MaxDuration: DefaultMaxDuration, Horizon: DefaultHorizon}) {
+	if lim, _ := (Policy{}).Resolve(RoleUser, ""); lim != (Limits{MaxDuration: DefaultMaxDuration, Horizon: DefaultHorizon, MaxJobs: DefaultMaxJobs, MaxProjectJobs: DefaultMaxProjectJobs}) {
 		t.Errorf("zero policy resolves to %+v", lim)
 	}
 
@@ -295,10 +296,10 @@ func TestPolicyJobLimits(t *testing.T) {
 		jobs, projJobs   int
 		srcJobs, srcProj string
 	}{
-		{RoleUser, "", 2, 0, "default", "default"},
-		{RoleUser, "atlas", 2, 0, "default", "default"},
+		{RoleUser, "", 2, DefaultMaxProjectJobs, "default", "default"},
+		{RoleUser, "atlas", 2, DefaultMaxProjectJobs, "default", "default"},
 		{RoleUser, "cms", 3, 4, "project cms", "project cms"},
-		{RoleOperator, "", UnlimitedJobs, 0, "role operator", "default"},
+		{RoleOperator, "", UnlimitedJobs, DefaultMaxProjectJobs, "role operator", "default"},
 		{RoleOperator, "cms", 3, 4, "project cms", "project cms"},
 	} {
 		lim, src := p.Resolve(tc.role, tc.project)

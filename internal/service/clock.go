@@ -2,6 +2,9 @@ package service
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/controller"
@@ -77,9 +80,6 @@ func (s *Service) Tick(ctx context.Context) {
 	if err := s.optimize(ctx, now); err != nil {
 		s.log.Warn("optimizer round", "err", err)
 	}
-	if err := s.queuedReasons(ctx, now); err != nil {
-		s.log.Warn("say what queued jobs wait for", "err", err)
-	}
 	for id, r := range s.rates {
 		if !now.Before(r.until) {
 			delete(s.rates, id)
@@ -94,9 +94,15 @@ func (s *Service) lapse(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	var live map[string][]transfer.DataNode
 	for _, t := range ts {
 		if now.Before(t.LeaseExpires) {
 			continue
+		}
+		if live == nil {
+			if _, live, err = s.liveNodes(ctx, s.st, now); err != nil {
+				return err
+			}
 		}
 		err := s.tx(ctx, func(tx store.Store) error {
 			lost := t.From
@@ -105,17 +111,38 @@ func (s *Service) lapse(ctx context.Context, now time.Time) error {
 			if t.Kind == transfer.TaskList {
 				t.From = ""
 			}
-			if err := tx.UpdateTask(ctx, t); err != nil {
-				return err
-			}
 			j, err := tx.GetJob(ctx, t.Job)
 			if err != nil {
+				return err
+			}
+			if t.Kind == transfer.TaskList && t.Attempt >= MaxAttempts && !transfer.JobEnded(j.State) {
+				// A listing that never comes back (a node that dies on
+				// this dataset, or one refused at every try) is not
+				// tried forever.
+				if _, waiting := s.waiters[j.ID]; !waiting {
+					why := fmt.Sprintf("listing the dataset failed %d times; the last: %s", t.Attempt, t.Error)
+					t.State, t.Error, t.EndedAt = transfer.TaskFailed, why, now
+					if err := tx.UpdateTask(ctx, t); err != nil {
+						return err
+					}
+					j.State, j.Reason, j.EndedAt = transfer.JobFailed, why, now
+					return s.saveJob(ctx, tx, &j, now)
+				}
+			}
+			if err := tx.UpdateTask(ctx, t); err != nil {
 				return err
 			}
 			if transfer.JobEnded(j.State) {
 				return nil
 			}
 			j.Reason = "data node " + lost + " lost; its tasks wait for another node"
+			if t.Kind == transfer.TaskList {
+				ep := srcEndpoint(j)
+				j.Reason = listReason(ep, len(live[ep]) > 0)
+				if len(live[ep]) > 0 {
+					j.Reason = t.Error + "; " + j.Reason
+				}
+			}
 			return s.saveJob(ctx, tx, &j, now)
 		})
 		if err != nil {
@@ -126,37 +153,42 @@ func (s *Service) lapse(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// queuedReasons keeps the Reason of jobs waiting for their listing true:
-// listing, or waiting for a live data node of the endpoint.
-func (s *Service) queuedReasons(ctx context.Context, now time.Time) error {
-	js, err := s.st.ListJobs(ctx, store.JobFilter{States: []string{transfer.JobQueued}})
-	if err != nil || len(js) == 0 {
-		return err
+// queuedReason makes the Reason of a job waiting for its listing true
+// at the time it is read (Get, List): listing, or waiting for a live data
+// node of the endpoint, after what the clock or a claim last said (a lost
+// node). Worked out when read, so the clock's work does not grow with the
+// jobs waiting (issue 28, finding 6).
+func queuedReason(j *transfer.Job, live map[string][]transfer.DataNode) {
+	if j.State != transfer.JobQueued {
+		return
 	}
-	_, live, err := s.liveNodes(ctx, s.st, now)
+	ep := srcEndpoint(*j)
+	for _, r := range [2]string{listReason(ep, true), listReason(ep, false)} {
+		prefix, ok := strings.CutSuffix(j.Reason, r)
+		if !ok {
+			continue
+		}
+		if len(live[ep]) == 0 {
+			j.Reason = listReason(ep, false)
+		} else {
+			j.Reason = prefix + listReason(ep, true)
+		}
+		return
+	}
+}
+
+// queuedReasons applies queuedReason to the jobs read, with one lookup of
+// the data nodes when one of them is QUEUED.
+func (s *Service) queuedReasons(ctx context.Context, js []transfer.Job) error {
+	if !slices.ContainsFunc(js, func(j transfer.Job) bool { return j.State == transfer.JobQueued }) {
+		return nil
+	}
+	_, live, err := s.liveNodes(ctx, s.st, s.now())
 	if err != nil {
 		return err
 	}
-	for _, j := range js {
-		ts, err := s.st.ListTasks(ctx, store.TaskFilter{Job: j.ID, Kind: transfer.TaskList, States: []string{transfer.TaskQueued}})
-		if err != nil {
-			return err
-		}
-		if len(ts) == 0 {
-			continue
-		}
-		ep := srcEndpoint(j)
-		why := listReason(ep, len(live[ep]) > 0)
-		if ts[0].Error != "" && len(live[ep]) > 0 {
-			why = ts[0].Error + "; " + why
-		}
-		if why == j.Reason {
-			continue
-		}
-		j.Reason = why
-		if err := s.tx(ctx, func(tx store.Store) error { return s.saveJob(ctx, tx, &j, now) }); err != nil {
-			return err
-		}
+	for i := range js {
+		queuedReason(&js[i], live)
 	}
 	return nil
 }

@@ -43,6 +43,7 @@ func (s *Service) schedule(ctx context.Context, j transfer.Job) {
 	if err := s.tx(ctx, func(tx store.Store) error { return s.saveJob(ctx, tx, &j, now) }); err != nil {
 		s.log.Error("store a booked job", "job", j.ID, "err", err)
 		s.release(ctx, j, "the job's booking could not be stored")
+		s.recover = true
 		if waiter != nil {
 			delete(s.waiters, j.ID)
 			waiter <- err
@@ -186,7 +187,16 @@ func (s *Service) book(ctx context.Context, j transfer.Job) ([]transfer.Pair, st
 // reservation is extended when admissible, else the pair goes on on the
 // routed path, saying so. The caller holds mu.
 func (s *Service) deadlines(ctx context.Context, now time.Time) error {
-	js, err := s.st.ListJobs(ctx, store.JobFilter{States: []string{transfer.JobQueued, transfer.JobScheduled, transfer.JobActive}})
+	// A listed deadline job is booked as its listing arrives (Listing):
+	// one is left unbooked only by a restart in between, or a booking that
+	// could not be stored, so the QUEUED jobs, however many wait, are read
+	// only then (recover).
+	states := []string{transfer.JobScheduled, transfer.JobActive}
+	recovering := s.recover
+	if recovering {
+		states = append(states, transfer.JobQueued)
+	}
+	js, err := s.st.ListJobs(ctx, store.JobFilter{States: states})
 	if err != nil {
 		return err
 	}
@@ -218,6 +228,9 @@ func (s *Service) deadlines(ctx context.Context, now time.Time) error {
 				return err
 			}
 		}
+	}
+	if recovering {
+		s.recover = false
 	}
 	return nil
 }

@@ -21,13 +21,47 @@ import (
 // MaxPriority bounds a job's priority either way.
 const MaxPriority = 1000
 
+// MaxSources bounds a job's sources: a dataset of more is given as its
+// directories, and a bound keeps a submission's cost (its validation, its
+// row, every listing's lookups) small whatever a client sends.
+const MaxSources = 10000
+
+// ErrTooLarge is matched by a request over one of the service's size
+// bounds (413 "too_large").
+var ErrTooLarge = errors.New("too large")
+
+// TooLargeError refuses a request over a size bound, naming the field.
+type TooLargeError struct {
+	Field   string
+	Message string
+}
+
+func (e *TooLargeError) Error() string { return e.Message }
+
+// Unwrap makes a TooLargeError match ErrTooLarge.
+func (e *TooLargeError) Unwrap() error { return ErrTooLarge }
+
+// CheckSources refuses more than MaxSources sources (a *TooLargeError); the
+// API checks it as soon as the body is read, the service again.
+func CheckSources(n int) error {
+	if n > MaxSources {
+		return &TooLargeError{Field: "sources", Message: fmt.Sprintf(
+			"%d sources: a job takes at most %d (give their directories, or split the job)", n, MaxSources)}
+	}
+	return nil
+}
+
 // normalize checks a request's own fields and fills its defaults; it
 // returns the source and destination locations.
 func normalize(req *transfer.JobRequest, now time.Time) ([]transfer.Location, transfer.Location, error) {
 	if len(req.Sources) == 0 {
 		return nil, transfer.Location{}, invalid("sources", "give at least one source ENDPOINT:PATH")
 	}
-	var srcs []transfer.Location
+	if err := CheckSources(len(req.Sources)); err != nil {
+		return nil, transfer.Location{}, err
+	}
+	srcs := make([]transfer.Location, 0, len(req.Sources))
+	given := make(map[transfer.Location]bool, len(req.Sources))
 	for i, s := range req.Sources {
 		l, err := transfer.ParseLocation(s)
 		if err != nil {
@@ -36,9 +70,10 @@ func normalize(req *transfer.JobRequest, now time.Time) ([]transfer.Location, tr
 		if i > 0 && l.Endpoint != srcs[0].Endpoint {
 			return nil, transfer.Location{}, invalid("sources", "sources %s and %s are on two endpoints: a job moves from one endpoint", req.Sources[0], s)
 		}
-		if slices.Contains(srcs, l) {
+		if given[l] {
 			return nil, transfer.Location{}, invalid("sources", "source %s is given twice", s)
 		}
+		given[l] = true
 		srcs = append(srcs, l)
 		req.Sources[i] = l.String()
 	}
@@ -117,6 +152,17 @@ func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.J
 	if a.Role == reserve.RoleAgent {
 		return transfer.Job{}, false, forbidden("agents do not submit jobs")
 	}
+	if err := CheckSources(len(req.Sources)); err != nil {
+		return transfer.Job{}, false, err
+	}
+	if req.Project != "" && !a.SeesAll() && !slices.Contains(a.Projects, req.Project) {
+		return transfer.Job{}, false, forbidden("you are not a member of project %q", req.Project)
+	}
+	// Permission before the request's validation, whose cost grows with
+	// the request: someone allowed on neither endpoint costs two lookups.
+	if err := s.mayUseNamed(ctx, a, req); err != nil {
+		return transfer.Job{}, false, err
+	}
 	req.Sources = slices.Clone(req.Sources)
 	now := s.now()
 	srcs, dst, err := normalize(&req, now)
@@ -133,9 +179,6 @@ func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.J
 		} else if !errors.Is(err, reserve.ErrNotFound) {
 			return transfer.Job{}, false, err
 		}
-	}
-	if req.Project != "" && !a.SeesAll() && !slices.Contains(a.Projects, req.Project) {
-		return transfer.Job{}, false, forbidden("you are not a member of project %q", req.Project)
 	}
 	for _, l := range []transfer.Location{srcs[0], dst} {
 		field := "sources"
@@ -176,7 +219,7 @@ func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.J
 		return transfer.Job{}, false, err
 	}
 	j.Reason = listReason(srcs[0].Endpoint, len(live[srcs[0].Endpoint]) > 0)
-	list := transfer.Task{ID: newID("k-"), Job: j.ID, Kind: transfer.TaskList, State: transfer.TaskQueued, CreatedAt: now}
+	list := transfer.Task{ID: newID("k-"), Job: j.ID, Kind: transfer.TaskList, State: transfer.TaskQueued, Endpoint: srcs[0].Endpoint, CreatedAt: now}
 	var done chan error
 	if !req.Deadline.IsZero() {
 		done = make(chan error, 1)
@@ -233,26 +276,60 @@ func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.J
 	return got, true, nil
 }
 
+// mayUseNamed refuses a request whose first source's or destination's
+// endpoint exists and may not be used by a, reading only those two names:
+// a malformed or unknown name is left to normalize and the full check.
+func (s *Service) mayUseNamed(ctx context.Context, a controller.Actor, req transfer.JobRequest) error {
+	var names []string
+	if len(req.Sources) > 0 {
+		names = append(names, req.Sources[0])
+	}
+	names = append(names, req.Destination)
+	for _, n := range names {
+		ep, _, ok := strings.Cut(n, ":")
+		if !ok || ep == "" {
+			continue
+		}
+		e, err := s.st.GetEndpoint(ctx, ep)
+		if errors.Is(err, reserve.ErrNotFound) || errors.Is(err, reserve.ErrInvalid) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		if err := mayUse(a, e, req.Project); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // checkJobLimits refuses a new job of a in project when the policy's
 // max_jobs or max_project_jobs is reached (a *controller.LimitError, 429
 // "limit"); the caller holds mu, so two submissions cannot both take the
 // last place.
 func (s *Service) checkJobLimits(ctx context.Context, a controller.Actor, project string) error {
 	lim, _ := s.c.Policy().Resolve(a.Role, project)
-	if lim.MaxJobs == 0 && (lim.MaxProjectJobs == 0 || project == "") {
-		return nil
-	}
-	open, err := s.st.ListJobs(ctx, store.JobFilter{States: []string{transfer.JobQueued, transfer.JobScheduled, transfer.JobActive}})
-	if err != nil {
-		return err
-	}
-	var mine, theirs int
-	for _, j := range open {
-		if j.Owner == a.Name {
-			mine++
+	open := []string{transfer.JobQueued, transfer.JobScheduled, transfer.JobActive}
+	// Counted up to the limit: the rows read are bounded by it, however
+	// many jobs there are.
+	mine := 0
+	if lim.MaxJobs != 0 && lim.MaxJobs < reserve.UnlimitedJobs {
+		js, err := s.st.ListJobs(ctx, store.JobFilter{Owner: a.Name, States: open, Limit: lim.MaxJobs})
+		if err != nil {
+			return err
 		}
-		if project != "" && j.Project == project {
-			theirs++
+		mine = len(js)
+	}
+	theirs := 0
+	if project != "" && lim.MaxProjectJobs != 0 && lim.MaxProjectJobs < reserve.UnlimitedJobs {
+		js, err := s.st.ListJobs(ctx, store.JobFilter{States: open})
+		if err != nil {
+			return err
+		}
+		for _, j := range js {
+			if j.Project == project {
+				theirs++
+			}
 		}
 	}
 	if l := reserve.CheckJobs(s.c.Policy(), a.Role, a.Name, project, mine, theirs); l != nil {
@@ -276,7 +353,11 @@ func (s *Service) Get(ctx context.Context, a controller.Actor, id string, states
 	if err != nil {
 		return apiv1.JobPage{}, err
 	}
-	p := apiv1.JobPage{Job: j, Files: []transfer.JobFile{}}
+	one := []transfer.Job{j}
+	if err := s.queuedReasons(ctx, one); err != nil {
+		return apiv1.JobPage{}, err
+	}
+	p := apiv1.JobPage{Job: one[0], Files: []transfer.JobFile{}}
 	if !noFiles {
 		if p.Files, err = s.st.ListJobFiles(ctx, store.JobFileFilter{Job: id, States: states}); err != nil {
 			return apiv1.JobPage{}, err
@@ -317,10 +398,13 @@ func (s *Service) List(ctx context.Context, a controller.Actor, f store.JobFilte
 		f.Owner = a.Name
 	}
 	js, err := s.st.ListJobs(ctx, f)
-	if js == nil && err == nil {
+	if err != nil {
+		return nil, err
+	}
+	if js == nil {
 		js = []transfer.Job{}
 	}
-	return js, err
+	return js, s.queuedReasons(ctx, js)
 }
 
 // Cancel cancels a job: its tasks stop, its files not yet arrived are

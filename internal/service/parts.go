@@ -116,7 +116,7 @@ func (r *claimRun) freshPart(j *transfer.Job, to transfer.DataNode, pr pairRun, 
 		if shareLeft > 0 && need > room && r.othersCanCarry(j, pr, tasks, need, f.To) {
 			continue
 		}
-		t := transfer.Task{ID: newID("k-"), Job: j.ID, Kind: transfer.TaskCopy, State: transfer.TaskQueued, CreatedAt: r.now, Bytes: p.Length}
+		t := transfer.Task{ID: newID("k-"), Job: j.ID, Kind: transfer.TaskCopy, State: transfer.TaskQueued, Endpoint: r.me.Endpoint, CreatedAt: r.now, Bytes: p.Length}
 		if err := r.tx.CreateTask(r.ctx, t); err != nil {
 			return false, err
 		}

@@ -153,6 +153,10 @@ type Service struct {
 	// changed is closed, and replaced, at every change that may give a
 	// waiting claim something to hand out (see notify).
 	changed chan struct{}
+	// recover makes the clock's next deadlines round look at the QUEUED
+	// jobs too, for a listed deadline job left unbooked: set at start and
+	// when a booking could not be stored. Under mu.
+	recover bool
 	// parked counts the times a claim or a job wait found nothing and
 	// began waiting for the next change (see Parked).
 	parked atomic.Uint64
@@ -189,6 +193,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		last:              map[pairKey]transfer.Decision{},
 		rates:             map[string]taskRate{},
 		changed:           make(chan struct{}),
+		recover:           true,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -221,7 +226,34 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	for _, j := range jobs {
 		s.moved += j.BytesDone
 	}
+	if err := s.fillEndpoints(ctx); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// fillEndpoints gives the open tasks stored before tasks kept their
+// endpoint (schema version 8) their job's source endpoint, which the
+// claims select them by. Once at start; none is left after the first.
+func (s *Service) fillEndpoints(ctx context.Context) error {
+	ts, err := s.st.ListTasks(ctx, store.TaskFilter{States: []string{transfer.TaskQueued, transfer.TaskActive}})
+	if err != nil {
+		return fmt.Errorf("service: list open tasks: %w", err)
+	}
+	for _, t := range ts {
+		if t.Endpoint != "" {
+			continue
+		}
+		j, err := s.st.GetJob(ctx, t.Job)
+		if err != nil {
+			return fmt.Errorf("service: the job of task %s: %w", t.ID, err)
+		}
+		t.Endpoint = srcEndpoint(j)
+		if err := s.st.UpdateTask(ctx, t); err != nil {
+			return fmt.Errorf("service: keep task %s's endpoint: %w", t.ID, err)
+		}
+	}
+	return nil
 }
 
 // loadKey reads the grant key from the store, or makes and keeps one.

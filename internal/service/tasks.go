@@ -167,9 +167,15 @@ func (s *Service) claimOnce(ctx context.Context, node string, n int, topo *contr
 	return apiv1.Claim{Tasks: out, Rates: rates}, s.changed, nil
 }
 
-// lists claims the queued listings of the node's endpoint.
+// lists claims the queued listings of the node's endpoint, reading no
+// more of them than it may hand out: the oldest first, by the index, so a
+// claim's cost does not grow with the jobs waiting.
 func (r *claimRun) lists() error {
-	ts, err := r.tx.ListTasks(r.ctx, store.TaskFilter{Kind: transfer.TaskList, States: []string{transfer.TaskQueued}})
+	if len(r.out) >= r.max {
+		return nil
+	}
+	ts, err := r.tx.ListTasks(r.ctx, store.TaskFilter{Kind: transfer.TaskList, States: []string{transfer.TaskQueued},
+		Endpoint: r.me.Endpoint, Limit: r.max - len(r.out)})
 	if err != nil {
 		return err
 	}
@@ -181,7 +187,16 @@ func (r *claimRun) lists() error {
 		if err != nil {
 			return err
 		}
-		if transfer.JobEnded(j.State) || srcEndpoint(*j) != r.me.Endpoint {
+		if transfer.JobEnded(j.State) {
+			// Out of the queue, where it would hold a place of the
+			// claims' window for good.
+			t.State, t.EndedAt, t.Error = transfer.TaskCancelled, r.now, "its job has ended ("+j.State+")"
+			if err := r.tx.UpdateTask(r.ctx, t); err != nil {
+				return err
+			}
+			continue
+		}
+		if srcEndpoint(*j) != r.me.Endpoint {
 			continue
 		}
 		t.State, t.Attempt, t.ClaimedAt, t.LeaseExpires = transfer.TaskActive, t.Attempt+1, r.now, r.me.LeaseExpires
@@ -206,7 +221,10 @@ func (r *claimRun) lists() error {
 // requeued claims copy tasks whose attempt was lost, keeping their
 // destination while it lives (its server fences the old attempt).
 func (r *claimRun) requeued() error {
-	ts, err := r.tx.ListTasks(r.ctx, store.TaskFilter{Kind: transfer.TaskCopy, States: []string{transfer.TaskQueued}})
+	if len(r.out) >= r.max {
+		return nil
+	}
+	ts, err := r.tx.ListTasks(r.ctx, store.TaskFilter{Kind: transfer.TaskCopy, States: []string{transfer.TaskQueued}, Endpoint: r.me.Endpoint})
 	if err != nil {
 		return err
 	}
@@ -450,7 +468,7 @@ func (r *claimRun) freshJob(j *transfer.Job) error {
 				}
 				batch = files[:1]
 			}
-			t := transfer.Task{ID: newID("k-"), Job: j.ID, Kind: transfer.TaskCopy, State: transfer.TaskQueued, CreatedAt: r.now}
+			t := transfer.Task{ID: newID("k-"), Job: j.ID, Kind: transfer.TaskCopy, State: transfer.TaskQueued, Endpoint: r.me.Endpoint, CreatedAt: r.now}
 			for _, f := range batch {
 				t.Bytes += f.Size
 			}
@@ -739,29 +757,13 @@ func (s *Service) Listing(ctx context.Context, a controller.Actor, id string, l 
 	now := s.now()
 	waiter := s.waiters[j.ID]
 	if l.Error != "" {
-		why := oneLine(l.Error)
-		if waiter != nil {
-			if err := s.st.DeleteJob(ctx, j.ID); err != nil {
-				return apiv1.TaskAnswer{}, err
-			}
-			delete(s.waiters, j.ID)
-			waiter <- invalid("sources", "%s", why)
-			t.State, t.Error, t.EndedAt = transfer.TaskFailed, why, now
-			return apiv1.TaskAnswer{Task: t}, nil
-		}
-		err := s.tx(ctx, func(tx store.Store) error {
-			t.State, t.Error, t.EndedAt = transfer.TaskFailed, why, now
-			if err := tx.UpdateTask(ctx, t); err != nil {
-				return err
-			}
-			j.State, j.Reason, j.EndedAt = transfer.JobFailed, why, now
-			return s.saveJob(ctx, tx, &j, now)
-		})
-		return apiv1.TaskAnswer{Task: t}, err
+		return s.failListing(ctx, t, j, oneLine(l.Error), now)
 	}
 	files, err := listedFiles(j, l.Files)
 	if err != nil {
-		return apiv1.TaskAnswer{}, err
+		// A listing refused for what it holds would be refused again at
+		// every attempt: the job fails saying why (issue 28, finding 11).
+		return s.failListing(ctx, t, j, "the listing was refused: "+oneLine(err.Error()), now)
 	}
 	// A listing by an older data node (one that pushes no parts) leaves
 	// every file whole, for nodes of its kind to move.
@@ -807,6 +809,47 @@ func (s *Service) Listing(ctx context.Context, a controller.Actor, id string, l 
 		waiter <- nil
 	}
 	return apiv1.TaskAnswer{Task: t}, nil
+}
+
+// failListing ends a list task that failed for good with its job: a
+// waiting deadline submission is refused (the job deleted), any other job
+// FAILED with the reason. The caller holds mu.
+func (s *Service) failListing(ctx context.Context, t transfer.Task, j transfer.Job, why string, now time.Time) (apiv1.TaskAnswer, error) {
+	if waiter := s.waiters[j.ID]; waiter != nil {
+		if err := s.st.DeleteJob(ctx, j.ID); err != nil {
+			return apiv1.TaskAnswer{}, err
+		}
+		delete(s.waiters, j.ID)
+		waiter <- invalid("sources", "%s", why)
+		t.State, t.Error, t.EndedAt = transfer.TaskFailed, why, now
+		return apiv1.TaskAnswer{Task: t}, nil
+	}
+	err := s.tx(ctx, func(tx store.Store) error {
+		t.State, t.Error, t.EndedAt = transfer.TaskFailed, why, now
+		if err := tx.UpdateTask(ctx, t); err != nil {
+			return err
+		}
+		j.State, j.Reason, j.EndedAt = transfer.JobFailed, why, now
+		return s.saveJob(ctx, tx, &j, now)
+	})
+	return apiv1.TaskAnswer{Task: t}, err
+}
+
+// RefuseListing fails list task id, and its job, for a listing the API
+// could not take (its body over the bound): a listing that big would be
+// refused at every attempt. Only the node holding the task is heard.
+func (s *Service) RefuseListing(ctx context.Context, a controller.Actor, id, why string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, j, holder, err := s.task(ctx, a, id, transfer.TaskList)
+	if err != nil {
+		return err
+	}
+	if !holder || t.State != transfer.TaskActive || transfer.JobEnded(j.State) {
+		return nil
+	}
+	_, err = s.failListing(ctx, t, j, "the listing was refused: "+oneLine(why), s.now())
+	return err
 }
 
 // listedFiles turns a listing into the job's files.

@@ -81,7 +81,7 @@ type Jobs interface {
 	// and State not empty (reserve.ErrInvalid).
 	CreateTask(ctx context.Context, t transfer.Task) error
 	// UpdateTask replaces the stored task t.ID; Job, Kind and CreatedAt
-	// are fixed at creation. An unknown ID is reserve.ErrNotFound.
+	// are fixed at creation, and so is Endpoint once set. An unknown ID is reserve.ErrNotFound.
 	UpdateTask(ctx context.Context, t transfer.Task) error
 	// GetTask returns a task, or an error wrapping reserve.ErrNotFound.
 	GetTask(ctx context.Context, id string) (transfer.Task, error)
@@ -164,8 +164,10 @@ type TaskFilter struct {
 	Kind   string
 	States []string
 	// Node keeps those whose From or To is it.
-	Node  string
-	Limit int
+	Node string
+	// Endpoint keeps those that read from it (Task.Endpoint).
+	Endpoint string
+	Limit    int
 }
 
 // FileCount is how many files, and their bytes.

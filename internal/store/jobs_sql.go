@@ -756,6 +756,9 @@ func encTask(t transfer.Task) (string, error) {
 	if err := checkText("to", t.To); err != nil {
 		return "", err
 	}
+	if err := checkText("endpoint", t.Endpoint); err != nil {
+		return "", err
+	}
 	if err := checkTimes("created_at", t.CreatedAt, "claimed_at", t.ClaimedAt, "lease_expires", t.LeaseExpires,
 		"ended_at", t.EndedAt); err != nil {
 		return "", err
@@ -775,8 +778,8 @@ func (s *sqlStore) CreateTask(ctx context.Context, t transfer.Task) error {
 		if err := s.jobsExist(ctx, []string{t.Job}); err != nil {
 			return fmt.Errorf("create task %s: %w", t.ID, err)
 		}
-		return s.insertNew(ctx, "task "+t.ID, `INSERT INTO tasks (id, job, kind, state, from_node, to_node, created_ns, doc)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, t.ID, t.Job, t.Kind, t.State, t.From, t.To, encTime(t.CreatedAt), doc)
+		return s.insertNew(ctx, "task "+t.ID, `INSERT INTO tasks (id, job, kind, state, from_node, to_node, endpoint, created_ns, doc)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, t.ID, t.Job, t.Kind, t.State, t.From, t.To, t.Endpoint, encTime(t.CreatedAt), doc)
 	})
 }
 
@@ -787,12 +790,15 @@ func (s *sqlStore) UpdateTask(ctx context.Context, t transfer.Task) error {
 			return fmt.Errorf("update task: %w", err)
 		}
 		t.Job, t.Kind, t.CreatedAt = old.Job, old.Kind, old.CreatedAt
+		if old.Endpoint != "" {
+			t.Endpoint = old.Endpoint
+		}
 		doc, err := encTask(t)
 		if err != nil {
 			return fmt.Errorf("update task %s: %w", t.ID, err)
 		}
-		if _, err := s.q.exec(ctx, `UPDATE tasks SET state = ?, from_node = ?, to_node = ?, doc = ? WHERE id = ?`,
-			t.State, t.From, t.To, doc, t.ID); err != nil {
+		if _, err := s.q.exec(ctx, `UPDATE tasks SET state = ?, from_node = ?, to_node = ?, endpoint = ?, doc = ? WHERE id = ?`,
+			t.State, t.From, t.To, t.Endpoint, doc, t.ID); err != nil {
 			return fmt.Errorf("update task %s: %w", t.ID, err)
 		}
 		return nil
@@ -818,6 +824,9 @@ func (s *sqlStore) ListTasks(ctx context.Context, f TaskFilter) ([]transfer.Task
 	}
 	if f.Node != "" {
 		cond, args = append(cond, "(from_node = ? OR to_node = ?)"), append(args, f.Node, f.Node)
+	}
+	if f.Endpoint != "" {
+		cond, args = append(cond, "endpoint = ?"), append(args, f.Endpoint)
 	}
 	ts, err := s.listTasks(ctx, strings.Join(cond, " AND "), args, f.Limit)
 	if err != nil {

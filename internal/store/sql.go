@@ -467,6 +467,13 @@ var migrations = [][]string{
 		`CREATE INDEX file_parts_state ON file_parts (state, job)`,
 		`CREATE INDEX file_parts_task ON file_parts (task)`,
 	},
+	{
+		// Version 8: the endpoint a task reads from, so that a data
+		// node's claim fetches its own endpoint's queued tasks by the
+		// index, however many other jobs wait (issue 28).
+		`ALTER TABLE tasks ADD COLUMN endpoint TEXT NOT NULL DEFAULT ''`,
+		`CREATE INDEX tasks_queue ON tasks (kind, state, endpoint, created_ns)`,
+	},
 }
 
 // CodeSchemaVersion returns the schema version this code migrates to.

@@ -265,6 +265,10 @@ type Task struct {
 	Attempt int    `json:"attempt"` // 1 on the first claim, one more on each
 	From    string `json:"from,omitempty"`
 	To      string `json:"to,omitempty"`
+	// Endpoint is the endpoint the task reads from (its job's source), so
+	// that a claim fetches only its own endpoint's tasks. Empty in tasks
+	// stored before it was kept, which the service fills in at start.
+	Endpoint string `json:"endpoint,omitempty"`
 	// Files are the source paths of a copy task.
 	Files []string `json:"files,omitempty"`
 	// Part, when set, makes the task push only this part of its one file.

@@ -800,11 +800,27 @@ func testTasks(t *testing.T, url string) {
 		same(t, "updated task", got, want)
 	}
 	wantErr(t, "update a missing task", s.UpdateTask(ctx, sampleTask("k-none", "j-1", transfer.TaskCopy, 0)), reserve.ErrNotFound)
+	// A task's endpoint is set once: kept by later updates, given to a
+	// task stored without one.
+	up.Endpoint = "cern"
+	if err := s.UpdateTask(ctx, up); err != nil {
+		t.Fatal(err)
+	}
+	up.Endpoint = "fnal"
+	if err := s.UpdateTask(ctx, up); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetTask(ctx, "k-1"); err != nil || got.Endpoint != "cern" {
+		t.Fatalf("endpoint after updates: %q %v, want cern", got.Endpoint, err)
+	}
+	if got, err := s.ListTasks(ctx, store.TaskFilter{Endpoint: "cern"}); err != nil || len(got) != 1 {
+		t.Fatalf("tasks of endpoint cern: %v %v", taskIDs(got), err)
+	}
 
 	for _, k := range []transfer.Task{
-		{ID: "k-2", Job: "j-1", Kind: transfer.TaskCopy, State: transfer.TaskQueued, From: "h1", To: "h2", CreatedAt: base.Add(time.Minute)},
+		{ID: "k-2", Job: "j-1", Kind: transfer.TaskCopy, State: transfer.TaskQueued, From: "h1", To: "h2", Endpoint: "cern", CreatedAt: base.Add(time.Minute)},
 		{ID: "k-3", Job: "j-2", Kind: transfer.TaskCopy, State: transfer.TaskActive, From: "h2", To: "h5", CreatedAt: base.Add(time.Minute)},
-		{ID: "k-0", Job: "j-2", Kind: transfer.TaskList, State: transfer.TaskQueued, From: "h6", CreatedAt: base.Add(time.Minute)},
+		{ID: "k-0", Job: "j-2", Kind: transfer.TaskList, State: transfer.TaskQueued, From: "h6", Endpoint: "fnal", CreatedAt: base.Add(time.Minute)},
 		{ID: "k-4", Job: "j-1", Kind: transfer.TaskCopy, State: transfer.TaskFailed, From: "h1", To: "h2", CreatedAt: base.Add(-time.Minute)},
 	} {
 		if err := s.CreateTask(ctx, k); err != nil {
@@ -824,6 +840,9 @@ func testTasks(t *testing.T, url string) {
 		{"node and state", store.TaskFilter{Node: "h2", States: []string{transfer.TaskQueued}}, []string{"k-2"}},
 		{"job, kind and limit", store.TaskFilter{Job: "j-1", Kind: transfer.TaskCopy, Limit: 1}, []string{"k-4"}},
 		{"no match", store.TaskFilter{Node: "h9"}, []string{}},
+		{"endpoint", store.TaskFilter{Endpoint: "fnal"}, []string{"k-0"}},
+		{"endpoint (k-1 got its own by an update)", store.TaskFilter{Endpoint: "cern"}, []string{"k-1", "k-2"}},
+		{"endpoint, kind, state and limit", store.TaskFilter{Endpoint: "cern", Kind: transfer.TaskCopy, States: []string{transfer.TaskQueued}, Limit: 1}, []string{"k-2"}},
 	} {
 		got, err := s.ListTasks(ctx, tc.f)
 		if err != nil {
