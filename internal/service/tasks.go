@@ -841,11 +841,11 @@ func (s *Service) failListing(ctx context.Context, t transfer.Task, j transfer.J
 func (s *Service) RefuseListing(ctx context.Context, a controller.Actor, id, why string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t, j, holder, err := s.task(ctx, a, id, transfer.TaskList)
+	t, j, err := s.task(ctx, a, id, transfer.TaskList) // refuses any other node
 	if err != nil {
 		return err
 	}
-	if !holder || t.State != transfer.TaskActive || transfer.JobEnded(j.State) {
+	if t.State != transfer.TaskActive || transfer.JobEnded(j.State) {
 		return nil
 	}
 	_, err = s.failListing(ctx, t, j, "the listing was refused: "+oneLine(why), s.now())
