@@ -104,7 +104,7 @@ func (r *receiver) dryRun(f *rfile) (wire.NeedItem, bool) {
 			reason = why
 		}
 	}
-	if fi, err := r.dst.Root.Lstat(f.target); err == nil {
+	if fi, err := r.fs.Lstat(f.target); err == nil {
 		switch {
 		case fi.IsDir():
 			reason = fmt.Sprintf("dry run: destination %s is a directory: would fail", f.target)
