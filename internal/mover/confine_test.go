@@ -244,3 +244,47 @@ func TestDestFSConfined(t *testing.T) {
 		t.Errorf("private/secret changed: %v", fi)
 	}
 }
+
+// TestLinkKept: a copy never replaces a link at its destination, whatever
+// comes in its place, under --overwrite and --update; the same link again
+// is there already, and --skip-existing skips.
+func TestLinkKept(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "d"), 0o755)
+	os.Symlink("x", filepath.Join(root, "d", "l"))
+	addr := serveConfig(t, ServerConfig{Root: root})
+	cfg := ClientConfig{Addr: addr, Streams: 1, BlockSize: 1 << 20, Tuning: Tuning{DSCP: -1}}
+	const kept = "d/l: destination d/l is a symbolic link: a copy does not replace links (remove it at the destination first)"
+	for _, tc := range []struct {
+		name string
+		make func(dir string)
+		pol  Policy
+		want string // "" for success
+	}{
+		{"file, overwrite", func(d string) { os.WriteFile(filepath.Join(d, "l"), []byte("f"), 0o644) }, Overwrite, kept},
+		{"file, update", func(d string) { os.WriteFile(filepath.Join(d, "l"), []byte("f"), 0o644) }, Update, kept},
+		{"other link, overwrite", func(d string) { os.Symlink("y", filepath.Join(d, "l")) }, Overwrite, kept},
+		{"same link, overwrite", func(d string) { os.Symlink("x", filepath.Join(d, "l")) }, Overwrite, ""},
+		{"same link, refuse", func(d string) { os.Symlink("x", filepath.Join(d, "l")) }, Refuse, ""},
+		{"other link, skip", func(d string) { os.Symlink("y", filepath.Join(d, "l")) }, Skip, ""},
+		{"file, skip", func(d string) { os.WriteFile(filepath.Join(d, "l"), []byte("f"), 0o644) }, Skip, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			local := filepath.Join(t.TempDir(), "d")
+			os.MkdirAll(local, 0o755)
+			tc.make(local)
+			src := sourceOf(t, local, true)
+			sum, err := Copy(context.Background(), Job{Config: cfg, Options: Options{Recursive: true, Policy: tc.pol, Symlinks: LinksCopy},
+				Direction: Push, Source: src, Remote: "/", Retries: 1})
+			if tc.want == "" && err != nil {
+				t.Fatalf("%v (%q)", err, sum.Failures)
+			}
+			if tc.want != "" && !strings.Contains(strings.Join(sum.Failures, "\n"), tc.want) {
+				t.Fatalf("%v, failures %q: want %q", err, sum.Failures, tc.want)
+			}
+			if got, err := os.Readlink(filepath.Join(root, "d", "l")); err != nil || got != "x" {
+				t.Errorf("the link changed: -> %q, %v", got, err)
+			}
+		})
+	}
+}

@@ -177,6 +177,9 @@ func (r *receiver) partEntry(f *rfile, fail func(error) (wire.NeedItem, bool)) (
 				return wire.NeedItem{}, false
 			}
 		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return fail(linkKept(f.target))
+		}
 	}
 	// Opening the shared state may re-check an earlier run's blocks: off
 	// the control path.

@@ -47,8 +47,9 @@ type Dest struct {
 	Space *Space
 	// Grant, when set, is what the session may write: an entry at a path
 	// it does not cover fails (a directory on the way to a covered path is
-	// created, its mode and times left alone), and a link is recreated only
-	// when it resolves within a covered path.
+	// created, its mode and times left alone), a link is recreated only
+	// when it resolves within a covered path, and every path is resolved
+	// beneath the covered directory when it is written (destFS).
 	Grant *grant.Grant
 }
 
