@@ -31,8 +31,9 @@ type destFS struct {
 	root  *os.Root
 	grant *grant.Grant
 
-	mu    sync.Mutex
-	roots map[string]*os.Root // opened at a grant's directories, by path
+	mu     sync.Mutex
+	roots  map[string]*os.Root // opened at a grant's directories, by path
+	closed bool                // the session ended: nothing more is opened
 }
 
 func newDestFS(root *os.Root, g *grant.Grant) *destFS {
@@ -47,6 +48,7 @@ func (d *destFS) close() {
 		r.Close()
 	}
 	d.roots = map[string]*os.Root{}
+	d.closed = true
 }
 
 // base is the directory beneath which p is written under the grant, and
@@ -96,6 +98,10 @@ func (d *destFS) open(dir string, create bool) (*os.Root, error) {
 	defer d.mu.Unlock()
 	if r, ok := d.roots[dir]; ok {
 		return r, nil
+	}
+	if d.closed {
+		// A check still running as its session ends.
+		return nil, &fs.PathError{Op: "open", Path: dir, Err: os.ErrClosed}
 	}
 	r, err := openBeneath(d.root, dir, create)
 	if err != nil {
