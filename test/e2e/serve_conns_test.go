@@ -165,4 +165,3 @@ func TestServeHandshakeLimits(t *testing.T) {
 		t.Errorf("the server did not log the refusals:\n%s", srv.Stderr())
 	}
 }
-
