@@ -179,6 +179,29 @@ func (d *destFS) escaped(err error, p, dir string) error {
 	return err
 }
 
+// Stat follows a link at p too, beneath the same directory. A directory on
+// the way to a grant's (a push's destination may lie above what the grant
+// covers) is reached through directories only.
+func (d *destFS) Stat(p string) (fs.FileInfo, error) {
+	if d.grant == nil {
+		return d.root.Stat(p)
+	}
+	if p == "." || d.grant.Leads(p) {
+		r, err := openBeneath(d.root, p, false)
+		if err != nil {
+			return nil, err
+		}
+		defer r.Close()
+		return r.Stat(".")
+	}
+	r, rel, dir, err := d.at(p)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := r.Stat(rel)
+	return fi, d.escaped(err, p, dir)
+}
+
 func (d *destFS) Lstat(p string) (fs.FileInfo, error) {
 	r, rel, dir, err := d.at(p)
 	if err != nil {

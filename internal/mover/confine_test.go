@@ -114,6 +114,15 @@ func TestLinkSwap(t *testing.T) {
 			if err == nil || !strings.Contains(strings.Join(sum.Failures, "\n"), "private/l/pwned.txt: create directory "+strings.TrimPrefix(remote, "/")+"private/l: "+want) {
 				t.Errorf("session 3: %v, failures %q: want %q", err, sum.Failures, want)
 			}
+			// Session 4 names a destination through l: the session is
+			// refused before anything is made.
+			f4 := filepath.Join(t.TempDir(), "pwned4.txt")
+			os.WriteFile(f4, []byte("pwned"), 0o644)
+			_, err = Copy(context.Background(), Job{Config: cfg, Direction: Push, Source: sourceOf(t, f4, false),
+				Remote: remote + "private/l/x/", Retries: 1})
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("session 4: %v, want %q", err, want)
+			}
 			if out := outsideOf(t, outer, []string{mine}, pre); len(out) > 0 {
 				t.Errorf("written outside %s: %v", mine, out)
 			}

@@ -607,7 +607,7 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	var prepErr error
 	switch m := m.(type) {
 	case *wire.Put:
-		dst, prepErr = s.putDest(m)
+		dst, prepErr = s.putDest(m, ss.grant)
 		dst.Grant = ss.grant
 		if m.Part != nil && prepErr == nil && (m.Sources != 1 || m.Select.DryRun) {
 			prepErr = errors.New("a part push carries exactly one file and is no dry run")
@@ -813,12 +813,18 @@ const maxSizeHint = " (serve --max-file-size)"
 // putDest resolves where a push lands, as cp does: into an existing
 // directory (or one named with a trailing slash, or with several sources),
 // or under the destination's own name.
-func (s *Server) putDest(m *wire.Put) (Dest, error) {
+//
+// Under a grant g, the destination is looked at and made as the session's
+// writes are (destFS): beneath the grant's directory, never through a link
+// out of it.
+func (s *Server) putDest(m *wire.Put, g *grant.Grant) (Dest, error) {
 	p, err := clientPath(m.Dest)
 	if err != nil {
 		return Dest{}, err
 	}
-	fi, err := s.root.Stat(p)
+	dfs := newDestFS(s.root, g)
+	defer dfs.close()
+	fi, err := dfs.Stat(p)
 	switch {
 	case err == nil && fi.IsDir():
 		return Dest{Root: s.root, Base: p, Locks: s.locks, MaxFileSize: s.cfg.MaxFileSize, LimitHint: maxSizeHint, Space: s.space}, nil
@@ -830,7 +836,7 @@ func (s *Server) putDest(m *wire.Put) (Dest, error) {
 		if m.Select.DryRun {
 			return Dest{Root: s.root, Base: p, Locks: s.locks}, nil // a dry run creates nothing
 		}
-		if err := s.root.MkdirAll(p, 0o755); err != nil {
+		if err := dfs.MkdirAll(p, 0o755); err != nil {
 			return Dest{}, fmt.Errorf("create %s: %w", m.Dest, cleanPathError(err))
 		}
 		return Dest{Root: s.root, Base: p, Locks: s.locks, MaxFileSize: s.cfg.MaxFileSize, LimitHint: maxSizeHint, Space: s.space}, nil
@@ -842,7 +848,7 @@ func (s *Server) putDest(m *wire.Put) (Dest, error) {
 	if m.Select.DryRun {
 		return Dest{Root: s.root, Base: dir, Rename: path.Base(p), Locks: s.locks}, nil
 	}
-	if err := s.root.MkdirAll(dir, 0o755); err != nil {
+	if err := dfs.MkdirAll(dir, 0o755); err != nil {
 		return Dest{}, fmt.Errorf("create %s: %w", dir, cleanPathError(err))
 	}
 	return Dest{Root: s.root, Base: dir, Rename: path.Base(p), Locks: s.locks, MaxFileSize: s.cfg.MaxFileSize, LimitHint: maxSizeHint, Space: s.space}, nil
