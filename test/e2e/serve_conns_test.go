@@ -110,10 +110,11 @@ func TestServeHandshakeLimits(t *testing.T) {
 	pid := srv.cmd.Process.Pid
 	base := fdCount(t, pid)
 
-	// One address: 20 idle connections, 8 held, 12 closed at once.
-	held, answers := idleConns(t, srv.addr, "127.0.0.2", 20)
+	// One address: 40 idle connections, 8 held, 32 closed at once.
+	const idle = 40
+	held, answers := idleConns(t, srv.addr, "127.0.0.2", idle)
 	perMsg := "too many connections from 127.0.0.2 awaiting their handshake (8 at once): wait for some to finish"
-	for _, m := range collect(t, answers, 20-perClient) {
+	for _, m := range collect(t, answers, idle-perClient) {
 		if m != perMsg {
 			t.Errorf("refused with %q, want %q", m, perMsg)
 		}
@@ -123,8 +124,11 @@ func TestServeHandshakeLimits(t *testing.T) {
 		t.Errorf("a connection within the cap was closed: %q", m)
 	default:
 	}
-	if n := fdCount(t, pid) - base; n > perClient {
-		t.Errorf("the server holds %d more descriptors, want at most %d (one per held connection)", n, perClient)
+	// One descriptor per held connection, none for the refused ones but
+	// the last, which its client may read the refusal of just before the
+	// server closes it, and one the Go runtime may open for itself.
+	if n := fdCount(t, pid) - base; n > perClient+2 {
+		t.Errorf("the server holds %d more descriptors, want at most %d (one per held connection, two of slack)", n, perClient+2)
 	}
 
 	// Another address is served meanwhile.
