@@ -26,8 +26,9 @@ func newServeCmd() *cobra.Command {
 	var (
 		listen, root, tokenFile, cert, key, logFile, cc string
 		readOnly                                        bool
-		idle, stall, partialTTL                         time.Duration
+		idle, stall, partialTTL, handshake              time.Duration
 		maxSessions, maxPerClient                       int
+		maxHandshakes, maxHandshakesPerClient           int
 		maxFileSize                                     string
 		dn                                              dataNodeFlags
 	)
@@ -58,6 +59,9 @@ and its data within the filesystem's free space; otherwise the client is
 told how much room it needs. Partial files nobody has written for
 --partial-ttl are removed as abandoned, at start and periodically. One
 client address holds at most --max-sessions-per-client sessions at once.
+Connections that have not yet joined a session are capped per client
+address (--max-handshakes-per-client) and overall (--max-handshakes); one
+more is closed at once, and one idle past --handshake-timeout is closed.
 
 --cc sets the congestion control of the server's sockets in sessions whose
 client names none (a client's --cc wins): what the server sends, in a pull
@@ -141,6 +145,7 @@ deployment then needs a certificate for the host it advertises.`,
 				Root: root, Token: token, TLS: tlsCfg, ReadOnly: readOnly, Logger: logger,
 				TransferLog: tlog, IdleTimeout: idle, StallTimeout: stall, MaxSessions: maxSessions,
 				MaxSessionsPerClient: maxPerClient, MaxFileSize: maxSize, PartialTTL: partialTTL, CC: cc,
+				MaxHandshakes: maxHandshakes, MaxHandshakesPerClient: maxHandshakesPerClient, HandshakeTimeout: handshake,
 			}
 			var verifier *grant.Verifier
 			if dn.on() {
@@ -199,6 +204,9 @@ deployment then needs a certificate for the host it advertises.`,
 	f.DurationVar(&stall, "stall-timeout", 30*time.Second, "free a session whose connections make no progress (or stay idle) for this long")
 	f.IntVar(&maxSessions, "max-sessions", 64, "concurrent sessions before new ones are told to come back later")
 	f.IntVar(&maxPerClient, "max-sessions-per-client", 16, "concurrent sessions one client address may hold")
+	f.IntVar(&maxHandshakes, "max-handshakes", mover.DefaultMaxHandshakes, "connections not yet in a session, overall; more are closed at once")
+	f.IntVar(&maxHandshakesPerClient, "max-handshakes-per-client", mover.DefaultMaxHandshakesPerClient, "connections not yet in a session from one client address; more are closed at once")
+	f.DurationVar(&handshake, "handshake-timeout", mover.DefaultHandshakeTimeout, "close a connection that has not sent its request or joined a session in this long (at most --idle-timeout)")
 	f.StringVar(&maxFileSize, "max-file-size", "16TiB", "largest file a client may push")
 	registerCC(f, &cc)
 	f.DurationVar(&partialTTL, "partial-ttl", mover.DefaultPartialTTL, "remove partial files nobody has written for this long (0: never)")

@@ -34,7 +34,7 @@ func journalHeaderBytes(e wire.Entry, blockSize int64) []byte {
 }
 
 // createJournal starts a journal for a fresh partial file.
-func createJournal(root *os.Root, name string, e wire.Entry, blockSize int64) (*journal, error) {
+func createJournal(root opener, name string, e wire.Entry, blockSize int64) (*journal, error) {
 	f, err := root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("create journal: %w", err)
@@ -49,7 +49,7 @@ func createJournal(root *os.Root, name string, e wire.Entry, blockSize int64) (*
 // openJournal reads an existing journal. It returns the blocks it records
 // (the last record for an index wins) and the journal ready for appending,
 // or ok false when there is none or it belongs to another source version.
-func openJournal(root *os.Root, name string, e wire.Entry, blockSize int64, nblocks int) (*journal, map[uint32]uint32, bool) {
+func openJournal(root opener, name string, e wire.Entry, blockSize int64, nblocks int) (*journal, map[uint32]uint32, bool) {
 	f, err := root.OpenFile(name, os.O_RDWR, 0)
 	if err != nil {
 		return nil, nil, false

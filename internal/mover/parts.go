@@ -152,7 +152,7 @@ func (r *receiver) partEntry(f *rfile, fail func(error) (wire.NeedItem, bool)) (
 	f.pf, f.pfHeld = pf, true
 	f.mu.Unlock()
 	// The policy judges the final file, as for a whole push.
-	if fi, err := r.dst.Root.Lstat(f.target); err == nil {
+	if fi, err := r.fs.Lstat(f.target); err == nil {
 		if fi.IsDir() {
 			return fail(fmt.Errorf("destination %s is a directory", f.target))
 		}
@@ -176,6 +176,9 @@ func (r *receiver) partEntry(f *rfile, fail func(error) (wire.NeedItem, bool)) (
 				go r.offerExisting(f)
 				return wire.NeedItem{}, false
 			}
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return fail(linkKept(f.target))
 		}
 	}
 	// Opening the shared state may re-check an earlier run's blocks: off
@@ -233,18 +236,18 @@ func (r *receiver) partInit(f *rfile) error {
 		return nil
 	}
 	need := min(max(f.e.Alloc, 0), f.e.Size)
-	if fi, err := r.dst.Root.Lstat(f.part); err == nil && fi.Mode().IsRegular() {
+	if fi, err := r.fs.Lstat(f.part); err == nil && fi.Mode().IsRegular() {
 		need -= allocated(fi)
 	}
 	if pf.reserved == 0 {
-		n, err := r.dst.reserve(r.dst.Space, path.Dir(f.target), f.target, need)
+		n, err := r.dst.reserve(r.fs, r.dst.Space, path.Dir(f.target), f.target, need)
 		if err != nil {
 			return err
 		}
 		pf.reserved = n
 	}
 	blocks := newBlockSet(f.adler)
-	if j, have, ok := openJournal(r.dst.Root, f.jname, f.e, r.l.blockSize, f.nblocks); ok {
+	if j, have, ok := openJournal(r.fs, f.jname, f.e, r.l.blockSize, f.nblocks); ok {
 		var sums []blockSum
 		if len(have) > 0 {
 			sums = r.checkBlocks(f.part, f, have)
@@ -261,7 +264,7 @@ func (r *receiver) partInit(f *rfile) error {
 	if msg := r.l.cutReason(); msg != "" {
 		return errors.New(msg)
 	}
-	fd, err := r.dst.Root.OpenFile(f.part, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	fd, err := r.fs.OpenFile(f.part, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", f.part, cleanPathError(err))
 	}
@@ -270,7 +273,7 @@ func (r *receiver) partInit(f *rfile) error {
 	if err != nil {
 		return fmt.Errorf("size %s: %w", f.part, cleanPathError(err))
 	}
-	j, err := createJournal(r.dst.Root, f.jname, f.e, r.l.blockSize)
+	j, err := createJournal(r.fs, f.jname, f.e, r.l.blockSize)
 	if err != nil {
 		return cleanPathError(err)
 	}
@@ -393,7 +396,7 @@ var errCutPlacing = errors.New("cut while placing")
 // placePart puts a file whose every block is verified in place: synced,
 // its mode and time set, renamed to its final name, its journal removed.
 func (r *receiver) placePart(f *rfile) error {
-	fd, err := r.dst.Root.OpenFile(f.part, os.O_WRONLY, 0)
+	fd, err := r.fs.OpenFile(f.part, os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("open %s: %v", f.part, cleanPathError(err))
 	}
@@ -406,18 +409,18 @@ func (r *receiver) placePart(f *rfile) error {
 		return fmt.Errorf("sync %s: %v", f.part, cleanPathError(err))
 	}
 	mt := time.Unix(0, f.e.MTime)
-	if err := r.dst.Root.Chtimes(f.part, mt, mt); err != nil {
+	if err := r.fs.Chtimes(f.part, mt, mt); err != nil {
 		return fmt.Errorf("set times %s: %v", f.part, cleanPathError(err))
 	}
 	if r.pol == wire.PolicyRefuse {
-		if _, err := r.dst.Root.Lstat(f.target); err == nil {
+		if _, err := r.fs.Lstat(f.target); err == nil {
 			return fmt.Errorf("destination %s exists (use --overwrite, --skip-existing or --update)", f.target)
 		}
 	}
 	if r.l.cutReason() != "" {
 		return errCutPlacing
 	}
-	if err := r.dst.Root.Rename(f.part, f.target); err != nil {
+	if err := r.fs.Rename(f.part, f.target); err != nil {
 		return fmt.Errorf("rename into place %s: %v", f.target, cleanPathError(err))
 	}
 	pf := f.pf
@@ -428,7 +431,7 @@ func (r *receiver) placePart(f *rfile) error {
 	if j != nil {
 		j.close()
 	}
-	r.dst.Root.Remove(f.jname)
+	r.fs.Remove(f.jname)
 	r.dst.Locks.retirePart(pf)
 	return nil
 }

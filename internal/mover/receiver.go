@@ -47,8 +47,9 @@ type Dest struct {
 	Space *Space
 	// Grant, when set, is what the session may write: an entry at a path
 	// it does not cover fails (a directory on the way to a covered path is
-	// created, its mode and times left alone), and a link is recreated only
-	// when it resolves within a covered path.
+	// created, its mode and times left alone), a link is recreated only
+	// when it resolves within a covered path, and every path is resolved
+	// beneath the covered directory when it is written (destFS).
 	Grant *grant.Grant
 }
 
@@ -196,6 +197,7 @@ type receiver struct {
 	files   map[uint32]*rfile
 	made    map[string]bool // directories known to exist
 	links   map[string]bool // symlinks this session created
+	fs      *destFS         // every path written, resolved beneath what the session may write
 	dirs    []dirMeta
 	stopped bool
 
@@ -225,6 +227,8 @@ func runReceiver(ctx context.Context, l *link, dst Dest) (RecvResult, error) {
 		dst.Space = NewSpace()
 	}
 	r := &receiver{l: l, dst: dst, pol: l.opts.Policy, files: map[uint32]*rfile{}, made: map[string]bool{}, links: map[string]bool{}, final: make(chan *rfile, 1024), start: time.Now()}
+	r.fs = newDestFS(dst.Root, dst.Grant)
+	defer r.fs.close()
 	r.cond = sync.NewCond(&r.mu)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -367,10 +371,10 @@ func (r *receiver) release(f *rfile) {
 // missing.
 func (r *receiver) reserveSpace(f *rfile) error {
 	need := min(max(f.e.Alloc, 0), f.e.Size)
-	if fi, err := r.dst.Root.Lstat(f.part); err == nil && fi.Mode().IsRegular() {
+	if fi, err := r.fs.Lstat(f.part); err == nil && fi.Mode().IsRegular() {
 		need -= allocated(fi)
 	}
-	n, err := r.dst.reserve(r.dst.Space, path.Dir(f.target), f.target, need)
+	n, err := r.dst.reserve(r.fs, r.dst.Space, path.Dir(f.target), f.target, need)
 	if err != nil {
 		return err
 	}
@@ -569,7 +573,7 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 	}
 	f.locked = true
 	// An existing destination: the policy decides.
-	if fi, err := r.dst.Root.Lstat(target); err == nil {
+	if fi, err := r.fs.Lstat(target); err == nil {
 		if fi.IsDir() {
 			return fail(fmt.Errorf("destination %s is a directory", target))
 		}
@@ -596,6 +600,9 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 				return wire.NeedItem{}, false
 			}
 		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return fail(linkKept(target))
+		}
 	}
 	// Room for what is still to come, before any block travels.
 	if err := r.reserveSpace(f); err != nil {
@@ -603,7 +610,7 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 	}
 	// A partial file from an earlier run: offer what it holds.
 	if f.nblocks > 1 {
-		if j, have, ok := openJournal(r.dst.Root, f.jname, e, r.l.blockSize, f.nblocks); ok && len(have) > 0 {
+		if j, have, ok := openJournal(r.fs, f.jname, e, r.l.blockSize, f.nblocks); ok && len(have) > 0 {
 			f.jour = j
 			go r.offerPartial(f, have)
 			return wire.NeedItem{}, false
@@ -627,13 +634,24 @@ func (r *receiver) mkdir(dir string) error {
 	if done {
 		return nil
 	}
-	if err := r.dst.Root.MkdirAll(dir, 0o755); err != nil {
+	if err := r.fs.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create directory %s: %w", dir, cleanPathError(err))
 	}
 	r.mu.Lock()
 	r.made[dir] = true
 	r.mu.Unlock()
 	return nil
+}
+
+// linkKept is the refusal of an entry that would replace the link at
+// target. A push never replaces (so never retargets) a link already at the
+// destination: other links made earlier were judged through it, and
+// what they resolve to would change without being judged again; the
+// receiver cannot find them all (they may come from other sessions), so
+// the link stays, as a careful store keeps its namespace's structure
+// from being rewritten by a peer. Whoever owns the destination removes it.
+func linkKept(target string) error {
+	return fmt.Errorf("destination %s is a symbolic link: a copy does not replace links (remove it at the destination first)", target)
 }
 
 func (r *receiver) symlink(e wire.Entry, target string) error {
@@ -664,24 +682,27 @@ func (r *receiver) symlink(e wire.Entry, target string) error {
 		// reach.
 		return fmt.Errorf("symlink %s -> %s: %w: it resolves outside %s: not recreated", e.Path, t, grant.ErrPath, strings.Join(g.Paths, ", "))
 	}
-	if fi, err := r.dst.Root.Lstat(target); err == nil {
-		switch r.pol {
-		case wire.PolicyRefuse:
-			if cur, err := r.dst.Root.Readlink(target); err == nil && cur == t {
+	if fi, err := r.fs.Lstat(target); err == nil {
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if cur, err := r.fs.Readlink(target); err == nil && cur == t {
 				return nil // the same link, from an earlier run
 			}
-			return fmt.Errorf("destination %s exists (use --overwrite, --skip-existing or --update)", target)
-		case wire.PolicySkip:
+		}
+		switch {
+		case r.pol == wire.PolicySkip:
 			return nil
-		}
-		if fi.IsDir() {
+		case r.pol == wire.PolicyRefuse:
+			return fmt.Errorf("destination %s exists (use --overwrite, --skip-existing or --update)", target)
+		case fi.IsDir():
 			return fmt.Errorf("destination %s is a directory", target)
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return linkKept(target)
 		}
-		if err := r.dst.Root.Remove(target); err != nil {
+		if err := r.fs.Remove(target); err != nil {
 			return fmt.Errorf("replace %s: %w", target, cleanPathError(err))
 		}
 	}
-	if err := r.dst.Root.Symlink(t, target); err != nil {
+	if err := r.fs.Symlink(t, target); err != nil {
 		return fmt.Errorf("create symlink %s: %w", target, cleanPathError(err))
 	}
 	r.mu.Lock()
@@ -714,7 +735,7 @@ func (r *receiver) startFresh(f *rfile) error {
 		f.f = nil
 	}
 	if f.nblocks > 1 {
-		j, err := createJournal(r.dst.Root, f.jname, f.e, r.l.blockSize)
+		j, err := createJournal(r.fs, f.jname, f.e, r.l.blockSize)
 		if err != nil {
 			return cleanPathError(err)
 		}
@@ -795,7 +816,7 @@ func (r *receiver) offerExisting(f *rfile) {
 // only those blocks are read and only the ones whose sum matches are
 // returned; with want nil, every block is read.
 func (r *receiver) checkBlocks(name string, f *rfile, want map[uint32]uint32) []blockSum {
-	fd, err := r.dst.Root.Open(name)
+	fd, err := r.fs.Open(name)
 	if err != nil {
 		return nil
 	}
@@ -1150,14 +1171,14 @@ func (r *receiver) writeFailed(f *rfile, err error) {
 	if jour != nil {
 		jour.close()
 	}
-	r.dst.Root.Remove(f.part)
-	r.dst.Root.Remove(f.jname)
+	r.fs.Remove(f.part)
+	r.fs.Remove(f.jname)
 	r.resultFail(f, r.noSpaceReason(f))
 }
 
 func (r *receiver) noSpaceReason(f *rfile) string {
 	need := units.FormatSize(min(max(f.e.Alloc, 0), f.e.Size))
-	if free, err := freeSpace(r.dst.Root, path.Dir(f.target)); err == nil {
+	if free, err := freeSpace(r.fs, path.Dir(f.target)); err == nil {
 		return fmt.Sprintf("no space left at the destination (%s free, %s needs %s; its partial file was removed): free space there and run the same command again",
 			units.FormatSize(free), path.Base(f.target), need)
 	}
@@ -1174,7 +1195,7 @@ func (r *receiver) openPart(f *rfile) (*os.File, error) {
 	if f.fresh {
 		flags |= os.O_CREATE | os.O_TRUNC
 	}
-	fd, err := r.dst.Root.OpenFile(f.part, flags, 0o600)
+	fd, err := r.fs.OpenFile(f.part, flags, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", f.part, cleanPathError(err))
 	}
@@ -1261,13 +1282,13 @@ func (r *receiver) finalize(f *rfile) {
 			fd.Close()
 			fd = nil
 		}
-		r.dst.Root.Remove(f.part)
-		r.dst.Root.Remove(f.jname)
+		r.fs.Remove(f.part)
+		r.fs.Remove(f.jname)
 		fail(end.Abort)
 		return
 	}
 	if crc != end.CRC || (f.adler && ad != end.Adler32) {
-		r.dst.Root.Remove(f.jname)
+		r.fs.Remove(f.jname)
 		fail(fmt.Sprintf("checksum mismatch: received crc32c %08x, sent %08x", crc, end.CRC))
 		return
 	}
@@ -1278,7 +1299,7 @@ func (r *receiver) finalize(f *rfile) {
 		if fresh {
 			flags |= os.O_CREATE
 		}
-		fd, err = r.dst.Root.OpenFile(f.part, flags, 0o600)
+		fd, err = r.fs.OpenFile(f.part, flags, 0o600)
 		if err != nil {
 			fail(fmt.Sprintf("open %s: %v", f.part, cleanPathError(err)))
 			return
@@ -1292,8 +1313,8 @@ func (r *receiver) finalize(f *rfile) {
 		if isNoSpace(err) {
 			fd.Close()
 			fd = nil
-			r.dst.Root.Remove(f.part)
-			r.dst.Root.Remove(f.jname)
+			r.fs.Remove(f.part)
+			r.fs.Remove(f.jname)
 			fail(r.noSpaceReason(f))
 			return
 		}
@@ -1305,7 +1326,7 @@ func (r *receiver) finalize(f *rfile) {
 		return
 	}
 	mt := time.Unix(0, f.e.MTime)
-	if err := r.dst.Root.Chtimes(f.part, mt, mt); err != nil {
+	if err := r.fs.Chtimes(f.part, mt, mt); err != nil {
 		fail(fmt.Sprintf("set times %s: %v", f.part, cleanPathError(err)))
 		return
 	}
@@ -1313,7 +1334,7 @@ func (r *receiver) finalize(f *rfile) {
 	fd = nil
 	if r.pol == wire.PolicyRefuse {
 		// Someone may have created the destination since we looked.
-		if _, err := r.dst.Root.Lstat(f.target); err == nil {
+		if _, err := r.fs.Lstat(f.target); err == nil {
 			fail(fmt.Sprintf("destination %s exists (use --overwrite, --skip-existing or --update)", f.target))
 			return
 		}
@@ -1324,12 +1345,12 @@ func (r *receiver) finalize(f *rfile) {
 		// the blocks as they are.
 		return
 	}
-	if err := r.dst.Root.Rename(f.part, f.target); err != nil {
+	if err := r.fs.Rename(f.part, f.target); err != nil {
 		fail(fmt.Sprintf("rename into place %s: %v", f.target, cleanPathError(err)))
 		return
 	}
 	if f.nblocks > 1 {
-		r.dst.Root.Remove(f.jname)
+		r.fs.Remove(f.jname)
 	}
 	r.result(f, wire.ResultItem{ID: f.e.ID, OK: true, CRC: crc, Adler32: ad})
 }
@@ -1398,7 +1419,7 @@ func (r *receiver) applyDirs() {
 	r.mu.Unlock()
 	slices.SortFunc(dirs, func(a, b dirMeta) int { return strings.Count(b.path, "/") - strings.Count(a.path, "/") })
 	for _, d := range dirs {
-		r.dst.Root.Chmod(d.path, d.mode)
-		r.dst.Root.Chtimes(d.path, d.mtime, d.mtime)
+		r.fs.Chmod(d.path, d.mode)
+		r.fs.Chtimes(d.path, d.mtime, d.mtime)
 	}
 }

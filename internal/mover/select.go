@@ -104,12 +104,18 @@ func (r *receiver) dryRun(f *rfile) (wire.NeedItem, bool) {
 			reason = why
 		}
 	}
-	if fi, err := r.dst.Root.Lstat(f.target); err == nil {
+	if fi, err := r.fs.Lstat(f.target); err == nil {
 		switch {
 		case fi.IsDir():
 			reason = fmt.Sprintf("dry run: destination %s is a directory: would fail", f.target)
 		case r.pol == wire.PolicySkip:
 			reason = DryRunSkip
+		case fi.Mode()&fs.ModeSymlink != 0 && r.pol != wire.PolicyRefuse:
+			if cur, err := r.fs.Readlink(f.target); err == nil && e.Kind == wire.EntrySymlink && cur == e.Target {
+				reason = DryRunSkip
+			} else {
+				reason = "dry run: " + linkKept(f.target).Error() + ": would fail"
+			}
 		case r.pol == wire.PolicyOverwrite || fi.Mode()&fs.ModeSymlink != 0:
 		default:
 			reason = DryRunCheck

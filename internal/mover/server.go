@@ -48,6 +48,19 @@ type ServerConfig struct {
 	// once (pending or running; 16 when 0), so one client cannot take every
 	// slot.
 	MaxSessionsPerClient int
+	// MaxHandshakes caps the connections not yet part of a session (from
+	// accept to a control connection's session being counted, or a data
+	// connection joining its session), overall (DefaultMaxHandshakes when
+	// 0); MaxHandshakesPerClient caps them per client address
+	// (DefaultMaxHandshakesPerClient when 0). One past either is closed
+	// at once, so idle connections cannot hold the server's descriptors;
+	// those limits act before any token is checked.
+	MaxHandshakes          int
+	MaxHandshakesPerClient int
+	// HandshakeTimeout bounds how long a connection may take from accept
+	// to its request or join (DefaultHandshakeTimeout when 0; never more
+	// than IdleTimeout).
+	HandshakeTimeout time.Duration
 	// MaxFileSize bounds the size of one file a client may push
 	// (DefaultMaxFileSize when 0).
 	MaxFileSize int64
@@ -74,6 +87,17 @@ type ServerConfig struct {
 // resume.
 const DefaultPartialTTL = 24 * time.Hour
 
+// The defaults of the limits on connections not yet in a session. A
+// client opens a session's control connection and then all its data
+// connections at once (up to 256 streams), so one address needs room for
+// that and a little more; the overall cap keeps the server's descriptors
+// for sessions whatever the number of addresses.
+const (
+	DefaultMaxHandshakes          = 1024
+	DefaultMaxHandshakesPerClient = 320
+	DefaultHandshakeTimeout       = 5 * time.Second
+)
+
 // Server serves a directory to Lightpath clients.
 type Server struct {
 	cfg  ServerConfig
@@ -97,6 +121,7 @@ type Server struct {
 	udpOn    atomic.Bool
 	logMu    sync.Mutex
 	conns    sync.WaitGroup
+	hs       handshakes
 	shutdown bool
 }
 
@@ -180,6 +205,16 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.MaxFileSize <= 0 {
 		cfg.MaxFileSize = DefaultMaxFileSize
 	}
+	if cfg.MaxHandshakes <= 0 {
+		cfg.MaxHandshakes = DefaultMaxHandshakes
+	}
+	if cfg.MaxHandshakesPerClient <= 0 {
+		cfg.MaxHandshakesPerClient = DefaultMaxHandshakesPerClient
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	cfg.HandshakeTimeout = min(cfg.HandshakeTimeout, cfg.IdleTimeout)
 	if cfg.PartialTTL == 0 {
 		cfg.PartialTTL = DefaultPartialTTL
 	}
@@ -289,10 +324,16 @@ func (s *Server) accept(ctx context.Context, ln net.Listener) error {
 			return fmt.Errorf("accept %s: %w", ln.Addr().Network(), err)
 		}
 		tempDelay = 0
+		release, why := s.hs.admit(clientHost(c.RemoteAddr()), s.cfg.MaxHandshakes, s.cfg.MaxHandshakesPerClient)
+		if why != "" {
+			s.refuseConn(c, why)
+			continue
+		}
 		s.conns.Add(1)
 		go func() {
 			defer s.conns.Done()
-			s.handle(ctx, c)
+			defer release()
+			s.handle(ctx, c, release)
 		}()
 	}
 }
@@ -300,10 +341,12 @@ func (s *Server) accept(ctx context.Context, ln net.Listener) error {
 // Close releases the root.
 func (s *Server) Close() error { return s.root.Close() }
 
-func (s *Server) handle(ctx context.Context, c net.Conn) {
+// handle serves one connection; release gives up its place among the
+// connections not yet in a session, once it is in one.
+func (s *Server) handle(ctx context.Context, c net.Conn, release func()) {
 	peer := c.RemoteAddr().String()
 	log := s.log.With("peer", peer)
-	c.SetDeadline(time.Now().Add(s.cfg.IdleTimeout))
+	c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
 	st := transport.StreamOf(c) // a plain listener's connection becomes a stream
 	if st != nil {
 		c = st
@@ -325,13 +368,13 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 	}
 	switch h.Kind {
 	case wire.KindData:
-		s.handleJoin(c, r, h, sn, log)
+		s.handleJoin(c, r, h, sn, log, release)
 	case wire.KindControl:
-		s.handleControl(ctx, c, st, r, h, sn, log)
+		s.handleControl(ctx, c, st, r, h, sn, log, release)
 	}
 }
 
-func (s *Server) handleJoin(c net.Conn, r *wire.Reader, h wire.Hello, sn [wire.NonceSize]byte, log *slog.Logger) {
+func (s *Server) handleJoin(c net.Conn, r *wire.Reader, h wire.Hello, sn [wire.NonceSize]byte, log *slog.Logger, release func()) {
 	m, err := r.Read()
 	if err != nil {
 		log.Info("connection dropped", "reason", fmt.Sprintf("read join: %v", err))
@@ -365,6 +408,7 @@ func (s *Server) handleJoin(c net.Conn, r *wire.Reader, h wire.Hello, sn [wire.N
 		return
 	}
 	c.SetDeadline(time.Time{})
+	release() // a proven stream of a session: the session's limits hold it
 	defer func() {
 		if recover() != nil { // the session was torn down meanwhile
 			c.Close()
@@ -430,7 +474,7 @@ func tuningOptions(t wire.Tuning, streams int) transport.Options {
 	return o
 }
 
-func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Conn, r *wire.Reader, h wire.Hello, sn [wire.NonceSize]byte, log *slog.Logger) {
+func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Conn, r *wire.Reader, h wire.Hello, sn [wire.NonceSize]byte, log *slog.Logger, release func()) {
 	defer c.Close()
 	m, err := r.Read()
 	// A grant comes first, then the request: both are read before any
@@ -560,6 +604,8 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 		s.udpStreams[ss.id] = ss.streams
 	}
 	s.mu.Unlock()
+	release() // a session now: --max-sessions and its per-client cap hold it
+	c.SetDeadline(time.Now().Add(s.cfg.IdleTimeout))
 	defer func() {
 		// The session's UDP streams are refused from now on.
 		s.mu.Lock()
@@ -580,7 +626,7 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	var prepErr error
 	switch m := m.(type) {
 	case *wire.Put:
-		dst, prepErr = s.putDest(m)
+		dst, prepErr = s.putDest(m, ss.grant)
 		dst.Grant = ss.grant
 		if m.Part != nil && prepErr == nil && (m.Sources != 1 || m.Select.DryRun) {
 			prepErr = errors.New("a part push carries exactly one file and is no dry run")
@@ -786,12 +832,18 @@ const maxSizeHint = " (serve --max-file-size)"
 // putDest resolves where a push lands, as cp does: into an existing
 // directory (or one named with a trailing slash, or with several sources),
 // or under the destination's own name.
-func (s *Server) putDest(m *wire.Put) (Dest, error) {
+//
+// Under a grant g, the destination is looked at and made as the session's
+// writes are (destFS): beneath the grant's directory, never through a link
+// out of it.
+func (s *Server) putDest(m *wire.Put, g *grant.Grant) (Dest, error) {
 	p, err := clientPath(m.Dest)
 	if err != nil {
 		return Dest{}, err
 	}
-	fi, err := s.root.Stat(p)
+	dfs := newDestFS(s.root, g)
+	defer dfs.close()
+	fi, err := dfs.Stat(p)
 	switch {
 	case err == nil && fi.IsDir():
 		return Dest{Root: s.root, Base: p, Locks: s.locks, MaxFileSize: s.cfg.MaxFileSize, LimitHint: maxSizeHint, Space: s.space}, nil
@@ -803,7 +855,7 @@ func (s *Server) putDest(m *wire.Put) (Dest, error) {
 		if m.Select.DryRun {
 			return Dest{Root: s.root, Base: p, Locks: s.locks}, nil // a dry run creates nothing
 		}
-		if err := s.root.MkdirAll(p, 0o755); err != nil {
+		if err := dfs.MkdirAll(p, 0o755); err != nil {
 			return Dest{}, fmt.Errorf("create %s: %w", m.Dest, cleanPathError(err))
 		}
 		return Dest{Root: s.root, Base: p, Locks: s.locks, MaxFileSize: s.cfg.MaxFileSize, LimitHint: maxSizeHint, Space: s.space}, nil
@@ -815,7 +867,7 @@ func (s *Server) putDest(m *wire.Put) (Dest, error) {
 	if m.Select.DryRun {
 		return Dest{Root: s.root, Base: dir, Rename: path.Base(p), Locks: s.locks}, nil
 	}
-	if err := s.root.MkdirAll(dir, 0o755); err != nil {
+	if err := dfs.MkdirAll(dir, 0o755); err != nil {
 		return Dest{}, fmt.Errorf("create %s: %w", dir, cleanPathError(err))
 	}
 	return Dest{Root: s.root, Base: dir, Rename: path.Base(p), Locks: s.locks, MaxFileSize: s.cfg.MaxFileSize, LimitHint: maxSizeHint, Space: s.space}, nil
@@ -1034,5 +1086,67 @@ func (s *Server) watchFence(ss *session) {
 		case <-ss.released:
 			return
 		}
+	}
+}
+
+// handshakes counts the connections not yet in a session, overall and per
+// client address.
+type handshakes struct {
+	mu       sync.Mutex
+	total    int
+	byClient map[string]int
+	// refused since the last log line, and when that was: a flood of
+	// refusals is logged once a second, not once a connection.
+	refused  int
+	loggedAt time.Time
+}
+
+// admit takes a place for a connection from client, or says why there is
+// none; release gives it back (once, whatever the number of calls).
+func (h *handshakes) admit(client string, max, perClient int) (release func(), why string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.byClient == nil {
+		h.byClient = map[string]int{}
+	}
+	switch {
+	case h.byClient[client] >= perClient:
+		return nil, fmt.Sprintf("too many connections from %s awaiting their handshake (%d at once): wait for some to finish", client, perClient)
+	case h.total >= max:
+		return nil, fmt.Sprintf("too many connections awaiting their handshake (%d at once): try again later", max)
+	}
+	h.total++
+	h.byClient[client]++
+	return sync.OnceFunc(func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.total--
+		if h.byClient[client]--; h.byClient[client] <= 0 {
+			delete(h.byClient, client)
+		}
+	}), ""
+}
+
+// refuseConn closes a connection over the handshake limits at once, with
+// the reason where the connection is not TLS (a TLS client could not read
+// it before its own handshake).
+func (s *Server) refuseConn(c net.Conn, why string) {
+	if s.cfg.TLS == nil {
+		// A fresh socket's send buffer is empty: this small write does
+		// not wait on the peer.
+		c.SetWriteDeadline(time.Now().Add(time.Second))
+		wire.NewWriter(c).Send(&wire.Error{Code: wire.CodeBusy, Msg: why})
+	}
+	c.Close()
+	s.hs.mu.Lock()
+	s.hs.refused++
+	n, now := s.hs.refused, time.Now()
+	logIt := now.Sub(s.hs.loggedAt) >= time.Second
+	if logIt {
+		s.hs.refused, s.hs.loggedAt = 0, now
+	}
+	s.hs.mu.Unlock()
+	if logIt {
+		s.log.Warn("connection refused", "peer", c.RemoteAddr().String(), "reason", why, "refused", n)
 	}
 }

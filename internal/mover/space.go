@@ -52,11 +52,11 @@ var errNoSpace = errors.New("not enough space at the destination")
 // reserve sets need bytes aside for a file about to be received in dir, or
 // says how much is missing. It returns what it set aside (0 where the
 // filesystem cannot say how much is free).
-func (d Dest) reserve(s *Space, dir, name string, need int64) (int64, error) {
+func (d Dest) reserve(fsys opener, s *Space, dir, name string, need int64) (int64, error) {
 	if need <= 0 {
 		return 0, nil
 	}
-	free, err := freeSpace(d.Root, dir)
+	free, err := freeSpace(fsys, dir)
 	if err != nil {
 		return 0, nil // no statfs here: ENOSPC is caught as it comes
 	}

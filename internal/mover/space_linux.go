@@ -2,7 +2,6 @@ package mover
 
 import (
 	"io/fs"
-	"os"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -10,7 +9,7 @@ import (
 
 // freeSpace is what an unprivileged writer may still put in dir's
 // filesystem.
-func freeSpace(root *os.Root, dir string) (int64, error) {
+func freeSpace(root opener, dir string) (int64, error) {
 	f, err := root.Open(dir)
 	if err != nil {
 		return 0, err

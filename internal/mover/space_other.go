@@ -4,11 +4,10 @@ package mover
 
 import (
 	"io/fs"
-	"os"
 
 	"github.com/lightpath/lightpath/internal/platform"
 )
 
-func freeSpace(root *os.Root, dir string) (int64, error) { return 0, platform.ErrUnsupported }
+func freeSpace(root opener, dir string) (int64, error) { return 0, platform.ErrUnsupported }
 
 func allocated(fi fs.FileInfo) int64 { return fi.Size() }
