@@ -18,6 +18,11 @@ func TestSubmitCosts(t *testing.T) {
 	e := newEnv(t, sqliteURL(t), twoSite)
 	alice, bob := e.user("alice", "user"), e.user("bob", "user")
 	a1, b1 := e.agent("dn-a1", "a1"), e.agent("dn-b1", "b1")
+	for _, add := range []apiv1.EndpointAdd{{Name: "src", Site: "site-a", Nodes: []string{"a1"}}, {Name: "dst", Site: "site-b", Nodes: []string{"b1"}}} {
+		if st, raw := e.do("POST", "/api/v1/endpoints", e.admin, add, nil); st != 201 {
+			t.Fatalf("endpoint add %s: %d %s", add.Name, st, raw)
+		}
+	}
 	for _, n := range []struct{ tok, node, ep string }{{a1, "a1", "src"}, {b1, "b1", "dst"}} {
 		if st, raw := e.do("POST", "/api/v1/datanodes/"+n.node+"/heartbeat", n.tok, apiv1.DataNodeHeartbeat{Endpoint: n.ep, Address: "127.0.0.1:7000"}, nil); st != 200 {
 			t.Fatalf("heartbeat %s: %d %s", n.node, st, raw)

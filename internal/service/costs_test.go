@@ -221,8 +221,8 @@ func TestRefusedListingFailsJob(t *testing.T) {
 	// A listing over the API's bound.
 	j = submit("src:data")
 	w = listing()
-	if err := e.s.RefuseListing(e.ctx, agent("a2"), w.Task.ID, "not its holder"); err != nil {
-		t.Fatal(err)
+	if err := e.s.RefuseListing(e.ctx, agent("a2"), w.Task.ID, "not its holder"); err == nil {
+		t.Fatal("another node's refusal of a listing was taken")
 	}
 	if got := e.job(j.ID); got.State != transfer.JobQueued {
 		t.Fatalf("another node's word failed the job: %s %q", got.State, got.Reason)
