@@ -7,7 +7,7 @@
 # nothing lists or moves the jobs it measures), the user alice allowed on
 # both and the user mallory allowed on neither. Root is not needed.
 #
-#   bench/abuse.sh [--json] [--only submit|queued]
+#   bench/abuse.sh [--json] [--only submit|queued|udpsyn|idleconns]
 #
 # Scenarios:
 #   submit   one submission (POST /api/v1/jobs) of 1,000, 10,000 and
@@ -26,8 +26,16 @@
 #            idle controller's CPU in cores over IDLE_SECONDS with every job
 #            waiting, and the latency of CLAIMS claims by b1 (another
 #            endpoint's node: nothing for it) and by a1 (one listing each).
+#   udpsyn   a mover server (serve, no token) under SYNS (20,000) signed UDP
+#            SYNs with distinct stream ids from one session that asked for
+#            one stream: its descriptors and memory before and at their
+#            peak (bench/abuse/udpsyn).
+#   idleconns  a controller while one address holds CONNS (1,000) idle
+#            connections: the share of another address's requests answered
+#            (bench/abuse/idleconns).
 #
-# Environment: QUEUED (3000), IDLE_SECONDS (10), CLAIMS (20), ONLY, JSON=1
+# Environment: QUEUED (3000), IDLE_SECONDS (10), CLAIMS (20), SYNS (20000),
+# CONNS (1000), ONLY, JSON=1
 # (same as --json), KEEP=1 (keep the work directory and its logs), LIGHTPATH
 # (a lightpath binary to use instead of building one: the figures before a
 # fix, from an older build).
@@ -51,10 +59,12 @@ KEEP=${KEEP:-0}
 
 parse_args "$@"
 
-for v in QUEUED IDLE_SECONDS CLAIMS; do
+for v in QUEUED IDLE_SECONDS CLAIMS SYNS CONNS; do
 	[[ ${!v} =~ ^[0-9]+$ ]] && ((${!v} >= 1)) || die "$v must be a whole number of at least 1, not '${!v}'"
 done
-case $ONLY in '' | submit | queued) ;; *) die "ONLY must be submit or queued, not '$ONLY'" ;; esac
+case $ONLY in '' | submit | queued | udpsyn | idleconns) ;; *) die "ONLY must be submit, queued, udpsyn or idleconns, not '$ONLY'" ;; esac
+SYNS=${SYNS:-20000}
+CONNS=${CONNS:-1000}
 PATH=$PATH:/usr/sbin:/sbin:/usr/local/go/bin
 command -v python3 >/dev/null || die "python3 is needed to drive the API and parse results"
 command -v ss >/dev/null || die "ss (iproute2) is needed to wait for the controller"
@@ -231,9 +241,31 @@ if only in ("", "queued"):
             value="%.3f / %.3f s" % (statistics.median(ls), max(ls)), note="%s: %d tasks in %d claims" % (what, got, claims))
 PY
 
-log "measuring (${ONLY:-submit, queued}); QUEUED=$QUEUED"
-python3 "$W/measure.py" "$CPORT" "$CPID" "$W" "$ONLY" "$QUEUED" "$IDLE_SECONDS" "$CLAIMS" \
-	>"$W/rows.json" 2>"$W/logs/measure.err" || die "measure: $(last_line "$W/logs/measure.err")"
+: >"$W/rows.json"
+if [[ -z $ONLY || $ONLY == submit || $ONLY == queued ]]; then
+	log "measuring (${ONLY:-submit, queued}); QUEUED=$QUEUED"
+	python3 "$W/measure.py" "$CPORT" "$CPID" "$W" "$ONLY" "$QUEUED" "$IDLE_SECONDS" "$CLAIMS" \
+		>"$W/rows.json" 2>"$W/logs/measure.err" || die "measure: $(last_line "$W/logs/measure.err")"
+fi
+# The mover's UDP listener and the controller's connections: Go programs
+# of their own (they craft what no client sends), one key=value line each.
+for prog in udpsyn idleconns; do
+	[[ -z $ONLY || $ONLY == "$prog" ]] || continue
+	log "measuring $prog"
+	case $prog in
+	udpsyn) args=(-syns "$SYNS") ;;
+	idleconns) args=(-conns "$CONNS" -topology "$REPO/examples/two-site.yaml") ;;
+	esac
+	(cd "$REPO" && go run "./bench/abuse/$prog" -lightpath "$LP" "${args[@]}") >"$W/$prog.out" 2>"$W/logs/$prog.err" ||
+		die "$prog: $(last_line "$W/logs/$prog.err")"
+	python3 - "$prog" "$W/$prog.out" >>"$W/rows.json" <<'PY'
+import json, sys
+for line in open(sys.argv[2]):
+    kv = dict(f.split("=", 1) for f in line.split() if "=" in f)
+    if kv:
+        print(json.dumps({"scenario": sys.argv[1], **kv}))
+PY
+done
 
 # ---------------------------------------------------------------------------
 # The table.
@@ -257,5 +289,13 @@ if q:
     print("%-50s %-20s %s" % ("MEASURE", "VALUE", "NOTE"))
     for r in q:
         print("%-50s %-20s %s" % (r["measure"], r["value"], r["note"]))
+for name, what in (("udpsyn", "a mover server under signed UDP SYNs of distinct streams"),
+                   ("idleconns", "a controller while one address holds idle connections")):
+    for r in (r for r in rows if r["scenario"] == name):
+        print()
+        print("%s: %s" % (name, what))
+        for k, v in r.items():
+            if k != "scenario":
+                print("  %-28s %s" % (k, v))
 PY
 if [[ $JSON == 1 ]]; then cat "$W/rows.json"; fi
