@@ -5,6 +5,7 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"github.com/lightpath/lightpath/internal/testbed"
 	"net"
 	"net/http"
 	"os"
@@ -713,9 +714,12 @@ func (a *agentBed) killAgent(node string) {
 // background (the test's cleanup and testbed down both end it).
 func (a *agentBed) startAgent(node string) *proc {
 	a.t.Helper()
+	// The spool testbed up gave the node's first agent: the token it
+	// enrolled is kept there, and enrolling the node again while that
+	// token lives needs an admin (docs/security.md, Enrolment).
 	return startLP(a.t, runOpts{timeout: 5 * time.Minute}, "testbed", "exec", "--name", a.name, node, "--",
 		lpBin, "agent", "--node", node, "--controller", a.c.sock, "--controller-token-file", a.agentTok,
-		"--spool", filepath.Join(a.c.dir, "spool", node))
+		"--testbed", a.name, "--spool", testbed.SpoolDir(a.name, node))
 }
 
 // TestAgentMoreRestart kills ra's agent (SIGKILL) with a reservation

@@ -259,8 +259,12 @@ func TestMonitoringOnTestbed(t *testing.T) {
 		}
 		syscall.Kill(srv, syscall.SIGSTOP)
 		defer syscall.Kill(srv, syscall.SIGCONT)
+		// Paced at 16 Mbit/s, the copy's data takes 4 s at least once its
+		// server runs again, however fast the machine: its report every
+		// second carries its streams' TCP state at least once (the check
+		// of its per-stream series below).
 		cp := startLP(t, runOpts{timeout: 3 * time.Minute}, "testbed", "exec", "--name", b.name, "a1", "--", lpBin, "cp", "--json", "--retries", "5",
-			"--reserve", "300M", "--reserve-path", "a1-ra,wan,b1-rb", "--controller", c.sock, "--controller-token-file", userTok,
+			"--rate", "16M", "--reserve", "300M", "--reserve-path", "a1-ra,wan,b1-rb", "--controller", c.sock, "--controller-token-file", userTok,
 			src, "lp://198.18.2.1:7070/data.bin")
 		var resv string
 		if !waitFor(time.Minute, func() bool {
