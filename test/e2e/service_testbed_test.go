@@ -321,8 +321,6 @@ func TestServiceOnTestbed(t *testing.T) {
 	})
 }
 
-// booked checks that deadline job j is booked on both node pairs, each
-// on a reservation.
 // booked checks that deadline job j was booked on both node pairs, a1 →
 // b1 and a2 → b2. A pair the job took on later without a booking (a task
 // of a node whose lease lapsed, run by another node) may be listed too.
