@@ -4,12 +4,6 @@ package e2e
 
 import (
 	"bufio"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
@@ -17,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lightpath/lightpath/internal/wire"
+	"github.com/lightpath/lightpath/bench/abuse/forge"
 )
 
 // TestServeUDPSynFlood: a client of a `serve` without a token opens one UDP
@@ -44,7 +38,10 @@ func TestServeUDPSynFlood(t *testing.T) {
 	}
 	before := fds()
 
-	ctrl, session, key := openUDPSession(t, srv.addr)
+	ctrl, session, key, err := forge.OpenUDPSession(srv.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer ctrl.Close()
 	uaddr, err := net.ResolveUDPAddr("udp", srv.addr)
 	if err != nil {
@@ -57,7 +54,7 @@ func TestServeUDPSynFlood(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		if _, err := s.Write(forgedUDPSyn(key, session, uint32(1000+i))); err != nil {
+		if _, err := s.Write(forge.UDPSyn(key, session, uint32(1000+i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,73 +78,4 @@ func TestServeUDPSynFlood(t *testing.T) {
 	writeRandom(t, src, 1<<20, 1)
 	r := runLP(t, runOpts{}, "cp", "--transport", "udp", src, srv.URL("f.bin"))
 	mustSucceed(t, "cp --transport udp after the flood", r)
-}
-
-// openUDPSession opens a mover session asking for one UDP stream (a
-// bench) on a server without a token, which hands over the session's
-// secret: the control connection, the session, and the key its UDP streams
-// authenticate under.
-func openUDPSession(t *testing.T, addr string) (net.Conn, [16]byte, []byte) {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var nonce [wire.NonceSize]byte
-	rand.Read(nonce[:])
-	nonce[wire.NonceSize-1] = '\n'
-	if _, err := c.Write(wire.AppendHello(nil, wire.Hello{MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion, Kind: wire.KindControl, Nonce: nonce})); err != nil {
-		t.Fatal(err)
-	}
-	r := wire.NewReader(bufio.NewReader(c))
-	m, err := r.Read()
-	ok, isOK := m.(*wire.HelloOK)
-	if err != nil || !isOK || ok.AuthRequired {
-		t.Fatalf("hello answered %#v, %v", m, err)
-	}
-	r.Version = ok.Version
-	w := wire.NewWriter(c)
-	if err := w.Write(&wire.Transport{Name: "udp"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Send(&wire.Bench{Streams: 1, Duration: int64(time.Second)}); err != nil {
-		t.Fatal(err)
-	}
-	m, err = r.Read()
-	acc, isAcc := m.(*wire.Accept)
-	if err != nil || !isAcc || len(acc.Secret) == 0 {
-		t.Fatalf("the request answered %#v, %v", m, err)
-	}
-	h := hmac.New(sha256.New, acc.Secret)
-	h.Write([]byte("lightpath v1 udp key"))
-	h.Write(acc.Session[:])
-	return c, acc.Session, h.Sum(nil)
-}
-
-// forgedUDPSyn is a SYN of the UDP transport for stream of session
-// (docs/udp.md: header, body, GMAC under the dialler's key), with a fresh
-// random.
-func forgedUDPSyn(secret []byte, session [16]byte, stream uint32) []byte {
-	var random [16]byte
-	rand.Read(random[:])
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("lightpath-udp-1"))
-	m.Write(session[:])
-	m.Write(binary.BigEndian.AppendUint32(nil, stream))
-	m.Write(random[:])
-	m.Write([]byte{'c'})
-	block, _ := aes.NewCipher(m.Sum(nil)[:16])
-	gcm, _ := cipher.NewGCM(block)
-	const pn = 1
-	b := make([]byte, 32, 128)
-	b[0], b[1] = 2, 1 // version 2, SYN
-	binary.BigEndian.PutUint32(b[4:], stream)
-	copy(b[8:24], session[:])
-	binary.BigEndian.PutUint64(b[24:], pn)
-	b = append(b, random[:]...)
-	b = binary.BigEndian.AppendUint64(b, 4<<20)
-	b = binary.BigEndian.AppendUint16(b, 1500)
-	var n [12]byte
-	binary.BigEndian.PutUint64(n[4:], pn)
-	return gcm.Seal(b, n[:], nil, b)
 }

@@ -11,12 +11,6 @@ package main
 
 import (
 	"bufio"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -30,7 +24,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lightpath/lightpath/internal/wire"
+	"github.com/lightpath/lightpath/bench/abuse/forge"
 )
 
 func main() {
@@ -93,7 +87,7 @@ func run(bin string, syns int) error {
 	pid := srv.Process.Pid
 	before := sample(pid)
 
-	session, key, ctrl, err := openSession(addr)
+	ctrl, session, key, err := forge.OpenUDPSession(addr)
 	if err != nil {
 		return err
 	}
@@ -164,7 +158,7 @@ func sendChild(arg string) error {
 			return fmt.Errorf("socket %d: %w", first+i, err)
 		}
 		socks = append(socks, s)
-		if _, err := s.Write(forgedSyn(key, session, uint32(1000+first+i))); err != nil {
+		if _, err := s.Write(forge.UDPSyn(key, session, uint32(1000+first+i))); err != nil {
 			return fmt.Errorf("SYN %d: %w", first+i, err)
 		}
 	}
@@ -174,88 +168,6 @@ func sendChild(arg string) error {
 		s.Close()
 	}
 	return nil
-}
-
-// openSession opens a mover session over UDP asking for one stream (a
-// bench), as a client of a server without a token does: the server hands
-// over the session's secret. It returns the session, the key its UDP
-// streams authenticate under, and the control connection, which keeps the
-// session alive.
-func openSession(addr string) ([16]byte, []byte, net.Conn, error) {
-	var session [16]byte
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		return session, nil, nil, err
-	}
-	var nonce [wire.NonceSize]byte
-	rand.Read(nonce[:])
-	nonce[wire.NonceSize-1] = '\n'
-	if _, err := c.Write(wire.AppendHello(nil, wire.Hello{MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion, Kind: wire.KindControl, Nonce: nonce})); err != nil {
-		c.Close()
-		return session, nil, nil, err
-	}
-	r := wire.NewReader(bufio.NewReader(c))
-	m, err := r.Read()
-	if err != nil {
-		c.Close()
-		return session, nil, nil, fmt.Errorf("hello: %w", err)
-	}
-	ok, isOK := m.(*wire.HelloOK)
-	if !isOK || ok.AuthRequired {
-		c.Close()
-		return session, nil, nil, fmt.Errorf("hello answered %T (a server without a token expected)", m)
-	}
-	r.Version = ok.Version
-	w := wire.NewWriter(c)
-	if err := w.Write(&wire.Transport{Name: "udp"}); err != nil {
-		c.Close()
-		return session, nil, nil, err
-	}
-	if err := w.Send(&wire.Bench{Streams: 1, Duration: int64(time.Second)}); err != nil {
-		c.Close()
-		return session, nil, nil, err
-	}
-	m, err = r.Read()
-	if err != nil {
-		c.Close()
-		return session, nil, nil, fmt.Errorf("request: %w", err)
-	}
-	acc, isAcc := m.(*wire.Accept)
-	if !isAcc || len(acc.Secret) == 0 {
-		c.Close()
-		return session, nil, nil, fmt.Errorf("request answered %+v", m)
-	}
-	h := hmac.New(sha256.New, acc.Secret)
-	h.Write([]byte("lightpath v1 udp key"))
-	h.Write(acc.Session[:])
-	return acc.Session, h.Sum(nil), c, nil
-}
-
-// forgedSyn is a SYN of the UDP transport (docs/udp.md: header, body,
-// GMAC under the dialler's key of the stream), with a fresh random.
-func forgedSyn(secret []byte, session [16]byte, stream uint32) []byte {
-	var random [16]byte
-	rand.Read(random[:])
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("lightpath-udp-1"))
-	m.Write(session[:])
-	m.Write(binary.BigEndian.AppendUint32(nil, stream))
-	m.Write(random[:])
-	m.Write([]byte{'c'})
-	block, _ := aes.NewCipher(m.Sum(nil)[:16])
-	gcm, _ := cipher.NewGCM(block)
-	const pn = 1
-	b := make([]byte, 32, 128)
-	b[0], b[1] = 2, 1 // version 2, SYN
-	binary.BigEndian.PutUint32(b[4:], stream)
-	copy(b[8:24], session[:])
-	binary.BigEndian.PutUint64(b[24:], pn)
-	b = append(b, random[:]...)
-	b = binary.BigEndian.AppendUint64(b, 4<<20)
-	b = binary.BigEndian.AppendUint16(b, 1500)
-	var n [12]byte
-	binary.BigEndian.PutUint64(n[4:], pn)
-	return gcm.Seal(b, n[:], nil, b)
 }
 
 type usage struct{ fds, vmSize, rss int64 } // kB for the sizes
