@@ -86,17 +86,7 @@ func (s *Service) RemoveEndpoint(ctx context.Context, a controller.Actor, name s
 	if a.Role != reserve.RoleAdmin {
 		return transfer.Endpoint{}, forbidden("only admins remove endpoints or their data nodes")
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var ep transfer.Endpoint
-	err := s.tx(ctx, func(tx store.Store) error {
-		var err error
-		ep, err = tx.GetEndpoint(ctx, name)
-		if errors.Is(err, reserve.ErrNotFound) {
-			return notFound("endpoint", name)
-		} else if err != nil {
-			return err
-		}
+	return s.changeEndpoint(ctx, name, func(tx store.Store, ep *transfer.Endpoint) error {
 		now := s.now()
 		if len(nodes) > 0 {
 			for _, n := range nodes {
@@ -105,7 +95,7 @@ func (s *Service) RemoveEndpoint(ctx context.Context, a controller.Actor, name s
 				}
 			}
 			ep.Members = slices.DeleteFunc(ep.Members, func(n string) bool { return slices.Contains(nodes, n) })
-			if err := tx.PutEndpoint(ctx, ep); err != nil {
+			if err := tx.PutEndpoint(ctx, *ep); err != nil {
 				return err
 			}
 			if err := s.unregister(ctx, tx, name, nodes); err != nil {
@@ -122,6 +112,24 @@ func (s *Service) RemoveEndpoint(ctx context.Context, a controller.Actor, name s
 			return err
 		}
 		return tx.AppendAudit(ctx, store.AuditEntry{At: now, Who: a.Name, What: "remove endpoint " + name})
+	})
+}
+
+// changeEndpoint runs change on endpoint name, read in a transaction
+// under mu (404 when there is none), and returns it as change left it.
+func (s *Service) changeEndpoint(ctx context.Context, name string, change func(tx store.Store, ep *transfer.Endpoint) error) (transfer.Endpoint, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ep transfer.Endpoint
+	err := s.tx(ctx, func(tx store.Store) error {
+		var err error
+		ep, err = tx.GetEndpoint(ctx, name)
+		if errors.Is(err, reserve.ErrNotFound) {
+			return notFound("endpoint", name)
+		} else if err != nil {
+			return err
+		}
+		return change(tx, &ep)
 	})
 	return ep, err
 }

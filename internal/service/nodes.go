@@ -279,17 +279,7 @@ func (s *Service) Allow(ctx context.Context, a controller.Actor, name string, re
 			return transfer.Endpoint{}, invalid("users", "%q is not a user or project name", u)
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var ep transfer.Endpoint
-	err := s.tx(ctx, func(tx store.Store) error {
-		var err error
-		ep, err = tx.GetEndpoint(ctx, name)
-		if errors.Is(err, reserve.ErrNotFound) {
-			return notFound("endpoint", name)
-		} else if err != nil {
-			return err
-		}
+	return s.changeEndpoint(ctx, name, func(tx store.Store, ep *transfer.Endpoint) error {
 		edit := func(have, change []string) []string {
 			for _, x := range change {
 				i := slices.Index(have, x)
@@ -305,7 +295,7 @@ func (s *Service) Allow(ctx context.Context, a controller.Actor, name string, re
 		}
 		ep.Users = edit(ep.Users, req.Users)
 		ep.Projects = edit(ep.Projects, req.Projects)
-		if err := tx.PutEndpoint(ctx, ep); err != nil {
+		if err := tx.PutEndpoint(ctx, *ep); err != nil {
 			return err
 		}
 		who := strings.Join(append(slices.Clone(req.Users), req.Projects...), ", ")
@@ -315,7 +305,6 @@ func (s *Service) Allow(ctx context.Context, a controller.Actor, name string, re
 		}
 		return tx.AppendAudit(ctx, store.AuditEntry{At: s.now(), Who: a.Name, What: verb + "endpoint " + name, Detail: who})
 	})
-	return ep, err
 }
 
 // mayUse reports whether a may use an endpoint for a job of project.
