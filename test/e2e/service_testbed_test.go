@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,8 +29,9 @@ import (
 //   - bad input is refused in one line and stores nothing;
 //   - the controller SIGKILLed mid-job and restarted on its store;
 //   - a source data node stopped (SIGSTOP) until its lease lapses, its
-//     tasks requeued, then let go (SIGCONT): the destination refuses its
-//     old attempt;
+//     tasks requeued and run by the other node, then let go (SIGCONT):
+//     its old attempt is refused by the destination or stopped by the
+//     controller;
 //   - a source data node SIGKILLed mid-job: another node finishes its
 //     tasks;
 //
@@ -84,6 +86,12 @@ func TestServiceOnTestbed(t *testing.T) {
 		}
 		var reservedLinks []string
 		for _, p := range j.Job.Pairs {
+			if p.Reservation == "" {
+				// A pair taken on without a booking: a node's lease lapsed
+				// on a busy machine and another node ran its task.
+				t.Logf("pair %s → %s, unbooked, moved %d bytes", p.From, p.To, p.BytesDone)
+				continue
+			}
 			if p.RateBps == 0 || p.RateBps > rate || p.ShareBytes <= 0 {
 				t.Errorf("pair %s → %s booked %d bit/s for %d bytes: want a share at up to the nodes' %v bit/s", p.From, p.To, p.RateBps, p.ShareBytes, rate)
 			}
@@ -101,10 +109,17 @@ func TestServiceOnTestbed(t *testing.T) {
 		for _, f := range j.Files {
 			pairs[f.From+">"+f.To] = true
 		}
-		if len(pairs) != 2 {
-			t.Errorf("the files went over %v: want both node pairs", pairs)
+		// Both booked pairs carry files, unless a node's lease lapsed on a
+		// busy machine and its tasks went to another node (a later
+		// attempt says so).
+		if k := slices.IndexFunc(j.Tasks, func(k transfer.Task) bool { return k.Attempt > 1 }); k >= 0 {
+			t.Logf("task %s ran attempt %d: a lease lapsed, so the files went over %v", j.Tasks[k].ID, j.Tasks[k].Attempt, pairs)
+		} else {
+			if !pairs["a1>b1"] || !pairs["a2>b2"] {
+				t.Errorf("the files went over %v: want both booked node pairs", pairs)
+			}
+			checkBothPairs(t, j)
 		}
-		checkBothPairs(t, j)
 		var onReserved int64
 		for _, l := range uniq(reservedLinks) {
 			onReserved += int64(s1.bytesOn(l, "ra") - s0.bytesOn(l, "ra"))
@@ -200,66 +215,68 @@ func TestServiceOnTestbed(t *testing.T) {
 	})
 
 	t.Run("stale attempt", func(t *testing.T) {
-		// The tasks a1 ran at the last look before the stop, less those
-		// it ended in between (read after the stop: the others are still
+		// The tasks a1 ran at the last look before the stop that still
+		// have files to move, read after the stop (the others are still
 		// ACTIVE on a1, or requeued and claimed again once its lease
-		// lapsed). Had it ended them all, the job is let finish and
-		// another one tried.
+		// lapsed). Then, until one of them runs again elsewhere, at a new
+		// attempt (or has run: a new attempt with little left to move may
+		// end between two looks). Had a1 ended them, or reported every
+		// file of them (a report sent before the stop may land after the
+		// look: the job then ends without a new attempt), the job is let
+		// finish and another one tried.
 		var stale []transfer.Task
+		var again transfer.Task
 		id, dst, wait, _ := s.faultMidJob(t, files, "in-stale", func(j apiv1.JobPage) bool {
 			seen := running(j, "a1")
 			s.nodes["a1"].Signal(syscall.SIGSTOP)
-			now := s.job(s.alice, j.Job.ID)
-			for _, o := range seen {
-				for _, k := range now.Tasks {
-					if k.ID == o.ID && !(k.Attempt == o.Attempt && k.State == transfer.TaskSucceeded) {
-						stale = append(stale, o)
-					}
-				}
-			}
+			stale = stillToMove(seen, s.job(s.alice, j.Job.ID))
 			if len(stale) == 0 {
 				s.nodes["a1"].Signal(syscall.SIGCONT)
+				return false
 			}
-			return len(stale) > 0
-		})
-		s.waitNodes(map[string]int{"siteA": 1, "siteB": 2})
-		// Until a task of a1 runs again elsewhere, at a new attempt (or
-		// has run: a new attempt with little left to move may end between
-		// two looks).
-		var again transfer.Task
-		if !waitFor(time.Minute, func() bool {
-			for _, k := range s.job(s.alice, id).Tasks {
-				for _, o := range stale {
-					if k.ID == o.ID && k.Attempt > o.Attempt && k.From != "a1" && (k.State == transfer.TaskActive || k.State == transfer.TaskSucceeded) {
-						again = k
-						return true
+			s.waitNodes(map[string]int{"siteA": 1, "siteB": 2})
+			var ended bool
+			if !waitFor(time.Minute, func() bool {
+				now := s.job(s.alice, j.Job.ID)
+				for _, k := range now.Tasks {
+					for _, o := range stale {
+						if k.ID == o.ID && k.Attempt > o.Attempt && k.From != "a1" && (k.State == transfer.TaskActive || k.State == transfer.TaskSucceeded) {
+							again = k
+							return true
+						}
 					}
 				}
+				ended = transfer.JobEnded(now.Job.State)
+				return ended
+			}) {
+				s.nodes["a1"].Signal(syscall.SIGCONT)
+				t.Fatal("no task of the stopped node ran a new attempt")
 			}
-			return false
-		}) {
-			s.nodes["a1"].Signal(syscall.SIGCONT)
-			t.Fatal("no task of the stopped node ran a new attempt")
-		}
+			if ended {
+				s.nodes["a1"].Signal(syscall.SIGCONT)
+				return false
+			}
+			return true
+		})
 		t.Logf("task %s: attempt %d on %s → %s", again.ID, again.Attempt, again.From, again.To)
-		// The destination fences the old attempt (from its heartbeat's
-		// fences, or when the new attempt's grant comes) and cuts its
-		// session, while a1 is still stopped: a1 finds its writes refused
-		// when it runs again.
-		for _, o := range stale {
-			if o.ID != again.ID {
-				continue
-			}
-			refused := fmt.Sprintf("attempt %d of task %s is no longer current", o.Attempt, o.ID)
-			if !waitFor(30*time.Second, func() bool { return strings.Contains(s.nodes[o.To].err.String(), refused) }) {
-				t.Errorf("%s never refused attempt %d of task %s:\n%s", o.To, o.Attempt, o.ID, s.nodes[o.To].err.String())
-			}
-		}
+		// The old attempt ends when a1 runs again: the destination, told
+		// the new fence by its heartbeat's fences or the new attempt's
+		// grant, cuts or refuses its session, or the controller tells a1
+		// to stop. (A session of a1's that was under way when it stopped
+		// is cut while it is stopped; on a busy machine a1 may have been
+		// stopped before its session began, so that is not waited for.)
 		s.nodes["a1"].Signal(syscall.SIGCONT)
 		s.arrived(wait, id, files, dst)
-		// a1 stopped its old attempt: by the controller's word or by the
-		// destination's refusal.
+		var refused string
+		for _, o := range stale {
+			if o.ID == again.ID {
+				refused = fmt.Sprintf("attempt %d of task %s is no longer current", o.Attempt, o.ID)
+			}
+		}
 		if !waitFor(30*time.Second, func() bool {
+			if strings.Contains(s.nodes[again.To].err.String(), refused) {
+				return true
+			}
 			for _, l := range strings.Split(s.nodes["a1"].err.String(), "\n") {
 				if strings.Contains(l, again.ID) && (strings.Contains(l, "stopping task") || strings.Contains(l, "no longer current")) {
 					return true
@@ -267,7 +284,7 @@ func TestServiceOnTestbed(t *testing.T) {
 			}
 			return false
 		}) {
-			t.Errorf("a1's old attempt of task %s was never stopped:\n%s", again.ID, s.nodes["a1"].err.String())
+			t.Errorf("a1's old attempt of task %s was never stopped:\n%s\n%s:\n%s", again.ID, s.nodes["a1"].err.String(), again.To, s.nodes[again.To].err.String())
 		}
 	})
 
@@ -281,21 +298,34 @@ func TestServiceOnTestbed(t *testing.T) {
 		id, dst, wait, _ := s.faultMidJob(t, files, "in-kill", func(j apiv1.JobPage) bool {
 			s.nodes["a2"].Signal(syscall.SIGSTOP)
 			s.nodes["a1"].Signal(syscall.SIGSTOP)
-			// a1's tasks: ACTIVE until its lease lapses, then QUEUED,
-			// still naming a1 (no live source node can claim them),
-			// however late this reads them.
-			for _, k := range s.job(s.alice, j.Job.ID).Tasks {
+			// a1's tasks with files to move: ACTIVE until its lease
+			// lapses, then QUEUED, still naming a1 (no live source node
+			// can claim them), however late this reads them.
+			now := s.job(s.alice, j.Job.ID)
+			var mine []transfer.Task
+			for _, k := range now.Tasks {
 				if k.Kind == transfer.TaskCopy && k.From == "a1" && (k.State == transfer.TaskActive || k.State == transfer.TaskQueued) {
-					lost = append(lost, k)
+					mine = append(mine, k)
 				}
 			}
-			if len(lost) == 0 {
-				s.nodes["a1"].Signal(syscall.SIGCONT)
+			lost = stillToMove(mine, now)
+			if len(lost) > 0 {
+				s.nodes["a1"].Signal(syscall.SIGKILL)
+				s.nodes["a1"].Wait()
+				// A report a1 sent before the stop may land after the look
+				// and end the job: a1 is started again and another job
+				// tried. Once a1 is gone, no one can end it.
+				if now := s.job(s.alice, j.Job.ID); !transfer.JobEnded(now.Job.State) && len(stillToMove(lost, now)) > 0 {
+					return true
+				}
+				s.startNode("a1")
 				s.nodes["a2"].Signal(syscall.SIGCONT)
+				return false
 			}
-			return len(lost) > 0
+			s.nodes["a1"].Signal(syscall.SIGCONT)
+			s.nodes["a2"].Signal(syscall.SIGCONT)
+			return false
 		})
-		s.nodes["a1"].Signal(syscall.SIGKILL)
 		// A wait that times out first exits 2.
 		if r := s.lp(s.alice, "transfer", "wait", id, "--timeout", "1s"); r.code != 2 || !strings.Contains(r.stderr, "still ACTIVE after 1s") {
 			t.Errorf("transfer wait --timeout 1s of a running job: exit %d\n%s", r.code, r.stderr)
@@ -319,6 +349,22 @@ func TestServiceOnTestbed(t *testing.T) {
 			}
 		}
 	})
+}
+
+// stillToMove is those of tasks that page j (read later) shows neither
+// ended at the same attempt nor with every file of theirs arrived.
+func stillToMove(tasks []transfer.Task, j apiv1.JobPage) []transfer.Task {
+	var out []transfer.Task
+	for _, o := range tasks {
+		i := slices.IndexFunc(j.Tasks, func(k transfer.Task) bool { return k.ID == o.ID })
+		if i < 0 || (j.Tasks[i].Attempt == o.Attempt && j.Tasks[i].State == transfer.TaskSucceeded) {
+			continue
+		}
+		if slices.ContainsFunc(j.Files, func(f transfer.JobFile) bool { return f.Task == o.ID && f.State != transfer.FileSucceeded }) {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // booked checks that deadline job j was booked on both node pairs, a1 →
