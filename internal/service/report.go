@@ -24,6 +24,12 @@ const (
 	ThroughputMargin = 2
 )
 
+// MaxReportFiles bounds the verdicts one report carries: a task's files
+// (BatchFiles at most) several times over, since a push resumed in a new
+// session may give a file a verdict in each (a failure, then its
+// success) before the node's next report.
+const MaxReportFiles = 16 * BatchFiles
+
 // reportBounds are what a task lets a report of it say.
 type reportBounds struct {
 	bytes  int64   // the task's bytes: its files' sizes, or its part's
@@ -69,7 +75,7 @@ func checkFigures(field string, bytesDone int64, bps float64, b reportBounds) (i
 
 // checkReport is a copy task's report as the controller takes it, or why
 // it is refused (400): its figures bounded by the task (checkFigures), at
-// most BatchFiles files (a task holds no more), each checksum empty or
+// most MaxReportFiles verdicts, each checksum empty or
 // eight hex digits (crc32c and adler32 are 32 bits), each receipt at most
 // grant.MaxReceipt bytes and each part's range not negative. A pure
 // function: FuzzCheckReport feeds it any report.
@@ -79,8 +85,8 @@ func checkReport(rep apiv1.TaskReport, b reportBounds) (apiv1.TaskReport, error)
 	if err != nil {
 		return apiv1.TaskReport{}, err
 	}
-	if len(rep.Files) > BatchFiles {
-		return apiv1.TaskReport{}, invalid("files", "%d files reported, a task has at most %d", len(rep.Files), BatchFiles)
+	if len(rep.Files) > MaxReportFiles {
+		return apiv1.TaskReport{}, invalid("files", "%d verdicts in one report, at most %d", len(rep.Files), MaxReportFiles)
 	}
 	for _, fr := range rep.Files {
 		switch {

@@ -38,7 +38,7 @@ func TestCheckReport(t *testing.T) {
 		{name: "file checksum not hex", rep: apiv1.TaskReport{Files: []apiv1.FileReport{{Path: "f", OK: true, FileChecksum: "x"}}}, refused: "file checksum"},
 		{name: "receipt too long", rep: apiv1.TaskReport{Files: []apiv1.FileReport{{Path: "f", OK: true, Receipt: strings.Repeat("A", 65)}}}, refused: "receipt of 65 bytes"},
 		{name: "negative part", rep: apiv1.TaskReport{Files: []apiv1.FileReport{{Path: "f", Part: &transfer.Part{Offset: -1, Length: 1}}}}, refused: "part at -1"},
-		{name: "too many files", rep: apiv1.TaskReport{Files: make([]apiv1.FileReport, BatchFiles+1)}, refused: "1001 files reported"},
+		{name: "too many verdicts", rep: apiv1.TaskReport{Files: make([]apiv1.FileReport, MaxReportFiles+1)}, refused: "16001 verdicts in one report"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := checkReport(tc.rep, b)
@@ -82,7 +82,7 @@ func FuzzCheckReport(f *testing.F) {
 			t.Fatalf("bytes done %d outside 0..%d", got.BytesDone, b.bytes)
 		case math.IsNaN(got.ThroughputBps) || got.ThroughputBps < 0 || got.ThroughputBps > b.maxBps:
 			t.Fatalf("throughput %v outside 0..%v", got.ThroughputBps, b.maxBps)
-		case len(got.Files) > BatchFiles:
+		case len(got.Files) > MaxReportFiles:
 			t.Fatalf("%d files taken", len(got.Files))
 		}
 		for _, fr := range got.Files {
