@@ -63,6 +63,14 @@ func TestServiceForgedReport(t *testing.T) {
 		{"a made-up receipt", strings.Repeat("A", 43)},
 		{"the honest file's receipt replayed", receipt},
 	}
+	// While the task runs, absurd figures are stored within its bounds:
+	// its bytes, and twice the 1 Gbit/s access links of its nodes.
+	if ans, err := f.c.ReportTask(ctx, w.Task.ID, apiv1.TaskReport{Attempt: w.Task.Attempt, BytesDone: 999999999999, ThroughputBps: 1e300}); err != nil || ans.Task.BytesDone != w.Task.Bytes {
+		t.Fatalf("a running report's figures: %v, %d bytes done of %d", err, ans.Task.BytesDone, w.Task.Bytes)
+	}
+	if bps := metric(t, s, "lightpath_service_throughput_bytes_per_second"); bps > 2e9/8 {
+		t.Errorf("/metrics says the service runs at %v bytes/s, over its nodes' access links", bps)
+	}
 	for i, fg := range forgeries {
 		if i > 0 {
 			w = f.claim(t, transfer.TaskCopy)
@@ -114,6 +122,12 @@ func TestServiceForgedReport(t *testing.T) {
 // /metrics.
 func movedBytes(t *testing.T, s *svc) int64 {
 	t.Helper()
+	return int64(metric(t, s, "lightpath_service_moved_bytes_total"))
+}
+
+// metric reads a metric without labels from the controller's /metrics.
+func metric(t *testing.T, s *svc, name string) float64 {
+	t.Helper()
 	resp, err := http.Get(strings.Split(s.url, ",")[0] + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -122,14 +136,14 @@ func movedBytes(t *testing.T, s *svc) int64 {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "lightpath_service_moved_bytes_total "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			n, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				t.Fatalf("moved bytes %q", v)
+				t.Fatalf("%s %q", name, v)
 			}
-			return int64(n)
+			return n
 		}
 	}
-	t.Fatal("/metrics has no lightpath_service_moved_bytes_total")
+	t.Fatalf("/metrics has no %s", name)
 	return 0
 }
