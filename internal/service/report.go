@@ -7,6 +7,7 @@ package service
 // (grant.Receipt), which the source node cannot make.
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 
@@ -142,7 +143,10 @@ func (s *Service) unconfirmed(j transfer.Job, t transfer.Task, f transfer.JobFil
 	case fr.Receipt == "":
 		return fmt.Sprintf("the destination did not confirm it: the report has no receipt of data node %s", t.To)
 	case !rc.Verify(s.nodeSecret(t.To), fr.Receipt):
-		return fmt.Sprintf("the destination did not confirm it: the receipt is not data node %s's for this file as reported", t.To)
+		// Said with what was checked: a file whose size changed since its
+		// listing is confirmed at its new size, which is not this one.
+		return fmt.Sprintf("the destination did not confirm it: the receipt is not data node %s's for %s of %d bytes with %s %s",
+			t.To, f.Dest, f.Size, rc.Algo, cmp.Or(fr.Checksum, "no checksum"))
 	}
 	return ""
 }
