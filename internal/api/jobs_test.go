@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/base64"
 	"fmt"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transfer/grant"
 )
 
 // TestJobRoutes drives the transfer service's routes as the data nodes
@@ -129,8 +131,14 @@ func TestJobRoutes(t *testing.T) {
 		t.Fatalf("claim the copy: %d %s", st, raw)
 	}
 	task := c.Tasks[0].Task
-	if st, w, raw := beat(b1, "b1", "dst"); st != 200 || len(w.Fences) != 1 || w.Fences[0].Task != task.ID {
+	st, bw, raw := beat(b1, "b1", "dst")
+	if st != 200 || len(bw.Fences) != 1 || bw.Fences[0].Task != task.ID {
 		t.Fatalf("b1's fences: %d %s", st, raw)
+	}
+	// b1's receipt secret: its server signs with it what it wrote.
+	b1Secret, err := base64.StdEncoding.DecodeString(bw.ReceiptKey)
+	if err != nil || len(b1Secret) == 0 {
+		t.Fatalf("b1's receipt key %q: %v", bw.ReceiptKey, err)
 	}
 	// A page that waits for the job to end answers once the wait passes
 	// while the job runs; a bad wait is refused.
@@ -145,7 +153,8 @@ func TestJobRoutes(t *testing.T) {
 	}
 	rep := apiv1.TaskReport{Attempt: 1, Done: true, BytesDone: 5000}
 	for _, f := range c.Tasks[0].Files {
-		rep.Files = append(rep.Files, apiv1.FileReport{Path: f.Path, OK: true, Checksum: "00c0ffee"})
+		rc := grant.Receipt{Task: task.ID, Attempt: 1, Path: f.Dest, Size: f.Size, Algo: transfer.ChecksumCRC32C, Sum: "00c0ffee"}
+		rep.Files = append(rep.Files, apiv1.FileReport{Path: f.Path, OK: true, Checksum: "00c0ffee", Receipt: grant.Spell(rc.Sign(b1Secret))})
 	}
 	// Another node is refused, and told nothing of the task.
 	if st, raw := e.do("POST", "/api/v1/tasks/"+task.ID+"/report", b1, rep, nil); st != 403 || strings.Contains(string(raw), id) || strings.Contains(strings.ReplaceAll(string(raw), task.ID, ""), "a1") {

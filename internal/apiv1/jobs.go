@@ -96,6 +96,12 @@ type DataNodeWork struct {
 	// GrantKey is the controller's public key (ed25519, base64), with
 	// which the node's server checks the grants of the pushes it takes.
 	GrantKey string `json:"grant_key"`
+	// ReceiptKey is this node's receipt secret (base64), told to it alone:
+	// its server signs with it a receipt of each file it writes under a
+	// grant, which the pushing node hands on in its report
+	// (FileReport.Receipt). Whoever holds it can confirm files in this
+	// node's name; it is derived from the controller's receipt key.
+	ReceiptKey string `json:"receipt_key,omitempty"`
 	// Fences are, for the tasks whose destination is this node, the
 	// current attempt: the server refuses (and cuts) any older one. For
 	// an attempt in the heartbeat's Granted that is no longer current, a
@@ -251,6 +257,13 @@ type FileReport struct {
 	Part         *transfer.Part `json:"part,omitempty"`
 	Complete     bool           `json:"complete,omitempty"`
 	FileChecksum string         `json:"file_checksum,omitempty"`
+	// Receipt is the destination node's receipt of an OK verdict, as its
+	// server handed it to the pushing node (base64url): an HMAC with the
+	// destination's secret over the task, its attempt, the file's
+	// destination path and size, and Checksum (with a part's range,
+	// Complete and FileChecksum). A file counts as arrived only with a
+	// receipt that checks: the source node's word alone is not enough.
+	Receipt string `json:"receipt,omitempty"`
 }
 
 // TaskAnswer answers a task's report or listing: Cancel says stop (the

@@ -15,6 +15,7 @@ import (
 	"github.com/lightpath/lightpath/internal/mover"
 	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transfer/grant"
 	"github.com/lightpath/lightpath/internal/transport"
 )
 
@@ -87,40 +88,17 @@ func policyOf(p string) (mover.Policy, error) {
 }
 
 // checksumHex is a file's checksum in the job's algorithm, in hex, or ""
-// when the verdict carries none (a file left alone without a comparison).
+// when the verdict carries none (a file left alone without a comparison):
+// spelled as the destination's receipt spells it (mover.SumHex).
 func checksumHex(algo string, fr mover.FileResult) string {
-	switch algo {
-	case transfer.ChecksumAdler32:
-		if !fr.HasAdler || fr.Skipped && fr.Adler32 == 0 {
-			return ""
-		}
-		return fmt.Sprintf("%08x", fr.Adler32)
-	default:
-		if fr.Skipped && fr.CRC32C == 0 && fr.Size > 0 {
-			return ""
-		}
-		return fmt.Sprintf("%08x", fr.CRC32C)
-	}
+	return mover.SumHex(algo == transfer.ChecksumAdler32, fr)
 }
 
 // fileChecksumHex is the whole file's checksum a part push that completed
 // the file reports, in the job's algorithm, or "" when it has none (a
 // skip that left the file unread).
 func fileChecksumHex(algo string, fr mover.FileResult) string {
-	if !fr.Complete {
-		return ""
-	}
-	c := fr.FileCRC32C
-	if algo == transfer.ChecksumAdler32 {
-		if !fr.HasAdler {
-			return ""
-		}
-		c = fr.FileAdler32
-	}
-	if fr.Skipped && c == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%08x", c)
+	return mover.FileSumHex(algo == transfer.ChecksumAdler32, fr)
 }
 
 // partJob is the mover's part of a part task (nil for a task of whole
@@ -367,6 +345,11 @@ func (n *node) pushAll(ctx context.Context, w apiv1.TaskWork, b *batcher, meterO
 					r.Part = w.Task.Part
 				}
 				if fr.OK {
+					// The destination's receipt: without it the
+					// controller counts no file as arrived.
+					if fr.Receipt != nil {
+						r.Receipt = grant.Spell(fr.Receipt)
+					}
 					r.Checksum = checksumHex(algo, fr)
 					if part != nil {
 						r.Complete, r.FileChecksum = fr.Complete, fileChecksumHex(algo, fr)

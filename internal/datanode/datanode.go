@@ -14,6 +14,7 @@ package datanode
 import (
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -395,7 +396,7 @@ func refusal(err error) bool {
 	return errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 && ae.Status != 408 && ae.Status != 429
 }
 
-// apply takes a heartbeat's answer: the grant key and fences go to the
+// apply takes a heartbeat's answer: the grant key, receipt secret and fences go to the
 // server's verifier, the tasks to cancel are stopped. (Its rates are the
 // heartbeat loop's to apply, with takeRates.) The fences go first: a
 // server that has no key yet (just started) takes no session, and takes
@@ -410,6 +411,15 @@ func (n *node) apply(w apiv1.DataNodeWork) {
 				v.SetKey(k)
 			} else {
 				n.log.Warn("the controller's grant key", "err", err)
+			}
+		}
+		if w.ReceiptKey != "" {
+			// The server signs with it the receipts of what it writes
+			// under grants, without which the controller counts no file.
+			if k, err := base64.StdEncoding.DecodeString(w.ReceiptKey); err == nil && len(k) > 0 {
+				v.SetReceiptKey(k)
+			} else {
+				n.log.Warn("the controller's receipt key", "err", "not base64")
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -466,7 +467,9 @@ func TestGrants(t *testing.T) {
 	n := &node{cfg: Config{Retries: 1, Verifier: v}, root: root, log: slog.New(slog.DiscardHandler), tasks: map[string]*running{}}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	n.tasks["k-old"] = &running{cancel: cancel}
-	n.apply(apiv1.DataNodeWork{GrantKey: grant.EncodeKey(pub), Fences: []apiv1.Fence{{Task: "k-1", Attempt: 2}}, Cancel: []string{"k-old"}})
+	secret := []byte("b1's receipt secret")
+	n.apply(apiv1.DataNodeWork{GrantKey: grant.EncodeKey(pub), ReceiptKey: base64.StdEncoding.EncodeToString(secret),
+		Fences: []apiv1.Fence{{Task: "k-1", Attempt: 2}}, Cancel: []string{"k-old"}})
 	if !errors.Is(context.Cause(ctx), errCancelled) {
 		t.Errorf("the task named in Cancel was not stopped: %v", context.Cause(ctx))
 	}
@@ -498,8 +501,18 @@ func TestGrants(t *testing.T) {
 		b, func(*mover.Meter, int64) {}); err != nil {
 		t.Fatalf("a push with a valid grant: %v", err)
 	}
-	if rs := b.take(); len(rs) != 1 || !rs[0].OK {
-		t.Errorf("verdicts %+v", rs)
+	rs := b.take()
+	if len(rs) != 1 || !rs[0].OK {
+		t.Fatalf("verdicts %+v", rs)
+	}
+	// Its verdict carries the destination's receipt, over its own
+	// checksum of what it wrote, signed with the secret the heartbeat
+	// answer gave its server.
+	data, _ := os.ReadFile(filepath.Join(dst, "in/run1/a/x.dat"))
+	rc := grant.Receipt{Task: "k-1", Attempt: 2, Path: "in/run1/a/x.dat", Size: int64(len(data)), Algo: transfer.ChecksumCRC32C,
+		Sum: fmt.Sprintf("%08x", crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli)))}
+	if rs[0].Checksum != rc.Sum || !rc.Verify(secret, rs[0].Receipt) {
+		t.Errorf("verdict %+v: checksum want %s, its receipt does not verify", rs[0], rc.Sum)
 	}
 	// No grant at all: refused.
 	err = n.pushAll(context.Background(), apiv1.TaskWork{Task: transfer.Task{ID: "k-1", Attempt: 2}, Files: files, Address: addr},

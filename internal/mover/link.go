@@ -460,4 +460,10 @@ type FileResult struct {
 	// every block it verified (zero when a skip left the file unread, as
 	// under Skip).
 	FileCRC32C, FileAdler32 uint32
+	// Receipt is the destination's receipt of the verdict (a push under
+	// a grant to a data node of protocol version 9 or later; nil
+	// otherwise): a MAC the transfer service's controller checks with
+	// the destination node's secret (grant.Receipt, over the checksums
+	// as SumHex and FileSumHex spell them).
+	Receipt []byte
 }

@@ -51,6 +51,10 @@ type Dest struct {
 	// when it resolves within a covered path, and every path is resolved
 	// beneath the covered directory when it is written (destFS).
 	Grant *grant.Grant
+	// ReceiptKey, with Grant, is the data node's receipt secret: the
+	// receiver signs a receipt of every file it holds as the session's
+	// grant asked, before its verdict (sendReceipt).
+	ReceiptKey []byte
 }
 
 // allowed says whether the grant, if any, lets the receiver write target;
@@ -419,6 +423,7 @@ func (r *receiver) readLoop(ctx context.Context) (wire.Stats, error) {
 				}
 			}
 			if len(needs) > 0 {
+				r.skipReceipts(needs)
 				if err := r.l.ctrl.queue(&wire.Need{Items: needs}); err != nil {
 					return wire.Stats{}, err
 				}
@@ -1243,6 +1248,7 @@ func (r *receiver) result(f *rfile, it wire.ResultItem) {
 		return
 	}
 	r.release(f)
+	r.sendReceipt(f, it)
 	r.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, OK: it.OK, Skipped: it.Skipped, Reason: it.Reason,
 		CRC32C: it.CRC, Adler32: it.Adler32, HasAdler: f.adler,
 		Complete: it.Complete, FileCRC32C: it.FileCRC, FileAdler32: it.FileAdler32})

@@ -182,6 +182,10 @@ type sender struct {
 	allDone  chan struct{}
 	doneOnce sync.Once
 
+	// receipts are the receiver's receipts of files not yet given their
+	// verdict, by file id.
+	receipts map[uint32][]byte
+
 	dirs    []fs.FileInfo // the directories being walked, outermost first (--symlinks follow meets no cycle)
 	q       *queue
 	ioWait  atomic.Int64
@@ -507,6 +511,10 @@ func (s *sender) readLoop(ctx context.Context) (wire.Stats, error) {
 					return wire.Stats{}, err
 				}
 			}
+		case *wire.Receipt:
+			if err := s.receipt(m); err != nil {
+				return wire.Stats{}, err
+			}
 		case *wire.Resend:
 			if err := s.resend(m); err != nil {
 				return wire.Stats{}, err
@@ -562,7 +570,7 @@ func (s *sender) need(ctx context.Context, it wire.NeedItem) error {
 	case wire.NeedSkip:
 		s.l.prog.BytesSkipped.Add(s.partBytes(f))
 		// A part's file, left alone under the policy, is in place.
-		s.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, Skipped: true, OK: true, Reason: it.Reason, Complete: true})
+		s.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, Skipped: true, OK: true, Reason: it.Reason, Complete: true, Receipt: s.takeReceipt(it.ID)})
 		s.resolve(f)
 	case wire.NeedAll:
 		if f.e.Kind != wire.EntryFile {
@@ -751,9 +759,32 @@ func (s *sender) result(it wire.ResultItem) error {
 	f.mu.Unlock()
 	s.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, OK: it.OK, Skipped: it.Skipped, Reason: reason,
 		CRC32C: it.CRC, Adler32: it.Adler32, HasAdler: s.l.opts.Adler32,
-		Complete: it.Complete, FileCRC32C: it.FileCRC, FileAdler32: it.FileAdler32})
+		Complete: it.Complete, FileCRC32C: it.FileCRC, FileAdler32: it.FileAdler32, Receipt: s.takeReceipt(it.ID)})
 	s.resolve(f)
 	return nil
+}
+
+// receipt keeps the receiver's receipt of a file for its verdict.
+func (s *sender) receipt(m *wire.Receipt) error {
+	if _, err := s.file(m.ID); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.receipts == nil {
+		s.receipts = map[uint32][]byte{}
+	}
+	s.receipts[m.ID] = m.MAC
+	return nil
+}
+
+// takeReceipt returns, and forgets, the receipt of file id (nil: none).
+func (s *sender) takeReceipt(id uint32) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.receipts[id]
+	delete(s.receipts, id)
+	return r
 }
 
 func (s *sender) resend(m *wire.Resend) error {

@@ -628,6 +628,9 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	case *wire.Put:
 		dst, prepErr = s.putDest(m, ss.grant)
 		dst.Grant = ss.grant
+		if ss.grant != nil {
+			dst.ReceiptKey = s.cfg.Grants.ReceiptKey()
+		}
 		if m.Part != nil && prepErr == nil && (m.Sources != 1 || m.Select.DryRun) {
 			prepErr = errors.New("a part push carries exactly one file and is no dry run")
 		}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -67,7 +68,8 @@ func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string
 	defer s.mu.Unlock()
 	now := s.now()
 	exp := now.Add(lease)
-	work := apiv1.DataNodeWork{Node: node, LeaseExpires: exp, GrantKey: s.pub}
+	work := apiv1.DataNodeWork{Node: node, LeaseExpires: exp, GrantKey: s.pub,
+		ReceiptKey: base64.StdEncoding.EncodeToString(s.nodeSecret(node))}
 	joined := false // a node new or back: its pairs may take tasks
 	err := s.tx(ctx, func(tx store.Store) error {
 		admin := a.Role == reserve.RoleAdmin
@@ -149,6 +151,10 @@ func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string
 			}
 			t.LeaseExpires = exp
 			if ok && p.Attempt == t.Attempt {
+				// Bounded by the task, as a report's figures are.
+				if p.BytesDone, p.ThroughputBps, err = checkFigures("tasks", p.BytesDone, p.ThroughputBps, boundsOf(topo, t)); err != nil {
+					return err
+				}
 				if p.BytesDone > t.BytesDone {
 					if j, err := tx.GetJob(ctx, t.Job); err == nil {
 						s.observe(ctx, tx, j, t, p.BytesDone-t.BytesDone, 0, 0, now)

@@ -244,6 +244,10 @@ func (s *Service) reportPart(ctx context.Context, tx store.Store, j *transfer.Jo
 			fail(fr.Error, fr.Permanent)
 			continue
 		}
+		if why := s.unconfirmed(*j, *t, f, p, fr); why != "" {
+			fail(why, false) // arrived only on the destination's word
+			continue
+		}
 		p.State, p.Checksum, p.Error = transfer.FileSucceeded, fr.Checksum, ""
 		p.Complete, p.FileChecksum = fr.Complete, fr.FileChecksum
 		v.moved += p.Length

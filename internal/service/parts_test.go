@@ -47,14 +47,14 @@ func bigListing(data []byte) []apiv1.ListedFile {
 // partReport is a part task's report: its part arrived with the right
 // checksum; complete, it also completed the file (whole, the whole
 // file's checksum the destination computed).
-func partReport(w apiv1.TaskWork, data []byte, complete bool, whole string) apiv1.TaskReport {
+func (e *env) partReport(w apiv1.TaskWork, data []byte, complete bool, whole string) apiv1.TaskReport {
 	p := w.Task.Part
 	fr := apiv1.FileReport{Path: w.Files[0].Path, OK: true, Part: p, Bytes: p.Length,
 		Checksum: crcHex(data[p.Offset : p.Offset+p.Length])}
 	if complete {
 		fr.Complete, fr.FileChecksum = true, whole
 	}
-	return apiv1.TaskReport{Attempt: w.Task.Attempt, Done: true, BytesDone: p.Length, Files: []apiv1.FileReport{fr}}
+	return e.sign(w, apiv1.TaskReport{Attempt: w.Task.Attempt, Done: true, BytesDone: p.Length, Files: []apiv1.FileReport{fr}})
 }
 
 // oneDestination leaves b2 out: its lease lapses, so the job's pairs
@@ -89,7 +89,7 @@ func (e *env) parts(job, path string) []transfer.FilePart {
 
 func (e *env) report(w apiv1.TaskWork, rep apiv1.TaskReport) apiv1.TaskAnswer {
 	e.t.Helper()
-	ans, err := e.s.Report(e.ctx, agent(w.Task.From), w.Task.ID, rep)
+	ans, err := e.s.Report(e.ctx, agent(w.Task.From), w.Task.ID, e.sign(w, rep))
 	if err != nil {
 		e.t.Fatalf("report of %s: %v", w.Task.ID, err)
 	}
@@ -145,18 +145,18 @@ func testPartsFromTwoSources(t *testing.T, db string) {
 		t.Fatalf("the file once its first part is claimed: %s owner %q attempts %d", f.State, f.To, f.Attempts)
 	}
 	whole := crcHex(data)
-	e.report(w1, partReport(w1, data, false, ""))
+	e.report(w1, e.partReport(w1, data, false, ""))
 	w3 := e.claimPart("a1")
 	if w3.Task.Part.Index != 2 {
 		t.Fatalf("third part: %+v", w3.Task.Part)
 	}
 	// Every part but one in: the file is not done.
-	e.report(w3, partReport(w3, data, false, ""))
+	e.report(w3, e.partReport(w3, data, false, ""))
 	if f := e.file(j.ID, "data/big"); f.State != transfer.FileActive || f.PartsDone != 2 {
 		t.Fatalf("two parts in: %s %d done", f.State, f.PartsDone)
 	}
 	// The last part's push completed the file at b1.
-	e.report(w2, partReport(w2, data, true, whole))
+	e.report(w2, e.partReport(w2, data, true, whole))
 	f := e.file(j.ID, "data/big")
 	if f.State != transfer.FileSucceeded || f.PartsDone != 3 || f.Checksum != whole || f.Error != "" {
 		t.Fatalf("the file: %s %d done checksum %s (want %s) %q", f.State, f.PartsDone, f.Checksum, whole, f.Error)
@@ -166,7 +166,7 @@ func testPartsFromTwoSources(t *testing.T, db string) {
 	if len(ws) != 1 || ws[0].Task.Part != nil || len(ws[0].Files) != 1 || ws[0].Files[0].Path != "data/small" {
 		t.Fatalf("the small file's claim: %+v", ws)
 	}
-	e.report(ws[0], okReport(ws[0]))
+	e.report(ws[0], e.okReport(ws[0]))
 	j = e.job(j.ID)
 	if j.State != transfer.JobSucceeded || j.FilesDone != 2 || j.BytesDone != j.BytesTotal {
 		t.Fatalf("job %s %q: %d files, %d of %d bytes", j.State, j.Reason, j.FilesDone, j.BytesDone, j.BytesTotal)
@@ -216,19 +216,19 @@ func TestPartsOwnerFixed(t *testing.T) {
 	if len(ws) != 1 || ws[0].Task.Part != nil || ws[0].Files[0].Path != "data/small" || ws[0].Task.To != other {
 		t.Fatalf("a2's claim: %+v", ws)
 	}
-	e.report(ws[0], okReport(ws[0]))
+	e.report(ws[0], e.okReport(ws[0]))
 	if more := e.claim("a2", 4); len(more) != 0 {
 		t.Fatalf("a2 claimed %+v, a part of a file another node owns", more[0].Task)
 	}
 	// The rest of the parts go to the owner, from a1.
 	whole := crcHex(data)
-	e.report(w1, partReport(w1, data, false, ""))
+	e.report(w1, e.partReport(w1, data, false, ""))
 	for i := 1; i < 3; i++ {
 		w := e.claimPart("a1")
 		if w.Task.To != owner || w.Task.Part.Index != i {
 			t.Fatalf("part %d → %s", w.Task.Part.Index, w.Task.To)
 		}
-		e.report(w, partReport(w, data, i == 2, whole))
+		e.report(w, e.partReport(w, data, i == 2, whole))
 	}
 	if j = e.job(j.ID); j.State != transfer.JobSucceeded {
 		t.Fatalf("job %s %q", j.State, j.Reason)
@@ -287,7 +287,7 @@ func testPartRetriedAndFailed(t *testing.T, db string) {
 	if len(ws) != 1 || ws[0].Task.Part != nil {
 		t.Fatalf("claim after the file failed: %+v", ws)
 	}
-	e.report(ws[0], okReport(ws[0]))
+	e.report(ws[0], e.okReport(ws[0]))
 	if j = e.job(j.ID); j.State != transfer.JobFailed || !strings.Contains(j.Reason, "data/big: part 0: permission denied") {
 		t.Fatalf("job %s %q", j.State, j.Reason)
 	}
@@ -305,7 +305,7 @@ func testPartsOwnerLapse(t *testing.T, db string) {
 	w1 := e.claimPart("a1")
 	owner := w1.Task.To
 	other := map[string]string{"b1": "b2", "b2": "b1"}[owner]
-	e.report(w1, partReport(w1, data, false, ""))
+	e.report(w1, e.partReport(w1, data, false, ""))
 	w2 := e.claimPart("a1")
 	// The owner goes silent.
 	for range 2 {
@@ -328,7 +328,7 @@ func testPartsOwnerLapse(t *testing.T, db string) {
 		t.Fatalf("reason: %q", j.Reason)
 	}
 	// The old task's word changes nothing.
-	if ans := e.report(w2, partReport(w2, data, false, "")); ans.Task.State != transfer.TaskFailed {
+	if ans := e.report(w2, e.partReport(w2, data, false, "")); ans.Task.State != transfer.TaskFailed {
 		t.Fatalf("the old part task: %s", ans.Task.State)
 	}
 	if e.parts(j.ID, "data/big")[1].State != transfer.FilePending {
@@ -341,7 +341,7 @@ func testPartsOwnerLapse(t *testing.T, db string) {
 		if w.Task.To != other || w.Task.Part.Index != i {
 			t.Fatalf("part %d → %s, want %d → %s", w.Task.Part.Index, w.Task.To, i, other)
 		}
-		e.report(w, partReport(w, data, i == 2, whole))
+		e.report(w, e.partReport(w, data, i == 2, whole))
 	}
 	f = e.file(j.ID, "data/big")
 	if f.State != transfer.FileSucceeded || f.To != other || f.Attempts != 2 || f.Checksum != whole {
@@ -365,7 +365,7 @@ func testPartsChecksums(t *testing.T, db string) {
 		t.Helper()
 		for i := range 3 {
 			w := e.claimPart("a1")
-			e.report(w, partReport(w, data, i == 2 && dest != "", dest))
+			e.report(w, e.partReport(w, data, i == 2 && dest != "", dest))
 		}
 	}
 	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, bigListing(data)[:1])
@@ -391,7 +391,7 @@ func testPartsChecksums(t *testing.T, db string) {
 	if w.Task.Part.Index != 2 {
 		t.Fatalf("pushed again: part %d", w.Task.Part.Index)
 	}
-	e.report(w, partReport(w, data, true, whole))
+	e.report(w, e.partReport(w, data, true, whole))
 	if f = e.file(j.ID, "data/big"); f.State != transfer.FileSucceeded || f.Checksum != whole || f.Attempts != 2 {
 		t.Fatalf("the file: %s %s attempts %d %q", f.State, f.Checksum, f.Attempts, f.Error)
 	}
@@ -563,7 +563,7 @@ func TestPartsOnlyToNodesThatSayParts(t *testing.T) {
 	if len(ws) != 1 || ws[0].Task.Part != nil || ws[0].Files[0].Path != "data/small" {
 		t.Fatalf("the older source node's claim: %+v", ws)
 	}
-	e.report(ws[0], okReport(ws[0]))
+	e.report(ws[0], e.okReport(ws[0]))
 	if more := e.claim("a2", 4); len(more) != 0 {
 		t.Fatalf("the older source node claimed %+v", more[0].Task)
 	}

@@ -71,6 +71,9 @@ const (
 	MaxJobWait = 30 * time.Second
 
 	settingGrantKey = "service.grant_key"
+	// settingReceiptKey is the key the data nodes' receipt secrets are
+	// derived from (grant.NodeSecret).
+	settingReceiptKey = "service.receipt_key"
 )
 
 // Config is what a service is started with.
@@ -122,14 +125,17 @@ const DefaultBookedConcurrency = 2
 // Service is the transfer service. Create it with New and run its clock
 // with Run while the controller leads.
 type Service struct {
-	c    *controller.Controller
-	st   store.Store
-	now  func() time.Time
-	log  *slog.Logger
-	key  ed25519.PrivateKey
-	pub  string
-	wait time.Duration
-	ocfg optimize.Config
+	c   *controller.Controller
+	st  store.Store
+	now func() time.Time
+	log *slog.Logger
+	key ed25519.PrivateKey
+	pub string
+	// receiptKey is what each data node's receipt secret is derived
+	// from; only the controller and, for its own secret, each node hold it.
+	receiptKey []byte
+	wait       time.Duration
+	ocfg       optimize.Config
 	// bookedConcurrency is Config.BookedConcurrency.
 	bookedConcurrency int
 	// partMin and partBytes are Config.PartMinBytes and Config.PartBytes.
@@ -219,6 +225,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.key = k
 	s.pub = grant.EncodeKey(k.Public().(ed25519.PublicKey))
+	if s.receiptKey, err = s.loadReceiptKey(ctx); err != nil {
+		return nil, err
+	}
 	jobs, err := s.st.ListJobs(ctx, store.JobFilter{})
 	if err != nil {
 		return nil, fmt.Errorf("service: list jobs: %w", err)
@@ -278,6 +287,34 @@ func (s *Service) loadKey(ctx context.Context) (ed25519.PrivateKey, error) {
 	}
 	return k, nil
 }
+
+// loadReceiptKey reads the receipt key from the store, or makes and keeps
+// one: a restarted controller or its standby checks the receipts the
+// nodes' secrets signed before.
+func (s *Service) loadReceiptKey(ctx context.Context) ([]byte, error) {
+	v, err := s.st.GetSetting(ctx, settingReceiptKey)
+	if err == nil {
+		k, derr := base64.StdEncoding.DecodeString(v)
+		if derr != nil || len(k) != 32 {
+			return nil, fmt.Errorf("service: setting %s is not a 32-byte key", settingReceiptKey)
+		}
+		return k, nil
+	}
+	if !errors.Is(err, reserve.ErrNotFound) {
+		return nil, fmt.Errorf("service: read the receipt key: %w", err)
+	}
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		return nil, fmt.Errorf("service: make the receipt key: %w", err)
+	}
+	if err := s.st.PutSetting(ctx, settingReceiptKey, base64.StdEncoding.EncodeToString(k)); err != nil {
+		return nil, fmt.Errorf("service: keep the receipt key: %w", err)
+	}
+	return k, nil
+}
+
+// nodeSecret is data node node's receipt secret.
+func (s *Service) nodeSecret(node string) []byte { return grant.NodeSecret(s.receiptKey, node) }
 
 // GrantKey is the public key data nodes check grants with (base64).
 func (s *Service) GrantKey() string { return s.pub }

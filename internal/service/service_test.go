@@ -6,6 +6,7 @@ package service_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -68,6 +69,9 @@ type env struct {
 	s   *service.Service
 	// opts change the service's configuration.
 	opts []func(*service.Config)
+	// secrets are the data nodes' receipt secrets, from their heartbeat
+	// answers.
+	secrets map[string][]byte
 }
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, filepath.Join("..", ".."))) }
@@ -173,7 +177,40 @@ func (e *env) beat(node string, tasks []apiv1.TaskProgress) apiv1.DataNodeWork {
 	if err != nil {
 		e.t.Fatalf("heartbeat %s: %v", node, err)
 	}
+	k, err := base64.StdEncoding.DecodeString(w.ReceiptKey)
+	if err != nil || len(k) == 0 {
+		e.t.Fatalf("heartbeat %s: receipt key %q: %v", node, w.ReceiptKey, err)
+	}
+	if e.secrets == nil {
+		e.secrets = map[string][]byte{}
+	}
+	e.secrets[node] = k
 	return w
+}
+
+// sign gives a report's OK verdicts the receipts the task's destination
+// would sign for them (a part task's: its part), as a real destination
+// node's server does for what it wrote.
+func (e *env) sign(w apiv1.TaskWork, rep apiv1.TaskReport) apiv1.TaskReport {
+	e.t.Helper()
+	algo := transfer.ChecksumCRC32C
+	if w.Checksum == transfer.ChecksumAdler32 {
+		algo = w.Checksum
+	}
+	for i := range rep.Files {
+		fr := &rep.Files[i]
+		k := slices.IndexFunc(w.Files, func(f transfer.JobFile) bool { return f.Path == fr.Path })
+		if !fr.OK || k < 0 {
+			continue
+		}
+		f := w.Files[k]
+		rc := grant.Receipt{Task: w.Task.ID, Attempt: w.Task.Attempt, Path: f.Dest, Size: f.Size, Algo: algo, Sum: fr.Checksum}
+		if p := w.Task.Part; p != nil {
+			rc.Offset, rc.Length, rc.Complete, rc.FileSum = p.Offset, p.Length, fr.Complete, fr.FileChecksum
+		}
+		fr.Receipt = grant.Spell(rc.Sign(e.secrets[w.Task.To]))
+	}
+	return rep
 }
 
 func (e *env) claim(node string, max int) []apiv1.TaskWork {
@@ -224,12 +261,12 @@ func (e *env) listJob(req transfer.JobRequest, files []apiv1.ListedFile) transfe
 	return e.job(j.ID)
 }
 
-func okReport(w apiv1.TaskWork) apiv1.TaskReport {
+func (e *env) okReport(w apiv1.TaskWork) apiv1.TaskReport {
 	r := apiv1.TaskReport{Attempt: w.Task.Attempt, Done: true, BytesDone: w.Task.Bytes}
 	for _, f := range w.Files {
 		r.Files = append(r.Files, apiv1.FileReport{Path: f.Path, OK: true, Checksum: "0badcafe", Bytes: f.Size})
 	}
-	return r
+	return e.sign(w, r)
 }
 
 // TestPushEnds: a push's flow spec names the source node's address and
@@ -322,7 +359,7 @@ func testJobLifecycle(t *testing.T, db string) {
 		t.Fatalf("aggregates: %+v", ag)
 	}
 	for _, w := range []apiv1.TaskWork{w1[0], w2[0]} {
-		ans, err := e.s.Report(e.ctx, agent(w.Task.From), w.Task.ID, okReport(w))
+		ans, err := e.s.Report(e.ctx, agent(w.Task.From), w.Task.ID, e.okReport(w))
 		if err != nil || ans.Cancel || ans.Task.State != transfer.TaskSucceeded {
 			t.Fatalf("report: %v %+v", err, ans)
 		}
@@ -380,7 +417,7 @@ func TestFileRetriesAndFailure(t *testing.T) {
 		{Path: "data/f001", OK: true, Checksum: "00000002"},
 		{Path: "data/f002", Error: "connection reset"},
 	}}
-	if _, err := e.s.Report(e.ctx, agent("a1"), w.Task.ID, rep); err != nil {
+	if _, err := e.s.Report(e.ctx, agent("a1"), w.Task.ID, e.sign(w, rep)); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -389,7 +426,7 @@ func TestFileRetriesAndFailure(t *testing.T) {
 		for _, f := range w.Files {
 			rep.Files = append(rep.Files, apiv1.FileReport{Path: f.Path, OK: f.Path == "data/f001", Checksum: "00000002", Error: "connection reset"})
 		}
-		if _, err := e.s.Report(e.ctx, agent("a1"), w.Task.ID, rep); err != nil {
+		if _, err := e.s.Report(e.ctx, agent("a1"), w.Task.ID, e.sign(w, rep)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -548,14 +585,14 @@ func testLeaseLapseRequeues(t *testing.T, db string) {
 	}
 	// a1 no longer holds the task: its report is refused, and says
 	// nothing of the task (a2 holds it now).
-	ans, err := e.s.Report(e.ctx, agent("a1"), old.Task.ID, okReport(old))
+	ans, err := e.s.Report(e.ctx, agent("a1"), old.Task.ID, e.okReport(old))
 	if !errors.Is(err, reserve.ErrForbidden) || ans.Task.ID != "" || strings.Contains(err.Error(), "a2") {
 		t.Fatalf("the old attempt's report: %v %+v", err, ans)
 	}
 	if e.job(j.ID).FilesDone != 0 {
 		t.Fatal("the old attempt's report counted")
 	}
-	if ans, err := e.s.Report(e.ctx, agent("a2"), ws[0].Task.ID, okReport(ws[0])); err != nil || ans.Cancel {
+	if ans, err := e.s.Report(e.ctx, agent("a2"), ws[0].Task.ID, e.okReport(ws[0])); err != nil || ans.Cancel {
 		t.Fatalf("the new attempt's report: %v %+v", err, ans)
 	}
 	// The other half, on a2's own pair.
@@ -563,7 +600,7 @@ func testLeaseLapseRequeues(t *testing.T, db string) {
 	if len(rest) != 1 || len(rest[0].Files) != 5 || rest[0].Task.Attempt != 1 {
 		t.Fatalf("the rest: %+v", rest)
 	}
-	if _, err := e.s.Report(e.ctx, agent("a2"), rest[0].Task.ID, okReport(rest[0])); err != nil {
+	if _, err := e.s.Report(e.ctx, agent("a2"), rest[0].Task.ID, e.okReport(rest[0])); err != nil {
 		t.Fatal(err)
 	}
 	if j = e.job(j.ID); j.State != transfer.JobSucceeded {
@@ -589,7 +626,7 @@ func TestCancelJob(t *testing.T) {
 	if w := e.beat("a1", []apiv1.TaskProgress{{Task: w.Task.ID, Attempt: 1}}); len(w.Cancel) != 1 {
 		t.Fatalf("heartbeat after cancel: %+v", w.Cancel)
 	}
-	if ans, err := e.s.Report(e.ctx, agent("a1"), w.Task.ID, okReport(w)); err != nil || !ans.Cancel || !strings.Contains(ans.Reason, "cancelled") {
+	if ans, err := e.s.Report(e.ctx, agent("a1"), w.Task.ID, e.okReport(w)); err != nil || !ans.Cancel || !strings.Contains(ans.Reason, "cancelled") {
 		t.Fatalf("report after cancel: %v %+v", err, ans)
 	}
 	page, _ := e.s.Get(e.ctx, alice, j.ID, []string{transfer.FileCancelled}, false, false)
@@ -814,14 +851,14 @@ func testRestartCarriesOn(t *testing.T, db string) {
 	if e.s.GrantKey() != key {
 		t.Fatal("the grant key changed over a restart")
 	}
-	if ans, err := e.s.Report(e.ctx, agent("a1"), w1.Task.ID, okReport(w1)); err != nil || ans.Cancel {
+	if ans, err := e.s.Report(e.ctx, agent("a1"), w1.Task.ID, e.okReport(w1)); err != nil || ans.Cancel {
 		t.Fatalf("report after the restart: %v %+v", err, ans)
 	}
 	w2 := e.claim("a2", 1)
 	if len(w2) != 1 || len(w2[0].Files) != 50 {
 		t.Fatalf("claim after the restart: %+v", w2)
 	}
-	if _, err := e.s.Report(e.ctx, agent("a2"), w2[0].Task.ID, okReport(w2[0])); err != nil {
+	if _, err := e.s.Report(e.ctx, agent("a2"), w2[0].Task.ID, e.okReport(w2[0])); err != nil {
 		t.Fatal(err)
 	}
 	if j = e.job(j.ID); j.State != transfer.JobSucceeded || j.FilesDone != 100 {
@@ -966,8 +1003,8 @@ func TestPartialReports(t *testing.T) {
 	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, listed(4, 1000))
 	w := e.claim("a1", 1)[0]
 	for i, f := range w.Files {
-		ans, err := e.s.Report(e.ctx, agent("a1"), w.Task.ID, apiv1.TaskReport{Attempt: 1, BytesDone: int64(i+1) * 1000,
-			Files: []apiv1.FileReport{{Path: f.Path, OK: true, Checksum: "0000abcd"}}})
+		ans, err := e.s.Report(e.ctx, agent("a1"), w.Task.ID, e.sign(w, apiv1.TaskReport{Attempt: 1, BytesDone: int64(i+1) * 1000,
+			Files: []apiv1.FileReport{{Path: f.Path, OK: true, Checksum: "0000abcd"}}}))
 		if err != nil || ans.Cancel {
 			t.Fatalf("report %d: %v %+v", i, err, ans)
 		}
@@ -976,8 +1013,8 @@ func TestPartialReports(t *testing.T) {
 		t.Fatalf("half way: %s %q done %d", j.State, j.Reason, j.FilesDone)
 	}
 	w2 := e.claim("a2", 1)[0]
-	ans, err := e.s.Report(e.ctx, agent("a2"), w2.Task.ID, apiv1.TaskReport{Attempt: 1, Files: []apiv1.FileReport{
-		{Path: w2.Files[0].Path, OK: true}, {Path: w2.Files[1].Path, OK: true}}})
+	ans, err := e.s.Report(e.ctx, agent("a2"), w2.Task.ID, e.sign(w2, apiv1.TaskReport{Attempt: 1, Files: []apiv1.FileReport{
+		{Path: w2.Files[0].Path, OK: true}, {Path: w2.Files[1].Path, OK: true}}}))
 	if err != nil || ans.Task.State != transfer.TaskSucceeded {
 		t.Fatalf("the last files: %v %+v", err, ans.Task)
 	}
@@ -1052,7 +1089,7 @@ func TestConcurrentClaims(t *testing.T) {
 					}
 					seen[f.Path] = w.Task.ID
 				}
-				if _, err := e.s.Report(e.ctx, agent(g.node), w.Task.ID, okReport(w)); err != nil {
+				if _, err := e.s.Report(e.ctx, agent(g.node), w.Task.ID, e.okReport(w)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -1115,7 +1152,7 @@ func TestOptimizerDecidesAndResumes(t *testing.T) {
 	for _, n := range []string{"a1", "a2", "b1", "b2"} {
 		e.beat(n, []apiv1.TaskProgress{{Task: w.Task.ID, Attempt: 1}, {Task: more[0].Task.ID, Attempt: 1}, {Task: more[1].Task.ID, Attempt: 1}})
 	}
-	if _, err := e.s.Report(e.ctx, agent("a1"), w.Task.ID, okReport(w)); err != nil {
+	if _, err := e.s.Report(e.ctx, agent("a1"), w.Task.ID, e.okReport(w)); err != nil {
 		t.Fatal(err)
 	}
 	if again := e.claim("a1", 4); len(again) != 1 {
@@ -1451,7 +1488,7 @@ func testRatesRedivided(t *testing.T, db string) {
 	}
 
 	// The first ends: the second gets the whole booked rate.
-	if _, err := e.s.Report(e.ctx, agent("a1"), first.Task.ID, okReport(first)); err != nil {
+	if _, err := e.s.Report(e.ctx, agent("a1"), first.Task.ID, e.okReport(first)); err != nil {
 		t.Fatal(err)
 	}
 	w = e.beat("a1", running[1:])
@@ -1582,7 +1619,7 @@ func TestGrantDiesWithItsTask(t *testing.T) {
 	if _, err := e.s.CheckGrant(e.ctx, agent("a1"), to, apiv1.GrantCheck{Task: id, Attempt: 1}); !errors.Is(err, reserve.ErrForbidden) {
 		t.Fatalf("a1 asks for %s: %v", to, err)
 	}
-	if _, err := e.s.Report(e.ctx, agent("a1"), id, okReport(w)); err != nil {
+	if _, err := e.s.Report(e.ctx, agent("a1"), id, e.okReport(w)); err != nil {
 		t.Fatal(err)
 	}
 	if st := status(to, id, 1); st.Current || !strings.Contains(st.Reason, "has ended (SUCCEEDED)") {

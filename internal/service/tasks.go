@@ -908,6 +908,11 @@ func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep
 	}
 	now := s.now()
 	topo := s.c.Topology()
+	// Its figures bounded by the task before anything is stored or
+	// summed: a report is one host's word.
+	if rep, err = checkReport(rep, boundsOf(topo, t)); err != nil {
+		return apiv1.TaskAnswer{}, err
+	}
 	prevBytes := t.BytesDone
 	var moved, doneBytes int64
 	var ok, failed, seenOK, seenBad int
@@ -938,6 +943,14 @@ func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep
 			f := byPath[fr.Path]
 			if f == nil || f.State != transfer.FileActive {
 				continue // not of this task, or reported already
+			}
+			if fr.OK {
+				// Arrived only on the destination's word: without its
+				// receipt, a failed attempt of the file (sent again,
+				// then FAILED).
+				if why := s.unconfirmed(j, t, *f, nil, fr); why != "" {
+					fr.OK, fr.Error, fr.Permanent = false, why, false
+				}
 			}
 			switch {
 			case fr.OK && f.Expected != "" && !strings.EqualFold(fr.Checksum, f.Expected):

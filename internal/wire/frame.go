@@ -15,7 +15,7 @@ var Magic = [4]byte{'L', 'P', 'T', 'H'}
 // MaxVersion]; the server answers with the highest version both speak.
 const (
 	MinVersion uint16 = 1
-	MaxVersion uint16 = 8
+	MaxVersion uint16 = 9
 )
 
 // VersionAlloc is the first version whose files frames may carry each
@@ -53,6 +53,12 @@ const VersionUDP uint16 = 7
 // rate control's parameters for the streams the server sends on.
 const VersionFAST uint16 = 8
 
+// VersionReceipt is the first version in which a receiver may send a
+// Receipt for a file it wrote under a grant (before the file's verdict).
+// An older peer never sees one: a receiver sends it only when the version
+// agreed is this or later.
+const VersionReceipt uint16 = 9
+
 // MaxFrame bounds a control frame's payload. Senders split long lists (the
 // manifest of a large tree) across frames well below it.
 const MaxFrame = 1 << 20
@@ -86,6 +92,7 @@ const (
 	TBenchDone Type = 22
 	TGrant     Type = 23
 	TTransport Type = 24
+	TReceipt   Type = 25
 )
 
 var typeNames = map[Type]string{
@@ -95,6 +102,7 @@ var typeNames = map[Type]string{
 	TPlan: "plan", TFileEnd: "file-end", TResult: "result", TResend: "resend",
 	TDone: "done", TSrcError: "source-error", TPing: "ping", TPong: "pong",
 	TBenchDone: "bench-done", TGrant: "grant", TTransport: "transport",
+	TReceipt: "receipt",
 }
 
 func (t Type) String() string {
@@ -189,6 +197,8 @@ func newMsg(t Type) Msg {
 		return &Grant{}
 	case TTransport:
 		return &Transport{}
+	case TReceipt:
+		return &Receipt{}
 	}
 	return nil
 }

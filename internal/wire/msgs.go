@@ -801,6 +801,29 @@ func (m *Result) decode(d *dec) {
 	m.HasPart = d.err == nil
 }
 
+// MaxReceipt bounds a receipt's MAC.
+const MaxReceipt = 64
+
+// Receipt is a receiver's signed word that it holds file ID as its verdict
+// (the next Result, or a Need that skips it) says: the transfer service's
+// destination receipt (internal/transfer/grant), a MAC the sender passes
+// on to the controller and cannot make itself. Sent from version
+// VersionReceipt on, in sessions under a grant, before the verdict.
+type Receipt struct {
+	ID  uint32
+	MAC []byte
+}
+
+func (m *Receipt) Type() Type      { return TReceipt }
+func (m *Receipt) appendTo(e *enc) { e.uv(uint64(m.ID)); e.bytes(m.MAC) }
+func (m *Receipt) decode(d *dec) {
+	m.ID = uint32(d.un("id", math.MaxUint32))
+	m.MAC = d.raw("mac")
+	if d.err == nil && (len(m.MAC) == 0 || len(m.MAC) > MaxReceipt) {
+		d.err = malformed("receipt of %d bytes: want 1..%d", len(m.MAC), MaxReceipt)
+	}
+}
+
 // Resend asks for a block again (it arrived damaged).
 type Resend struct {
 	ID    uint32

@@ -74,6 +74,7 @@ func sampleMsgs() []Msg {
 		&Done{Stats: stUDP},
 		&BenchDone{Stats: stUDP},
 		&Done{Stats: Stats{Bytes: 1, HasCC: true, HasWire: true, HasUDP: true}},
+		&Receipt{ID: 7, MAC: bytes.Repeat([]byte{0xa5}, 32)},
 	}
 }
 
@@ -128,6 +129,8 @@ func TestMalformed(t *testing.T) {
 		{"bench both ways reversed", []byte{0, 0, 0, 10, byte(TBench), 0, 0, 0, 0, 1, 2, 1, 1, 0, 0}},
 		{"bench file without reverse", []byte{0, 0, 0, 11, byte(TBench), 0, 0, 0, 0, 1, 2, 0, 0, 1, 'f', 0}},
 		{"bench direct without a file", []byte{0, 0, 0, 10, byte(TBench), 0, 0, 0, 0, 1, 2, 1, 0, 0, 1}},
+		{"empty receipt", []byte{0, 0, 0, 2, byte(TReceipt), 1, 0}},
+		{"receipt too long", append([]byte{0, 0, 0, 67, byte(TReceipt), 1, 65}, make([]byte, 65)...)},
 		{"negative allocation", []byte{0, 0, 0, 11, byte(TFiles), 1, 1, 1, 1, 'a', 2, 0, 0, 0, 1, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -212,6 +213,9 @@ func (s *svc) nodeAddr(endpoint, node, not string) string {
 type crafted struct {
 	ctrl, data *rawPeer
 	content    []byte
+	// receipt is the destination's receipt of the file, once it said the
+	// file arrived (protocol version 9).
+	receipt []byte
 }
 
 // errRefused is a session the server would not open, with its reason.
@@ -275,6 +279,8 @@ func (c *crafted) finish() error {
 		switch m := m.(type) {
 		case *wire.Error:
 			return &errRefused{m.Code, m.Msg}
+		case *wire.Receipt:
+			c.receipt = m.MAC
 		case *wire.Result:
 			if len(m.Items) != 1 || !m.Items[0].OK {
 				return fmt.Errorf("result %+v", m.Items)
@@ -299,6 +305,14 @@ func (c *crafted) finish() error {
 // alive).
 func craftedPush(t *testing.T, addr, grant, dir, name string, content []byte) error {
 	t.Helper()
+	_, err := craftedPushReceipt(t, addr, grant, dir, name, content)
+	return err
+}
+
+// craftedPushReceipt is craftedPush, with the destination's receipt of
+// the file (spelled as a report carries it).
+func craftedPushReceipt(t *testing.T, addr, grant, dir, name string, content []byte) (string, error) {
+	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		c, err := openCrafted(t, addr, grant, dir, name, content)
@@ -308,11 +322,17 @@ func craftedPush(t *testing.T, addr, grant, dir, name string, content []byte) er
 			continue
 		}
 		if err != nil {
-			return err
+			return "", err
 		}
 		defer c.ctrl.c.Close()
 		defer c.data.c.Close()
-		return c.finish()
+		if err := c.finish(); err != nil {
+			return "", err
+		}
+		if len(c.receipt) == 0 {
+			return "", errors.New("the destination said the file arrived, without a receipt")
+		}
+		return base64.RawURLEncoding.EncodeToString(c.receipt), nil
 	}
 }
 
@@ -363,8 +383,10 @@ func TestServiceGrantDiesWithTask(t *testing.T) {
 	t.Run("succeeded", func(t *testing.T) {
 		content := randomBytes(3000)
 		id, w := f.job(t, "f1.dat", content)
-		// The task's own push, under its grant: it arrives.
-		if err := craftedPush(t, addrOf(w), w.Grant, "in/data", "f1.dat", content); err != nil {
+		// The task's own push, under its grant: it arrives, with the
+		// destination's receipt.
+		receipt, err := craftedPushReceipt(t, addrOf(w), w.Grant, "in/data", "f1.dat", content)
+		if err != nil {
 			t.Fatalf("the task's push: %v", err)
 		}
 		if got, _ := os.ReadFile(filepath.Join(s.dstRoot, "in", "data", "f1.dat")); !bytes.Equal(got, content) {
@@ -372,14 +394,14 @@ func TestServiceGrantDiesWithTask(t *testing.T) {
 		}
 		sum := fmt.Sprintf("%08x", crc32.Checksum(content, crc32.MakeTable(crc32.Castagnoli)))
 		if _, err := f.c.ReportTask(context.Background(), w.Task.ID, apiv1.TaskReport{Attempt: w.Task.Attempt, Done: true, BytesDone: int64(len(content)),
-			Files: []apiv1.FileReport{{Path: w.Files[0].Path, OK: true, Checksum: sum, Bytes: int64(len(content))}}}); err != nil {
+			Files: []apiv1.FileReport{{Path: w.Files[0].Path, OK: true, Checksum: sum, Bytes: int64(len(content)), Receipt: receipt}}}); err != nil {
 			t.Fatal(err)
 		}
 		f.forget(w.Task.ID)
 		if j := s.job(s.alice, id); j.Job.State != transfer.JobSucceeded {
 			t.Fatalf("job %s %q", j.Job.State, j.Job.Reason)
 		}
-		err := craftedPush(t, addrOf(w), w.Grant, "in", "pwned-succeeded.txt", []byte("pwned\n"))
+		err = craftedPush(t, addrOf(w), w.Grant, "in", "pwned-succeeded.txt", []byte("pwned\n"))
 		refusedUnwritten(t, s, err, "pwned-succeeded.txt", "has ended (SUCCEEDED)")
 
 		// The destination restarts: it has kept no fence, and refuses

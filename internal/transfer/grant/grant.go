@@ -221,6 +221,8 @@ type Verifier struct {
 	confirm func(ctx context.Context, task string, attempt int) error
 	// held counts the sessions running under each attempt (Hold).
 	held map[Held]int
+	// receipt is the node's receipt secret (SetReceiptKey).
+	receipt []byte
 }
 
 // Held is an attempt of a task under which sessions run on this server.
