@@ -74,9 +74,9 @@ func TestServiceDashboard(t *testing.T) {
 	if len(live.Sites) != 2 || !strings.Contains(live.Sites[0]+live.Sites[1], "out") {
 		t.Errorf("per-site aggregates: %v", live.Sites)
 	}
-	if live.Pairs != 2 {
-		t.Errorf("the job's page shows %d node pairs, want 2", live.Pairs)
-	}
+	// live.Pairs is at least 2 (the poll waits for it); a third pair
+	// appears when a node's lease lapses on a busy machine and another
+	// node takes on its task.
 
 	// At the end: SUCCEEDED, with the optimizer's decisions on its page.
 	pollPage(b, "the job succeeded on the panel", `(() => {
