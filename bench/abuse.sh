@@ -7,7 +7,7 @@
 # nothing lists or moves the jobs it measures), the user alice allowed on
 # both and the user mallory allowed on neither. Root is not needed.
 #
-#   bench/abuse.sh [--json] [--only submit|queued|udpsyn|idleconns]
+#   bench/abuse.sh [--json] [--only submit|queued|listing|udpsyn|idleconns]
 #
 # Scenarios:
 #   submit   one submission (POST /api/v1/jobs) of 1,000, 10,000 and
@@ -26,6 +26,16 @@
 #            idle controller's CPU in cores over IDLE_SECONDS with every job
 #            waiting, and the latency of CLAIMS claims by b1 (another
 #            endpoint's node: nothing for it) and by a1 (one listing each).
+#   listing  alice's job of one source that a1 (played by the script)
+#            "lists" as LISTING_FILES (2,000,000) files, in pages of 10,000
+#            where the controller takes pages (its OpenAPI document says so),
+#            else in one body (the builds before issue 28's finding 7); then
+#            three reads of the job's page and its cancel. Meanwhile b1
+#            heartbeats every 0.1 s on a connection of its own: the longest
+#            heartbeat in each phase is what the service's lock made others
+#            wait. Reported per phase: its wall time, the controller's CPU,
+#            its resident memory after and at its peak so far (VmRSS,
+#            VmHWM), the bytes answered, and the longest heartbeat.
 #   udpsyn   a mover server (serve, no token) under SYNS (20,000) signed UDP
 #            SYNs with distinct stream ids from one session that asked for
 #            one stream: its descriptors and memory before and at their
@@ -34,8 +44,8 @@
 #            connections: the share of another address's requests answered
 #            (bench/abuse/idleconns).
 #
-# Environment: QUEUED (3000), IDLE_SECONDS (10), CLAIMS (20), SYNS (20000),
-# CONNS (1000), ONLY, JSON=1
+# Environment: QUEUED (3000), IDLE_SECONDS (10), CLAIMS (20),
+# LISTING_FILES (2000000), SYNS (20000), CONNS (1000), ONLY, JSON=1
 # (same as --json), KEEP=1 (keep the work directory and its logs), LIGHTPATH
 # (a lightpath binary to use instead of building one: the figures before a
 # fix, from an older build).
@@ -53,18 +63,19 @@ source "$HERE/lib.sh"
 QUEUED=${QUEUED:-3000}
 IDLE_SECONDS=${IDLE_SECONDS:-10}
 CLAIMS=${CLAIMS:-20}
+LISTING_FILES=${LISTING_FILES:-2000000}
 ONLY=${ONLY:-}
 JSON=${JSON:-0}
 KEEP=${KEEP:-0}
 
 parse_args "$@"
 
-for v in QUEUED IDLE_SECONDS CLAIMS SYNS CONNS; do
-	[[ ${!v} =~ ^[0-9]+$ ]] && ((${!v} >= 1)) || die "$v must be a whole number of at least 1, not '${!v}'"
-done
-case $ONLY in '' | submit | queued | udpsyn | idleconns) ;; *) die "ONLY must be submit, queued, udpsyn or idleconns, not '$ONLY'" ;; esac
 SYNS=${SYNS:-20000}
 CONNS=${CONNS:-1000}
+for v in QUEUED IDLE_SECONDS CLAIMS LISTING_FILES SYNS CONNS; do
+	[[ ${!v} =~ ^[0-9]+$ ]] && ((${!v} >= 1)) || die "$v must be a whole number of at least 1, not '${!v}'"
+done
+case $ONLY in '' | submit | queued | listing | udpsyn | idleconns) ;; *) die "ONLY must be submit, queued, listing, udpsyn or idleconns, not '$ONLY'" ;; esac
 PATH=$PATH:/usr/sbin:/sbin:/usr/local/go/bin
 command -v python3 >/dev/null || die "python3 is needed to drive the API and parse results"
 command -v ss >/dev/null || die "ss (iproute2) is needed to wait for the controller"
@@ -113,7 +124,7 @@ cat >"$W/measure.py" <<'PY'
 import http.client, json, statistics, sys, time, os
 
 port, cpid, wdir, only = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
-queued, idle, claims = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
+queued, idle, claims, nlisted = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
 tok = {u: open(os.path.join(wdir, u + ".token")).read().strip() for u in ("admin", "alice", "mallory")}
 hz = os.sysconf("SC_CLK_TCK")
 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
@@ -239,12 +250,100 @@ if only in ("", "queued"):
             ls.append(secs)
         row(scenario="queued", measure="claim by %s (median / max)" % node,
             value="%.3f / %.3f s" % (statistics.median(ls), max(ls)), note="%s: %d tasks in %d claims" % (what, got, claims))
+
+def mem():
+    kv = {}
+    with open("/proc/%d/status" % cpid) as f:
+        for l in f:
+            k, _, v = l.partition(":")
+            if k in ("VmRSS", "VmHWM"):
+                kv[k] = int(v.split()[0]) // 1024
+    return kv
+
+if only in ("", "listing"):
+    import threading
+    st, raw, _ = call("GET", "/api/v1/openapi.json", "admin")
+    must(st, raw, "openapi")
+    paged = "more" in json.loads(raw)["components"]["schemas"].get("Listing", {}).get("properties", {})
+    beat()
+    st, raw, _ = call("POST", "/api/v1/jobs", "alice", {"sources": ["A:big"], "destination": "B:big-in"})
+    must(st, raw, "submit the big job")
+    job = json.loads(raw)["job"]["id"]
+    task = None
+    for _ in range(50):  # the queued scenario's listings come first
+        st, raw, _ = call("POST", "/api/v1/datanodes/a1/claim", "admin", {"max": 1})
+        must(st, raw, "claim a1")
+        ts = [t for t in json.loads(raw)["tasks"] if t["task"]["job"] == job]
+        if ts:
+            task = ts[0]["task"]
+            break
+    if task is None:
+        sys.exit("bench: a1 was never handed the big job's listing")
+    phase, beats, stop = ["idle"], [], threading.Event()
+    def heartbeats():
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        body = json.dumps({"endpoint": "B", "address": "127.0.0.1:7000", "lease": "5m"}).encode()
+        h = {"Authorization": "Bearer " + tok["admin"], "Content-Type": "application/json"}
+        while not stop.is_set():
+            p, t0 = phase[0], time.monotonic()
+            c.request("POST", "/api/v1/datanodes/b1/heartbeat", body=body, headers=h)
+            c.getresponse().read()
+            beats.append((p, time.monotonic() - t0))
+            stop.wait(0.1)
+    hb = threading.Thread(target=heartbeats, daemon=True)
+    hb.start()
+    def measure(name, fn):
+        phase[0] = name
+        c0, t0 = cpu(), time.monotonic()
+        nbytes, status = fn()
+        secs, c1 = time.monotonic() - t0, cpu()
+        phase[0] = "between"
+        time.sleep(0.3)  # a heartbeat or two after the phase ends
+        longest = max([d for p, d in beats if p == name] or [0])
+        m = mem()
+        row(scenario="listing", phase=name, status=status, wall_s=round(secs, 2), cpu_s=round(c1 - c0, 2),
+            rss_mb=m["VmRSS"], peak_rss_mb=m["VmHWM"], answer_bytes=nbytes,
+            longest_heartbeat_s=round(longest, 3), files=nlisted, paged=paged)
+    m = mem()
+    row(scenario="listing", phase="before", status=0, wall_s=0, cpu_s=0, rss_mb=m["VmRSS"], peak_rss_mb=m["VmHWM"],
+        answer_bytes=0, longest_heartbeat_s=round(max([d for _, d in beats] or [0]), 3), files=nlisted, paged=paged)
+    files = ({"path": "big/d%04d/f%07d" % (i // 1000, i), "source": "big", "size": 1000 + i % 4096} for i in range(nlisted))
+    def listing():
+        path = "/api/v1/tasks/%s/listing" % task["id"]
+        if not paged:
+            body = json.dumps({"attempt": task["attempt"], "files": list(files)}).encode()
+            st, raw, _ = call("POST", path, "admin", body)
+            return len(raw), st
+        page, n, st, got = 0, 0, 0, 0
+        while n < nlisted:
+            chunk = [next(files) for _ in range(min(10000, nlisted - n))]
+            n += len(chunk)
+            st, raw, _ = call("POST", path, "admin", {"attempt": task["attempt"], "page": page, "more": n < nlisted, "files": chunk})
+            got += len(raw)
+            if st >= 300:
+                break
+            page += 1
+        return got, st
+    measure("list", listing)
+    def read():
+        got, st = 0, 0
+        for _ in range(3):
+            st, raw, _ = call("GET", "/api/v1/jobs/" + job, "alice")
+            got += len(raw)
+        return got, st
+    measure("read x3", read)
+    def cancel():
+        st, raw, _ = call("POST", "/api/v1/jobs/%s/cancel" % job, "alice", {})
+        return len(raw), st
+    measure("cancel", cancel)
+    stop.set()
+    hb.join()
 PY
 
 : >"$W/rows.json"
-if [[ -z $ONLY || $ONLY == submit || $ONLY == queued ]]; then
-	log "measuring (${ONLY:-submit, queued}); QUEUED=$QUEUED"
-	python3 "$W/measure.py" "$CPORT" "$CPID" "$W" "$ONLY" "$QUEUED" "$IDLE_SECONDS" "$CLAIMS" \
+if [[ -z $ONLY || $ONLY == submit || $ONLY == queued || $ONLY == listing ]]; then
+	log "measuring (${ONLY:-submit, queued, listing}); QUEUED=$QUEUED LISTING_FILES=$LISTING_FILES"
+	python3 "$W/measure.py" "$CPORT" "$CPID" "$W" "$ONLY" "$QUEUED" "$IDLE_SECONDS" "$CLAIMS" "$LISTING_FILES" \
 		>"$W/rows.json" 2>"$W/logs/measure.err" || die "measure: $(last_line "$W/logs/measure.err")"
 fi
 # The mover's UDP listener and the controller's connections: Go programs
@@ -289,6 +388,15 @@ if q:
     print("%-50s %-20s %s" % ("MEASURE", "VALUE", "NOTE"))
     for r in q:
         print("%-50s %-20s %s" % (r["measure"], r["value"], r["note"]))
+ls = [r for r in rows if r["scenario"] == "listing"]
+if ls:
+    print()
+    print("listing: %d files listed by a1 (%s), the job read 3 times, then cancelled; b1 heartbeats every 0.1 s" %
+          (ls[0]["files"], "in pages of 10,000" if ls[0]["paged"] else "in one body"))
+    print("%-8s %6s %8s %8s %8s %9s %12s %10s" % ("PHASE", "STATUS", "WALL", "CPU", "RSS_MB", "PEAK_MB", "ANSWER_B", "LONGEST_HB"))
+    for r in ls:
+        print("%-8s %6d %7.2fs %7.2fs %8d %9d %12d %9.3fs" % (r["phase"], r["status"], r["wall_s"], r["cpu_s"], r["rss_mb"],
+              r["peak_rss_mb"], r["answer_bytes"], r["longest_heartbeat_s"]))
 for name, what in (("udpsyn", "a mover server under signed UDP SYNs of distinct streams"),
                    ("idleconns", "a controller while one address holds idle connections")):
     for r in (r for r in rows if r["scenario"] == name):
