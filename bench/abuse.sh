@@ -27,7 +27,8 @@
 #            waiting, and the latency of CLAIMS claims by b1 (another
 #            endpoint's node: nothing for it) and by a1 (one listing each).
 #   listing  alice's job of one source that a1 (played by the script)
-#            "lists" as LISTING_FILES (2,000,000) files, in pages of 10,000
+#            "lists" as LISTING_FILES (1,400,000: as many as fit in the
+#            64 MiB body older builds took) files, in pages of 10,000
 #            where the controller takes pages (its OpenAPI document says so),
 #            else in one body (the builds before issue 28's finding 7); then
 #            three reads of the job's page and its cancel. Meanwhile b1
@@ -45,7 +46,7 @@
 #            (bench/abuse/idleconns).
 #
 # Environment: QUEUED (3000), IDLE_SECONDS (10), CLAIMS (20),
-# LISTING_FILES (2000000), SYNS (20000), CONNS (1000), ONLY, JSON=1
+# LISTING_FILES (1400000), SYNS (20000), CONNS (1000), ONLY, JSON=1
 # (same as --json), KEEP=1 (keep the work directory and its logs), LIGHTPATH
 # (a lightpath binary to use instead of building one: the figures before a
 # fix, from an older build).
@@ -63,7 +64,7 @@ source "$HERE/lib.sh"
 QUEUED=${QUEUED:-3000}
 IDLE_SECONDS=${IDLE_SECONDS:-10}
 CLAIMS=${CLAIMS:-20}
-LISTING_FILES=${LISTING_FILES:-2000000}
+LISTING_FILES=${LISTING_FILES:-1400000}
 ONLY=${ONLY:-}
 JSON=${JSON:-0}
 KEEP=${KEEP:-0}
@@ -307,18 +308,19 @@ if only in ("", "listing"):
     m = mem()
     row(scenario="listing", phase="before", status=0, wall_s=0, cpu_s=0, rss_mb=m["VmRSS"], peak_rss_mb=m["VmHWM"],
         answer_bytes=0, longest_heartbeat_s=round(max([d for _, d in beats] or [0]), 3), files=nlisted, paged=paged)
-    files = ({"path": "big/d%04d/f%07d" % (i // 1000, i), "source": "big", "size": 1000 + i % 4096} for i in range(nlisted))
+    files = ({"path": "big/" + b36(i), "source": "big", "size": 1000 + i % 4096} for i in range(nlisted))
     def listing():
         path = "/api/v1/tasks/%s/listing" % task["id"]
         if not paged:
-            body = json.dumps({"attempt": task["attempt"], "files": list(files)}).encode()
+            body = json.dumps({"attempt": task["attempt"], "files": list(files)}, separators=(",", ":")).encode()
             st, raw, _ = call("POST", path, "admin", body)
             return len(raw), st
         page, n, st, got = 0, 0, 0, 0
         while n < nlisted:
             chunk = [next(files) for _ in range(min(10000, nlisted - n))]
             n += len(chunk)
-            st, raw, _ = call("POST", path, "admin", {"attempt": task["attempt"], "page": page, "more": n < nlisted, "files": chunk})
+            body = json.dumps({"attempt": task["attempt"], "page": page, "more": n < nlisted, "files": chunk}, separators=(",", ":")).encode()
+            st, raw, _ = call("POST", path, "admin", body)
             got += len(raw)
             if st >= 300:
                 break
