@@ -352,3 +352,26 @@ func TestJointFixedSlot(t *testing.T) {
 		t.Errorf("no path: err = %v, want ErrNoPath", err)
 	}
 }
+
+// The joint planner on the benchmark workload: three source hosts to three
+// destination hosts, 100 GB, submitted at a random instant of the week.
+func BenchmarkJointEarliestCompletion(b *testing.B) {
+	w := benchWorkload(b)
+	qs := benchQueries(w, 3000)
+	i := 0
+	run(b, func(benchQuery) (bool, error) {
+		var src, dst []Endpoint
+		seen := map[string]bool{}
+		for len(src) < 3 || len(dst) < 3 {
+			q := qs[i%len(qs)]
+			i++
+			if !seen[q.from] && !seen[q.to] && q.from != q.to {
+				seen[q.from], seen[q.to] = true, true
+				src, dst = append(src, Endpoint{Node: q.from}), append(dst, Endpoint{Node: q.to})
+			}
+		}
+		p, err := w.Schedule.JointEarliestCompletion(JointQuery{Sources: src, Destinations: dst, Size: 100e9, Goodput: 0.9,
+			Submitted: qs[i%len(qs)].start, StartUp: 10 * time.Second})
+		return len(p.Flows) == 0, err
+	})
+}
