@@ -228,6 +228,16 @@ func genRefCase(seed uint64) (*refCase, error) {
 	na, nb := 1+rng.IntN(4), 1+rng.IntN(4)
 	c := &refCase{sources: site("a", na), destinations: site("b", nb)}
 	desc = append(desc, fmt.Sprintf("%d→%d nodes", na, nb))
+	// Now and then a router sends or receives too: it forwards the
+	// others' flows besides its own.
+	if second && rng.IntN(6) == 0 {
+		c.sources = append(c.sources, Endpoint{Node: "ra2", MaxRate: pick(0, 1e9)})
+		desc = append(desc, "a router source")
+	}
+	if second && rng.IntN(6) == 0 {
+		c.destinations = append(c.destinations, Endpoint{Node: "rb2", MaxRate: pick(0, 1e9)})
+		desc = append(desc, "a router destination")
+	}
 	var err error
 	if c.g, err = NewGraph(nodes, links); err != nil {
 		return nil, err

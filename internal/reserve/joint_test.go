@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/big"
+	"slices"
 	"testing"
 	"time"
 )
@@ -374,4 +375,45 @@ func BenchmarkJointEarliestCompletion(b *testing.B) {
 			Submitted: qs[i%len(qs)].start, StartUp: 10 * time.Second})
 		return len(p.Flows) == 0, err
 	})
+}
+
+// A flow with a cycle in it (here r1 → r2 over one link and back over the
+// other) decomposes into the path alone: the cycle carries nothing from
+// a source to a destination.
+func TestJointFlowsDropCycles(t *testing.T) {
+	g, err := NewGraph(map[string]string{"a": NodeHost, "b": NodeHost, "r1": NodeRouter, "r2": NodeRouter},
+		[]Link{{Name: "a-r1", A: "a", B: "r1", Capacity: 10, Reservable: 1}, {Name: "l1", A: "r1", B: "r2", Capacity: 10, Reservable: 1},
+			{Name: "l2", A: "r1", B: "r2", Capacity: 10, Reservable: 1}, {Name: "r2-b", A: "r2", B: "b", Capacity: 10, Reservable: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := NewSchedule(g).jointNet(eps("a"), eps("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[Hop]uint64{{"a-r1", "a", "r1"}: 5, {"l1", "r1", "r2"}: 8, {"l2", "r2", "r1"}: 3, {"r2-b", "r2", "b"}: 5}
+	f := j.net
+	for i := range f.orig {
+		f.orig[i], f.res[2*i], f.res[2*i+1] = 10, 10, 0
+	}
+	for e, d := range j.dirOfEdge {
+		if w := want[g.hop(d)]; w > 0 {
+			f.res[e], f.res[e+1] = 10-w, w
+		}
+	}
+	for _, e := range f.head[j.src] { // the super edges carry 5
+		if e%2 == 0 {
+			f.res[e], f.res[e+1] = 5, 5
+		}
+	}
+	for _, e := range f.head[j.sink] {
+		if e%2 == 1 {
+			f.res[e-1], f.res[e] = 5, 5
+		}
+	}
+	got := j.flows()
+	path := []Hop{{"a-r1", "a", "r1"}, {"l1", "r1", "r2"}, {"r2-b", "r2", "b"}}
+	if len(got) != 1 || got[0].Rate != 5 || got[0].From != "a" || got[0].To != "b" || !slices.Equal(got[0].Path, path) {
+		t.Fatalf("flows %+v, want a → b at 5 over %v", got, path)
+	}
 }
