@@ -65,8 +65,9 @@ type JointQuery struct {
 	Deadline              time.Time
 }
 
-// PathFlow is one path of a joint plan: Rate bits per second from node From to
-// node To along Path, held throughout the plan's window.
+// PathFlow is one path of a joint plan: Rate bits per second from node
+// From to node To along Path, held throughout the plan's window. (Flow is
+// a flow spec's.)
 type PathFlow struct {
 	From, To string
 	Path     []Hop

@@ -504,6 +504,6 @@ func TestJointAgainstLP(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d cases (%v): worst (T_p − t0)/(T* − t0) = %.9f; %d plans start after t0+σ, %d use several inter-site links; %d deadlines after T* admitted, %d before it refused",
+	t.Logf("%d cases (%v): worst (T_p − t0)/(T* − t0) = %.12f; %d plans start after t0+σ, %d use several inter-site links; %d deadlines after T* admitted, %d before it refused",
 		cases, kinds, worst, waited, multi, admitted, refused)
 }
