@@ -23,6 +23,11 @@
 //     along a fixed path or propagated Bellman-Ford style over the graph),
 //     EarliestCompletion (slot extension) and Alternatives for a request
 //     that was refused.
+//   - The joint planner: JointEarliestCompletion moves a dataset from a
+//     set of source nodes to a set of destination nodes over every path
+//     between them at once (a maximum flow per window, decomposed into
+//     paths), for the earliest completion; JointFixedSlot is the same flow
+//     over a given window.
 //
 // Beside the scheduling core, the package holds the reservations themselves:
 // their state machine, the policies they are checked against and the flow
