@@ -64,6 +64,7 @@ type Schedule struct {
 	g        *Graph
 	tl       []Timeline // per direction of the graph
 	bookings map[string]booked
+	pref     PathPreference // "" is PreferDedicated
 }
 
 // booked is a Booking with its directions.

@@ -1,7 +1,6 @@
 package reserve
 
 import (
-	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -57,16 +56,17 @@ func bruteAdmit(g *Graph, books []Booking, path []Hop, bw uint64, s, e time.Time
 	return true
 }
 
-// bruteKey ranks paths as FixedSlot does.
+// bruteKey ranks paths as FixedSlot does under a preference.
 type bruteKey struct {
+	pref      PathPreference
 	hops      int
 	delay     time.Duration
 	dedicated int
 	names     []string
 }
 
-func bruteKeyOf(g *Graph, p []Hop) bruteKey {
-	k := bruteKey{hops: len(p)}
+func bruteKeyOf(g *Graph, p []Hop, pref PathPreference) bruteKey {
+	k := bruteKey{pref: pref, hops: len(p)}
 	for _, h := range p {
 		l, _ := g.Link(h.Link)
 		k.delay += l.Delay
@@ -78,14 +78,23 @@ func bruteKeyOf(g *Graph, p []Hop) bruteKey {
 	return k
 }
 
+// compare orders paths: under dedicated by routed hops, hops, delay; under
+// routed by hops, delay, dedicated hops; under shortest by hops, delay;
+// then by link names in sequence.
 func (a bruteKey) compare(b bruteKey) int {
-	if c := cmp.Compare(a.hops, b.hops); c != 0 {
-		return c
+	var ka, kb []int64
+	switch a.pref {
+	case PreferRouted:
+		ka = []int64{int64(a.hops), int64(a.delay), int64(a.dedicated)}
+		kb = []int64{int64(b.hops), int64(b.delay), int64(b.dedicated)}
+	case PreferShortest:
+		ka = []int64{int64(a.hops), int64(a.delay)}
+		kb = []int64{int64(b.hops), int64(b.delay)}
+	default:
+		ka = []int64{int64(a.hops - a.dedicated), int64(a.hops), int64(a.delay)}
+		kb = []int64{int64(b.hops - b.dedicated), int64(b.hops), int64(b.delay)}
 	}
-	if c := cmp.Compare(a.delay, b.delay); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.dedicated, b.dedicated); c != 0 {
+	if c := slices.Compare(ka, kb); c != 0 {
 		return c
 	}
 	return slices.Compare(a.names, b.names)

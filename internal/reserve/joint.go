@@ -114,7 +114,11 @@ func (s *Schedule) JointFixedSlot(sources, destinations []Endpoint, start, end t
 		return JointPlan{}, fmt.Errorf("%w from %s to %s with any bandwidth free throughout [%s, %s)", ErrNoPath,
 			nodeList(sources), nodeList(destinations), start.Format(time.RFC3339), end.Format(time.RFC3339))
 	}
-	return JointPlan{Algorithm: AlgJointFixedSlot, Start: timeOf(st), End: timeOf(en), Rate: r, Flows: j.flows()}, nil
+	flows, err := j.split(st, en, r)
+	if err != nil {
+		return JointPlan{}, err
+	}
+	return JointPlan{Algorithm: AlgJointFixedSlot, Start: timeOf(st), End: timeOf(en), Rate: r, Flows: flows}, nil
 }
 
 // JointEarliestCompletion plans q: the earliest completion T of q.Size
@@ -215,7 +219,11 @@ func (s *Schedule) JointEarliestCompletion(q JointQuery) (JointPlan, error) {
 		return JointPlan{}, jointNoSlot(&q, full)
 	}
 	r := j.rate(bestStart, bestEnd)
-	p := JointPlan{Algorithm: AlgJointEarliestCompletion, Start: timeOf(bestStart), End: timeOf(bestEnd), Rate: r, Flows: j.flows()}
+	flows, err := j.split(bestStart, bestEnd, r)
+	if err != nil {
+		return JointPlan{}, err
+	}
+	p := JointPlan{Algorithm: AlgJointEarliestCompletion, Start: timeOf(bestStart), End: timeOf(bestEnd), Rate: r, Flows: flows}
 	return finish(p, bestEnd)
 }
 
@@ -406,6 +414,25 @@ func (j *jointNet) rateOf(c func(d int32) uint64) uint64 {
 		j.net.setCap(j.edge[i], c(d))
 	}
 	return j.net.maxFlow(j.src, j.sink)
+}
+
+// split returns how a maximum flow over [st, en), of value r, goes over
+// paths under the schedule's preference: of all the maximum flows, one
+// that puts the least on the directions the preference costs (routed ones
+// under dedicated, dedicated ones under routed, every one under
+// shortest), so the value is R(W) whatever the preference and only the
+// split changes. Only the final window pays for the costed flow; the
+// search for the window needs the value alone.
+func (j *jointNet) split(st, en int64, r uint64) ([]PathFlow, error) {
+	cost := make([]int64, len(j.net.orig)) // the super edges cost nothing
+	for i, d := range j.dirs {
+		j.net.setCap(j.edge[i], j.s.tl[d].residual(st, en))
+		cost[j.edge[i]/2] = j.s.flowCost(&j.s.g.dirs[d])
+	}
+	if got := j.net.maxFlowCheapest(j.src, j.sink, cost); got != r { // cannot happen: both are maximum flows
+		return nil, fmt.Errorf("internal error: the cheapest maximum flow carries %d bit/s, the maximum flow %d", got, r)
+	}
+	return j.flows(), nil
 }
 
 // flows decomposes the last maximum flow into paths from a source to a

@@ -17,6 +17,13 @@ type flowNet struct {
 	level []int32
 	iter  []int
 	queue []int32
+
+	// While maxFlowCheapest runs: the cost of each edge pair, and each
+	// node's distance from the source in the residual network under those
+	// costs; augmenting paths then keep to edges on shortest paths. Nil
+	// otherwise.
+	cost []int64
+	dist []int64
 }
 
 func newFlowNet(n int) *flowNet {
@@ -64,6 +71,83 @@ func (f *flowNet) maxFlow(s, t int32) uint64 {
 	return total
 }
 
+// maxFlowCheapest computes afresh a maximum flow from s to t of least
+// total cost, cost[i] ≥ 0 being the cost per unit of flow on the i-th edge
+// added, and returns its value: the same value maxFlow returns.
+//
+// Formulation (primal-dual): the distances from s in the residual network
+// (a reverse edge costing minus its edge) by Bellman-Ford, which is exact
+// because a flow built along shortest paths leaves no negative cycle; then
+// Dinic's blocking flows on the edges that lie on shortest paths, until
+// none is left; repeated until t is unreachable. Each round lengthens the
+// shortest path to t, so with integer costs there are at most as many
+// rounds as the most a simple path can cost, plus one.
+func (f *flowNet) maxFlowCheapest(s, t int32, cost []int64) uint64 {
+	for i, c := range f.orig {
+		f.res[2*i], f.res[2*i+1] = c, 0
+	}
+	f.cost = cost
+	f.dist = make([]int64, len(f.head))
+	defer func() { f.cost, f.dist = nil, nil }()
+	in := make([]bool, len(f.head))
+	var total uint64
+	for {
+		for i := range f.dist {
+			f.dist[i] = math.MaxInt64
+		}
+		f.dist[s] = 0
+		q := []int32{s}
+		in[s] = true
+		for len(q) > 0 {
+			u := q[0]
+			q = q[1:]
+			in[u] = false
+			for _, e := range f.head[u] {
+				if f.res[e] == 0 {
+					continue
+				}
+				if v, d := f.to[e], f.dist[u]+f.edgeCost(e); d < f.dist[v] {
+					f.dist[v] = d
+					if !in[v] {
+						in[v] = true
+						q = append(q, v)
+					}
+				}
+			}
+		}
+		if f.dist[t] == math.MaxInt64 {
+			return total
+		}
+		for f.levels(s, t) {
+			for i := range f.iter {
+				f.iter[i] = 0
+			}
+			for {
+				d := f.augment(s, t, math.MaxUint64)
+				if d == 0 {
+					break
+				}
+				total += d
+			}
+		}
+	}
+}
+
+// edgeCost is the cost of a unit of flow on edge e: its pair's cost, or
+// minus it on the reverse edge.
+func (f *flowNet) edgeCost(e int32) int64 {
+	if e%2 == 1 {
+		return -f.cost[e/2]
+	}
+	return f.cost[e/2]
+}
+
+// usable reports whether an augmenting path may take edge e from u: always
+// for maxFlow; for maxFlowCheapest, only if e is on a shortest path.
+func (f *flowNet) usable(u int32, e int32) bool {
+	return f.dist == nil || f.dist[u] != math.MaxInt64 && f.dist[f.to[e]] == f.dist[u]+f.edgeCost(e)
+}
+
 // levels numbers the nodes by their distance from s in the residual
 // network and reports whether t is reachable.
 func (f *flowNet) levels(s, t int32) bool {
@@ -75,7 +159,7 @@ func (f *flowNet) levels(s, t int32) bool {
 	for i := 0; i < len(q); i++ {
 		u := q[i]
 		for _, e := range f.head[u] {
-			if v := f.to[e]; f.res[e] > 0 && f.level[v] < 0 {
+			if v := f.to[e]; f.res[e] > 0 && f.level[v] < 0 && f.usable(u, e) {
 				f.level[v] = f.level[u] + 1
 				q = append(q, v)
 			}
@@ -95,7 +179,7 @@ func (f *flowNet) augment(u, t int32, limit uint64) uint64 {
 	for ; f.iter[u] < len(f.head[u]); f.iter[u]++ {
 		e := f.head[u][f.iter[u]]
 		v := f.to[e]
-		if f.res[e] == 0 || f.level[v] != f.level[u]+1 {
+		if f.res[e] == 0 || f.level[v] != f.level[u]+1 || !f.usable(u, e) {
 			continue
 		}
 		if d := f.augment(v, t, min(limit, f.res[e])); d > 0 {

@@ -186,94 +186,86 @@ func (s *Schedule) FixedSlotAvoiding(req Request, avoid []string) (Result, error
 
 // bfs returns the directions of the best path (see FixedSlot) from src to
 // dst with bw free throughout [st, en), or nil.
+//
+// It is a best-first search whose frontier is ordered by the part of the
+// key that every hop increases (s.order): whoever can still improve a
+// node's label comes off the frontier before it, so a label is final when
+// its node leaves. The rest of the key, and the link names, only decide
+// between ways into a node, when it is relaxed. With hops as the order
+// (routed, shortest) this is the layered BFS of before issue 29.
 func (s *Schedule) bfs(src, dst int, bw uint64, st, en int64, avoid []bool) []int32 {
 	g := s.g
 	n := len(g.names)
-	dist := make([]int32, n)
-	for i := range dist {
-		dist[i] = -1
-	}
-	delay := make([]time.Duration, n)
-	ded := make([]int32, n)
+	key := make([]pathKey, n)
+	hops := make([]int32, n)
+	reached := make([]bool, n)
+	done := make([]bool, n)
 	pred := make([]int32, n) // the direction a node is reached by
-	rank := make([]int32, n) // its path's rank by name sequence within its layer
-	dist[src] = 0
-	layer := []int32{int32(src)}
-	var next []int32
-	for len(layer) > 0 && dist[dst] < 0 {
-		next = next[:0]
-		for _, u := range layer {
-			if int(u) != src && !g.router[u] {
+	reached[src] = true
+	var h heapq.Heap[uint64, int32]
+	h.AnyTies = true // equal orders cannot improve each other
+	h.Push(0, int32(src))
+	var pa, pb []int32
+	for h.Len() > 0 {
+		o, u := h.Pop()
+		if done[u] || o != s.order(key[u]) {
+			continue
+		}
+		done[u] = true
+		if int(u) == dst {
+			return s.walkBack(pred, src, dst, int(hops[dst]))
+		}
+		if int(u) != src && !g.router[u] {
+			continue
+		}
+		for _, e := range g.adj[u] {
+			x := &g.dirs[e]
+			v := x.to
+			if done[v] || int(v) != dst && !g.router[v] {
 				continue
 			}
-			for _, e := range g.adj[u] {
-				x := &g.dirs[e]
-				v := x.to
-				if dist[v] >= 0 && dist[v] <= dist[u] || int(v) != dst && !g.router[v] {
+			if avoid != nil && avoid[x.link] || !s.tl[e].fits(st, en, bw) {
+				continue
+			}
+			k := s.step(key[u], x)
+			if reached[v] {
+				switch {
+				case k.less(key[v]):
+				case key[v].less(k):
 					continue
-				}
-				if avoid != nil && avoid[x.link] || !s.tl[e].fits(st, en, bw) {
-					continue
-				}
-				dl, dd := delay[u]+x.delay, ded[u]
-				if x.dedicated {
-					dd++
-				}
-				if dist[v] < 0 {
-					dist[v] = dist[u] + 1
-					next = append(next, v)
-				} else {
-					// A second way into v from this layer: keep the better.
-					p := &g.dirs[pred[v]]
-					switch {
-					case dl != delay[v]:
-						if dl > delay[v] {
-							continue
-						}
-					case dd != ded[v]:
-						if dd > ded[v] {
-							continue
-						}
-					case rank[u] != rank[p.from]:
-						if rank[u] > rank[p.from] {
-							continue
-						}
-					case x.link > p.link:
+				default:
+					// As good a key: the first by link names, walked
+					// from the source (both paths are as long, since
+					// hops are part of every key).
+					pa = s.walkBackInto(pa, pred, src, int(u), int(hops[u]))
+					pa = append(pa, e)
+					pb = s.walkBackInto(pb, pred, src, int(v), int(hops[v]))
+					if slices.CompareFunc(pa, pb, func(a, b int32) int { return int(g.dirs[a].link) - int(g.dirs[b].link) }) >= 0 {
 						continue
 					}
 				}
-				delay[v], ded[v], pred[v] = dl, dd, e
 			}
+			reached[v], key[v], hops[v], pred[v] = true, k, hops[u]+1, e
+			h.Push(s.order(k), v)
 		}
-		// Rank the new layer by name sequence: by the rank of the
-		// predecessor's path, then by the name of the last link.
-		slices.SortFunc(next, func(a, b int32) int {
-			pa, pb := &g.dirs[pred[a]], &g.dirs[pred[b]]
-			if c := int(rank[pa.from]) - int(rank[pb.from]); c != 0 {
-				return c
-			}
-			return int(pa.link) - int(pb.link)
-		})
-		for i, v := range next {
-			rank[v] = int32(i)
-		}
-		layer, next = next, layer
 	}
-	if dist[dst] < 0 {
-		return nil
+	return nil
+}
+
+// walkBackInto is walkBack into buf.
+func (s *Schedule) walkBackInto(buf, pred []int32, src, dst, h int) []int32 {
+	buf = slices.Grow(buf[:0], h)[:h]
+	for v := dst; v != src; {
+		h--
+		buf[h] = pred[v]
+		v = int(s.g.dirs[pred[v]].from)
 	}
-	return s.walkBack(pred, src, dst, int(dist[dst]))
+	return buf
 }
 
 // walkBack returns the path to dst that pred records, h hops long.
 func (s *Schedule) walkBack(pred []int32, src, dst, h int) []int32 {
-	p := make([]int32, h)
-	for v := dst; v != src; {
-		h--
-		p[h] = pred[v]
-		v = int(s.g.dirs[pred[v]].from)
-	}
-	return p
+	return s.walkBackInto(nil, pred, src, dst, h)
 }
 
 // WidestPath finds the path from one node to another with the most

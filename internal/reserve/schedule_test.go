@@ -23,109 +23,196 @@ func book(t testing.TB, s *Schedule, bs ...Booking) {
 	}
 }
 
+// prefSchedule returns an empty schedule of g under preference pref.
+func prefSchedule(t testing.TB, g *Graph, pref PathPreference) *Schedule {
+	t.Helper()
+	s := NewSchedule(g)
+	if err := s.SetPathPreference(pref); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// under is a path a test expects under some preferences only: the
+// preferences not named expect the row's own path.
+type under map[PathPreference][]Hop
+
+// expect returns the path expected under pref.
+func (u under) expect(want []Hop, pref PathPreference) []Hop {
+	if p, ok := u[pref]; ok {
+		return p
+	}
+	return want
+}
+
+func TestPathPreferenceParse(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want PathPreference
+		ok   bool
+	}{
+		{"", PreferDedicated, true}, {"dedicated", PreferDedicated, true}, {"routed", PreferRouted, true},
+		{"shortest", PreferShortest, true}, {"Dedicated", "", false}, {"widest", "", false},
+	} {
+		got, err := ParsePathPreference(tc.in)
+		if got != tc.want || (err == nil) != tc.ok {
+			t.Errorf("ParsePathPreference(%q) = %q, %v; want %q, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+	s := NewSchedule(twoSite(t))
+	if s.PathPreference() != PreferDedicated {
+		t.Errorf("a new schedule prefers %q, want dedicated", s.PathPreference())
+	}
+	if err := s.SetPathPreference("widest"); !errors.Is(err, ErrInvalidQuery) || s.PathPreference() != PreferDedicated {
+		t.Errorf("SetPathPreference(widest) = %v, now %q", err, s.PathPreference())
+	}
+}
+
 func TestFixedSlot(t *testing.T) {
 	// fullLong books the long way (rc-rd) solid, leaving the host x as the
 	// only way with capacity.
 	fullLong := Booking{Path: path("rc", "rc-rd", "rd"), Bandwidth: 9 * gbps, Start: at(-600), End: at(600)}
+	// fits: wan and ded both have room for 500M; ded is as short and as
+	// slow as wan, so shortest takes it by name.
+	fits := under{PreferRouted: viaWan}
+	back := under{PreferRouted: reverse(viaWan)}
 	for _, tc := range []struct {
 		name  string
 		books []Booking
 		req   Request
-		want  []Hop
+		want  []Hop // under every preference, but those in pref
+		pref  under
 		err   error
 	}{
-		{"routed before dedicated", nil, Request{"a1", "b1", 500 * mbps, at(0), at(60)}, viaWan, nil},
-		{"dedicated only", nil, Request{"a1", "b1", 1500 * mbps, at(0), at(60)}, viaDed, nil},
-		{"the long way", nil, Request{"a1", "b1", 5 * gbps, at(0), at(60)}, viaLong, nil},
-		{"host in the middle refused", []Booking{fullLong}, Request{"a1", "b1", 5 * gbps, at(0), at(60)}, nil, ErrNoPath},
-		{"above every capacity", nil, Request{"a1", "b1", 10 * gbps, at(0), at(60)}, nil, ErrNoPath},
-		{"the other direction", nil, Request{"b1", "a1", 500 * mbps, at(0), at(60)}, reverse(viaWan), nil},
-		{"to a host", nil, Request{"a1", "x", gbps, at(0), at(60)}, path("a1", "a1-ra", "ra", "ra-x", "x"), nil},
-		{"from a host", nil, Request{"x", "b1", gbps, at(0), at(60)}, path("x", "x-rb", "rb", "b1-rb", "b1"), nil},
-		{"router to router", nil, Request{"ra", "rb", gbps, at(0), at(60)}, path("ra", "ded", "rb"), nil},
+		{"dedicated before routed", nil, Request{"a1", "b1", 500 * mbps, at(0), at(60)}, viaDed, fits, nil},
+		{"dedicated full: routed for what does not fit", []Booking{{Path: viaDed, Bandwidth: 1800 * mbps, Start: at(0), End: at(60)}},
+			Request{"a1", "b1", 500 * mbps, at(0), at(60)}, viaWan, nil, nil},
+		{"dedicated only", nil, Request{"a1", "b1", 1500 * mbps, at(0), at(60)}, viaDed, nil, nil},
+		{"the long way", nil, Request{"a1", "b1", 5 * gbps, at(0), at(60)}, viaLong, nil, nil},
+		{"host in the middle refused", []Booking{fullLong}, Request{"a1", "b1", 5 * gbps, at(0), at(60)}, nil, nil, ErrNoPath},
+		{"above every capacity", nil, Request{"a1", "b1", 10 * gbps, at(0), at(60)}, nil, nil, ErrNoPath},
+		{"the other direction", nil, Request{"b1", "a1", 500 * mbps, at(0), at(60)}, reverse(viaDed), back, nil},
+		{"to a host", nil, Request{"a1", "x", gbps, at(0), at(60)}, path("a1", "a1-ra", "ra", "ra-x", "x"), nil, nil},
+		{"from a host", nil, Request{"x", "b1", gbps, at(0), at(60)}, path("x", "x-rb", "rb", "b1-rb", "b1"), nil, nil},
+		{"router to router", nil, Request{"ra", "rb", gbps, at(0), at(60)}, path("ra", "ded", "rb"), nil, nil},
 		{"wan taken: dedicated", []Booking{{Path: viaWan, Bandwidth: 500 * mbps, Start: at(30), End: at(90)}},
-			Request{"a1", "b1", 500 * mbps, at(0), at(60)}, viaDed, nil},
+			Request{"a1", "b1", 500 * mbps, at(0), at(60)}, viaDed, nil, nil},
 		{"wan taken, but only after the slot", []Booking{{Path: viaWan, Bandwidth: 900 * mbps, Start: at(60), End: at(90)}},
-			Request{"a1", "b1", 500 * mbps, at(0), at(60)}, viaWan, nil},
+			Request{"a1", "b1", 500 * mbps, at(0), at(60)}, viaDed, fits, nil},
 		{"only the reverse direction taken", []Booking{{Path: reverse(viaWan), Bandwidth: 900 * mbps, Start: at(0), End: at(90)}},
-			Request{"a1", "b1", 500 * mbps, at(0), at(60)}, viaWan, nil},
+			Request{"a1", "b1", 500 * mbps, at(0), at(60)}, viaDed, fits, nil},
 		{"two at the same instant fill dedicated", []Booking{
 			{Path: viaDed, Bandwidth: gbps, Start: at(0), End: at(60)},
 			{Path: viaDed, Bandwidth: gbps, Start: at(0), End: at(60)}},
-			Request{"a1", "b1", 1500 * mbps, at(0), at(60)}, viaLong, nil},
-		{"unknown node", nil, Request{"a1", "zz", 1, at(0), at(60)}, nil, ErrUnknownNode},
-		{"no source", nil, Request{"", "b1", 1, at(0), at(60)}, nil, ErrInvalidQuery},
-		{"same ends", nil, Request{"a1", "a1", 1, at(0), at(60)}, nil, ErrInvalidQuery},
-		{"zero bandwidth", nil, Request{"a1", "b1", 0, at(0), at(60)}, nil, ErrInvalidQuery},
-		{"end before start", nil, Request{"a1", "b1", 1, at(60), at(0)}, nil, ErrInvalidQuery},
-		{"zero length", nil, Request{"a1", "b1", 1, at(60), at(60)}, nil, ErrInvalidQuery},
-		{"no start", nil, Request{"a1", "b1", 1, time.Time{}, at(60)}, nil, ErrInvalidQuery},
+			Request{"a1", "b1", 1500 * mbps, at(0), at(60)}, viaLong, nil, nil},
+		{"unknown node", nil, Request{"a1", "zz", 1, at(0), at(60)}, nil, nil, ErrUnknownNode},
+		{"no source", nil, Request{"", "b1", 1, at(0), at(60)}, nil, nil, ErrInvalidQuery},
+		{"same ends", nil, Request{"a1", "a1", 1, at(0), at(60)}, nil, nil, ErrInvalidQuery},
+		{"zero bandwidth", nil, Request{"a1", "b1", 0, at(0), at(60)}, nil, nil, ErrInvalidQuery},
+		{"end before start", nil, Request{"a1", "b1", 1, at(60), at(0)}, nil, nil, ErrInvalidQuery},
+		{"zero length", nil, Request{"a1", "b1", 1, at(60), at(60)}, nil, nil, ErrInvalidQuery},
+		{"no start", nil, Request{"a1", "b1", 1, time.Time{}, at(60)}, nil, nil, ErrInvalidQuery},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := NewSchedule(twoSite(t))
-			book(t, s, tc.books...)
-			r, err := s.FixedSlot(tc.req)
-			if !errors.Is(err, tc.err) {
-				t.Fatalf("error %v, want %v", err, tc.err)
-			}
-			if err != nil {
-				return
-			}
-			if r.Algorithm != AlgFixedSlot || !slices.Equal(r.Path, tc.want) || r.Bandwidth != tc.req.Bandwidth ||
-				!r.Start.Equal(tc.req.Start) || !r.End.Equal(tc.req.End) {
-				t.Errorf("got %+v, want path %v", r, tc.want)
-			}
-			if err := s.Admit(r.Path, r.Bandwidth, r.Start, r.End); err != nil {
-				t.Errorf("the answer is not admitted: %v", err)
-			}
-		})
+		for _, pref := range PathPreferences {
+			t.Run(string(pref)+"/"+tc.name, func(t *testing.T) {
+				s := prefSchedule(t, twoSite(t), pref)
+				book(t, s, tc.books...)
+				r, err := s.FixedSlot(tc.req)
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("error %v, want %v", err, tc.err)
+				}
+				if err != nil {
+					return
+				}
+				want := tc.pref.expect(tc.want, pref)
+				if r.Algorithm != AlgFixedSlot || !slices.Equal(r.Path, want) || r.Bandwidth != tc.req.Bandwidth ||
+					!r.Start.Equal(tc.req.Start) || !r.End.Equal(tc.req.End) {
+					t.Errorf("got %+v, want path %v", r, want)
+				}
+				if err := s.Admit(r.Path, r.Bandwidth, r.Start, r.End); err != nil {
+					t.Errorf("the answer is not admitted: %v", err)
+				}
+			})
+		}
 	}
 }
 
-// TestFixedSlotTies checks the order among paths of as many hops: least
-// delay, then routed over dedicated, then link names in sequence.
+// TestFixedSlotTies checks the order among paths under each preference:
+// under dedicated, the fewest routed hops, then hops, then delay; under
+// routed, hops, delay, the fewest dedicated hops; under shortest, hops and
+// delay; and then link names in sequence under all three.
 func TestFixedSlotTies(t *testing.T) {
 	ms := time.Millisecond
+	type names map[PathPreference][]string
 	for _, tc := range []struct {
 		name  string
 		links []Link
-		want  []string // link names
+		want  []string // link names, under every preference but those in pref
+		pref  names
 	}{
-		{"least delay", []Link{{Name: "a", A: "p", B: "q", Delay: 5 * ms}, {Name: "b", A: "p", B: "q", Delay: 3 * ms}}, []string{"b"}},
-		{"same delay: by name", []Link{{Name: "b", A: "p", B: "q", Delay: 3 * ms}, {Name: "a", A: "p", B: "q", Delay: 3 * ms}}, []string{"a"}},
-		{"routed over dedicated", []Link{{Name: "a", A: "p", B: "q", Delay: 3 * ms, Role: LinkDedicated}, {Name: "z", A: "p", B: "q", Delay: 3 * ms}}, []string{"z"}},
-		{"delay over routed", []Link{{Name: "a", A: "p", B: "q", Delay: 2 * ms, Role: LinkDedicated}, {Name: "z", A: "p", B: "q", Delay: 3 * ms}}, []string{"a"}},
-		{"hops over delay", []Link{{Name: "slow", A: "p", B: "q", Delay: 50 * ms}, {Name: "f1", A: "p", B: "m1"}, {Name: "f2", A: "m1", B: "q"}}, []string{"slow"}},
+		{"least delay", []Link{{Name: "a", A: "p", B: "q", Delay: 5 * ms}, {Name: "b", A: "p", B: "q", Delay: 3 * ms}}, []string{"b"}, nil},
+		{"same delay: by name", []Link{{Name: "b", A: "p", B: "q", Delay: 3 * ms}, {Name: "a", A: "p", B: "q", Delay: 3 * ms}}, []string{"a"}, nil},
+		{"dedicated or routed, else by name", []Link{{Name: "a", A: "p", B: "q", Delay: 3 * ms, Role: LinkDedicated}, {Name: "z", A: "p", B: "q", Delay: 3 * ms}},
+			[]string{"a"}, names{PreferRouted: {"z"}}},
+		{"dedicated or routed, by name the other way", []Link{{Name: "z", A: "p", B: "q", Delay: 3 * ms, Role: LinkDedicated}, {Name: "a", A: "p", B: "q", Delay: 3 * ms}},
+			[]string{"z"}, names{PreferRouted: {"a"}, PreferShortest: {"a"}}},
+		{"delay over routed", []Link{{Name: "a", A: "p", B: "q", Delay: 2 * ms, Role: LinkDedicated}, {Name: "z", A: "p", B: "q", Delay: 3 * ms}}, []string{"a"}, nil},
+		{"dedicated over delay", []Link{{Name: "a", A: "p", B: "q", Delay: 2 * ms}, {Name: "z", A: "p", B: "q", Delay: 3 * ms, Role: LinkDedicated}},
+			[]string{"z"}, names{PreferRouted: {"a"}, PreferShortest: {"a"}}},
+		{"hops over delay", []Link{{Name: "slow", A: "p", B: "q", Delay: 50 * ms}, {Name: "f1", A: "p", B: "m1"}, {Name: "f2", A: "m1", B: "q"}}, []string{"slow"}, nil},
+		{"dedicated over hops", []Link{
+			{Name: "z", A: "p", B: "q"},
+			{Name: "d1", A: "p", B: "m1", Role: LinkDedicated}, {Name: "d2", A: "m1", B: "q", Role: LinkDedicated}},
+			[]string{"d1", "d2"}, names{PreferRouted: {"z"}, PreferShortest: {"z"}}},
+		{"as many routed hops: fewer hops", []Link{
+			{Name: "z", A: "p", B: "q", Delay: 9 * ms},
+			{Name: "d1", A: "p", B: "m1", Role: LinkDedicated}, {Name: "r2", A: "m1", B: "q"}},
+			[]string{"z"}, nil},
+		{"the fewest routed hops, whatever the hops", []Link{
+			{Name: "r1", A: "p", B: "m1"}, {Name: "r2", A: "m1", B: "q"},
+			{Name: "d1", A: "p", B: "m2", Role: LinkDedicated}, {Name: "d2", A: "m2", B: "m3", Role: LinkDedicated}, {Name: "r3", A: "m3", B: "q"}},
+			[]string{"d1", "d2", "r3"}, names{PreferRouted: {"r1", "r2"}, PreferShortest: {"r1", "r2"}}},
 		{"name sequence, not last name", []Link{
 			{Name: "l1", A: "p", B: "m1", Delay: ms}, {Name: "l4", A: "m1", B: "q", Delay: ms},
-			{Name: "l2", A: "p", B: "m2", Delay: ms}, {Name: "l3", A: "m2", B: "q", Delay: ms}}, []string{"l1", "l4"}},
+			{Name: "l2", A: "p", B: "m2", Delay: ms}, {Name: "l3", A: "m2", B: "q", Delay: ms}}, []string{"l1", "l4"}, nil},
 		{"name sequence, deeper", []Link{
 			{Name: "a", A: "p", B: "m1"}, {Name: "b", A: "p", B: "m2"},
 			{Name: "y", A: "m1", B: "n1"}, {Name: "c", A: "m2", B: "n2"},
-			{Name: "z", A: "n1", B: "q"}, {Name: "d", A: "n2", B: "q"}}, []string{"a", "y", "z"}},
+			{Name: "z", A: "n1", B: "q"}, {Name: "d", A: "n2", B: "q"}}, []string{"a", "y", "z"}, nil},
+		{"name sequence, deeper, all dedicated", []Link{
+			{Name: "a", A: "p", B: "m1", Role: LinkDedicated}, {Name: "b", A: "p", B: "m2", Role: LinkDedicated},
+			{Name: "y", A: "m1", B: "n1", Role: LinkDedicated}, {Name: "c", A: "m2", B: "n2", Role: LinkDedicated},
+			{Name: "z", A: "n1", B: "q", Role: LinkDedicated}, {Name: "d", A: "n2", B: "q", Role: LinkDedicated}}, []string{"a", "y", "z"}, nil},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			nodes := map[string]string{"p": NodeRouter, "q": NodeRouter}
-			for i := range tc.links {
-				tc.links[i].Capacity, tc.links[i].Reservable = gbps, 1
-				nodes[tc.links[i].A], nodes[tc.links[i].B] = NodeRouter, NodeRouter
-			}
-			g, err := NewGraph(nodes, tc.links)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := NewSchedule(g).FixedSlot(Request{"p", "q", gbps, at(0), at(1)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, h := range r.Path {
-				got = append(got, h.Link)
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("path %v, want %v", got, tc.want)
-			}
-		})
+		for _, pref := range PathPreferences {
+			t.Run(string(pref)+"/"+tc.name, func(t *testing.T) {
+				nodes := map[string]string{"p": NodeRouter, "q": NodeRouter}
+				links := slices.Clone(tc.links)
+				for i := range links {
+					links[i].Capacity, links[i].Reservable = gbps, 1
+					nodes[links[i].A], nodes[links[i].B] = NodeRouter, NodeRouter
+				}
+				g, err := NewGraph(nodes, links)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := prefSchedule(t, g, pref).FixedSlot(Request{"p", "q", gbps, at(0), at(1)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, h := range r.Path {
+					got = append(got, h.Link)
+				}
+				want := tc.want
+				if w, ok := tc.pref[pref]; ok {
+					want = w
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("path %v, want %v", got, want)
+				}
+			})
+		}
 	}
 }
 
@@ -135,36 +222,44 @@ func TestWidestPath(t *testing.T) {
 		books    []Booking
 		from, to string
 		want     []Hop
+		pref     under
 		width    uint64
 		err      error
 	}{
-		{"the long way is widest", nil, "a1", "b1", viaLong, 9 * gbps, nil},
+		{"the long way is widest", nil, "a1", "b1", viaLong, nil, 9 * gbps, nil},
 		{"the long way taken: dedicated", []Booking{{Path: path("rc", "rc-rd", "rd"), Bandwidth: 8 * gbps, Start: at(50), End: at(70)}},
-			"a1", "b1", viaDed, 2 * gbps, nil},
+			"a1", "b1", viaDed, nil, 2 * gbps, nil},
 		{"taken after the slot only", []Booking{{Path: path("rc", "rc-rd", "rd"), Bandwidth: 8 * gbps, Start: at(60), End: at(70)}},
-			"a1", "b1", viaLong, 9 * gbps, nil},
-		{"equal widths: fewer hops, then routed", []Booking{
+			"a1", "b1", viaLong, nil, 9 * gbps, nil},
+		{"equal widths: by preference", []Booking{
 			{Path: path("rc", "rc-rd", "rd"), Bandwidth: 8100 * mbps, Start: at(0), End: at(60)},
 			{Path: viaDed, Bandwidth: 1100 * mbps, Start: at(0), End: at(60)}},
-			"a1", "b1", viaWan, 900 * mbps, nil},
+			"a1", "b1", viaDed, under{PreferRouted: viaWan}, 900 * mbps, nil},
+		{"equal widths, dedicated full: the fewest routed hops", []Booking{
+			{Path: path("rc", "rc-rd", "rd"), Bandwidth: 8100 * mbps, Start: at(0), End: at(60)},
+			{Path: viaDed, Bandwidth: 2 * gbps, Start: at(0), End: at(60)}},
+			"a1", "b1", viaWan, nil, 900 * mbps, nil},
 		{"host in the middle refused", []Booking{
 			{Path: path("rc", "rc-rd", "rd"), Bandwidth: 9 * gbps, Start: at(0), End: at(60)},
 			{Path: viaDed, Bandwidth: 2 * gbps, Start: at(0), End: at(60)},
 			{Path: viaWan, Bandwidth: 900 * mbps, Start: at(0), End: at(60)}},
-			"a1", "b1", nil, 0, ErrNoPath},
-		{"unknown node", nil, "a1", "zz", nil, 0, ErrUnknownNode},
+			"a1", "b1", nil, nil, 0, ErrNoPath},
+		{"unknown node", nil, "a1", "zz", nil, nil, 0, ErrUnknownNode},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := NewSchedule(twoSite(t))
-			book(t, s, tc.books...)
-			r, err := s.WidestPath(tc.from, tc.to, at(0), at(60))
-			if !errors.Is(err, tc.err) {
-				t.Fatalf("error %v, want %v", err, tc.err)
-			}
-			if err == nil && (r.Algorithm != AlgWidestPath || !slices.Equal(r.Path, tc.want) || r.Bandwidth != tc.width) {
-				t.Errorf("got %+v, want %v of width %d", r, tc.want, tc.width)
-			}
-		})
+		for _, pref := range PathPreferences {
+			t.Run(string(pref)+"/"+tc.name, func(t *testing.T) {
+				s := prefSchedule(t, twoSite(t), pref)
+				book(t, s, tc.books...)
+				r, err := s.WidestPath(tc.from, tc.to, at(0), at(60))
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("error %v, want %v", err, tc.err)
+				}
+				want := tc.pref.expect(tc.want, pref)
+				if err == nil && (r.Algorithm != AlgWidestPath || !slices.Equal(r.Path, want) || r.Bandwidth != tc.width) {
+					t.Errorf("got %+v, want %v of width %d", r, want, tc.width)
+				}
+			})
+		}
 	}
 }
 
@@ -187,49 +282,55 @@ func TestEarliestStart(t *testing.T) {
 		path  []Hop
 		alg   string
 		err   error
+		pref  under // the path under other preferences
 	}{
-		{"fits before the first", StartQuery{Path: viaWan, Bandwidth: 500 * mbps, Duration: h(1), NotBefore: at(0)}, 0, viaWan, AlgEarliestStartPath, nil},
-		{"after the peak", StartQuery{Path: viaWan, Bandwidth: 500 * mbps, Duration: h(2), NotBefore: at(0)}, 180, viaWan, AlgEarliestStartPath, nil},
-		{"small enough for the middle", StartQuery{Path: viaWan, Bandwidth: 100 * mbps, Duration: h(2), NotBefore: at(30)}, 30, viaWan, AlgEarliestStartPath, nil},
-		{"just before the peak", StartQuery{Path: viaWan, Bandwidth: 200 * mbps, Duration: h(1), NotBefore: at(55)}, 55, viaWan, AlgEarliestStartPath, nil},
-		{"inside the peak: after it", StartQuery{Path: viaWan, Bandwidth: 200 * mbps, Duration: h(1), NotBefore: at(61)}, 180, viaWan, AlgEarliestStartPath, nil},
-		{"all of it, before everything", StartQuery{Path: viaWan, Bandwidth: 900 * mbps, Duration: h(1), NotBefore: at(0)}, 0, viaWan, AlgEarliestStartPath, nil},
-		{"all of it, after everything", StartQuery{Path: viaWan, Bandwidth: 900 * mbps, Duration: h(1), NotBefore: at(1)}, 240, viaWan, AlgEarliestStartPath, nil},
-		{"the horizon is too near", StartQuery{Path: viaWan, Bandwidth: 900 * mbps, Duration: h(1), NotBefore: at(1), Horizon: at(299)}, 0, nil, "", ErrNoSlot},
-		{"the horizon is just enough", StartQuery{Path: viaWan, Bandwidth: 900 * mbps, Duration: h(1), NotBefore: at(1), Horizon: at(300)}, 240, viaWan, AlgEarliestStartPath, nil},
-		{"above capacity", StartQuery{Path: viaWan, Bandwidth: gbps, Duration: h(1), NotBefore: at(0)}, 0, nil, "", ErrNoSlot},
-		{"any path: wan first", StartQuery{From: "a1", To: "b1", Bandwidth: 500 * mbps, Duration: h(2), NotBefore: at(0)}, 180, viaWan, AlgEarliestStart, nil},
-		{"any path: dedicated first", StartQuery{From: "a1", To: "b1", Bandwidth: gbps, Duration: h(2), NotBefore: at(0)}, 300, viaDed, AlgEarliestStart, nil},
-		{"any path: the long way at last", StartQuery{From: "a1", To: "b1", Bandwidth: 3 * gbps, Duration: h(2), NotBefore: at(0)}, 600, viaLong, AlgEarliestStart, nil},
-		{"any path: now", StartQuery{From: "b1", To: "a1", Bandwidth: 3 * gbps, Duration: h(2), NotBefore: at(0)}, 0, reverse(viaLong), AlgEarliestStart, nil},
-		{"any path: never", StartQuery{From: "a1", To: "b1", Bandwidth: 10 * gbps, Duration: h(2), NotBefore: at(0)}, 0, nil, "", ErrNoSlot},
-		{"any path: far future", StartQuery{From: "a1", To: "b1", Bandwidth: 3 * gbps, Duration: h(2), NotBefore: at(100000)}, 100000, viaLong, AlgEarliestStart, nil},
-		{"host in the middle refused", StartQuery{Path: viaX, Bandwidth: 1, Duration: h(1), NotBefore: at(0)}, 0, nil, "", ErrInvalidPath},
-		{"path and ends disagree", StartQuery{From: "b1", Path: viaWan, Bandwidth: 1, Duration: h(1), NotBefore: at(0)}, 0, nil, "", ErrInvalidPath},
-		{"zero bandwidth", StartQuery{Path: viaWan, Duration: h(1), NotBefore: at(0)}, 0, nil, "", ErrInvalidQuery},
-		{"zero duration", StartQuery{Path: viaWan, Bandwidth: 1, NotBefore: at(0)}, 0, nil, "", ErrInvalidQuery},
-		{"negative duration", StartQuery{Path: viaWan, Bandwidth: 1, Duration: -h(1), NotBefore: at(0)}, 0, nil, "", ErrInvalidQuery},
-		{"no not-before", StartQuery{Path: viaWan, Bandwidth: 1, Duration: h(1)}, 0, nil, "", ErrInvalidQuery},
-		{"horizon before not-before", StartQuery{Path: viaWan, Bandwidth: 1, Duration: h(1), NotBefore: at(0), Horizon: at(-60)}, 0, nil, "", ErrNoSlot},
+		{"fits before the first", StartQuery{Path: viaWan, Bandwidth: 500 * mbps, Duration: h(1), NotBefore: at(0)}, 0, viaWan, AlgEarliestStartPath, nil, nil},
+		{"after the peak", StartQuery{Path: viaWan, Bandwidth: 500 * mbps, Duration: h(2), NotBefore: at(0)}, 180, viaWan, AlgEarliestStartPath, nil, nil},
+		{"small enough for the middle", StartQuery{Path: viaWan, Bandwidth: 100 * mbps, Duration: h(2), NotBefore: at(30)}, 30, viaWan, AlgEarliestStartPath, nil, nil},
+		{"just before the peak", StartQuery{Path: viaWan, Bandwidth: 200 * mbps, Duration: h(1), NotBefore: at(55)}, 55, viaWan, AlgEarliestStartPath, nil, nil},
+		{"inside the peak: after it", StartQuery{Path: viaWan, Bandwidth: 200 * mbps, Duration: h(1), NotBefore: at(61)}, 180, viaWan, AlgEarliestStartPath, nil, nil},
+		{"all of it, before everything", StartQuery{Path: viaWan, Bandwidth: 900 * mbps, Duration: h(1), NotBefore: at(0)}, 0, viaWan, AlgEarliestStartPath, nil, nil},
+		{"all of it, after everything", StartQuery{Path: viaWan, Bandwidth: 900 * mbps, Duration: h(1), NotBefore: at(1)}, 240, viaWan, AlgEarliestStartPath, nil, nil},
+		{"the horizon is too near", StartQuery{Path: viaWan, Bandwidth: 900 * mbps, Duration: h(1), NotBefore: at(1), Horizon: at(299)}, 0, nil, "", ErrNoSlot, nil},
+		{"the horizon is just enough", StartQuery{Path: viaWan, Bandwidth: 900 * mbps, Duration: h(1), NotBefore: at(1), Horizon: at(300)}, 240, viaWan, AlgEarliestStartPath, nil, nil},
+		{"above capacity", StartQuery{Path: viaWan, Bandwidth: gbps, Duration: h(1), NotBefore: at(0)}, 0, nil, "", ErrNoSlot, nil},
+		{"any path, all free: by preference", StartQuery{From: "a1", To: "b1", Bandwidth: 500 * mbps, Duration: h(1), NotBefore: at(-600)}, -600, viaDed, AlgEarliestStart, nil,
+			under{PreferRouted: viaWan}},
+		{"any path: wan first", StartQuery{From: "a1", To: "b1", Bandwidth: 500 * mbps, Duration: h(2), NotBefore: at(0)}, 180, viaWan, AlgEarliestStart, nil, nil},
+		{"any path: dedicated first", StartQuery{From: "a1", To: "b1", Bandwidth: gbps, Duration: h(2), NotBefore: at(0)}, 300, viaDed, AlgEarliestStart, nil, nil},
+		{"any path: the long way at last", StartQuery{From: "a1", To: "b1", Bandwidth: 3 * gbps, Duration: h(2), NotBefore: at(0)}, 600, viaLong, AlgEarliestStart, nil, nil},
+		{"any path: now", StartQuery{From: "b1", To: "a1", Bandwidth: 3 * gbps, Duration: h(2), NotBefore: at(0)}, 0, reverse(viaLong), AlgEarliestStart, nil, nil},
+		{"any path: never", StartQuery{From: "a1", To: "b1", Bandwidth: 10 * gbps, Duration: h(2), NotBefore: at(0)}, 0, nil, "", ErrNoSlot, nil},
+		{"any path: far future", StartQuery{From: "a1", To: "b1", Bandwidth: 3 * gbps, Duration: h(2), NotBefore: at(100000)}, 100000, viaLong, AlgEarliestStart, nil, nil},
+		{"host in the middle refused", StartQuery{Path: viaX, Bandwidth: 1, Duration: h(1), NotBefore: at(0)}, 0, nil, "", ErrInvalidPath, nil},
+		{"path and ends disagree", StartQuery{From: "b1", Path: viaWan, Bandwidth: 1, Duration: h(1), NotBefore: at(0)}, 0, nil, "", ErrInvalidPath, nil},
+		{"zero bandwidth", StartQuery{Path: viaWan, Duration: h(1), NotBefore: at(0)}, 0, nil, "", ErrInvalidQuery, nil},
+		{"zero duration", StartQuery{Path: viaWan, Bandwidth: 1, NotBefore: at(0)}, 0, nil, "", ErrInvalidQuery, nil},
+		{"negative duration", StartQuery{Path: viaWan, Bandwidth: 1, Duration: -h(1), NotBefore: at(0)}, 0, nil, "", ErrInvalidQuery, nil},
+		{"no not-before", StartQuery{Path: viaWan, Bandwidth: 1, Duration: h(1)}, 0, nil, "", ErrInvalidQuery, nil},
+		{"horizon before not-before", StartQuery{Path: viaWan, Bandwidth: 1, Duration: h(1), NotBefore: at(0), Horizon: at(-60)}, 0, nil, "", ErrNoSlot, nil},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := NewSchedule(twoSite(t))
-			book(t, s, wanBusy...)
-			r, err := s.EarliestStart(tc.q)
-			if !errors.Is(err, tc.err) {
-				t.Fatalf("error %v, want %v", err, tc.err)
-			}
-			if err != nil {
-				return
-			}
-			if r.Algorithm != tc.alg || !r.Start.Equal(at(tc.start)) || !r.End.Equal(at(tc.start).Add(tc.q.Duration)) ||
-				!slices.Equal(r.Path, tc.path) || r.Bandwidth != tc.q.Bandwidth {
-				t.Errorf("got %+v, want start %s on %v by %s", r, at(tc.start), tc.path, tc.alg)
-			}
-			if err := s.Admit(r.Path, r.Bandwidth, r.Start, r.End); err != nil {
-				t.Errorf("the answer is not admitted: %v", err)
-			}
-		})
+		for _, pref := range PathPreferences {
+			t.Run(string(pref)+"/"+tc.name, func(t *testing.T) {
+				s := prefSchedule(t, twoSite(t), pref)
+				book(t, s, wanBusy...)
+				r, err := s.EarliestStart(tc.q)
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("error %v, want %v", err, tc.err)
+				}
+				if err != nil {
+					return
+				}
+				want := tc.pref.expect(tc.path, pref)
+				if r.Algorithm != tc.alg || !r.Start.Equal(at(tc.start)) || !r.End.Equal(at(tc.start).Add(tc.q.Duration)) ||
+					!slices.Equal(r.Path, want) || r.Bandwidth != tc.q.Bandwidth {
+					t.Errorf("got %+v, want start %s on %v by %s", r, at(tc.start), want, tc.alg)
+				}
+				if err := s.Admit(r.Path, r.Bandwidth, r.Start, r.End); err != nil {
+					t.Errorf("the answer is not admitted: %v", err)
+				}
+			})
+		}
 	}
 }
 
@@ -296,85 +397,119 @@ func TestEarliestCompletion(t *testing.T) {
 		path       []Hop
 		alg        string
 		err        error
+		pref       under // the path under other preferences
 	}{
 		{"at full rate before a booking", []Booking{{Path: viaWan, Bandwidth: 500 * mbps, Start: at(60), End: at(120)}},
-			CompletionQuery{Path: viaWan, Size: oneHour, NotBefore: at(0)}, 0, time.Hour, 900 * mbps, viaWan, AlgEarliestCompletionPath, nil},
+			CompletionQuery{Path: viaWan, Size: oneHour, NotBefore: at(0)}, 0, time.Hour, 900 * mbps, viaWan, AlgEarliestCompletionPath, nil, nil},
 		{"capped: slower but sooner than waiting", []Booking{{Path: viaWan, Bandwidth: 500 * mbps, Start: at(60), End: at(120)}},
-			CompletionQuery{Path: viaWan, Size: oneHour, MaxRate: 450 * mbps, NotBefore: at(0)}, 0, 2*time.Hour + 15*time.Minute, 400 * mbps, viaWan, AlgEarliestCompletionPath, nil},
+			CompletionQuery{Path: viaWan, Size: oneHour, MaxRate: 450 * mbps, NotBefore: at(0)}, 0, 2*time.Hour + 15*time.Minute, 400 * mbps, viaWan, AlgEarliestCompletionPath, nil, nil},
 		{"waiting is sooner", []Booking{{Path: viaWan, Bandwidth: 800 * mbps, Start: at(0), End: at(30)}},
-			CompletionQuery{Path: viaWan, Size: oneHour, NotBefore: at(0)}, 30 * time.Minute, 90 * time.Minute, 900 * mbps, viaWan, AlgEarliestCompletionPath, nil},
+			CompletionQuery{Path: viaWan, Size: oneHour, NotBefore: at(0)}, 30 * time.Minute, 90 * time.Minute, 900 * mbps, viaWan, AlgEarliestCompletionPath, nil, nil},
 		{"any path: the long way at 9G", nil,
-			CompletionQuery{From: "a1", To: "b1", Size: oneHour, NotBefore: at(0)}, 0, 6 * time.Minute, 9 * gbps, viaLong, AlgEarliestCompletion, nil},
-		{"any path: capped, the shortest", nil,
-			CompletionQuery{From: "a1", To: "b1", Size: oneHour, MaxRate: 900 * mbps, NotBefore: at(0)}, 0, time.Hour, 900 * mbps, viaWan, AlgEarliestCompletion, nil},
+			CompletionQuery{From: "a1", To: "b1", Size: oneHour, NotBefore: at(0)}, 0, 6 * time.Minute, 9 * gbps, viaLong, AlgEarliestCompletion, nil, nil},
+		{"any path: capped, by preference", nil,
+			CompletionQuery{From: "a1", To: "b1", Size: oneHour, MaxRate: 900 * mbps, NotBefore: at(0)}, 0, time.Hour, 900 * mbps, viaDed, AlgEarliestCompletion, nil,
+			under{PreferRouted: viaWan}},
+		{"any path: capped, dedicated full", []Booking{{Path: viaDed, Bandwidth: 2 * gbps, Start: at(0), End: at(60)}},
+			CompletionQuery{From: "a1", To: "b1", Size: oneHour, MaxRate: 900 * mbps, NotBefore: at(0)}, 0, time.Hour, 900 * mbps, viaWan, AlgEarliestCompletion, nil, nil},
 		{"any path: once dedicated frees", wanBusy,
-			CompletionQuery{From: "a1", To: "b1", Size: 10 * oneHour, NotBefore: at(0)}, 300 * time.Minute, 570 * time.Minute, 2 * gbps, viaDed, AlgEarliestCompletion, nil},
+			CompletionQuery{From: "a1", To: "b1", Size: 10 * oneHour, NotBefore: at(0)}, 300 * time.Minute, 570 * time.Minute, 2 * gbps, viaDed, AlgEarliestCompletion, nil, nil},
 		{"any path: once the long way frees", wanBusy,
-			CompletionQuery{From: "a1", To: "b1", Size: 30 * oneHour, NotBefore: at(0)}, 600 * time.Minute, 780 * time.Minute, 9 * gbps, viaLong, AlgEarliestCompletion, nil},
+			CompletionQuery{From: "a1", To: "b1", Size: 30 * oneHour, NotBefore: at(0)}, 600 * time.Minute, 780 * time.Minute, 9 * gbps, viaLong, AlgEarliestCompletion, nil, nil},
 		{"horizon too near", wanBusy,
-			CompletionQuery{From: "a1", To: "b1", Size: 10 * oneHour, NotBefore: at(0), Horizon: at(300)}, 0, 0, 0, nil, "", ErrNoSlot},
-		{"zero size", nil, CompletionQuery{Path: viaWan, NotBefore: at(0)}, 0, 0, 0, nil, "", ErrInvalidQuery},
-		{"host in the middle", nil, CompletionQuery{Path: viaX, Size: 1, NotBefore: at(0)}, 0, 0, 0, nil, "", ErrInvalidPath},
+			CompletionQuery{From: "a1", To: "b1", Size: 10 * oneHour, NotBefore: at(0), Horizon: at(300)}, 0, 0, 0, nil, "", ErrNoSlot, nil},
+		{"zero size", nil, CompletionQuery{Path: viaWan, NotBefore: at(0)}, 0, 0, 0, nil, "", ErrInvalidQuery, nil},
+		{"host in the middle", nil, CompletionQuery{Path: viaX, Size: 1, NotBefore: at(0)}, 0, 0, 0, nil, "", ErrInvalidPath, nil},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := NewSchedule(twoSite(t))
-			book(t, s, tc.books...)
-			r, err := s.EarliestCompletion(tc.q)
-			if !errors.Is(err, tc.err) {
-				t.Fatalf("error %v, want %v", err, tc.err)
-			}
-			if err != nil {
-				return
-			}
-			if r.Algorithm != tc.alg || !r.Start.Equal(t0.Add(tc.start)) || !r.End.Equal(t0.Add(tc.end)) || r.Bandwidth != tc.bw || !slices.Equal(r.Path, tc.path) {
-				t.Errorf("got %s [%s, %s) at %d on %v, want %s [%s, %s) at %d on %v", r.Algorithm, r.Start.Sub(t0), r.End.Sub(t0), r.Bandwidth, r.Path,
-					tc.alg, tc.start, tc.end, tc.bw, tc.path)
-			}
-			if err := s.Admit(r.Path, r.Bandwidth, r.Start, r.End); err != nil {
-				t.Errorf("the answer is not admitted: %v", err)
-			}
-		})
+		for _, pref := range PathPreferences {
+			t.Run(string(pref)+"/"+tc.name, func(t *testing.T) {
+				s := prefSchedule(t, twoSite(t), pref)
+				book(t, s, tc.books...)
+				r, err := s.EarliestCompletion(tc.q)
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("error %v, want %v", err, tc.err)
+				}
+				if err != nil {
+					return
+				}
+				want := tc.pref.expect(tc.path, pref)
+				if r.Algorithm != tc.alg || !r.Start.Equal(t0.Add(tc.start)) || !r.End.Equal(t0.Add(tc.end)) || r.Bandwidth != tc.bw || !slices.Equal(r.Path, want) {
+					t.Errorf("got %s [%s, %s) at %d on %v, want %s [%s, %s) at %d on %v", r.Algorithm, r.Start.Sub(t0), r.End.Sub(t0), r.Bandwidth, r.Path,
+						tc.alg, tc.start, tc.end, tc.bw, want)
+				}
+				if err := s.Admit(r.Path, r.Bandwidth, r.Start, r.End); err != nil {
+					t.Errorf("the answer is not admitted: %v", err)
+				}
+			})
+		}
 	}
 }
 
+// TestAlternatives checks the alternatives offered on a refusal, under
+// each preference: the earliest slot's path follows the preference.
 func TestAlternatives(t *testing.T) {
-	s := NewSchedule(twoSite(t))
-	book(t, s,
-		Booking{Path: viaWan, Bandwidth: 900 * mbps, Start: at(0), End: at(120)},
-		Booking{Path: viaDed, Bandwidth: 2 * gbps, Start: at(0), End: at(120)},
-		Booking{Path: path("rc", "rc-rd", "rd"), Bandwidth: 8500 * mbps, Start: at(0), End: at(120)})
-	req := Request{From: "a1", To: "b1", Bandwidth: gbps, Start: at(0), End: at(60)}
-	if _, err := s.FixedSlot(req); !errors.Is(err, ErrNoPath) {
-		t.Fatalf("FixedSlot: %v, want ErrNoPath", err)
+	for _, pref := range PathPreferences {
+		t.Run(string(pref), func(t *testing.T) {
+			s := prefSchedule(t, twoSite(t), pref)
+			book(t, s,
+				Booking{Path: viaWan, Bandwidth: 900 * mbps, Start: at(0), End: at(120)},
+				Booking{Path: viaDed, Bandwidth: 2 * gbps, Start: at(0), End: at(120)},
+				Booking{Path: path("rc", "rc-rd", "rd"), Bandwidth: 8500 * mbps, Start: at(0), End: at(120)})
+			req := Request{From: "a1", To: "b1", Bandwidth: gbps, Start: at(0), End: at(60)}
+			if _, err := s.FixedSlot(req); !errors.Is(err, ErrNoPath) {
+				t.Fatalf("FixedSlot: %v, want ErrNoPath", err)
+			}
+			alt, err := s.Alternatives(req, time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e := alt.Earliest; e == nil || !e.Start.Equal(at(120)) || !e.End.Equal(at(180)) || !slices.Equal(e.Path, viaDed) || e.Algorithm != AlgEarliestStart {
+				t.Errorf("earliest: %+v, want [120, 180) minutes on dedicated", e)
+			}
+			if w := alt.Widest; w == nil || w.Bandwidth != 500*mbps || !slices.Equal(w.Path, viaLong) || w.Algorithm != AlgWidestPath {
+				t.Errorf("widest: %+v, want 500M the long way", w)
+			}
+			alt, err = s.Alternatives(Request{From: "a1", To: "b1", Bandwidth: 20 * gbps, Start: at(0), End: at(60)}, at(600))
+			if err != nil || alt.Earliest != nil || alt.Widest == nil {
+				t.Errorf("for 20G: %+v, %v; want no earliest slot and a widest path", alt, err)
+			}
+			if _, err := s.Alternatives(Request{From: "a1", To: "b1", Start: at(0), End: at(60)}, time.Time{}); !errors.Is(err, ErrInvalidQuery) {
+				t.Errorf("zero bandwidth: %v", err)
+			}
+		})
 	}
-	alt, err := s.Alternatives(req, time.Time{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e := alt.Earliest; e == nil || !e.Start.Equal(at(120)) || !e.End.Equal(at(180)) || !slices.Equal(e.Path, viaDed) || e.Algorithm != AlgEarliestStart {
-		t.Errorf("earliest: %+v, want [120, 180) minutes on dedicated", e)
-	}
-	if w := alt.Widest; w == nil || w.Bandwidth != 500*mbps || !slices.Equal(w.Path, viaLong) || w.Algorithm != AlgWidestPath {
-		t.Errorf("widest: %+v, want 500M the long way", w)
-	}
-	alt, err = s.Alternatives(Request{From: "a1", To: "b1", Bandwidth: 20 * gbps, Start: at(0), End: at(60)}, at(600))
-	if err != nil || alt.Earliest != nil || alt.Widest == nil {
-		t.Errorf("for 20G: %+v, %v; want no earliest slot and a widest path", alt, err)
-	}
-	if _, err := s.Alternatives(Request{From: "a1", To: "b1", Start: at(0), End: at(60)}, time.Time{}); !errors.Is(err, ErrInvalidQuery) {
-		t.Errorf("zero bandwidth: %v", err)
+	// With wan and ded both free after the refused slot, the earliest slot
+	// goes where the preference says.
+	for _, pref := range PathPreferences {
+		s := prefSchedule(t, twoSite(t), pref)
+		book(t, s,
+			Booking{Path: viaWan, Bandwidth: 900 * mbps, Start: at(0), End: at(60)},
+			Booking{Path: viaDed, Bandwidth: 2 * gbps, Start: at(0), End: at(60)},
+			Booking{Path: path("rc", "rc-rd", "rd"), Bandwidth: 9 * gbps, Start: at(0), End: at(600)})
+		alt, err := s.Alternatives(Request{From: "a1", To: "b1", Bandwidth: 500 * mbps, Start: at(0), End: at(60)}, time.Time{})
+		want := under{PreferRouted: viaWan}.expect(viaDed, pref)
+		if err != nil || alt.Earliest == nil || !alt.Earliest.Start.Equal(at(60)) || !slices.Equal(alt.Earliest.Path, want) {
+			t.Errorf("%s: earliest %+v, %v; want [60, 120) minutes on %v", pref, alt.Earliest, err, want)
+		}
 	}
 }
 
 // TestSchedulingRandom checks FixedSlot, WidestPath, EarliestStart (on a
 // fixed path and on any) and AllStarts against brute forces over every
-// simple path, on random workloads on random small topologies.
+// simple path, on random workloads on random small topologies, under each
+// path preference.
 func TestSchedulingRandom(t *testing.T) {
+	for _, pref := range PathPreferences {
+		t.Run(string(pref), func(t *testing.T) { schedulingRandom(t, pref) })
+	}
+}
+
+func schedulingRandom(t *testing.T, pref PathPreference) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	var found, missed int
 	for round := range 120 {
 		g, hosts := randomGraph(rng)
-		s := NewSchedule(g)
+		s := prefSchedule(t, g, pref)
 		books := randomBookings(t, rng, s, hosts, 20)
 		nodes := g.Nodes()
 		for range 10 {
@@ -387,14 +522,18 @@ func TestSchedulingRandom(t *testing.T) {
 			m := rng.IntN(70) - 5
 			st, en := at(m), at(m+1+rng.IntN(20))
 			where := fmt.Sprintf("round %d: %s to %s, %d over [%d, %s)", round, a, b, bw, m, en.Sub(st))
-
-			// (i) FixedSlot: the best fitting path by (hops, delay, dedicated, names).
-			var want []Hop
-			for _, p := range paths {
-				if pathFits(g, books, p, bw, st, en) && (want == nil || bruteKeyOf(g, p).compare(bruteKeyOf(g, want)) < 0) {
-					want = p
+			best := func(bw uint64) []Hop {
+				var want []Hop
+				for _, p := range paths {
+					if pathFits(g, books, p, bw, st, en) && (want == nil || bruteKeyOf(g, p, pref).compare(bruteKeyOf(g, want, pref)) < 0) {
+						want = p
+					}
 				}
+				return want
 			}
+
+			// (i) FixedSlot: the best fitting path in the preference's order.
+			want := best(bw)
 			r, err := s.FixedSlot(Request{a, b, bw, st, en})
 			switch {
 			case want == nil && !errors.Is(err, ErrNoPath):
@@ -408,21 +547,17 @@ func TestSchedulingRandom(t *testing.T) {
 				missed++
 			}
 
-			// (ii) WidestPath: the largest width, on as few hops as any path of that width.
+			// (ii) WidestPath: the largest width, on the best path of that width.
 			var width uint64
-			hops := 0
 			for _, p := range paths {
-				w := pathWidth(g, books, p, st, en)
-				if w > width || w == width && w > 0 && len(p) < hops {
-					width, hops = w, len(p)
-				}
+				width = max(width, pathWidth(g, books, p, st, en))
 			}
 			r, err = s.WidestPath(a, b, st, en)
 			switch {
 			case width == 0 && !errors.Is(err, ErrNoPath):
 				t.Fatalf("%s: WidestPath %+v, %v; brute force: nothing free", where, r, err)
-			case width > 0 && (err != nil || r.Bandwidth != width || len(r.Path) != hops || pathWidth(g, books, r.Path, st, en) != width):
-				t.Fatalf("%s: WidestPath %+v, %v; brute force: width %d in %d hops", where, r, err, width, hops)
+			case width > 0 && (err != nil || r.Bandwidth != width || !slices.Equal(r.Path, best(width))):
+				t.Fatalf("%s: WidestPath %+v, %v; brute force: width %d on %v", where, r, err, width, best(width))
 			}
 
 			// (iii) and (iv): earliest and all starts, on any path and on each path.
