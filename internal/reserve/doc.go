@@ -28,6 +28,10 @@
 //     between them at once (a maximum flow per window, decomposed into
 //     paths), for the earliest completion; JointFixedSlot is the same flow
 //     over a given window.
+//   - The path preference (prefer.go; DESIGN.md, "Path choice"): which of
+//     the paths with room every algorithm picks. By default the dedicated
+//     links first and the routed ones only for what does not fit; routed
+//     and shortest are the alternatives a controller may configure.
 //
 // Beside the scheduling core, the package holds the reservations themselves:
 // their state machine, the policies they are checked against and the flow

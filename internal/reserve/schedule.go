@@ -135,16 +135,20 @@ func (s *Schedule) endpoints(from, to string, path []Hop) (src, dst int, dirs []
 // throughout [req.Start, req.End).
 //
 // Formulation: drop every link direction whose minimum residual over the
-// slot is below the bandwidth, then breadth-first search from the source.
-// Among the paths with the fewest hops it returns the one with the least
-// total delay, then the fewest dedicated links (routed links are preferred,
-// dedicated capacity being kept for whoever needs it), then the first by
-// the sequence of its link names. The BFS runs layer by layer: each node of
-// a layer keeps its best predecessor under that order, and the nodes of a
-// layer are ranked by their paths' name sequences, so that the last key
-// compares in O(1).
+// slot is below the bandwidth, then search from the source for the best
+// path under the schedule's PathPreference: by default (dedicated) the
+// fewest routed hops, then the fewest hops, then the least delay, so
+// reserved flows ride the circuits and the routed network carries only
+// what they cannot; under routed, the fewest hops, the least delay, then
+// the fewest dedicated links (the order before issue 29); under shortest,
+// hops and delay alone. Ties go to the first path by the sequence of its
+// link names. The search is best-first on the part of that order which
+// every hop increases (hops, or routed hops and hops), so a node's label
+// is final when it leaves the frontier; the rest of the order decides
+// between ways into a node as they are found.
 //
-// Cost: O(E·(log K + k) + V log V). A bandwidth above every capacity finds
+// Cost: O(E·(log K + k + log V)), plus the length of the two paths compared
+// on a tie of everything but names. A bandwidth above every capacity finds
 // no path (ErrNoPath), it is not an error of the query.
 func (s *Schedule) FixedSlot(req Request) (Result, error) {
 	return s.FixedSlotAvoiding(req, nil)
@@ -274,8 +278,8 @@ func (s *Schedule) walkBack(pred []int32, src, dst, h int) []int32 {
 //
 // Formulation: the per-direction minima of FixedSlot as weights, then a
 // max-min (bottleneck) Dijkstra for the largest width W; the path is then
-// FixedSlot's for bandwidth W (fewest hops, least delay, routed before
-// dedicated, names). The second pass is needed for the tie-break: a
+// FixedSlot's for bandwidth W (the preferred among the paths that wide).
+// The second pass is needed for the tie-break: a
 // bottleneck label keeps the widest prefix to each node, which may have
 // more hops than a narrower prefix that is still wide enough, so "widest,
 // then fewest hops" has no optimal substructure. Cost:
