@@ -245,8 +245,8 @@ func TestLifecycle(t *testing.T) {
 	if r.State != reserve.StateReserved || r.Owner != "alice" || r.DSCP == 0 || len(r.Path) != 3 || res.Algorithm != reserve.AlgFixedSlot {
 		t.Fatalf("created %+v (algorithm %s)", r, res.Algorithm)
 	}
-	if r.Path[1].Link != "wan" {
-		t.Errorf("path %v: want the routed wan link first (dedicated capacity is kept for who needs it)", r.Path)
+	if r.Path[1].Link != "dedicated" {
+		t.Errorf("path %v: want the dedicated link (reserved flows go on the circuit first; DESIGN.md, Path choice)", r.Path)
 	}
 
 	// Another user sees nothing of it; an operator does.
@@ -279,12 +279,12 @@ func TestLifecycle(t *testing.T) {
 	if st, raw := e.do("PATCH", "/api/v1/reservations/"+r.ID, alice, apiv1.ModifyRequest{Version: r.Version, Bandwidth: 100 * mbps}, nil); st != 409 {
 		t.Errorf("modify with a stale version: %d %s", st, raw)
 	}
-	// Growing past the link is refused and leaves it as it was.
-	if st, raw := e.do("PATCH", "/api/v1/reservations/"+r.ID, alice, apiv1.ModifyRequest{Version: mod.Reservation.Version, Bandwidth: 950 * mbps}, nil); st != 409 || errorOf(t, raw).Code != apiv1.CodeCapacity {
+	// Growing past the link (1.8G reservable) is refused and leaves it as it was.
+	if st, raw := e.do("PATCH", "/api/v1/reservations/"+r.ID, alice, apiv1.ModifyRequest{Version: mod.Reservation.Version, Bandwidth: 1900 * mbps}, nil); st != 409 || errorOf(t, raw).Code != apiv1.CodeCapacity {
 		t.Errorf("modify beyond the link: %d %s", st, raw)
 	}
-	// Moving it to the dedicated link.
-	if st, raw := e.do("PATCH", "/api/v1/reservations/"+r.ID, alice, apiv1.ModifyRequest{Version: mod.Reservation.Version, Path: []string{"a1-ra", "dedicated", "b1-rb"}}, &mod); st != 200 || mod.Reservation.Path[1].Link != "dedicated" {
+	// Moving it to the routed wan link.
+	if st, raw := e.do("PATCH", "/api/v1/reservations/"+r.ID, alice, apiv1.ModifyRequest{Version: mod.Reservation.Version, Path: []string{"a1-ra", "wan", "b1-rb"}}, &mod); st != 200 || mod.Reservation.Path[1].Link != "wan" {
 		t.Fatalf("move: %d %s", st, raw)
 	}
 
@@ -308,11 +308,11 @@ func TestLifecycle(t *testing.T) {
 		t.Errorf("last transition %+v", last)
 	}
 	// Its capacity is free again.
-	if st, _, raw := e.create(alice, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 2700 * mbps, Start: e.clk.Now(), Duration: "1h", Path: []string{"a1-ra", "dedicated", "b1-rb"}}); st != 409 {
-		t.Errorf("2.7G over a 2G link: %d %s", st, raw)
+	if st, _, raw := e.create(alice, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 1000 * mbps, Start: e.clk.Now(), Duration: "1h", Path: []string{"a1-ra", "wan", "b1-rb"}}); st != 409 {
+		t.Errorf("1G over a 1G link, 0.9 reservable: %d %s", st, raw)
 	}
-	if st, _, raw := e.create(alice, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 1800 * mbps, Start: e.clk.Now(), Duration: "1h", Path: []string{"a1-ra", "dedicated", "b1-rb"}}); st != 201 {
-		t.Errorf("the dedicated link's whole reservable capacity after the cancel: %d %s", st, raw)
+	if st, _, raw := e.create(alice, apiv1.ReservationRequest{From: "a1", To: "b1", Bandwidth: 900 * mbps, Start: e.clk.Now(), Duration: "1h", Path: []string{"a1-ra", "wan", "b1-rb"}}); st != 201 {
+		t.Errorf("the wan link's whole reservable capacity after the cancel: %d %s", st, raw)
 	}
 
 	var audit apiv1.AuditList

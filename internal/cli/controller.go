@@ -34,6 +34,7 @@ func newControllerCmd() *cobra.Command {
 		listens                    []string
 		dbURL, topoFile, adminFile string
 		cert, key, pool            string
+		pathPref                   string
 		holdTimeout                time.Duration
 		debug                      bool
 		metricsDB, tiers, rulesF   string
@@ -131,7 +132,7 @@ streams one user may hold open (over it, a 429).`,
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl})).With("component", "controller")
 			return runController(cmd.Context(), log, controllerOptions{listens: listens, db: dbURL, topology: topoFile,
-				adminFile: adminFile, cert: cert, key: key, pool: pool, hold: holdTimeout,
+				adminFile: adminFile, cert: cert, key: key, pool: pool, pathPref: pathPref, hold: holdTimeout,
 				metricsDB: metricsDB, tiers: tiers, budget: budget, rules: rulesF, rulesEvery: rulesEvery, limits: limits,
 				maxConns: maxConns, maxStreams: maxStreams, partMin: partMin, partSize: partSize,
 				maxConnsPerClient: maxConnsPerClient, unauthTimeout: unauthTimeout})
@@ -146,6 +147,8 @@ streams one user may hold open (over it, a 429).`,
 	f.StringVar(&key, "tls-key", "", "TLS private key (PEM)")
 	f.StringVar(&pool, "dscp-pool", "", "DSCP values for reservations that steer flows (default af11-af43,cs1-cs5)")
 	f.DurationVar(&holdTimeout, "hold-timeout", controller.DefaultMaxHold, "the longest hold a client may ask for")
+	f.StringVar(&pathPref, "path-preference", string(reserve.PreferDedicated),
+		"which of the paths with room reservations take: dedicated (circuits first, routed links only for what does not fit), routed (the shortest path, routed links before dedicated ones) or shortest (fewest hops, whatever the links' roles)")
 	f.BoolVar(&debug, "debug", false, "log every request that fails, not only server errors")
 	f.StringVar(&metricsDB, "metrics-db", "", "the monitoring repository's SQLite file (default beside --db), or \"none\" to keep no metrics")
 	f.StringVar(&tiers, "metrics-tiers", "raw:3h,1m:7d,10m:180d", "the repository's tiers: STEP:RETENTION,... (raw first)")
@@ -166,6 +169,7 @@ type controllerOptions struct {
 	listens                 []string
 	db, topology, adminFile string
 	cert, key, pool         string
+	pathPref                string
 	hold                    time.Duration
 	metricsDB, tiers        string
 	budget, rules           string
@@ -265,6 +269,10 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	}
 	if o.rulesEvery <= 0 {
 		return fmt.Errorf("controller: --rules-interval %v: want a duration above zero", o.rulesEvery)
+	}
+	pref, err := reserve.ParsePathPreference(o.pathPref)
+	if err != nil {
+		return fmt.Errorf("controller: --path-preference: %w", err)
 	}
 	var tlsCfg *tls.Config
 	if o.cert != "" || o.key != "" {
@@ -401,7 +409,7 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 	st := lead.Store()
 	defer st.Close()
 	log.Info("leading", "epoch", lead.Epoch())
-	c, err = controller.Open(ctx, controller.Config{Store: st, StoreKind: kind, Topology: topo, DSCPPool: dscp, MaxHold: o.hold, Limits: o.limits.controller(), Log: log})
+	c, err = controller.Open(ctx, controller.Config{Store: st, StoreKind: kind, Topology: topo, DSCPPool: dscp, PathPreference: pref, MaxHold: o.hold, Limits: o.limits.controller(), Log: log})
 	if err != nil {
 		c = nil
 		return fmt.Errorf("controller: %w", err)

@@ -58,6 +58,9 @@ type Config struct {
 	DSCPPool reserve.DSCPPool
 	// MaxHold bounds holds; zero means DefaultMaxHold.
 	MaxHold time.Duration
+	// PathPreference is which of the paths with room the scheduler picks
+	// (DESIGN.md, "Path choice"); empty means reserve.PreferDedicated.
+	PathPreference reserve.PathPreference
 	// Limits bound what each user may keep (limits.go); zero: none.
 	Limits Limits
 	// Now is the clock; nil means time.Now.
@@ -107,6 +110,7 @@ type Controller struct {
 	pool    reserve.DSCPPool
 	maxHold time.Duration
 	limits  Limits
+	pref    reserve.PathPreference
 
 	mu     sync.RWMutex // serialises changes; queries hold it shared
 	topo   *Topo
@@ -130,6 +134,10 @@ type Controller struct {
 	wake   chan struct{}
 	events *broker
 }
+
+// PathPreference returns which of the paths with room the controller's
+// scheduler picks.
+func (c *Controller) PathPreference() reserve.PathPreference { return c.pref }
 
 // ErrNoTopology is a request that needs a topology when none was given.
 var ErrNoTopology = fmt.Errorf("%w: the controller has no topology yet: start it with --topology FILE or PUT /api/v1/topology", reserve.ErrConflict)
@@ -189,6 +197,11 @@ func open(ctx context.Context, cfg Config) (*Controller, error) {
 	if c.maxHold <= 0 {
 		c.maxHold = DefaultMaxHold
 	}
+	pref, err := reserve.ParsePathPreference(string(cfg.PathPreference))
+	if err != nil {
+		return nil, err
+	}
+	c.pref = pref
 	c.auth.init()
 
 	if s, err := c.st.GetSetting(ctx, settingPolicy); err == nil {

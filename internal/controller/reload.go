@@ -63,7 +63,7 @@ func (c *Controller) reload(ctx context.Context, a Actor, t *Topo) ([]string, er
 		return nil, fmt.Errorf("store topology: %w", err)
 	}
 	c.topo, c.sched = t, sched
-	c.log.Info("topology loaded", "name", t.Name, "nodes", len(t.Graph.Nodes()), "links", len(t.Graph.Links()))
+	c.log.Info("topology loaded", "name", t.Name, "nodes", len(t.Graph.Nodes()), "links", len(t.Graph.Links()), "path_preference", c.pref)
 	return nil, nil
 }
 
@@ -72,6 +72,9 @@ func (c *Controller) reload(ctx context.Context, a Actor, t *Topo) ([]string, er
 // or not enough capacity) and the holds that lose a node.
 func (c *Controller) admitAll(t *Topo) (*reserve.Schedule, []string) {
 	sched := reserve.NewSchedule(t.Graph)
+	if err := sched.SetPathPreference(c.pref); err != nil { // cannot happen: open checked it
+		panic(err)
+	}
 	var stranded []string
 	rs := c.liveList()
 	sort.Slice(rs, func(i, j int) bool {

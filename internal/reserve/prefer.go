@@ -39,7 +39,7 @@ func ParsePathPreference(s string) (PathPreference, error) {
 	case PreferDedicated, PreferRouted, PreferShortest:
 		return p, nil
 	}
-	return "", fmt.Errorf("%w: path preference %q: want %s, %s or %s", ErrInvalidQuery, s, PreferDedicated, PreferRouted, PreferShortest)
+	return "", fmt.Errorf("unknown path preference %q (want %s, %s or %s)", s, PreferDedicated, PreferRouted, PreferShortest)
 }
 
 // SetPathPreference sets the order in which the schedule's queries choose
