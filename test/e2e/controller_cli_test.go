@@ -245,8 +245,10 @@ func TestControllerCLILifecycle(t *testing.T) {
 	if lo, hi := before.Truncate(time.Second).Add(time.Hour), after.Add(time.Hour); created.Start.Before(lo) || created.Start.After(hi) {
 		t.Errorf("--start +1h gave %s, want between %s and %s", created.Start, lo, hi)
 	}
-	if l := created.links(); l != "a1-ra,wan,b1-rb" && l != "a1-ra,dedicated,b1-rb" {
-		t.Errorf("path %s", l)
+	// No path named: the dedicated link, which has room (the controller's
+	// default --path-preference).
+	if l := created.links(); l != "a1-ra,dedicated,b1-rb" {
+		t.Errorf("path %s, want a1-ra,dedicated,b1-rb", l)
 	}
 	id := created.ID
 
@@ -286,7 +288,7 @@ func TestControllerCLILifecycle(t *testing.T) {
 
 	// show: the detail and the history.
 	r = c.ok(adm, "reserve", "show", id)
-	for _, want := range []string{`(?m)^state +RESERVED$`, `(?m)^bandwidth +500 Mbit/s$`, `(?m)^path +a1 -a1-ra-> ra -(wan|dedicated)-> rb -b1-rb-> b1$`,
+	for _, want := range []string{`(?m)^state +RESERVED$`, `(?m)^bandwidth +500 Mbit/s$`, `(?m)^path +a1 -a1-ra-> ra -dedicated-> rb -b1-rb-> b1$`,
 		`(?m)^history:$`, `(?m)^  \S+ +create +RESERVED +admin +1 +created and committed$`} {
 		if !regexp.MustCompile(want).MatchString(r.stdout) {
 			t.Errorf("reserve show lacks %s:\n%s", want, r.stdout)

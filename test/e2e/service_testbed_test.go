@@ -125,6 +125,11 @@ func TestServiceOnTestbed(t *testing.T) {
 			onReserved += int64(s1.bytesOn(l, "ra") - s0.bytesOn(l, "ra"))
 		}
 		t.Logf("bytes on the reserved links %v: %d of %d", uniq(reservedLinks), onReserved, total)
+		// The pairs' 2 × 50 Mbit/s fit on the dedicated link: none is
+		// booked on the routed wan (DESIGN.md, "Path choice").
+		if slices.Contains(reservedLinks, "wan") {
+			t.Errorf("the pairs were booked on %v: want the dedicated link alone, which has room for both", reservedLinks)
+		}
 		// Copies are handed out only once the job is ACTIVE, which it is
 		// once its reservations are, every node's part in place: every
 		// byte went steered, whenever it went.

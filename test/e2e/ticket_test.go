@@ -53,7 +53,7 @@ func TestTicketCLI(t *testing.T) {
 		`(?m)^state +ACTIVE$`,
 		`(?m)^from → to +a1 → b1 at 500 Mbit/s$`,
 		`(?m)^window +\S+ → \S+ \(1h00m\)$`,
-		`(?m)^path +a1 -a1-ra-> ra -(wan|dedicated)-> rb -b1-rb-> b1$`,
+		`(?m)^path +a1 -a1-ra-> ra -dedicated-> rb -b1-rb-> b1$`, // no path named: the circuit first
 		`(?m)^dscp +[a-z]+[0-9]* \([0-9]+\)$`,
 		`(?m)^flows +tcp 198\.18\.1\.1 > 198\.18\.2\.1:7070$`,
 		`(?m)^managed nodes +none: no agent runs on its path`,
