@@ -166,9 +166,11 @@ echo "== controller: lightpath controller --listen 127.0.0.1:$cport --topology e
 cpid=$!
 for _ in $(seq 50); do [ -s "$work/admin.token" ] && (exec 3<>"/dev/tcp/127.0.0.1/$cport") 2>/dev/null && break; sleep 0.1; done
 export LIGHTPATH_CONTROLLER="http://127.0.0.1:$cport" LIGHTPATH_CONTROLLER_TOKEN="$(cat "$work/admin.token")"
-echo "== reserve 800 Mbit/s a1 -> b1 and a2 -> b2 from +1m for 1h (the second takes the dedicated link)"
+echo "== reserve 800 Mbit/s a1 -> b1 and a2 -> b2 from +1m for 1h: both take the dedicated link (circuits first, 1.8 Gbit/s reservable)"
 "$bin" reserve create --from a1 --to b1 --bandwidth 800M --start +1m --duration 1h
 "$bin" reserve create --from a2 --to b2 --bandwidth 800M --start +1m --duration 1h
+echo "== 500 Mbit/s a1 -> b2 in the same hour: 200 Mbit/s are left on the dedicated link, so the routed wan takes it"
+"$bin" reserve create --from a1 --to b2 --bandwidth 500M --start +1m --duration 1h
 echo "== 1.5 Gbit/s a1 -> b1 in the same hour does not fit: the controller says what would"
 "$bin" reserve create --from a1 --to b1 --bandwidth 1.5G --start +1m --duration 1h || true
 echo "== find the earliest hour with 1.5 Gbit/s"
