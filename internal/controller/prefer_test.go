@@ -31,13 +31,19 @@ links:
 // openPref opens a controller on circuitAndWAN with a path preference.
 func openPref(t *testing.T, pref reserve.PathPreference) (*Controller, error) {
 	t.Helper()
+	return openPrefOn(t, circuitAndWAN, pref)
+}
+
+// openPrefOn opens a controller on topo with a path preference.
+func openPrefOn(t *testing.T, topo string, pref reserve.PathPreference) (*Controller, error) {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "c.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	tp, err := ParseTopology("test.yaml", []byte(circuitAndWAN))
+	tp, err := ParseTopology("test.yaml", []byte(topo))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,5 +102,27 @@ func TestPathPreference(t *testing.T) {
 	}
 	if _, err := openPref(t, "widest"); err == nil || !strings.Contains(err.Error(), `unknown path preference "widest"`) {
 		t.Errorf("Open with preference widest: %v", err)
+	}
+}
+
+// TestLinkPrefer checks a link's prefer in the topology file: with the
+// circuit marked prefer: false (kept for the reservations that name it)
+// and the wan prefer: true, the default preference takes the wan first.
+func TestLinkPrefer(t *testing.T) {
+	topo := strings.Replace(circuitAndWAN, "role: dedicated}", "role: dedicated, prefer: false}", 1)
+	topo = strings.Replace(topo, "delay: 25ms}\n  - {name: circuit", "delay: 25ms, prefer: true}\n  - {name: circuit", 1)
+	c, err := openPrefOn(t, topo, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := CreateInput{From: "a1", To: "b1", Bandwidth: 600e6, Start: time.Date(2030, 1, 1, 13, 0, 0, 0, time.UTC), Duration: time.Hour}
+	for _, want := range []string{"wan", "circuit"} { // the second does not fit on the wan
+		cr, err := c.Create(context.Background(), Actor{Name: "admin", Role: reserve.RoleAdmin}, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := cr.Reservation.Path; len(p) != 3 || p[1].Link != want {
+			t.Errorf("path %v, want it on %s", p, want)
+		}
 	}
 }

@@ -71,7 +71,7 @@ func ParseTopology(name string, yaml []byte) (*Topo, error) {
 		links = append(links, reserve.Link{
 			Name: l.Name, A: l.A.Node, B: l.B.Node,
 			Capacity: l.Params.Rate, Reservable: l.Reservable,
-			Delay: l.Params.Delay, Role: role,
+			Delay: l.Params.Delay, Role: role, Prefer: l.Prefer,
 		})
 		for _, e := range []topology.End{l.A, l.B} {
 			for _, p := range []netip.Prefix{e.IPv4, e.IPv6} {

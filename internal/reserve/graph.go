@@ -35,6 +35,11 @@ type Link struct {
 	Reservable float64       // the fraction of Capacity that may be booked, in (0, 1]
 	Delay      time.Duration // one-way delay
 	Role       string        // LinkRouted (or empty) or LinkDedicated
+	// Prefer, when set, overrides the role for path choice alone (the
+	// topology file's prefer): true counts the link as a circuit that
+	// reservations take first, false as the routed network's. Routing and
+	// everything else still follow Role.
+	Prefer *bool
 }
 
 // Hop is one directed step of a path: over link Link from node From to
@@ -67,7 +72,7 @@ type dir struct {
 	from, to  int32
 	capacity  uint64 // reservable bits per second: Capacity × Reservable, rounded down
 	delay     time.Duration
-	dedicated bool
+	dedicated bool // for path choice: the role, or the link's Prefer
 }
 
 // NewGraph builds a Graph from nodes (each node's name and role, NodeHost
@@ -96,6 +101,12 @@ func NewGraph(nodes map[string]string, links []Link) (*Graph, error) {
 		g.router[i] = nodes[name] == NodeRouter
 	}
 	g.links = slices.Clone(links)
+	for i := range g.links {
+		if p := g.links[i].Prefer; p != nil { // not shared with the caller's
+			v := *p
+			g.links[i].Prefer = &v
+		}
+	}
 	slices.SortFunc(g.links, func(a, b Link) int {
 		switch {
 		case a.Name < b.Name:
@@ -134,6 +145,9 @@ func NewGraph(nodes map[string]string, links []Link) (*Graph, error) {
 		c := uint64(math.Floor(float64(l.Capacity) * l.Reservable))
 		c = min(c, l.Capacity)
 		ded := l.Role == LinkDedicated
+		if l.Prefer != nil {
+			ded = *l.Prefer
+		}
 		g.adj[a] = append(g.adj[a], int32(len(g.dirs)))
 		g.dirs = append(g.dirs, dir{link: int32(i), from: int32(a), to: int32(b), capacity: c, delay: l.Delay, dedicated: ded})
 		g.adj[b] = append(g.adj[b], int32(len(g.dirs)))

@@ -104,6 +104,38 @@ func TestJointPathPreference(t *testing.T) {
 			},
 		},
 		{
+			name: "shared WAN, prefer swapped: the wan first",
+			g: func(t *testing.T) *Graph {
+				yes, no := true, false
+				links := sharedWAN(t).Links()
+				for i := range links {
+					switch links[i].Name {
+					case "wan":
+						links[i].Prefer = &yes
+					case "circuit":
+						links[i].Prefer = &no
+					}
+				}
+				nodes := map[string]string{}
+				g := sharedWAN(t)
+				for _, n := range g.Nodes() {
+					nodes[n], _ = g.Role(n)
+				}
+				g, err := NewGraph(nodes, links)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return g
+			},
+			src:  []Endpoint{{Node: "e1", MaxRate: 600e6}},
+			dst:  eps("w1"),
+			rate: 600e6,
+			want: map[PathPreference]split{
+				PreferDedicated: {"circuit": 150e6, "wan": 450e6},
+				PreferRouted:    {"circuit": 600e6, "wan": 0},
+			},
+		},
+		{
 			name:       "earliest completion: the same window, the circuit first",
 			g:          sharedWAN,
 			src:        []Endpoint{{Node: "e1", MaxRate: 800e6}},

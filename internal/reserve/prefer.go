@@ -6,6 +6,7 @@ import "fmt"
 // scheduler picks (DESIGN.md, "Path choice"). Every path-choosing
 // algorithm of the package follows it: the single-path ones in their order
 // of paths, the joint planner in how its maximum flow splits over paths.
+// "Dedicated" and "routed" are a link's role, or its Prefer where set.
 type PathPreference string
 
 // The path preferences. The zero value means PreferDedicated.

@@ -140,9 +140,11 @@ func TestFixedSlot(t *testing.T) {
 // TestFixedSlotTies checks the order among paths under each preference:
 // under dedicated, the fewest routed hops, then hops, then delay; under
 // routed, hops, delay, the fewest dedicated hops; under shortest, hops and
-// delay; and then link names in sequence under all three.
+// delay; and then link names in sequence under all three. A link's Prefer
+// counts it as dedicated (true) or routed (false) whatever its role.
 func TestFixedSlotTies(t *testing.T) {
 	ms := time.Millisecond
+	yes, no := true, false // a link's Prefer
 	type names map[PathPreference][]string
 	for _, tc := range []struct {
 		name  string
@@ -172,6 +174,10 @@ func TestFixedSlotTies(t *testing.T) {
 			{Name: "r1", A: "p", B: "m1"}, {Name: "r2", A: "m1", B: "q"},
 			{Name: "d1", A: "p", B: "m2", Role: LinkDedicated}, {Name: "d2", A: "m2", B: "m3", Role: LinkDedicated}, {Name: "r3", A: "m3", B: "q"}},
 			[]string{"d1", "d2", "r3"}, names{PreferRouted: {"r1", "r2"}, PreferShortest: {"r1", "r2"}}},
+		{"a routed link preferred", []Link{{Name: "a", A: "p", B: "q"}, {Name: "z", A: "p", B: "q", Prefer: &yes}},
+			[]string{"z"}, names{PreferRouted: {"a"}, PreferShortest: {"a"}}},
+		{"a dedicated link not preferred", []Link{{Name: "a", A: "p", B: "q", Role: LinkDedicated, Prefer: &no}, {Name: "z", A: "p", B: "q", Role: LinkDedicated}},
+			[]string{"z"}, names{PreferRouted: {"a"}, PreferShortest: {"a"}}},
 		{"name sequence, not last name", []Link{
 			{Name: "l1", A: "p", B: "m1", Delay: ms}, {Name: "l4", A: "m1", B: "q", Delay: ms},
 			{Name: "l2", A: "p", B: "m2", Delay: ms}, {Name: "l3", A: "m2", B: "q", Delay: ms}}, []string{"l1", "l4"}, nil},

@@ -290,7 +290,7 @@ func (p *parser) link(i int, n *yaml.Node) {
 		return
 	}
 	name, label := p.name(f, "link", i, MaxLinkName)
-	p.Allow(f, label, "name", "ends", "role", "rate", "delay", "jitter", "reorder", "loss", "duplicate", "mtu", "queue", "reservable")
+	p.Allow(f, label, "name", "ends", "role", "rate", "delay", "jitter", "reorder", "loss", "duplicate", "mtu", "queue", "reservable", "prefer")
 	l := Link{
 		Name:       name,
 		Role:       LinkRouted,
@@ -392,6 +392,10 @@ func (p *parser) link(i int, n *yaml.Node) {
 				l.Reservable = v
 			}
 		}
+	}
+	if f.Has("prefer") {
+		v := p.boolean(f.Vals["prefer"], label+": prefer")
+		l.Prefer = &v
 	}
 }
 

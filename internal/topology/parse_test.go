@@ -161,6 +161,11 @@ func TestParseValues(t *testing.T) {
 		{"reservable percent", "    reservable: 50%\n", func(l *Link) bool { return l.Reservable == 0.5 }},
 		{"mtu jumbo", "    mtu: 65535\n", func(l *Link) bool { return l.MTU == 65535 }},
 		{"dedicated", "    role: dedicated\n", func(l *Link) bool { return l.Role == LinkDedicated }},
+		{"prefer unset", "", func(l *Link) bool { return l.Prefer == nil }},
+		{"prefer true", "    prefer: true\n", func(l *Link) bool { return l.Prefer != nil && *l.Prefer && l.Role == LinkRouted }},
+		{"dedicated, prefer false", "    role: dedicated\n    prefer: false\n", func(l *Link) bool {
+			return l.Prefer != nil && !*l.Prefer && l.Role == LinkDedicated
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			topo, err := Parse("t.yaml", []byte(base+tc.extra))
@@ -266,6 +271,7 @@ links:
 		{"jitter above delay", base + "    delay: 5ms\n    jitter: 10ms\n", ":11:", "set reorder: true"},
 		{"jitter without delay", base + "    jitter: 1ms\n", ":10:", "more than the delay"},
 		{"reorder not bool", base + "    reorder: yes\n", ":10:", "want true or false"},
+		{"prefer not bool", base + "    prefer: dedicated\n", ":10:", "prefer: want true or false"},
 		{"queue too small", base + "    queue: 100B\n", ":10:", "cannot hold one"},
 		{"queue zero packets", base + "    queue: 0\n", ":10:", "at least one"},
 		{"queue bad", base + "    queue: big\n", ":10:", "invalid size"},

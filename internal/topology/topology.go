@@ -154,7 +154,11 @@ type Link struct {
 	MTU        int    // bytes, default 1500
 	Queue      int64  // bytes in the egress queue (htb class 1:2's leaf), default one BDP, at least 64 KiB
 	Reservable float64
-	Line       int
+	// Prefer, when set, overrides Role for the controller's path choice
+	// alone: true, reservations take the link first (as a dedicated one);
+	// false, only for what does not fit elsewhere (as a routed one).
+	Prefer *bool
+	Line   int
 }
 
 // Route is one static route in one node: packets to Dst leave by Dev (the
