@@ -49,8 +49,8 @@ func (s *Service) AddEndpoint(ctx context.Context, a controller.Actor, req apiv1
 			return transfer.Endpoint{}, false, invalid("nodes", "node %s is at site %s, not %s: the data nodes of an endpoint see the same files, so they are of its site", n, topo.Site[n], req.Site)
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	now := s.now()
 	err = s.tx(ctx, func(tx store.Store) error {
 		var err error
@@ -86,8 +86,8 @@ func (s *Service) RemoveEndpoint(ctx context.Context, a controller.Actor, name s
 	if a.Role != reserve.RoleAdmin {
 		return transfer.Endpoint{}, forbidden("only admins remove endpoints or their data nodes")
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	var ep transfer.Endpoint
 	err := s.tx(ctx, func(tx store.Store) error {
 		var err error

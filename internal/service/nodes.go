@@ -63,8 +63,8 @@ func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string
 	}
 	site := topo.Site[node]
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	now := s.now()
 	exp := now.Add(lease)
 	work := apiv1.DataNodeWork{Node: node, LeaseExpires: exp, GrantKey: s.pub}
@@ -235,7 +235,7 @@ func (s *Service) liveNodes(ctx context.Context, st store.Store, now time.Time) 
 	}
 	live = map[string][]transfer.DataNode{}
 	for i := range all {
-		all[i].Alive = now.Before(all[i].LeaseExpires)
+		all[i].Alive = s.leaseLive(all[i].LeaseExpires, now)
 		if all[i].Alive {
 			live[all[i].Endpoint] = append(live[all[i].Endpoint], all[i])
 		}
@@ -279,8 +279,8 @@ func (s *Service) Allow(ctx context.Context, a controller.Actor, name string, re
 			return transfer.Endpoint{}, invalid("users", "%q is not a user or project name", u)
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	var ep transfer.Endpoint
 	err := s.tx(ctx, func(tx store.Store) error {
 		var err error

@@ -120,8 +120,8 @@ func (s *Service) Claim(ctx context.Context, a controller.Actor, node string, re
 // channel that closes at the next change, taken under the same hold of
 // mu, so that no change between this claim and the wait is missed.
 func (s *Service) claimOnce(ctx context.Context, node string, n int, topo *controller.Topo) (apiv1.Claim, <-chan struct{}, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	var out []apiv1.TaskWork
 	var rates []apiv1.TaskRate
 	err := s.tx(ctx, func(tx store.Store) error {
@@ -200,7 +200,7 @@ func (r *claimRun) lists() error {
 			continue
 		}
 		t.State, t.Attempt, t.ClaimedAt, t.LeaseExpires = transfer.TaskActive, t.Attempt+1, r.now, r.me.LeaseExpires
-		t.From, t.Error = r.me.Node, ""
+		t.From, t.Error, t.Pages = r.me.Node, "", 0
 		if err := r.tx.UpdateTask(r.ctx, t); err != nil {
 			return err
 		}
@@ -741,12 +741,26 @@ func (s *Service) grantStatus(ctx context.Context, st store.Store, node, task st
 	return apiv1.GrantStatus{Current: true}, nil
 }
 
-// Listing takes a list task's result: the job's files are stored, and the
-// job goes ACTIVE (no deadline), SCHEDULED (booked for its deadline),
-// SUCCEEDED (nothing to move) or FAILED (the listing failed).
+// Listing takes a page of a list task's result. The node sends a large
+// listing in pages (Page 0, 1, ... with More on every page but the last;
+// an older node sends one page); each page is checked against the pages
+// before it by the store's indexes and stored in its own short
+// transaction, so neither the controller's memory nor its hold of mu grows
+// with the listing (issue 28, finding 7). A page sent again after a lost
+// answer is taken once. With the last page the job goes ACTIVE (no
+// deadline), SCHEDULED (booked for its deadline) or SUCCEEDED (nothing to
+// move); a failed or refused listing fails it.
 func (s *Service) Listing(ctx context.Context, a controller.Actor, id string, l apiv1.Listing) (apiv1.TaskAnswer, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	if l.Page == 0 && l.Error == "" {
+		// Files an earlier attempt stored go first, a bounded step at a
+		// time, so that the pages of this one are checked against each
+		// other only.
+		if err := s.clearListing(ctx, a, id, l.Attempt); err != nil {
+			return apiv1.TaskAnswer{}, err
+		}
+	}
+	s.lock()
+	defer s.unlock()
 	t, j, err := s.task(ctx, a, id, transfer.TaskList)
 	if err != nil {
 		return apiv1.TaskAnswer{}, err
@@ -759,7 +773,19 @@ func (s *Service) Listing(ctx context.Context, a controller.Actor, id string, l 
 	if l.Error != "" {
 		return s.failListing(ctx, t, j, oneLine(l.Error), now)
 	}
+	switch {
+	case l.Page < 0:
+		return s.failListing(ctx, t, j, fmt.Sprintf("the listing was refused: page %d", l.Page), now)
+	case l.Page < t.Pages:
+		// Stored already: its answer was lost on the way back.
+		return apiv1.TaskAnswer{Task: t}, nil
+	case l.Page > t.Pages:
+		return s.failListing(ctx, t, j, fmt.Sprintf("the listing was refused: page %d came before page %d", l.Page, t.Pages), now)
+	}
 	files, err := listedFiles(j, l.Files)
+	if err == nil {
+		err = s.listedBefore(ctx, j, files)
+	}
 	if err != nil {
 		// A listing refused for what it holds would be refused again at
 		// every attempt: the job fails saying why (issue 28, finding 11).
@@ -772,24 +798,32 @@ func (s *Service) Listing(ctx context.Context, a controller.Actor, id string, l 
 		parts = s.cutParts(files)
 	}
 	err = s.tx(ctx, func(tx store.Store) error {
-		for i := 0; i < len(files); i += 1000 {
-			if err := tx.AddJobFiles(ctx, files[i:min(i+1000, len(files))]); err != nil {
-				return err
-			}
+		if err := tx.AddJobFiles(ctx, files); err != nil {
+			return err
 		}
 		if err := tx.AddFileParts(ctx, parts); err != nil {
 			return err
+		}
+		if t.Pages == 0 {
+			j.FilesTotal, j.BytesTotal = 0, 0
+		}
+		t.Pages++
+		j.FilesTotal += len(files)
+		for _, f := range files {
+			j.BytesTotal += f.Size
+		}
+		if l.More {
+			if err := tx.UpdateTask(ctx, t); err != nil {
+				return err
+			}
+			return s.saveJob(ctx, tx, &j, now)
 		}
 		t.State, t.EndedAt, t.Bytes = transfer.TaskSucceeded, now, 0
 		if err := tx.UpdateTask(ctx, t); err != nil {
 			return err
 		}
-		j.FilesTotal, j.BytesTotal = len(files), 0
-		for _, f := range files {
-			j.BytesTotal += f.Size
-		}
 		switch {
-		case len(files) == 0:
+		case j.FilesTotal == 0:
 			j.State, j.Reason, j.StartedAt, j.EndedAt = transfer.JobSucceeded, "", now, now
 		case j.Deadline.IsZero():
 			j.State, j.StartedAt = transfer.JobActive, now
@@ -802,6 +836,9 @@ func (s *Service) Listing(ctx context.Context, a controller.Actor, id string, l 
 	if err != nil {
 		return apiv1.TaskAnswer{}, err
 	}
+	if l.More {
+		return apiv1.TaskAnswer{Task: t}, nil
+	}
 	if j.State == transfer.JobQueued {
 		s.schedule(ctx, j)
 	} else if waiter != nil {
@@ -809,6 +846,59 @@ func (s *Service) Listing(ctx context.Context, a controller.Actor, id string, l 
 		waiter <- nil
 	}
 	return apiv1.TaskAnswer{Task: t}, nil
+}
+
+// clearListing deletes the files an earlier attempt of list task id
+// stored, ListingBatch at a time, each step under its own short hold of
+// mu, before attempt stores its first page. Only the holder of the
+// current attempt, before it stored a page, clears; anything else is left
+// to Listing to answer.
+func (s *Service) clearListing(ctx context.Context, a controller.Actor, id string, attempt int) error {
+	for {
+		n, err := func() (int, error) {
+			s.lock()
+			defer s.unlock()
+			t, j, err := s.task(ctx, a, id, transfer.TaskList)
+			if err != nil || t.State != transfer.TaskActive || t.Attempt != attempt || t.Pages > 0 || transfer.JobEnded(j.State) {
+				return 0, nil
+			}
+			return s.st.DeleteJobFiles(ctx, j.ID, ListingBatch)
+		}()
+		if err != nil || n < ListingBatch {
+			return err
+		}
+	}
+}
+
+// listedBefore refuses files of a listing's page that an earlier page
+// listed, or that would land where a file of an earlier page does: looked
+// up by the store's indexes, a page's worth at a time.
+func (s *Service) listedBefore(ctx context.Context, j transfer.Job, files []transfer.JobFile) error {
+	if len(files) == 0 {
+		return nil
+	}
+	paths := make([]string, len(files))
+	dests := make([]string, len(files))
+	for i, f := range files {
+		paths[i], dests[i] = f.Path, f.Dest
+	}
+	dst := dstLocation(j)
+	same, err := s.st.ListJobFiles(ctx, store.JobFileFilter{Job: j.ID, Paths: paths, Limit: 1})
+	if err != nil {
+		return err
+	}
+	if len(same) > 0 {
+		return invalid("files", "file %s is listed twice", same[0].Path)
+	}
+	other, err := s.st.ListJobFiles(ctx, store.JobFileFilter{Job: j.ID, Dests: dests, Limit: 1})
+	if err != nil {
+		return err
+	}
+	if len(other) > 0 {
+		i := slices.IndexFunc(files, func(f transfer.JobFile) bool { return f.Dest == other[0].Dest })
+		return invalid("files", "files %s and %s would both land at %s:%s", other[0].Path, files[i].Path, dst.Endpoint, other[0].Dest)
+	}
+	return nil
 }
 
 // failListing ends a list task that failed for good with its job: a
@@ -839,8 +929,8 @@ func (s *Service) failListing(ctx context.Context, t transfer.Task, j transfer.J
 // could not take (its body over the bound): a listing that big would be
 // refused at every attempt. Only the node holding the task is heard.
 func (s *Service) RefuseListing(ctx context.Context, a controller.Actor, id, why string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	t, j, err := s.task(ctx, a, id, transfer.TaskList) // refuses any other node
 	if err != nil {
 		return err
@@ -852,31 +942,42 @@ func (s *Service) RefuseListing(ctx context.Context, a controller.Actor, id, why
 	return err
 }
 
-// listedFiles turns a listing into the job's files.
+// listedFiles turns a page of a listing into the job's files, refusing
+// the page when a path is not clean and relative, names no source of the
+// job or lies outside the source it names (issue 28, finding 4), has a
+// negative size, is listed twice, or lands where another file of the page
+// does, and when the page holds more than MaxListingFiles. Pure: the
+// pages before it are the store's to check (listedBefore).
 func listedFiles(j transfer.Job, listed []apiv1.ListedFile) ([]transfer.JobFile, error) {
+	if len(listed) > MaxListingFiles {
+		return nil, invalid("files", "a page of %d files, at most %d: send the listing in pages", len(listed), MaxListingFiles)
+	}
 	ep := srcEndpoint(j)
-	var srcs []string
+	srcs := make(map[string]bool, len(j.Sources))
 	for _, s := range j.Sources {
 		l, _ := transfer.ParseLocation(s)
-		srcs = append(srcs, l.Path)
+		srcs[l.Path] = true
 	}
 	dst := dstLocation(j)
-	seen := map[string]bool{}
-	dests := map[string]string{}
-	var out []transfer.JobFile
+	seen := make(map[string]bool, len(listed))
+	dests := make(map[string]string, len(listed))
+	out := make([]transfer.JobFile, 0, len(listed))
 	for _, lf := range listed {
 		p := lf.Path
-		if p == "" || strings.HasPrefix(p, "/") || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") {
+		if p == "" || strings.HasPrefix(p, "/") || path.Clean(p) != p || p == "." || p == ".." || strings.HasPrefix(p, "../") {
 			return nil, invalid("files", "listed path %q is not clean and relative", p)
 		}
-		if !slices.Contains(srcs, lf.Source) {
+		if !srcs[lf.Source] {
 			return nil, invalid("files", "listed file %s: source %q is not one of the job's", p, lf.Source)
+		}
+		if !underSource(p, lf.Source) {
+			return nil, invalid("files", "listed file %s is not under its source %q", p, lf.Source)
 		}
 		if lf.Size < 0 {
 			return nil, invalid("files", "listed file %s: size %d", p, lf.Size)
 		}
 		if seen[p] {
-			continue
+			return nil, invalid("files", "file %s is listed twice", p)
 		}
 		seen[p] = true
 		d := plan.DestPath(lf.Source, p, dst.Path)
@@ -893,12 +994,19 @@ func listedFiles(j transfer.Job, listed []apiv1.ListedFile) ([]transfer.JobFile,
 	return out, nil
 }
 
+// underSource reports whether the clean relative path p is the source
+// src (a clean path as ParseLocation leaves it, "." for the root) or lies
+// under it.
+func underSource(p, src string) bool {
+	return src == "." || p == src || strings.HasPrefix(p, src+"/")
+}
+
 // Report takes a copy task's word: each file's verdict, and with Done the
 // end of the attempt. Only the node holding the current attempt is
 // heard; an older attempt is told to stop.
 func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep apiv1.TaskReport) (apiv1.TaskAnswer, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	t, j, err := s.task(ctx, a, id, transfer.TaskCopy)
 	if err != nil {
 		return apiv1.TaskAnswer{}, err
