@@ -694,16 +694,17 @@ func (s *sqlStore) UpdateFileParts(ctx context.Context, parts []transfer.FilePar
 		rs[i] = r
 	}
 	// As UpdateJobFiles: one statement a batch, the index cast so that
-	// PostgreSQL does not take it for text. Cast in the join, not in the
-	// VALUES: with the cast there, SQLite planned a scan of every job's
-	// parts for each statement (1.2 s for 500 parts among 35,000).
-	row := `(?, ?, ?, ?, ?, ?, ?)`
+	// PostgreSQL does not take it for text. The join compares it as an
+	// expression (+ 0), which SQLite cannot index on the VALUES' side:
+	// without it, SQLite planned a scan of every job's parts for each
+	// statement (1.2 s for 500 parts among 35,000; 7 ms so).
+	row := `(?, ?, CAST(? AS BIGINT), ?, ?, ?, ?)`
 	return s.write(ctx, func(s *sqlStore) error {
 		for start := 0; start < len(rs); start += batchRows {
 			c := rs[start:min(start+batchRows, len(rs))]
 			q := `UPDATE file_parts SET state = v.column4, to_node = v.column5, task = v.column6, doc = v.column7
 				FROM (VALUES ` + strings.Repeat(row+", ", len(c)-1) + row + `) AS v
-				WHERE file_parts.job = v.column1 AND file_parts.path = v.column2 AND file_parts.idx = CAST(v.column3 AS BIGINT)`
+				WHERE file_parts.job = v.column1 AND file_parts.path = v.column2 AND file_parts.idx = v.column3 + 0`
 			n, err := s.q.exec(ctx, q, slices.Concat(c...)...)
 			if err != nil {
 				return fmt.Errorf("update file parts: %w", err)
