@@ -765,6 +765,10 @@ func (s *Service) Listing(ctx context.Context, a controller.Actor, id string, l 
 	if err != nil {
 		return apiv1.TaskAnswer{}, err
 	}
+	if t.State == transfer.TaskSucceeded && t.Attempt == l.Attempt && l.Error == "" && l.Page >= 0 && l.Page < t.Pages {
+		// The last page, or one before it, sent again: taken already.
+		return apiv1.TaskAnswer{Task: t}, nil
+	}
 	if t.State != transfer.TaskActive || t.Attempt != l.Attempt || transfer.JobEnded(j.State) {
 		return staleAnswer(t, l.Attempt, j), nil
 	}
