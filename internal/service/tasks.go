@@ -759,6 +759,34 @@ func (s *Service) Listing(ctx context.Context, a controller.Actor, id string, l 
 			return apiv1.TaskAnswer{}, err
 		}
 	}
+	ans, err := s.listing(ctx, a, id, l)
+	if err == nil && ans.Task.State == transfer.TaskFailed && ans.Task.Attempt == l.Attempt {
+		s.dropListing(ctx, ans.Task.Job)
+	}
+	return ans, err
+}
+
+// dropListing deletes the files the pages of a failed listing stored,
+// ListingBatch at a time under short holds of mu: a refused listing
+// leaves nothing of it behind. Nothing else touches the files of an ended
+// job meanwhile.
+func (s *Service) dropListing(ctx context.Context, job string) {
+	for {
+		s.lock()
+		n, err := s.st.DeleteJobFiles(ctx, job, ListingBatch)
+		s.unlock()
+		if err != nil {
+			s.log.Warn("delete the files of a refused listing", "job", job, "err", err)
+			return
+		}
+		if n < ListingBatch {
+			return
+		}
+	}
+}
+
+// listing is Listing's page, under mu.
+func (s *Service) listing(ctx context.Context, a controller.Actor, id string, l apiv1.Listing) (apiv1.TaskAnswer, error) {
 	s.lock()
 	defer s.unlock()
 	t, j, err := s.task(ctx, a, id, transfer.TaskList)
@@ -923,7 +951,9 @@ func (s *Service) failListing(ctx context.Context, t transfer.Task, j transfer.J
 		if err := tx.UpdateTask(ctx, t); err != nil {
 			return err
 		}
+		// The files its earlier pages stored go (dropListing).
 		j.State, j.Reason, j.EndedAt = transfer.JobFailed, why, now
+		j.FilesTotal, j.BytesTotal = 0, 0
 		return s.saveJob(ctx, tx, &j, now)
 	})
 	return apiv1.TaskAnswer{Task: t}, err
@@ -933,16 +963,21 @@ func (s *Service) failListing(ctx context.Context, t transfer.Task, j transfer.J
 // could not take (its body over the bound): a listing that big would be
 // refused at every attempt. Only the node holding the task is heard.
 func (s *Service) RefuseListing(ctx context.Context, a controller.Actor, id, why string) error {
-	s.lock()
-	defer s.unlock()
-	t, j, err := s.task(ctx, a, id, transfer.TaskList) // refuses any other node
-	if err != nil {
-		return err
+	ans, err := func() (apiv1.TaskAnswer, error) {
+		s.lock()
+		defer s.unlock()
+		t, j, err := s.task(ctx, a, id, transfer.TaskList) // refuses any other node
+		if err != nil {
+			return apiv1.TaskAnswer{}, err
+		}
+		if t.State != transfer.TaskActive || transfer.JobEnded(j.State) {
+			return apiv1.TaskAnswer{}, nil
+		}
+		return s.failListing(ctx, t, j, "the listing was refused: "+oneLine(why), s.now())
+	}()
+	if err == nil && ans.Task.State == transfer.TaskFailed {
+		s.dropListing(ctx, ans.Task.Job)
 	}
-	if t.State != transfer.TaskActive || transfer.JobEnded(j.State) {
-		return nil
-	}
-	_, err = s.failListing(ctx, t, j, "the listing was refused: "+oneLine(why), s.now())
 	return err
 }
 
