@@ -28,15 +28,16 @@ type JobList struct {
 // (all states, or those in ?files=STATE) in path order, at most ?limit=
 // (1000 by default, at most 10,000) after the path ?after=, with Next the
 // after= of the next page (empty on the last), the job's files counted by
-// state, its tasks, and with ?optimizer=1 the optimizer's decisions for
-// its pairs, newest first.
+// state, its tasks (at most 500, the oldest first), and with
+// ?optimizer=1 the optimizer's decisions for its pairs, newest first.
 type JobPage struct {
 	Job   transfer.Job       `json:"job"`
 	Files []transfer.JobFile `json:"files"`
 	// Next is the ?after= of the next page of files; empty on the last.
 	Next string `json:"next,omitempty"`
 	// FileCounts counts all the job's files by state (states without
-	// files left out), whatever the page holds.
+	// files left out), whatever the page holds; on the first page (no
+	// ?after=) only.
 	FileCounts map[string]int      `json:"file_counts,omitempty"`
 	Tasks      []transfer.Task     `json:"tasks"`
 	Decisions  []transfer.Decision `json:"decisions,omitempty"`

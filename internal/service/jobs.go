@@ -366,8 +366,8 @@ type JobQuery struct {
 }
 
 // GetPage returns a job the actor may see with one page of its files, in
-// path order, and its files counted by state; Next is the After of the
-// next page, empty on the last. However many files a job has, a page
+// path order, and on the first page (no After) its files counted by
+// state; Next is the After of the next page, empty on the last. However many files a job has, a page
 // reads and holds at most MaxFilesPage of them, and without mu (issue
 // 28, finding 7).
 func (s *Service) GetPage(ctx context.Context, a controller.Actor, id string, q JobQuery) (apiv1.JobPage, error) {
@@ -400,15 +400,21 @@ func (s *Service) GetPage(ctx context.Context, a controller.Actor, id string, q 
 			p.Files = files
 		}
 	}
-	counts, err := s.st.CountJobFiles(ctx, id)
-	if err != nil {
-		return apiv1.JobPage{}, err
+	if q.After == "" {
+		// Counted on the first page only: a count reads every file of
+		// the job, which following the pages need not repeat.
+		counts, err := s.st.CountJobFiles(ctx, id)
+		if err != nil {
+			return apiv1.JobPage{}, err
+		}
+		p.FileCounts = map[string]int{}
+		for st, c := range counts {
+			p.FileCounts[st] = c.Files
+		}
 	}
-	p.FileCounts = map[string]int{}
-	for st, c := range counts {
-		p.FileCounts[st] = c.Files
-	}
-	if p.Tasks, err = s.st.ListTasks(ctx, store.TaskFilter{Job: id}); err != nil {
+	// A copy task names up to BatchFiles files: the page's tasks are
+	// bounded too, the oldest first.
+	if p.Tasks, err = s.st.ListTasks(ctx, store.TaskFilter{Job: id, Limit: MaxPageTasks}); err != nil {
 		return apiv1.JobPage{}, err
 	}
 	if p.Tasks == nil {
@@ -514,15 +520,21 @@ func (s *Service) cancelJob(ctx context.Context, a controller.Actor, id, why str
 // ListingBatch at a time, each step its own transaction under its own
 // hold of mu.
 func (s *Service) endFiles(ctx context.Context, job string, states []string, state, fileWhy, partWhy string) error {
+	// Each step goes on from the last path of the step before, so the
+	// steps together read the job's files once, in path order.
+	after := ""
 	for {
 		more, err := func() (bool, error) {
 			s.lock()
 			defer s.unlock()
 			more := false
 			err := s.tx(ctx, func(tx store.Store) error {
-				files, err := tx.ListJobFiles(ctx, store.JobFileFilter{Job: job, States: states, Limit: ListingBatch})
+				files, err := tx.ListJobFiles(ctx, store.JobFileFilter{Job: job, States: states, After: after, Limit: ListingBatch})
 				if err != nil {
 					return err
+				}
+				if len(files) > 0 {
+					after = files[len(files)-1].Path
 				}
 				for i := range files {
 					files[i].State = state

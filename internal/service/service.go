@@ -75,6 +75,8 @@ const (
 	// (GET /api/v1/jobs/{id}?limit=&after=); the rest come by its Next.
 	DefaultFilesPage = 1000
 	MaxFilesPage     = 10000
+	// MaxPageTasks bounds the tasks of a job's page, the oldest first.
+	MaxPageTasks = 500
 	// MaxClaim bounds the tasks one claim hands out.
 	MaxClaim = 16
 	// MaxClaimWait bounds how long a claim waits for something to hand

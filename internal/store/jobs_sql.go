@@ -536,6 +536,14 @@ func (s *sqlStore) listJobFiles(ctx context.Context, f JobFileFilter) ([]transfe
 		cond, args = append(cond, "path > ?"), append(args, f.After)
 	}
 	q := `SELECT job, path, doc FROM job_files WHERE ` + strings.Join(cond, " AND ") + ` ORDER BY job, path`
+	if len(f.Dests) > 0 {
+		// Found by the destination index first, then ordered: left to
+		// itself, SQLite walks the primary key in path order for the
+		// ORDER BY and tests every file of the job against the
+		// destinations (a listing's page checked against 2 M files).
+		q = `WITH f AS MATERIALIZED (SELECT job, path, doc FROM job_files WHERE ` + strings.Join(cond, " AND ") + `)
+			SELECT job, path, doc FROM f ORDER BY job, path`
+	}
 	if f.Limit > 0 {
 		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
 	}
