@@ -459,9 +459,10 @@ func (s *Service) List(ctx context.Context, a controller.Actor, f store.JobFilte
 // cancelled, its reservations are released. The job and its tasks end in
 // one short transaction; its files and parts then end ListingBatch at a
 // time, each step under its own short hold of mu, so a cancel of any size
-// never keeps heartbeats waiting long (issue 28, finding 7). Nothing
-// touches the files of an ended job meanwhile: claims take none, and its
-// tasks' reports are answered stale.
+// never keeps heartbeats waiting long (issue 28, finding 7): the first
+// cancelSteps steps before the answer, the rest of a larger job's after
+// it. Nothing touches the files of an ended job meanwhile: claims take
+// none, and its tasks' reports are answered stale.
 func (s *Service) Cancel(ctx context.Context, a controller.Actor, id, why string) (transfer.Job, error) {
 	if a.Role == reserve.RoleAgent {
 		return transfer.Job{}, forbidden("agents do not cancel jobs")
@@ -470,12 +471,27 @@ func (s *Service) Cancel(ctx context.Context, a controller.Actor, id, why string
 	if err != nil {
 		return j, err
 	}
-	if err := s.endFiles(ctx, id, []string{transfer.FilePending, transfer.FileActive}, transfer.FileCancelled, "", "the job was cancelled"); err != nil {
+	s.release(ctx, j, "job "+id+" cancelled")
+	// A job of up to cancelSteps steps of files is answered with its
+	// files ended; a larger one's go on ending after the answer.
+	after, more, err := s.endFiles(ctx, id, []string{transfer.FilePending, transfer.FileActive}, transfer.FileCancelled, "", "the job was cancelled", cancelSteps, "")
+	if err != nil {
 		return transfer.Job{}, err
 	}
-	s.release(ctx, j, "job "+id+" cancelled")
+	if more {
+		go func() {
+			bg := context.WithoutCancel(ctx)
+			if _, _, err := s.endFiles(bg, id, []string{transfer.FilePending, transfer.FileActive}, transfer.FileCancelled, "", "the job was cancelled", 0, after); err != nil {
+				s.log.Warn("cancel the files of a cancelled job", "job", id, "err", err)
+			}
+		}()
+	}
 	return j, nil
 }
+
+// cancelSteps is how many steps of ListingBatch files a cancel takes
+// before it answers.
+const cancelSteps = 5
 
 // cancelJob ends a job CANCELLED with its open tasks.
 func (s *Service) cancelJob(ctx context.Context, a controller.Actor, id, why string) (transfer.Job, error) {
@@ -517,13 +533,13 @@ func (s *Service) cancelJob(ctx context.Context, a controller.Actor, id, why str
 
 // endFiles moves an ended job's files in states to state (with the
 // error fileWhy), and its parts not yet ended to state (with partWhy),
-// ListingBatch at a time, each step its own transaction under its own
-// hold of mu.
-func (s *Service) endFiles(ctx context.Context, job string, states []string, state, fileWhy, partWhy string) error {
+// ListingBatch at a time from the path after, each step its own
+// transaction under its own hold of mu, at most steps of them (0: until
+// done). It returns the path to go on after, and whether any is left.
+func (s *Service) endFiles(ctx context.Context, job string, states []string, state, fileWhy, partWhy string, steps int, after string) (string, bool, error) {
 	// Each step goes on from the last path of the step before, so the
 	// steps together read the job's files once, in path order.
-	after := ""
-	for {
+	for step := 1; ; step++ {
 		more, err := func() (bool, error) {
 			s.lock()
 			defer s.unlock()
@@ -554,8 +570,13 @@ func (s *Service) endFiles(ctx context.Context, job string, states []string, sta
 			})
 			return more, err
 		}()
-		if err != nil || !more {
-			return err
+		switch {
+		case err != nil:
+			return "", false, err
+		case !more:
+			return "", false, nil
+		case step == steps:
+			return after, true, nil
 		}
 	}
 }

@@ -162,10 +162,20 @@ func testListingPages(t *testing.T, db string) {
 	if err != nil || j.State != transfer.JobCancelled {
 		t.Fatalf("cancel: %v %s", err, j.State)
 	}
+	if c, err := e.st.CountJobFiles(e.ctx, paged.ID); err != nil || c[transfer.FileCancelled].Files < 5*service.ListingBatch {
+		t.Fatalf("files cancelled when cancel answers: %v %v; want at least %d", c, err, 5*service.ListingBatch)
+	}
 	if m := reads.Most(); m > service.ListingBatch {
 		t.Errorf("cancel read %d rows at once; steps of %d", m, service.ListingBatch)
 	}
-	c, err := e.st.CountJobFiles(e.ctx, paged.ID)
+	// The first 10,000 before the answer, the rest after it.
+	var c map[string]store.FileCount
+	for deadline := time.Now().Add(time.Minute); ; {
+		if c, err = e.st.CountJobFiles(e.ctx, paged.ID); err != nil || c[transfer.FileCancelled].Files == len(all) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err != nil || c[transfer.FileCancelled].Files != len(all) || len(c) != 1 {
 		t.Fatalf("files after cancel: %v %v", c, err)
 	}

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"runtime"
 	"sync"
 	"time"
 )
@@ -89,10 +90,18 @@ func (s *Service) lock() {
 	s.heldSince = s.now()
 }
 
-// unlock lets mu go; a hold longer than StallHold is a stall.
+// unlock lets mu go; a hold longer than StallHold is a stall, logged
+// with the function that held it.
 func (s *Service) unlock() {
 	if now := s.now(); now.Sub(s.heldSince) > StallHold {
 		s.stalled.note(s.heldSince, now)
+		by := "?"
+		if pc, _, _, ok := runtime.Caller(1); ok {
+			if f := runtime.FuncForPC(pc); f != nil {
+				by = f.Name()
+			}
+		}
+		s.log.Warn("the service's lock was held long: leases get the time back", "held", now.Sub(s.heldSince).Round(time.Millisecond), "by", by)
 	}
 	s.mu.Unlock()
 }

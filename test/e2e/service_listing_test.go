@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
@@ -102,8 +103,11 @@ func TestServiceBigListing(t *testing.T) {
 		t.Fatalf("transfer status:\n%s", st.stdout)
 	}
 	s.ok(s.alice, "transfer", "cancel", id, "--reason", "too big")
-	p, err = alice.Job(ctx, id, client.JobPageOptions{NoFiles: true})
-	if err != nil || p.Job.State != transfer.JobCancelled || p.FileCounts[transfer.FileCancelled] != bigListing || len(p.FileCounts) != 1 {
+	// Its files end a step at a time, the first before the answer.
+	if !waitFor(3*time.Minute, func() bool {
+		p, err = alice.Job(ctx, id, client.JobPageOptions{NoFiles: true})
+		return err == nil && p.FileCounts[transfer.FileCancelled] == bigListing
+	}) || p.Job.State != transfer.JobCancelled || len(p.FileCounts) != 1 {
 		t.Fatalf("after cancel: %v %s, counts %v", err, p.Job.State, p.FileCounts)
 	}
 
