@@ -114,7 +114,9 @@ func (s *Service) lapse(ctx context.Context, now time.Time) error {
 				return err
 			}
 		}
+		failed := false // the listing failed for good
 		err := s.tx(ctx, func(tx store.Store) error {
+			failed = false
 			lost := t.From
 			t.State, t.LeaseExpires = transfer.TaskQueued, time.Time{}
 			t.Error = "data node " + lost + " lost (its lease lapsed)"
@@ -136,6 +138,8 @@ func (s *Service) lapse(ctx context.Context, now time.Time) error {
 						return err
 					}
 					j.State, j.Reason, j.EndedAt = transfer.JobFailed, why, now
+					j.FilesTotal, j.BytesTotal = 0, 0
+					failed = true
 					return s.saveJob(ctx, tx, &j, now)
 				}
 			}
@@ -159,6 +163,11 @@ func (s *Service) lapse(ctx context.Context, now time.Time) error {
 			return err
 		}
 		delete(s.rates, t.ID)
+		if failed {
+			// The pages its attempts stored go, in steps, once the
+			// clock lets mu go.
+			go s.dropListing(context.WithoutCancel(ctx), t.Job)
+		}
 	}
 	return nil
 }

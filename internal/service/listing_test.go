@@ -346,3 +346,42 @@ func TestListedFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestListingLostForGood: a listing whose node was lost at each of its
+// attempts fails the job, and the pages its attempts stored go.
+func TestListingLostForGood(t *testing.T) {
+	e := newEnv(t)
+	j, _, err := e.s.Submit(e.ctx, alice, transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for attempt := 1; attempt <= service.MaxAttempts; attempt++ {
+		ws := e.claim("a1", 1)
+		if len(ws) != 1 || ws[0].Task.Attempt != attempt {
+			t.Fatalf("attempt %d: %+v", attempt, ws)
+		}
+		e.page(ws[0], 0, true, manyListed(0, 2*service.ListingBatch+10))
+		// a1 goes silent; the others keep beating.
+		for range 2 {
+			e.clk.Add(10 * time.Second)
+			for _, n := range []string{"a2", "b1", "b2"} {
+				e.beat(n, nil)
+			}
+		}
+		e.s.Tick(e.ctx)
+		e.beat("a1", nil)
+	}
+	if j = e.job(j.ID); j.State != transfer.JobFailed || !strings.HasPrefix(j.Reason, "listing the dataset failed 3 times") || j.FilesTotal != 0 {
+		t.Fatalf("job %s %q, %d files", j.State, j.Reason, j.FilesTotal)
+	}
+	var c map[string]store.FileCount
+	for deadline := time.Now().Add(time.Minute); ; {
+		if c, err = e.st.CountJobFiles(e.ctx, j.ID); err != nil || len(c) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil || len(c) != 0 {
+		t.Fatalf("files left: %v %v", c, err)
+	}
+}
