@@ -829,7 +829,13 @@ func (s *Service) listing(ctx context.Context, a controller.Actor, id string, l 
 	if s.doesParts(ctx, t.From) {
 		parts = s.cutParts(files)
 	}
+	var bytes int64
+	for _, f := range files {
+		bytes += f.Size
+	}
+	t0, j0 := t, j // the transaction may run again: it starts from them
 	err = s.tx(ctx, func(tx store.Store) error {
+		t, j = t0, j0
 		if err := tx.AddJobFiles(ctx, files); err != nil {
 			return err
 		}
@@ -841,9 +847,7 @@ func (s *Service) listing(ctx context.Context, a controller.Actor, id string, l 
 		}
 		t.Pages++
 		j.FilesTotal += len(files)
-		for _, f := range files {
-			j.BytesTotal += f.Size
-		}
+		j.BytesTotal += bytes
 		if l.More {
 			if err := tx.UpdateTask(ctx, t); err != nil {
 				return err
