@@ -491,7 +491,7 @@ func (s *Service) Cancel(ctx context.Context, a controller.Actor, id, why string
 
 // cancelSteps is how many steps of ListingBatch files a cancel takes
 // before it answers.
-const cancelSteps = 5
+const cancelSteps = 10
 
 // cancelJob ends a job CANCELLED with its open tasks.
 func (s *Service) cancelJob(ctx context.Context, a controller.Actor, id, why string) (transfer.Job, error) {

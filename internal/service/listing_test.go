@@ -162,8 +162,8 @@ func testListingPages(t *testing.T, db string) {
 	if err != nil || j.State != transfer.JobCancelled {
 		t.Fatalf("cancel: %v %s", err, j.State)
 	}
-	if c, err := e.st.CountJobFiles(e.ctx, paged.ID); err != nil || c[transfer.FileCancelled].Files < 5*service.ListingBatch {
-		t.Fatalf("files cancelled when cancel answers: %v %v; want at least %d", c, err, 5*service.ListingBatch)
+	if c, err := e.st.CountJobFiles(e.ctx, paged.ID); err != nil || c[transfer.FileCancelled].Files < 10*service.ListingBatch {
+		t.Fatalf("files cancelled when cancel answers: %v %v; want at least %d", c, err, 10*service.ListingBatch)
 	}
 	if m := reads.Most(); m > service.ListingBatch {
 		t.Errorf("cancel read %d rows at once; steps of %d", m, service.ListingBatch)

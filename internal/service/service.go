@@ -70,7 +70,7 @@ const (
 	// ListingBatch is how many files one step deletes when a job's files
 	// go (an earlier attempt's listing, a cancel): a bounded hold of mu
 	// and of the store's write lock a step.
-	ListingBatch = 2000
+	ListingBatch = 1000
 	// DefaultFilesPage and MaxFilesPage bound the files of one job page
 	// (GET /api/v1/jobs/{id}?limit=&after=); the rest come by its Next.
 	DefaultFilesPage = 1000

@@ -759,7 +759,7 @@ func (s *Service) Listing(ctx context.Context, a controller.Actor, id string, l 
 			return apiv1.TaskAnswer{}, err
 		}
 	}
-	ans, err := s.listing(ctx, a, id, l)
+	ans, err := s.listing(ctx, a, id, l, s.checkPage(ctx, a, id, l))
 	if err == nil && ans.Task.State == transfer.TaskFailed && ans.Task.Attempt == l.Attempt {
 		s.dropListing(ctx, ans.Task.Job)
 	}
@@ -785,8 +785,49 @@ func (s *Service) dropListing(ctx context.Context, job string) {
 	}
 }
 
-// listing is Listing's page, under mu.
-func (s *Service) listing(ctx context.Context, a controller.Actor, id string, l apiv1.Listing) (apiv1.TaskAnswer, error) {
+// checkedPage is a listing's page checked before mu is taken: its files,
+// cut in parts, or why it is refused, for the page Page of the attempt
+// Attempt.
+type checkedPage struct {
+	ok            bool
+	attempt, page int
+	files         []transfer.JobFile
+	parts         []transfer.FilePart
+	refused       error
+}
+
+// checkPage checks a page without mu: alone (listedFiles), then against
+// the pages stored before it (listedBefore), and cuts its large files.
+// Only the page a current attempt is to store next is checked; listing
+// checks again under mu that it still is (the node sends its pages one
+// after another, so none is stored meanwhile but this one, sent twice),
+// and the job's sources and destination never change.
+func (s *Service) checkPage(ctx context.Context, a controller.Actor, id string, l apiv1.Listing) checkedPage {
+	t, j, err := s.task(ctx, a, id, transfer.TaskList)
+	if err != nil || l.Error != "" || t.State != transfer.TaskActive || t.Attempt != l.Attempt || l.Page != t.Pages || transfer.JobEnded(j.State) {
+		return checkedPage{}
+	}
+	c := checkedPage{ok: true, attempt: l.Attempt, page: l.Page}
+	c.files, c.refused = listedFiles(j, l.Files)
+	if c.refused == nil {
+		if err := s.listedBefore(ctx, j, c.files); err != nil {
+			var re *reserve.RequestError
+			if !errors.As(err, &re) {
+				return checkedPage{} // a store's error: checked again under mu
+			}
+			c.refused = err
+		}
+	}
+	if c.refused == nil && s.doesParts(ctx, t.From) {
+		// A listing by an older data node (one that pushes no parts)
+		// leaves every file whole, for nodes of its kind to move.
+		c.parts = s.cutParts(c.files)
+	}
+	return c
+}
+
+// listing is Listing's page, under mu; pre is the page as checked before.
+func (s *Service) listing(ctx context.Context, a controller.Actor, id string, l apiv1.Listing, pre checkedPage) (apiv1.TaskAnswer, error) {
 	s.lock()
 	defer s.unlock()
 	t, j, err := s.task(ctx, a, id, transfer.TaskList)
@@ -814,21 +855,26 @@ func (s *Service) listing(ctx context.Context, a controller.Actor, id string, l 
 	case l.Page > t.Pages:
 		return s.failListing(ctx, t, j, fmt.Sprintf("the listing was refused: page %d came before page %d", l.Page, t.Pages), now)
 	}
-	files, err := listedFiles(j, l.Files)
-	if err == nil {
-		err = s.listedBefore(ctx, j, files)
+	if !pre.ok || pre.attempt != t.Attempt || pre.page != t.Pages {
+		pre = checkedPage{}
+		pre.files, pre.refused = listedFiles(j, l.Files)
+		if pre.refused == nil {
+			pre.refused = s.listedBefore(ctx, j, pre.files)
+		}
+		if pre.refused == nil && s.doesParts(ctx, t.From) {
+			pre.parts = s.cutParts(pre.files)
+		}
 	}
-	if err != nil {
+	if err := pre.refused; err != nil {
+		var re *reserve.RequestError
+		if !errors.As(err, &re) {
+			return apiv1.TaskAnswer{}, err
+		}
 		// A listing refused for what it holds would be refused again at
 		// every attempt: the job fails saying why (issue 28, finding 11).
 		return s.failListing(ctx, t, j, "the listing was refused: "+oneLine(err.Error()), now)
 	}
-	// A listing by an older data node (one that pushes no parts) leaves
-	// every file whole, for nodes of its kind to move.
-	var parts []transfer.FilePart
-	if s.doesParts(ctx, t.From) {
-		parts = s.cutParts(files)
-	}
+	files, parts := pre.files, pre.parts
 	var bytes int64
 	for _, f := range files {
 		bytes += f.Size
