@@ -82,7 +82,7 @@ func TestSubmitCosts(t *testing.T) {
 	}
 	var p apiv1.JobPage
 	if st, raw := e.do("GET", "/api/v1/jobs/"+jr.Job.ID, alice, nil, &p); st != 200 || p.Job.State != transfer.JobFailed ||
-		!strings.Contains(p.Job.Reason, "the listing was refused: the body is over 67108864 bytes") {
+		!strings.Contains(p.Job.Reason, "the listing was refused: the body is over 8388608 bytes") {
 		t.Fatalf("the job: %d %s", st, raw)
 	}
 	if st, raw := e.do("POST", "/api/v1/datanodes/a1/claim", a1, apiv1.ClaimRequest{Max: 1}, &c); st != 200 || len(c.Tasks) != 0 {

@@ -8,10 +8,12 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -22,9 +24,14 @@ import (
 	"github.com/lightpath/lightpath/internal/transfer"
 )
 
-// MaxListingBytes bounds a listing's body: a dataset of a few hundred
-// thousand files.
+// MaxListingBytes bounds a task report's body.
 const MaxListingBytes = 64 << 20
+
+// MaxListingPageBytes bounds a page of a listing: a listing comes in
+// pages of at most service.MaxListingFiles files, which a data node keeps
+// under half of this, so the controller holds one page at a time
+// whatever the dataset (issue 28, finding 7).
+const MaxListingPageBytes = 8 << 20
 
 // WithService makes the server answer the transfer service's routes, and
 // adds the service's aggregates to /metrics.
@@ -134,7 +141,18 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request, a controller.Act
 			return err
 		}
 	}
-	p, err := svc.Get(r.Context(), a, r.PathValue("id"), states, noFiles, opt)
+	jq := service.JobQuery{States: states, NoFiles: noFiles, Optimizer: opt, After: q.Get("after")}
+	if !utf8.ValidString(jq.After) || strings.ContainsRune(jq.After, 0) || len(jq.After) > 4096 {
+		return invalid("after", "after=: want the path a page ended at (its next)")
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > service.MaxFilesPage {
+			return invalid("limit", "limit=%q: want 1 to %d files a page", v, service.MaxFilesPage)
+		}
+		jq.Limit = n
+	}
+	p, err := svc.GetPage(r.Context(), a, r.PathValue("id"), jq)
 	if err != nil {
 		return err
 	}
@@ -297,11 +315,11 @@ func (s *Server) taskListing(w http.ResponseWriter, r *http.Request, a controlle
 		return err
 	}
 	var in apiv1.Listing
-	if err := decodeLimit(w, r, &in, MaxListingBytes); err != nil {
+	if err := decodeLimit(w, r, &in, MaxListingPageBytes); err != nil {
 		var he *httpError
 		if errors.As(err, &he) && he.status == http.StatusRequestEntityTooLarge {
 			// Sent again it would be refused again: the job fails.
-			if ferr := svc.RefuseListing(r.Context(), a, r.PathValue("id"), he.msg+": list fewer files a job (split it)"); ferr != nil {
+			if ferr := svc.RefuseListing(r.Context(), a, r.PathValue("id"), he.msg+fmt.Sprintf(": send the listing in pages of at most %d files", service.MaxListingFiles)); ferr != nil {
 				return ferr
 			}
 		}

@@ -24,14 +24,23 @@ type JobList struct {
 	Jobs []transfer.Job `json:"jobs"`
 }
 
-// JobPage answers GET /api/v1/jobs/{id}: the job, its files (all of them,
-// or those in ?files=STATE), its tasks, and with ?optimizer=1 the
-// optimizer's decisions for its pairs, newest first.
+// JobPage answers GET /api/v1/jobs/{id}: the job, a page of its files
+// (all states, or those in ?files=STATE) in path order, at most ?limit=
+// (1000 by default, at most 10,000) after the path ?after=, with Next the
+// after= of the next page (empty on the last), the job's files counted by
+// state, its tasks (at most 500, the oldest first), and with
+// ?optimizer=1 the optimizer's decisions for its pairs, newest first.
 type JobPage struct {
-	Job       transfer.Job        `json:"job"`
-	Files     []transfer.JobFile  `json:"files"`
-	Tasks     []transfer.Task     `json:"tasks"`
-	Decisions []transfer.Decision `json:"decisions,omitempty"`
+	Job   transfer.Job       `json:"job"`
+	Files []transfer.JobFile `json:"files"`
+	// Next is the ?after= of the next page of files; empty on the last.
+	Next string `json:"next,omitempty"`
+	// FileCounts counts all the job's files by state (states without
+	// files left out), whatever the page holds; on the first page (no
+	// ?after=) only.
+	FileCounts map[string]int      `json:"file_counts,omitempty"`
+	Tasks      []transfer.Task     `json:"tasks"`
+	Decisions  []transfer.Decision `json:"decisions,omitempty"`
 }
 
 // JobRefusal is the Detail a deadline job that cannot be met is refused
@@ -207,10 +216,19 @@ type TaskWork struct {
 	Timeout string `json:"timeout,omitempty"`
 }
 
-// Listing is a list task's result (POST /api/v1/tasks/{id}/listing):
-// every file under the sources, or the error that stopped the listing.
+// MaxListingPage bounds the files of one page of a listing.
+const MaxListingPage = 10000
+
+// Listing is a page of a list task's result (POST
+// /api/v1/tasks/{id}/listing): files under the sources, or the error that
+// stopped the listing. A listing comes in pages of at most 10,000 files:
+// Page counts from 0, and More is set on every page but the last. A page
+// sent again (its answer lost) is taken once. A Listing without Page and
+// More is a whole listing in one page, as older data nodes send it.
 type Listing struct {
 	Attempt int           `json:"attempt"`
+	Page    int           `json:"page,omitempty"`
+	More    bool          `json:"more,omitempty"`
 	Files   []ListedFile  `json:"files,omitempty"`
 	Error   string        `json:"error,omitempty"`
 	Elapsed time.Duration `json:"elapsed_ns,omitempty"`

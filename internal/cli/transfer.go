@@ -514,8 +514,28 @@ streams, and why), newest first. --json prints the API's job page.`,
 }
 
 func runTransferStatus(cmd *cobra.Command, o *ctlFlags, what, id string, optimizer bool) error {
+	var failed []transfer.JobFile
 	p, err := fetch(o, what, func(c *client.Client) (apiv1.JobPage, error) {
-		return c.Job(cmd.Context(), id, client.JobPageOptions{Optimizer: optimizer})
+		p, err := c.Job(cmd.Context(), id, client.JobPageOptions{Optimizer: optimizer})
+		if err != nil || o.json {
+			return p, err
+		}
+		// Every failed file, a page at a time; the job's first page of
+		// files shows the parted ones.
+		if p.FileCounts == nil || p.FileCounts[transfer.FileFailed] == 0 {
+			failed = nil
+			for _, f := range p.Files {
+				if f.State == transfer.FileFailed {
+					failed = append(failed, f)
+				}
+			}
+			return p, nil
+		}
+		failed = nil
+		return p, c.JobFiles(cmd.Context(), id, []string{transfer.FileFailed}, func(fs []transfer.JobFile) error {
+			failed = append(failed, fs...)
+			return nil
+		})
 	})
 	if err != nil {
 		return err
@@ -525,14 +545,15 @@ func runTransferStatus(cmd *cobra.Command, o *ctlFlags, what, id string, optimiz
 		(&ndjson{w: w}).write(p)
 		return nil
 	}
-	printJobPage(w, p, optimizer)
+	printJobPage(w, p, failed, optimizer)
 	return nil
 }
 
 // fileStates is the order file states are counted in.
 var fileStates = []string{transfer.FilePending, transfer.FileActive, transfer.FileSucceeded, transfer.FileFailed, transfer.FileCancelled}
 
-func printJobPage(w io.Writer, p apiv1.JobPage, optimizer bool) {
+// printJobPage prints a job's page; failed are its failed files.
+func printJobPage(w io.Writer, p apiv1.JobPage, failed []transfer.JobFile, optimizer bool) {
 	j := p.Job
 	tw := newTable(w)
 	row := func(k, v string) {
@@ -593,15 +614,14 @@ func printJobPage(w io.Writer, p apiv1.JobPage, optimizer bool) {
 				countOrDash(pr.Concurrency), countOrDash(pr.Streams), orDash(pr.Routed)}
 		})
 	}
-	counts := map[string]int{}
-	var failed []transfer.JobFile
-	for _, f := range p.Files {
-		counts[f.State]++
-		if f.State == transfer.FileFailed {
-			failed = append(failed, f)
+	counts := p.FileCounts
+	if counts == nil { // a controller that does not count them
+		counts = map[string]int{}
+		for _, f := range p.Files {
+			counts[f.State]++
 		}
 	}
-	if len(p.Files) > 0 {
+	if len(counts) > 0 {
 		var parts []string
 		for _, s := range fileStates {
 			if counts[s] > 0 {
@@ -808,9 +828,15 @@ func waitVerdict(cmd *cobra.Command, c *client.Client, what string, j transfer.J
 	case transfer.JobSucceeded:
 		return nil
 	case transfer.JobFailed:
-		p, err := c.Job(cmd.Context(), j.ID, client.JobPageOptions{Files: []string{transfer.FileFailed}})
-		if err == nil && !asJSON {
-			printFailedFiles(cmd.OutOrStdout(), p.Files)
+		if !asJSON {
+			var failed []transfer.JobFile
+			err := c.JobFiles(cmd.Context(), j.ID, []string{transfer.FileFailed}, func(fs []transfer.JobFile) error {
+				failed = append(failed, fs...)
+				return nil
+			})
+			if err == nil {
+				printFailedFiles(cmd.OutOrStdout(), failed)
+			}
 		}
 		return fmt.Errorf("%s: job %s FAILED: %s", what, j.ID, orWord(j.Reason, fmt.Sprintf("%d files failed", j.FilesFailed)))
 	}

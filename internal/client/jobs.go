@@ -53,6 +53,10 @@ type JobPageOptions struct {
 	NoFiles   bool
 	Optimizer bool
 	Wait      time.Duration
+	// Limit and After page through the files: at most Limit (the
+	// controller's default when 0) after the path After (a page's Next).
+	Limit int
+	After string
 }
 
 // Job is GET /api/v1/jobs/{id}.
@@ -70,7 +74,31 @@ func (c *Client) Job(ctx context.Context, id string, o JobPageOptions) (apiv1.Jo
 	if o.Wait > 0 {
 		q.Set("wait", o.Wait.String())
 	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	setString(q, "after", o.After)
 	return get[apiv1.JobPage](ctx, c, "/jobs/"+escape(id), q)
+}
+
+// JobFiles follows a job's pages of files in those states (none given:
+// every file) and calls each with every page's files in turn, until the
+// last page or an error (each's included).
+func (c *Client) JobFiles(ctx context.Context, id string, states []string, each func([]transfer.JobFile) error) error {
+	after := ""
+	for {
+		p, err := c.Job(ctx, id, JobPageOptions{Files: states, Limit: 10000, After: after})
+		if err != nil {
+			return err
+		}
+		if err := each(p.Files); err != nil {
+			return err
+		}
+		if p.Next == "" || p.Next == after {
+			return nil
+		}
+		after = p.Next
+	}
 }
 
 // CancelJob is POST /api/v1/jobs/{id}/cancel: its tasks stop, its

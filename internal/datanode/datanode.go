@@ -651,8 +651,9 @@ func (p *progress) read() (int64, float64) {
 // deliver sends a task's last word, trying again while the controller
 // cannot be reached (a restart, a failover), for as long as the task's
 // lease could still be renewed; a task whose ctx ended (the node stops)
-// gets a few seconds. The task stays in the heartbeat meanwhile.
-func (n *node) deliver(ctx context.Context, t *running, send func(context.Context) (apiv1.TaskAnswer, error)) {
+// gets a few seconds. The task stays in the heartbeat meanwhile. It
+// returns the controller's answer, and whether one came.
+func (n *node) deliver(ctx context.Context, t *running, send func(context.Context) (apiv1.TaskAnswer, error)) (apiv1.TaskAnswer, bool) {
 	base := context.WithoutCancel(ctx)
 	giveUp := time.Now().Add(2 * time.Minute)
 	if ctx.Err() != nil {
@@ -672,12 +673,12 @@ func (n *node) deliver(ctx context.Context, t *running, send func(context.Contex
 			if ans.Cancel {
 				n.log.Info("the controller says the task is over", "task", t.work.Task.ID, "reason", ans.Reason)
 			}
-			return
+			return ans, true
 		}
 		var ae *client.APIError
 		if errors.As(err, &ae) && ae.Status < 500 || time.Now().Add(backoff).After(giveUp) {
 			n.log.Warn("report of a task not taken", "task", t.work.Task.ID, "err", err)
-			return
+			return apiv1.TaskAnswer{}, false
 		}
 		t := time.NewTimer(backoff)
 		select {

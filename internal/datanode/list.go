@@ -2,6 +2,7 @@ package datanode
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -55,9 +56,47 @@ func (n *node) runList(ctx context.Context, t *running) {
 	t.prog.set(0)
 	n.log.Info("listed", "task", w.Task.ID, "job", w.Task.Job, "files", len(l.Files), "bytes", bytes, "err", l.Error,
 		"elapsed", l.Elapsed.Round(time.Millisecond))
-	n.deliver(ctx, t, func(c context.Context) (apiv1.TaskAnswer, error) {
-		return n.cfg.Client.ReportListing(c, w.Task.ID, l)
-	})
+	if l.Error != "" {
+		n.deliver(ctx, t, func(c context.Context) (apiv1.TaskAnswer, error) {
+			return n.cfg.Client.ReportListing(c, w.Task.ID, l)
+		})
+		return
+	}
+	// In pages, each sent once its answer came (a page sent again after a
+	// lost answer is taken once), so that the controller holds one page at
+	// a time however large the dataset.
+	pages := listingPages(files, apiv1.MaxListingPage, listingPageBytes)
+	for i, page := range pages {
+		l.Page, l.More, l.Files = i, i < len(pages)-1, page
+		ans, ok := n.deliver(ctx, t, func(c context.Context) (apiv1.TaskAnswer, error) {
+			return n.cfg.Client.ReportListing(c, w.Task.ID, l)
+		})
+		if !ok || ans.Cancel {
+			return
+		}
+	}
+}
+
+// listingPageBytes bounds a page's files as JSON: half the controller's
+// bound on a page's body (api.MaxListingPageBytes), leaving room for the
+// envelope.
+const listingPageBytes = 4 << 20
+
+// listingPages cuts a listing into pages of at most maxFiles files and
+// about maxBytes of JSON (a file larger alone is a page of its own); an
+// empty listing is one empty page.
+func listingPages(files []apiv1.ListedFile, maxFiles, maxBytes int) [][]apiv1.ListedFile {
+	var pages [][]apiv1.ListedFile
+	start, size := 0, 0
+	for i, f := range files {
+		b, _ := json.Marshal(f)
+		if i > start && (i-start >= maxFiles || size+len(b)+1 > maxBytes) {
+			pages = append(pages, files[start:i])
+			start, size = i, 0
+		}
+		size += len(b) + 1
+	}
+	return append(pages, files[start:])
 }
 
 // listSources walks each source (a path under root, as the job gave it)

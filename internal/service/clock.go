@@ -38,9 +38,9 @@ func (s *Service) Run(ctx context.Context) {
 		case <-ctx.Done():
 			// Waiting claims claim once more and answer, rather than
 			// hold their requests on a controller that stops leading.
-			s.mu.Lock()
+			s.lock()
 			s.notify()
-			s.mu.Unlock()
+			s.unlock()
 			return
 		case <-t.C:
 			s.Tick(ctx)
@@ -65,9 +65,15 @@ func (s *Service) Run(ctx context.Context) {
 
 // Tick does one round of the clock's work at the controller's now.
 func (s *Service) Tick(ctx context.Context) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	asked := s.now()
+	s.lock()
+	defer s.unlock()
 	now := s.now()
+	if now.Sub(asked) > StallHold {
+		// Whatever held mu so long kept heartbeats out as long: their
+		// leases get the time back (stall.go) before lapse judges them.
+		s.stalled.note(asked, now)
+	}
 	if err := s.lapse(ctx, now); err != nil {
 		s.log.Warn("requeue the tasks of lost data nodes", "err", err)
 	}
@@ -88,7 +94,11 @@ func (s *Service) Tick(ctx context.Context) {
 }
 
 // lapse requeues the ACTIVE tasks whose lease lapsed: their files stay in
-// them, and the next claim takes them with the next attempt.
+// them, and the next claim takes them with the next attempt. A lease
+// never lapses because the controller was busy: the time mu was held
+// past StallHold (or the clock waited for it so long), in which no
+// heartbeat could renew a lease, is added to every lease it touched
+// before lapse judges it (leaseLive, stall.go; issue 28, finding 7).
 func (s *Service) lapse(ctx context.Context, now time.Time) error {
 	ts, err := s.st.ListTasks(ctx, store.TaskFilter{States: []string{transfer.TaskActive}})
 	if err != nil {
@@ -96,7 +106,7 @@ func (s *Service) lapse(ctx context.Context, now time.Time) error {
 	}
 	var live map[string][]transfer.DataNode
 	for _, t := range ts {
-		if now.Before(t.LeaseExpires) {
+		if s.leaseLive(t.LeaseExpires, now) {
 			continue
 		}
 		if live == nil {
@@ -104,7 +114,9 @@ func (s *Service) lapse(ctx context.Context, now time.Time) error {
 				return err
 			}
 		}
+		failed := false // the listing failed for good
 		err := s.tx(ctx, func(tx store.Store) error {
+			failed = false
 			lost := t.From
 			t.State, t.LeaseExpires = transfer.TaskQueued, time.Time{}
 			t.Error = "data node " + lost + " lost (its lease lapsed)"
@@ -126,6 +138,8 @@ func (s *Service) lapse(ctx context.Context, now time.Time) error {
 						return err
 					}
 					j.State, j.Reason, j.EndedAt = transfer.JobFailed, why, now
+					j.FilesTotal, j.BytesTotal = 0, 0
+					failed = true
 					return s.saveJob(ctx, tx, &j, now)
 				}
 			}
@@ -149,6 +163,11 @@ func (s *Service) lapse(ctx context.Context, now time.Time) error {
 			return err
 		}
 		delete(s.rates, t.ID)
+		if failed {
+			// The pages its attempts stored go, in steps, once the
+			// clock lets mu go.
+			go s.dropListing(context.WithoutCancel(ctx), t.Job)
+		}
 	}
 	return nil
 }
@@ -206,8 +225,8 @@ type Aggregates struct {
 
 // Aggregates returns the service's aggregates now.
 func (s *Service) Aggregates() Aggregates {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	now := s.now()
 	a := Aggregates{SiteInBps: map[string]float64{}, SiteOutBps: map[string]float64{}, BytesMoved: s.moved}
 	for _, r := range s.rates {

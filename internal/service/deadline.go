@@ -254,8 +254,8 @@ func (s *Service) start(ctx context.Context, j transfer.Job, now time.Time) erro
 // tick, and as it (re)subscribes to the controller's events, for what it
 // may have missed.
 func (s *Service) startActive(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	// The pairs of running jobs whose reservation this was may start:
 	// the waiting claims claim again.
 	s.notify()

@@ -49,8 +49,8 @@ func (s *Service) AddEndpoint(ctx context.Context, a controller.Actor, req apiv1
 			return transfer.Endpoint{}, false, invalid("nodes", "node %s is at site %s, not %s: the data nodes of an endpoint see the same files, so they are of its site", n, topo.Site[n], req.Site)
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	now := s.now()
 	err = s.tx(ctx, func(tx store.Store) error {
 		var err error
@@ -118,8 +118,8 @@ func (s *Service) RemoveEndpoint(ctx context.Context, a controller.Actor, name s
 // changeEndpoint runs change on endpoint name, read in a transaction
 // under mu (404 when there is none), and returns it as change left it.
 func (s *Service) changeEndpoint(ctx context.Context, name string, change func(tx store.Store, ep *transfer.Endpoint) error) (transfer.Endpoint, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	var ep transfer.Endpoint
 	err := s.tx(ctx, func(tx store.Store) error {
 		var err error

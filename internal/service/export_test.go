@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/transfer"
@@ -28,6 +29,7 @@ type Reads struct {
 type readCount struct {
 	mu            sync.Mutex
 	queries, rows int
+	most          int // the most rows one read returned
 }
 
 // Counts returns the queries and rows read so far.
@@ -41,8 +43,29 @@ func (r *Reads) add(rows int) {
 	r.n.mu.Lock()
 	r.n.queries++
 	r.n.rows += rows
+	r.n.most = max(r.n.most, rows)
 	r.n.mu.Unlock()
 }
+
+// Most returns the most rows one read returned so far, and starts again.
+func (r *Reads) Most() int {
+	r.n.mu.Lock()
+	defer r.n.mu.Unlock()
+	m := r.n.most
+	r.n.most = 0
+	return m
+}
+
+// Stall holds the service's lock while advance moves the clock by d: the
+// controller busy for d, as a long request would keep it.
+func (s *Service) Stall(d time.Duration, advance func(time.Duration)) {
+	s.lock()
+	defer s.unlock()
+	advance(d)
+}
+
+// ListedFiles is listedFiles, for the table test and the fuzz target.
+var ListedFiles = listedFiles
 
 // CountReads makes s read its store through a Reads, from now on.
 func CountReads(s *Service) *Reads {

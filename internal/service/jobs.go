@@ -203,19 +203,19 @@ func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.J
 		}
 	}
 
-	s.mu.Lock()
+	s.lock()
 	now = s.now()
 	j := transfer.Job{
 		ID: newID("j-"), Owner: a.Name, JobRequest: req,
 		State: transfer.JobQueued, CreatedAt: now, UpdatedAt: now, Version: 1,
 	}
 	if err := s.checkJobLimits(ctx, a, req.Project); err != nil {
-		s.mu.Unlock()
+		s.unlock()
 		return transfer.Job{}, false, err
 	}
 	_, live, err := s.liveNodes(ctx, s.st, now)
 	if err != nil {
-		s.mu.Unlock()
+		s.unlock()
 		return transfer.Job{}, false, err
 	}
 	j.Reason = listReason(srcs[0].Endpoint, len(live[srcs[0].Endpoint]) > 0)
@@ -233,7 +233,7 @@ func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.J
 	})
 	if err != nil {
 		delete(s.waiters, j.ID)
-		s.mu.Unlock()
+		s.unlock()
 		var dup *store.DuplicateJobError
 		if errors.As(err, &dup) {
 			if !sameRequest(dup.Existing.JobRequest, req) {
@@ -244,7 +244,7 @@ func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.J
 		return transfer.Job{}, false, err
 	}
 	s.notify() // its list task is claimable
-	s.mu.Unlock()
+	s.unlock()
 	if done == nil {
 		return j, true, nil
 	}
@@ -259,9 +259,9 @@ func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.J
 	case <-timer.C:
 	case <-ctx.Done():
 	}
-	s.mu.Lock()
+	s.lock()
 	delete(s.waiters, j.ID)
-	s.mu.Unlock()
+	s.unlock()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -345,10 +345,38 @@ func listReason(ep string, live bool) string {
 	return "waiting for a live data node of endpoint " + ep
 }
 
-// Get returns a job the actor may see with its files (those in states,
-// all when empty; none when noFiles), its tasks, and with optimizer its
-// optimizer's decisions.
+// Get returns a job the actor may see with the first page of its files
+// (those in states, all when empty; none when noFiles), its tasks, and
+// with optimizer its optimizer's decisions (GetPage with the default
+// page).
 func (s *Service) Get(ctx context.Context, a controller.Actor, id string, states []string, noFiles, optimizer bool) (apiv1.JobPage, error) {
+	return s.GetPage(ctx, a, id, JobQuery{States: states, NoFiles: noFiles, Optimizer: optimizer})
+}
+
+// JobQuery says what a job's page carries: its files in States (all when
+// empty; none with NoFiles), at most Limit of them (DefaultFilesPage when
+// 0, at most MaxFilesPage) after the path After, and with Optimizer the
+// optimizer's decisions.
+type JobQuery struct {
+	States    []string
+	NoFiles   bool
+	Optimizer bool
+	Limit     int
+	After     string
+}
+
+// GetPage returns a job the actor may see with one page of its files, in
+// path order, and on the first page (no After) its files counted by
+// state; Next is the After of the next page, empty on the last. However many files a job has, a page
+// reads and holds at most MaxFilesPage of them, and without mu (issue
+// 28, finding 7).
+func (s *Service) GetPage(ctx context.Context, a controller.Actor, id string, q JobQuery) (apiv1.JobPage, error) {
+	switch {
+	case q.Limit < 0 || q.Limit > MaxFilesPage:
+		return apiv1.JobPage{}, invalid("limit", "limit %d: want 1 to %d files a page", q.Limit, MaxFilesPage)
+	case q.Limit == 0:
+		q.Limit = DefaultFilesPage
+	}
 	j, err := s.job(ctx, a, id)
 	if err != nil {
 		return apiv1.JobPage{}, err
@@ -358,21 +386,41 @@ func (s *Service) Get(ctx context.Context, a controller.Actor, id string, states
 		return apiv1.JobPage{}, err
 	}
 	p := apiv1.JobPage{Job: one[0], Files: []transfer.JobFile{}}
-	if !noFiles {
-		if p.Files, err = s.st.ListJobFiles(ctx, store.JobFileFilter{Job: id, States: states}); err != nil {
+	if !q.NoFiles {
+		// One more than the page tells whether another follows.
+		files, err := s.st.ListJobFiles(ctx, store.JobFileFilter{Job: id, States: q.States, After: q.After, Limit: q.Limit + 1})
+		if err != nil {
 			return apiv1.JobPage{}, err
 		}
-		if p.Files == nil {
-			p.Files = []transfer.JobFile{}
+		if len(files) > q.Limit {
+			files = files[:q.Limit]
+			p.Next = files[len(files)-1].Path
+		}
+		if files != nil {
+			p.Files = files
 		}
 	}
-	if p.Tasks, err = s.st.ListTasks(ctx, store.TaskFilter{Job: id}); err != nil {
+	if q.After == "" {
+		// Counted on the first page only: a count reads every file of
+		// the job, which following the pages need not repeat.
+		counts, err := s.st.CountJobFiles(ctx, id)
+		if err != nil {
+			return apiv1.JobPage{}, err
+		}
+		p.FileCounts = map[string]int{}
+		for st, c := range counts {
+			p.FileCounts[st] = c.Files
+		}
+	}
+	// A copy task names up to BatchFiles files: the page's tasks are
+	// bounded too, the oldest first.
+	if p.Tasks, err = s.st.ListTasks(ctx, store.TaskFilter{Job: id, Limit: MaxPageTasks}); err != nil {
 		return apiv1.JobPage{}, err
 	}
 	if p.Tasks == nil {
 		p.Tasks = []transfer.Task{}
 	}
-	if optimizer {
+	if q.Optimizer {
 		if p.Decisions, err = s.st.ListDecisions(ctx, id, 200); err != nil {
 			return apiv1.JobPage{}, err
 		}
@@ -408,13 +456,47 @@ func (s *Service) List(ctx context.Context, a controller.Actor, f store.JobFilte
 }
 
 // Cancel cancels a job: its tasks stop, its files not yet arrived are
-// cancelled, its reservations are released.
+// cancelled, its reservations are released. The job and its tasks end in
+// one short transaction; its files and parts then end ListingBatch at a
+// time, each step under its own short hold of mu, so a cancel of any size
+// never keeps heartbeats waiting long (issue 28, finding 7): the first
+// cancelSteps steps before the answer, the rest of a larger job's after
+// it. Nothing touches the files of an ended job meanwhile: claims take
+// none, and its tasks' reports are answered stale.
 func (s *Service) Cancel(ctx context.Context, a controller.Actor, id, why string) (transfer.Job, error) {
 	if a.Role == reserve.RoleAgent {
 		return transfer.Job{}, forbidden("agents do not cancel jobs")
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	j, err := s.cancelJob(ctx, a, id, why)
+	if err != nil {
+		return j, err
+	}
+	s.release(ctx, j, "job "+id+" cancelled")
+	// A job of up to cancelSteps steps of files is answered with its
+	// files ended; a larger one's go on ending after the answer.
+	after, more, err := s.endFiles(ctx, id, []string{transfer.FilePending, transfer.FileActive}, transfer.FileCancelled, "", "the job was cancelled", cancelSteps, "")
+	if err != nil {
+		return transfer.Job{}, err
+	}
+	if more {
+		go func() {
+			bg := context.WithoutCancel(ctx)
+			if _, _, err := s.endFiles(bg, id, []string{transfer.FilePending, transfer.FileActive}, transfer.FileCancelled, "", "the job was cancelled", 0, after); err != nil {
+				s.log.Warn("cancel the files of a cancelled job", "job", id, "err", err)
+			}
+		}()
+	}
+	return j, nil
+}
+
+// cancelSteps is how many steps of ListingBatch files a cancel takes
+// before it answers.
+const cancelSteps = 10
+
+// cancelJob ends a job CANCELLED with its open tasks.
+func (s *Service) cancelJob(ctx context.Context, a controller.Actor, id, why string) (transfer.Job, error) {
+	s.lock()
+	defer s.unlock()
 	j, err := s.job(ctx, a, id)
 	if err != nil {
 		return j, err
@@ -435,21 +517,6 @@ func (s *Service) Cancel(ctx context.Context, a controller.Actor, id, why string
 			}
 			delete(s.rates, t.ID)
 		}
-		files, err := tx.ListJobFiles(ctx, store.JobFileFilter{Job: id, States: []string{transfer.FilePending, transfer.FileActive}})
-		if err != nil {
-			return err
-		}
-		for i := range files {
-			files[i].State = transfer.FileCancelled
-		}
-		if len(files) > 0 {
-			if err := tx.UpdateJobFiles(ctx, files); err != nil {
-				return err
-			}
-		}
-		if err := cancelParts(ctx, tx, id, "the job was cancelled"); err != nil {
-			return err
-		}
 		j.State, j.EndedAt = transfer.JobCancelled, now
 		j.Reason = "cancelled by " + a.Name
 		if why = oneLine(why); why != "" {
@@ -461,8 +528,57 @@ func (s *Service) Cancel(ctx context.Context, a controller.Actor, id, why string
 	if err != nil {
 		return transfer.Job{}, err
 	}
-	s.release(ctx, j, "job "+id+" cancelled")
 	return j, nil
+}
+
+// endFiles moves an ended job's files in states to state (with the
+// error fileWhy), and its parts not yet ended to state (with partWhy),
+// ListingBatch at a time from the path after, each step its own
+// transaction under its own hold of mu, at most steps of them (0: until
+// done). It returns the path to go on after, and whether any is left.
+func (s *Service) endFiles(ctx context.Context, job string, states []string, state, fileWhy, partWhy string, steps int, after string) (string, bool, error) {
+	// Each step goes on from the last path of the step before, so the
+	// steps together read the job's files once, in path order.
+	for step := 1; ; step++ {
+		more, err := func() (bool, error) {
+			s.lock()
+			defer s.unlock()
+			more := false
+			err := s.tx(ctx, func(tx store.Store) error {
+				files, err := tx.ListJobFiles(ctx, store.JobFileFilter{Job: job, States: states, After: after, Limit: ListingBatch})
+				if err != nil {
+					return err
+				}
+				if len(files) > 0 {
+					after = files[len(files)-1].Path
+				}
+				for i := range files {
+					files[i].State = state
+					if fileWhy != "" {
+						files[i].Error = fileWhy
+					}
+				}
+				if err := tx.UpdateJobFiles(ctx, files); err != nil {
+					return err
+				}
+				parts, err := tx.ListFileParts(ctx, store.FilePartFilter{Job: job, States: []string{transfer.FilePending, transfer.FileActive}, Limit: ListingBatch})
+				if err != nil {
+					return err
+				}
+				more = len(files) == ListingBatch || len(parts) == ListingBatch
+				return endParts(ctx, tx, parts, state, partWhy)
+			})
+			return more, err
+		}()
+		switch {
+		case err != nil:
+			return "", false, err
+		case !more:
+			return "", false, nil
+		case step == steps:
+			return after, true, nil
+		}
+	}
 }
 
 // runThroughput is an ended job's bits per second over its run.

@@ -64,8 +64,8 @@ func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string
 	}
 	site := topo.Site[node]
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	now := s.now()
 	exp := now.Add(lease)
 	work := apiv1.DataNodeWork{Node: node, LeaseExpires: exp, GrantKey: s.pub,
@@ -241,7 +241,7 @@ func (s *Service) liveNodes(ctx context.Context, st store.Store, now time.Time) 
 	}
 	live = map[string][]transfer.DataNode{}
 	for i := range all {
-		all[i].Alive = now.Before(all[i].LeaseExpires)
+		all[i].Alive = s.leaseLive(all[i].LeaseExpires, now)
 		if all[i].Alive {
 			live[all[i].Endpoint] = append(live[all[i].Endpoint], all[i])
 		}

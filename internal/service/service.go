@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
@@ -61,6 +62,21 @@ const (
 	// DefaultSubmitWait bounds how long a deadline job's submission waits
 	// for its listing and its booking.
 	DefaultSubmitWait = 60 * time.Second
+	// MaxListingFiles bounds a page of a listing (apiv1.Listing): a
+	// listing of any size comes in pages, each stored in a transaction
+	// of its own under a short hold of mu, so the controller never holds
+	// a whole large listing (issue 28, finding 7).
+	MaxListingFiles = apiv1.MaxListingPage
+	// ListingBatch is how many files one step deletes when a job's files
+	// go (an earlier attempt's listing, a cancel): a bounded hold of mu
+	// and of the store's write lock a step.
+	ListingBatch = 1000
+	// DefaultFilesPage and MaxFilesPage bound the files of one job page
+	// (GET /api/v1/jobs/{id}?limit=&after=); the rest come by its Next.
+	DefaultFilesPage = 1000
+	MaxFilesPage     = 10000
+	// MaxPageTasks bounds the tasks of a job's page, the oldest first.
+	MaxPageTasks = 500
 	// MaxClaim bounds the tasks one claim hands out.
 	MaxClaim = 16
 	// MaxClaimWait bounds how long a claim waits for something to hand
@@ -145,6 +161,11 @@ type Service struct {
 	// mu serialises the service's changes: each is one store transaction
 	// made under it.
 	mu sync.Mutex
+	// heldSince is when mu was last taken (lock); stalled remembers the
+	// holds of mu, and the clock's waits for it, that kept heartbeats
+	// out for longer than StallHold (stall.go).
+	heldSince time.Time
+	stalled   stalls
 	// waiters are the deadline submissions waiting for their job's plan.
 	waiters map[string]chan error
 	// opt holds one optimizer per (job, from, to), rebuilt from the last
@@ -429,9 +450,9 @@ func (s *Service) WaitEnded(ctx context.Context, a controller.Actor, id string, 
 		// The channel first, under mu: every change to the job is made
 		// and committed under mu (saveJob), so the read below sees it at
 		// least as new as the channel, and a later change closes it.
-		s.mu.Lock()
+		s.lock()
 		changed := s.changed
-		s.mu.Unlock()
+		s.unlock()
 		j, err := s.job(ctx, a, id)
 		if err != nil {
 			return err

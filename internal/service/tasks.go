@@ -120,8 +120,8 @@ func (s *Service) Claim(ctx context.Context, a controller.Actor, node string, re
 // channel that closes at the next change, taken under the same hold of
 // mu, so that no change between this claim and the wait is missed.
 func (s *Service) claimOnce(ctx context.Context, node string, n int, topo *controller.Topo) (apiv1.Claim, <-chan struct{}, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	var out []apiv1.TaskWork
 	var rates []apiv1.TaskRate
 	err := s.tx(ctx, func(tx store.Store) error {
@@ -200,7 +200,7 @@ func (r *claimRun) lists() error {
 			continue
 		}
 		t.State, t.Attempt, t.ClaimedAt, t.LeaseExpires = transfer.TaskActive, t.Attempt+1, r.now, r.me.LeaseExpires
-		t.From, t.Error = r.me.Node, ""
+		t.From, t.Error, t.Pages = r.me.Node, "", 0
 		if err := r.tx.UpdateTask(r.ctx, t); err != nil {
 			return err
 		}
@@ -741,15 +741,102 @@ func (s *Service) grantStatus(ctx context.Context, st store.Store, node, task st
 	return apiv1.GrantStatus{Current: true}, nil
 }
 
-// Listing takes a list task's result: the job's files are stored, and the
-// job goes ACTIVE (no deadline), SCHEDULED (booked for its deadline),
-// SUCCEEDED (nothing to move) or FAILED (the listing failed).
+// Listing takes a page of a list task's result. The node sends a large
+// listing in pages (Page 0, 1, ... with More on every page but the last;
+// an older node sends one page); each page is checked against the pages
+// before it by the store's indexes and stored in its own short
+// transaction, so neither the controller's memory nor its hold of mu grows
+// with the listing (issue 28, finding 7). A page sent again after a lost
+// answer is taken once. With the last page the job goes ACTIVE (no
+// deadline), SCHEDULED (booked for its deadline) or SUCCEEDED (nothing to
+// move); a failed or refused listing fails it.
 func (s *Service) Listing(ctx context.Context, a controller.Actor, id string, l apiv1.Listing) (apiv1.TaskAnswer, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	if l.Page == 0 && l.Error == "" {
+		// Files an earlier attempt stored go first, a bounded step at a
+		// time, so that the pages of this one are checked against each
+		// other only.
+		if err := s.clearListing(ctx, a, id, l.Attempt); err != nil {
+			return apiv1.TaskAnswer{}, err
+		}
+	}
+	ans, err := s.listing(ctx, a, id, l, s.checkPage(ctx, a, id, l))
+	if err == nil && ans.Task.State == transfer.TaskFailed && ans.Task.Attempt == l.Attempt {
+		s.dropListing(ctx, ans.Task.Job)
+	}
+	return ans, err
+}
+
+// dropListing deletes the files the pages of a failed listing stored,
+// ListingBatch at a time under short holds of mu: a refused listing
+// leaves nothing of it behind. Nothing else touches the files of an ended
+// job meanwhile.
+func (s *Service) dropListing(ctx context.Context, job string) {
+	for {
+		s.lock()
+		n, err := s.st.DeleteJobFiles(ctx, job, ListingBatch)
+		s.unlock()
+		if err != nil {
+			s.log.Warn("delete the files of a refused listing", "job", job, "err", err)
+			return
+		}
+		if n < ListingBatch {
+			return
+		}
+	}
+}
+
+// checkedPage is a listing's page checked before mu is taken: its files,
+// cut in parts, or why it is refused, for the page Page of the attempt
+// Attempt.
+type checkedPage struct {
+	ok            bool
+	attempt, page int
+	files         []transfer.JobFile
+	parts         []transfer.FilePart
+	refused       error
+}
+
+// checkPage checks a page without mu: alone (listedFiles), then against
+// the pages stored before it (listedBefore), and cuts its large files.
+// Only the page a current attempt is to store next is checked; listing
+// checks again under mu that it still is (the node sends its pages one
+// after another, so none is stored meanwhile but this one, sent twice),
+// and the job's sources and destination never change.
+func (s *Service) checkPage(ctx context.Context, a controller.Actor, id string, l apiv1.Listing) checkedPage {
+	t, j, err := s.task(ctx, a, id, transfer.TaskList)
+	if err != nil || l.Error != "" || t.State != transfer.TaskActive || t.Attempt != l.Attempt || l.Page != t.Pages || transfer.JobEnded(j.State) {
+		return checkedPage{}
+	}
+	c := checkedPage{ok: true, attempt: l.Attempt, page: l.Page}
+	c.files, c.refused = listedFiles(j, l.Files)
+	if c.refused == nil {
+		if err := s.listedBefore(ctx, j, c.files); err != nil {
+			var re *reserve.RequestError
+			if !errors.As(err, &re) {
+				return checkedPage{} // a store's error: checked again under mu
+			}
+			c.refused = err
+		}
+	}
+	if c.refused == nil && s.doesParts(ctx, t.From) {
+		// A listing by an older data node (one that pushes no parts)
+		// leaves every file whole, for nodes of its kind to move.
+		c.parts = s.cutParts(c.files)
+	}
+	return c
+}
+
+// listing is Listing's page, under mu; pre is the page as checked before.
+func (s *Service) listing(ctx context.Context, a controller.Actor, id string, l apiv1.Listing, pre checkedPage) (apiv1.TaskAnswer, error) {
+	s.lock()
+	defer s.unlock()
 	t, j, err := s.task(ctx, a, id, transfer.TaskList)
 	if err != nil {
 		return apiv1.TaskAnswer{}, err
+	}
+	if t.State == transfer.TaskSucceeded && t.Attempt == l.Attempt && l.Error == "" && l.Page >= 0 && l.Page < t.Pages {
+		// The last page, or one before it, sent again: taken already.
+		return apiv1.TaskAnswer{Task: t}, nil
 	}
 	if t.State != transfer.TaskActive || t.Attempt != l.Attempt || transfer.JobEnded(j.State) {
 		return staleAnswer(t, l.Attempt, j), nil
@@ -759,37 +846,66 @@ func (s *Service) Listing(ctx context.Context, a controller.Actor, id string, l 
 	if l.Error != "" {
 		return s.failListing(ctx, t, j, oneLine(l.Error), now)
 	}
-	files, err := listedFiles(j, l.Files)
-	if err != nil {
+	switch {
+	case l.Page < 0:
+		return s.failListing(ctx, t, j, fmt.Sprintf("the listing was refused: page %d", l.Page), now)
+	case l.Page < t.Pages:
+		// Stored already: its answer was lost on the way back.
+		return apiv1.TaskAnswer{Task: t}, nil
+	case l.Page > t.Pages:
+		return s.failListing(ctx, t, j, fmt.Sprintf("the listing was refused: page %d came before page %d", l.Page, t.Pages), now)
+	}
+	if !pre.ok || pre.attempt != t.Attempt || pre.page != t.Pages {
+		pre = checkedPage{}
+		pre.files, pre.refused = listedFiles(j, l.Files)
+		if pre.refused == nil {
+			pre.refused = s.listedBefore(ctx, j, pre.files)
+		}
+		if pre.refused == nil && s.doesParts(ctx, t.From) {
+			pre.parts = s.cutParts(pre.files)
+		}
+	}
+	if err := pre.refused; err != nil {
+		var re *reserve.RequestError
+		if !errors.As(err, &re) {
+			return apiv1.TaskAnswer{}, err
+		}
 		// A listing refused for what it holds would be refused again at
 		// every attempt: the job fails saying why (issue 28, finding 11).
 		return s.failListing(ctx, t, j, "the listing was refused: "+oneLine(err.Error()), now)
 	}
-	// A listing by an older data node (one that pushes no parts) leaves
-	// every file whole, for nodes of its kind to move.
-	var parts []transfer.FilePart
-	if s.doesParts(ctx, t.From) {
-		parts = s.cutParts(files)
+	files, parts := pre.files, pre.parts
+	var bytes int64
+	for _, f := range files {
+		bytes += f.Size
 	}
+	t0, j0 := t, j // the transaction may run again: it starts from them
 	err = s.tx(ctx, func(tx store.Store) error {
-		for i := 0; i < len(files); i += 1000 {
-			if err := tx.AddJobFiles(ctx, files[i:min(i+1000, len(files))]); err != nil {
-				return err
-			}
+		t, j = t0, j0
+		if err := tx.AddJobFiles(ctx, files); err != nil {
+			return err
 		}
 		if err := tx.AddFileParts(ctx, parts); err != nil {
 			return err
+		}
+		if t.Pages == 0 {
+			j.FilesTotal, j.BytesTotal = 0, 0
+		}
+		t.Pages++
+		j.FilesTotal += len(files)
+		j.BytesTotal += bytes
+		if l.More {
+			if err := tx.UpdateTask(ctx, t); err != nil {
+				return err
+			}
+			return s.saveJob(ctx, tx, &j, now)
 		}
 		t.State, t.EndedAt, t.Bytes = transfer.TaskSucceeded, now, 0
 		if err := tx.UpdateTask(ctx, t); err != nil {
 			return err
 		}
-		j.FilesTotal, j.BytesTotal = len(files), 0
-		for _, f := range files {
-			j.BytesTotal += f.Size
-		}
 		switch {
-		case len(files) == 0:
+		case j.FilesTotal == 0:
 			j.State, j.Reason, j.StartedAt, j.EndedAt = transfer.JobSucceeded, "", now, now
 		case j.Deadline.IsZero():
 			j.State, j.StartedAt = transfer.JobActive, now
@@ -802,6 +918,9 @@ func (s *Service) Listing(ctx context.Context, a controller.Actor, id string, l 
 	if err != nil {
 		return apiv1.TaskAnswer{}, err
 	}
+	if l.More {
+		return apiv1.TaskAnswer{Task: t}, nil
+	}
 	if j.State == transfer.JobQueued {
 		s.schedule(ctx, j)
 	} else if waiter != nil {
@@ -809,6 +928,59 @@ func (s *Service) Listing(ctx context.Context, a controller.Actor, id string, l 
 		waiter <- nil
 	}
 	return apiv1.TaskAnswer{Task: t}, nil
+}
+
+// clearListing deletes the files an earlier attempt of list task id
+// stored, ListingBatch at a time, each step under its own short hold of
+// mu, before attempt stores its first page. Only the holder of the
+// current attempt, before it stored a page, clears; anything else is left
+// to Listing to answer.
+func (s *Service) clearListing(ctx context.Context, a controller.Actor, id string, attempt int) error {
+	for {
+		n, err := func() (int, error) {
+			s.lock()
+			defer s.unlock()
+			t, j, err := s.task(ctx, a, id, transfer.TaskList)
+			if err != nil || t.State != transfer.TaskActive || t.Attempt != attempt || t.Pages > 0 || transfer.JobEnded(j.State) {
+				return 0, nil
+			}
+			return s.st.DeleteJobFiles(ctx, j.ID, ListingBatch)
+		}()
+		if err != nil || n < ListingBatch {
+			return err
+		}
+	}
+}
+
+// listedBefore refuses files of a listing's page that an earlier page
+// listed, or that would land where a file of an earlier page does: looked
+// up by the store's indexes, a page's worth at a time.
+func (s *Service) listedBefore(ctx context.Context, j transfer.Job, files []transfer.JobFile) error {
+	if len(files) == 0 {
+		return nil
+	}
+	paths := make([]string, len(files))
+	dests := make([]string, len(files))
+	for i, f := range files {
+		paths[i], dests[i] = f.Path, f.Dest
+	}
+	dst := dstLocation(j)
+	same, err := s.st.ListJobFiles(ctx, store.JobFileFilter{Job: j.ID, Paths: paths, Limit: 1})
+	if err != nil {
+		return err
+	}
+	if len(same) > 0 {
+		return invalid("files", "file %s is listed twice", same[0].Path)
+	}
+	other, err := s.st.ListJobFiles(ctx, store.JobFileFilter{Job: j.ID, Dests: dests, Limit: 1})
+	if err != nil {
+		return err
+	}
+	if len(other) > 0 {
+		i := slices.IndexFunc(files, func(f transfer.JobFile) bool { return f.Dest == other[0].Dest })
+		return invalid("files", "files %s and %s would both land at %s:%s", other[0].Path, files[i].Path, dst.Endpoint, other[0].Dest)
+	}
+	return nil
 }
 
 // failListing ends a list task that failed for good with its job: a
@@ -829,7 +1001,9 @@ func (s *Service) failListing(ctx context.Context, t transfer.Task, j transfer.J
 		if err := tx.UpdateTask(ctx, t); err != nil {
 			return err
 		}
+		// The files its earlier pages stored go (dropListing).
 		j.State, j.Reason, j.EndedAt = transfer.JobFailed, why, now
+		j.FilesTotal, j.BytesTotal = 0, 0
 		return s.saveJob(ctx, tx, &j, now)
 	})
 	return apiv1.TaskAnswer{Task: t}, err
@@ -839,44 +1013,60 @@ func (s *Service) failListing(ctx context.Context, t transfer.Task, j transfer.J
 // could not take (its body over the bound): a listing that big would be
 // refused at every attempt. Only the node holding the task is heard.
 func (s *Service) RefuseListing(ctx context.Context, a controller.Actor, id, why string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, j, err := s.task(ctx, a, id, transfer.TaskList) // refuses any other node
-	if err != nil {
-		return err
+	ans, err := func() (apiv1.TaskAnswer, error) {
+		s.lock()
+		defer s.unlock()
+		t, j, err := s.task(ctx, a, id, transfer.TaskList) // refuses any other node
+		if err != nil {
+			return apiv1.TaskAnswer{}, err
+		}
+		if t.State != transfer.TaskActive || transfer.JobEnded(j.State) {
+			return apiv1.TaskAnswer{}, nil
+		}
+		return s.failListing(ctx, t, j, "the listing was refused: "+oneLine(why), s.now())
+	}()
+	if err == nil && ans.Task.State == transfer.TaskFailed {
+		s.dropListing(ctx, ans.Task.Job)
 	}
-	if t.State != transfer.TaskActive || transfer.JobEnded(j.State) {
-		return nil
-	}
-	_, err = s.failListing(ctx, t, j, "the listing was refused: "+oneLine(why), s.now())
 	return err
 }
 
-// listedFiles turns a listing into the job's files.
+// listedFiles turns a page of a listing into the job's files, refusing
+// the page when a path is not clean and relative, names no source of the
+// job or lies outside the source it names (issue 28, finding 4), has a
+// negative size, is listed twice, or lands where another file of the page
+// does, and when the page holds more than MaxListingFiles. Pure: the
+// pages before it are the store's to check (listedBefore).
 func listedFiles(j transfer.Job, listed []apiv1.ListedFile) ([]transfer.JobFile, error) {
+	if len(listed) > MaxListingFiles {
+		return nil, invalid("files", "a page of %d files, at most %d: send the listing in pages", len(listed), MaxListingFiles)
+	}
 	ep := srcEndpoint(j)
-	var srcs []string
+	srcs := make(map[string]bool, len(j.Sources))
 	for _, s := range j.Sources {
 		l, _ := transfer.ParseLocation(s)
-		srcs = append(srcs, l.Path)
+		srcs[l.Path] = true
 	}
 	dst := dstLocation(j)
-	seen := map[string]bool{}
-	dests := map[string]string{}
-	var out []transfer.JobFile
+	seen := make(map[string]bool, len(listed))
+	dests := make(map[string]string, len(listed))
+	out := make([]transfer.JobFile, 0, len(listed))
 	for _, lf := range listed {
 		p := lf.Path
-		if p == "" || strings.HasPrefix(p, "/") || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") {
+		if p == "" || strings.HasPrefix(p, "/") || path.Clean(p) != p || p == "." || p == ".." || strings.HasPrefix(p, "../") {
 			return nil, invalid("files", "listed path %q is not clean and relative", p)
 		}
-		if !slices.Contains(srcs, lf.Source) {
+		if !srcs[lf.Source] {
 			return nil, invalid("files", "listed file %s: source %q is not one of the job's", p, lf.Source)
+		}
+		if !underSource(p, lf.Source) {
+			return nil, invalid("files", "listed file %s is not under its source %q", p, lf.Source)
 		}
 		if lf.Size < 0 {
 			return nil, invalid("files", "listed file %s: size %d", p, lf.Size)
 		}
 		if seen[p] {
-			continue
+			return nil, invalid("files", "file %s is listed twice", p)
 		}
 		seen[p] = true
 		d := plan.DestPath(lf.Source, p, dst.Path)
@@ -893,12 +1083,19 @@ func listedFiles(j transfer.Job, listed []apiv1.ListedFile) ([]transfer.JobFile,
 	return out, nil
 }
 
+// underSource reports whether the clean relative path p is the source
+// src (a clean path as ParseLocation leaves it, "." for the root) or lies
+// under it.
+func underSource(p, src string) bool {
+	return src == "." || p == src || strings.HasPrefix(p, src+"/")
+}
+
 // Report takes a copy task's word: each file's verdict, and with Done the
 // end of the attempt. Only the node holding the current attempt is
 // heard; an older attempt is told to stop.
 func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep apiv1.TaskReport) (apiv1.TaskAnswer, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	t, j, err := s.task(ctx, a, id, transfer.TaskCopy)
 	if err != nil {
 		return apiv1.TaskAnswer{}, err

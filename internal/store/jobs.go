@@ -61,6 +61,12 @@ type Jobs interface {
 	// CountJobFiles returns a job's files and their bytes by state (states
 	// without files are absent; an unknown job has none).
 	CountJobFiles(ctx context.Context, job string) (map[string]FileCount, error)
+	// DeleteJobFiles deletes at most limit of a job's files (the first by
+	// Path) with their parts, in one short transaction, and returns how
+	// many it deleted: a caller clears a job's files of any number in
+	// bounded steps, 0 saying none is left (an unknown job has none).
+	// limit must be positive (reserve.ErrInvalid).
+	DeleteJobFiles(ctx context.Context, job string, limit int) (int, error)
 
 	// AddFileParts stores the parts of files cut in parts, of jobs that
 	// exist (reserve.ErrNotFound otherwise). (Job, Path, Index) is unique:
@@ -140,6 +146,9 @@ type JobFileFilter struct {
 	Task   string
 	// Paths, when not empty, keeps those whose Path is one of them.
 	Paths []string
+	// Dests, when not empty, keeps those whose Dest is one of them (by an
+	// index: a listing's pages are checked against the stored ones).
+	Dests []string
 	// After keeps those whose Path sorts after it (paging).
 	After string
 	Limit int

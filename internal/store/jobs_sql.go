@@ -353,7 +353,7 @@ func (s *sqlStore) jobsExist(ctx context.Context, jobs []string) error {
 
 // ---- job files ----
 
-// fileRow checks f and returns its columns: job, path, state, task, size, doc.
+// fileRow checks f and returns its columns: job, path, state, task, size, doc, dest.
 func fileRow(f transfer.JobFile) ([]any, error) {
 	if err := required("job", f.Job, "path", f.Path, "state", f.State); err != nil {
 		return nil, fmt.Errorf("file %q of job %s: %w", f.Path, f.Job, err)
@@ -371,7 +371,7 @@ func fileRow(f transfer.JobFile) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("file %q of job %s: %w", f.Path, f.Job, err)
 	}
-	return []any{f.Job, f.Path, f.State, f.Task, f.Size, doc}, nil
+	return []any{f.Job, f.Path, f.State, f.Task, f.Size, doc, f.Dest}, nil
 }
 
 func fileRows(files []transfer.JobFile) ([][]any, []string, error) {
@@ -403,8 +403,8 @@ func (s *sqlStore) AddJobFiles(ctx context.Context, files []transfer.JobFile) er
 			return fmt.Errorf("add job files: %w", err)
 		}
 		for c := range slices.Chunk(rs, batchRows) {
-			q := `INSERT INTO job_files (job, path, state, task, size, doc) VALUES ` +
-				strings.Repeat(placeholders(6)+", ", len(c)-1) + placeholders(6)
+			q := `INSERT INTO job_files (job, path, state, task, size, doc, dest) VALUES ` +
+				strings.Repeat(placeholders(7)+", ", len(c)-1) + placeholders(7)
 			_, err := s.q.exec(ctx, q, slices.Concat(c...)...)
 			if s.b.isUnique(err) {
 				return fmt.Errorf("add job files: %w: a file of the call is stored already, or given twice", reserve.ErrConflict)
@@ -440,11 +440,11 @@ func (s *sqlStore) UpdateJobFiles(ctx context.Context, files []transfer.JobFile)
 	}
 	// The size is cast in the VALUES so PostgreSQL does not take it for
 	// text; the columns of a VALUES are column1... on both databases.
-	row := `(?, ?, ?, ?, CAST(? AS BIGINT), ?)`
+	row := `(?, ?, ?, ?, CAST(? AS BIGINT), ?, ?)`
 	return s.write(ctx, func(s *sqlStore) error {
 		for start := 0; start < len(rs); start += batchRows {
 			c := rs[start:min(start+batchRows, len(rs))]
-			q := `UPDATE job_files SET state = v.column3, task = v.column4, size = v.column5, doc = v.column6
+			q := `UPDATE job_files SET state = v.column3, task = v.column4, size = v.column5, doc = v.column6, dest = v.column7
 				FROM (VALUES ` + strings.Repeat(row+", ", len(c)-1) + row + `) AS v
 				WHERE job_files.job = v.column1 AND job_files.path = v.column2`
 			n, err := s.q.exec(ctx, q, slices.Concat(c...)...)
@@ -472,24 +472,32 @@ func (s *sqlStore) UpdateJobFiles(ctx context.Context, files []transfer.JobFile)
 }
 
 func (s *sqlStore) ListJobFiles(ctx context.Context, f JobFileFilter) ([]transfer.JobFile, error) {
-	if len(f.Paths) <= batchRows {
+	if len(f.Paths) <= batchRows && len(f.Dests) <= batchRows {
 		out, err := s.listJobFiles(ctx, f)
 		if err != nil {
 			return nil, fmt.Errorf("list job files: %w", err)
 		}
 		return out, nil
 	}
-	// Too many paths for one statement: each chunk keeps its first Limit,
-	// and the first Limit of them all are the answer.
-	var out []transfer.JobFile
-	for c := range slices.Chunk(f.Paths, batchRows) {
-		g := f
-		g.Paths = c
-		part, err := s.listJobFiles(ctx, g)
-		if err != nil {
-			return nil, fmt.Errorf("list job files: %w", err)
+	// Too many paths or destinations for one statement: each chunk keeps
+	// its first Limit, and the first Limit of them all are the answer.
+	chunks := func(vals []string) [][]string {
+		if len(vals) == 0 {
+			return [][]string{nil}
 		}
-		out = append(out, part...)
+		return slices.Collect(slices.Chunk(vals, batchRows))
+	}
+	var out []transfer.JobFile
+	for _, pc := range chunks(f.Paths) {
+		for _, dc := range chunks(f.Dests) {
+			g := f
+			g.Paths, g.Dests = pc, dc
+			part, err := s.listJobFiles(ctx, g)
+			if err != nil {
+				return nil, fmt.Errorf("list job files: %w", err)
+			}
+			out = append(out, part...)
+		}
 	}
 	slices.SortFunc(out, func(a, b transfer.JobFile) int {
 		if c := strings.Compare(a.Job, b.Job); c != 0 {
@@ -520,10 +528,22 @@ func (s *sqlStore) listJobFiles(ctx context.Context, f JobFileFilter) ([]transfe
 		c, a := inStrings("path", f.Paths)
 		cond, args = append(cond, c), append(args, a...)
 	}
+	if len(f.Dests) > 0 {
+		c, a := inStrings("dest", f.Dests)
+		cond, args = append(cond, c), append(args, a...)
+	}
 	if f.After != "" {
 		cond, args = append(cond, "path > ?"), append(args, f.After)
 	}
 	q := `SELECT job, path, doc FROM job_files WHERE ` + strings.Join(cond, " AND ") + ` ORDER BY job, path`
+	if len(f.Dests) > 0 {
+		// Found by the destination index first, then ordered: left to
+		// itself, SQLite walks the primary key in path order for the
+		// ORDER BY and tests every file of the job against the
+		// destinations (a listing's page checked against 2 M files).
+		q = `WITH f AS MATERIALIZED (SELECT job, path, doc FROM job_files WHERE ` + strings.Join(cond, " AND ") + `)
+			SELECT job, path, doc FROM f ORDER BY job, path`
+	}
 	if f.Limit > 0 {
 		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
 	}
@@ -547,6 +567,27 @@ func (s *sqlStore) listJobFiles(ctx context.Context, f JobFileFilter) ([]transfe
 		out = append(out, jf)
 	}
 	return out, rs.Err()
+}
+
+func (s *sqlStore) DeleteJobFiles(ctx context.Context, job string, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, fmt.Errorf("delete files of job %s: %w: limit %d, want at least 1", job, reserve.ErrInvalid, limit)
+	}
+	var n int64
+	err := s.write(ctx, func(s *sqlStore) error {
+		// The first limit files by the primary key, their parts with them.
+		first := fmt.Sprintf(`SELECT path FROM job_files WHERE job = ? ORDER BY path LIMIT %d`, limit)
+		if _, err := s.q.exec(ctx, `DELETE FROM file_parts WHERE job = ? AND path IN (`+first+`)`, job, job); err != nil {
+			return err
+		}
+		var err error
+		n, err = s.q.exec(ctx, `DELETE FROM job_files WHERE job = ? AND path IN (`+first+`)`, job, job)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delete files of job %s: %w", job, err)
+	}
+	return int(n), nil
 }
 
 func (s *sqlStore) CountJobFiles(ctx context.Context, job string) (map[string]FileCount, error) {
@@ -661,14 +702,17 @@ func (s *sqlStore) UpdateFileParts(ctx context.Context, parts []transfer.FilePar
 		rs[i] = r
 	}
 	// As UpdateJobFiles: one statement a batch, the index cast so that
-	// PostgreSQL does not take it for text.
+	// PostgreSQL does not take it for text. The join compares it as an
+	// expression (+ 0), which SQLite cannot index on the VALUES' side:
+	// without it, SQLite planned a scan of every job's parts for each
+	// statement (1.2 s for 500 parts among 35,000; 7 ms so).
 	row := `(?, ?, CAST(? AS BIGINT), ?, ?, ?, ?)`
 	return s.write(ctx, func(s *sqlStore) error {
 		for start := 0; start < len(rs); start += batchRows {
 			c := rs[start:min(start+batchRows, len(rs))]
 			q := `UPDATE file_parts SET state = v.column4, to_node = v.column5, task = v.column6, doc = v.column7
 				FROM (VALUES ` + strings.Repeat(row+", ", len(c)-1) + row + `) AS v
-				WHERE file_parts.job = v.column1 AND file_parts.path = v.column2 AND file_parts.idx = v.column3`
+				WHERE file_parts.job = v.column1 AND file_parts.path = v.column2 AND file_parts.idx = v.column3 + 0`
 			n, err := s.q.exec(ctx, q, slices.Concat(c...)...)
 			if err != nil {
 				return fmt.Errorf("update file parts: %w", err)

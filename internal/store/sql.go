@@ -474,6 +474,15 @@ var migrations = [][]string{
 		`ALTER TABLE tasks ADD COLUMN endpoint TEXT NOT NULL DEFAULT ''`,
 		`CREATE INDEX tasks_queue ON tasks (kind, state, endpoint, created_ns)`,
 	},
+	{
+		// Version 9: a file's destination path as a column, so that a
+		// listing stored a page at a time is checked against the pages
+		// before it by the index (two files landing on one destination),
+		// never by holding the whole listing (issue 28, finding 7). Files
+		// stored before it have none ('').
+		`ALTER TABLE job_files ADD COLUMN dest TEXT {{binary}} NOT NULL DEFAULT ''`,
+		`CREATE INDEX job_files_dest ON job_files (job, dest)`,
+	},
 }
 
 // CodeSchemaVersion returns the schema version this code migrates to.

@@ -272,7 +272,10 @@ type Task struct {
 	// Files are the source paths of a copy task.
 	Files []string `json:"files,omitempty"`
 	// Part, when set, makes the task push only this part of its one file.
-	Part         *Part     `json:"part,omitempty"`
+	Part *Part `json:"part,omitempty"`
+	// Pages counts the pages of its listing the current attempt of a list
+	// task stored (apiv1.Listing.Page), so a page sent again is taken once.
+	Pages        int       `json:"pages,omitempty"`
 	Bytes        int64     `json:"bytes"`
 	BytesDone    int64     `json:"bytes_done"`
 	Reservation  string    `json:"reservation,omitempty"`

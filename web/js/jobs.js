@@ -2,9 +2,10 @@
 // the one line saying what each waits for or why it failed, progress per
 // job and per node pair with the reservation behind each pair, and the
 // optimizer's decisions of the job opened (GET /api/v1/jobs/{id}
-// ?files=FAILED&optimizer=1). Above them the aggregates the SC|05
-// bandwidth challenge reported: throughput summed over every running job,
-// per site in and out, and the running total of bytes moved, charted live.
+// ?files=FAILED&limit=20&optimizer=1: its first 20 failed files). Above
+// them the aggregates the SC|05 bandwidth challenge reported: throughput
+// summed over every running job, per site in and out, and the running
+// total of bytes moved, charted live.
 
 import { api, errorText } from './api.js';
 import { h, show, timeEl } from './dom.js';
@@ -170,7 +171,7 @@ export class Jobs {
     const seq = ++this.detailSeq;
     let p;
     try {
-      p = await api('GET', `api/v1/jobs/${encodeURIComponent(id)}?files=FAILED&optimizer=1`);
+      p = await api('GET', `api/v1/jobs/${encodeURIComponent(id)}?files=FAILED&limit=20&optimizer=1`);
     } catch (err) {
       if (seq === this.detailSeq) this.page.replaceChildren(h('p', { className: 'error-text' }, `could not load job ${id}: ${errorText(err)}`));
       return;

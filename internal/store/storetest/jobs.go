@@ -723,6 +723,79 @@ func testJobFilesPaging(t *testing.T, url string) {
 	}
 }
 
+// testJobFilesBatches: a listing stored a page at a time is checked by
+// destination (Dests, chunked past one statement's rows), and a job's
+// files are deleted a bounded number at a time with their parts, the
+// other jobs' untouched (issue 28, finding 7).
+func testJobFilesBatches(t *testing.T, url string) {
+	ctx := ctxFor(t)
+	s := open(t, url)
+	for _, job := range []string{"j-a", "j-b"} {
+		mustJob(t, s, sampleJob(job, "alice", "", 0))
+		var files []transfer.JobFile
+		for i := range 1200 {
+			files = append(files, sampleFile(job, fmt.Sprintf("f%04d", i), transfer.FilePending))
+		}
+		if err := s.AddJobFiles(ctx, files); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AddFileParts(ctx, []transfer.FilePart{samplePart(job, "f0000", 0, transfer.FilePending), samplePart(job, "f1100", 0, transfer.FilePending)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// By destination: one, none, and 1,100 asked at once (three chunks).
+	got, err := s.ListJobFiles(ctx, store.JobFileFilter{Job: "j-a", Dests: []string{"in/f0007", "in/nothing"}})
+	if err != nil || len(got) != 1 || got[0].Path != "f0007" || got[0].Dest != "in/f0007" {
+		t.Errorf("j-a's file landing at in/f0007: %v, %v", filePaths(got), err)
+	}
+	var dests []string
+	for i := 100; i < 1200; i++ {
+		dests = append(dests, fmt.Sprintf("in/f%04d", i))
+	}
+	got, err = s.ListJobFiles(ctx, store.JobFileFilter{Job: "j-b", Dests: dests, Limit: 1050})
+	if err != nil || len(got) != 1050 || got[0].Path != "f0100" || got[1049].Path != "f1149" {
+		t.Errorf("j-b's files landing at 1,100 destinations, at most 1,050: %d, %v", len(got), err)
+	}
+	got, err = s.ListJobFiles(ctx, store.JobFileFilter{Job: "j-b", Dests: dests, Paths: []string{"f0050", "f0150", "f1199"}})
+	if err != nil || !reflect.DeepEqual(filePaths(got), []string{"j-b:f0150", "j-b:f1199"}) {
+		t.Errorf("j-b's files by path and destination: %v, %v", filePaths(got), err)
+	}
+	// Deleted 500 at a time: 500, 500, 200, then none.
+	for _, want := range []int{500, 500, 200, 0} {
+		n, err := s.DeleteJobFiles(ctx, "j-a", 500)
+		if err != nil || n != want {
+			t.Fatalf("delete 500 of j-a's files: %d, %v; want %d", n, err, want)
+		}
+	}
+	if c, err := s.CountJobFiles(ctx, "j-a"); err != nil || len(c) != 0 {
+		t.Errorf("j-a's files after the deletes: %v, %v", c, err)
+	}
+	if ps, err := s.ListFileParts(ctx, store.FilePartFilter{Job: "j-a"}); err != nil || len(ps) != 0 {
+		t.Errorf("j-a's parts after its files went: %d, %v", len(ps), err)
+	}
+	if c, err := s.CountJobFiles(ctx, "j-b"); err != nil || c[transfer.FilePending].Files != 1200 {
+		t.Errorf("j-b's files: %v, %v; want its 1,200 untouched", c, err)
+	}
+	if ps, err := s.ListFileParts(ctx, store.FilePartFilter{Job: "j-b"}); err != nil || len(ps) != 2 {
+		t.Errorf("j-b's parts: %d, %v; want its 2", len(ps), err)
+	}
+	// The first by path go first: j-b's first 10 leave f0010 first.
+	if n, err := s.DeleteJobFiles(ctx, "j-b", 10); err != nil || n != 10 {
+		t.Fatalf("delete 10 of j-b's files: %d, %v", n, err)
+	}
+	got, err = s.ListJobFiles(ctx, store.JobFileFilter{Job: "j-b", Limit: 1})
+	if err != nil || len(got) != 1 || got[0].Path != "f0010" {
+		t.Errorf("j-b's first file after 10 deleted: %v, %v", filePaths(got), err)
+	}
+	if ps, err := s.ListFileParts(ctx, store.FilePartFilter{Job: "j-b"}); err != nil || len(ps) != 1 || ps[0].Path != "f1100" {
+		t.Errorf("j-b's parts after f0000 went: %v, %v", ps, err)
+	}
+	if n, err := s.DeleteJobFiles(ctx, "j-none", 10); err != nil || n != 0 {
+		t.Errorf("delete the files of a missing job: %d, %v; want 0, nil", n, err)
+	}
+	wantErr(t, "delete files with limit 0", func() error { _, err := s.DeleteJobFiles(ctx, "j-b", 0); return err }(), reserve.ErrInvalid)
+}
+
 func testTasks(t *testing.T, url string) {
 	ctx := ctxFor(t)
 	s := open(t, url)

@@ -55,6 +55,7 @@ func Run(t *testing.T, newURL func(t *testing.T) string) {
 		{"JobFiles", testJobFiles},
 		{"JobFilesAtomic", testJobFilesAtomic},
 		{"JobFilesPaging", testJobFilesPaging},
+		{"JobFilesBatches", testJobFilesBatches},
 		{"FileParts", testFileParts},
 		{"Tasks", testTasks},
 		{"EndpointsAndDataNodes", testEndpoints},
