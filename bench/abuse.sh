@@ -31,12 +31,14 @@
 #            64 MiB body older builds took) files, in pages of 10,000
 #            where the controller takes pages (its OpenAPI document says so),
 #            else in one body (the builds before issue 28's finding 7); then
-#            three reads of the job's page and its cancel. Meanwhile b1
+#            three reads of the job's page and its cancel, until its
+#            files are all CANCELLED (phase "ended"). Meanwhile b1
 #            heartbeats every 0.1 s on a connection of its own: the longest
 #            heartbeat in each phase is what the service's lock made others
 #            wait. Reported per phase: its wall time, the controller's CPU,
 #            its resident memory after and at its peak so far (VmRSS,
-#            VmHWM), the bytes answered, and the longest heartbeat.
+#            VmHWM), the bytes answered (for "ended": the polls), and the
+#            longest heartbeat.
 #   udpsyn   a mover server (serve, no token) under SYNS (20,000) signed UDP
 #            SYNs with distinct stream ids from one session that asked for
 #            one stream: its descriptors and memory before and at their
@@ -338,6 +340,24 @@ if only in ("", "listing"):
         st, raw, _ = call("POST", "/api/v1/jobs/%s/cancel" % job, "alice", {})
         return len(raw), st
     measure("cancel", cancel)
+    def cancelled():
+        # Newer builds end a cancelled job's files in steps after the
+        # answer: until every file is CANCELLED (older builds: at once).
+        deadline, polls = time.monotonic() + 1800, 0
+        while time.monotonic() < deadline:
+            st, raw, _ = call("GET", "/api/v1/jobs/%s?limit=1" % job, "alice")
+            polls += 1
+            page = json.loads(raw) if st == 200 else {}
+            counts = page.get("file_counts")
+            if counts is None:  # older builds: every file in the page
+                counts = {}
+                for f in page.get("files", []):
+                    counts[f["state"]] = counts.get(f["state"], 0) + 1
+            if counts.get("CANCELLED", 0) >= nlisted:
+                return polls, st
+            time.sleep(0.5)
+        return polls, 0
+    measure("ended", cancelled)
     stop.set()
     hb.join()
 PY
