@@ -40,7 +40,36 @@ type relay struct {
 	// payload bytes of the dialler's DATA datagrams dropped that were not
 	// retransmissions: what the listener must repair
 	droppedOriginal uint64
-	wg              sync.WaitGroup
+	// the most a delayed datagram left after its time, and the dialler's
+	// original DATA datagrams (count, payload bytes) that left more than
+	// maxLate after theirs: a busy machine runs this process's timers
+	// late, which reorders them beyond the path's jitter, as far as a
+	// loss to the receiver's reorder window
+	late                time.Duration
+	lateOrig, lateBytes uint64
+	wg                  sync.WaitGroup
+}
+
+// forwardAt forwards p, due at due, and notes how late it left.
+func (r *relay) forwardAt(up bool, p []byte, due time.Time) {
+	r.forward(up, p)
+	late := time.Since(due)
+	r.mu.Lock()
+	r.late = max(r.late, late)
+	if late > maxLate && up && isOriginalData(p) {
+		r.lateOrig++
+		r.lateBytes += uint64(len(p) - dataOverhead)
+	}
+	r.mu.Unlock()
+}
+
+// lateness is the most a delayed datagram left after its time so far, and
+// the dialler's original DATA datagrams (and their payload bytes) that
+// left more than maxLate after theirs.
+func (r *relay) lateness() (most time.Duration, originals, bytes uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.late, r.lateOrig, r.lateBytes
 }
 
 func newRelay(t testing.TB, server net.Addr, seed uint64) *relay {
@@ -114,7 +143,7 @@ func (r *relay) inOrder(t testing.TB) {
 					return
 				case d := <-ch:
 					time.Sleep(time.Until(d.at))
-					r.forward(dir == 1, d.p)
+					r.forwardAt(dir == 1, d.p, d.at)
 				}
 			}
 		}()
@@ -193,7 +222,8 @@ func (r *relay) pump(up bool) {
 				}
 				r.line[dir] <- timed{time.Now().Add(delay), p}
 			case delay > 0:
-				time.AfterFunc(delay, func() { r.forward(up, p) })
+				due := time.Now().Add(delay)
+				time.AfterFunc(delay, func() { r.forwardAt(up, p, due) })
 			default:
 				r.forward(up, p)
 			}

@@ -13,6 +13,12 @@ import (
 	"github.com/lightpath/lightpath/internal/transport/udp"
 )
 
+// maxLate is how late the relay may forward a delayed datagram and still
+// be the path a test asks for: with 3 ms of jitter, 10 ms each way, the
+// receiver's reorder window (a quarter of the 20 ms round trip) keeps
+// 2 ms for lateness.
+const maxLate = 2 * time.Millisecond
+
 // TestReordering: a path that loses nothing but reorders (10 ms each way,
 // every datagram held up to 3 ms more at random, as the testbed's jitter
 // with reorder: true does). Nothing is lost, so nothing may be counted as
@@ -64,11 +70,19 @@ func TestReordering(t *testing.T) {
 				}
 				return
 			}
-			if ss.LossRepaired != 0 {
-				t.Errorf("the receiver counts %d bytes repaired on a path that lost nothing", ss.LossRepaired)
+			// The relay (this process) runs its timers late on a busy
+			// machine: an original it held more than maxLate past its
+			// time arrives behind later ones by more than the path's
+			// jitter, as late as a loss to the receiver's reorder window.
+			// Only those may be repaired and told as lost; on a machine
+			// that runs the relay on time, none.
+			most, lateN, lateB := r.lateness()
+			t.Logf("the relay forwarded %d originals (%d B) more than %v after their time, the latest %v after", lateN, lateB, maxLate, most)
+			if ss.LossRepaired > lateB {
+				t.Errorf("the receiver counts %d bytes repaired on a path that lost nothing and delayed %d bytes of originals past their time", ss.LossRepaired, lateB)
 			}
-			if lost != 0 {
-				t.Errorf("the rate control was told of %d datagrams lost (in %d rounds) on a path that lost nothing", lost, rounds)
+			if lost > lateN {
+				t.Errorf("the rate control was told of %d datagrams lost (in %d rounds) on a path that lost nothing and delayed %d originals past their time", lost, rounds, lateN)
 			}
 		})
 	}
@@ -98,14 +112,17 @@ func TestLossRepaired(t *testing.T) {
 			}
 			// Every byte dropped is repaired once; more only if the kernel
 			// dropped datagrams too (a receive buffer full on a busy
-			// machine), which the relay cannot count.
+			// machine), which the relay cannot count, or if the relay held
+			// originals so far past their time (its timers late on a busy
+			// machine) that their copies came first (see TestReordering).
+			_, _, lateB := r.lateness()
 			switch k := kernelDrops(c, s, r); {
 			case ss.LossRepaired < dropped:
 				t.Errorf("repaired %d bytes; the path dropped %d bytes of original data", ss.LossRepaired, dropped)
-			case ss.LossRepaired > dropped && k == 0:
-				t.Errorf("repaired %d bytes; the path dropped %d bytes of original data, the kernel none", ss.LossRepaired, dropped)
+			case ss.LossRepaired > dropped+lateB && k == 0:
+				t.Errorf("repaired %d bytes; the path dropped %d bytes of original data and delayed %d past their time, the kernel none", ss.LossRepaired, dropped, lateB)
 			case ss.LossRepaired > dropped:
-				t.Logf("the kernel dropped %d datagrams for full receive buffers", k)
+				t.Logf("the kernel dropped %d datagrams for full receive buffers; the relay delayed %d bytes of originals past their time", k, lateB)
 			}
 			if cs.BytesRetrans < ss.LossRepaired {
 				t.Errorf("repaired %d bytes with %d sent again", ss.LossRepaired, cs.BytesRetrans)
