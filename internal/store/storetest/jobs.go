@@ -1313,3 +1313,43 @@ func testFileParts(t *testing.T, url string) {
 		t.Errorf("a rolled back part stayed: %v", partKeys(ps))
 	}
 }
+
+// testJobSweeps checks the sweeps of ended jobs: one a job (a put
+// replaces it), listed oldest first and by a limit, gone with their job.
+func testJobSweeps(t *testing.T, url string) {
+	ctx := ctxFor(t)
+	s := open(t, url)
+	mustJob(t, s, sampleJob("j-1", "alice", "", 0))
+	mustJob(t, s, sampleJob("j-2", "alice", "", 0))
+	wantErr(t, "sweep of a missing job", s.PutJobSweep(ctx, store.JobSweep{Job: "j-none", At: base}), reserve.ErrNotFound)
+	wantErr(t, "sweep of no job", s.PutJobSweep(ctx, store.JobSweep{At: base}), reserve.ErrInvalid)
+	a := store.JobSweep{Job: "j-1", States: []string{transfer.FilePending, transfer.FileActive}, State: transfer.FileCancelled, PartError: "cancelled", At: base.Add(time.Second).UTC()}
+	b := store.JobSweep{Job: "j-2", Drop: true, DeleteJob: true, At: base}
+	for _, w := range []store.JobSweep{a, b} {
+		if err := s.PutJobSweep(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ws, err := s.ListJobSweeps(ctx, 0); err != nil || len(ws) != 2 || ws[0].Job != "j-2" || !reflect.DeepEqual(ws[1], a) {
+		t.Errorf("sweeps: %+v, %v; want j-2 then %+v", ws, err, a)
+	}
+	a.After, a.At = "dir/x", base.Add(-time.Second).UTC()
+	if err := s.PutJobSweep(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if ws, err := s.ListJobSweeps(ctx, 1); err != nil || len(ws) != 1 || !reflect.DeepEqual(ws[0], a) {
+		t.Errorf("first sweep after a step: %+v, %v; want %+v", ws, err, a)
+	}
+	if err := s.DeleteJobSweep(ctx, "j-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteJobSweep(ctx, "j-1"); err != nil {
+		t.Errorf("delete a sweep twice: %v", err)
+	}
+	if err := s.DeleteJob(ctx, "j-2"); err != nil {
+		t.Fatal(err)
+	}
+	if ws, err := s.ListJobSweeps(ctx, 0); err != nil || len(ws) != 0 {
+		t.Errorf("sweeps after their jobs went: %+v, %v", ws, err)
+	}
+}
