@@ -151,3 +151,8 @@ func (s *Service) CancelInterrupted(ctx context.Context, a controller.Actor, id 
 	_, err = s.driveSweep(ctx, w, 1)
 	return err
 }
+
+func (r *Reads) CountJobFilesUpTo(ctx context.Context, job string, states []string, limit int) (int, error) {
+	r.add(1)
+	return r.Store.CountJobFilesUpTo(ctx, job, states, limit)
+}

@@ -61,6 +61,11 @@ type Jobs interface {
 	// CountJobFiles returns a job's files and their bytes by state (states
 	// without files are absent; an unknown job has none).
 	CountJobFiles(ctx context.Context, job string) (map[string]FileCount, error)
+	// CountJobFilesUpTo returns how many of a job's files are in one of
+	// states, counted up to limit (positive, reserve.ErrInvalid
+	// otherwise): by the (job, state) index alone, so its cost is bounded
+	// by limit however many files the job has.
+	CountJobFilesUpTo(ctx context.Context, job string, states []string, limit int) (int, error)
 	// DeleteJobFiles deletes at most limit of a job's files (the first by
 	// Path) with their parts, in one short transaction, and returns how
 	// many it deleted: a caller clears a job's files of any number in

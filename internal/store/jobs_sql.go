@@ -590,6 +590,19 @@ func (s *sqlStore) DeleteJobFiles(ctx context.Context, job string, limit int) (i
 	return int(n), nil
 }
 
+func (s *sqlStore) CountJobFilesUpTo(ctx context.Context, job string, states []string, limit int) (int, error) {
+	if limit <= 0 || len(states) == 0 {
+		return 0, fmt.Errorf("count files of job %s: %w: limit %d and %d states, want at least 1 of each", job, reserve.ErrInvalid, limit, len(states))
+	}
+	c, args := inStrings("state", states)
+	var n int64
+	q := fmt.Sprintf(`SELECT COUNT(*) FROM (SELECT 1 FROM job_files WHERE job = ? AND %s LIMIT %d) AS f`, c, limit)
+	if _, err := s.queryRow(ctx, q, append([]any{job}, args...), &n); err != nil {
+		return 0, fmt.Errorf("count files of job %s: %w", job, err)
+	}
+	return int(n), nil
+}
+
 func (s *sqlStore) CountJobFiles(ctx context.Context, job string) (map[string]FileCount, error) {
 	rs, err := s.q.query(ctx, `SELECT state, COUNT(*), COALESCE(SUM(size), 0) FROM job_files WHERE job = ? GROUP BY state`, job)
 	if err != nil {

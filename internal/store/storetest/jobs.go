@@ -1340,6 +1340,28 @@ func testJobSweeps(t *testing.T, url string) {
 	if ws, err := s.ListJobSweeps(ctx, 1); err != nil || len(ws) != 1 || !reflect.DeepEqual(ws[0], a) {
 		t.Errorf("first sweep after a step: %+v, %v; want %+v", ws, err, a)
 	}
+	// The files of a job by state, counted up to a limit.
+	files := []transfer.JobFile{sampleFile("j-1", "a", transfer.FilePending), sampleFile("j-1", "b", transfer.FilePending),
+		sampleFile("j-1", "c", transfer.FileActive), sampleFile("j-1", "d", transfer.FileSucceeded), sampleFile("j-2", "e", transfer.FilePending)}
+	if err := s.AddJobFiles(ctx, files); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		states []string
+		limit  int
+		want   int
+	}{
+		{[]string{transfer.FilePending}, 10, 2},
+		{[]string{transfer.FilePending}, 1, 1},
+		{[]string{transfer.FilePending, transfer.FileActive}, 10, 3},
+		{[]string{transfer.FileFailed}, 10, 0},
+	} {
+		if n, err := s.CountJobFilesUpTo(ctx, "j-1", c.states, c.limit); err != nil || n != c.want {
+			t.Errorf("count %v up to %d: %d, %v; want %d", c.states, c.limit, n, err, c.want)
+		}
+	}
+	_, err := s.CountJobFilesUpTo(ctx, "j-1", []string{transfer.FilePending}, 0)
+	wantErr(t, "count up to 0", err, reserve.ErrInvalid)
 	if err := s.DeleteJobSweep(ctx, "j-1"); err != nil {
 		t.Fatal(err)
 	}
