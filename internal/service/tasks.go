@@ -1263,11 +1263,14 @@ func (s *Service) endReport(ctx context.Context, tx store.Store, j *transfer.Job
 // finish ends a job none of whose files is pending or moving, and sets
 // the running job's Reason and throughput. The caller stores it.
 func (s *Service) finish(ctx context.Context, tx store.Store, j *transfer.Job, now time.Time) error {
-	counts, err := tx.CountJobFiles(ctx, j.ID)
+	// Whether a file is left is one row of the (job, state) index: every
+	// report asks it, and it must not read every file of a large job
+	// (issue 28, finding 7); the files are counted once, as the job ends.
+	left, err := tx.CountJobFilesUpTo(ctx, j.ID, []string{transfer.FilePending, transfer.FileActive}, 1)
 	if err != nil {
 		return err
 	}
-	if counts[transfer.FilePending].Files > 0 || counts[transfer.FileActive].Files > 0 {
+	if left > 0 {
 		if j.State == transfer.JobActive {
 			j.Reason = movingReason(*j)
 		}
@@ -1310,6 +1313,10 @@ func (s *Service) finish(ctx context.Context, tx store.Store, j *transfer.Job, n
 			return err
 		}
 		delete(s.rates, t.ID)
+	}
+	counts, err := tx.CountJobFiles(ctx, j.ID)
+	if err != nil {
+		return err
 	}
 	j.EndedAt = now
 	j.FilesDone = counts[transfer.FileSucceeded].Files
