@@ -27,20 +27,36 @@ func endSweep(job string, states []string, state, fileWhy, partWhy string, now t
 	return store.JobSweep{Job: job, States: states, State: state, Error: fileWhy, PartError: partWhy, At: now}
 }
 
-// sweep takes one step of the sweep stepped longest ago, found by the
-// store's index however many jobs there are. The caller holds mu.
+// sweep takes one step of the sweep stepped longest ago that no request
+// drives, found by the store's index however many jobs there are (and
+// read past at most the sweeps driven now). The caller holds mu.
 func (s *Service) sweep(ctx context.Context, now time.Time) error {
-	ws, err := s.st.ListJobSweeps(ctx, 1)
-	if err != nil || len(ws) == 0 {
+	ws, err := s.st.ListJobSweeps(ctx, len(s.driving)+1)
+	if err != nil {
 		return err
 	}
-	_, err = s.sweepStep(ctx, &ws[0], now)
-	return err
+	for i := range ws {
+		if s.driving[ws[i].Job] == 0 {
+			_, err = s.sweepStep(ctx, &ws[i], now)
+			return err
+		}
+	}
+	return nil
 }
 
 // driveSweep steps w, each step under its own hold of mu, at most steps
 // of them (0: until done), and reports whether it is done.
 func (s *Service) driveSweep(ctx context.Context, w store.JobSweep, steps int) (bool, error) {
+	s.lock()
+	s.driving[w.Job]++
+	s.unlock()
+	defer func() {
+		s.lock()
+		if s.driving[w.Job]--; s.driving[w.Job] <= 0 {
+			delete(s.driving, w.Job)
+		}
+		s.unlock()
+	}()
 	for step := 1; ; step++ {
 		done, err := func() (bool, error) {
 			s.lock()
