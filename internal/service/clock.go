@@ -83,6 +83,9 @@ func (s *Service) Tick(ctx context.Context) {
 	if err := s.deadlines(ctx, now); err != nil {
 		s.log.Warn("start or extend booked jobs", "err", err)
 	}
+	if err := s.sweep(ctx, now); err != nil {
+		s.log.Warn("end the files of an ended job", "err", err)
+	}
 	if err := s.optimize(ctx, now); err != nil {
 		s.log.Warn("optimizer round", "err", err)
 	}
@@ -115,6 +118,7 @@ func (s *Service) lapse(ctx context.Context, now time.Time) error {
 			}
 		}
 		failed := false // the listing failed for good
+		drop := store.JobSweep{Job: t.Job, Drop: true, At: now}
 		err := s.tx(ctx, func(tx store.Store) error {
 			failed = false
 			lost := t.From
@@ -140,6 +144,9 @@ func (s *Service) lapse(ctx context.Context, now time.Time) error {
 					j.State, j.Reason, j.EndedAt = transfer.JobFailed, why, now
 					j.FilesTotal, j.BytesTotal = 0, 0
 					failed = true
+					if err := tx.PutJobSweep(ctx, drop); err != nil {
+						return err
+					}
 					return s.saveJob(ctx, tx, &j, now)
 				}
 			}
@@ -165,8 +172,8 @@ func (s *Service) lapse(ctx context.Context, now time.Time) error {
 		delete(s.rates, t.ID)
 		if failed {
 			// The pages its attempts stored go, in steps, once the
-			// clock lets mu go.
-			go s.dropListing(context.WithoutCancel(ctx), t.Job)
+			// clock lets mu go (or, after a restart, at its ticks).
+			s.goSweep(ctx, drop)
 		}
 	}
 	return nil

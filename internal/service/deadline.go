@@ -23,19 +23,21 @@ func (s *Service) schedule(ctx context.Context, j transfer.Job) {
 	now := s.now()
 	if err != nil {
 		if waiter != nil {
-			if derr := s.st.DeleteJob(ctx, j.ID); derr != nil {
-				s.log.Error("delete a refused job", "job", j.ID, "err", derr)
-			}
 			delete(s.waiters, j.ID)
-			waiter <- err
+			waiter <- s.refuse(ctx, j, nil, err, now)
 			return
 		}
+		var w store.JobSweep
 		serr := s.tx(ctx, func(tx store.Store) error {
-			return s.endQueued(ctx, tx, &j, oneLine(err.Error()), now)
+			var err2 error
+			w, err2 = s.endQueued(ctx, tx, &j, oneLine(err.Error()), now)
+			return err2
 		})
 		if serr != nil {
 			s.log.Error("fail a job that could not be booked", "job", j.ID, "err", serr)
+			return
 		}
+		s.goSweep(ctx, w)
 		return
 	}
 	j.Pairs, j.Algorithm, j.State = pairs, algorithm, transfer.JobScheduled
@@ -56,25 +58,71 @@ func (s *Service) schedule(ctx context.Context, j transfer.Job) {
 	}
 }
 
-// endQueued fails a job before any of its files moved.
-func (s *Service) endQueued(ctx context.Context, tx store.Store, j *transfer.Job, why string, now time.Time) error {
-	files, err := tx.ListJobFiles(ctx, store.JobFileFilter{Job: j.ID, States: []string{transfer.FilePending}})
-	if err != nil {
-		return err
-	}
-	for i := range files {
-		files[i].State, files[i].Error = transfer.FileCancelled, why
-	}
-	if len(files) > 0 {
-		if err := tx.UpdateJobFiles(ctx, files); err != nil {
-			return err
-		}
-	}
-	if err := cancelParts(ctx, tx, j.ID, why); err != nil {
-		return err
+// endQueued fails a job before any of its files moved, recording the
+// sweep that ends its files (sweep.go): the caller drives it (goSweep)
+// once its transaction is stored, and the clock carries on what a restart
+// leaves.
+func (s *Service) endQueued(ctx context.Context, tx store.Store, j *transfer.Job, why string, now time.Time) (store.JobSweep, error) {
+	w := endSweep(j.ID, []string{transfer.FilePending}, transfer.FileCancelled, why, why, now)
+	if err := tx.PutJobSweep(ctx, w); err != nil {
+		return w, err
 	}
 	j.State, j.Reason, j.EndedAt = transfer.JobFailed, why, now
-	return s.saveJob(ctx, tx, j, now)
+	return w, s.saveJob(ctx, tx, j, now)
+}
+
+// refusal is the answer to a waiting deadline submission whose job is
+// refused: the job is FAILED at once and swept away (its files a step at
+// a time, then itself), the submitter driving the sweep before it answers
+// (refused), so that a refusal leaves nothing behind and no step holds mu
+// long however many files were listed.
+type refusal struct {
+	err   error
+	sweep store.JobSweep
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+
+func (r *refusal) Unwrap() error { return r.err }
+
+// refuse fails job j of a waiting submission for err, with its list task
+// t when one is given, recording the sweep that deletes it; it returns
+// the waiter's answer. The caller holds mu.
+func (s *Service) refuse(ctx context.Context, j transfer.Job, t *transfer.Task, err error, now time.Time) error {
+	w := store.JobSweep{Job: j.ID, Drop: true, DeleteJob: true, At: now}
+	why := oneLine(err.Error())
+	serr := s.tx(ctx, func(tx store.Store) error {
+		if t != nil {
+			if err := tx.UpdateTask(ctx, *t); err != nil {
+				return err
+			}
+		}
+		if err := tx.PutJobSweep(ctx, w); err != nil {
+			return err
+		}
+		j.State, j.Reason, j.EndedAt = transfer.JobFailed, why, now
+		j.FilesTotal, j.BytesTotal = 0, 0
+		return s.saveJob(ctx, tx, &j, now)
+	})
+	if serr != nil {
+		s.log.Error("fail a refused job", "job", j.ID, "err", serr)
+		return err
+	}
+	return &refusal{err: err, sweep: w}
+}
+
+// refused is a waiting submission's answer: a refusal's job is swept away
+// first, each step under its own hold of mu (what is left if this fails,
+// the clock carries on).
+func (s *Service) refused(ctx context.Context, err error) error {
+	var r *refusal
+	if !errors.As(err, &r) {
+		return err
+	}
+	if _, derr := s.driveSweep(context.WithoutCancel(ctx), r.sweep, 0); derr != nil {
+		s.log.Warn("delete a refused job", "job", r.sweep.Job, "err", derr)
+	}
+	return r.err
 }
 
 func scheduledReason(j transfer.Job) string {

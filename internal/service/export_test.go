@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/transfer"
 )
@@ -137,4 +138,21 @@ func (r *Reads) ListDecisions(ctx context.Context, job string, limit int) ([]tra
 	ds, err := r.Store.ListDecisions(ctx, job, limit)
 	r.add(len(ds))
 	return ds, err
+}
+
+// CancelInterrupted cancels a job as Cancel does but stops after the
+// first step of its files, as a controller that dies (or is deposed)
+// right after it would: the rest is the clock's to carry on.
+func (s *Service) CancelInterrupted(ctx context.Context, a controller.Actor, id string) error {
+	_, w, err := s.cancelJob(ctx, a, id, "")
+	if err != nil {
+		return err
+	}
+	_, err = s.driveSweep(ctx, w, 1)
+	return err
+}
+
+func (r *Reads) CountJobFilesUpTo(ctx context.Context, job string, states []string, limit int) (int, error) {
+	r.add(1)
+	return r.Store.CountJobFilesUpTo(ctx, job, states, limit)
 }

@@ -254,7 +254,7 @@ func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.J
 	select {
 	case err := <-done:
 		if err != nil {
-			return transfer.Job{}, false, err
+			return transfer.Job{}, false, s.refused(ctx, err)
 		}
 	case <-timer.C:
 	case <-ctx.Done():
@@ -265,7 +265,7 @@ func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.J
 	select {
 	case err := <-done:
 		if err != nil {
-			return transfer.Job{}, false, err
+			return transfer.Job{}, false, s.refused(ctx, err)
 		}
 	default:
 	}
@@ -457,34 +457,29 @@ func (s *Service) List(ctx context.Context, a controller.Actor, f store.JobFilte
 
 // Cancel cancels a job: its tasks stop, its files not yet arrived are
 // cancelled, its reservations are released. The job and its tasks end in
-// one short transaction; its files and parts then end ListingBatch at a
-// time, each step under its own short hold of mu, so a cancel of any size
-// never keeps heartbeats waiting long (issue 28, finding 7): the first
-// cancelSteps steps before the answer, the rest of a larger job's after
-// it. Nothing touches the files of an ended job meanwhile: claims take
-// none, and its tasks' reports are answered stale.
+// one short transaction, which records the sweep of its files (sweep.go);
+// its files and parts then end ListingBatch at a time, each step under its
+// own short hold of mu, so a cancel of any size never keeps heartbeats
+// waiting long (issue 28, finding 7): the first cancelSteps steps before
+// the answer, the rest of a larger job's after it, and what a restart or
+// a takeover interrupts at the clock's ticks.
 func (s *Service) Cancel(ctx context.Context, a controller.Actor, id, why string) (transfer.Job, error) {
 	if a.Role == reserve.RoleAgent {
 		return transfer.Job{}, forbidden("agents do not cancel jobs")
 	}
-	j, err := s.cancelJob(ctx, a, id, why)
+	j, w, err := s.cancelJob(ctx, a, id, why)
 	if err != nil {
 		return j, err
 	}
 	s.release(ctx, j, "job "+id+" cancelled")
 	// A job of up to cancelSteps steps of files is answered with its
 	// files ended; a larger one's go on ending after the answer.
-	after, more, err := s.endFiles(ctx, id, []string{transfer.FilePending, transfer.FileActive}, transfer.FileCancelled, "", "the job was cancelled", cancelSteps, "")
+	done, err := s.driveSweep(ctx, w, cancelSteps)
 	if err != nil {
 		return transfer.Job{}, err
 	}
-	if more {
-		go func() {
-			bg := context.WithoutCancel(ctx)
-			if _, _, err := s.endFiles(bg, id, []string{transfer.FilePending, transfer.FileActive}, transfer.FileCancelled, "", "the job was cancelled", 0, after); err != nil {
-				s.log.Warn("cancel the files of a cancelled job", "job", id, "err", err)
-			}
-		}()
+	if !done {
+		s.goSweep(ctx, w)
 	}
 	return j, nil
 }
@@ -493,18 +488,20 @@ func (s *Service) Cancel(ctx context.Context, a controller.Actor, id, why string
 // before it answers.
 const cancelSteps = 10
 
-// cancelJob ends a job CANCELLED with its open tasks.
-func (s *Service) cancelJob(ctx context.Context, a controller.Actor, id, why string) (transfer.Job, error) {
+// cancelJob ends a job CANCELLED with its open tasks, recording the
+// sweep of its files.
+func (s *Service) cancelJob(ctx context.Context, a controller.Actor, id, why string) (transfer.Job, store.JobSweep, error) {
 	s.lock()
 	defer s.unlock()
 	j, err := s.job(ctx, a, id)
 	if err != nil {
-		return j, err
+		return j, store.JobSweep{}, err
 	}
 	if transfer.JobEnded(j.State) {
-		return j, conflict("job %s has ended (%s)", id, j.State)
+		return j, store.JobSweep{}, conflict("job %s has ended (%s)", id, j.State)
 	}
 	now := s.now()
+	w := endSweep(id, []string{transfer.FilePending, transfer.FileActive}, transfer.FileCancelled, "", "the job was cancelled", now)
 	err = s.tx(ctx, func(tx store.Store) error {
 		tasks, err := tx.ListTasks(ctx, store.TaskFilter{Job: id, States: []string{transfer.TaskQueued, transfer.TaskActive}})
 		if err != nil {
@@ -523,62 +520,15 @@ func (s *Service) cancelJob(ctx context.Context, a controller.Actor, id, why str
 			j.Reason += ": " + why
 		}
 		j.ThroughputBps = runThroughput(j, now)
+		if err := tx.PutJobSweep(ctx, w); err != nil {
+			return err
+		}
 		return s.saveJob(ctx, tx, &j, now)
 	})
 	if err != nil {
-		return transfer.Job{}, err
+		return transfer.Job{}, store.JobSweep{}, err
 	}
-	return j, nil
-}
-
-// endFiles moves an ended job's files in states to state (with the
-// error fileWhy), and its parts not yet ended to state (with partWhy),
-// ListingBatch at a time from the path after, each step its own
-// transaction under its own hold of mu, at most steps of them (0: until
-// done). It returns the path to go on after, and whether any is left.
-func (s *Service) endFiles(ctx context.Context, job string, states []string, state, fileWhy, partWhy string, steps int, after string) (string, bool, error) {
-	// Each step goes on from the last path of the step before, so the
-	// steps together read the job's files once, in path order.
-	for step := 1; ; step++ {
-		more, err := func() (bool, error) {
-			s.lock()
-			defer s.unlock()
-			more := false
-			err := s.tx(ctx, func(tx store.Store) error {
-				files, err := tx.ListJobFiles(ctx, store.JobFileFilter{Job: job, States: states, After: after, Limit: ListingBatch})
-				if err != nil {
-					return err
-				}
-				if len(files) > 0 {
-					after = files[len(files)-1].Path
-				}
-				for i := range files {
-					files[i].State = state
-					if fileWhy != "" {
-						files[i].Error = fileWhy
-					}
-				}
-				if err := tx.UpdateJobFiles(ctx, files); err != nil {
-					return err
-				}
-				parts, err := tx.ListFileParts(ctx, store.FilePartFilter{Job: job, States: []string{transfer.FilePending, transfer.FileActive}, Limit: ListingBatch})
-				if err != nil {
-					return err
-				}
-				more = len(files) == ListingBatch || len(parts) == ListingBatch
-				return endParts(ctx, tx, parts, state, partWhy)
-			})
-			return more, err
-		}()
-		switch {
-		case err != nil:
-			return "", false, err
-		case !more:
-			return "", false, nil
-		case step == steps:
-			return after, true, nil
-		}
-	}
+	return j, w, nil
 }
 
 // runThroughput is an ended job's bits per second over its run.

@@ -70,6 +70,13 @@ func (s *Service) observe(ctx context.Context, st store.Store, j transfer.Job, t
 	p.Observe(optimize.Sample{At: now, Bytes: bytes, FilesOK: ok, FilesFailed: failed})
 }
 
+// optimizeBacklog is how many tasks waiting for a pair the optimizer
+// counts: past optimize.DefaultMaxConcurrency × ConnectionsPerTask (32) a
+// longer queue changes no decision (a task's streams are 1 either way,
+// and the queue is longer than the tasks running); a configured
+// MaxConcurrency above the default raises it.
+const optimizeBacklog = 64
+
 // optimize lets every pair of the ACTIVE jobs decide again; new decisions
 // are stored and the job's pairs show them. The caller holds mu.
 func (s *Service) optimize(ctx context.Context, now time.Time) error {
@@ -85,17 +92,21 @@ func (s *Service) optimize(ctx context.Context, now time.Time) error {
 		if err != nil {
 			return err
 		}
-		counts, err := s.st.CountJobFiles(ctx, j.ID)
+		// The tasks still to come, counted up to what changes a decision
+		// (optimizeBacklog a pair): by the index, a bounded count a job
+		// a tick however many files wait (issue 28, finding 7).
+		most := max(optimizeBacklog, s.ocfg.MaxConcurrency*optimize.ConnectionsPerTask+1) * len(j.Pairs)
+		files, err := s.st.CountJobFilesUpTo(ctx, j.ID, []string{transfer.FilePending}, most*BatchFiles)
 		if err != nil {
 			return err
 		}
-		pending := (counts[transfer.FilePending].Files + BatchFiles - 1) / BatchFiles
+		pending := (files + BatchFiles - 1) / BatchFiles
 		// Each pending part of a large file is a task of its own.
-		parts, err := s.st.ListFileParts(ctx, store.FilePartFilter{Job: j.ID, States: []string{transfer.FilePending}})
+		parts, err := s.st.ListFileParts(ctx, store.FilePartFilter{Job: j.ID, States: []string{transfer.FilePending}, Limit: most})
 		if err != nil {
 			return err
 		}
-		pending += len(parts)
+		pending = min(pending+len(parts), most)
 		changed := false
 		for i := range j.Pairs {
 			pr := &j.Pairs[i]

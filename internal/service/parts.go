@@ -422,15 +422,6 @@ func endParts(ctx context.Context, tx store.Store, parts []transfer.FilePart, st
 	return tx.UpdateFileParts(ctx, out)
 }
 
-// cancelParts ends a job's parts not yet ended, as its files are.
-func cancelParts(ctx context.Context, tx store.Store, job, why string) error {
-	parts, err := tx.ListFileParts(ctx, store.FilePartFilter{Job: job, States: []string{transfer.FilePending, transfer.FileActive}})
-	if err != nil {
-		return err
-	}
-	return endParts(ctx, tx, parts, transfer.FileCancelled, why)
-}
-
 // lapseOwners takes back the files cut in parts whose owner's lease
 // lapsed: their parts go back to PENDING with the owner cleared, and the
 // next claim fixes a new owner, which starts the file afresh (the old

@@ -168,6 +168,9 @@ type Service struct {
 	stalled   stalls
 	// waiters are the deadline submissions waiting for their job's plan.
 	waiters map[string]chan error
+	// driving holds the jobs whose sweep a request or goroutine steps
+	// (sweep.go): the clock leaves them to it. Under mu.
+	driving map[string]int
 	// opt holds one optimizer per (job, from, to), rebuilt from the last
 	// stored decision after a restart.
 	opt  map[pairKey]*optimize.Pair
@@ -216,6 +219,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		partBytes:         cfg.PartBytes,
 		tick:              cfg.Tick,
 		waiters:           map[string]chan error{},
+		driving:           map[string]int{},
 		opt:               map[pairKey]*optimize.Pair{},
 		last:              map[pairKey]transfer.Decision{},
 		rates:             map[string]taskRate{},

@@ -767,21 +767,13 @@ func (s *Service) Listing(ctx context.Context, a controller.Actor, id string, l 
 }
 
 // dropListing deletes the files the pages of a failed listing stored,
-// ListingBatch at a time under short holds of mu: a refused listing
+// ListingBatch at a time under short holds of mu (the sweep failListing
+// recorded: the clock carries on what is interrupted): a refused listing
 // leaves nothing of it behind. Nothing else touches the files of an ended
 // job meanwhile.
 func (s *Service) dropListing(ctx context.Context, job string) {
-	for {
-		s.lock()
-		n, err := s.st.DeleteJobFiles(ctx, job, ListingBatch)
-		s.unlock()
-		if err != nil {
-			s.log.Warn("delete the files of a refused listing", "job", job, "err", err)
-			return
-		}
-		if n < ListingBatch {
-			return
-		}
+	if _, err := s.driveSweep(ctx, store.JobSweep{Job: job, Drop: true}, 0); err != nil {
+		s.log.Warn("delete the files of a refused listing", "job", job, "err", err)
 	}
 }
 
@@ -987,21 +979,23 @@ func (s *Service) listedBefore(ctx context.Context, j transfer.Job, files []tran
 // waiting deadline submission is refused (the job deleted), any other job
 // FAILED with the reason. The caller holds mu.
 func (s *Service) failListing(ctx context.Context, t transfer.Task, j transfer.Job, why string, now time.Time) (apiv1.TaskAnswer, error) {
+	t.State, t.Error, t.EndedAt = transfer.TaskFailed, why, now
 	if waiter := s.waiters[j.ID]; waiter != nil {
-		if err := s.st.DeleteJob(ctx, j.ID); err != nil {
-			return apiv1.TaskAnswer{}, err
-		}
+		// The submitter deletes the job, in steps, before it answers
+		// (refused).
 		delete(s.waiters, j.ID)
-		waiter <- invalid("sources", "%s", why)
-		t.State, t.Error, t.EndedAt = transfer.TaskFailed, why, now
+		waiter <- s.refuse(ctx, j, &t, invalid("sources", "%s", why), now)
 		return apiv1.TaskAnswer{Task: t}, nil
 	}
 	err := s.tx(ctx, func(tx store.Store) error {
-		t.State, t.Error, t.EndedAt = transfer.TaskFailed, why, now
 		if err := tx.UpdateTask(ctx, t); err != nil {
 			return err
 		}
-		// The files its earlier pages stored go (dropListing).
+		// The files its earlier pages stored go in steps (dropListing),
+		// the sweep carried on by the clock if they are interrupted.
+		if err := tx.PutJobSweep(ctx, store.JobSweep{Job: j.ID, Drop: true, At: now}); err != nil {
+			return err
+		}
 		j.State, j.Reason, j.EndedAt = transfer.JobFailed, why, now
 		j.FilesTotal, j.BytesTotal = 0, 0
 		return s.saveJob(ctx, tx, &j, now)
@@ -1269,11 +1263,14 @@ func (s *Service) endReport(ctx context.Context, tx store.Store, j *transfer.Job
 // finish ends a job none of whose files is pending or moving, and sets
 // the running job's Reason and throughput. The caller stores it.
 func (s *Service) finish(ctx context.Context, tx store.Store, j *transfer.Job, now time.Time) error {
-	counts, err := tx.CountJobFiles(ctx, j.ID)
+	// Whether a file is left is one row of the (job, state) index: every
+	// report asks it, and it must not read every file of a large job
+	// (issue 28, finding 7); the files are counted once, as the job ends.
+	left, err := tx.CountJobFilesUpTo(ctx, j.ID, []string{transfer.FilePending, transfer.FileActive}, 1)
 	if err != nil {
 		return err
 	}
-	if counts[transfer.FilePending].Files > 0 || counts[transfer.FileActive].Files > 0 {
+	if left > 0 {
 		if j.State == transfer.JobActive {
 			j.Reason = movingReason(*j)
 		}
@@ -1316,6 +1313,10 @@ func (s *Service) finish(ctx context.Context, tx store.Store, j *transfer.Job, n
 			return err
 		}
 		delete(s.rates, t.ID)
+	}
+	counts, err := tx.CountJobFiles(ctx, j.ID)
+	if err != nil {
+		return err
 	}
 	j.EndedAt = now
 	j.FilesDone = counts[transfer.FileSucceeded].Files

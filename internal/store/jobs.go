@@ -61,6 +61,11 @@ type Jobs interface {
 	// CountJobFiles returns a job's files and their bytes by state (states
 	// without files are absent; an unknown job has none).
 	CountJobFiles(ctx context.Context, job string) (map[string]FileCount, error)
+	// CountJobFilesUpTo returns how many of a job's files are in one of
+	// states, counted up to limit (positive, reserve.ErrInvalid
+	// otherwise): by the (job, state) index alone, so its cost is bounded
+	// by limit however many files the job has.
+	CountJobFilesUpTo(ctx context.Context, job string, states []string, limit int) (int, error)
 	// DeleteJobFiles deletes at most limit of a job's files (the first by
 	// Path) with their parts, in one short transaction, and returns how
 	// many it deleted: a caller clears a job's files of any number in
@@ -120,6 +125,18 @@ type Jobs interface {
 	// lapsed leases included (Alive is the caller's to set).
 	ListDataNodes(ctx context.Context) ([]transfer.DataNode, error)
 
+	// PutJobSweep records, or replaces, the sweep of an ended job (one a
+	// job), of a job that exists (reserve.ErrNotFound otherwise); Job must
+	// not be empty (reserve.ErrInvalid).
+	PutJobSweep(ctx context.Context, w JobSweep) error
+	// ListJobSweeps returns the sweeps by At, then Job (the one stepped
+	// longest ago first), at most limit when positive: found by an index,
+	// however many jobs there are.
+	ListJobSweeps(ctx context.Context, limit int) ([]JobSweep, error)
+	// DeleteJobSweep forgets a job's sweep; a job without one is no
+	// error. DeleteJob deletes its job's too.
+	DeleteJobSweep(ctx context.Context, job string) error
+
 	// AppendDecision stores one optimizer decision, of a job that exists
 	// (reserve.ErrNotFound otherwise).
 	AppendDecision(ctx context.Context, d transfer.Decision) error
@@ -177,6 +194,30 @@ type TaskFilter struct {
 	// Endpoint keeps those that read from it (Task.Endpoint).
 	Endpoint string
 	Limit    int
+}
+
+// JobSweep is an ended job's files still to be ended or deleted, in
+// bounded steps after the answer that ended the job: a cancel, a failure
+// before any file moved, a refused listing. Kept in the store so that the
+// service's clock carries it on whoever leads (issue 28, finding 7).
+type JobSweep struct {
+	Job string `json:"job"`
+	// Drop: the job's files are deleted (a refused listing leaves none);
+	// with DeleteJob the job goes too once they are (a refused deadline
+	// submission leaves nothing). Otherwise its files in States end in
+	// State, with Error (when set), and its parts not ended with
+	// PartError.
+	Drop      bool     `json:"drop,omitempty"`
+	DeleteJob bool     `json:"delete_job,omitempty"`
+	States    []string `json:"states,omitempty"`
+	State     string   `json:"state,omitempty"`
+	Error     string   `json:"error,omitempty"`
+	PartError string   `json:"part_error,omitempty"`
+	// After is the path the next step goes on after.
+	After string `json:"after,omitempty"`
+	// At is when it was recorded or last stepped: the clock steps the
+	// oldest first, so sweeps take turns.
+	At time.Time `json:"at"`
 }
 
 // FileCount is how many files, and their bytes.

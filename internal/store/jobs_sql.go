@@ -308,7 +308,7 @@ func (s *sqlStore) ListJobs(ctx context.Context, f JobFilter) ([]transfer.Job, e
 
 func (s *sqlStore) DeleteJob(ctx context.Context, id string) error {
 	return s.write(ctx, func(s *sqlStore) error {
-		for _, table := range []string{"file_parts", "job_files", "tasks", "decisions"} {
+		for _, table := range []string{"file_parts", "job_files", "tasks", "decisions", "job_sweeps"} {
 			if _, err := s.q.exec(ctx, `DELETE FROM `+table+` WHERE job = ?`, id); err != nil {
 				return fmt.Errorf("delete job %s: %s: %w", id, table, err)
 			}
@@ -586,6 +586,19 @@ func (s *sqlStore) DeleteJobFiles(ctx context.Context, job string, limit int) (i
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delete files of job %s: %w", job, err)
+	}
+	return int(n), nil
+}
+
+func (s *sqlStore) CountJobFilesUpTo(ctx context.Context, job string, states []string, limit int) (int, error) {
+	if limit <= 0 || len(states) == 0 {
+		return 0, fmt.Errorf("count files of job %s: %w: limit %d and %d states, want at least 1 of each", job, reserve.ErrInvalid, limit, len(states))
+	}
+	c, args := inStrings("state", states)
+	var n int64
+	q := fmt.Sprintf(`SELECT COUNT(*) FROM (SELECT 1 FROM job_files WHERE job = ? AND %s LIMIT %d) AS f`, c, limit)
+	if _, err := s.queryRow(ctx, q, append([]any{job}, args...), &n); err != nil {
+		return 0, fmt.Errorf("count files of job %s: %w", job, err)
 	}
 	return int(n), nil
 }
@@ -1122,4 +1135,73 @@ func (s *sqlStore) ListDecisions(ctx context.Context, job string, limit int) ([]
 		return nil, fmt.Errorf("list decisions of job %s: %w", job, err)
 	}
 	return out, nil
+}
+
+// ---- sweeps ----
+
+func (s *sqlStore) PutJobSweep(ctx context.Context, w JobSweep) error {
+	if err := required("job", w.Job); err != nil {
+		return fmt.Errorf("put job sweep: %w", err)
+	}
+	if err := checkTime("at", w.At); err != nil {
+		return fmt.Errorf("put sweep of job %s: %w", w.Job, err)
+	}
+	if err := checkDoc("job sweep", w); err != nil {
+		return fmt.Errorf("put sweep of job %s: %w", w.Job, err)
+	}
+	doc, err := encDoc(w)
+	if err != nil {
+		return fmt.Errorf("put sweep of job %s: %w", w.Job, err)
+	}
+	return s.write(ctx, func(s *sqlStore) error {
+		if err := s.jobsExist(ctx, []string{w.Job}); err != nil {
+			return fmt.Errorf("put job sweep: %w", err)
+		}
+		if _, err := s.q.exec(ctx, `INSERT INTO job_sweeps (job, at_ns, doc) VALUES (?, ?, ?)
+			ON CONFLICT (job) DO UPDATE SET at_ns = excluded.at_ns, doc = excluded.doc`, w.Job, encTime(w.At), doc); err != nil {
+			return fmt.Errorf("put sweep of job %s: %w", w.Job, err)
+		}
+		return nil
+	})
+}
+
+func (s *sqlStore) ListJobSweeps(ctx context.Context, limit int) ([]JobSweep, error) {
+	q := `SELECT job, at_ns, doc FROM job_sweeps ORDER BY at_ns, job`
+	if limit > 0 {
+		q += fmt.Sprintf(` LIMIT %d`, limit)
+	}
+	rs, err := s.q.query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("list job sweeps: %w", err)
+	}
+	defer rs.Close()
+	var out []JobSweep
+	for rs.Next() {
+		var (
+			job, doc string
+			at       int64
+		)
+		if err := rs.Scan(&job, &at, &doc); err != nil {
+			return nil, fmt.Errorf("list job sweeps: %w", err)
+		}
+		var w JobSweep
+		if err := json.Unmarshal([]byte(doc), &w); err != nil {
+			return nil, fmt.Errorf("sweep of job %s: stored document: %w", job, err)
+		}
+		w.Job, w.At = job, decTime(at)
+		out = append(out, w)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("list job sweeps: %w", err)
+	}
+	return out, nil
+}
+
+func (s *sqlStore) DeleteJobSweep(ctx context.Context, job string) error {
+	return s.write(ctx, func(s *sqlStore) error {
+		if _, err := s.q.exec(ctx, `DELETE FROM job_sweeps WHERE job = ?`, job); err != nil {
+			return fmt.Errorf("delete sweep of job %s: %w", job, err)
+		}
+		return nil
+	})
 }

@@ -483,6 +483,20 @@ var migrations = [][]string{
 		`ALTER TABLE job_files ADD COLUMN dest TEXT {{binary}} NOT NULL DEFAULT ''`,
 		`CREATE INDEX job_files_dest ON job_files (job, dest)`,
 	},
+	{
+		// Version 10: the ended jobs whose files are still to be ended
+		// or deleted (a cancel, a failure, a refused listing), a bounded
+		// step at a time, each row carrying where the next step goes on.
+		// The service's clock finds them by this table's index, however
+		// many jobs there are, and carries them on after a restart or a
+		// standby's takeover (issue 28, finding 7).
+		`CREATE TABLE job_sweeps (
+			job TEXT {{binary}} PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
+			at_ns BIGINT NOT NULL,
+			doc TEXT NOT NULL
+		)`,
+		`CREATE INDEX job_sweeps_at ON job_sweeps (at_ns, job)`,
+	},
 }
 
 // CodeSchemaVersion returns the schema version this code migrates to.

@@ -1313,3 +1313,65 @@ func testFileParts(t *testing.T, url string) {
 		t.Errorf("a rolled back part stayed: %v", partKeys(ps))
 	}
 }
+
+// testJobSweeps checks the sweeps of ended jobs: one a job (a put
+// replaces it), listed oldest first and by a limit, gone with their job.
+func testJobSweeps(t *testing.T, url string) {
+	ctx := ctxFor(t)
+	s := open(t, url)
+	mustJob(t, s, sampleJob("j-1", "alice", "", 0))
+	mustJob(t, s, sampleJob("j-2", "alice", "", 0))
+	wantErr(t, "sweep of a missing job", s.PutJobSweep(ctx, store.JobSweep{Job: "j-none", At: base}), reserve.ErrNotFound)
+	wantErr(t, "sweep of no job", s.PutJobSweep(ctx, store.JobSweep{At: base}), reserve.ErrInvalid)
+	a := store.JobSweep{Job: "j-1", States: []string{transfer.FilePending, transfer.FileActive}, State: transfer.FileCancelled, PartError: "cancelled", At: base.Add(time.Second).UTC()}
+	b := store.JobSweep{Job: "j-2", Drop: true, DeleteJob: true, At: base}
+	for _, w := range []store.JobSweep{a, b} {
+		if err := s.PutJobSweep(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ws, err := s.ListJobSweeps(ctx, 0); err != nil || len(ws) != 2 || ws[0].Job != "j-2" || !reflect.DeepEqual(ws[1], a) {
+		t.Errorf("sweeps: %+v, %v; want j-2 then %+v", ws, err, a)
+	}
+	a.After, a.At = "dir/x", base.Add(-time.Second).UTC()
+	if err := s.PutJobSweep(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if ws, err := s.ListJobSweeps(ctx, 1); err != nil || len(ws) != 1 || !reflect.DeepEqual(ws[0], a) {
+		t.Errorf("first sweep after a step: %+v, %v; want %+v", ws, err, a)
+	}
+	// The files of a job by state, counted up to a limit.
+	files := []transfer.JobFile{sampleFile("j-1", "a", transfer.FilePending), sampleFile("j-1", "b", transfer.FilePending),
+		sampleFile("j-1", "c", transfer.FileActive), sampleFile("j-1", "d", transfer.FileSucceeded), sampleFile("j-2", "e", transfer.FilePending)}
+	if err := s.AddJobFiles(ctx, files); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		states []string
+		limit  int
+		want   int
+	}{
+		{[]string{transfer.FilePending}, 10, 2},
+		{[]string{transfer.FilePending}, 1, 1},
+		{[]string{transfer.FilePending, transfer.FileActive}, 10, 3},
+		{[]string{transfer.FileFailed}, 10, 0},
+	} {
+		if n, err := s.CountJobFilesUpTo(ctx, "j-1", c.states, c.limit); err != nil || n != c.want {
+			t.Errorf("count %v up to %d: %d, %v; want %d", c.states, c.limit, n, err, c.want)
+		}
+	}
+	_, err := s.CountJobFilesUpTo(ctx, "j-1", []string{transfer.FilePending}, 0)
+	wantErr(t, "count up to 0", err, reserve.ErrInvalid)
+	if err := s.DeleteJobSweep(ctx, "j-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteJobSweep(ctx, "j-1"); err != nil {
+		t.Errorf("delete a sweep twice: %v", err)
+	}
+	if err := s.DeleteJob(ctx, "j-2"); err != nil {
+		t.Fatal(err)
+	}
+	if ws, err := s.ListJobSweeps(ctx, 0); err != nil || len(ws) != 0 {
+		t.Errorf("sweeps after their jobs went: %+v, %v", ws, err)
+	}
+}

@@ -52,6 +52,7 @@ func Run(t *testing.T, newURL func(t *testing.T) string) {
 		{"JobCompareAndSwap", testJobCAS},
 		{"JobFilters", testJobFilters},
 		{"JobDelete", testJobDelete},
+		{"JobSweeps", testJobSweeps},
 		{"JobFiles", testJobFiles},
 		{"JobFilesAtomic", testJobFilesAtomic},
 		{"JobFilesPaging", testJobFilesPaging},
