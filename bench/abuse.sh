@@ -273,8 +273,8 @@ if only in ("", "listing"):
     must(st, raw, "submit the big job")
     job = json.loads(raw)["job"]["id"]
     task = None
-    for _ in range(50):  # the queued scenario's listings come first
-        st, raw, _ = call("POST", "/api/v1/datanodes/a1/claim", "admin", {"max": 1})
+    for _ in range(queued // 16 + 50):  # the queued scenario's listings come first (16 a claim at most)
+        st, raw, _ = call("POST", "/api/v1/datanodes/a1/claim", "admin", {"max": 16})
         must(st, raw, "claim a1")
         ts = [t for t in json.loads(raw)["tasks"] if t["task"]["job"] == job]
         if ts:
