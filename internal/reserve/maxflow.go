@@ -52,9 +52,20 @@ func (f *flowNet) flow(e int32) uint64 { return f.orig[e/2] - f.res[e] }
 // The sum of the capacities out of s must fit in a uint64, so that the
 // value does.
 func (f *flowNet) maxFlow(s, t int32) uint64 {
+	f.reset()
+	return f.blocking(s, t)
+}
+
+// reset gives every edge its whole capacity back.
+func (f *flowNet) reset() {
 	for i, c := range f.orig {
 		f.res[2*i], f.res[2*i+1] = c, 0
 	}
+}
+
+// blocking augments along Dinic's level graphs (of the edges levels
+// admits) until t is no longer reachable, and returns what it added.
+func (f *flowNet) blocking(s, t int32) uint64 {
 	var total uint64
 	for f.levels(s, t) {
 		for i := range f.iter {
@@ -83,9 +94,7 @@ func (f *flowNet) maxFlow(s, t int32) uint64 {
 // shortest path to t, so with integer costs there are at most as many
 // rounds as the most a simple path can cost, plus one.
 func (f *flowNet) maxFlowCheapest(s, t int32, cost []int64) uint64 {
-	for i, c := range f.orig {
-		f.res[2*i], f.res[2*i+1] = c, 0
-	}
+	f.reset()
 	f.cost = cost
 	f.dist = make([]int64, len(f.head))
 	defer func() { f.cost, f.dist = nil, nil }()
@@ -118,18 +127,7 @@ func (f *flowNet) maxFlowCheapest(s, t int32, cost []int64) uint64 {
 		if f.dist[t] == math.MaxInt64 {
 			return total
 		}
-		for f.levels(s, t) {
-			for i := range f.iter {
-				f.iter[i] = 0
-			}
-			for {
-				d := f.augment(s, t, math.MaxUint64)
-				if d == 0 {
-					break
-				}
-				total += d
-			}
-		}
+		total += f.blocking(s, t)
 	}
 }
 
