@@ -384,9 +384,14 @@ func (s *Service) overrun(ctx context.Context, j transfer.Job, now time.Time) er
 			why = fmt.Sprintf("reservation %s is %s", r.ID, r.State)
 		default:
 			// The controller's clock may have moved the reservation on
-			// (RESERVED to ACTIVE) since the store was read.
+			// (RESERVED to ACTIVE) since the store was read, and each
+			// agent's report of its part bumps the version: a short
+			// window reaches its end while the agents on its path are
+			// still reporting, so a stale version is tried again at the
+			// current one for as long as it keeps changing under us (the
+			// bound only stops a livelock: the reports are finite).
 			version, extended := r.Version, false
-			for range 3 {
+			for range 32 {
 				cr, err := s.c.Modify(ctx, own, r.ID, controller.ModifyInput{Version: version, End: end})
 				if err == nil {
 					p.End, extended = cr.Reservation.End, true
