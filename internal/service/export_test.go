@@ -10,6 +10,13 @@ import (
 	"github.com/lightpath/lightpath/internal/transfer"
 )
 
+// CutParts is cutParts of a service cutting files of at least min bytes
+// into parts of size bytes.
+func CutParts(min, size int64, files []transfer.JobFile) []transfer.FilePart {
+	s := &Service{partMin: min, partBytes: size}
+	return s.cutParts(files)
+}
+
 // DivideRates is divideRates, for the table test.
 var DivideRates = divideRates
 

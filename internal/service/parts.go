@@ -28,17 +28,38 @@ import (
 
 // cutParts cuts the large files of a listing into parts: it sets their
 // Parts and returns the parts, PENDING.
+//
+// A file's size is the listing node's word, so what one page may cost is
+// bounded whatever it claims: a file is cut into at most MaxFileParts
+// parts (larger parts for a larger file), and once a page holds
+// MaxPageParts parts its other large files move whole.
 func (s *Service) cutParts(files []transfer.JobFile) []transfer.FilePart {
 	var out []transfer.FilePart
 	for i := range files {
 		f := &files[i]
-		for _, p := range plan.Parts(f.Size, s.partMin, s.partBytes) {
+		size := s.partBytes
+		if size > 0 && f.Size/size >= MaxFileParts {
+			size = f.Size/MaxFileParts + 1
+		}
+		ps := plan.Parts(f.Size, s.partMin, size)
+		if len(out)+len(ps) > MaxPageParts {
+			continue
+		}
+		for _, p := range ps {
 			out = append(out, transfer.FilePart{Job: f.Job, Path: f.Path, Part: p, State: transfer.FilePending})
 			f.Parts++
 		}
 	}
 	return out
 }
+
+// MaxFileParts and MaxPageParts bound the parts a listing's page is cut
+// into (issue 28, finding 7): per file (at the default 256 MiB a part, a
+// file past 256 GiB gets larger parts) and per page.
+const (
+	MaxFileParts = 1024
+	MaxPageParts = 100000
+)
 
 // doesParts reports whether a data node said it pushes and takes parts.
 func (s *Service) doesParts(ctx context.Context, node string) bool {

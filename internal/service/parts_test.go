@@ -667,3 +667,48 @@ func TestPartsOwnersSpread(t *testing.T) {
 		t.Fatalf("owners %v: want each file owned by another destination node", owners)
 	}
 }
+
+// TestCutPartsBounded (issue 28, finding 7): a file's size is the listing
+// node's word, so what a page is cut into is bounded whatever sizes it
+// claims: at most MaxFileParts parts a file (larger parts for a larger
+// file, covering it whole) and MaxPageParts a page, the other large files
+// of the page moving whole.
+func TestCutPartsBounded(t *testing.T) {
+	huge := []transfer.JobFile{{Job: "j", Path: "a", Size: 1 << 62}}
+	ps := service.CutParts(1<<30, 256<<20, huge)
+	if len(ps) == 0 || len(ps) > service.MaxFileParts || huge[0].Parts != len(ps) {
+		t.Fatalf("a file of 2^62 bytes: %d parts (%d counted)", len(ps), huge[0].Parts)
+	}
+	var covered int64
+	for i, p := range ps {
+		if p.Offset != covered || p.Index != i {
+			t.Fatalf("part %d at %d, index %d: want at %d", i, p.Offset, p.Index, covered)
+		}
+		covered += p.Length
+	}
+	if covered != 1<<62 {
+		t.Fatalf("the parts cover %d bytes of %d", covered, int64(1)<<62)
+	}
+
+	page := make([]transfer.JobFile, 10000)
+	for i := range page {
+		page[i] = transfer.JobFile{Job: "j", Path: fmt.Sprintf("f%05d", i), Size: 1 << 50}
+	}
+	ps = service.CutParts(1<<30, 256<<20, page)
+	whole, n := 0, 0
+	for _, f := range page {
+		if f.Parts == 0 {
+			whole++
+		}
+		n += f.Parts
+	}
+	if len(ps) > service.MaxPageParts || n != len(ps) || whole == 0 {
+		t.Fatalf("a page of 10,000 files of 2^50 bytes: %d parts (%d counted), %d files whole", len(ps), n, whole)
+	}
+
+	// Files as the defaults cut them are unchanged.
+	ps = service.CutParts(1<<30, 256<<20, []transfer.JobFile{{Job: "j", Path: "b", Size: 10 << 30}})
+	if len(ps) != 40 {
+		t.Fatalf("a file of 10 GiB: %d parts, want 40", len(ps))
+	}
+}
