@@ -325,6 +325,7 @@ func TestListedFiles(t *testing.T) {
 		{"up", j, []apiv1.ListedFile{f("data/../x", "data")}, "is not clean and relative", nil},
 		{"dot", root, []apiv1.ListedFile{f(".", ".")}, "is not clean and relative", nil},
 		{"negative", j, []apiv1.ListedFile{{Path: "data/a", Source: "data", Size: -1}}, "size -1", nil},
+		{"past 512 TiB", j, []apiv1.ListedFile{{Path: "data/a", Source: "data", Size: service.MaxFileSize + 1}}, "size 562949953421313 (from 0 to 562949953421312)", nil},
 		{"twice", j, []apiv1.ListedFile{f("data/a", "data"), f("data/a", "data")}, "file data/a is listed twice", nil},
 		{"nested sources", j, []apiv1.ListedFile{f("data/f", "data"), f("data", ".")}, "", []string{"in/data", "in/data/f"}},
 		{"one destination, two sources", transfer.Job{ID: "j", JobRequest: transfer.JobRequest{Sources: []string{"src:x/run1", "src:y/run1"}, Destination: "dst:in"}},

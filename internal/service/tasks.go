@@ -869,7 +869,14 @@ func (s *Service) listing(ctx context.Context, a controller.Actor, id string, l 
 	files, parts := pre.files, pre.parts
 	var bytes int64
 	for _, f := range files {
-		bytes += f.Size
+		bytes += f.Size // at most 10,000 × MaxFileSize < 2^63: no overflow
+	}
+	before := j.BytesTotal
+	if t.Pages == 0 {
+		before = 0 // a new attempt's first page starts the count again
+	}
+	if before > MaxJobBytes-bytes {
+		return s.failListing(ctx, t, j, fmt.Sprintf("the listing was refused: its files add up to more than %d bytes", int64(MaxJobBytes)), now)
 	}
 	t0, j0 := t, j // the transaction may run again: it starts from them
 	err = s.tx(ctx, func(tx store.Store) error {
@@ -1025,6 +1032,15 @@ func (s *Service) RefuseListing(ctx context.Context, a controller.Actor, id, why
 	return err
 }
 
+// MaxFileSize and MaxJobBytes bound the sizes a listing may claim (a
+// file's size is the listing node's word): 512 TiB a file and 1 EiB a
+// job, so that a page's and a job's sums never overflow (issue 28,
+// finding 7).
+const (
+	MaxFileSize = 1 << 49
+	MaxJobBytes = 1 << 60
+)
+
 // listedFiles turns a page of a listing into the job's files, refusing
 // the page when a path is not clean and relative, names no source of the
 // job or lies outside the source it names (issue 28, finding 4), has a
@@ -1056,8 +1072,8 @@ func listedFiles(j transfer.Job, listed []apiv1.ListedFile) ([]transfer.JobFile,
 		if !underSource(p, lf.Source) {
 			return nil, invalid("files", "listed file %s is not under its source %q", p, lf.Source)
 		}
-		if lf.Size < 0 {
-			return nil, invalid("files", "listed file %s: size %d", p, lf.Size)
+		if lf.Size < 0 || lf.Size > MaxFileSize {
+			return nil, invalid("files", "listed file %s: size %d (from 0 to %d)", p, lf.Size, int64(MaxFileSize))
 		}
 		if seen[p] {
 			return nil, invalid("files", "file %s is listed twice", p)
