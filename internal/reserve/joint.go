@@ -63,6 +63,10 @@ type JointQuery struct {
 	Submitted             time.Time
 	StartUp               time.Duration
 	Deadline              time.Time
+	// MinDuration, when set, is the shortest window the plan may have: a
+	// window that booking itself outlasts (holds made and committed, the
+	// agents putting their part in place) would end before it is used.
+	MinDuration time.Duration
 }
 
 // PathFlow is one path of a joint plan: Rate bits per second from node
@@ -185,7 +189,16 @@ func (s *Schedule) JointEarliestCompletion(q JointQuery) (JointPlan, error) {
 	if q.Size == 0 {
 		return finish(JointPlan{Algorithm: AlgJointEarliestCompletion, Start: timeOf(lo), End: timeOf(lo)}, lo)
 	}
-	dur := durationFor(q.Size, q.Goodput)
+	if q.MinDuration < 0 {
+		return JointPlan{}, fmt.Errorf("%w: the shortest window %s is negative", ErrInvalidQuery, q.MinDuration)
+	}
+	exact := durationFor(q.Size, q.Goodput)
+	// A floor on the window keeps the time non-increasing in the rate,
+	// which the search below needs.
+	dur := func(r uint64) (int64, bool) {
+		d, ok := exact(r)
+		return max(d, int64(q.MinDuration)), ok
+	}
 	full := j.rateOf(func(d int32) uint64 { return s.g.dirs[d].capacity })
 	if full == 0 {
 		return JointPlan{}, fmt.Errorf("%w from %s to %s: no path carries anything even with nothing booked", ErrNoPath,
@@ -267,6 +280,11 @@ type jointNet struct {
 	s         *Schedule
 	net       *flowNet
 	src, sink int32
+	// ends are the super edges, into each source and out of each
+	// destination, with the capacity each was given (endCap).
+	ends      []int32
+	endCap    []uint64
+	endSource []bool
 	dirs      []int32 // the usable directions, in order
 	edge      []int32 // per usable direction, its edge in net
 	dirOfEdge map[int32]int32
@@ -379,6 +397,7 @@ func (s *Schedule) jointNet(sources, destinations []Endpoint) (*jointNet, error)
 		}
 		e := j.net.addEdge(j.src, int32(i))
 		j.net.setCap(e, c)
+		j.ends, j.endCap, j.endSource = append(j.ends, e), append(j.endCap, c), append(j.endSource, true)
 	}
 	for i := range n {
 		if role[i] != 2 {
@@ -390,6 +409,7 @@ func (s *Schedule) jointNet(sources, destinations []Endpoint) (*jointNet, error)
 		}
 		e := j.net.addEdge(int32(i), j.sink)
 		j.net.setCap(e, c)
+		j.ends, j.endCap, j.endSource = append(j.ends, e), append(j.endCap, c), append(j.endSource, false)
 	}
 	return j, nil
 }
@@ -432,7 +452,74 @@ func (j *jointNet) split(st, en int64, r uint64) ([]PathFlow, error) {
 	if got := j.net.maxFlowCheapest(j.src, j.sink, cost); got != r { // cannot happen: both are maximum flows
 		return nil, fmt.Errorf("internal error: the cheapest maximum flow carries %d bit/s, the maximum flow %d", got, r)
 	}
+	j.spread(r, cost)
 	return j.flows(), nil
+}
+
+// spread evens the flow over the sources and over the destinations when
+// that costs neither rate nor preference: each side's nodes capped at the
+// least common level that still carries r (a binary search, one maximum
+// flow a step), then the cheapest maximum flow again, kept only if it is
+// as cheap as the one found without the caps. A plan then runs on as many
+// node pairs as the network lets it (their disks, processors and sessions
+// share the work) rather than on the first pair the flow found, and each
+// pair usually has a path of its own. The last flow computed is left in
+// the network for flows.
+func (j *jointNet) spread(r uint64, cost []int64) {
+	if r == 0 {
+		return
+	}
+	base := j.flowCost(cost)
+	for _, side := range []bool{true, false} {
+		var n uint64
+		hi := uint64(0)
+		for i, e := range j.ends {
+			if j.endSource[i] == side {
+				n++
+				hi = max(hi, j.net.orig[e/2])
+			}
+		}
+		if n < 2 {
+			continue
+		}
+		level := func(l uint64) {
+			for i, e := range j.ends {
+				if j.endSource[i] == side {
+					j.net.setCap(e, min(l, j.endCap[i]))
+				}
+			}
+		}
+		lo := r / n // below it the side cannot carry r
+		for lo < hi {
+			mid := lo + (hi-lo)/2
+			level(mid)
+			if j.net.maxFlow(j.src, j.sink) == r {
+				hi = mid
+			} else {
+				lo = mid + 1
+			}
+		}
+		level(hi)
+	}
+	if j.net.maxFlowCheapest(j.src, j.sink, cost) == r && j.flowCost(cost).Cmp(base) <= 0 {
+		return
+	}
+	for i, e := range j.ends { // the caps cost preference: the plain cheapest flow
+		j.net.setCap(e, j.endCap[i])
+	}
+	j.net.maxFlowCheapest(j.src, j.sink, cost)
+}
+
+// flowCost is the total cost of the last flow (exact: rates times costs
+// can pass 2⁶⁴).
+func (j *jointNet) flowCost(cost []int64) *big.Int {
+	sum, term := new(big.Int), new(big.Int)
+	for i, c := range cost {
+		if c != 0 {
+			sum.Add(sum, term.Mul(big.NewInt(c), new(big.Int).SetUint64(j.net.flow(int32(2*i)))))
+		}
+	}
+	return sum
 }
 
 // flows decomposes the last maximum flow into paths from a source to a
@@ -510,6 +597,7 @@ func (j *jointNet) flows() []PathFlow {
 		}
 		out = append(out, PathFlow{From: g.names[f.to[walk[0]]], To: g.names[f.to[walk[len(walk)-1]^1]], Path: g.hops(ds), Rate: m})
 	}
+	out = uncross(out)
 	slices.SortFunc(out, func(a, b PathFlow) int {
 		if c := cmp.Compare(a.From, b.From); c != 0 {
 			return c

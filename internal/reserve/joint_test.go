@@ -417,3 +417,65 @@ func TestJointFlowsDropCycles(t *testing.T) {
 		t.Fatalf("flows %+v, want a → b at 5 over %v", got, path)
 	}
 }
+
+// TestJointSpreadsOverPairs: on the shared WAN, the plan runs on every
+// node pair, each pair on one path, the circuit full before the routed
+// path, and the rate is still the maximum.
+func TestJointSpreadsOverPairs(t *testing.T) {
+	s := NewSchedule(sharedWAN(t))
+	q := JointQuery{Sources: eps("e1", "e2", "e3"), Destinations: eps("w1", "w2", "w3"),
+		Size: 2_400_000_000, Goodput: 1, Submitted: jt0}
+	p, err := s.JointEarliestCompletion(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPlan(t, s, q, p)
+	if p.Rate != 1_450_000_000 {
+		t.Fatalf("rate %d, want 1.45 Gbit/s", p.Rate)
+	}
+	srcs, dsts, pairs := map[string]bool{}, map[string]bool{}, map[[2]string]int{}
+	onCircuit := uint64(0)
+	for _, f := range p.Flows {
+		srcs[f.From], dsts[f.To] = true, true
+		pairs[[2]string{f.From, f.To}]++
+		for _, h := range f.Path {
+			if h.Link == "circuit" {
+				onCircuit += f.Rate
+			}
+		}
+	}
+	if len(srcs) != 3 || len(dsts) != 3 {
+		t.Errorf("the plan uses sources %v and destinations %v, want all three of each: %+v", srcs, dsts, p.Flows)
+	}
+	for pr, n := range pairs {
+		if n > 1 {
+			t.Errorf("pair %v has %d paths: %+v", pr, n, p.Flows)
+		}
+	}
+	if onCircuit != 1e9 {
+		t.Errorf("%d bit/s on the circuit, want all of it (1 Gbit/s)", onCircuit)
+	}
+}
+
+// TestJointMinDuration: a tiny dataset's window is never shorter than the
+// floor asked for, and still fits what is free.
+func TestJointMinDuration(t *testing.T) {
+	s := NewSchedule(sharedWAN(t))
+	q := JointQuery{Sources: eps("e1"), Destinations: eps("w1"), Size: 1000, Goodput: 0.9,
+		Submitted: jt0, StartUp: 2 * time.Second, MinDuration: 10 * time.Second}
+	p, err := s.JointEarliestCompletion(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPlan(t, s, q, p)
+	if got := p.End.Sub(p.Start); got != 10*time.Second {
+		t.Errorf("window %s, want the 10 s floor", got)
+	}
+	if !p.Start.Equal(jt0.Add(2 * time.Second)) {
+		t.Errorf("start %s, want submission + start-up", p.Start)
+	}
+	q.MinDuration = -time.Second
+	if _, err := s.JointEarliestCompletion(q); !errors.Is(err, ErrInvalidQuery) {
+		t.Errorf("a negative floor: %v, want ErrInvalidQuery", err)
+	}
+}
