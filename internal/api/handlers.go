@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -41,9 +42,19 @@ func nonNil(s []string) []string {
 }
 
 func (s *Server) getTopology(w http.ResponseWriter, r *http.Request, _ controller.Actor) error {
-	t := s.c.Topology()
+	out, err := topologyOf(s.c)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// topologyOf is GET /api/v1/topology's answer.
+func topologyOf(c *controller.Controller) (apiv1.Topology, error) {
+	t := c.Topology()
 	if t == nil {
-		return controller.ErrNoTopology
+		return apiv1.Topology{}, controller.ErrNoTopology
 	}
 	out := apiv1.Topology{Name: t.Name, YAML: t.YAML, SHA256: t.TopologyHash()}
 	for _, name := range t.SiteNames() {
@@ -51,7 +62,7 @@ func (s *Server) getTopology(w http.ResponseWriter, r *http.Request, _ controlle
 	}
 	for _, n := range t.Graph.Nodes() {
 		role, _ := t.Graph.Role(n)
-		tn := apiv1.TopoNode{Name: n, Site: t.Site[n], Role: role, Addresses: []string{}, Managed: s.c.Managed(n)}
+		tn := apiv1.TopoNode{Name: n, Site: t.Site[n], Role: role, Addresses: []string{}, Managed: c.Managed(n)}
 		for _, p := range t.Addrs[n] {
 			tn.Addresses = append(tn.Addresses, p.Addr().String())
 		}
@@ -63,8 +74,7 @@ func (s *Server) getTopology(w http.ResponseWriter, r *http.Request, _ controlle
 			Reservable: l.Reservable, ReservableBps: rc, Delay: l.Delay.String()})
 	}
 	out.Stats = apiv1.TopologyCounts{Sites: len(out.Sites), Nodes: len(out.Nodes), Links: len(out.Links)}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, nil
 }
 
 func (s *Server) putTopology(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
@@ -129,17 +139,26 @@ func (s *Server) find(w http.ResponseWriter, r *http.Request, a controller.Actor
 	if err := decode(w, r, &in); err != nil {
 		return err
 	}
+	res, err := findSlot(r.Context(), s.c, a, in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// findSlot is POST /api/v1/find on the controller.
+func findSlot(ctx context.Context, c *controller.Controller, a controller.Actor, in apiv1.FindRequest) (apiv1.Slot, error) {
 	dur, err := parseDuration("duration", in.Duration)
 	if err != nil {
-		return err
+		return apiv1.Slot{}, err
 	}
-	res, err := s.c.Find(r.Context(), a, controller.FindInput{Mode: in.Mode, From: in.From, To: in.To, Bandwidth: in.Bandwidth,
+	res, err := c.Find(ctx, a, controller.FindInput{Mode: in.Mode, From: in.From, To: in.To, Bandwidth: in.Bandwidth,
 		Start: in.Start, End: in.End, Duration: dur, SizeBytes: in.SizeBytes, Path: in.Path, Horizon: in.Horizon, Project: in.Project})
 	if err != nil {
-		return err
+		return apiv1.Slot{}, err
 	}
-	writeJSON(w, http.StatusOK, slot(res))
-	return nil
+	return slot(res), nil
 }
 
 func (s *Server) listReservations(w http.ResponseWriter, r *http.Request, a controller.Actor) error {
@@ -175,42 +194,51 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request, a con
 	if err := decode(w, r, &in); err != nil {
 		return err
 	}
-	dur, err := parseDuration("duration", in.Duration)
-	if err != nil {
-		return err
-	}
-	if dur > 0 && !in.End.IsZero() {
-		return invalid("duration", "give an end or a duration, not both")
-	}
-	var hold time.Duration
-	if in.Hold == "max" {
-		hold = s.c.MaxHold()
-	} else if hold, err = parseDuration("hold", in.Hold); err != nil {
-		return err
-	}
-	if in.SizeBytes == 0 && in.End.IsZero() && dur == 0 {
-		return invalid("end", "give an end or a duration (or a size_bytes to book the earliest completion)")
-	}
-	if in.SizeBytes > 0 && dur > 0 {
-		return invalid("duration", "with size_bytes the controller chooses the window: give a deadline, not a duration")
-	}
-	if len(in.IdempotencyKey) > 128 {
-		return invalid("idempotency_key", "idempotency_key is over 128 characters")
-	}
-	res, err := s.c.Create(r.Context(), a, controller.CreateInput{Owner: in.Owner, Project: in.Project, From: in.From, To: in.To,
-		Bandwidth: in.Bandwidth, Start: in.Start, End: in.End, Duration: dur, SizeBytes: in.SizeBytes, Deadline: in.Deadline,
-		FlowSpec: in.FlowSpec, Path: in.Path, Hold: hold, Key: in.IdempotencyKey})
+	res, err := createReservation(r.Context(), s.c, a, in)
 	if err != nil {
 		return err
 	}
 	status := http.StatusCreated
-	if !res.New {
+	if !res.Created {
 		status = http.StatusOK
 	} else {
 		w.Header().Set("Location", "/api/v1/reservations/"+res.Reservation.ID)
 	}
-	writeJSON(w, status, apiv1.ReservationResponse{Reservation: res.Reservation, Algorithm: res.Algorithm, Created: res.New})
+	writeJSON(w, status, res)
 	return nil
+}
+
+// createReservation is POST /api/v1/reservations on the controller.
+func createReservation(ctx context.Context, c *controller.Controller, a controller.Actor, in apiv1.ReservationRequest) (apiv1.ReservationResponse, error) {
+	dur, err := parseDuration("duration", in.Duration)
+	if err != nil {
+		return apiv1.ReservationResponse{}, err
+	}
+	if dur > 0 && !in.End.IsZero() {
+		return apiv1.ReservationResponse{}, invalid("duration", "give an end or a duration, not both")
+	}
+	var hold time.Duration
+	if in.Hold == "max" {
+		hold = c.MaxHold()
+	} else if hold, err = parseDuration("hold", in.Hold); err != nil {
+		return apiv1.ReservationResponse{}, err
+	}
+	if in.SizeBytes == 0 && in.End.IsZero() && dur == 0 {
+		return apiv1.ReservationResponse{}, invalid("end", "give an end or a duration (or a size_bytes to book the earliest completion)")
+	}
+	if in.SizeBytes > 0 && dur > 0 {
+		return apiv1.ReservationResponse{}, invalid("duration", "with size_bytes the controller chooses the window: give a deadline, not a duration")
+	}
+	if len(in.IdempotencyKey) > 128 {
+		return apiv1.ReservationResponse{}, invalid("idempotency_key", "idempotency_key is over 128 characters")
+	}
+	res, err := c.Create(ctx, a, controller.CreateInput{Owner: in.Owner, Project: in.Project, From: in.From, To: in.To,
+		Bandwidth: in.Bandwidth, Start: in.Start, End: in.End, Duration: dur, SizeBytes: in.SizeBytes, Deadline: in.Deadline,
+		FlowSpec: in.FlowSpec, Path: in.Path, Hold: hold, Key: in.IdempotencyKey})
+	if err != nil {
+		return apiv1.ReservationResponse{}, err
+	}
+	return apiv1.ReservationResponse{Reservation: res.Reservation, Algorithm: res.Algorithm, Created: res.New}, nil
 }
 
 func (s *Server) getReservation(w http.ResponseWriter, r *http.Request, a controller.Actor) error {

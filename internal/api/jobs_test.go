@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"strings"
@@ -204,42 +205,27 @@ func TestJobRoutes(t *testing.T) {
 		t.Fatalf("/metrics lacks the service's aggregates")
 	}
 
-	// A deadline that cannot be met: 409 capacity with the earliest
-	// completion, and no job kept.
-	type answer struct {
-		st  int
-		raw []byte
+	// A deadline that cannot be met: the submission is answered at once
+	// (QUEUED); once listed and planned, the job ends FAILED with the
+	// refusal and its earliest completion as its reason.
+	var sub apiv1.JobResponse
+	if st, raw := e.do("POST", "/api/v1/jobs", alice, transfer.JobRequest{Sources: []string{"src:big"}, Destination: "dst:in", Deadline: t0.Add(time.Minute)}, &sub); st != 201 || sub.Job.State != transfer.JobQueued {
+		t.Fatalf("a deadline submission: %d %s", st, raw)
 	}
-	done := make(chan answer, 1)
-	go func() {
-		st, raw := e.do("POST", "/api/v1/jobs", alice, transfer.JobRequest{Sources: []string{"src:big"}, Destination: "dst:in", Deadline: t0.Add(time.Minute)}, nil)
-		done <- answer{st, raw}
-	}()
-	var got answer
-	for got.st == 0 {
-		select {
-		case got = <-done:
-			continue
-		default:
-		}
-		if st, raw := e.do("POST", "/api/v1/datanodes/a1/claim", a1, nil, &c); st != 200 {
-			t.Fatalf("claim: %d %s", st, raw)
-		}
-		if len(c.Tasks) == 1 {
-			big := []apiv1.ListedFile{{Path: "big/x", Source: "big", Size: 1 << 40}}
-			if st, raw := e.do("POST", "/api/v1/tasks/"+c.Tasks[0].Task.ID+"/listing", a1, apiv1.Listing{Attempt: 1, Files: big}, nil); st != 200 {
-				t.Fatalf("listing: %d %s", st, raw)
-			}
-			got = <-done
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	if st, raw := e.do("POST", "/api/v1/datanodes/a1/claim", a1, nil, &c); st != 200 || len(c.Tasks) != 1 {
+		t.Fatalf("claim: %d %s", st, raw)
 	}
-	d := errorOf(t, got.raw)
-	if got.st != 409 || d.Code != apiv1.CodeCapacity || d.Deadline == nil || d.Deadline.EarliestCompletion.IsZero() || !strings.Contains(d.Message, "cannot be met: the earliest completion is") {
-		t.Fatalf("infeasible deadline: %d %s", got.st, got.raw)
+	big := []apiv1.ListedFile{{Path: "big/x", Source: "big", Size: 1 << 40}}
+	if st, raw := e.do("POST", "/api/v1/tasks/"+c.Tasks[0].Task.ID+"/listing", a1, apiv1.Listing{Attempt: 1, Files: big}, nil); st != 200 {
+		t.Fatalf("listing: %d %s", st, raw)
 	}
-	if st, raw := e.do("GET", "/api/v1/jobs", alice, nil, &jl); st != 200 || len(jl.Jobs) != 1 {
+	e.svc.BookPending(context.Background())
+	var jp apiv1.JobPage
+	if st, raw := e.do("GET", "/api/v1/jobs/"+sub.Job.ID, alice, nil, &jp); st != 200 || jp.Job.State != transfer.JobFailed ||
+		!strings.Contains(jp.Job.Reason, "cannot be met: the earliest completion is") {
+		t.Fatalf("infeasible deadline: %d %s", st, raw)
+	}
+	if st, raw := e.do("GET", "/api/v1/jobs", alice, nil, &jl); st != 200 || len(jl.Jobs) != 2 {
 		t.Fatalf("jobs after the refusal: %d %s", st, raw)
 	}
 }

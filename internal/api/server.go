@@ -124,6 +124,7 @@ func (s *Server) Routes() []Route {
 		{Method: "PUT", Path: "/api/v1/topology", h: s.putTopology},
 		{Method: "GET", Path: "/api/v1/timeline", h: s.timeline},
 		{Method: "POST", Path: "/api/v1/find", h: s.find},
+		{Method: "POST", Path: "/api/v1/plan", h: s.plan},
 		{Method: "GET", Path: "/api/v1/reservations", h: s.listReservations},
 		{Method: "POST", Path: "/api/v1/reservations", h: s.createReservation},
 		{Method: "GET", Path: "/api/v1/reservations/{id}", h: s.getReservation},

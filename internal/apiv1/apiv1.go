@@ -583,3 +583,50 @@ type SignIn struct {
 	User      string    `json:"user"`
 	ExpiresAt time.Time `json:"expires_at"`
 }
+
+// PlanRequest asks the joint planner, without booking (POST
+// /api/v1/plan): the earliest window in which SizeBytes can move from the
+// source nodes to the destination nodes over every path between them at
+// once, against what is booked. Goodput (η, in (0, 1]; 1 when absent) is
+// the fraction of a booked rate that carries the data; the window starts
+// no earlier than now plus StartUp; MinDuration is the shortest window
+// (and the policy's shortest reservation); Deadline, when set, is only a
+// bound: the answer is the earliest completion, and MeetsDeadline says
+// whether it is in time.
+type PlanRequest struct {
+	Sources      []PlanEndpoint `json:"sources"`
+	Destinations []PlanEndpoint `json:"destinations"`
+	SizeBytes    uint64         `json:"size_bytes"`
+	Goodput      float64        `json:"goodput,omitempty"`
+	StartUp      string         `json:"start_up,omitempty"`
+	MinDuration  string         `json:"min_duration,omitempty"`
+	Deadline     time.Time      `json:"deadline,omitzero"`
+	Project      string         `json:"project,omitempty"`
+}
+
+// PlanEndpoint is a node of a joint plan and the most it may send or
+// receive in all (zero: what its links carry).
+type PlanEndpoint struct {
+	Node    string `json:"node"`
+	MaxRate uint64 `json:"max_rate_bps,omitempty"`
+}
+
+// Plan is the joint planner's answer: every flow held at its rate over
+// one window; Rate is their sum. Each flow is a reservation to book on
+// its path.
+type Plan struct {
+	Algorithm     string     `json:"algorithm"`
+	Start         time.Time  `json:"start"`
+	End           time.Time  `json:"end"`
+	Rate          uint64     `json:"rate_bps"`
+	Flows         []PlanFlow `json:"flows"`
+	MeetsDeadline bool       `json:"meets_deadline"`
+}
+
+// PlanFlow is one path of a plan.
+type PlanFlow struct {
+	From string            `json:"from"`
+	To   string            `json:"to"`
+	Path []reserve.PathHop `json:"path"`
+	Rate uint64            `json:"rate_bps"`
+}

@@ -6,8 +6,11 @@
 // address and port, so the connections notice nothing), and back when it
 // ends.
 //
-// It talks to the controller through Controller, which *client.Client
-// satisfies; `lightpath cp --reserve` and the transfer service use it.
+// It is the one place that books: everything goes through a Booker,
+// which *client.Client satisfies over HTTP and the controller in process
+// (internal/api's LocalBooker); `lightpath cp --reserve`, `lightpath
+// run` and the transfer service use it, and HoldAll books a plan of
+// several reservations all or nothing.
 package booking
 
 import (
@@ -26,14 +29,20 @@ import (
 	"github.com/lightpath/lightpath/internal/units"
 )
 
-// Controller is what booking needs of the controller: its topology, a
-// search, a create (resent when its answer is lost), the reservation's
-// changes, a modify (of its flows) and a cancel. *client.Client has these; errors are worded by
-// Explain as "<what>: <why>".
-type Controller interface {
+// Booker is how everything books: the topology, the scheduler's answers
+// (Find for one path, Plan for every path between two sets of nodes at
+// once), a create (HELD when its request gives a hold; resent when its
+// answer is lost), commit, cancel (a release), modify (an extension, new
+// flows), and a reservation's changes as they happen (Watch). Errors are
+// worded by Explain as "<what>: <why>". *client.Client implements it over
+// HTTP; the controller implements it in process (internal/api's
+// LocalBooker), for the transfer service.
+type Booker interface {
 	Topology(ctx context.Context) (apiv1.Topology, error)
 	Find(ctx context.Context, req apiv1.FindRequest) (apiv1.Slot, error)
+	Plan(ctx context.Context, req apiv1.PlanRequest) (apiv1.Plan, error)
 	CreateReservationRetrying(ctx context.Context, req apiv1.ReservationRequest, fromNow bool) (apiv1.ReservationResponse, error)
+	CommitReservation(ctx context.Context, id string, req apiv1.ActionRequest) (reserve.Reservation, error)
 	Reservation(ctx context.Context, id string) (reserve.Reservation, error)
 	CancelReservation(ctx context.Context, id string, req apiv1.ActionRequest) (reserve.Reservation, error)
 	ModifyReservation(ctx context.Context, id string, req apiv1.ModifyRequest) (reserve.Reservation, error)
@@ -213,7 +222,7 @@ type Watcher struct {
 
 // Booking is a booked reservation being followed.
 type Booking struct {
-	c       Controller
+	c       Booker
 	booked  reserve.Reservation
 	mu      sync.Mutex // flow, changed by SetFlows
 	flow    reserve.FlowSpec
@@ -227,7 +236,7 @@ type Booking struct {
 // window from the size) and follows it until Release. A failure is worded
 // as the "<what>: <why>" of one line, the controller's alternatives
 // included.
-func Book(ctx context.Context, c Controller, req Request, w Watcher) (*Booking, error) {
+func Book(ctx context.Context, c Booker, req Request, w Watcher) (*Booking, error) {
 	topo, err := c.Topology(ctx)
 	if err != nil {
 		return nil, c.Explain("read the controller's topology", err)
@@ -246,7 +255,7 @@ func Book(ctx context.Context, c Controller, req Request, w Watcher) (*Booking, 
 // caller (its nodes and flow), as Book does for a copy: req's bandwidth,
 // cap, window and path apply; its addresses and UDP are not read. A
 // command run under `lightpath run` books its cgroup's flow this way.
-func BookPlan(ctx context.Context, c Controller, p Plan, req Request, w Watcher) (*Booking, error) {
+func BookPlan(ctx context.Context, c Booker, p Plan, req Request, w Watcher) (*Booking, error) {
 	window := func(bps uint64) time.Duration {
 		switch {
 		case req.Duration > 0:

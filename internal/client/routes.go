@@ -275,3 +275,8 @@ func (c *Client) ReportLink(ctx context.Context, node, link string, up bool, rea
 	}
 	return post[apiv1.LinkReportResult](ctx, c, "/agents/"+escape(node)+"/links/"+escape(link), rep)
 }
+
+// Plan asks the joint planner without booking (POST /api/v1/plan).
+func (c *Client) Plan(ctx context.Context, req apiv1.PlanRequest) (apiv1.Plan, error) {
+	return post[apiv1.Plan](ctx, c, "/plan", req)
+}

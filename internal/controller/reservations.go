@@ -436,6 +436,15 @@ func (c *Controller) Find(ctx context.Context, a Actor, in FindInput) (reserve.R
 		}
 		return res, queryError(err)
 	}
+	if in.Mode != FindAll {
+		// A slot offered is one create admits: the policy's longest
+		// reservation, bandwidth and project limits hold for it too.
+		req := reserve.Reservation{Owner: a.Name, Project: in.Project, From: in.From, To: in.To,
+			Bandwidth: res.Bandwidth, Start: res.Start, End: res.End}
+		if err := reserve.CheckPolicy(c.policy, a.Role, req, c.projectLive(in.Project), now); err != nil {
+			return reserve.Result{}, err
+		}
+	}
 	return res, nil
 }
 

@@ -52,7 +52,7 @@ type Config struct {
 	Argv           []string
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
-	Controller     booking.Controller
+	Controller     booking.Booker
 	// Note is told what happens (booked, each change of the reservation,
 	// flows learnt); optional.
 	Note func(Event)

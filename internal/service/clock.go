@@ -42,6 +42,8 @@ func (s *Service) Run(ctx context.Context) {
 			s.notify()
 			s.unlock()
 			return
+		case <-s.bookKick:
+			s.BookPending(ctx)
 		case <-t.C:
 			s.Tick(ctx)
 			if events == nil {
@@ -64,7 +66,13 @@ func (s *Service) Run(ctx context.Context) {
 }
 
 // Tick does one round of the clock's work at the controller's now.
+// Listed jobs are booked after the round, outside mu (BookPending).
 func (s *Service) Tick(ctx context.Context) {
+	s.round(ctx)
+	s.BookPending(ctx)
+}
+
+func (s *Service) round(ctx context.Context) {
 	asked := s.now()
 	s.lock()
 	defer s.unlock()
@@ -135,7 +143,7 @@ func (s *Service) lapse(ctx context.Context, now time.Time) error {
 				// A listing that never comes back (a node that dies on
 				// this dataset, or one refused at every try) is not
 				// tried forever.
-				if _, waiting := s.waiters[j.ID]; !waiting {
+				{
 					why := fmt.Sprintf("listing the dataset failed %d times; the last: %s", t.Attempt, t.Error)
 					t.State, t.Error, t.EndedAt = transfer.TaskFailed, why, now
 					if err := tx.UpdateTask(ctx, t); err != nil {

@@ -139,15 +139,16 @@ func normalize(req *transfer.JobRequest, now time.Time) ([]transfer.Location, tr
 func sameRequest(a, b transfer.JobRequest) bool {
 	return slices.Equal(a.Sources, b.Sources) && a.Destination == b.Destination &&
 		a.Deadline.Equal(b.Deadline) && a.Priority == b.Priority && a.Key == b.Key &&
-		a.Checksum == b.Checksum && a.Policy == b.Policy && a.Project == b.Project && a.CC == b.CC && a.Transport == b.Transport &&
+		a.Checksum == b.Checksum && a.Policy == b.Policy && a.Project == b.Project && a.CC == b.CC && a.Transport == b.Transport && a.DryRun == b.DryRun &&
 		maps.Equal(a.Expected, b.Expected)
 }
 
-// Submit makes a job. A repeated submission (same Key, same request)
-// returns the first job with created false; a different request under a
-// used Key is a conflict. A deadline job's submission waits for its
-// listing and booking: a deadline that cannot be met is refused with a
-// *DeadlineError and leaves nothing behind.
+// Submit makes a job, answered at once QUEUED: its listing and, with a
+// deadline, its booking run in the service's own loop (BookPending), never
+// in this request. A repeated submission (same Key, same request) returns
+// the first job with created false; a different request under a used Key
+// is a conflict. A deadline that cannot be met ends the job FAILED with
+// the refusal and the earliest completion as its reason, nothing booked.
 func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.JobRequest) (transfer.Job, bool, error) {
 	if a.Role == reserve.RoleAgent {
 		return transfer.Job{}, false, forbidden("agents do not submit jobs")
@@ -220,11 +221,6 @@ func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.J
 	}
 	j.Reason = listReason(srcs[0].Endpoint, len(live[srcs[0].Endpoint]) > 0)
 	list := transfer.Task{ID: newID("k-"), Job: j.ID, Kind: transfer.TaskList, State: transfer.TaskQueued, Endpoint: srcs[0].Endpoint, CreatedAt: now}
-	var done chan error
-	if !req.Deadline.IsZero() {
-		done = make(chan error, 1)
-		s.waiters[j.ID] = done
-	}
 	err = s.tx(ctx, func(tx store.Store) error {
 		if err := tx.CreateJob(ctx, j); err != nil {
 			return err
@@ -232,7 +228,6 @@ func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.J
 		return tx.CreateTask(ctx, list)
 	})
 	if err != nil {
-		delete(s.waiters, j.ID)
 		s.unlock()
 		var dup *store.DuplicateJobError
 		if errors.As(err, &dup) {
@@ -245,35 +240,7 @@ func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.J
 	}
 	s.notify() // its list task is claimable
 	s.unlock()
-	if done == nil {
-		return j, true, nil
-	}
-	// A deadline job: wait for its listing and its booking.
-	timer := time.NewTimer(s.wait)
-	defer timer.Stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			return transfer.Job{}, false, s.refused(ctx, err)
-		}
-	case <-timer.C:
-	case <-ctx.Done():
-	}
-	s.lock()
-	delete(s.waiters, j.ID)
-	s.unlock()
-	select {
-	case err := <-done:
-		if err != nil {
-			return transfer.Job{}, false, s.refused(ctx, err)
-		}
-	default:
-	}
-	got, err := s.st.GetJob(ctx, j.ID)
-	if err != nil {
-		return transfer.Job{}, false, err
-	}
-	return got, true, nil
+	return j, true, nil
 }
 
 // mayUseNamed refuses a request whose first source's or destination's
@@ -557,6 +524,11 @@ func (s *Service) release(ctx context.Context, j transfer.Job, why string) {
 	for _, p := range j.Pairs {
 		if p.Reservation != "" {
 			s.cancelReservation(ctx, own, j.ID, p.Reservation, why)
+		}
+		for _, l := range p.Later {
+			if l.Reservation != "" {
+				s.cancelReservation(ctx, own, j.ID, l.Reservation, why)
+			}
 		}
 	}
 }

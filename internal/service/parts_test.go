@@ -510,7 +510,8 @@ func testPartTaskRequeued(t *testing.T, db string) {
 // part (which makes the pair's destination the file's owner).
 func bookedBigFile(t *testing.T) (*env, transfer.Job, apiv1.TaskWork) {
 	t.Helper()
-	e := newEnv(t, func(c *service.Config) { c.PartMinBytes, c.PartBytes = 400e6, 300e6 })
+	// The window outlasts the test's moves of the clock (a minute at least).
+	e := newEnv(t, func(c *service.Config) { c.PartMinBytes, c.PartBytes, c.MinWindow = 400e6, 300e6, time.Minute })
 	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)},
 		[]apiv1.ListedFile{{Path: "data/big", Source: "data", Size: 800_000_000, MTime: t0}})
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/booking"
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
@@ -59,9 +60,6 @@ const (
 	MaxGranted = 4096
 	// ListTimeout bounds a list task on its node.
 	ListTimeout = 5 * time.Minute
-	// DefaultSubmitWait bounds how long a deadline job's submission waits
-	// for its listing and its booking.
-	DefaultSubmitWait = 60 * time.Second
 	// MaxListingFiles bounds a page of a listing (apiv1.Listing): a
 	// listing of any size comes in pages, each stored in a transaction
 	// of its own under a short hold of mu, so the controller never holds
@@ -95,9 +93,14 @@ const (
 // Config is what a service is started with.
 type Config struct {
 	Controller *controller.Controller
-	// SubmitWait bounds a deadline job's submission (DefaultSubmitWait
-	// when zero).
-	SubmitWait time.Duration
+	// Booker books as a user (the job's owner): the controller in
+	// process (internal/api's BookerAs) or a fake in tests.
+	Booker func(ctx context.Context, user string) (booking.Booker, error)
+	// Goodput (η), StartUp (σ) and MinWindow are the joint plan's priors
+	// (DefaultGoodput, DefaultStartUp, DefaultMinWindow when zero).
+	Goodput   float64
+	StartUp   time.Duration
+	MinWindow time.Duration
 	// Optimizer configures the per-pair optimizers (its defaults when
 	// zero).
 	Optimizer optimize.Config
@@ -150,7 +153,6 @@ type Service struct {
 	// receiptKey is what each data node's receipt secret is derived
 	// from; only the controller and, for its own secret, each node hold it.
 	receiptKey []byte
-	wait       time.Duration
 	ocfg       optimize.Config
 	// bookedConcurrency is Config.BookedConcurrency.
 	bookedConcurrency int
@@ -166,8 +168,20 @@ type Service struct {
 	// out for longer than StallHold (stall.go).
 	heldSince time.Time
 	stalled   stalls
-	// waiters are the deadline submissions waiting for their job's plan.
-	waiters map[string]chan error
+	// bookerAs, goodput, startUp and minWindow are Config's Booker,
+	// Goodput, StartUp and MinWindow.
+	bookerAs  func(ctx context.Context, user string) (booking.Booker, error)
+	goodput   float64
+	startUp   time.Duration
+	minWindow time.Duration
+	// bookMu serialises BookPending: each job is planned against what the
+	// ones before it booked. bookKick wakes Run's booking as a listing
+	// completes.
+	bookMu   sync.Mutex
+	bookKick chan struct{}
+	// bookDue says a listing completed (or the service started) since
+	// BookPending last looked.
+	bookDue atomic.Bool
 	// driving holds the jobs whose sweep a request or goroutine steps
 	// (sweep.go): the clock leaves them to it. Under mu.
 	driving map[string]int
@@ -183,10 +197,6 @@ type Service struct {
 	// changed is closed, and replaced, at every change that may give a
 	// waiting claim something to hand out (see notify).
 	changed chan struct{}
-	// recover makes the clock's next deadlines round look at the QUEUED
-	// jobs too, for a listed deadline job left unbooked: set at start and
-	// when a booking could not be stored. Under mu.
-	recover bool
 	// parked counts the times a claim or a job wait found nothing and
 	// began waiting for the next change (see Parked).
 	parked atomic.Uint64
@@ -212,28 +222,37 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		st:                cfg.Controller.Store(),
 		now:               cfg.Controller.Now,
 		log:               cfg.Log,
-		wait:              cfg.SubmitWait,
+		bookerAs:          cfg.Booker,
+		goodput:           cfg.Goodput,
+		startUp:           cfg.StartUp,
+		minWindow:         cfg.MinWindow,
+		bookKick:          make(chan struct{}, 1),
 		ocfg:              cfg.Optimizer.WithDefaults(),
 		bookedConcurrency: cfg.BookedConcurrency,
 		partMin:           cfg.PartMinBytes,
 		partBytes:         cfg.PartBytes,
 		tick:              cfg.Tick,
-		waiters:           map[string]chan error{},
 		driving:           map[string]int{},
 		opt:               map[pairKey]*optimize.Pair{},
 		last:              map[pairKey]transfer.Decision{},
 		rates:             map[string]taskRate{},
 		changed:           make(chan struct{}),
-		recover:           true,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.bookDue.Store(true) // a restart between a listing and its booking
 	if s.bookedConcurrency <= 0 {
 		s.bookedConcurrency = DefaultBookedConcurrency
 	}
-	if s.wait <= 0 {
-		s.wait = DefaultSubmitWait
+	if !(s.goodput > 0 && s.goodput <= 1) {
+		s.goodput = DefaultGoodput
+	}
+	if s.startUp <= 0 {
+		s.startUp = DefaultStartUp
+	}
+	if s.minWindow <= 0 {
+		s.minWindow = DefaultMinWindow
 	}
 	if s.partMin == 0 {
 		s.partMin = DefaultPartMinBytes

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/api"
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/reserve"
@@ -137,7 +138,7 @@ func (e *env) open(tp *controller.Topo) {
 	}
 	// The tests move the clock by hand and call Tick themselves: Run's
 	// own tick (in the tests that run it) never comes.
-	cfg := service.Config{Controller: c, SubmitWait: 20 * time.Second, Tick: time.Hour}
+	cfg := service.Config{Controller: c, Booker: api.BookerAs(c), Tick: time.Hour}
 	for _, o := range e.opts {
 		o(&cfg)
 	}
@@ -672,32 +673,26 @@ func (e *env) startBooked(j transfer.Job) transfer.Job {
 
 func (e *env) submitDeadline(req transfer.JobRequest, files []apiv1.ListedFile) (transfer.Job, error) {
 	e.t.Helper()
-	type result struct {
-		j   transfer.Job
-		err error
+	j, _, err := e.s.Submit(e.ctx, alice, req)
+	if err != nil {
+		return j, err
 	}
-	done := make(chan result, 1)
-	go func() {
-		j, _, err := e.s.Submit(e.ctx, alice, req)
-		done <- result{j, err}
-	}()
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
-		select {
-		case r := <-done:
-			return r.j, r.err
-		default:
-		}
-		if ws := e.claim("a1", 1); len(ws) == 1 {
-			if _, err := e.s.Listing(e.ctx, agent("a1"), ws[0].Task.ID, apiv1.Listing{Attempt: 1, Files: files}); err != nil {
-				e.t.Fatal(err)
-			}
-			r := <-done
-			return r.j, r.err
-		}
-		time.Sleep(5 * time.Millisecond)
+	if j.State != transfer.JobQueued {
+		e.t.Fatalf("a submission is answered QUEUED at once, not %s", j.State)
 	}
-	e.t.Fatal("the submission's listing never came up")
-	return transfer.Job{}, nil
+	ws := e.claim("a1", 1)
+	if len(ws) != 1 {
+		e.t.Fatalf("the submission's listing: %+v", ws)
+	}
+	if _, err := e.s.Listing(e.ctx, agent("a1"), ws[0].Task.ID, apiv1.Listing{Attempt: 1, Files: files}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.s.BookPending(e.ctx)
+	j = e.job(j.ID)
+	if j.State == transfer.JobFailed {
+		return j, errors.New(j.Reason)
+	}
+	return j, nil
 }
 
 func TestDeadlineJobBooked(t *testing.T) { eachStore(t, testDeadlineJobBooked) }
@@ -821,23 +816,28 @@ func TestPairWaitsForItsReservation(t *testing.T) {
 	}
 }
 
+// A deadline that cannot be met: the job ends FAILED with the refusal
+// and the earliest completion as its reason, its files cancelled, nothing
+// booked (feasibility is decided before any hold).
 func TestDeadlineInfeasibleRefused(t *testing.T) {
 	e := newEnv(t)
 	// 40 GB in a minute over two 900 Mbit/s pairs cannot be done.
-	_, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Minute)}, listed(40, 1_000_000_000))
-	var de *service.DeadlineError
-	if !errors.As(err, &de) || !errors.Is(err, reserve.ErrCapacity) || de.Earliest.IsZero() {
-		t.Fatalf("infeasible deadline: %v", err)
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Minute)}, listed(40, 1_000_000_000))
+	if err == nil || j.State != transfer.JobFailed {
+		t.Fatalf("infeasible deadline: %s %v", j.State, err)
 	}
 	want := "deadline 2031-05-04T10:01:00Z cannot be met: the earliest completion is "
-	if !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "(algorithm ") {
-		t.Fatalf("message %q", err)
-	}
-	if js, _ := e.st.ListJobs(e.ctx, store.JobFilter{}); len(js) != 0 {
-		t.Fatalf("a refused job kept: %+v", js)
+	if !strings.HasPrefix(j.Reason, want) || !strings.Contains(j.Reason, "(algorithm joint-maxflow-earliest-completion)") {
+		t.Fatalf("reason %q", j.Reason)
 	}
 	if rs, _ := e.c.List(e.ctx, admin, store.Filter{}); len(rs) != 0 {
 		t.Fatalf("a refused job booked %d reservations", len(rs))
+	}
+	for range 10 {
+		e.s.Tick(e.ctx) // the sweep ends its files
+	}
+	if fs, _ := e.st.ListJobFiles(e.ctx, store.JobFileFilter{Job: j.ID, States: []string{transfer.FilePending}}); len(fs) != 0 {
+		t.Fatalf("%d files of a refused job still PENDING", len(fs))
 	}
 }
 

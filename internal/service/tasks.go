@@ -834,7 +834,6 @@ func (s *Service) listing(ctx context.Context, a controller.Actor, id string, l 
 		return staleAnswer(t, l.Attempt, j), nil
 	}
 	now := s.now()
-	waiter := s.waiters[j.ID]
 	if l.Error != "" {
 		return s.failListing(ctx, t, j, oneLine(l.Error), now)
 	}
@@ -906,7 +905,7 @@ func (s *Service) listing(ctx context.Context, a controller.Actor, id string, l 
 		switch {
 		case j.FilesTotal == 0:
 			j.State, j.Reason, j.StartedAt, j.EndedAt = transfer.JobSucceeded, "", now, now
-		case j.Deadline.IsZero():
+		case j.Deadline.IsZero() && !j.DryRun:
 			j.State, j.StartedAt = transfer.JobActive, now
 			j.Reason = movingReason(j)
 		default:
@@ -921,10 +920,7 @@ func (s *Service) listing(ctx context.Context, a controller.Actor, id string, l 
 		return apiv1.TaskAnswer{Task: t}, nil
 	}
 	if j.State == transfer.JobQueued {
-		s.schedule(ctx, j)
-	} else if waiter != nil {
-		delete(s.waiters, j.ID)
-		waiter <- nil
+		s.kickBooking() // booked by Run's loop, outside mu
 	}
 	return apiv1.TaskAnswer{Task: t}, nil
 }
@@ -982,18 +978,10 @@ func (s *Service) listedBefore(ctx context.Context, j transfer.Job, files []tran
 	return nil
 }
 
-// failListing ends a list task that failed for good with its job: a
-// waiting deadline submission is refused (the job deleted), any other job
-// FAILED with the reason. The caller holds mu.
+// failListing ends a list task that failed for good with its job, FAILED
+// with the reason. The caller holds mu.
 func (s *Service) failListing(ctx context.Context, t transfer.Task, j transfer.Job, why string, now time.Time) (apiv1.TaskAnswer, error) {
 	t.State, t.Error, t.EndedAt = transfer.TaskFailed, why, now
-	if waiter := s.waiters[j.ID]; waiter != nil {
-		// The submitter deletes the job, in steps, before it answers
-		// (refused).
-		delete(s.waiters, j.ID)
-		waiter <- s.refuse(ctx, j, &t, invalid("sources", "%s", why), now)
-		return apiv1.TaskAnswer{Task: t}, nil
-	}
 	err := s.tx(ctx, func(tx store.Store) error {
 		if err := tx.UpdateTask(ctx, t); err != nil {
 			return err

@@ -96,6 +96,10 @@ type JobRequest struct {
 	// reliable UDP transport; CC is then fixed, fast or aimd: see
 	// CheckTransport).
 	Transport string `json:"transport,omitempty"`
+	// DryRun plans a deadline job without booking: the job is listed and
+	// planned, its pairs show the plan and its reason the earliest
+	// completion, and it ends CANCELLED with nothing booked.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // The transports a job's data may take (JobRequest.Transport).
@@ -191,6 +195,20 @@ type Pair struct {
 	// Routed says the pair left (or never had) its reservation and its
 	// tasks run on the routed path, and why.
 	Routed string `json:"routed,omitempty"`
+	// Path is the links the pair's reservation takes, in order.
+	Path []string `json:"path,omitempty"`
+	// Later are the pair's reservations after the current one, in order:
+	// a window longer than the policy's longest reservation is booked as
+	// consecutive reservations, and the pair moves to the next as one ends.
+	Later []Booked `json:"later,omitempty"`
+}
+
+// Booked is one reservation of a pair's window.
+type Booked struct {
+	Reservation string    `json:"reservation"`
+	RateBps     uint64    `json:"rate_bps"`
+	Start       time.Time `json:"start"`
+	End         time.Time `json:"end"`
 }
 
 // JobFile is one file of a job.

@@ -1,0 +1,367 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"net/netip"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/booking"
+	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/store"
+	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/transfer/plan"
+	"github.com/lightpath/lightpath/internal/units"
+)
+
+// The joint plan's priors (Config.Goodput, Config.StartUp,
+// Config.MinWindow).
+const (
+	// DefaultGoodput is η: the share of a booked rate that carries the
+	// dataset's bytes (headers, slow start after each part's session,
+	// verification and the reports' cadence take the rest). A window sized
+	// at η finishes inside itself where one sized at the full rate needs
+	// an extension.
+	DefaultGoodput = 0.85
+	// DefaultStartUp is σ: from the booking to the first bytes, the holds
+	// committed, the agents on every path putting their part in place
+	// (ProvisionGrace bounds the wait for them) and the first sessions
+	// opened.
+	DefaultStartUp = 5 * time.Second
+	// DefaultMinWindow is the shortest window a job is booked for: a tiny
+	// dataset's window would otherwise end before booking it had finished
+	// (a hold's version moving under its commit refused one-file jobs).
+	DefaultMinWindow = 15 * time.Second
+)
+
+// pendingBooking says whether job j waits for BookPending: a deadline
+// job (or a dry run) listed (its list task SUCCEEDED) and not yet booked.
+func (s *Service) pendingBooking(ctx context.Context, j transfer.Job) bool {
+	if j.State != transfer.JobQueued || (j.Deadline.IsZero() && !j.DryRun) || len(j.Pairs) > 0 {
+		return false
+	}
+	lists, err := s.st.ListTasks(ctx, store.TaskFilter{Job: j.ID, Kind: transfer.TaskList, States: []string{transfer.TaskSucceeded}})
+	return err == nil && len(lists) > 0
+}
+
+// kickBooking wakes Run's booking of listed jobs.
+func (s *Service) kickBooking() {
+	s.bookDue.Store(true)
+	select {
+	case s.bookKick <- struct{}{}:
+	default:
+	}
+}
+
+// BookPending books every listed deadline job that waits for its booking,
+// one after the other, each seeing what the ones before it booked. It
+// runs outside mu (planning and booking never hold up heartbeats, claims
+// or reports); mu is taken only to store each job's outcome, and a job
+// cancelled meanwhile has its new reservations released. Run calls it as
+// listings complete and at every tick (a restart, a booking that could
+// not be stored).
+func (s *Service) BookPending(ctx context.Context) {
+	s.bookMu.Lock()
+	defer s.bookMu.Unlock()
+	// Only when a listing completed since (or at start): the QUEUED jobs,
+	// however many wait for their listing, are not read at every tick.
+	if !s.bookDue.Swap(false) {
+		return
+	}
+	js, err := s.st.ListJobs(ctx, store.JobFilter{States: []string{transfer.JobQueued}})
+	if err != nil {
+		s.log.Warn("list the jobs waiting for their booking", "err", err)
+		s.bookDue.Store(true)
+		return
+	}
+	for _, j := range js {
+		if ctx.Err() != nil {
+			return
+		}
+		if !s.pendingBooking(ctx, j) {
+			continue
+		}
+		s.bookJob(ctx, j)
+	}
+}
+
+// bookJob plans and books one listed job and stores the outcome:
+// SCHEDULED with its pairs, FAILED with the refusal (nothing booked), or
+// for a dry run CANCELLED with the plan.
+func (s *Service) bookJob(ctx context.Context, j transfer.Job) {
+	pairs, algorithm, err := s.book(ctx, j)
+	s.lock()
+	defer s.unlock()
+	now := s.now()
+	cur, gerr := s.st.GetJob(ctx, j.ID)
+	if gerr != nil || !s.pendingBooking(ctx, cur) {
+		// Cancelled (or failed) while it was being booked: what was
+		// booked for it goes.
+		s.release(ctx, transfer.Job{ID: j.ID, Owner: j.Owner, Pairs: pairs}, "the job ended while it was being booked")
+		return
+	}
+	var w store.JobSweep
+	serr := s.tx(ctx, func(tx store.Store) error {
+		j := cur
+		switch {
+		case err != nil:
+			var err2 error
+			w, err2 = s.endQueued(ctx, tx, &j, oneLine(err.Error()), now)
+			return err2
+		case j.DryRun:
+			j.Pairs, j.Algorithm = pairs, algorithm
+			why := "dry run: " + plannedReason(j)
+			w = endSweep(j.ID, []string{transfer.FilePending}, transfer.FileCancelled, why, why, now)
+			if err := tx.PutJobSweep(ctx, w); err != nil {
+				return err
+			}
+			j.State, j.Reason, j.EndedAt = transfer.JobCancelled, why, now
+			return s.saveJob(ctx, tx, &j, now)
+		default:
+			j.Pairs, j.Algorithm, j.State = pairs, algorithm, transfer.JobScheduled
+			j.Reason = scheduledReason(j)
+			return s.saveJob(ctx, tx, &j, now)
+		}
+	})
+	if serr != nil {
+		s.log.Error("store a job's booking", "job", j.ID, "err", serr)
+		s.bookDue.Store(true) // tried again at the next tick
+		if err == nil {
+			s.release(ctx, transfer.Job{ID: j.ID, Owner: j.Owner, Pairs: pairs}, "the job's booking could not be stored")
+		}
+		return
+	}
+	if w.Job != "" {
+		s.goSweep(ctx, w)
+	}
+}
+
+// plannedReason words a plan that was not booked.
+func plannedReason(j transfer.Job) string {
+	var start, end time.Time
+	var rate uint64
+	for _, p := range j.Pairs {
+		if start.IsZero() || p.Start.Before(start) {
+			start = p.Start
+		}
+		e := p.End
+		if n := len(p.Later); n > 0 {
+			e = p.Later[n-1].End
+		}
+		end = maxTime(end, e)
+		rate += p.RateBps
+	}
+	return fmt.Sprintf("the plan starts at %s on %d pairs at %s in all and completes at %s (algorithm %s); nothing was booked",
+		start.UTC().Format(time.RFC3339), len(j.Pairs), units.FormatRate(float64(rate)), end.UTC().Format(time.RFC3339), j.Algorithm)
+}
+
+// book plans job j jointly over every live node pair of its two
+// endpoints and every path between them (the controller's joint planner,
+// against everything booked), for its earliest completion with the
+// goodput and start-up priors; a deadline is only a bound. Feasibility is
+// decided before any hold is made, so a refusal books nothing. Each
+// flow of the plan is one reservation on its path as the job's owner
+// (consecutive reservations where the window is longer than the owner's
+// policy allows one to be), all held then committed, or all released.
+func (s *Service) book(ctx context.Context, j transfer.Job) ([]transfer.Pair, string, error) {
+	refuse := func(format string, a ...any) ([]transfer.Pair, string, error) {
+		return nil, "", &DeadlineError{Deadline: j.Deadline, Why: fmt.Sprintf(format, a...)}
+	}
+	topo := s.c.Topology()
+	if topo == nil {
+		return nil, "", controller.ErrNoTopology
+	}
+	b, err := s.booker(ctx, j.Owner)
+	if err != nil {
+		return nil, "", err
+	}
+	_, live, err := s.liveNodes(ctx, s.st, s.now())
+	if err != nil {
+		return nil, "", err
+	}
+	srcEP, dstEP := srcEndpoint(j), dstLocation(j).Endpoint
+	srcs, dsts := live[srcEP], live[dstEP]
+	for _, ep := range []string{srcEP, dstEP} {
+		if len(live[ep]) == 0 {
+			return refuse("no data node of endpoint %s is alive", ep)
+		}
+	}
+	req := apiv1.PlanRequest{SizeBytes: uint64(j.BytesTotal), Goodput: s.goodput, StartUp: s.startUp.String(),
+		MinDuration: s.minWindow.String(), Deadline: j.Deadline, Project: j.Project}
+	for _, n := range srcs {
+		req.Sources = append(req.Sources, apiv1.PlanEndpoint{Node: n.Node, MaxRate: n.MaxRateBps})
+	}
+	for _, n := range dsts {
+		req.Destinations = append(req.Destinations, apiv1.PlanEndpoint{Node: n.Node, MaxRate: n.MaxRateBps})
+	}
+	p, err := b.Plan(ctx, req)
+	if err != nil {
+		return refuse("%s", oneLine(err.Error()))
+	}
+	flows, end := onePathPerPair(p, j.BytesTotal, s.goodput)
+	if !p.MeetsDeadline || (!j.Deadline.IsZero() && end.After(j.Deadline)) {
+		return nil, "", &DeadlineError{Deadline: j.Deadline, Earliest: end, Algorithm: p.Algorithm}
+	}
+	u, err := s.st.GetUser(ctx, j.Owner)
+	if err != nil {
+		return nil, "", fmt.Errorf("look up the job's owner %s: %w", j.Owner, err)
+	}
+	limits, _ := s.c.Policy().Resolve(u.Role, j.Project)
+	windows := consecutive(p.Start, end, limits.MaxDuration, max(limits.MinDuration, s.minWindow))
+	rates := make([]float64, len(flows))
+	for i, f := range flows {
+		rates[i] = float64(f.Rate)
+	}
+	shares := plan.Split(j.BytesTotal, rates)
+	udp := j.Transport == transfer.TransportUDP
+	var reqs []apiv1.ReservationRequest
+	for _, f := range flows {
+		to, _ := findNode(dsts, f.To)
+		fs, err := pushFlow(topo, f.From, to, udp)
+		if err != nil {
+			return nil, "", fmt.Errorf("book %s → %s: the flow: %w", f.From, f.To, err)
+		}
+		links := make([]string, len(f.Path))
+		for i, h := range f.Path {
+			links[i] = h.Link
+		}
+		for k, w := range windows {
+			reqs = append(reqs, apiv1.ReservationRequest{From: f.From, To: f.To, Bandwidth: f.Rate, Start: w[0], End: w[1],
+				Project: j.Project, FlowSpec: fs, Path: links,
+				IdempotencyKey: j.ID + ":" + f.From + ">" + f.To + ":" + strconv.Itoa(k)})
+		}
+	}
+	pairs := make([]transfer.Pair, len(flows))
+	for i, f := range flows {
+		pairs[i] = transfer.Pair{From: f.From, To: f.To, RateBps: f.Rate, Start: windows[0][0], End: windows[0][1], ShareBytes: shares[i]}
+		for _, h := range f.Path {
+			pairs[i].Path = append(pairs[i].Path, h.Link)
+		}
+		for _, w := range windows[1:] {
+			pairs[i].Later = append(pairs[i].Later, transfer.Booked{RateBps: f.Rate, Start: w[0], End: w[1]})
+		}
+	}
+	if j.DryRun {
+		return pairs, p.Algorithm, nil
+	}
+	made, err := booking.HoldAll(ctx, b, reqs, s.c.MaxHold(), "the job could not be booked")
+	if err != nil {
+		return nil, "", err
+	}
+	for i := range pairs {
+		rs := made[i*len(windows) : (i+1)*len(windows)]
+		pairs[i].Reservation = rs[0].ID
+		for k := range pairs[i].Later {
+			pairs[i].Later[k].Reservation = rs[k+1].ID
+		}
+	}
+	return pairs, p.Algorithm, nil
+}
+
+// onePathPerPair keeps one path per pair of nodes: two paths between the
+// same two nodes cannot be told apart by a flow spec (the joint planner
+// avoids it where an exchange of end hosts allows; one node per site with
+// two paths cannot), so such a pair keeps its fastest path and the window
+// is lengthened for the rate given up: the bytes at goodput over the rate
+// that is left. The holds then check that the longer window fits.
+func onePathPerPair(p apiv1.Plan, size int64, goodput float64) ([]apiv1.PlanFlow, time.Time) {
+	var out []apiv1.PlanFlow
+	dropped := false
+	for _, f := range p.Flows {
+		i := slices.IndexFunc(out, func(o apiv1.PlanFlow) bool { return o.From == f.From && o.To == f.To })
+		switch {
+		case i < 0:
+			out = append(out, f)
+		case f.Rate > out[i].Rate:
+			out[i], dropped = f, true
+		default:
+			dropped = true
+		}
+	}
+	if !dropped {
+		return out, p.End
+	}
+	var rate uint64
+	for _, f := range out {
+		rate += f.Rate
+	}
+	// ⌈8·size·10⁹ / (η·rate)⌉ nanoseconds, exactly.
+	num := new(big.Rat).SetFrac(new(big.Int).Mul(big.NewInt(size), big.NewInt(8*int64(time.Second))), big.NewInt(1))
+	den := new(big.Rat).Mul(new(big.Rat).SetFloat64(goodput), new(big.Rat).SetInt(new(big.Int).SetUint64(rate)))
+	q := new(big.Rat).Quo(num, den)
+	d := new(big.Int).Quo(q.Num(), q.Denom())
+	if new(big.Int).Mul(d, q.Denom()).Cmp(q.Num()) != 0 {
+		d.Add(d, big.NewInt(1))
+	}
+	end := p.End
+	if d.IsInt64() && d.Int64() < math.MaxInt64/2 {
+		end = maxTime(end, p.Start.Add(time.Duration(d.Int64())))
+	}
+	return out, end
+}
+
+// consecutive cuts [start, end) into windows of at most longest (none:
+// zero), as even as they can be and none shorter than shortest where the
+// whole is longer than it.
+func consecutive(start, end time.Time, longest, shortest time.Duration) [][2]time.Time {
+	total := end.Sub(start)
+	if longest <= 0 || total <= longest {
+		return [][2]time.Time{{start, end}}
+	}
+	n := int64((total + longest - 1) / longest)
+	step := total / time.Duration(n)
+	if step < shortest {
+		step = shortest
+	}
+	var out [][2]time.Time
+	for at := start; at.Before(end); {
+		next := at.Add(step)
+		if !next.Before(end) || end.Sub(next) < shortest {
+			next = end
+		}
+		if next.Sub(at) > longest { // the remainder folded in made it too long: cut once more
+			next = at.Add(longest)
+		}
+		out = append(out, [2]time.Time{at, next})
+		at = next
+	}
+	return out
+}
+
+// pushFlow is a pair's flow spec, written by the one builder every booker
+// uses (booking.PushFlow).
+func pushFlow(topo *controller.Topo, from string, to transfer.DataNode, udp bool) (string, error) {
+	e, err := endsOf(topo, from, to)
+	if err != nil {
+		return "", err
+	}
+	src, err := netip.ParseAddr(e.src)
+	if err != nil {
+		return "", err
+	}
+	dst, err := netip.ParseAddr(e.dst)
+	if err != nil {
+		return "", err
+	}
+	port, err := strconv.ParseUint(e.port, 10, 16)
+	if err != nil {
+		return "", err
+	}
+	return booking.PushFlow(src, netip.AddrPortFrom(dst, uint16(port)), udp).String(), nil
+}
+
+var errNoBooker = errors.New("the service has no booker")
+
+// booker is the Booker that books as user.
+func (s *Service) booker(ctx context.Context, user string) (booking.Booker, error) {
+	if s.bookerAs == nil {
+		return nil, errNoBooker
+	}
+	return s.bookerAs(ctx, user)
+}
