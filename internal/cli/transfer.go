@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -277,6 +279,7 @@ type submitFlags struct {
 	transport                                          string
 	priority                                           int
 	overwrite, skipExisting, update                    bool
+	noWait, dryRun                                     bool
 }
 
 func newTransferSubmitCmd(o *ctlFlags) *cobra.Command {
@@ -292,10 +295,21 @@ of data nodes, verifies each file end to end (crc32c, or adler32 with
 --checksum adler32) and retries what fails.
 
 --deadline TIME (2026-11-26 09:00, RFC 3339, or +DURATION after now) books
-the network so the job completes by then; one that cannot be met is
-refused with the earliest completion that can, and nothing is booked.
-Without a deadline the job starts at once on what is free, higher
---priority first.
+the network for the job's earliest completion, which must be by then: the
+service plans it over every live pair of data nodes and every path
+between the two sites at once (circuits first), and books one reservation
+per path as your user. A deadline that cannot be met is refused with the
+earliest completion that can, nothing booked: the job ends FAILED with
+that as its reason. Without a deadline the job starts at once on what is
+free, higher --priority first.
+
+The submission is accepted at once (QUEUED). A job with a --deadline is
+then followed until it is booked (SCHEDULED) or refused, which takes its
+listing and planning; a refused job prints no job line and exits 1. A job
+without one returns as soon as it is accepted. --no-wait returns at once
+for both (follow with transfer status or transfer wait). --dry-run lists
+and plans the job without booking anything: it prints the plan, pair by
+pair, with its earliest completion (the job ends CANCELLED).
 
 A file already at the destination is left alone when its size, time and
 checksum match and replaced otherwise (--update, the default, so a
@@ -322,7 +336,8 @@ first job (or is refused when the request differs). It prints the job's
 id, its state and what it waits for; follow it with transfer wait.`,
 		Example: `  lightpath transfer submit cern:run1 fnal:incoming/
   lightpath transfer submit cern:run1 cern:run2/raw fnal:incoming/ --deadline "2026-11-26 09:00" --id run1-2
-  lightpath transfer submit cern:run1 fnal:in --checksum adler32 --checksum-file run1.adler32 --json`,
+  lightpath transfer submit cern:run1 fnal:in --checksum adler32 --checksum-file run1.adler32 --json
+  lightpath transfer submit cern:run1 fnal:in --deadline +2h --dry-run`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
 				return fmt.Errorf("transfer submit: want SRC... DST, got %d argument(s) (see 'lightpath transfer submit --help')", len(args))
@@ -338,7 +353,14 @@ id, its state and what it waits for; follow it with transfer wait.`,
 			var resp apiv1.JobResponse
 			err = o.request(what, func(c *client.Client) error {
 				var err error
-				resp, err = c.SubmitJob(cmd.Context(), req)
+				if resp, err = c.SubmitJob(cmd.Context(), req); err != nil {
+					return err
+				}
+				if f.noWait || (req.Deadline.IsZero() && !req.DryRun) {
+					return nil
+				}
+				// Follow it until it is booked, refused or planned.
+				resp.Job, err = followBooking(cmd.Context(), c, resp.Job)
 				return err
 			})
 			if err != nil {
@@ -346,6 +368,19 @@ id, its state and what it waits for; follow it with transfer wait.`,
 				return err
 			}
 			j := resp.Job
+			switch {
+			case req.DryRun && j.State == transfer.JobCancelled:
+				if o.json {
+					printOne(cmd.OutOrStdout(), true, resp, "")
+					return nil
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\n", textsafe.Sanitize(j.Reason))
+				printPlan(cmd.OutOrStdout(), j)
+				return nil
+			case j.State == transfer.JobFailed:
+				// Refused: no job line on standard output.
+				return fmt.Errorf("%s: job %s refused: %s", what, j.ID, textsafe.Sanitize(j.Reason))
+			}
 			again := ""
 			if !resp.Created {
 				again = " (submitted before with this --id)"
@@ -366,7 +401,44 @@ id, its state and what it waits for; follow it with transfer wait.`,
 	fs.BoolVar(&f.update, "update", false, "leave a destination file whose size, time and checksum match, replace it otherwise (the default)")
 	fs.BoolVar(&f.overwrite, "overwrite", false, "replace destination files that exist")
 	fs.BoolVar(&f.skipExisting, "skip-existing", false, "leave destination files that exist alone")
+	fs.BoolVar(&f.noWait, "no-wait", false, "return as soon as the job is accepted, also with --deadline")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "list and plan the job, print the plan and its earliest completion, book nothing")
 	return cmd
+}
+
+// followBooking polls job j until it leaves QUEUED (booked, refused, a
+// dry run planned, or ended otherwise) and returns it as it is then.
+func followBooking(ctx context.Context, c *client.Client, j transfer.Job) (transfer.Job, error) {
+	for j.State == transfer.JobQueued {
+		select {
+		case <-ctx.Done():
+			return j, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+		p, err := c.Job(ctx, j.ID, client.JobPageOptions{NoFiles: true})
+		if err != nil {
+			return j, err
+		}
+		j = p.Job
+	}
+	return j, nil
+}
+
+// printPlan prints a job's pairs as planned: each pair's path, rate and
+// window (and its later consecutive windows).
+func printPlan(w io.Writer, j transfer.Job) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FROM\tTO\tPATH\tRATE\tSTART\tEND\tSHARE")
+	for _, p := range j.Pairs {
+		end := p.End
+		if n := len(p.Later); n > 0 {
+			end = p.Later[n-1].End
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", textsafe.Sanitize(p.From), textsafe.Sanitize(p.To), textsafe.Sanitize(strings.Join(p.Path, ",")),
+			units.FormatRate(float64(p.RateBps)), p.Start.In(displayZone).Format(time.RFC3339), end.In(displayZone).Format(time.RFC3339),
+			units.FormatSize(p.ShareBytes))
+	}
+	tw.Flush()
 }
 
 func orWord(s, def string) string {
@@ -381,7 +453,7 @@ func orWord(s, def string) string {
 // locations, sources on several endpoints, a deadline not in the future,
 // two policies, a bad checksum file.
 func (f submitFlags) request(args []string, now time.Time) (transfer.JobRequest, error) {
-	req := transfer.JobRequest{Priority: f.priority, Key: f.key, Project: f.project, CC: f.cc, Transport: f.transport}
+	req := transfer.JobRequest{Priority: f.priority, Key: f.key, Project: f.project, CC: f.cc, Transport: f.transport, DryRun: f.dryRun}
 	if err := transfer.CheckCC(f.cc); err != nil {
 		return req, fmt.Errorf("--cc: %w", err)
 	}
