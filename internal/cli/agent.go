@@ -15,6 +15,7 @@ import (
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/monitor/collect"
+	"github.com/lightpath/lightpath/internal/monitor/collect/emulator"
 	"github.com/lightpath/lightpath/internal/monitor/push"
 	"github.com/lightpath/lightpath/internal/units"
 )
@@ -36,8 +37,9 @@ func newAgentCmd() *cobra.Command {
 	// node and testbed they work for only after.
 	env := &collect.Env{Topology: watched.Topology, Flows: watched.Flows}
 	// This registry only carries the flags; its env turns every default
-	// on, as the real one does inside a testbed.
-	reg := collect.NewRegistry(collect.Env{Testbed: "-", Topology: watched.Topology})
+	// on, as the real one does inside a testbed. The emulator's collector
+	// is added here, not in package collect, so the agent links no testbed.
+	reg := collect.NewRegistry(collect.Env{Testbed: "-", Topology: watched.Topology}, emulator.New)
 	cmd := &cobra.Command{
 		Use:   "agent --node NAME --controller URL --controller-token-file F",
 		Short: "Provision this node's part of the reservations that cross it into its kernel",
@@ -112,7 +114,7 @@ themselves (the controller's /metrics has every agent's series anyway).`,
 			cfg := agent.Config{Client: c, Node: node, Lease: lease, Interval: interval, NetNS: netns, Log: log}
 			if !noMetrics {
 				env.Node, env.Testbed, env.NetNS, env.Log = node, tb, netns, log
-				full := collect.NewRegistry(*env)
+				full := collect.NewRegistry(*env, emulator.New)
 				full.Timeout = min(collect.DefaultTimeout, max(collectEvery, time.Second))
 				full.EnableFrom(reg, cmd.Flags())
 				defer full.Close()

@@ -365,7 +365,7 @@ func runCp(ctx context.Context, o cpFlags, args []string, stdout, stderr io.Writ
 	if o.reserve.rate != "" {
 		bk.finish(&sum, res.Interrupted)
 	}
-	rec.Finish(report.Outcome(res, sum.BytesByPath, sum.Reservation, "interrupted by the user: run the same command again to resume"))
+	rec.Finish(report.Outcome(copyResult(res), sum.BytesByPath, sum.Reservation, "interrupted by the user: run the same command again to resume"))
 	if !o.jsonOut {
 		for _, w := range res.Warnings {
 			fmt.Fprintf(stderr, "lightpath: cp: warning: %s\n", textsafe.Sanitize(w))

@@ -37,7 +37,7 @@ func (o cpFlags) record(ctx context.Context, job *cpJob, bk *cpReserve, m *mover
 		}
 		reg.From, reg.To, reg.Flow = copyEnds(ctx, c, job)
 	}
-	rep, err := report.Start(ctx, c, reg, func() transfer.Report { return report.Running(m, reserved) }, func(err error) {
+	rep, err := report.Start(ctx, c, reg, func() transfer.Report { return report.Running(meterProgress(m), reserved) }, func(err error) {
 		fmt.Fprintf(stderr, "lightpath: cp: report to the controller: %s; the copy goes on\n", textsafe.Sanitize(textsafe.OneLine(err.Error())))
 	})
 	if err != nil {
@@ -45,6 +45,23 @@ func (o cpFlags) record(ctx context.Context, job *cpJob, bk *cpReserve, m *mover
 		return nil
 	}
 	return rep
+}
+
+// meterProgress reads the copy's meter as its report takes it.
+func meterProgress(m *mover.Meter) report.Progress {
+	s := m.Now()
+	p := report.Progress{Sent: s.Sent, Total: s.Total}
+	for _, st := range m.Streams() {
+		p.Streams = append(p.Streams, report.Stream{RTT: st.RTT, MinRTT: st.MinRTT, Cwnd: st.Cwnd, Retransmits: st.Retransmits,
+			PacingRate: st.PacingRate, DeliveryRate: st.DeliveryRate, BytesAcked: st.BytesAcked})
+	}
+	return p
+}
+
+// copyResult is the copy's summary as its last report takes it.
+func copyResult(s mover.Summary) report.Result {
+	return report.Result{BytesSent: s.BytesSent, Verified: s.Verified, Interrupted: s.Interrupted, Bottleneck: s.Bottleneck.What,
+		BottleneckWhy: s.Bottleneck.Why, ThroughputBps: s.ThroughputBps(), Errors: s.Errors}
 }
 
 // copyEnds are the copy's ends as the topology's nodes and its flow, when

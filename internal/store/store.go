@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/monitor"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/transfer"
 )
@@ -222,57 +223,19 @@ type Filter struct {
 	Node string
 }
 
-// TransferFilter selects transfers; zero fields match everything.
-type TransferFilter struct {
-	Owner string
-	// States, when not empty, keeps those in one of them.
-	States []string
-	// Since keeps those started at or after it.
-	Since time.Time
-	// UpdatedSince keeps those updated (reported) at or after it.
-	UpdatedSince time.Time
-	// Except leaves out the transfer of that ID.
-	Except string
-	// Limit, when positive, keeps the first Limit matches.
-	Limit int
-}
+// TransferFilter selects transfers; zero fields match everything. It is
+// transfer.Filter, so that the registry (package transfer/registry) takes
+// the store as it is without importing it.
+type TransferFilter = transfer.Filter
 
-// AlertRecord is one state change of one series under one alert rule, as
-// the alert history keeps it (package monitor/alert).
-type AlertRecord struct {
-	ID        int64 // assigned by the store
-	At        time.Time
-	Rule      string
-	Severity  string
-	Series    string
-	Labels    map[string]string
-	From, To  string
-	Resolved  bool
-	Value     float64 // NaN when there was none
-	Threshold float64
-	Reason    string
-	Actions   []AlertAction
-}
-
-// AlertAction is what one of a record's actions did.
-type AlertAction struct {
-	Kind   string `json:"kind"`
-	OK     bool   `json:"ok"`
-	Detail string `json:"detail,omitempty"`
-}
-
-// AlertFilter selects alert records; zero fields match everything.
-type AlertFilter struct {
-	// Since and Until keep records with Since <= At <= Until.
-	Since, Until time.Time
-	Rule         string
-	// Any, when not nil, keeps records with at least one of the labels
-	// given (label name → the values it may have); a non-nil Any naming
-	// no value matches nothing.
-	Any map[string][]string
-	// Limit, when positive, keeps the first Limit matches.
-	Limit int
-}
+// AlertRecord, AlertAction and AlertFilter are the alert history's
+// (monitor.AlertRecord and its kin), so that the history (package
+// monitor/alert) takes the store as it is without importing it.
+type (
+	AlertRecord = monitor.AlertRecord
+	AlertAction = monitor.AlertAction
+	AlertFilter = monitor.AlertFilter
+)
 
 // User is a person or agent known to the controller.
 type User struct {

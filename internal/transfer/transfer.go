@@ -51,6 +51,22 @@ type Transfer struct {
 	Error         string           `json:"error,omitempty"`
 }
 
+// Filter selects transfers as the controller's store lists and counts
+// them; zero fields match everything.
+type Filter struct {
+	Owner string
+	// States, when not empty, keeps those in one of them.
+	States []string
+	// Since keeps those started at or after it.
+	Since time.Time
+	// UpdatedSince keeps those updated (reported) at or after it.
+	UpdatedSince time.Time
+	// Except leaves out the transfer of that ID.
+	Except string
+	// Limit, when positive, keeps the first Limit matches.
+	Limit int
+}
+
 // Registration is what cp says of a transfer as it starts.
 type Registration struct {
 	Direction   string `json:"direction"`

@@ -180,6 +180,27 @@ func TestServiceDeps(t *testing.T) {
 	})
 }
 
+// Each folder is one layer (issue 29): no import runs back up. The
+// records of transfers and of alerts take the store through interfaces of
+// their own (which store.Store satisfies), a copy's report takes the
+// mover's figures as its own types, and the agent's collectors reach the
+// testbed's emulator only through the collector the command line adds
+// (package monitor/collect/emulator).
+func TestLayerDeps(t *testing.T) {
+	for _, c := range []struct {
+		root string
+		not  []forbidden
+	}{
+		{"internal/transfer/registry", []forbidden{module + "internal/store/...", "modernc.org/sqlite/...", "github.com/jackc/pgx/..."}},
+		{"internal/monitor/alert", []forbidden{module + "internal/store/...", "github.com/jackc/pgx/..."}},
+		{"internal/transfer/report", []forbidden{module + "internal/mover/...", module + "internal/transport/...", module + "internal/wire"}},
+		{"internal/agent", []forbidden{module + "internal/testbed/...", module + "internal/monitor/collect/emulator"}},
+		{"internal/monitor/collect", []forbidden{module + "internal/testbed/...", module + "internal/monitor/collect/emulator"}},
+	} {
+		check(t, module+c.root, c.not)
+	}
+}
+
 // Every package of the module is on the package map of
 // docs/architecture.md, named by its path in backquotes, so a new package
 // cannot arrive without saying what it owns and what it imports.

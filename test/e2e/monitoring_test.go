@@ -200,7 +200,11 @@ func TestMonitoringOnTestbed(t *testing.T) {
 			resp.Body.Close()
 			var out []string
 			for _, n := range nodes {
-				for _, series := range []string{"lightpath_interface_transmit_bytes_total{", "lightpath_agent_collector_success{collector=\"host\""} {
+				// The emulator's collector, which the agent command adds to
+				// the registry (package collect/emulator), runs on every node
+				// (each has a link end, and so pipes leaving it).
+				for _, series := range []string{"lightpath_interface_transmit_bytes_total{", "lightpath_agent_collector_success{collector=\"host\"",
+					"lightpath_emulator_in_bytes_total{"} {
 					found := false
 					for _, l := range strings.Split(string(body), "\n") {
 						if strings.HasPrefix(l, series) && strings.Contains(l, `node="`+n+`"`) {

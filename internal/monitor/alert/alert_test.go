@@ -311,6 +311,9 @@ func TestRecordJSON(t *testing.T) {
 
 func nan() float64 { return math.NaN() }
 
+// The controller's store is a history's Store as it is.
+var _ Store = store.Store(nil)
+
 // openStore opens a controller's store (SQLite) in dir, closed when the
 // test ends.
 func openStore(t *testing.T, dir string) store.Store {

@@ -6,23 +6,31 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/monitor"
-	"github.com/lightpath/lightpath/internal/store"
 )
+
+// Store is what the history needs of the controller's store: the alert
+// records, with the store's contract (store.Store's methods of the same
+// names, which it has as they are: the records are monitor's).
+type Store interface {
+	AppendAlert(ctx context.Context, r monitor.AlertRecord) (int64, error)
+	SetAlertActions(ctx context.Context, id int64, actions []monitor.AlertAction) error
+	ListAlerts(ctx context.Context, f monitor.AlertFilter) ([]monitor.AlertRecord, error)
+}
 
 // History keeps every state change of every rule in the controller's
 // store (store.Store, SQLite or PostgreSQL), so it survives a restart and
 // a controller on PostgreSQL keeps none of it on its own disk.
 type History struct {
-	st store.Store
+	st Store
 }
 
 // NewHistory returns the history kept in st, which stays the caller's to
 // close.
-func NewHistory(st store.Store) *History { return &History{st: st} }
+func NewHistory(st Store) *History { return &History{st: st} }
 
 // Add keeps one record and returns its id.
 func (h *History) Add(ctx context.Context, r Record) (int64, error) {
-	return h.st.AppendAlert(ctx, store.AlertRecord{At: r.At, Rule: r.Rule, Severity: r.Severity, Series: r.Series,
+	return h.st.AppendAlert(ctx, monitor.AlertRecord{At: r.At, Rule: r.Rule, Severity: r.Severity, Series: r.Series,
 		Labels: r.Labels.Map(), From: r.From, To: r.To, Resolved: r.Resolved, Value: r.Value, Threshold: r.Threshold,
 		Reason: r.Reason, Actions: storeActions(r.Actions)})
 }
@@ -32,13 +40,13 @@ func (h *History) SetActions(ctx context.Context, id int64, rs []ActionResult) e
 	return h.st.SetAlertActions(ctx, id, storeActions(rs))
 }
 
-func storeActions(rs []ActionResult) []store.AlertAction {
+func storeActions(rs []ActionResult) []monitor.AlertAction {
 	if rs == nil {
 		return nil
 	}
-	out := make([]store.AlertAction, len(rs))
+	out := make([]monitor.AlertAction, len(rs))
 	for i, a := range rs {
-		out[i] = store.AlertAction(a)
+		out[i] = monitor.AlertAction(a)
 	}
 	return out
 }
@@ -60,7 +68,7 @@ func (h *History) List(ctx context.Context, f Filter) ([]Record, error) {
 		limit = 500
 	}
 	limit = min(limit, 5000)
-	recs, err := h.st.ListAlerts(ctx, store.AlertFilter{Since: f.Since, Until: f.Until, Rule: f.Rule, Any: f.Any, Limit: limit})
+	recs, err := h.st.ListAlerts(ctx, monitor.AlertFilter{Since: f.Since, Until: f.Until, Rule: f.Rule, Any: f.Any, Limit: limit})
 	if err != nil {
 		return nil, fmt.Errorf("read alert history: %w", err)
 	}

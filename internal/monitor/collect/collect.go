@@ -3,9 +3,12 @@
 // collector has a name and its own --collector.<name> flag, and every
 // round the registry reports, besides the collectors' own series, how long
 // each took and whether it succeeded. Collectors read the kernel of the
-// agent's network namespace (netlink, inet_diag), /proc, the testbed
-// emulator's control socket and the network itself (probes); none of them
-// adds a node label, which the controller adds when it stores a push.
+// agent's network namespace (netlink, inet_diag), /proc and the network
+// itself (probes); a collector kept elsewhere joins them through a Maker
+// (the testbed emulator's, package collect/emulator, which the command
+// line adds: so neither this package nor the agent links the testbed).
+// None of them adds a node label, which the controller adds when it stores
+// a push.
 package collect
 
 import (
@@ -26,7 +29,7 @@ import (
 // Env is what collectors may use.
 type Env struct {
 	Node    string // the node this agent runs for
-	Testbed string // testbed name, "" outside a testbed
+	Testbed string // testbed name, "" outside a testbed (for the emulator's collector)
 	// NetNS is the path of the network namespace to collect in (such as
 	// /run/netns/lp-two-site-ra); "" is the caller's own.
 	NetNS string
@@ -97,10 +100,11 @@ type Registry struct {
 	entries []*entry
 }
 
-// NewRegistry returns a registry of every known collector, each enabled
-// by its default: host, interfaces, htb and tcp always; emulator when
-// env.Testbed is set; probe when env.Topo or env.Topology is given.
-func NewRegistry(env Env) *Registry {
+// NewRegistry returns a registry of every built-in collector and those
+// more makes (after them, in order), each enabled by its default: host,
+// interfaces, htb and tcp always; probe when env.Topo or env.Topology is
+// given; the others as their Definition says.
+func NewRegistry(env Env, more ...Maker) *Registry {
 	if env.Log == nil {
 		env.Log = slog.New(slog.DiscardHandler)
 	}
@@ -108,29 +112,39 @@ func NewRegistry(env Env) *Registry {
 	for _, d := range builtins(env) {
 		r.add(d)
 	}
+	for _, m := range more {
+		r.add(m(env))
+	}
 	return r
 }
 
-// definition is how each collector file describes its collector.
-type definition struct {
-	c       Collector
-	help    string
-	enabled bool
-	meta    map[string]monitor.Meta
-	close   func() error
+// Definition is how a collector describes itself to the registry.
+type Definition struct {
+	Collector Collector
+	// Help is said by its --collector.NAME flag.
+	Help string
+	// Enabled is its default.
+	Enabled bool
+	// Meta is the type and help of every series it emits.
+	Meta map[string]monitor.Meta
+	// Close, when set, releases what it holds between rounds.
+	Close func() error
 }
 
-func (r *Registry) add(d definition) {
-	r.entries = append(r.entries, &entry{c: d.c, help: d.help, enabled: d.enabled, meta: d.meta, closer: d.close})
+// Maker makes the Definition of a collector kept outside this package for
+// the agent's Env.
+type Maker func(Env) Definition
+
+func (r *Registry) add(d Definition) {
+	r.entries = append(r.entries, &entry{c: d.Collector, help: d.Help, enabled: d.Enabled, meta: d.Meta, closer: d.Close})
 }
 
-func builtins(env Env) []definition {
-	return []definition{
+func builtins(env Env) []Definition {
+	return []Definition{
 		newHost(env),
 		newInterfaces(env),
 		newHTB(env),
 		newTCP(env),
-		newEmulator(env),
 		newProbe(env),
 	}
 }

@@ -1,15 +1,11 @@
 package collect
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"math"
-	"net"
 	"net/netip"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -20,8 +16,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lightpath/lightpath/internal/monitor"
-	"github.com/lightpath/lightpath/internal/testbed/emu"
-	"github.com/lightpath/lightpath/internal/topology"
 )
 
 const procStat = `cpu  10132153 290696 3084719 46828483 16683 0 25195 0 175628 0
@@ -201,104 +195,6 @@ func TestTCPPoints(t *testing.T) {
 	}
 }
 
-func TestPipePoints(t *testing.T) {
-	pipes := []emu.PipeStats{
-		{Link: "wan", From: "ra", To: "rb", BytesIn: 100, PacketsIn: 2, DropsLoss: 3, DropsDown: 4, QueuedBytes: 50,
-			Params: emu.Params{Delay: 20 * time.Millisecond, Loss: topology.Loss{Model: topology.LossRandom, Rate: 0.01}, Down: true}},
-		{Link: "wan", From: "rb", To: "ra", BytesIn: 999},
-		{Link: "ded", From: "ra", To: "rb", DropsBlackhole: 7, Params: emu.Params{Blackhole: true}},
-	}
-	got := map[string]float64{}
-	pipePoints("ra", pipes, func(p monitor.Point) { got[monitor.Key(p.Name, p.Labels)] = p.V })
-	for k, v := range map[string]float64{
-		`lightpath_emulator_in_bytes_total{link="wan",to="rb"}`:                100,
-		`lightpath_emulator_drops_total{cause="loss",link="wan",to="rb"}`:      3,
-		`lightpath_emulator_drops_total{cause="down",link="wan",to="rb"}`:      4,
-		`lightpath_emulator_drops_total{cause="queue",link="wan",to="rb"}`:     0,
-		`lightpath_emulator_queued_bytes{link="wan",to="rb"}`:                  50,
-		`lightpath_emulator_delay_seconds{link="wan",to="rb"}`:                 0.02,
-		`lightpath_emulator_loss_ratio{link="wan",to="rb"}`:                    0.01,
-		`lightpath_emulator_down{link="wan",to="rb"}`:                          1,
-		`lightpath_emulator_blackhole{link="wan",to="rb"}`:                     0,
-		`lightpath_emulator_blackhole{link="ded",to="rb"}`:                     1,
-		`lightpath_emulator_down{link="ded",to="rb"}`:                          0,
-		`lightpath_emulator_drops_total{cause="blackhole",link="ded",to="rb"}`: 7,
-	} {
-		if g, ok := got[k]; !ok || g != v {
-			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
-		}
-	}
-	for k := range got {
-		if strings.Contains(k, `to="ra"`) {
-			t.Errorf("pipe from another node reported: %s", k)
-		}
-	}
-}
-
-// fakeEmulator answers the emulator's JSON line protocol on a unix socket
-// with canned pipes, as the daemon would (the real one needs TUN devices,
-// and root, to hold pipes).
-func fakeEmulator(t *testing.T, pipes []emu.PipeStats) string {
-	t.Helper()
-	sock := filepath.Join(t.TempDir(), "emulator.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { l.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				sc := bufio.NewScanner(c)
-				enc := json.NewEncoder(c)
-				for sc.Scan() {
-					var req emu.Request
-					if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
-						enc.Encode(emu.Response{Error: err.Error()})
-						continue
-					}
-					switch req.Op {
-					case "status":
-						enc.Encode(emu.Response{OK: true, Pipes: pipes})
-					default:
-						enc.Encode(emu.Response{Error: "unknown op"})
-					}
-				}
-			}()
-		}
-	}()
-	return sock
-}
-
-func TestEmulatorCollector(t *testing.T) {
-	sock := fakeEmulator(t, []emu.PipeStats{
-		{Link: "wan", From: "ra", To: "rb", BytesIn: 1234, DropsQueue: 7},
-		{Link: "wan", From: "rb", To: "ra", BytesIn: 1},
-	})
-	c := &emulatorCollector{env: Env{Node: "ra", Testbed: "x"}, sock: sock}
-	got := map[string]float64{}
-	if err := c.Collect(context.Background(), func(p monitor.Point) { got[monitor.Key(p.Name, p.Labels)] = p.V }); err != nil {
-		t.Fatal(err)
-	}
-	if got[`lightpath_emulator_in_bytes_total{link="wan",to="rb"}`] != 1234 || got[`lightpath_emulator_drops_total{cause="queue",link="wan",to="rb"}`] != 7 {
-		t.Errorf("got %v", got)
-	}
-	c.sock = filepath.Join(t.TempDir(), "none.sock")
-	if err := c.Collect(context.Background(), func(monitor.Point) {}); err == nil {
-		t.Error("no emulator, no error")
-	}
-}
-
 // fake is a collector a test controls.
 type fake struct {
 	name string
@@ -318,8 +214,8 @@ func (f *fake) Collect(ctx context.Context, emit func(monitor.Point)) error {
 	return f.err
 }
 
-func fakeDef(f *fake, on bool) definition {
-	return definition{c: f, help: "a fake", enabled: on, meta: map[string]monitor.Meta{"lightpath_fake_" + f.name: gauge("fake")}}
+func fakeDef(f *fake, on bool) Definition {
+	return Definition{Collector: f, Help: "a fake", Enabled: on, Meta: map[string]monitor.Meta{"lightpath_fake_" + f.name: gauge("fake")}}
 }
 
 // logCounter counts log records at warn and above.
@@ -346,7 +242,7 @@ func TestRegistry(t *testing.T) {
 	// The timeout cuts the hanging collector; it is long enough that the
 	// others, which return at once, never meet it on a busy machine.
 	r := &Registry{log: slog.New(lc), Timeout: time.Second}
-	for _, d := range []definition{fakeDef(ok, true), fakeDef(bad, true), fakeDef(off, false), fakeDef(slow, true)} {
+	for _, d := range []Definition{fakeDef(ok, true), fakeDef(bad, true), fakeDef(off, false), fakeDef(slow, true)} {
 		r.add(d)
 	}
 	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
@@ -436,15 +332,29 @@ func checkGroup(t *testing.T, r *Registry, g monitor.Group) {
 func TestBuiltinRegistry(t *testing.T) {
 	r := NewRegistry(Env{Node: "ra"})
 	defer r.Close()
-	if got := r.names(); !slices.Equal(got, []string{"host", "interfaces", "htb", "tcp", "emulator", "probe"}) {
+	if got := r.names(); !slices.Equal(got, []string{"host", "interfaces", "htb", "tcp", "probe"}) {
 		t.Errorf("collectors %v", got)
 	}
 	if got := r.Enabled(); !slices.Equal(got, []string{"host", "interfaces", "htb", "tcp"}) {
 		t.Errorf("enabled outside a testbed without a topology: %v", got)
 	}
-	r2 := NewRegistry(Env{Node: "ra", Testbed: "x"})
-	if got := r2.Enabled(); !slices.Contains(got, "emulator") {
-		t.Errorf("emulator not enabled in a testbed: %v", got)
+	// A collector kept outside the package (the emulator's) joins through
+	// a Maker, after the built-ins, made for the registry's Env, with its
+	// own default, flag and series.
+	var made Env
+	extra := func(env Env) Definition { made = env; return fakeDef(&fake{name: "extra"}, env.Testbed != "") }
+	r2 := NewRegistry(Env{Node: "ra", Testbed: "x"}, extra)
+	defer r2.Close()
+	if got := r2.Enabled(); !slices.Equal(got, []string{"host", "interfaces", "htb", "tcp", "extra"}) || made.Node != "ra" || made.Testbed != "x" {
+		t.Errorf("enabled with a maker in a testbed: %v (made for %+v)", got, made)
+	}
+	if _, ok := r2.Meta()["lightpath_fake_extra"]; !ok {
+		t.Error("the maker's series are not in Meta")
+	}
+	fs2 := pflag.NewFlagSet("t2", pflag.ContinueOnError)
+	r2.Flags(fs2)
+	if fs2.Lookup("collector.extra") == nil {
+		t.Error("no flag for the maker's collector")
 	}
 	for name, m := range r.Meta() {
 		if err := monitor.CheckSeries(name, nil); err != nil || !strings.HasPrefix(name, "lightpath_") || m.Help == "" {

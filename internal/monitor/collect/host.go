@@ -136,12 +136,12 @@ type hostCollector struct {
 	proc string // the /proc mount, a field so tests can point it elsewhere
 }
 
-func newHost(Env) definition {
-	return definition{
-		c:       &hostCollector{proc: "/proc"},
-		help:    "CPU, memory and load of the host, from /proc",
-		enabled: true,
-		meta: map[string]monitor.Meta{
+func newHost(Env) Definition {
+	return Definition{
+		Collector: &hostCollector{proc: "/proc"},
+		Help:      "CPU, memory and load of the host, from /proc",
+		Enabled:   true,
+		Meta: map[string]monitor.Meta{
 			"lightpath_node_cpu_seconds_total": counter("Seconds all CPUs spent in each mode, from /proc/stat." + hostWide),
 			"lightpath_node_cpus":              gauge("Number of CPUs, from /proc/stat." + hostWide),
 			"lightpath_node_memory_bytes":      gauge("Memory by kind (total, available, free, buffers, cached), from /proc/meminfo." + hostWide),

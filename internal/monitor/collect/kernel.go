@@ -25,12 +25,12 @@ type DevStats struct {
 
 type interfacesCollector struct{ env Env }
 
-func newInterfaces(env Env) definition {
-	return definition{
-		c:       &interfacesCollector{env},
-		help:    "byte, packet, error and drop counters, state and MTU of every device in the namespace (netlink)",
-		enabled: true,
-		meta: map[string]monitor.Meta{
+func newInterfaces(env Env) Definition {
+	return Definition{
+		Collector: &interfacesCollector{env},
+		Help:      "byte, packet, error and drop counters, state and MTU of every device in the namespace (netlink)",
+		Enabled:   true,
+		Meta: map[string]monitor.Meta{
 			"lightpath_interface_receive_bytes_total":    counter("Bytes received by the device."),
 			"lightpath_interface_receive_packets_total":  counter("Packets received by the device."),
 			"lightpath_interface_receive_errors_total":   counter("Receive errors of the device."),
@@ -107,12 +107,12 @@ type ClassStats struct {
 
 type htbCollector struct{ env Env }
 
-func newHTB(env Env) definition {
-	return definition{
-		c:       &htbCollector{env},
-		help:    "counters, backlog and configured rates of the htb classes on every device (netlink)",
-		enabled: true,
-		meta: map[string]monitor.Meta{
+func newHTB(env Env) Definition {
+	return Definition{
+		Collector: &htbCollector{env},
+		Help:      "counters, backlog and configured rates of the htb classes on every device (netlink)",
+		Enabled:   true,
+		Meta: map[string]monitor.Meta{
 			"lightpath_htb_sent_bytes_total":      counter("Bytes the htb class sent."),
 			"lightpath_htb_sent_packets_total":    counter("Packets the htb class sent."),
 			"lightpath_htb_drops_total":           counter("Packets the htb class (its leaf queue) dropped."),
@@ -182,12 +182,12 @@ type TCPSock struct {
 
 type tcpCollector struct{ env Env }
 
-func newTCP(env Env) definition {
-	return definition{
-		c:       &tcpCollector{env},
-		help:    "RTT, window, retransmits and rates of the TCP connections of live reservations' flows (inet_diag)",
-		enabled: true,
-		meta: map[string]monitor.Meta{
+func newTCP(env Env) Definition {
+	return Definition{
+		Collector: &tcpCollector{env},
+		Help:      "RTT, window, retransmits and rates of the TCP connections of live reservations' flows (inet_diag)",
+		Enabled:   true,
+		Meta: map[string]monitor.Meta{
 			"lightpath_tcp_rtt_seconds":                    gauge("Smoothed round-trip time of the connection (per flow)."),
 			"lightpath_tcp_min_rtt_seconds":                gauge("Least round-trip time the connection has seen (per flow)."),
 			"lightpath_tcp_cwnd_segments":                  gauge("Congestion window of the connection, in segments (per flow)."),

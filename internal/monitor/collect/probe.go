@@ -285,14 +285,14 @@ type probeCollector struct {
 	wait time.Duration
 }
 
-func newProbe(env Env) definition {
+func newProbe(env Env) Definition {
 	c := &probeCollector{env: env, port: ProbePort, count: ProbeCount}
-	return definition{
-		c:       c,
-		help:    "RTT and loss to each neighbour across each link (UDP echo on port 7301; also serves the peers' probes and throughput tests)",
-		enabled: env.Topo != nil || env.Topology != nil,
-		close:   c.close,
-		meta: map[string]monitor.Meta{
+	return Definition{
+		Collector: c,
+		Help:      "RTT and loss to each neighbour across each link (UDP echo on port 7301; also serves the peers' probes and throughput tests)",
+		Enabled:   env.Topo != nil || env.Topology != nil,
+		Close:     c.close,
+		Meta: map[string]monitor.Meta{
 			"lightpath_probe_rtt_seconds": gauge("Median round-trip time of this round's echo probes to the neighbour across the link; absent when none came back."),
 			"lightpath_probe_loss_ratio":  gauge("Fraction of this round's echo probes to the neighbour across the link that did not come back (1: it does not answer)."),
 		},

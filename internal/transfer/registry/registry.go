@@ -1,7 +1,8 @@
 // Package registry keeps the controller's record of data transfers
 // (package transfer) in the controller's store (store.Store, SQLite or
-// PostgreSQL), so they survive a restart and a controller on PostgreSQL
-// keeps none on its own disk; the progress becomes series in the
+// PostgreSQL, through this package's own Store interface, so that it
+// imports no store), so they survive a restart and a controller on
+// PostgreSQL keeps none on its own disk; the progress becomes series in the
 // monitoring repository (labelled by transfer), so a transfer's page can
 // chart it and its alerts can be found by the links and nodes of its path.
 package registry
@@ -17,7 +18,6 @@ import (
 
 	"github.com/lightpath/lightpath/internal/monitor"
 	"github.com/lightpath/lightpath/internal/reserve"
-	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/transfer"
 )
 
@@ -62,22 +62,50 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
+// Records is what the registry reads and writes of the controller's
+// store: the transfer records, with the store's contract (store.Store's
+// methods of the same names). Errors wrapping reserve.ErrNotFound and
+// reserve.ErrInvalid are the store's classes.
+type Records interface {
+	CreateTransfer(ctx context.Context, t transfer.Transfer) error
+	UpdateTransfer(ctx context.Context, t transfer.Transfer) error
+	GetTransfer(ctx context.Context, id string) (transfer.Transfer, error)
+	ListTransfers(ctx context.Context, f transfer.Filter) ([]transfer.Transfer, error)
+	CountTransfers(ctx context.Context, f transfer.Filter) (int, error)
+}
+
+// Store is the store a registry keeps its transfers in: the records, and
+// Tx, one write transaction whose fn sees its own writes and whose checks
+// still hold when they commit (store.Store.Tx). Tx hands fn the store of
+// the transaction as the store's own type S (store.Store's hands a
+// store.Store): Go has no covariant function parameters, and with S the
+// store satisfies Store as it is, with no adapter and no import of it
+// here.
+type Store[S Records] interface {
+	Records
+	Tx(ctx context.Context, fn func(S) error) error
+}
+
 // Registry keeps transfers in a store. It holds no state of its own: two
 // registries on one store (two controllers, one after the other) see the
 // same transfers, and every read-change-write is one store transaction.
 type Registry struct {
-	st     store.Store
+	st     Records
+	tx     func(ctx context.Context, fn func(Records) error) error
 	now    func() time.Time
 	limits Limits
 }
 
-// New returns a registry keeping its transfers in st, which stays the
-// caller's to close; now is the clock (nil: time.Now).
-func New(st store.Store, now func() time.Time) *Registry {
+// New returns a registry keeping its transfers in st (a store.Store),
+// which stays the caller's to close; now is the clock (nil: time.Now).
+func New[S Records](st Store[S], now func() time.Time) *Registry {
 	if now == nil {
 		now = time.Now
 	}
-	return &Registry{st: st, now: now, limits: Limits{}.withDefaults()}
+	tx := func(ctx context.Context, fn func(Records) error) error {
+		return st.Tx(ctx, func(s S) error { return fn(s) })
+	}
+	return &Registry{st: st, tx: tx, now: now, limits: Limits{}.withDefaults()}
 }
 
 // SetLimits sets the per-owner limits (zero fields: the defaults).
@@ -96,14 +124,14 @@ func storeErr(err error, id string) error {
 
 // live returns the filter of owner's live transfers at now: running and
 // reported within StallAfter (what shown leaves running).
-func live(owner string, now time.Time) store.TransferFilter {
-	return store.TransferFilter{Owner: owner, States: []string{transfer.Running}, UpdatedSince: now.Add(-transfer.StallAfter)}
+func live(owner string, now time.Time) transfer.Filter {
+	return transfer.Filter{Owner: owner, States: []string{transfer.Running}, UpdatedSince: now.Add(-transfer.StallAfter)}
 }
 
 // checkLive refuses one more live transfer of owner (besides except) when
 // it has MaxLive already. The caller runs it in the transaction that adds
 // or revives the transfer, so two requests cannot both take the last place.
-func (r *Registry) checkLive(ctx context.Context, tx store.Store, owner, except string, now time.Time) error {
+func (r *Registry) checkLive(ctx context.Context, tx Records, owner, except string, now time.Time) error {
 	f := live(owner, now)
 	f.Except = except
 	n, err := tx.CountTransfers(ctx, f)
@@ -137,7 +165,7 @@ func (r *Registry) Create(ctx context.Context, owner string, in transfer.Registr
 	now := r.now().UTC()
 	t := transfer.Transfer{ID: newID(), Owner: owner, State: transfer.Running, Direction: in.Direction, Source: in.Source, Destination: in.Destination,
 		From: in.From, To: in.To, Flow: in.Flow, Reservation: in.Reservation, BytesTotal: in.BytesTotal, StartedAt: now, UpdatedAt: now}
-	err := r.st.Tx(ctx, func(tx store.Store) error {
+	err := r.tx(ctx, func(tx Records) error {
 		if err := r.checkLive(ctx, tx, owner, "", now); err != nil {
 			return err
 		}
@@ -158,7 +186,7 @@ func (r *Registry) Get(ctx context.Context, id string, sees func(owner string) b
 	return r.get(ctx, r.st, id, sees)
 }
 
-func (r *Registry) get(ctx context.Context, st store.Store, id string, sees func(owner string) bool) (transfer.Transfer, error) {
+func (r *Registry) get(ctx context.Context, st Records, id string, sees func(owner string) bool) (transfer.Transfer, error) {
 	t, err := st.GetTransfer(ctx, id)
 	if errors.Is(err, reserve.ErrNotFound) {
 		return transfer.Transfer{}, fmt.Errorf("%w %s", ErrNotFound, id)
@@ -189,7 +217,7 @@ func (r *Registry) List(ctx context.Context, since time.Time, limit int, owner s
 		limit = 100
 	}
 	limit = min(limit, 1000)
-	ts, err := r.st.ListTransfers(ctx, store.TransferFilter{Owner: owner, Since: since, Limit: limit})
+	ts, err := r.st.ListTransfers(ctx, transfer.Filter{Owner: owner, Since: since, Limit: limit})
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +236,7 @@ func (r *Registry) Report(ctx context.Context, id, who string, rep transfer.Repo
 		t   transfer.Transfer
 		now time.Time
 	)
-	err := r.st.Tx(ctx, func(tx store.Store) error {
+	err := r.tx(ctx, func(tx Records) error {
 		var err error
 		if t, err = r.get(ctx, tx, id, func(owner string) bool { return owner == who }); err != nil {
 			return err

@@ -12,6 +12,9 @@ import (
 	"github.com/lightpath/lightpath/internal/transfer"
 )
 
+// The controller's store is a registry's Store as it is.
+var _ Store[store.Store] = store.Store(nil)
+
 // openStore opens the controller's store (SQLite) at path.
 func openStore(t *testing.T, path string) store.Store {
 	t.Helper()

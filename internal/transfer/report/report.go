@@ -3,7 +3,9 @@
 // stream's transport state) and its outcome at the end. The controller
 // being away never stops the copy: a failed report is said once and the
 // copy goes on. `lightpath cp --controller` and the transfer service use
-// it; *client.Client is a Recorder.
+// it; *client.Client is a Recorder. It takes the copy's figures as its own
+// types (Progress, Result), which the caller reads from the mover, so that
+// it links no mover.
 package report
 
 import (
@@ -11,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lightpath/lightpath/internal/mover"
 	"github.com/lightpath/lightpath/internal/transfer"
 )
 
@@ -94,36 +95,68 @@ func (x *Reporter) Finish(final transfer.Report) {
 	x.send(ctx, final)
 }
 
-// Running is a copy's report while it runs, from its meter; reserved,
-// when set, is the bytes carried on the reserved path so far.
-func Running(m *mover.Meter, reserved func() int64) transfer.Report {
-	s := m.Now()
-	rep := transfer.Report{BytesDone: s.Sent, BytesTotal: s.Total, BytesByPath: map[string]int64{"routed": s.Sent}}
-	for _, in := range m.Streams() {
+// Progress is a running copy as its meter reads it (cp reads
+// mover.Meter): the payload carried so far over every attempt, the bytes
+// the copy expects (0: not known) and its data streams' transport state.
+type Progress struct {
+	Sent, Total int64
+	Streams     []Stream
+}
+
+// Stream is one data stream's transport state, the figures of
+// transport.Stats that a report carries.
+type Stream struct {
+	RTT, MinRTT       time.Duration
+	Cwnd, Retransmits uint32
+	// PacingRate and DeliveryRate are in bytes per second, as the kernel
+	// gives them.
+	PacingRate, DeliveryRate uint64
+	BytesAcked               uint64
+}
+
+// Running is a copy's report while it runs, from its progress p;
+// reserved, when set, is the bytes carried on the reserved path so far.
+func Running(p Progress, reserved func() int64) transfer.Report {
+	rep := transfer.Report{BytesDone: p.Sent, BytesTotal: p.Total, BytesByPath: map[string]int64{"routed": p.Sent}}
+	for _, in := range p.Streams {
 		rep.Streams = append(rep.Streams, transfer.Stream{RTTSeconds: in.RTT.Seconds(), MinRTTSeconds: in.MinRTT.Seconds(), Cwnd: in.Cwnd,
 			Retransmits: in.Retransmits, PacingBps: float64(in.PacingRate) * 8, DeliveryBps: float64(in.DeliveryRate) * 8, BytesAcked: in.BytesAcked})
 	}
 	if reserved != nil {
-		r := min(max(reserved(), 0), s.Sent)
-		rep.BytesByPath = map[string]int64{"routed": s.Sent - r, "reserved": r}
+		r := min(max(reserved(), 0), p.Sent)
+		rep.BytesByPath = map[string]int64{"routed": p.Sent - r, "reserved": r}
 	}
 	return rep
+}
+
+// Result is a finished copy as its last report tells it (cp reads
+// mover.Summary).
+type Result struct {
+	BytesSent int64
+	// Verified: every file arrived and was verified.
+	Verified bool
+	// Interrupted: the copy was stopped (by its user) before it ended.
+	Interrupted               bool
+	Bottleneck, BottleneckWhy string
+	ThroughputBps             float64
+	// Errors are what failed; a failed copy's report gives the first.
+	Errors []string
 }
 
 // Outcome is a finished copy's last report: succeeded, failed, or
 // interrupted (with interruptedWhy) when it was stopped before it was
 // verified. byPath and reservation are the bytes per path and the
 // reservation that carried it, if any.
-func Outcome(sum mover.Summary, byPath map[string]int64, reservation, interruptedWhy string) transfer.Report {
-	rep := transfer.Report{State: transfer.Succeeded, BytesDone: sum.BytesSent, BytesByPath: byPath, Reservation: reservation,
-		Verified: sum.Verified, Bottleneck: sum.Bottleneck.What, BottleneckWhy: sum.Bottleneck.Why, ThroughputBps: sum.ThroughputBps()}
+func Outcome(res Result, byPath map[string]int64, reservation, interruptedWhy string) transfer.Report {
+	rep := transfer.Report{State: transfer.Succeeded, BytesDone: res.BytesSent, BytesByPath: byPath, Reservation: reservation,
+		Verified: res.Verified, Bottleneck: res.Bottleneck, BottleneckWhy: res.BottleneckWhy, ThroughputBps: res.ThroughputBps}
 	switch {
-	case sum.Interrupted && !sum.Verified:
+	case res.Interrupted && !res.Verified:
 		rep.State, rep.Error = transfer.Interrupted, interruptedWhy
-	case !sum.Verified || len(sum.Errors) > 0:
+	case !res.Verified || len(res.Errors) > 0:
 		rep.State = transfer.Failed
-		if len(sum.Errors) > 0 {
-			rep.Error = sum.Errors[0]
+		if len(res.Errors) > 0 {
+			rep.Error = res.Errors[0]
 		}
 	}
 	return rep

@@ -1,29 +1,37 @@
-package collect
+// Package emulator is the agents' collector of the testbed emulator's
+// pipes (docs/collectors.md, emulator), asked over the emulator's control
+// socket. It is kept out of package collect, which knows it only as a
+// collect.Maker that the command line adds to the agent's registry, so
+// that neither collect nor the agent links the testbed.
+package emulator
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/lightpath/lightpath/internal/monitor"
+	"github.com/lightpath/lightpath/internal/monitor/collect"
 	"github.com/lightpath/lightpath/internal/testbed"
 	"github.com/lightpath/lightpath/internal/testbed/emu"
 )
 
 type emulatorCollector struct {
-	env  Env
+	env  collect.Env
 	sock string // the control socket
 }
 
-func newEmulator(env Env) definition {
+// New is the emulator's collector for env (a collect.Maker): on by default
+// when env.Testbed names the testbed whose emulator it asks.
+func New(env collect.Env) collect.Definition {
 	sock := ""
 	if env.Testbed != "" {
 		sock = testbed.SocketPath(env.Testbed)
 	}
-	return definition{
-		c:       &emulatorCollector{env: env, sock: sock},
-		help:    "counters, queues and parameters of the testbed emulator's pipes leaving this node (its control socket)",
-		enabled: env.Testbed != "",
-		meta: map[string]monitor.Meta{
+	return collect.Definition{
+		Collector: &emulatorCollector{env: env, sock: sock},
+		Help:      "counters, queues and parameters of the testbed emulator's pipes leaving this node (its control socket)",
+		Enabled:   env.Testbed != "",
+		Meta: map[string]monitor.Meta{
 			"lightpath_emulator_in_bytes_total":    counter("Bytes the emulator read from this node's end of the link (IP bytes on the wire)."),
 			"lightpath_emulator_in_packets_total":  counter("Packets (wire segments) the emulator read from this node's end of the link."),
 			"lightpath_emulator_out_bytes_total":   counter("Bytes the emulator delivered to the far end of the link."),
@@ -94,3 +102,13 @@ func pipePoints(node string, pipes []emu.PipeStats, emit func(monitor.Point)) {
 		}
 	}
 }
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func counter(help string) monitor.Meta { return monitor.Meta{Type: monitor.Counter, Help: help} }
+func gauge(help string) monitor.Meta   { return monitor.Meta{Type: monitor.Gauge, Help: help} }
