@@ -89,6 +89,20 @@ func (s *Service) BookPending(ctx context.Context) {
 		}
 		s.bookJob(ctx, j)
 	}
+	s.lock()
+	ids := make([]string, 0, len(s.rebook))
+	for id := range s.rebook {
+		ids = append(ids, id)
+	}
+	clear(s.rebook)
+	s.unlock()
+	slices.Sort(ids)
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return
+		}
+		s.rebookLost(ctx, id)
+	}
 }
 
 // bookJob plans and books one listed job and stores the outcome:

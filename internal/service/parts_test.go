@@ -537,7 +537,9 @@ func TestPartsOwnerUnreachable(t *testing.T) {
 	if f := e.file(j.ID, "data/big"); f.State != transfer.FilePending || f.To != "" || !strings.Contains(f.Error, "no live source node has a booked pair to its owner") {
 		t.Fatalf("the file: %s owner %q %q", f.State, f.To, f.Error)
 	}
-	if j = e.job(j.ID); !strings.Contains(j.Reason, "no live pair to data node "+owner) {
+	// The clock's round says so; the lost pair's share booked again over
+	// the live nodes (rebook.go) may say so after it.
+	if j = e.job(j.ID); !strings.Contains(j.Reason, "no live pair to data node "+owner) && !strings.Contains(j.Reason, "data node lost on a1 > "+owner) {
 		t.Fatalf("reason %q", j.Reason)
 	}
 	w2 := e.claimPart("a2")

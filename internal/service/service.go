@@ -179,9 +179,12 @@ type Service struct {
 	// completes.
 	bookMu   sync.Mutex
 	bookKick chan struct{}
-	// bookDue says a listing completed (or the service started) since
-	// BookPending last looked.
+	// bookDue says a listing completed (or the service started, or a
+	// booked pair lost a node) since BookPending last looked.
 	bookDue atomic.Bool
+	// rebook holds the booked jobs with a pair whose node was lost
+	// (rebook.go), for BookPending. Under mu.
+	rebook map[string]bool
 	// driving holds the jobs whose sweep a request or goroutine steps
 	// (sweep.go): the clock leaves them to it. Under mu.
 	driving map[string]int
@@ -227,6 +230,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		startUp:           cfg.StartUp,
 		minWindow:         cfg.MinWindow,
 		bookKick:          make(chan struct{}, 1),
+		rebook:            map[string]bool{},
 		ocfg:              cfg.Optimizer.WithDefaults(),
 		bookedConcurrency: cfg.BookedConcurrency,
 		partMin:           cfg.PartMinBytes,

@@ -1,0 +1,75 @@
+package service_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/transfer"
+)
+
+// A booked job whose pair lost its destination node: the pair's
+// reservation is released and its share booked again over the live
+// nodes (a1 to b2, the rate a1 has to spare), and a1's copies go there.
+func TestLostPairRebooked(t *testing.T) {
+	e := newEnv(t)
+	beat := func(n string) {
+		hb := apiv1.DataNodeHeartbeat{Endpoint: endpointOf(n), Address: e.addr(n), Lease: "15s", Parts: true}
+		if strings.HasPrefix(n, "a") {
+			hb.MaxRateBps = 300e6 // each source sends at most 300 Mbit/s
+		}
+		if _, err := e.s.Heartbeat(e.ctx, agent(n), n, hb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"a1", "a2", "b1", "b2"} {
+		beat(n)
+	}
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)}, listed(40, 100_000_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var into *transfer.Pair
+	for i, p := range j.Pairs {
+		if p.To == "b1" {
+			into = &j.Pairs[i]
+		}
+	}
+	if into == nil || into.Reservation == "" || len(j.Pairs) != 2 {
+		t.Fatalf("the plan: %+v", j.Pairs)
+	}
+	from := into.From
+	// b1 stops: its lease (15 s) lapses while the others beat.
+	for range 3 {
+		e.clk.Add(8 * time.Second)
+		for _, n := range []string{"a1", "a2", "b2"} {
+			beat(n)
+		}
+	}
+	e.s.Tick(e.ctx)
+	j = e.job(j.ID)
+	var lost, moved *transfer.Pair
+	for i, p := range j.Pairs {
+		switch {
+		case p.From == from && p.To == "b1":
+			lost = &j.Pairs[i]
+		case p.From == from && p.To == "b2":
+			moved = &j.Pairs[i]
+		}
+	}
+	if lost == nil || lost.Routed == "" || moved == nil || moved.Reservation == "" || moved.ShareBytes <= 0 {
+		t.Fatalf("after b1 was lost: %+v (reason %q)", j.Pairs, j.Reason)
+	}
+	if r, err := e.c.Get(e.ctx, admin, lost.Reservation); err != nil || r.State != reserve.StateCancelled {
+		t.Fatalf("the lost pair's reservation: %s %v", r.State, err)
+	}
+	r, err := e.c.Get(e.ctx, admin, moved.Reservation)
+	if err != nil || !r.State.Live() || r.Owner != "alice" || r.Bandwidth != moved.RateBps || r.Bandwidth > 300e6 {
+		t.Fatalf("the new pair's reservation: %+v %v", r, err)
+	}
+	if !strings.Contains(j.Reason, "data node lost") {
+		t.Fatalf("reason %q", j.Reason)
+	}
+}
