@@ -206,7 +206,7 @@ func (s *Service) book(ctx context.Context, j transfer.Job) ([]transfer.Pair, st
 			return refuse("no data node of endpoint %s is alive", ep)
 		}
 	}
-	req := apiv1.PlanRequest{SizeBytes: uint64(j.BytesTotal), Goodput: s.goodput, StartUp: s.startUp.String(),
+	req := apiv1.PlanRequest{SizeBytes: uint64(j.BytesTotal), Goodput: s.goodputNow(), StartUp: s.startUp.String(),
 		MinDuration: s.minWindow.String(), Deadline: j.Deadline, Project: j.Project}
 	for _, n := range srcs {
 		req.Sources = append(req.Sources, apiv1.PlanEndpoint{Node: n.Node, MaxRate: n.MaxRateBps})
@@ -218,7 +218,7 @@ func (s *Service) book(ctx context.Context, j transfer.Job) ([]transfer.Pair, st
 	if err != nil {
 		return refuse("%s", oneLine(err.Error()))
 	}
-	flows, end := onePathPerPair(p, j.BytesTotal, s.goodput)
+	flows, end := onePathPerPair(p, j.BytesTotal, req.Goodput)
 	if !p.MeetsDeadline || (!j.Deadline.IsZero() && end.After(j.Deadline)) {
 		return nil, "", &DeadlineError{Deadline: j.Deadline, Earliest: end, Algorithm: p.Algorithm}
 	}

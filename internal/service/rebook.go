@@ -148,7 +148,7 @@ func (s *Service) rebookLost(ctx context.Context, id string) {
 // pairs (booked), the rate added to pairs the job had (modified), and a
 // note for the reason when less than all could be done.
 func (s *Service) replan(ctx context.Context, b booking.Booker, j transfer.Job, topo *controller.Topo, srcs, dsts []transfer.DataNode, left int64, deadEnd time.Time) ([]transfer.Pair, map[string]uint64, string) {
-	req := apiv1.PlanRequest{SizeBytes: uint64(left), Goodput: s.goodput, StartUp: s.startUp.String(),
+	req := apiv1.PlanRequest{SizeBytes: uint64(left), Goodput: s.goodputNow(), StartUp: s.startUp.String(),
 		MinDuration: s.minWindow.String(), Deadline: j.Deadline, Project: j.Project}
 	// A node's --max-rate is shared with the job's pairs it is in already.
 	used := map[string]uint64{}
@@ -179,7 +179,7 @@ func (s *Service) replan(ctx context.Context, b booking.Booker, j transfer.Job, 
 	if err != nil {
 		return nil, nil, "; no new booking: " + oneLine(err.Error())
 	}
-	flows, end := onePathPerPair(p, left, s.goodput)
+	flows, end := onePathPerPair(p, left, req.Goodput)
 	note := ""
 	if !p.MeetsDeadline {
 		note = "; the rest cannot be done by the deadline: the earliest completion is " + end.UTC().Format(time.RFC3339)

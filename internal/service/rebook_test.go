@@ -1,12 +1,15 @@
 package service_test
 
 import (
+	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/reserve"
+	"github.com/lightpath/lightpath/internal/service"
 	"github.com/lightpath/lightpath/internal/transfer"
 )
 
@@ -72,4 +75,62 @@ func TestLostPairRebooked(t *testing.T) {
 	if !strings.Contains(j.Reason, "data node lost") {
 		t.Fatalf("reason %q", j.Reason)
 	}
+}
+
+// The goodput estimate: a booked job that succeeded moves η toward its
+// aggregate over what it booked, within bounds, and the estimate is kept
+// in the store for a restart.
+func TestGoodputMeasured(t *testing.T) {
+	e := newEnv(t)
+	j := e.startBooked(mustBook(t, e))
+	var booked uint64
+	for _, p := range j.Pairs {
+		booked += p.RateBps
+	}
+	var ws []apiv1.TaskWork
+	for _, n := range []string{"a1", "a2"} {
+		for {
+			got := e.claim(n, 16)
+			if len(got) == 0 {
+				break
+			}
+			ws = append(ws, got...)
+		}
+	}
+	// 4 GB moved over a minute of ACTIVE: well under the booking.
+	e.clk.Add(time.Minute)
+	for _, n := range []string{"a1", "a2", "b1", "b2"} {
+		e.beat(n, nil)
+	}
+	for _, w := range ws {
+		if _, err := e.s.Report(e.ctx, agent(w.Task.From), w.Task.ID, e.okReport(w)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j = e.job(j.ID)
+	if j.State != transfer.JobSucceeded {
+		t.Fatalf("the job: %s %q", j.State, j.Reason)
+	}
+	v, err := e.st.GetSetting(e.ctx, "service.goodput")
+	if err != nil || v == "" {
+		t.Fatalf("no goodput stored: %q %v", v, err)
+	}
+	g := float64(j.BytesDone) * 8 / (float64(booked) * j.EndedAt.Sub(j.StartedAt).Seconds())
+	want := max(service.DefaultGoodput+0.3*(g-service.DefaultGoodput), 0.5)
+	if got, _ := strconv.ParseFloat(v, 64); math.Abs(got-want) > 1e-3 {
+		t.Fatalf("goodput %s after a job at %.3f of its booking, want %.4f", v, g, want)
+	}
+	e.restart()
+	if got, _ := e.st.GetSetting(e.ctx, "service.goodput"); got != v {
+		t.Fatalf("after a restart: %q, want %q", got, v)
+	}
+}
+
+func mustBook(t *testing.T, e *env) transfer.Job {
+	t.Helper()
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)}, listed(40, 100_000_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
 }

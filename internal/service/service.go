@@ -170,8 +170,11 @@ type Service struct {
 	stalled   stalls
 	// bookerAs, goodput, startUp and minWindow are Config's Booker,
 	// Goodput, StartUp and MinWindow.
-	bookerAs  func(ctx context.Context, user string) (booking.Booker, error)
-	goodput   float64
+	bookerAs func(ctx context.Context, user string) (booking.Booker, error)
+	goodput  float64
+	// measured is the running estimate of η from finished booked jobs
+	// (goodput.go), as float64 bits; zero until the first.
+	measured  atomic.Uint64
 	startUp   time.Duration
 	minWindow time.Duration
 	// bookMu serialises BookPending: each job is planned against what the
@@ -273,6 +276,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.key = k
 	s.pub = grant.EncodeKey(k.Public().(ed25519.PublicKey))
+	s.loadGoodput(ctx)
 	if s.receiptKey, err = s.loadReceiptKey(ctx); err != nil {
 		return nil, err
 	}

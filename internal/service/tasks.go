@@ -1329,7 +1329,7 @@ func (s *Service) finish(ctx context.Context, tx store.Store, j *transfer.Job, n
 	j.ThroughputBps = runThroughput(*j, now)
 	if j.FilesFailed == 0 {
 		j.State, j.Reason = transfer.JobSucceeded, ""
-		return nil
+		return s.observeGoodput(ctx, tx, *j)
 	}
 	first, err := tx.ListJobFiles(ctx, store.JobFileFilter{Job: j.ID, States: []string{transfer.FileFailed}, Limit: 1})
 	if err != nil {
