@@ -134,8 +134,12 @@ func (r *claimRun) freshPart(j *transfer.Job, to transfer.DataNode, pr pairRun, 
 		if f.To == "" {
 			need, room = left[p.Path], shareLeft-committed/int64(pairsInto(*j, pr.to))
 		}
-		if shareLeft > 0 && need > room && r.othersCanCarry(j, pr, tasks, need, f.To) {
-			continue
+		if shareLeft > 0 && need > room {
+			// Another pair that can carry it whole takes it, or, when none
+			// can, the one with the most of its share left.
+			if left := r.othersLeft(j, pr, tasks, f.To); left >= need || left > room {
+				continue
+			}
 		}
 		t := transfer.Task{ID: newID("k-"), Job: j.ID, Kind: transfer.TaskCopy, State: transfer.TaskQueued, Endpoint: r.me.Endpoint, CreatedAt: r.now, Bytes: p.Length}
 		if err := r.tx.CreateTask(r.ctx, t); err != nil {

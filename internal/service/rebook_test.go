@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -133,4 +134,43 @@ func mustBook(t *testing.T, e *env) transfer.Job {
 		t.Fatal(err)
 	}
 	return j
+}
+
+// A file larger than what any pair has left of its share goes to the
+// pair with the most left, not to the first pair that asks (the demo's
+// 768 MiB against 272 over two pairs booked 520 each).
+func TestLargeFileToPairWithMostLeft(t *testing.T) {
+	const mib = 1 << 20
+	e := newEnv(t)
+	var files []apiv1.ListedFile
+	for i := range 4 {
+		files = append(files, apiv1.ListedFile{Path: fmt.Sprintf("data/a-%d", i), Source: "data", Size: 4 * mib, MTime: t0})
+	}
+	for i := range 4 {
+		files = append(files, apiv1.ListedFile{Path: fmt.Sprintf("data/b-%d", i), Source: "data", Size: 256 * mib, MTime: t0})
+	}
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)}, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j = e.startBooked(j)
+	bytes := map[string]int64{}
+	// Each claim's tasks are reported done at once: the pairs' task slots
+	// free, only their shares decide.
+	claim := func(n string, max int) {
+		for _, w := range e.claim(n, max) {
+			for _, f := range w.Files {
+				bytes[n] += f.Size
+			}
+			if _, err := e.s.Report(e.ctx, agent(n), w.Task.ID, e.okReport(w)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	claim("a1", 1) // the small files and one large: 272 MiB of its 520
+	claim("a2", 2) // two large: 512 of its 520, and no third
+	claim("a1", 2) // the last large file: a1 had 248 MiB left, a2 8
+	if bytes["a1"] != 528*mib || bytes["a2"] != 512*mib {
+		t.Fatalf("a1 took %d MiB, a2 %d MiB: want 528 and 512 (pairs %+v)", bytes["a1"]/mib, bytes["a2"]/mib, j.Pairs)
+	}
 }

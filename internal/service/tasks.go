@@ -463,7 +463,12 @@ func (r *claimRun) freshJob(j *transfer.Job) error {
 				// Every pending file is larger than what is left of the
 				// pair's share: another pair with room for the first
 				// carries it; if none has, this pair takes it.
-				if r.othersCanCarry(j, pr, tasks, files[0].Size, "") {
+				// When none can carry it whole, the pair with the most of
+				// its share left takes it, not the first to ask: that one
+				// would end as far past its share as the file is large
+				// while another idles (the demo moved 768 MiB over one
+				// pair and 272 over the other, shares of 520 each).
+				if left := r.othersLeft(j, pr, tasks, ""); left >= files[0].Size || left > shareLeft {
 					break
 				}
 				batch = files[:1]
@@ -521,6 +526,14 @@ func fitBatch(files []transfer.JobFile, maxFiles int, maxBytes, shareLeft int64)
 // With to set, only the pairs to that destination node count (the owner
 // of a file cut in parts). A part's bytes count in its task's.
 func (r *claimRun) othersCanCarry(j *transfer.Job, pr pairRun, tasks []transfer.Task, need int64, to string) bool {
+	return r.othersLeft(j, pr, tasks, to) >= need
+}
+
+// othersLeft is the most share left (its share less the bytes of its
+// tasks) among the booked job's other pairs with live nodes (with to
+// set, those into that node); 0 when none has any.
+func (r *claimRun) othersLeft(j *transfer.Job, pr pairRun, tasks []transfer.Task, to string) int64 {
+	var most int64
 	for _, p := range j.Pairs {
 		if p.From == pr.from && p.To == pr.to || p.ShareBytes == 0 || to != "" && p.To != to {
 			continue
@@ -537,11 +550,9 @@ func (r *claimRun) othersCanCarry(j *transfer.Job, pr pairRun, tasks []transfer.
 				assigned += t.Bytes
 			}
 		}
-		if p.ShareBytes-assigned >= need {
-			return true
-		}
+		most = max(most, p.ShareBytes-assigned)
 	}
-	return false
+	return most
 }
 
 // claim gives task t with files to this node, pushing to to; with part
