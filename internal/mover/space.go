@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/units"
 )
 
@@ -26,7 +27,7 @@ func (d Dest) checkSize(size, blockSize int64) error {
 		limit = DefaultMaxFileSize
 	}
 	if size > limit {
-		return fmt.Errorf("announced size %s exceeds the receiver's limit of %s per file%s", units.FormatSize(size), units.FormatSize(limit), d.LimitHint)
+		return retry.WithFault(fmt.Errorf("announced size %s exceeds the receiver's limit of %s per file%s", units.FormatSize(size), units.FormatSize(limit), d.LimitHint), retry.FaultNoSpace)
 	}
 	if blockSize <= 0 || (size+blockSize-1)/blockSize > maxBlocks {
 		return fmt.Errorf("announced size %s is more than %d blocks of %s", units.FormatSize(size), int64(maxBlocks), units.FormatSize(blockSize))
@@ -47,7 +48,7 @@ type Space struct {
 func NewSpace() *Space { return &Space{} }
 
 // errNoSpace is wrapped by refusals for lack of room.
-var errNoSpace = errors.New("not enough space at the destination")
+var errNoSpace = retry.WithFault(errors.New("not enough space at the destination"), retry.FaultNoSpace)
 
 // reserve sets need bytes aside for a file about to be received in dir, or
 // says how much is missing. It returns what it set aside (0 where the
