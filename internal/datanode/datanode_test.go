@@ -17,6 +17,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -861,5 +862,23 @@ func TestConfirmGrant(t *testing.T) {
 	release()
 	if g := n.granted(); len(g) != 0 {
 		t.Errorf("granted after the session: %+v", g)
+	}
+}
+
+// TestFreeBytes: the heartbeat carries its root's free space where the
+// system says it (Linux: statfs), and none where it cannot.
+func TestFreeBytes(t *testing.T) {
+	root, err := os.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	n := &node{root: root}
+	free := n.freeBytes()
+	if runtime.GOOS == "linux" && (free == nil || *free <= 0) {
+		t.Fatalf("free bytes of a temporary directory: %v", free)
+	}
+	if runtime.GOOS != "linux" && free != nil {
+		t.Fatalf("free bytes where statfs is not asked: %d", *free)
 	}
 }

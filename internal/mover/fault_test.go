@@ -57,8 +57,9 @@ func TestFaultOf(t *testing.T) {
 // TestCopyFaults pushes to a real server: a file whose destination is a
 // directory fails with class permission across the wire (the receiver's
 // word), one the sender cannot read with not-found (its own), and the
-// others arrive with no class; a peer of version 9 says no class; a
-// read-only server refuses the push with class permission.
+// others arrive with no class; a peer of version 9 says no class; a file
+// over the server's size limit fails with no-space; a read-only server
+// refuses the push with class permission.
 func TestCopyFaults(t *testing.T) {
 	serverRoot, local := t.TempDir(), t.TempDir()
 	addr := serveLoopback(t, serverRoot)
@@ -104,6 +105,12 @@ func TestCopyFaults(t *testing.T) {
 	got, _, _ = push(old)
 	if fr := got["a.bin"]; fr.OK || fr.Fault != "" {
 		t.Errorf("a.bin from a version %d peer: ok %v, fault %q, want none said", old.maxVersion, fr.OK, fr.Fault)
+	}
+
+	small := serveConfig(t, ServerConfig{Root: t.TempDir(), MaxFileSize: 4})
+	got, _, _ = push(ClientConfig{Addr: small, Streams: 1, Tuning: Tuning{DSCP: -1}})
+	if fr := got["b.bin"]; fr.OK || fr.Fault != retry.FaultNoSpace {
+		t.Errorf("b.bin over the server's size limit: ok %v, fault %q, want no-space (%s)", fr.OK, fr.Fault, fr.Reason)
 	}
 
 	ro := serveConfig(t, ServerConfig{Root: t.TempDir(), ReadOnly: true})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path"
 	"sync"
 	"syscall"
@@ -86,3 +87,8 @@ func (s *Space) release(n int64) {
 func isNoSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
+
+// FreeSpace is the free space, in bytes, of the filesystem holding dir
+// under root, as an unprivileged writer may use it (statfs's available
+// blocks); an error where the system cannot say.
+func FreeSpace(root *os.Root, dir string) (int64, error) { return freeSpace(root, dir) }
