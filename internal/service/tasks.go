@@ -649,7 +649,12 @@ func (r *claimRun) claim(j *transfer.Job, t transfer.Task, files []transfer.JobF
 }
 
 func movingReason(j transfer.Job) string {
-	return fmt.Sprintf("moving: %d of %d files", j.FilesDone, j.FilesTotal)
+	why := fmt.Sprintf("moving: %d of %d files", j.FilesDone, j.FilesTotal)
+	if j.Storage != "" {
+		// The destination is full for some: said first, the rest goes on.
+		why = oneLine(storagePrefix + j.Storage + "; " + why)
+	}
+	return why
 }
 
 // staleAnswer tells a node that its attempt of t is no longer current.
@@ -1155,15 +1160,15 @@ func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep
 				// receipt, a failed attempt of the file (sent again,
 				// then FAILED).
 				if why := s.unconfirmed(j, t, *f, nil, fr); why != "" {
-					fr.OK, fr.Error, fr.Permanent = false, why, false
+					fr.OK, fr.Error, fr.Permanent, fr.Class = false, why, false, apiv1.ClassInternal
 				}
 			}
 			switch {
 			case fr.OK && f.Expected != "" && !strings.EqualFold(fr.Checksum, f.Expected):
 				// Sent again once; a second mismatch is final.
-				again := strings.HasPrefix(f.Error, "checksum mismatch") || f.Attempts >= MaxAttempts
+				again := f.Class == apiv1.ClassChecksum || f.Attempts >= MaxAttempts
 				f.Error = oneLine(fmt.Sprintf("checksum mismatch: got %s, want %s", fr.Checksum, f.Expected))
-				f.Checksum = fr.Checksum
+				f.Checksum, f.Class = fr.Checksum, apiv1.ClassChecksum
 				if again {
 					f.State = transfer.FileFailed
 					failed++
@@ -1171,7 +1176,7 @@ func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep
 					f.State = transfer.FilePending
 				}
 			case fr.OK:
-				f.State, f.Checksum, f.Error = transfer.FileSucceeded, fr.Checksum, ""
+				f.State, f.Checksum, f.Error, f.Class = transfer.FileSucceeded, fr.Checksum, "", ""
 				moved += f.Size
 				ok++
 				if pi >= 0 {
@@ -1182,11 +1187,10 @@ func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep
 				if f.Error == "" {
 					f.Error = "failed without a reason"
 				}
-				if fr.Permanent || f.Attempts >= MaxAttempts {
-					f.State = transfer.FileFailed
+				f.Class = failureClass(fr.Class)
+				if failAttempt(f.Class, &f.State, &f.Attempts) {
 					failed++
-				} else {
-					f.State = transfer.FilePending
+					noteStorage(&j, f.Path, f.Class, f.Error)
 				}
 			}
 			changed = append(changed, *f)
@@ -1202,11 +1206,10 @@ func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep
 					if f.Error == "" {
 						f.Error = "the task ended without a word on it"
 					}
-					if rep.Permanent || f.Attempts >= MaxAttempts {
-						f.State = transfer.FileFailed
+					f.Class = failureClass(rep.Class)
+					if failAttempt(f.Class, &f.State, &f.Attempts) {
 						failed++
-					} else {
-						f.State = transfer.FilePending
+						noteStorage(&j, f.Path, f.Class, f.Error)
 					}
 					if !slices.ContainsFunc(changed, func(c transfer.JobFile) bool { return c.Path == f.Path }) {
 						changed = append(changed, *f)
@@ -1348,7 +1351,10 @@ func (s *Service) finish(ctx context.Context, tx store.Store, j *transfer.Job, n
 	}
 	j.State = transfer.JobFailed
 	j.Reason = fmt.Sprintf("%d of %d files failed", j.FilesFailed, j.FilesTotal)
-	if len(first) > 0 {
+	switch {
+	case j.Storage != "":
+		j.Reason = oneLine(storagePrefix + j.Reason + "; first for want of room: " + j.Storage)
+	case len(first) > 0:
 		j.Reason = oneLine(j.Reason + fmt.Sprintf("; first: %s: %s", first[0].Path, first[0].Error))
 	}
 	return nil
