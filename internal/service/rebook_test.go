@@ -11,6 +11,7 @@ import (
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/service"
+	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/transfer"
 )
 
@@ -172,5 +173,25 @@ func TestLargeFileToPairWithMostLeft(t *testing.T) {
 	claim("a1", 2) // the last large file: a1 had 248 MiB left, a2 8
 	if bytes["a1"] != 528*mib || bytes["a2"] != 512*mib {
 		t.Fatalf("a1 took %d MiB, a2 %d MiB: want 528 and 512 (pairs %+v)", bytes["a1"]/mib, bytes["a2"]/mib, j.Pairs)
+	}
+}
+
+// A deadline job that cannot fit in the destination's free space (as its
+// data nodes report it) is refused naming the space, nothing booked.
+func TestDeadlineRefusedForSpace(t *testing.T) {
+	e := newEnv(t)
+	free := int64(600_000_000)
+	for _, n := range []string{"b1", "b2"} {
+		hb := apiv1.DataNodeHeartbeat{Endpoint: "dst", Address: e.addr(n), Lease: "15s", Parts: true, FreeBytes: &free}
+		if _, err := e.s.Heartbeat(e.ctx, agent(n), n, hb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)}, listed(26, 100_000_000))
+	if err == nil || j.State != transfer.JobFailed || !strings.Contains(j.Reason, "storage: no space: the destination dst has") {
+		t.Fatalf("a 2.6 GB job into 600 MB: %s %q", j.State, j.Reason)
+	}
+	if rs, _ := e.c.List(e.ctx, admin, store.Filter{}); len(rs) != 0 {
+		t.Fatalf("it booked %d reservations", len(rs))
 	}
 }
