@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/service"
 	"github.com/lightpath/lightpath/internal/store"
@@ -193,5 +194,99 @@ func TestDeadlineRefusedForSpace(t *testing.T) {
 	}
 	if rs, _ := e.c.List(e.ctx, admin, store.Filter{}); len(rs) != 0 {
 		t.Fatalf("it booked %d reservations", len(rs))
+	}
+}
+
+// Competing deadline jobs of two users: each admitted job's plan ends
+// before its deadline and no link direction is booked past what it may
+// carry; a third job that cannot fit beside them is refused with its
+// earliest completion, nothing of it booked, and the admitted ones keep
+// their bookings.
+func TestCompetingDeadlines(t *testing.T) {
+	e := newEnv(t)
+	for _, ep := range []string{"src", "dst"} {
+		if _, err := e.s.Allow(e.ctx, admin, ep, apiv1.EndpointAllow{Users: []string{"alice", "bob"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	submit := func(who controller.Actor, deadline time.Duration, files []apiv1.ListedFile) transfer.Job {
+		t.Helper()
+		j, _, err := e.s.Submit(e.ctx, who, transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in" + who.Name + deadline.String(), Deadline: t0.Add(deadline)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := e.claim("a1", 1)
+		if len(ws) != 1 {
+			t.Fatalf("the listing of %s's job: %+v", who.Name, ws)
+		}
+		if _, err := e.s.Listing(e.ctx, agent("a1"), ws[0].Task.ID, apiv1.Listing{Attempt: 1, Files: files}); err != nil {
+			t.Fatal(err)
+		}
+		e.s.BookPending(e.ctx)
+		return e.job(j.ID)
+	}
+	j1 := submit(alice, time.Hour, listed(40, 100_000_000))
+	j2 := submit(bob, time.Hour, listed(40, 100_000_000))
+	for _, j := range []transfer.Job{j1, j2} {
+		if j.State != transfer.JobScheduled {
+			t.Fatalf("job %s of %s: %s %q", j.ID, j.Owner, j.State, j.Reason)
+		}
+		for _, p := range j.Pairs {
+			if end := lastEndOf(p); end.After(j.Deadline) {
+				t.Fatalf("job %s's pair %s > %s ends at %s, after its deadline", j.ID, p.From, p.To, end)
+			}
+		}
+	}
+	before, _ := e.c.List(e.ctx, admin, store.Filter{})
+	// Both jobs hold the access links for their windows: 4 GB more by
+	// a minute after the start cannot fit.
+	j3 := submit(alice, time.Minute, listed(40, 100_000_000))
+	if j3.State != transfer.JobFailed || !strings.Contains(j3.Reason, "cannot be met: the earliest completion is") {
+		t.Fatalf("the third job: %s %q", j3.State, j3.Reason)
+	}
+	after, _ := e.c.List(e.ctx, admin, store.Filter{})
+	if len(after) != len(before) {
+		t.Fatalf("the refused job left %d reservations", len(after)-len(before))
+	}
+	// No link direction over what it may carry, at any instant: the
+	// controller's timeline of each access link.
+	for _, r := range after {
+		if !r.State.Live() {
+			t.Fatalf("an admitted job's reservation is %s", r.State)
+		}
+	}
+	tl, err := e.c.Timeline(t0, t0.Add(2*time.Hour), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range tl {
+		for _, st := range d.Steps {
+			if st.Used > d.Reservable {
+				t.Fatalf("%s: %d booked over %d reservable", d.Hop, st.Used, d.Reservable)
+			}
+		}
+	}
+}
+
+func lastEndOf(p transfer.Pair) time.Time {
+	if n := len(p.Later); n > 0 {
+		return p.Later[n-1].End
+	}
+	return p.End
+}
+
+// A one-file deadline job of a few KiB is booked for a window no shorter
+// than booking takes, on a plan that names the joint planner, and starts.
+func TestTinyDeadlineJob(t *testing.T) {
+	e := newEnv(t)
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Minute)}, listed(1, 4096))
+	if err != nil || j.State != transfer.JobScheduled {
+		t.Fatalf("a tiny job: %s %q %v", j.State, j.Reason, err)
+	}
+	if len(j.Pairs) != 1 || j.Pairs[0].End.Sub(j.Pairs[0].Start) < service.DefaultMinWindow || j.Algorithm != reserve.AlgJointEarliestCompletion {
+		t.Fatalf("its plan: %s %+v", j.Algorithm, j.Pairs)
+	}
+	if j = e.startBooked(j); j.State != transfer.JobActive {
+		t.Fatalf("at its start: %s", j.State)
 	}
 }
