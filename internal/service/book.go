@@ -242,6 +242,23 @@ func (s *Service) book(ctx context.Context, j transfer.Job) ([]transfer.Pair, st
 		return nil, "", fmt.Errorf("look up the job's owner %s: %w", j.Owner, err)
 	}
 	limits, _ := s.c.Policy().Resolve(u.Role, j.Project)
+	if limits.MaxBandwidth > 0 {
+		// One reservation may not exceed the policy's bandwidth: a flow
+		// faster than that is booked at it, the window lengthened for the
+		// rate given up (less than the plan's rate always fits where it did).
+		capped := false
+		for i := range flows {
+			if flows[i].Rate > limits.MaxBandwidth {
+				flows[i].Rate, capped = limits.MaxBandwidth, true
+			}
+		}
+		if capped {
+			end = maxTime(end, windowEnd(p.Start, j.BytesTotal, req.Goodput, sumRates(flows)))
+			if !j.Deadline.IsZero() && end.After(j.Deadline) {
+				return nil, "", &DeadlineError{Deadline: j.Deadline, Earliest: end, Algorithm: p.Algorithm + " within the policy's max_bandwidth"}
+			}
+		}
+	}
 	windows := consecutive(p.Start, end, limits.MaxDuration, max(limits.MinDuration, s.minWindow))
 	rates := make([]float64, len(flows))
 	for i, f := range flows {

@@ -290,3 +290,62 @@ func TestTinyDeadlineJob(t *testing.T) {
 		t.Fatalf("at its start: %s", j.State)
 	}
 }
+
+// The policy's max_bandwidth holds for each of a job's reservations: a
+// flow the plan gave more is booked at it, over a longer window; and a
+// window past the policy's max_duration is booked as consecutive
+// reservations, each within it.
+func TestDeadlineWithinPolicy(t *testing.T) {
+	e := newEnv(t)
+	if err := e.c.SetPolicy(e.ctx, admin, reserve.Policy{Default: reserve.Limits{MaxBandwidth: 400e6, MaxDuration: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)}, listed(80, 100_000_000))
+	if err != nil || j.State != transfer.JobScheduled {
+		t.Fatalf("the job: %s %q %v", j.State, j.Reason, err)
+	}
+	// 8 GB at 2 × 400 Mbit/s and η: about 94 s, more than the policy's
+	// minute: two reservations a pair.
+	for _, p := range j.Pairs {
+		if len(p.Later) == 0 {
+			t.Fatalf("pair %s > %s has one reservation %s – %s", p.From, p.To, p.Start, p.End)
+		}
+		if p.RateBps != 400e6 {
+			t.Fatalf("pair %s > %s booked at %d bit/s, over the policy's 400 Mbit/s", p.From, p.To, p.RateBps)
+		}
+		ids := append([]string{p.Reservation}, laterOf(p)...)
+		prevEnd := p.Start
+		for _, id := range ids {
+			r, err := e.c.Get(e.ctx, admin, id)
+			if err != nil || !r.State.Live() || r.Bandwidth > 400e6 || r.End.Sub(r.Start) > time.Minute || !r.Start.Equal(prevEnd) {
+				t.Fatalf("pair %s > %s: reservation %+v %v", p.From, p.To, r, err)
+			}
+			prevEnd = r.End
+		}
+	}
+	// At the first reservation's end, each pair goes on on its next.
+	j = e.startBooked(j)
+	next := map[string]string{}
+	for _, p := range j.Pairs {
+		next[p.From+">"+p.To] = p.Later[0].Reservation
+	}
+	e.clk.Set(j.Pairs[0].End)
+	for _, n := range []string{"a1", "a2", "b1", "b2"} {
+		e.beat(n, nil)
+	}
+	e.c.Tick(e.ctx)
+	e.s.Tick(e.ctx)
+	for _, p := range e.job(j.ID).Pairs {
+		if p.Reservation != next[p.From+">"+p.To] || p.Routed != "" {
+			t.Fatalf("pair %s > %s at its first reservation's end: on %s (routed %q), want %s; job %s %q %+v", p.From, p.To, p.Reservation, p.Routed, next[p.From+">"+p.To], e.job(j.ID).State, e.job(j.ID).Reason, e.job(j.ID).Pairs)
+		}
+	}
+}
+
+func laterOf(p transfer.Pair) []string {
+	var out []string
+	for _, l := range p.Later {
+		out = append(out, l.Reservation)
+	}
+	return out
+}
