@@ -220,14 +220,7 @@ func (s *Service) book(ctx context.Context, j transfer.Job) ([]transfer.Pair, st
 		return refuse("storage: no space: the destination %s has %s free, the job needs %s", dstEP,
 			units.FormatSize(free), units.FormatSize(j.BytesTotal))
 	}
-	req := apiv1.PlanRequest{SizeBytes: uint64(j.BytesTotal), Goodput: s.goodputNow(), StartUp: s.startUp.String(),
-		MinDuration: s.minWindow.String(), Deadline: j.Deadline, Project: j.Project}
-	for _, n := range srcs {
-		req.Sources = append(req.Sources, apiv1.PlanEndpoint{Node: n.Node, MaxRate: n.MaxRateBps})
-	}
-	for _, n := range dsts {
-		req.Destinations = append(req.Destinations, apiv1.PlanEndpoint{Node: n.Node, MaxRate: n.MaxRateBps})
-	}
+	req := s.planRequest(j, j.BytesTotal, srcs, dsts, nil)
 	p, err := b.Plan(ctx, req)
 	if err != nil {
 		return refuse("%s", oneLine(err.Error()))
@@ -463,4 +456,28 @@ func (s *Service) spreadable(ctx context.Context, j transfer.Job, want int) int 
 		return want // not known: no trim
 	}
 	return min(n+len(parts), want)
+}
+
+// planRequest asks for the plan of size bytes of job j from nodes srcs to
+// dsts, with the service's priors; used is the rate each node already
+// carries for the job (its --max-rate is shared with it; a node with none
+// to spare is left out).
+func (s *Service) planRequest(j transfer.Job, size int64, srcs, dsts []transfer.DataNode, used map[string]uint64) apiv1.PlanRequest {
+	req := apiv1.PlanRequest{SizeBytes: uint64(size), Goodput: s.goodputNow(), StartUp: s.startUp.String(),
+		MinDuration: s.minWindow.String(), Deadline: j.Deadline, Project: j.Project}
+	add := func(to *[]apiv1.PlanEndpoint, ns []transfer.DataNode) {
+		for _, n := range ns {
+			m := n.MaxRateBps
+			if m > 0 {
+				if used[n.Node] >= m {
+					continue
+				}
+				m -= used[n.Node]
+			}
+			*to = append(*to, apiv1.PlanEndpoint{Node: n.Node, MaxRate: m})
+		}
+	}
+	add(&req.Sources, srcs)
+	add(&req.Destinations, dsts)
+	return req
 }
