@@ -360,3 +360,23 @@ func TestWritersAtScale(t *testing.T) {
 		t.Fatalf("claimed %d files (%v ...); want data/zzz alone", len(got), got[:min(3, len(got))])
 	}
 }
+
+// TestWritersDryRun: a dry run writes nothing, so it is never refused for
+// another job's files and never holds its own.
+func TestWritersDryRun(t *testing.T) {
+	e := newEnv(t, wholeFiles)
+	a, w := e.submitAs(alice, transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"})
+	e.page(w, 0, false, named("a.dat"))
+	dry, w := e.submitAs(alice, transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", DryRun: true})
+	if ans := e.page(w, 0, false, named("a.dat", "b.dat")); ans.Task.State != transfer.TaskSucceeded {
+		t.Fatalf("the dry run's listing beside job %s: %+v", a.ID, ans.Task)
+	}
+	if j := e.job(dry.ID); j.State == transfer.JobFailed {
+		t.Fatalf("the dry run: %s %q", j.State, j.Reason)
+	}
+	b, w := e.submitAs(alice, transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"})
+	e.page(w, 0, false, named("b.dat"))
+	if j := e.job(b.ID); j.State != transfer.JobActive {
+		t.Fatalf("a job writing what a dry run listed: %s %q", j.State, j.Reason)
+	}
+}
