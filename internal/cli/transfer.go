@@ -276,7 +276,7 @@ func printTransferPage(w io.Writer, p apiv1.TransferPage) {
 
 type submitFlags struct {
 	deadline, key, checksum, checksumFile, project, cc string
-	transport                                          string
+	transport, onConflict                              string
 	priority                                           int
 	overwrite, skipExisting, update                    bool
 	noWait, dryRun                                     bool
@@ -330,6 +330,12 @@ its port). --cc is then its rate control: fixed (at the task's booked
 rate, or its share of the data node's --max-rate), fast or aimd; default
 fixed for a job with a --deadline (which books the network), fast
 otherwise.
+
+Two live jobs never write one destination file: a job listing a file that
+another job (yours or anyone's, QUEUED, SCHEDULED or ACTIVE) is writing
+fails at its listing, naming that job and the path (--on-conflict refuse,
+the default); with --on-conflict wait those files wait until the other
+job's file has ended, then go on.
 
 --id KEY makes the submission idempotent: the same KEY again returns the
 first job (or is refused when the request differs). It prints the job's
@@ -398,6 +404,7 @@ id, its state and what it waits for; follow it with transfer wait.`,
 	fs.StringVar(&f.project, "project", "", "the project the job runs under (its limits apply)")
 	fs.StringVar(&f.cc, "cc", "", "congestion control of the job's data streams: bbr, cubic, reno, or fast (loaded on the data nodes with lightpath cc install fast) (default: each data node's own); with --transport udp: fixed, fast or aimd")
 	fs.StringVar(&f.transport, "transport", "", "what carries the job's data streams: tcp (default) or udp")
+	fs.StringVar(&f.onConflict, "on-conflict", "", "a destination file another live job is writing: refuse (fail this job, the default) or wait (until that job's file has ended)")
 	fs.BoolVar(&f.update, "update", false, "leave a destination file whose size, time and checksum match, replace it otherwise (the default)")
 	fs.BoolVar(&f.overwrite, "overwrite", false, "replace destination files that exist")
 	fs.BoolVar(&f.skipExisting, "skip-existing", false, "leave destination files that exist alone")
@@ -453,7 +460,10 @@ func orWord(s, def string) string {
 // locations, sources on several endpoints, a deadline not in the future,
 // two policies, a bad checksum file.
 func (f submitFlags) request(args []string, now time.Time) (transfer.JobRequest, error) {
-	req := transfer.JobRequest{Priority: f.priority, Key: f.key, Project: f.project, CC: f.cc, Transport: f.transport, DryRun: f.dryRun}
+	req := transfer.JobRequest{Priority: f.priority, Key: f.key, Project: f.project, CC: f.cc, Transport: f.transport, DryRun: f.dryRun, OnConflict: f.onConflict}
+	if err := transfer.CheckOnConflict(f.onConflict); err != nil {
+		return req, fmt.Errorf("--%w", err)
+	}
 	if err := transfer.CheckCC(f.cc); err != nil {
 		return req, fmt.Errorf("--cc: %w", err)
 	}
@@ -655,6 +665,9 @@ func printJobPage(w io.Writer, p apiv1.JobPage, failed []transfer.JobFile, optim
 	}
 	if j.Transport != "" {
 		row("transport", j.Transport)
+	}
+	if j.OnConflict == transfer.ConflictWait {
+		row("on conflict", j.OnConflict) // refuse, the default, goes without saying
 	}
 	row("done", jobProgress(j))
 	row("throughput", units.FormatRate(j.ThroughputBps))

@@ -14,6 +14,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,6 +96,10 @@ func (r *claimRun) freshPart(j *transfer.Job, to transfer.DataNode, pr pairRun, 
 	if err != nil {
 		return false, err
 	}
+	held, err := r.blocked(slices.Collect(maps.Values(files))) // waiting for another writer
+	if err != nil {
+		return false, err
+	}
 	// The parts not yet handed out of the files this pair's destination
 	// owns are as good as this pair's already: a new file is taken (and
 	// its owner fixed, which gives all its parts to the pairs into that
@@ -127,7 +132,7 @@ func (r *claimRun) freshPart(j *transfer.Job, to transfer.DataNode, pr pairRun, 
 		if !ok || f.State != transfer.FilePending && f.State != transfer.FileActive {
 			continue
 		}
-		if f.To != "" && f.To != pr.to || busy[p.Path] {
+		if f.To != "" && f.To != pr.to || busy[p.Path] || held[p.Path] != "" {
 			continue
 		}
 		need, room := p.Length, shareLeft

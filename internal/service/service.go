@@ -203,6 +203,10 @@ type Service struct {
 	// changed is closed, and replaced, at every change that may give a
 	// waiting claim something to hand out (see notify).
 	changed chan struct{}
+	// waitScan is where the next claim's scan of a job's pending files
+	// goes on after, for a job whose files wait for other writers
+	// (writers.go). Under mu.
+	waitScan map[string]string
 	// parked counts the times a claim or a job wait found nothing and
 	// began waiting for the next change (see Parked).
 	parked atomic.Uint64

@@ -334,6 +334,7 @@ func (r *claimRun) fresh() error {
 	if err != nil {
 		return err
 	}
+	r.s.pruneWaitScan(js)
 	slices.SortStableFunc(js, func(a, b transfer.Job) int {
 		if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
 			return c
@@ -450,11 +451,10 @@ func (r *claimRun) freshJob(j *transfer.Job) error {
 			if pr.reserved && pr.share > 0 && assigned >= pr.share && r.othersCanCarry(j, pr, tasks, 1, "") {
 				break
 			}
-			files, err := r.tx.ListJobFiles(r.ctx, store.JobFileFilter{Job: j.ID, States: []string{transfer.FilePending}, Limit: BatchFiles})
+			files, err := r.pendingFiles(j) // whole, none waiting for another writer
 			if err != nil {
 				return err
 			}
-			files = slices.DeleteFunc(files, partedFile) // freshPart's
 			if len(files) == 0 {
 				break
 			}
@@ -871,6 +871,9 @@ func (s *Service) listing(ctx context.Context, a controller.Actor, id string, l 
 		if pre.refused == nil && s.doesParts(ctx, t.From) {
 			pre.parts = s.cutParts(pre.files)
 		}
+	}
+	if pre.refused == nil {
+		pre.refused = s.checkWriters(ctx, j, pre.files) // one writer per destination file
 	}
 	if err := pre.refused; err != nil {
 		var re *reserve.RequestError

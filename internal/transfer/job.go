@@ -100,6 +100,28 @@ type JobRequest struct {
 	// planned, its pairs show the plan and its reason the earliest
 	// completion, and it ends CANCELLED with nothing booked.
 	DryRun bool `json:"dry_run,omitempty"`
+	// OnConflict says what happens to a listed file whose destination
+	// another live job is writing already (one writer per destination
+	// file): refuse (the default) fails this job at its listing, naming
+	// the other; wait leaves the file unclaimed until the other job's
+	// file has ended.
+	OnConflict string `json:"on_conflict,omitempty"`
+}
+
+// What a job does when another live job writes one of its destination
+// files (JobRequest.OnConflict).
+const (
+	ConflictRefuse = "refuse"
+	ConflictWait   = "wait"
+)
+
+// CheckOnConflict checks a job's OnConflict: "" (refuse), refuse or wait.
+func CheckOnConflict(v string) error {
+	switch v {
+	case "", ConflictRefuse, ConflictWait:
+		return nil
+	}
+	return fmt.Errorf("on-conflict %q: want refuse or wait", v)
 }
 
 // The transports a job's data may take (JobRequest.Transport).
@@ -244,6 +266,10 @@ type JobFile struct {
 	// in one task); PartsDone how many of them arrived verified.
 	Parts     int `json:"parts,omitempty"`
 	PartsDone int `json:"parts_done,omitempty"`
+	// WaitsFor are the other jobs that were writing Dest when this file
+	// was listed (its job chose on_conflict wait): it is not claimed
+	// while any of them is live and its file there not ended.
+	WaitsFor []string `json:"waits_for,omitempty"`
 }
 
 // Part is a byte range of one file that a copy task pushes on its own:
