@@ -261,3 +261,28 @@ func TestFakeBookerBookedAndReleased(t *testing.T) {
 	}
 	e.noControllerReservations()
 }
+
+// TestServiceNeedsNoController: a service is built from a store alone
+// (no controller anywhere), refuses to be built without one, and refuses
+// what needs a topology with reserve.ErrNoTopology when it is handed none.
+func TestServiceNeedsNoController(t *testing.T) {
+	ctx := context.Background()
+	if _, err := service.New(ctx, service.Config{}); err == nil {
+		t.Fatal("a service without a store was built")
+	}
+	st, err := store.Open(ctx, sqliteURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s, err := service.New(ctx, service.Config{Store: st, Booker: (&fakeBooker{}).bookerAs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Heartbeat(ctx, agent("a1"), "a1", apiv1.DataNodeHeartbeat{Endpoint: "src", Address: "127.0.0.1:7000"}); !errors.Is(err, reserve.ErrNoTopology) || !errors.Is(err, reserve.ErrConflict) {
+		t.Fatalf("a heartbeat without a topology: %v", err)
+	}
+	if _, err := s.Claim(ctx, agent("a1"), "a1", apiv1.ClaimRequest{Max: 1}); !errors.Is(err, reserve.ErrNoTopology) {
+		t.Fatalf("a claim without a topology: %v", err)
+	}
+}
