@@ -3,11 +3,11 @@
 // on, deadline jobs booked through a booking.Booker (the controller's
 // scheduler, in process), and the optimizer's decisions. It never imports
 // the controller: what it needs of it comes in its Config. Data nodes
-// call it (heartbeat, claim, listing, report); it never calls them. Every piece of a job's state lives in the
-// store: a controller killed or replaced by its standby carries on from
-// there (what it keeps in memory, the optimizer's pairs and the running
-// rates, is rebuilt from the store or from the next reports). Package api
-// serves it over HTTP.
+// call it (heartbeat, claim, listing, report); it never calls them.
+// Every piece of a job's state lives in the store: a controller killed or
+// replaced by its standby carries on from there (what it keeps in memory,
+// the optimizer's pairs and the running rates, is rebuilt from the store
+// or from the next reports). Package api serves it over HTTP.
 package service
 
 import (
