@@ -748,6 +748,10 @@ func printFailedFiles(w io.Writer, failed []transfer.JobFile) {
 	}
 	fmt.Fprintf(w, "failed files (%d):\n", len(failed))
 	for _, f := range failed {
+		if f.Class != "" {
+			fmt.Fprintf(w, "  %s: %s: %s (%d attempts)\n", safeArgs([]any{f.Path, f.Class, orWord(f.Error, "no error recorded"), f.Attempts})...)
+			continue
+		}
 		fmt.Fprintf(w, "  %s: %s (%d attempts)\n", safeArgs([]any{f.Path, orWord(f.Error, "no error recorded"), f.Attempts})...)
 	}
 }

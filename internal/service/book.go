@@ -89,6 +89,20 @@ func (s *Service) BookPending(ctx context.Context) {
 		}
 		s.bookJob(ctx, j)
 	}
+	s.lock()
+	ids := make([]string, 0, len(s.rebook))
+	for id := range s.rebook {
+		ids = append(ids, id)
+	}
+	clear(s.rebook)
+	s.unlock()
+	slices.Sort(ids)
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return
+		}
+		s.rebookLost(ctx, id)
+	}
 }
 
 // bookJob plans and books one listed job and stores the outcome:
@@ -96,6 +110,17 @@ func (s *Service) BookPending(ctx context.Context) {
 // for a dry run CANCELLED with the plan.
 func (s *Service) bookJob(ctx context.Context, j transfer.Job) {
 	pairs, algorithm, err := s.book(ctx, j)
+	// The refused or planned job's files are ended here, in steps, each
+	// under its own hold of mu, once the outcome is stored (this loop
+	// drives them itself: nothing is left running behind it).
+	var w store.JobSweep
+	defer func() {
+		if w.Job != "" {
+			if _, derr := s.driveSweep(context.WithoutCancel(ctx), w, 0); derr != nil {
+				s.log.Warn("end the files of a job refused or planned", "job", w.Job, "err", derr)
+			}
+		}
+	}()
 	s.lock()
 	defer s.unlock()
 	now := s.now()
@@ -106,7 +131,6 @@ func (s *Service) bookJob(ctx context.Context, j transfer.Job) {
 		s.release(ctx, transfer.Job{ID: j.ID, Owner: j.Owner, Pairs: pairs}, "the job ended while it was being booked")
 		return
 	}
-	var w store.JobSweep
 	serr := s.tx(ctx, func(tx store.Store) error {
 		j := cur
 		switch {
@@ -130,15 +154,12 @@ func (s *Service) bookJob(ctx context.Context, j transfer.Job) {
 		}
 	})
 	if serr != nil {
+		w = store.JobSweep{}
 		s.log.Error("store a job's booking", "job", j.ID, "err", serr)
 		s.bookDue.Store(true) // tried again at the next tick
 		if err == nil {
 			s.release(ctx, transfer.Job{ID: j.ID, Owner: j.Owner, Pairs: pairs}, "the job's booking could not be stored")
 		}
-		return
-	}
-	if w.Job != "" {
-		s.goSweep(ctx, w)
 	}
 }
 
@@ -192,7 +213,14 @@ func (s *Service) book(ctx context.Context, j transfer.Job) ([]transfer.Pair, st
 			return refuse("no data node of endpoint %s is alive", ep)
 		}
 	}
-	req := apiv1.PlanRequest{SizeBytes: uint64(j.BytesTotal), Goodput: s.goodput, StartUp: s.startUp.String(),
+	// The destination's room, as its data nodes last reported it, before
+	// anything is planned or held: a job that cannot fit is refused naming
+	// the space, rather than booked at full rate to fail at the end.
+	if free, known, err := s.FreeBytes(ctx, dstEP); err == nil && known && free < j.BytesTotal {
+		return refuse("storage: no space: the destination %s has %s free, the job needs %s", dstEP,
+			units.FormatSize(free), units.FormatSize(j.BytesTotal))
+	}
+	req := apiv1.PlanRequest{SizeBytes: uint64(j.BytesTotal), Goodput: s.goodputNow(), StartUp: s.startUp.String(),
 		MinDuration: s.minWindow.String(), Deadline: j.Deadline, Project: j.Project}
 	for _, n := range srcs {
 		req.Sources = append(req.Sources, apiv1.PlanEndpoint{Node: n.Node, MaxRate: n.MaxRateBps})
@@ -204,7 +232,7 @@ func (s *Service) book(ctx context.Context, j transfer.Job) ([]transfer.Pair, st
 	if err != nil {
 		return refuse("%s", oneLine(err.Error()))
 	}
-	flows, end := onePathPerPair(p, j.BytesTotal, s.goodput)
+	flows, end := onePathPerPair(p, j.BytesTotal, req.Goodput)
 	if !p.MeetsDeadline || (!j.Deadline.IsZero() && end.After(j.Deadline)) {
 		return nil, "", &DeadlineError{Deadline: j.Deadline, Earliest: end, Algorithm: p.Algorithm}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/apiv1"
@@ -52,7 +53,16 @@ func (s *Service) deadlines(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	var live map[string][]transfer.DataNode
 	for _, j := range js {
+		if slices.ContainsFunc(j.Pairs, func(p transfer.Pair) bool { return p.Reservation != "" }) {
+			if live == nil {
+				if _, live, err = s.liveNodes(ctx, s.st, now); err != nil {
+					return err
+				}
+			}
+			s.lostPairs(j, live)
+		}
 		switch {
 		case j.State == transfer.JobScheduled:
 			start := false

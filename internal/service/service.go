@@ -200,12 +200,15 @@ type Service struct {
 	// maxHold, policy, topology, events, bookerAs, goodput, startUp and
 	// minWindow are Config's MaxHold, Policy, Topology, Events, Booker,
 	// Goodput, StartUp and MinWindow.
-	maxHold   time.Duration
-	policy    func() reserve.Policy
-	topology  func() Network
-	events    func(ctx context.Context) (<-chan apiv1.Event, func())
-	bookerAs  func(ctx context.Context, user string) (booking.Booker, error)
-	goodput   float64
+	maxHold  time.Duration
+	policy   func() reserve.Policy
+	topology func() Network
+	events   func(ctx context.Context) (<-chan apiv1.Event, func())
+	bookerAs func(ctx context.Context, user string) (booking.Booker, error)
+	goodput  float64
+	// measured is the running estimate of η from finished booked jobs
+	// (goodput.go), as float64 bits; zero until the first.
+	measured  atomic.Uint64
 	startUp   time.Duration
 	minWindow time.Duration
 	// bookMu serialises BookPending: each job is planned against what the
@@ -213,9 +216,12 @@ type Service struct {
 	// completes.
 	bookMu   sync.Mutex
 	bookKick chan struct{}
-	// bookDue says a listing completed (or the service started) since
-	// BookPending last looked.
+	// bookDue says a listing completed (or the service started, or a
+	// booked pair lost a node) since BookPending last looked.
 	bookDue atomic.Bool
+	// rebook holds the booked jobs with a pair whose node was lost
+	// (rebook.go), for BookPending. Under mu.
+	rebook map[string]bool
 	// driving holds the jobs whose sweep a request or goroutine steps
 	// (sweep.go): the clock leaves them to it. Under mu.
 	driving map[string]int
@@ -264,6 +270,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		startUp:           cfg.StartUp,
 		minWindow:         cfg.MinWindow,
 		bookKick:          make(chan struct{}, 1),
+		rebook:            map[string]bool{},
 		ocfg:              cfg.Optimizer.WithDefaults(),
 		bookedConcurrency: cfg.BookedConcurrency,
 		partMin:           cfg.PartMinBytes,
@@ -312,6 +319,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.key = k
 	s.pub = grant.EncodeKey(k.Public().(ed25519.PublicKey))
+	s.loadGoodput(ctx)
 	if s.receiptKey, err = s.loadReceiptKey(ctx); err != nil {
 		return nil, err
 	}

@@ -157,7 +157,11 @@ type Job struct {
 	JobRequest
 	State string `json:"state"`
 	// Reason says in one line what the job waits for, or why it failed.
-	Reason      string    `json:"reason,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Storage is, once a file failed for want of room at the
+	// destination, that file and why: the job's reason then starts with
+	// "storage: no space" and goes on with it.
+	Storage     string    `json:"storage,omitempty"`
 	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
 	StartedAt   time.Time `json:"started_at,omitzero"`
@@ -223,10 +227,15 @@ type JobFile struct {
 	State    string    `json:"state"`
 	Attempts int       `json:"attempts"`
 	Error    string    `json:"error,omitempty"` // the last one
-	Checksum string    `json:"checksum,omitempty"`
-	Expected string    `json:"expected,omitempty"`
-	Task     string    `json:"task,omitempty"` // the task it is in, or last was
-	From     string    `json:"from,omitempty"` // the pair that moved it
+	// Class is the class of Error (apiv1.FailureClasses: not-found,
+	// permission, no-space, refused-by-grant, network, checksum,
+	// internal), on which the controller decided what became of the
+	// file; empty when it has none.
+	Class    string `json:"class,omitempty"`
+	Checksum string `json:"checksum,omitempty"`
+	Expected string `json:"expected,omitempty"`
+	Task     string `json:"task,omitempty"` // the task it is in, or last was
+	From     string `json:"from,omitempty"` // the pair that moved it
 	// To is the destination node; for a file cut in parts, its owner: the
 	// node whose partial file and resume journal every part fills, fixed
 	// by the first part claimed (cleared when the owner is lost).
@@ -256,6 +265,7 @@ type FilePart struct {
 	State    string `json:"state"`
 	Attempts int    `json:"attempts"`
 	Error    string `json:"error,omitempty"` // the last one
+	Class    string `json:"class,omitempty"` // Error's, as JobFile.Class
 	// Checksum is the part's bytes' checksum, in hex, of the job's
 	// algorithm, as sender and receiver agreed on it.
 	Checksum string `json:"checksum,omitempty"`
@@ -331,7 +341,12 @@ type DataNode struct {
 	Address    string `json:"address"`
 	MaxRateBps uint64 `json:"max_rate_bps,omitempty"`
 	// Parts says it pushes and takes parts of large files.
-	Parts        bool      `json:"parts,omitempty"`
+	Parts bool `json:"parts,omitempty"`
+	// FreeBytes is the free space of its root as it last said, at
+	// FreeBytesAt (zero when it never said: a node fronting a storage
+	// system has no root of its own).
+	FreeBytes    int64     `json:"free_bytes,omitempty"`
+	FreeBytesAt  time.Time `json:"free_bytes_at,omitzero"`
 	RegisteredAt time.Time `json:"registered_at"`
 	LeaseExpires time.Time `json:"lease_expires"`
 	Alive        bool      `json:"alive"`
