@@ -669,10 +669,13 @@ func printJobPage(w io.Writer, p apiv1.JobPage, failed []transfer.JobFile, optim
 	tw.Flush()
 	if len(j.Pairs) > 0 {
 		fmt.Fprintln(w, "node pairs:")
-		printTable(w, []string{"  FROM", "TO", "RESERVATION", "RATE", "WINDOW", "SHARE", "DONE", "TASKS", "STREAMS", "ROUTED"}, j.Pairs, func(pr transfer.Pair) []string {
+		printTable(w, []string{"  FROM", "TO", "RESERVATION", "PATH", "RATE", "WINDOW", "SHARE", "DONE", "TASKS", "STREAMS", "ROUTED"}, j.Pairs, func(pr transfer.Pair) []string {
 			win := "-"
 			if !pr.Start.IsZero() {
 				win = fmtTime(pr.Start) + " – " + fmtTime(pr.End)
+				if n := len(pr.Later); n > 0 {
+					win += fmt.Sprintf(" (+%d reservations to %s)", n, fmtTime(pr.Later[n-1].End))
+				}
 			}
 			share := "-"
 			if pr.ShareBytes > 0 {
@@ -682,7 +685,7 @@ func printJobPage(w io.Writer, p apiv1.JobPage, failed []transfer.JobFile, optim
 			if pr.RateBps > 0 {
 				rate = fmtRate(pr.RateBps)
 			}
-			return []string{"  " + pr.From, pr.To, orDash(pr.Reservation), rate, win, share, units.FormatSize(pr.BytesDone),
+			return []string{"  " + pr.From, pr.To, orDash(pr.Reservation), orDash(strings.Join(pr.Path, ",")), rate, win, share, units.FormatSize(pr.BytesDone),
 				countOrDash(pr.Concurrency), countOrDash(pr.Streams), orDash(pr.Routed)}
 		})
 	}

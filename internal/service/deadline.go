@@ -164,8 +164,8 @@ func (s *Service) overrun(ctx context.Context, j transfer.Job, now time.Time) er
 		}
 		if len(p.Later) > 0 {
 			// The next of the pair's consecutive reservations takes over
-			// where this one ends.
-			if now.Before(p.End) {
+			// where this one ends (the clock counts milliseconds).
+			if now.Before(p.End.Truncate(time.Millisecond)) {
 				continue
 			}
 			n := p.Later[0]

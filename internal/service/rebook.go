@@ -147,8 +147,6 @@ func (s *Service) rebookLost(ctx context.Context, id string) {
 // pairs (booked), the rate added to pairs the job had (modified), and a
 // note for the reason when less than all could be done.
 func (s *Service) replan(ctx context.Context, b booking.Booker, j transfer.Job, topo Network, srcs, dsts []transfer.DataNode, left int64, deadEnd time.Time) ([]transfer.Pair, map[string]uint64, string) {
-	req := apiv1.PlanRequest{SizeBytes: uint64(left), Goodput: s.goodputNow(), StartUp: s.startUp.String(),
-		MinDuration: s.minWindow.String(), Deadline: j.Deadline, Project: j.Project}
 	// A node's --max-rate is shared with the job's pairs it is in already.
 	used := map[string]uint64{}
 	for _, q := range j.Pairs {
@@ -157,20 +155,7 @@ func (s *Service) replan(ctx context.Context, b booking.Booker, j transfer.Job, 
 			used[q.To] += q.RateBps
 		}
 	}
-	add := func(to *[]apiv1.PlanEndpoint, ns []transfer.DataNode) {
-		for _, n := range ns {
-			m := n.MaxRateBps
-			if m > 0 {
-				if used[n.Node] >= m {
-					continue
-				}
-				m -= used[n.Node]
-			}
-			*to = append(*to, apiv1.PlanEndpoint{Node: n.Node, MaxRate: m})
-		}
-	}
-	add(&req.Sources, srcs)
-	add(&req.Destinations, dsts)
+	req := s.planRequest(j, left, srcs, dsts, used)
 	if len(req.Sources) == 0 || len(req.Destinations) == 0 {
 		return nil, nil, "; no live node has a rate to spare"
 	}
