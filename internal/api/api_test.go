@@ -117,7 +117,7 @@ func (e *env) start(topo string) {
 	}
 	e.admin = strings.TrimSpace(string(b))
 	e.c = c
-	svc, err := service.New(ctx, service.Config{Controller: c, Booker: api.BookerAs(c)})
+	svc, err := service.New(ctx, api.ServiceConfig(c))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -428,7 +428,8 @@ func runController(ctx context.Context, log *slog.Logger, o controllerOptions) e
 		return errors.New("controller: the database has no users yet: give --admin-token-file F and the admin's token is written there")
 	}
 
-	scfg := service.Config{Controller: c, Booker: api.BookerAs(c), Log: log.With("component", "service")}
+	scfg := api.ServiceConfig(c)
+	scfg.Log = log.With("component", "service")
 	if scfg.PartMinBytes, scfg.PartBytes, err = partSizes(o.partMin, o.partSize); err != nil {
 		return err
 	}

@@ -38,23 +38,6 @@ func boundNode(u store.User, t store.Token) string {
 	return t.Node
 }
 
-// ActsFor returns nil when a may speak for node as its agent (an admin
-// for any node, an agent for the node it is bound to), else a 403 that
-// says which node the agent is bound to.
-func (a Actor) ActsFor(node string) error {
-	switch {
-	case a.Role == reserve.RoleAdmin:
-		return nil
-	case a.Role != reserve.RoleAgent:
-		return forbidden(fmt.Sprintf("only a node's agent may act for node %s", node))
-	case a.Node == "":
-		return forbidden(fmt.Sprintf("agent %s is bound to no node: create a token bound to each of its nodes (lightpath user token create %s --node NODE; lightpath agent does so by itself) and use that", a.Name, a.Name))
-	case a.Node != node:
-		return forbidden(fmt.Sprintf("agent %s is bound to node %s: it cannot act for node %s", a.Name, a.Node, node))
-	}
-	return nil
-}
-
 // checkLinkEnd refuses a report by node's agent on a link that does not
 // end at node, unless node probes a live reservation's path over it
 // (probes); the caller holds mu and has checked the link exists.

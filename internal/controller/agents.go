@@ -64,7 +64,9 @@ func (t *Topo) TopologyHash() string {
 // topoHash is a topology text's SHA-256, kept with the text it is of.
 type topoHash struct{ yaml, sum string }
 
-func (a Actor) isAgent() bool { return a.Role == reserve.RoleAgent || a.Role == reserve.RoleAdmin }
+// isAgent reports whether a may speak as a node agent (an agent or an
+// admin).
+func isAgent(a Actor) bool { return a.Role == reserve.RoleAgent || a.Role == reserve.RoleAdmin }
 
 // agentLease is one agent's lease. Its expiry is read and renewed
 // atomically, so a renewal needs mu only shared (renew); everything else
@@ -119,7 +121,7 @@ func (l *agentLease) persistDue(now, exp time.Time, lease time.Duration) bool {
 // is stored atomically. Registrations, returns and renewals to be written
 // take mu exclusively.
 func (c *Controller) Heartbeat(ctx context.Context, a Actor, node string, lease time.Duration) (AgentWork, error) {
-	if !a.isAgent() {
+	if !isAgent(a) {
 		return AgentWork{}, forbidden("only agents send heartbeats")
 	}
 	if err := a.ActsFor(node); err != nil {
@@ -231,7 +233,7 @@ func (c *Controller) Agents() []AgentInfo {
 // Report records an agent's word on its part of a reservation:
 // provisioned (in place) or failed, with the reason.
 func (c *Controller) Report(ctx context.Context, a Actor, id, node string, ok bool, why string) (reserve.Reservation, error) {
-	if !a.isAgent() {
+	if !isAgent(a) {
 		return reserve.Reservation{}, forbidden("only agents report on nodes")
 	}
 	if err := a.ActsFor(node); err != nil {
@@ -354,7 +356,7 @@ func joinNodes(ns []string) string {
 // dead hop by themselves, so the flows fall back to the routed path in the
 // meantime.
 func (c *Controller) LinkDown(ctx context.Context, a Actor, node, link, why string) ([]reserve.Reservation, error) {
-	if !a.isAgent() {
+	if !isAgent(a) {
 		return nil, forbidden("only agents report links")
 	}
 	if err := a.ActsFor(node); err != nil {
@@ -403,7 +405,7 @@ func (c *Controller) LinkDown(ctx context.Context, a Actor, node, link, why stri
 // and those moved off a dead link go back to the preferred path if it has
 // room for them (moveBack).
 func (c *Controller) LinkUp(ctx context.Context, a Actor, node, link string) error {
-	if !a.isAgent() {
+	if !isAgent(a) {
 		return forbidden("only agents report links")
 	}
 	if err := a.ActsFor(node); err != nil {

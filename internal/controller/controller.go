@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/identity"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
 )
@@ -68,37 +69,9 @@ type Config struct {
 	Log *slog.Logger
 }
 
-// Actor is who makes a request.
-type Actor struct {
-	Name     string
-	Role     reserve.Role
-	Projects []string
-	// Node is the one node an agent identity acts for (its token's or
-	// its user's binding); empty for everyone else and for an unbound
-	// agent (agentbind.go).
-	Node string
-	// TokenID and TokenExpires name the token the request came with (zero
-	// when none, e.g. inside the controller): a token may not mint one
-	// that outlives it.
-	TokenID      string
-	TokenExpires time.Time
-}
-
-// Sees reports whether a may see and act on what owner owns.
-func (a Actor) Sees(owner string) bool { return a.sees(owner) }
-
-// SeesAll reports whether a sees what every owner owns (an operator or an
-// admin), so a list need not be filtered by owner.
-func (a Actor) SeesAll() bool { return a.privileged() }
-
-// sees reports whether a may see and act on what owner owns.
-func (a Actor) sees(owner string) bool {
-	return a.Name == owner || a.Role == reserve.RoleOperator || a.Role == reserve.RoleAdmin
-}
-
-func (a Actor) privileged() bool {
-	return a.Role == reserve.RoleOperator || a.Role == reserve.RoleAdmin
-}
+// Actor is the authenticated caller of a request (package identity's, so
+// that the transfer service checks its callers without the controller).
+type Actor = identity.Actor
 
 // Controller is the reservation service. Create it with Open, run its
 // clock with Run, and close it with Close.
@@ -142,8 +115,9 @@ type Controller struct {
 // scheduler picks.
 func (c *Controller) PathPreference() reserve.PathPreference { return c.pref }
 
-// ErrNoTopology is a request that needs a topology when none was given.
-var ErrNoTopology = fmt.Errorf("%w: the controller has no topology yet: start it with --topology FILE or PUT /api/v1/topology", reserve.ErrConflict)
+// ErrNoTopology is a request that needs a topology when none was given
+// (package reserve's, which the transfer service returns too).
+var ErrNoTopology = reserve.ErrNoTopology
 
 // Open starts a controller on cfg's store: it loads the topology and
 // policy, loads the live reservations and catches up every timed event
@@ -404,7 +378,7 @@ func (c *Controller) SetPolicy(ctx context.Context, a Actor, p reserve.Policy) e
 
 // Audit lists the audit log (operators and admins).
 func (c *Controller) Audit(ctx context.Context, a Actor, f store.AuditFilter) ([]store.AuditEntry, error) {
-	if !a.privileged() {
+	if !a.SeesAll() {
 		return nil, forbidden("only operators and admins may read the audit log")
 	}
 	return c.st.ListAudit(ctx, f)

@@ -105,7 +105,7 @@ func (s *subscriber) wants(p published) bool {
 		return false
 	}
 	switch {
-	case s.actor.sees(p.owner):
+	case s.actor.Sees(p.owner):
 		return true
 	case s.actor.Role != reserve.RoleAgent:
 		return false

@@ -27,7 +27,7 @@ func (c *Controller) CreateExclusive(ctx context.Context, a Actor, in ExclusiveI
 	if a.Role == reserve.RoleAgent {
 		return reserve.Exclusive{}, forbidden("agents do not hold nodes")
 	}
-	if in.Project != "" && !a.privileged() && !slices.Contains(a.Projects, in.Project) {
+	if in.Project != "" && !a.SeesAll() && !slices.Contains(a.Projects, in.Project) {
 		return reserve.Exclusive{}, forbidden(fmt.Sprintf("you are not a member of project %q", in.Project))
 	}
 	c.mu.Lock()
@@ -82,7 +82,7 @@ func (c *Controller) CancelExclusive(ctx context.Context, a Actor, id, why strin
 	if err != nil {
 		return x, err
 	}
-	if !a.sees(x.Owner) {
+	if !a.Sees(x.Owner) {
 		return reserve.Exclusive{}, notFound("exclusive hold", id)
 	}
 	now := c.now()

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -31,20 +30,12 @@ const (
 
 // ErrLimit is a request refused because a per-user limit is reached
 // (429): it may succeed once the user has less.
-var ErrLimit = errors.New("limit reached")
+var ErrLimit = reserve.ErrLimit
 
 // LimitError says which limit a request would pass, its value and the
-// controller flag that sets it.
-type LimitError struct {
-	Limit   string // e.g. "max-tokens-per-user"
-	Max     int
-	Message string
-}
-
-func (e *LimitError) Error() string { return e.Message }
-
-// Unwrap makes a LimitError match ErrLimit.
-func (e *LimitError) Unwrap() error { return ErrLimit }
+// controller flag that sets it (package reserve's, which the transfer
+// service's job limits refuse with too).
+type LimitError = reserve.LimitError
 
 // checkTokenLimit refuses a new token for user when it already has the
 // most usable tokens allowed; it runs in the transaction that creates it.

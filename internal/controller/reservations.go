@@ -79,7 +79,7 @@ func (c *Controller) create(ctx context.Context, a Actor, in CreateInput) (Creat
 	}
 	owner := a.Name
 	if in.Owner != "" && in.Owner != a.Name {
-		if !a.privileged() {
+		if !a.SeesAll() {
 			return Created{}, forbidden("only operators and admins may book for someone else")
 		}
 		if _, err := c.st.GetUser(ctx, in.Owner); errors.Is(err, reserve.ErrNotFound) {
@@ -89,7 +89,7 @@ func (c *Controller) create(ctx context.Context, a Actor, in CreateInput) (Creat
 		}
 		owner = in.Owner
 	}
-	if in.Project != "" && !a.privileged() && !slices.Contains(a.Projects, in.Project) {
+	if in.Project != "" && !a.SeesAll() && !slices.Contains(a.Projects, in.Project) {
 		return Created{}, forbidden(fmt.Sprintf("you are not a member of project %q", in.Project))
 	}
 	if in.Hold < 0 || in.Hold > c.maxHold {
@@ -461,7 +461,7 @@ func (c *Controller) Get(ctx context.Context, a Actor, id string) (reserve.Reser
 	if err != nil {
 		return r, err
 	}
-	if !a.sees(r.Owner) {
+	if !a.Sees(r.Owner) {
 		return reserve.Reservation{}, notFound("reservation", id)
 	}
 	return r, nil
@@ -469,7 +469,7 @@ func (c *Controller) Get(ctx context.Context, a Actor, id string) (reserve.Reser
 
 // List lists the reservations the actor may see that match f.
 func (c *Controller) List(ctx context.Context, a Actor, f store.Filter) ([]reserve.Reservation, error) {
-	if !a.privileged() {
+	if !a.SeesAll() {
 		if f.Owner != "" && f.Owner != a.Name {
 			return nil, forbidden("only operators and admins may list someone else's reservations")
 		}
@@ -640,7 +640,7 @@ func (c *Controller) current(ctx context.Context, a Actor, id string) (reserve.R
 	}
 	// Agents report on any reservation; Commit, Cancel and Modify turn
 	// them away before this.
-	if !a.sees(r.Owner) && a.Role != reserve.RoleAgent {
+	if !a.Sees(r.Owner) && a.Role != reserve.RoleAgent {
 		return reserve.Reservation{}, notFound("reservation", id)
 	}
 	if !ok {

@@ -26,6 +26,9 @@ type Topo struct {
 	Addrs map[string][]netip.Prefix
 	tb    *topology.Topology
 	hash  atomic.Pointer[topoHash] // TopologyHash's, kept
+	// access is AccessBps's, computed once: the graph never changes (a
+	// new topology is a new Topo).
+	access accessOnce
 }
 
 // ParseTopology reads a testbed topology file's text into a Topo.

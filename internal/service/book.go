@@ -13,7 +13,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/booking"
-	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/transfer"
 	"github.com/lightpath/lightpath/internal/transfer/plan"
@@ -194,9 +194,9 @@ func (s *Service) book(ctx context.Context, j transfer.Job) ([]transfer.Pair, st
 	refuse := func(format string, a ...any) ([]transfer.Pair, string, error) {
 		return nil, "", &DeadlineError{Deadline: j.Deadline, Why: fmt.Sprintf(format, a...)}
 	}
-	topo := s.c.Topology()
+	topo := s.network()
 	if topo == nil {
-		return nil, "", controller.ErrNoTopology
+		return nil, "", reserve.ErrNoTopology
 	}
 	b, err := s.booker(ctx, j.Owner)
 	if err != nil {
@@ -234,7 +234,7 @@ func (s *Service) book(ctx context.Context, j transfer.Job) ([]transfer.Pair, st
 	if err != nil {
 		return nil, "", fmt.Errorf("look up the job's owner %s: %w", j.Owner, err)
 	}
-	limits, _ := s.c.Policy().Resolve(u.Role, j.Project)
+	limits, _ := s.currentPolicy().Resolve(u.Role, j.Project)
 	if limits.MaxBandwidth > 0 {
 		// One reservation may not exceed the policy's bandwidth: a flow
 		// faster than that is booked at it, the window lengthened for the
@@ -289,7 +289,7 @@ func (s *Service) book(ctx context.Context, j transfer.Job) ([]transfer.Pair, st
 	if j.DryRun {
 		return pairs, p.Algorithm, nil
 	}
-	made, err := booking.HoldAll(ctx, b, reqs, s.c.MaxHold(), "the job could not be booked")
+	made, err := booking.HoldAll(ctx, b, reqs, s.maxHold, "the job could not be booked")
 	if err != nil {
 		return nil, "", err
 	}
@@ -413,7 +413,7 @@ func consecutive(start, end time.Time, longest, shortest time.Duration) [][2]tim
 
 // pushFlow is a pair's flow spec, written by the one builder every booker
 // uses (booking.PushFlow).
-func pushFlow(topo *controller.Topo, from string, to transfer.DataNode, udp bool) (string, error) {
+func pushFlow(topo Network, from string, to transfer.DataNode, udp bool) (string, error) {
 	e, err := endsOf(topo, from, to)
 	if err != nil {
 		return "", err

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/transfer"
@@ -23,11 +23,13 @@ import (
 func (s *Service) Run(ctx context.Context) {
 	t := time.NewTicker(s.tick)
 	defer t.Stop()
-	var events <-chan controller.Event
+	var events <-chan apiv1.Event
 	stop := func() {}
 	defer func() { stop() }()
 	subscribe := func() {
-		events, stop, _ = s.c.Subscribe(controller.Actor{Name: "service", Role: reserve.RoleAdmin}, "", 0)
+		if s.events != nil {
+			events, stop = s.events(ctx)
+		}
 		if err := s.startActive(ctx); err != nil {
 			s.log.Warn("start booked jobs", "err", err)
 		}
@@ -47,6 +49,7 @@ func (s *Service) Run(ctx context.Context) {
 		case <-t.C:
 			s.Tick(ctx)
 			if events == nil {
+				stop()
 				subscribe()
 			}
 		case ev, ok := <-events:

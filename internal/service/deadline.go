@@ -7,7 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/booking"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/transfer"
@@ -155,7 +156,7 @@ func (s *Service) provisioning(ctx context.Context, tx store.Store, p transfer.P
 // that reached their end with the job still running.
 func (s *Service) overrun(ctx context.Context, j transfer.Job, now time.Time) error {
 	changed := false
-	var own controller.Actor
+	var b booking.Booker
 	for i := range j.Pairs {
 		p := &j.Pairs[i]
 		if p.Reservation == "" || p.Routed != "" || now.Before(p.End.Add(-5*time.Second)) {
@@ -172,9 +173,9 @@ func (s *Service) overrun(ctx context.Context, j transfer.Job, now time.Time) er
 			changed = true
 			continue
 		}
-		if own.Name == "" {
+		if b == nil {
 			var err error
-			if own, err = s.owner(ctx, j); err != nil {
+			if b, err = s.booker(ctx, j.Owner); err != nil {
 				return err
 			}
 		}
@@ -188,7 +189,7 @@ func (s *Service) overrun(ctx context.Context, j transfer.Job, now time.Time) er
 		}
 		end := p.End.Add(ext)
 		why := ""
-		r, err := s.c.Get(ctx, own, p.Reservation)
+		r, err := b.Reservation(ctx, p.Reservation)
 		switch {
 		case err != nil:
 			why = err.Error()
@@ -204,9 +205,9 @@ func (s *Service) overrun(ctx context.Context, j transfer.Job, now time.Time) er
 			// bound only stops a livelock: the reports are finite).
 			version, extended := r.Version, false
 			for range 32 {
-				cr, err := s.c.Modify(ctx, own, r.ID, controller.ModifyInput{Version: version, End: end})
+				cr, err := b.ModifyReservation(ctx, r.ID, apiv1.ModifyRequest{Version: version, End: end})
 				if err == nil {
-					p.End, extended = cr.Reservation.End, true
+					p.End, extended = cr.End, true
 					break
 				}
 				why = err.Error()

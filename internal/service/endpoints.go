@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/apiv1"
-	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/identity"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/transfer"
@@ -24,29 +24,29 @@ import (
 // AddEndpoint creates an endpoint at a site with the nodes that may serve
 // it, or adds nodes to an endpoint of that site (admins only). created
 // says it is new.
-func (s *Service) AddEndpoint(ctx context.Context, a controller.Actor, req apiv1.EndpointAdd) (ep transfer.Endpoint, created bool, err error) {
+func (s *Service) AddEndpoint(ctx context.Context, a identity.Actor, req apiv1.EndpointAdd) (ep transfer.Endpoint, created bool, err error) {
 	if a.Role != reserve.RoleAdmin {
 		return transfer.Endpoint{}, false, forbidden("only admins add endpoints and say which data nodes serve them")
 	}
 	if err := checkName("name", req.Name); err != nil {
 		return transfer.Endpoint{}, false, err
 	}
-	topo := s.c.Topology()
+	topo := s.network()
 	if topo == nil {
-		return transfer.Endpoint{}, false, controller.ErrNoTopology
+		return transfer.Endpoint{}, false, reserve.ErrNoTopology
 	}
-	if _, ok := topo.Sites[req.Site]; !ok || req.Site == "" {
+	if req.Site == "" || !slices.Contains(topo.SiteNames(), req.Site) {
 		return transfer.Endpoint{}, false, invalid("site", "site %q is not in the topology (sites: %s)", req.Site, strings.Join(topo.SiteNames(), ", "))
 	}
 	for _, n := range req.Nodes {
-		role, ok := topo.Graph.Role(n)
+		role, ok := topo.NodeRole(n)
 		switch {
 		case !ok:
 			return transfer.Endpoint{}, false, invalid("nodes", "node %q is not in the topology", n)
 		case role != reserve.NodeHost:
 			return transfer.Endpoint{}, false, invalid("nodes", "node %s is a %s: a data node runs on a host", n, role)
-		case topo.Site[n] != req.Site:
-			return transfer.Endpoint{}, false, invalid("nodes", "node %s is at site %s, not %s: the data nodes of an endpoint see the same files, so they are of its site", n, topo.Site[n], req.Site)
+		case topo.NodeSite(n) != req.Site:
+			return transfer.Endpoint{}, false, invalid("nodes", "node %s is at site %s, not %s: the data nodes of an endpoint see the same files, so they are of its site", n, topo.NodeSite(n), req.Site)
 		}
 	}
 	s.lock()
@@ -82,7 +82,7 @@ func (s *Service) AddEndpoint(ctx context.Context, a controller.Actor, req apiv1
 // it (admins only): their registrations go, so they take no more tasks,
 // and their next heartbeats are refused. An endpoint that unfinished jobs
 // use is kept.
-func (s *Service) RemoveEndpoint(ctx context.Context, a controller.Actor, name string, nodes []string) (transfer.Endpoint, error) {
+func (s *Service) RemoveEndpoint(ctx context.Context, a identity.Actor, name string, nodes []string) (transfer.Endpoint, error) {
 	if a.Role != reserve.RoleAdmin {
 		return transfer.Endpoint{}, forbidden("only admins remove endpoints or their data nodes")
 	}

@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/apiv1"
-	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/booking"
+	"github.com/lightpath/lightpath/internal/identity"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/transfer"
@@ -152,7 +153,7 @@ func sameRequest(a, b transfer.JobRequest) bool {
 // the first job with created false; a different request under a used Key
 // is a conflict. A deadline that cannot be met ends the job FAILED with
 // the refusal and the earliest completion as its reason, nothing booked.
-func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.JobRequest) (transfer.Job, bool, error) {
+func (s *Service) Submit(ctx context.Context, a identity.Actor, req transfer.JobRequest) (transfer.Job, bool, error) {
 	if a.Role == reserve.RoleAgent {
 		return transfer.Job{}, false, forbidden("agents do not submit jobs")
 	}
@@ -249,7 +250,7 @@ func (s *Service) Submit(ctx context.Context, a controller.Actor, req transfer.J
 // mayUseNamed refuses a request whose first source's or destination's
 // endpoint exists and may not be used by a, reading only those two names:
 // a malformed or unknown name is left to normalize and the full check.
-func (s *Service) mayUseNamed(ctx context.Context, a controller.Actor, req transfer.JobRequest) error {
+func (s *Service) mayUseNamed(ctx context.Context, a identity.Actor, req transfer.JobRequest) error {
 	var names []string
 	if len(req.Sources) > 0 {
 		names = append(names, req.Sources[0])
@@ -274,11 +275,11 @@ func (s *Service) mayUseNamed(ctx context.Context, a controller.Actor, req trans
 }
 
 // checkJobLimits refuses a new job of a in project when the policy's
-// max_jobs or max_project_jobs is reached (a *controller.LimitError, 429
+// max_jobs or max_project_jobs is reached (a *reserve.LimitError, 429
 // "limit"); the caller holds mu, so two submissions cannot both take the
 // last place.
-func (s *Service) checkJobLimits(ctx context.Context, a controller.Actor, project string) error {
-	lim, _ := s.c.Policy().Resolve(a.Role, project)
+func (s *Service) checkJobLimits(ctx context.Context, a identity.Actor, project string) error {
+	lim, _ := s.currentPolicy().Resolve(a.Role, project)
 	open := []string{transfer.JobQueued, transfer.JobScheduled, transfer.JobActive}
 	// Counted up to the limit: the rows read are bounded by it, however
 	// many jobs there are.
@@ -302,8 +303,8 @@ func (s *Service) checkJobLimits(ctx context.Context, a controller.Actor, projec
 			}
 		}
 	}
-	if l := reserve.CheckJobs(s.c.Policy(), a.Role, a.Name, project, mine, theirs); l != nil {
-		return &controller.LimitError{Limit: l.Rule, Max: l.Max, Message: l.Message}
+	if l := reserve.CheckJobs(s.currentPolicy(), a.Role, a.Name, project, mine, theirs); l != nil {
+		return &reserve.LimitError{Limit: l.Rule, Max: l.Max, Message: l.Message}
 	}
 	return nil
 }
@@ -319,7 +320,7 @@ func listReason(ep string, live bool) string {
 // (those in states, all when empty; none when noFiles), its tasks, and
 // with optimizer its optimizer's decisions (GetPage with the default
 // page).
-func (s *Service) Get(ctx context.Context, a controller.Actor, id string, states []string, noFiles, optimizer bool) (apiv1.JobPage, error) {
+func (s *Service) Get(ctx context.Context, a identity.Actor, id string, states []string, noFiles, optimizer bool) (apiv1.JobPage, error) {
 	return s.GetPage(ctx, a, id, JobQuery{States: states, NoFiles: noFiles, Optimizer: optimizer})
 }
 
@@ -340,7 +341,7 @@ type JobQuery struct {
 // state; Next is the After of the next page, empty on the last. However many files a job has, a page
 // reads and holds at most MaxFilesPage of them, and without mu (issue
 // 28, finding 7).
-func (s *Service) GetPage(ctx context.Context, a controller.Actor, id string, q JobQuery) (apiv1.JobPage, error) {
+func (s *Service) GetPage(ctx context.Context, a identity.Actor, id string, q JobQuery) (apiv1.JobPage, error) {
 	switch {
 	case q.Limit < 0 || q.Limit > MaxFilesPage:
 		return apiv1.JobPage{}, invalid("limit", "limit %d: want 1 to %d files a page", q.Limit, MaxFilesPage)
@@ -399,7 +400,7 @@ func (s *Service) GetPage(ctx context.Context, a controller.Actor, id string, q 
 }
 
 // job returns a job the actor may see; another user's is not found.
-func (s *Service) job(ctx context.Context, a controller.Actor, id string) (transfer.Job, error) {
+func (s *Service) job(ctx context.Context, a identity.Actor, id string) (transfer.Job, error) {
 	j, err := s.st.GetJob(ctx, id)
 	if errors.Is(err, reserve.ErrNotFound) || (err == nil && !a.Sees(j.Owner)) {
 		return transfer.Job{}, notFound("job", id)
@@ -408,7 +409,7 @@ func (s *Service) job(ctx context.Context, a controller.Actor, id string) (trans
 }
 
 // List lists the jobs the actor may see that match f.
-func (s *Service) List(ctx context.Context, a controller.Actor, f store.JobFilter) ([]transfer.Job, error) {
+func (s *Service) List(ctx context.Context, a identity.Actor, f store.JobFilter) ([]transfer.Job, error) {
 	if !a.SeesAll() {
 		if f.Owner != "" && f.Owner != a.Name {
 			return nil, forbidden("only operators and admins may list someone else's jobs")
@@ -433,7 +434,7 @@ func (s *Service) List(ctx context.Context, a controller.Actor, f store.JobFilte
 // waiting long (issue 28, finding 7): the first cancelSteps steps before
 // the answer, the rest of a larger job's after it, and what a restart or
 // a takeover interrupts at the clock's ticks.
-func (s *Service) Cancel(ctx context.Context, a controller.Actor, id, why string) (transfer.Job, error) {
+func (s *Service) Cancel(ctx context.Context, a identity.Actor, id, why string) (transfer.Job, error) {
 	if a.Role == reserve.RoleAgent {
 		return transfer.Job{}, forbidden("agents do not cancel jobs")
 	}
@@ -460,7 +461,7 @@ const cancelSteps = 10
 
 // cancelJob ends a job CANCELLED with its open tasks, recording the
 // sweep of its files.
-func (s *Service) cancelJob(ctx context.Context, a controller.Actor, id, why string) (transfer.Job, store.JobSweep, error) {
+func (s *Service) cancelJob(ctx context.Context, a identity.Actor, id, why string) (transfer.Job, store.JobSweep, error) {
 	s.lock()
 	defer s.unlock()
 	j, err := s.job(ctx, a, id)
@@ -509,28 +510,23 @@ func runThroughput(j transfer.Job, now time.Time) float64 {
 	return float64(j.BytesDone) * 8 / now.Sub(j.StartedAt).Seconds()
 }
 
-// owner is the actor a job's owner is, for the scheduler's policies.
-func (s *Service) owner(ctx context.Context, j transfer.Job) (controller.Actor, error) {
-	u, err := s.st.GetUser(ctx, j.Owner)
-	if err != nil {
-		return controller.Actor{}, fmt.Errorf("look up the job's owner %s: %w", j.Owner, err)
-	}
-	return controller.Actor{Name: u.Name, Role: u.Role, Projects: u.Projects}, nil
-}
-
 // release cancels a job's reservations that are still live.
 func (s *Service) release(ctx context.Context, j transfer.Job, why string) {
-	own, err := s.owner(ctx, j)
+	b, err := s.booker(ctx, j.Owner)
 	if err != nil {
-		own = controller.Actor{Name: "lightpath-service", Role: reserve.RoleAdmin}
+		// The owner is gone: the service releases as itself.
+		if b, err = s.booker(ctx, ""); err != nil {
+			s.log.Warn("release a job's reservations", "job", j.ID, "err", err)
+			return
+		}
 	}
 	for _, p := range j.Pairs {
 		if p.Reservation != "" {
-			s.cancelReservation(ctx, own, j.ID, p.Reservation, why)
+			s.cancelReservation(ctx, b, j.ID, p.Reservation, why)
 		}
 		for _, l := range p.Later {
 			if l.Reservation != "" {
-				s.cancelReservation(ctx, own, j.ID, l.Reservation, why)
+				s.cancelReservation(ctx, b, j.ID, l.Reservation, why)
 			}
 		}
 	}
@@ -538,8 +534,8 @@ func (s *Service) release(ctx context.Context, j transfer.Job, why string) {
 
 // cancelReservation cancels a reservation of a job unless it has ended,
 // following a version changed by the controller's clock meanwhile.
-func (s *Service) cancelReservation(ctx context.Context, own controller.Actor, job, id, why string) {
-	r, err := s.c.Get(ctx, own, id)
+func (s *Service) cancelReservation(ctx context.Context, b booking.Booker, job, id, why string) {
+	r, err := b.Reservation(ctx, id)
 	if err != nil {
 		return
 	}
@@ -548,7 +544,7 @@ func (s *Service) cancelReservation(ctx context.Context, own controller.Actor, j
 		if !r.State.Live() {
 			return
 		}
-		_, err = s.c.Cancel(ctx, own, id, version, why)
+		_, err = b.CancelReservation(ctx, id, apiv1.ActionRequest{Version: version, Reason: why})
 		var stale *reserve.StaleVersionError
 		if !errors.As(err, &stale) {
 			break

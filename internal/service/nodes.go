@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/apiv1"
-	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/identity"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/transfer"
@@ -32,15 +32,15 @@ func checkName(field, name string) error {
 // registered; a node of another site is refused. A node presenting an
 // admin's token acts for the admin: it may create its endpoint at its
 // site, join it and move to it (the testbed and scripts start nodes so).
-func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string, hb apiv1.DataNodeHeartbeat) (apiv1.DataNodeWork, error) {
+func (s *Service) Heartbeat(ctx context.Context, a identity.Actor, node string, hb apiv1.DataNodeHeartbeat) (apiv1.DataNodeWork, error) {
 	if err := a.ActsFor(node); err != nil {
 		return apiv1.DataNodeWork{}, err
 	}
-	topo := s.c.Topology()
+	topo := s.network()
 	if topo == nil {
-		return apiv1.DataNodeWork{}, controller.ErrNoTopology
+		return apiv1.DataNodeWork{}, reserve.ErrNoTopology
 	}
-	if role, ok := topo.Graph.Role(node); !ok {
+	if role, ok := topo.NodeRole(node); !ok {
 		return apiv1.DataNodeWork{}, invalid("node", "node %q is not in the topology", node)
 	} else if role != reserve.NodeHost {
 		return apiv1.DataNodeWork{}, invalid("node", "node %s is a %s: a data node runs on a host", node, role)
@@ -65,7 +65,7 @@ func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string
 	if hb.FreeBytes != nil && *hb.FreeBytes < 0 {
 		return apiv1.DataNodeWork{}, invalid("free_bytes", "free_bytes %d: want 0 or more", *hb.FreeBytes)
 	}
-	site := topo.Site[node]
+	site := topo.NodeSite(node)
 
 	s.lock()
 	defer s.unlock()
@@ -171,7 +171,7 @@ func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string
 					}
 					t.BytesDone = p.BytesDone
 				}
-				s.noteRate(topo.Site, t, p.ThroughputBps, exp)
+				s.noteRate(topo, t, p.ThroughputBps, exp)
 			}
 			if err := tx.UpdateTask(ctx, t); err != nil {
 				return err
@@ -236,11 +236,11 @@ func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string
 }
 
 // noteRate keeps a running task's throughput for the aggregates.
-func (s *Service) noteRate(sites map[string]string, t transfer.Task, bps float64, until time.Time) {
+func (s *Service) noteRate(topo Network, t transfer.Task, bps float64, until time.Time) {
 	if bps < 0 {
 		bps = 0
 	}
-	s.rates[t.ID] = taskRate{bps: bps, fromSite: sites[t.From], toSite: sites[t.To], until: until}
+	s.rates[t.ID] = taskRate{bps: bps, fromSite: topo.NodeSite(t.From), toSite: topo.NodeSite(t.To), until: until}
 }
 
 // liveNodes returns the data nodes with their Alive set, by endpoint.
@@ -260,7 +260,7 @@ func (s *Service) liveNodes(ctx context.Context, st store.Store, now time.Time) 
 }
 
 // Endpoints lists every endpoint with its data nodes, alive or gone.
-func (s *Service) Endpoints(ctx context.Context, a controller.Actor) ([]transfer.Endpoint, error) {
+func (s *Service) Endpoints(ctx context.Context, a identity.Actor) ([]transfer.Endpoint, error) {
 	eps, err := s.st.ListEndpoints(ctx)
 	if err != nil {
 		return nil, err
@@ -283,7 +283,7 @@ func (s *Service) Endpoints(ctx context.Context, a controller.Actor) ([]transfer
 }
 
 // Allow changes who may use an endpoint (admins only).
-func (s *Service) Allow(ctx context.Context, a controller.Actor, name string, req apiv1.EndpointAllow) (transfer.Endpoint, error) {
+func (s *Service) Allow(ctx context.Context, a identity.Actor, name string, req apiv1.EndpointAllow) (transfer.Endpoint, error) {
 	if a.Role != reserve.RoleAdmin {
 		return transfer.Endpoint{}, forbidden("only admins say who may use an endpoint")
 	}
@@ -324,7 +324,7 @@ func (s *Service) Allow(ctx context.Context, a controller.Actor, name string, re
 }
 
 // mayUse reports whether a may use an endpoint for a job of project.
-func mayUse(a controller.Actor, ep transfer.Endpoint, project string) error {
+func mayUse(a identity.Actor, ep transfer.Endpoint, project string) error {
 	if a.SeesAll() || slices.Contains(ep.Users, a.Name) {
 		return nil
 	}
@@ -334,23 +334,6 @@ func mayUse(a controller.Actor, ep transfer.Endpoint, project string) error {
 		}
 	}
 	return forbidden("%s may not use endpoint %s (an admin allows it: lightpath endpoint allow %s --user %s)", a.Name, ep.Name, ep.Name, a.Name)
-}
-
-// accessBps is the reservable capacity of a host's access links, summed:
-// the pairs sharing a node (two source nodes pushing to one destination
-// node) share what may be booked on its link, not its whole rate.
-func accessBps(topo *controller.Topo, node string) uint64 {
-	var sum uint64
-	for _, l := range topo.Graph.Links() {
-		if l.A == node || l.B == node {
-			c, err := topo.Graph.ReservableCapacity(reserve.Hop{Link: l.Name, From: l.A, To: l.B})
-			if err != nil {
-				c = l.Capacity
-			}
-			sum += c
-		}
-	}
-	return sum
 }
 
 // pushEnds are the two ends of a push from node from to data node to, as
@@ -364,7 +347,7 @@ type pushEnds struct {
 	v6, exact      bool
 }
 
-func endsOf(topo *controller.Topo, from string, to transfer.DataNode) (pushEnds, error) {
+func endsOf(topo Network, from string, to transfer.DataNode) (pushEnds, error) {
 	host, port, err := net.SplitHostPort(to.Address)
 	if err != nil {
 		return pushEnds{}, err
@@ -373,14 +356,14 @@ func endsOf(topo *controller.Topo, from string, to transfer.DataNode) (pushEnds,
 		return pushEnds{}, fmt.Errorf("port %q", port)
 	}
 	e := pushEnds{dst: host, port: port, v6: strings.Contains(host, ":")}
-	for _, p := range topo.Addrs[to.Node] {
+	for _, p := range topo.NodeAddrs(to.Node) {
 		if p.Addr().String() == host {
 			e.exact = true
 		}
 	}
 	if !e.exact {
 		e.dst = ""
-		for _, p := range topo.Addrs[to.Node] {
+		for _, p := range topo.NodeAddrs(to.Node) {
 			if p.Addr().Is4() {
 				e.dst, e.v6 = p.Addr().String(), false
 				break
@@ -390,7 +373,7 @@ func endsOf(topo *controller.Topo, from string, to transfer.DataNode) (pushEnds,
 	if e.dst == "" {
 		return pushEnds{}, fmt.Errorf("node %s has no IPv4 address in the topology", to.Node)
 	}
-	for _, p := range topo.Addrs[from] {
+	for _, p := range topo.NodeAddrs(from) {
 		if p.Addr().Is6() == e.v6 {
 			e.src = p.Addr().String()
 			break
@@ -405,7 +388,7 @@ func endsOf(topo *controller.Topo, from string, to transfer.DataNode) (pushEnds,
 // flowSpec is the flow of a push from node from to data node to: from
 // the source's topology address to the destination server's address; with
 // udp, the data's udp flow to the same port as well.
-func flowSpec(topo *controller.Topo, from string, to transfer.DataNode, udp bool) (string, error) {
+func flowSpec(topo Network, from string, to transfer.DataNode, udp bool) (string, error) {
 	e, err := endsOf(topo, from, to)
 	if err != nil {
 		return "", err
@@ -425,7 +408,7 @@ func flowSpec(topo *controller.Topo, from string, to transfer.DataNode, udp bool
 // leave from for its pair's flow spec to match it, or "" when the spec
 // cannot name the push exactly (the server is reached at an address the
 // topology does not give its node) and the kernel may choose.
-func sourceAddr(topo *controller.Topo, from string, to transfer.DataNode) string {
+func sourceAddr(topo Network, from string, to transfer.DataNode) string {
 	if topo == nil {
 		return ""
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/booking"
-	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/transfer"
 	"github.com/lightpath/lightpath/internal/transfer/plan"
@@ -51,7 +50,7 @@ func (s *Service) rebookLost(ctx context.Context, id string) {
 	if err != nil || (j.State != transfer.JobScheduled && j.State != transfer.JobActive) {
 		return
 	}
-	topo := s.c.Topology()
+	topo := s.network()
 	if topo == nil {
 		return
 	}
@@ -147,7 +146,7 @@ func (s *Service) rebookLost(ctx context.Context, id string) {
 // as the network allows before the job's deadline. It returns the new
 // pairs (booked), the rate added to pairs the job had (modified), and a
 // note for the reason when less than all could be done.
-func (s *Service) replan(ctx context.Context, b booking.Booker, j transfer.Job, topo *controller.Topo, srcs, dsts []transfer.DataNode, left int64, deadEnd time.Time) ([]transfer.Pair, map[string]uint64, string) {
+func (s *Service) replan(ctx context.Context, b booking.Booker, j transfer.Job, topo Network, srcs, dsts []transfer.DataNode, left int64, deadEnd time.Time) ([]transfer.Pair, map[string]uint64, string) {
 	// A node's --max-rate is shared with the job's pairs it is in already.
 	used := map[string]uint64{}
 	for _, q := range j.Pairs {
@@ -204,7 +203,7 @@ func (s *Service) replan(ctx context.Context, b booking.Booker, j transfer.Job, 
 		pairs = append(pairs, transfer.Pair{From: f.From, To: f.To, RateBps: f.Rate, Start: p.Start, End: end, Path: links})
 	}
 	if len(reqs) > 0 {
-		made, err := booking.HoldAll(ctx, b, reqs, s.c.MaxHold(), "the lost pair's share could not be booked")
+		made, err := booking.HoldAll(ctx, b, reqs, s.maxHold, "the lost pair's share could not be booked")
 		if err != nil {
 			return nil, grown, note + "; new pairs not booked: " + oneLine(err.Error())
 		}

@@ -12,7 +12,6 @@ import (
 	"math"
 
 	"github.com/lightpath/lightpath/internal/apiv1"
-	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/transfer"
 	"github.com/lightpath/lightpath/internal/transfer/grant"
@@ -39,7 +38,7 @@ type reportBounds struct {
 }
 
 // boundsOf are task t's bounds on the topology (nil: none known).
-func boundsOf(topo *controller.Topo, t transfer.Task) reportBounds {
+func boundsOf(topo Network, t transfer.Task) reportBounds {
 	b := reportBounds{bytes: max(t.Bytes, 0), maxBps: MaxThroughputBps}
 	if topo == nil {
 		return b
@@ -49,7 +48,7 @@ func boundsOf(topo *controller.Topo, t transfer.Task) reportBounds {
 		if n == "" {
 			continue
 		}
-		if a := accessBps(topo, n); a > 0 && (access == 0 || a < access) {
+		if a := topo.AccessBps(n); a > 0 && (access == 0 || a < access) {
 			access = a
 		}
 	}

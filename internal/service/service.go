@@ -1,12 +1,13 @@
 // Package service is the transfer service on the controller's side: data
 // nodes and their endpoints, jobs, the tasks data nodes claim and report
-// on, deadline jobs booked through the controller's scheduler, and the
-// optimizer's decisions. Data nodes call it (heartbeat, claim, listing,
-// report); it never calls them. Every piece of a job's state lives in the
-// store: a controller killed or replaced by its standby carries on from
-// there (what it keeps in memory, the optimizer's pairs and the running
-// rates, is rebuilt from the store or from the next reports). Package api
-// serves it over HTTP.
+// on, deadline jobs booked through a booking.Booker (the controller's
+// scheduler, in process), and the optimizer's decisions. It never imports
+// the controller: what it needs of it comes in its Config. Data nodes
+// call it (heartbeat, claim, listing, report); it never calls them.
+// Every piece of a job's state lives in the store: a controller killed or
+// replaced by its standby carries on from there (what it keeps in memory,
+// the optimizer's pairs and the running rates, is rebuilt from the store
+// or from the next reports). Package api serves it over HTTP.
 package service
 
 import (
@@ -25,7 +26,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/booking"
-	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/identity"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/transfer"
@@ -91,10 +92,35 @@ const (
 )
 
 // Config is what a service is started with.
+//
+// The service never calls the controller: it books through Booker and
+// learns the rest of the controller's state through Store, Now, MaxHold,
+// Policy, Topology and Events, which internal/api's ServiceConfig fills
+// from the controller in process (and a test from whatever it likes).
 type Config struct {
-	Controller *controller.Controller
-	// Booker books as a user (the job's owner): the controller in
-	// process (internal/api's BookerAs) or a fake in tests.
+	// Store is the controller's store: every piece of the service's
+	// state lives there (required).
+	Store store.Store
+	// Now is the controller's clock (time.Now when nil).
+	Now func() time.Time
+	// MaxHold is how long a HELD reservation waits for its commit (the
+	// controller's; the controller's default when zero).
+	MaxHold time.Duration
+	// Policy is the controller's policy as it is now: the job limits
+	// (no limits when nil).
+	Policy func() reserve.Policy
+	// Topology is the controller's topology as it is now, nil when it has
+	// none (then what needs one is refused with reserve.ErrNoTopology).
+	Topology func() Network
+	// Events follows the controller's reservation events until stop is
+	// called or ctx ends; the channel closes when the subscription drops
+	// (Run subscribes again at its next tick). Nil: Run starts booked
+	// jobs at its ticks only.
+	Events func(ctx context.Context) (events <-chan apiv1.Event, stop func())
+	// Booker books as a user (the job's owner; "" is the service itself,
+	// an admin, which releases the reservations of a job whose owner is
+	// gone): the controller in process (internal/api's ServiceConfig) or
+	// a fake in tests.
 	Booker func(ctx context.Context, user string) (booking.Booker, error)
 	// Goodput (η), StartUp (σ) and MinWindow are the joint plan's priors
 	// (DefaultGoodput, DefaultStartUp, DefaultMinWindow when zero).
@@ -135,6 +161,10 @@ const (
 	DefaultPartBytes    = 256 << 20
 )
 
+// DefaultMaxHold is Config.MaxHold's default: the controller's own
+// default (its --hold-timeout), which a hold may not exceed.
+const DefaultMaxHold = 15 * time.Minute
+
 // DefaultTick is Config.Tick's default.
 const DefaultTick = time.Second
 
@@ -144,7 +174,6 @@ const DefaultBookedConcurrency = 2
 // Service is the transfer service. Create it with New and run its clock
 // with Run while the controller leads.
 type Service struct {
-	c   *controller.Controller
 	st  store.Store
 	now func() time.Time
 	log *slog.Logger
@@ -168,8 +197,13 @@ type Service struct {
 	// out for longer than StallHold (stall.go).
 	heldSince time.Time
 	stalled   stalls
-	// bookerAs, goodput, startUp and minWindow are Config's Booker,
+	// maxHold, policy, topology, events, bookerAs, goodput, startUp and
+	// minWindow are Config's MaxHold, Policy, Topology, Events, Booker,
 	// Goodput, StartUp and MinWindow.
+	maxHold  time.Duration
+	policy   func() reserve.Policy
+	topology func() Network
+	events   func(ctx context.Context) (<-chan apiv1.Event, func())
 	bookerAs func(ctx context.Context, user string) (booking.Booker, error)
 	goodput  float64
 	// measured is the running estimate of η from finished booked jobs
@@ -224,14 +258,17 @@ type taskRate struct {
 // created once and kept in the store's settings, so a restarted
 // controller or its standby signs with the same key.
 func New(ctx context.Context, cfg Config) (*Service, error) {
-	if cfg.Controller == nil {
-		return nil, errors.New("service: no controller")
+	if cfg.Store == nil {
+		return nil, errors.New("service: no store")
 	}
 	s := &Service{
-		c:                 cfg.Controller,
-		st:                cfg.Controller.Store(),
-		now:               cfg.Controller.Now,
+		st:                cfg.Store,
+		now:               cfg.Now,
 		log:               cfg.Log,
+		maxHold:           cfg.MaxHold,
+		policy:            cfg.Policy,
+		topology:          cfg.Topology,
+		events:            cfg.Events,
 		bookerAs:          cfg.Booker,
 		goodput:           cfg.Goodput,
 		startUp:           cfg.StartUp,
@@ -251,6 +288,12 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.maxHold <= 0 {
+		s.maxHold = DefaultMaxHold
 	}
 	s.bookDue.Store(true) // a restart between a listing and its booking
 	if s.bookedConcurrency <= 0 {
@@ -478,7 +521,7 @@ func (s *Service) Parked() uint64 { return s.parked.Load() }
 // CANCELLED), d has passed or ctx ended, whichever comes first, so that
 // transfer wait learns of the end as it happens rather than at its next
 // poll. A job the actor may not see is not found.
-func (s *Service) WaitEnded(ctx context.Context, a controller.Actor, id string, d time.Duration) error {
+func (s *Service) WaitEnded(ctx context.Context, a identity.Actor, id string, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {

@@ -138,7 +138,8 @@ func (e *env) open(tp *controller.Topo) {
 	}
 	// The tests move the clock by hand and call Tick themselves: Run's
 	// own tick (in the tests that run it) never comes.
-	cfg := service.Config{Controller: c, Booker: api.BookerAs(c), Tick: time.Hour}
+	cfg := api.ServiceConfig(c)
+	cfg.Tick = time.Hour
 	for _, o := range e.opts {
 		o(&cfg)
 	}

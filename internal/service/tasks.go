@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/apiv1"
-	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/identity"
 	"github.com/lightpath/lightpath/internal/reserve"
 	"github.com/lightpath/lightpath/internal/store"
 	"github.com/lightpath/lightpath/internal/transfer"
@@ -42,7 +42,7 @@ type claimRun struct {
 	now   time.Time
 	me    transfer.DataNode
 	live  map[string][]transfer.DataNode
-	topo  *controller.Topo
+	topo  Network
 	jobs  map[string]*transfer.Job
 	dirty map[string]bool
 	max   int
@@ -69,7 +69,7 @@ func (r *claimRun) job(id string) (*transfer.Job, error) {
 // was lost, then new copy tasks of the ACTIVE jobs whose source is its
 // endpoint, by priority then age, over the pairs where it is the source,
 // while each pair runs fewer tasks than its optimizer's concurrency.
-func (s *Service) Claim(ctx context.Context, a controller.Actor, node string, req apiv1.ClaimRequest) (apiv1.Claim, error) {
+func (s *Service) Claim(ctx context.Context, a identity.Actor, node string, req apiv1.ClaimRequest) (apiv1.Claim, error) {
 	if err := a.ActsFor(node); err != nil {
 		return apiv1.Claim{}, err
 	}
@@ -86,9 +86,9 @@ func (s *Service) Claim(ctx context.Context, a controller.Actor, node string, re
 		}
 		wait = d
 	}
-	topo := s.c.Topology()
+	topo := s.network()
 	if topo == nil {
-		return apiv1.Claim{}, controller.ErrNoTopology
+		return apiv1.Claim{}, reserve.ErrNoTopology
 	}
 	var timeout <-chan time.Time
 	if wait > 0 {
@@ -119,7 +119,7 @@ func (s *Service) Claim(ctx context.Context, a controller.Actor, node string, re
 // the rates of the node's other running tasks the claim lowered, and the
 // channel that closes at the next change, taken under the same hold of
 // mu, so that no change between this claim and the wait is missed.
-func (s *Service) claimOnce(ctx context.Context, node string, n int, topo *controller.Topo) (apiv1.Claim, <-chan struct{}, error) {
+func (s *Service) claimOnce(ctx context.Context, node string, n int, topo Network) (apiv1.Claim, <-chan struct{}, error) {
 	s.lock()
 	defer s.unlock()
 	var out []apiv1.TaskWork
@@ -360,10 +360,10 @@ func (r *claimRun) fresh() error {
 }
 
 // planNodes are data nodes as the planner sees them.
-func planNodes(topo *controller.Topo, ns []transfer.DataNode) []plan.Node {
+func planNodes(topo Network, ns []transfer.DataNode) []plan.Node {
 	out := make([]plan.Node, 0, len(ns))
 	for _, n := range ns {
-		out = append(out, plan.Node{Name: n.Node, AccessBps: accessBps(topo, n.Node), MaxRateBps: n.MaxRateBps})
+		out = append(out, plan.Node{Name: n.Node, AccessBps: topo.AccessBps(n.Node), MaxRateBps: n.MaxRateBps})
 	}
 	return out
 }
@@ -638,7 +638,7 @@ func (r *claimRun) claim(j *transfer.Job, t transfer.Task, files []transfer.JobF
 	if err != nil {
 		return fmt.Errorf("sign the grant of task %s: %w", t.ID, err)
 	}
-	r.s.noteRate(r.topo.Site, t, 0, t.LeaseExpires)
+	r.s.noteRate(r.topo, t, 0, t.LeaseExpires)
 	if why := movingReason(*j); j.Reason != why {
 		j.Reason = why
 		r.dirty[j.ID] = true
@@ -682,7 +682,7 @@ func staleAnswer(t transfer.Task, attempt int, j transfer.Job) apiv1.TaskAnswer 
 // attempt is no longer current is told to stop by the caller
 // (staleAnswer); a node whose attempt was taken over by another node is
 // refused here, and stops at the refusal (or at its heartbeat's cancel).
-func (s *Service) task(ctx context.Context, a controller.Actor, id, kind string) (transfer.Task, transfer.Job, error) {
+func (s *Service) task(ctx context.Context, a identity.Actor, id, kind string) (transfer.Task, transfer.Job, error) {
 	if a.Role != reserve.RoleAdmin && a.Role != reserve.RoleAgent {
 		return transfer.Task{}, transfer.Job{}, forbidden("only the data node running task %s reports on it", id)
 	}
@@ -710,7 +710,7 @@ func (s *Service) task(ctx context.Context, a controller.Actor, id, kind string)
 // attempt's grant (grant.Verifier.Confirm). Only the node's own agent
 // token (or an admin) asks; a task that does not push to node is answered
 // "not current" without a word of its details.
-func (s *Service) CheckGrant(ctx context.Context, a controller.Actor, node string, c apiv1.GrantCheck) (apiv1.GrantStatus, error) {
+func (s *Service) CheckGrant(ctx context.Context, a identity.Actor, node string, c apiv1.GrantCheck) (apiv1.GrantStatus, error) {
 	if err := a.ActsFor(node); err != nil {
 		return apiv1.GrantStatus{}, err
 	}
@@ -766,7 +766,7 @@ func (s *Service) grantStatus(ctx context.Context, st store.Store, node, task st
 // answer is taken once. With the last page the job goes ACTIVE (no
 // deadline), SCHEDULED (booked for its deadline) or SUCCEEDED (nothing to
 // move); a failed or refused listing fails it.
-func (s *Service) Listing(ctx context.Context, a controller.Actor, id string, l apiv1.Listing) (apiv1.TaskAnswer, error) {
+func (s *Service) Listing(ctx context.Context, a identity.Actor, id string, l apiv1.Listing) (apiv1.TaskAnswer, error) {
 	if l.Page == 0 && l.Error == "" {
 		// Files an earlier attempt stored go first, a bounded step at a
 		// time, so that the pages of this one are checked against each
@@ -810,7 +810,7 @@ type checkedPage struct {
 // checks again under mu that it still is (the node sends its pages one
 // after another, so none is stored meanwhile but this one, sent twice),
 // and the job's sources and destination never change.
-func (s *Service) checkPage(ctx context.Context, a controller.Actor, id string, l apiv1.Listing) checkedPage {
+func (s *Service) checkPage(ctx context.Context, a identity.Actor, id string, l apiv1.Listing) checkedPage {
 	t, j, err := s.task(ctx, a, id, transfer.TaskList)
 	if err != nil || l.Error != "" || t.State != transfer.TaskActive || t.Attempt != l.Attempt || l.Page != t.Pages || transfer.JobEnded(j.State) {
 		return checkedPage{}
@@ -835,7 +835,7 @@ func (s *Service) checkPage(ctx context.Context, a controller.Actor, id string, 
 }
 
 // listing is Listing's page, under mu; pre is the page as checked before.
-func (s *Service) listing(ctx context.Context, a controller.Actor, id string, l apiv1.Listing, pre checkedPage) (apiv1.TaskAnswer, error) {
+func (s *Service) listing(ctx context.Context, a identity.Actor, id string, l apiv1.Listing, pre checkedPage) (apiv1.TaskAnswer, error) {
 	s.lock()
 	defer s.unlock()
 	t, j, err := s.task(ctx, a, id, transfer.TaskList)
@@ -949,7 +949,7 @@ func (s *Service) listing(ctx context.Context, a controller.Actor, id string, l 
 // mu, before attempt stores its first page. Only the holder of the
 // current attempt, before it stored a page, clears; anything else is left
 // to Listing to answer.
-func (s *Service) clearListing(ctx context.Context, a controller.Actor, id string, attempt int) error {
+func (s *Service) clearListing(ctx context.Context, a identity.Actor, id string, attempt int) error {
 	for {
 		n, err := func() (int, error) {
 			s.lock()
@@ -1020,7 +1020,7 @@ func (s *Service) failListing(ctx context.Context, t transfer.Task, j transfer.J
 // RefuseListing fails list task id, and its job, for a listing the API
 // could not take (its body over the bound): a listing that big would be
 // refused at every attempt. Only the node holding the task is heard.
-func (s *Service) RefuseListing(ctx context.Context, a controller.Actor, id, why string) error {
+func (s *Service) RefuseListing(ctx context.Context, a identity.Actor, id, why string) error {
 	ans, err := func() (apiv1.TaskAnswer, error) {
 		s.lock()
 		defer s.unlock()
@@ -1110,7 +1110,7 @@ func underSource(p, src string) bool {
 // Report takes a copy task's word: each file's verdict, and with Done the
 // end of the attempt. Only the node holding the current attempt is
 // heard; an older attempt is told to stop.
-func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep apiv1.TaskReport) (apiv1.TaskAnswer, error) {
+func (s *Service) Report(ctx context.Context, a identity.Actor, id string, rep apiv1.TaskReport) (apiv1.TaskAnswer, error) {
 	s.lock()
 	defer s.unlock()
 	t, j, err := s.task(ctx, a, id, transfer.TaskCopy)
@@ -1121,7 +1121,7 @@ func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep
 		return staleAnswer(t, rep.Attempt, j), nil
 	}
 	now := s.now()
-	topo := s.c.Topology()
+	topo := s.network()
 	// Its figures bounded by the task before anything is stored or
 	// summed: a report is one host's word.
 	if rep, err = checkReport(rep, boundsOf(topo, t)); err != nil {
@@ -1247,7 +1247,7 @@ func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep
 	if ended {
 		delete(s.rates, t.ID)
 	} else if topo != nil {
-		s.noteRate(topo.Site, t, rep.ThroughputBps, t.LeaseExpires)
+		s.noteRate(topo, t, rep.ThroughputBps, t.LeaseExpires)
 	}
 	s.observe(ctx, s.st, j, t, t.BytesDone-prevBytes, seenOK, seenBad, now)
 	if transfer.JobEnded(j.State) {

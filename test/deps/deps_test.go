@@ -168,9 +168,14 @@ func TestControllerDeps(t *testing.T) {
 }
 
 // The transfer service is the controller's side of data nodes and jobs:
-// it never links the HTTP face or the command line, nor the kernel.
+// it never links the HTTP face or the command line, nor the kernel, nor
+// the controller itself: it books through a booking.Booker and is handed
+// the rest (store, clock, policy, topology, events) in its Config, so it
+// can be tested against a fake Booker (issue 29). Its tests may link the
+// controller; go list -deps without -test does not count them.
 func TestServiceDeps(t *testing.T) {
 	check(t, module+"internal/service", []forbidden{
+		module + "internal/controller/...",
 		module + "internal/api",
 		module + "internal/cli",
 		module + "internal/client",
@@ -185,7 +190,8 @@ func TestServiceDeps(t *testing.T) {
 // their own (which store.Store satisfies), a copy's report takes the
 // mover's figures as its own types, and the agent's collectors reach the
 // testbed's emulator only through the collector the command line adds
-// (package monitor/collect/emulator).
+// (package monitor/collect/emulator). Who a request comes from
+// (identity) sits below both the controller and the transfer service.
 func TestLayerDeps(t *testing.T) {
 	for _, c := range []struct {
 		root string
@@ -196,6 +202,7 @@ func TestLayerDeps(t *testing.T) {
 		{"internal/transfer/report", []forbidden{module + "internal/mover/...", module + "internal/transport/...", module + "internal/wire"}},
 		{"internal/agent", []forbidden{module + "internal/testbed/...", module + "internal/monitor/collect/emulator"}},
 		{"internal/monitor/collect", []forbidden{module + "internal/testbed/...", module + "internal/monitor/collect/emulator"}},
+		{"internal/identity", []forbidden{module + "internal/controller/...", module + "internal/store/...", module + "internal/service"}},
 	} {
 		check(t, module+c.root, c.not)
 	}
