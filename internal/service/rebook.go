@@ -99,7 +99,7 @@ func (s *Service) rebookLost(ctx context.Context, id string) {
 				rest.Pairs[i].Routed = "lost"
 			}
 		}
-		added, grown, why = s.replan(ctx, b, rest, topo, live[srcEP], live[dstEP], left, deadEnd)
+		added, grown, why = s.replan(ctx, b, rest, topo, anchored(live[srcEP], lostEnds(lost, 0)), anchored(live[dstEP], lostEnds(lost, 1)), left, deadEnd)
 	}
 	s.lock()
 	defer s.unlock()
@@ -229,6 +229,36 @@ func laterIDs(p transfer.Pair) []string {
 		if l.Reservation != "" {
 			out = append(out, l.Reservation)
 		}
+	}
+	return out
+}
+
+// lostEnds are the nodes at end i (0: the source, 1: the destination) of
+// the lost pairs ("from > to").
+func lostEnds(lost []string, i int) []string {
+	var out []string
+	for _, k := range lost {
+		if ends := strings.SplitN(k, " > ", 2); len(ends) == 2 && !slices.Contains(out, ends[i]) {
+			out = append(out, ends[i])
+		}
+	}
+	return out
+}
+
+// anchored keeps, of the live nodes ns, those of a lost pair that still
+// live: the lost pair's work stays with them (a lost source's tasks keep
+// their destination, which resumes their partial files), so the new
+// bookings must be into (or out of) them; all of ns when none of them
+// lives.
+func anchored(ns []transfer.DataNode, ends []string) []transfer.DataNode {
+	var out []transfer.DataNode
+	for _, n := range ns {
+		if slices.Contains(ends, n.Node) {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return ns
 	}
 	return out
 }
