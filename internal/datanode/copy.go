@@ -218,7 +218,7 @@ func (n *node) runCopy(ctx context.Context, t *running) {
 				// The controller will not hear this node on the task
 				// (another node holds it now, or it is gone): no later
 				// report would be heard either.
-				n.stop(id, fmt.Errorf("%w: %v", errCancelled, err))
+				n.stopAttempt(id, w.Task.Attempt, fmt.Errorf("%w: %v", errCancelled, err))
 				continue
 			}
 			if err != nil {
@@ -226,7 +226,7 @@ func (n *node) runCopy(ctx context.Context, t *running) {
 				continue
 			}
 			if ans.Cancel {
-				n.stop(id, fmt.Errorf("%w: %s", errCancelled, orWord(ans.Reason, "no reason given")))
+				n.stopAttempt(id, w.Task.Attempt, fmt.Errorf("%w: %s", errCancelled, orWord(ans.Reason, "no reason given")))
 			}
 		}
 	}()

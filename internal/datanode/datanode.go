@@ -368,7 +368,7 @@ func (n *node) heartbeats(ctx context.Context, registered chan struct{}) error {
 				n.log.Info("registered with the controller", "lease_expires", work.LeaseExpires)
 				lastErr = ""
 			}
-			n.apply(work)
+			n.apply(work, req.Tasks)
 			if work.Rates != nil && !n.takeRates(work.Rates, false, claimed) {
 				again = true // a claim's rates are newer: ask again
 			}
@@ -412,7 +412,7 @@ func refusal(err error) bool {
 // heartbeat loop's to apply, with takeRates.) The fences go first: a
 // server that has no key yet (just started) takes no session, and takes
 // none under a fenced attempt once it has one.
-func (n *node) apply(w apiv1.DataNodeWork) {
+func (n *node) apply(w apiv1.DataNodeWork, sent []apiv1.TaskProgress) {
 	if v := n.cfg.Verifier; v != nil {
 		for _, f := range w.Fences {
 			v.Fence(f.Task, f.Attempt)
@@ -435,7 +435,15 @@ func (n *node) apply(w apiv1.DataNodeWork) {
 		}
 	}
 	for _, id := range w.Cancel {
-		n.stop(id, errCancelled)
+		// The attempt the heartbeat reported, if it did: the controller's
+		// word is about that one.
+		attempt := 0
+		for _, p := range sent {
+			if p.Task == id {
+				attempt = p.Attempt
+			}
+		}
+		n.stopAttempt(id, attempt, errCancelled)
 	}
 }
 
@@ -485,12 +493,16 @@ func (n *node) granted() []apiv1.Fence {
 }
 
 // stop cancels a running task.
-func (n *node) stop(id string, cause error) {
+// stopAttempt stops task id only while it runs attempt (0: whichever): a
+// word about an attempt that is over (a heartbeat's answer, a report's)
+// must not stop the next attempt of the same task, claimed meanwhile by
+// this node (a stopped node's task handed back to it).
+func (n *node) stopAttempt(id string, attempt int, cause error) {
 	n.mu.Lock()
 	t := n.tasks[id]
 	n.mu.Unlock()
-	if t != nil {
-		n.log.Info("stopping task", "task", id, "why", cause)
+	if t != nil && (attempt == 0 || t.work.Task.Attempt == attempt) {
+		n.log.Info("stopping task", "task", id, "attempt", t.work.Task.Attempt, "why", cause)
 		t.cancel(cause)
 	}
 }

@@ -494,9 +494,21 @@ func TestGrants(t *testing.T) {
 	n.tasks["k-old"] = &running{cancel: cancel}
 	secret := []byte("b1's receipt secret")
 	n.apply(apiv1.DataNodeWork{GrantKey: grant.EncodeKey(pub), ReceiptKey: base64.StdEncoding.EncodeToString(secret),
-		Fences: []apiv1.Fence{{Task: "k-1", Attempt: 2}}, Cancel: []string{"k-old"}})
+		Fences: []apiv1.Fence{{Task: "k-1", Attempt: 2}}, Cancel: []string{"k-old"}}, nil)
 	if !errors.Is(context.Cause(ctx), errCancelled) {
 		t.Errorf("the task named in Cancel was not stopped: %v", context.Cause(ctx))
+	}
+	// A word about an attempt that is over does not stop the next attempt
+	// of the same task, claimed by this node since the heartbeat went.
+	next, stopNext := context.WithCancelCause(context.Background())
+	n.tasks["k-again"] = &running{cancel: stopNext, work: apiv1.TaskWork{Task: transfer.Task{ID: "k-again", Attempt: 3}}}
+	n.apply(apiv1.DataNodeWork{Cancel: []string{"k-again"}}, []apiv1.TaskProgress{{Task: "k-again", Attempt: 2}})
+	if context.Cause(next) != nil {
+		t.Errorf("attempt 3 was stopped by the answer about attempt 2: %v", context.Cause(next))
+	}
+	n.apply(apiv1.DataNodeWork{Cancel: []string{"k-again"}}, []apiv1.TaskProgress{{Task: "k-again", Attempt: 3}})
+	if !errors.Is(context.Cause(next), errCancelled) {
+		t.Errorf("attempt 3 named by the heartbeat was not stopped: %v", context.Cause(next))
 	}
 	if v.Current("k-1", 1) || !v.Current("k-1", 2) {
 		t.Error("the fence of k-1 was not raised to attempt 2")
