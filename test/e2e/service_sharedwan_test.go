@@ -264,14 +264,17 @@ func TestServiceSharedWAN(t *testing.T) {
 		}
 	})
 
+	var victim string        // the source node killed mid-job
+	var killed apiv1.JobPage // its job, ended
 	t.Run("source node killed", func(t *testing.T) {
 		s.waitNodes(all)
 		files := makeDataset(t, filepath.Join(s.srcRoot, "k"), 4)
 		for i := range files {
 			files[i] = filepath.Join("k", files[i])
 		}
-		var id, dst, victim string
+		var id, dst string
 		var wait *proc
+		var lost []transfer.Task // the killed node's tasks with files to move
 		for try := 1; try <= 3 && victim == ""; try++ {
 			dst = fmt.Sprintf("outkill%d", try)
 			resp := s.submit("siteA:k/run1", "siteB:"+dst, "--deadline", "+3m")
@@ -279,12 +282,16 @@ func TestServiceSharedWAN(t *testing.T) {
 			checkPlan(t, s, resp.Job)
 			node := resp.Job.Pairs[0].From
 			j, ok := s.underWay(id, node)
-			if ok && len(stillToMove(running(j, node), s.job(s.alice, id))) > 0 {
+			if lost = stillToMove(running(j, node), s.job(s.alice, id)); ok && len(lost) > 0 {
 				s.nodes[node].Signal(syscall.SIGKILL)
 				s.nodes[node].Wait()
+				// A report the node sent before the kill may land after the
+				// look and end its tasks: only a task still to move counts.
 				if now := s.job(s.alice, id); !transfer.JobEnded(now.Job.State) {
-					victim = node
-					break
+					if lost = stillToMove(lost, now); len(lost) > 0 {
+						victim = node
+						break
+					}
 				}
 				s.startNode(node)
 				s.waitNodes(all)
@@ -296,6 +303,22 @@ func TestServiceSharedWAN(t *testing.T) {
 			t.Fatal("three jobs ended before a source node could be killed mid-job")
 		}
 		j := arrivedUnder(s, wait, id, files, dst)
+		killed = j
+		// Each task the killed node left unfinished ended SUCCEEDED on
+		// another node, at a later attempt.
+		for _, o := range lost {
+			i := slices.IndexFunc(j.Tasks, func(k transfer.Task) bool { return k.ID == o.ID })
+			if i < 0 {
+				t.Errorf("task %s of the killed node is gone from the job", o.ID)
+				continue
+			}
+			k := j.Tasks[i]
+			t.Logf("task %s of %s (attempt %d): attempt %d on %s → %s, %s", k.ID, victim, o.Attempt, k.Attempt, k.From, k.To, k.State)
+			if k.From == victim || k.Attempt <= o.Attempt || k.State != transfer.TaskSucceeded {
+				t.Errorf("task %s of the killed node: attempt %d on %s, %s; want a later attempt than %d on another node, SUCCEEDED",
+					k.ID, k.Attempt, k.From, k.State, o.Attempt)
+			}
+		}
 		moved := map[string]bool{}
 		for _, k := range j.Tasks {
 			if k.Kind == transfer.TaskCopy && k.State == transfer.TaskSucceeded {
@@ -308,6 +331,22 @@ func TestServiceSharedWAN(t *testing.T) {
 		}
 		s.startNode(victim)
 		s.waitNodes(all)
+	})
+
+	t.Run("dead pair's reservation moved", func(t *testing.T) {
+		t.Skip("issue 29 item 7 is not done: the killed node's pair keeps its reservation, and the surviving node that " +
+			"takes over its tasks moves them as a pair of its own without one, on the routed path")
+		if victim == "" {
+			t.Skip("needs the source node killed mid-job")
+		}
+		// The network allows it (nothing else is booked): the dead pair's
+		// booking moved to the surviving pair that took its tasks over, so
+		// no pair moved data unbooked.
+		for _, p := range killed.Job.Pairs {
+			if p.From != victim && p.BytesDone > 0 && p.Reservation == "" {
+				t.Errorf("pair %s → %s moved %d bytes without a reservation after %s died: %+v", p.From, p.To, p.BytesDone, victim, killed.Job.Pairs)
+			}
+		}
 	})
 }
 
