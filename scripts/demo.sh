@@ -8,8 +8,9 @@
 # b1 and b2 endpoint site-b, each site's data nodes sharing one directory.
 # A physicist (user alice) hands over a dataset with a deadline (lightpath
 # transfer submit site-a:run site-b:in --deadline +10m): the service lists
-# it on a source node, asks the scheduler for the earliest completion on
-# each node pair's path, books both pairs (held, then committed), and the
+# it on a source node, plans it jointly over both node pairs and every
+# path (the controller's joint planner, dedicated link first), books one
+# reservation per pair's path (held, then committed), and the
 # copy runs over both pairs at once, each on its reservation, steered and
 # paced by the agents; then every file is verified, and the demo prints the
 # booking, the aggregate against what was booked, the bytes each inter-site

@@ -8,6 +8,7 @@ package apiv1
 import (
 	"time"
 
+	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/transfer"
 )
 
@@ -96,6 +97,11 @@ type DataNodeHeartbeat struct {
 	// longer current (its task ended, failed, was cancelled or
 	// re-attempted), which ends them.
 	Granted []Fence `json:"granted,omitempty"`
+	// FreeBytes is the free space of the node's root (statfs), for the
+	// controller to tell whether a job fits its destination; absent where
+	// the node has no root of its own (one fronting a storage system) or
+	// cannot say.
+	FreeBytes *int64 `json:"free_bytes,omitempty"`
 }
 
 // DataNodeWork answers a heartbeat.
@@ -254,18 +260,48 @@ type TaskReport struct {
 	Done          bool         `json:"done,omitempty"`
 	Error         string       `json:"error,omitempty"`
 	// Permanent says the task's error will not go away by retrying (a
-	// refused path, a refused grant).
+	// refused path, a refused grant). The controller decides by Class;
+	// Permanent is for controllers older than it.
 	Permanent bool `json:"permanent,omitempty"`
+	// Class is the class of Error, the failure of the task's files that
+	// have no verdict of their own: FailureClasses. Missing or unknown
+	// (an older data node): internal.
+	Class string `json:"class,omitempty"`
 }
+
+// The classes of a failure (FileReport.Class, TaskReport.Class,
+// transfer.JobFile.Class), on which the controller decides what to do
+// with the file: not-found, permission and no-space fail it at once;
+// refused-by-grant (the destination refused a stale attempt) sends it
+// again without counting the attempt; network, checksum and internal send
+// it again, up to its attempts.
+// They are retry's faults (the one classification), spelled out here for
+// the API's clients.
+const (
+	ClassNotFound   = string(retry.FaultNotFound)   // "not-found"
+	ClassPermission = string(retry.FaultPermission) // "permission"
+	ClassNoSpace    = string(retry.FaultNoSpace)    // "no-space"
+	ClassGrant      = string(retry.FaultGrant)      // "refused-by-grant"
+	ClassNetwork    = string(retry.FaultNetwork)    // "network"
+	ClassChecksum   = string(retry.FaultChecksum)   // "checksum"
+	ClassInternal   = string(retry.FaultInternal)   // "internal"
+)
+
+// FailureClasses are the classes, in the order above.
+var FailureClasses = []string{ClassNotFound, ClassPermission, ClassNoSpace, ClassGrant, ClassNetwork, ClassChecksum, ClassInternal}
 
 // FileReport is one file's verdict in a task report.
 type FileReport struct {
 	Path      string `json:"path"` // its source path
 	OK        bool   `json:"ok"`
 	Error     string `json:"error,omitempty"`
-	Permanent bool   `json:"permanent,omitempty"`
-	Checksum  string `json:"checksum,omitempty"` // hex, of the job's algorithm
-	Bytes     int64  `json:"bytes,omitempty"`
+	Permanent bool   `json:"permanent,omitempty"` // for controllers older than Class
+	// Class is the class of a failed file's Error (FailureClasses), found
+	// where the error was made; missing or unknown (an older data node):
+	// internal.
+	Class    string `json:"class,omitempty"`
+	Checksum string `json:"checksum,omitempty"` // hex, of the job's algorithm
+	Bytes    int64  `json:"bytes,omitempty"`
 	// Part is the part of the file this verdict is about, in a part
 	// task (Task.Part); Checksum is then the part's bytes'. Complete says
 	// the push completed the file at the destination (every part there,

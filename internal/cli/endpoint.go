@@ -12,6 +12,7 @@ import (
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/transfer"
+	"github.com/lightpath/lightpath/internal/units"
 )
 
 func newEndpointCmd() *cobra.Command {
@@ -28,7 +29,8 @@ an endpoint that lists its node (one whose controller token is an
 admin's creates its endpoint and joins it by itself). "remove" removes an
 endpoint, or with --node only those nodes from it. "list" shows each
 endpoint, its site, and its data nodes, alive (lease held) or gone, with
-the address other nodes push to. "allow" (an admin's) says who may use an
+the address other nodes push to and the free space of the node's root as
+its last heartbeat said. "allow" (an admin's) says who may use an
 endpoint: users and projects; an endpoint nobody was allowed on is for
 admins and operators only.
 
@@ -79,8 +81,8 @@ func newEndpointListCmd(o *ctlFlags) *cobra.Command {
 						}
 					}
 				}
-				printTable(w, []string{"ENDPOINT", "SITE", "NODE", "STATE", "ADDRESS", "MAX RATE", "LEASE EXPIRES", "ALLOWED"}, rows, func(r endpointRow) []string {
-					cells := []string{r.ep.Name, orDash(r.ep.Site), "-", "-", "-", "-", "-", allowedOf(r.ep)}
+				printTable(w, []string{"ENDPOINT", "SITE", "NODE", "STATE", "ADDRESS", "MAX RATE", "FREE", "LEASE EXPIRES", "ALLOWED"}, rows, func(r endpointRow) []string {
+					cells := []string{r.ep.Name, orDash(r.ep.Site), "-", "-", "-", "-", "-", "-", allowedOf(r.ep)}
 					if r.listed != "" {
 						cells[2], cells[3] = r.listed, "not registered"
 					}
@@ -93,7 +95,11 @@ func newEndpointListCmd(o *ctlFlags) *cobra.Command {
 						if n.MaxRateBps > 0 {
 							rate = fmtRate(n.MaxRateBps)
 						}
-						cells[2], cells[3], cells[4], cells[5], cells[6] = n.Node, state, n.Address, rate, fmtTime(n.LeaseExpires)
+						free := "-" // a node that never said (one fronting a storage system)
+						if !n.FreeBytesAt.IsZero() {
+							free = units.FormatSize(n.FreeBytes)
+						}
+						cells[2], cells[3], cells[4], cells[5], cells[6], cells[7] = n.Node, state, n.Address, rate, free, fmtTime(n.LeaseExpires)
 					}
 					return cells
 				})

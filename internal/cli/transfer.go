@@ -276,7 +276,7 @@ func printTransferPage(w io.Writer, p apiv1.TransferPage) {
 
 type submitFlags struct {
 	deadline, key, checksum, checksumFile, project, cc string
-	transport                                          string
+	transport, onConflict                              string
 	priority                                           int
 	overwrite, skipExisting, update                    bool
 	noWait, dryRun                                     bool
@@ -330,6 +330,12 @@ its port). --cc is then its rate control: fixed (at the task's booked
 rate, or its share of the data node's --max-rate), fast or aimd; default
 fixed for a job with a --deadline (which books the network), fast
 otherwise.
+
+Two live jobs never write one destination file: a job listing a file that
+another job (yours or anyone's, QUEUED, SCHEDULED or ACTIVE) is writing
+fails at its listing, naming that job and the path (--on-conflict refuse,
+the default); with --on-conflict wait those files wait until the other
+job's file has ended, then go on.
 
 --id KEY makes the submission idempotent: the same KEY again returns the
 first job (or is refused when the request differs). It prints the job's
@@ -398,6 +404,7 @@ id, its state and what it waits for; follow it with transfer wait.`,
 	fs.StringVar(&f.project, "project", "", "the project the job runs under (its limits apply)")
 	fs.StringVar(&f.cc, "cc", "", "congestion control of the job's data streams: bbr, cubic, reno, or fast (loaded on the data nodes with lightpath cc install fast) (default: each data node's own); with --transport udp: fixed, fast or aimd")
 	fs.StringVar(&f.transport, "transport", "", "what carries the job's data streams: tcp (default) or udp")
+	fs.StringVar(&f.onConflict, "on-conflict", "", "a destination file another live job is writing: refuse (fail this job, the default) or wait (until that job's file has ended)")
 	fs.BoolVar(&f.update, "update", false, "leave a destination file whose size, time and checksum match, replace it otherwise (the default)")
 	fs.BoolVar(&f.overwrite, "overwrite", false, "replace destination files that exist")
 	fs.BoolVar(&f.skipExisting, "skip-existing", false, "leave destination files that exist alone")
@@ -453,7 +460,10 @@ func orWord(s, def string) string {
 // locations, sources on several endpoints, a deadline not in the future,
 // two policies, a bad checksum file.
 func (f submitFlags) request(args []string, now time.Time) (transfer.JobRequest, error) {
-	req := transfer.JobRequest{Priority: f.priority, Key: f.key, Project: f.project, CC: f.cc, Transport: f.transport, DryRun: f.dryRun}
+	req := transfer.JobRequest{Priority: f.priority, Key: f.key, Project: f.project, CC: f.cc, Transport: f.transport, DryRun: f.dryRun, OnConflict: f.onConflict}
+	if err := transfer.CheckOnConflict(f.onConflict); err != nil {
+		return req, fmt.Errorf("--%w", err)
+	}
 	if err := transfer.CheckCC(f.cc); err != nil {
 		return req, fmt.Errorf("--cc: %w", err)
 	}
@@ -656,6 +666,9 @@ func printJobPage(w io.Writer, p apiv1.JobPage, failed []transfer.JobFile, optim
 	if j.Transport != "" {
 		row("transport", j.Transport)
 	}
+	if j.OnConflict == transfer.ConflictWait {
+		row("on conflict", j.OnConflict) // refuse, the default, goes without saying
+	}
 	row("done", jobProgress(j))
 	row("throughput", units.FormatRate(j.ThroughputBps))
 	row("algorithm", j.Algorithm)
@@ -669,10 +682,13 @@ func printJobPage(w io.Writer, p apiv1.JobPage, failed []transfer.JobFile, optim
 	tw.Flush()
 	if len(j.Pairs) > 0 {
 		fmt.Fprintln(w, "node pairs:")
-		printTable(w, []string{"  FROM", "TO", "RESERVATION", "RATE", "WINDOW", "SHARE", "DONE", "TASKS", "STREAMS", "ROUTED"}, j.Pairs, func(pr transfer.Pair) []string {
+		printTable(w, []string{"  FROM", "TO", "RESERVATION", "PATH", "RATE", "WINDOW", "SHARE", "DONE", "TASKS", "STREAMS", "ROUTED"}, j.Pairs, func(pr transfer.Pair) []string {
 			win := "-"
 			if !pr.Start.IsZero() {
 				win = fmtTime(pr.Start) + " – " + fmtTime(pr.End)
+				if n := len(pr.Later); n > 0 {
+					win += fmt.Sprintf(" (+%d reservations to %s)", n, fmtTime(pr.Later[n-1].End))
+				}
 			}
 			share := "-"
 			if pr.ShareBytes > 0 {
@@ -682,7 +698,7 @@ func printJobPage(w io.Writer, p apiv1.JobPage, failed []transfer.JobFile, optim
 			if pr.RateBps > 0 {
 				rate = fmtRate(pr.RateBps)
 			}
-			return []string{"  " + pr.From, pr.To, orDash(pr.Reservation), rate, win, share, units.FormatSize(pr.BytesDone),
+			return []string{"  " + pr.From, pr.To, orDash(pr.Reservation), orDash(strings.Join(pr.Path, ",")), rate, win, share, units.FormatSize(pr.BytesDone),
 				countOrDash(pr.Concurrency), countOrDash(pr.Streams), orDash(pr.Routed)}
 		})
 	}
@@ -748,6 +764,10 @@ func printFailedFiles(w io.Writer, failed []transfer.JobFile) {
 	}
 	fmt.Fprintf(w, "failed files (%d):\n", len(failed))
 	for _, f := range failed {
+		if f.Class != "" {
+			fmt.Fprintf(w, "  %s: %s: %s (%d attempts)\n", safeArgs([]any{f.Path, f.Class, orWord(f.Error, "no error recorded"), f.Attempts})...)
+			continue
+		}
 		fmt.Fprintf(w, "  %s: %s (%d attempts)\n", safeArgs([]any{f.Path, orWord(f.Error, "no error recorded"), f.Attempts})...)
 	}
 }

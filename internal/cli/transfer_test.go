@@ -38,6 +38,8 @@ func TestSubmitRequest(t *testing.T) {
 		{"congestion control", submitFlags{cc: "fast"}, []string{"a:x", "b:y"}, func(r transfer.JobRequest) bool { return r.CC == "fast" }, ""},
 		{"congestion control not a name", submitFlags{cc: "Fast TCP"}, []string{"a:x", "b:y"}, nil, `--cc: congestion control "Fast TCP": want lower-case letters`},
 		{"congestion control too long", submitFlags{cc: "averyveryverylongname"}, []string{"a:x", "b:y"}, nil, "want at most 15 bytes"},
+		{"wait on a conflict", submitFlags{onConflict: "wait"}, []string{"a:x", "b:y"}, func(r transfer.JobRequest) bool { return r.OnConflict == transfer.ConflictWait }, ""},
+		{"unknown conflict choice", submitFlags{onConflict: "queue"}, []string{"a:x", "b:y"}, nil, `--on-conflict "queue": want refuse or wait`},
 		{"skip", submitFlags{skipExisting: true}, []string{"a:x", "b:y"}, func(r transfer.JobRequest) bool { return r.Policy == transfer.PolicySkip }, ""},
 		{"no endpoint", submitFlags{}, []string{"run1", "siteB:in"}, nil, "source: malformed location"},
 		{"path out of the root", submitFlags{}, []string{"siteA:../etc", "siteB:in"}, nil, "leads out of the endpoint's root"},

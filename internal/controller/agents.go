@@ -399,7 +399,9 @@ func (c *Controller) LinkDown(ctx context.Context, a Actor, node, link, why stri
 	return moved, nil
 }
 
-// LinkUp records that link is back; reservations degraded for it recover.
+// LinkUp records that link is back; reservations degraded for it recover,
+// and those moved off a dead link go back to the preferred path if it has
+// room for them (moveBack).
 func (c *Controller) LinkUp(ctx context.Context, a Actor, node, link string) error {
 	if !a.isAgent() {
 		return forbidden("only agents report links")
@@ -458,6 +460,7 @@ func (c *Controller) LinkUp(ctx context.Context, a Actor, node, link string) err
 			c.log.Error("recover reservation", "id", r.ID, "err", err)
 		}
 	}
+	c.moveBack(ctx, now) // those moved off go back to the preferred path
 	c.rejudge(ctx, now)
 	return nil
 }
@@ -492,10 +495,11 @@ func (c *Controller) downLinks() []string {
 // moveOff reroutes r around the links known to be down, or degrades it;
 // the caller holds mu.
 func (c *Controller) moveOff(ctx context.Context, r reserve.Reservation, now time.Time) (reserve.Reservation, error) {
-	var reasons []string
+	var reasons, down []string
 	for _, h := range r.Path {
 		if why, ok := c.linkDown[h.Link]; ok {
 			reasons = append(reasons, why)
+			down = append(down, h.Link)
 		}
 	}
 	reason := strings.Join(reasons, "; ")
@@ -511,7 +515,11 @@ func (c *Controller) moveOff(ctx context.Context, r reserve.Reservation, now tim
 	case err != nil:
 		return r, err
 	}
-	return c.change(ctx, r, reserve.Event{Kind: reserve.EventModify, By: reserve.ActorController, Why: "moved off: " + reason, Change: ch}, now)
+	n, err := c.change(ctx, r, reserve.Event{Kind: reserve.EventModify, By: reserve.ActorController, Why: "moved off: " + reason, Change: ch}, now)
+	if err == nil && n.State.Live() && !slices.Equal(n.Path, r.Path) {
+		c.noteMovedOff(ctx, r, n, down) // it goes back when the path is healthy again
+	}
+	return n, err
 }
 
 // noAlternate says no path avoiding the given links has the bandwidth.

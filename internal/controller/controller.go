@@ -127,6 +127,9 @@ type Controller struct {
 	// linkDown holds the links agents found down, with why, until they
 	// report them up: new paths avoid them.
 	linkDown map[string]string
+	// movedOff holds the reservations a dead link moved off their path,
+	// by ID, until they are back on the preferred path (moveback.go).
+	movedOff map[string]movedOff
 	due      dueHeap
 
 	auth authCache
@@ -176,6 +179,7 @@ func open(ctx context.Context, cfg Config) (*Controller, error) {
 		agentSince: map[string]time.Time{},
 		lapsed:     map[string]bool{},
 		linkDown:   map[string]string{},
+		movedOff:   map[string]movedOff{},
 		wake:       make(chan struct{}, 1),
 		events:     newBroker(),
 	}
@@ -217,6 +221,9 @@ func open(ctx context.Context, cfg Config) (*Controller, error) {
 		}
 	} else if !errors.Is(err, reserve.ErrNotFound) {
 		return nil, fmt.Errorf("load the links found down: %w", err)
+	}
+	if err := c.loadMovedOff(ctx); err != nil {
+		return nil, err
 	}
 	if s, err := c.st.GetSetting(ctx, settingTopology); err == nil {
 		name, _ := c.st.GetSetting(ctx, settingTopologyName)

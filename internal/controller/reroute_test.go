@@ -25,7 +25,7 @@ func other(l string) string {
 // its history), or, when none has, stays where it is, flagged degraded
 // with why; reservations not on the link are untouched; new reservations
 // avoid the link while it is down; the link's return recovers what it
-// degraded.
+// degraded and brings what it moved back to the preferred path.
 func TestLinkDownReroutes(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -106,17 +106,18 @@ func TestLinkDownReroutes(t *testing.T) {
 			}
 
 			// The link returns: a degraded reservation recovers, a moved
-			// one stays where it went.
-			before := h.get(r.ID)
+			// one goes back to the path it left, the preferred one (the
+			// probe booked the other path).
 			if err := h.c.LinkUp(h.ctx, agentOf("h2"), "h2", dead); err != nil {
 				t.Fatal(err)
 			}
 			after := h.get(r.ID)
-			if after.Degraded || !slices.Equal(after.Path, before.Path) {
-				t.Fatalf("after the link returned: path %v degraded %v (%q), want path %v, not degraded", links(after.Path), after.Degraded, after.DegradedReason, links(before.Path))
+			if after.Degraded || !slices.Equal(after.Path, r.Path) {
+				t.Fatalf("after the link returned: path %v degraded %v (%q), want path %v, not degraded", links(after.Path), after.Degraded, after.DegradedReason, links(r.Path))
 			}
-			if !tc.moved && !strings.HasPrefix(after.History[len(after.History)-1].Why, "recovered from: link "+dead+" down") {
-				t.Fatalf("last transition %q, want a recovery from the link down", after.History[len(after.History)-1].Why)
+			if why := after.History[len(after.History)-1].Why; !tc.moved && !strings.HasPrefix(why, "recovered from: link "+dead+" down") ||
+				tc.moved && !strings.HasSuffix(why, "(moved back: link "+dead+" up again)") {
+				t.Fatalf("last transition %q, want a recovery from the link down, or a move back", why)
 			}
 			if _, err := h.c.Create(h.ctx, alice, probe); err != nil {
 				t.Fatalf("a new booking after the link returned: %v", err)

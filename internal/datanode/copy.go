@@ -114,23 +114,21 @@ func partJob(w apiv1.TaskWork) (*mover.Part, error) {
 	return &mover.Part{Offset: p.Offset, Length: p.Length}, nil
 }
 
-// permanentReasons are the words of a file's failure that a retry cannot
-// mend: a refused path or grant, a file that is not there or too large.
-var permanentReasons = []string{
-	"grant:", "invalid path", "outside the served directory", "leads outside", "not covered",
-	"no such file or directory", "is a directory", "not a directory", "larger than", "too large",
-	"permission denied", "read-only",
+// classOf is the class a report gives a failure of class f, as the mover
+// found it where the error was made: internal where it did not say (a
+// destination server older than protocol version 10).
+func classOf(f retry.Fault) string {
+	if f == "" {
+		return apiv1.ClassInternal
+	}
+	return string(f)
 }
 
-// permanentReason reports whether a file's failure reason is final.
-func permanentReason(reason string) bool {
-	r := strings.ToLower(reason)
-	for _, w := range permanentReasons {
-		if strings.Contains(r, w) {
-			return true
-		}
-	}
-	return false
+// permanentClass says whether a failure of class c is final for the file
+// (not-found, permission, no-space), for the Permanent of a report, which
+// controllers older than the class decide by.
+func permanentClass(c string) bool {
+	return c == apiv1.ClassNotFound || c == apiv1.ClassPermission || c == apiv1.ClassNoSpace
 }
 
 // batcher gathers a copy task's file verdicts between reports.
@@ -246,10 +244,11 @@ func (n *node) runCopy(ctx context.Context, t *running) {
 	last := apiv1.TaskReport{Done: true}
 	if runErr != nil {
 		last.Error = runErr.Error()
-		last.Permanent = retry.IsPermanent(runErr)
+		last.Class = classOf(mover.FaultOf(runErr))
+		last.Permanent = retry.IsPermanent(runErr) || permanentClass(last.Class)
 		if ctx.Err() != nil {
 			last.Error = "stopped: " + context.Cause(ctx).Error()
-			last.Permanent = false
+			last.Permanent, last.Class = false, apiv1.ClassInternal
 		}
 	}
 	n.log.Info("copy task ended", "task", id, "job", w.Task.Job, "attempt", w.Task.Attempt, "bytes", sent(), "err", last.Error)
@@ -355,8 +354,8 @@ func (n *node) pushAll(ctx context.Context, w apiv1.TaskWork, b *batcher, meterO
 						r.Complete, r.FileChecksum = fr.Complete, fileChecksumHex(algo, fr)
 					}
 				} else {
-					r.Error = fr.Reason
-					r.Permanent = permanentReason(fr.Reason)
+					r.Error, r.Class = fr.Reason, classOf(fr.Fault)
+					r.Permanent = permanentClass(r.Class)
 				}
 				b.add(r)
 			},
@@ -367,7 +366,7 @@ func (n *node) pushAll(ctx context.Context, w apiv1.TaskWork, b *batcher, meterO
 		sum, err := mover.Copy(ctx, job)
 		prevSent = m.Sent()
 		if ctx.Err() == nil {
-			reportUnread(p, sum.Failures, seen, b)
+			reportUnread(p, sum.Unread, seen, b)
 		}
 		var ff *mover.FilesFailedError
 		switch {
@@ -474,17 +473,17 @@ func pushTLS(cfg *tls.Config, addr string) *tls.Config {
 }
 
 // reportUnread reports the files of a push that got no verdict because
-// the sender could not read them (the copy's failures "path: reason" for
-// the source path): such a file failed, for good when its reason says so
-// (gone, refused).
-func reportUnread(p push, failures []string, seen map[string]bool, b *batcher) {
+// the sender could not read them (the copy's unread sources, by source
+// path): such a file failed, with the class of why (gone: not-found).
+func reportUnread(p push, unread []mover.SourceError, seen map[string]bool, b *batcher) {
 	for _, it := range p.Items {
 		if seen[it.Name] {
 			continue
 		}
-		for _, f := range failures {
-			if reason, ok := strings.CutPrefix(f, it.Path+": "); ok {
-				b.add(apiv1.FileReport{Path: it.Path, Error: reason, Permanent: permanentReason(reason)})
+		for _, u := range unread {
+			if u.Path == it.Path {
+				c := classOf(u.Fault)
+				b.add(apiv1.FileReport{Path: it.Path, Error: u.Reason, Class: c, Permanent: permanentClass(c)})
 				break
 			}
 		}

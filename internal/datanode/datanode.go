@@ -326,13 +326,24 @@ func signal(c chan struct{}) {
 // not an outage to wait out. Once registered, a refused token (revoked,
 // expired) or registration is returned too; every other failure is
 // waited out.
+// freeBytes is the free space of the node's root, for its heartbeat; nil
+// where the system cannot say (the controller then knows none).
+func (n *node) freeBytes() *int64 {
+	free, err := mover.FreeSpace(n.root, ".")
+	if err != nil {
+		return nil
+	}
+	return &free
+}
+
 func (n *node) heartbeats(ctx context.Context, registered chan struct{}) error {
 	every := n.cfg.Lease / 3
 	first := true
 	var lastErr string
 	for {
 		req := apiv1.DataNodeHeartbeat{Endpoint: n.cfg.Endpoint, Address: n.cfg.Address, Parts: true,
-			MaxRateBps: n.cfg.MaxRateBps, Lease: n.cfg.Lease.String(), Tasks: n.progress(), Granted: n.granted()}
+			MaxRateBps: n.cfg.MaxRateBps, Lease: n.cfg.Lease.String(), Tasks: n.progress(), Granted: n.granted(),
+			FreeBytes: n.freeBytes()}
 		claimed := n.claimsSoFar()
 		work, err := n.cfg.Client.DataNodeHeartbeat(ctx, n.cfg.Node, req)
 		again := false

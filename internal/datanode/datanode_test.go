@@ -17,6 +17,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -218,21 +219,45 @@ func TestChecksumHex(t *testing.T) {
 	}
 }
 
-// TestPermanentReason tells a file's final failures from those worth a
-// retry.
-func TestPermanentReason(t *testing.T) {
-	for reason, want := range map[string]bool{
-		`grant: path not covered: "x" is outside in`:        true,
-		"invalid path \"a/../b\": empty, . or .. component": true,
-		"open run1/a: no such file or directory":            true,
-		"open run1/a: permission denied":                    true,
-		"connection reset by peer":                          false,
-		"checksum mismatch after 5 resends":                 false,
-		"":                                                  false,
+// TestClassOf: a failure's class as the mover found it, internal where a
+// destination older than protocol version 10 did not say, and the
+// Permanent older controllers decide by: final for a file not there, a
+// refused permission and a full destination; never from the reason's
+// words.
+func TestClassOf(t *testing.T) {
+	for _, tc := range []struct {
+		fault     retry.Fault
+		class     string
+		permanent bool
+	}{
+		{retry.FaultNotFound, apiv1.ClassNotFound, true},
+		{retry.FaultPermission, apiv1.ClassPermission, true},
+		{retry.FaultNoSpace, apiv1.ClassNoSpace, true},
+		{retry.FaultGrant, apiv1.ClassGrant, false},
+		{retry.FaultNetwork, apiv1.ClassNetwork, false},
+		{retry.FaultChecksum, apiv1.ClassChecksum, false},
+		{retry.FaultInternal, apiv1.ClassInternal, false},
+		{"", apiv1.ClassInternal, false},
 	} {
-		if got := permanentReason(reason); got != want {
-			t.Errorf("permanentReason(%q) = %v, want %v", reason, got, want)
+		c := classOf(tc.fault)
+		if c != tc.class || permanentClass(c) != tc.permanent {
+			t.Errorf("fault %q: class %q permanent %v, want %q %v", tc.fault, c, permanentClass(c), tc.class, tc.permanent)
 		}
+	}
+}
+
+// TestReportUnread: a source the push could not read is reported failed
+// with its class, by its source path; one that got a verdict is not.
+func TestReportUnread(t *testing.T) {
+	p := push{Remote: "in/", Items: []pushItem{{Path: "run1/a", Name: "run1/a"}, {Path: "run1/b", Name: "run1/b"}, {Path: "run1/c", Name: "run1/c"}}}
+	b := &batcher{}
+	reportUnread(p, []mover.SourceError{
+		{Path: "run1/a", Reason: "no such file or directory", Fault: retry.FaultNotFound},
+		{Path: "run1/b", Reason: "permission denied", Fault: retry.FaultPermission},
+	}, map[string]bool{"run1/b": true}, b)
+	got := b.take()
+	if len(got) != 1 || got[0].Path != "run1/a" || got[0].Class != apiv1.ClassNotFound || !got[0].Permanent || got[0].Error != "no such file or directory" {
+		t.Fatalf("reported %+v, want run1/a not-found", got)
 	}
 }
 
@@ -837,5 +862,23 @@ func TestConfirmGrant(t *testing.T) {
 	release()
 	if g := n.granted(); len(g) != 0 {
 		t.Errorf("granted after the session: %+v", g)
+	}
+}
+
+// TestFreeBytes: the heartbeat carries its root's free space where the
+// system says it (Linux: statfs), and none where it cannot.
+func TestFreeBytes(t *testing.T) {
+	root, err := os.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	n := &node{root: root}
+	free := n.freeBytes()
+	if runtime.GOOS == "linux" && (free == nil || *free <= 0) {
+		t.Fatalf("free bytes of a temporary directory: %v", free)
+	}
+	if runtime.GOOS != "linux" && free != nil {
+		t.Fatalf("free bytes where statfs is not asked: %d", *free)
 	}
 }

@@ -369,6 +369,8 @@ func maxWindow() int64 {
 type TransferStats struct {
 	Sender, Receiver wire.Stats
 	SourceErrors     []string
+	// Unread are the sources a push could not read, with their class.
+	Unread []SourceError
 }
 
 // pushOnce sends local sources to the server's dest in one session.
@@ -393,7 +395,7 @@ func pushOnce(ctx context.Context, cfg ClientConfig, src Source, dest string, di
 	if err != nil {
 		return TransferStats{}, err
 	}
-	return TransferStats{Sender: res.Local, Receiver: res.Remote, SourceErrors: res.Errors}, nil
+	return TransferStats{Sender: res.Local, Receiver: res.Remote, SourceErrors: res.Errors, Unread: res.Unread}, nil
 }
 
 // pullOnce fetches the server's paths into a local destination in one

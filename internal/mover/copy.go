@@ -259,6 +259,9 @@ type Summary struct {
 	// source's own errors; Errors the session's error first, then those,
 	// at most 20.
 	Failures, Errors []string
+	// Unread are the sources the last session of a push could not read
+	// (among Failures too), each with its reason and class.
+	Unread []SourceError
 	// Warnings are the links left out of a tree, sorted.
 	Warnings []string
 	// Planned is a dry run's verdict per entry, sorted by path.
@@ -419,6 +422,7 @@ func Copy(ctx context.Context, job Job) (Summary, error) {
 		sum.BytesSkipped = 0
 	}
 	sum.Failures = append(sum.Failures, last.SourceErrors...)
+	sum.Unread = last.Unread
 	sum.Streams, sum.Retransmits = streamSummaries(last.Sender, last.Receiver)
 	sum.Transport = TransportTCP
 	if job.Config.udpData() {

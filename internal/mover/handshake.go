@@ -107,15 +107,27 @@ func (c *ctrl) read() (wire.Msg, error) {
 
 // peerError turns an Error frame from the peer into a Go error of the right
 // class.
+//
+// Its class is the peer's word (Error.Fault, from version VersionFault on);
+// from an older peer, the code's: a wrong token is a refused permission, a
+// busy server the network's, anything else internal.
 func peerError(e *wire.Error) error {
+	var err error
+	fault := retry.FaultInternal
 	switch e.Code {
 	case wire.CodeAuth:
-		return fmt.Errorf("%w: %s", ErrAuth, e.Msg)
+		err, fault = fmt.Errorf("%w: %s", ErrAuth, e.Msg), retry.FaultPermission
 	case wire.CodeRefused, wire.CodeVersion:
-		return fmt.Errorf("%w: %s", ErrRefused, e.Msg)
+		err = fmt.Errorf("%w: %s", ErrRefused, e.Msg)
+	case wire.CodeBusy:
+		err, fault = fmt.Errorf("peer: %s", e.Msg), retry.FaultNetwork
 	default:
-		return fmt.Errorf("peer: %s", e.Msg)
+		err = fmt.Errorf("peer: %s", e.Msg)
 	}
+	if f := wire.FaultOfCode(e.Fault); f != "" {
+		fault = f
+	}
+	return classed(fault, err)
 }
 
 func nonce() (n [wire.NonceSize]byte) {
@@ -255,6 +267,22 @@ func serverHandshake(c net.Conn, token []byte) (wire.Hello, *wire.Reader, [wire.
 		return h, nil, sn, fmt.Errorf("send token answer: %w", err)
 	}
 	return h, r, sn, nil
+}
+
+// refuse ends a request with an error frame of code, carrying the class of
+// err (a busy server's: the network's) to a peer of protocol version
+// VersionFault or later.
+func refuse(c net.Conn, version uint16, code uint8, err error) {
+	e := &wire.Error{Code: code, Msg: err.Error()}
+	if version >= wire.VersionFault {
+		f := faultOrInternal(FaultOf(err))
+		if code == wire.CodeBusy {
+			f = retry.FaultNetwork
+		}
+		e.Fault = wire.FaultCode(f)
+	}
+	c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	_ = wire.NewWriter(c).Send(e)
 }
 
 func sendError(c net.Conn, code uint8, msg string) {

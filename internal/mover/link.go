@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/transport"
 	"github.com/lightpath/lightpath/internal/wire"
 )
@@ -466,4 +467,9 @@ type FileResult struct {
 	// the destination node's secret (grant.Receipt, over the checksums
 	// as SumHex and FileSumHex spell them).
 	Receipt []byte
+	// Fault is the class of a failed file's failure, as the end that
+	// failed it found it (the receiver's word across the wire from
+	// protocol version 10 on; "" from an older receiver, which does not
+	// say); "" for a file that did not fail.
+	Fault retry.Fault
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/checksum"
+	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/wire"
 )
 
@@ -154,7 +155,7 @@ func (r *receiver) partEntry(f *rfile, fail func(error) (wire.NeedItem, bool)) (
 	// The policy judges the final file, as for a whole push.
 	if fi, err := r.fs.Lstat(f.target); err == nil {
 		if fi.IsDir() {
-			return fail(fmt.Errorf("destination %s is a directory", f.target))
+			return fail(classed(retry.FaultPermission, fmt.Errorf("destination %s is a directory", f.target)))
 		}
 		same := fi.Mode().IsRegular() && fi.Size() == e.Size
 		switch r.pol {
@@ -164,7 +165,7 @@ func (r *receiver) partEntry(f *rfile, fail func(error) (wire.NeedItem, bool)) (
 				go r.offerExisting(f)
 				return wire.NeedItem{}, false
 			}
-			return fail(fmt.Errorf("destination %s exists (use --overwrite, --skip-existing or --update)", f.target))
+			return fail(classed(retry.FaultPermission, fmt.Errorf("destination %s exists (use --overwrite, --skip-existing or --update)", f.target)))
 		case wire.PolicySkip:
 			r.release(f)
 			r.l.prog.BytesSkipped.Add(r.l.part.Length)
@@ -356,12 +357,12 @@ func (r *receiver) partFinalize(f *rfile) {
 	}
 	if end.Abort != "" {
 		r.partForget(f)
-		r.result(f, wire.ResultItem{ID: f.e.ID, Reason: end.Abort})
+		r.resultOf(f, wire.ResultItem{ID: f.e.ID, Reason: end.Abort}, "") // the sender's word, and class
 		return
 	}
 	if crc != end.CRC || (f.adler && ad != end.Adler32) {
 		r.partForget(f)
-		r.result(f, wire.ResultItem{ID: f.e.ID, Reason: fmt.Sprintf("checksum mismatch: received crc32c %08x, sent %08x", crc, end.CRC)})
+		r.resultOf(f, wire.ResultItem{ID: f.e.ID, Reason: fmt.Sprintf("checksum mismatch: received crc32c %08x, sent %08x", crc, end.CRC)}, retry.FaultChecksum)
 		return
 	}
 	it := wire.ResultItem{ID: f.e.ID, OK: true, CRC: crc, Adler32: ad}
@@ -384,7 +385,7 @@ func (r *receiver) partFinalize(f *rfile) {
 		if errors.Is(err, errCutPlacing) {
 			return // no longer this session's to place; the next one does
 		}
-		r.result(f, wire.ResultItem{ID: f.e.ID, Reason: err.Error()})
+		r.resultOf(f, wire.ResultItem{ID: f.e.ID, Reason: err.Error()}, FaultOf(err))
 		return
 	}
 	it.Complete = true

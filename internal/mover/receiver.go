@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/checksum"
+	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/transfer/grant"
 	"github.com/lightpath/lightpath/internal/units"
 	"github.com/lightpath/lightpath/internal/wire"
@@ -121,19 +122,19 @@ func (p *PathLocks) unlock(name string) {
 // that is not a clean relative path.
 func (d Dest) target(p string) (string, error) {
 	if p == "" || strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
-		return "", fmt.Errorf("invalid path %q", p)
+		return "", classed(retry.FaultPermission, fmt.Errorf("invalid path %q", p))
 	}
 	parts := strings.Split(p, "/")
 	for _, c := range parts {
 		if c == "" || c == "." || c == ".." {
-			return "", fmt.Errorf("invalid path %q: empty, . or .. component", p)
+			return "", classed(retry.FaultPermission, fmt.Errorf("invalid path %q: empty, . or .. component", p))
 		}
 	}
 	if d.Rename != "" {
 		parts[0] = d.Rename
 	}
 	if isWorkFile(parts[len(parts)-1]) {
-		return "", fmt.Errorf("invalid path %q: reserved suffix", p)
+		return "", classed(retry.FaultPermission, fmt.Errorf("invalid path %q: reserved suffix", p))
 	}
 	return path.Join(append([]string{d.Base}, parts...)...), nil
 }
@@ -496,7 +497,9 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 		if f != nil {
 			r.release(f)
 		}
-		r.l.fileResult(FileResult{Path: e.Path, Size: e.Size, Reason: err.Error()})
+		fault := faultOrInternal(FaultOf(err))
+		r.l.fileResult(FileResult{Path: e.Path, Size: e.Size, Reason: err.Error(), Fault: fault})
+		r.l.sendFault(e.ID, fault) // before the need that fails it
 		return wire.NeedItem{ID: e.ID, Action: wire.NeedFail, Reason: err.Error()}, true
 	}
 	target, err := r.dst.target(e.Path)
@@ -526,7 +529,7 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 			f.want = int(f.hi - f.lo)
 		}
 	} else if r.l.part != nil {
-		return fail(errors.New("a part push carries one regular file"))
+		return fail(classed(retry.FaultInternal, errors.New("a part push carries one regular file")))
 	}
 	if err := r.add(f); err != nil {
 		return fail(err)
@@ -555,7 +558,7 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 			return wire.NeedItem{}, false
 		}
 		if err := r.symlink(e, target); err != nil {
-			r.resultFail(f, err.Error())
+			r.resultFail(f, err)
 		} else {
 			r.result(f, wire.ResultItem{ID: e.ID, OK: true})
 		}
@@ -580,7 +583,7 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 	// An existing destination: the policy decides.
 	if fi, err := r.fs.Lstat(target); err == nil {
 		if fi.IsDir() {
-			return fail(fmt.Errorf("destination %s is a directory", target))
+			return fail(classed(retry.FaultPermission, fmt.Errorf("destination %s is a directory", target)))
 		}
 		switch r.pol {
 		case wire.PolicyRefuse:
@@ -591,7 +594,7 @@ func (r *receiver) entry(e wire.Entry) (wire.NeedItem, bool) {
 				go r.offerExisting(f)
 				return wire.NeedItem{}, false
 			}
-			return fail(fmt.Errorf("destination %s exists (use --overwrite, --skip-existing or --update)", target))
+			return fail(classed(retry.FaultPermission, fmt.Errorf("destination %s exists (use --overwrite, --skip-existing or --update)", target)))
 		case wire.PolicySkip:
 			r.release(f)
 			r.l.prog.BytesSkipped.Add(e.Size)
@@ -656,7 +659,7 @@ func (r *receiver) mkdir(dir string) error {
 // the link stays, as a careful store keeps its namespace's structure
 // from being rewritten by a peer. Whoever owns the destination removes it.
 func linkKept(target string) error {
-	return fmt.Errorf("destination %s is a symbolic link: a copy does not replace links (remove it at the destination first)", target)
+	return classed(retry.FaultPermission, fmt.Errorf("destination %s is a symbolic link: a copy does not replace links (remove it at the destination first)", target))
 }
 
 func (r *receiver) symlink(e wire.Entry, target string) error {
@@ -891,7 +894,9 @@ func (r *receiver) needFail(f *rfile, err error) {
 	closeReady(f)
 	f.mu.Unlock()
 	r.release(f)
-	r.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, Reason: err.Error()})
+	fault := faultOrInternal(FaultOf(err))
+	r.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, Reason: err.Error(), Fault: fault})
+	r.l.sendFault(f.e.ID, fault)
 	r.l.ctrl.queue(&wire.Need{Items: []wire.NeedItem{{ID: f.e.ID, Action: wire.NeedFail, Reason: err.Error()}}})
 }
 
@@ -910,14 +915,14 @@ func (r *receiver) plan(m *wire.Plan) error {
 	inPlace := f.inPlace
 	f.mu.Unlock()
 	if m.Fresh && inPlace && r.pol == wire.PolicyRefuse {
-		r.resultFail(f, fmt.Sprintf("destination %s exists and differs from the source (use --overwrite, --skip-existing or --update)", f.target))
+		r.resultFail(f, classed(retry.FaultPermission, fmt.Errorf("destination %s exists and differs from the source (use --overwrite, --skip-existing or --update)", f.target)))
 		return nil
 	}
 	if m.Fresh {
 		f.inPlace = false
 		if err := r.startFresh(f); err != nil {
 			// The sender will send blocks we cannot place; fail the file.
-			r.resultFail(f, err.Error())
+			r.resultFail(f, err)
 			closeReady(f)
 		}
 		return nil
@@ -1050,7 +1055,7 @@ func (r *receiver) block(ctx context.Context, d *dataConn, f *rfile, h wire.Bloc
 	// resend) or could not be opened is read and dropped.
 	discard := state != rReceiving || failed || err != nil
 	if err != nil && state == rReceiving {
-		r.resultFail(f, err.Error())
+		r.resultFail(f, err)
 	}
 
 	var crc, ad uint32
@@ -1132,7 +1137,7 @@ func (r *receiver) block(ctx context.Context, d *dataConn, f *rfile, h wire.Bloc
 		if isNoSpace(jerr) {
 			r.writeFailed(f, jerr)
 		} else {
-			r.resultFail(f, fmt.Sprintf("journal: %v", jerr))
+			r.resultFail(f, fmt.Errorf("journal: %w", jerr))
 		}
 		return nil
 	}
@@ -1160,7 +1165,7 @@ func (r *receiver) writeFailed(f *rfile, err error) {
 	}
 	if !isNoSpace(err) || f.pf != nil {
 		// A part's partial file is the other parts' too: it stays.
-		r.resultFail(f, fmt.Sprintf("write %s: %v", f.target, cleanPathError(err)))
+		r.resultFail(f, fmt.Errorf("write %s: %w", f.target, cleanPathError(err)))
 		return
 	}
 	f.mu.Lock()
@@ -1178,7 +1183,12 @@ func (r *receiver) writeFailed(f *rfile, err error) {
 	}
 	r.fs.Remove(f.part)
 	r.fs.Remove(f.jname)
-	r.resultFail(f, r.noSpaceReason(f))
+	r.resultFail(f, r.noSpace(f))
+}
+
+// noSpace is the failure of file f for a full destination.
+func (r *receiver) noSpace(f *rfile) error {
+	return classed(retry.FaultNoSpace, errors.New(r.noSpaceReason(f)))
 }
 
 func (r *receiver) noSpaceReason(f *rfile) string {
@@ -1230,15 +1240,19 @@ func punch(fd *os.File, off, n int64) error {
 	return nil
 }
 
-func (r *receiver) resultFail(f *rfile, reason string) {
+func (r *receiver) resultFail(f *rfile, err error) {
 	f.mu.Lock()
 	f.state = rFinal
 	f.mu.Unlock()
-	r.result(f, wire.ResultItem{ID: f.e.ID, Reason: reason})
+	r.resultOf(f, wire.ResultItem{ID: f.e.ID, Reason: err.Error()}, FaultOf(err))
 }
 
 // result sends a file's verdict, once.
-func (r *receiver) result(f *rfile, it wire.ResultItem) {
+func (r *receiver) result(f *rfile, it wire.ResultItem) { r.resultOf(f, it, "") }
+
+// resultOf sends a file's verdict, once, with the class of its failure
+// (internal where none is given) when it failed.
+func (r *receiver) resultOf(f *rfile, it wire.ResultItem, fault retry.Fault) {
 	f.mu.Lock()
 	closeReady(f)
 	already := f.verdict
@@ -1249,9 +1263,15 @@ func (r *receiver) result(f *rfile, it wire.ResultItem) {
 	}
 	r.release(f)
 	r.sendReceipt(f, it)
+	if it.OK {
+		fault = ""
+	} else {
+		fault = faultOrInternal(fault)
+		r.l.sendFault(it.ID, fault)
+	}
 	r.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, OK: it.OK, Skipped: it.Skipped, Reason: it.Reason,
 		CRC32C: it.CRC, Adler32: it.Adler32, HasAdler: f.adler,
-		Complete: it.Complete, FileCRC32C: it.FileCRC, FileAdler32: it.FileAdler32})
+		Complete: it.Complete, FileCRC32C: it.FileCRC, FileAdler32: it.FileAdler32, Fault: fault})
 	r.l.ctrl.queue(&wire.Result{Items: []wire.ResultItem{it}, HasPart: r.l.part != nil})
 }
 
@@ -1275,11 +1295,11 @@ func (r *receiver) finalize(f *rfile) {
 	if jour != nil {
 		jour.close()
 	}
-	fail := func(reason string) {
+	fail := func(err error) {
 		if fd != nil {
 			fd.Close()
 		}
-		r.result(f, wire.ResultItem{ID: f.e.ID, Reason: reason})
+		r.resultOf(f, wire.ResultItem{ID: f.e.ID, Reason: err.Error()}, FaultOf(err))
 	}
 	if end.Abort != "" {
 		// The sender gave up on this file: drop what we have, it cannot be
@@ -1290,12 +1310,12 @@ func (r *receiver) finalize(f *rfile) {
 		}
 		r.fs.Remove(f.part)
 		r.fs.Remove(f.jname)
-		fail(end.Abort)
+		fail(errors.New(end.Abort)) // the sender's word, and class (sender.result)
 		return
 	}
 	if crc != end.CRC || (f.adler && ad != end.Adler32) {
 		r.fs.Remove(f.jname)
-		fail(fmt.Sprintf("checksum mismatch: received crc32c %08x, sent %08x", crc, end.CRC))
+		fail(classed(retry.FaultChecksum, fmt.Errorf("checksum mismatch: received crc32c %08x, sent %08x", crc, end.CRC)))
 		return
 	}
 	if fd == nil {
@@ -1307,11 +1327,11 @@ func (r *receiver) finalize(f *rfile) {
 		}
 		fd, err = r.fs.OpenFile(f.part, flags, 0o600)
 		if err != nil {
-			fail(fmt.Sprintf("open %s: %v", f.part, cleanPathError(err)))
+			fail(fmt.Errorf("open %s: %w", f.part, cleanPathError(err)))
 			return
 		}
 		if err := fd.Truncate(f.e.Size); err != nil {
-			fail(fmt.Sprintf("size %s: %v", f.part, cleanPathError(err)))
+			fail(fmt.Errorf("size %s: %w", f.part, cleanPathError(err)))
 			return
 		}
 	}
@@ -1321,19 +1341,19 @@ func (r *receiver) finalize(f *rfile) {
 			fd = nil
 			r.fs.Remove(f.part)
 			r.fs.Remove(f.jname)
-			fail(r.noSpaceReason(f))
+			fail(r.noSpace(f))
 			return
 		}
-		fail(fmt.Sprintf("sync %s: %v", f.part, cleanPathError(err)))
+		fail(fmt.Errorf("sync %s: %w", f.part, cleanPathError(err)))
 		return
 	}
 	if err := fd.Chmod(fs.FileMode(f.e.Mode)); err != nil {
-		fail(fmt.Sprintf("chmod %s: %v", f.part, cleanPathError(err)))
+		fail(fmt.Errorf("chmod %s: %w", f.part, cleanPathError(err)))
 		return
 	}
 	mt := time.Unix(0, f.e.MTime)
 	if err := r.fs.Chtimes(f.part, mt, mt); err != nil {
-		fail(fmt.Sprintf("set times %s: %v", f.part, cleanPathError(err)))
+		fail(fmt.Errorf("set times %s: %w", f.part, cleanPathError(err)))
 		return
 	}
 	fd.Close()
@@ -1341,7 +1361,7 @@ func (r *receiver) finalize(f *rfile) {
 	if r.pol == wire.PolicyRefuse {
 		// Someone may have created the destination since we looked.
 		if _, err := r.fs.Lstat(f.target); err == nil {
-			fail(fmt.Sprintf("destination %s exists (use --overwrite, --skip-existing or --update)", f.target))
+			fail(classed(retry.FaultPermission, fmt.Errorf("destination %s exists (use --overwrite, --skip-existing or --update)", f.target)))
 			return
 		}
 	}
@@ -1352,7 +1372,7 @@ func (r *receiver) finalize(f *rfile) {
 		return
 	}
 	if err := r.fs.Rename(f.part, f.target); err != nil {
-		fail(fmt.Sprintf("rename into place %s: %v", f.target, cleanPathError(err)))
+		fail(fmt.Errorf("rename into place %s: %w", f.target, cleanPathError(err)))
 		return
 	}
 	if f.nblocks > 1 {

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lightpath/lightpath/internal/checksum"
+	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/wire"
 )
 
@@ -71,6 +72,8 @@ type sfile struct {
 	resolved bool
 	ended    bool
 	failed   string
+	// fault is the class of failed: the sender gave the file up.
+	fault retry.Fault
 }
 
 // job is one block to send.
@@ -179,12 +182,16 @@ type sender struct {
 	manifest bool // the whole manifest has been sent
 	open     int  // files without a verdict yet
 	srcErrs  []string
+	unread   []SourceError
 	allDone  chan struct{}
 	doneOnce sync.Once
 
 	// receipts are the receiver's receipts of files not yet given their
 	// verdict, by file id.
 	receipts map[uint32][]byte
+	// faults are the receiver's classes of the failures of files not yet
+	// given their verdict, by file id.
+	faults map[uint32]retry.Fault
 
 	dirs    []fs.FileInfo // the directories being walked, outermost first (--symlinks follow meets no cycle)
 	q       *queue
@@ -198,6 +205,15 @@ type SendResult struct {
 	Local  wire.Stats // this end (the streams' transport statistics)
 	Remote wire.Stats // the receiver's account
 	Errors []string   // sources that could not be read
+	// Unread are those sources, each with its reason and class.
+	Unread []SourceError
+}
+
+// SourceError is a source a sender could not read: its path, why, and the
+// class of the failure.
+type SourceError struct {
+	Path, Reason string
+	Fault        retry.Fault
 }
 
 // runSender drives a session from the sending end until every file has a
@@ -276,7 +292,7 @@ func runSender(ctx context.Context, l *link, src Source) (SendResult, error) {
 	}
 	select {
 	case remote := <-readDone:
-		return SendResult{Local: local, Remote: remote, Errors: s.srcErrs}, nil
+		return SendResult{Local: local, Remote: remote, Errors: s.srcErrs, Unread: s.unread}, nil
 	case err := <-errc:
 		return SendResult{}, err
 	}
@@ -316,6 +332,7 @@ func (s *sender) walk(ctx context.Context) error {
 	srcError := func(p string, err error) error {
 		s.mu.Lock()
 		s.srcErrs = append(s.srcErrs, fmt.Sprintf("%s: %v", p, err))
+		s.unread = append(s.unread, SourceError{Path: p, Reason: err.Error(), Fault: faultOrInternal(FaultOf(err))})
 		s.mu.Unlock()
 		return s.l.ctrl.queue(&wire.SrcError{Path: p, Reason: err.Error()})
 	}
@@ -515,6 +532,10 @@ func (s *sender) readLoop(ctx context.Context) (wire.Stats, error) {
 			if err := s.receipt(m); err != nil {
 				return wire.Stats{}, err
 			}
+		case *wire.Fault:
+			if err := s.fault(m); err != nil {
+				return wire.Stats{}, err
+			}
 		case *wire.Resend:
 			if err := s.resend(m); err != nil {
 				return wire.Stats{}, err
@@ -565,7 +586,7 @@ func (s *sender) need(ctx context.Context, it wire.NeedItem) error {
 	}
 	switch it.Action {
 	case wire.NeedFail:
-		s.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, Reason: it.Reason})
+		s.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, Reason: it.Reason, Fault: s.takeFault(it.ID)})
 		s.resolve(f)
 	case wire.NeedSkip:
 		s.l.prog.BytesSkipped.Add(s.partBytes(f))
@@ -586,7 +607,7 @@ func (s *sender) need(ctx context.Context, it wire.NeedItem) error {
 		go func() {
 			fresh, err := s.verifyHave(f, it.Have)
 			if err != nil {
-				s.abort(f, err.Error())
+				s.abort(f, err)
 				return
 			}
 			if err := s.l.ctrl.queue(&wire.Plan{ID: f.e.ID, Fresh: fresh}); err != nil {
@@ -713,14 +734,15 @@ func sameFile(fd *os.File, e wire.Entry) error {
 // abort gives a file up. It is sent even after the file's end went out (a
 // block that keeps arriving damaged is found only then), so the receiver
 // always reaches a verdict.
-func (s *sender) abort(f *sfile, reason string) {
+func (s *sender) abort(f *sfile, err error) {
+	reason := err.Error()
 	f.mu.Lock()
 	if f.failed != "" {
 		f.mu.Unlock()
 		return
 	}
 	f.ended = true
-	f.failed = reason
+	f.failed, f.fault = reason, faultOrInternal(FaultOf(err))
 	f.mu.Unlock()
 	s.l.ctrl.queue(&wire.FileEnd{Items: []wire.FileEndItem{{ID: f.e.ID, Abort: reason}}})
 }
@@ -751,15 +773,20 @@ func (s *sender) result(it wire.ResultItem) error {
 	if err != nil {
 		return err
 	}
+	fault := s.takeFault(it.ID)
 	f.mu.Lock()
 	reason := it.Reason
 	if !it.OK && f.failed != "" {
-		reason = f.failed
+		// Given up here: this end's reason, and class.
+		reason, fault = f.failed, f.fault
 	}
 	f.mu.Unlock()
+	if it.OK {
+		fault = ""
+	}
 	s.l.fileResult(FileResult{Path: f.e.Path, Size: f.e.Size, OK: it.OK, Skipped: it.Skipped, Reason: reason,
 		CRC32C: it.CRC, Adler32: it.Adler32, HasAdler: s.l.opts.Adler32,
-		Complete: it.Complete, FileCRC32C: it.FileCRC, FileAdler32: it.FileAdler32, Receipt: s.takeReceipt(it.ID)})
+		Complete: it.Complete, FileCRC32C: it.FileCRC, FileAdler32: it.FileAdler32, Receipt: s.takeReceipt(it.ID), Fault: fault})
 	s.resolve(f)
 	return nil
 }
@@ -776,6 +803,30 @@ func (s *sender) receipt(m *wire.Receipt) error {
 	}
 	s.receipts[m.ID] = m.MAC
 	return nil
+}
+
+// fault keeps the receiver's class of a file's failure for its verdict.
+func (s *sender) fault(m *wire.Fault) error {
+	if _, err := s.file(m.ID); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.faults == nil {
+		s.faults = map[uint32]retry.Fault{}
+	}
+	s.faults[m.ID] = wire.FaultOfCode(m.Code)
+	return nil
+}
+
+// takeFault returns, and forgets, the class of file id's failure ("": the
+// receiver did not say).
+func (s *sender) takeFault(id uint32) retry.Fault {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.faults[id]
+	delete(s.faults, id)
+	return f
 }
 
 // takeReceipt returns, and forgets, the receipt of file id (nil: none).
@@ -803,7 +854,7 @@ func (s *sender) resend(m *wire.Resend) error {
 	n := f.resends[m.Index]
 	f.mu.Unlock()
 	if n > maxResends {
-		s.abort(f, fmt.Sprintf("block %d arrived damaged %d times", m.Index, n))
+		s.abort(f, classed(retry.FaultChecksum, fmt.Errorf("block %d arrived damaged %d times", m.Index, n)))
 		return nil
 	}
 	s.q.pushResend(job{f: f, index: m.Index})
@@ -879,7 +930,7 @@ func (s *sender) sendBlock(d *dataConn, j job, buf []byte) error {
 	}
 	fd, err := s.acquire(f)
 	if err != nil {
-		s.abort(f, err.Error())
+		s.abort(f, err)
 		return errSourceChanged
 	}
 	defer f.release()
@@ -900,7 +951,7 @@ func (s *sender) sendBlock(d *dataConn, j job, buf []byte) error {
 	case n <= smallBlock || d.files == nil:
 		p := buf[wire.BlockHeaderSize : wire.BlockHeaderSize+int(n)]
 		if _, err := fd.ReadAt(p, off); err != nil {
-			s.abort(f, fmt.Sprintf("read: %v", err))
+			s.abort(f, fmt.Errorf("read: %w", err))
 			return errSourceChanged
 		}
 		crc = checksum.CRC32C(p)
@@ -915,7 +966,7 @@ func (s *sender) sendBlock(d *dataConn, j job, buf []byte) error {
 		for o := int64(0); o < n; {
 			k := min(int64(len(c)), n-o)
 			if _, err := fd.ReadAt(c[:k], off+o); err != nil {
-				s.abort(f, fmt.Sprintf("read: %v", err))
+				s.abort(f, fmt.Errorf("read: %w", err))
 				return errSourceChanged
 			}
 			crc = checksum.UpdateCRC32C(crc, c[:k])
@@ -966,7 +1017,7 @@ func (s *sender) sendBlock(d *dataConn, j job, buf []byte) error {
 	f.mu.Unlock()
 	if last {
 		if err := sameFile(fd, f.e); err != nil {
-			s.abort(f, err.Error())
+			s.abort(f, err)
 			return nil
 		}
 		s.fileEnd(f)
@@ -1023,7 +1074,7 @@ func cleanPathError(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		if strings.Contains(pe.Err.Error(), "path escapes") {
-			return errors.New("path leads outside the served directory")
+			return classed(retry.FaultPermission, errors.New("path leads outside the served directory"))
 		}
 		return pe.Err
 	}

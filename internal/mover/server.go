@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/lightpath/lightpath/internal/cc/fast"
+	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/transfer/grant"
 	"github.com/lightpath/lightpath/internal/transport"
 	"github.com/lightpath/lightpath/internal/transport/udp"
@@ -506,7 +507,7 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	case *wire.Put:
 		streams, tuning, op = int(m.Streams), m.Tuning, "put"
 		if s.cfg.ReadOnly {
-			sendError(c, wire.CodeRefused, "the server is read-only")
+			refuse(c, r.Version, wire.CodeRefused, classed(retry.FaultPermission, errors.New("the server is read-only")))
 			log.Info("request refused", "op", op, "reason", "read-only")
 			return
 		}
@@ -528,17 +529,17 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 		ctrlTuning = tuning
 	case TransportUDP:
 		if !s.udpOn.Load() {
-			sendError(c, wire.CodeRefused, "this server does not listen for UDP: use --transport tcp")
+			refuse(c, r.Version, wire.CodeRefused, errors.New("this server does not listen for UDP: use --transport tcp"))
 			log.Info("request refused", "op", op, "reason", "no UDP listener")
 			return
 		}
 		if err := checkUDPCC(tuning.CC); err != nil {
-			sendError(c, wire.CodeRefused, err.Error())
+			refuse(c, r.Version, wire.CodeRefused, err)
 			log.Info("request refused", "op", op, "reason", err.Error())
 			return
 		}
 		if err := checkFASTParams(fastP); err != nil {
-			sendError(c, wire.CodeRefused, err.Error())
+			refuse(c, r.Version, wire.CodeRefused, err)
 			log.Info("request refused", "op", op, "reason", err.Error())
 			return
 		}
@@ -547,13 +548,13 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 		ctrlTuning.CC, ctrlTuning.Rate = s.cfg.CC, 0
 	default:
 		msg := fmt.Sprintf("unknown transport %q: this server carries tcp and udp", trName)
-		sendError(c, wire.CodeRefused, msg)
+		refuse(c, r.Version, wire.CodeRefused, errors.New(msg))
 		log.Info("request refused", "op", op, "reason", msg)
 		return
 	}
 	if st != nil {
 		if err := st.Tune(tuningOptions(ctrlTuning, streams)); err != nil {
-			sendError(c, wire.CodeRefused, err.Error())
+			refuse(c, r.Version, wire.CodeRefused, err)
 			log.Info("request refused", "op", op, "reason", err.Error())
 			return
 		}
@@ -563,7 +564,7 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	if s.cfg.Grants != nil {
 		code, err := s.admitGrant(ctx, ss, token, m, r.Version)
 		if err != nil {
-			sendError(c, code, err.Error())
+			refuse(c, r.Version, code, err)
 			log.Info("request refused", "op", op, "reason", err.Error())
 			return
 		}
@@ -583,18 +584,18 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	s.mu.Lock()
 	if s.shutdown {
 		s.mu.Unlock()
-		sendError(c, wire.CodeBusy, "the server is shutting down")
+		refuse(c, r.Version, wire.CodeBusy, errors.New("the server is shutting down"))
 		return
 	}
 	if len(s.active)+len(s.pending) >= s.cfg.MaxSessions {
 		s.mu.Unlock()
-		sendError(c, wire.CodeBusy, fmt.Sprintf("too many sessions (%d): try again later", s.cfg.MaxSessions))
+		refuse(c, r.Version, wire.CodeBusy, fmt.Errorf("too many sessions (%d): try again later", s.cfg.MaxSessions))
 		log.Info("request refused", "op", op, "reason", "too many sessions")
 		return
 	}
 	if n := s.sessionsOf(ss.client); n >= s.cfg.MaxSessionsPerClient {
 		s.mu.Unlock()
-		sendError(c, wire.CodeBusy, fmt.Sprintf("too many sessions from %s (%d at once): wait for one to end", ss.client, s.cfg.MaxSessionsPerClient))
+		refuse(c, r.Version, wire.CodeBusy, fmt.Errorf("too many sessions from %s (%d at once): wait for one to end", ss.client, s.cfg.MaxSessionsPerClient))
 		log.Info("request refused", "op", op, "reason", "too many sessions from this client", "sessions", n)
 		return
 	}
@@ -646,7 +647,7 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	}
 	if prepErr != nil {
 		unpend()
-		sendError(c, wire.CodeRefused, prepErr.Error())
+		refuse(c, r.Version, wire.CodeRefused, prepErr)
 		log.Info("request refused", "op", op, "reason", prepErr.Error())
 		return
 	}
@@ -679,7 +680,7 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 		case <-ss.cut:
 			unpend()
 			closeData(data)
-			sendError(c, wire.CodeRefused, ss.stale())
+			refuse(c, r.Version, wire.CodeRefused, classed(retry.FaultGrant, errors.New(ss.stale())))
 			log.Info("session dropped", "op", op, "reason", ss.stale())
 			return
 		}
@@ -851,7 +852,7 @@ func (s *Server) putDest(m *wire.Put, g *grant.Grant) (Dest, error) {
 	case err == nil && fi.IsDir():
 		return Dest{Root: s.root, Base: p, Locks: s.locks, MaxFileSize: s.cfg.MaxFileSize, LimitHint: maxSizeHint, Space: s.space}, nil
 	case err == nil && (m.Sources > 1 || m.DirSlash):
-		return Dest{}, fmt.Errorf("destination %s is not a directory", m.Dest)
+		return Dest{}, classed(retry.FaultPermission, fmt.Errorf("destination %s is not a directory", m.Dest))
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return Dest{}, fmt.Errorf("destination %s: %w", m.Dest, cleanPathError(err))
 	case m.Sources > 1 || m.DirSlash:
@@ -986,9 +987,9 @@ func (s *Server) admitGrant(ctx context.Context, ss *session, token string, m wi
 	}
 	if token == "" {
 		if version < wire.VersionGrant {
-			return wire.CodeRefused, fmt.Errorf("the server takes %s only with a grant from the controller, and this client (protocol version %d) cannot send one", what, version)
+			return wire.CodeRefused, classed(retry.FaultPermission, fmt.Errorf("the server takes %s only with a grant from the controller, and this client (protocol version %d) cannot send one", what, version))
 		}
-		return wire.CodeRefused, fmt.Errorf("the server takes %s only with a grant from the controller", what)
+		return wire.CodeRefused, classed(retry.FaultPermission, fmt.Errorf("the server takes %s only with a grant from the controller", what))
 	}
 	g, err := s.cfg.Grants.Verify(token)
 	if errors.Is(err, grant.ErrNoKey) {

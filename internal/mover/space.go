@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path"
 	"sync"
 	"syscall"
 
+	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/units"
 )
 
@@ -26,7 +28,7 @@ func (d Dest) checkSize(size, blockSize int64) error {
 		limit = DefaultMaxFileSize
 	}
 	if size > limit {
-		return fmt.Errorf("announced size %s exceeds the receiver's limit of %s per file%s", units.FormatSize(size), units.FormatSize(limit), d.LimitHint)
+		return retry.WithFault(fmt.Errorf("announced size %s exceeds the receiver's limit of %s per file%s", units.FormatSize(size), units.FormatSize(limit), d.LimitHint), retry.FaultNoSpace)
 	}
 	if blockSize <= 0 || (size+blockSize-1)/blockSize > maxBlocks {
 		return fmt.Errorf("announced size %s is more than %d blocks of %s", units.FormatSize(size), int64(maxBlocks), units.FormatSize(blockSize))
@@ -47,7 +49,7 @@ type Space struct {
 func NewSpace() *Space { return &Space{} }
 
 // errNoSpace is wrapped by refusals for lack of room.
-var errNoSpace = errors.New("not enough space at the destination")
+var errNoSpace = retry.WithFault(errors.New("not enough space at the destination"), retry.FaultNoSpace)
 
 // reserve sets need bytes aside for a file about to be received in dir, or
 // says how much is missing. It returns what it set aside (0 where the
@@ -85,3 +87,8 @@ func (s *Space) release(n int64) {
 func isNoSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
+
+// FreeSpace is the free space, in bytes, of the filesystem holding dir
+// under root, as an unprivileged writer may use it (statfs's available
+// blocks); an error where the system cannot say.
+func FreeSpace(root *os.Root, dir string) (int64, error) { return freeSpace(root, dir) }

@@ -1,6 +1,9 @@
 package reserve
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // PathPreference says which of the paths with room for a reservation the
 // scheduler picks (DESIGN.md, "Path choice"). Every path-choosing
@@ -132,4 +135,36 @@ func (s *Schedule) flowCost(x *dir) int64 {
 		}
 		return 1
 	}
+}
+
+// Prefers reports whether path a comes before path b in the order the
+// schedule's path choice ranks paths: by its preference, then by the link
+// names in sequence. A search with room on both takes a. Both must be
+// paths of the graph.
+func (s *Schedule) Prefers(a, b []Hop) (bool, error) {
+	da, err := s.g.pathDirs("", "", a)
+	if err != nil {
+		return false, err
+	}
+	db, err := s.g.pathDirs("", "", b)
+	if err != nil {
+		return false, err
+	}
+	ka, kb := s.keyOf(da), s.keyOf(db)
+	switch {
+	case ka.less(kb):
+		return true, nil
+	case kb.less(ka):
+		return false, nil
+	}
+	return slices.CompareFunc(da, db, func(x, y int32) int { return int(s.g.dirs[x].link) - int(s.g.dirs[y].link) }) < 0, nil
+}
+
+// keyOf is the key of the path along directions ds.
+func (s *Schedule) keyOf(ds []int32) pathKey {
+	var k pathKey
+	for _, d := range ds {
+		k = s.step(k, &s.g.dirs[d])
+	}
+	return k
 }

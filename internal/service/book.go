@@ -89,6 +89,20 @@ func (s *Service) BookPending(ctx context.Context) {
 		}
 		s.bookJob(ctx, j)
 	}
+	s.lock()
+	ids := make([]string, 0, len(s.rebook))
+	for id := range s.rebook {
+		ids = append(ids, id)
+	}
+	clear(s.rebook)
+	s.unlock()
+	slices.Sort(ids)
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return
+		}
+		s.rebookLost(ctx, id)
+	}
 }
 
 // bookJob plans and books one listed job and stores the outcome:
@@ -96,6 +110,17 @@ func (s *Service) BookPending(ctx context.Context) {
 // for a dry run CANCELLED with the plan.
 func (s *Service) bookJob(ctx context.Context, j transfer.Job) {
 	pairs, algorithm, err := s.book(ctx, j)
+	// The refused or planned job's files are ended here, in steps, each
+	// under its own hold of mu, once the outcome is stored (this loop
+	// drives them itself: nothing is left running behind it).
+	var w store.JobSweep
+	defer func() {
+		if w.Job != "" {
+			if _, derr := s.driveSweep(context.WithoutCancel(ctx), w, 0); derr != nil {
+				s.log.Warn("end the files of a job refused or planned", "job", w.Job, "err", derr)
+			}
+		}
+	}()
 	s.lock()
 	defer s.unlock()
 	now := s.now()
@@ -106,7 +131,6 @@ func (s *Service) bookJob(ctx context.Context, j transfer.Job) {
 		s.release(ctx, transfer.Job{ID: j.ID, Owner: j.Owner, Pairs: pairs}, "the job ended while it was being booked")
 		return
 	}
-	var w store.JobSweep
 	serr := s.tx(ctx, func(tx store.Store) error {
 		j := cur
 		switch {
@@ -130,15 +154,12 @@ func (s *Service) bookJob(ctx context.Context, j transfer.Job) {
 		}
 	})
 	if serr != nil {
+		w = store.JobSweep{}
 		s.log.Error("store a job's booking", "job", j.ID, "err", serr)
 		s.bookDue.Store(true) // tried again at the next tick
 		if err == nil {
 			s.release(ctx, transfer.Job{ID: j.ID, Owner: j.Owner, Pairs: pairs}, "the job's booking could not be stored")
 		}
-		return
-	}
-	if w.Job != "" {
-		s.goSweep(ctx, w)
 	}
 }
 
@@ -192,19 +213,20 @@ func (s *Service) book(ctx context.Context, j transfer.Job) ([]transfer.Pair, st
 			return refuse("no data node of endpoint %s is alive", ep)
 		}
 	}
-	req := apiv1.PlanRequest{SizeBytes: uint64(j.BytesTotal), Goodput: s.goodput, StartUp: s.startUp.String(),
-		MinDuration: s.minWindow.String(), Deadline: j.Deadline, Project: j.Project}
-	for _, n := range srcs {
-		req.Sources = append(req.Sources, apiv1.PlanEndpoint{Node: n.Node, MaxRate: n.MaxRateBps})
+	// The destination's room, as its data nodes last reported it, before
+	// anything is planned or held: a job that cannot fit is refused naming
+	// the space, rather than booked at full rate to fail at the end.
+	if free, known, err := s.FreeBytes(ctx, dstEP); err == nil && known && free < j.BytesTotal {
+		return refuse("storage: no space: the destination %s has %s free, the job needs %s", dstEP,
+			units.FormatSize(free), units.FormatSize(j.BytesTotal))
 	}
-	for _, n := range dsts {
-		req.Destinations = append(req.Destinations, apiv1.PlanEndpoint{Node: n.Node, MaxRate: n.MaxRateBps})
-	}
+	req := s.planRequest(j, j.BytesTotal, srcs, dsts, nil)
 	p, err := b.Plan(ctx, req)
 	if err != nil {
 		return refuse("%s", oneLine(err.Error()))
 	}
-	flows, end := onePathPerPair(p, j.BytesTotal, s.goodput)
+	flows, end := onePathPerPair(p, j.BytesTotal, req.Goodput)
+	flows, end = fitToWork(flows, p.Start, end, j.BytesTotal, s.spreadable(ctx, j, len(flows)), req.Goodput)
 	if !p.MeetsDeadline || (!j.Deadline.IsZero() && end.After(j.Deadline)) {
 		return nil, "", &DeadlineError{Deadline: j.Deadline, Earliest: end, Algorithm: p.Algorithm}
 	}
@@ -213,6 +235,23 @@ func (s *Service) book(ctx context.Context, j transfer.Job) ([]transfer.Pair, st
 		return nil, "", fmt.Errorf("look up the job's owner %s: %w", j.Owner, err)
 	}
 	limits, _ := s.c.Policy().Resolve(u.Role, j.Project)
+	if limits.MaxBandwidth > 0 {
+		// One reservation may not exceed the policy's bandwidth: a flow
+		// faster than that is booked at it, the window lengthened for the
+		// rate given up (less than the plan's rate always fits where it did).
+		capped := false
+		for i := range flows {
+			if flows[i].Rate > limits.MaxBandwidth {
+				flows[i].Rate, capped = limits.MaxBandwidth, true
+			}
+		}
+		if capped {
+			end = maxTime(end, windowEnd(p.Start, j.BytesTotal, req.Goodput, sumRates(flows)))
+			if !j.Deadline.IsZero() && end.After(j.Deadline) {
+				return nil, "", &DeadlineError{Deadline: j.Deadline, Earliest: end, Algorithm: p.Algorithm + " within the policy's max_bandwidth"}
+			}
+		}
+	}
 	windows := consecutive(p.Start, end, limits.MaxDuration, max(limits.MinDuration, s.minWindow))
 	rates := make([]float64, len(flows))
 	for i, f := range flows {
@@ -287,11 +326,50 @@ func onePathPerPair(p apiv1.Plan, size int64, goodput float64) ([]apiv1.PlanFlow
 	if !dropped {
 		return out, p.End
 	}
-	var rate uint64
-	for _, f := range out {
-		rate += f.Rate
+	return out, maxTime(p.End, windowEnd(p.Start, size, goodput, sumRates(out)))
+}
+
+// fitToWork trims a plan to what the job can use: no more pairs than it
+// has files to spread (a file moves over one pair; the largest flows are
+// kept, the window lengthened for the rate given up). The rates are kept
+// even where the window is longer than the bytes need (a small job's
+// shortest window): the job ends as early as they allow, and its
+// reservations are released as it ends.
+func fitToWork(flows []apiv1.PlanFlow, start, end time.Time, size int64, files int, goodput float64) ([]apiv1.PlanFlow, time.Time) {
+	if files <= 0 || len(flows) <= files {
+		return flows, end
 	}
-	// ⌈8·size·10⁹ / (η·rate)⌉ nanoseconds, exactly.
+	flows = slices.Clone(flows)
+	slices.SortStableFunc(flows, func(a, b apiv1.PlanFlow) int { return cmpRate(b.Rate, a.Rate) })
+	flows = flows[:files]
+	return flows, maxTime(end, windowEnd(start, size, goodput, sumRates(flows)))
+}
+
+func cmpRate(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func sumRates(flows []apiv1.PlanFlow) uint64 {
+	var r uint64
+	for _, f := range flows {
+		r += f.Rate
+	}
+	return r
+}
+
+// windowEnd is when size bytes at goodput over rate, from start, are
+// done: ⌈8·size·10⁹ / (η·rate)⌉ nanoseconds after it, exactly (the far
+// future when that does not fit a time).
+func windowEnd(start time.Time, size int64, goodput float64, rate uint64) time.Time {
+	if rate == 0 {
+		return start.Add(math.MaxInt64 / 2)
+	}
 	num := new(big.Rat).SetFrac(new(big.Int).Mul(big.NewInt(size), big.NewInt(8*int64(time.Second))), big.NewInt(1))
 	den := new(big.Rat).Mul(new(big.Rat).SetFloat64(goodput), new(big.Rat).SetInt(new(big.Int).SetUint64(rate)))
 	q := new(big.Rat).Quo(num, den)
@@ -299,11 +377,10 @@ func onePathPerPair(p apiv1.Plan, size int64, goodput float64) ([]apiv1.PlanFlow
 	if new(big.Int).Mul(d, q.Denom()).Cmp(q.Num()) != 0 {
 		d.Add(d, big.NewInt(1))
 	}
-	end := p.End
-	if d.IsInt64() && d.Int64() < math.MaxInt64/2 {
-		end = maxTime(end, p.Start.Add(time.Duration(d.Int64())))
+	if !d.IsInt64() || d.Int64() >= math.MaxInt64/2 {
+		return start.Add(math.MaxInt64 / 2)
 	}
-	return out, end
+	return start.Add(time.Duration(d.Int64()))
 }
 
 // consecutive cuts [start, end) into windows of at most longest (none:
@@ -364,4 +441,43 @@ func (s *Service) booker(ctx context.Context, user string) (booking.Booker, erro
 		return nil, errNoBooker
 	}
 	return s.bookerAs(ctx, user)
+}
+
+// spreadable is how many pairs job j's files can keep busy at once, up to
+// want: a file moves over one pair, a file cut in parts over as many pairs
+// as it has parts (counted only when the files alone are too few).
+func (s *Service) spreadable(ctx context.Context, j transfer.Job, want int) int {
+	n := j.FilesTotal
+	if n >= want {
+		return want
+	}
+	parts, err := s.st.ListFileParts(ctx, store.FilePartFilter{Job: j.ID, Limit: want})
+	if err != nil {
+		return want // not known: no trim
+	}
+	return min(n+len(parts), want)
+}
+
+// planRequest asks for the plan of size bytes of job j from nodes srcs to
+// dsts, with the service's priors; used is the rate each node already
+// carries for the job (its --max-rate is shared with it; a node with none
+// to spare is left out).
+func (s *Service) planRequest(j transfer.Job, size int64, srcs, dsts []transfer.DataNode, used map[string]uint64) apiv1.PlanRequest {
+	req := apiv1.PlanRequest{SizeBytes: uint64(size), Goodput: s.goodputNow(), StartUp: s.startUp.String(),
+		MinDuration: s.minWindow.String(), Deadline: j.Deadline, Project: j.Project}
+	add := func(to *[]apiv1.PlanEndpoint, ns []transfer.DataNode) {
+		for _, n := range ns {
+			m := n.MaxRateBps
+			if m > 0 {
+				if used[n.Node] >= m {
+					continue
+				}
+				m -= used[n.Node]
+			}
+			*to = append(*to, apiv1.PlanEndpoint{Node: n.Node, MaxRate: m})
+		}
+	}
+	add(&req.Sources, srcs)
+	add(&req.Destinations, dsts)
+	return req
 }

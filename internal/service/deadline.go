@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/controller"
@@ -51,7 +52,16 @@ func (s *Service) deadlines(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	var live map[string][]transfer.DataNode
 	for _, j := range js {
+		if slices.ContainsFunc(j.Pairs, func(p transfer.Pair) bool { return p.Reservation != "" }) {
+			if live == nil {
+				if _, live, err = s.liveNodes(ctx, s.st, now); err != nil {
+					return err
+				}
+			}
+			s.lostPairs(j, live)
+		}
 		switch {
 		case j.State == transfer.JobScheduled:
 			start := false
@@ -153,8 +163,8 @@ func (s *Service) overrun(ctx context.Context, j transfer.Job, now time.Time) er
 		}
 		if len(p.Later) > 0 {
 			// The next of the pair's consecutive reservations takes over
-			// where this one ends.
-			if now.Before(p.End) {
+			// where this one ends (the clock counts milliseconds).
+			if now.Before(p.End.Truncate(time.Millisecond)) {
 				continue
 			}
 			n := p.Later[0]

@@ -108,6 +108,9 @@ func normalize(req *transfer.JobRequest, now time.Time) ([]transfer.Location, tr
 	if err := transfer.CheckTransport(req.Transport, req.CC); err != nil {
 		return nil, transfer.Location{}, invalid("transport", "%s", err)
 	}
+	if err := normalizeOnConflict(req); err != nil {
+		return nil, transfer.Location{}, err
+	}
 	if req.Priority < -MaxPriority || req.Priority > MaxPriority {
 		return nil, transfer.Location{}, invalid("priority", "priority %d: want -%d to %d", req.Priority, MaxPriority, MaxPriority)
 	}
@@ -139,7 +142,7 @@ func normalize(req *transfer.JobRequest, now time.Time) ([]transfer.Location, tr
 func sameRequest(a, b transfer.JobRequest) bool {
 	return slices.Equal(a.Sources, b.Sources) && a.Destination == b.Destination &&
 		a.Deadline.Equal(b.Deadline) && a.Priority == b.Priority && a.Key == b.Key &&
-		a.Checksum == b.Checksum && a.Policy == b.Policy && a.Project == b.Project && a.CC == b.CC && a.Transport == b.Transport && a.DryRun == b.DryRun &&
+		a.Checksum == b.Checksum && a.Policy == b.Policy && a.Project == b.Project && a.CC == b.CC && a.Transport == b.Transport && a.DryRun == b.DryRun && a.OnConflict == b.OnConflict &&
 		maps.Equal(a.Expected, b.Expected)
 }
 

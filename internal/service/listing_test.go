@@ -65,6 +65,7 @@ func testListingPages(t *testing.T, db string) {
 	e.page(w, 0, false, all[:service.MaxListingFiles])
 	whole = e.job(whole.ID)
 
+	req.Destination = "dst:in2" // its own files: one writer per destination file
 	paged, w := e.claimList(req)
 	reads.Most()
 	for i, at := 0, 0; at < len(all); i++ {

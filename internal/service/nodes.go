@@ -62,6 +62,9 @@ func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string
 	if len(hb.Granted) > MaxGranted {
 		return apiv1.DataNodeWork{}, invalid("granted", "%d attempts granted, at most %d", len(hb.Granted), MaxGranted)
 	}
+	if hb.FreeBytes != nil && *hb.FreeBytes < 0 {
+		return apiv1.DataNodeWork{}, invalid("free_bytes", "free_bytes %d: want 0 or more", *hb.FreeBytes)
+	}
 	site := topo.Site[node]
 
 	s.lock()
@@ -101,6 +104,9 @@ func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string
 			}
 		}
 		dn := transfer.DataNode{Node: node, Endpoint: hb.Endpoint, Address: hb.Address, MaxRateBps: hb.MaxRateBps, Parts: hb.Parts, RegisteredAt: now, LeaseExpires: exp}
+		if hb.FreeBytes != nil {
+			dn.FreeBytes, dn.FreeBytesAt = *hb.FreeBytes, now
+		}
 		nodes, err := tx.ListDataNodes(ctx)
 		if err != nil {
 			return err
@@ -122,6 +128,10 @@ func (s *Service) Heartbeat(ctx context.Context, a controller.Actor, node string
 			if now.Before(n.LeaseExpires) {
 				dn.RegisteredAt = n.RegisteredAt
 				joined = false
+			}
+			if hb.FreeBytes == nil {
+				// A heartbeat that could not say keeps the last word.
+				dn.FreeBytes, dn.FreeBytesAt = n.FreeBytes, n.FreeBytesAt
 			}
 		}
 		if err := tx.PutDataNode(ctx, dn); err != nil {

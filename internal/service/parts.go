@@ -14,6 +14,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,6 +96,10 @@ func (r *claimRun) freshPart(j *transfer.Job, to transfer.DataNode, pr pairRun, 
 	if err != nil {
 		return false, err
 	}
+	held, err := r.blocked(slices.Collect(maps.Values(files))) // waiting for another writer
+	if err != nil {
+		return false, err
+	}
 	// The parts not yet handed out of the files this pair's destination
 	// owns are as good as this pair's already: a new file is taken (and
 	// its owner fixed, which gives all its parts to the pairs into that
@@ -127,15 +132,19 @@ func (r *claimRun) freshPart(j *transfer.Job, to transfer.DataNode, pr pairRun, 
 		if !ok || f.State != transfer.FilePending && f.State != transfer.FileActive {
 			continue
 		}
-		if f.To != "" && f.To != pr.to || busy[p.Path] {
+		if f.To != "" && f.To != pr.to || busy[p.Path] || held[p.Path] != "" {
 			continue
 		}
 		need, room := p.Length, shareLeft
 		if f.To == "" {
 			need, room = left[p.Path], shareLeft-committed/int64(pairsInto(*j, pr.to))
 		}
-		if shareLeft > 0 && need > room && r.othersCanCarry(j, pr, tasks, need, f.To) {
-			continue
+		if shareLeft > 0 && need > room {
+			// Another pair that can carry it whole takes it, or, when none
+			// can, the one with the most of its share left.
+			if left := r.othersLeft(j, pr, tasks, f.To); left >= need || left > room {
+				continue
+			}
 		}
 		t := transfer.Task{ID: newID("k-"), Job: j.ID, Kind: transfer.TaskCopy, State: transfer.TaskQueued, Endpoint: r.me.Endpoint, CreatedAt: r.now, Bytes: p.Length}
 		if err := r.tx.CreateTask(r.ctx, t); err != nil {
@@ -221,6 +230,9 @@ type partVerdicts struct {
 	filesBad  int
 	partsOK   int
 	partsBad  int
+	// noSpace is a file that failed for want of room at its
+	// destination, and why (its path and error), or "".
+	noSpace string
 }
 
 // reportPart takes a part task's report, inside the caller's transaction:
@@ -245,15 +257,13 @@ func (s *Service) reportPart(ctx context.Context, tx store.Store, j *transfer.Jo
 	}
 	live := p != nil && p.State == transfer.FileActive && f.State == transfer.FileActive
 	changed := false
-	fail := func(why string, permanent bool) {
+	fail := func(why, class string) {
 		p.Error = oneLine(why)
 		if p.Error == "" {
 			p.Error = "failed without a reason"
 		}
-		p.State = transfer.FilePending
-		if permanent || p.Attempts >= MaxAttempts {
-			p.State = transfer.FileFailed
-		}
+		p.Class = failureClass(class)
+		failAttempt(p.Class, &p.State, &p.Attempts)
 		v.partsBad++
 		changed = true
 	}
@@ -262,14 +272,14 @@ func (s *Service) reportPart(ctx context.Context, tx store.Store, j *transfer.Jo
 			continue // not this task's part, or reported already
 		}
 		if !fr.OK {
-			fail(fr.Error, fr.Permanent)
+			fail(fr.Error, fr.Class)
 			continue
 		}
 		if why := s.unconfirmed(*j, *t, f, p, fr); why != "" {
-			fail(why, false) // arrived only on the destination's word
+			fail(why, apiv1.ClassInternal) // arrived only on the destination's word
 			continue
 		}
-		p.State, p.Checksum, p.Error = transfer.FileSucceeded, fr.Checksum, ""
+		p.State, p.Checksum, p.Error, p.Class = transfer.FileSucceeded, fr.Checksum, "", ""
 		p.Complete, p.FileChecksum = fr.Complete, fr.FileChecksum
 		v.moved += p.Length
 		v.partsOK++
@@ -285,7 +295,7 @@ func (s *Service) reportPart(ctx context.Context, tx store.Store, j *transfer.Jo
 			if why == "" {
 				why = "the task ended without a word on its part"
 			}
-			fail(why, rep.Permanent)
+			fail(why, rep.Class)
 		}
 		t.EndedAt = now
 		if p != nil && p.State == transfer.FileSucceeded {
@@ -303,7 +313,11 @@ func (s *Service) reportPart(ctx context.Context, tx store.Store, j *transfer.Jo
 	if err := tx.UpdateFileParts(ctx, []transfer.FilePart{*p}); err != nil {
 		return v, err
 	}
-	return v, s.judgeFile(ctx, tx, *j, f, &v)
+	err = s.judgeFile(ctx, tx, *j, f, &v)
+	if v.noSpace != "" && j.Storage == "" {
+		j.Storage = v.noSpace
+	}
+	return v, err
 }
 
 // judgeFile ends a file cut in parts when its parts say so: FAILED when
@@ -331,7 +345,10 @@ func (s *Service) judgeFile(ctx context.Context, tx store.Store, j transfer.Job,
 	f.PartsDone = done
 	switch {
 	case failed != nil:
-		f.State, f.Error = transfer.FileFailed, oneLine(fmt.Sprintf("part %d: %s", failed.Index, failed.Error))
+		f.State, f.Error, f.Class = transfer.FileFailed, oneLine(fmt.Sprintf("part %d: %s", failed.Index, failed.Error)), failed.Class
+		if f.Class == apiv1.ClassNoSpace {
+			v.noSpace = oneLine(f.Path + ": " + f.Error)
+		}
 		v.filesBad++
 		if err := endParts(ctx, tx, parts, transfer.FileFailed, "another part of the file failed"); err != nil {
 			return err
@@ -343,7 +360,7 @@ func (s *Service) judgeFile(ctx context.Context, tx store.Store, j transfer.Job,
 		// there and completes it.
 		last := &parts[len(parts)-1]
 		if last.Attempts >= MaxAttempts {
-			f.State, f.Error = transfer.FileFailed, "every part arrived, but the destination never completed the file"
+			f.State, f.Error, f.Class = transfer.FileFailed, "every part arrived, but the destination never completed the file", apiv1.ClassInternal
 			v.filesBad++
 			break
 		}
@@ -359,14 +376,14 @@ func (s *Service) judgeFile(ctx context.Context, tx store.Store, j transfer.Job,
 		}
 		f.Checksum = sum
 		if why == "" {
-			f.State, f.Error = transfer.FileSucceeded, ""
+			f.State, f.Error, f.Class = transfer.FileSucceeded, "", ""
 			v.filesOK++
 			v.doneBytes += f.Size
 			break
 		}
 		// Sent again whole, once; a second mismatch is final.
-		again := strings.HasPrefix(f.Error, "checksum mismatch") || f.Attempts >= MaxAttempts
-		f.Error = oneLine(why)
+		again := f.Class == apiv1.ClassChecksum || f.Attempts >= MaxAttempts
+		f.Error, f.Class = oneLine(why), apiv1.ClassChecksum
 		if again {
 			f.State = transfer.FileFailed
 			v.filesBad++

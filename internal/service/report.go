@@ -13,6 +13,7 @@ import (
 
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/retry"
 	"github.com/lightpath/lightpath/internal/transfer"
 	"github.com/lightpath/lightpath/internal/transfer/grant"
 )
@@ -150,3 +151,53 @@ func (s *Service) unconfirmed(j transfer.Job, t transfer.Task, f transfer.JobFil
 	}
 	return ""
 }
+
+// What becomes of a file (or a part) whose attempt failed is decided by
+// the class of the failure, as the data node found it where the error was
+// made (apiv1.FailureClasses), never by the words of its reason: a file
+// that is not there, a refused permission and a full destination fail it
+// at once (another attempt on the same pair would meet the same; the
+// storage is one for every node of an endpoint); a grant refused as stale
+// means the attempt was the controller's to redo, and the file is sent
+// again without the attempt counting; the network, a checksum that did
+// not match and anything else (internal) send it again, up to
+// MaxAttempts. A class missing or unknown (a data node older than the
+// classes) is internal.
+
+// failureClass is a report's class as the controller takes it.
+func failureClass(c string) string { return string(retry.ParseFault(c)) }
+
+// failAttempt sets the state of a file (or a part) whose attempt, its
+// attempts-th, failed with class c (as failureClass spells it): FAILED,
+// or PENDING to be sent again (an attempt refused by its grant given
+// back). It reports whether the file failed for good.
+func failAttempt(c string, state *string, attempts *int) bool {
+	switch c {
+	case apiv1.ClassNotFound, apiv1.ClassPermission, apiv1.ClassNoSpace:
+		*state = transfer.FileFailed
+		return true
+	case apiv1.ClassGrant:
+		*state = transfer.FilePending
+		*attempts = max(*attempts-1, 0)
+		return false
+	}
+	if *attempts >= MaxAttempts {
+		*state = transfer.FileFailed
+		return true
+	}
+	*state = transfer.FilePending
+	return false
+}
+
+// noteStorage keeps on job j the first file that failed for want of room
+// at its destination (its path and why), which the job's reason then
+// names: the job goes on with what fits.
+func noteStorage(j *transfer.Job, path, class, why string) {
+	if class == apiv1.ClassNoSpace && j.Storage == "" {
+		j.Storage = oneLine(path + ": " + why)
+	}
+}
+
+// storagePrefix opens a job's reason once a file of it found no room at
+// its destination.
+const storagePrefix = "storage: no space: "

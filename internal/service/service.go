@@ -170,8 +170,11 @@ type Service struct {
 	stalled   stalls
 	// bookerAs, goodput, startUp and minWindow are Config's Booker,
 	// Goodput, StartUp and MinWindow.
-	bookerAs  func(ctx context.Context, user string) (booking.Booker, error)
-	goodput   float64
+	bookerAs func(ctx context.Context, user string) (booking.Booker, error)
+	goodput  float64
+	// measured is the running estimate of η from finished booked jobs
+	// (goodput.go), as float64 bits; zero until the first.
+	measured  atomic.Uint64
 	startUp   time.Duration
 	minWindow time.Duration
 	// bookMu serialises BookPending: each job is planned against what the
@@ -179,9 +182,12 @@ type Service struct {
 	// completes.
 	bookMu   sync.Mutex
 	bookKick chan struct{}
-	// bookDue says a listing completed (or the service started) since
-	// BookPending last looked.
+	// bookDue says a listing completed (or the service started, or a
+	// booked pair lost a node) since BookPending last looked.
 	bookDue atomic.Bool
+	// rebook holds the booked jobs with a pair whose node was lost
+	// (rebook.go), for BookPending. Under mu.
+	rebook map[string]bool
 	// driving holds the jobs whose sweep a request or goroutine steps
 	// (sweep.go): the clock leaves them to it. Under mu.
 	driving map[string]int
@@ -197,6 +203,10 @@ type Service struct {
 	// changed is closed, and replaced, at every change that may give a
 	// waiting claim something to hand out (see notify).
 	changed chan struct{}
+	// waitScan is where the next claim's scan of a job's pending files
+	// goes on after, for a job whose files wait for other writers
+	// (writers.go). Under mu.
+	waitScan map[string]string
 	// parked counts the times a claim or a job wait found nothing and
 	// began waiting for the next change (see Parked).
 	parked atomic.Uint64
@@ -227,6 +237,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		startUp:           cfg.StartUp,
 		minWindow:         cfg.MinWindow,
 		bookKick:          make(chan struct{}, 1),
+		rebook:            map[string]bool{},
 		ocfg:              cfg.Optimizer.WithDefaults(),
 		bookedConcurrency: cfg.BookedConcurrency,
 		partMin:           cfg.PartMinBytes,
@@ -269,6 +280,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.key = k
 	s.pub = grant.EncodeKey(k.Public().(ed25519.PublicKey))
+	s.loadGoodput(ctx)
 	if s.receiptKey, err = s.loadReceiptKey(ctx); err != nil {
 		return nil, err
 	}

@@ -414,9 +414,9 @@ func TestFileRetriesAndFailure(t *testing.T) {
 	// f000 is refused for good, f001's checksum differs, f002 drops.
 	w := attempt()
 	rep := apiv1.TaskReport{Attempt: 1, Done: true, Files: []apiv1.FileReport{
-		{Path: "data/f000", Error: "permission denied", Permanent: true},
+		{Path: "data/f000", Error: "permission denied", Permanent: true, Class: apiv1.ClassPermission},
 		{Path: "data/f001", OK: true, Checksum: "00000002"},
-		{Path: "data/f002", Error: "connection reset"},
+		{Path: "data/f002", Error: "connection reset", Class: apiv1.ClassNetwork},
 	}}
 	if _, err := e.s.Report(e.ctx, agent("a1"), w.Task.ID, e.sign(w, rep)); err != nil {
 		t.Fatal(err)
@@ -425,7 +425,7 @@ func TestFileRetriesAndFailure(t *testing.T) {
 		w = attempt()
 		rep = apiv1.TaskReport{Attempt: 1, Done: true}
 		for _, f := range w.Files {
-			rep.Files = append(rep.Files, apiv1.FileReport{Path: f.Path, OK: f.Path == "data/f001", Checksum: "00000002", Error: "connection reset"})
+			rep.Files = append(rep.Files, apiv1.FileReport{Path: f.Path, OK: f.Path == "data/f001", Checksum: "00000002", Error: "connection reset", Class: apiv1.ClassNetwork})
 		}
 		if _, err := e.s.Report(e.ctx, agent("a1"), w.Task.ID, e.sign(w, rep)); err != nil {
 			t.Fatal(err)

@@ -334,6 +334,7 @@ func (r *claimRun) fresh() error {
 	if err != nil {
 		return err
 	}
+	r.s.pruneWaitScan(js)
 	slices.SortStableFunc(js, func(a, b transfer.Job) int {
 		if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
 			return c
@@ -450,11 +451,10 @@ func (r *claimRun) freshJob(j *transfer.Job) error {
 			if pr.reserved && pr.share > 0 && assigned >= pr.share && r.othersCanCarry(j, pr, tasks, 1, "") {
 				break
 			}
-			files, err := r.tx.ListJobFiles(r.ctx, store.JobFileFilter{Job: j.ID, States: []string{transfer.FilePending}, Limit: BatchFiles})
+			files, err := r.pendingFiles(j) // whole, none waiting for another writer
 			if err != nil {
 				return err
 			}
-			files = slices.DeleteFunc(files, partedFile) // freshPart's
 			if len(files) == 0 {
 				break
 			}
@@ -463,7 +463,12 @@ func (r *claimRun) freshJob(j *transfer.Job) error {
 				// Every pending file is larger than what is left of the
 				// pair's share: another pair with room for the first
 				// carries it; if none has, this pair takes it.
-				if r.othersCanCarry(j, pr, tasks, files[0].Size, "") {
+				// When none can carry it whole, the pair with the most of
+				// its share left takes it, not the first to ask: that one
+				// would end as far past its share as the file is large
+				// while another idles (the demo moved 768 MiB over one
+				// pair and 272 over the other, shares of 520 each).
+				if left := r.othersLeft(j, pr, tasks, ""); left >= files[0].Size || left > shareLeft {
 					break
 				}
 				batch = files[:1]
@@ -521,6 +526,14 @@ func fitBatch(files []transfer.JobFile, maxFiles int, maxBytes, shareLeft int64)
 // With to set, only the pairs to that destination node count (the owner
 // of a file cut in parts). A part's bytes count in its task's.
 func (r *claimRun) othersCanCarry(j *transfer.Job, pr pairRun, tasks []transfer.Task, need int64, to string) bool {
+	return r.othersLeft(j, pr, tasks, to) >= need
+}
+
+// othersLeft is the most share left (its share less the bytes of its
+// tasks) among the booked job's other pairs with live nodes (with to
+// set, those into that node); 0 when none has any.
+func (r *claimRun) othersLeft(j *transfer.Job, pr pairRun, tasks []transfer.Task, to string) int64 {
+	var most int64
 	for _, p := range j.Pairs {
 		if p.From == pr.from && p.To == pr.to || p.ShareBytes == 0 || to != "" && p.To != to {
 			continue
@@ -537,11 +550,9 @@ func (r *claimRun) othersCanCarry(j *transfer.Job, pr pairRun, tasks []transfer.
 				assigned += t.Bytes
 			}
 		}
-		if p.ShareBytes-assigned >= need {
-			return true
-		}
+		most = max(most, p.ShareBytes-assigned)
 	}
-	return false
+	return most
 }
 
 // claim gives task t with files to this node, pushing to to; with part
@@ -638,7 +649,12 @@ func (r *claimRun) claim(j *transfer.Job, t transfer.Task, files []transfer.JobF
 }
 
 func movingReason(j transfer.Job) string {
-	return fmt.Sprintf("moving: %d of %d files", j.FilesDone, j.FilesTotal)
+	why := fmt.Sprintf("moving: %d of %d files", j.FilesDone, j.FilesTotal)
+	if j.Storage != "" {
+		// The destination is full for some: said first, the rest goes on.
+		why = oneLine(storagePrefix + j.Storage + "; " + why)
+	}
+	return why
 }
 
 // staleAnswer tells a node that its attempt of t is no longer current.
@@ -855,6 +871,9 @@ func (s *Service) listing(ctx context.Context, a controller.Actor, id string, l 
 		if pre.refused == nil && s.doesParts(ctx, t.From) {
 			pre.parts = s.cutParts(pre.files)
 		}
+	}
+	if pre.refused == nil {
+		pre.refused = s.checkWriters(ctx, j, pre.files) // one writer per destination file
 	}
 	if err := pre.refused; err != nil {
 		var re *reserve.RequestError
@@ -1144,15 +1163,15 @@ func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep
 				// receipt, a failed attempt of the file (sent again,
 				// then FAILED).
 				if why := s.unconfirmed(j, t, *f, nil, fr); why != "" {
-					fr.OK, fr.Error, fr.Permanent = false, why, false
+					fr.OK, fr.Error, fr.Permanent, fr.Class = false, why, false, apiv1.ClassInternal
 				}
 			}
 			switch {
 			case fr.OK && f.Expected != "" && !strings.EqualFold(fr.Checksum, f.Expected):
 				// Sent again once; a second mismatch is final.
-				again := strings.HasPrefix(f.Error, "checksum mismatch") || f.Attempts >= MaxAttempts
+				again := f.Class == apiv1.ClassChecksum || f.Attempts >= MaxAttempts
 				f.Error = oneLine(fmt.Sprintf("checksum mismatch: got %s, want %s", fr.Checksum, f.Expected))
-				f.Checksum = fr.Checksum
+				f.Checksum, f.Class = fr.Checksum, apiv1.ClassChecksum
 				if again {
 					f.State = transfer.FileFailed
 					failed++
@@ -1160,7 +1179,7 @@ func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep
 					f.State = transfer.FilePending
 				}
 			case fr.OK:
-				f.State, f.Checksum, f.Error = transfer.FileSucceeded, fr.Checksum, ""
+				f.State, f.Checksum, f.Error, f.Class = transfer.FileSucceeded, fr.Checksum, "", ""
 				moved += f.Size
 				ok++
 				if pi >= 0 {
@@ -1171,11 +1190,10 @@ func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep
 				if f.Error == "" {
 					f.Error = "failed without a reason"
 				}
-				if fr.Permanent || f.Attempts >= MaxAttempts {
-					f.State = transfer.FileFailed
+				f.Class = failureClass(fr.Class)
+				if failAttempt(f.Class, &f.State, &f.Attempts) {
 					failed++
-				} else {
-					f.State = transfer.FilePending
+					noteStorage(&j, f.Path, f.Class, f.Error)
 				}
 			}
 			changed = append(changed, *f)
@@ -1191,11 +1209,10 @@ func (s *Service) Report(ctx context.Context, a controller.Actor, id string, rep
 					if f.Error == "" {
 						f.Error = "the task ended without a word on it"
 					}
-					if rep.Permanent || f.Attempts >= MaxAttempts {
-						f.State = transfer.FileFailed
+					f.Class = failureClass(rep.Class)
+					if failAttempt(f.Class, &f.State, &f.Attempts) {
 						failed++
-					} else {
-						f.State = transfer.FilePending
+						noteStorage(&j, f.Path, f.Class, f.Error)
 					}
 					if !slices.ContainsFunc(changed, func(c transfer.JobFile) bool { return c.Path == f.Path }) {
 						changed = append(changed, *f)
@@ -1329,7 +1346,7 @@ func (s *Service) finish(ctx context.Context, tx store.Store, j *transfer.Job, n
 	j.ThroughputBps = runThroughput(*j, now)
 	if j.FilesFailed == 0 {
 		j.State, j.Reason = transfer.JobSucceeded, ""
-		return nil
+		return s.observeGoodput(ctx, tx, *j)
 	}
 	first, err := tx.ListJobFiles(ctx, store.JobFileFilter{Job: j.ID, States: []string{transfer.FileFailed}, Limit: 1})
 	if err != nil {
@@ -1337,7 +1354,10 @@ func (s *Service) finish(ctx context.Context, tx store.Store, j *transfer.Job, n
 	}
 	j.State = transfer.JobFailed
 	j.Reason = fmt.Sprintf("%d of %d files failed", j.FilesFailed, j.FilesTotal)
-	if len(first) > 0 {
+	switch {
+	case j.Storage != "":
+		j.Reason = oneLine(storagePrefix + j.Reason + "; first for want of room: " + j.Storage)
+	case len(first) > 0:
 		j.Reason = oneLine(j.Reason + fmt.Sprintf("; first: %s: %s", first[0].Path, first[0].Error))
 	}
 	return nil

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 )
 
 // SetSchemaVersion records version v as applied, for the test of a
@@ -51,4 +52,26 @@ func ColumnCollations(ctx context.Context, s Store, table string) (map[string]st
 		out[col] = coll
 	}
 	return out, rs.Err()
+}
+
+// JobFilesPlan returns SQLite's plan of ListJobFiles(f) (at most 500
+// paths and destinations), one step a line, for the test that it is
+// answered by an index.
+func JobFilesPlan(ctx context.Context, s Store, f JobFileFilter) (string, error) {
+	q, args := jobFilesQuery(f)
+	rs, err := s.(*sqlStore).q.query(ctx, `EXPLAIN QUERY PLAN `+q, args...)
+	if err != nil {
+		return "", err
+	}
+	defer rs.Close()
+	var out []string
+	for rs.Next() {
+		var id, parent, unused int64
+		var detail string
+		if err := rs.Scan(&id, &parent, &unused, &detail); err != nil {
+			return "", err
+		}
+		out = append(out, detail)
+	}
+	return strings.Join(out, "\n"), rs.Err()
 }

@@ -164,7 +164,8 @@ type JobFileFilter struct {
 	// Paths, when not empty, keeps those whose Path is one of them.
 	Paths []string
 	// Dests, when not empty, keeps those whose Dest is one of them (by an
-	// index: a listing's pages are checked against the stored ones).
+	// index: a listing's pages are checked against the stored ones, of
+	// its job, or with Job empty of every job).
 	Dests []string
 	// After keeps those whose Path sorts after it (paging).
 	After string

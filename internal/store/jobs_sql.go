@@ -513,6 +513,32 @@ func (s *sqlStore) ListJobFiles(ctx context.Context, f JobFileFilter) ([]transfe
 }
 
 func (s *sqlStore) listJobFiles(ctx context.Context, f JobFileFilter) ([]transfer.JobFile, error) {
+	q, args := jobFilesQuery(f)
+	rs, err := s.q.query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []transfer.JobFile
+	for rs.Next() {
+		var job, path, doc string
+		if err := rs.Scan(&job, &path, &doc); err != nil {
+			return nil, err
+		}
+		var jf transfer.JobFile
+		if err := json.Unmarshal([]byte(doc), &jf); err != nil {
+			return nil, fmt.Errorf("file %q of job %s: stored document: %w", path, job, err)
+		}
+		utcTimes(&jf)
+		jf.Job, jf.Path = job, path
+		out = append(out, jf)
+	}
+	return out, rs.Err()
+}
+
+// jobFilesQuery is the statement of listJobFiles (at most batchRows paths
+// and destinations) and its arguments.
+func jobFilesQuery(f JobFileFilter) (string, []any) {
 	cond, args := []string{"1 = 1"}, []any{}
 	if f.Job != "" {
 		cond, args = append(cond, "job = ?"), append(args, f.Job)
@@ -547,26 +573,7 @@ func (s *sqlStore) listJobFiles(ctx context.Context, f JobFileFilter) ([]transfe
 	if f.Limit > 0 {
 		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
 	}
-	rs, err := s.q.query(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rs.Close()
-	var out []transfer.JobFile
-	for rs.Next() {
-		var job, path, doc string
-		if err := rs.Scan(&job, &path, &doc); err != nil {
-			return nil, err
-		}
-		var jf transfer.JobFile
-		if err := json.Unmarshal([]byte(doc), &jf); err != nil {
-			return nil, fmt.Errorf("file %q of job %s: stored document: %w", path, job, err)
-		}
-		utcTimes(&jf)
-		jf.Job, jf.Path = job, path
-		out = append(out, jf)
-	}
-	return out, rs.Err()
+	return q, args
 }
 
 func (s *sqlStore) DeleteJobFiles(ctx context.Context, job string, limit int) (int, error) {

@@ -497,6 +497,13 @@ var migrations = [][]string{
 		)`,
 		`CREATE INDEX job_sweeps_at ON job_sweeps (at_ns, job)`,
 	},
+	{
+		// Version 11: files by destination path across jobs, so that a
+		// listing's page is checked against the other jobs still writing
+		// any of its paths by this index (one writer per destination
+		// file, issue 29), however many files the store holds.
+		`CREATE INDEX job_files_writers ON job_files (dest, state)`,
+	},
 }
 
 // CodeSchemaVersion returns the schema version this code migrates to.

@@ -261,3 +261,23 @@ func TestPostgresByteOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestWritersByIndex: the files of every job landing at given
+// destinations, in given states, are found by the (dest, state) index
+// on SQLite, never by a scan of every job's files (issue 29).
+func TestWritersByIndex(t *testing.T) {
+	ctx := context.Background()
+	s, err := store.Open(ctx, sqliteURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	plan, err := store.JobFilesPlan(ctx, s, store.JobFileFilter{Dests: []string{"in/a", "in/b"},
+		States: []string{transfer.FilePending, transfer.FileActive}, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan, "USING INDEX job_files_writers") || strings.Contains(plan, "SCAN job_files") {
+		t.Errorf("plan of the files landing at two destinations:\n%s\nwant a search of job_files_writers", plan)
+	}
+}

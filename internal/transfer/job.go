@@ -100,6 +100,28 @@ type JobRequest struct {
 	// planned, its pairs show the plan and its reason the earliest
 	// completion, and it ends CANCELLED with nothing booked.
 	DryRun bool `json:"dry_run,omitempty"`
+	// OnConflict says what happens to a listed file whose destination
+	// another live job is writing already (one writer per destination
+	// file): refuse (the default) fails this job at its listing, naming
+	// the other; wait leaves the file unclaimed until the other job's
+	// file has ended.
+	OnConflict string `json:"on_conflict,omitempty"`
+}
+
+// What a job does when another live job writes one of its destination
+// files (JobRequest.OnConflict).
+const (
+	ConflictRefuse = "refuse"
+	ConflictWait   = "wait"
+)
+
+// CheckOnConflict checks a job's OnConflict: "" (refuse), refuse or wait.
+func CheckOnConflict(v string) error {
+	switch v {
+	case "", ConflictRefuse, ConflictWait:
+		return nil
+	}
+	return fmt.Errorf("on-conflict %q: want refuse or wait", v)
 }
 
 // The transports a job's data may take (JobRequest.Transport).
@@ -157,7 +179,11 @@ type Job struct {
 	JobRequest
 	State string `json:"state"`
 	// Reason says in one line what the job waits for, or why it failed.
-	Reason      string    `json:"reason,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Storage is, once a file failed for want of room at the
+	// destination, that file and why: the job's reason then starts with
+	// "storage: no space" and goes on with it.
+	Storage     string    `json:"storage,omitempty"`
 	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
 	StartedAt   time.Time `json:"started_at,omitzero"`
@@ -223,10 +249,15 @@ type JobFile struct {
 	State    string    `json:"state"`
 	Attempts int       `json:"attempts"`
 	Error    string    `json:"error,omitempty"` // the last one
-	Checksum string    `json:"checksum,omitempty"`
-	Expected string    `json:"expected,omitempty"`
-	Task     string    `json:"task,omitempty"` // the task it is in, or last was
-	From     string    `json:"from,omitempty"` // the pair that moved it
+	// Class is the class of Error (apiv1.FailureClasses: not-found,
+	// permission, no-space, refused-by-grant, network, checksum,
+	// internal), on which the controller decided what became of the
+	// file; empty when it has none.
+	Class    string `json:"class,omitempty"`
+	Checksum string `json:"checksum,omitempty"`
+	Expected string `json:"expected,omitempty"`
+	Task     string `json:"task,omitempty"` // the task it is in, or last was
+	From     string `json:"from,omitempty"` // the pair that moved it
 	// To is the destination node; for a file cut in parts, its owner: the
 	// node whose partial file and resume journal every part fills, fixed
 	// by the first part claimed (cleared when the owner is lost).
@@ -235,6 +266,10 @@ type JobFile struct {
 	// in one task); PartsDone how many of them arrived verified.
 	Parts     int `json:"parts,omitempty"`
 	PartsDone int `json:"parts_done,omitempty"`
+	// WaitsFor are the other jobs that were writing Dest when this file
+	// was listed (its job chose on_conflict wait): it is not claimed
+	// while any of them is live and its file there not ended.
+	WaitsFor []string `json:"waits_for,omitempty"`
 }
 
 // Part is a byte range of one file that a copy task pushes on its own:
@@ -256,6 +291,7 @@ type FilePart struct {
 	State    string `json:"state"`
 	Attempts int    `json:"attempts"`
 	Error    string `json:"error,omitempty"` // the last one
+	Class    string `json:"class,omitempty"` // Error's, as JobFile.Class
 	// Checksum is the part's bytes' checksum, in hex, of the job's
 	// algorithm, as sender and receiver agreed on it.
 	Checksum string `json:"checksum,omitempty"`
@@ -331,7 +367,12 @@ type DataNode struct {
 	Address    string `json:"address"`
 	MaxRateBps uint64 `json:"max_rate_bps,omitempty"`
 	// Parts says it pushes and takes parts of large files.
-	Parts        bool      `json:"parts,omitempty"`
+	Parts bool `json:"parts,omitempty"`
+	// FreeBytes is the free space of its root as it last said, at
+	// FreeBytesAt (zero when it never said: a node fronting a storage
+	// system has no root of its own).
+	FreeBytes    int64     `json:"free_bytes,omitempty"`
+	FreeBytesAt  time.Time `json:"free_bytes_at,omitzero"`
 	RegisteredAt time.Time `json:"registered_at"`
 	LeaseExpires time.Time `json:"lease_expires"`
 	Alive        bool      `json:"alive"`

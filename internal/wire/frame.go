@@ -15,7 +15,7 @@ var Magic = [4]byte{'L', 'P', 'T', 'H'}
 // MaxVersion]; the server answers with the highest version both speak.
 const (
 	MinVersion uint16 = 1
-	MaxVersion uint16 = 9
+	MaxVersion uint16 = 10
 )
 
 // VersionAlloc is the first version whose files frames may carry each
@@ -59,6 +59,13 @@ const VersionFAST uint16 = 8
 // agreed is this or later.
 const VersionReceipt uint16 = 9
 
+// VersionFault is the first version in which a receiver may send a Fault
+// (the class of a file's failure, before the verdict that fails it) and
+// an Error may carry the class of the refusal (Error.Fault). An older
+// peer never sees either: both are sent only when the version agreed is
+// this or later.
+const VersionFault uint16 = 10
+
 // MaxFrame bounds a control frame's payload. Senders split long lists (the
 // manifest of a large tree) across frames well below it.
 const MaxFrame = 1 << 20
@@ -93,6 +100,7 @@ const (
 	TGrant     Type = 23
 	TTransport Type = 24
 	TReceipt   Type = 25
+	TFault     Type = 26
 )
 
 var typeNames = map[Type]string{
@@ -102,7 +110,7 @@ var typeNames = map[Type]string{
 	TPlan: "plan", TFileEnd: "file-end", TResult: "result", TResend: "resend",
 	TDone: "done", TSrcError: "source-error", TPing: "ping", TPong: "pong",
 	TBenchDone: "bench-done", TGrant: "grant", TTransport: "transport",
-	TReceipt: "receipt",
+	TReceipt: "receipt", TFault: "fault",
 }
 
 func (t Type) String() string {
@@ -199,6 +207,8 @@ func newMsg(t Type) Msg {
 		return &Transport{}
 	case TReceipt:
 		return &Receipt{}
+	case TFault:
+		return &Fault{}
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"io"
 	"math"
+
+	"github.com/lightpath/lightpath/internal/retry"
 )
 
 // Kind says what a new connection is for.
@@ -82,12 +84,95 @@ const (
 type Error struct {
 	Code uint8
 	Msg  string
+	// Fault, when not zero (version VersionFault and later: a tail an
+	// older peer would refuse, so it is set only when the version agreed
+	// allows), is the class of the refusal (FaultNotFound...).
+	Fault uint8
 }
 
-func (m *Error) Type() Type      { return TError }
-func (m *Error) appendTo(e *enc) { e.u8(m.Code); e.str(m.Msg) }
-func (m *Error) decode(d *dec)   { m.Code = d.u8("code"); m.Msg = d.str("message") }
-func (m *Error) Error() string   { return m.Msg }
+func (m *Error) Type() Type { return TError }
+func (m *Error) appendTo(e *enc) {
+	e.u8(m.Code)
+	e.str(m.Msg)
+	if m.Fault != 0 {
+		e.u8(m.Fault)
+	}
+}
+func (m *Error) decode(d *dec) {
+	m.Code = d.u8("code")
+	m.Msg = d.str("message")
+	if d.err != nil || len(d.b) == 0 {
+		return
+	}
+	m.Fault = d.u8("fault")
+	if d.err == nil && m.Fault == 0 {
+		d.err = malformed("error with a fault of 0: the field is left out instead")
+	}
+}
+func (m *Error) Error() string { return m.Msg }
+
+// Fault codes: the class of a failure on the wire (Fault, Error.Fault),
+// from version VersionFault on. retry.Fault is how the rest of the code
+// spells them; a code this version does not know reads as internal.
+const (
+	FaultNotFound   uint8 = 1
+	FaultPermission uint8 = 2
+	FaultNoSpace    uint8 = 3
+	FaultGrant      uint8 = 4
+	FaultNetwork    uint8 = 5
+	FaultChecksum   uint8 = 6
+	FaultInternal   uint8 = 7
+)
+
+var faultCodes = map[retry.Fault]uint8{
+	retry.FaultNotFound: FaultNotFound, retry.FaultPermission: FaultPermission, retry.FaultNoSpace: FaultNoSpace,
+	retry.FaultGrant: FaultGrant, retry.FaultNetwork: FaultNetwork, retry.FaultChecksum: FaultChecksum,
+	retry.FaultInternal: FaultInternal,
+}
+
+// FaultCode is f's code on the wire; 0 for none ("").
+func FaultCode(f retry.Fault) uint8 {
+	if f == "" {
+		return 0
+	}
+	if c, ok := faultCodes[f]; ok {
+		return c
+	}
+	return FaultInternal
+}
+
+// FaultOfCode is the fault code c says: "" for 0 (none sent), internal for
+// a code this version does not know.
+func FaultOfCode(c uint8) retry.Fault {
+	if c == 0 {
+		return ""
+	}
+	for f, k := range faultCodes {
+		if k == c {
+			return f
+		}
+	}
+	return retry.FaultInternal
+}
+
+// Fault is a receiver's class of its failure of file ID, for the transfer
+// service's retry decisions: sent from version VersionFault on, before the
+// verdict that fails the file (its result, or the need that fails it), so
+// the sender gives the verdict its class without reading its reason.
+type Fault struct {
+	ID   uint32
+	Code uint8
+}
+
+func (m *Fault) Type() Type      { return TFault }
+func (m *Fault) appendTo(e *enc) { e.uv(uint64(m.ID)); e.u8(m.Code) }
+func (m *Fault) decode(d *dec) {
+	m.ID = uint32(d.un("id", math.MaxUint32))
+	m.Code = d.u8("code")
+	if d.err == nil && m.Code == 0 {
+		d.err = malformed("fault of file %d with code 0", m.ID)
+	}
+}
 
 // HelloOK is the server's answer to a Hello.
 type HelloOK struct {

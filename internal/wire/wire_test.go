@@ -6,6 +6,8 @@ import (
 	"io"
 	"reflect"
 	"testing"
+
+	"github.com/lightpath/lightpath/internal/retry"
 )
 
 func sampleMsgs() []Msg {
@@ -75,6 +77,9 @@ func sampleMsgs() []Msg {
 		&BenchDone{Stats: stUDP},
 		&Done{Stats: Stats{Bytes: 1, HasCC: true, HasWire: true, HasUDP: true}},
 		&Receipt{ID: 7, MAC: bytes.Repeat([]byte{0xa5}, 32)},
+		&Fault{ID: 7, Code: FaultNoSpace},
+		&Fault{ID: 1 << 31, Code: 200}, // a code of a later version
+		&Error{Code: CodeRefused, Msg: "grant: fenced: attempt 1 of task t-1 is no longer current", Fault: FaultGrant},
 	}
 }
 
@@ -131,6 +136,9 @@ func TestMalformed(t *testing.T) {
 		{"bench direct without a file", []byte{0, 0, 0, 10, byte(TBench), 0, 0, 0, 0, 1, 2, 1, 0, 0, 1}},
 		{"empty receipt", []byte{0, 0, 0, 2, byte(TReceipt), 1, 0}},
 		{"receipt too long", append([]byte{0, 0, 0, 67, byte(TReceipt), 1, 65}, make([]byte, 65)...)},
+		{"fault of code 0", []byte{0, 0, 0, 2, byte(TFault), 1, 0}},
+		{"error with a fault of 0", []byte{0, 0, 0, 4, byte(TError), 4, 1, 'x', 0}},
+		{"error with two faults", []byte{0, 0, 0, 5, byte(TError), 4, 1, 'x', 2, 2}},
 		{"negative allocation", []byte{0, 0, 0, 11, byte(TFiles), 1, 1, 1, 1, 'a', 2, 0, 0, 0, 1, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -305,5 +313,39 @@ func TestPartVersions(t *testing.T) {
 		if _, err := Decode(tc.typ, tc.b); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: err = %v, want ErrMalformed", tc.name, err)
 		}
+	}
+}
+
+// TestFaultCodes: every fault has its own code and reads back as itself;
+// a code of a later version reads as internal, none as none.
+func TestFaultCodes(t *testing.T) {
+	seen := map[uint8]bool{}
+	for _, f := range retry.Faults {
+		c := FaultCode(f)
+		if c == 0 || seen[c] {
+			t.Errorf("fault %q: code %d (zero or taken)", f, c)
+		}
+		seen[c] = true
+		if FaultOfCode(c) != f {
+			t.Errorf("code %d reads as %q, want %q", c, FaultOfCode(c), f)
+		}
+	}
+	if FaultOfCode(0) != "" || FaultCode("") != 0 {
+		t.Error("no fault is not code 0")
+	}
+	if FaultOfCode(200) != retry.FaultInternal || FaultCode("disk-on-fire") != FaultInternal {
+		t.Error("an unknown fault is not internal")
+	}
+}
+
+// TestErrorWithoutFault: an Error without a fault encodes as before
+// version VersionFault (an older peer reads it).
+func TestErrorWithoutFault(t *testing.T) {
+	b, err := Encode(&Error{Code: CodeRefused, Msg: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []byte{0, 0, 0, 3, byte(TError), CodeRefused, 1, 'x'}; !bytes.Equal(b, want) {
+		t.Fatalf("encoded % x, want % x", b, want)
 	}
 }

@@ -828,7 +828,8 @@ func (a *agentBed) copyOnDedicated(t *testing.T, src string) (cp *proc, s0, s1 t
 // TestAgentMoreLinkCut cuts the dedicated link under a reserved copy of
 // 300 MiB (a1 to b1, --retries 5): the agents withdraw the steering from
 // the dead hop (the controller moves the reservation to wan) and the copy
-// finishes, verified, on the routed path.
+// finishes, verified, on the routed path. With the link back, the
+// reservation goes back to dedicated and ra steers onto it again.
 func TestAgentMoreLinkCut(t *testing.T) {
 	t.Parallel()
 	skipUnlessNetRoot(t)
@@ -882,6 +883,29 @@ func TestAgentMoreLinkCut(t *testing.T) {
 	// before the cut or on wan after it.
 	if ded, wan := s2.bytesOn("dedicated", "ra")-s0.bytesOn("dedicated", "ra"), s2.bytesOn("wan", "ra")-s0.bytesOn("wan", "ra"); ded+wan < 300<<20 || wan == 0 {
 		t.Errorf("dedicated carried %d bytes and wan %d of the 300 MiB copy: the rest should have gone over the routed path", ded, wan)
+	}
+
+	// The link back: the controller moves the reservation back to
+	// dedicated, the preferred path, and ra steers its flows there again
+	// (issue 29).
+	a.linkSet("dedicated", "--up")
+	onDedicated := func() bool {
+		for _, l := range a.agentObjects("ra") {
+			if strings.HasPrefix(l, "route ") && strings.Contains(l, " dev dedicated ") {
+				return true
+			}
+		}
+		return false
+	}
+	if !waitFor(time.Minute, func() bool {
+		got = a.resv(r.ID)
+		return len(got.Path) == 3 && got.Path[1].Link == "dedicated" && got.State == "ACTIVE" && !got.Degraded && onDedicated()
+	}) {
+		t.Fatalf("a minute after dedicated came back: reservation %s on %v, degraded %v %q; ra routes onto dedicated: %v",
+			got.State, got.Path, got.Degraded, got.DegradedReason, onDedicated())
+	}
+	if show := a.c.ok(a.c.adminTok, "reserve", "show", r.ID).stdout; !strings.Contains(show, "moved back: link dedicated up again") {
+		t.Errorf("reserve show does not say it moved back:\n%s", show)
 	}
 }
 

@@ -130,19 +130,29 @@ func rssBytes(t *testing.T, pid int) int64 {
 // needs reads need frames until it has an answer for each of ids.
 func needs(p *rawPeer, ids ...uint32) map[uint32]wire.NeedItem {
 	p.t.Helper()
-	got := map[uint32]wire.NeedItem{}
+	got, _ := needsFaults(p, ids...)
+	return got
+}
+
+// needsFaults is needs with the classes the receiver gave the files it
+// failed (fault frames, protocol 10), by id.
+func needsFaults(p *rawPeer, ids ...uint32) (map[uint32]wire.NeedItem, map[uint32]uint8) {
+	p.t.Helper()
+	got, faults := map[uint32]wire.NeedItem{}, map[uint32]uint8{}
 	for len(got) < len(ids) {
 		switch m := p.read().(type) {
 		case *wire.Need:
 			for _, it := range m.Items {
 				got[it.ID] = it
 			}
+		case *wire.Fault:
+			faults[m.ID] = m.Code
 		case *wire.Result:
 		default:
 			p.t.Fatalf("unexpected %s while waiting for need", m.Type())
 		}
 	}
-	return got
+	return got, faults
 }
 
 // TestHostileManifest sends a real server, frame by frame, manifest entries
@@ -163,9 +173,13 @@ func TestHostileManifest(t *testing.T) {
 	t.Run("size 2^63-1", func(t *testing.T) {
 		ctrl, _ := openPush(t, srv.addr, wire.MaxVersion)
 		ctrl.send(&wire.Files{Entries: []wire.Entry{{ID: 1, Kind: wire.EntryFile, Path: "huge", Size: math.MaxInt64, Mode: 0o644}}})
-		it := needs(ctrl, 1)[1]
+		got, faults := needsFaults(ctrl, 1)
+		it := got[1]
 		if it.Action != wire.NeedFail || !strings.Contains(it.Reason, "exceeds") || !strings.Contains(it.Reason, "--max-file-size") {
 			t.Errorf("answer %+v, want a refusal naming the limit", it)
+		}
+		if faults[1] != wire.FaultNoSpace {
+			t.Errorf("the refusal's class: %d, want no-space (%d)", faults[1], wire.FaultNoSpace)
 		}
 		t.Logf("answer: %s", it.Reason)
 	})
@@ -177,10 +191,14 @@ func TestHostileManifest(t *testing.T) {
 			es = append(es, wire.Entry{ID: uint32(i + 1), Kind: wire.EntryFile, Path: "tib" + strconv.Itoa(i), Size: 1 << 40, Mode: 0o644})
 		}
 		ctrl.send(&wire.Files{Entries: es})
-		for id, it := range needs(ctrl, 1, 2, 3, 4) {
+		got, faults := needsFaults(ctrl, 1, 2, 3, 4)
+		for id, it := range got {
 			if it.Action != wire.NeedFail || !strings.Contains(it.Reason, "not enough space") || !strings.Contains(it.Reason, "needs 1.00 TiB") {
 				t.Errorf("file %d: answer %+v, want a refusal for lack of space", id, it)
 			}
+		}
+		if len(faults) != 0 {
+			t.Errorf("a version 1 client was sent fault frames: %v", faults)
 		}
 	})
 	t.Run("4 x 1 TiB, sparse", func(t *testing.T) {

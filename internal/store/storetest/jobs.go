@@ -760,6 +760,19 @@ func testJobFilesBatches(t *testing.T, url string) {
 	if err != nil || !reflect.DeepEqual(filePaths(got), []string{"j-b:f0150", "j-b:f1199"}) {
 		t.Errorf("j-b's files by path and destination: %v, %v", filePaths(got), err)
 	}
+	// By destination across jobs (Job empty), in one state: every job's
+	// file landing there, by the (dest, state) index (issue 29).
+	if err := s.UpdateJobFiles(ctx, []transfer.JobFile{sampleFile("j-a", "f0007", transfer.FileActive)}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.ListJobFiles(ctx, store.JobFileFilter{Dests: []string{"in/f0007", "in/f0008"}, States: []string{transfer.FilePending}})
+	if err != nil || !reflect.DeepEqual(filePaths(got), []string{"j-a:f0008", "j-b:f0007", "j-b:f0008"}) {
+		t.Errorf("every job's pending files landing at in/f0007 and in/f0008: %v, %v", filePaths(got), err)
+	}
+	got, err = s.ListJobFiles(ctx, store.JobFileFilter{Dests: dests, States: []string{transfer.FilePending, transfer.FileActive}, Limit: 3})
+	if err != nil || !reflect.DeepEqual(filePaths(got), []string{"j-a:f0100", "j-a:f0101", "j-a:f0102"}) {
+		t.Errorf("the first 3 files of every job landing at 1,100 destinations: %v, %v", filePaths(got), err)
+	}
 	// Deleted 500 at a time: 500, 500, 200, then none.
 	for _, want := range []int{500, 500, 200, 0} {
 		n, err := s.DeleteJobFiles(ctx, "j-a", 500)
