@@ -143,77 +143,26 @@ func TestServiceSharedWAN(t *testing.T) {
 		}
 	})
 
-	t.Run("competing users", func(t *testing.T) {
-		// A window is never shorter than the service's 15 s and is booked
-		// at everything free in it, so each of the first two jobs holds
-		// both paths for its window, one after the other.
-		c1 := smallDataset(t, s.srcRoot, "c1", 8)
-		c2 := smallDataset(t, s.srcRoot, "c2", 8)
-		smallDataset(t, s.srcRoot, "c3", 2)
-		first := s.submitAs(s.alice, "siteA:c1", "siteB:outc1", "--deadline", "+3m")
-		second := s.submitAs(s.bob, "siteA:c2", "siteB:outc2", "--deadline", "+3m")
-		var busy time.Time
-		for _, j := range []transfer.Job{first.Job, second.Job} {
-			if j.State != transfer.JobScheduled {
-				t.Fatalf("job %s of %s: %s (%s), want SCHEDULED", j.ID, j.Owner, j.State, j.Reason)
+	// With eight files a job, each job's plan keeps three node pairs; with
+	// two, two (no more pairs than files), which leaves a path free beside
+	// the first job for the second.
+	for _, c := range []struct {
+		name, tag string
+		files     int
+		skip      string
+	}{
+		{"competing users", "c", 8, ""},
+		{"competing users, two files each", "d", 2, "a bug in the service's booking (issue 29, item 5): the second job is " +
+			"planned on the path the first left free over the same node pairs (a1 → b1, a2 → b2 over wan while the first holds " +
+			"them over dedicated), two reservations whose flows cannot be told apart; bench/service.sh compete then misses deadlines"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.skip != "" {
+				t.Skip(c.skip)
 			}
-			checkPlan(t, s, j)
-			busy = maxTime(busy, planEnd(j))
-		}
-		// The third's deadline falls inside the second's window: feasible
-		// on a free network (σ 5 s and one 15 s window from now), not
-		// beside the two.
-		deadline := busy.Add(-time.Second)
-		if d := time.Until(deadline); d < 22*time.Second {
-			t.Logf("the third job's deadline is %v away: it would not fit on a free network either", d.Round(time.Millisecond))
-		}
-		before := s.reservations()
-		r := s.lp(s.alice, "transfer", "submit", "siteA:c3", "siteB:outc3", "--deadline", deadline.UTC().Format(time.RFC3339Nano))
-		t.Logf("the two jobs hold the paths until %v; the third, due %v: exit %d, %s", busy, deadline, r.code, strings.TrimSpace(r.stderr))
-		checkFailure(t, "a third deadline job that cannot fit beside the two", r, "transfer submit", "cannot be met", "earliest completion")
-		if r.code != 1 || r.stdout != "" {
-			t.Errorf("the refused submission: exit %d, stdout %q; want exit 1 and no job line", r.code, r.stdout)
-		}
-		// Both paths are booked whole until the second job's window ends,
-		// and the third needs a window of its own.
-		if m := regexp.MustCompile(`earliest completion is (\S+?)[ ,;)]`).FindStringSubmatch(r.stderr + " "); m == nil {
-			t.Errorf("the refusal names no earliest completion: %s", r.stderr)
-		} else if at, err := time.Parse(time.RFC3339Nano, m[1]); err != nil || at.Before(busy.Truncate(time.Second)) {
-			t.Errorf("the refusal's earliest completion %s is before the two jobs' windows end (%v)", m[1], busy)
-		}
-		if got := s.reservations(); got != before {
-			t.Errorf("the refused job left reservations: %d before, %d after", before, got)
-		}
-		var third *transfer.Job
-		for _, l := range strings.Split(strings.TrimSpace(s.ok(s.alice, "transfer", "list", "--json").stdout), "\n") {
-			if strings.Contains(l, "siteB:outc3") {
-				third = &transfer.Job{}
-				if err := json.Unmarshal([]byte(l), third); err != nil {
-					t.Fatalf("transfer list --json: %v\n%s", err, l)
-				}
-			}
-		}
-		if third == nil || third.State != transfer.JobFailed || !strings.Contains(third.Reason, "earliest completion") {
-			t.Errorf("the refused job is not kept FAILED with its earliest completion: %+v", third)
-		} else if len(third.Pairs) > 0 {
-			t.Errorf("the refused job has pairs: %+v", third.Pairs)
-		}
-		for _, c := range []struct {
-			tok  string
-			job  transfer.Job
-			dst  string
-			data []string
-		}{{s.alice, first.Job, "outc1", c1}, {s.bob, second.Job, "outc2", c2}} {
-			if w := s.lp(c.tok, "transfer", "wait", c.job.ID, "--timeout", "3m"); w.code != 0 {
-				t.Fatalf("transfer wait %s: exit %d\n%s\n%s", c.job.ID, w.code, w.stdout, w.stderr)
-			}
-			s.sameDataset(c.data, c.dst)
-			j := s.job(c.tok, c.job.ID)
-			if j.Job.State != transfer.JobSucceeded || !j.Job.EndedAt.Before(j.Job.Deadline) {
-				t.Errorf("job %s of %s: %s at %v, deadline %v", c.job.ID, c.job.Owner, j.Job.State, j.Job.EndedAt, j.Job.Deadline)
-			}
-		}
-	})
+			competingUsers(t, s, c.tag, c.files)
+		})
+	}
 
 	t.Run("consecutive reservations", func(t *testing.T) {
 		// The longest reservation 10 s, under the 15 s shortest window.
@@ -448,4 +397,94 @@ func (s *svc) submitAs(tok string, args ...string) apiv1.JobResponse {
 		s.t.Fatalf("transfer submit --json: %s", r.stdout)
 	}
 	return resp
+}
+
+// competingUsers: alice's and bob's deadline jobs of files files each
+// (under root/tag1 and tag2), submitted one after the other, are both
+// admitted, never on one node pair at once over two paths (the pair's
+// flows could not be told apart on the wire), and succeed before their
+// deadlines; a third (tag3) whose deadline falls inside their windows is
+// refused with its earliest completion and books nothing.
+func competingUsers(t *testing.T, s *svc, tag string, files int) {
+	// A window is never shorter than the service's 15 s and is booked at
+	// everything free in it along the pairs the plan keeps.
+	c1 := smallDataset(t, s.srcRoot, tag+"1", files)
+	c2 := smallDataset(t, s.srcRoot, tag+"2", files)
+	smallDataset(t, s.srcRoot, tag+"3", 2)
+	first := s.submitAs(s.alice, "siteA:"+tag+"1", "siteB:out"+tag+"1", "--deadline", "+3m")
+	second := s.submitAs(s.bob, "siteA:"+tag+"2", "siteB:out"+tag+"2", "--deadline", "+3m")
+	for _, p := range first.Job.Pairs {
+		for _, q := range second.Job.Pairs {
+			if p.From == q.From && p.To == q.To && p.Start.Before(planEnd(transfer.Job{Pairs: []transfer.Pair{q}})) &&
+				q.Start.Before(planEnd(transfer.Job{Pairs: []transfer.Pair{p}})) {
+				t.Errorf("both jobs book %s → %s at once (over %v and %v): the two flows cannot be told apart\n%+v\n%+v",
+					p.From, p.To, p.Path, q.Path, first.Job.Pairs, second.Job.Pairs)
+			}
+		}
+	}
+	var busy time.Time
+	whole := true // each job holds both paths throughout its window
+	for _, j := range []transfer.Job{first.Job, second.Job} {
+		if j.State != transfer.JobScheduled {
+			t.Fatalf("job %s of %s: %s (%s), want SCHEDULED", j.ID, j.Owner, j.State, j.Reason)
+		}
+		links := checkPlan(t, s, j)
+		whole = whole && links["wan"] && links["dedicated"]
+		busy = maxTime(busy, planEnd(j))
+	}
+	// The third's deadline falls inside the last window of the two:
+	// feasible on a free network (σ 5 s and one 15 s window from now),
+	// not beside the two.
+	deadline := busy.Add(-time.Second)
+	if d := time.Until(deadline); d < 22*time.Second {
+		t.Logf("the third job's deadline is %v away: it would not fit on a free network either", d.Round(time.Millisecond))
+	}
+	before := s.reservations()
+	r := s.lp(s.alice, "transfer", "submit", "siteA:"+tag+"3", "siteB:out"+tag+"3", "--deadline", deadline.UTC().Format(time.RFC3339Nano))
+	t.Logf("the two jobs hold the paths until %v; the third, due %v: exit %d, %s", busy, deadline, r.code, strings.TrimSpace(r.stderr))
+	checkFailure(t, "a third deadline job that cannot fit beside the two", r, "transfer submit", "cannot be met", "earliest completion")
+	if r.code != 1 || r.stdout != "" {
+		t.Errorf("the refused submission: exit %d, stdout %q; want exit 1 and no job line", r.code, r.stdout)
+	}
+	// The earliest completion is after the deadline; where each job
+	// holds both paths whole, after the second job's window too (the
+	// third needs a window of its own).
+	if m := regexp.MustCompile(`earliest completion is (\S+?)[ ,;)]`).FindStringSubmatch(r.stderr + " "); m == nil {
+		t.Errorf("the refusal names no earliest completion: %s", r.stderr)
+	} else if at, err := time.Parse(time.RFC3339Nano, m[1]); err != nil || !at.After(deadline.Truncate(time.Second)) ||
+		(whole && at.Before(busy.Truncate(time.Second))) {
+		t.Errorf("the refusal's earliest completion %s: want after the deadline %v (and, both paths booked whole, the windows' end %v)", m[1], deadline, busy)
+	}
+	if got := s.reservations(); got != before {
+		t.Errorf("the refused job left reservations: %d before, %d after", before, got)
+	}
+	var third *transfer.Job
+	for _, l := range strings.Split(strings.TrimSpace(s.ok(s.alice, "transfer", "list", "--json").stdout), "\n") {
+		if strings.Contains(l, "siteB:out"+tag+"3") {
+			third = &transfer.Job{}
+			if err := json.Unmarshal([]byte(l), third); err != nil {
+				t.Fatalf("transfer list --json: %v\n%s", err, l)
+			}
+		}
+	}
+	if third == nil || third.State != transfer.JobFailed || !strings.Contains(third.Reason, "earliest completion") {
+		t.Errorf("the refused job is not kept FAILED with its earliest completion: %+v", third)
+	} else if len(third.Pairs) > 0 {
+		t.Errorf("the refused job has pairs: %+v", third.Pairs)
+	}
+	for _, c := range []struct {
+		tok  string
+		job  transfer.Job
+		dst  string
+		data []string
+	}{{s.alice, first.Job, "out" + tag + "1", c1}, {s.bob, second.Job, "out" + tag + "2", c2}} {
+		if w := s.lp(c.tok, "transfer", "wait", c.job.ID, "--timeout", "3m"); w.code != 0 {
+			t.Fatalf("transfer wait %s: exit %d\n%s\n%s", c.job.ID, w.code, w.stdout, w.stderr)
+		}
+		s.sameDataset(c.data, c.dst)
+		j := s.job(c.tok, c.job.ID)
+		if j.Job.State != transfer.JobSucceeded || !j.Job.EndedAt.Before(j.Job.Deadline) {
+			t.Errorf("job %s of %s: %s at %v, deadline %v", c.job.ID, c.job.Owner, j.Job.State, j.Job.EndedAt, j.Job.Deadline)
+		}
+	}
 }
