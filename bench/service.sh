@@ -699,7 +699,9 @@ if wanted compete; then
 			[[ $rc == 0 ]] || die "run $r: $u's transfer submit: exit $rc: $(last_line "$W/logs/compete-$u.err")"
 			na=$((na + 1))
 			id=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["job"]["id"])' "$W/logs/compete-$u.out")
-			LIGHTPATH_CONTROLLER_TOKEN=$(cat "$W/$u.token") timeout 900 "$LP" transfer wait "$id" >/dev/null 2>&1 || true
+			# A job still running 3 minutes on has missed its deadline whatever
+			# comes of it (one admitted with nothing booked may never start).
+			LIGHTPATH_CONTROLLER_TOKEN=$(cat "$W/$u.token") timeout 900 "$LP" transfer wait "$id" --timeout 3m >/dev/null 2>&1 || true
 			verdict_u=$(LIGHTPATH_CONTROLLER_TOKEN=$(cat "$W/$u.token") lp transfer status "$id" --json | python3 -c '
 import json, sys
 from datetime import datetime
