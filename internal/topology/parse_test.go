@@ -31,6 +31,7 @@ func TestExamplesParse(t *testing.T) {
 		{"two-site.yaml", 2, 6, 6, 2, 1, 10},
 		{"triangle.yaml", 3, 8, 9, 3, 1, 14},
 		{"service.yaml", 2, 8, 8, 2, 1, 14},
+		{"shared-wan.yaml", 2, 8, 8, 2, 1, 14},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			topo := loadExample(t, tc.file)
@@ -101,6 +102,31 @@ func TestTwoSiteValues(t *testing.T) {
 				t.Errorf("loss %+v, want %+v", l.Params.Loss, tc.loss)
 			}
 		})
+	}
+}
+
+// TestSharedWANValues: examples/shared-wan.yaml keeps the shape its
+// users and the benchmark rely on: every access link faster than both
+// inter-site paths together, and the circuit twice the routed path.
+func TestSharedWANValues(t *testing.T) {
+	topo := loadExample(t, "shared-wan.yaml")
+	for _, tc := range []struct {
+		link string
+		rate uint64
+		role string
+	}{
+		{"a1-ra", 4e9, LinkRouted}, {"a2-ra", 4e9, LinkRouted}, {"a3-ra", 4e9, LinkRouted},
+		{"b1-rb", 4e9, LinkRouted}, {"b2-rb", 4e9, LinkRouted}, {"b3-rb", 4e9, LinkRouted},
+		{"wan", 500e6, LinkRouted}, {"dedicated", 1e9, LinkDedicated},
+	} {
+		l, ok := topo.Link(tc.link)
+		if !ok {
+			t.Errorf("no link %q", tc.link)
+			continue
+		}
+		if l.Params.Rate != tc.rate || l.Role != tc.role {
+			t.Errorf("%s: rate %d, role %s; want %d, %s", tc.link, l.Params.Rate, l.Role, tc.rate, tc.role)
+		}
 	}
 }
 

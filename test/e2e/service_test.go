@@ -20,6 +20,7 @@ import (
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/client"
 	"github.com/lightpath/lightpath/internal/store/pgtest"
+	"github.com/lightpath/lightpath/internal/topology"
 	"github.com/lightpath/lightpath/internal/transfer"
 )
 
@@ -61,7 +62,12 @@ type svcOpts struct {
 	testbed bool
 	// ctlArgs are more flags for the controllers.
 	ctlArgs []string
-	// without are data nodes (of svcNodes) not to start.
+	// topology is the testbed's topology file (a path in the repository
+	// or an absolute one; "": examples/two-site.yaml) and nodes its data
+	// nodes (nil: svcNodes), on the testbed only.
+	topology string
+	nodes    []svcNode
+	// without are data nodes (of the nodes) not to start.
 	without []string
 	// advertise, on loopback, gives the address a data node listening on
 	// listen tells the others to push to ("": listen itself), such as a
@@ -90,13 +96,17 @@ type svc struct {
 	// them.
 	standbyPort int
 	standby     *killCtl
-	ctlArgs     []string // svcOpts.ctlArgs
+	ctlArgs     []string  // svcOpts.ctlArgs
+	nodeList    []svcNode // the data nodes (svcOpts.nodes)
 	advertise   func(node, listen string) string
 }
 
+// svcNode is a data node: its node, its endpoint and its loopback host.
+type svcNode struct{ node, endpoint, host string }
+
 // svcNodes are the data nodes, with their endpoints and their loopback
 // hosts (on the testbed each listens on its node's address).
-var svcNodes = []struct{ node, endpoint, host string }{
+var svcNodes = []svcNode{
 	{"a1", "siteA", "127.0.0.11"}, {"a2", "siteA", "127.0.0.12"}, {"b1", "siteB", "127.0.0.13"}, {"b2", "siteB", "127.0.0.14"},
 }
 
@@ -111,13 +121,20 @@ func startSvc(t *testing.T, o svcOpts) *svc {
 	dir := t.TempDir()
 	s := &svc{t: t, dir: dir, port: freePort(t, "127.0.0.1"), admin: filepath.Join(dir, "admin.token"),
 		srcRoot: scratchDir(t), dstRoot: scratchDir(t), rate: o.rate, nodes: map[string]*proc{},
-		db: "sqlite:" + filepath.Join(dir, "db"), topo: filepath.Join(dir, "topo.yaml"), ctlArgs: o.ctlArgs, advertise: o.advertise}
+		db: "sqlite:" + filepath.Join(dir, "db"), topo: filepath.Join(dir, "topo.yaml"), ctlArgs: o.ctlArgs, advertise: o.advertise,
+		nodeList: o.nodes}
+	if s.nodeList == nil {
+		s.nodeList = svcNodes
+	}
+	if o.topology == "" {
+		o.topology = "examples/two-site.yaml"
+	}
 	if o.db != nil {
 		s.db = o.db(t, dir)
 	}
 	s.url = fmt.Sprintf("http://127.0.0.1:%d", s.port)
 	if o.testbed {
-		topo, err := filepath.Abs(repoFile("examples/two-site.yaml"))
+		topo, err := filepath.Abs(repoFile(o.topology))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +162,11 @@ func startSvc(t *testing.T, o svcOpts) *svc {
 		}
 	})
 	if o.testbed {
-		s.tb = agentsUp(t, "examples/two-site.yaml", 6, dir, s.url, s.sock, s.admin)
+		tp, err := topology.Load(s.topo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.tb = agentsUp(t, s.topo, len(tp.Nodes), dir, s.url, s.sock, s.admin)
 	}
 	// Data nodes have a user of their own, apart from the agents'.
 	for _, u := range []struct{ name, role string }{{"alice", "user"}, {"bob", "user"}, {"dn", "agent"}} {
@@ -161,18 +182,18 @@ func startSvc(t *testing.T, o svcOpts) *svc {
 	}
 	for _, ep := range []string{"siteA", "siteB"} {
 		var nodes []string
-		for _, n := range svcNodes {
+		for _, n := range s.nodeList {
 			if n.endpoint == ep {
 				nodes = append(nodes, n.node)
 			}
 		}
 		s.ok(s.admin, "endpoint", "add", ep, "--site", sites[ep], "--node", strings.Join(nodes, ","))
 	}
-	for _, n := range svcNodes {
+	for _, n := range s.nodeList {
 		s.ok(s.admin, "user", "token", "create", "dn", "--node", n.node, "--out", filepath.Join(dir, "dn-"+n.node+".token"))
 	}
 	alive := map[string]int{}
-	for _, n := range svcNodes {
+	for _, n := range s.nodeList {
 		if slices.Contains(o.without, n.node) {
 			continue
 		}
@@ -226,7 +247,7 @@ func (s *svc) ok(tok string, args ...string) result {
 // address.
 func (s *svc) startNode(node string) {
 	s.t.Helper()
-	for _, n := range svcNodes {
+	for _, n := range s.nodeList {
 		if n.node != node {
 			continue
 		}

@@ -30,8 +30,14 @@ func skipUnlessNetRoot(t *testing.T) {
 	}
 }
 
-// repoFile is a path in the repository (tests run in test/e2e).
-func repoFile(p string) string { return filepath.Join("..", "..", p) }
+// repoFile is a path in the repository (tests run in test/e2e); an
+// absolute path is itself.
+func repoFile(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join("..", "..", p)
+}
 
 type testbedStatus struct {
 	Testbed  string `json:"testbed"`
