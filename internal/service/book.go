@@ -148,6 +148,12 @@ func (s *Service) bookJob(ctx context.Context, j transfer.Job) {
 			}
 			j.State, j.Reason, j.EndedAt = transfer.JobCancelled, why, now
 			return s.saveJob(ctx, tx, &j, now)
+		case len(pairs) == 0:
+			// Nothing to book (its files are empty): it runs at once, as a
+			// job without a deadline.
+			j.State, j.StartedAt = transfer.JobActive, now
+			j.Reason = movingReason(j)
+			return s.saveJob(ctx, tx, &j, now)
 		default:
 			j.Pairs, j.Algorithm, j.State = pairs, algorithm, transfer.JobScheduled
 			j.Reason = scheduledReason(j)
@@ -221,13 +227,35 @@ func (s *Service) book(ctx context.Context, j transfer.Job) ([]transfer.Pair, st
 		return refuse("storage: no space: the destination %s has %s free, the job needs %s", dstEP,
 			units.FormatSize(free), units.FormatSize(j.BytesTotal))
 	}
-	req := s.planRequest(j, j.BytesTotal, srcs, dsts, nil)
-	p, err := b.Plan(ctx, req)
-	if err != nil {
-		return refuse("%s", oneLine(err.Error()))
+	if j.BytesTotal == 0 {
+		return nil, "", nil // empty files only: nothing to book (bookJob starts it)
 	}
-	flows, end := onePathPerPair(p, j.BytesTotal, req.Goodput)
-	flows, end = fitToWork(flows, p.Start, end, j.BytesTotal, s.spreadable(ctx, j, len(flows)), req.Goodput)
+	req := s.planRequest(j, j.BytesTotal, srcs, dsts, nil)
+	var (
+		p     apiv1.Plan
+		flows []apiv1.PlanFlow
+		end   time.Time
+	)
+	for try := 0; ; try++ {
+		if p, err = b.Plan(ctx, req); err != nil {
+			return refuse("%s", oneLine(err.Error()))
+		}
+		flows, end = onePathPerPair(p, j.BytesTotal, req.Goodput)
+		flows, end = fitToWork(flows, p.Start, end, j.BytesTotal, s.spreadable(ctx, j, len(flows)), req.Goodput)
+		var busyUntil time.Time
+		if flows, end, busyUntil, err = s.steerable(ctx, topo, dsts, flows, p.Start, end, j, req.Goodput); err != nil {
+			return nil, "", err
+		}
+		if len(flows) > 0 || busyUntil.IsZero() || try == 3 {
+			break
+		}
+		// Every pair the plan chose is someone else's until busyUntil:
+		// plan again from then.
+		req.StartUp = (busyUntil.Sub(s.now()) + s.startUp).String()
+	}
+	if len(flows) == 0 {
+		return refuse("every node pair the plan could use carries another reservation's flows over the window (the same addresses cannot be steered onto two reservations)")
+	}
 	if !p.MeetsDeadline || (!j.Deadline.IsZero() && end.After(j.Deadline)) {
 		return nil, "", &DeadlineError{Deadline: j.Deadline, Earliest: end, Algorithm: p.Algorithm}
 	}
@@ -481,4 +509,54 @@ func (s *Service) planRequest(j transfer.Job, size int64, srcs, dsts []transfer.
 	add(&req.Sources, srcs)
 	add(&req.Destinations, dsts)
 	return req
+}
+
+// steerable drops the flows of a plan that another live reservation's
+// flows would shadow: a reservation from the same node to the same node
+// whose flow spec overlaps this pair's and whose window overlaps the
+// plan's. The agents mark a packet with the first reservation whose flows
+// match it, so two such reservations cannot both be steered (on two paths
+// they fight over the route: the probes saw the paths blackholed; on one
+// only one class gets the packets). The window is lengthened for the rate
+// given up; busyUntil is when the last shadowing reservation ends, for a
+// plan with nothing left.
+func (s *Service) steerable(ctx context.Context, topo Network, dsts []transfer.DataNode, flows []apiv1.PlanFlow, start, end time.Time, j transfer.Job, goodput float64) ([]apiv1.PlanFlow, time.Time, time.Time, error) {
+	if len(flows) == 0 {
+		return flows, end, time.Time{}, nil
+	}
+	live, err := s.st.ListReservations(ctx, store.Filter{States: []reserve.State{reserve.StateHeld, reserve.StateReserved, reserve.StateActive},
+		From: start, To: end})
+	if err != nil {
+		return nil, end, time.Time{}, err
+	}
+	udp := j.Transport == transfer.TransportUDP
+	var busyUntil time.Time
+	out := flows[:0:0]
+	for _, f := range flows {
+		to, _ := findNode(dsts, f.To)
+		spec, err := pushFlow(topo, f.From, to, udp)
+		if err != nil {
+			out = append(out, f) // the holds say why
+			continue
+		}
+		fs, err := reserve.ParseFlowSpec(spec)
+		if err != nil {
+			out = append(out, f)
+			continue
+		}
+		shadowed := false
+		for _, r := range live {
+			if r.From == f.From && r.To == f.To && !r.FlowSpec.IsZero() && r.FlowSpec.Overlaps(fs) {
+				shadowed = true
+				busyUntil = maxTime(busyUntil, r.End)
+			}
+		}
+		if !shadowed {
+			out = append(out, f)
+		}
+	}
+	if len(out) == len(flows) || len(out) == 0 {
+		return out, end, busyUntil, nil
+	}
+	return out, maxTime(end, windowEnd(start, j.BytesTotal, goodput, sumRates(out))), time.Time{}, nil
 }

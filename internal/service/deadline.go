@@ -183,7 +183,10 @@ func (s *Service) overrun(ctx context.Context, j transfer.Job, now time.Time) er
 		if left < 0 {
 			left = 0
 		}
-		ext := time.Minute
+		// What is left of the pair's share at its rate, a quarter again,
+		// and at least 10 s: a minute more for a job about to end held
+		// capacity other jobs could have had.
+		ext := 10 * time.Second
 		if p.RateBps > 0 {
 			ext = max(ext, time.Duration(float64(left)*8/float64(p.RateBps)*float64(time.Second))*5/4)
 		}
