@@ -94,10 +94,19 @@ func (s *Service) BookPending(ctx context.Context) {
 	ids := make([]string, 0, len(s.rebook))
 	for id := range s.rebook {
 		ids = append(ids, id)
+		s.rebooking[id] = true
 	}
 	clear(s.rebook)
 	s.unlock()
 	slices.Sort(ids)
+	defer func() {
+		s.lock()
+		for _, id := range ids {
+			delete(s.rebooking, id)
+		}
+		s.notify() // the requeued tasks that waited may be claimed
+		s.unlock()
+	}()
 	for _, id := range ids {
 		if ctx.Err() != nil {
 			return

@@ -64,10 +64,11 @@ func (s *Service) rebookLost(ctx context.Context, id string) {
 	isLive := func(ep, node string) bool {
 		return slices.ContainsFunc(live[ep], func(n transfer.DataNode) bool { return n.Node == node })
 	}
-	b, err := s.booker(ctx, j.Owner)
-	if err != nil {
-		s.log.Warn("rebook a lost pair's share", "job", id, "err", err)
-		return
+	// Without a booker (the owner gone) the lost pairs are still given
+	// up, so their tasks go on unbooked rather than wait for a booking.
+	b, berr := s.booker(ctx, j.Owner)
+	if berr != nil {
+		s.log.Warn("rebook a lost pair's share", "job", id, "err", berr)
 	}
 	var lost []string // the pairs given up, as "from > to"
 	var left int64    // their shares not yet moved
@@ -80,6 +81,9 @@ func (s *Service) rebookLost(ctx context.Context, id string) {
 		left += max(p.ShareBytes-p.BytesDone, 0)
 		deadEnd = maxTime(deadEnd, lastEnd(p))
 		for _, r := range append([]string{p.Reservation}, laterIDs(p)...) {
+			if b == nil {
+				break
+			}
 			if _, err := b.CancelReservation(ctx, r, apiv1.ActionRequest{Reason: "data node lost: the pair's share moves to live pairs"}); err != nil {
 				s.log.Debug("release a lost pair's reservation", "job", id, "reservation", r, "err", err)
 			}
@@ -91,7 +95,10 @@ func (s *Service) rebookLost(ctx context.Context, id string) {
 	var added []transfer.Pair
 	var grown map[string]uint64 // pair "from>to" → rate added to its reservation
 	why := ""
-	if left > 0 && len(live[srcEP]) > 0 && len(live[dstEP]) > 0 {
+	if berr != nil {
+		why = "; not booked again: " + oneLine(berr.Error())
+	}
+	if b != nil && left > 0 && len(live[srcEP]) > 0 && len(live[dstEP]) > 0 {
 		rest := j // the lost pairs count for nothing in the new plan
 		rest.Pairs = slices.Clone(j.Pairs)
 		for i, p := range rest.Pairs {

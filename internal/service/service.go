@@ -222,6 +222,9 @@ type Service struct {
 	// rebook holds the booked jobs with a pair whose node was lost
 	// (rebook.go), for BookPending. Under mu.
 	rebook map[string]bool
+	// rebooking holds the jobs BookPending is booking again now: their
+	// requeued tasks wait for the new pairs. Under mu.
+	rebooking map[string]bool
 	// driving holds the jobs whose sweep a request or goroutine steps
 	// (sweep.go): the clock leaves them to it. Under mu.
 	driving map[string]int
@@ -275,6 +278,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		minWindow:         cfg.MinWindow,
 		bookKick:          make(chan struct{}, 1),
 		rebook:            map[string]bool{},
+		rebooking:         map[string]bool{},
 		ocfg:              cfg.Optimizer.WithDefaults(),
 		bookedConcurrency: cfg.BookedConcurrency,
 		partMin:           cfg.PartMinBytes,

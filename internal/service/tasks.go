@@ -258,6 +258,9 @@ func (r *claimRun) requeued() error {
 				}
 			}
 		}
+		if r.leaveToBooked(j, to.Node) {
+			continue
+		}
 		files, err := r.tx.ListJobFiles(r.ctx, store.JobFileFilter{Job: j.ID, Task: t.ID, States: []string{transfer.FileActive}})
 		if err != nil {
 			return err
@@ -268,6 +271,36 @@ func (r *claimRun) requeued() error {
 		}
 	}
 	return nil
+}
+
+// leaveToBooked says whether this node should leave a requeued task of
+// booked job j into node to to another: while the job's lost pairs are
+// being booked again (rebook.go) the task waits for the new pairs, and
+// once they are, a live source with a booked pair into to takes it rather
+// than this node without one (which would run it unbooked while the new
+// reservation idles). With no booked pair into to at all, this node takes
+// it on the routed path.
+func (r *claimRun) leaveToBooked(j *transfer.Job, to string) bool {
+	if !slices.ContainsFunc(j.Pairs, func(p transfer.Pair) bool { return p.Reservation != "" }) {
+		return false
+	}
+	if r.s.rebook[j.ID] || r.s.rebooking[j.ID] {
+		return true
+	}
+	booked := func(p transfer.Pair) bool { return p.To == to && p.Reservation != "" && p.Routed == "" }
+	for _, p := range j.Pairs {
+		if booked(p) && p.From == r.me.Node {
+			return false
+		}
+	}
+	for _, p := range j.Pairs {
+		if booked(p) {
+			if _, ok := findNode(r.live[r.me.Endpoint], p.From); ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // load counts the tasks a node runs or is to run as a destination.
