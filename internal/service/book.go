@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -378,19 +379,9 @@ func fitToWork(flows []apiv1.PlanFlow, start, end time.Time, size int64, files i
 		return flows, end
 	}
 	flows = slices.Clone(flows)
-	slices.SortStableFunc(flows, func(a, b apiv1.PlanFlow) int { return cmpRate(b.Rate, a.Rate) })
+	slices.SortStableFunc(flows, func(a, b apiv1.PlanFlow) int { return cmp.Compare(b.Rate, a.Rate) })
 	flows = flows[:files]
 	return flows, maxTime(end, windowEnd(start, size, goodput, sumRates(flows)))
-}
-
-func cmpRate(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func sumRates(flows []apiv1.PlanFlow) uint64 {
