@@ -188,11 +188,7 @@ func plannedReason(j transfer.Job) string {
 		if start.IsZero() || p.Start.Before(start) {
 			start = p.Start
 		}
-		e := p.End
-		if n := len(p.Later); n > 0 {
-			e = p.Later[n-1].End
-		}
-		end = maxTime(end, e)
+		end = maxTime(end, lastEnd(p))
 		rate += p.RateBps
 	}
 	return fmt.Sprintf("the plan starts at %s on %d pairs at %s in all and completes at %s (algorithm %s); nothing was booked",

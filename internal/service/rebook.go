@@ -70,16 +70,14 @@ func (s *Service) rebookLost(ctx context.Context, id string) {
 	if berr != nil {
 		s.log.Warn("rebook a lost pair's share", "job", id, "err", berr)
 	}
-	var lost []string // the pairs given up, as "from > to"
-	var left int64    // their shares not yet moved
-	var deadEnd time.Time
+	var lost []lostPair // the pairs given up
+	var left int64      // their shares not yet moved
 	for _, p := range j.Pairs {
 		if p.Reservation == "" || p.Routed != "" || (isLive(srcEP, p.From) && isLive(dstEP, p.To)) {
 			continue
 		}
-		lost = append(lost, p.From+" > "+p.To)
+		lost = append(lost, lostPair{p.From, p.To})
 		left += max(p.ShareBytes-p.BytesDone, 0)
-		deadEnd = maxTime(deadEnd, lastEnd(p))
 		for _, r := range append([]string{p.Reservation}, laterIDs(p)...) {
 			if b == nil {
 				break
@@ -102,11 +100,11 @@ func (s *Service) rebookLost(ctx context.Context, id string) {
 		rest := j // the lost pairs count for nothing in the new plan
 		rest.Pairs = slices.Clone(j.Pairs)
 		for i, p := range rest.Pairs {
-			if slices.Contains(lost, p.From+" > "+p.To) {
+			if slices.Contains(lost, lostPair{p.From, p.To}) {
 				rest.Pairs[i].Routed = "lost"
 			}
 		}
-		added, grown, why = s.replan(ctx, b, rest, topo, anchored(live[srcEP], lostEnds(lost, 0)), anchored(live[dstEP], lostEnds(lost, 1)), left, deadEnd)
+		added, grown, why = s.replan(ctx, b, rest, topo, anchored(live[srcEP], lost, true), anchored(live[dstEP], lost, false), left)
 	}
 	s.lock()
 	defer s.unlock()
@@ -117,8 +115,7 @@ func (s *Service) rebookLost(ctx context.Context, id string) {
 		}
 		for i := range cur.Pairs {
 			p := &cur.Pairs[i]
-			key := p.From + " > " + p.To
-			if slices.Contains(lost, key) && p.Routed == "" {
+			if slices.Contains(lost, lostPair{p.From, p.To}) && p.Routed == "" {
 				p.Routed = oneLine("a data node of the pair was lost: its reservations were released and its share planned again over the live pairs" + why)
 				p.ShareBytes = p.BytesDone
 			}
@@ -138,7 +135,7 @@ func (s *Service) rebookLost(ctx context.Context, id string) {
 			p.ShareBytes = shares[i]
 			cur.Pairs = append(cur.Pairs, p)
 		}
-		cur.Reason = oneLine(fmt.Sprintf("data node lost on %s: its share (%d bytes) moved to %d live pairs%s", strings.Join(lost, ", "), left, len(added)+len(grown), why))
+		cur.Reason = oneLine(fmt.Sprintf("data node lost on %s: its share (%d bytes) moved to %d live pairs%s", lostNames(lost), left, len(added)+len(grown), why))
 		return s.saveJob(ctx, tx, &cur, s.now())
 	})
 	if err != nil {
@@ -148,12 +145,12 @@ func (s *Service) rebookLost(ctx context.Context, id string) {
 	s.notify() // the new pairs' copies may be claimed
 }
 
-// replan books left bytes over the live nodes for job j, by deadEnd (the
-// lost pairs' last booked instant) or, when that cannot be met, as early
-// as the network allows before the job's deadline. It returns the new
+// replan books left bytes over the live nodes for job j, for their
+// earliest completion (a plan past the job's deadline is booked all the
+// same, the reason saying so). It returns the new
 // pairs (booked), the rate added to pairs the job had (modified), and a
 // note for the reason when less than all could be done.
-func (s *Service) replan(ctx context.Context, b booking.Booker, j transfer.Job, topo Network, srcs, dsts []transfer.DataNode, left int64, deadEnd time.Time) ([]transfer.Pair, map[string]uint64, string) {
+func (s *Service) replan(ctx context.Context, b booking.Booker, j transfer.Job, topo Network, srcs, dsts []transfer.DataNode, left int64) ([]transfer.Pair, map[string]uint64, string) {
 	// A node's --max-rate is shared with the job's pairs it is in already.
 	used := map[string]uint64{}
 	for _, q := range j.Pairs {
@@ -240,16 +237,16 @@ func laterIDs(p transfer.Pair) []string {
 	return out
 }
 
-// lostEnds are the nodes at end i (0: the source, 1: the destination) of
-// the lost pairs ("from > to").
-func lostEnds(lost []string, i int) []string {
-	var out []string
-	for _, k := range lost {
-		if ends := strings.SplitN(k, " > ", 2); len(ends) == 2 && !slices.Contains(out, ends[i]) {
-			out = append(out, ends[i])
-		}
+// lostPair is a pair of nodes given up because one of them was lost.
+type lostPair struct{ from, to string }
+
+// lostNames words the lost pairs for a reason.
+func lostNames(lost []lostPair) string {
+	names := make([]string, len(lost))
+	for i, l := range lost {
+		names[i] = l.from + " > " + l.to
 	}
-	return out
+	return strings.Join(names, ", ")
 }
 
 // anchored keeps, of the live nodes ns, those of a lost pair that still
@@ -257,10 +254,10 @@ func lostEnds(lost []string, i int) []string {
 // their destination, which resumes their partial files), so the new
 // bookings must be into (or out of) them; all of ns when none of them
 // lives.
-func anchored(ns []transfer.DataNode, ends []string) []transfer.DataNode {
+func anchored(ns []transfer.DataNode, lost []lostPair, source bool) []transfer.DataNode {
 	var out []transfer.DataNode
 	for _, n := range ns {
-		if slices.Contains(ends, n.Node) {
+		if slices.ContainsFunc(lost, func(l lostPair) bool { return source && l.from == n.Node || !source && l.to == n.Node }) {
 			out = append(out, n)
 		}
 	}
