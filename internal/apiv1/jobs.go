@@ -97,6 +97,13 @@ type DataNodeHeartbeat struct {
 	// longer current (its task ended, failed, was cancelled or
 	// re-attempted), which ends them.
 	Granted []Fence `json:"granted,omitempty"`
+	// Broken are the attempts under which a session the node's server
+	// took ended broken since its last heartbeat (the pushing node went
+	// away or failed mid-session) and none runs again: the controller
+	// suspects the pushing node, and takes its tasks back as soon as it
+	// has stayed silent a few seconds more, without waiting for its
+	// lease to lapse. The node sends a heartbeat at once when one breaks.
+	Broken []Fence `json:"broken,omitempty"`
 	// FreeBytes is the free space of the node's root (statfs), for the
 	// controller to tell whether a job fits its destination; absent where
 	// the node has no root of its own (one fronting a storage system) or

@@ -343,7 +343,7 @@ func (n *node) heartbeats(ctx context.Context, registered chan struct{}) error {
 	for {
 		req := apiv1.DataNodeHeartbeat{Endpoint: n.cfg.Endpoint, Address: n.cfg.Address, Parts: true,
 			MaxRateBps: n.cfg.MaxRateBps, Lease: n.cfg.Lease.String(), Tasks: n.progress(), Granted: n.granted(),
-			FreeBytes: n.freeBytes()}
+			Broken: n.broken(), FreeBytes: n.freeBytes()}
 		claimed := n.claimsSoFar()
 		work, err := n.cfg.Client.DataNodeHeartbeat(ctx, n.cfg.Node, req)
 		again := false
@@ -359,6 +359,7 @@ func (n *node) heartbeats(ctx context.Context, registered chan struct{}) error {
 			// not keep serving).
 			return fmt.Errorf("the controller no longer takes data node %s of endpoint %s (an admin enrols it again or lists it): %w", n.cfg.Node, n.cfg.Endpoint, err)
 		case err != nil:
+			n.unbroken(req.Broken)
 			if msg := err.Error(); msg != lastErr {
 				n.log.Warn("heartbeat failed; trying again", "err", err, "every", every)
 				lastErr = msg
@@ -388,6 +389,8 @@ func (n *node) heartbeats(ctx context.Context, registered chan struct{}) error {
 			return nil
 		case <-t.C:
 		case <-n.ended:
+			t.Stop()
+		case <-n.brokenCh():
 			t.Stop()
 		}
 	}
@@ -490,6 +493,45 @@ func (n *node) granted() []apiv1.Fence {
 		out = append(out, apiv1.Fence{Task: h.Task, Attempt: h.Attempt})
 	}
 	return out
+}
+
+// broken lists the attempts whose sessions broke on the node's server
+// since the last heartbeat (grant.Verifier.TakeBroken).
+func (n *node) broken() []apiv1.Fence {
+	v := n.cfg.Verifier
+	if v == nil {
+		return nil
+	}
+	var out []apiv1.Fence
+	for _, h := range v.TakeBroken() {
+		out = append(out, apiv1.Fence{Task: h.Task, Attempt: h.Attempt})
+	}
+	return out
+}
+
+// unbroken keeps for the next heartbeat the broken attempts one that
+// failed carried, without waking the loop again (it waits its interval
+// while the controller cannot be reached).
+func (n *node) unbroken(fs []apiv1.Fence) {
+	if len(fs) == 0 {
+		return
+	}
+	for _, f := range fs {
+		n.cfg.Verifier.Broke(f.Task, f.Attempt)
+	}
+	select {
+	case <-n.cfg.Verifier.Broken():
+	default:
+	}
+}
+
+// brokenCh is signalled when a session on the node's server breaks (nil,
+// never, without a verifier).
+func (n *node) brokenCh() <-chan struct{} {
+	if n.cfg.Verifier == nil {
+		return nil
+	}
+	return n.cfg.Verifier.Broken()
 }
 
 // stop cancels a running task.

@@ -336,7 +336,67 @@ func TestGrantFence(t *testing.T) {
 			if err == nil || !errors.Is(err, ErrRefused) || sum.Attempts != 1 {
 				t.Errorf("attempt 1 again: %v", err)
 			}
+			// A fenced session is not a broken one: its node lives.
+			if b := gs.v.TakeBroken(); len(b) != 0 {
+				t.Errorf("the fenced session is named broken: %+v", b)
+			}
 		})
+	}
+}
+
+// TestGrantBroken: a session under a grant whose pushing client goes
+// away mid-push is named broken by the verifier (the data node's
+// heartbeat tells the controller at once); a push that ends well, or one
+// cut by a fence (TestGrantFence), is not.
+func TestGrantBroken(t *testing.T) {
+	gs := serveGranted(t, nil)
+	local := filepath.Join(t.TempDir(), "run42")
+	makeTree(t, local, map[string]int{"small.bin": 64 << 10})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := ClientConfig{Addr: gs.addr, Streams: 2, BlockSize: 1 << 20, Tuning: Tuning{DSCP: -1}, Grant: gs.sign(t, nil)}
+	if _, err := pushTree(ctx, t, cfg, local, "in/", 0); err != nil {
+		t.Fatal(err)
+	}
+	if b := gs.v.TakeBroken(); len(b) != 0 {
+		t.Fatalf("a push that ended well is named broken: %+v", b)
+	}
+	// A slow push of attempt 2, whose client is stopped mid-push.
+	big := filepath.Join(t.TempDir(), "run43")
+	makeTree(t, big, map[string]int{"big.bin": 24 << 20})
+	cfg.Grant = gs.sign(t, func(g *grant.Grant) { g.Attempt = 2 })
+	cfg.Tuning.Rate = 40e6
+	pctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := pushTree(pctx, t, cfg, big, "in/", 0)
+		done <- err
+	}()
+	journal := filepath.Join(gs.root, "in", "run43", ".big.bin"+journalSuffix)
+	for {
+		if fi, err := os.Stat(journal); err == nil && fi.Size() > 64 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the push ended before it was stopped: %v", err)
+		case <-ctx.Done():
+			t.Fatal("no block arrived")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	stop()
+	<-done
+	select {
+	case <-gs.v.Broken():
+	case <-ctx.Done():
+		t.Fatal("the server did not name the broken session")
+	}
+	if b := gs.v.TakeBroken(); len(b) != 1 || b[0] != (grant.Held{Task: "t-1", Attempt: 2}) {
+		t.Fatalf("broken: %+v", b)
+	}
+	if b := gs.v.TakeBroken(); len(b) != 0 {
+		t.Fatalf("named twice: %+v", b)
 	}
 }
 

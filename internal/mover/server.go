@@ -743,13 +743,26 @@ func (s *Server) handleControl(ctx context.Context, c net.Conn, st transport.Con
 	}
 	close(engineDone)
 	ss.release()
-	if msg := l.cutReason(); msg != "" {
-		runErr = errors.New(msg)
+	cutMsg := l.cutReason()
+	if ss.grant != nil && runErr != nil && cutMsg == "" && ctx.Err() == nil && !s.stopping() {
+		// Its pushing node gone or failing mid-session: the data node
+		// tells the controller at once (grant.Verifier.Broke).
+		s.cfg.Grants.Broke(ss.grant.Task, ss.grant.Attempt)
+	}
+	if cutMsg != "" {
+		runErr = errors.New(cutMsg)
 	}
 	s.logSession(sid, peer, op, l.prog, bytes, srcErrs, cc, ss.udp, time.Since(start), runErr)
 	if runErr != nil {
 		log.Info("session ended", "session", sid, "op", op, "err", runErr)
 	}
+}
+
+// stopping reports whether the server is shutting down.
+func (s *Server) stopping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shutdown
 }
 
 // sessionsOf counts the sessions, pending or running, of one client; s.mu

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -85,6 +86,9 @@ func (s *Service) round(ctx context.Context) {
 		// leases get the time back (stall.go) before lapse judges them.
 		s.stalled.note(asked, now)
 	}
+	if err := s.lapseSuspects(ctx, now); err != nil {
+		s.log.Warn("take the tasks of dead data nodes back", "err", err)
+	}
 	if err := s.lapse(ctx, now); err != nil {
 		s.log.Warn("requeue the tasks of lost data nodes", "err", err)
 	}
@@ -134,7 +138,7 @@ func (s *Service) lapse(ctx context.Context, now time.Time) error {
 			failed = false
 			lost := t.From
 			t.State, t.LeaseExpires = transfer.TaskQueued, time.Time{}
-			t.Error = "data node " + lost + " lost (its lease lapsed)"
+			t.Error = "data node " + lost + " lost (" + cmp.Or(s.lostWhy[lost], "its lease lapsed") + ")"
 			if t.Kind == transfer.TaskList {
 				t.From = ""
 			}

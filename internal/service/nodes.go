@@ -62,13 +62,19 @@ func (s *Service) Heartbeat(ctx context.Context, a identity.Actor, node string, 
 	if len(hb.Granted) > MaxGranted {
 		return apiv1.DataNodeWork{}, invalid("granted", "%d attempts granted, at most %d", len(hb.Granted), MaxGranted)
 	}
+	if len(hb.Broken) > MaxGranted {
+		return apiv1.DataNodeWork{}, invalid("broken", "%d broken attempts, at most %d", len(hb.Broken), MaxGranted)
+	}
 	if hb.FreeBytes != nil && *hb.FreeBytes < 0 {
 		return apiv1.DataNodeWork{}, invalid("free_bytes", "free_bytes %d: want 0 or more", *hb.FreeBytes)
 	}
 	site := topo.NodeSite(node)
 
+	s.alive.heard(node, s.now())
+	s.alive.beats(node, lease/3)
 	s.lock()
 	defer s.unlock()
+	delete(s.lostWhy, node)
 	now := s.now()
 	exp := now.Add(lease)
 	work := apiv1.DataNodeWork{Node: node, LeaseExpires: exp, GrantKey: s.pub,
@@ -209,6 +215,19 @@ func (s *Service) Heartbeat(ctx context.Context, a identity.Actor, node string, 
 			}
 			if !st.Current {
 				work.Fences = append(work.Fences, apiv1.Fence{Task: g.Task, Attempt: g.Attempt + 1})
+			}
+		}
+		// The pushing nodes of the attempts whose sessions broke here
+		// are suspected of being dead (liveness.go).
+		for _, b := range hb.Broken {
+			t, err := tx.GetTask(ctx, b.Task)
+			if errors.Is(err, reserve.ErrNotFound) {
+				continue
+			} else if err != nil {
+				return err
+			}
+			if t.Kind == transfer.TaskCopy && t.State == transfer.TaskActive && t.Attempt == b.Attempt && t.To == node && t.From != "" && t.From != node {
+				s.alive.suspectNode(t.From, now, SourceQuiet, "its push of task "+t.ID+" to "+node+" broke")
 			}
 		}
 		for _, p := range hb.Tasks {

@@ -197,6 +197,11 @@ type Service struct {
 	// out for longer than StallHold (stall.go).
 	heldSince time.Time
 	stalled   stalls
+	// alive remembers when each data node was last heard and which are
+	// suspected of being dead (liveness.go); lostWhy, under mu, why a
+	// node taken for dead before its lease lapsed was, for lapse's reasons.
+	alive   liveness
+	lostWhy map[string]string
 	// maxHold, policy, topology, events, bookerAs, goodput, startUp and
 	// minWindow are Config's MaxHold, Policy, Topology, Events, Booker,
 	// Goodput, StartUp and MinWindow.
@@ -289,6 +294,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		last:              map[pairKey]transfer.Decision{},
 		rates:             map[string]taskRate{},
 		changed:           make(chan struct{}),
+		lostWhy:           map[string]string{},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -73,6 +73,7 @@ func (s *Service) Claim(ctx context.Context, a identity.Actor, node string, req 
 	if err := a.ActsFor(node); err != nil {
 		return apiv1.Claim{}, err
 	}
+	s.alive.heard(node, s.now())
 	n := req.Max
 	if n <= 0 {
 		n = 1
@@ -747,6 +748,7 @@ func (s *Service) CheckGrant(ctx context.Context, a identity.Actor, node string,
 	if err := a.ActsFor(node); err != nil {
 		return apiv1.GrantStatus{}, err
 	}
+	s.alive.heard(node, s.now())
 	if c.Task == "" || c.Attempt < 1 {
 		return apiv1.GrantStatus{}, invalid("task", "give the task and its attempt (at least 1)")
 	}
@@ -1144,12 +1146,14 @@ func underSource(p, src string) bool {
 // end of the attempt. Only the node holding the current attempt is
 // heard; an older attempt is told to stop.
 func (s *Service) Report(ctx context.Context, a identity.Actor, id string, rep apiv1.TaskReport) (apiv1.TaskAnswer, error) {
+	arrived := s.now()
 	s.lock()
 	defer s.unlock()
 	t, j, err := s.task(ctx, a, id, transfer.TaskCopy)
 	if err != nil {
 		return apiv1.TaskAnswer{}, err
 	}
+	s.alive.heard(t.From, arrived)
 	if t.State != transfer.TaskActive || t.Attempt != rep.Attempt || transfer.JobEnded(j.State) {
 		return staleAnswer(t, rep.Attempt, j), nil
 	}
@@ -1277,6 +1281,11 @@ func (s *Service) Report(ctx context.Context, a identity.Actor, id string, rep a
 		return apiv1.TaskAnswer{}, err
 	}
 	s.moved += moved
+	if rep.Done && rep.Class == apiv1.ClassNetwork && t.To != "" && t.To != t.From {
+		// Its push broke on the network: the destination may be dead
+		// (liveness.go).
+		s.alive.suspectNode(t.To, now, s.alive.heartbeatQuiet(t.To), "a push of task "+t.ID+" from "+t.From+" to it failed on the network")
+	}
 	if ended {
 		delete(s.rates, t.ID)
 	} else if topo != nil {

@@ -223,6 +223,10 @@ type Verifier struct {
 	held map[Held]int
 	// receipt is the node's receipt secret (SetReceiptKey).
 	receipt []byte
+	// broken are the attempts whose sessions ended broken since the last
+	// TakeBroken (Broke), and broke is signalled at each.
+	broken map[Held]bool
+	broke  chan struct{}
 }
 
 // Held is an attempt of a task under which sessions run on this server.
@@ -241,7 +245,8 @@ func NewVerifier(node string, now func() time.Time) *Verifier {
 	if now == nil {
 		now = time.Now
 	}
-	return &Verifier{node: node, now: now, fences: map[string]fence{}, changed: make(chan struct{}), held: map[Held]int{}}
+	return &Verifier{node: node, now: now, fences: map[string]fence{}, changed: make(chan struct{}), held: map[Held]int{},
+		broken: map[Held]bool{}, broke: make(chan struct{}, 1)}
 }
 
 // SetConfirm sets how the verifier asks the controller whether an attempt
@@ -298,6 +303,57 @@ func (v *Verifier) Hold(task string, attempt int) (release func()) {
 	}
 }
 
+// maxBroken bounds the broken attempts kept between two TakeBroken.
+const maxBroken = 1024
+
+// Broke records that a session under attempt of task ended broken: its
+// peer went away or failed mid-session (not a clean end, not cut by a
+// fence, not this server stopping). The data node's heartbeat names it
+// at once (Broken, TakeBroken), for the controller to suspect the
+// pushing node of being dead rather than wait for its lease to lapse.
+func (v *Verifier) Broke(task string, attempt int) {
+	v.mu.Lock()
+	if len(v.broken) < maxBroken {
+		v.broken[Held{Task: task, Attempt: attempt}] = true
+	}
+	v.mu.Unlock()
+	select {
+	case v.broke <- struct{}{}:
+	default:
+	}
+}
+
+// Broken is signalled after each Broke (coalesced): the heartbeat loop
+// sends one at once.
+func (v *Verifier) Broken() <-chan struct{} { return v.broke }
+
+// TakeBroken returns the attempts recorded by Broke since the last call,
+// by task then attempt, and forgets them; an attempt under which a
+// session runs again (its pushing node came back) is left out: its node
+// lives.
+func (v *Verifier) TakeBroken() []Held {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make([]Held, 0, len(v.broken))
+	for h := range v.broken {
+		if v.held[h] == 0 {
+			out = append(out, h)
+		}
+	}
+	clear(v.broken)
+	sortHeld(out)
+	return out
+}
+
+func sortHeld(hs []Held) {
+	slices.SortFunc(hs, func(a, b Held) int {
+		if c := strings.Compare(a.Task, b.Task); c != 0 {
+			return c
+		}
+		return a.Attempt - b.Attempt
+	})
+}
+
 // Held lists the attempts under which sessions run now, by task then
 // attempt: a data node's heartbeat names them, and the controller answers
 // with a fence for each that is no longer current, which cuts them.
@@ -308,12 +364,7 @@ func (v *Verifier) Held() []Held {
 	for h := range v.held {
 		out = append(out, h)
 	}
-	slices.SortFunc(out, func(a, b Held) int {
-		if c := strings.Compare(a.Task, b.Task); c != 0 {
-			return c
-		}
-		return a.Attempt - b.Attempt
-	})
+	sortHeld(out)
 	return out
 }
 

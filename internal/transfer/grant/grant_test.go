@@ -435,3 +435,28 @@ func TestHeld(t *testing.T) {
 		t.Fatalf("all released: Held %v", got)
 	}
 }
+
+// TestBroken: Broke signals and records an attempt; TakeBroken names it
+// once, leaves out an attempt under which a session runs again (its
+// node came back), and sorts by task then attempt.
+func TestBroken(t *testing.T) {
+	v := NewVerifier("dst1", nil)
+	v.Broke("t-2", 1)
+	select {
+	case <-v.Broken():
+	default:
+		t.Fatal("Broke did not signal")
+	}
+	v.Broke("t-1", 3)
+	v.Broke("t-1", 2)
+	release := v.Hold("t-1", 3)
+	got := v.TakeBroken()
+	want := []Held{{"t-1", 2}, {"t-2", 1}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("TakeBroken: %+v, want %+v", got, want)
+	}
+	release()
+	if got := v.TakeBroken(); len(got) != 0 {
+		t.Fatalf("named twice: %+v", got)
+	}
+}
