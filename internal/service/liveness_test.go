@@ -1,13 +1,17 @@
 package service_test
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lightpath/lightpath/internal/apiv1"
+	"github.com/lightpath/lightpath/internal/controller"
 	"github.com/lightpath/lightpath/internal/service"
 	"github.com/lightpath/lightpath/internal/store"
+	"github.com/lightpath/lightpath/internal/testclock"
 	"github.com/lightpath/lightpath/internal/transfer"
 )
 
@@ -111,5 +115,154 @@ func TestBrokenSessionLapsesSource(t *testing.T) {
 	// a1 back: it registers again, and is told to stop the old attempt.
 	if bw := e.beat("a1", []apiv1.TaskProgress{{Task: w.Task.ID, Attempt: 1}}); len(bw.Cancel) != 1 {
 		t.Fatalf("a1 back: cancel %v", bw.Cancel)
+	}
+}
+
+// sharedWAN is three data nodes a site on fast access links behind one
+// routed 500 Mbit/s path and one dedicated 1 Gbit/s circuit
+// (examples/shared-wan.yaml).
+const sharedWAN = `
+sites: [{name: s1}, {name: s2}]
+nodes:
+  - {name: a1, site: s1}
+  - {name: a2, site: s1}
+  - {name: a3, site: s1}
+  - {name: ra, site: s1, role: router}
+  - {name: rb, site: s2, role: router}
+  - {name: b1, site: s2}
+  - {name: b2, site: s2}
+  - {name: b3, site: s2}
+links:
+  - {name: la1, ends: [a1, ra], rate: 4G}
+  - {name: la2, ends: [a2, ra], rate: 4G}
+  - {name: la3, ends: [a3, ra], rate: 4G}
+  - {name: wan, ends: [ra, rb], rate: 500M, delay: 10ms}
+  - {name: circuit, ends: [ra, rb], rate: 1G, delay: 10ms, role: dedicated}
+  - {name: lb1, ends: [rb, b1], rate: 4G}
+  - {name: lb2, ends: [rb, b2], rate: 4G}
+  - {name: lb3, ends: [rb, b3], rate: 4G}
+`
+
+var sharedNodes = []string{"a1", "a2", "a3", "b1", "b2", "b3"}
+
+// newSharedEnv is newEnv on sharedWAN: endpoints src (a1-a3) and dst
+// (b1-b3), alice allowed on both.
+func newSharedEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, ctx: context.Background(), db: sqliteURL(t), clk: testclock.New(t0)}
+	tp, err := controller.ParseTopology("shared.yaml", []byte(sharedWAN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.open(tp)
+	if _, err := e.c.AddUser(e.ctx, admin, alice.Name, alice.Role, alice.Projects, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range []apiv1.EndpointAdd{{Name: "src", Site: "s1", Nodes: sharedNodes[:3]}, {Name: "dst", Site: "s2", Nodes: sharedNodes[3:]}} {
+		if _, _, err := e.s.AddEndpoint(e.ctx, admin, ep); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.s.Allow(e.ctx, admin, ep.Name, apiv1.EndpointAllow{Users: []string{"alice"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range sharedNodes {
+		e.beat(n, nil)
+	}
+	return e
+}
+
+// A source lost mid-job on the shared WAN: its share is planned again
+// over several live pairs into its destination, and its requeued task is
+// split among them by their shares, not carried whole by the first pair
+// to claim it while the other new reservations idle (the node-kill
+// benchmark: 814 MB over one new pair, none over the other).
+func TestLostSourceSplitAmongNewPairs(t *testing.T) {
+	e := newSharedEnv(t)
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)}, listed(24, 100_000_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Set(latestStart(j))
+	for _, n := range sharedNodes {
+		e.beat(n, nil)
+	}
+	e.c.Tick(e.ctx)
+	e.s.Tick(e.ctx)
+	if j = e.job(j.ID); j.State != transfer.JobActive || len(j.Pairs) != 3 {
+		t.Fatalf("the job at its start: %s %q, pairs %+v", j.State, j.Reason, j.Pairs)
+	}
+	lost := j.Pairs[slices.IndexFunc(j.Pairs, func(p transfer.Pair) bool { return p.From == "a1" })]
+	ws := e.claim("a1", 16)
+	var a1Files []string
+	for _, w := range ws {
+		if w.Task.To != lost.To {
+			t.Fatalf("a1 pushes to %s, its pair is to %s", w.Task.To, lost.To)
+		}
+		for _, f := range w.Files {
+			a1Files = append(a1Files, f.Path)
+		}
+	}
+	if len(a1Files) < 2 {
+		t.Fatalf("a1 took %d files: nothing to split", len(a1Files))
+	}
+	for _, n := range []string{"a2", "a3"} {
+		e.claim(n, 16)
+	}
+	// a1's sessions break at its destination; it stays silent.
+	var broken []apiv1.Fence
+	for _, w := range ws {
+		broken = append(broken, apiv1.Fence{Task: w.Task.ID, Attempt: w.Task.Attempt})
+	}
+	e.clk.Add(time.Second)
+	e.brokenBeat(lost.To, broken...)
+	e.clk.Add(service.SourceQuiet)
+	for _, n := range sharedNodes[1:] {
+		e.beat(n, nil)
+	}
+	e.s.Tick(e.ctx) // a1 taken for dead, its tasks requeued, its share planned again
+	j = e.job(j.ID)
+	var fresh []transfer.Pair // the new pairs into the lost pair's destination
+	for _, p := range j.Pairs {
+		if p.To == lost.To && p.From != "a1" && p.Reservation != "" && p.Routed == "" {
+			fresh = append(fresh, p)
+		}
+	}
+	if len(fresh) < 2 {
+		t.Fatalf("the lost share went to %d new pairs: %+v (reason %q)", len(fresh), j.Pairs, j.Reason)
+	}
+	// Their reservations start.
+	e.clk.Set(latestStart(transfer.Job{Pairs: fresh}))
+	for _, n := range sharedNodes[1:] {
+		e.beat(n, nil)
+	}
+	e.c.Tick(e.ctx)
+	e.s.Tick(e.ctx)
+	// The survivors claim until nothing is left: a1's files go over
+	// every new pair into its destination, none past its share by more
+	// than a file.
+	took := map[string]int64{}
+	carried := map[string]bool{}
+	for range 8 {
+		for _, n := range []string{"a2", "a3"} {
+			for _, w := range e.claim(n, 16) {
+				for _, f := range w.Files {
+					if slices.Contains(a1Files, f.Path) {
+						carried[w.Task.From+">"+w.Task.To] = true
+					}
+					if w.Task.To == lost.To {
+						took[w.Task.From] += f.Size
+					}
+				}
+			}
+		}
+	}
+	for _, p := range fresh {
+		if !carried[p.From+">"+p.To] {
+			t.Errorf("new pair %s > %s carried none of a1's files (%v)", p.From, p.To, carried)
+		}
+		if took[p.From] > p.ShareBytes+100_000_000 {
+			t.Errorf("new pair %s > %s took %d bytes of a share of %d", p.From, p.To, took[p.From], p.ShareBytes)
+		}
 	}
 }

@@ -267,11 +267,73 @@ func (r *claimRun) requeued() error {
 			return err
 		}
 		pr := r.pairOf(j, r.me.Node, to.Node)
+		if files, err = r.keepShare(j, t, files, pr); err != nil {
+			return err
+		}
+		if len(files) == 0 {
+			continue
+		}
 		if err := r.claim(j, t, files, nil, to, pr, false); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// keepShare splits a requeued task of a booked job among the job's
+// pairs: this pair keeps the files that fit what is left of its share
+// (fitBatch), the others go back PENDING, for the pairs with share left
+// to claim afresh. A lost pair's task holds the lost pair's whole share,
+// and its replan (rebook.go) spreads that share over several live pairs:
+// the first to claim the task whole would carry it all while the other
+// new reservations idle (the node-kill benchmark: 814 MB over one new
+// pair, none over the other). A file larger than every pair's share left
+// goes to the pair with the most left, as in freshJob. None kept: the
+// task waits for a pair with room.
+func (r *claimRun) keepShare(j *transfer.Job, t transfer.Task, files []transfer.JobFile, pr pairRun) ([]transfer.JobFile, error) {
+	if !pr.reserved || pr.share <= 0 || len(files) == 0 {
+		return files, nil
+	}
+	tasks, err := r.tx.ListTasks(r.ctx, store.TaskFilter{Job: j.ID, Kind: transfer.TaskCopy})
+	if err != nil {
+		return nil, err
+	}
+	var assigned int64
+	for _, o := range tasks {
+		if o.ID != t.ID && o.From == pr.from && o.To == pr.to && o.State != transfer.TaskCancelled {
+			assigned += o.Bytes
+		}
+	}
+	shareLeft := max(pr.share-assigned, 1)
+	var total int64
+	for _, f := range files {
+		total += f.Size
+	}
+	if total <= shareLeft {
+		return files, nil
+	}
+	keep := fitBatch(files, len(files), total, shareLeft)
+	if len(keep) == 0 {
+		if r.othersLeft(j, pr, tasks, "") >= shareLeft {
+			return nil, nil
+		}
+		keep = files[:1]
+	}
+	kept := map[string]bool{}
+	for _, f := range keep {
+		kept[f.Path] = true
+	}
+	var back []transfer.JobFile
+	for _, f := range files {
+		if !kept[f.Path] {
+			f.State = transfer.FilePending
+			back = append(back, f)
+		}
+	}
+	if err := r.tx.UpdateJobFiles(r.ctx, back); err != nil {
+		return nil, err
+	}
+	return keep, nil
 }
 
 // leaveToBooked says whether this node should leave a requeued task of
