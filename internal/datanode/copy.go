@@ -213,6 +213,7 @@ func (n *node) runCopy(ctx context.Context, t *running) {
 			case <-tick.C:
 			}
 			batch := b.take()
+			since := n.claimsSoFar()
 			ans, err := report(ctx, apiv1.TaskReport{Files: batch})
 			if err != nil && refusal(err) {
 				// The controller will not hear this node on the task
@@ -227,6 +228,12 @@ func (n *node) runCopy(ctx context.Context, t *running) {
 			}
 			if ans.Cancel {
 				n.stopAttempt(id, w.Task.Attempt, fmt.Errorf("%w: %s", errCancelled, orWord(ans.Reason, "no reason given")))
+				continue
+			}
+			if ans.Task.ID == id && ans.Task.Attempt == w.Task.Attempt && ans.Task.State == transfer.TaskActive {
+				// The task's pace now (the job's idle bookings lent to
+				// it, or taken back), unless a claim's rates came since.
+				n.takeRates([]apiv1.TaskRate{{Task: id, Attempt: w.Task.Attempt, RateBps: ans.Task.RateBps}}, false, since)
 			}
 		}
 	}()

@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 	"math/bits"
+	"strings"
+	"time"
 
 	"github.com/lightpath/lightpath/internal/apiv1"
 	"github.com/lightpath/lightpath/internal/store"
@@ -25,7 +27,18 @@ import (
 // and report: with one task left, it runs at the whole booked rate
 // instead of the share it was claimed with, and a task that starts beside
 // others takes its share from them.
-func divideRates(pairs []transfer.Pair, tasks []transfer.Task) map[string]uint64 {
+//
+// A booked pair whose window is open at now, that runs no task and has
+// nothing more to do (its share done, or drained: no file of the job is
+// left waiting for a pair) lends its rate to the job's running
+// booked pairs over the same inter-site links (the path without its first
+// and last link, the access links), in proportion to their own rates:
+// the job never sends more over those links than it booked there, and
+// the pair still working at the end of a job (a file larger than the
+// others, the pairs a lost node's share went to) is not held to its part
+// of a booking that idles beside it. A pair yet to start lends nothing. Beyond its booking on an access link a task only takes
+// capacity no reservation holds (the classes' ceilings).
+func divideRates(pairs []transfer.Pair, tasks []transfer.Task, now time.Time, drained bool) map[string]uint64 {
 	type route struct{ from, to string }
 	booked := map[route]uint64{}
 	for _, p := range pairs {
@@ -34,6 +47,35 @@ func divideRates(pairs []transfer.Pair, tasks []transfer.Task) map[string]uint64
 		}
 	}
 	runs := func(t transfer.Task) bool { return t.Kind == transfer.TaskCopy && t.State == transfer.TaskActive }
+	running := map[route]bool{}
+	for _, t := range tasks {
+		if runs(t) {
+			running[route{t.From, t.To}] = true
+		}
+	}
+	idle := map[string]uint64{} // the idle rates by inter-site links
+	busy := map[string]uint64{} // the running pairs' own rates by the same
+	for _, p := range pairs {
+		k := route{p.From, p.To}
+		if booked[k] == 0 || len(p.Path) == 0 {
+			continue
+		}
+		switch core := coreLinks(p.Path); {
+		case running[k]:
+			busy[core] += p.RateBps
+		case (drained || p.ShareBytes > 0 && p.BytesDone >= p.ShareBytes) && windowOpen(p, now):
+			idle[core] += p.RateBps
+		}
+	}
+	for _, p := range pairs {
+		k := route{p.From, p.To}
+		core := coreLinks(p.Path)
+		if running[k] && booked[k] > 0 && len(p.Path) > 0 && idle[core] > 0 {
+			hi, lo := bits.Mul64(idle[core], p.RateBps)
+			lent, _ := bits.Div64(hi, lo, busy[core])
+			booked[k] += lent
+		}
+	}
 	weight := func(t transfer.Task) uint64 {
 		return max(uint64(max(t.Bytes-t.BytesDone, 0)), booked[route{t.From, t.To}]/8, 1)
 	}
@@ -64,7 +106,11 @@ func (s *Service) repace(ctx context.Context, tx store.Store, j transfer.Job, no
 	if err != nil {
 		return nil, err
 	}
-	rates := divideRates(j.Pairs, tasks)
+	waiting, err := tx.CountJobFilesUpTo(ctx, j.ID, []string{transfer.FilePending}, 1)
+	if err != nil {
+		return nil, err
+	}
+	rates := divideRates(j.Pairs, tasks, s.now(), waiting == 0)
 	var out []apiv1.TaskRate
 	for _, t := range tasks {
 		if t.From != node {
@@ -80,4 +126,47 @@ func (s *Service) repace(ctx context.Context, tx store.Store, j transfer.Job, no
 		out = append(out, apiv1.TaskRate{Task: t.ID, Attempt: t.Attempt, RateBps: r})
 	}
 	return out, nil
+}
+
+// paceOf sets a running task's RateBps, for the answer to its report,
+// to its pace now: the rates of its node's tasks of the job are divided
+// again (repace), so a pair whose job's other pairs went idle since
+// speeds up within a report, not at its next heartbeat.
+func (s *Service) paceOf(ctx context.Context, tx store.Store, j transfer.Job, t *transfer.Task) error {
+	if t.State != transfer.TaskActive || transfer.JobEnded(j.State) {
+		return nil
+	}
+	rates, err := s.repace(ctx, tx, j, t.From)
+	if err != nil {
+		return err
+	}
+	for _, r := range rates {
+		if r.Task == t.ID {
+			t.RateBps = r.RateBps
+		}
+	}
+	return nil
+}
+
+// coreLinks names a pair's inter-site links: its path without the first
+// and last link (the nodes' access links) where it has more than two.
+func coreLinks(path []string) string {
+	if len(path) > 2 {
+		path = path[1 : len(path)-1]
+	}
+	return strings.Join(path, ",")
+}
+
+// windowOpen reports whether one of a pair's booked windows (the first
+// and the consecutive ones after it) holds now.
+func windowOpen(p transfer.Pair, now time.Time) bool {
+	if !now.Before(p.Start) && now.Before(p.End) {
+		return true
+	}
+	for _, l := range p.Later {
+		if !now.Before(l.Start) && now.Before(l.End) {
+			return true
+		}
+	}
+	return false
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -1557,7 +1558,7 @@ func TestDivideRates(t *testing.T) {
 			map[string]uint64{"k1": 500, "k2": 0, "k3": 500}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := service.DivideRates(pairs, tc.tasks)
+			got := service.DivideRates(pairs, tc.tasks, t0, false)
 			if len(got) != len(tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
@@ -1567,6 +1568,55 @@ func TestDivideRates(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDivideRatesLends: a booked pair whose window is open and that runs
+// no task lends its rate to the job's running pairs over the same
+// inter-site links, by their own rates; not to pairs over other links,
+// not once its window has closed, and a routed pair lends nothing.
+func TestDivideRatesLends(t *testing.T) {
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	pair := func(from, to string, rate uint64, core string, end int) transfer.Pair {
+		return transfer.Pair{From: from, To: to, Reservation: "r-" + from + to, RateBps: rate, Start: at(0), End: at(end),
+			Path: []string{from + "-ra", core, to + "-rb"}, ShareBytes: 1000, BytesDone: 1000}
+	}
+	pairs := []transfer.Pair{
+		pair("a1", "b1", 450, "circuit", 20), // idle: lends 450 over the circuit
+		pair("a2", "b1", 200, "circuit", 20),
+		pair("a3", "b1", 100, "circuit", 20),
+		pair("a3", "b3", 300, "wan", 20),
+		pair("a2", "b3", 600, "wan", 10), // idle, but its window has closed
+	}
+	routed := pair("a1", "b3", 900, "wan", 20)
+	routed.Routed = "a data node of the pair was lost"
+	pairs = append(pairs, routed)
+	task := func(id, from, to string) transfer.Task {
+		return transfer.Task{ID: id, Kind: transfer.TaskCopy, From: from, To: to, State: transfer.TaskActive}
+	}
+	tasks := []transfer.Task{task("k1", "a2", "b1"), task("k2", "a3", "b1"), task("k3", "a3", "b3")}
+	got := service.DivideRates(pairs, tasks, at(15), false)
+	want := map[string]uint64{"k1": 200 + 300, "k2": 100 + 150, "k3": 300}
+	if !maps.Equal(got, want) {
+		t.Fatalf("at 15 s: %v, want %v", got, want)
+	}
+	if got := service.DivideRates(pairs, tasks, at(25), false); !maps.Equal(got, map[string]uint64{"k1": 200, "k2": 100, "k3": 300}) {
+		t.Fatalf("after every window: %v", got)
+	}
+	// a1's pair yet to finish its share (or to start), then running
+	// again: it lends nothing.
+	pairs[0].BytesDone = 999
+	if got := service.DivideRates(pairs, tasks, at(15), false); !maps.Equal(got, map[string]uint64{"k1": 200, "k2": 100, "k3": 300}) {
+		t.Fatalf("a1's share not done: %v", got)
+	}
+	// ... unless no file of the job waits for a pair any more.
+	if got := service.DivideRates(pairs, tasks, at(15), true); !maps.Equal(got, want) {
+		t.Fatalf("a1's share not done, nothing waiting: %v, want %v", got, want)
+	}
+	pairs[0].BytesDone = 1000
+	tasks = append(tasks, task("k4", "a1", "b1"))
+	if got := service.DivideRates(pairs, tasks, at(15), false); !maps.Equal(got, map[string]uint64{"k1": 200, "k2": 100, "k3": 300, "k4": 450}) {
+		t.Fatalf("a1 running: %v", got)
 	}
 }
 

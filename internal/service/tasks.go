@@ -1240,7 +1240,10 @@ func (s *Service) Report(ctx context.Context, a identity.Actor, id string, rep a
 			moved, doneBytes, ok, failed = v.moved, v.doneBytes, v.filesOK, v.filesBad
 			seenOK, seenBad = v.partsOK, v.partsBad
 			ended = rep.Done
-			return s.endReport(ctx, tx, &j, &t, ok, failed, doneBytes, &ended, now)
+			if err := s.endReport(ctx, tx, &j, &t, ok, failed, doneBytes, &ended, now); err != nil {
+				return err
+			}
+			return s.paceOf(ctx, tx, j, &t)
 		}
 		files, err := tx.ListJobFiles(ctx, store.JobFileFilter{Job: j.ID, Task: t.ID})
 		if err != nil {
@@ -1337,7 +1340,10 @@ func (s *Service) Report(ctx context.Context, a identity.Actor, id string, rep a
 			}
 		}
 		seenOK, seenBad, doneBytes = ok, failed, moved
-		return s.endReport(ctx, tx, &j, &t, ok, failed, doneBytes, &ended, now)
+		if err := s.endReport(ctx, tx, &j, &t, ok, failed, doneBytes, &ended, now); err != nil {
+			return err
+		}
+		return s.paceOf(ctx, tx, j, &t)
 	})
 	if err != nil {
 		return apiv1.TaskAnswer{}, err

@@ -209,7 +209,7 @@ type Pair struct {
 	From        string    `json:"from"`
 	To          string    `json:"to"`
 	Reservation string    `json:"reservation,omitempty"`
-	RateBps     uint64    `json:"rate_bps,omitempty"` // booked rate; tasks never go above it
+	RateBps     uint64    `json:"rate_bps,omitempty"` // booked rate; tasks go above it only on the job's own idle bookings over the same links
 	Start       time.Time `json:"start,omitzero"`
 	End         time.Time `json:"end,omitzero"`
 	ShareBytes  int64     `json:"share_bytes,omitempty"` // what the plan gave this pair
