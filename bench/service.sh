@@ -9,7 +9,7 @@
 # the data nodes of a site sharing one directory as a site's transfer nodes
 # share a parallel file system.
 #
-#   bench/service.sh [--json] [--only aggregate|overhead|sharedwan|compete|nodekill]
+#   bench/service.sh [--json] [--only aggregate|overhead|sharedwan|compete|nodekill|demo]
 #
 # Scenarios (run as root; aggregate and overhead share one controller and
 # testbed on examples/service.yaml, the others one on
@@ -65,6 +65,12 @@
 #              ended_at - submission) against what the two inter-site paths
 #              can reserve (the sum of their reservable_bps in the
 #              controller's topology; target >= 0.6).
+#   demo       the demo's own job (scripts/demo.sh, make demo) RUNS times:
+#              examples/two-site.yaml, two data nodes a site at --max-rate
+#              600M, four files of 256 MiB and 500 of 1-64 KiB in run/raw
+#              and run/calib, submitted with --deadline +DEADLINE.
+#              Reported: the aggregate while ACTIVE against what its
+#              reservations booked (target >= 0.9), and its timeline.
 #
 # Environment: RUNS (5), SMALL_FILES (2000), LARGE_FILES (3), LARGE_SIZE
 # (256M), DEADLINE (10m), OVERHEAD_FILES (10000), OVERHEAD_RUNS (3),
@@ -113,8 +119,8 @@ done
 ((RUNS >= 5)) || log "RUNS=$RUNS: fewer than 5 runs make the medians rough"
 LARGE_BYTES=$(numfmt --from=iec "${LARGE_SIZE%B}" 2>/dev/null) || die "LARGE_SIZE must be like 256M, not '$LARGE_SIZE'"
 COMPETE_BYTES=$(numfmt --from=iec "${COMPETE_SIZE%B}" 2>/dev/null) || die "COMPETE_SIZE must be like 512M, not '$COMPETE_SIZE'"
-case $ONLY in '' | aggregate | overhead | sharedwan | compete | nodekill) ;;
-*) die "ONLY must be aggregate, overhead, sharedwan, compete or nodekill, not '$ONLY'" ;;
+case $ONLY in '' | aggregate | overhead | sharedwan | compete | nodekill | demo) ;;
+*) die "ONLY must be aggregate, overhead, sharedwan, compete, nodekill or demo, not '$ONLY'" ;;
 esac
 wanted() { [[ -z $ONLY || $ONLY == "$1" ]]; }
 PATH=$PATH:/usr/sbin:/sbin:/usr/local/go/bin
@@ -201,7 +207,8 @@ bring_up() {
 	done
 	start_server_in "lp-$TB-b1" 7071 "$W/logs/serve-plain.log" "$LP" serve --listen "${ADDR[b1]}:7071" --root "$W/plain" \
 		--transfer-log /dev/null || die "plain server on b1: $START_ERROR"
-	wait_nodes 6 || die "$NODES_ALIVE of 6 data nodes alive after 20 s (see $W/logs/serve-*.log)"
+	wait_nodes "$((${#HOSTS_A[@]} + ${#HOSTS_B[@]}))" ||
+		die "$NODES_ALIVE of $((${#HOSTS_A[@]} + ${#HOSTS_B[@]})) data nodes alive after 20 s (see $W/logs/serve-*.log)"
 	for u in "${USERS[@]}"; do
 		lp endpoint allow site-a --user "$u" >/dev/null && lp endpoint allow site-b --user "$u" >/dev/null ||
 			die "endpoint allow failed"
@@ -223,7 +230,7 @@ start_node() {
 	[[ $h == b* ]] && site=site-b root=$W/site-b
 	start_server_in "lp-$TB-$h" 7070 "$W/logs/serve-$h.log" "$LP" serve --listen "${ADDR[$h]}:7070" --root "$root" \
 		--controller "unix:$SOCK" --controller-token-file "$W/datanode-$h.token" --node "$h" --endpoint "$site" \
-		--transfer-log /dev/null || die "data node $h: $START_ERROR"
+		--transfer-log /dev/null ${NODE_ARGS:-} || die "data node $h: $START_ERROR"
 	NODE_PID[$h]=${SERVER_PIDS[-1]}
 }
 
@@ -283,7 +290,7 @@ PY
 # source data node (a1 a2 a3) has sent on its access link, read from
 # /proc/PID/net/dev of its server (which runs in the node's namespace).
 sampler() {
-	python3 - "$1" "${NODE_PID[a1]}" "${NODE_PID[a2]}" "${NODE_PID[a3]}" <<'PY' &
+	python3 - "$1" "${NODE_PID[a1]:-0}" "${NODE_PID[a2]:-0}" "${NODE_PID[a3]:-0}" <<'PY' &
 import os, sys, time
 out, pids = open(sys.argv[1], "w"), sys.argv[2:]
 parent, until = os.getppid(), time.time() + 1800
@@ -483,6 +490,29 @@ v = sorted(float(x) for x in sys.argv[1:])
 print("%.3f %.3f %.3f" % (statistics.median(v), v[0], v[-1]))' "$@"
 }
 
+# timeline_table NAME SCENARIO PREFIX prints the median timeline of the
+# RUNS jobs whose timelines are $W/logs/PREFIX-R.json (the NAME job's),
+# its JSON rows as scenario SCENARIO.
+timeline_table() {
+	local stage tm tmin tmax
+	out ""
+	out "Timeline of the $1 job: seconds since the submission, median of $RUNS (min-max)"
+	out "$(printf '  %-34s %8s   %s' stage median spread)"
+	while read -r stage tm tmin tmax; do
+		out "$(printf '  %-34s %8s   %s' "${stage//_/ }" "$tm" "$tmin-$tmax")"
+		emit_json "scenario=$2" "stage=$stage" "seconds:=$tm" "min:=$tmin" "max:=$tmax"
+	done < <(python3 - "$W/logs/$3" "$RUNS" "${TIMELINE_STAGES[@]}" <<'PY'
+import json, statistics, sys
+prefix, n, stages = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+runs = [json.load(open("%s-%d.json" % (prefix, r))) for r in range(1, n + 1)]
+for stage in stages:
+    v = sorted(x[stage] for x in runs if x.get(stage) is not None)
+    if v:
+        print("%s %.3f %.3f %.3f" % (stage, statistics.median(v), v[0], v[-1]))
+PY
+	)
+}
+
 SUMMARY=()
 
 if wanted aggregate || wanted overhead; then
@@ -535,21 +565,7 @@ if wanted aggregate; then
 	out "$(printf '  %-34s %8s   %-15s %s' "speed-up over one cp" "$sm" "$smin-$smax" "$(verdict "$sm >= $target") (target >= $target = 0.8 x $pairs pairs)")"
 	out "$(printf '  %-34s %8s' "job, submission to SUCCEEDED (s)" "$jm")"
 	out "$(printf '  %-34s %8s' "one cp (s)" "$cm")"
-	out ""
-	out "Timeline of the job: seconds since the submission, median of $RUNS (min-max)"
-	out "$(printf '  %-34s %8s   %s' stage median spread)"
-	while read -r stage tm tmin tmax; do
-		out "$(printf '  %-34s %8s   %s' "${stage//_/ }" "$tm" "$tmin-$tmax")"
-		emit_json scenario=timeline "stage=$stage" "seconds:=$tm" "min:=$tmin" "max:=$tmax"
-	done < <(python3 - "${TIMELINE_STAGES[@]}" <<PY
-import json, statistics, sys
-runs = [json.load(open("$W/logs/timeline-%d.json" % r)) for r in range(1, $RUNS + 1)]
-for stage in sys.argv[1:]:
-    v = sorted(x[stage] for x in runs if x.get(stage) is not None)
-    if v:
-        print("%s %.3f %.3f %.3f" % (stage, statistics.median(v), v[0], v[-1]))
-PY
-	)
+	timeline_table aggregate timeline timeline
 	emit_json scenario=aggregate "aggregate_of_booked:=$am" "aggregate_min:=$amin" "aggregate_max:=$amax" \
 		"speedup:=$sm" "speedup_min:=$smin" "speedup_max:=$smax" "pairs:=$pairs" "job_seconds:=$jm" "cp_seconds:=$cm" \
 		"runs:=$RUNS" "bytes:=$total"
@@ -754,6 +770,50 @@ if wanted nodekill; then
 	emit_json scenario=nodekill "aggregate_of_reservable:=$km" "aggregate_min:=$kmin" "aggregate_max:=$kmax" \
 		"reservable_bps:=$reservable" "runs:=$RUNS" "bytes:=$sw_total"
 	SUMMARY+=("nodekill_aggregate_of_reservable:=$km")
+fi
+
+if wanted demo; then
+	bring_down
+	HOSTS_A=(a1 a2) HOSTS_B=(b1 b2) NODE_ARGS="--max-rate 600M"
+	bring_up "$REPO/examples/two-site.yaml" t
+	log "dataset: the demo's, four files of 256 MiB and 500 of 1-64 KiB"
+	python3 - "$W/site-a/run" <<'PY'
+import os, random, sys
+d, rnd = sys.argv[1], random.Random(15)
+os.makedirs(os.path.join(d, "raw"))
+os.makedirs(os.path.join(d, "calib"))
+for i in range(1, 5):
+    with open(os.path.join(d, "raw", "events-%d.bin" % i), "wb") as f:
+        for _ in range(256):
+            f.write(os.urandom(1 << 20))
+for i in range(1, 501):
+    with open(os.path.join(d, "calib", "calib-%d.dat" % i), "wb") as f:
+        f.write(os.urandom(rnd.randint(1, 64) * 1024))
+PY
+	demo_total=$(dir_bytes "$W/site-a/run")
+	dagg=()
+	for ((r = 1; r <= RUNS; r++)); do
+		rm -rf "${W:?}/site-b/demo-$r"
+		read -r wall bytes active booked pairs state _ _ < <(job_run site-a:run "site-b:demo-$r" --deadline "+$DEADLINE")
+		[[ $state == SUCCEEDED && $bytes == "$demo_total" ]] || die "run $r: the demo's job $state with $bytes of $demo_total bytes"
+		diff -r -q "$W/site-a/run" "$W/site-b/demo-$r/run" >/dev/null || die "run $r: the demo's copy differs from the dataset"
+		[[ $booked -gt 0 ]] || die "run $r: the demo's job booked nothing"
+		a=$(awk -v b="$bytes" -v s="$active" -v k="$booked" 'BEGIN { printf "%.3f", b * 8 / s / k }')
+		dagg+=("$a")
+		cp "$W/logs/timeline.json" "$W/logs/timeline-demo-$r.json"
+		log "run $r: the demo's job $wall s ($active s ACTIVE), $pairs pairs booked $((booked / 1000000)) Mbit/s: aggregate $a of booked"
+		rm -rf "${W:?}/site-b/demo-$r"
+	done
+	read -r dm dmin dmax < <(stats "${dagg[@]}")
+	out ""
+	out "The demo's job (examples/two-site.yaml, data nodes at 600 Mbit/s): $(numfmt --to=iec "$demo_total")B in 504 files, median of $RUNS (min-max)"
+	out "  lightpath transfer submit site-a:run site-b:demo-N --deadline +$DEADLINE; lightpath transfer wait"
+	out "$(printf '  %-34s %8s   %-15s %s' measure median spread verdict)"
+	out "$(printf '  %-34s %8s   %-15s %s' "aggregate / booked ($pairs pairs)" "$dm" "$dmin-$dmax" "$(verdict "$dm >= 0.9") (target >= 0.9)")"
+	timeline_table demo demo-timeline timeline-demo
+	emit_json scenario=demo "aggregate_of_booked:=$dm" "aggregate_min:=$dmin" "aggregate_max:=$dmax" \
+		"pairs:=$pairs" "runs:=$RUNS" "bytes:=$demo_total"
+	SUMMARY+=("demo_aggregate_of_booked:=$dm")
 fi
 
 emit_json type=summary "${SUMMARY[@]}"

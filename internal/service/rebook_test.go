@@ -138,9 +138,10 @@ func mustBook(t *testing.T, e *env) transfer.Job {
 	return j
 }
 
-// A file larger than what any pair has left of its share goes to the
-// pair with the most left, not to the first pair that asks (the demo's
-// 768 MiB against 272 over two pairs booked 520 each).
+// Large files first, and a file larger than what any pair has left of
+// its share goes to the pair with the most left, not to the first pair
+// that asks (the demo's 768 MiB against 272 over two pairs booked 520
+// each); small files go in tasks of their own.
 func TestLargeFileToPairWithMostLeft(t *testing.T) {
 	const mib = 1 << 20
 	e := newEnv(t)
@@ -148,32 +149,56 @@ func TestLargeFileToPairWithMostLeft(t *testing.T) {
 	for i := range 4 {
 		files = append(files, apiv1.ListedFile{Path: fmt.Sprintf("data/a-%d", i), Source: "data", Size: 4 * mib, MTime: t0})
 	}
-	for i := range 4 {
+	for i := range 3 {
 		files = append(files, apiv1.ListedFile{Path: fmt.Sprintf("data/b-%d", i), Source: "data", Size: 256 * mib, MTime: t0})
+	}
+	for i := range 8 {
+		files = append(files, apiv1.ListedFile{Path: fmt.Sprintf("data/c-%d", i), Source: "data", Size: 64 << 10, MTime: t0})
 	}
 	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)}, files)
 	if err != nil {
 		t.Fatal(err)
 	}
 	j = e.startBooked(j)
+	for _, p := range j.Pairs {
+		if p.ShareBytes < 390*mib || p.ShareBytes > 394*mib {
+			t.Fatalf("the shares: %+v", j.Pairs)
+		}
+	}
 	bytes := map[string]int64{}
 	// Each claim's tasks are reported done at once: the pairs' task slots
 	// free, only their shares decide.
 	claim := func(n string, max int) {
 		for _, w := range e.claim(n, max) {
+			small, large := 0, 0
 			for _, f := range w.Files {
 				bytes[n] += f.Size
+				if f.Size < service.SmallFile {
+					small++
+				} else {
+					large++
+				}
+			}
+			if small > 0 && large > 0 {
+				t.Errorf("%s's task mixes %d small files with %d large", n, small, large)
 			}
 			if _, err := e.s.Report(e.ctx, agent(n), w.Task.ID, e.okReport(w)); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	claim("a1", 1) // the small files and one large: 272 MiB of its 520
-	claim("a2", 2) // two large: 512 of its 520, and no third
-	claim("a1", 2) // the last large file: a1 had 248 MiB left, a2 8
-	if bytes["a1"] != 528*mib || bytes["a2"] != 512*mib {
-		t.Fatalf("a1 took %d MiB, a2 %d MiB: want 528 and 512 (pairs %+v)", bytes["a1"]/mib, bytes["a2"]/mib, j.Pairs)
+	claim("a1", 1) // the largest first: a 256 MiB file and the four of 4 MiB, 272 of its 392
+	if bytes["a1"] != 272*mib {
+		t.Fatalf("a1's first task: %d MiB, want 272", bytes["a1"]/mib)
+	}
+	claim("a2", 1) // a 256 MiB file: 136 left
+	claim("a1", 2) // the small files; the last large one it leaves to a2, which has more left
+	if bytes["a1"] != 272*mib+512<<10 || bytes["a2"] != 256*mib {
+		t.Fatalf("a1 took %d KiB, a2 %d KiB: want 279040 and 262144", bytes["a1"]>>10, bytes["a2"]>>10)
+	}
+	claim("a2", 2)
+	if bytes["a2"] != 512*mib {
+		t.Fatalf("a2 took %d MiB: want 512 (pairs %+v)", bytes["a2"]/mib, j.Pairs)
 	}
 }
 

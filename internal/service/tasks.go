@@ -554,7 +554,7 @@ func (r *claimRun) freshJob(j *transfer.Job) error {
 			if len(files) == 0 {
 				break
 			}
-			batch := fitBatch(files, maxFiles, maxBytes, shareLeft)
+			batch := fitClass(files, maxFiles, maxBytes, shareLeft)
 			if len(batch) == 0 {
 				// Every pending file is larger than what is left of the
 				// pair's share: another pair with room for the first
@@ -585,6 +585,36 @@ func (r *claimRun) freshJob(j *transfer.Job) error {
 		}
 	}
 	return nil
+}
+
+// SmallFile is the size under which a file is small: less than one of
+// the mover's blocks (mover.DefaultBlockSize), moved at the pace of its
+// round trips rather than of the link.
+const SmallFile = 4 << 20
+
+// fitClass is fitBatch over one class of files, the largest first: large
+// files (at least SmallFile), or, when none of them fits, small ones. A
+// task's files go in one session, one after the other, so a batch that
+// mixed them would send the small files (bound by round trips) and the
+// large ones (bound by the rate) in turn; in tasks of their own they run
+// side by side, and a pair's first task carries its largest files from
+// the first second (the demo's pairs started with 500 small files while
+// their large ones waited behind them; the longest first also evens the
+// pairs' ends).
+func fitClass(files []transfer.JobFile, maxFiles int, maxBytes, shareLeft int64) []transfer.JobFile {
+	var large, small []transfer.JobFile
+	for _, f := range files {
+		if f.Size >= SmallFile {
+			large = append(large, f)
+		} else {
+			small = append(small, f)
+		}
+	}
+	slices.SortStableFunc(large, func(a, b transfer.JobFile) int { return cmp.Compare(b.Size, a.Size) })
+	if batch := fitBatch(large, maxFiles, maxBytes, shareLeft); len(batch) > 0 {
+		return batch
+	}
+	return fitBatch(small, maxFiles, maxBytes, shareLeft)
 }
 
 // fitBatch takes, in order, the files that fit together in maxFiles,
