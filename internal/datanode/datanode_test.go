@@ -894,3 +894,37 @@ func TestFreeBytes(t *testing.T) {
 		t.Fatalf("free bytes where statfs is not asked: %d", *free)
 	}
 }
+
+// TestBrokenForHeartbeat: the broken sessions the server recorded go in
+// the next heartbeat once; a heartbeat that failed keeps them for the
+// one after without waking the loop again (it would spin while the
+// controller is away).
+func TestBrokenForHeartbeat(t *testing.T) {
+	v := grant.NewVerifier("b1", nil)
+	n := &node{cfg: Config{Verifier: v}}
+	v.Broke("k-1", 2)
+	select {
+	case <-n.brokenCh():
+	default:
+		t.Fatal("a broken session did not wake the heartbeat loop")
+	}
+	got := n.broken()
+	if len(got) != 1 || got[0] != (apiv1.Fence{Task: "k-1", Attempt: 2}) {
+		t.Fatalf("broken: %+v", got)
+	}
+	n.unbroken(got)
+	select {
+	case <-n.brokenCh():
+		t.Fatal("a failed heartbeat's broken sessions woke the loop")
+	default:
+	}
+	if again := n.broken(); len(again) != 1 || again[0] != got[0] {
+		t.Fatalf("after a failed heartbeat: %+v", again)
+	}
+	if len(n.broken()) != 0 {
+		t.Fatal("named twice")
+	}
+	if (&node{}).broken() != nil || (&node{}).brokenCh() != nil {
+		t.Fatal("a node without a verifier has broken sessions")
+	}
+}
