@@ -484,26 +484,24 @@ func (n *node) confirmGrant(ctx context.Context, task string, attempt int) error
 // runs: the attempts they run under, each of which the answer fences if
 // it is no longer current.
 func (n *node) granted() []apiv1.Fence {
-	v := n.cfg.Verifier
-	if v == nil {
-		return nil
-	}
-	var out []apiv1.Fence
-	for _, h := range v.Held() {
-		out = append(out, apiv1.Fence{Task: h.Task, Attempt: h.Attempt})
-	}
-	return out
+	return n.attempts((*grant.Verifier).Held)
 }
 
 // broken lists the attempts whose sessions broke on the node's server
 // since the last heartbeat (grant.Verifier.TakeBroken).
 func (n *node) broken() []apiv1.Fence {
+	return n.attempts((*grant.Verifier).TakeBroken)
+}
+
+// attempts lists what list says of the node's server's verifier as the
+// heartbeat's fences (none without a verifier).
+func (n *node) attempts(list func(*grant.Verifier) []grant.Held) []apiv1.Fence {
 	v := n.cfg.Verifier
 	if v == nil {
 		return nil
 	}
 	var out []apiv1.Fence
-	for _, h := range v.TakeBroken() {
+	for _, h := range list(v) {
 		out = append(out, apiv1.Fence{Task: h.Task, Attempt: h.Attempt})
 	}
 	return out
