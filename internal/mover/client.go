@@ -166,6 +166,17 @@ func (c *ClientConfig) connectVersion(ctx context.Context, minVersion uint16, wh
 	default:
 		return nil, refusal(fmt.Sprintf("unknown transport %q: want tcp or udp", c.Tuning.Transport))
 	}
+	// The data connections of a TCP session are dialled beside the
+	// control connection (when the stream count is known) or beside the
+	// request (when it is chosen from the control connection's RTT): their
+	// TCP and hello round trips overlap the control's, and only their
+	// joins wait for the answer. Two round trips fewer before the first
+	// byte, which on a wide-area path is most of a small job's start.
+	var spec *dataDials
+	if !c.udpData() && c.Streams > 0 {
+		spec = c.dialData(ctx, c.Streams)
+	}
+	defer func() { spec.close() }() // what the session did not take
 	conn, r, cn, sn, err := c.dial(ctx, wire.KindControl, max(c.Streams, 1), nil)
 	if err != nil {
 		return nil, err
@@ -187,6 +198,9 @@ func (c *ClientConfig) connectVersion(ctx context.Context, minVersion uint16, wh
 		}
 		if st := transport.StreamOf(conn); st != nil {
 			st.Tune(c.ctrlOptions(streams))
+		}
+		if !c.udpData() {
+			spec = c.dialData(ctx, streams)
 		}
 	}
 	w := wire.NewWriter(conn)
@@ -255,30 +269,34 @@ func (c *ClientConfig) connectVersion(ctx context.Context, minVersion uint16, wh
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			dc, dr, dcn, dsn, err := c.dial(ctx, wire.KindData, int(acc.Streams), auth)
-			if err != nil {
-				errs[i] = err
+			// A connection dialled ahead that the server closed meanwhile
+			// (its handshake timeout, while the request waited on the
+			// controller or an older attempt) is dialled again, once.
+			d, early := spec.take(i)
+			for {
+				if !early {
+					d.conn, d.r, d.cn, d.sn, d.err = c.dial(ctx, wire.KindData, int(acc.Streams), auth)
+				}
+				if d.err != nil {
+					if early && ctx.Err() == nil {
+						early = false
+						continue
+					}
+					errs[i] = d.err
+					return
+				}
+				dc, answered, err := join(d, acc.Session, uint16(i), key)
+				if err != nil && early && ctx.Err() == nil && !answered {
+					early = false
+					continue
+				}
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				data[i] = dc
 				return
 			}
-			dw := wire.NewWriter(dc)
-			if err := dw.Send(&wire.Join{Session: acc.Session, Stream: uint16(i), MAC: joinMAC(key, acc.Session, uint16(i), dcn, dsn)}); err != nil {
-				dc.Close()
-				errs[i] = fmt.Errorf("join: %w", err)
-				return
-			}
-			jm, err := dr.Read()
-			if err != nil {
-				dc.Close()
-				errs[i] = fmt.Errorf("join: %w", err)
-				return
-			}
-			if e, ok := jm.(*wire.Error); ok {
-				dc.Close()
-				errs[i] = peerError(e)
-				return
-			}
-			dc.SetDeadline(time.Time{})
-			data[i] = newDataConn(dc, dr.Buffered())
 		}()
 	}
 	wg.Wait()
@@ -291,6 +309,84 @@ func (c *ClientConfig) connectVersion(ctx context.Context, minVersion uint16, wh
 	}
 	conn.SetDeadline(time.Time{})
 	return &link{ctrl: newCtrl(conn, r), data: data, stall: c.Stall, prog: &Progress{}, udp: c.udpData()}, nil
+}
+
+// dataDial is a data connection dialled (TCP and hello), not yet joined.
+type dataDial struct {
+	conn   net.Conn
+	r      *wire.Reader
+	cn, sn [wire.NonceSize]byte
+	err    error
+}
+
+// dataDials are the data connections of a session dialled ahead of its
+// answer (connectVersion), each delivered on its own channel.
+type dataDials struct {
+	ch    []chan dataDial
+	taken []bool
+}
+
+// dialData starts dialling n data connections.
+func (c *ClientConfig) dialData(ctx context.Context, n int) *dataDials {
+	d := &dataDials{ch: make([]chan dataDial, n), taken: make([]bool, n)}
+	for i := range d.ch {
+		d.ch[i] = make(chan dataDial, 1)
+		go func() {
+			var x dataDial
+			x.conn, x.r, x.cn, x.sn, x.err = c.dial(ctx, wire.KindData, n, nil)
+			d.ch[i] <- x
+		}()
+	}
+	return d
+}
+
+// take waits for the i-th connection dialled ahead; false when there is
+// none (fewer were dialled than the server granted streams).
+func (d *dataDials) take(i int) (dataDial, bool) {
+	if d == nil || i >= len(d.ch) {
+		return dataDial{}, false
+	}
+	d.taken[i] = true
+	return <-d.ch[i], true
+}
+
+// close closes, as they come, the connections dialled ahead that no
+// stream took (a refused request, or fewer streams granted).
+func (d *dataDials) close() {
+	if d == nil {
+		return
+	}
+	for i, ch := range d.ch {
+		if d.taken[i] {
+			continue
+		}
+		go func() {
+			if x := <-ch; x.conn != nil {
+				x.conn.Close()
+			}
+		}()
+	}
+}
+
+// join joins a dialled data connection to session as stream i; answered
+// says the server refused the join (rather than the connection failing).
+func join(d dataDial, session [16]byte, i uint16, key []byte) (dc *dataConn, answered bool, err error) {
+	dw := wire.NewWriter(d.conn)
+	if err := dw.Send(&wire.Join{Session: session, Stream: i, MAC: joinMAC(key, session, i, d.cn, d.sn)}); err != nil {
+		d.conn.Close()
+		return nil, false, fmt.Errorf("join: %w", err)
+	}
+	jm, err := d.r.Read()
+	if err != nil {
+		d.conn.Close()
+		return nil, false, fmt.Errorf("join: %w", err)
+	}
+	if e, ok := jm.(*wire.Error); ok {
+		d.conn.Close()
+		return nil, true, peerError(e)
+	}
+	d.conn.SetDeadline(time.Time{})
+	return newDataConn(d.conn, d.r.Buffered()), false, nil
 }
 
 // ChooseUDPStreams picks a UDP session's stream count: each UDP stream

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -659,5 +660,80 @@ func TestGrantConfirm(t *testing.T) {
 				t.Error("an attempt the controller says is over is not fenced")
 			}
 		})
+	}
+}
+
+// countHandler counts the log records whose message and reason hold the
+// given words, and signals each.
+type countHandler struct {
+	mu    sync.Mutex
+	n     int
+	hit   chan struct{}
+	words string
+}
+
+func (h *countHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *countHandler) WithGroup(string) slog.Handler            { return h }
+func (h *countHandler) Handle(_ context.Context, r slog.Record) error {
+	text := r.Message
+	r.Attrs(func(a slog.Attr) bool { text += " " + a.Value.String(); return true })
+	if strings.Contains(text, h.words) {
+		h.mu.Lock()
+		h.n++
+		h.mu.Unlock()
+		select {
+		case h.hit <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+func (h *countHandler) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
+}
+
+// TestEarlyDataDials: a session's data connections are dialled beside its
+// control connection; when the request's answer comes after the server
+// has dropped them (its handshake timeout, here while the controller is
+// asked about the grant), each is dialled again, and the push succeeds.
+func TestEarlyDataDials(t *testing.T) {
+	key, err := grant.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := grant.NewVerifier("dst1", nil)
+	v.SetKey(key.Public().(ed25519.PublicKey))
+	const streams = 3
+	h := &countHandler{hit: make(chan struct{}, 1), words: "read join"}
+	root := t.TempDir()
+	addr := serveConfig(t, ServerConfig{Root: root, Grants: v, HandshakeTimeout: 300 * time.Millisecond, Logger: slog.New(h)})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The controller answers once the server has dropped every data
+	// connection dialled early.
+	v.SetConfirm(func(cctx context.Context, _ string, _ int) error {
+		for h.count() < streams {
+			select {
+			case <-h.hit:
+			case <-cctx.Done():
+				return cctx.Err()
+			}
+		}
+		return nil
+	})
+	gs := &grantServer{addr: addr, root: root, key: key, v: v}
+	local := filepath.Join(t.TempDir(), "run42")
+	files := makeTree(t, local, map[string]int{"a.bin": 2<<20 + 3})
+	cfg := ClientConfig{Addr: addr, Streams: streams, BlockSize: 1 << 20, Tuning: Tuning{DSCP: -1}, Grant: gs.sign(t, nil)}
+	sum, err := pushTree(ctx, t, cfg, local, "in/", 0)
+	if err != nil || !sum.Verified {
+		t.Fatalf("push: %v %+v", err, sum)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "in", "run42", "a.bin")); !bytes.Equal(got, files["a.bin"]) {
+		t.Fatal("a.bin differs")
 	}
 }
