@@ -76,7 +76,9 @@
 # (256M), DEADLINE (10m), OVERHEAD_FILES (10000), OVERHEAD_RUNS (3),
 # SW_SMALL_FILES (200), SW_LARGE_FILES (9: with LARGE_SIZE, the 2.4 GB), COMPETE_SIZE (512M),
 # COMPETE_DEADLINE (40s: with the service's 15 s shortest window booked at
-# everything free, two of the three fit), KILL_AFTER (2), ONLY,
+# everything free, two of the three fit at the prior goodput; after the
+# sharedwan runs have raised the measured goodput, the windows are shorter
+# and the third may fit too), KILL_AFTER (2), ONLY,
 # JSON=1 (same as --json), KEEP=1 (keep the work directory and its logs),
 # CONTROLLER_ARGS (more flags for the controller, e.g. "--transfer-part-min 0"
 # to move large files whole),
