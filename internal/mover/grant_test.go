@@ -710,7 +710,7 @@ func TestEarlyDataDials(t *testing.T) {
 	const streams = 3
 	h := &countHandler{hit: make(chan struct{}, 1), words: "read join"}
 	root := t.TempDir()
-	addr := serveConfig(t, ServerConfig{Root: root, Grants: v, HandshakeTimeout: 300 * time.Millisecond, Logger: slog.New(h)})
+	addr := serveConfig(t, ServerConfig{Root: root, Grants: v, HandshakeTimeout: time.Second, Logger: slog.New(h)})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// The controller answers once the server has dropped every data
