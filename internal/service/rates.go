@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"math/bits"
+	"slices"
 	"strings"
 	"time"
 
@@ -133,8 +134,9 @@ func (s *Service) repace(ctx context.Context, tx store.Store, j transfer.Job, no
 // again (repace), so a pair whose job's other pairs went idle since
 // speeds up within a report, not at its next heartbeat.
 func (s *Service) paceOf(ctx context.Context, tx store.Store, j transfer.Job, t *transfer.Task) error {
-	if t.State != transfer.TaskActive || transfer.JobEnded(j.State) {
-		return nil
+	booked := slices.ContainsFunc(j.Pairs, func(p transfer.Pair) bool { return p.Reservation != "" && p.Routed == "" })
+	if t.State != transfer.TaskActive || transfer.JobEnded(j.State) || !booked {
+		return nil // an unbooked task's pace is the node's to share (0)
 	}
 	rates, err := s.repace(ctx, tx, j, t.From)
 	if err != nil {
