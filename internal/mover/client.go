@@ -101,6 +101,12 @@ var udpTransport = &udp.Transport{}
 // dial opens a connection and runs its handshake: the control
 // connection, or a data connection (over UDP under auth, when set).
 func (c *ClientConfig) dial(ctx context.Context, kind wire.Kind, streams int, auth *transport.Auth) (net.Conn, *wire.Reader, [wire.NonceSize]byte, [wire.NonceSize]byte, error) {
+	return c.dialThen(ctx, kind, streams, auth, nil)
+}
+
+// dialThen is dial, calling connected (when set) once the transport's
+// connection is up, before its TLS and hello.
+func (c *ClientConfig) dialThen(ctx context.Context, kind wire.Kind, streams int, auth *transport.Auth, connected func()) (net.Conn, *wire.Reader, [wire.NonceSize]byte, [wire.NonceSize]byte, error) {
 	var cn, sn [wire.NonceSize]byte
 	tr := c.Transport
 	if tr == nil {
@@ -122,6 +128,9 @@ func (c *ClientConfig) dial(ctx context.Context, kind wire.Kind, streams int, au
 	}
 	if err != nil {
 		return nil, nil, cn, sn, fmt.Errorf("connect to %s: %w", c.Addr, err)
+	}
+	if connected != nil {
+		connected()
 	}
 	var conn net.Conn = tc
 	if c.TLS != nil {
@@ -167,17 +176,20 @@ func (c *ClientConfig) connectVersion(ctx context.Context, minVersion uint16, wh
 		return nil, refusal(fmt.Sprintf("unknown transport %q: want tcp or udp", c.Tuning.Transport))
 	}
 	// The data connections of a TCP session are dialled beside the
-	// control connection (when the stream count is known) or beside the
-	// request (when it is chosen from the control connection's RTT): their
-	// TCP and hello round trips overlap the control's, and only their
-	// joins wait for the answer. Two round trips fewer before the first
-	// byte, which on a wide-area path is most of a small job's start.
+	// control connection once its TCP connection is up (when the stream
+	// count is known), or beside the request (when it is chosen from the
+	// control connection's RTT): their TCP and hello round trips overlap
+	// the control's hello and request, and only their joins wait for the
+	// answer. Two round trips fewer before the first byte, which on a
+	// wide-area path is most of a small job's start. The server still
+	// accepts the control connection first.
 	var spec *dataDials
+	var early func()
 	if !c.udpData() && c.Streams > 0 {
-		spec = c.dialData(ctx, c.Streams)
+		early = func() { spec = c.dialData(ctx, c.Streams) }
 	}
 	defer func() { spec.close() }() // what the session did not take
-	conn, r, cn, sn, err := c.dial(ctx, wire.KindControl, max(c.Streams, 1), nil)
+	conn, r, cn, sn, err := c.dialThen(ctx, wire.KindControl, max(c.Streams, 1), nil, early)
 	if err != nil {
 		return nil, err
 	}

@@ -266,3 +266,68 @@ func TestLostSourceSplitAmongNewPairs(t *testing.T) {
 		}
 	}
 }
+
+// A lost source's task of one file larger than what any new pair has
+// left of its share: a new pair into its destination takes it whole
+// rather than every pair leaving it to another (two new pairs with equal
+// shares left each left it to the other, and the job stayed at 44 of 45
+// files for good).
+func TestLostSourceLargeFileNotStranded(t *testing.T) {
+	e := newSharedEnv(t)
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)}, listed(3, 700_000_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Set(latestStart(j))
+	for _, n := range sharedNodes {
+		e.beat(n, nil)
+	}
+	e.c.Tick(e.ctx)
+	e.s.Tick(e.ctx)
+	if j = e.job(j.ID); j.State != transfer.JobActive || len(j.Pairs) != 3 {
+		t.Fatalf("the job at its start: %s %q, pairs %+v", j.State, j.Reason, j.Pairs)
+	}
+	lost := j.Pairs[slices.IndexFunc(j.Pairs, func(p transfer.Pair) bool { return p.From == "a1" })]
+	ws := e.claim("a1", 4)
+	if len(ws) != 1 || len(ws[0].Files) != 1 {
+		t.Fatalf("a1's claim: %+v", ws)
+	}
+	for _, n := range []string{"a2", "a3"} {
+		e.claim(n, 4)
+	}
+	e.clk.Add(time.Second)
+	e.brokenBeat(lost.To, apiv1.Fence{Task: ws[0].Task.ID, Attempt: ws[0].Task.Attempt})
+	e.clk.Add(service.SourceQuiet)
+	for _, n := range sharedNodes[1:] {
+		e.beat(n, nil)
+	}
+	e.s.Tick(e.ctx)
+	var fresh []transfer.Pair
+	for _, p := range e.job(j.ID).Pairs {
+		if p.To == lost.To && p.From != "a1" && p.Reservation != "" && p.Routed == "" {
+			fresh = append(fresh, p)
+		}
+	}
+	if len(fresh) == 0 {
+		t.Fatalf("the lost share was not planned again: %+v", e.job(j.ID).Pairs)
+	}
+	e.clk.Set(latestStart(transfer.Job{Pairs: fresh}))
+	for _, n := range sharedNodes[1:] {
+		e.beat(n, nil)
+	}
+	e.c.Tick(e.ctx)
+	e.s.Tick(e.ctx)
+	for range 4 {
+		for _, n := range []string{"a2", "a3"} {
+			for _, w := range e.claim(n, 4) {
+				if w.Task.ID == ws[0].Task.ID {
+					if w.Task.To != lost.To || len(w.Files) != 1 {
+						t.Fatalf("the lost task went %s > %s with %d files", w.Task.From, w.Task.To, len(w.Files))
+					}
+					return
+				}
+			}
+		}
+	}
+	t.Fatalf("no live pair took the lost source's task (pairs %+v)", e.job(j.ID).Pairs)
+}

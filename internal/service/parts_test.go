@@ -4,10 +4,12 @@ package service_test
 // data nodes (real checksums of real bytes, combined by the service).
 
 import (
+	"context"
 	"fmt"
 	"hash/adler32"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -713,5 +715,62 @@ func TestCutPartsBounded(t *testing.T) {
 	ps = service.CutParts(1<<30, 256<<20, []transfer.JobFile{{Job: "j", Path: "b", Size: 10 << 30}})
 	if len(ps) != 40 {
 		t.Fatalf("a file of 10 GiB: %d parts, want 40", len(ps))
+	}
+}
+
+// partsCounter counts the reads of every open part (no job named).
+type partsCounter struct {
+	store.Store
+	scans atomic.Int64
+}
+
+func (c *partsCounter) ListFileParts(ctx context.Context, f store.FilePartFilter) ([]transfer.FilePart, error) {
+	if f.Job == "" {
+		c.scans.Add(1)
+	}
+	return c.Store.ListFileParts(ctx, f)
+}
+
+// TestOwnersScannedOnChange: the clock reads the open parts of every job
+// only when a node's liveness or a job's pairs changed, not each second
+// (issue 30: a 40 TB job has 150,000 parts); an owner that lapses is
+// still taken back at the next round.
+func TestOwnersScannedOnChange(t *testing.T) {
+	var c *partsCounter
+	e := newEnv(t, smallParts, func(cfg *service.Config) {
+		c = &partsCounter{Store: cfg.Store}
+		cfg.Store = c
+	})
+	data := bigData()
+	j := e.listJob(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in"}, bigListing(data))
+	w1 := e.claimPart("a1")
+	owner := w1.Task.To
+	other := map[string]string{"b1": "b2", "b2": "b1"}[owner]
+	e.s.Tick(e.ctx)
+	before := c.scans.Load()
+	for range 5 {
+		e.clk.Add(time.Second)
+		for _, n := range []string{"a1", "a2", "b1", "b2"} {
+			e.beat(n, nil)
+		}
+		e.s.Tick(e.ctx)
+	}
+	if n := c.scans.Load() - before; n != 0 {
+		t.Fatalf("%d scans of every open part in 5 rounds where nothing changed", n)
+	}
+	// The owner goes silent: its lapse is a change, and its file is taken
+	// back.
+	for range 2 {
+		e.clk.Add(10 * time.Second)
+		for _, n := range []string{"a1", "a2", other} {
+			e.beat(n, nil)
+		}
+	}
+	e.s.Tick(e.ctx)
+	if n := c.scans.Load() - before; n != 1 {
+		t.Fatalf("%d scans after the owner lapsed, want 1", n)
+	}
+	if f := e.file(j.ID, "data/big"); f.State != transfer.FilePending || f.To != "" {
+		t.Fatalf("the file after its owner lapsed: %s owner %q", f.State, f.To)
 	}
 }

@@ -202,6 +202,9 @@ type Service struct {
 	// node taken for dead before its lease lapsed was, for lapse's reasons.
 	alive   liveness
 	lostWhy map[string]string
+	// ownersScanned is the ownersKey at lapseOwners' last full reading
+	// of the open parts (under mu).
+	ownersScanned string
 	// maxHold, policy, topology, events, bookerAs, goodput, startUp and
 	// minWindow are Config's MaxHold, Policy, Topology, Events, Booker,
 	// Goodput, StartUp and MinWindow.

@@ -288,8 +288,9 @@ func (r *claimRun) requeued() error {
 // the first to claim the task whole would carry it all while the other
 // new reservations idle (the node-kill benchmark: 814 MB over one new
 // pair, none over the other). A file larger than every pair's share left
-// goes to the pair with the most left, as in freshJob. None kept: the
-// task waits for a pair with room.
+// goes to the pair into the task's destination with the most left (it
+// keeps its destination while that lives); none kept: the task waits for
+// that pair's claim.
 func (r *claimRun) keepShare(j *transfer.Job, t transfer.Task, files []transfer.JobFile, pr pairRun) ([]transfer.JobFile, error) {
 	if !pr.reserved || pr.share <= 0 || len(files) == 0 {
 		return files, nil
@@ -314,7 +315,10 @@ func (r *claimRun) keepShare(j *transfer.Job, t transfer.Task, files []transfer.
 	}
 	keep := fitBatch(files, len(files), total, shareLeft)
 	if len(keep) == 0 {
-		if r.othersLeft(j, pr, tasks, "") >= shareLeft {
+		// Only a pair into the task's destination can take it; one with
+		// strictly more left does (equal ones: whoever asks first, so that
+		// two pairs never leave it to each other).
+		if r.othersLeft(j, pr, tasks, pr.to) > shareLeft {
 			return nil, nil
 		}
 		keep = files[:1]
