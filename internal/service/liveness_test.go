@@ -172,14 +172,12 @@ func newSharedEnv(t *testing.T) *env {
 	return e
 }
 
-// A source lost mid-job on the shared WAN: its share is planned again
-// over several live pairs into its destination, and its requeued task is
-// split among them by their shares, not carried whole by the first pair
-// to claim it while the other new reservations idle (the node-kill
-// benchmark: 814 MB over one new pair, none over the other).
-func TestLostSourceSplitAmongNewPairs(t *testing.T) {
-	e := newSharedEnv(t)
-	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)}, listed(24, 100_000_000))
+// startShared is newSharedEnv with a deadline job of files booked over
+// its three pairs and started; lost is a1's pair.
+func startShared(t *testing.T, files []apiv1.ListedFile) (e *env, j transfer.Job, lost transfer.Pair) {
+	t.Helper()
+	e = newSharedEnv(t)
+	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)}, files)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +190,16 @@ func TestLostSourceSplitAmongNewPairs(t *testing.T) {
 	if j = e.job(j.ID); j.State != transfer.JobActive || len(j.Pairs) != 3 {
 		t.Fatalf("the job at its start: %s %q, pairs %+v", j.State, j.Reason, j.Pairs)
 	}
-	lost := j.Pairs[slices.IndexFunc(j.Pairs, func(p transfer.Pair) bool { return p.From == "a1" })]
+	return e, j, j.Pairs[slices.IndexFunc(j.Pairs, func(p transfer.Pair) bool { return p.From == "a1" })]
+}
+
+// A source lost mid-job on the shared WAN: its share is planned again
+// over several live pairs into its destination, and its requeued task is
+// split among them by their shares, not carried whole by the first pair
+// to claim it while the other new reservations idle (the node-kill
+// benchmark: 814 MB over one new pair, none over the other).
+func TestLostSourceSplitAmongNewPairs(t *testing.T) {
+	e, j, lost := startShared(t, listed(24, 100_000_000))
 	ws := e.claim("a1", 16)
 	var a1Files []string
 	for _, w := range ws {
@@ -273,21 +280,7 @@ func TestLostSourceSplitAmongNewPairs(t *testing.T) {
 // shares left each left it to the other, and the job stayed at 44 of 45
 // files for good).
 func TestLostSourceLargeFileNotStranded(t *testing.T) {
-	e := newSharedEnv(t)
-	j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: t0.Add(time.Hour)}, listed(3, 700_000_000))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.clk.Set(latestStart(j))
-	for _, n := range sharedNodes {
-		e.beat(n, nil)
-	}
-	e.c.Tick(e.ctx)
-	e.s.Tick(e.ctx)
-	if j = e.job(j.ID); j.State != transfer.JobActive || len(j.Pairs) != 3 {
-		t.Fatalf("the job at its start: %s %q, pairs %+v", j.State, j.Reason, j.Pairs)
-	}
-	lost := j.Pairs[slices.IndexFunc(j.Pairs, func(p transfer.Pair) bool { return p.From == "a1" })]
+	e, j, lost := startShared(t, listed(3, 700_000_000))
 	ws := e.claim("a1", 4)
 	if len(ws) != 1 || len(ws[0].Files) != 1 {
 		t.Fatalf("a1's claim: %+v", ws)
