@@ -374,3 +374,40 @@ func laterOf(p transfer.Pair) []string {
 	}
 	return out
 }
+
+// A job that finishes after its deadline ends SUCCEEDED saying how late,
+// never silently (issue 30); one on time says nothing.
+func TestLateJobSaysSo(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		e := newEnv(t)
+		deadline := t0.Add(time.Hour)
+		j, err := e.submitDeadline(transfer.JobRequest{Sources: []string{"src:data"}, Destination: "dst:in", Deadline: deadline}, listed(4, 1_000_000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		j = e.startBooked(j)
+		var ws []apiv1.TaskWork
+		for _, n := range []string{"a1", "a2"} {
+			ws = append(ws, e.claim(n, 16)...)
+		}
+		if late {
+			e.clk.Set(deadline.Add(48200 * time.Millisecond))
+		}
+		for _, n := range []string{"a1", "a2", "b1", "b2"} {
+			e.beat(n, nil)
+		}
+		for _, w := range ws {
+			if _, err := e.s.Report(e.ctx, agent(w.Task.From), w.Task.ID, e.okReport(w)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		j = e.job(j.ID)
+		want := ""
+		if late {
+			want = "deadline missed: every file arrived verified, 48.2s after the deadline (" + deadline.UTC().Format(time.RFC3339) + ")"
+		}
+		if j.State != transfer.JobSucceeded || j.Reason != want {
+			t.Fatalf("late %v: %s %q, want %q", late, j.State, j.Reason, want)
+		}
+	}
+}

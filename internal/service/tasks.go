@@ -1401,6 +1401,20 @@ func (s *Service) Report(ctx context.Context, a identity.Actor, id string, rep a
 	return apiv1.TaskAnswer{Task: t}, nil
 }
 
+// lateReason is the reason of a job that succeeds at now after its
+// deadline, saying how late (issue 30: a job 48 s late ended SUCCEEDED
+// without a word); "" when it has none or met it.
+func lateReason(j transfer.Job, now time.Time) string {
+	if j.Deadline.IsZero() || !now.After(j.Deadline) {
+		return ""
+	}
+	late := now.Sub(j.Deadline)
+	if late >= time.Second {
+		late = late.Round(100 * time.Millisecond)
+	}
+	return fmt.Sprintf("deadline missed: every file arrived verified, %s after the deadline (%s)", late, j.Deadline.UTC().Format(time.RFC3339))
+}
+
 // endReport stores a reported task and its job's tallies (files ok and
 // failed, the bytes of the files that arrived), and ends the job when
 // nothing of it is left; ended is set when the task ended with it.
@@ -1489,7 +1503,10 @@ func (s *Service) finish(ctx context.Context, tx store.Store, j *transfer.Job, n
 	j.BytesDone = counts[transfer.FileSucceeded].Bytes
 	j.ThroughputBps = runThroughput(*j, now)
 	if j.FilesFailed == 0 {
-		j.State, j.Reason = transfer.JobSucceeded, ""
+		j.State, j.Reason = transfer.JobSucceeded, lateReason(*j, now)
+		if j.Reason != "" {
+			s.log.Warn("a job finished after its deadline", "job", j.ID, "owner", j.Owner, "reason", j.Reason)
+		}
 		return s.observeGoodput(ctx, tx, *j)
 	}
 	first, err := tx.ListJobFiles(ctx, store.JobFileFilter{Job: j.ID, States: []string{transfer.FileFailed}, Limit: 1})
