@@ -7,6 +7,7 @@ package api
 // (package service); this decodes, calls and encodes.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -377,6 +378,8 @@ var (
 		"Bytes of files the transfer service's jobs moved and verified.", nil, nil)
 	serviceTasksDesc = prometheus.NewDesc("lightpath_service_running_tasks",
 		"Copy tasks data nodes are running.", nil, nil)
+	serviceJobsDesc = prometheus.NewDesc("lightpath_service_jobs",
+		"Jobs of the transfer service in each state (every state, 0 when none).", []string{"state"}, nil)
 )
 
 func (g serviceGauges) Describe(ch chan<- *prometheus.Desc) {
@@ -384,6 +387,7 @@ func (g serviceGauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- serviceSiteDesc
 	ch <- serviceBytesDesc
 	ch <- serviceTasksDesc
+	ch <- serviceJobsDesc
 }
 
 func (g serviceGauges) Collect(ch chan<- prometheus.Metric) {
@@ -397,4 +401,11 @@ func (g serviceGauges) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(serviceBytesDesc, prometheus.CounterValue, float64(a.BytesMoved))
 	ch <- prometheus.MustNewConstMetric(serviceTasksDesc, prometheus.GaugeValue, float64(a.RunningTasks))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if n, err := g.s.JobsByState(ctx); err == nil {
+		for _, st := range service.JobStates {
+			ch <- prometheus.MustNewConstMetric(serviceJobsDesc, prometheus.GaugeValue, float64(n[st]), st)
+		}
+	}
 }

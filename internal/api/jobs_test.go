@@ -201,8 +201,9 @@ func TestJobRoutes(t *testing.T) {
 			t.Fatalf("list: %d %s", st, raw)
 		}
 	}
-	if m := scrape(t, e); !strings.Contains(m, "lightpath_service_moved_bytes_total 5000") || !strings.Contains(m, "lightpath_service_throughput_bytes_per_second") {
-		t.Fatalf("/metrics lacks the service's aggregates")
+	if m := scrape(t, e); !strings.Contains(m, "lightpath_service_moved_bytes_total 5000") || !strings.Contains(m, "lightpath_service_throughput_bytes_per_second") ||
+		!strings.Contains(m, `lightpath_service_jobs{state="SUCCEEDED"} 1`) || !strings.Contains(m, `lightpath_service_jobs{state="FAILED"} 0`) {
+		t.Fatalf("/metrics lacks the service's aggregates or its jobs by state")
 	}
 
 	// A deadline that cannot be met: the submission is answered at once

@@ -245,6 +245,23 @@ type Aggregates struct {
 	RunningTasks  int
 }
 
+// JobStates are the states a job may be in, as /metrics counts them.
+var JobStates = []string{transfer.JobQueued, transfer.JobScheduled, transfer.JobActive, transfer.JobSucceeded, transfer.JobFailed, transfer.JobCancelled}
+
+// JobsByState counts the jobs in each of JobStates (0 for none), from the
+// store's state index, without the service's lock.
+func (s *Service) JobsByState(ctx context.Context) (map[string]int, error) {
+	n, err := s.st.CountJobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(JobStates))
+	for _, st := range JobStates {
+		out[st] = n[st]
+	}
+	return out, nil
+}
+
 // Aggregates returns the service's aggregates now.
 func (s *Service) Aggregates() Aggregates {
 	s.lock()

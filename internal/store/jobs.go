@@ -66,6 +66,9 @@ type Jobs interface {
 	// otherwise): by the (job, state) index alone, so its cost is bounded
 	// by limit however many files the job has.
 	CountJobFilesUpTo(ctx context.Context, job string, states []string, limit int) (int, error)
+	// CountJobs returns how many jobs are in each state (the states with
+	// none left out), by the state index.
+	CountJobs(ctx context.Context) (map[string]int, error)
 	// DeleteJobFiles deletes at most limit of a job's files (the first by
 	// Path) with their parts, in one short transaction, and returns how
 	// many it deleted: a caller clears a job's files of any number in

@@ -633,6 +633,29 @@ func (s *sqlStore) CountJobFiles(ctx context.Context, job string) (map[string]Fi
 	return out, nil
 }
 
+func (s *sqlStore) CountJobs(ctx context.Context) (map[string]int, error) {
+	rs, err := s.q.query(ctx, `SELECT state, COUNT(*) FROM jobs GROUP BY state`)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	defer rs.Close()
+	out := map[string]int{}
+	for rs.Next() {
+		var (
+			state string
+			n     int64
+		)
+		if err := rs.Scan(&state, &n); err != nil {
+			return nil, fmt.Errorf("count jobs: %w", err)
+		}
+		out[state] = int(n)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	return out, nil
+}
+
 // ---- file parts ----
 
 // partRow checks p and returns its columns: job, path, idx, state, to_node, task, doc.

@@ -381,6 +381,10 @@ func testJobFilters(t *testing.T, url string) {
 			t.Errorf("%s: %v, want %v", tc.name, ids, tc.want)
 		}
 	}
+	want := map[string]int{transfer.JobActive: 2, transfer.JobQueued: 2, transfer.JobSucceeded: 1}
+	if n, err := s.CountJobs(ctx); err != nil || !reflect.DeepEqual(n, want) {
+		t.Errorf("jobs by state: %v, %v; want %v", n, err, want)
+	}
 }
 
 func testJobDelete(t *testing.T, url string) {
