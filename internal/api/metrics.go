@@ -72,11 +72,14 @@ var (
 		"Live reservations (holding capacity) by state.", []string{"state"}, nil)
 	agentsDesc = prometheus.NewDesc("lightpath_controller_agents",
 		"Node agents known to the controller, alive (lease held) or gone.", []string{"state"}, nil)
+	reservedDesc = prometheus.NewDesc("lightpath_controller_reserved_bytes_per_second",
+		"Bandwidth the ACTIVE reservations guarantee over each direction of each link of the topology (0 where none).", []string{"link", "from", "to"}, nil)
 )
 
 func (g gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- reservationsDesc
 	ch <- agentsDesc
+	ch <- reservedDesc
 }
 
 func (g gauges) Collect(ch chan<- prometheus.Metric) {
@@ -86,6 +89,15 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(agentsDesc, prometheus.GaugeValue, float64(alive), "alive")
 	ch <- prometheus.MustNewConstMetric(agentsDesc, prometheus.GaugeValue, float64(gone), "gone")
+	if topo := g.c.Topology(); topo != nil {
+		reserved := g.c.ReservedNow()
+		for _, l := range topo.Graph.Links() {
+			for _, d := range [][2]string{{l.A, l.B}, {l.B, l.A}} {
+				bps := reserved[[2]string{l.Name, d[0]}]
+				ch <- prometheus.MustNewConstMetric(reservedDesc, prometheus.GaugeValue, float64(bps)/8, l.Name, d[0], d[1])
+			}
+		}
+	}
 }
 
 // statusWriter remembers the status code a handler wrote, and passes
