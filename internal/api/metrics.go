@@ -2,7 +2,9 @@ package api
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/lightpath/lightpath/internal/controller"
+	"github.com/lightpath/lightpath/internal/monitor/alert"
+	"github.com/lightpath/lightpath/internal/monitor/rules"
 	"github.com/lightpath/lightpath/internal/reserve"
 )
 
@@ -129,4 +133,57 @@ func (w *statusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// alertGauges are the alerts as Prometheus' own ALERTS series has them:
+// lightpath_alerts{alertname, alertstate, severity, and the series'
+// labels} 1 for each series pending or firing under a rule; a series
+// back to ok has none. Its label names vary with the series, so it is an
+// unchecked collector (Describe sends nothing).
+type alertGauges struct{ e *alert.Evaluator }
+
+const alertsHelp = "Alerts pending or firing: 1 for each series in that state under a rule (as Prometheus' ALERTS)."
+
+func (g alertGauges) Describe(chan<- *prometheus.Desc) {}
+
+func (g alertGauges) Collect(ch chan<- prometheus.Metric) {
+	for _, in := range g.e.Status().Instances {
+		if in.State != string(rules.StatePending) && in.State != string(rules.StateFiring) {
+			continue
+		}
+		names := []string{"alertname", "alertstate", "severity"}
+		values := []string{in.Rule, in.State, in.Severity}
+		keys := make([]string, 0, len(in.Labels))
+		for k := range in.Labels {
+			if !slices.Contains(names, k) && labelName(k) {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			names, values = append(names, k), append(values, in.Labels[k])
+		}
+		desc := prometheus.NewDesc("lightpath_alerts", alertsHelp, names, nil)
+		m, err := prometheus.NewConstMetric(desc, prometheus.GaugeValue, 1, values...)
+		if err == nil {
+			ch <- m
+		}
+	}
+}
+
+// labelName reports whether k may name a Prometheus label: a letter or _
+// first, then letters, digits and _, and not __ first (reserved).
+func labelName(k string) bool {
+	if k == "" || strings.HasPrefix(k, "__") {
+		return false
+	}
+	for i, r := range k {
+		switch {
+		case r == '_', r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -288,6 +288,10 @@ func TestTransfersAndAlerts(t *testing.T) {
 	if st, raw := e.do("GET", "/api/v1/alerts", alice, nil, &al); st != 200 || len(al.Status.Instances) != 1 || al.Status.Instances[0].State != "firing" {
 		t.Fatalf("alerts: %d %s", st, raw)
 	}
+	// /metrics has it as Prometheus' ALERTS has its own.
+	if m := scrape(t, e); !strings.Contains(m, `lightpath_alerts{alertname="wan-busy",alertstate="firing",`) || !strings.Contains(m, `from="ra"`) {
+		t.Errorf("/metrics lacks the firing alert:\n%s", grepLines(m, "lightpath_alerts"))
+	}
 	// The transfer's series are in the repository.
 	var q apiv1.QueryResult
 	if st, raw := e.do("GET", "/api/v1/metrics/query?name=lightpath_transfer_stream_cwnd_segments&match=transfer%3D"+tr.ID, alice, nil, &q); st != 200 || len(q.Series) != 1 {
@@ -435,4 +439,15 @@ func TestTransfersAndAlertsSurviveRestart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// grepLines is the lines of s that hold sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -23,9 +23,13 @@ func (s *Server) WithTransfers(t *registry.Registry) *Server {
 	return s
 }
 
-// WithAlerts makes the server show the rules' state and history.
+// WithAlerts makes the server show the rules' state and history, and adds
+// the pending and firing alerts to /metrics (lightpath_alerts).
 func (s *Server) WithAlerts(e *alert.Evaluator, h *alert.History) *Server {
 	s.alerts, s.history = e, h
+	if e != nil {
+		s.metrics.reg.MustRegister(alertGauges{e})
+	}
 	return s
 }
 
