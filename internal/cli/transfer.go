@@ -791,8 +791,8 @@ func newTransferWaitCmd(o *ctlFlags) *cobra.Command {
 		Use:   "wait ID",
 		Short: "Follow a job until it ends: exit 0 only when every file arrived verified",
 		Long: `Follow a job of the transfer service, printing a line whenever its state,
-its reason or its progress changes (with --json, the job as one NDJSON line
-each time and a summary last). It exits 0 when the job SUCCEEDED (every
+its reason or its progress changes, not its throughput alone (with --json,
+the job as one NDJSON line each time and a summary last). It exits 0 when the job SUCCEEDED (every
 file arrived verified), 1 when it FAILED (listing the files that failed,
 with their errors) or was CANCELLED, and 2 when --timeout runs out first.
 While the controller cannot be reached (a restart, a failover) it keeps
@@ -859,15 +859,9 @@ func runTransferWait(cmd *cobra.Command, o *ctlFlags, id string, timeout time.Du
 			j := p.Job
 			sum.State, sum.Reason, sum.FilesTotal, sum.FilesDone, sum.FilesFailed, sum.BytesDone =
 				j.State, j.Reason, j.FilesTotal, j.FilesDone, j.FilesFailed, j.BytesDone
-			line := fmt.Sprintf("%s %s: %s", j.ID, j.State, jobProgress(j))
-			if j.ThroughputBps > 0 && j.State == transfer.JobActive {
-				line += ", " + units.FormatRate(j.ThroughputBps)
-			}
-			if j.Reason != "" {
-				line += " (" + j.Reason + ")"
-			}
-			if line != last {
-				last = line
+			line, key := waitLine(j)
+			if key != last {
+				last = key
 				if o.json {
 					nd.write(j)
 				} else {
@@ -900,6 +894,22 @@ func runTransferWait(cmd *cobra.Command, o *ctlFlags, id string, timeout time.Du
 		case <-t.C:
 		}
 	}
+}
+
+// waitLine is transfer wait's line for job j, and what must change for
+// another line to be printed: the state, the progress or the reason, not
+// the throughput alone (which would print a line every second).
+func waitLine(j transfer.Job) (line, key string) {
+	key = fmt.Sprintf("%s %s: %s", j.ID, j.State, jobProgress(j))
+	line = key
+	if j.ThroughputBps > 0 && j.State == transfer.JobActive {
+		line += ", " + units.FormatRate(j.ThroughputBps)
+	}
+	if j.Reason != "" {
+		line += " (" + j.Reason + ")"
+		key += " (" + j.Reason + ")"
+	}
+	return line, key
 }
 
 // retryable reports whether a request's failure may go away by asking

@@ -124,3 +124,31 @@ func TestPartSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitLine: transfer wait prints again when the state, the progress
+// or the reason changes, not when the throughput alone does; the line
+// still shows the throughput.
+func TestWaitLine(t *testing.T) {
+	j := transfer.Job{ID: "j-1", State: transfer.JobActive, FilesTotal: 4, FilesDone: 1, BytesTotal: 4 << 20, BytesDone: 1 << 20,
+		ThroughputBps: 80e6, Reason: "moving: 1 of 4 files"}
+	line, key := waitLine(j)
+	if !strings.Contains(line, "80.0 Mbit/s") || !strings.Contains(line, "(moving: 1 of 4 files)") {
+		t.Fatalf("line %q", line)
+	}
+	faster := j
+	faster.ThroughputBps = 95e6
+	if _, k := waitLine(faster); k != key {
+		t.Errorf("a new throughput alone changes the key: %q, %q", k, key)
+	}
+	for name, change := range map[string]func(*transfer.Job){
+		"state":    func(j *transfer.Job) { j.State = transfer.JobSucceeded },
+		"progress": func(j *transfer.Job) { j.FilesDone, j.BytesDone = 2, 2<<20 },
+		"reason":   func(j *transfer.Job) { j.Reason = "network: wan blackholed" },
+	} {
+		c := j
+		change(&c)
+		if _, k := waitLine(c); k == key {
+			t.Errorf("a change of %s leaves the key as it was", name)
+		}
+	}
+}
