@@ -1166,23 +1166,13 @@ func TestMetrics(t *testing.T) {
 	}
 	// Reserved bandwidth per link direction: every direction, and what
 	// the ACTIVE reservations guarantee (bytes per second).
-	scrapeBody := func() string {
-		t.Helper()
-		resp, err := http.Get(e.srv.URL + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b)
-	}
 	const reserved = `lightpath_controller_reserved_bytes_per_second{from="h1",link="l",to="h2"} `
-	if m := scrapeBody(); !strings.Contains(m, reserved+"0") || !strings.Contains(m, `lightpath_controller_reserved_bytes_per_second{from="h2",link="l",to="h1"} 0`) {
+	if m := scrape(t, e); !strings.Contains(m, reserved+"0") || !strings.Contains(m, `lightpath_controller_reserved_bytes_per_second{from="h2",link="l",to="h1"} 0`) {
 		t.Errorf("/metrics lacks the reserved bandwidth of each link direction before the start")
 	}
 	e.clk.Add(90 * time.Minute)
 	e.c.Tick(context.Background())
-	if m := scrapeBody(); !strings.Contains(m, reserved+"125000") {
+	if m := scrape(t, e); !strings.Contains(m, reserved+"125000") {
 		t.Errorf("/metrics: the ACTIVE reservation's 1 Mbit/s is not on h1 > h2 of l")
 	}
 }
