@@ -102,14 +102,7 @@ func TestGoodputMeasured(t *testing.T) {
 	}
 	// 4 GB moved over a minute of ACTIVE: well under the booking.
 	e.clk.Add(time.Minute)
-	for _, n := range []string{"a1", "a2", "b1", "b2"} {
-		e.beat(n, nil)
-	}
-	for _, w := range ws {
-		if _, err := e.s.Report(e.ctx, agent(w.Task.From), w.Task.ID, e.okReport(w)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.finishAll(ws)
 	j = e.job(j.ID)
 	if j.State != transfer.JobSucceeded {
 		t.Fatalf("the job: %s %q", j.State, j.Reason)
@@ -393,14 +386,7 @@ func TestLateJobSaysSo(t *testing.T) {
 		if late {
 			e.clk.Set(deadline.Add(48200 * time.Millisecond))
 		}
-		for _, n := range []string{"a1", "a2", "b1", "b2"} {
-			e.beat(n, nil)
-		}
-		for _, w := range ws {
-			if _, err := e.s.Report(e.ctx, agent(w.Task.From), w.Task.ID, e.okReport(w)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		e.finishAll(ws)
 		j = e.job(j.ID)
 		want := ""
 		if late {
@@ -408,6 +394,20 @@ func TestLateJobSaysSo(t *testing.T) {
 		}
 		if j.State != transfer.JobSucceeded || j.Reason != want {
 			t.Fatalf("late %v: %s %q, want %q", late, j.State, j.Reason, want)
+		}
+	}
+}
+
+// finishAll has every data node heartbeat, then reports each of ws done
+// with every file arrived.
+func (e *env) finishAll(ws []apiv1.TaskWork) {
+	e.t.Helper()
+	for _, n := range []string{"a1", "a2", "b1", "b2"} {
+		e.beat(n, nil)
+	}
+	for _, w := range ws {
+		if _, err := e.s.Report(e.ctx, agent(w.Task.From), w.Task.ID, e.okReport(w)); err != nil {
+			e.t.Fatal(err)
 		}
 	}
 }
